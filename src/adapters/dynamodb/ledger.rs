@@ -1,0 +1,244 @@
+//! The deliveries ledger: the merchant's archive of every verified delivery, keyed by `event_id`.
+//!
+//! | attribute | type | meaning |
+//! |---|---|---|
+//! | `event_id` | S (hash key) | `evt_…` from the verified body |
+//! | `event_type`, `category` | S | `invoice.paid`, `invoice` |
+//! | `resource_id` | S | `inv_…` / `wdr_…` / `pcd_…` (absent for unknown types without one) |
+//! | `environment`, `secret_label` | S | `live`/`test` and the label of the secret that verified it |
+//! | `version`, `occurred_at`, `signed_at` | N | envelope version, event time, signature `t` (Unix s) |
+//! | `received_at` | N | Unix ms |
+//! | `body` | B | the exact raw body |
+//! | `body_sha256` | S | hex SHA-256 of `body` |
+//! | `state` | S | `received` → `processed` |
+//! | `lease_until` | N | Unix ms until which the recording attempt may still be sending it |
+//! | `enqueue_attempts` | N | how many attempts sent it to the queue |
+//! | `outcome`, `processed_at` | S, N | set by fulfil |
+//! | `body_conflicts`, `last_conflict_sha256`, `last_conflict_at` | N, S, N | same id, other body |
+//! | `expires_at` | N | only when a retention is configured (the table's TTL attribute) |
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::DisplayErrorContext;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
+
+use super::item::{Item, get_b, get_s, get_u64, n, s};
+use crate::domain::envelope::Category;
+use crate::domain::ingest::{
+    Delivery, DeliveryLedger, DeliveryState, ExistingDelivery, PortError, Recorded, TakeOver,
+};
+use crate::domain::signature::Environment;
+
+/// Names the code relies on; `template.yaml` must create the table with the same.
+pub struct LedgerSchema;
+
+impl LedgerSchema {
+    /// The hash key.
+    pub const KEY: &'static str = "event_id";
+    /// The TTL attribute (used only when a retention is configured).
+    pub const TTL: &'static str = "expires_at";
+}
+
+/// A [`DeliveryLedger`] on a DynamoDB table.
+#[derive(Debug, Clone)]
+pub struct DynamoLedger {
+    client: Client,
+    table: String,
+    retention_secs: Option<u64>,
+}
+
+impl DynamoLedger {
+    /// The ledger in `table`; with `retention_days`, items carry `expires_at` for the table's TTL.
+    #[must_use]
+    pub fn new(client: Client, table: impl Into<String>, retention_days: Option<u64>) -> Self {
+        Self {
+            client,
+            table: table.into(),
+            retention_secs: retention_days.map(|d| d * 86_400),
+        }
+    }
+
+    /// The table name.
+    #[must_use]
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The DynamoDB client.
+    #[must_use]
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn item_of(&self, d: &Delivery, lease_until_ms: u64) -> Item {
+        let mut item = Item::with_capacity(18);
+        item.insert("event_id".into(), s(&d.event_id));
+        item.insert("event_type".into(), s(&d.event_type));
+        item.insert("category".into(), s(d.category.as_str()));
+        if let Some(r) = &d.resource_id {
+            item.insert("resource_id".into(), s(r));
+        }
+        if let Some(e) = d.environment {
+            item.insert("environment".into(), s(e.as_str()));
+        }
+        item.insert("secret_label".into(), s(&d.secret_label));
+        item.insert("version".into(), n(d.version));
+        item.insert("occurred_at".into(), n(d.occurred_at));
+        item.insert("signed_at".into(), n(d.signed_at));
+        item.insert("received_at".into(), n(d.received_at_ms));
+        item.insert("body".into(), AttributeValue::B(d.body.clone().into()));
+        item.insert("body_sha256".into(), s(&d.body_sha256));
+        item.insert("state".into(), s(DeliveryState::Received.as_str()));
+        item.insert("lease_until".into(), n(lease_until_ms));
+        item.insert("enqueue_attempts".into(), n(1));
+        if let Some(secs) = self.retention_secs {
+            item.insert(LedgerSchema::TTL.into(), n(d.received_at_ms / 1000 + secs));
+        }
+        item
+    }
+}
+
+/// Reads a ledger item back into the domain's shape.
+pub(crate) fn existing_of(item: &Item) -> Option<ExistingDelivery> {
+    let delivery = Delivery {
+        event_id: get_s(item, "event_id")?.to_owned(),
+        event_type: get_s(item, "event_type").unwrap_or_default().to_owned(),
+        category: Category::parse(get_s(item, "category").unwrap_or_default()),
+        resource_id: get_s(item, "resource_id").map(str::to_owned),
+        environment: get_s(item, "environment").and_then(Environment::from_label),
+        secret_label: get_s(item, "secret_label").unwrap_or_default().to_owned(),
+        version: get_u64(item, "version").unwrap_or(1),
+        occurred_at: get_u64(item, "occurred_at").unwrap_or_default(),
+        signed_at: get_u64(item, "signed_at").unwrap_or_default(),
+        received_at_ms: get_u64(item, "received_at").unwrap_or_default(),
+        body: get_b(item, "body").unwrap_or_default().to_vec(),
+        body_sha256: get_s(item, "body_sha256").unwrap_or_default().to_owned(),
+    };
+    Some(ExistingDelivery {
+        delivery,
+        state: DeliveryState::parse(get_s(item, "state").unwrap_or_default()),
+        lease_until_ms: get_u64(item, "lease_until").unwrap_or_default(),
+    })
+}
+
+impl DeliveryLedger for DynamoLedger {
+    async fn record(
+        &self,
+        delivery: &Delivery,
+        lease_until_ms: u64,
+    ) -> Result<Recorded, PortError> {
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(self.item_of(delivery, lease_until_ms)))
+            .condition_expression("attribute_not_exists(event_id)")
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(Recorded::New),
+            Err(e) => match e.into_service_error() {
+                PutItemError::ConditionalCheckFailedException(c) => c
+                    .item
+                    .as_ref()
+                    .and_then(existing_of)
+                    .map(|x| Recorded::Existing(Box::new(x)))
+                    .ok_or_else(|| {
+                        PortError::new("DynamoDB PutItem", "condition failed without the old item")
+                    }),
+                other => Err(PortError::new(
+                    "DynamoDB PutItem",
+                    DisplayErrorContext(other),
+                )),
+            },
+        }
+    }
+
+    async fn take_over(
+        &self,
+        event_id: &str,
+        seen_lease_ms: u64,
+        new_lease_ms: u64,
+    ) -> Result<TakeOver, PortError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("event_id", s(event_id))
+            .update_expression("SET lease_until = :new ADD enqueue_attempts :one")
+            .condition_expression("#state = :received AND lease_until = :seen")
+            .expression_attribute_names("#state", "state")
+            .expression_attribute_values(":new", n(new_lease_ms))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":seen", n(seen_lease_ms))
+            .expression_attribute_values(":received", s(DeliveryState::Received.as_str()))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(TakeOver::Won),
+            Err(e) => match e.into_service_error() {
+                UpdateItemError::ConditionalCheckFailedException(c) => Ok(TakeOver::Lost(
+                    c.item
+                        .as_ref()
+                        .and_then(|i| get_s(i, "state"))
+                        .map(DeliveryState::parse),
+                )),
+                other => Err(PortError::new(
+                    "DynamoDB UpdateItem",
+                    DisplayErrorContext(other),
+                )),
+            },
+        }
+    }
+
+    async fn release(&self, event_id: &str, lease_ms: u64) -> Result<(), PortError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("event_id", s(event_id))
+            .update_expression("SET lease_until = :zero")
+            .condition_expression("lease_until = :mine")
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":mine", n(lease_ms))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) => match e.into_service_error() {
+                // Someone took it over or processed it meanwhile: nothing to release.
+                UpdateItemError::ConditionalCheckFailedException(_) => Ok(()),
+                other => Err(PortError::new(
+                    "DynamoDB UpdateItem",
+                    DisplayErrorContext(other),
+                )),
+            },
+        }
+    }
+
+    async fn mark_conflict(
+        &self,
+        event_id: &str,
+        body_sha256: &str,
+        at_ms: u64,
+    ) -> Result<(), PortError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("event_id", s(event_id))
+            .update_expression(
+                "SET last_conflict_sha256 = :sha, last_conflict_at = :at ADD body_conflicts :one",
+            )
+            .condition_expression("attribute_exists(event_id)")
+            .expression_attribute_values(":sha", s(body_sha256))
+            .expression_attribute_values(":at", n(at_ms))
+            .expression_attribute_values(":one", n(1))
+            .send()
+            .await
+            .map_err(|e| PortError::new("DynamoDB UpdateItem", DisplayErrorContext(e)))?;
+        Ok(())
+    }
+}

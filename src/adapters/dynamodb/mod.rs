@@ -1,0 +1,8 @@
+//! DynamoDB: the deliveries ledger (one item per `event_id`) and the resource state table
+//! (one item per `inv_…` / `wdr_…` / `pcd_…`, plus fulfilments and balances). These files are
+//! the only ones that spell `AttributeValue`.
+
+mod item;
+mod ledger;
+
+pub use ledger::{DynamoLedger, LedgerSchema};

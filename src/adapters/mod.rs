@@ -1,0 +1,6 @@
+//! Implementations of the domain's ports: DynamoDB and SQS for real, in-memory for unit tests.
+
+pub mod aws;
+pub mod dynamodb;
+pub mod memory;
+pub mod sqs;

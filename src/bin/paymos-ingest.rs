@@ -1,0 +1,65 @@
+//! The ingest Lambda (function URL): config, clients and secrets once at INIT, then serve.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lambda_http::{Error, Request, service_fn};
+use paymos_inbox::adapters::aws::load_config;
+use paymos_inbox::adapters::dynamodb::DynamoLedger;
+use paymos_inbox::adapters::sqs::SqsQueue;
+use paymos_inbox::config::{IngestConfig, WEBHOOK_SECRETS_ID, parse_secrets};
+use paymos_inbox::domain::ingest::Ingest;
+use paymos_inbox::domain::signature::Verifier;
+use paymos_inbox::lambda::{self, ingest::respond};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    paymos_inbox::telemetry::init_json();
+    let config = IngestConfig::from_lookup(|k| std::env::var(k).ok())?;
+    // Each attempt well under a second; three attempts stay far inside the sender's 10 s.
+    let aws = load_config(Duration::from_millis(1500), 3).await;
+
+    let secrets = aws_sdk_secretsmanager::Client::new(&aws)
+        .get_secret_value()
+        .secret_id(&config.secrets_id)
+        .send()
+        .await
+        .map_err(|e| {
+            format!(
+                "could not read the webhook secrets ({WEBHOOK_SECRETS_ID}): {}",
+                aws_sdk_secretsmanager::error::DisplayErrorContext(e)
+            )
+        })?;
+    let text = secrets
+        .secret_string()
+        .ok_or("the webhook secret has no SecretString: store it as text or JSON")?;
+    let keys = parse_secrets(text, WEBHOOK_SECRETS_ID, true)?;
+    tracing::info!(
+        secrets = ?keys.iter().map(|k| k.label()).collect::<Vec<_>>(),
+        tolerance_secs = config.tolerance_secs,
+        max_body_bytes = config.settings.max_body_bytes,
+        "ingest configured"
+    );
+
+    let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    paymos_inbox::adapters::aws::warm_up(
+        &dynamodb,
+        &sqs,
+        &config.deliveries_table,
+        &config.work_queue_url,
+    )
+    .await;
+
+    let ingest = Arc::new(Ingest::new(
+        Verifier::new(keys, config.tolerance_secs),
+        DynamoLedger::new(dynamodb, config.deliveries_table, config.retention_days),
+        SqsQueue::new(sqs, config.work_queue_url),
+        config.settings,
+    ));
+    lambda_http::run(service_fn(move |request: Request| {
+        let ingest = Arc::clone(&ingest);
+        async move { Ok::<_, Error>(respond(&ingest, &request, lambda::now_ms()).await) }
+    }))
+    .await
+}

@@ -1,0 +1,325 @@
+//! Settings read once at start-up through a lookup function (so tests never touch the process
+//! environment), with errors that say what to set.
+
+use std::str::FromStr;
+
+use crate::domain::ingest::{DEFAULT_LEASE_SECS, DEFAULT_MAX_BODY_BYTES, IngestSettings};
+use crate::domain::signature::{DEFAULT_TOLERANCE_SECS, SigningKey, WebhookSecret};
+
+/// Environment variable: the deliveries (ledger) table name.
+pub const DELIVERIES_TABLE: &str = "DELIVERIES_TABLE";
+/// Environment variable: the resource state table name.
+pub const STATE_TABLE: &str = "STATE_TABLE";
+/// Environment variable: the work queue URL.
+pub const WORK_QUEUE_URL: &str = "WORK_QUEUE_URL";
+/// Environment variable: the Secrets Manager secret (name or ARN) holding the webhook secrets.
+pub const WEBHOOK_SECRETS_ID: &str = "WEBHOOK_SECRETS_ID";
+/// Environment variable: signature tolerance in seconds (default 300).
+pub const SIGNATURE_TOLERANCE_SECS: &str = "SIGNATURE_TOLERANCE_SECS";
+/// Environment variable: largest accepted body in bytes (default 131072).
+pub const MAX_BODY_BYTES: &str = "MAX_BODY_BYTES";
+/// Environment variable: lease of a fresh delivery record in seconds (default 30).
+pub const INGEST_LEASE_SECS: &str = "INGEST_LEASE_SECS";
+/// Environment variable: days to keep ledger items (unset: forever; the table is the archive).
+pub const DELIVERY_RETENTION_DAYS: &str = "DELIVERY_RETENTION_DAYS";
+
+/// A setting is missing or wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A required variable is not set.
+    #[error("{var} is not set: {hint}")]
+    Missing {
+        /// The variable.
+        var: &'static str,
+        /// What it should hold.
+        hint: &'static str,
+    },
+    /// A variable is set to something unusable.
+    #[error("{var} is invalid: {reason}")]
+    Invalid {
+        /// The variable.
+        var: &'static str,
+        /// Why (never the value when it may be a secret).
+        reason: String,
+    },
+}
+
+/// What the ingest function needs.
+#[derive(Debug, Clone)]
+pub struct IngestConfig {
+    /// The ledger table.
+    pub deliveries_table: String,
+    /// The work queue.
+    pub work_queue_url: String,
+    /// Where the webhook secrets are kept.
+    pub secrets_id: String,
+    /// Signature tolerance in seconds.
+    pub tolerance_secs: u64,
+    /// Use-case settings.
+    pub settings: IngestSettings,
+    /// Ledger retention in days, if any.
+    pub retention_days: Option<u64>,
+}
+
+impl IngestConfig {
+    /// Reads the configuration through `lookup` (e.g. `|k| std::env::var(k).ok()`).
+    ///
+    /// # Errors
+    /// The first missing or invalid variable.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        Ok(Self {
+            deliveries_table: required(
+                &lookup,
+                DELIVERIES_TABLE,
+                "the name of the deliveries table (template.yaml: DeliveriesTable)",
+            )?,
+            work_queue_url: required(
+                &lookup,
+                WORK_QUEUE_URL,
+                "the URL of the work queue (template.yaml: WorkQueue)",
+            )?,
+            secrets_id: required(
+                &lookup,
+                WEBHOOK_SECRETS_ID,
+                "the name or ARN of the Secrets Manager secret with the webhook secrets",
+            )?,
+            tolerance_secs: number(&lookup, SIGNATURE_TOLERANCE_SECS, DEFAULT_TOLERANCE_SECS)?,
+            settings: IngestSettings {
+                max_body_bytes: number(&lookup, MAX_BODY_BYTES, DEFAULT_MAX_BODY_BYTES)?,
+                lease_secs: number(&lookup, INGEST_LEASE_SECS, DEFAULT_LEASE_SECS)?,
+            },
+            retention_days: optional_number(&lookup, DELIVERY_RETENTION_DAYS)?,
+        })
+    }
+}
+
+/// What the fulfil function needs.
+#[derive(Debug, Clone)]
+pub struct FulfilConfig {
+    /// The ledger table.
+    pub deliveries_table: String,
+    /// The state table.
+    pub state_table: String,
+}
+
+impl FulfilConfig {
+    /// Reads the configuration through `lookup`.
+    ///
+    /// # Errors
+    /// The first missing variable.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        Ok(Self {
+            deliveries_table: required(
+                &lookup,
+                DELIVERIES_TABLE,
+                "the name of the deliveries table (template.yaml: DeliveriesTable)",
+            )?,
+            state_table: required(
+                &lookup,
+                STATE_TABLE,
+                "the name of the state table (template.yaml: StateTable)",
+            )?,
+        })
+    }
+}
+
+fn required(
+    lookup: &impl Fn(&str) -> Option<String>,
+    var: &'static str,
+    hint: &'static str,
+) -> Result<String, ConfigError> {
+    lookup(var)
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .ok_or(ConfigError::Missing { var, hint })
+}
+
+fn optional_number<T: FromStr>(
+    lookup: &impl Fn(&str) -> Option<String>,
+    var: &'static str,
+) -> Result<Option<T>, ConfigError> {
+    match lookup(var)
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+    {
+        None => Ok(None),
+        Some(v) => v.parse().map(Some).map_err(|_| ConfigError::Invalid {
+            var,
+            reason: format!("expected a whole number, got {v:?}"),
+        }),
+    }
+}
+
+fn number<T: FromStr>(
+    lookup: &impl Fn(&str) -> Option<String>,
+    var: &'static str,
+    default: T,
+) -> Result<T, ConfigError> {
+    Ok(optional_number(lookup, var)?.unwrap_or(default))
+}
+
+/// Parses the webhook secrets as kept in Secrets Manager (or given to the CLI):
+/// - a JSON object `{"live": "whsec_live_…", "live-previous": "whsec_live_…", "test": "whsec_test_…"}`
+///   (Secrets Manager's key/value form);
+/// - or `label=secret` entries separated by commas or new lines;
+/// - or one bare secret, labelled by its prefix (`live` for `whsec_live_…`, `test` for
+///   `whsec_test_…`, else `default`).
+///
+/// With `require_environment`, every label (or, failing that, the secret's prefix) must name an
+/// environment, so that `data.is_test` can be checked.
+///
+/// # Errors
+/// [`ConfigError::Invalid`] for `var`, naming the label at fault but never a secret.
+pub fn parse_secrets(
+    text: &str,
+    var: &'static str,
+    require_environment: bool,
+) -> Result<Vec<SigningKey>, ConfigError> {
+    let invalid = |reason: String| ConfigError::Invalid { var, reason };
+    let text = text.trim();
+    let mut pairs: Vec<(String, WebhookSecret)> = Vec::new();
+    if text.starts_with('{') {
+        let map: serde_json::Map<String, serde_json::Value> = serde_json::from_str(text)
+            .map_err(|_| invalid("not a JSON object of label → secret strings".into()))?;
+        for (label, value) in map {
+            let secret = value
+                .as_str()
+                .ok_or_else(|| invalid(format!("the value of '{label}' is not a string")))?;
+            pairs.push((label, WebhookSecret::new(secret.trim())));
+        }
+    } else {
+        for entry in text
+            .split([',', '\n'])
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+        {
+            match entry.split_once('=').filter(|(label, _)| is_label(label)) {
+                Some((label, secret)) => {
+                    pairs.push((label.trim().to_owned(), WebhookSecret::new(secret.trim())));
+                }
+                None => {
+                    let label =
+                        match crate::domain::signature::Environment::from_secret_prefix(entry) {
+                            Some(env) => env.as_str().to_owned(),
+                            None => "default".to_owned(),
+                        };
+                    pairs.push((label, WebhookSecret::new(entry)));
+                }
+            }
+        }
+    }
+    if pairs.is_empty() {
+        return Err(invalid("no secret is configured".into()));
+    }
+    let mut keys = Vec::with_capacity(pairs.len());
+    for (label, secret) in pairs {
+        if label.is_empty() || secret.expose().is_empty() {
+            return Err(invalid(
+                "an entry has an empty label or an empty secret".into(),
+            ));
+        }
+        if keys.iter().any(|k: &SigningKey| k.label() == label) {
+            return Err(invalid(format!("the label '{label}' is used twice")));
+        }
+        let key = SigningKey::new(label.clone(), &secret);
+        if require_environment && key.environment().is_none() {
+            return Err(invalid(format!(
+                "the label '{label}' names no environment: start it with 'live' or 'test' \
+                 (e.g. live, live-previous, test), or use a whsec_live_/whsec_test_ secret"
+            )));
+        }
+        keys.push(key);
+    }
+    Ok(keys)
+}
+
+/// A label is a short word such as `live-previous`; a `whsec_…` string is a secret, not a label.
+fn is_label(text: &str) -> bool {
+    let text = text.trim();
+    !text.is_empty()
+        && !text.starts_with("whsec_")
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::signature::Environment;
+
+    fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: std::collections::HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn ingest_config_names_what_is_missing() {
+        let err = IngestConfig::from_lookup(lookup(&[])).unwrap_err();
+        assert!(
+            err.to_string().starts_with("DELIVERIES_TABLE is not set"),
+            "{err}"
+        );
+        let err = IngestConfig::from_lookup(lookup(&[
+            (DELIVERIES_TABLE, "d"),
+            (WORK_QUEUE_URL, "q"),
+            (WEBHOOK_SECRETS_ID, "s"),
+            (MAX_BODY_BYTES, "lots"),
+        ]))
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("MAX_BODY_BYTES is invalid"),
+            "{err}"
+        );
+        let ok = IngestConfig::from_lookup(lookup(&[
+            (DELIVERIES_TABLE, "d"),
+            (WORK_QUEUE_URL, "q"),
+            (WEBHOOK_SECRETS_ID, "s"),
+        ]))
+        .unwrap();
+        assert_eq!(ok.tolerance_secs, 300);
+        assert_eq!(ok.retention_days, None);
+    }
+
+    #[test]
+    fn secrets_parse_in_every_documented_form() {
+        let json = parse_secrets(
+            r#"{"live":"whsec_live_a","test":"whsec_test_b"}"#,
+            "X",
+            true,
+        )
+        .unwrap();
+        assert_eq!(json.len(), 2);
+        let list = parse_secrets(
+            "live=whsec_live_a, live-previous=whsec_live_old\ntest=whsec_test_b",
+            "X",
+            true,
+        )
+        .unwrap();
+        assert_eq!(list[1].label(), "live-previous");
+        assert_eq!(list[1].environment(), Some(Environment::Live));
+        let bare = parse_secrets("whsec_test_b", "X", true).unwrap();
+        assert_eq!(
+            (bare[0].label(), bare[0].environment()),
+            ("test", Some(Environment::Test))
+        );
+    }
+
+    #[test]
+    fn secret_errors_never_show_the_secret() {
+        for text in [
+            "primary=whsec_hidden_1",
+            "a=whsec_hidden_1,a=whsec_hidden_2",
+            "",
+            r#"{"live": 5}"#,
+        ] {
+            let err = parse_secrets(text, "X", true).unwrap_err().to_string();
+            assert!(!err.contains("hidden"), "{err}");
+        }
+        assert!(parse_secrets("primary=whsec_x", "X", false).is_ok());
+    }
+}

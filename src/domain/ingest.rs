@@ -1,0 +1,529 @@
+//! The ingest use case: verify the raw bytes, record the delivery once, hand it to the queue.
+//!
+//! Crash safety without a third write. The record is put with state `received` and a short
+//! lease (longer than the ingest function can live), then the work item is sent. Until the
+//! fulfil side marks it `processed`, nobody can tell whether that send happened, so:
+//! - a duplicate inside the lease is answered 503 (the first attempt may still be sending);
+//! - a duplicate after the lease takes the record over (a conditional update on the lease it
+//!   saw) and sends again: a message twice is harmless, fulfil applies each delivery once;
+//! - a duplicate of a `processed` record costs the one conditional put that found it.
+//!
+//! So every 2xx means: recorded, and either processed or sent by this very attempt.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+use super::envelope::{Category, Envelope, EnvelopeError};
+use super::signature::{Environment, SignatureError, Verifier};
+
+/// The default largest body accepted (Paymos bodies are 1–3 KiB); it keeps the ledger item
+/// under DynamoDB's 400 KB and the work item under SQS's 256 KiB.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 128 * 1024;
+/// The default lease of a fresh record, in seconds: longer than the ingest timeout, shorter
+/// than the sender's first retry gap (one minute).
+pub const DEFAULT_LEASE_SECS: u64 = 30;
+
+/// A failure of a port (DynamoDB, SQS, …): never the sender's fault, always retryable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{operation} failed: {message}")]
+pub struct PortError {
+    /// The call that failed, e.g. `DynamoDB PutItem`.
+    pub operation: &'static str,
+    /// What the SDK said (no item contents).
+    pub message: String,
+}
+
+impl PortError {
+    /// A port error for `operation`.
+    pub fn new(operation: &'static str, message: impl std::fmt::Display) -> Self {
+        Self {
+            operation,
+            message: message.to_string(),
+        }
+    }
+}
+
+/// The processing state of a recorded delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryState {
+    /// Recorded; its work item may or may not have been sent yet.
+    Received,
+    /// The fulfil side applied it (whatever the outcome).
+    Processed,
+}
+
+impl DeliveryState {
+    /// The stored name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Received => "received",
+            Self::Processed => "processed",
+        }
+    }
+
+    /// The inverse of [`DeliveryState::as_str`]; unknown names read as `Received` (safe side).
+    #[must_use]
+    pub fn parse(s: &str) -> Self {
+        if s == "processed" {
+            Self::Processed
+        } else {
+            Self::Received
+        }
+    }
+}
+
+/// A delivery as the ledger records it: the exact bytes and what they were routed by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// `evt_…`, the ledger key.
+    pub event_id: String,
+    /// `invoice.paid`, …
+    pub event_type: String,
+    /// Derived from the type.
+    pub category: Category,
+    /// `inv_…`, `wdr_…`, `pcd_…`.
+    pub resource_id: Option<String>,
+    /// The environment of the secret that verified it.
+    pub environment: Option<Environment>,
+    /// The label of the secret that verified it.
+    pub secret_label: String,
+    /// The envelope version.
+    pub version: u64,
+    /// `occurred_at` of the envelope (Unix seconds).
+    pub occurred_at: u64,
+    /// `t` of the signature (Unix seconds).
+    pub signed_at: u64,
+    /// When we received it (Unix milliseconds).
+    pub received_at_ms: u64,
+    /// The exact raw body.
+    pub body: Vec<u8>,
+    /// SHA-256 of the raw body, lower-case hex.
+    pub body_sha256: String,
+}
+
+/// What the ledger already held under a delivery's `event_id`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExistingDelivery {
+    /// The delivery as first recorded (its body is the one that counts).
+    pub delivery: Delivery,
+    /// Received or processed.
+    pub state: DeliveryState,
+    /// Until when (Unix ms) the attempt that holds the record may still be sending it.
+    pub lease_until_ms: u64,
+}
+
+/// The answer of [`DeliveryLedger::record`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recorded {
+    /// The record is new; this attempt holds its lease.
+    New,
+    /// A record existed already; it is returned as it was (nothing was written).
+    Existing(Box<ExistingDelivery>),
+}
+
+/// The answer of [`DeliveryLedger::take_over`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TakeOver {
+    /// This attempt now holds the lease and must send the work item.
+    Won,
+    /// Someone else changed the record first (took it over, or processed it).
+    Lost(Option<DeliveryState>),
+}
+
+/// The deliveries table: one record per `event_id`, written once.
+pub trait DeliveryLedger: Send + Sync {
+    /// Writes `delivery` with state `received` and the lease, unless a record with its
+    /// `event_id` exists; then returns that record (one conditional write, no read).
+    fn record(
+        &self,
+        delivery: &Delivery,
+        lease_until_ms: u64,
+    ) -> impl Future<Output = Result<Recorded, PortError>> + Send;
+
+    /// Moves the lease of a `received` record from `seen_lease_ms` to `new_lease_ms`, if
+    /// nobody moved it or processed the record since it was read.
+    fn take_over(
+        &self,
+        event_id: &str,
+        seen_lease_ms: u64,
+        new_lease_ms: u64,
+    ) -> impl Future<Output = Result<TakeOver, PortError>> + Send;
+
+    /// Ends this attempt's lease early after a failed send, so the next retry need not wait.
+    fn release(
+        &self,
+        event_id: &str,
+        lease_ms: u64,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    /// Notes on the record that a delivery with this id arrived with a different body.
+    fn mark_conflict(
+        &self,
+        event_id: &str,
+        body_sha256: &str,
+        at_ms: u64,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+}
+
+/// The queue between ingest and fulfil.
+pub trait WorkQueue: Send + Sync {
+    /// Sends one work item for `delivery`.
+    fn enqueue(&self, delivery: &Delivery) -> impl Future<Output = Result<(), PortError>> + Send;
+}
+
+// Shared ports: an `Arc` of a port is the same port.
+impl<T: DeliveryLedger> DeliveryLedger for Arc<T> {
+    fn record(
+        &self,
+        delivery: &Delivery,
+        lease_until_ms: u64,
+    ) -> impl Future<Output = Result<Recorded, PortError>> + Send {
+        (**self).record(delivery, lease_until_ms)
+    }
+
+    fn take_over(
+        &self,
+        event_id: &str,
+        seen_lease_ms: u64,
+        new_lease_ms: u64,
+    ) -> impl Future<Output = Result<TakeOver, PortError>> + Send {
+        (**self).take_over(event_id, seen_lease_ms, new_lease_ms)
+    }
+
+    fn release(
+        &self,
+        event_id: &str,
+        lease_ms: u64,
+    ) -> impl Future<Output = Result<(), PortError>> + Send {
+        (**self).release(event_id, lease_ms)
+    }
+
+    fn mark_conflict(
+        &self,
+        event_id: &str,
+        body_sha256: &str,
+        at_ms: u64,
+    ) -> impl Future<Output = Result<(), PortError>> + Send {
+        (**self).mark_conflict(event_id, body_sha256, at_ms)
+    }
+}
+
+impl<T: WorkQueue> WorkQueue for Arc<T> {
+    fn enqueue(&self, delivery: &Delivery) -> impl Future<Output = Result<(), PortError>> + Send {
+        (**self).enqueue(delivery)
+    }
+}
+
+/// A webhook request as the trigger delivered it, reduced to what ingest reads.
+#[derive(Debug, Clone, Copy)]
+pub struct Inbound<'a> {
+    /// The HTTP method.
+    pub method: &'a str,
+    /// `X-Webhook-Signature`, if present.
+    pub signature: Option<&'a str>,
+    /// `X-Webhook-Id`, if present.
+    pub webhook_id: Option<&'a str>,
+    /// The exact raw body bytes (base64 already decoded).
+    pub body: &'a [u8],
+}
+
+/// The outcome of a 2xx.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ingested {
+    /// First time this `event_id` was seen: recorded and sent.
+    New,
+    /// Seen before and already processed, or (`resent`) seen before, never processed, and
+    /// sent again now because the attempt that recorded it is gone.
+    Duplicate {
+        /// Whether this attempt sent the work item again.
+        resent: bool,
+        /// Whether the body differed from the recorded one (kept: the first body wins).
+        body_conflict: bool,
+    },
+}
+
+impl Ingested {
+    /// `new` or `duplicate`, for the response body and logs.
+    #[must_use]
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::New => "new",
+            Self::Duplicate { .. } => "duplicate",
+        }
+    }
+}
+
+/// What a 2xx acknowledged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Receipt {
+    /// The verified body's `event_id`.
+    pub event_id: String,
+    /// Its `event_type`.
+    pub event_type: String,
+    /// New or duplicate.
+    pub ingested: Ingested,
+}
+
+/// Why a delivery was not acknowledged; [`IngestError::status`] is the HTTP answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum IngestError {
+    /// Not a POST.
+    #[error("method {0} is not allowed: Paymos delivers with POST")]
+    MethodNotAllowed(String),
+    /// The body is larger than the configured limit.
+    #[error("the body has {size} bytes, more than the {limit}-byte limit (MAX_BODY_BYTES)")]
+    PayloadTooLarge {
+        /// The body's size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The signature did not verify.
+    #[error(transparent)]
+    Signature(#[from] SignatureError),
+    /// The verified body is not an envelope.
+    #[error(transparent)]
+    Envelope(#[from] EnvelopeError),
+    /// `X-Webhook-Id` disagrees with the signed body's `event_id`.
+    #[error("the X-Webhook-Id header does not match the body's event_id")]
+    IdMismatch,
+    /// The secret that verified the delivery is configured for the other environment.
+    #[error(
+        "the delivery has data.is_test={is_test} but verified with the secret labelled '{label}' ({environment}): check the labels of the configured secrets"
+    )]
+    EnvironmentMismatch {
+        /// The label of the matching secret.
+        label: String,
+        /// Its environment.
+        environment: Environment,
+        /// `data.is_test` of the delivery.
+        is_test: bool,
+    },
+    /// A duplicate arrived while the attempt that recorded it may still be sending it.
+    #[error("an earlier attempt of this delivery is still in progress; retry later")]
+    InProgress {
+        /// Seconds until its lease ends.
+        retry_after_secs: u64,
+    },
+    /// DynamoDB or SQS failed: nothing acknowledged, the sender retries.
+    #[error(transparent)]
+    Unavailable(#[from] PortError),
+}
+
+impl IngestError {
+    /// The HTTP status for the sender: 4xx when the request must change, 5xx when it should
+    /// simply be retried.
+    #[must_use]
+    pub fn status(&self) -> u16 {
+        match self {
+            Self::MethodNotAllowed(_) => 405,
+            Self::PayloadTooLarge { .. } => 413,
+            Self::Signature(_) => 401,
+            Self::Envelope(_) | Self::IdMismatch => 400,
+            Self::EnvironmentMismatch { .. } => 403,
+            Self::InProgress { .. } | Self::Unavailable(_) => 503,
+        }
+    }
+
+    /// A stable machine-readable code for the response body and the log.
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::MethodNotAllowed(_) => "method_not_allowed",
+            Self::PayloadTooLarge { .. } => "payload_too_large",
+            Self::Signature(e) => e.code(),
+            Self::Envelope(_) => "invalid_payload",
+            Self::IdMismatch => "webhook_id_mismatch",
+            Self::EnvironmentMismatch { .. } => "environment_mismatch",
+            Self::InProgress { .. } => "in_progress",
+            Self::Unavailable(_) => "unavailable",
+        }
+    }
+}
+
+/// Settings of the ingest use case.
+#[derive(Debug, Clone)]
+pub struct IngestSettings {
+    /// Largest accepted body in bytes.
+    pub max_body_bytes: usize,
+    /// Lease of a fresh record in seconds (see the module docs).
+    pub lease_secs: u64,
+}
+
+impl Default for IngestSettings {
+    fn default() -> Self {
+        Self {
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            lease_secs: DEFAULT_LEASE_SECS,
+        }
+    }
+}
+
+/// The ingest use case with its ports.
+#[derive(Debug)]
+pub struct Ingest<L, Q> {
+    verifier: Verifier,
+    ledger: L,
+    queue: Q,
+    settings: IngestSettings,
+}
+
+impl<L: DeliveryLedger, Q: WorkQueue> Ingest<L, Q> {
+    /// Wires the use case.
+    pub fn new(verifier: Verifier, ledger: L, queue: Q, settings: IngestSettings) -> Self {
+        Self {
+            verifier,
+            ledger,
+            queue,
+            settings,
+        }
+    }
+
+    /// The ledger port (for tools and tests).
+    pub fn ledger(&self) -> &L {
+        &self.ledger
+    }
+
+    /// Checks everything that needs no I/O: method, size, signature, envelope, ids, environment.
+    /// A request refused here has caused no write and no AWS call.
+    ///
+    /// # Errors
+    /// Every 4xx [`IngestError`].
+    pub fn admit(&self, req: &Inbound<'_>, now_ms: u64) -> Result<Delivery, IngestError> {
+        if !req.method.eq_ignore_ascii_case("POST") {
+            return Err(IngestError::MethodNotAllowed(req.method.to_owned()));
+        }
+        if req.body.len() > self.settings.max_body_bytes {
+            return Err(IngestError::PayloadTooLarge {
+                size: req.body.len(),
+                limit: self.settings.max_body_bytes,
+            });
+        }
+        // Verify the raw bytes: never a re-serialisation of the parsed JSON.
+        let verified = self
+            .verifier
+            .verify(req.signature, req.body, now_ms / 1000)?;
+        let envelope = Envelope::parse(req.body)?;
+        if req
+            .webhook_id
+            .is_some_and(|id| id.trim() != envelope.event_id)
+        {
+            return Err(IngestError::IdMismatch);
+        }
+        let environment = verified.key.environment();
+        if let (Some(env), Some(is_test)) = (environment, envelope.is_test)
+            && env.is_test() != is_test
+        {
+            return Err(IngestError::EnvironmentMismatch {
+                label: verified.key.label().to_owned(),
+                environment: env,
+                is_test,
+            });
+        }
+        Ok(Delivery {
+            event_id: envelope.event_id,
+            event_type: envelope.event_type,
+            category: envelope.category,
+            resource_id: envelope.resource_id,
+            environment,
+            secret_label: verified.key.label().to_owned(),
+            version: envelope.version,
+            occurred_at: envelope.occurred_at,
+            signed_at: verified.timestamp,
+            received_at_ms: now_ms,
+            body_sha256: hex::encode(Sha256::digest(req.body)),
+            body: req.body.to_vec(),
+        })
+    }
+
+    /// Handles one delivery attempt at Unix time `now_ms`.
+    ///
+    /// # Errors
+    /// An [`IngestError`] whose [`status`](IngestError::status) is the answer to send.
+    pub async fn handle(&self, req: &Inbound<'_>, now_ms: u64) -> Result<Receipt, IngestError> {
+        let delivery = self.admit(req, now_ms)?;
+        let lease = now_ms + self.settings.lease_secs * 1000;
+        let ingested = match self.ledger.record(&delivery, lease).await? {
+            Recorded::New => {
+                self.send(&delivery, lease).await?;
+                Ingested::New
+            }
+            Recorded::Existing(existing) => self.duplicate(&delivery, *existing, now_ms).await?,
+        };
+        Ok(Receipt {
+            event_id: delivery.event_id,
+            event_type: delivery.event_type,
+            ingested,
+        })
+    }
+
+    async fn duplicate(
+        &self,
+        delivery: &Delivery,
+        existing: ExistingDelivery,
+        now_ms: u64,
+    ) -> Result<Ingested, IngestError> {
+        let body_conflict = existing.delivery.body_sha256 != delivery.body_sha256;
+        if body_conflict {
+            tracing::warn!(
+                event_id = %delivery.event_id,
+                recorded_sha256 = %existing.delivery.body_sha256,
+                received_sha256 = %delivery.body_sha256,
+                "same event_id arrived with a different body; the first body is kept"
+            );
+            self.ledger
+                .mark_conflict(&delivery.event_id, &delivery.body_sha256, now_ms)
+                .await?;
+        }
+        if existing.state == DeliveryState::Processed {
+            return Ok(Ingested::Duplicate {
+                resent: false,
+                body_conflict,
+            });
+        }
+        if existing.lease_until_ms > now_ms {
+            return Err(IngestError::InProgress {
+                retry_after_secs: (existing.lease_until_ms - now_ms).div_ceil(1000),
+            });
+        }
+        // The attempt that recorded it is gone and nothing processed it: send it again,
+        // with the body as first recorded.
+        let lease = now_ms + self.settings.lease_secs * 1000;
+        match self
+            .ledger
+            .take_over(&delivery.event_id, existing.lease_until_ms, lease)
+            .await?
+        {
+            TakeOver::Won => {
+                self.send(&existing.delivery, lease).await?;
+                Ok(Ingested::Duplicate {
+                    resent: true,
+                    body_conflict,
+                })
+            }
+            TakeOver::Lost(Some(DeliveryState::Processed)) => Ok(Ingested::Duplicate {
+                resent: false,
+                body_conflict,
+            }),
+            TakeOver::Lost(_) => Err(IngestError::InProgress {
+                retry_after_secs: self.settings.lease_secs,
+            }),
+        }
+    }
+
+    async fn send(&self, delivery: &Delivery, lease: u64) -> Result<(), IngestError> {
+        if let Err(error) = self.queue.enqueue(delivery).await {
+            // Best effort: let the sender's next retry take over at once. If this fails too,
+            // the lease simply runs out first.
+            if let Err(release) = self.ledger.release(&delivery.event_id, lease).await {
+                tracing::warn!(event_id = %delivery.event_id, error = %release, "could not release the lease after a failed send");
+            }
+            return Err(error.into());
+        }
+        Ok(())
+    }
+}

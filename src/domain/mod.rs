@@ -1,0 +1,6 @@
+//! The domain: pure rules and use cases. No AWS or Lambda types here; the outside world is
+//! reached through the port traits each use case declares.
+
+pub mod envelope;
+pub mod ingest;
+pub mod signature;

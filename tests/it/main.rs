@@ -1,0 +1,10 @@
+//! Integration tests: one binary, against AWS's DynamoDB Local and the fauxqs SQS emulator
+//! (started by the harness on free loopback ports unless AWS_ENDPOINT_URL_DYNAMODB /
+//! AWS_ENDPOINT_URL_SQS point at running ones). Nothing here is skipped: if an emulator cannot
+//! start, every test that needs it fails and says why.
+
+mod harness;
+
+mod cli;
+mod ingest;
+mod vectors;

@@ -2,5 +2,7 @@
 //! reached through the port traits each use case declares.
 
 pub mod envelope;
+pub mod fulfil;
 pub mod ingest;
 pub mod signature;
+pub mod state;

@@ -6,4 +6,5 @@
 //! process is killed, so no test run leaves a Java process behind.
 
 pub mod emulators;
+pub mod poller;
 pub mod tables;

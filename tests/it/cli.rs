@@ -16,7 +16,10 @@ fn paymos_inbox(args: &[&str], stdin: &[u8]) -> (i32, String) {
         .expect("run paymos-inbox");
     child.stdin.take().unwrap().write_all(stdin).unwrap();
     let out = child.wait_with_output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
 }
 
 #[test]
@@ -26,7 +29,18 @@ fn verify_command_agrees_with_all_69_official_vectors() {
         let now = v.now.to_string();
         let tolerance = v.tolerance_seconds.to_string();
         let (code, out) = paymos_inbox(
-            &["verify", "--json", "--secret", &v.secret, "--now", &now, "--tolerance", &tolerance, "--header", &v.header],
+            &[
+                "verify",
+                "--json",
+                "--secret",
+                &v.secret,
+                "--now",
+                &now,
+                "--tolerance",
+                &tolerance,
+                "--header",
+                &v.header,
+            ],
             v.raw_body.as_bytes(),
         );
         let json: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
@@ -50,17 +64,46 @@ fn verify_command_names_the_matching_secret_and_never_prints_secrets() {
     let header = paymos_inbox::domain::signature::signature_header(
         100,
         body,
-        &[&paymos_inbox::domain::signature::WebhookSecret::new("whsec_test_new")],
+        &[&paymos_inbox::domain::signature::WebhookSecret::new(
+            "whsec_test_new",
+        )],
     );
     let (code, out) = paymos_inbox(
-        &["verify", "--secret", "live=whsec_live_old", "--secret", "test-next=whsec_test_new", "--now", "100", "--header", &header],
+        &[
+            "verify",
+            "--secret",
+            "live=whsec_live_old",
+            "--secret",
+            "test-next=whsec_test_new",
+            "--now",
+            "100",
+            "--header",
+            &header,
+        ],
         body,
     );
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("'test-next'") && out.contains("environment: test"), "{out}");
+    assert!(
+        out.contains("'test-next'") && out.contains("environment: test"),
+        "{out}"
+    );
     assert!(!out.contains("whsec_"), "{out}");
 
-    let (code, out) = paymos_inbox(&["verify", "--secret", "whsec_test_new", "--now", "1000", "--header", &header], body);
+    let (code, out) = paymos_inbox(
+        &[
+            "verify",
+            "--secret",
+            "whsec_test_new",
+            "--now",
+            "1000",
+            "--header",
+            &header,
+        ],
+        body,
+    );
     assert_eq!(code, 1);
-    assert!(out.contains("timestamp_outside_tolerance") && out.contains("900s"), "{out}");
+    assert!(
+        out.contains("timestamp_outside_tolerance") && out.contains("900s"),
+        "{out}"
+    );
 }

@@ -127,6 +127,35 @@ impl Aws {
         name
     }
 
+    pub async fn state_table(&self) -> String {
+        let name = unique("state");
+        tables::create_table(&self.inspect_dynamodb, &name, "pk")
+            .await
+            .expect("create state table");
+        name
+    }
+
+    pub async fn queue_with(&self, visibility_secs: u32, max_receive: u32) -> QueuePair {
+        tables::create_queue_pair(
+            &self.inspect_sqs,
+            &unique("work"),
+            visibility_secs,
+            max_receive,
+        )
+        .await
+        .expect("create queues")
+    }
+
+    pub async fn send_raw(&self, queue_url: &str, body: &str) {
+        self.inspect_sqs
+            .send_message()
+            .queue_url(queue_url)
+            .message_body(body)
+            .send()
+            .await
+            .expect("send");
+    }
+
     pub async fn queue(&self) -> QueuePair {
         tables::create_queue_pair(&self.inspect_sqs, &unique("work"), 30, 3)
             .await
@@ -145,7 +174,12 @@ impl Aws {
             .unwrap_or_default()
     }
 
-    pub async fn item(&self, table: &str, key: &str, value: &str) -> Option<HashMap<String, AttributeValue>> {
+    pub async fn item(
+        &self,
+        table: &str,
+        key: &str,
+        value: &str,
+    ) -> Option<HashMap<String, AttributeValue>> {
         self.inspect_dynamodb
             .get_item()
             .table_name(table)
@@ -222,7 +256,10 @@ pub fn function_url_request(
     let headers: serde_json::Map<String, serde_json::Value> = headers
         .iter()
         .map(|(k, v)| (k.to_ascii_lowercase(), serde_json::Value::from(*v)))
-        .chain([("content-type".to_owned(), "application/json; charset=utf-8".into())])
+        .chain([(
+            "content-type".to_owned(),
+            "application/json; charset=utf-8".into(),
+        )])
         .collect();
     let body = if base64 {
         base64::engine::general_purpose::STANDARD.encode(body)

@@ -6,5 +6,6 @@
 mod harness;
 
 mod cli;
+mod fulfil;
 mod ingest;
 mod vectors;

@@ -49,11 +49,23 @@ fn all_official_vectors_give_the_expected_verdict() {
             (other, _) => Some(format!("{other:?}")),
         };
         if let Some(got) = got {
-            failures.push(format!("{}: expected {:?}, got {got}", v.name, v.expect_error));
+            failures.push(format!(
+                "{}: expected {:?}, got {got}",
+                v.name, v.expect_error
+            ));
         }
         if v.expect_envelope_valid == Some(false) {
-            assert!(Envelope::parse(v.raw_body.as_bytes()).is_err(), "{}", v.name);
+            assert!(
+                Envelope::parse(v.raw_body.as_bytes()).is_err(),
+                "{}",
+                v.name
+            );
         }
     }
-    assert!(failures.is_empty(), "{} vector(s) disagree:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} vector(s) disagree:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

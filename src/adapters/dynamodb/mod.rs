@@ -4,5 +4,7 @@
 
 mod item;
 mod ledger;
+mod state;
 
 pub use ledger::{DynamoLedger, LedgerSchema};
+pub use state::{DynamoState, StateSchema, balance_key, order_key};

@@ -1,0 +1,669 @@
+//! The resource state table (hash key `pk`) and the ledger's processed mark, written together
+//! in one `TransactWriteItems` per change.
+//!
+//! | `pk` | `kind` | attributes |
+//! |---|---|---|
+//! | `inv_…` | `invoice` | `status`, `status_at` (event time, s), `status_rank`, `order_id`, `amount` (N), `currency`, `held`, `paid_late_at`, `last_event_id`, `updated_at` (ms) |
+//! | `fulfilment#inv_…` | `fulfilment` | `invoice_id`, `order_id`, `amount` (N), `currency`, `status`, `won_by` (event id or `manual:…`), `fulfilled_at` (ms) |
+//! | `order#<external_id>` | `expected_order` | `amount` (N), `currency`: registered by the merchant for the amount guard |
+//! | `wdr_…` | `withdrawal` | `status`, `status_rank`, `type` (`payout`/`refund`), `invoice_id`, `amount` (N), `currency`, `last_event_id` |
+//! | `pcd_…` | `deposit` | `status`, `status_at`, `credited` (true once), `payer`, `net` (N), `currency`, `credited_by` |
+//! | `balance#<payer>#<currency>` | `balance` | `balance` (N, exact), `payer`, `currency` |
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::error::DisplayErrorContext;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+    Update,
+};
+
+use super::item::{Item, get_s, n, s};
+use crate::domain::fulfil::{
+    Applied, Change, Credit, EffectValue, FulfilmentEffect, OrderRef, PaidInvoice, Source,
+    StateStore,
+};
+use crate::domain::ingest::PortError;
+use crate::domain::state::{Amount, InvoiceStatus, WithdrawalStatus};
+
+/// Names the code relies on; `template.yaml` must create the table with the same.
+pub struct StateSchema;
+
+impl StateSchema {
+    /// The hash key.
+    pub const KEY: &'static str = "pk";
+}
+
+/// The key of a registered expected order.
+#[must_use]
+pub fn order_key(external_id: &str) -> String {
+    format!("order#{external_id}")
+}
+
+/// The key of a payer's balance in one currency.
+#[must_use]
+pub fn balance_key(payer: &str, currency: &str) -> String {
+    format!("balance#{payer}#{currency}")
+}
+
+/// A [`StateStore`] on DynamoDB.
+#[derive(Debug, Clone)]
+pub struct DynamoState {
+    client: Client,
+    state_table: String,
+    ledger_table: String,
+}
+
+/// A transaction under construction: its items and what each one guards.
+struct Tx {
+    items: Vec<TransactWriteItem>,
+    roles: Vec<Role>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Resource,
+    Effect,
+    OrderGuard,
+    Balance,
+    Ledger,
+}
+
+enum TxResult {
+    Committed,
+    /// Cancelled: the first role whose condition failed, and the old item it returned.
+    Refused(Role, Option<Item>),
+}
+
+impl DynamoState {
+    /// The state in `state_table`, marking deliveries processed in `ledger_table`.
+    #[must_use]
+    pub fn new(
+        client: Client,
+        state_table: impl Into<String>,
+        ledger_table: impl Into<String>,
+    ) -> Self {
+        Self {
+            client,
+            state_table: state_table.into(),
+            ledger_table: ledger_table.into(),
+        }
+    }
+
+    /// The state table name.
+    #[must_use]
+    pub fn table(&self) -> &str {
+        &self.state_table
+    }
+
+    /// Registers the amount an order must be paid with (the amount guard).
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn register_order(
+        &self,
+        external_id: &str,
+        amount: &Amount,
+        currency: &str,
+    ) -> Result<(), PortError> {
+        self.client
+            .put_item()
+            .table_name(&self.state_table)
+            .item("pk", s(order_key(external_id)))
+            .item("kind", s("expected_order"))
+            .item("amount", n(amount))
+            .item("currency", s(currency.to_ascii_uppercase()))
+            .send()
+            .await
+            .map_err(|e| PortError::new("DynamoDB PutItem", DisplayErrorContext(e)))?;
+        Ok(())
+    }
+
+    fn update(
+        &self,
+        key: &str,
+        expr: &str,
+        condition: &str,
+    ) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+        Update::builder()
+            .table_name(&self.state_table)
+            .key("pk", s(key))
+            .update_expression(expr)
+            .condition_expression(condition)
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+    }
+
+    fn ledger_mark(&self, event_id: &str, outcome: Applied, now_ms: u64) -> TransactWriteItem {
+        let update = Update::builder()
+            .table_name(&self.ledger_table)
+            .key("event_id", s(event_id))
+            .update_expression("SET #state = :processed, outcome = :outcome, processed_at = :now")
+            .condition_expression("attribute_not_exists(#state) OR #state <> :processed")
+            .expression_attribute_names("#state", "state")
+            .expression_attribute_values(":processed", s("processed"))
+            .expression_attribute_values(":outcome", s(outcome.as_str()))
+            .expression_attribute_values(":now", n(now_ms))
+            .build()
+            .expect("ledger update is complete");
+        TransactWriteItem::builder().update(update).build()
+    }
+
+    fn tx(
+        &self,
+        source: &Source,
+        outcome: Applied,
+        now_ms: u64,
+        items: Vec<(Role, TransactWriteItem)>,
+    ) -> Tx {
+        let mut tx = Tx {
+            items: Vec::with_capacity(items.len() + 1),
+            roles: Vec::with_capacity(items.len() + 1),
+        };
+        for (role, item) in items {
+            tx.roles.push(role);
+            tx.items.push(item);
+        }
+        if let Source::Delivery { event_id } = source {
+            tx.roles.push(Role::Ledger);
+            tx.items.push(self.ledger_mark(event_id, outcome, now_ms));
+        }
+        tx
+    }
+
+    async fn run(&self, tx: Tx) -> Result<TxResult, PortError> {
+        let result = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(tx.items))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(TxResult::Committed),
+            Err(e) => match e.into_service_error() {
+                TransactWriteItemsError::TransactionCanceledException(c) => {
+                    let reasons = c.cancellation_reasons.unwrap_or_default();
+                    // The ledger first: a second message for a processed delivery changes nothing.
+                    let failed = |role: Role| {
+                        tx.roles.iter().zip(&reasons).find(|(r, reason)| {
+                            **r == role && reason.code.as_deref() == Some("ConditionalCheckFailed")
+                        })
+                    };
+                    for role in [
+                        Role::Ledger,
+                        Role::Resource,
+                        Role::Effect,
+                        Role::OrderGuard,
+                        Role::Balance,
+                    ] {
+                        if let Some((_, reason)) = failed(role) {
+                            return Ok(TxResult::Refused(role, reason.item.clone()));
+                        }
+                    }
+                    let codes: Vec<_> = reasons.iter().filter_map(|r| r.code.clone()).collect();
+                    Err(PortError::new(
+                        "DynamoDB TransactWriteItems",
+                        format!("cancelled: {codes:?}"),
+                    ))
+                }
+                other => Err(PortError::new(
+                    "DynamoDB TransactWriteItems",
+                    DisplayErrorContext(other),
+                )),
+            },
+        }
+    }
+
+    /// Marks a delivery processed with `outcome` when nothing else is written.
+    async fn mark_only(
+        &self,
+        source: &Source,
+        outcome: Applied,
+        now_ms: u64,
+    ) -> Result<Applied, PortError> {
+        let Source::Delivery { event_id } = source else {
+            return Ok(outcome);
+        };
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.ledger_table)
+            .key("event_id", s(event_id))
+            .update_expression("SET #state = :processed, outcome = :outcome, processed_at = :now")
+            .condition_expression("attribute_not_exists(#state) OR #state <> :processed")
+            .expression_attribute_names("#state", "state")
+            .expression_attribute_values(":processed", s("processed"))
+            .expression_attribute_values(":outcome", s(outcome.as_str()))
+            .expression_attribute_values(":now", n(now_ms))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(outcome),
+            Err(e) => match e.into_service_error() {
+                UpdateItemError::ConditionalCheckFailedException(_) => {
+                    Ok(Applied::AlreadyProcessed)
+                }
+                other => Err(PortError::new(
+                    "DynamoDB UpdateItem",
+                    DisplayErrorContext(other),
+                )),
+            },
+        }
+    }
+
+    #[allow(clippy::too_many_lines, clippy::too_many_arguments)]
+    async fn apply_invoice(
+        &self,
+        source: &Source,
+        invoice_id: &str,
+        status: InvoiceStatus,
+        occurred_at: u64,
+        order: &OrderRef,
+        effect: &dyn FulfilmentEffect,
+        now_ms: u64,
+    ) -> Result<Applied, PortError> {
+        let invoice = |held: bool| -> TransactWriteItem {
+            let open_condition = "#status IN (:o0, :o1, :o2, :o3)";
+            let condition = if status.is_final() {
+                format!("attribute_not_exists(pk) OR {open_condition}")
+            } else {
+                format!(
+                    "attribute_not_exists(pk) OR ({open_condition} AND (status_at < :at OR (status_at = :at AND status_rank < :rank)))"
+                )
+            };
+            let mut expr = String::from(
+                "SET kind = :kind, #status = :status, status_at = :at, status_rank = :rank, last_event_id = :by, updated_at = :now",
+            );
+            let mut update = self.update(invoice_id, "", &condition);
+            if let Some(v) = &order.external_id {
+                expr.push_str(", order_id = :order_id");
+                update = update.expression_attribute_values(":order_id", s(v));
+            }
+            if let Some(v) = &order.amount {
+                expr.push_str(", amount = :amount");
+                update = update.expression_attribute_values(":amount", n(v));
+            }
+            if let Some(v) = &order.currency {
+                expr.push_str(", currency = :currency");
+                update = update.expression_attribute_values(":currency", s(v));
+            }
+            if held {
+                expr.push_str(", held = :held");
+                update = update.expression_attribute_values(":held", AttributeValue::Bool(true));
+            }
+            for (i, open) in InvoiceStatus::OPEN.iter().enumerate() {
+                update = update.expression_attribute_values(format!(":o{i}"), s(open.as_str()));
+            }
+            let update = update
+                .update_expression(expr)
+                .expression_attribute_names("#status", "status")
+                .expression_attribute_values(":kind", s("invoice"))
+                .expression_attribute_values(":status", s(status.as_str()))
+                .expression_attribute_values(":at", n(occurred_at))
+                .expression_attribute_values(":rank", n(status.rank()))
+                .expression_attribute_values(":by", s(source.id()))
+                .expression_attribute_values(":now", n(now_ms))
+                .build()
+                .expect("invoice update is complete");
+            TransactWriteItem::builder().update(update).build()
+        };
+
+        let mut items = vec![(Role::Resource, invoice(false))];
+        let outcome = if status.fulfils() {
+            let paid = PaidInvoice {
+                invoice_id,
+                status,
+                order,
+                source,
+                at_ms: now_ms,
+            };
+            for write in effect.writes(&paid) {
+                let mut put = Put::builder()
+                    .table_name(&self.state_table)
+                    .item("pk", s(&write.key))
+                    .condition_expression("attribute_not_exists(pk)");
+                for (name, value) in write.attributes {
+                    put = put.item(
+                        name,
+                        match value {
+                            EffectValue::Text(t) => s(t),
+                            EffectValue::Number(a) => n(a),
+                        },
+                    );
+                }
+                let put = put.build().expect("effect put is complete");
+                items.push((Role::Effect, TransactWriteItem::builder().put(put).build()));
+            }
+            if let Some(external_id) = &order.external_id {
+                // The registered order, if any, must match the invoice as exact decimals.
+                let mut check = ConditionCheck::builder()
+                    .table_name(&self.state_table)
+                    .key("pk", s(order_key(external_id)));
+                check = match (&order.amount, &order.currency) {
+                    (Some(amount), Some(currency)) => check
+                        .condition_expression("attribute_not_exists(pk) OR (amount = :amount AND currency = :currency)")
+                        .expression_attribute_values(":amount", n(amount))
+                        .expression_attribute_values(":currency", s(currency)),
+                    (Some(amount), None) => check
+                        .condition_expression("attribute_not_exists(pk) OR amount = :amount")
+                        .expression_attribute_values(":amount", n(amount)),
+                    _ => check.condition_expression("attribute_not_exists(pk)"),
+                };
+                let check = check.build().expect("order check is complete");
+                items.push((
+                    Role::OrderGuard,
+                    TransactWriteItem::builder().condition_check(check).build(),
+                ));
+            }
+            Applied::Fulfilled
+        } else {
+            Applied::Updated
+        };
+
+        match self.run(self.tx(source, outcome, now_ms, items)).await? {
+            TxResult::Committed => Ok(outcome),
+            TxResult::Refused(Role::Ledger, _) => Ok(Applied::AlreadyProcessed),
+            TxResult::Refused(Role::Resource, old) => {
+                let current = old
+                    .as_ref()
+                    .and_then(|i| get_s(i, "status"))
+                    .and_then(InvoiceStatus::parse);
+                match current {
+                    Some(c) if c.is_final() && status.fulfils() && !c.fulfils() => {
+                        self.paid_late(source, invoice_id, c, occurred_at, now_ms)
+                            .await
+                    }
+                    Some(c) if c.is_final() => {
+                        self.mark_only(source, Applied::AlreadyFinal, now_ms).await
+                    }
+                    _ => self.mark_only(source, Applied::Stale, now_ms).await,
+                }
+            }
+            TxResult::Refused(Role::OrderGuard, _) => {
+                tracing::warn!(invoice_id, order_id = ?order.external_id, amount = ?order.amount.as_ref().map(Amount::as_str), currency = ?order.currency, "paid invoice does not match the registered order: held for review");
+                let items = vec![(Role::Resource, invoice(true))];
+                match self
+                    .run(self.tx(source, Applied::Held, now_ms, items))
+                    .await?
+                {
+                    TxResult::Committed => Ok(Applied::Held),
+                    TxResult::Refused(Role::Ledger, _) => Ok(Applied::AlreadyProcessed),
+                    TxResult::Refused(..) => {
+                        self.mark_only(source, Applied::AlreadyFinal, now_ms).await
+                    }
+                }
+            }
+            // A fulfilment exists although the invoice was open: only a custom effect can do
+            // that; treat the invoice as fulfilled already.
+            TxResult::Refused(..) => self.mark_only(source, Applied::AlreadyFinal, now_ms).await,
+        }
+    }
+
+    async fn paid_late(
+        &self,
+        source: &Source,
+        invoice_id: &str,
+        current: InvoiceStatus,
+        occurred_at: u64,
+        now_ms: u64,
+    ) -> Result<Applied, PortError> {
+        tracing::warn!(invoice_id, status = %current, "payment after the invoice closed: paid_late_at set, nothing fulfilled");
+        let update = self
+            .update(
+                invoice_id,
+                "SET paid_late_at = if_not_exists(paid_late_at, :at)",
+                "#status = :current",
+            )
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":at", n(occurred_at))
+            .expression_attribute_values(":current", s(current.as_str()))
+            .build()
+            .expect("paid late update is complete");
+        let items = vec![(
+            Role::Resource,
+            TransactWriteItem::builder().update(update).build(),
+        )];
+        match self
+            .run(self.tx(source, Applied::PaidLate, now_ms, items))
+            .await?
+        {
+            TxResult::Committed => Ok(Applied::PaidLate),
+            TxResult::Refused(Role::Ledger, _) => Ok(Applied::AlreadyProcessed),
+            TxResult::Refused(..) => self.mark_only(source, Applied::AlreadyFinal, now_ms).await,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn apply_withdrawal(
+        &self,
+        source: &Source,
+        withdrawal_id: &str,
+        status: WithdrawalStatus,
+        kind: &str,
+        invoice_id: Option<&str>,
+        amount: Option<&Amount>,
+        currency: Option<&str>,
+        now_ms: u64,
+    ) -> Result<Applied, PortError> {
+        let allowed = status.allowed_from();
+        let mut condition = String::from("attribute_not_exists(pk)");
+        if !allowed.is_empty() {
+            let names: Vec<String> = (0..allowed.len()).map(|i| format!(":f{i}")).collect();
+            condition.push_str(&format!(" OR #status IN ({})", names.join(", ")));
+        }
+        let mut expr = String::from(
+            "SET kind = :kind, #status = :status, status_rank = :rank, #type = :type, last_event_id = :by, updated_at = :now",
+        );
+        let mut update = self.update(withdrawal_id, "", &condition);
+        for (i, from) in allowed.iter().enumerate() {
+            update = update.expression_attribute_values(format!(":f{i}"), s(from.as_str()));
+        }
+        if let Some(v) = invoice_id {
+            expr.push_str(", invoice_id = :invoice_id");
+            update = update.expression_attribute_values(":invoice_id", s(v));
+        }
+        if let Some(v) = amount {
+            expr.push_str(", amount = :amount");
+            update = update.expression_attribute_values(":amount", n(v));
+        }
+        if let Some(v) = currency {
+            expr.push_str(", currency = :currency");
+            update = update.expression_attribute_values(":currency", s(v));
+        }
+        let update = update
+            .update_expression(expr)
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_names("#type", "type")
+            .expression_attribute_values(":kind", s("withdrawal"))
+            .expression_attribute_values(":status", s(status.as_str()))
+            .expression_attribute_values(":rank", n(status.rank()))
+            .expression_attribute_values(":type", s(kind))
+            .expression_attribute_values(":by", s(source.id()))
+            .expression_attribute_values(":now", n(now_ms))
+            .build()
+            .expect("withdrawal update is complete");
+        let items = vec![(
+            Role::Resource,
+            TransactWriteItem::builder().update(update).build(),
+        )];
+        match self
+            .run(self.tx(source, Applied::Updated, now_ms, items))
+            .await?
+        {
+            TxResult::Committed => Ok(Applied::Updated),
+            TxResult::Refused(Role::Ledger, _) => Ok(Applied::AlreadyProcessed),
+            TxResult::Refused(_, old) => {
+                let current = old
+                    .as_ref()
+                    .and_then(|i| get_s(i, "status"))
+                    .and_then(WithdrawalStatus::parse);
+                let outcome = if current.is_some_and(|c| c.rank() == 2) {
+                    Applied::AlreadyFinal
+                } else {
+                    Applied::Stale
+                };
+                self.mark_only(source, outcome, now_ms).await
+            }
+        }
+    }
+
+    async fn apply_deposit(
+        &self,
+        source: &Source,
+        deposit_id: &str,
+        status: &str,
+        occurred_at: u64,
+        credit: Option<&Credit>,
+        now_ms: u64,
+    ) -> Result<Applied, PortError> {
+        let (items, outcome) = if let Some(credit) = credit {
+            // Credit once per pcd_: the deposit's `credited` flag and the balance move together.
+            let deposit = self
+                .update(
+                    deposit_id,
+                    "SET kind = :kind, #status = :status, status_at = :at, credited = :true, payer = :payer, net = :net, currency = :currency, credited_by = :by, updated_at = :now",
+                    "attribute_not_exists(pk) OR attribute_not_exists(credited)",
+                )
+                .expression_attribute_names("#status", "status")
+                .expression_attribute_values(":kind", s("deposit"))
+                .expression_attribute_values(":status", s(status))
+                .expression_attribute_values(":at", n(occurred_at))
+                .expression_attribute_values(":true", AttributeValue::Bool(true))
+                .expression_attribute_values(":payer", s(&credit.payer))
+                .expression_attribute_values(":net", n(&credit.net))
+                .expression_attribute_values(":currency", s(&credit.currency))
+                .expression_attribute_values(":by", s(source.id()))
+                .expression_attribute_values(":now", n(now_ms))
+                .build()
+                .expect("deposit update is complete");
+            let balance = Update::builder()
+                .table_name(&self.state_table)
+                .key("pk", s(balance_key(&credit.payer, &credit.currency)))
+                .update_expression(
+                    "SET kind = :kind, payer = :payer, currency = :currency ADD balance :net",
+                )
+                .expression_attribute_values(":kind", s("balance"))
+                .expression_attribute_values(":payer", s(&credit.payer))
+                .expression_attribute_values(":currency", s(&credit.currency))
+                .expression_attribute_values(":net", n(&credit.net))
+                .build()
+                .expect("balance update is complete");
+            (
+                vec![
+                    (
+                        Role::Resource,
+                        TransactWriteItem::builder().update(deposit).build(),
+                    ),
+                    (
+                        Role::Balance,
+                        TransactWriteItem::builder().update(balance).build(),
+                    ),
+                ],
+                Applied::Credited,
+            )
+        } else {
+            // Advisory: records the latest status of a deposit not yet credited; never undoes one.
+            let deposit = self
+                .update(
+                    deposit_id,
+                    "SET kind = :kind, #status = :status, status_at = :at, updated_at = :now",
+                    "attribute_not_exists(pk) OR (attribute_not_exists(credited) AND status_at <= :at)",
+                )
+                .expression_attribute_names("#status", "status")
+                .expression_attribute_values(":kind", s("deposit"))
+                .expression_attribute_values(":status", s(status))
+                .expression_attribute_values(":at", n(occurred_at))
+                .expression_attribute_values(":now", n(now_ms))
+                .build()
+                .expect("deposit update is complete");
+            (
+                vec![(
+                    Role::Resource,
+                    TransactWriteItem::builder().update(deposit).build(),
+                )],
+                Applied::Updated,
+            )
+        };
+        match self.run(self.tx(source, outcome, now_ms, items)).await? {
+            TxResult::Committed => Ok(outcome),
+            TxResult::Refused(Role::Ledger, _) => Ok(Applied::AlreadyProcessed),
+            TxResult::Refused(_, old) => {
+                let credited = old.as_ref().is_some_and(|i| i.contains_key("credited"));
+                let outcome = if credited {
+                    Applied::AlreadyFinal
+                } else {
+                    Applied::Stale
+                };
+                self.mark_only(source, outcome, now_ms).await
+            }
+        }
+    }
+}
+
+impl StateStore for DynamoState {
+    async fn apply(
+        &self,
+        source: &Source,
+        change: &Change,
+        effect: &dyn FulfilmentEffect,
+        now_ms: u64,
+    ) -> Result<Applied, PortError> {
+        match change {
+            Change::Invoice {
+                invoice_id,
+                status,
+                occurred_at,
+                order,
+            } => {
+                self.apply_invoice(
+                    source,
+                    invoice_id,
+                    *status,
+                    *occurred_at,
+                    order,
+                    effect,
+                    now_ms,
+                )
+                .await
+            }
+            Change::Withdrawal {
+                withdrawal_id,
+                status,
+                kind,
+                invoice_id,
+                amount,
+                currency,
+                ..
+            } => {
+                self.apply_withdrawal(
+                    source,
+                    withdrawal_id,
+                    *status,
+                    kind,
+                    invoice_id.as_deref(),
+                    amount.as_ref(),
+                    currency.as_deref(),
+                    now_ms,
+                )
+                .await
+            }
+            Change::Deposit {
+                deposit_id,
+                status,
+                occurred_at,
+                credit,
+            } => {
+                self.apply_deposit(
+                    source,
+                    deposit_id,
+                    status.as_str(),
+                    *occurred_at,
+                    credit.as_ref(),
+                    now_ms,
+                )
+                .await
+            }
+            Change::Ignore { .. } => self.mark_only(source, Applied::Ignored, now_ms).await,
+        }
+    }
+}

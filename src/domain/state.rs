@@ -1,0 +1,318 @@
+//! Resource state machines: invoices, withdrawals and deposits. Pure rules, no I/O: the
+//! adapters turn them into DynamoDB condition expressions, so the database enforces them.
+
+use std::fmt;
+
+/// A Paymos invoice status: four open ones, five final (absorbing) ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum InvoiceStatus {
+    /// Open: waiting for the payer to choose how to pay.
+    AwaitingClient,
+    /// Open: waiting for a payment (also after a reorg removed counted payments).
+    AwaitingPayment,
+    /// Open: a payment is confirming on chain.
+    Confirming,
+    /// Open: part paid, waiting for the rest.
+    UnderpaidWaiting,
+    /// Final: paid in full. Fulfils the order.
+    Paid,
+    /// Final: paid more than asked. Fulfils the order.
+    PaidOver,
+    /// Final: closed part paid.
+    Underpaid,
+    /// Final: closed unpaid.
+    Expired,
+    /// Final: cancelled.
+    Cancelled,
+}
+
+impl InvoiceStatus {
+    /// Every status, open ones first in their order.
+    pub const ALL: [Self; 9] = [
+        Self::AwaitingClient,
+        Self::AwaitingPayment,
+        Self::Confirming,
+        Self::UnderpaidWaiting,
+        Self::Paid,
+        Self::PaidOver,
+        Self::Underpaid,
+        Self::Expired,
+        Self::Cancelled,
+    ];
+    /// The open statuses, in their order.
+    pub const OPEN: [Self; 4] = [
+        Self::AwaitingClient,
+        Self::AwaitingPayment,
+        Self::Confirming,
+        Self::UnderpaidWaiting,
+    ];
+
+    /// The stored (and Paymos) name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AwaitingClient => "awaiting_client",
+            Self::AwaitingPayment => "awaiting_payment",
+            Self::Confirming => "confirming",
+            Self::UnderpaidWaiting => "underpaid_waiting",
+            Self::Paid => "paid",
+            Self::PaidOver => "paid_over",
+            Self::Underpaid => "underpaid",
+            Self::Expired => "expired",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    /// The status a name stands for.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|x| x.as_str() == s)
+    }
+
+    /// Nothing leaves a final status.
+    #[must_use]
+    pub fn is_final(self) -> bool {
+        !Self::OPEN.contains(&self)
+    }
+
+    /// `paid` and `paid_over` fulfil the order.
+    #[must_use]
+    pub fn fulfils(self) -> bool {
+        matches!(self, Self::Paid | Self::PaidOver)
+    }
+
+    /// The order among open statuses (ties of `occurred_at` are broken by it).
+    #[must_use]
+    pub fn rank(self) -> u8 {
+        match self {
+            Self::AwaitingClient => 0,
+            Self::AwaitingPayment => 1,
+            Self::Confirming => 2,
+            Self::UnderpaidWaiting => 3,
+            _ => 9,
+        }
+    }
+}
+
+impl fmt::Display for InvoiceStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Whether an invoice at `current` (last moved by an event at `current_at`) takes `incoming`
+/// (from an event at `incoming_at`). The adapter enforces the same rule as a condition.
+///
+/// - anything → final: only from an open status (or no record);
+/// - open → open: only forward in `(occurred_at, rank)` (a reorg's later `awaiting_payment`
+///   applies, a late `confirming` does not);
+/// - final → anything: never.
+#[must_use]
+pub fn invoice_accepts(
+    current: Option<(InvoiceStatus, u64)>,
+    incoming: InvoiceStatus,
+    incoming_at: u64,
+) -> bool {
+    match current {
+        None => true,
+        Some((status, _)) if status.is_final() => false,
+        Some(_) if incoming.is_final() => true,
+        Some((status, at)) => (incoming_at, incoming.rank()) > (at, status.rank()),
+    }
+}
+
+/// A withdrawal (payout or refund) status; forward only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WithdrawalStatus {
+    /// Requested.
+    Created,
+    /// Being sent.
+    Processing,
+    /// Final: sent.
+    Completed,
+    /// Final: failed.
+    Failed,
+    /// Final: cancelled.
+    Cancelled,
+}
+
+impl WithdrawalStatus {
+    /// Every status.
+    pub const ALL: [Self; 5] = [
+        Self::Created,
+        Self::Processing,
+        Self::Completed,
+        Self::Failed,
+        Self::Cancelled,
+    ];
+
+    /// The stored (and Paymos) name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Created => "created",
+            Self::Processing => "processing",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    /// The status a name stands for.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|x| x.as_str() == s)
+    }
+
+    /// Forward order: created 0, processing 1, final 2.
+    #[must_use]
+    pub fn rank(self) -> u8 {
+        match self {
+            Self::Created => 0,
+            Self::Processing => 1,
+            _ => 2,
+        }
+    }
+
+    /// The statuses a record may move from to reach this one.
+    #[must_use]
+    pub fn allowed_from(self) -> Vec<Self> {
+        Self::ALL
+            .into_iter()
+            .filter(|s| s.rank() < self.rank())
+            .collect()
+    }
+}
+
+/// A deposit's status on a payment channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DepositStatus {
+    /// Advisory: seen, confirming.
+    Confirming,
+    /// Advisory: removed by a chain reorganisation.
+    Reorged,
+    /// Confirmed (credited when `is_final`).
+    Confirmed,
+}
+
+impl DepositStatus {
+    /// The stored (and Paymos) name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Confirming => "confirming",
+            Self::Reorged => "reorged",
+            Self::Confirmed => "confirmed",
+        }
+    }
+
+    /// The status a name stands for.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Confirming, Self::Reorged, Self::Confirmed]
+            .into_iter()
+            .find(|x| x.as_str() == s)
+    }
+}
+
+/// An exact decimal amount as Paymos sends it (`"10.50"`, `"100"`), kept as text and compared
+/// and summed by DynamoDB as a Number (exact to 38 digits); never an `f64`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Amount(String);
+
+impl Amount {
+    /// Accepts `-?digits[.digits]` with at most 38 digits in all.
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Self> {
+        let digits = s.strip_prefix('-').unwrap_or(s);
+        let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+        let ok = !int.is_empty()
+            && int.bytes().all(|b| b.is_ascii_digit())
+            && frac.bytes().all(|b| b.is_ascii_digit())
+            && digits.contains('.') != frac.is_empty()
+            && int.len() + frac.len() <= 38;
+        ok.then(|| Self(s.to_owned()))
+    }
+
+    /// The decimal text.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Amount {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::InvoiceStatus::*;
+    use super::*;
+
+    #[test]
+    fn final_statuses_absorb() {
+        for s in InvoiceStatus::ALL.into_iter().filter(|s| s.is_final()) {
+            for incoming in InvoiceStatus::ALL {
+                assert!(
+                    !invoice_accepts(Some((s, 0)), incoming, u64::MAX),
+                    "{s} -> {incoming}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn open_statuses_move_forward_only() {
+        assert!(invoice_accepts(Some((AwaitingPayment, 10)), Confirming, 10));
+        assert!(
+            !invoice_accepts(Some((Confirming, 10)), AwaitingPayment, 10),
+            "late event, same second"
+        );
+        assert!(
+            !invoice_accepts(Some((Confirming, 10)), AwaitingPayment, 9),
+            "late event"
+        );
+        assert!(
+            invoice_accepts(Some((Confirming, 10)), AwaitingPayment, 11),
+            "a reorg, later"
+        );
+        assert!(
+            invoice_accepts(Some((UnderpaidWaiting, 99)), Paid, 1),
+            "final wins over open"
+        );
+        assert!(invoice_accepts(None, Confirming, 0));
+    }
+
+    #[test]
+    fn amounts_are_exact_decimal_text() {
+        for ok in ["0", "10.50", "100", "-1.5", "0.000000000000000001"] {
+            assert!(Amount::parse(ok).is_some(), "{ok}");
+        }
+        for bad in [
+            "",
+            "1.",
+            ".5",
+            "1e3",
+            "NaN",
+            "1,5",
+            "١",
+            "--1",
+            &"9".repeat(39),
+        ] {
+            assert!(Amount::parse(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn withdrawals_move_forward() {
+        assert_eq!(
+            WithdrawalStatus::Processing.allowed_from(),
+            [WithdrawalStatus::Created]
+        );
+        assert_eq!(WithdrawalStatus::Created.allowed_from(), []);
+        assert_eq!(WithdrawalStatus::Completed.allowed_from().len(), 2);
+    }
+}

@@ -23,7 +23,32 @@ enum Command {
     /// Example:
     ///   paymos-inbox verify --secret live=whsec_live_… --header 't=1700000000,v1=…' < body.json
     Verify(VerifyArgs),
+    /// Work with the function-URL events in events/ (inputs for `sam local invoke -e` and
+    /// `cargo lambda invoke`, and the tests' fixtures).
+    #[command(subcommand)]
+    Events(EventsCommand),
 }
+
+#[derive(Subcommand)]
+enum EventsCommand {
+    /// Re-sign events/ingest-*.json at a time (default: now), so a local invoke passes the
+    /// timestamp tolerance. The tests use the fixture secret at 1760000000:
+    ///   paymos-inbox events refresh --at 1760000000
+    Refresh {
+        /// The folder of events.
+        #[arg(long, default_value = "events")]
+        dir: std::path::PathBuf,
+        /// The secret to sign with (default: the fixture secret the tests use).
+        #[arg(long, env = "PAYMOS_WEBHOOK_SECRET", hide_env_values = true, default_value = FIXTURE_SECRET)]
+        secret: String,
+        /// Unix time to sign at (default: now).
+        #[arg(long)]
+        at: Option<u64>,
+    },
+}
+
+/// The sandbox secret the committed events are signed with (a fixture, not a real secret).
+const FIXTURE_SECRET: &str = "whsec_test_paymos_inbox_fixture";
 
 #[derive(clap::Args)]
 struct VerifyArgs {
@@ -59,6 +84,22 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Verify(args) => verify(&args),
+        Command::Events(EventsCommand::Refresh { dir, secret, at }) => {
+            let at = at.unwrap_or_else(|| paymos_inbox::lambda::now_ms() / 1000);
+            let secret = paymos_inbox::domain::signature::WebhookSecret::new(secret);
+            match paymos_inbox::local::events::refresh(&dir, &secret, at) {
+                Ok(files) => {
+                    for f in files {
+                        println!("signed {} at t={at}", dir.join(f).display());
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
     }
 }
 

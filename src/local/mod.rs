@@ -6,5 +6,6 @@
 //! process is killed, so no test run leaves a Java process behind.
 
 pub mod emulators;
+pub mod events;
 pub mod poller;
 pub mod tables;

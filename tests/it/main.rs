@@ -6,6 +6,8 @@
 mod harness;
 
 mod cli;
+mod events;
 mod fulfil;
 mod ingest;
+mod template;
 mod vectors;

@@ -1,0 +1,259 @@
+//! `template.yaml` and the code cannot drift: every table key, stream, redrive, binary name and
+//! environment variable the code relies on is read from the template and checked here.
+
+use std::collections::HashMap;
+
+use paymos_inbox::adapters::dynamodb::{LedgerSchema, StateSchema};
+use paymos_inbox::config::{self, FulfilConfig, IngestConfig};
+use serde_yaml::Value;
+
+fn template() -> Value {
+    let text = include_str!("../../template.yaml");
+    serde_yaml::from_str(text).expect("template.yaml parses")
+}
+
+fn resource<'t>(t: &'t Value, name: &str) -> &'t Value {
+    let r = &t["Resources"][name];
+    assert!(!r.is_null(), "template.yaml has no resource {name}");
+    r
+}
+
+fn props<'t>(t: &'t Value, name: &str) -> &'t Value {
+    &resource(t, name)["Properties"]
+}
+
+/// `!Ref X` / `!GetAtt X.Arn` → "X".
+fn target(v: &Value) -> String {
+    match v {
+        Value::Tagged(tagged) => tagged
+            .value
+            .as_str()
+            .unwrap_or_default()
+            .split('.')
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
+        other => panic!("expected !Ref or !GetAtt, got {other:?}"),
+    }
+}
+
+fn env_vars(t: &Value, function: &str) -> HashMap<String, String> {
+    props(t, function)["Environment"]["Variables"]
+        .as_mapping()
+        .unwrap_or_else(|| panic!("{function} has no Environment.Variables"))
+        .iter()
+        .map(|(k, v)| (k.as_str().unwrap().to_owned(), format!("{v:?}")))
+        .collect()
+}
+
+fn hash_key(t: &Value, table: &str) -> String {
+    let p = props(t, table);
+    let schema = p["KeySchema"].as_sequence().expect("KeySchema");
+    assert_eq!(schema.len(), 1, "{table} has a single hash key");
+    assert_eq!(schema[0]["KeyType"].as_str(), Some("HASH"));
+    let key = schema[0]["AttributeName"].as_str().unwrap().to_owned();
+    let defs = p["AttributeDefinitions"]
+        .as_sequence()
+        .expect("AttributeDefinitions");
+    assert!(
+        defs.iter()
+            .any(|d| d["AttributeName"].as_str() == Some(&key)
+                && d["AttributeType"].as_str() == Some("S")),
+        "{table}.{key} is a string"
+    );
+    key
+}
+
+#[test]
+fn tables_have_the_keys_the_adapters_use() {
+    let t = template();
+    assert_eq!(hash_key(&t, "DeliveriesTable"), LedgerSchema::KEY);
+    assert_eq!(hash_key(&t, "StateTable"), StateSchema::KEY);
+    assert_eq!(
+        props(&t, "DeliveriesTable")["TimeToLiveSpecification"]["AttributeName"].as_str(),
+        Some(LedgerSchema::TTL)
+    );
+    for table in ["DeliveriesTable", "StateTable"] {
+        let p = props(&t, table);
+        assert_eq!(
+            p["BillingMode"].as_str(),
+            Some("PAY_PER_REQUEST"),
+            "{table} on demand"
+        );
+        assert_eq!(
+            p["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"].as_bool(),
+            Some(true),
+            "{table} PITR"
+        );
+        assert_eq!(
+            resource(&t, table)["DeletionPolicy"].as_str(),
+            Some("Retain"),
+            "{table} survives a stack delete"
+        );
+    }
+    assert!(
+        props(&t, "StateTable")["StreamSpecification"]["StreamViewType"]
+            .as_str()
+            .is_some(),
+        "downstream systems react to committed fulfilments on the state table's stream"
+    );
+}
+
+#[test]
+fn the_queue_redrives_to_the_dlq_and_outlasts_the_fulfil_timeout() {
+    let t = template();
+    let queue = props(&t, "WorkQueue");
+    assert_eq!(
+        target(&queue["RedrivePolicy"]["deadLetterTargetArn"]),
+        "DeadLetterQueue"
+    );
+    let max_receive = queue["RedrivePolicy"]["maxReceiveCount"]
+        .as_u64()
+        .expect("maxReceiveCount");
+    assert!((2..=10).contains(&max_receive));
+    let fulfil_timeout = props(&t, "FulfilFunction")["Timeout"]
+        .as_u64()
+        .expect("fulfil Timeout");
+    let visibility = queue["VisibilityTimeout"]
+        .as_u64()
+        .expect("VisibilityTimeout");
+    assert!(
+        visibility >= 6 * fulfil_timeout,
+        "visibility {visibility} >= 6 x {fulfil_timeout}"
+    );
+    for q in ["WorkQueue", "DeadLetterQueue"] {
+        assert_eq!(
+            props(&t, q)["MessageRetentionPeriod"].as_u64(),
+            Some(1_209_600),
+            "{q} keeps 14 days"
+        );
+    }
+    let source = &props(&t, "FulfilFunction")["Events"]["Work"]["Properties"];
+    assert_eq!(target(&source["Queue"]), "WorkQueue");
+    assert_eq!(
+        source["FunctionResponseTypes"][0].as_str(),
+        Some("ReportBatchItemFailures")
+    );
+}
+
+#[test]
+fn each_function_gets_every_variable_its_binary_reads_and_no_secret() {
+    let t = template();
+    let ingest = env_vars(&t, "IngestFunction");
+    IngestConfig::from_lookup(|k| ingest.get(k).map(|_| "1".to_owned()))
+        .expect("ingest config is complete");
+    let fulfil = env_vars(&t, "FulfilFunction");
+    FulfilConfig::from_lookup(|k| fulfil.get(k).map(|_| "1".to_owned()))
+        .expect("fulfil config is complete");
+    let known = [
+        config::DELIVERIES_TABLE,
+        config::STATE_TABLE,
+        config::WORK_QUEUE_URL,
+        config::WEBHOOK_SECRETS_ID,
+        config::SIGNATURE_TOLERANCE_SECS,
+        config::MAX_BODY_BYTES,
+        config::INGEST_LEASE_SECS,
+        config::DELIVERY_RETENTION_DAYS,
+    ];
+    for (name, value) in ingest.iter().chain(&fulfil) {
+        assert!(
+            known.contains(&name.as_str()),
+            "{name} is set in template.yaml but read by no binary"
+        );
+        assert!(
+            !value.contains("whsec_"),
+            "{name}: secrets never go into environment variables"
+        );
+    }
+}
+
+#[test]
+fn functions_build_the_binaries_cargo_defines_and_fit_the_senders_clock() {
+    let t = template();
+    let cargo: toml_like::Bins = toml_like::bins(include_str!("../../Cargo.toml"));
+    for (function, binary) in [
+        ("IngestFunction", "paymos-ingest"),
+        ("FulfilFunction", "paymos-fulfil"),
+    ] {
+        let r = resource(&t, function);
+        assert_eq!(
+            r["Metadata"]["BuildMethod"].as_str(),
+            Some("rust-cargolambda")
+        );
+        assert_eq!(
+            r["Metadata"]["BuildProperties"]["Binary"].as_str(),
+            Some(binary)
+        );
+        assert!(
+            cargo.contains(&binary.to_owned()),
+            "Cargo.toml defines [[bin]] {binary}"
+        );
+    }
+    let globals = &t["Globals"]["Function"];
+    assert_eq!(globals["Runtime"].as_str(), Some("provided.al2023"));
+    assert_eq!(globals["Architectures"][0].as_str(), Some("arm64"));
+    assert_eq!(globals["LoggingConfig"]["LogFormat"].as_str(), Some("JSON"));
+    let ingest_timeout = props(&t, "IngestFunction")["Timeout"].as_u64().unwrap();
+    assert!(ingest_timeout < 10, "ingest answers inside Paymos' 10 s");
+    let lease: u64 = props(&t, "IngestFunction")["Environment"]["Variables"]
+        [config::INGEST_LEASE_SECS]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .expect("INGEST_LEASE_SECS is a number");
+    assert!(
+        lease > ingest_timeout && lease < 60,
+        "the lease outlives an attempt and ends before Paymos' first retry"
+    );
+    assert_eq!(
+        props(&t, "IngestFunction")["FunctionUrlConfig"]["AuthType"].as_str(),
+        Some("NONE")
+    );
+}
+
+#[test]
+fn every_alarm_watches_a_resource_of_this_stack() {
+    let t = template();
+    let alarms: Vec<_> = t["Resources"]
+        .as_mapping()
+        .unwrap()
+        .iter()
+        .filter(|(_, r)| r["Type"].as_str() == Some("AWS::CloudWatch::Alarm"))
+        .map(|(name, r)| {
+            (
+                name.as_str().unwrap().to_owned(),
+                target(&r["Properties"]["Dimensions"][0]["Value"]),
+            )
+        })
+        .collect();
+    let watched: Vec<&str> = alarms.iter().map(|(_, t)| t.as_str()).collect();
+    for needed in [
+        "DeadLetterQueue",
+        "WorkQueue",
+        "IngestFunction",
+        "FulfilFunction",
+    ] {
+        assert!(
+            watched.contains(&needed),
+            "an alarm watches {needed}: {alarms:?}"
+        );
+    }
+}
+
+/// The `[[bin]]` names of Cargo.toml, without a TOML dependency.
+mod toml_like {
+    pub type Bins = Vec<String>;
+
+    pub fn bins(cargo: &str) -> Bins {
+        cargo
+            .split("[[bin]]")
+            .skip(1)
+            .filter_map(|section| {
+                section.lines().find_map(|l| {
+                    l.trim()
+                        .strip_prefix("name = ")
+                        .map(|v| v.trim_matches('"').to_owned())
+                })
+            })
+            .collect()
+    }
+}

@@ -157,10 +157,8 @@ impl Envelope {
     /// # Errors
     /// An [`EnvelopeError`] naming the first field that is missing or wrong.
     pub fn parse(body: &[u8]) -> Result<Self, EnvelopeError> {
-        let raw: RawEnvelope<'_> = serde_json::from_slice(body).map_err(|e| {
-            // serde's message names the field and position, never the field's value.
-            EnvelopeError::InvalidJson(e.to_string())
-        })?;
+        let raw: RawEnvelope<'_> =
+            serde_json::from_slice(body).map_err(|e| EnvelopeError::InvalidJson(describe(&e)))?;
         if raw.version == 0 {
             return Err(EnvelopeError::UnsupportedVersion(0));
         }
@@ -204,6 +202,23 @@ impl Envelope {
             is_test: raw.data.is_test,
         })
     }
+}
+
+/// Says what is wrong with the JSON without quoting the body: serde's own text can include a
+/// value from it ("invalid type: string \"…\""), which must not reach a log line.
+fn describe(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    if text.starts_with("missing field") || text.starts_with("duplicate field") {
+        // These name a field of our schema, never a value.
+        return text;
+    }
+    let what = match e.classify() {
+        serde_json::error::Category::Syntax => "invalid JSON",
+        serde_json::error::Category::Eof => "truncated JSON",
+        serde_json::error::Category::Data => "a field has the wrong type or value",
+        serde_json::error::Category::Io => "unreadable body",
+    };
+    format!("{what} at line {} column {}", e.line(), e.column())
 }
 
 /// Ids are short ASCII tokens; anything else is refused before it reaches a table key.
@@ -287,5 +302,13 @@ mod tests {
             Envelope::parse(b"\xff\xfe"),
             Err(EnvelopeError::InvalidJson(_))
         ));
+    }
+
+    #[test]
+    fn errors_never_quote_the_body() {
+        let body = br#"{"event_id":"evt_1","event_type":"invoice.paid","version":"card-4242","occurred_at":1,"data":{}}"#;
+        let err = Envelope::parse(body).unwrap_err().to_string();
+        assert!(!err.contains("4242"), "{err}");
+        assert!(err.contains("wrong type"), "{err}");
     }
 }

@@ -9,3 +9,4 @@ pub mod emulators;
 pub mod events;
 pub mod poller;
 pub mod tables;
+pub mod template;

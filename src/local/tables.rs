@@ -1,57 +1,7 @@
-//! Creating the tables and queues on an emulator (or any account) with the shapes the code
-//! relies on; the template test checks `template.yaml` declares the same shapes.
+//! A queue pair with explicit settings, for tests that need a short visibility timeout (the
+//! stack's own queues come from `template.yaml`, see [`super::template`]).
 
-use aws_sdk_dynamodb::error::DisplayErrorContext;
-use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType,
-};
 use aws_sdk_sqs::types::QueueAttributeName;
-
-use crate::adapters::dynamodb::LedgerSchema;
-
-/// Creates the deliveries table (hash key `event_id`, on demand).
-///
-/// # Errors
-/// The SDK's error, as text.
-pub async fn create_deliveries_table(
-    client: &aws_sdk_dynamodb::Client,
-    name: &str,
-) -> Result<(), String> {
-    create_table(client, name, LedgerSchema::KEY).await
-}
-
-/// Creates a table with a single string hash key, on demand.
-///
-/// # Errors
-/// The SDK's error, as text.
-pub async fn create_table(
-    client: &aws_sdk_dynamodb::Client,
-    name: &str,
-    hash_key: &str,
-) -> Result<(), String> {
-    client
-        .create_table()
-        .table_name(name)
-        .billing_mode(BillingMode::PayPerRequest)
-        .attribute_definitions(
-            AttributeDefinition::builder()
-                .attribute_name(hash_key)
-                .attribute_type(ScalarAttributeType::S)
-                .build()
-                .map_err(|e| e.to_string())?,
-        )
-        .key_schema(
-            KeySchemaElement::builder()
-                .attribute_name(hash_key)
-                .key_type(KeyType::Hash)
-                .build()
-                .map_err(|e| e.to_string())?,
-        )
-        .send()
-        .await
-        .map_err(|e| format!("CreateTable {name}: {}", DisplayErrorContext(e)))?;
-    Ok(())
-}
 
 /// The URLs of a work queue and its dead-letter queue.
 #[derive(Debug, Clone)]

@@ -12,6 +12,7 @@ use paymos_inbox::adapters::aws::CallCounter;
 use paymos_inbox::domain::signature::{WebhookSecret, signature_header};
 use paymos_inbox::local::emulators::{self, Emulator};
 use paymos_inbox::local::tables::{self, QueuePair};
+use paymos_inbox::local::template::{self, Created};
 
 /// The fixed secrets the tests (and events/) sign with.
 pub const LIVE_SECRET: &str = "whsec_live_paymos_inbox_fixture";
@@ -119,20 +120,19 @@ impl Aws {
         }
     }
 
-    pub async fn deliveries_table(&self) -> String {
-        let name = unique("deliveries");
-        tables::create_deliveries_table(&self.inspect_dynamodb, &name)
+    /// Every table and queue of template.yaml, freshly created under a unique prefix.
+    pub async fn stack(&self) -> Created {
+        template::create_all(&self.inspect_dynamodb, &self.inspect_sqs, &unique("stack"))
             .await
-            .expect("create deliveries table");
-        name
+            .expect("create the template's tables and queues")
+    }
+
+    pub async fn deliveries_table(&self) -> String {
+        self.stack().await.table("DeliveriesTable").to_owned()
     }
 
     pub async fn state_table(&self) -> String {
-        let name = unique("state");
-        tables::create_table(&self.inspect_dynamodb, &name, "pk")
-            .await
-            .expect("create state table");
-        name
+        self.stack().await.table("StateTable").to_owned()
     }
 
     pub async fn queue_with(&self, visibility_secs: u32, max_receive: u32) -> QueuePair {

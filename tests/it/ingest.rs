@@ -603,3 +603,56 @@ async fn an_unknown_event_type_is_recorded_and_acknowledged() {
     assert_eq!(get_s(&item, "category"), "unknown");
     assert_eq!(rig.aws.drain(&rig.queue_url).await.len(), 1);
 }
+
+#[tokio::test]
+async fn pending_lists_unprocessed_deliveries_oldest_first_from_the_sparse_index() {
+    let rig = Rig::new().await;
+    let ingest = rig.ingest();
+    for (i, id) in ["evt_p_a", "evt_p_b", "evt_p_c"].iter().enumerate() {
+        let body = invoice_paid(id, &format!("inv_{id}"));
+        let at = NOW + i as u64;
+        assert_eq!(
+            respond(
+                &ingest,
+                &delivery(&body, id, &sign(&body, at, &[LIVE_SECRET])),
+                at * 1000
+            )
+            .await
+            .status(),
+            200
+        );
+    }
+    // Fulfil marks evt_p_b processed (the same mark the fulfil transaction writes).
+    let state = paymos_inbox::adapters::dynamodb::DynamoState::new(
+        rig.aws.dynamodb.clone(),
+        rig.aws.state_table().await,
+        &rig.table,
+    );
+    let fulfil = paymos_inbox::domain::fulfil::Fulfil::new(state);
+    fulfil
+        .apply(invoice_paid("evt_p_b", "inv_evt_p_b").as_bytes(), NOW_MS)
+        .await
+        .unwrap();
+
+    let pending = DynamoLedger::new(rig.aws.dynamodb.clone(), &rig.table, None)
+        .pending(10)
+        .await
+        .unwrap();
+    let ids: Vec<&str> = pending.iter().map(|p| p.event_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["evt_p_a", "evt_p_c"],
+        "oldest first, processed ones gone"
+    );
+    assert_eq!(pending[0].received_at_ms, NOW_MS);
+    assert_eq!(pending[0].enqueue_attempts, 1);
+    let processed = rig
+        .aws
+        .item(&rig.table, "event_id", "evt_p_b")
+        .await
+        .unwrap();
+    assert!(
+        !processed.contains_key("pending_shard"),
+        "the processed mark leaves the index"
+    );
+}

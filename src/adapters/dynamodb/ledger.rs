@@ -15,6 +15,7 @@
 //! | `enqueue_attempts` | N | how many attempts sent it to the queue |
 //! | `outcome`, `processed_at` | S, N | set by fulfil |
 //! | `body_conflicts`, `last_conflict_sha256`, `last_conflict_at` | N, S, N | same id, other body |
+//! | `pending_shard` | S | `p0`…`p7` while not processed (removed by the processed mark): the sparse `pending-by-age` index |
 //! | `expires_at` | N | only when a retention is configured (the table's TTL attribute) |
 
 use aws_sdk_dynamodb::Client;
@@ -38,6 +39,40 @@ impl LedgerSchema {
     pub const KEY: &'static str = "event_id";
     /// The TTL attribute (used only when a retention is configured).
     pub const TTL: &'static str = "expires_at";
+    /// The sparse index of deliveries not yet processed.
+    pub const PENDING_INDEX: &'static str = "pending-by-age";
+    /// Its hash key, present only while a delivery is not processed.
+    pub const PENDING_SHARD: &'static str = "pending_shard";
+    /// Its range key.
+    pub const PENDING_SORT: &'static str = "received_at";
+    /// How many shards the index is spread over (no hot partition at high rates).
+    pub const PENDING_SHARDS: u8 = 8;
+
+    /// The shard of an event id.
+    #[must_use]
+    pub fn pending_shard(event_id: &str) -> String {
+        let h = event_id
+            .bytes()
+            .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+        format!("p{}", h % u32::from(Self::PENDING_SHARDS))
+    }
+}
+
+/// A delivery recorded but not processed yet.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PendingDelivery {
+    /// `evt_…`.
+    pub event_id: String,
+    /// Its type.
+    pub event_type: String,
+    /// The resource it names.
+    pub resource_id: Option<String>,
+    /// When it was received (Unix ms).
+    pub received_at_ms: u64,
+    /// How many attempts sent it to the queue.
+    pub enqueue_attempts: u64,
+    /// Until when (Unix ms) its recording attempt may still be sending it.
+    pub lease_until_ms: u64,
 }
 
 /// A [`DeliveryLedger`] on a DynamoDB table.
@@ -92,6 +127,10 @@ impl DynamoLedger {
         item.insert("state".into(), s(DeliveryState::Received.as_str()));
         item.insert("lease_until".into(), n(lease_until_ms));
         item.insert("enqueue_attempts".into(), n(1));
+        item.insert(
+            LedgerSchema::PENDING_SHARD.into(),
+            s(LedgerSchema::pending_shard(&d.event_id)),
+        );
         if let Some(secs) = self.retention_secs {
             item.insert(LedgerSchema::TTL.into(), n(d.received_at_ms / 1000 + secs));
         }
@@ -120,6 +159,49 @@ pub(crate) fn existing_of(item: &Item) -> Option<ExistingDelivery> {
         state: DeliveryState::parse(get_s(item, "state").unwrap_or_default()),
         lease_until_ms: get_u64(item, "lease_until").unwrap_or_default(),
     })
+}
+
+impl DynamoLedger {
+    /// Deliveries recorded but not processed, oldest first (at most `limit`), read from the
+    /// sparse index: one query per shard, merged.
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn pending(&self, limit: usize) -> Result<Vec<PendingDelivery>, PortError> {
+        let limit_i32 = i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000);
+        let queries = (0..LedgerSchema::PENDING_SHARDS).map(|shard| {
+            self.client
+                .query()
+                .table_name(&self.table)
+                .index_name(LedgerSchema::PENDING_INDEX)
+                .key_condition_expression("pending_shard = :shard")
+                .expression_attribute_values(":shard", s(format!("p{shard}")))
+                .scan_index_forward(true)
+                .limit(limit_i32)
+                .send()
+        });
+        let mut all = Vec::new();
+        for page in futures::future::join_all(queries).await {
+            let page =
+                page.map_err(|e| PortError::new("DynamoDB Query", DisplayErrorContext(e)))?;
+            all.extend(
+                page.items
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|i| PendingDelivery {
+                        event_id: get_s(i, "event_id").unwrap_or_default().to_owned(),
+                        event_type: get_s(i, "event_type").unwrap_or_default().to_owned(),
+                        resource_id: get_s(i, "resource_id").map(str::to_owned),
+                        received_at_ms: get_u64(i, "received_at").unwrap_or_default(),
+                        enqueue_attempts: get_u64(i, "enqueue_attempts").unwrap_or_default(),
+                        lease_until_ms: get_u64(i, "lease_until").unwrap_or_default(),
+                    }),
+            );
+        }
+        all.sort_by_key(|p| p.received_at_ms);
+        all.truncate(limit);
+        Ok(all)
+    }
 }
 
 impl DeliveryLedger for DynamoLedger {

@@ -6,5 +6,5 @@ mod item;
 mod ledger;
 mod state;
 
-pub use ledger::{DynamoLedger, LedgerSchema};
+pub use ledger::{DynamoLedger, LedgerSchema, PendingDelivery};
 pub use state::{DynamoState, StateSchema, balance_key, order_key};

@@ -16,3 +16,4 @@ pub mod domain;
 pub mod lambda;
 pub mod local;
 pub mod telemetry;
+pub mod tools;

@@ -5,6 +5,7 @@
 //! started under a small watchdog shell that stops it when this process goes away, even if the
 //! process is killed, so no test run leaves a Java process behind.
 
+pub mod dev;
 pub mod emulators;
 pub mod events;
 pub mod poller;

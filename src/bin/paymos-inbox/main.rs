@@ -23,6 +23,21 @@ enum Command {
     /// Example:
     ///   paymos-inbox verify --secret live=whsec_live_… --header 't=1700000000,v1=…' < body.json
     Verify(VerifyArgs),
+    /// Run the whole pipeline locally: emulators (unless endpoints are given), the stack's
+    /// tables and queues (from template.yaml), the ingest handler on http://127.0.0.1:PORT
+    /// exactly as a function URL delivers it, and a poller that feeds fulfil real SQS batches.
+    /// Prints one JSON line with the URL, endpoints, tables and queues, then a log per delivery.
+    ///
+    /// Then, in another terminal:  paymos-inbox send --type invoice.paid
+    Dev(dev::DevArgs),
+    /// Send a signed Paymos delivery, like Paymos would: any of the 16 event types, one or two
+    /// v1 signatures, its retry ladder, replays and fan-out to several event ids.
+    ///
+    /// Examples:
+    ///   paymos-inbox send --type invoice.paid --resource inv_42
+    ///   paymos-inbox send --type invoice.paid --replay evt_123 --resource inv_42
+    ///   paymos-inbox send --retry-ladder --time-scale 3600 --url https://staging.example/hook
+    Send(send::SendArgs),
     /// Work with the function-URL events in events/ (inputs for `sam local invoke -e` and
     /// `cargo lambda invoke`, and the tests' fixtures).
     #[command(subcommand)]
@@ -48,7 +63,7 @@ enum EventsCommand {
 }
 
 /// The sandbox secret the committed events are signed with (a fixture, not a real secret).
-const FIXTURE_SECRET: &str = "whsec_test_paymos_inbox_fixture";
+pub(crate) const FIXTURE_SECRET: &str = "whsec_test_paymos_inbox_fixture";
 
 #[derive(clap::Args)]
 struct VerifyArgs {
@@ -79,10 +94,24 @@ struct VerifyArgs {
     json: bool,
 }
 
+mod dev;
+mod send;
+
+/// Where `dev` listens and `send` posts by default.
+pub(crate) const DEFAULT_PORT: u16 = 8787;
+
 fn main() -> ExitCode {
     paymos_inbox::telemetry::init_human();
     let cli = Cli::parse();
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime")
+    };
     match cli.command {
+        Command::Dev(args) => runtime().block_on(dev::run(args)),
+        Command::Send(args) => runtime().block_on(send::run(args)),
         Command::Verify(args) => verify(&args),
         Command::Events(EventsCommand::Refresh { dir, secret, at }) => {
             let at = at.unwrap_or_else(|| paymos_inbox::lambda::now_ms() / 1000);

@@ -1,0 +1,76 @@
+//! `paymos-inbox dev`.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use paymos_inbox::config::parse_secrets;
+use paymos_inbox::local::dev::{DevOptions, start};
+
+use crate::{DEFAULT_PORT, FIXTURE_SECRET};
+
+#[derive(clap::Args)]
+pub struct DevArgs {
+    /// Use this DynamoDB endpoint (LocalStack, a DynamoDB Local you run, or real AWS) instead
+    /// of starting DynamoDB Local.
+    #[arg(long)]
+    dynamodb_endpoint: Option<String>,
+    /// Use this SQS endpoint instead of starting fauxqs.
+    #[arg(long)]
+    sqs_endpoint: Option<String>,
+    /// Port of the ingest URL on 127.0.0.1 (0 picks a free one).
+    #[arg(long, default_value_t = DEFAULT_PORT)]
+    port: u16,
+    /// Secrets the receiver holds, as label=whsec_… (default: the fixture sandbox secret, which
+    /// `send` also uses by default).
+    #[arg(long = "secret", value_delimiter = ',', default_value = FIXTURE_SECRET, hide_default_value = true)]
+    secrets: Vec<String>,
+    /// Allowed |now - t| of a signature, in seconds.
+    #[arg(long, default_value_t = 300)]
+    tolerance: u64,
+    /// Hold every delivery this many seconds before handling it, so that a sender's retry
+    /// collides with the first attempt (the `check` command's third step).
+    #[arg(long)]
+    slow: Option<f64>,
+    /// Prefix of the table and queue names (default: paymos-inbox-dev-<pid>).
+    #[arg(long)]
+    prefix: Option<String>,
+}
+
+pub async fn run(args: DevArgs) -> ExitCode {
+    let keys = match parse_secrets(&args.secrets.join("\n"), "--secret", false) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let options = DevOptions {
+        dynamodb_endpoint: args.dynamodb_endpoint,
+        sqs_endpoint: args.sqs_endpoint,
+        port: args.port,
+        keys,
+        tolerance_secs: args.tolerance,
+        slow: args.slow.map(Duration::from_secs_f64),
+        prefix: args
+            .prefix
+            .unwrap_or_else(|| format!("paymos-inbox-dev-{}", std::process::id())),
+    };
+    let dev = match start(options).await {
+        Ok(dev) => dev,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "{}",
+        serde_json::to_string(&dev.info).expect("info serialises")
+    );
+    let _ = std::io::stdout().flush();
+    tracing::info!(url = %dev.info.ingest_url, "ready: send a webhook with `paymos-inbox send --type invoice.paid`; Ctrl-C stops everything");
+    let _ = tokio::signal::ctrl_c().await;
+    tracing::info!("stopping");
+    drop(dev);
+    ExitCode::SUCCESS
+}

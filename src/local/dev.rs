@@ -1,0 +1,323 @@
+//! `paymos-inbox dev`: the whole pipeline on a laptop. The ingest handler is served over plain
+//! HTTP exactly as a function URL delivers it (each request is turned into a payload 2.0 event
+//! and read back by `lambda_http`, so the same code runs), and a poller feeds the fulfil handler
+//! real SQS batches with partial batch failures, visibility timeouts and the DLQ redrive.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+use crate::adapters::dynamodb::{DynamoLedger, DynamoState};
+use crate::adapters::sqs::SqsQueue;
+use crate::domain::fulfil::Fulfil;
+use crate::domain::ingest::{Ingest, IngestSettings};
+use crate::domain::signature::{SigningKey, Verifier};
+use crate::lambda::{ingest::respond, now_ms};
+use crate::local::emulators::{self, Emulator};
+use crate::local::poller::poll_once;
+use crate::local::template::{self, Created};
+
+/// Function URLs accept at most 6 MB of payload.
+const FUNCTION_URL_MAX_BYTES: usize = 6 * 1024 * 1024;
+
+/// How to run the local pipeline.
+#[derive(Debug, Clone)]
+pub struct DevOptions {
+    /// An existing DynamoDB endpoint (else DynamoDB Local is started).
+    pub dynamodb_endpoint: Option<String>,
+    /// An existing SQS endpoint (else fauxqs is started).
+    pub sqs_endpoint: Option<String>,
+    /// Port for the ingest URL on 127.0.0.1 (0: any free one).
+    pub port: u16,
+    /// Secrets the receiver holds.
+    pub keys: Vec<SigningKey>,
+    /// Signature tolerance in seconds.
+    pub tolerance_secs: u64,
+    /// Hold every delivery this long before handling it (to collide retries with it).
+    pub slow: Option<Duration>,
+    /// Prefix of the table and queue names.
+    pub prefix: String,
+}
+
+/// What `dev` prints on start, as one JSON line.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DevInfo {
+    /// Where to POST webhooks.
+    pub ingest_url: String,
+    /// The DynamoDB endpoint in use.
+    pub dynamodb_endpoint: String,
+    /// The SQS endpoint in use.
+    pub sqs_endpoint: String,
+    /// Logical id → table name.
+    pub tables: std::collections::BTreeMap<String, String>,
+    /// Logical id → queue URL.
+    pub queues: std::collections::BTreeMap<String, String>,
+}
+
+/// A running pipeline; everything it started stops when it is dropped.
+pub struct Dev {
+    /// What it prints.
+    pub info: DevInfo,
+    /// The clients it uses (for tools that inspect the tables).
+    pub dynamodb: aws_sdk_dynamodb::Client,
+    /// The SQS client.
+    pub sqs: aws_sdk_sqs::Client,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    _emulators: Vec<Emulator>,
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Clients for explicit endpoints. Credentials and region come from the environment when set
+/// (a real account), else dummy ones an emulator accepts.
+pub async fn clients(dynamodb: &str, sqs: &str) -> (aws_sdk_dynamodb::Client, aws_sdk_sqs::Client) {
+    let mut loader = aws_config::from_env();
+    if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() && std::env::var_os("AWS_PROFILE").is_none()
+    {
+        loader = loader.credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+            "local",
+            "local",
+            None,
+            None,
+            "paymos-inbox-dev",
+        ));
+    }
+    if std::env::var_os("AWS_REGION").is_none() && std::env::var_os("AWS_DEFAULT_REGION").is_none()
+    {
+        loader = loader.region(aws_config::Region::new("us-east-1"));
+    }
+    let shared = loader
+        .timeout_config(
+            aws_config::timeout::TimeoutConfig::builder()
+                .operation_attempt_timeout(Duration::from_secs(5))
+                .build(),
+        )
+        .load()
+        .await;
+    let ddb = aws_sdk_dynamodb::config::Builder::from(&shared)
+        .endpoint_url(dynamodb)
+        .build();
+    let sqs_conf = aws_sdk_sqs::config::Builder::from(&shared)
+        .endpoint_url(sqs)
+        .build();
+    (
+        aws_sdk_dynamodb::Client::from_conf(ddb),
+        aws_sdk_sqs::Client::from_conf(sqs_conf),
+    )
+}
+
+/// Starts everything and returns once the ingest URL accepts requests.
+///
+/// # Errors
+/// What could not be started, in words that say what to do.
+pub async fn start(options: DevOptions) -> Result<Dev, String> {
+    let mut running = Vec::new();
+    let dynamodb_endpoint = match options.dynamodb_endpoint.clone() {
+        Some(e) => e,
+        None => {
+            let e = tokio::task::spawn_blocking(emulators::start_dynamodb_local)
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+            let url = e.endpoint().to_owned();
+            running.push(e);
+            url
+        }
+    };
+    let sqs_endpoint = match options.sqs_endpoint.clone() {
+        Some(e) => e,
+        None => {
+            let e = tokio::task::spawn_blocking(emulators::start_fauxqs)
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+            let url = e.endpoint().to_owned();
+            running.push(e);
+            url
+        }
+    };
+    let (dynamodb, sqs) = clients(&dynamodb_endpoint, &sqs_endpoint).await;
+    let created: Created = template::create_all(&dynamodb, &sqs, &options.prefix).await?;
+
+    let ingest = Arc::new(Ingest::new(
+        Verifier::new(options.keys.clone(), options.tolerance_secs),
+        DynamoLedger::new(dynamodb.clone(), created.table("DeliveriesTable"), None),
+        SqsQueue::new(sqs.clone(), created.queue("WorkQueue")),
+        IngestSettings::default(),
+    ));
+    let fulfil = Arc::new(Fulfil::new(DynamoState::new(
+        dynamodb.clone(),
+        created.table("StateTable"),
+        created.table("DeliveriesTable"),
+    )));
+
+    let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], options.port)))
+        .await
+        .map_err(|e| format!("cannot listen on 127.0.0.1:{}: {e}", options.port))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let slow = options.slow;
+    let server = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let ingest = Arc::clone(&ingest);
+            tokio::spawn(async move {
+                let service = service_fn(move |req| {
+                    let ingest = Arc::clone(&ingest);
+                    async move { Ok::<_, Infallible>(serve(&ingest, req, slow).await) }
+                });
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+
+    let queue_url = created.queue("WorkQueue").to_owned();
+    let poll_sqs = sqs.clone();
+    let poller = tokio::spawn(async move {
+        loop {
+            match poll_once(&poll_sqs, &queue_url, &fulfil, 10, 1, now_ms).await {
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "poller: receive failed; retrying in 1 s");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    });
+
+    Ok(Dev {
+        info: DevInfo {
+            ingest_url: format!("http://{addr}/"),
+            dynamodb_endpoint,
+            sqs_endpoint,
+            tables: created.tables.clone(),
+            queues: created.queues.clone(),
+        },
+        dynamodb,
+        sqs,
+        tasks: vec![server, poller],
+        _emulators: running,
+    })
+}
+
+/// One HTTP request → payload 2.0 event → the ingest handler → HTTP response.
+async fn serve<L, Q>(
+    ingest: &Ingest<L, Q>,
+    req: hyper::Request<Incoming>,
+    slow: Option<Duration>,
+) -> hyper::Response<Full<Bytes>>
+where
+    L: crate::domain::ingest::DeliveryLedger,
+    Q: crate::domain::ingest::WorkQueue,
+{
+    if let Some(d) = slow {
+        tokio::time::sleep(d).await;
+    }
+    let (parts, body) = req.into_parts();
+    let Ok(body) = Limited::new(body, FUNCTION_URL_MAX_BYTES)
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+    else {
+        return plain(
+            413,
+            "the request body is larger than a function URL accepts (6 MB)",
+        );
+    };
+    let event = function_url_event(&parts, &body, now_ms());
+    let request = match lambda_http::request::from_str(&event.to_string()) {
+        Ok(r) => r,
+        Err(e) => return plain(400, &format!("cannot translate the request: {e}")),
+    };
+    let response = respond(ingest, &request, now_ms()).await;
+    let (parts, body) = response.into_parts();
+    let bytes = match body {
+        lambda_http::Body::Text(t) => Bytes::from(t),
+        lambda_http::Body::Binary(b) => Bytes::from(b),
+        _ => Bytes::new(),
+    };
+    let mut out = hyper::Response::new(Full::new(bytes));
+    *out.status_mut() = parts.status;
+    for (name, value) in &parts.headers {
+        out.headers_mut().append(name, value.clone());
+    }
+    out
+}
+
+fn plain(status: u16, message: &str) -> hyper::Response<Full<Bytes>> {
+    let mut out = hyper::Response::new(Full::new(Bytes::from(
+        serde_json::json!({"received": false, "message": message}).to_string(),
+    )));
+    *out.status_mut() =
+        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::BAD_REQUEST);
+    out
+}
+
+/// The payload 2.0 event a function URL would hand Lambda for this request: header names
+/// lower-cased, repeated headers joined with commas, a UTF-8 body as text and anything else
+/// base64-encoded.
+#[must_use]
+pub fn function_url_event(
+    parts: &hyper::http::request::Parts,
+    body: &[u8],
+    now_ms: u64,
+) -> serde_json::Value {
+    let mut headers = serde_json::Map::new();
+    for (name, value) in &parts.headers {
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        let key = name.as_str().to_ascii_lowercase();
+        match headers.get_mut(&key) {
+            Some(serde_json::Value::String(existing)) => {
+                existing.push(',');
+                existing.push_str(&value);
+            }
+            _ => {
+                headers.insert(key, value.into());
+            }
+        }
+    }
+    let (body, base64) = match std::str::from_utf8(body) {
+        Ok(text) => (text.to_owned(), false),
+        Err(_) => (base64::engine::general_purpose::STANDARD.encode(body), true),
+    };
+    let path = parts.uri.path();
+    serde_json::json!({
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": path,
+        "rawQueryString": parts.uri.query().unwrap_or_default(),
+        "headers": headers,
+        "requestContext": {
+            "accountId": "anonymous",
+            "apiId": "paymos-inbox-dev",
+            "domainName": "127.0.0.1",
+            "domainPrefix": "paymos-inbox-dev",
+            "http": {"method": parts.method.as_str(), "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": ""},
+            "requestId": format!("dev-{now_ms}"),
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": "",
+            "timeEpoch": now_ms,
+        },
+        "body": body,
+        "isBase64Encoded": base64,
+    })
+}

@@ -42,14 +42,15 @@ pub struct DevOptions {
     pub keys: Vec<SigningKey>,
     /// Signature tolerance in seconds.
     pub tolerance_secs: u64,
-    /// Hold every delivery this long before handling it (to collide retries with it).
+    /// Hold the reply to the first attempt of each event id this long AFTER handling it: the
+    /// work is done but the sender's 10 s timeout fires first, so its retry collides with it.
     pub slow: Option<Duration>,
     /// Prefix of the table and queue names.
     pub prefix: String,
 }
 
 /// What `dev` prints on start, as one JSON line.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct DevInfo {
     /// Where to POST webhooks.
     pub ingest_url: String,
@@ -170,16 +171,23 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
         .await
         .map_err(|e| format!("cannot listen on 127.0.0.1:{}: {e}", options.port))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let slow = options.slow;
+    let slow = options.slow.map(|d| {
+        (
+            d,
+            Arc::new(std::sync::Mutex::new(std::collections::HashSet::new())),
+        )
+    });
     let server = tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
             let ingest = Arc::clone(&ingest);
+            let slow = slow.clone();
             tokio::spawn(async move {
                 let service = service_fn(move |req| {
                     let ingest = Arc::clone(&ingest);
+                    let slow = slow.clone();
                     async move { Ok::<_, Infallible>(serve(&ingest, req, slow).await) }
                 });
                 let _ = http1::Builder::new()
@@ -222,15 +230,34 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
 async fn serve<L, Q>(
     ingest: &Ingest<L, Q>,
     req: hyper::Request<Incoming>,
-    slow: Option<Duration>,
+    slow: Option<(Duration, SeenIds)>,
 ) -> hyper::Response<Full<Bytes>>
 where
     L: crate::domain::ingest::DeliveryLedger,
     Q: crate::domain::ingest::WorkQueue,
 {
-    if let Some(d) = slow {
-        tokio::time::sleep(d).await;
+    let hold = slow.and_then(|(delay, seen)| {
+        let id = req.headers().get("x-webhook-id")?.to_str().ok()?.to_owned();
+        seen.lock().expect("seen ids").insert(id).then_some(delay)
+    });
+    let response = handle(ingest, req).await;
+    if let Some(delay) = hold {
+        tracing::info!(?delay, "--slow: holding the reply to this first attempt");
+        tokio::time::sleep(delay).await;
     }
+    response
+}
+
+type SeenIds = Arc<std::sync::Mutex<std::collections::HashSet<String>>>;
+
+async fn handle<L, Q>(
+    ingest: &Ingest<L, Q>,
+    req: hyper::Request<Incoming>,
+) -> hyper::Response<Full<Bytes>>
+where
+    L: crate::domain::ingest::DeliveryLedger,
+    Q: crate::domain::ingest::WorkQueue,
+{
     let (parts, body) = req.into_parts();
     let Ok(body) = Limited::new(body, FUNCTION_URL_MAX_BYTES)
         .collect()

@@ -9,5 +9,6 @@ pub mod dev;
 pub mod emulators;
 pub mod events;
 pub mod poller;
+pub mod redrive;
 pub mod tables;
 pub mod template;

@@ -123,8 +123,12 @@ pub struct Attempt {
     pub millis: u128,
 }
 
-/// Sends one delivery: signs `body` now (one `v1` per secret) and POSTs it with Paymos' headers
-/// and its 10 s timeout.
+/// Paymos gives up on an attempt after this long.
+pub const SENDER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Sends one delivery: signs `body` at `now` (one `v1` per secret) and POSTs it with Paymos'
+/// headers, giving up after `timeout` like the sender does (see [`SENDER_TIMEOUT`]).
+#[allow(clippy::too_many_arguments)]
 pub async fn post(
     client: &reqwest::Client,
     url: &str,
@@ -133,13 +137,14 @@ pub async fn post(
     secrets: &[WebhookSecret],
     now: u64,
     attempt: usize,
+    timeout: Duration,
 ) -> Attempt {
     let refs: Vec<&WebhookSecret> = secrets.iter().collect();
     let signature = signature_header(now, body.as_bytes(), &refs);
     let started = std::time::Instant::now();
     let result = client
         .post(url)
-        .timeout(Duration::from_secs(10))
+        .timeout(timeout)
         .header("content-type", "application/json; charset=utf-8")
         .header("x-webhook-id", event_id)
         .header("x-webhook-timestamp", now.to_string())
@@ -152,6 +157,11 @@ pub async fn post(
             let status = r.status().as_u16();
             (status, r.text().await.unwrap_or_default())
         }
+        Err(e) if e.is_timeout() => (
+            0,
+            format!("no answer within {timeout:?} (the sender gives up and retries)"),
+        ),
+        Err(e) if e.is_connect() => (0, "connection refused or unreachable".to_owned()),
         Err(e) => (0, format!("no answer: {e}")),
     };
     Attempt {
@@ -164,6 +174,7 @@ pub async fn post(
 
 /// Sends until a 2xx, following Paymos' ladder with every gap divided by `time_scale`,
 /// re-signing each attempt. Calls `progress` after each attempt. Returns every attempt.
+#[allow(clippy::too_many_arguments)]
 pub async fn with_retries(
     client: &reqwest::Client,
     url: &str,
@@ -175,17 +186,28 @@ pub async fn with_retries(
     mut progress: impl FnMut(&Attempt),
 ) -> Vec<Attempt> {
     let mut attempts = Vec::new();
-    for n in 0..=RETRY_LADDER.len() {
-        let a = post(client, url, event_id, body, secrets, clock(), n + 1).await;
+    let mut gaps = RETRY_LADDER.iter();
+    loop {
+        let n = attempts.len() + 1;
+        let a = post(
+            client,
+            url,
+            event_id,
+            body,
+            secrets,
+            clock(),
+            n,
+            SENDER_TIMEOUT,
+        )
+        .await;
         progress(&a);
         let done = (200..300).contains(&a.status);
         attempts.push(a);
-        if done || n == RETRY_LADDER.len() {
-            break;
+        match gaps.next() {
+            Some(gap) if !done => tokio::time::sleep(gap.div_f64(time_scale.max(1.0))).await,
+            _ => return attempts,
         }
-        tokio::time::sleep(RETRY_LADDER[n].div_f64(time_scale.max(1.0))).await;
     }
-    attempts
 }
 
 #[cfg(test)]

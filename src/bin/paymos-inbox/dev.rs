@@ -28,8 +28,8 @@ pub struct DevArgs {
     /// Allowed |now - t| of a signature, in seconds.
     #[arg(long, default_value_t = 300)]
     tolerance: u64,
-    /// Hold every delivery this many seconds before handling it, so that a sender's retry
-    /// collides with the first attempt (the `check` command's third step).
+    /// Hold the reply to the first attempt of each event this many seconds after handling it
+    /// (work done, reply late: past Paymos' 10 s the sender retries and collides with it).
     #[arg(long)]
     slow: Option<f64>,
     /// Prefix of the table and queue names (default: paymos-inbox-dev-<pid>).

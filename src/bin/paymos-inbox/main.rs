@@ -38,6 +38,22 @@ enum Command {
     ///   paymos-inbox send --type invoice.paid --replay evt_123 --resource inv_42
     ///   paymos-inbox send --retry-ladder --time-scale 3600 --url https://staging.example/hook
     Send(send::SendArgs),
+    /// The five-step idempotency proof against a receiver: (1) one delivery, (2) the same event
+    /// again, (3) colliding attempts, (4) a failed event replayed after recovery, (5) reconcile.
+    /// HTTP answers are checked for any receiver; with its tables (--dev-info, or
+    /// --deliveries-table and --state-table) also one record and one fulfilment each.
+    /// Exit 1 if any step fails.
+    ///
+    /// Example, against `dev --slow 11` (so retries collide with a first attempt past 10 s):
+    ///   paymos-inbox check http://127.0.0.1:8787/ --dev-info dev.json
+    Check(ops::CheckArgs),
+    /// List deliveries recorded but not processed, oldest first (a sparse index, not a scan).
+    Pending(ops::PendingArgs),
+    /// Move messages from the dead-letter queue back to the work queue.
+    Redrive(ops::RedriveArgs),
+    /// Support's manual path: mark an invoice paid through the same conditional transition as
+    /// a webhook, so a later webhook or replay for it fulfils nothing.
+    MarkPaid(ops::MarkPaidArgs),
     /// Work with the function-URL events in events/ (inputs for `sam local invoke -e` and
     /// `cargo lambda invoke`, and the tests' fixtures).
     #[command(subcommand)]
@@ -95,7 +111,9 @@ struct VerifyArgs {
 }
 
 mod dev;
+mod ops;
 mod send;
+mod stack;
 
 /// Where `dev` listens and `send` posts by default.
 pub(crate) const DEFAULT_PORT: u16 = 8787;
@@ -112,6 +130,10 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Dev(args) => runtime().block_on(dev::run(args)),
         Command::Send(args) => runtime().block_on(send::run(args)),
+        Command::Check(args) => runtime().block_on(ops::check(args)),
+        Command::Pending(args) => runtime().block_on(ops::pending(args)),
+        Command::Redrive(args) => runtime().block_on(ops::redrive(args)),
+        Command::MarkPaid(args) => runtime().block_on(ops::mark_paid(args)),
         Command::Verify(args) => verify(&args),
         Command::Events(EventsCommand::Refresh { dir, secret, at }) => {
             let at = at.unwrap_or_else(|| paymos_inbox::lambda::now_ms() / 1000);

@@ -6,7 +6,7 @@ use paymos_inbox::domain::envelope::Category;
 use paymos_inbox::domain::signature::WebhookSecret;
 use paymos_inbox::lambda::now_ms;
 use paymos_inbox::tools::send::{
-    EVENT_TYPES, data_for, envelope, new_event_id, post, with_retries,
+    EVENT_TYPES, SENDER_TIMEOUT, data_for, envelope, new_event_id, post, with_retries,
 };
 
 use crate::{DEFAULT_PORT, FIXTURE_SECRET};
@@ -138,6 +138,7 @@ pub async fn run(args: SendArgs) -> ExitCode {
                 &secrets,
                 now_ms() / 1000,
                 1,
+                SENDER_TIMEOUT,
             )
             .await;
             print(&a);

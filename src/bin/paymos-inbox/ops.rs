@@ -1,0 +1,234 @@
+//! `check`, `pending`, `redrive` and `mark-paid`: operating a receiver.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use paymos_inbox::adapters::dynamodb::{DynamoLedger, DynamoState};
+use paymos_inbox::domain::fulfil::{Fulfil, OrderRef};
+use paymos_inbox::domain::signature::WebhookSecret;
+use paymos_inbox::domain::state::Amount;
+use paymos_inbox::lambda::now_ms;
+use paymos_inbox::tools::check::{self, CheckOptions, Tables};
+
+use crate::FIXTURE_SECRET;
+use crate::stack::{Stack, StackArgs};
+
+fn fail(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {e}");
+    ExitCode::FAILURE
+}
+
+#[derive(clap::Args)]
+pub struct CheckArgs {
+    /// The receiver to check.
+    url: String,
+    /// The secret the receiver holds.
+    #[arg(long, env = "PAYMOS_WEBHOOK_SECRET", hide_env_values = true, default_value = FIXTURE_SECRET, hide_default_value = true)]
+    secret: String,
+    /// Send live events (data.is_test = false) instead of sandbox ones.
+    #[arg(long)]
+    live: bool,
+    /// How many copies collide in step 3.
+    #[arg(long, default_value_t = 5)]
+    collisions: usize,
+    /// Seconds to keep retrying a 503 or a timeout, and to wait for fulfil.
+    #[arg(long, default_value_t = 40)]
+    patience: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+pub async fn check(args: CheckArgs) -> ExitCode {
+    let tables = if args.stack.given() {
+        match args.stack.resolve().await {
+            Ok(s) => match (s.deliveries, s.state) {
+                (Some(deliveries), Some(state)) => Some(Tables {
+                    dynamodb: s.dynamodb,
+                    deliveries,
+                    state,
+                }),
+                _ => {
+                    return fail(
+                        "the business checks need both the deliveries and the state table",
+                    );
+                }
+            },
+            Err(e) => return fail(e),
+        }
+    } else {
+        None
+    };
+    let options = CheckOptions {
+        url: args.url,
+        secret: WebhookSecret::new(args.secret),
+        wrong_secret: WebhookSecret::new("whsec_test_paymos_inbox_check_wrong_secret"),
+        live: args.live,
+        collisions: args.collisions,
+        patience: Duration::from_secs(args.patience),
+        timeout: paymos_inbox::tools::send::SENDER_TIMEOUT,
+    };
+    let steps = check::run(options, tables).await;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&steps).expect("steps serialise")
+        );
+    } else {
+        println!("step  result what it proves / evidence");
+        for s in &steps {
+            println!("{:<5} {:<6} {}", s.number, s.verdict.to_uppercase(), s.name);
+            for e in &s.evidence {
+                println!("{:<12} {e}", "");
+            }
+        }
+    }
+    if steps.iter().any(|s| s.verdict == "fail") {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+#[derive(clap::Args)]
+pub struct PendingArgs {
+    /// At most this many, oldest first.
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+    /// Print JSON lines.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+pub async fn pending(args: PendingArgs) -> ExitCode {
+    let stack = match args.stack.resolve().await {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let table = match Stack::need(&stack.deliveries, "deliveries-table") {
+        Ok(t) => t.to_owned(),
+        Err(e) => return fail(e),
+    };
+    let ledger = DynamoLedger::new(stack.dynamodb, table, None);
+    match ledger.pending(args.limit).await {
+        Ok(list) => {
+            let now = now_ms();
+            if !args.json {
+                println!("{} deliveries recorded but not processed", list.len());
+            }
+            for p in list {
+                let age = now.saturating_sub(p.received_at_ms) / 1000;
+                if args.json {
+                    println!("{}", serde_json::json!({"pending": p, "age_secs": age}));
+                } else {
+                    let lease = if p.lease_until_ms > now {
+                        "in flight"
+                    } else {
+                        "lease over: the next retry re-sends it"
+                    };
+                    println!(
+                        "{}  {:<34} {:<12} age {age}s  sent {}x  {lease}",
+                        p.event_id,
+                        p.event_type,
+                        p.resource_id.as_deref().unwrap_or("-"),
+                        p.enqueue_attempts
+                    );
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+#[derive(clap::Args)]
+pub struct RedriveArgs {
+    /// Move at most this many messages.
+    #[arg(long, default_value_t = 1000)]
+    max: usize,
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+pub async fn redrive(args: RedriveArgs) -> ExitCode {
+    let stack = match args.stack.resolve().await {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let (queue, dlq) = match (
+        Stack::need(&stack.queue, "queue-url"),
+        Stack::need(&stack.dlq, "dlq-url"),
+    ) {
+        (Ok(q), Ok(d)) => (q.to_owned(), d.to_owned()),
+        (Err(e), _) | (_, Err(e)) => return fail(e),
+    };
+    match paymos_inbox::local::redrive::redrive(&stack.sqs, &dlq, &queue, args.max).await {
+        Ok(n) => {
+            println!("moved {n} message(s) from the DLQ back to the work queue");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+#[derive(clap::Args)]
+pub struct MarkPaidArgs {
+    /// The invoice (inv_…).
+    invoice_id: String,
+    /// Who is doing this (kept on the fulfilment as manual:<actor>).
+    #[arg(long)]
+    actor: String,
+    /// The merchant's order id.
+    #[arg(long)]
+    order_id: Option<String>,
+    /// The amount paid (exact decimal).
+    #[arg(long)]
+    amount: Option<String>,
+    /// The currency.
+    #[arg(long)]
+    currency: Option<String>,
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+pub async fn mark_paid(args: MarkPaidArgs) -> ExitCode {
+    if !args.invoice_id.starts_with("inv_") {
+        return fail("the invoice id starts with inv_");
+    }
+    let amount = match args.amount.as_deref().map(|a| Amount::parse(a).ok_or(a)) {
+        Some(Err(a)) => return fail(format!("--amount {a:?} is not a decimal like 10.50")),
+        Some(Ok(a)) => Some(a),
+        None => None,
+    };
+    let stack = match args.stack.resolve().await {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let (state, deliveries) = match (
+        Stack::need(&stack.state, "state-table"),
+        Stack::need(&stack.deliveries, "deliveries-table"),
+    ) {
+        (Ok(s), Ok(d)) => (s.to_owned(), d.to_owned()),
+        (Err(e), _) | (_, Err(e)) => return fail(e),
+    };
+    let fulfil = Fulfil::new(DynamoState::new(stack.dynamodb, state, deliveries));
+    let order = OrderRef {
+        external_id: args.order_id,
+        amount,
+        currency: args.currency.map(|c| c.to_ascii_uppercase()),
+    };
+    match fulfil
+        .mark_paid(&args.invoice_id, order, &args.actor, now_ms())
+        .await
+    {
+        Ok(applied) => {
+            println!("{}: {applied}", args.invoice_id);
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}

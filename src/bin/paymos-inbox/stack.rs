@@ -1,0 +1,121 @@
+//! Finding a receiver's tables and queues: the JSON line `dev` prints, or names and endpoints
+//! given as flags or environment variables (a deployed stack's outputs).
+
+use paymos_inbox::local::dev::{DevInfo, clients};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct StackArgs {
+    /// A file holding the JSON line `paymos-inbox dev` printed (or `-` for stdin).
+    #[arg(long)]
+    dev_info: Option<std::path::PathBuf>,
+    /// The deliveries table (stack output DeliveriesTableName).
+    #[arg(long, env = "DELIVERIES_TABLE")]
+    deliveries_table: Option<String>,
+    /// The state table (stack output StateTableName).
+    #[arg(long, env = "STATE_TABLE")]
+    state_table: Option<String>,
+    /// The work queue URL (stack output WorkQueueUrl).
+    #[arg(long, env = "WORK_QUEUE_URL")]
+    queue_url: Option<String>,
+    /// The dead-letter queue URL (stack output DeadLetterQueueUrl).
+    #[arg(long, env = "DEAD_LETTER_QUEUE_URL")]
+    dlq_url: Option<String>,
+    /// A DynamoDB endpoint other than AWS's (an emulator, LocalStack).
+    #[arg(long, env = "AWS_ENDPOINT_URL_DYNAMODB")]
+    dynamodb_endpoint: Option<String>,
+    /// An SQS endpoint other than AWS's.
+    #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
+    sqs_endpoint: Option<String>,
+}
+
+pub struct Stack {
+    pub dynamodb: aws_sdk_dynamodb::Client,
+    pub sqs: aws_sdk_sqs::Client,
+    pub deliveries: Option<String>,
+    pub state: Option<String>,
+    pub queue: Option<String>,
+    pub dlq: Option<String>,
+}
+
+impl Stack {
+    pub fn need<'a>(value: &'a Option<String>, what: &str) -> Result<&'a str, String> {
+        value.as_deref().ok_or_else(|| {
+            format!(
+                "no {what}: pass --dev-info with the line `dev` printed, or --{what} (see --help)"
+            )
+        })
+    }
+}
+
+impl StackArgs {
+    pub fn given(&self) -> bool {
+        self.dev_info.is_some() || self.deliveries_table.is_some() || self.state_table.is_some()
+    }
+
+    pub async fn resolve(&self) -> Result<Stack, String> {
+        let info: Option<DevInfo> = match &self.dev_info {
+            Some(path) => {
+                let text = if path.as_os_str() == "-" {
+                    std::io::read_to_string(std::io::stdin()).map_err(|e| e.to_string())?
+                } else {
+                    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?
+                };
+                let line = text
+                    .lines()
+                    .find(|l| l.trim_start().starts_with('{'))
+                    .unwrap_or_default();
+                Some(
+                    serde_json::from_str(line)
+                        .map_err(|e| format!("--dev-info: not the JSON line dev prints: {e}"))?,
+                )
+            }
+            None => None,
+        };
+        let pick = |flag: &Option<String>, from_info: Option<&String>| {
+            flag.clone().or_else(|| from_info.cloned())
+        };
+        let dynamodb_endpoint = pick(
+            &self.dynamodb_endpoint,
+            info.as_ref().map(|i| &i.dynamodb_endpoint),
+        );
+        let sqs_endpoint = pick(&self.sqs_endpoint, info.as_ref().map(|i| &i.sqs_endpoint));
+        let (dynamodb, sqs) = match (dynamodb_endpoint, sqs_endpoint) {
+            (Some(d), Some(s)) => clients(&d, &s).await,
+            (d, s) => {
+                let shared = aws_config::from_env().load().await;
+                let mut dc = aws_sdk_dynamodb::config::Builder::from(&shared);
+                if let Some(d) = d {
+                    dc = dc.endpoint_url(d);
+                }
+                let mut sc = aws_sdk_sqs::config::Builder::from(&shared);
+                if let Some(s) = s {
+                    sc = sc.endpoint_url(s);
+                }
+                (
+                    aws_sdk_dynamodb::Client::from_conf(dc.build()),
+                    aws_sdk_sqs::Client::from_conf(sc.build()),
+                )
+            }
+        };
+        Ok(Stack {
+            dynamodb,
+            sqs,
+            deliveries: pick(
+                &self.deliveries_table,
+                info.as_ref().and_then(|i| i.tables.get("DeliveriesTable")),
+            ),
+            state: pick(
+                &self.state_table,
+                info.as_ref().and_then(|i| i.tables.get("StateTable")),
+            ),
+            queue: pick(
+                &self.queue_url,
+                info.as_ref().and_then(|i| i.queues.get("WorkQueue")),
+            ),
+            dlq: pick(
+                &self.dlq_url,
+                info.as_ref().and_then(|i| i.queues.get("DeadLetterQueue")),
+            ),
+        })
+    }
+}

@@ -53,7 +53,13 @@ fn endpoints() -> &'static Endpoints {
     })
 }
 
-fn unique(prefix: &str) -> String {
+/// The DynamoDB and SQS endpoints the tests use.
+pub fn endpoint_urls() -> (String, String) {
+    let ep = endpoints();
+    (ep.dynamodb.clone(), ep.sqs.clone())
+}
+
+pub fn unique(prefix: &str) -> String {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static N: AtomicUsize = AtomicUsize::new(0);
     format!(

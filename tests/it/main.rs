@@ -10,4 +10,5 @@ mod events;
 mod fulfil;
 mod ingest;
 mod template;
+mod tools;
 mod vectors;

@@ -449,9 +449,26 @@ impl<S: StateStore> Fulfil<S> {
         actor: &str,
         now_ms: u64,
     ) -> Result<Applied, PortError> {
+        self.apply_by_hand(invoice_id, InvoiceStatus::Paid, order, actor, now_ms)
+            .await
+    }
+
+    /// [`Fulfil::mark_paid`] with the status to set (reconciliation sets `paid_over` where
+    /// Paymos says so).
+    ///
+    /// # Errors
+    /// [`PortError`] when the store fails.
+    pub async fn apply_by_hand(
+        &self,
+        invoice_id: &str,
+        status: InvoiceStatus,
+        order: OrderRef,
+        actor: &str,
+        now_ms: u64,
+    ) -> Result<Applied, PortError> {
         let change = Change::Invoice {
             invoice_id: invoice_id.to_owned(),
-            status: InvoiceStatus::Paid,
+            status,
             occurred_at: now_ms / 1000,
             order,
         };

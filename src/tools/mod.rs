@@ -3,4 +3,5 @@
 //! and transitions; nothing is implemented twice.
 
 pub mod check;
+pub mod reconcile;
 pub mod send;

@@ -9,6 +9,7 @@ mod cli;
 mod events;
 mod fulfil;
 mod ingest;
+mod reconcile;
 mod template;
 mod tools;
 mod vectors;

@@ -54,6 +54,13 @@ enum Command {
     /// Support's manual path: mark an invoice paid through the same conditional transition as
     /// a webhook, so a later webhook or replay for it fulfils nothing.
     MarkPaid(ops::MarkPaidArgs),
+    /// Compare the invoices Paymos says were paid (its API, through the official paymos crate)
+    /// with the fulfilments here: MISSING, DOUBLE, UNKNOWN. --apply fulfils the missing ones
+    /// through the same conditional transition as a webhook. Exit 1 if anything needs a person.
+    ///
+    /// Example:  PAYMOS_API_KEY=… PAYMOS_API_SECRET=… paymos-inbox reconcile --from 1761955200
+    ///             --deliveries-table … --state-table …
+    Reconcile(ops::ReconcileArgs),
     /// Work with the function-URL events in events/ (inputs for `sam local invoke -e` and
     /// `cargo lambda invoke`, and the tests' fixtures).
     #[command(subcommand)]
@@ -134,6 +141,7 @@ fn main() -> ExitCode {
         Command::Pending(args) => runtime().block_on(ops::pending(args)),
         Command::Redrive(args) => runtime().block_on(ops::redrive(args)),
         Command::MarkPaid(args) => runtime().block_on(ops::mark_paid(args)),
+        Command::Reconcile(args) => runtime().block_on(ops::reconcile(args)),
         Command::Verify(args) => verify(&args),
         Command::Events(EventsCommand::Refresh { dir, secret, at }) => {
             let at = at.unwrap_or_else(|| paymos_inbox::lambda::now_ms() / 1000);

@@ -232,3 +232,105 @@ pub async fn mark_paid(args: MarkPaidArgs) -> ExitCode {
         Err(e) => fail(e),
     }
 }
+
+#[derive(clap::Args)]
+pub struct ReconcileArgs {
+    /// Start of the window: invoices created at or after this Unix time.
+    #[arg(long)]
+    from: i64,
+    /// End of the window (Unix time, inclusive; default: now).
+    #[arg(long)]
+    to: Option<i64>,
+    /// Drive every MISSING invoice through the same conditional transition as a webhook.
+    #[arg(long)]
+    apply: bool,
+    /// The Paymos API key.
+    #[arg(long, env = "PAYMOS_API_KEY", hide_env_values = true)]
+    api_key: String,
+    /// The Paymos API secret.
+    #[arg(long, env = "PAYMOS_API_SECRET", hide_env_values = true)]
+    api_secret: String,
+    /// The API base URL (plain http only for loopback, for tests).
+    #[arg(
+        long,
+        env = "PAYMOS_API_BASE_URL",
+        default_value = "https://api.paymos.io"
+    )]
+    api_base_url: String,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
+    let api = match paymos::PaymosClient::builder(args.api_key, args.api_secret)
+        .base_url(args.api_base_url)
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => return fail(format!("Paymos API client: {e}")),
+    };
+    let stack = match args.stack.resolve().await {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let (state, deliveries) = match (
+        Stack::need(&stack.state, "state-table"),
+        Stack::need(&stack.deliveries, "deliveries-table"),
+    ) {
+        (Ok(s), Ok(d)) => (s.to_owned(), d.to_owned()),
+        (Err(e), _) | (_, Err(e)) => return fail(e),
+    };
+    let fulfil = Fulfil::new(DynamoState::new(stack.dynamodb.clone(), state, deliveries));
+    let to = args
+        .to
+        .unwrap_or_else(|| i64::try_from(now_ms() / 1000).unwrap_or(i64::MAX));
+    let report = match paymos_inbox::tools::reconcile::reconcile(
+        &api,
+        &fulfil,
+        &stack.dynamodb,
+        args.from,
+        to,
+        args.apply,
+        now_ms(),
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("report serialises")
+        );
+    } else {
+        println!(
+            "paid at Paymos: {}, fulfilled here once: {}",
+            report.paid_at_paymos, report.matched
+        );
+        for m in &report.missing {
+            let applied = report
+                .applied
+                .get(&m.invoice_id)
+                .map_or(String::new(), |a| format!(" → {a}"));
+            println!(
+                "MISSING {} {} {} {} (order {}){applied}",
+                m.invoice_id, m.status, m.amount, m.currency, m.order_id
+            );
+        }
+        for (invoice, n) in &report.double {
+            println!("DOUBLE  {invoice}: {n} fulfilments");
+        }
+        for invoice in &report.unknown {
+            println!("UNKNOWN {invoice}: fulfilled here, not paid at Paymos");
+        }
+    }
+    if report.clean() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,298 @@
+//! `reconcile` through the official paymos crate against a fake Paymos API on loopback that
+//! checks every request's signature and pages with cursors.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use base64::Engine as _;
+use hmac::{KeyInit, Mac};
+use http_body_util::Full;
+use hyper::body::Bytes;
+use paymos_inbox::adapters::dynamodb::DynamoState;
+use paymos_inbox::domain::fulfil::{Fulfil, OrderRef};
+use paymos_inbox::tools::reconcile::reconcile;
+use serde_json::json;
+
+use crate::harness::*;
+
+const KEY: &str = "pk_test_reconcile";
+const SECRET: &str = "sk_test_reconcile_secret";
+
+#[derive(Default)]
+struct Seen {
+    verified: AtomicUsize,
+    rejected: AtomicUsize,
+}
+
+/// Checks `Authorization: HMAC-SHA256 {key}:{base64 HMAC(secret, ts\nMETHOD\npath\n?query\nbody-hash)}`.
+fn signed(req: &hyper::Request<hyper::body::Incoming>) -> bool {
+    let ts = req
+        .headers()
+        .get("x-request-timestamp")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let query = req
+        .uri()
+        .query()
+        .map(|q| format!("?{q}"))
+        .unwrap_or_default();
+    let canonical = format!("{ts}\n{}\n{}\n{query}\n", req.method(), req.uri().path());
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
+    mac.update(canonical.as_bytes());
+    let expected = format!(
+        "HMAC-SHA256 {KEY}:{}",
+        base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
+    );
+    req.headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        == Some(expected.as_str())
+}
+
+fn list_item(id: &str, status: &str) -> serde_json::Value {
+    json!({"invoice_id": id, "project_id": "prj_1", "external_order_id": format!("order-{id}"), "status": status,
+           "is_final": true, "is_test": true, "amount": "25.00", "currency": "USDT", "created_at": NOW - 100})
+}
+
+async fn fake_paymos(
+    paid: Vec<(&'static str, &'static str)>,
+    others: HashMap<&'static str, &'static str>,
+    seen: Arc<Seen>,
+) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let paid = Arc::new(paid);
+    let others = Arc::new(others);
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let (paid, others, seen) = (paid.clone(), others.clone(), seen.clone());
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        let (paid, others, seen) = (paid.clone(), others.clone(), seen.clone());
+                        async move {
+                            let reply = |status: u16, body: serde_json::Value| {
+                                let mut r =
+                                    hyper::Response::new(Full::new(Bytes::from(body.to_string())));
+                                *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
+                                r.headers_mut()
+                                    .insert("content-type", "application/json".parse().unwrap());
+                                Ok::<_, Infallible>(r)
+                            };
+                            if !signed(&req) {
+                                seen.rejected.fetch_add(1, Ordering::SeqCst);
+                                return reply(
+                                    401,
+                                    json!({"type": "about:blank", "title": "bad signature", "status": 401}),
+                                );
+                            }
+                            seen.verified.fetch_add(1, Ordering::SeqCst);
+                            let path = req.uri().path().to_owned();
+                            let query: HashMap<String, String> = req
+                                .uri()
+                                .query()
+                                .unwrap_or_default()
+                                .split('&')
+                                .filter_map(|kv| kv.split_once('='))
+                                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                                .collect();
+                            if path == "/v1/invoices" {
+                                // Pages of two, with opaque cursors.
+                                let start: usize = query
+                                    .get("cursor")
+                                    .and_then(|c| c.strip_prefix("c"))
+                                    .and_then(|n| n.parse().ok())
+                                    .unwrap_or(0);
+                                let items: Vec<_> = paid
+                                    .iter()
+                                    .skip(start)
+                                    .take(2)
+                                    .map(|(id, st)| list_item(id, st))
+                                    .collect();
+                                let next =
+                                    (start + 2 < paid.len()).then(|| format!("c{}", start + 2));
+                                return reply(200, json!({"items": items, "next_cursor": next}));
+                            }
+                            if let Some(id) = path.strip_prefix("/v1/invoices/") {
+                                let status = others.get(id).copied().unwrap_or("expired");
+                                return reply(
+                                    200,
+                                    json!({"invoice_id": id, "project_id": "prj_1", "status": status, "is_final": true, "is_test": true,
+                                "payment_url": "https://pay.example/x", "order": {"external_id": "o", "amount": "1", "currency": "USDT"},
+                                "created_at": 1, "updated_at": 2}),
+                                );
+                            }
+                            reply(
+                                404,
+                                json!({"type": "about:blank", "title": "not found", "status": 404}),
+                            )
+                        }
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    url
+}
+
+#[tokio::test]
+async fn reconcile_finds_missing_and_unknown_and_apply_fulfils_the_missing_once() {
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let fulfil = Fulfil::new(DynamoState::new(
+        aws.dynamodb.clone(),
+        stack.table("StateTable"),
+        stack.table("DeliveriesTable"),
+    ));
+    // Here: inv_r1 and inv_r2 fulfilled by webhooks; inv_local fulfilled by hand but expired at Paymos.
+    for (event, invoice) in [("evt_r1", "inv_r1"), ("evt_r2", "inv_r2")] {
+        fulfil
+            .apply(invoice_paid(event, invoice).as_bytes(), NOW_MS)
+            .await
+            .unwrap();
+    }
+    let none = OrderRef {
+        external_id: None,
+        amount: None,
+        currency: None,
+    };
+    fulfil
+        .mark_paid("inv_local", none, "support:eve", NOW_MS)
+        .await
+        .unwrap();
+
+    let seen = Arc::new(Seen::default());
+    let paid = vec![
+        ("inv_r1", "paid"),
+        ("inv_r2", "paid"),
+        ("inv_r3", "paid"),
+        ("inv_r4", "paid_over"),
+        ("inv_r5", "paid"),
+    ];
+    let url = fake_paymos(paid, HashMap::new(), seen.clone()).await;
+    let api = paymos::PaymosClient::builder(KEY, SECRET)
+        .base_url(url)
+        .build()
+        .unwrap();
+
+    let report = reconcile(
+        &api,
+        &fulfil,
+        &aws.dynamodb,
+        (NOW - 3600) as i64,
+        (NOW + 3600) as i64,
+        false,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.paid_at_paymos, 5, "three pages were followed");
+    assert_eq!(report.matched, 2);
+    let missing: Vec<&str> = report
+        .missing
+        .iter()
+        .map(|m| m.invoice_id.as_str())
+        .collect();
+    assert_eq!(missing, ["inv_r3", "inv_r4", "inv_r5"]);
+    assert_eq!(report.unknown, ["inv_local"]);
+    assert!(report.double.is_empty());
+    assert!(!report.clean());
+
+    let report = reconcile(
+        &api,
+        &fulfil,
+        &aws.dynamodb,
+        (NOW - 3600) as i64,
+        (NOW + 3600) as i64,
+        true,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    assert!(
+        report.applied.values().all(|a| a == "fulfilled"),
+        "{:?}",
+        report.applied
+    );
+    let invoice = aws
+        .item(stack.table("StateTable"), "pk", "inv_r4")
+        .await
+        .unwrap();
+    assert_eq!(get_s(&invoice, "status"), "paid_over");
+    assert_eq!(
+        get_s(
+            &aws.item(stack.table("StateTable"), "pk", "fulfilment#inv_r4")
+                .await
+                .unwrap(),
+            "won_by"
+        ),
+        "manual:reconcile"
+    );
+
+    // A webhook for a reconciled invoice arriving late fulfils nothing; a second run is clean
+    // but for the unknown one.
+    assert_eq!(
+        fulfil
+            .apply(invoice_paid("evt_r3_late", "inv_r3").as_bytes(), NOW_MS)
+            .await
+            .unwrap()
+            .1,
+        paymos_inbox::domain::fulfil::Applied::AlreadyFinal
+    );
+    let report = reconcile(
+        &api,
+        &fulfil,
+        &aws.dynamodb,
+        (NOW - 3600) as i64,
+        (NOW + 3600) as i64,
+        true,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    assert!(report.missing.is_empty());
+    assert_eq!(report.matched, 5);
+    assert!(seen.verified.load(Ordering::SeqCst) >= 7);
+    assert_eq!(
+        seen.rejected.load(Ordering::SeqCst),
+        0,
+        "every request carried a valid signature"
+    );
+}
+
+#[tokio::test]
+async fn reconcile_reports_a_bad_api_secret_instead_of_an_empty_list() {
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let fulfil = Fulfil::new(DynamoState::new(
+        aws.dynamodb.clone(),
+        stack.table("StateTable"),
+        stack.table("DeliveriesTable"),
+    ));
+    let seen = Arc::new(Seen::default());
+    let url = fake_paymos(vec![("inv_x", "paid")], HashMap::new(), seen.clone()).await;
+    let api = paymos::PaymosClient::builder(KEY, "sk_wrong")
+        .base_url(url)
+        .max_retries(0)
+        .build()
+        .unwrap();
+    let err = reconcile(
+        &api,
+        &fulfil,
+        &aws.dynamodb,
+        0,
+        (NOW + 3600) as i64,
+        false,
+        NOW_MS,
+    )
+    .await
+    .unwrap_err();
+    assert!(err.contains("Paymos API"), "{err}");
+    assert_eq!(seen.rejected.load(Ordering::SeqCst), 1);
+}

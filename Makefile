@@ -36,6 +36,9 @@ template-check: $(VENV)/.installed ## cfn-lint and sam validate --lint on templa
 test: deps lint template-check ## install what is needed, then run every test (unit, emulator, template)
 	$(CARGO) test --all-targets --locked
 
+dev: node_modules/.installed ## run the whole pipeline locally (emulators, tables, ingest URL, fulfil poller)
+	$(CARGO) run --locked --quiet --bin paymos-inbox -- dev $(DEV_ARGS)
+
 unit: ## unit tests only (no emulators)
 	$(CARGO) test --lib --locked
 

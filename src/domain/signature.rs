@@ -561,4 +561,67 @@ mod tests {
             assert_eq!(ascii_digits(n, &mut buf), n.to_string().as_bytes());
         }
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        fn verifier(secret: &WebhookSecret) -> Verifier {
+            Verifier::new(
+                vec![SigningKey::new("live", secret)],
+                DEFAULT_TOLERANCE_SECS,
+            )
+        }
+
+        proptest! {
+            #[test]
+            fn a_valid_v1_verifies_at_any_position_among_up_to_eight(
+                body in proptest::collection::vec(any::<u8>(), 0..2048),
+                t in 0u64..4_000_000_000,
+                decoys in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 32), 0..8),
+                position in any::<prop::sample::Index>(),
+            ) {
+                let secret = WebhookSecret::new("whsec_live_property");
+                let mut values: Vec<String> = decoys.iter().map(hex::encode).collect();
+                values.insert(position.index(values.len() + 1), secret.sign(t, &body));
+                let header = format!("t={t},v1={}", values.join(",v1="));
+                prop_assert!(verifier(&secret).verify(Some(&header), &body, t).is_ok());
+            }
+
+            #[test]
+            fn any_single_byte_change_to_body_timestamp_or_signature_fails(
+                body in proptest::collection::vec(any::<u8>(), 1..1024),
+                t in 1_000u64..4_000_000_000,
+                which in 0u8..3,
+                at in any::<prop::sample::Index>(),
+                flip in 1u8..=255,
+            ) {
+                let secret = WebhookSecret::new("whsec_live_property");
+                let v = verifier(&secret);
+                let mut sig = secret.sign(t, &body);
+                let mut body2 = body.clone();
+                let mut t_text = t.to_string();
+                match which {
+                    0 => { let i = at.index(body2.len()); body2[i] ^= flip; }
+                    1 => {
+                        // Another digit at one position of t (the signature was made for t).
+                        let i = at.index(t_text.len());
+                        let d = t_text.as_bytes()[i] - b'0';
+                        let other = (d + 1 + flip % 9) % 10;
+                        t_text.replace_range(i..=i, &other.to_string());
+                    }
+                    _ => {
+                        let i = at.index(sig.len());
+                        let c = sig.as_bytes()[i];
+                        let other = if c == b'0' { '1' } else { '0' };
+                        sig.replace_range(i..=i, &other.to_string());
+                    }
+                }
+                let header = format!("t={t_text},v1={sig}");
+                let now = t_text.parse::<u64>().unwrap_or(t);
+                prop_assert!(v.verify(Some(&header), &body2, now).is_err());
+            }
+        }
+    }
 }

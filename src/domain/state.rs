@@ -315,4 +315,52 @@ mod tests {
         assert_eq!(WithdrawalStatus::Created.allowed_from(), []);
         assert_eq!(WithdrawalStatus::Completed.allowed_from().len(), 2);
     }
+
+    mod properties {
+        use proptest::prelude::*;
+
+        use super::super::*;
+
+        /// Applies events with the rule, as the store does, and returns the final status.
+        fn run(events: &[(InvoiceStatus, u64)]) -> Option<InvoiceStatus> {
+            let mut current: Option<(InvoiceStatus, u64)> = None;
+            for &(status, at) in events {
+                if invoice_accepts(current, status, at) {
+                    current = Some((status, at));
+                }
+            }
+            current.map(|(s, _)| s)
+        }
+
+        proptest! {
+            #[test]
+            fn a_consistent_history_ends_the_same_in_any_order_and_multiplicity(
+                opens in proptest::collection::vec(0usize..4, 0..5),
+                final_status in proptest::option::of(4usize..9),
+                copies in proptest::collection::vec(any::<prop::sample::Index>(), 0..10),
+                seed in proptest::collection::vec(any::<prop::sample::Index>(), 1..20),
+            ) {
+                let mut history: Vec<(InvoiceStatus, u64)> = opens
+                    .iter()
+                    .enumerate()
+                    .map(|(i, o)| (InvoiceStatus::ALL[*o], 10 + i as u64))
+                    .collect();
+                if let Some(f) = final_status {
+                    history.push((InvoiceStatus::ALL[f], 100));
+                }
+                prop_assume!(!history.is_empty());
+                let mut deliveries = history.clone();
+                deliveries.extend(copies.iter().map(|c| history[c.index(history.len())]));
+                let len = deliveries.len();
+                for (i, s) in seed.iter().enumerate() {
+                    deliveries.swap(i % len, s.index(len));
+                }
+                let expected = match final_status {
+                    Some(f) => InvoiceStatus::ALL[f],
+                    None => history.iter().max_by_key(|(s, at)| (*at, s.rank())).unwrap().0,
+                };
+                prop_assert_eq!(run(&deliveries), Some(expected));
+            }
+        }
+    }
 }

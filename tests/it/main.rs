@@ -8,6 +8,7 @@ mod harness;
 mod cli;
 mod events;
 mod fulfil;
+mod hostile;
 mod ingest;
 mod reconcile;
 mod template;

@@ -2,5 +2,6 @@
 
 pub mod aws;
 pub mod dynamodb;
+pub mod faults;
 pub mod memory;
 pub mod sqs;

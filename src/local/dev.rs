@@ -171,45 +171,14 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
         .await
         .map_err(|e| format!("cannot listen on 127.0.0.1:{}: {e}", options.port))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let slow = options.slow.map(|d| {
-        (
-            d,
-            Arc::new(std::sync::Mutex::new(std::collections::HashSet::new())),
-        )
-    });
-    let server = tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let ingest = Arc::clone(&ingest);
-            let slow = slow.clone();
-            tokio::spawn(async move {
-                let service = service_fn(move |req| {
-                    let ingest = Arc::clone(&ingest);
-                    let slow = slow.clone();
-                    async move { Ok::<_, Infallible>(serve(&ingest, req, slow).await) }
-                });
-                let _ = http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-
-    let queue_url = created.queue("WorkQueue").to_owned();
-    let poll_sqs = sqs.clone();
-    let poller = tokio::spawn(async move {
-        loop {
-            match poll_once(&poll_sqs, &queue_url, &fulfil, 10, 1, now_ms).await {
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(error = %e, "poller: receive failed; retrying in 1 s");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
-            }
-        }
-    });
+    let server = serve_ingest(listener, ingest, options.slow, None);
+    let poller = run_poller(
+        sqs.clone(),
+        created.queue("WorkQueue").to_owned(),
+        fulfil,
+        10,
+        None,
+    );
 
     Ok(Dev {
         info: DevInfo {
@@ -226,6 +195,80 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
     })
 }
 
+/// Serves `ingest` on `listener` as a function URL would. `slow` holds the first reply of each
+/// event (see [`DevOptions::slow`]); `timeout` ends a request like a function timeout does
+/// (the sender sees a 502 and retries).
+pub fn serve_ingest<L, Q>(
+    listener: TcpListener,
+    ingest: Arc<Ingest<L, Q>>,
+    slow: Option<Duration>,
+    timeout: Option<Duration>,
+) -> tokio::task::JoinHandle<()>
+where
+    L: crate::domain::ingest::DeliveryLedger + 'static,
+    Q: crate::domain::ingest::WorkQueue + 'static,
+{
+    let slow = slow.map(|d| (d, SeenIds::default()));
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let ingest = Arc::clone(&ingest);
+            let slow = slow.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |req| {
+                    let ingest = Arc::clone(&ingest);
+                    let slow = slow.clone();
+                    async move {
+                        let served = serve(&ingest, req, slow);
+                        let response = match timeout {
+                            Some(limit) => tokio::time::timeout(limit, served)
+                                .await
+                                .unwrap_or_else(|_| plain(502, "the function timed out")),
+                            None => served.await,
+                        };
+                        Ok::<_, Infallible>(response)
+                    }
+                });
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    })
+}
+
+/// Feeds `fulfil` from `queue_url` like Lambda's SQS event source: batches of `batch_size`,
+/// partial failures; `timeout` ends a batch like a function timeout (nothing of it is deleted,
+/// so all of it is redelivered).
+pub fn run_poller<S>(
+    sqs: aws_sdk_sqs::Client,
+    queue_url: String,
+    fulfil: Arc<Fulfil<S>>,
+    batch_size: i32,
+    timeout: Option<Duration>,
+) -> tokio::task::JoinHandle<()>
+where
+    S: crate::domain::fulfil::StateStore + 'static,
+{
+    tokio::spawn(async move {
+        loop {
+            let poll = poll_once(&sqs, &queue_url, &fulfil, batch_size, 1, now_ms);
+            let result = match timeout {
+                Some(limit) => tokio::time::timeout(limit, poll)
+                    .await
+                    .unwrap_or_else(|_| Err("the batch timed out (crashed)".into())),
+                None => poll.await,
+            };
+            if let Err(e) = result {
+                tracing::warn!(error = %e, "poller: the batch failed; its messages will be redelivered");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    })
+}
+
 /// One HTTP request → payload 2.0 event → the ingest handler → HTTP response.
 async fn serve<L, Q>(
     ingest: &Ingest<L, Q>,
@@ -238,7 +281,7 @@ where
 {
     let hold = slow.and_then(|(delay, seen)| {
         let id = req.headers().get("x-webhook-id")?.to_str().ok()?.to_owned();
-        seen.lock().expect("seen ids").insert(id).then_some(delay)
+        seen.lock().insert(id).then_some(delay)
     });
     let response = handle(ingest, req).await;
     if let Some(delay) = hold {
@@ -248,7 +291,14 @@ where
     response
 }
 
-type SeenIds = Arc<std::sync::Mutex<std::collections::HashSet<String>>>;
+#[derive(Clone, Default)]
+struct SeenIds(Arc<std::sync::Mutex<std::collections::HashSet<String>>>);
+
+impl SeenIds {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.0.lock().expect("seen ids")
+    }
+}
 
 async fn handle<L, Q>(
     ingest: &Ingest<L, Q>,

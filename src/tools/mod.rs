@@ -5,3 +5,4 @@
 pub mod check;
 pub mod reconcile;
 pub mod send;
+pub mod soak;

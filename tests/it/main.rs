@@ -11,6 +11,7 @@ mod fulfil;
 mod hostile;
 mod ingest;
 mod reconcile;
+mod soak;
 mod template;
 mod tools;
 mod vectors;

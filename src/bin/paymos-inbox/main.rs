@@ -61,6 +61,13 @@ enum Command {
     /// Example:  PAYMOS_API_KEY=… PAYMOS_API_SECRET=… paymos-inbox reconcile --from 1761955200
     ///             --deliveries-table … --state-table …
     Reconcile(ops::ReconcileArgs),
+    /// The fault soak: a simulated Paymos sends thousands of deliveries (duplicates, collisions,
+    /// two endpoints, out of order, rotation headers, retried until 2xx) through the local
+    /// pipeline while DynamoDB and SQS calls fail, lose replies or crash the invocation; then
+    /// checks that every acknowledged delivery was processed, every paid invoice fulfilled
+    /// exactly once, every deposit credited once with exact balances, no status regressed.
+    /// Exit 1 on any violation.
+    Soak(ops::SoakArgs),
     /// Work with the function-URL events in events/ (inputs for `sam local invoke -e` and
     /// `cargo lambda invoke`, and the tests' fixtures).
     #[command(subcommand)]
@@ -142,6 +149,7 @@ fn main() -> ExitCode {
         Command::Redrive(args) => runtime().block_on(ops::redrive(args)),
         Command::MarkPaid(args) => runtime().block_on(ops::mark_paid(args)),
         Command::Reconcile(args) => runtime().block_on(ops::reconcile(args)),
+        Command::Soak(args) => runtime().block_on(ops::soak(args)),
         Command::Verify(args) => verify(&args),
         Command::Events(EventsCommand::Refresh { dir, secret, at }) => {
             let at = at.unwrap_or_else(|| paymos_inbox::lambda::now_ms() / 1000);

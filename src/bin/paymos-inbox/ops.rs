@@ -334,3 +334,105 @@ pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
         ExitCode::FAILURE
     }
 }
+
+#[derive(clap::Args)]
+pub struct SoakArgs {
+    /// Distinct deliveries (event ids) to send; duplicates and retries come on top.
+    #[arg(long, default_value_t = 10_000)]
+    deliveries: usize,
+    /// Share of DynamoDB/SQS calls that fail (half before the call, half losing the reply).
+    #[arg(long, default_value_t = 0.05)]
+    fail_rate: f64,
+    /// Share of calls that crash the invocation (killed mid-request or mid-batch).
+    #[arg(long, default_value_t = 0.01)]
+    crash_rate: f64,
+    /// Deliveries in flight at once.
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// Seed of every random choice (the same seed plans the same run).
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Use this DynamoDB endpoint instead of starting DynamoDB Local.
+    #[arg(long)]
+    dynamodb_endpoint: Option<String>,
+    /// Use this SQS endpoint instead of starting fauxqs.
+    #[arg(long)]
+    sqs_endpoint: Option<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn soak(args: SoakArgs) -> ExitCode {
+    use paymos_inbox::local::emulators;
+    let mut running = Vec::new();
+    let dynamodb_endpoint = match args.dynamodb_endpoint {
+        Some(e) => e,
+        None => match emulators::start_dynamodb_local() {
+            Ok(e) => {
+                let url = e.endpoint().to_owned();
+                running.push(e);
+                url
+            }
+            Err(e) => return fail(e),
+        },
+    };
+    let sqs_endpoint = match args.sqs_endpoint {
+        Some(e) => e,
+        None => match emulators::start_fauxqs() {
+            Ok(e) => {
+                let url = e.endpoint().to_owned();
+                running.push(e);
+                url
+            }
+            Err(e) => return fail(e),
+        },
+    };
+    let options = paymos_inbox::tools::soak::SoakOptions {
+        dynamodb_endpoint,
+        sqs_endpoint,
+        deliveries: args.deliveries,
+        fail_rate: args.fail_rate,
+        crash_rate: args.crash_rate,
+        concurrency: args.concurrency,
+        seed: args.seed,
+    };
+    let report = match paymos_inbox::tools::soak::run(options).await {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    drop(running);
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("report serialises")
+        );
+    } else {
+        let r = &report;
+        println!(
+            "deliveries {} (sends {} incl. duplicates; {} collided; {} payments via two endpoints), HTTP attempts {}",
+            r.deliveries, r.sends, r.collisions, r.two_endpoint_payments, r.attempts
+        );
+        println!(
+            "port calls {}: {} failed, {} lost replies, {} crashes; {} message(s) reached the DLQ and were redriven",
+            r.port_calls,
+            r.injected_failures,
+            r.injected_lost_replies,
+            r.injected_crashes,
+            r.dlq_redriven
+        );
+        println!(
+            "processed {}/{}; invoices {}: fulfilled exactly once {}; deposits credited once {}; balances exact {}",
+            r.processed, r.deliveries, r.invoices, r.fulfilled, r.credited, r.balances_checked
+        );
+        println!("violations {} in {:.1} s", r.violations.len(), r.seconds);
+        for v in r.violations.iter().take(50) {
+            println!("  VIOLATION {v}");
+        }
+    }
+    if report.violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,602 @@
+//! `paymos-inbox soak`: a simulated Paymos sends thousands of deliveries through the local
+//! pipeline while faults are injected into every DynamoDB and SQS call of ingest and fulfil,
+//! then checks the two numbers this project promises: nothing lost, nothing doubled.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use futures::StreamExt;
+use serde_json::json;
+
+use crate::adapters::dynamodb::{DynamoLedger, DynamoState, balance_key};
+use crate::adapters::faults::{Faults, Faulty};
+use crate::adapters::sqs::SqsQueue;
+use crate::domain::fulfil::{Fulfil, fulfilment_key};
+use crate::domain::ingest::{Ingest, IngestSettings};
+use crate::domain::signature::{SigningKey, Verifier, WebhookSecret};
+use crate::local::dev::{clients, run_poller, serve_ingest};
+use crate::local::redrive::redrive;
+use crate::local::template;
+use crate::tools::send::{SENDER_TIMEOUT, post};
+
+const SECRET: &str = "whsec_live_paymos_inbox_soak";
+const RETIRED: &str = "whsec_live_paymos_inbox_soak_retired";
+
+/// How to run a soak.
+#[derive(Debug, Clone)]
+pub struct SoakOptions {
+    /// DynamoDB endpoint (an emulator).
+    pub dynamodb_endpoint: String,
+    /// SQS endpoint (an emulator).
+    pub sqs_endpoint: String,
+    /// How many distinct deliveries (event ids) to plan, at least.
+    pub deliveries: usize,
+    /// Share of port calls that fail (half before the call, half with the reply lost).
+    pub fail_rate: f64,
+    /// Share of port calls that crash the invocation.
+    pub crash_rate: f64,
+    /// Deliveries in flight at once.
+    pub concurrency: usize,
+    /// Seed of every random choice.
+    pub seed: u64,
+}
+
+/// What the soak did and found.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct SoakReport {
+    /// Distinct deliveries (event ids) planned.
+    pub deliveries: usize,
+    /// Sends including duplicates, collisions and replays.
+    pub sends: usize,
+    /// HTTP attempts in all.
+    pub attempts: u64,
+    /// Sends that collided with another copy in flight.
+    pub collisions: usize,
+    /// Payments fanned out to two endpoints.
+    pub two_endpoint_payments: usize,
+    /// Calls through the fault wrappers.
+    pub port_calls: u64,
+    /// Calls failed before the service.
+    pub injected_failures: u64,
+    /// Calls whose reply was lost.
+    pub injected_lost_replies: u64,
+    /// Invocations crashed.
+    pub injected_crashes: u64,
+    /// Messages found in the DLQ (each after maxReceiveCount failed receives under faults),
+    /// then redriven.
+    pub dlq_redriven: usize,
+    /// Acknowledged deliveries found recorded and processed.
+    pub processed: usize,
+    /// Invoices planned / fulfilled exactly once / expected to be fulfilled.
+    pub invoices: usize,
+    /// Invoices fulfilled (exactly once each).
+    pub fulfilled: usize,
+    /// Deposits credited (exactly once each).
+    pub credited: usize,
+    /// Payers whose balance was checked against the exact decimal sum.
+    pub balances_checked: usize,
+    /// Seconds the run took.
+    pub seconds: f64,
+    /// Every violated invariant (empty: the run passed).
+    pub violations: Vec<String>,
+}
+
+/// The planned end state of one resource.
+#[derive(Debug, Clone)]
+enum Expect {
+    Invoice {
+        final_status: &'static str,
+        paid_events: Vec<String>,
+    },
+    Withdrawal {
+        final_status: &'static str,
+    },
+    Deposit {
+        payer: String,
+        net_cents: u64,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct Send {
+    event_id: String,
+    body: String,
+    rotation: bool,
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn chance(&mut self, p: f64) -> bool {
+        #[allow(clippy::cast_precision_loss)]
+        let x = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        x < p
+    }
+}
+
+fn body(event_id: &str, event_type: &str, at: u64, data: &serde_json::Value) -> String {
+    json!({"event_id": event_id, "event_type": event_type, "version": 1, "occurred_at": at, "data": data}).to_string()
+}
+
+/// Plans resources and their deliveries until `n` deliveries exist.
+fn plan(n: usize, rng: &mut Rng, run: u64) -> (BTreeMap<String, Expect>, Vec<Send>, usize) {
+    let mut expect = BTreeMap::new();
+    let mut sends = Vec::new();
+    let mut two_endpoints = 0;
+    let mut next = 0u64;
+    let mut id = |rng: &mut Rng| {
+        next += 1;
+        format!("evt_soak_{run:x}_{next}_{:x}", rng.below(1 << 20))
+    };
+    let t0 = 1_760_000_000;
+    let mut r = 0;
+    while sends.len() < n {
+        r += 1;
+        let kind = rng.below(10);
+        if kind < 6 {
+            let inv = format!("inv_soak_{run:x}_{r}");
+            let final_status = match rng.below(20) {
+                0..=11 => "paid",
+                12..=13 => "paid_over",
+                14..=16 => "expired",
+                17 => "cancelled",
+                _ => "underpaid",
+            };
+            let data = |status: &str| {
+                json!({"invoice_id": inv, "status": status, "is_test": false,
+                "order": {"external_id": format!("order-{inv}"), "amount": "25.00", "currency": "USDT"}})
+            };
+            for (i, status) in ["awaiting_payment", "confirming"].iter().enumerate() {
+                let e = id(rng);
+                sends.push(Send {
+                    body: body(
+                        &e,
+                        &format!("invoice.{status}"),
+                        t0 + i as u64,
+                        &data(status),
+                    ),
+                    event_id: e,
+                    rotation: false,
+                });
+            }
+            let mut paid_events = Vec::new();
+            let endpoints = if final_status.starts_with("paid") && rng.chance(0.2) {
+                2
+            } else {
+                1
+            };
+            two_endpoints += usize::from(endpoints == 2);
+            for _ in 0..endpoints {
+                let e = id(rng);
+                paid_events.push(e.clone());
+                sends.push(Send {
+                    body: body(
+                        &e,
+                        &format!("invoice.{final_status}"),
+                        t0 + 10,
+                        &data(final_status),
+                    ),
+                    event_id: e,
+                    rotation: false,
+                });
+            }
+            expect.insert(
+                inv,
+                Expect::Invoice {
+                    final_status,
+                    paid_events,
+                },
+            );
+        } else if kind < 8 {
+            let wdr = format!("wdr_soak_{run:x}_{r}");
+            let final_status = if rng.chance(0.8) {
+                "completed"
+            } else {
+                "failed"
+            };
+            for (i, status) in ["created", "processing", final_status].iter().enumerate() {
+                let e = id(rng);
+                let data = json!({"withdrawal_id": wdr, "status": status, "is_test": false, "amount": "5.00", "currency": "USDT"});
+                sends.push(Send {
+                    body: body(&e, &format!("withdrawal.{status}"), t0 + i as u64, &data),
+                    event_id: e,
+                    rotation: false,
+                });
+            }
+            expect.insert(wdr, Expect::Withdrawal { final_status });
+        } else {
+            let pcd = format!("pcd_soak_{run:x}_{r}");
+            let payer = format!("payer-{}", rng.below(40));
+            let net_cents = 1 + rng.below(100_000);
+            let net = format!("{}.{:02}", net_cents / 100, net_cents % 100);
+            let mut statuses = vec!["confirming"];
+            if rng.chance(0.3) {
+                statuses.push("reorged");
+            }
+            statuses.push("confirmed");
+            for (i, status) in statuses.iter().enumerate() {
+                let e = id(rng);
+                let data = json!({"id": pcd, "status": status, "is_final": *status == "confirmed", "is_test": false,
+                    "payment_channel_external_id": payer, "currency": "USDT", "gross": net, "fee": "0", "net": net});
+                sends.push(Send {
+                    body: body(
+                        &e,
+                        &format!("payment_channel.deposit.{status}"),
+                        t0 + i as u64,
+                        &data,
+                    ),
+                    event_id: e,
+                    rotation: false,
+                });
+            }
+            expect.insert(pcd, Expect::Deposit { payer, net_cents });
+        }
+    }
+    (expect, sends, two_endpoints)
+}
+
+/// Runs a soak; the report's `violations` is empty when nothing was lost or doubled.
+///
+/// # Errors
+/// When the pipeline cannot be set up (emulators, tables).
+#[allow(clippy::too_many_lines)]
+pub async fn run(options: SoakOptions) -> Result<SoakReport, String> {
+    let started = Instant::now();
+    let mut rng = Rng(options.seed | 1);
+    let run_id = options.seed;
+    let (dynamodb, sqs) = clients(&options.dynamodb_endpoint, &options.sqs_endpoint).await;
+    let prefix = format!("soak-{run_id:x}-{}", std::process::id());
+    let created = template::create_all(&dynamodb, &sqs, &prefix).await?;
+    let queue = created.queue("WorkQueue").to_owned();
+    let dlq = created.queue("DeadLetterQueue").to_owned();
+    // Redeliveries within the run: a 2 s visibility timeout instead of the template's 180 s.
+    sqs.set_queue_attributes()
+        .queue_url(&queue)
+        .attributes(
+            aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout,
+            "2",
+        )
+        .send()
+        .await
+        .map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(e).to_string())?;
+
+    let faults = Faults::new(
+        options.fail_rate,
+        options.crash_rate,
+        options.seed ^ 0x9e37_79b9_7f4a_7c15,
+    );
+    let ledger = DynamoLedger::new(dynamodb.clone(), created.table("DeliveriesTable"), None);
+    let ingest = Arc::new(Ingest::new(
+        Verifier::new(
+            vec![SigningKey::new("live", &WebhookSecret::new(SECRET))],
+            300,
+        ),
+        Faulty::new(ledger.clone(), faults.clone()),
+        Faulty::new(SqsQueue::new(sqs.clone(), &queue), faults.clone()),
+        IngestSettings {
+            lease_secs: 1,
+            ..IngestSettings::default()
+        },
+    ));
+    let state = DynamoState::new(
+        dynamodb.clone(),
+        created.table("StateTable"),
+        created.table("DeliveriesTable"),
+    );
+    let fulfil = Arc::new(Fulfil::new(Faulty::new(state, faults.clone())));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| e.to_string())?;
+    let url = format!(
+        "http://{}/",
+        listener.local_addr().map_err(|e| e.to_string())?
+    );
+    // A crashed invocation ends at the function timeout; a crashed batch likewise.
+    let server = serve_ingest(listener, ingest, None, Some(Duration::from_millis(400)));
+    let pollers: Vec<_> = (0..2)
+        .map(|_| {
+            run_poller(
+                sqs.clone(),
+                queue.clone(),
+                fulfil.clone(),
+                10,
+                Some(Duration::from_secs(1)),
+            )
+        })
+        .collect();
+
+    // The simulated Paymos: every delivery, ~30 % duplicates (half colliding, half replayed
+    // later), out of order, some with a rotation header, each retried until a 2xx.
+    let (expect, mut sends, two_endpoint_payments) = plan(options.deliveries, &mut rng, run_id);
+    let deliveries = sends.len();
+    let mut copies = Vec::new();
+    let mut collisions = 0;
+    for s in &sends {
+        if rng.chance(0.3) {
+            let mut copy = s.clone();
+            copy.rotation = rng.chance(0.5);
+            if rng.chance(0.5) {
+                collisions += 1;
+                copies.push((copy, true));
+            } else {
+                copies.push((copy, false));
+            }
+        }
+    }
+    for s in &mut sends {
+        s.rotation = rng.chance(0.2);
+    }
+    // Shuffle: out-of-order within every resource.
+    for i in (1..sends.len()).rev() {
+        let j = usize::try_from(rng.below(i as u64 + 1)).unwrap_or(0);
+        sends.swap(i, j);
+    }
+    let mut schedule: Vec<(Send, bool)> = Vec::with_capacity(sends.len() + copies.len());
+    let replays: Vec<Send> = copies
+        .iter()
+        .filter(|(_, c)| !c)
+        .map(|(s, _)| s.clone())
+        .collect();
+    for s in sends {
+        schedule.push((s.clone(), false));
+        if let Some((c, _)) = copies
+            .iter()
+            .find(|(c, collide)| *collide && c.event_id == s.event_id)
+        {
+            schedule.push((c.clone(), true));
+        }
+    }
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(options.concurrency)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let attempts = Arc::new(AtomicU64::new(0));
+    let secret = WebhookSecret::new(SECRET);
+    let retired = WebhookSecret::new(RETIRED);
+    let deliver = |s: Send| {
+        let (client, url, attempts) = (client.clone(), url.clone(), attempts.clone());
+        let keys = if s.rotation {
+            vec![retired.clone(), secret.clone()]
+        } else {
+            vec![secret.clone()]
+        };
+        async move {
+            // Paymos' ladder, compressed: 1 min → 20 ms, doubling, capped at 640 ms; past the
+            // 11th attempt the event "fails" and an operator replays it, so it goes on.
+            let mut gap = Duration::from_millis(20);
+            loop {
+                attempts.fetch_add(1, Ordering::Relaxed);
+                let now = crate::lambda::now_ms() / 1000;
+                let a = post(
+                    &client,
+                    &url,
+                    &s.event_id,
+                    &s.body,
+                    &keys,
+                    now,
+                    1,
+                    SENDER_TIMEOUT,
+                )
+                .await;
+                if (200..300).contains(&a.status) {
+                    return;
+                }
+                tokio::time::sleep(gap).await;
+                gap = (gap * 2).min(Duration::from_millis(640));
+            }
+        }
+    };
+    futures::stream::iter(schedule.into_iter().map(|(s, _)| deliver(s)))
+        .buffer_unordered(options.concurrency)
+        .collect::<Vec<()>>()
+        .await;
+    futures::stream::iter(replays.iter().cloned().map(deliver))
+        .buffer_unordered(options.concurrency)
+        .collect::<Vec<()>>()
+        .await;
+    let sends_total = deliveries + copies.len();
+
+    // Faults off; let fulfil drain; anything in the DLQ is redriven once it is there.
+    faults.set_enabled(false);
+    let mut dlq_redriven = 0;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let pending = ledger.pending(1).await.map_err(|e| e.to_string())?;
+        if pending.is_empty() {
+            break;
+        }
+        dlq_redriven += redrive(&sqs, &dlq, &queue, 10_000).await?;
+        if Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    server.abort();
+    for p in pollers {
+        p.abort();
+    }
+
+    let mut report = SoakReport {
+        deliveries,
+        sends: sends_total,
+        attempts: attempts.load(Ordering::Relaxed),
+        collisions,
+        two_endpoint_payments,
+        port_calls: faults.calls.load(Ordering::Relaxed),
+        injected_failures: faults.failed.load(Ordering::Relaxed),
+        injected_lost_replies: faults.lost_replies.load(Ordering::Relaxed),
+        injected_crashes: faults.crashes.load(Ordering::Relaxed),
+        dlq_redriven,
+        ..SoakReport::default()
+    };
+    verify(&dynamodb, &created, &expect, &mut report).await?;
+    report.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+async fn scan_all(
+    dynamodb: &aws_sdk_dynamodb::Client,
+    table: &str,
+) -> Result<Vec<HashMap<String, AttributeValue>>, String> {
+    let mut out = Vec::new();
+    let mut start = None;
+    loop {
+        let page = dynamodb
+            .scan()
+            .table_name(table)
+            .consistent_read(true)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(|e| aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string())?;
+        out.extend(page.items.unwrap_or_default());
+        start = page.last_evaluated_key;
+        if start.is_none() {
+            return Ok(out);
+        }
+    }
+}
+
+fn cents(decimal: &str) -> Option<u64> {
+    let (int, frac) = decimal.split_once('.').unwrap_or((decimal, ""));
+    let frac = format!("{frac:0<2}");
+    if frac.len() > 2 && frac[2..].bytes().any(|b| b != b'0') {
+        return None;
+    }
+    Some(int.parse::<u64>().ok()? * 100 + frac[..2].parse::<u64>().ok()?)
+}
+
+async fn verify(
+    dynamodb: &aws_sdk_dynamodb::Client,
+    created: &template::Created,
+    expect: &BTreeMap<String, Expect>,
+    report: &mut SoakReport,
+) -> Result<(), String> {
+    let s = |i: &HashMap<String, AttributeValue>, k: &str| {
+        i.get(k)
+            .and_then(|v| v.as_s().ok())
+            .cloned()
+            .unwrap_or_default()
+    };
+    let ledger = scan_all(dynamodb, created.table("DeliveriesTable")).await?;
+    let state: HashMap<String, HashMap<String, AttributeValue>> =
+        scan_all(dynamodb, created.table("StateTable"))
+            .await?
+            .into_iter()
+            .map(|i| (s(&i, "pk"), i))
+            .collect();
+    let v = &mut report.violations;
+
+    // Every acknowledged delivery (the sender got a 2xx for every one) is recorded and processed.
+    report.processed = ledger
+        .iter()
+        .filter(|i| s(i, "state") == "processed")
+        .count();
+    if ledger.len() != report.deliveries {
+        v.push(format!(
+            "ledger holds {} records for {} acknowledged deliveries",
+            ledger.len(),
+            report.deliveries
+        ));
+    }
+    for i in ledger.iter().filter(|i| s(i, "state") != "processed") {
+        v.push(format!(
+            "{} acknowledged but not processed",
+            s(i, "event_id")
+        ));
+    }
+
+    let mut balances: BTreeMap<&str, u64> = BTreeMap::new();
+    for (resource, e) in expect {
+        let item = state.get(resource);
+        let status = item.map(|i| s(i, "status")).unwrap_or_default();
+        match e {
+            Expect::Invoice {
+                final_status,
+                paid_events,
+            } => {
+                report.invoices += 1;
+                if status != *final_status {
+                    v.push(format!(
+                        "{resource}: status {status:?}, expected final {final_status}"
+                    ));
+                }
+                let fulfilment = state.get(&fulfilment_key(resource));
+                let should = final_status.starts_with("paid");
+                match (fulfilment, should) {
+                    (Some(f), true) => {
+                        report.fulfilled += 1;
+                        if !paid_events.contains(&s(f, "won_by")) {
+                            v.push(format!(
+                                "{resource}: fulfilled by {} which is not one of its paid events",
+                                s(f, "won_by")
+                            ));
+                        }
+                    }
+                    (None, true) => v.push(format!("{resource}: paid but never fulfilled")),
+                    (Some(_), false) => v.push(format!(
+                        "{resource}: fulfilled although it ended {final_status}"
+                    )),
+                    (None, false) => {}
+                }
+            }
+            Expect::Withdrawal { final_status } => {
+                if status != *final_status {
+                    v.push(format!(
+                        "{resource}: status {status:?}, expected final {final_status}"
+                    ));
+                }
+            }
+            Expect::Deposit { payer, net_cents } => {
+                *balances.entry(payer.as_str()).or_default() += net_cents;
+                let credited = item.is_some_and(|i| {
+                    i.get("credited").and_then(|c| c.as_bool().ok()) == Some(&true)
+                });
+                if credited && status == "confirmed" {
+                    report.credited += 1;
+                } else {
+                    v.push(format!(
+                        "{resource}: confirmed but not credited (status {status:?})"
+                    ));
+                }
+            }
+        }
+    }
+    // Fulfilments for invoices that the plan never had would be doubles under another key.
+    let fulfilments = state
+        .values()
+        .filter(|i| s(i, "kind") == "fulfilment")
+        .count();
+    if fulfilments != report.fulfilled {
+        v.push(format!(
+            "{fulfilments} fulfilment items for {} fulfilled invoices",
+            report.fulfilled
+        ));
+    }
+    for (payer, expected) in &balances {
+        report.balances_checked += 1;
+        let item = state.get(&balance_key(payer, "USDT"));
+        let got = item
+            .and_then(|i| i.get("balance"))
+            .and_then(|b| b.as_n().ok())
+            .and_then(|n| cents(n));
+        if got != Some(*expected) {
+            v.push(format!(
+                "{payer}: balance {got:?} cents, expected the exact sum {expected}"
+            ));
+        }
+    }
+    Ok(())
+}

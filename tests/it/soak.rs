@@ -1,0 +1,33 @@
+//! The fault soak, shortened: a few hundred deliveries with 5 % of port calls failing (half of
+//! them after reaching the service) and 1 % crashing the invocation. The full run
+//! (`paymos-inbox soak`, 10,000 deliveries) is documented in the README.
+
+use paymos_inbox::tools::soak::{SoakOptions, run};
+
+use crate::harness::endpoint_urls;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nothing_is_lost_and_nothing_doubled_under_injected_faults() {
+    let (dynamodb_endpoint, sqs_endpoint) = endpoint_urls();
+    let report = run(SoakOptions {
+        dynamodb_endpoint,
+        sqs_endpoint,
+        deliveries: 400,
+        fail_rate: 0.05,
+        crash_rate: 0.01,
+        concurrency: 16,
+        seed: 7,
+    })
+    .await
+    .expect("the soak runs");
+    assert!(report.violations.is_empty(), "{:#?}", report.violations);
+    assert_eq!(
+        report.processed, report.deliveries,
+        "every acknowledged delivery was processed"
+    );
+    assert!(
+        report.injected_failures + report.injected_lost_replies > 0 && report.injected_crashes > 0,
+        "faults were injected: {report:?}"
+    );
+    assert!(report.fulfilled > 0 && report.credited > 0 && report.sends > report.deliveries);
+}

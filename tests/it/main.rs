@@ -10,6 +10,7 @@ mod events;
 mod fulfil;
 mod hostile;
 mod ingest;
+mod logs;
 mod reconcile;
 mod soak;
 mod template;

@@ -7,7 +7,7 @@ CARGO ?= cargo
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help deps test unit lint template-check dev clean
+.PHONY: help deps test unit lint template-check dev bench clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -38,6 +38,9 @@ test: deps lint template-check ## install what is needed, then run every test (u
 
 dev: node_modules/.installed ## run the whole pipeline locally (emulators, tables, ingest URL, fulfil poller)
 	$(CARGO) run --locked --quiet --bin paymos-inbox -- dev $(DEV_ARGS)
+
+bench: ## CPU benchmarks (criterion), printed as ratios against their baselines
+	$(CARGO) bench --locked --bench receiver
 
 unit: ## unit tests only (no emulators)
 	$(CARGO) test --lib --locked

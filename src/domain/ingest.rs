@@ -25,6 +25,12 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 128 * 1024;
 /// than the sender's first retry gap (one minute).
 pub const DEFAULT_LEASE_SECS: u64 = 30;
 
+/// Lower-case hex SHA-256 of a body, as the ledger stores it.
+#[must_use]
+pub fn sha256_hex(body: &[u8]) -> String {
+    hex::encode(Sha256::digest(body))
+}
+
 /// A failure of a port (DynamoDB, SQS, …): never the sender's fault, always retryable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{operation} failed: {message}")]
@@ -435,7 +441,7 @@ impl<L: DeliveryLedger, Q: WorkQueue> Ingest<L, Q> {
             occurred_at: envelope.occurred_at,
             signed_at: verified.timestamp,
             received_at_ms: now_ms,
-            body_sha256: hex::encode(Sha256::digest(req.body)),
+            body_sha256: sha256_hex(req.body),
             body: req.body.to_vec(),
         })
     }

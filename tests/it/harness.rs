@@ -329,3 +329,13 @@ pub fn response_json(response: &lambda_http::Response<lambda_http::Body>) -> ser
         other => panic!("unexpected body {other:?}"),
     }
 }
+
+/// The exact body a ledger item archives (stored compressed when that is smaller).
+pub fn stored_body(item: &HashMap<String, AttributeValue>) -> Vec<u8> {
+    let stored = item["body"].as_b().expect("body is binary").as_ref();
+    let encoding = item
+        .get("body_encoding")
+        .and_then(|v| v.as_s().ok())
+        .map(String::as_str);
+    paymos_inbox::adapters::dynamodb::decode_body(stored, encoding).expect("a body we can restore")
+}

@@ -5,6 +5,7 @@
 
 mod harness;
 
+mod archive;
 mod cli;
 mod events;
 mod fulfil;

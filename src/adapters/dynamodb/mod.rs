@@ -2,9 +2,11 @@
 //! (one item per `inv_…` / `wdr_…` / `pcd_…`, plus fulfilments and balances). These files are
 //! the only ones that spell `AttributeValue`.
 
-mod item;
+pub(crate) mod item;
 mod ledger;
 mod state;
 
-pub use ledger::{DynamoLedger, LedgerSchema, PendingDelivery};
+pub use ledger::{
+    DynamoLedger, LedgerSchema, PendingDelivery, decode_body, encode_body, item_size,
+};
 pub use state::{DynamoState, StateSchema, balance_key, order_key};

@@ -7,7 +7,7 @@ CARGO ?= cargo
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help deps test unit lint template-check dev bench clean
+.PHONY: help deps test unit lint template-check dev bench fuzz-smoke clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -33,8 +33,26 @@ template-check: $(VENV)/.installed ## cfn-lint and sam validate --lint on templa
 	$(VENV)/bin/cfn-lint template.yaml
 	AWS_DEFAULT_REGION=eu-west-1 SAM_CLI_TELEMETRY=0 $(VENV)/bin/sam validate --lint --template-file template.yaml
 
-test: deps lint template-check ## install what is needed, then run every test (unit, emulator, template)
+TOOLS := .tools
+FUZZ_TARGETS := signature_header envelope function_url_request
+FUZZ_SECONDS ?= 10
+
+$(TOOLS)/bin/cargo-fuzz:
+	$(CARGO) install --locked --quiet --root $(TOOLS) cargo-fuzz --version 0.13.2
+
+# cargo-fuzz on the stable toolchain: RUSTC_BOOTSTRAP for its -Z flags, no sanitizer (the crate
+# forbids unsafe code). New corpus entries go to fuzz/corpus (ignored); fuzz/seeds is committed.
+fuzz-smoke: $(TOOLS)/bin/cargo-fuzz ## run each fuzz target briefly (FUZZ_SECONDS, default 10)
+	cd fuzz && for t in $(FUZZ_TARGETS); do \
+	  mkdir -p corpus/$$t; \
+	  PATH="$(CURDIR)/$(TOOLS)/bin:$$PATH" RUSTC_BOOTSTRAP=1 cargo fuzz run --sanitizer none $$t corpus/$$t seeds/$$t -- \
+	    -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 2>&1 | grep -E '^(Done|stat::number_of_executed_units|SUMMARY)|panicked' ; \
+	  test $${PIPESTATUS[0]} -eq 0 || exit 1; \
+	done
+
+test: deps lint template-check ## install what is needed, then run every test (unit, emulator, template, fuzz smoke)
 	$(CARGO) test --all-targets --locked
+	$(MAKE) --no-print-directory fuzz-smoke
 
 dev: node_modules/.installed ## run the whole pipeline locally (emulators, tables, ingest URL, fulfil poller)
 	$(CARGO) run --locked --quiet --bin paymos-inbox -- dev $(DEV_ARGS)
@@ -46,4 +64,4 @@ unit: ## unit tests only (no emulators)
 	$(CARGO) test --lib --locked
 
 clean: ## remove build output and installed tools
-	rm -rf target node_modules $(VENV)
+	rm -rf target node_modules $(VENV) $(TOOLS) fuzz/target

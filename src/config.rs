@@ -20,6 +20,12 @@ pub const SIGNATURE_TOLERANCE_SECS: &str = "SIGNATURE_TOLERANCE_SECS";
 pub const MAX_BODY_BYTES: &str = "MAX_BODY_BYTES";
 /// Environment variable: lease of a fresh delivery record in seconds (default 30).
 pub const INGEST_LEASE_SECS: &str = "INGEST_LEASE_SECS";
+/// Environment variable: the Secrets Manager secret with the Paymos API key and secret
+/// (`{"api_key": "…", "api_secret": "…"}`); when set, fulfil re-reads every paid invoice at
+/// Paymos before fulfilling it (the reverse check).
+pub const PAYMOS_API_SECRETS_ID: &str = "PAYMOS_API_SECRETS_ID";
+/// Environment variable: the Paymos API base URL (default `https://api.paymos.io`).
+pub const PAYMOS_API_BASE_URL: &str = "PAYMOS_API_BASE_URL";
 /// Environment variable: days to keep ledger items (unset: forever; the table is the archive).
 pub const DELIVERY_RETENTION_DAYS: &str = "DELIVERY_RETENTION_DAYS";
 
@@ -101,6 +107,10 @@ pub struct FulfilConfig {
     pub deliveries_table: String,
     /// The state table.
     pub state_table: String,
+    /// Where the Paymos API credentials are, if the reverse check is on.
+    pub api_secrets_id: Option<String>,
+    /// The Paymos API base URL.
+    pub api_base_url: String,
 }
 
 impl FulfilConfig {
@@ -120,6 +130,13 @@ impl FulfilConfig {
                 STATE_TABLE,
                 "the name of the state table (template.yaml: StateTable)",
             )?,
+            api_secrets_id: lookup(PAYMOS_API_SECRETS_ID)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty()),
+            api_base_url: lookup(PAYMOS_API_BASE_URL)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+                .unwrap_or_else(|| "https://api.paymos.io".to_owned()),
         })
     }
 }

@@ -4,4 +4,5 @@ pub mod aws;
 pub mod dynamodb;
 pub mod faults;
 pub mod memory;
+pub mod paymos_api;
 pub mod sqs;

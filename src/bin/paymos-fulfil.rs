@@ -7,8 +7,9 @@ use aws_lambda_events::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use paymos_inbox::adapters::aws::load_config;
 use paymos_inbox::adapters::dynamodb::DynamoState;
-use paymos_inbox::config::FulfilConfig;
-use paymos_inbox::domain::fulfil::Fulfil;
+use paymos_inbox::adapters::paymos_api::PaymosApi;
+use paymos_inbox::config::{FulfilConfig, PAYMOS_API_SECRETS_ID};
+use paymos_inbox::domain::fulfil::{Fulfil, PaymentConfirmation, StateStore};
 use paymos_inbox::lambda::{self, fulfil::handle_batch};
 
 #[tokio::main]
@@ -17,11 +18,57 @@ async fn main() -> Result<(), Error> {
     let config = FulfilConfig::from_lookup(|k| std::env::var(k).ok())?;
     let aws = load_config(Duration::from_secs(3), 3).await;
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
-    let fulfil = Arc::new(Fulfil::new(DynamoState::new(
+    let fulfil = Fulfil::new(DynamoState::new(
         dynamodb,
         config.state_table,
         config.deliveries_table,
-    )));
+    ));
+    match &config.api_secrets_id {
+        None => serve(fulfil).await,
+        Some(id) => {
+            let secret = aws_sdk_secretsmanager::Client::new(&aws)
+                .get_secret_value()
+                .secret_id(id)
+                .send()
+                .await
+                .map_err(|e| {
+                    format!(
+                        "could not read the Paymos API credentials ({PAYMOS_API_SECRETS_ID}): {}",
+                        aws_sdk_secretsmanager::error::DisplayErrorContext(e)
+                    )
+                })?;
+            let json: serde_json::Value = serde_json::from_str(
+                secret.secret_string().unwrap_or_default(),
+            )
+            .map_err(|_| {
+                format!(
+                    "{PAYMOS_API_SECRETS_ID}: expected JSON {{\"api_key\": …, \"api_secret\": …}}"
+                )
+            })?;
+            let field = |k: &str| {
+                json[k]
+                    .as_str()
+                    .map(str::to_owned)
+                    .ok_or(format!("{PAYMOS_API_SECRETS_ID}: no {k}"))
+            };
+            let client = paymos::PaymosClient::builder(field("api_key")?, field("api_secret")?)
+                .base_url(&config.api_base_url)
+                .timeout(Duration::from_secs(5))
+                .build()?;
+            tracing::info!(
+                "reverse check on: paid invoices are re-read at Paymos before fulfilment"
+            );
+            serve(fulfil.with_confirmation(PaymosApi::new(client))).await
+        }
+    }
+}
+
+async fn serve<S, C>(fulfil: Fulfil<S, C>) -> Result<(), Error>
+where
+    S: StateStore + 'static,
+    C: PaymentConfirmation + 'static,
+{
+    let fulfil = Arc::new(fulfil);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
         let fulfil = Arc::clone(&fulfil);
         async move { Ok::<_, Error>(handle_batch(&fulfil, event.payload, lambda::now_ms()).await) }

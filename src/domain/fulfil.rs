@@ -72,6 +72,11 @@ pub enum Change {
         /// Why, for the ledger and the log.
         reason: String,
     },
+    /// A paid event the reverse check refused: recorded as `unconfirmed`, nothing applied.
+    Unconfirmed {
+        /// Why Paymos does not confirm it.
+        reason: String,
+    },
 }
 
 /// A credit of a payer's balance.
@@ -124,6 +129,9 @@ pub enum Applied {
     PaidLate,
     /// Nothing to apply.
     Ignored,
+    /// The reverse check found Paymos does not confirm the payment (status, amount or
+    /// currency): nothing was fulfilled; a forged or mistaken event.
+    Unconfirmed,
     /// This delivery was applied before (a second message): nothing changed.
     AlreadyProcessed,
 }
@@ -141,6 +149,7 @@ impl Applied {
             Self::Held => "held",
             Self::PaidLate => "paid_late",
             Self::Ignored => "ignored",
+            Self::Unconfirmed => "unconfirmed",
             Self::AlreadyProcessed => "already_processed",
         }
     }
@@ -267,6 +276,37 @@ impl FulfilmentEffect for RecordFulfilment {
     }
 }
 
+/// What Paymos' API says about an invoice (the reverse check).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfirmedInvoice {
+    /// Its status at Paymos.
+    pub status: String,
+    /// The order amount (exact decimal).
+    pub amount: Option<Amount>,
+    /// The order currency, upper case.
+    pub currency: Option<String>,
+}
+
+/// Re-reads an invoice at the source before fulfilling on a webhook, as Paymos' own plugins do:
+/// a valid signature proves the sender held the secret, not that the payment happened.
+pub trait PaymentConfirmation: Send + Sync {
+    /// The invoice as Paymos has it now.
+    fn invoice(
+        &self,
+        invoice_id: &str,
+    ) -> impl Future<Output = Result<ConfirmedInvoice, PortError>> + Send;
+}
+
+/// No reverse check (the default).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoConfirmation;
+
+impl PaymentConfirmation for NoConfirmation {
+    async fn invoice(&self, _: &str) -> Result<ConfirmedInvoice, PortError> {
+        Err(PortError::new("reverse check", "not configured"))
+    }
+}
+
 /// The resource state table with the ledger's processed mark.
 pub trait StateStore: Send + Sync {
     /// Applies `change` for `source` at `now_ms`, atomically with the ledger's processed mark
@@ -384,6 +424,39 @@ pub fn change_of(body: &[u8]) -> Result<(Envelope, Change), PoisonError> {
     Ok((envelope, change))
 }
 
+/// Why Paymos' own view does not confirm a paid event, if it does not.
+fn mismatch(at_source: &ConfirmedInvoice, order: &OrderRef) -> Option<&'static str> {
+    if !matches!(at_source.status.as_str(), "paid" | "paid_over") {
+        return Some("the invoice is not paid at Paymos");
+    }
+    let differs = |a: &Option<Amount>, b: &Option<Amount>| match (a, b) {
+        (Some(a), Some(b)) => !same_decimal(a.as_str(), b.as_str()),
+        _ => false,
+    };
+    if differs(&at_source.amount, &order.amount) {
+        return Some("the amount differs from Paymos' invoice");
+    }
+    if let (Some(a), Some(b)) = (&at_source.currency, &order.currency)
+        && a != b
+    {
+        return Some("the currency differs from Paymos' invoice");
+    }
+    None
+}
+
+/// `"10.5" == "10.50"`: compares decimal text exactly, without floats.
+fn same_decimal(a: &str, b: &str) -> bool {
+    fn norm(s: &str) -> (bool, String, String) {
+        let (neg, s) = s.strip_prefix('-').map_or((false, s), |r| (true, r));
+        let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+        let int = int.trim_start_matches('0').to_owned();
+        let frac = frac.trim_end_matches('0').to_owned();
+        let zero = int.is_empty() && frac.is_empty();
+        (neg && !zero, int, frac)
+    }
+    norm(a) == norm(b)
+}
+
 /// Why a work item was not applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FulfilError {
@@ -396,22 +469,38 @@ pub enum FulfilError {
 }
 
 /// The fulfil use case.
-pub struct Fulfil<S> {
+pub struct Fulfil<S, C = NoConfirmation> {
     store: S,
     effect: Box<dyn FulfilmentEffect>,
+    confirmation: Option<C>,
 }
 
 impl<S: StateStore> Fulfil<S> {
-    /// With the default effect ([`RecordFulfilment`]).
+    /// With the default effect ([`RecordFulfilment`]) and no reverse check.
     pub fn new(store: S) -> Self {
         Self::with_effect(store, Box::new(RecordFulfilment))
     }
 
     /// With the merchant's own effect.
     pub fn with_effect(store: S, effect: Box<dyn FulfilmentEffect>) -> Self {
-        Self { store, effect }
+        Self {
+            store,
+            effect,
+            confirmation: None,
+        }
     }
 
+    /// With a reverse check before every webhook-driven fulfilment.
+    pub fn with_confirmation<C: PaymentConfirmation>(self, confirmation: C) -> Fulfil<S, C> {
+        Fulfil {
+            store: self.store,
+            effect: self.effect,
+            confirmation: Some(confirmation),
+        }
+    }
+}
+
+impl<S: StateStore, C: PaymentConfirmation> Fulfil<S, C> {
     /// The store.
     pub fn store(&self) -> &S {
         &self.store
@@ -430,6 +519,31 @@ impl<S: StateStore> Fulfil<S> {
         let source = Source::Delivery {
             event_id: envelope.event_id.clone(),
         };
+        if let (
+            Some(confirmation),
+            Change::Invoice {
+                invoice_id,
+                status,
+                order,
+                ..
+            },
+        ) = (&self.confirmation, &change)
+            && status.fulfils()
+        {
+            // An API failure is retried (the message comes back); a mismatch is final.
+            let at_source = confirmation.invoice(invoice_id).await?;
+            if let Some(reason) = mismatch(&at_source, order) {
+                tracing::warn!(invoice_id, event_id = %envelope.event_id, reason, "reverse check: Paymos does not confirm this payment; nothing fulfilled");
+                let refused = Change::Unconfirmed {
+                    reason: reason.to_owned(),
+                };
+                let applied = self
+                    .store
+                    .apply(&source, &refused, self.effect.as_ref(), now_ms)
+                    .await?;
+                return Ok((envelope, applied));
+            }
+        }
         let applied = self
             .store
             .apply(&source, &change, self.effect.as_ref(), now_ms)
@@ -529,6 +643,15 @@ mod tests {
         ));
         let err = change_of(&body("payment_channel.deposit.confirmed", r#"{"id":"pcd_1","is_final":true,"payment_channel_external_id":"c","net":1.5,"currency":"TRX"}"#)).unwrap_err();
         assert!(err.to_string().contains("data.net"), "{err}");
+    }
+
+    #[test]
+    fn decimals_compare_exactly() {
+        assert!(same_decimal("10.5", "10.50"));
+        assert!(same_decimal("010.500", "10.5"));
+        assert!(same_decimal("0", "-0.00"));
+        assert!(!same_decimal("10.5", "10.05"));
+        assert!(!same_decimal("10.500000000000000001", "10.5"));
     }
 
     #[test]

@@ -5,14 +5,14 @@
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use futures::StreamExt;
 
-use crate::domain::fulfil::{Fulfil, FulfilError, StateStore};
+use crate::domain::fulfil::{Fulfil, FulfilError, PaymentConfirmation, StateStore};
 
 /// How many messages of one batch are applied at the same time.
 pub const CONCURRENCY: usize = 10;
 
 /// Applies every message of the batch and reports the failed ones.
-pub async fn handle_batch<S: StateStore>(
-    fulfil: &Fulfil<S>,
+pub async fn handle_batch<S: StateStore, C: PaymentConfirmation>(
+    fulfil: &Fulfil<S, C>,
     event: SqsEvent,
     now_ms: u64,
 ) -> SqsBatchResponse {
@@ -27,8 +27,8 @@ pub async fn handle_batch<S: StateStore>(
     response
 }
 
-async fn apply_one<S: StateStore>(
-    fulfil: &Fulfil<S>,
+async fn apply_one<S: StateStore, C: PaymentConfirmation>(
+    fulfil: &Fulfil<S, C>,
     message: &SqsMessage,
     now_ms: u64,
 ) -> Result<(), BatchItemFailure> {

@@ -242,15 +242,16 @@ where
 /// Feeds `fulfil` from `queue_url` like Lambda's SQS event source: batches of `batch_size`,
 /// partial failures; `timeout` ends a batch like a function timeout (nothing of it is deleted,
 /// so all of it is redelivered).
-pub fn run_poller<S>(
+pub fn run_poller<S, C>(
     sqs: aws_sdk_sqs::Client,
     queue_url: String,
-    fulfil: Arc<Fulfil<S>>,
+    fulfil: Arc<Fulfil<S, C>>,
     batch_size: i32,
     timeout: Option<Duration>,
 ) -> tokio::task::JoinHandle<()>
 where
     S: crate::domain::fulfil::StateStore + 'static,
+    C: crate::domain::fulfil::PaymentConfirmation + 'static,
 {
     tokio::spawn(async move {
         loop {

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
 
-use crate::domain::fulfil::{Fulfil, StateStore};
+use crate::domain::fulfil::{Fulfil, PaymentConfirmation, StateStore};
 use crate::lambda::fulfil::handle_batch;
 
 /// What one poll did.
@@ -23,10 +23,10 @@ pub struct Polled {
 ///
 /// # Errors
 /// The SQS error, as text.
-pub async fn poll_once<S: StateStore>(
+pub async fn poll_once<S: StateStore, C: PaymentConfirmation>(
     sqs: &aws_sdk_sqs::Client,
     queue_url: &str,
-    fulfil: &Fulfil<S>,
+    fulfil: &Fulfil<S, C>,
     batch_size: i32,
     wait_secs: i32,
     now_ms: impl Fn() -> u64,

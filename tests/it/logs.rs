@@ -36,7 +36,11 @@ async fn logs_of_a_full_run_hold_no_secret_and_no_body() {
         .with_env_filter(paymos_inbox::telemetry::filter_for("trace"))
         .with_writer(move || writer.clone())
         .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    // Process-wide: a thread-local subscriber misses events while other tests' threads hit the
+    // same callsites (tracing caches callsite interest globally). So this also sees every
+    // other test's logs, which must hold no secret either.
+    tracing::subscriber::set_global_default(subscriber)
+        .expect("only this test installs a subscriber");
 
     let aws = Aws::new();
     let stack = aws.stack().await;

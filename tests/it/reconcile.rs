@@ -1,5 +1,5 @@
-//! `reconcile` through the official paymos crate against a fake Paymos API on loopback that
-//! checks every request's signature and pages with cursors.
+//! `reconcile` and the reverse check through the official paymos crate, against a fake Paymos
+//! API on loopback that checks every request's signature and pages with cursors.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -121,7 +121,7 @@ async fn fake_paymos(
                                 return reply(
                                     200,
                                     json!({"invoice_id": id, "project_id": "prj_1", "status": status, "is_final": true, "is_test": true,
-                                "payment_url": "https://pay.example/x", "order": {"external_id": "o", "amount": "1", "currency": "USDT"},
+                                "payment_url": "https://pay.example/x", "order": {"external_id": "o", "amount": "25.00", "currency": "USDT"},
                                 "created_at": 1, "updated_at": 2}),
                                 );
                             }
@@ -295,4 +295,115 @@ async fn reconcile_reports_a_bad_api_secret_instead_of_an_empty_list() {
     .unwrap_err();
     assert!(err.contains("Paymos API"), "{err}");
     assert_eq!(seen.rejected.load(Ordering::SeqCst), 1);
+}
+
+fn paid_event(event_id: &str, invoice: &str, amount: &str) -> String {
+    envelope(
+        event_id,
+        "invoice.paid",
+        json!({"invoice_id": invoice, "status": "paid", "is_test": true,
+        "order": {"external_id": format!("order-{invoice}"), "amount": amount, "currency": "USDT"}}),
+    )
+}
+
+#[tokio::test]
+async fn the_reverse_check_refuses_payments_paymos_does_not_confirm() {
+    use paymos_inbox::adapters::paymos_api::PaymosApi;
+    use paymos_inbox::domain::fulfil::{Applied, FulfilError};
+
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let seen = Arc::new(Seen::default());
+    let at_paymos = HashMap::from([
+        ("inv_genuine", "paid"),
+        ("inv_forged", "awaiting_payment"),
+        ("inv_wrong_amount", "paid"),
+    ]);
+    let url = fake_paymos(Vec::new(), at_paymos, seen.clone()).await;
+    let api = paymos::PaymosClient::builder(KEY, SECRET)
+        .base_url(url)
+        .build()
+        .unwrap();
+    let fulfil = Fulfil::new(DynamoState::new(
+        aws.dynamodb.clone(),
+        stack.table("StateTable"),
+        stack.table("DeliveriesTable"),
+    ))
+    .with_confirmation(PaymosApi::new(api));
+
+    // Paymos' invoices are for 25.00 USDT ("25" and "25.00" are the same decimal).
+    let apply = |body: String| {
+        let fulfil = &fulfil;
+        async move { fulfil.apply(body.as_bytes(), NOW_MS).await.map(|(_, a)| a) }
+    };
+    assert_eq!(
+        apply(paid_event("evt_genuine", "inv_genuine", "25"))
+            .await
+            .unwrap(),
+        Applied::Fulfilled
+    );
+    assert_eq!(
+        apply(paid_event("evt_forged", "inv_forged", "25.00"))
+            .await
+            .unwrap(),
+        Applied::Unconfirmed
+    );
+    assert_eq!(
+        apply(paid_event("evt_wrong", "inv_wrong_amount", "2.50"))
+            .await
+            .unwrap(),
+        Applied::Unconfirmed
+    );
+    let state = stack.table("StateTable");
+    assert!(
+        aws.item(state, "pk", "fulfilment#inv_genuine")
+            .await
+            .is_some()
+    );
+    assert!(
+        aws.item(state, "pk", "fulfilment#inv_forged")
+            .await
+            .is_none(),
+        "a forged payment fulfils nothing"
+    );
+    assert!(
+        aws.item(state, "pk", "inv_forged").await.is_none(),
+        "and moves no invoice"
+    );
+    assert!(
+        aws.item(state, "pk", "fulfilment#inv_wrong_amount")
+            .await
+            .is_none()
+    );
+    let ledger = aws
+        .item(stack.table("DeliveriesTable"), "event_id", "evt_forged")
+        .await
+        .unwrap();
+    assert_eq!(
+        (get_s(&ledger, "state"), get_s(&ledger, "outcome")),
+        ("processed", "unconfirmed")
+    );
+    assert_eq!(seen.rejected.load(Ordering::SeqCst), 0);
+
+    // Paymos unreachable: the message fails (and is retried); nothing is decided.
+    let down = paymos::PaymosClient::builder(KEY, SECRET)
+        .base_url("http://127.0.0.1:9")
+        .max_retries(0)
+        .build()
+        .unwrap();
+    let fulfil_down = Fulfil::new(DynamoState::new(
+        aws.dynamodb.clone(),
+        state,
+        stack.table("DeliveriesTable"),
+    ))
+    .with_confirmation(PaymosApi::new(down));
+    let err = fulfil_down
+        .apply(
+            paid_event("evt_down", "inv_down", "25.00").as_bytes(),
+            NOW_MS,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, FulfilError::Unavailable(_)), "{err:?}");
+    assert!(aws.item(state, "pk", "inv_down").await.is_none());
 }

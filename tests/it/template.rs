@@ -154,6 +154,7 @@ fn each_function_gets_every_variable_its_binary_reads_and_no_secret() {
         config::MAX_BODY_BYTES,
         config::INGEST_LEASE_SECS,
         config::DELIVERY_RETENTION_DAYS,
+        config::PAYMOS_API_SECRETS_ID,
     ];
     for (name, value) in ingest.iter().chain(&fulfil) {
         assert!(

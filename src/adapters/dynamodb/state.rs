@@ -664,6 +664,9 @@ impl StateStore for DynamoState {
                 .await
             }
             Change::Ignore { .. } => self.mark_only(source, Applied::Ignored, now_ms).await,
+            Change::Unconfirmed { .. } => {
+                self.mark_only(source, Applied::Unconfirmed, now_ms).await
+            }
         }
     }
 }

@@ -237,7 +237,10 @@ impl SignatureError {
 pub struct SignatureHeader {
     /// `t`: the Unix time the sender signed this attempt at.
     pub timestamp: u64,
-    candidates: Vec<Option<[u8; MAC_LEN]>>,
+    // Inline, so verifying allocates nothing.
+    candidates: [[u8; MAC_LEN]; MAX_CANDIDATES],
+    usable: [bool; MAX_CANDIDATES],
+    count: usize,
 }
 
 impl SignatureHeader {
@@ -255,7 +258,9 @@ impl SignatureHeader {
             return malformed(Malformed::Empty);
         }
         let mut timestamp = None;
-        let mut candidates = Vec::with_capacity(2);
+        let mut candidates = [[0u8; MAC_LEN]; MAX_CANDIDATES];
+        let mut usable = [false; MAX_CANDIDATES];
+        let mut count = 0;
         for part in header.split(',') {
             let Some((key, value)) = part.trim().split_once('=') else {
                 continue;
@@ -279,10 +284,11 @@ impl SignatureHeader {
                     if value.is_empty() {
                         continue;
                     }
-                    if candidates.len() == MAX_CANDIDATES {
+                    if count == MAX_CANDIDATES {
                         return malformed(Malformed::TooManySignatures);
                     }
-                    candidates.push(decode_mac(value));
+                    usable[count] = hex::decode_to_slice(value, &mut candidates[count]).is_ok();
+                    count += 1;
                 }
                 _ => {}
             }
@@ -290,26 +296,37 @@ impl SignatureHeader {
         let Some(timestamp) = timestamp else {
             return malformed(Malformed::MissingTimestamp);
         };
-        if candidates.is_empty() {
+        if count == 0 {
             return malformed(Malformed::MissingSignature);
         }
         Ok(Self {
             timestamp,
             candidates,
+            usable,
+            count,
         })
     }
 
     /// How many `v1` values the header carried.
     #[must_use]
     pub fn candidate_count(&self) -> usize {
-        self.candidates.len()
+        self.count
+    }
+
+    /// The candidates that are 64 hex digits (either case: the server sends lower case, some
+    /// SDKs accept upper); others can never match.
+    fn usable(&self) -> impl Iterator<Item = &[u8; MAC_LEN]> {
+        self.candidates[..self.count]
+            .iter()
+            .zip(&self.usable)
+            .filter_map(|(c, ok)| ok.then_some(c))
     }
 }
 
-/// Decodes 64 hex digits (either case: the server sends lower case, some SDKs accept upper).
-fn decode_mac(value: &str) -> Option<[u8; MAC_LEN]> {
-    let mut out = [0u8; MAC_LEN];
-    hex::decode_to_slice(value, &mut out).ok().map(|()| out)
+/// Compares two MACs without a data-dependent branch or early exit.
+fn same_mac(a: &[u8; MAC_LEN], b: &[u8; MAC_LEN]) -> Choice {
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    diff.ct_eq(&0)
 }
 
 /// One configured secret: its label (`live`, `test`, `live-previous`, …), its environment and
@@ -436,8 +453,8 @@ impl Verifier {
         for key in &self.keys {
             let expected = mac_of(&key.key, header.timestamp, body);
             let mut matched = Choice::from(0);
-            for candidate in header.candidates.iter().flatten() {
-                matched |= candidate.ct_eq(&expected);
+            for candidate in header.usable() {
+                matched |= same_mac(candidate, &expected);
             }
             if bool::from(matched) {
                 return Ok(Verified {
@@ -447,7 +464,7 @@ impl Verifier {
             }
         }
         Err(SignatureError::SignatureMismatch {
-            candidates: header.candidates.len(),
+            candidates: header.count,
             secrets: self.keys.len(),
         })
     }

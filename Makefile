@@ -7,7 +7,7 @@ CARGO ?= cargo
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help deps test unit lint template-check dev bench fuzz-smoke clean
+.PHONY: help deps test unit lint template-check dev bench fuzz-smoke lambda-build measure-startup clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -56,6 +56,18 @@ test: deps lint template-check ## install what is needed, then run every test (u
 
 dev: node_modules/.installed ## run the whole pipeline locally (emulators, tables, ingest URL, fulfil poller)
 	$(CARGO) run --locked --quiet --bin paymos-inbox -- dev $(DEV_ARGS)
+
+$(VENV)/.lambda: requirements-lambda.txt $(VENV)/.installed
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-lambda.txt
+	@touch $@
+
+lambda-build: $(VENV)/.lambda ## release binaries for Lambda (arm64), as sam build makes them
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cargo lambda build --release --arm64
+	@ls -l target/lambda/*/bootstrap
+
+measure-startup: ## start-up time and peak RSS of the ingest binary (stub Runtime API, no AWS)
+	$(CARGO) build --release --locked --bin paymos-ingest
+	python3 scripts/measure_startup.py target/release/paymos-ingest 5
 
 bench: ## CPU benchmarks (criterion), printed as ratios against their baselines
 	$(CARGO) bench --locked --bench receiver

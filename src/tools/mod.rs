@@ -2,6 +2,7 @@
 //! five-step idempotency check and reconciliation. They use the library's own signing, ledger
 //! and transitions; nothing is implemented twice.
 
+pub mod bench_e2e;
 pub mod check;
 pub mod reconcile;
 pub mod send;

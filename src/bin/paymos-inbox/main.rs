@@ -68,6 +68,10 @@ enum Command {
     /// exactly once, every deposit credited once with exact balances, no status regressed.
     /// Exit 1 on any violation.
     Soak(ops::SoakArgs),
+    /// Deliveries per second and latency through the local pipeline (HTTP, ingest handler,
+    /// emulators, fulfil polling) against a raw loop of the same put and send calls issued
+    /// directly to the same emulators; prints the ratio (target ≥ 0.8).
+    BenchE2e(ops::BenchE2eArgs),
     /// Work with the function-URL events in events/ (inputs for `sam local invoke -e` and
     /// `cargo lambda invoke`, and the tests' fixtures).
     #[command(subcommand)]
@@ -150,6 +154,7 @@ fn main() -> ExitCode {
         Command::MarkPaid(args) => runtime().block_on(ops::mark_paid(args)),
         Command::Reconcile(args) => runtime().block_on(ops::reconcile(args)),
         Command::Soak(args) => runtime().block_on(ops::soak(args)),
+        Command::BenchE2e(args) => runtime().block_on(ops::bench_e2e(args)),
         Command::Verify(args) => verify(&args),
         Command::Events(EventsCommand::Refresh { dir, secret, at }) => {
             let at = at.unwrap_or_else(|| paymos_inbox::lambda::now_ms() / 1000);

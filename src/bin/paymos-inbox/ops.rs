@@ -363,31 +363,46 @@ pub struct SoakArgs {
     json: bool,
 }
 
-pub async fn soak(args: SoakArgs) -> ExitCode {
+type Endpoints = (
+    String,
+    String,
+    Vec<paymos_inbox::local::emulators::Emulator>,
+);
+
+/// The given endpoints, or emulators started for the command (stopped when dropped).
+fn endpoints_or_emulators(
+    dynamodb: Option<String>,
+    sqs: Option<String>,
+) -> Result<Endpoints, String> {
     use paymos_inbox::local::emulators;
     let mut running = Vec::new();
-    let dynamodb_endpoint = match args.dynamodb_endpoint {
+    let dynamodb = match dynamodb {
         Some(e) => e,
-        None => match emulators::start_dynamodb_local() {
-            Ok(e) => {
-                let url = e.endpoint().to_owned();
-                running.push(e);
-                url
-            }
-            Err(e) => return fail(e),
-        },
+        None => {
+            let e = emulators::start_dynamodb_local().map_err(|e| e.to_string())?;
+            let url = e.endpoint().to_owned();
+            running.push(e);
+            url
+        }
     };
-    let sqs_endpoint = match args.sqs_endpoint {
+    let sqs = match sqs {
         Some(e) => e,
-        None => match emulators::start_fauxqs() {
-            Ok(e) => {
-                let url = e.endpoint().to_owned();
-                running.push(e);
-                url
-            }
-            Err(e) => return fail(e),
-        },
+        None => {
+            let e = emulators::start_fauxqs().map_err(|e| e.to_string())?;
+            let url = e.endpoint().to_owned();
+            running.push(e);
+            url
+        }
     };
+    Ok((dynamodb, sqs, running))
+}
+
+pub async fn soak(args: SoakArgs) -> ExitCode {
+    let (dynamodb_endpoint, sqs_endpoint, running) =
+        match endpoints_or_emulators(args.dynamodb_endpoint, args.sqs_endpoint) {
+            Ok(e) => e,
+            Err(e) => return fail(e),
+        };
     let options = paymos_inbox::tools::soak::SoakOptions {
         dynamodb_endpoint,
         sqs_endpoint,
@@ -435,4 +450,64 @@ pub async fn soak(args: SoakArgs) -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+#[derive(clap::Args)]
+pub struct BenchE2eArgs {
+    /// Distinct deliveries.
+    #[arg(long, default_value_t = 2000)]
+    deliveries: usize,
+    /// Share sent a second time.
+    #[arg(long, default_value_t = 0.3)]
+    duplicates: f64,
+    /// Requests in flight.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// Use this DynamoDB endpoint instead of starting DynamoDB Local.
+    #[arg(long)]
+    dynamodb_endpoint: Option<String>,
+    /// Use this SQS endpoint instead of starting fauxqs.
+    #[arg(long)]
+    sqs_endpoint: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn bench_e2e(args: BenchE2eArgs) -> ExitCode {
+    let (dynamodb_endpoint, sqs_endpoint, running) =
+        match endpoints_or_emulators(args.dynamodb_endpoint, args.sqs_endpoint) {
+            Ok(e) => e,
+            Err(e) => return fail(e),
+        };
+    let options = paymos_inbox::tools::bench_e2e::E2eOptions {
+        dynamodb_endpoint,
+        sqs_endpoint,
+        deliveries: args.deliveries,
+        duplicate_share: args.duplicates,
+        concurrency: args.concurrency,
+    };
+    let report = match paymos_inbox::tools::bench_e2e::run(options).await {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    drop(running);
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).expect("report serialises")
+        );
+    } else {
+        for (name, f) in [
+            ("pipeline (HTTP + ingest + emulators)", &report.pipeline),
+            ("raw put + send loop", &report.raw),
+        ] {
+            println!(
+                "{name:<38} {:>6} requests  {:>8.0}/s  p50 {:>6.2} ms  p99 {:>6.2} ms",
+                f.requests, f.per_second, f.p50_ms, f.p99_ms
+            );
+        }
+        println!("ratio pipeline / raw: {:.2}x (target >= 0.8)", report.ratio);
+    }
+    ExitCode::SUCCESS
 }

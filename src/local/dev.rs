@@ -214,6 +214,9 @@ where
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
+            // Without it, Nagle's algorithm holds the reply's last segment for the client's
+            // delayed ACK: milliseconds per request on loopback.
+            let _ = stream.set_nodelay(true);
             let ingest = Arc::clone(&ingest);
             let slow = slow.clone();
             tokio::spawn(async move {

@@ -127,31 +127,16 @@ pub async fn clients(dynamodb: &str, sqs: &str) -> (aws_sdk_dynamodb::Client, aw
 /// # Errors
 /// What could not be started, in words that say what to do.
 pub async fn start(options: DevOptions) -> Result<Dev, String> {
-    let mut running = Vec::new();
-    let dynamodb_endpoint = match options.dynamodb_endpoint.clone() {
-        Some(e) => e,
-        None => {
-            let e = tokio::task::spawn_blocking(emulators::start_dynamodb_local)
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())?;
-            let url = e.endpoint().to_owned();
-            running.push(e);
-            url
-        }
-    };
-    let sqs_endpoint = match options.sqs_endpoint.clone() {
-        Some(e) => e,
-        None => {
-            let e = tokio::task::spawn_blocking(emulators::start_fauxqs)
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())?;
-            let url = e.endpoint().to_owned();
-            running.push(e);
-            url
-        }
-    };
+    let (given_dynamodb, given_sqs) = (
+        options.dynamodb_endpoint.clone(),
+        options.sqs_endpoint.clone(),
+    );
+    let (dynamodb_endpoint, sqs_endpoint, running) = tokio::task::spawn_blocking(move || {
+        emulators::endpoints_or_start(given_dynamodb, given_sqs)
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| e.to_string())?;
     let (dynamodb, sqs) = clients(&dynamodb_endpoint, &sqs_endpoint).await;
     let created: Created = template::create_all(&dynamodb, &sqs, &options.prefix).await?;
 

@@ -227,3 +227,29 @@ pub fn start_fauxqs() -> Result<Emulator, EmulatorError> {
         child,
     })
 }
+
+/// The given endpoints, or emulators started in their place (stopped when the returned
+/// handles are dropped). Blocking: it waits until each started emulator listens.
+///
+/// # Errors
+/// When an emulator that is needed cannot be started.
+pub fn endpoints_or_start(
+    dynamodb: Option<String>,
+    sqs: Option<String>,
+) -> Result<(String, String, Vec<Emulator>), EmulatorError> {
+    let mut running = Vec::new();
+    let mut endpoint = |given: Option<String>, start: fn() -> Result<Emulator, EmulatorError>| {
+        given.map_or_else(
+            || {
+                let e = start()?;
+                let url = e.endpoint().to_owned();
+                running.push(e);
+                Ok::<_, EmulatorError>(url)
+            },
+            Ok,
+        )
+    };
+    let dynamodb = endpoint(dynamodb, start_dynamodb_local)?;
+    let sqs = endpoint(sqs, start_fauxqs)?;
+    Ok((dynamodb, sqs, running))
+}

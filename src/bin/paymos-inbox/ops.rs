@@ -374,27 +374,7 @@ fn endpoints_or_emulators(
     dynamodb: Option<String>,
     sqs: Option<String>,
 ) -> Result<Endpoints, String> {
-    use paymos_inbox::local::emulators;
-    let mut running = Vec::new();
-    let dynamodb = match dynamodb {
-        Some(e) => e,
-        None => {
-            let e = emulators::start_dynamodb_local().map_err(|e| e.to_string())?;
-            let url = e.endpoint().to_owned();
-            running.push(e);
-            url
-        }
-    };
-    let sqs = match sqs {
-        Some(e) => e,
-        None => {
-            let e = emulators::start_fauxqs().map_err(|e| e.to_string())?;
-            let url = e.endpoint().to_owned();
-            running.push(e);
-            url
-        }
-    };
-    Ok((dynamodb, sqs, running))
+    paymos_inbox::local::emulators::endpoints_or_start(dynamodb, sqs).map_err(|e| e.to_string())
 }
 
 pub async fn soak(args: SoakArgs) -> ExitCode {

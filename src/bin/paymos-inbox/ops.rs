@@ -150,6 +150,9 @@ pub struct RedriveArgs {
     /// Move at most this many messages.
     #[arg(long, default_value_t = 1000)]
     max: usize,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     stack: StackArgs,
 }
@@ -168,7 +171,11 @@ pub async fn redrive(args: RedriveArgs) -> ExitCode {
     };
     match paymos_inbox::local::redrive::redrive(&stack.sqs, &dlq, &queue, args.max).await {
         Ok(n) => {
-            println!("moved {n} message(s) from the DLQ back to the work queue");
+            if args.json {
+                println!("{}", serde_json::json!({"moved": n}));
+            } else {
+                println!("moved {n} message(s) from the DLQ back to the work queue");
+            }
             ExitCode::SUCCESS
         }
         Err(e) => fail(e),
@@ -191,6 +198,9 @@ pub struct MarkPaidArgs {
     /// The currency.
     #[arg(long)]
     currency: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     stack: StackArgs,
 }
@@ -226,7 +236,14 @@ pub async fn mark_paid(args: MarkPaidArgs) -> ExitCode {
         .await
     {
         Ok(applied) => {
-            println!("{}: {applied}", args.invoice_id);
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::json!({"invoice_id": args.invoice_id, "outcome": applied.as_str()})
+                );
+            } else {
+                println!("{}: {applied}", args.invoice_id);
+            }
             ExitCode::SUCCESS
         }
         Err(e) => fail(e),

@@ -192,16 +192,10 @@ pub async fn run(options: E2eOptions) -> Result<E2eReport, String> {
         None,
     );
     let ledger = DynamoLedger::new(dynamodb.clone(), created.table("DeliveriesTable"), None);
-    let drain_deadline = Instant::now() + Duration::from_secs(300);
-    while !ledger
-        .pending(1)
+    ledger
+        .wait_until_processed(Duration::from_secs(300), || async { Ok(()) })
         .await
-        .map_err(|e| e.to_string())?
-        .is_empty()
-        && Instant::now() < drain_deadline
-    {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        .map_err(|e| e.to_string())?;
     poller.abort();
     let started = Instant::now();
     latencies.extend(send_all((0..duplicates).collect()).await);
@@ -304,16 +298,10 @@ async fn raw_loop(
     let mut latencies = raw_phase(first).await;
     let mut elapsed = started.elapsed();
     let poller = run_poller(sqs.clone(), queue.clone(), raw_fulfil, 10, None);
-    let drain_deadline = Instant::now() + Duration::from_secs(300);
-    while !ledger
-        .pending(1)
+    ledger
+        .wait_until_processed(Duration::from_secs(300), || async { Ok(()) })
         .await
-        .map_err(|e| e.to_string())?
-        .is_empty()
-        && Instant::now() < drain_deadline
-    {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        .map_err(|e| e.to_string())?;
     poller.abort();
     let started = Instant::now();
     latencies.extend(raw_phase(again).await);

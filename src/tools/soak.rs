@@ -410,19 +410,18 @@ pub async fn run(options: SoakOptions) -> Result<SoakReport, String> {
 
     // Faults off; let fulfil drain; anything in the DLQ is redriven once it is there.
     faults.set_enabled(false);
-    let mut dlq_redriven = 0;
-    let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
-        let pending = ledger.pending(1).await.map_err(|e| e.to_string())?;
-        if pending.is_empty() {
-            break;
-        }
-        dlq_redriven += redrive(&sqs, &dlq, &queue, 10_000).await?;
-        if Instant::now() > deadline {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
+    let redriven = std::cell::Cell::new(0);
+    ledger
+        .wait_until_processed(Duration::from_secs(180), || async {
+            let moved = redrive(&sqs, &dlq, &queue, 10_000)
+                .await
+                .map_err(|e| crate::domain::ingest::PortError::new("SQS redrive", e))?;
+            redriven.set(redriven.get() + moved);
+            Ok(())
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    let dlq_redriven = redriven.get();
     server.abort();
     for p in pollers {
         p.abort();

@@ -267,6 +267,35 @@ impl DynamoLedger {
     }
 }
 
+impl DynamoLedger {
+    /// Polls the pending index until no delivery is left unprocessed or `within` runs out,
+    /// calling `between` after each look (e.g. to redrive a DLQ). Returns whether it drained.
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails, or the error `between` returns.
+    pub async fn wait_until_processed<F, Fut>(
+        &self,
+        within: std::time::Duration,
+        mut between: F,
+    ) -> Result<bool, PortError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<(), PortError>>,
+    {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if self.pending(1).await?.is_empty() {
+                return Ok(true);
+            }
+            between().await?;
+            if std::time::Instant::now() > deadline {
+                return Ok(false);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+}
+
 impl DeliveryLedger for DynamoLedger {
     async fn record(
         &self,

@@ -134,8 +134,10 @@ impl DynamoState {
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
     }
 
-    fn ledger_mark(&self, event_id: &str, outcome: Applied, now_ms: u64) -> TransactWriteItem {
-        let update = Update::builder()
+    /// The ledger's processed mark: once only, and out of the pending index. The same update
+    /// goes inside a transaction or, when nothing else is written, on its own.
+    fn ledger_update(&self, event_id: &str, outcome: Applied, now_ms: u64) -> Update {
+        Update::builder()
             .table_name(&self.ledger_table)
             .key("event_id", s(event_id))
             .update_expression("SET #state = :processed, outcome = :outcome, processed_at = :now REMOVE pending_shard")
@@ -145,8 +147,13 @@ impl DynamoState {
             .expression_attribute_values(":outcome", s(outcome.as_str()))
             .expression_attribute_values(":now", n(now_ms))
             .build()
-            .expect("ledger update is complete");
-        TransactWriteItem::builder().update(update).build()
+            .expect("ledger update is complete")
+    }
+
+    fn ledger_mark(&self, event_id: &str, outcome: Applied, now_ms: u64) -> TransactWriteItem {
+        TransactWriteItem::builder()
+            .update(self.ledger_update(event_id, outcome, now_ms))
+            .build()
     }
 
     fn tx(
@@ -224,17 +231,16 @@ impl DynamoState {
         let Source::Delivery { event_id } = source else {
             return Ok(outcome);
         };
+        let mark = self.ledger_update(event_id, outcome, now_ms);
         let result = self
             .client
             .update_item()
-            .table_name(&self.ledger_table)
-            .key("event_id", s(event_id))
-            .update_expression("SET #state = :processed, outcome = :outcome, processed_at = :now REMOVE pending_shard")
-            .condition_expression("attribute_not_exists(#state) OR #state <> :processed")
-            .expression_attribute_names("#state", "state")
-            .expression_attribute_values(":processed", s("processed"))
-            .expression_attribute_values(":outcome", s(outcome.as_str()))
-            .expression_attribute_values(":now", n(now_ms))
+            .table_name(mark.table_name())
+            .set_key(Some(mark.key().clone()))
+            .update_expression(mark.update_expression())
+            .set_condition_expression(mark.condition_expression().map(str::to_owned))
+            .set_expression_attribute_names(mark.expression_attribute_names().cloned())
+            .set_expression_attribute_values(mark.expression_attribute_values().cloned())
             .send()
             .await;
         match result {

@@ -236,14 +236,3 @@ pub async fn create_all(
     }
     Ok(created)
 }
-
-/// `VisibilityTimeout` and `maxReceiveCount` of a queue, as the template sets them.
-#[must_use]
-pub fn queue_settings(logical: &str) -> Option<(u64, u64)> {
-    let t = parse().ok()?;
-    let p = &t["Resources"][logical]["Properties"];
-    Some((
-        p["VisibilityTimeout"].as_u64()?,
-        p["RedrivePolicy"]["maxReceiveCount"].as_u64()?,
-    ))
-}

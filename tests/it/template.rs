@@ -91,6 +91,32 @@ fn tables_have_the_keys_the_adapters_use() {
             "{table} survives a stack delete"
         );
     }
+    // The sparse index `pending` queries: name, hash and range keys as the adapter spells them.
+    let index = props(&t, "DeliveriesTable")["GlobalSecondaryIndexes"]
+        .as_sequence()
+        .and_then(|gsis| {
+            gsis.iter()
+                .find(|g| g["IndexName"].as_str() == Some(LedgerSchema::PENDING_INDEX))
+        })
+        .expect("the deliveries table has the pending index");
+    let keys: Vec<(&str, &str)> = index["KeySchema"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            (
+                k["AttributeName"].as_str().unwrap(),
+                k["KeyType"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            (LedgerSchema::PENDING_SHARD, "HASH"),
+            (LedgerSchema::PENDING_SORT, "RANGE")
+        ]
+    );
     assert!(
         props(&t, "StateTable")["StreamSpecification"]["StreamViewType"]
             .as_str()

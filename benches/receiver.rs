@@ -195,7 +195,11 @@ fn bench_fulfil(c: &mut Criterion) {
         .build()
         .expect("runtime");
     let fulfil = Fulfil::new(NoopStore);
-    let body = body_of(1024, "evt_fulfil");
+    let body = paymos_inbox::domain::work::WorkItem {
+        event_id: "evt_fulfil".into(),
+        environment: Some(paymos_inbox::domain::signature::Environment::Live),
+        body: body_of(1024, "evt_fulfil"),
+    };
     let mut group = c.benchmark_group("fulfil_1KiB");
     group.bench_function("decide", |b| {
         b.iter(|| {

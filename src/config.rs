@@ -4,7 +4,7 @@
 use std::str::FromStr;
 
 use crate::domain::ingest::{DEFAULT_LEASE_SECS, DEFAULT_MAX_BODY_BYTES, IngestSettings};
-use crate::domain::signature::{DEFAULT_TOLERANCE_SECS, SigningKey, WebhookSecret};
+use crate::domain::signature::{DEFAULT_TOLERANCE_SECS, Environment, SigningKey, WebhookSecret};
 
 /// Environment variable: the deliveries (ledger) table name.
 pub const DELIVERIES_TABLE: &str = "DELIVERIES_TABLE";
@@ -26,6 +26,13 @@ pub const INGEST_LEASE_SECS: &str = "INGEST_LEASE_SECS";
 pub const PAYMOS_API_SECRETS_ID: &str = "PAYMOS_API_SECRETS_ID";
 /// Environment variable: the Paymos API base URL (default `https://api.paymos.io`).
 pub const PAYMOS_API_BASE_URL: &str = "PAYMOS_API_BASE_URL";
+/// Environment variable: the Paymos environment whose deliveries this stack applies, `live`
+/// (default) or `sandbox`. Deliveries verified by a secret of the other environment are
+/// recorded and acknowledged but change nothing (outcome `other_environment`).
+pub const PAYMOS_ENVIRONMENT: &str = "PAYMOS_ENVIRONMENT";
+/// Environment variable: the sweep re-sends deliveries still `received` this many seconds after
+/// they arrived (default 600).
+pub const SWEEP_AFTER_SECS: &str = "SWEEP_AFTER_SECS";
 /// Environment variable: days to keep ledger items (unset: forever; the table is the archive).
 pub const DELIVERY_RETENTION_DAYS: &str = "DELIVERY_RETENTION_DAYS";
 
@@ -111,6 +118,8 @@ pub struct FulfilConfig {
     pub api_secrets_id: Option<String>,
     /// The Paymos API base URL.
     pub api_base_url: String,
+    /// The environment whose deliveries are applied.
+    pub environment: Environment,
 }
 
 impl FulfilConfig {
@@ -137,6 +146,68 @@ impl FulfilConfig {
                 .map(|v| v.trim().to_owned())
                 .filter(|v| !v.is_empty())
                 .unwrap_or_else(|| "https://api.paymos.io".to_owned()),
+            environment: environment(&lookup)?,
+        })
+    }
+}
+
+/// Reads [`PAYMOS_ENVIRONMENT`]: `live` (default) or `sandbox`/`test`.
+///
+/// # Errors
+/// [`ConfigError::Invalid`] for any other value.
+pub fn environment(lookup: &impl Fn(&str) -> Option<String>) -> Result<Environment, ConfigError> {
+    match lookup(PAYMOS_ENVIRONMENT)
+        .map(|v| v.trim().to_ascii_lowercase())
+        .filter(|v| !v.is_empty())
+    {
+        None => Ok(Environment::Live),
+        Some(v) => match v.as_str() {
+            "live" => Ok(Environment::Live),
+            "sandbox" | "test" => Ok(Environment::Test),
+            _ => Err(ConfigError::Invalid {
+                var: PAYMOS_ENVIRONMENT,
+                reason: format!("expected live or sandbox, got {v:?}"),
+            }),
+        },
+    }
+}
+
+/// What the sweep function needs.
+#[derive(Debug, Clone)]
+pub struct SweepConfig {
+    /// The ledger table.
+    pub deliveries_table: String,
+    /// The work queue.
+    pub work_queue_url: String,
+    /// Age in seconds after which a `received` record is sent again.
+    pub sweep_after_secs: u64,
+    /// The lease the sweep takes while it sends (as ingest's).
+    pub lease_secs: u64,
+}
+
+impl SweepConfig {
+    /// Reads the configuration through `lookup`.
+    ///
+    /// # Errors
+    /// The first missing or invalid variable.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        Ok(Self {
+            deliveries_table: required(
+                &lookup,
+                DELIVERIES_TABLE,
+                "the name of the deliveries table (template.yaml: DeliveriesTable)",
+            )?,
+            work_queue_url: required(
+                &lookup,
+                WORK_QUEUE_URL,
+                "the URL of the work queue (template.yaml: WorkQueue)",
+            )?,
+            sweep_after_secs: number(
+                &lookup,
+                SWEEP_AFTER_SECS,
+                crate::domain::sweep::DEFAULT_SWEEP_AFTER_SECS,
+            )?,
+            lease_secs: number(&lookup, INGEST_LEASE_SECS, DEFAULT_LEASE_SECS)?,
         })
     }
 }
@@ -216,11 +287,10 @@ pub fn parse_secrets(
                     pairs.push((label.trim().to_owned(), WebhookSecret::new(secret.trim())));
                 }
                 None => {
-                    let label =
-                        match crate::domain::signature::Environment::from_secret_prefix(entry) {
-                            Some(env) => env.as_str().to_owned(),
-                            None => "default".to_owned(),
-                        };
+                    let label = match Environment::from_secret_prefix(entry) {
+                        Some(env) => env.as_str().to_owned(),
+                        None => "default".to_owned(),
+                    };
                     pairs.push((label, WebhookSecret::new(entry)));
                 }
             }
@@ -238,6 +308,16 @@ pub fn parse_secrets(
         }
         if keys.iter().any(|k: &SigningKey| k.label() == label) {
             return Err(invalid(format!("the label '{label}' is used twice")));
+        }
+        if let (Some(named), Some(own)) = (
+            Environment::from_label(&label),
+            Environment::from_secret_prefix(secret.expose()),
+        ) && named != own
+        {
+            return Err(invalid(format!(
+                "the label '{label}' names the {named} environment but its secret is a whsec_{own}_ \
+                 secret: fix the label (or the secret) so a {own} secret is never taken for {named}"
+            )));
         }
         let key = SigningKey::new(label.clone(), &secret);
         if require_environment && key.environment().is_none() {
@@ -338,5 +418,29 @@ mod tests {
             assert!(!err.contains("hidden"), "{err}");
         }
         assert!(parse_secrets("primary=whsec_x", "X", false).is_ok());
+    }
+
+    #[test]
+    fn a_label_that_contradicts_its_secrets_prefix_stops_the_start() {
+        for text in [
+            "live=whsec_test_hidden",
+            r#"{"test":"whsec_live_hidden"}"#,
+            "sandbox=whsec_live_hidden",
+        ] {
+            let err = parse_secrets(text, "X", true).unwrap_err().to_string();
+            assert!(err.contains("environment"), "{err}");
+            assert!(!err.contains("hidden"), "{err}");
+        }
+        assert!(parse_secrets("live-previous=whsec_live_a,test=whsec_test_b", "X", true).is_ok());
+    }
+
+    #[test]
+    fn the_applied_environment_is_live_unless_sandbox_is_asked() {
+        assert_eq!(environment(&lookup(&[])).unwrap(), Environment::Live);
+        assert_eq!(
+            environment(&lookup(&[(PAYMOS_ENVIRONMENT, "sandbox")])).unwrap(),
+            Environment::Test
+        );
+        assert!(environment(&lookup(&[(PAYMOS_ENVIRONMENT, "prod")])).is_err());
     }
 }

@@ -121,6 +121,32 @@ impl DeliveryLedger for MemoryLedger {
     }
 }
 
+impl crate::domain::sweep::StrandedDeliveries for MemoryLedger {
+    async fn stranded(
+        &self,
+        received_before_ms: u64,
+        now_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<ExistingDelivery>, PortError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let mut found: Vec<ExistingDelivery> = self
+            .records
+            .lock()
+            .expect("lock")
+            .values()
+            .filter(|r| {
+                r.state == DeliveryState::Received
+                    && r.delivery.received_at_ms < received_before_ms
+                    && r.lease_until_ms < now_ms
+            })
+            .cloned()
+            .collect();
+        found.sort_by_key(|r| r.delivery.received_at_ms);
+        found.truncate(limit);
+        Ok(found)
+    }
+}
+
 /// A [`WorkQueue`] in a `Vec`, which can be told to fail the next sends.
 #[derive(Debug, Default)]
 pub struct MemoryQueue {

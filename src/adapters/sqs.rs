@@ -1,11 +1,13 @@
-//! SQS: the work queue between ingest and fulfil. The message body is the delivery's exact raw
-//! body (the Paymos event), so fulfil needs no read to learn what to apply.
+//! SQS: the work queue between ingest and fulfil. The message body is a [`WorkItem`]: the
+//! delivery's exact raw body (base64, so any body fits SQS's character set), its `event_id` and
+//! the environment of the secret that verified it; fulfil needs no read to learn what to apply.
 
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::MessageAttributeValue;
 
 use crate::domain::ingest::{Delivery, PortError, WorkQueue};
+use crate::domain::work::WorkItem;
 
 /// A [`WorkQueue`] on an SQS standard queue.
 #[derive(Debug, Clone)]
@@ -41,14 +43,16 @@ fn attribute(value: &str) -> MessageAttributeValue {
 
 impl WorkQueue for SqsQueue {
     async fn enqueue(&self, delivery: &Delivery) -> Result<(), PortError> {
-        // The body parsed as JSON, so it is UTF-8; SQS carries it unchanged.
-        let body = std::str::from_utf8(&delivery.body)
-            .map_err(|e| PortError::new("SQS SendMessage", e))?;
+        let item = WorkItem {
+            event_id: delivery.event_id.clone(),
+            environment: delivery.environment,
+            body: delivery.body.clone(),
+        };
         let mut send = self
             .client
             .send_message()
             .queue_url(&self.queue_url)
-            .message_body(body)
+            .message_body(item.encode())
             .message_attributes("event_id", attribute(&delivery.event_id))
             .message_attributes("event_type", attribute(&delivery.event_type));
         if let Some(resource) = &delivery.resource_id {

@@ -22,7 +22,12 @@ async fn main() -> Result<(), Error> {
         dynamodb,
         config.state_table,
         config.deliveries_table,
-    ));
+    ))
+    .for_environment(config.environment);
+    tracing::info!(
+        environment = %config.environment,
+        "fulfil configured: deliveries verified by a secret of another environment change nothing"
+    );
     match &config.api_secrets_id {
         None => serve(fulfil).await,
         Some(id) => {

@@ -6,6 +6,7 @@
 use std::fmt;
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
 /// The longest id we accept for an event or a resource (Paymos ids are about 30 characters).
 pub const MAX_ID_LEN: usize = 128;
@@ -117,22 +118,109 @@ struct RawEnvelope<'a> {
     event_type: std::borrow::Cow<'a, str>,
     version: u64,
     occurred_at: u64,
-    data: RawData,
+    // A future event type (a ping) may carry no `data` at all, or `null`.
+    #[serde(default, borrow)]
+    data: Option<RawData<'a>>,
+}
+
+/// `data`'s fields the receiver reads, each kept as raw JSON text and decoded on its own: a
+/// field of the wrong type, a string with a lone surrogate escape or a number beyond `f64`
+/// anywhere else in the body can then never make a verified delivery unreadable.
+#[derive(Deserialize, Default)]
+struct RawData<'a> {
+    #[serde(default, borrow)]
+    invoice_id: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    withdrawal_id: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    id: Option<&'a RawValue>,
+    #[serde(default)]
+    is_test: Option<bool>,
+    #[serde(default, borrow)]
+    order: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    amount: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    currency: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    payment: Option<&'a RawValue>,
+    #[serde(default, borrow, rename = "type")]
+    kind: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    mode: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    is_final: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    payment_channel_external_id: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    net: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize, Default)]
-struct RawData {
-    #[serde(default)]
-    invoice_id: Option<serde_json::Value>,
-    #[serde(default)]
-    withdrawal_id: Option<serde_json::Value>,
-    #[serde(default)]
-    id: Option<serde_json::Value>,
-    #[serde(default)]
-    is_test: Option<bool>,
+struct RawOrder<'a> {
+    #[serde(default, borrow)]
+    external_id: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    amount: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    currency: Option<&'a RawValue>,
 }
 
-/// The envelope fields the receiver routes and records by. `data` itself stays in the raw body.
+#[derive(Deserialize, Default)]
+struct RawPayment<'a> {
+    #[serde(default, borrow)]
+    expected: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    currency: Option<&'a RawValue>,
+}
+
+/// A string field, or `None` when it is absent, not a string, or not representable (a lone
+/// surrogate): the decision then says what is missing instead of failing.
+fn text(raw: Option<&RawValue>) -> Option<String> {
+    raw.and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+}
+
+/// A nested object's fields, or its defaults when it is absent or not an object.
+fn nested<'a, T: Deserialize<'a> + Default>(raw: Option<&'a RawValue>) -> T {
+    raw.and_then(|v| serde_json::from_str(v.get()).ok())
+        .unwrap_or_default()
+}
+
+/// The fields of `data` the decisions read, decoded leniently: each is `None` when absent, of
+/// another type, or unreadable, never an error.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventData {
+    /// `data.invoice_id` (on invoices; on refunds, the refunded invoice).
+    pub invoice_id: Option<String>,
+    /// `data.order.external_id`: the merchant's order id.
+    pub order_external_id: Option<String>,
+    /// `data.order.amount`: what the order is priced at.
+    pub order_amount: Option<String>,
+    /// `data.order.currency`: the order's (pricing) currency.
+    pub order_currency: Option<String>,
+    /// `data.amount` (invoices of older versions, withdrawals).
+    pub amount: Option<String>,
+    /// `data.currency`.
+    pub currency: Option<String>,
+    /// `data.payment.expected`: the token amount the payer was asked for.
+    pub payment_expected: Option<String>,
+    /// `data.payment.currency`: the token.
+    pub payment_currency: Option<String>,
+    /// `data.type` (`refund`, `payout`, …).
+    pub kind: Option<String>,
+    /// `data.mode` (refunds: `full`, `overpayment`).
+    pub mode: Option<String>,
+    /// `data.is_final` (deposits).
+    pub is_final: Option<bool>,
+    /// `data.payment_channel_external_id`: the merchant's id of a deposit's payer.
+    pub payer: Option<String>,
+    /// `data.net` (deposits).
+    pub net: Option<String>,
+}
+
+/// The verified envelope: what the receiver routes and records by, and the fields of `data`
+/// fulfil decides with. Ingest and fulfil read a body through this one parse, so whatever ingest
+/// accepts, fulfil can decide.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Envelope {
     /// `evt_…`: the delivery's idempotency key (the same across retries and replays).
@@ -149,6 +237,8 @@ pub struct Envelope {
     pub resource_id: Option<String>,
     /// `data.is_test`, when present.
     pub is_test: Option<bool>,
+    /// The rest of `data` that decisions read.
+    pub data: EventData,
 }
 
 impl Envelope {
@@ -165,33 +255,34 @@ impl Envelope {
         if !is_valid_id(&raw.event_id) {
             return Err(EnvelopeError::InvalidEventId);
         }
+        let data = raw.data.unwrap_or_default();
         let category = Category::of(&raw.event_type);
         let resource_id = match category.resource_field() {
             Some((field, prefix)) => {
                 let value = match field {
-                    "invoice_id" => raw.data.invoice_id.as_ref(),
-                    "withdrawal_id" => raw.data.withdrawal_id.as_ref(),
-                    _ => raw.data.id.as_ref(),
+                    "invoice_id" => data.invoice_id,
+                    "withdrawal_id" => data.withdrawal_id,
+                    _ => data.id,
                 };
-                let Some(id) = value.and_then(serde_json::Value::as_str) else {
+                let Some(id) = text(value) else {
                     return Err(EnvelopeError::MissingResourceId {
                         event_type: raw.event_type.into_owned(),
                         field,
                     });
                 };
-                if !id.starts_with(prefix) || !is_valid_id(id) {
+                if !id.starts_with(prefix) || !is_valid_id(&id) {
                     return Err(EnvelopeError::InvalidResourceId { field, prefix });
                 }
-                Some(id.to_owned())
+                Some(id)
             }
             // An unknown type may still name a resource we know; keep it for operators.
-            None => [&raw.data.invoice_id, &raw.data.withdrawal_id, &raw.data.id]
+            None => [data.invoice_id, data.withdrawal_id, data.id]
                 .into_iter()
-                .flatten()
-                .filter_map(serde_json::Value::as_str)
-                .find(|id| is_valid_id(id))
-                .map(str::to_owned),
+                .filter_map(text)
+                .find(|id| is_valid_id(id)),
         };
+        let order: RawOrder<'_> = nested(data.order);
+        let payment: RawPayment<'_> = nested(data.payment);
         Ok(Self {
             event_id: raw.event_id.into_owned(),
             event_type: raw.event_type.into_owned(),
@@ -199,7 +290,24 @@ impl Envelope {
             occurred_at: raw.occurred_at,
             category,
             resource_id,
-            is_test: raw.data.is_test,
+            is_test: data.is_test,
+            data: EventData {
+                invoice_id: text(data.invoice_id),
+                order_external_id: text(order.external_id),
+                order_amount: text(order.amount),
+                order_currency: text(order.currency),
+                amount: text(data.amount),
+                currency: text(data.currency),
+                payment_expected: text(payment.expected),
+                payment_currency: text(payment.currency),
+                kind: text(data.kind),
+                mode: text(data.mode),
+                is_final: data
+                    .is_final
+                    .and_then(|v| serde_json::from_str(v.get()).ok()),
+                payer: text(data.payment_channel_external_id),
+                net: text(data.net),
+            },
         })
     }
 }
@@ -310,5 +418,42 @@ mod tests {
         let err = Envelope::parse(body).unwrap_err().to_string();
         assert!(!err.contains("4242"), "{err}");
         assert!(err.contains("wrong type"), "{err}");
+    }
+
+    #[test]
+    fn unreadable_values_elsewhere_never_make_a_verified_body_unreadable() {
+        // A string cut by UTF-16 length, a number beyond f64, U+FFFF: valid JSON a strict
+        // decoder into `Value` refuses.
+        let body = br#"{"event_id":"evt_1","event_type":"invoice.paid","version":1,"occurred_at":5,"data":{"invoice_id":"inv_1","note":"x\ud83d","fee":1e400,"memo":"\uffff","order":{"external_id":"o-1","amount":"10.50","currency":"USD","tag":"\udc00"}}}"#;
+        let e = Envelope::parse(body).unwrap();
+        assert_eq!(e.data.order_external_id.as_deref(), Some("o-1"));
+        assert_eq!(e.data.order_amount.as_deref(), Some("10.50"));
+        assert!(serde_json::from_slice::<serde_json::Value>(body).is_err());
+    }
+
+    #[test]
+    fn fields_of_the_wrong_type_read_as_absent() {
+        let e = Envelope::parse(br#"{"event_id":"evt_1","event_type":"payment_channel.deposit.confirmed","version":1,"occurred_at":5,"data":{"id":"pcd_1","net":1.5,"is_final":"yes","order":[1],"payment_channel_external_id":"c\ud800"}}"#).unwrap();
+        assert_eq!(e.data.net, None);
+        assert_eq!(e.data.is_final, None);
+        assert_eq!(e.data.payer, None);
+        assert_eq!(e.data.order_external_id, None);
+    }
+
+    #[test]
+    fn events_without_data_are_envelopes() {
+        for body in [
+            br#"{"event_id":"evt_1","event_type":"ping","version":1,"occurred_at":5}"#.as_slice(),
+            br#"{"event_id":"evt_1","event_type":"ping","version":1,"occurred_at":5,"data":null}"#,
+        ] {
+            let e = Envelope::parse(body).unwrap();
+            assert_eq!((e.category, e.resource_id), (Category::Unknown, None));
+        }
+        assert!(matches!(
+            Envelope::parse(
+                br#"{"event_id":"evt_1","event_type":"invoice.paid","version":1,"occurred_at":5}"#
+            ),
+            Err(EnvelopeError::MissingResourceId { .. })
+        ));
     }
 }

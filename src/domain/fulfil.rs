@@ -8,11 +8,11 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use serde_json::Value;
-
-use super::envelope::{Category, Envelope, EnvelopeError};
+use super::envelope::{Category, Envelope};
 use super::ingest::PortError;
+use super::signature::Environment;
 use super::state::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
+use super::work::{WorkItem, WorkItemError};
 
 /// The merchant's order as Paymos echoes it on an invoice.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,6 +77,35 @@ pub enum Change {
         /// Why Paymos does not confirm it.
         reason: String,
     },
+    /// A verified delivery that misses what its change needs (a final deposit without `net`):
+    /// recorded as `unusable` with the reason, for an operator; never retried into the DLQ.
+    Unusable {
+        /// What is missing or wrong (field names, never values).
+        reason: String,
+    },
+    /// A delivery verified by a secret of the other environment (a sandbox secret on a live
+    /// stack): recorded as `other_environment`, nothing applied.
+    OtherEnvironment {
+        /// The environment of the secret that verified it, if it named one.
+        environment: Option<Environment>,
+    },
+}
+
+impl Change {
+    /// The reason stored beside the outcome, for changes that apply nothing.
+    #[must_use]
+    pub fn reason(&self) -> Option<String> {
+        match self {
+            Self::Ignore { reason } | Self::Unconfirmed { reason } | Self::Unusable { reason } => {
+                Some(reason.clone())
+            }
+            Self::OtherEnvironment { environment } => Some(format!(
+                "verified by a {} secret; this stack applies another environment",
+                environment.map_or("unlabelled", Environment::as_str)
+            )),
+            _ => None,
+        }
+    }
 }
 
 /// A credit of a payer's balance.
@@ -90,21 +119,14 @@ pub struct Credit {
     pub currency: String,
 }
 
-/// Why a work item cannot be applied (retrying will not help; it ends in the DLQ).
+/// Why a queue message cannot be applied at all (it was not written by ingest, so nothing
+/// acknowledged is lost by sending it to the DLQ).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum PoisonError {
-    /// The message is not a Paymos envelope.
+    /// The message is not a work item.
     #[error(transparent)]
-    Envelope(#[from] EnvelopeError),
-    /// A money event misses what it needs to be applied.
-    #[error("{event_type} cannot be applied: {reason}")]
-    Unusable {
-        /// The event type.
-        event_type: String,
-        /// What is missing or wrong.
-        reason: String,
-    },
+    WorkItem(#[from] WorkItemError),
 }
 
 /// How a delivery was applied (stored as the ledger's `outcome`).
@@ -134,6 +156,15 @@ pub enum Applied {
     Unconfirmed,
     /// This delivery was applied before (a second message): nothing changed.
     AlreadyProcessed,
+    /// A verified delivery that misses what its change needs: nothing applied, kept for an
+    /// operator with the reason.
+    Unusable,
+    /// Verified by a secret of another environment than the one this stack applies: nothing
+    /// applied (a sandbox secret never moves live state).
+    OtherEnvironment,
+    /// A paid invoice for an order that another invoice already fulfilled: the invoice is
+    /// marked paid with `duplicate_of`, nothing is fulfilled, the payment waits for a refund.
+    DuplicatePayment,
 }
 
 impl Applied {
@@ -151,6 +182,9 @@ impl Applied {
             Self::Ignored => "ignored",
             Self::Unconfirmed => "unconfirmed",
             Self::AlreadyProcessed => "already_processed",
+            Self::Unusable => "unusable",
+            Self::OtherEnvironment => "other_environment",
+            Self::DuplicatePayment => "duplicate_payment",
         }
     }
 }
@@ -332,80 +366,75 @@ impl<T: StateStore> StateStore for Arc<T> {
     }
 }
 
-fn text<'v>(data: &'v Value, path: &[&str]) -> Option<&'v str> {
-    path.iter()
-        .try_fold(data, |v, k| v.get(*k))
-        .and_then(Value::as_str)
-}
-
-/// Decides the change a verified event asks for. Pure: the same body always gives the same
-/// change.
-///
-/// # Errors
-/// [`PoisonError`] when the body is not an envelope, or a money event lacks what it needs.
-pub fn change_of(body: &[u8]) -> Result<(Envelope, Change), PoisonError> {
-    let envelope = Envelope::parse(body)?;
-    let raw: Value =
-        serde_json::from_slice(body).map_err(|e| EnvelopeError::InvalidJson(e.to_string()))?;
-    let data = raw.get("data").unwrap_or(&Value::Null);
+/// Decides the change a verified event asks for. Pure and total: the same envelope always gives
+/// the same change, and a money event that misses what it needs becomes [`Change::Unusable`].
+#[must_use]
+pub fn change_of(envelope: &Envelope) -> Change {
+    let data = &envelope.data;
     let suffix = envelope.event_type.rsplit('.').next().unwrap_or_default();
-    let unusable = |reason: &str| PoisonError::Unusable {
-        event_type: envelope.event_type.clone(),
-        reason: reason.to_owned(),
-    };
     let ignore = |reason: String| Change::Ignore { reason };
+    let unusable = |reason: &str| Change::Unusable {
+        reason: format!("{}: {reason}", envelope.event_type),
+    };
+    let upper = |v: &Option<String>| v.as_deref().map(str::to_ascii_uppercase);
     let resource = envelope.resource_id.clone().unwrap_or_default();
-    let change = match envelope.category {
+    match envelope.category {
         Category::Invoice => match InvoiceStatus::parse(suffix) {
             Some(status) => Change::Invoice {
                 invoice_id: resource,
                 status,
                 occurred_at: envelope.occurred_at,
                 order: OrderRef {
-                    external_id: text(data, &["order", "external_id"]).map(str::to_owned),
-                    amount: text(data, &["order", "amount"])
-                        .or_else(|| text(data, &["amount"]))
-                        .or_else(|| text(data, &["payment", "expected"]))
+                    external_id: data.order_external_id.clone(),
+                    amount: data
+                        .order_amount
+                        .as_deref()
+                        .or(data.amount.as_deref())
+                        .or(data.payment_expected.as_deref())
                         .and_then(Amount::parse),
-                    currency: text(data, &["order", "currency"])
-                        .or_else(|| text(data, &["currency"]))
-                        .or_else(|| text(data, &["payment", "currency"]))
-                        .map(str::to_ascii_uppercase),
+                    currency: upper(&data.order_currency)
+                        .or_else(|| upper(&data.currency))
+                        .or_else(|| upper(&data.payment_currency)),
                 },
             },
             None => ignore(format!("unknown invoice event {}", envelope.event_type)),
         },
         Category::Withdrawal => match WithdrawalStatus::parse(suffix) {
+            // A refund says so in `type`; some senders omit it and carry the refunded invoice
+            // and the refund `mode` instead.
             Some(status) => Change::Withdrawal {
                 withdrawal_id: resource,
                 status,
                 occurred_at: envelope.occurred_at,
-                kind: if text(data, &["type"]) == Some("refund") {
-                    "refund".into()
-                } else {
-                    "payout".into()
+                kind: match data.kind.as_deref() {
+                    Some("refund") => "refund".into(),
+                    None if data.mode.is_some() || data.invoice_id.is_some() => "refund".into(),
+                    _ => "payout".into(),
                 },
-                invoice_id: text(data, &["invoice_id"]).map(str::to_owned),
-                amount: text(data, &["amount"]).and_then(Amount::parse),
-                currency: text(data, &["currency"]).map(str::to_ascii_uppercase),
+                invoice_id: data.invoice_id.clone(),
+                amount: data.amount.as_deref().and_then(Amount::parse),
+                currency: upper(&data.currency),
             },
             None => ignore(format!("unknown withdrawal event {}", envelope.event_type)),
         },
         Category::Deposit => match DepositStatus::parse(suffix) {
             Some(status) => {
-                let is_final = data.get("is_final").and_then(Value::as_bool) == Some(true);
-                let credit = if status == DepositStatus::Confirmed && is_final {
-                    let payer = text(data, &["payment_channel_external_id"])
-                        .ok_or_else(|| unusable("data.payment_channel_external_id is missing"))?;
-                    let net = text(data, &["net"])
-                        .and_then(Amount::parse)
-                        .ok_or_else(|| unusable("data.net is missing or not a decimal string"))?;
-                    let currency = text(data, &["currency"])
-                        .ok_or_else(|| unusable("data.currency is missing"))?;
+                let credit = if status == DepositStatus::Confirmed && data.is_final == Some(true) {
+                    let Some(payer) = &data.payer else {
+                        return unusable(
+                            "data.payment_channel_external_id is missing or not a string",
+                        );
+                    };
+                    let Some(net) = data.net.as_deref().and_then(Amount::parse) else {
+                        return unusable("data.net is missing or not a decimal string");
+                    };
+                    let Some(currency) = upper(&data.currency) else {
+                        return unusable("data.currency is missing or not a string");
+                    };
                     Some(Credit {
-                        payer: payer.to_owned(),
+                        payer: payer.clone(),
                         net,
-                        currency: currency.to_ascii_uppercase(),
+                        currency,
                     })
                 } else {
                     None
@@ -420,8 +449,7 @@ pub fn change_of(body: &[u8]) -> Result<(Envelope, Change), PoisonError> {
             None => ignore(format!("unknown deposit event {}", envelope.event_type)),
         },
         Category::Unknown => ignore(format!("unknown event type {}", envelope.event_type)),
-    };
-    Ok((envelope, change))
+    }
 }
 
 /// Why Paymos' own view does not confirm a paid event, if it does not.
@@ -473,6 +501,7 @@ pub struct Fulfil<S, C = NoConfirmation> {
     store: S,
     effect: Box<dyn FulfilmentEffect>,
     confirmation: Option<C>,
+    environment: Environment,
 }
 
 impl<S: StateStore> Fulfil<S> {
@@ -487,6 +516,7 @@ impl<S: StateStore> Fulfil<S> {
             store,
             effect,
             confirmation: None,
+            environment: Environment::Live,
         }
     }
 
@@ -496,6 +526,7 @@ impl<S: StateStore> Fulfil<S> {
             store: self.store,
             effect: self.effect,
             confirmation: Some(confirmation),
+            environment: self.environment,
         }
     }
 }
@@ -506,18 +537,55 @@ impl<S: StateStore, C: PaymentConfirmation> Fulfil<S, C> {
         &self.store
     }
 
-    /// Applies one work item (the exact Paymos event body).
+    /// The environment whose deliveries this stack applies (live by default). Deliveries
+    /// verified by a secret of any other environment are recorded as
+    /// [`Applied::OtherEnvironment`] and change nothing: one stack, one environment's money.
+    #[must_use]
+    pub fn for_environment(mut self, environment: Environment) -> Self {
+        self.environment = environment;
+        self
+    }
+
+    /// The environment this stack applies.
+    pub fn environment(&self) -> Environment {
+        self.environment
+    }
+
+    /// Applies one work item. Whatever ingest accepted is decided here without error: a body
+    /// that cannot be applied is recorded with an outcome of its own ([`Applied::Unusable`],
+    /// [`Applied::OtherEnvironment`]), never left to the DLQ.
     ///
     /// # Errors
-    /// [`FulfilError`]: poison or unavailable; either way the message is reported failed.
+    /// [`FulfilError::Unavailable`] when the store fails (retry).
     pub async fn apply(
         &self,
-        body: &[u8],
+        item: &WorkItem,
         now_ms: u64,
-    ) -> Result<(Envelope, Applied), FulfilError> {
-        let (envelope, change) = change_of(body)?;
+    ) -> Result<(Option<Envelope>, Applied), FulfilError> {
         let source = Source::Delivery {
-            event_id: envelope.event_id.clone(),
+            event_id: item.event_id.clone(),
+        };
+        let envelope = match Envelope::parse(&item.body) {
+            Ok(envelope) if envelope.event_id == item.event_id => envelope,
+            parsed => {
+                let reason = match parsed {
+                    Ok(_) => "the body's event_id differs from the work item's".to_owned(),
+                    Err(e) => e.to_string(),
+                };
+                let change = Change::Unusable { reason };
+                let applied = self
+                    .store
+                    .apply(&source, &change, self.effect.as_ref(), now_ms)
+                    .await?;
+                return Ok((None, applied));
+            }
+        };
+        let change = if item.environment == Some(self.environment) {
+            change_of(&envelope)
+        } else {
+            Change::OtherEnvironment {
+                environment: item.environment,
+            }
         };
         if let (
             Some(confirmation),
@@ -541,14 +609,14 @@ impl<S: StateStore, C: PaymentConfirmation> Fulfil<S, C> {
                     .store
                     .apply(&source, &refused, self.effect.as_ref(), now_ms)
                     .await?;
-                return Ok((envelope, applied));
+                return Ok((Some(envelope), applied));
             }
         }
         let applied = self
             .store
             .apply(&source, &change, self.effect.as_ref(), now_ms)
             .await?;
-        Ok((envelope, applied))
+        Ok((Some(envelope), applied))
     }
 
     /// Support's manual path: marks an invoice paid through the SAME conditional transition as
@@ -603,9 +671,16 @@ mod tests {
         format!(r#"{{"event_id":"evt_1","event_type":"{event_type}","version":1,"occurred_at":7,"data":{data}}}"#).into_bytes()
     }
 
+    fn change(event_type: &str, data: &str) -> Change {
+        change_of(&Envelope::parse(&body(event_type, data)).unwrap())
+    }
+
     #[test]
     fn invoice_events_carry_their_order() {
-        let (_, change) = change_of(&body("invoice.paid", r#"{"invoice_id":"inv_1","order":{"external_id":"o-1","amount":"10.50","currency":"usdt"}}"#)).unwrap();
+        let change = change(
+            "invoice.paid",
+            r#"{"invoice_id":"inv_1","order":{"external_id":"o-1","amount":"10.50","currency":"usdt"}}"#,
+        );
         let Change::Invoice { status, order, .. } = change else {
             panic!()
         };
@@ -618,21 +693,19 @@ mod tests {
     #[test]
     fn deposits_credit_only_final_confirmations() {
         let confirmed = r#"{"id":"pcd_1","is_final":true,"payment_channel_external_id":"c-42","net":"99.00","currency":"TRX"}"#;
-        let (_, c) = change_of(&body("payment_channel.deposit.confirmed", confirmed)).unwrap();
+        let c = change("payment_channel.deposit.confirmed", confirmed);
         assert!(
             matches!(c, Change::Deposit { credit: Some(Credit { ref net, .. }), .. } if net.as_str() == "99.00")
         );
-        let (_, c) = change_of(&body(
+        let c = change(
             "payment_channel.deposit.confirmed",
             r#"{"id":"pcd_1","is_final":false,"net":"1"}"#,
-        ))
-        .unwrap();
+        );
         assert!(matches!(c, Change::Deposit { credit: None, .. }));
-        let (_, c) = change_of(&body(
+        let c = change(
             "payment_channel.deposit.reorged",
             r#"{"id":"pcd_1","is_final":true,"net":"1"}"#,
-        ))
-        .unwrap();
+        );
         assert!(matches!(
             c,
             Change::Deposit {
@@ -641,8 +714,55 @@ mod tests {
                 ..
             }
         ));
-        let err = change_of(&body("payment_channel.deposit.confirmed", r#"{"id":"pcd_1","is_final":true,"payment_channel_external_id":"c","net":1.5,"currency":"TRX"}"#)).unwrap_err();
-        assert!(err.to_string().contains("data.net"), "{err}");
+    }
+
+    #[test]
+    fn a_final_deposit_without_what_it_credits_is_unusable_not_an_error() {
+        for (data, field) in [
+            (
+                r#"{"id":"pcd_1","is_final":true,"payment_channel_external_id":"c","net":1.5,"currency":"TRX"}"#,
+                "data.net",
+            ),
+            (
+                r#"{"id":"pcd_1","is_final":true,"net":"1.5","currency":"TRX"}"#,
+                "data.payment_channel_external_id",
+            ),
+            (
+                r#"{"id":"pcd_1","is_final":true,"payment_channel_external_id":"c","net":"1.5"}"#,
+                "data.currency",
+            ),
+        ] {
+            let c = change("payment_channel.deposit.confirmed", data);
+            assert!(
+                matches!(&c, Change::Unusable { reason } if reason.contains(field)),
+                "{c:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn refunds_are_recognised_by_type_or_by_the_contracts_fields() {
+        let kind = |data: &str| match change("withdrawal.completed", data) {
+            Change::Withdrawal { kind, .. } => kind,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            kind(r#"{"withdrawal_id":"wdr_1","type":"refund"}"#),
+            "refund"
+        );
+        assert_eq!(
+            kind(r#"{"withdrawal_id":"wdr_1","invoice_id":"inv_1","mode":"full"}"#),
+            "refund"
+        );
+        assert_eq!(
+            kind(r#"{"withdrawal_id":"wdr_1","mode":"overpayment"}"#),
+            "refund"
+        );
+        assert_eq!(kind(r#"{"withdrawal_id":"wdr_1"}"#), "payout");
+        assert_eq!(
+            kind(r#"{"withdrawal_id":"wdr_1","type":"payout"}"#),
+            "payout"
+        );
     }
 
     #[test]
@@ -656,9 +776,13 @@ mod tests {
 
     #[test]
     fn unknown_types_and_statuses_are_ignored() {
-        let (_, c) = change_of(&body("payout.batch", "{}")).unwrap();
-        assert!(matches!(c, Change::Ignore { .. }));
-        let (_, c) = change_of(&body("invoice.refunded", r#"{"invoice_id":"inv_1"}"#)).unwrap();
-        assert!(matches!(c, Change::Ignore { .. }));
+        assert!(matches!(
+            change("payout.batch", "{}"),
+            Change::Ignore { .. }
+        ));
+        assert!(matches!(
+            change("invoice.refunded", r#"{"invoice_id":"inv_1"}"#),
+            Change::Ignore { .. }
+        ));
     }
 }

@@ -6,3 +6,5 @@ pub mod fulfil;
 pub mod ingest;
 pub mod signature;
 pub mod state;
+pub mod sweep;
+pub mod work;

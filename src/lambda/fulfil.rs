@@ -5,7 +5,8 @@
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use futures::StreamExt;
 
-use crate::domain::fulfil::{Fulfil, FulfilError, PaymentConfirmation, StateStore};
+use crate::domain::fulfil::{Fulfil, FulfilError, PaymentConfirmation, PoisonError, StateStore};
+use crate::domain::work::WorkItem;
 
 /// How many messages of one batch are applied at the same time.
 pub const CONCURRENCY: usize = 10;
@@ -37,13 +38,21 @@ async fn apply_one<S: StateStore, C: PaymentConfirmation>(
         .attributes
         .get("ApproximateReceiveCount")
         .map_or("?", String::as_str);
-    let body = message.body.as_deref().unwrap_or_default();
-    match fulfil.apply(body.as_bytes(), now_ms).await {
-        Ok((envelope, applied)) => {
+    let text = message.body.as_deref().unwrap_or_default();
+    let applied = match WorkItem::decode(text) {
+        Ok(item) => fulfil.apply(&item, now_ms).await.map(|a| (item, a)),
+        Err(e) => Err(FulfilError::Poison(PoisonError::from(e))),
+    };
+    match applied {
+        Ok((item, (envelope, applied))) => {
+            let (event_type, resource_id) = envelope
+                .as_ref()
+                .map(|e| (e.event_type.as_str(), e.resource_id.as_deref()))
+                .unwrap_or_default();
             tracing::info!(
-                event_id = %envelope.event_id,
-                event_type = %envelope.event_type,
-                resource_id = envelope.resource_id.as_deref().unwrap_or_default(),
+                event_id = %item.event_id,
+                event_type,
+                resource_id = resource_id.unwrap_or_default(),
                 outcome = applied.as_str(),
                 "delivery applied"
             );

@@ -47,6 +47,20 @@ pub struct DevOptions {
     pub slow: Option<Duration>,
     /// Prefix of the table and queue names.
     pub prefix: String,
+    /// The environment whose deliveries fulfil applies (as `PAYMOS_ENVIRONMENT` on AWS).
+    pub environment: crate::domain::signature::Environment,
+}
+
+/// The environment `dev` applies when none is asked for: the one of its secrets when they all
+/// name the same, else sandbox (the fixture secret's).
+#[must_use]
+pub fn default_environment(keys: &[SigningKey]) -> crate::domain::signature::Environment {
+    use crate::domain::signature::Environment;
+    let mut named = keys.iter().filter_map(SigningKey::environment);
+    match named.next() {
+        Some(first) if named.all(|e| e == first) => first,
+        _ => Environment::Test,
+    }
 }
 
 /// What `dev` prints on start, as one JSON line.
@@ -146,11 +160,14 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
         SqsQueue::new(sqs.clone(), created.queue("WorkQueue")),
         IngestSettings::default(),
     ));
-    let fulfil = Arc::new(Fulfil::new(DynamoState::new(
-        dynamodb.clone(),
-        created.table("StateTable"),
-        created.table("DeliveriesTable"),
-    )));
+    let fulfil = Arc::new(
+        Fulfil::new(DynamoState::new(
+            dynamodb.clone(),
+            created.table("StateTable"),
+            created.table("DeliveriesTable"),
+        ))
+        .for_environment(options.environment),
+    );
 
     let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], options.port)))
         .await

@@ -71,11 +71,13 @@ async fn every_function_url_event_gets_its_documented_answer() {
 #[tokio::test]
 async fn sqs_events_apply_and_report_only_the_poison_message() {
     let aws = Aws::new();
+    // The fixtures are sandbox deliveries (verified by the test secret).
     let fulfil = Fulfil::new(DynamoState::new(
         aws.dynamodb.clone(),
         aws.state_table().await,
         aws.deliveries_table().await,
-    ));
+    ))
+    .for_environment(paymos_inbox::domain::signature::Environment::Test);
 
     let single: SqsEvent = serde_json::from_str(&event("fulfil-single.json")).unwrap();
     assert!(

@@ -42,7 +42,7 @@ impl Rig {
 
     async fn apply(&self, body: &str) -> Applied {
         self.fulfil
-            .apply(body.as_bytes(), NOW_MS)
+            .apply(&live(body), NOW_MS)
             .await
             .expect("applied")
             .1
@@ -261,15 +261,18 @@ async fn a_replay_after_support_marked_the_invoice_paid_fulfils_nothing() {
 #[tokio::test]
 async fn twenty_concurrent_paid_events_for_one_invoice_fulfil_once() {
     let rig = Rig::new().await;
-    let bodies: Vec<String> = (0..20)
-        .map(|i| invoice_event(&format!("evt_c{i}"), "invoice.paid", "inv_concurrent", NOW))
+    let items: Vec<_> = (0..20)
+        .map(|i| {
+            live(&invoice_event(
+                &format!("evt_c{i}"),
+                "invoice.paid",
+                "inv_concurrent",
+                NOW,
+            ))
+        })
         .collect();
-    let results = futures::future::join_all(
-        bodies
-            .iter()
-            .map(|b| rig.fulfil.apply(b.as_bytes(), NOW_MS)),
-    )
-    .await;
+    let results =
+        futures::future::join_all(items.iter().map(|b| rig.fulfil.apply(b, NOW_MS))).await;
     let outcomes: Vec<Applied> = results
         .into_iter()
         .map(|r| r.expect("no store error").1)
@@ -570,7 +573,7 @@ mod property {
             let status = runtime().block_on(async {
                 for i in &order {
                     let (id, ty, at) = &history[*i];
-                    rig.fulfil.apply(invoice_event(id, ty, &invoice, *at).as_bytes(), NOW_MS).await.unwrap();
+                    rig.fulfil.apply(&live(&invoice_event(id, ty, &invoice, *at)), NOW_MS).await.unwrap();
                 }
                 get_s(&rig.state_item(&invoice).await.unwrap(), "status").to_owned()
             });
@@ -595,12 +598,13 @@ async fn one_poison_message_in_a_batch_of_ten_fails_alone_and_reaches_the_dlq() 
         rig.aws
             .send_raw(
                 &queues.queue_url,
-                &invoice_event(
+                &live(&invoice_event(
                     &format!("evt_b{i}"),
                     "invoice.paid",
                     &format!("inv_b{i}"),
                     NOW,
-                ),
+                ))
+                .encode(),
             )
             .await;
     }

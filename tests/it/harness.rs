@@ -222,6 +222,33 @@ impl Aws {
     }
 }
 
+/// The work item ingest would send for `body` verified by a live secret.
+pub fn live(body: &str) -> paymos_inbox::domain::work::WorkItem {
+    work_item(body, paymos_inbox::domain::signature::Environment::Live)
+}
+
+/// The work item ingest would send for `body` verified by a secret of `environment`.
+pub fn work_item(
+    body: &str,
+    environment: paymos_inbox::domain::signature::Environment,
+) -> paymos_inbox::domain::work::WorkItem {
+    let event_id = paymos_inbox::domain::envelope::Envelope::parse(body.as_bytes())
+        .map(|e| e.event_id)
+        .unwrap_or_default();
+    paymos_inbox::domain::work::WorkItem {
+        event_id,
+        environment: Some(environment),
+        body: body.as_bytes().to_vec(),
+    }
+}
+
+/// The Paymos event a queue message carries (the work item's exact body).
+pub fn message_event(message: &aws_sdk_sqs::types::Message) -> String {
+    let item = paymos_inbox::domain::work::WorkItem::decode(message.body().unwrap_or_default())
+        .expect("a work item");
+    String::from_utf8(item.body).expect("UTF-8 body")
+}
+
 /// Signs `body` at `t` with each secret (one `v1` each).
 pub fn sign(body: &str, t: u64, secrets: &[&str]) -> String {
     let secrets: Vec<WebhookSecret> = secrets.iter().map(|s| WebhookSecret::new(*s)).collect();
@@ -246,7 +273,7 @@ pub fn invoice_paid(event_id: &str, invoice_id: &str) -> String {
         event_id,
         "invoice.paid",
         serde_json::json!({"invoice_id": invoice_id, "status": "paid", "is_final": true, "is_test": false,
-            "order": {"external_id": "order-1", "amount": "10.50", "currency": "USDT"}}),
+            "order": {"external_id": format!("order-{invoice_id}"), "amount": "10.50", "currency": "USDT"}}),
     )
 }
 

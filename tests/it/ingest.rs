@@ -102,8 +102,8 @@ async fn first_delivery_is_recorded_once_and_enqueued_once_in_two_calls() {
     let messages = rig.aws.drain(&rig.queue_url).await;
     assert_eq!(messages.len(), 1);
     assert_eq!(
-        messages[0].body(),
-        Some(body.as_str()),
+        message_event(&messages[0]),
+        body,
         "the message carries the exact event"
     );
 }
@@ -221,7 +221,7 @@ async fn a_failed_send_answers_503_and_the_retry_enqueues_once() {
     );
     let messages = rig.aws.drain(&rig.queue_url).await;
     assert_eq!(messages.len(), 1, "enqueued exactly once");
-    assert_eq!(messages[0].body(), Some(body.as_str()));
+    assert_eq!(message_event(&messages[0]), body);
     assert_eq!(
         get_n(&rig.aws.scan(&rig.table).await[0], "enqueue_attempts"),
         2
@@ -365,7 +365,7 @@ async fn a_base64_body_is_verified_and_archived_byte_exact() {
         .await
         .unwrap();
     assert_eq!(stored_body(&item).as_slice(), body.as_bytes());
-    assert_eq!(rig.aws.drain(&rig.queue_url).await[0].body(), Some(body));
+    assert_eq!(message_event(&rig.aws.drain(&rig.queue_url).await[0]), body);
 }
 
 #[tokio::test]
@@ -630,7 +630,7 @@ async fn pending_lists_unprocessed_deliveries_oldest_first_from_the_sparse_index
     );
     let fulfil = paymos_inbox::domain::fulfil::Fulfil::new(state);
     fulfil
-        .apply(invoice_paid("evt_p_b", "inv_evt_p_b").as_bytes(), NOW_MS)
+        .apply(&live(&invoice_paid("evt_p_b", "inv_evt_p_b")), NOW_MS)
         .await
         .unwrap();
 

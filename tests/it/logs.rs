@@ -79,7 +79,7 @@ async fn logs_of_a_full_run_hold_no_secret_and_no_body() {
     for r in &requests {
         respond(&ingest, r, NOW_MS).await;
     }
-    fulfil.apply(body.as_bytes(), NOW_MS).await.unwrap();
+    fulfil.apply(&live(&body), NOW_MS).await.unwrap();
     respond(
         &ingest,
         &delivery(&other, "evt_logs", &sign(&other, NOW, &[LIVE_SECRET])),

@@ -7,6 +7,7 @@ mod harness;
 
 mod archive;
 mod cli;
+mod edges;
 mod events;
 mod fulfil;
 mod hostile;

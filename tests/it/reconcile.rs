@@ -153,7 +153,7 @@ async fn reconcile_finds_missing_and_unknown_and_apply_fulfils_the_missing_once(
     // Here: inv_r1 and inv_r2 fulfilled by webhooks; inv_local fulfilled by hand but expired at Paymos.
     for (event, invoice) in [("evt_r1", "inv_r1"), ("evt_r2", "inv_r2")] {
         fulfil
-            .apply(invoice_paid(event, invoice).as_bytes(), NOW_MS)
+            .apply(&live(&invoice_paid(event, invoice)), NOW_MS)
             .await
             .unwrap();
     }
@@ -239,7 +239,7 @@ async fn reconcile_finds_missing_and_unknown_and_apply_fulfils_the_missing_once(
     // but for the unknown one.
     assert_eq!(
         fulfil
-            .apply(invoice_paid("evt_r3_late", "inv_r3").as_bytes(), NOW_MS)
+            .apply(&live(&invoice_paid("evt_r3_late", "inv_r3")), NOW_MS)
             .await
             .unwrap()
             .1,
@@ -334,7 +334,7 @@ async fn the_reverse_check_refuses_payments_paymos_does_not_confirm() {
     // Paymos' invoices are for 25.00 USDT ("25" and "25.00" are the same decimal).
     let apply = |body: String| {
         let fulfil = &fulfil;
-        async move { fulfil.apply(body.as_bytes(), NOW_MS).await.map(|(_, a)| a) }
+        async move { fulfil.apply(&live(&body), NOW_MS).await.map(|(_, a)| a) }
     };
     assert_eq!(
         apply(paid_event("evt_genuine", "inv_genuine", "25"))
@@ -398,10 +398,7 @@ async fn the_reverse_check_refuses_payments_paymos_does_not_confirm() {
     ))
     .with_confirmation(PaymosApi::new(down));
     let err = fulfil_down
-        .apply(
-            paid_event("evt_down", "inv_down", "25.00").as_bytes(),
-            NOW_MS,
-        )
+        .apply(&live(&paid_event("evt_down", "inv_down", "25.00")), NOW_MS)
         .await
         .unwrap_err();
     assert!(matches!(err, FulfilError::Unavailable(_)), "{err:?}");

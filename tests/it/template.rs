@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use paymos_inbox::adapters::dynamodb::{LedgerSchema, StateSchema};
-use paymos_inbox::config::{self, FulfilConfig, IngestConfig};
+use paymos_inbox::config::{self, FulfilConfig, IngestConfig, SweepConfig};
 use serde_yaml::Value;
 
 fn template() -> Value {
@@ -169,8 +169,19 @@ fn each_function_gets_every_variable_its_binary_reads_and_no_secret() {
     IngestConfig::from_lookup(|k| ingest.get(k).map(|_| "1".to_owned()))
         .expect("ingest config is complete");
     let fulfil = env_vars(&t, "FulfilFunction");
-    FulfilConfig::from_lookup(|k| fulfil.get(k).map(|_| "1".to_owned()))
-        .expect("fulfil config is complete");
+    FulfilConfig::from_lookup(|k| {
+        fulfil.get(k).map(|_| {
+            if k == config::PAYMOS_ENVIRONMENT {
+                "live".to_owned()
+            } else {
+                "1".to_owned()
+            }
+        })
+    })
+    .expect("fulfil config is complete");
+    let sweep = env_vars(&t, "SweepFunction");
+    SweepConfig::from_lookup(|k| sweep.get(k).map(|_| "1".to_owned()))
+        .expect("sweep config is complete");
     let known = [
         config::DELIVERIES_TABLE,
         config::STATE_TABLE,
@@ -181,8 +192,10 @@ fn each_function_gets_every_variable_its_binary_reads_and_no_secret() {
         config::INGEST_LEASE_SECS,
         config::DELIVERY_RETENTION_DAYS,
         config::PAYMOS_API_SECRETS_ID,
+        config::PAYMOS_ENVIRONMENT,
+        config::SWEEP_AFTER_SECS,
     ];
-    for (name, value) in ingest.iter().chain(&fulfil) {
+    for (name, value) in ingest.iter().chain(&fulfil).chain(&sweep) {
         assert!(
             known.contains(&name.as_str()),
             "{name} is set in template.yaml but read by no binary"
@@ -201,6 +214,7 @@ fn functions_build_the_binaries_cargo_defines_and_fit_the_senders_clock() {
     for (function, binary) in [
         ("IngestFunction", "paymos-ingest"),
         ("FulfilFunction", "paymos-fulfil"),
+        ("SweepFunction", "paymos-sweep"),
     ] {
         let r = resource(&t, function);
         assert_eq!(
@@ -258,6 +272,7 @@ fn every_alarm_watches_a_resource_of_this_stack() {
         "WorkQueue",
         "IngestFunction",
         "FulfilFunction",
+        "SweepFunction",
     ] {
         assert!(
             watched.contains(&needed),

@@ -36,6 +36,7 @@ async fn dev(slow: Option<Duration>) -> paymos_inbox::local::dev::Dev {
         tolerance_secs: 300,
         slow,
         prefix: unique("dev"),
+        environment: paymos_inbox::domain::signature::Environment::Test,
     })
     .await
     .expect("dev starts")
@@ -345,7 +346,13 @@ async fn send_pending_mark_paid_and_redrive_work_from_the_command_line() {
     dev.sqs
         .send_message()
         .queue_url(&dlq)
-        .message_body(invoice_paid("evt_from_dlq", "inv_from_dlq"))
+        .message_body(
+            work_item(
+                &invoice_paid("evt_from_dlq", "inv_from_dlq"),
+                paymos_inbox::domain::signature::Environment::Test,
+            )
+            .encode(),
+        )
         .send()
         .await
         .unwrap();

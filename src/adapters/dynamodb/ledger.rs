@@ -296,6 +296,66 @@ impl DynamoLedger {
     }
 }
 
+impl crate::domain::sweep::StrandedDeliveries for DynamoLedger {
+    /// Reads the sparse `pending-by-age` index (one query per shard, keys only up to
+    /// `received_before_ms`), then each candidate whole with a consistent read.
+    async fn stranded(
+        &self,
+        received_before_ms: u64,
+        now_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<ExistingDelivery>, PortError> {
+        let limit_i32 = i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000);
+        let queries = (0..LedgerSchema::PENDING_SHARDS).map(|shard| {
+            self.client
+                .query()
+                .table_name(&self.table)
+                .index_name(LedgerSchema::PENDING_INDEX)
+                .key_condition_expression("pending_shard = :shard AND received_at < :before")
+                .filter_expression("lease_until < :now")
+                .expression_attribute_values(":shard", s(format!("p{shard}")))
+                .expression_attribute_values(":before", n(received_before_ms))
+                .expression_attribute_values(":now", n(now_ms))
+                .scan_index_forward(true)
+                .limit(limit_i32)
+                .send()
+        });
+        let mut candidates = Vec::new();
+        for page in futures::future::join_all(queries).await {
+            let page =
+                page.map_err(|e| PortError::new("DynamoDB Query", DisplayErrorContext(e)))?;
+            candidates.extend(page.items.unwrap_or_default().iter().filter_map(|i| {
+                Some((
+                    get_u64(i, "received_at").unwrap_or_default(),
+                    get_s(i, "event_id")?.to_owned(),
+                ))
+            }));
+        }
+        candidates.sort();
+        candidates.truncate(limit);
+        let mut found = Vec::with_capacity(candidates.len());
+        for (_, event_id) in candidates {
+            let item = self
+                .client
+                .get_item()
+                .table_name(&self.table)
+                .key("event_id", s(&event_id))
+                .consistent_read(true)
+                .send()
+                .await
+                .map_err(|e| PortError::new("DynamoDB GetItem", DisplayErrorContext(e)))?
+                .item;
+            if let Some(record) = item.as_ref().and_then(existing_of)
+                && record.state == DeliveryState::Received
+                && record.lease_until_ms < now_ms
+            {
+                found.push(record);
+            }
+        }
+        Ok(found)
+    }
+}
+
 impl DeliveryLedger for DynamoLedger {
     async fn record(
         &self,

@@ -9,4 +9,4 @@ mod state;
 pub use ledger::{
     DynamoLedger, LedgerSchema, PendingDelivery, decode_body, encode_body, item_size,
 };
-pub use state::{DynamoState, StateSchema, balance_key, order_key};
+pub use state::{DynamoState, StateSchema, balance_key, order_key, order_paid_key};

@@ -41,6 +41,14 @@ pub fn order_key(external_id: &str) -> String {
     format!("order#{external_id}")
 }
 
+/// The key of an order's payment claim: written once, by the first invoice that fulfils the
+/// order, so a second paid invoice for the same order is a `duplicate_payment`, not a second
+/// fulfilment.
+#[must_use]
+pub fn order_paid_key(external_id: &str) -> String {
+    format!("order_paid#{external_id}")
+}
+
 /// The key of a payer's balance in one currency.
 #[must_use]
 pub fn balance_key(payer: &str, currency: &str) -> String {
@@ -65,6 +73,7 @@ struct Tx {
 enum Role {
     Resource,
     Effect,
+    OrderClaim,
     OrderGuard,
     Balance,
     Ledger,
@@ -136,23 +145,35 @@ impl DynamoState {
 
     /// The ledger's processed mark: once only, and out of the pending index. The same update
     /// goes inside a transaction or, when nothing else is written, on its own.
-    fn ledger_update(&self, event_id: &str, outcome: Applied, now_ms: u64) -> Update {
-        Update::builder()
+    fn ledger_update(
+        &self,
+        event_id: &str,
+        outcome: Applied,
+        reason: Option<&str>,
+        now_ms: u64,
+    ) -> Update {
+        let mut update = Update::builder()
             .table_name(&self.ledger_table)
             .key("event_id", s(event_id))
-            .update_expression("SET #state = :processed, outcome = :outcome, processed_at = :now REMOVE pending_shard")
             .condition_expression("attribute_not_exists(#state) OR #state <> :processed")
             .expression_attribute_names("#state", "state")
             .expression_attribute_values(":processed", s("processed"))
             .expression_attribute_values(":outcome", s(outcome.as_str()))
-            .expression_attribute_values(":now", n(now_ms))
-            .build()
-            .expect("ledger update is complete")
+            .expression_attribute_values(":now", n(now_ms));
+        update = match reason {
+            Some(reason) => update
+                .update_expression("SET #state = :processed, outcome = :outcome, outcome_reason = :reason, processed_at = :now REMOVE pending_shard")
+                .expression_attribute_values(":reason", s(reason)),
+            None => update.update_expression(
+                "SET #state = :processed, outcome = :outcome, processed_at = :now REMOVE pending_shard",
+            ),
+        };
+        update.build().expect("ledger update is complete")
     }
 
     fn ledger_mark(&self, event_id: &str, outcome: Applied, now_ms: u64) -> TransactWriteItem {
         TransactWriteItem::builder()
-            .update(self.ledger_update(event_id, outcome, now_ms))
+            .update(self.ledger_update(event_id, outcome, None, now_ms))
             .build()
     }
 
@@ -200,6 +221,7 @@ impl DynamoState {
                         Role::Ledger,
                         Role::Resource,
                         Role::Effect,
+                        Role::OrderClaim,
                         Role::OrderGuard,
                         Role::Balance,
                     ] {
@@ -228,10 +250,21 @@ impl DynamoState {
         outcome: Applied,
         now_ms: u64,
     ) -> Result<Applied, PortError> {
+        self.mark_with_reason(source, outcome, None, now_ms).await
+    }
+
+    /// [`Self::mark_only`] with the reason an operator reads beside the outcome.
+    async fn mark_with_reason(
+        &self,
+        source: &Source,
+        outcome: Applied,
+        reason: Option<&str>,
+        now_ms: u64,
+    ) -> Result<Applied, PortError> {
         let Source::Delivery { event_id } = source else {
             return Ok(outcome);
         };
-        let mark = self.ledger_update(event_id, outcome, now_ms);
+        let mark = self.ledger_update(event_id, outcome, reason, now_ms);
         let result = self
             .client
             .update_item()
@@ -268,7 +301,8 @@ impl DynamoState {
         effect: &dyn FulfilmentEffect,
         now_ms: u64,
     ) -> Result<Applied, PortError> {
-        let invoice = |held: bool| -> TransactWriteItem {
+        // `mark`: an attribute that says why the invoice is paid but not fulfilled.
+        let invoice = |mark: Option<(&str, AttributeValue)>| -> TransactWriteItem {
             let open_condition = "#status IN (:o0, :o1, :o2, :o3)";
             let condition = if status.is_final() {
                 format!("attribute_not_exists(pk) OR {open_condition}")
@@ -293,9 +327,9 @@ impl DynamoState {
                 expr.push_str(", currency = :currency");
                 update = update.expression_attribute_values(":currency", s(v));
             }
-            if held {
-                expr.push_str(", held = :held");
-                update = update.expression_attribute_values(":held", AttributeValue::Bool(true));
+            if let Some((name, value)) = mark {
+                expr.push_str(&format!(", {name} = :mark"));
+                update = update.expression_attribute_values(":mark", value);
             }
             for (i, open) in InvoiceStatus::OPEN.iter().enumerate() {
                 update = update.expression_attribute_values(format!(":o{i}"), s(open.as_str()));
@@ -314,7 +348,7 @@ impl DynamoState {
             TransactWriteItem::builder().update(update).build()
         };
 
-        let mut items = vec![(Role::Resource, invoice(false))];
+        let mut items = vec![(Role::Resource, invoice(None))];
         let outcome = if status.fulfils() {
             let paid = PaidInvoice {
                 invoice_id,
@@ -341,6 +375,25 @@ impl DynamoState {
                 items.push((Role::Effect, TransactWriteItem::builder().put(put).build()));
             }
             if let Some(external_id) = &order.external_id {
+                // Once per order: the first invoice that fulfils it claims it.
+                let claim = Put::builder()
+                    .table_name(&self.state_table)
+                    .item("pk", s(order_paid_key(external_id)))
+                    .item("kind", s("order_payment"))
+                    .item("order_id", s(external_id))
+                    .item("invoice_id", s(invoice_id))
+                    .item("won_by", s(source.id()))
+                    .item("paid_at", n(now_ms))
+                    .condition_expression("attribute_not_exists(pk)")
+                    .return_values_on_condition_check_failure(
+                        ReturnValuesOnConditionCheckFailure::AllOld,
+                    )
+                    .build()
+                    .expect("order claim is complete");
+                items.push((
+                    Role::OrderClaim,
+                    TransactWriteItem::builder().put(claim).build(),
+                ));
                 // The registered order, if any, must match the invoice as exact decimals.
                 let mut check = ConditionCheck::builder()
                     .table_name(&self.state_table)
@@ -385,22 +438,43 @@ impl DynamoState {
                     _ => self.mark_only(source, Applied::Stale, now_ms).await,
                 }
             }
+            TxResult::Refused(Role::OrderClaim, old) => {
+                let winner = old
+                    .as_ref()
+                    .and_then(|i| get_s(i, "invoice_id"))
+                    .unwrap_or("unknown")
+                    .to_owned();
+                tracing::warn!(invoice_id, order_id = ?order.external_id, fulfilled_by = %winner, "a second paid invoice for an order already fulfilled: kept for a refund, nothing fulfilled");
+                let items = vec![(Role::Resource, invoice(Some(("duplicate_of", s(winner)))))];
+                self.settle(source, Applied::DuplicatePayment, now_ms, items)
+                    .await
+            }
             TxResult::Refused(Role::OrderGuard, _) => {
                 tracing::warn!(invoice_id, order_id = ?order.external_id, amount = ?order.amount.as_ref().map(Amount::as_str), currency = ?order.currency, "paid invoice does not match the registered order: held for review");
-                let items = vec![(Role::Resource, invoice(true))];
-                match self
-                    .run(self.tx(source, Applied::Held, now_ms, items))
-                    .await?
-                {
-                    TxResult::Committed => Ok(Applied::Held),
-                    TxResult::Refused(Role::Ledger, _) => Ok(Applied::AlreadyProcessed),
-                    TxResult::Refused(..) => {
-                        self.mark_only(source, Applied::AlreadyFinal, now_ms).await
-                    }
-                }
+                let items = vec![(
+                    Role::Resource,
+                    invoice(Some(("held", AttributeValue::Bool(true)))),
+                )];
+                self.settle(source, Applied::Held, now_ms, items).await
             }
             // A fulfilment exists although the invoice was open: only a custom effect can do
             // that; treat the invoice as fulfilled already.
+            TxResult::Refused(..) => self.mark_only(source, Applied::AlreadyFinal, now_ms).await,
+        }
+    }
+
+    /// Commits a paid-but-not-fulfilled invoice (`items`) with `outcome`; a racing change that
+    /// made it final first leaves it `already_final`.
+    async fn settle(
+        &self,
+        source: &Source,
+        outcome: Applied,
+        now_ms: u64,
+        items: Vec<(Role, TransactWriteItem)>,
+    ) -> Result<Applied, PortError> {
+        match self.run(self.tx(source, outcome, now_ms, items)).await? {
+            TxResult::Committed => Ok(outcome),
+            TxResult::Refused(Role::Ledger, _) => Ok(Applied::AlreadyProcessed),
             TxResult::Refused(..) => self.mark_only(source, Applied::AlreadyFinal, now_ms).await,
         }
     }
@@ -670,8 +744,17 @@ impl StateStore for DynamoState {
                 .await
             }
             Change::Ignore { .. } => self.mark_only(source, Applied::Ignored, now_ms).await,
-            Change::Unconfirmed { .. } => {
-                self.mark_only(source, Applied::Unconfirmed, now_ms).await
+            Change::Unconfirmed { .. }
+            | Change::Unusable { .. }
+            | Change::OtherEnvironment { .. } => {
+                let outcome = match change {
+                    Change::Unconfirmed { .. } => Applied::Unconfirmed,
+                    Change::Unusable { .. } => Applied::Unusable,
+                    _ => Applied::OtherEnvironment,
+                };
+                let reason = change.reason();
+                self.mark_with_reason(source, outcome, reason.as_deref(), now_ms)
+                    .await
             }
         }
     }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use paymos_inbox::config::parse_secrets;
-use paymos_inbox::local::dev::{DevOptions, start};
+use paymos_inbox::local::dev::{DevOptions, default_environment, start};
 
 use crate::{DEFAULT_PORT, FIXTURE_SECRET};
 
@@ -35,6 +35,10 @@ pub struct DevArgs {
     /// Prefix of the table and queue names (default: paymos-inbox-dev-<pid>).
     #[arg(long)]
     prefix: Option<String>,
+    /// The environment whose deliveries are applied, live or sandbox (PAYMOS_ENVIRONMENT on
+    /// AWS). Default: the secrets' environment when they all name one, else sandbox.
+    #[arg(long)]
+    environment: Option<String>,
 }
 
 pub async fn run(args: DevArgs) -> ExitCode {
@@ -45,7 +49,18 @@ pub async fn run(args: DevArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let environment = match &args.environment {
+        None => default_environment(&keys),
+        Some(v) => match paymos_inbox::config::environment(&|_: &str| Some(v.clone())) {
+            Ok(e) => e,
+            Err(_) => {
+                eprintln!("error: --environment must be live or sandbox, got {v:?}");
+                return ExitCode::from(2);
+            }
+        },
+    };
     let options = DevOptions {
+        environment,
         dynamodb_endpoint: args.dynamodb_endpoint,
         sqs_endpoint: args.sqs_endpoint,
         port: args.port,

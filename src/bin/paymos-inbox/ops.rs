@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use paymos_inbox::adapters::dynamodb::{DynamoLedger, DynamoState};
+use paymos_inbox::adapters::sqs::SqsQueue;
 use paymos_inbox::domain::fulfil::{Fulfil, OrderRef};
 use paymos_inbox::domain::signature::WebhookSecret;
 use paymos_inbox::domain::state::Amount;
@@ -97,6 +98,14 @@ pub struct PendingArgs {
     /// At most this many, oldest first.
     #[arg(long, default_value_t = 50)]
     limit: usize,
+    /// Send again every pending delivery received more than --older-than seconds ago whose
+    /// lease is over (what the scheduled sweep does), through the same conditional take-over
+    /// a retry uses; needs --queue-url.
+    #[arg(long)]
+    resend: bool,
+    /// With --resend: only deliveries received at least this many seconds ago.
+    #[arg(long, default_value_t = paymos_inbox::domain::sweep::DEFAULT_SWEEP_AFTER_SECS)]
+    older_than: u64,
     /// Print JSON lines.
     #[arg(long)]
     json: bool,
@@ -114,6 +123,40 @@ pub async fn pending(args: PendingArgs) -> ExitCode {
         Err(e) => return fail(e),
     };
     let ledger = DynamoLedger::new(stack.dynamodb, table, None);
+    if args.resend {
+        let queue = match Stack::need(&stack.queue, "queue-url") {
+            Ok(q) => SqsQueue::new(stack.sqs.clone(), q),
+            Err(e) => return fail(e),
+        };
+        let now = now_ms();
+        let swept = paymos_inbox::domain::sweep::resend_stranded(
+            &ledger,
+            &queue,
+            paymos_inbox::domain::ingest::DEFAULT_LEASE_SECS,
+            now.saturating_sub(args.older_than * 1000),
+            now,
+            args.limit,
+        )
+        .await;
+        return match swept {
+            Ok(swept) if args.json => {
+                println!("{}", serde_json::json!({ "resend": swept }));
+                ExitCode::SUCCESS
+            }
+            Ok(swept) => {
+                println!(
+                    "{} stranded, {} sent again, {} taken by someone else meanwhile, {} failed (try again)",
+                    swept.found, swept.resent, swept.skipped, swept.failed
+                );
+                if swept.failed > 0 {
+                    ExitCode::FAILURE
+                } else {
+                    ExitCode::SUCCESS
+                }
+            }
+            Err(e) => fail(e),
+        };
+    }
     match ledger.pending(args.limit).await {
         Ok(list) => {
             let now = now_ms();
@@ -125,10 +168,13 @@ pub async fn pending(args: PendingArgs) -> ExitCode {
                 if args.json {
                     println!("{}", serde_json::json!({"pending": p, "age_secs": age}));
                 } else {
+                    let sweep_after = paymos_inbox::domain::sweep::DEFAULT_SWEEP_AFTER_SECS;
                     let lease = if p.lease_until_ms > now {
-                        "in flight"
+                        "in flight: an attempt holds it"
+                    } else if age < sweep_after {
+                        "lease over: a retry from Paymos or the next sweep sends it again"
                     } else {
-                        "lease over: the next retry re-sends it"
+                        "stranded: the scheduled sweep sends it again (or run pending --resend now)"
                     };
                     println!(
                         "{}  {:<34} {:<12} age {age}s  sent {}x  {lease}",

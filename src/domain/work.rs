@@ -1,0 +1,119 @@
+//! The work item ingest hands to fulfil: the verified delivery's `event_id`, the environment of
+//! the secret that verified it, and its exact body, base64-encoded so that any body Paymos may
+//! send (U+FFFF, lone surrogate escapes, any Unicode) travels through a queue that only carries
+//! a restricted character set.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde::{Deserialize, Serialize};
+
+use super::signature::Environment;
+
+/// The version of the work item format this code writes and reads.
+pub const WORK_ITEM_VERSION: u64 = 1;
+
+/// One verified delivery to apply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkItem {
+    /// The verified body's `event_id` (the ledger key).
+    pub event_id: String,
+    /// The environment of the secret that verified it: the only source of truth for whether a
+    /// delivery may move live state (`data.is_test` is the sender's claim, not a proof).
+    pub environment: Option<Environment>,
+    /// The exact raw body.
+    pub body: Vec<u8>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Wire<'a> {
+    v: u64,
+    event_id: &'a str,
+    #[serde(default)]
+    environment: Option<&'a str>,
+    body: &'a str,
+}
+
+/// Why a queue message is not a work item (it was not written by ingest: never acknowledged).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkItemError {
+    /// Not the JSON of a work item.
+    #[error("the message is not a paymos-inbox work item")]
+    NotAWorkItem,
+    /// A format version this code does not know.
+    #[error("work item version {0} is not supported (this build reads version 1)")]
+    UnsupportedVersion(u64),
+    /// The body is not valid base64.
+    #[error("the work item's body is not base64")]
+    BadBody,
+}
+
+impl WorkItem {
+    /// The message text: JSON with the body in standard base64 (ASCII only).
+    #[must_use]
+    pub fn encode(&self) -> String {
+        let body = STANDARD.encode(&self.body);
+        serde_json::to_string(&Wire {
+            v: WORK_ITEM_VERSION,
+            event_id: &self.event_id,
+            environment: self.environment.map(Environment::as_str),
+            body: &body,
+        })
+        .expect("a work item serialises")
+    }
+
+    /// Reads a message written by [`WorkItem::encode`].
+    ///
+    /// # Errors
+    /// [`WorkItemError`] when the message is not one.
+    pub fn decode(message: &str) -> Result<Self, WorkItemError> {
+        let wire: Wire<'_> =
+            serde_json::from_str(message).map_err(|_| WorkItemError::NotAWorkItem)?;
+        if wire.v != WORK_ITEM_VERSION {
+            return Err(WorkItemError::UnsupportedVersion(wire.v));
+        }
+        Ok(Self {
+            event_id: wire.event_id.to_owned(),
+            environment: wire.environment.and_then(Environment::from_label),
+            body: STANDARD
+                .decode(wire.body)
+                .map_err(|_| WorkItemError::BadBody)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn any_body_round_trips_through_ascii() {
+        let body = "{\"a\":\"\u{ffff}\u{fffe}\u{1}\\ud83d\"}"
+            .as_bytes()
+            .to_vec();
+        let item = WorkItem {
+            event_id: "evt_1".into(),
+            environment: Some(Environment::Live),
+            body,
+        };
+        let text = item.encode();
+        assert!(text.is_ascii(), "{text}");
+        assert_eq!(WorkItem::decode(&text).unwrap(), item);
+    }
+
+    #[test]
+    fn foreign_messages_are_refused() {
+        assert_eq!(
+            WorkItem::decode(r#"{"event_id":"evt_1"}"#),
+            Err(WorkItemError::NotAWorkItem)
+        );
+        assert_eq!(
+            WorkItem::decode(r#"{"v":2,"event_id":"e","body":""}"#),
+            Err(WorkItemError::UnsupportedVersion(2))
+        );
+        assert_eq!(
+            WorkItem::decode(r#"{"v":1,"event_id":"e","body":"%%"}"#),
+            Err(WorkItemError::BadBody)
+        );
+    }
+}

@@ -147,6 +147,42 @@ impl crate::domain::sweep::StrandedDeliveries for MemoryLedger {
     }
 }
 
+/// A [`crate::domain::ingest::KeySource`] whose secrets a test can rotate.
+#[derive(Debug, Default)]
+pub struct MemoryKeys {
+    keys: Mutex<Vec<crate::domain::signature::SigningKey>>,
+    reads: AtomicUsize,
+}
+
+impl MemoryKeys {
+    /// A source holding `keys`.
+    #[must_use]
+    pub fn new(keys: Vec<crate::domain::signature::SigningKey>) -> Self {
+        Self {
+            keys: Mutex::new(keys),
+            reads: AtomicUsize::new(0),
+        }
+    }
+
+    /// Replaces the secrets (a rotation in the secret store).
+    pub fn rotate(&self, keys: Vec<crate::domain::signature::SigningKey>) {
+        *self.keys.lock().expect("lock") = keys;
+    }
+
+    /// How many times the secrets were read.
+    #[must_use]
+    pub fn reads(&self) -> usize {
+        self.reads.load(Ordering::SeqCst)
+    }
+}
+
+impl crate::domain::ingest::KeySource for MemoryKeys {
+    async fn keys(&self) -> Result<Vec<crate::domain::signature::SigningKey>, PortError> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        Ok(self.keys.lock().expect("lock").clone())
+    }
+}
+
 /// A [`WorkQueue`] in a `Vec`, which can be told to fail the next sends.
 #[derive(Debug, Default)]
 pub struct MemoryQueue {

@@ -5,4 +5,5 @@ pub mod dynamodb;
 pub mod faults;
 pub mod memory;
 pub mod paymos_api;
+pub mod secrets;
 pub mod sqs;

@@ -6,11 +6,12 @@ use std::time::Duration;
 use lambda_http::{Error, Request, service_fn};
 use paymos_inbox::adapters::aws::load_config;
 use paymos_inbox::adapters::dynamodb::DynamoLedger;
+use paymos_inbox::adapters::secrets::SecretsManagerKeys;
 use paymos_inbox::adapters::sqs::SqsQueue;
-use paymos_inbox::config::{IngestConfig, WEBHOOK_SECRETS_ID, parse_secrets};
-use paymos_inbox::domain::ingest::Ingest;
+use paymos_inbox::config::IngestConfig;
+use paymos_inbox::domain::ingest::{Ingest, KeySource};
 use paymos_inbox::domain::signature::Verifier;
-use paymos_inbox::lambda::{self, ingest::respond};
+use paymos_inbox::lambda::{self, ingest::respond_with_keys};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -20,21 +21,11 @@ async fn main() -> Result<(), Error> {
     // function timeout, itself well inside the sender's 10 s.
     let aws = load_config(Duration::from_secs(1), 2).await;
 
-    let secrets = aws_sdk_secretsmanager::Client::new(&aws)
-        .get_secret_value()
-        .secret_id(&config.secrets_id)
-        .send()
-        .await
-        .map_err(|e| {
-            format!(
-                "could not read the webhook secrets ({WEBHOOK_SECRETS_ID}): {}",
-                aws_sdk_secretsmanager::error::DisplayErrorContext(e)
-            )
-        })?;
-    let text = secrets
-        .secret_string()
-        .ok_or("the webhook secret has no SecretString: store it as text or JSON")?;
-    let keys = parse_secrets(text, WEBHOOK_SECRETS_ID, true)?;
+    let key_source = SecretsManagerKeys::new(
+        aws_sdk_secretsmanager::Client::new(&aws),
+        &config.secrets_id,
+    );
+    let keys = key_source.keys().await?;
     tracing::info!(
         secrets = ?keys.iter().map(|k| k.label()).collect::<Vec<_>>(),
         tolerance_secs = config.tolerance_secs,
@@ -58,9 +49,15 @@ async fn main() -> Result<(), Error> {
         SqsQueue::new(sqs, config.work_queue_url),
         config.settings,
     ));
+    let key_source = Arc::new(key_source);
     lambda_http::run(service_fn(move |request: Request| {
         let ingest = Arc::clone(&ingest);
-        async move { Ok::<_, Error>(respond(&ingest, &request, lambda::now_ms()).await) }
+        let key_source = Arc::clone(&key_source);
+        async move {
+            Ok::<_, Error>(
+                respond_with_keys(&ingest, &request, lambda::now_ms(), key_source.as_ref()).await,
+            )
+        }
     }))
     .await
 }

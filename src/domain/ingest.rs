@@ -11,12 +11,23 @@
 //! So every 2xx means: recorded, and either processed or sent by this very attempt.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 
 use sha2::{Digest, Sha256};
 
 use super::envelope::{Category, Envelope, EnvelopeError};
-use super::signature::{Environment, SignatureError, Verifier};
+use super::signature::{Environment, SignatureError, SigningKey, Verifier};
+
+/// How often at most a failed signature makes ingest re-read its secrets (a rotation then
+/// reaches warm instances within a minute; a flood of forged requests costs one read a minute).
+pub const KEY_REFRESH_INTERVAL_MS: u64 = 60_000;
+
+/// Where the webhook secrets are kept (Secrets Manager on AWS), read again after a rotation.
+pub trait KeySource: Send + Sync {
+    /// The secrets as configured now.
+    fn keys(&self) -> impl Future<Output = Result<Vec<SigningKey>, PortError>> + Send;
+}
 
 /// The default largest body accepted (Paymos bodies are 1–3 KiB); it keeps the ledger item
 /// under DynamoDB's 400 KB and the work item under SQS's 256 KiB.
@@ -372,7 +383,8 @@ impl Default for IngestSettings {
 /// The ingest use case with its ports.
 #[derive(Debug)]
 pub struct Ingest<L, Q> {
-    verifier: Verifier,
+    verifier: RwLock<Arc<Verifier>>,
+    keys_read_at_ms: AtomicU64,
     ledger: L,
     queue: Q,
     settings: IngestSettings,
@@ -382,7 +394,8 @@ impl<L: DeliveryLedger, Q: WorkQueue> Ingest<L, Q> {
     /// Wires the use case.
     pub fn new(verifier: Verifier, ledger: L, queue: Q, settings: IngestSettings) -> Self {
         Self {
-            verifier,
+            verifier: RwLock::new(Arc::new(verifier)),
+            keys_read_at_ms: AtomicU64::new(0),
             ledger,
             queue,
             settings,
@@ -410,9 +423,8 @@ impl<L: DeliveryLedger, Q: WorkQueue> Ingest<L, Q> {
             });
         }
         // Verify the raw bytes: never a re-serialisation of the parsed JSON.
-        let verified = self
-            .verifier
-            .verify(req.signature, req.body, now_ms / 1000)?;
+        let verifier = Arc::clone(&self.verifier.read().expect("verifier lock"));
+        let verified = verifier.verify(req.signature, req.body, now_ms / 1000)?;
         let envelope = Envelope::parse(req.body)?;
         if req
             .webhook_id
@@ -444,6 +456,56 @@ impl<L: DeliveryLedger, Q: WorkQueue> Ingest<L, Q> {
             body_sha256: sha256_hex(req.body),
             body: req.body.to_vec(),
         })
+    }
+
+    /// Handles one delivery attempt, and when its signature matches none of the secrets, reads
+    /// the secrets again (at most once per [`KEY_REFRESH_INTERVAL_MS`]) and, if they changed,
+    /// verifies once more: a rotation reaches a warm instance without a cold start.
+    ///
+    /// # Errors
+    /// As [`Ingest::handle`].
+    pub async fn handle_with_keys<K: KeySource>(
+        &self,
+        req: &Inbound<'_>,
+        now_ms: u64,
+        source: &K,
+    ) -> Result<Receipt, IngestError> {
+        match self.handle(req, now_ms).await {
+            Err(IngestError::Signature(SignatureError::SignatureMismatch { .. }))
+                if self.refresh_keys(source, now_ms).await =>
+            {
+                self.handle(req, now_ms).await
+            }
+            other => other,
+        }
+    }
+
+    /// Re-reads the secrets unless that was done less than [`KEY_REFRESH_INTERVAL_MS`] ago;
+    /// returns whether they changed. A failed read keeps the current secrets.
+    pub async fn refresh_keys<K: KeySource>(&self, source: &K, now_ms: u64) -> bool {
+        let last = self.keys_read_at_ms.load(Ordering::SeqCst);
+        if now_ms < last.saturating_add(KEY_REFRESH_INTERVAL_MS)
+            || self
+                .keys_read_at_ms
+                .compare_exchange(last, now_ms, Ordering::SeqCst, Ordering::SeqCst)
+                .is_err()
+        {
+            return false;
+        }
+        let keys = match source.keys().await {
+            Ok(keys) => keys,
+            Err(error) => {
+                tracing::warn!(error = %error, "could not re-read the webhook secrets; keeping the current ones");
+                return false;
+            }
+        };
+        let mut current = self.verifier.write().expect("verifier lock");
+        if current.keys() == keys.as_slice() {
+            return false;
+        }
+        tracing::info!(secrets = ?keys.iter().map(SigningKey::label).collect::<Vec<_>>(), "webhook secrets changed: using the new set");
+        *current = Arc::new(Verifier::new(keys, current.tolerance()));
+        true
     }
 
     /// Handles one delivery attempt at Unix time `now_ms`.

@@ -336,6 +336,8 @@ pub struct SigningKey {
     label: String,
     environment: Option<Environment>,
     key: HmacSha256,
+    /// A MAC of a fixed text under the key: tells two keys apart without keeping the secret.
+    fingerprint: [u8; MAC_LEN],
 }
 
 impl SigningKey {
@@ -346,10 +348,18 @@ impl SigningKey {
         let label = label.into();
         let environment = Environment::from_label(&label)
             .or_else(|| Environment::from_secret_prefix(secret.expose()));
+        let key = secret.key();
+        let fingerprint = key
+            .clone()
+            .chain_update(b"paymos-inbox key fingerprint")
+            .finalize()
+            .into_bytes()
+            .into();
         Self {
             label,
             environment,
-            key: secret.key(),
+            key,
+            fingerprint,
         }
     }
 
@@ -365,6 +375,16 @@ impl SigningKey {
         self.environment
     }
 }
+
+impl PartialEq for SigningKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.label == other.label
+            && self.environment == other.environment
+            && bool::from(self.fingerprint.ct_eq(&other.fingerprint))
+    }
+}
+
+impl Eq for SigningKey {}
 
 impl fmt::Debug for SigningKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

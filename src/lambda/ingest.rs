@@ -6,7 +6,7 @@ use lambda_http::{Body, Request, Response};
 use serde_json::json;
 
 use crate::domain::ingest::{
-    DeliveryLedger, Inbound, Ingest, IngestError, Ingested, Receipt, WorkQueue,
+    DeliveryLedger, Inbound, Ingest, IngestError, Ingested, KeySource, Receipt, WorkQueue,
 };
 
 /// The signature header.
@@ -20,20 +20,37 @@ pub async fn respond<L: DeliveryLedger, Q: WorkQueue>(
     request: &Request,
     now_ms: u64,
 ) -> Response<Body> {
+    let inbound = inbound(request);
+    let outcome = ingest.handle(&inbound, now_ms).await;
+    answer(&inbound, outcome)
+}
+
+/// [`respond`], re-reading the secrets from `keys` when a signature matches none of them (at
+/// most once a minute), so a rotation reaches a warm instance.
+pub async fn respond_with_keys<L: DeliveryLedger, Q: WorkQueue, K: KeySource>(
+    ingest: &Ingest<L, Q>,
+    request: &Request,
+    now_ms: u64,
+    keys: &K,
+) -> Response<Body> {
+    let inbound = inbound(request);
+    let outcome = ingest.handle_with_keys(&inbound, now_ms, keys).await;
+    answer(&inbound, outcome)
+}
+
+fn inbound(request: &Request) -> Inbound<'_> {
     let body: &[u8] = match request.body() {
         Body::Empty => &[],
         Body::Text(text) => text.as_bytes(),
         Body::Binary(bytes) => bytes,
         _ => &[],
     };
-    let inbound = Inbound {
+    Inbound {
         method: request.method().as_str(),
         signature: header_str(request.headers(), SIGNATURE_HEADER),
         webhook_id: header_str(request.headers(), WEBHOOK_ID_HEADER),
         body,
-    };
-    let outcome = ingest.handle(&inbound, now_ms).await;
-    answer(&inbound, outcome)
+    }
 }
 
 /// A header's value, or `Some("")` when present but not visible ASCII (then malformed/mismatched).

@@ -10,7 +10,7 @@ use paymos_inbox::domain::fulfil::{Fulfil, OrderRef, fulfilment_key};
 use paymos_inbox::domain::ingest::{DeliveryLedger, Ingest, IngestSettings};
 use paymos_inbox::domain::signature::{Environment, SigningKey, Verifier, WebhookSecret};
 use paymos_inbox::domain::sweep::resend_stranded;
-use paymos_inbox::lambda::ingest::respond;
+use paymos_inbox::lambda::ingest::{respond, respond_with_keys};
 use paymos_inbox::local::poller::poll_once;
 use serde_json::json;
 
@@ -341,4 +341,56 @@ async fn a_delivery_whose_sender_gave_up_is_applied_by_the_sweep() {
         .await
         .unwrap();
     assert_eq!(again.found, 0, "processed records are never swept");
+}
+
+#[tokio::test]
+async fn a_rotation_reaches_a_warm_instance_and_forgeries_cost_one_read_a_minute() {
+    let p = Pipeline::new().await;
+    const ROTATED: &str = "whsec_live_paymos_inbox_rotated";
+    let source = paymos_inbox::adapters::memory::MemoryKeys::new(vec![SigningKey::new(
+        "live",
+        &WebhookSecret::new(LIVE_SECRET),
+    )]);
+    let post = |body: String, secret: &'static str, now_ms: u64| {
+        let sig = sign(&body, now_ms / 1000, &[secret]);
+        let event_id = paymos_inbox::domain::envelope::Envelope::parse(body.as_bytes())
+            .unwrap()
+            .event_id;
+        let request = delivery(&body, &event_id, &sig);
+        let (ingest, source) = (&p.ingest, &source);
+        async move {
+            respond_with_keys(ingest, &request, now_ms, source)
+                .await
+                .status()
+                .as_u16()
+        }
+    };
+    // The warm instance started before the rotation; Paymos now signs with the new secret only.
+    source.rotate(vec![SigningKey::new("live", &WebhookSecret::new(ROTATED))]);
+    let body = paid("evt_rot", "inv_rot", "order-rot", json!({}));
+    assert_eq!(
+        post(body, ROTATED, NOW_MS).await,
+        200,
+        "re-read once, then verified"
+    );
+    assert_eq!(source.reads(), 1);
+    p.drain().await;
+    assert_eq!(get_s(&p.ledger("evt_rot").await, "outcome"), "fulfilled");
+
+    // Forgeries: 401 each, and at most one read of the secrets per minute.
+    for i in 0..5 {
+        let forged = paid(&format!("evt_forged{i}"), "inv_f", "order-f", json!({}));
+        assert_eq!(
+            post(forged, "whsec_live_attacker", NOW_MS + 1_000).await,
+            401
+        );
+    }
+    assert_eq!(source.reads(), 1, "throttled");
+    let forged = paid("evt_forged_later", "inv_f", "order-f", json!({}));
+    assert_eq!(
+        post(forged, "whsec_live_attacker", NOW_MS + 61_000).await,
+        401
+    );
+    assert_eq!(source.reads(), 2);
+    assert!(p.state("inv_f").await.is_none());
 }

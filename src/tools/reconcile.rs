@@ -3,7 +3,10 @@
 //!
 //! - MISSING: paid at Paymos, never fulfilled here (a subscription, firewall or secret problem);
 //!   `--apply` drives them through the same conditional transition as a webhook.
-//! - DOUBLE: more than one fulfilment item for an invoice (must be impossible).
+//! - DOUBLE: an order fulfilled more than once (by several invoices, or several items for one
+//!   invoice): a key problem, which the once-per-order claim must make impossible.
+//! - DUPLICATE PAYMENT: paid at Paymos for an order another invoice already fulfilled here: the
+//!   payer paid twice; refund it (it is never fulfilled, `--apply` marks it `duplicate_of`).
 //! - UNKNOWN: fulfilled here in the window, not paid at Paymos (re-read one by one first).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,8 +42,11 @@ pub struct Report {
     pub matched: usize,
     /// Paid there, not fulfilled here.
     pub missing: Vec<PaidAtPaymos>,
-    /// Invoices with more than one fulfilment item, and how many.
-    pub double: BTreeMap<String, usize>,
+    /// Orders (or, without an order id, invoices) fulfilled more than once: the invoices that
+    /// fulfilled each.
+    pub double: BTreeMap<String, Vec<String>>,
+    /// Paid at Paymos for an order that another invoice fulfilled here: to refund.
+    pub duplicate_payments: Vec<PaidAtPaymos>,
     /// Fulfilled here in the window, not paid there.
     pub unknown: Vec<String>,
     /// With `--apply`: what applying each missing invoice did.
@@ -56,6 +62,7 @@ impl Report {
                 .get(&m.invoice_id)
                 .is_some_and(|a| a == "fulfilled")
         }) && self.double.is_empty()
+            && self.duplicate_payments.is_empty()
             && self.unknown.is_empty()
     }
 }
@@ -97,8 +104,10 @@ pub async fn reconcile(
     }
     report.paid_at_paymos = paid.len();
 
-    // Every fulfilment item here (one scan of the state table per run), by invoice.
+    // Every fulfilment item here (one scan of the state table per run), by invoice, and the
+    // invoices that fulfilled each order.
     let mut fulfilments: BTreeMap<String, (usize, u64)> = BTreeMap::new();
+    let mut by_order: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut start = None;
     loop {
         let page = dynamodb
@@ -126,6 +135,12 @@ pub async fn reconcile(
                 .and_then(|v| v.as_n().ok())
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0);
+            let order = item
+                .get("order_id")
+                .and_then(|v| v.as_s().ok())
+                .cloned()
+                .unwrap_or_else(|| format!("(invoice {invoice})"));
+            by_order.entry(order).or_default().push(invoice.clone());
             let entry = fulfilments.entry(invoice).or_insert((0, at));
             entry.0 += 1;
         }
@@ -137,18 +152,24 @@ pub async fn reconcile(
 
     let paid_ids: BTreeSet<&str> = paid.iter().map(|p| p.invoice_id.as_str()).collect();
     for p in &paid {
+        let fulfilled_by_another = by_order
+            .get(&p.order_id)
+            .is_some_and(|invoices| invoices.iter().any(|i| *i != p.invoice_id));
         match fulfilments.get(&p.invoice_id) {
             Some((1, _)) => report.matched += 1,
-            Some((n, _)) => {
-                report.double.insert(p.invoice_id.clone(), *n);
+            Some(_) => {}
+            None if !p.order_id.is_empty() && fulfilled_by_another => {
+                report.duplicate_payments.push(p.clone());
             }
             None => report.missing.push(p.clone()),
         }
     }
-    for (invoice, (n, at_ms)) in &fulfilments {
-        if *n > 1 {
-            report.double.entry(invoice.clone()).or_insert(*n);
+    for (order, invoices) in by_order {
+        if invoices.len() > 1 {
+            report.double.insert(order, invoices);
         }
+    }
+    for (invoice, (_, at_ms)) in &fulfilments {
         let in_window =
             (from * 1000..=to * 1000).contains(&i64::try_from(*at_ms).unwrap_or(i64::MAX));
         if in_window && !paid_ids.contains(invoice.as_str()) {
@@ -166,7 +187,7 @@ pub async fn reconcile(
     }
 
     if apply {
-        for m in &report.missing {
+        for m in report.missing.iter().chain(&report.duplicate_payments) {
             let status = InvoiceStatus::parse(&m.status).unwrap_or(InvoiceStatus::Paid);
             let order = OrderRef {
                 external_id: Some(m.order_id.clone()),

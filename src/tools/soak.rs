@@ -24,6 +24,12 @@ use crate::tools::send::{SENDER_TIMEOUT, post};
 
 const SECRET: &str = "whsec_live_paymos_inbox_soak";
 const RETIRED: &str = "whsec_live_paymos_inbox_soak_retired";
+/// The sandbox secret the same endpoint holds: what it signs must never move live state.
+const SANDBOX: &str = "whsec_test_paymos_inbox_soak";
+/// Valid JSON a strict decoder into `Value` refuses, and characters SQS refuses: inserted into
+/// some bodies' `data`.
+const HOSTILE_FIELDS: &str =
+    "\"note\":\"cut \\ud83d\",\"fee\":1e400,\"memo\":\"x\u{ffff}\u{fffe}y\",";
 
 /// How to run a soak.
 #[derive(Debug, Clone)]
@@ -65,6 +71,16 @@ pub struct SoakReport {
     pub injected_lost_replies: u64,
     /// Invocations crashed.
     pub injected_crashes: u64,
+    /// Sandbox-signed deliveries for live resources (each must end `other_environment`).
+    pub sandbox_signed: usize,
+    /// Bodies with a lone surrogate, a number beyond f64 and U+FFFF/U+FFFE.
+    pub hostile_bodies: usize,
+    /// Second paid invoices for an order already paid (each pair must fulfil once).
+    pub second_invoices: usize,
+    /// Deliveries whose sender gave up after its first failed attempt.
+    pub given_up: usize,
+    /// Of those, records the sweep had to send again.
+    pub swept: usize,
     /// Messages found in the DLQ (each after maxReceiveCount failed receives under faults),
     /// then redriven.
     pub dlq_redriven: usize,
@@ -90,6 +106,8 @@ enum Expect {
     Invoice {
         final_status: &'static str,
         paid_events: Vec<String>,
+        /// The other invoice of the same order, when the order was paid twice.
+        pair: Option<String>,
     },
     Withdrawal {
         final_status: &'static str,
@@ -105,6 +123,36 @@ struct Send {
     event_id: String,
     body: String,
     rotation: bool,
+    /// Signed with the sandbox secret.
+    sandbox: bool,
+    /// The sender gives up after the first failed attempt (its final state must not depend
+    /// on it, so only advisory events do).
+    gives_up: bool,
+}
+
+impl Send {
+    fn new(event_id: String, body: String) -> Self {
+        Self {
+            event_id,
+            body,
+            rotation: false,
+            sandbox: false,
+            gives_up: false,
+        }
+    }
+}
+
+/// What the plan holds besides the resources and their sends.
+#[derive(Debug, Default)]
+struct Planned {
+    two_endpoints: usize,
+    sandbox_signed: usize,
+    hostile: usize,
+    second_invoices: usize,
+}
+
+fn hostile(body: &str) -> String {
+    body.replacen("\"data\":{", &format!("\"data\":{{{HOSTILE_FIELDS}"), 1)
 }
 
 struct Rng(u64);
@@ -131,10 +179,11 @@ fn body(event_id: &str, event_type: &str, at: u64, data: &serde_json::Value) -> 
 }
 
 /// Plans resources and their deliveries until `n` deliveries exist.
-fn plan(n: usize, rng: &mut Rng, run: u64) -> (BTreeMap<String, Expect>, Vec<Send>, usize) {
+#[allow(clippy::too_many_lines)]
+fn plan(n: usize, rng: &mut Rng, run: u64) -> (BTreeMap<String, Expect>, Vec<Send>, Planned) {
     let mut expect = BTreeMap::new();
     let mut sends = Vec::new();
-    let mut two_endpoints = 0;
+    let mut planned = Planned::default();
     let mut next = 0u64;
     let mut id = |rng: &mut Rng| {
         next += 1;
@@ -147,6 +196,7 @@ fn plan(n: usize, rng: &mut Rng, run: u64) -> (BTreeMap<String, Expect>, Vec<Sen
         let kind = rng.below(10);
         if kind < 6 {
             let inv = format!("inv_soak_{run:x}_{r}");
+            let order = format!("order-{inv}");
             let final_status = match rng.below(20) {
                 0..=11 => "paid",
                 12..=13 => "paid_over",
@@ -154,22 +204,23 @@ fn plan(n: usize, rng: &mut Rng, run: u64) -> (BTreeMap<String, Expect>, Vec<Sen
                 17 => "cancelled",
                 _ => "underpaid",
             };
-            let data = |status: &str| {
-                json!({"invoice_id": inv, "status": status, "is_test": false,
-                "order": {"external_id": format!("order-{inv}"), "amount": "25.00", "currency": "USDT"}})
+            let data = |invoice: &str, status: &str| {
+                json!({"invoice_id": invoice, "status": status, "is_test": false,
+                "order": {"external_id": order, "amount": "25.00", "currency": "USDT"}})
             };
             for (i, status) in ["awaiting_payment", "confirming"].iter().enumerate() {
                 let e = id(rng);
-                sends.push(Send {
-                    body: body(
+                let mut send = Send::new(
+                    e.clone(),
+                    body(
                         &e,
                         &format!("invoice.{status}"),
                         t0 + i as u64,
-                        &data(status),
+                        &data(&inv, status),
                     ),
-                    event_id: e,
-                    rotation: false,
-                });
+                );
+                send.gives_up = rng.chance(0.05);
+                sends.push(send);
             }
             let mut paid_events = Vec::new();
             let endpoints = if final_status.starts_with("paid") && rng.chance(0.2) {
@@ -177,26 +228,57 @@ fn plan(n: usize, rng: &mut Rng, run: u64) -> (BTreeMap<String, Expect>, Vec<Sen
             } else {
                 1
             };
-            two_endpoints += usize::from(endpoints == 2);
+            planned.two_endpoints += usize::from(endpoints == 2);
             for _ in 0..endpoints {
                 let e = id(rng);
                 paid_events.push(e.clone());
-                sends.push(Send {
-                    body: body(
-                        &e,
-                        &format!("invoice.{final_status}"),
-                        t0 + 10,
-                        &data(final_status),
-                    ),
-                    event_id: e,
-                    rotation: false,
-                });
+                let mut text = body(
+                    &e,
+                    &format!("invoice.{final_status}"),
+                    t0 + 10,
+                    &data(&inv, final_status),
+                );
+                if rng.chance(0.05) {
+                    text = hostile(&text);
+                    planned.hostile += 1;
+                }
+                sends.push(Send::new(e, text));
             }
+            // A sandbox-signed paid event for this live invoice, claiming nothing (no is_test).
+            if rng.chance(0.05) {
+                let e = id(rng);
+                let forged = json!({"invoice_id": inv, "status": "paid",
+                    "order": {"external_id": order, "amount": "25.00", "currency": "USDT"}});
+                let mut send = Send::new(e.clone(), body(&e, "invoice.paid", t0 + 5, &forged));
+                send.sandbox = true;
+                sends.push(send);
+                planned.sandbox_signed += 1;
+            }
+            // A second checkout for an order that gets paid: paid too, fulfilled never twice.
+            let pair = (final_status.starts_with("paid") && rng.chance(0.05)).then(|| {
+                let second = format!("{inv}_again");
+                let e = id(rng);
+                sends.push(Send::new(
+                    e.clone(),
+                    body(&e, "invoice.paid", t0 + 11, &data(&second, "paid")),
+                ));
+                planned.second_invoices += 1;
+                expect.insert(
+                    second.clone(),
+                    Expect::Invoice {
+                        final_status: "paid",
+                        paid_events: vec![e],
+                        pair: Some(inv.clone()),
+                    },
+                );
+                second
+            });
             expect.insert(
                 inv,
                 Expect::Invoice {
                     final_status,
                     paid_events,
+                    pair,
                 },
             );
         } else if kind < 8 {
@@ -209,11 +291,12 @@ fn plan(n: usize, rng: &mut Rng, run: u64) -> (BTreeMap<String, Expect>, Vec<Sen
             for (i, status) in ["created", "processing", final_status].iter().enumerate() {
                 let e = id(rng);
                 let data = json!({"withdrawal_id": wdr, "status": status, "is_test": false, "amount": "5.00", "currency": "USDT"});
-                sends.push(Send {
-                    body: body(&e, &format!("withdrawal.{status}"), t0 + i as u64, &data),
-                    event_id: e,
-                    rotation: false,
-                });
+                let mut send = Send::new(
+                    e.clone(),
+                    body(&e, &format!("withdrawal.{status}"), t0 + i as u64, &data),
+                );
+                send.gives_up = i < 2 && rng.chance(0.05);
+                sends.push(send);
             }
             expect.insert(wdr, Expect::Withdrawal { final_status });
         } else {
@@ -230,21 +313,24 @@ fn plan(n: usize, rng: &mut Rng, run: u64) -> (BTreeMap<String, Expect>, Vec<Sen
                 let e = id(rng);
                 let data = json!({"id": pcd, "status": status, "is_final": *status == "confirmed", "is_test": false,
                     "payment_channel_external_id": payer, "currency": "USDT", "gross": net, "fee": "0", "net": net});
-                sends.push(Send {
-                    body: body(
-                        &e,
-                        &format!("payment_channel.deposit.{status}"),
-                        t0 + i as u64,
-                        &data,
-                    ),
-                    event_id: e,
-                    rotation: false,
-                });
+                let mut text = body(
+                    &e,
+                    &format!("payment_channel.deposit.{status}"),
+                    t0 + i as u64,
+                    &data,
+                );
+                if *status == "confirmed" && rng.chance(0.05) {
+                    text = hostile(&text);
+                    planned.hostile += 1;
+                }
+                let mut send = Send::new(e, text);
+                send.gives_up = *status != "confirmed" && rng.chance(0.05);
+                sends.push(send);
             }
             expect.insert(pcd, Expect::Deposit { payer, net_cents });
         }
     }
-    (expect, sends, two_endpoints)
+    (expect, sends, planned)
 }
 
 /// Runs a soak; the report's `violations` is empty when nothing was lost or doubled.
@@ -280,7 +366,10 @@ pub async fn run(options: SoakOptions) -> Result<SoakReport, String> {
     let ledger = DynamoLedger::new(dynamodb.clone(), created.table("DeliveriesTable"), None);
     let ingest = Arc::new(Ingest::new(
         Verifier::new(
-            vec![SigningKey::new("live", &WebhookSecret::new(SECRET))],
+            vec![
+                SigningKey::new("live", &WebhookSecret::new(SECRET)),
+                SigningKey::new("test", &WebhookSecret::new(SANDBOX)),
+            ],
             300,
         ),
         Faulty::new(ledger.clone(), faults.clone()),
@@ -319,8 +408,14 @@ pub async fn run(options: SoakOptions) -> Result<SoakReport, String> {
 
     // The simulated Paymos: every delivery, ~30 % duplicates (half colliding, half replayed
     // later), out of order, some with a rotation header, each retried until a 2xx.
-    let (expect, mut sends, two_endpoint_payments) = plan(options.deliveries, &mut rng, run_id);
+    let (expect, mut sends, planned) = plan(options.deliveries, &mut rng, run_id);
     let deliveries = sends.len();
+    let sandbox_ids: Vec<String> = sends
+        .iter()
+        .filter(|s| s.sandbox)
+        .map(|s| s.event_id.clone())
+        .collect();
+    let given_up = sends.iter().filter(|s| s.gives_up).count();
     let mut copies = Vec::new();
     let mut collisions = 0;
     for s in &sends {
@@ -365,9 +460,14 @@ pub async fn run(options: SoakOptions) -> Result<SoakReport, String> {
     let attempts = Arc::new(AtomicU64::new(0));
     let secret = WebhookSecret::new(SECRET);
     let retired = WebhookSecret::new(RETIRED);
+    let sandbox = WebhookSecret::new(SANDBOX);
+    let acknowledged = Arc::new(std::sync::Mutex::new(std::collections::HashSet::new()));
     let deliver = |s: Send| {
         let (client, url, attempts) = (client.clone(), url.clone(), attempts.clone());
-        let keys = if s.rotation {
+        let acknowledged = acknowledged.clone();
+        let keys = if s.sandbox {
+            vec![sandbox.clone()]
+        } else if s.rotation {
             vec![retired.clone(), secret.clone()]
         } else {
             vec![secret.clone()]
@@ -391,6 +491,15 @@ pub async fn run(options: SoakOptions) -> Result<SoakReport, String> {
                 )
                 .await;
                 if (200..300).contains(&a.status) {
+                    acknowledged
+                        .lock()
+                        .expect("lock")
+                        .insert(s.event_id.clone());
+                    return;
+                }
+                if s.gives_up {
+                    // This sender stops here: if the attempt recorded the delivery before it
+                    // died, only the sweep will ever send it again.
                     return;
                 }
                 tokio::time::sleep(gap).await;
@@ -411,12 +520,20 @@ pub async fn run(options: SoakOptions) -> Result<SoakReport, String> {
     // Faults off; let fulfil drain; anything in the DLQ is redriven once it is there.
     faults.set_enabled(false);
     let redriven = std::cell::Cell::new(0);
+    let swept = std::cell::Cell::new(0);
+    let sweep_queue = SqsQueue::new(sqs.clone(), &queue);
     ledger
         .wait_until_processed(Duration::from_secs(180), || async {
             let moved = redrive(&sqs, &dlq, &queue, 10_000)
                 .await
                 .map_err(|e| crate::domain::ingest::PortError::new("SQS redrive", e))?;
             redriven.set(redriven.get() + moved);
+            // The scheduled sweep, compressed: anything still `received` past its lease.
+            let now = crate::lambda::now_ms();
+            let resent =
+                crate::domain::sweep::resend_stranded(&ledger, &sweep_queue, 1, now, now, 1000)
+                    .await?;
+            swept.set(swept.get() + resent.resent);
             Ok(())
         })
         .await
@@ -432,7 +549,12 @@ pub async fn run(options: SoakOptions) -> Result<SoakReport, String> {
         sends: sends_total,
         attempts: attempts.load(Ordering::Relaxed),
         collisions,
-        two_endpoint_payments,
+        two_endpoint_payments: planned.two_endpoints,
+        sandbox_signed: planned.sandbox_signed,
+        hostile_bodies: planned.hostile,
+        second_invoices: planned.second_invoices,
+        given_up,
+        swept: swept.get(),
         port_calls: faults.calls.load(Ordering::Relaxed),
         injected_failures: faults.failed.load(Ordering::Relaxed),
         injected_lost_replies: faults.lost_replies.load(Ordering::Relaxed),
@@ -440,7 +562,16 @@ pub async fn run(options: SoakOptions) -> Result<SoakReport, String> {
         dlq_redriven,
         ..SoakReport::default()
     };
-    verify(&dynamodb, &created, &expect, &mut report).await?;
+    let acknowledged = acknowledged.lock().expect("lock").clone();
+    verify(
+        &dynamodb,
+        &created,
+        &expect,
+        &acknowledged,
+        &sandbox_ids,
+        &mut report,
+    )
+    .await?;
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
 }
@@ -477,10 +608,13 @@ fn cents(decimal: &str) -> Option<u64> {
     Some(int.parse::<u64>().ok()? * 100 + frac[..2].parse::<u64>().ok()?)
 }
 
+#[allow(clippy::too_many_lines)]
 async fn verify(
     dynamodb: &aws_sdk_dynamodb::Client,
     created: &template::Created,
     expect: &BTreeMap<String, Expect>,
+    acknowledged: &std::collections::HashSet<String>,
+    sandbox_ids: &[String],
     report: &mut SoakReport,
 ) -> Result<(), String> {
     let s = |i: &HashMap<String, AttributeValue>, k: &str| {
@@ -498,23 +632,38 @@ async fn verify(
             .collect();
     let v = &mut report.violations;
 
-    // Every acknowledged delivery (the sender got a 2xx for every one) is recorded and processed.
+    // Every acknowledged delivery is recorded, and every record (acknowledged, or recorded by
+    // an attempt whose sender then gave up) is processed, with a named outcome.
     report.processed = ledger
         .iter()
         .filter(|i| s(i, "state") == "processed")
         .count();
-    if ledger.len() != report.deliveries {
+    let outcomes: HashMap<String, String> = ledger
+        .iter()
+        .map(|i| (s(i, "event_id"), s(i, "outcome")))
+        .collect();
+    for id in acknowledged {
+        if !outcomes.contains_key(id) {
+            v.push(format!("{id} acknowledged but never recorded"));
+        }
+    }
+    if ledger.len() > report.deliveries {
         v.push(format!(
-            "ledger holds {} records for {} acknowledged deliveries",
+            "ledger holds {} records for {} planned deliveries",
             ledger.len(),
             report.deliveries
         ));
     }
     for i in ledger.iter().filter(|i| s(i, "state") != "processed") {
-        v.push(format!(
-            "{} acknowledged but not processed",
-            s(i, "event_id")
-        ));
+        v.push(format!("{} recorded but not processed", s(i, "event_id")));
+    }
+    for id in sandbox_ids {
+        match outcomes.get(id).map(String::as_str) {
+            Some("other_environment") => {}
+            other => v.push(format!(
+                "{id}: sandbox-signed delivery for a live invoice ended {other:?}, expected other_environment"
+            )),
+        }
     }
 
     let mut balances: BTreeMap<&str, u64> = BTreeMap::new();
@@ -525,6 +674,7 @@ async fn verify(
             Expect::Invoice {
                 final_status,
                 paid_events,
+                pair,
             } => {
                 report.invoices += 1;
                 if status != *final_status {
@@ -533,6 +683,31 @@ async fn verify(
                     ));
                 }
                 let fulfilment = state.get(&fulfilment_key(resource));
+                // Of two paid invoices for one order, exactly one is fulfilled; the other
+                // names it as the payment it duplicates.
+                if let Some(other) = pair {
+                    let other_fulfilled = state.contains_key(&fulfilment_key(other));
+                    let duplicate_of = item.map(|i| s(i, "duplicate_of")).unwrap_or_default();
+                    match (fulfilment.is_some(), other_fulfilled) {
+                        (true, false) => report.fulfilled += 1,
+                        (false, true) if duplicate_of == *other => {}
+                        (false, true) => v.push(format!(
+                            "{resource}: second payment of a fulfilled order not marked duplicate_of {other} (got {duplicate_of:?})"
+                        )),
+                        (true, true) => {
+                            if resource < other {
+                                v.push(format!("{resource} and {other}: one order fulfilled twice"));
+                            }
+                            report.fulfilled += 1;
+                        }
+                        (false, false) => {
+                            if resource < other {
+                                v.push(format!("{resource} and {other}: paid order never fulfilled"));
+                            }
+                        }
+                    }
+                    continue;
+                }
                 let should = final_status.starts_with("paid");
                 match (fulfilment, should) {
                     (Some(f), true) => {

@@ -51,8 +51,10 @@ fn signed(req: &hyper::Request<hyper::body::Incoming>) -> bool {
         == Some(expected.as_str())
 }
 
+/// `inv_x_again` is a second checkout for `inv_x`'s order.
 fn list_item(id: &str, status: &str) -> serde_json::Value {
-    json!({"invoice_id": id, "project_id": "prj_1", "external_order_id": format!("order-{id}"), "status": status,
+    let order = format!("order-{}", id.trim_end_matches("_again"));
+    json!({"invoice_id": id, "project_id": "prj_1", "external_order_id": order, "status": status,
            "is_final": true, "is_test": true, "amount": "25.00", "currency": "USDT", "created_at": NOW - 100})
 }
 
@@ -403,4 +405,62 @@ async fn the_reverse_check_refuses_payments_paymos_does_not_confirm() {
         .unwrap_err();
     assert!(matches!(err, FulfilError::Unavailable(_)), "{err:?}");
     assert!(aws.item(state, "pk", "inv_down").await.is_none());
+}
+
+#[tokio::test]
+async fn an_order_paid_twice_is_a_duplicate_payment_to_refund_never_missing_or_fulfilled_again() {
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let fulfil = Fulfil::new(DynamoState::new(
+        aws.dynamodb.clone(),
+        stack.table("StateTable"),
+        stack.table("DeliveriesTable"),
+    ));
+    fulfil
+        .apply(&live(&invoice_paid("evt_d1", "inv_d1")), NOW_MS)
+        .await
+        .unwrap();
+    let seen = Arc::new(Seen::default());
+    let url = fake_paymos(
+        vec![("inv_d1", "paid"), ("inv_d1_again", "paid")],
+        HashMap::new(),
+        seen,
+    )
+    .await;
+    let api = paymos::PaymosClient::builder(KEY, SECRET)
+        .base_url(url)
+        .build()
+        .unwrap();
+    let run = |apply| {
+        reconcile(
+            &api,
+            &fulfil,
+            &aws.dynamodb,
+            (NOW - 3600) as i64,
+            (NOW + 3600) as i64,
+            apply,
+            NOW_MS,
+        )
+    };
+    let report = run(false).await.unwrap();
+    assert_eq!(report.matched, 1);
+    assert!(report.missing.is_empty(), "{report:?}");
+    let duplicates: Vec<&str> = report
+        .duplicate_payments
+        .iter()
+        .map(|d| d.invoice_id.as_str())
+        .collect();
+    assert_eq!(duplicates, ["inv_d1_again"]);
+    assert!(report.double.is_empty());
+    assert!(!report.clean(), "a payer paid twice: a person must refund");
+
+    let report = run(true).await.unwrap();
+    assert_eq!(report.applied["inv_d1_again"], "duplicate_payment");
+    let fulfilments = aws
+        .scan(stack.table("StateTable"))
+        .await
+        .into_iter()
+        .filter(|i| get_s(i, "kind") == "fulfilment")
+        .count();
+    assert_eq!(fulfilments, 1, "the order is fulfilled once");
 }

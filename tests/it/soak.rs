@@ -21,9 +21,16 @@ async fn nothing_is_lost_and_nothing_doubled_under_injected_faults() {
     .await
     .expect("the soak runs");
     assert!(report.violations.is_empty(), "{:#?}", report.violations);
-    assert_eq!(
-        report.processed, report.deliveries,
-        "every acknowledged delivery was processed"
+    assert!(
+        report.processed + report.given_up >= report.deliveries,
+        "every delivery but those whose sender gave up before any record was processed: {report:?}"
+    );
+    assert!(
+        report.sandbox_signed > 0
+            && report.hostile_bodies > 0
+            && report.second_invoices > 0
+            && report.given_up > 0,
+        "the edge cases were exercised: {report:?}"
     );
     assert!(
         report.injected_failures + report.injected_lost_replies > 0 && report.injected_crashes > 0,

@@ -384,8 +384,22 @@ pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
                 m.invoice_id, m.status, m.amount, m.currency, m.order_id
             );
         }
-        for (invoice, n) in &report.double {
-            println!("DOUBLE  {invoice}: {n} fulfilments");
+        for (order, invoices) in &report.double {
+            println!(
+                "DOUBLE  order {order}: fulfilled {} times ({})",
+                invoices.len(),
+                invoices.join(", ")
+            );
+        }
+        for d in &report.duplicate_payments {
+            let applied = report
+                .applied
+                .get(&d.invoice_id)
+                .map_or(String::new(), |a| format!(" → {a}"));
+            println!(
+                "DUPLICATE PAYMENT {} {} {} (order {} was fulfilled by another invoice: refund){applied}",
+                d.invoice_id, d.amount, d.currency, d.order_id
+            );
         }
         for invoice in &report.unknown {
             println!("UNKNOWN {invoice}: fulfilled here, not paid at Paymos");
@@ -480,7 +494,11 @@ pub async fn soak(args: SoakArgs) -> ExitCode {
             r.dlq_redriven
         );
         println!(
-            "processed {}/{}; invoices {}: fulfilled exactly once {}; deposits credited once {}; balances exact {}",
+            "edges: {} sandbox-signed for live invoices, {} hostile bodies, {} second invoices for paid orders, {} senders gave up ({} record(s) sent again by the sweep)",
+            r.sandbox_signed, r.hostile_bodies, r.second_invoices, r.given_up, r.swept
+        );
+        println!(
+            "processed {}/{} (the rest never acknowledged: their senders gave up); invoices {}: fulfilled exactly once {}; deposits credited once {}; balances exact {}",
             r.processed, r.deliveries, r.invoices, r.fulfilled, r.credited, r.balances_checked
         );
         println!("violations {} in {:.1} s", r.violations.len(), r.seconds);

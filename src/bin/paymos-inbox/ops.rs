@@ -9,7 +9,7 @@ use paymos_inbox::domain::fulfil::{Fulfil, OrderRef};
 use paymos_inbox::domain::signature::WebhookSecret;
 use paymos_inbox::domain::state::Amount;
 use paymos_inbox::lambda::now_ms;
-use paymos_inbox::tools::check::{self, CheckOptions, Tables};
+use paymos_inbox::tools::check::{self, CheckOptions, MarkPaid, Probe, Tables};
 
 use crate::FIXTURE_SECRET;
 use crate::stack::{Stack, StackArgs};
@@ -32,9 +32,47 @@ pub struct CheckArgs {
     /// How many copies collide in step 3.
     #[arg(long, default_value_t = 5)]
     collisions: usize,
-    /// Seconds to keep retrying a 503 or a timeout, and to wait for fulfil.
+    /// Seconds to keep retrying a 503 or a timeout, and to wait for a row to appear.
     #[arg(long, default_value_t = 40)]
     patience: u64,
+    /// Seconds to wait after a 2xx before counting rows (time to ship twice, if it would).
+    #[arg(long, default_value_t = 3.0)]
+    settle: f64,
+    /// A shell command printing how many order rows the receiver holds; {invoice_id},
+    /// {order_id} and {event_id} are filled in. Example:
+    /// psql -tA -c "select count(*) from orders where paymos_invoice_id = '{invoice_id}'"
+    #[arg(long, conflicts_with = "orders_url")]
+    orders_cmd: Option<String>,
+    /// A URL answering that count (a number, or JSON with "count"); same placeholders.
+    #[arg(long)]
+    orders_url: Option<String>,
+    /// A shell command that marks an order paid by hand, as support would (step 4).
+    #[arg(long, conflicts_with = "mark_paid_url")]
+    mark_paid_cmd: Option<String>,
+    /// A URL to POST to that marks an order paid by hand (step 4).
+    #[arg(long)]
+    mark_paid_url: Option<String>,
+    /// Paymos API key: step 5 then compares with Paymos' paid invoices (official crate).
+    #[arg(
+        long,
+        env = "PAYMOS_API_KEY",
+        hide_env_values = true,
+        requires = "api_secret"
+    )]
+    api_key: Option<String>,
+    /// Paymos API secret.
+    #[arg(long, env = "PAYMOS_API_SECRET", hide_env_values = true)]
+    api_secret: Option<String>,
+    /// The Paymos API base URL.
+    #[arg(
+        long,
+        env = "PAYMOS_API_BASE_URL",
+        default_value = "https://api.paymos.io"
+    )]
+    api_base_url: String,
+    /// Step 5 with the API: how many hours of paid invoices to compare.
+    #[arg(long, default_value_t = 48)]
+    since_hours: u64,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -62,6 +100,33 @@ pub async fn check(args: CheckArgs) -> ExitCode {
     } else {
         None
     };
+    let probe = match (&args.orders_cmd, &args.orders_url, &tables) {
+        (Some(cmd), _, _) => Some(Probe::Command(cmd.clone())),
+        (_, Some(url), _) => Some(Probe::Url(url.clone())),
+        (_, _, Some(t)) => Some(Probe::Tables(t.clone())),
+        _ => None,
+    };
+    let mark_paid = match (&args.mark_paid_cmd, &args.mark_paid_url, &tables) {
+        (Some(cmd), _, _) => Some(MarkPaid::Command(cmd.clone())),
+        (_, Some(url), _) => Some(MarkPaid::Url(url.clone())),
+        (_, _, Some(t)) => Some(MarkPaid::Tables(t.clone())),
+        _ => None,
+    };
+    let api = match (&args.api_key, &args.api_secret) {
+        (Some(key), Some(secret)) => {
+            match paymos::PaymosClient::builder(key.clone(), secret.clone())
+                .base_url(&args.api_base_url)
+                .build()
+            {
+                Ok(c) => Some((
+                    std::sync::Arc::new(c),
+                    Duration::from_secs(args.since_hours * 3600),
+                )),
+                Err(e) => return fail(format!("Paymos API client: {e}")),
+            }
+        }
+        _ => None,
+    };
     let options = CheckOptions {
         url: args.url,
         secret: WebhookSecret::new(args.secret),
@@ -70,24 +135,32 @@ pub async fn check(args: CheckArgs) -> ExitCode {
         collisions: args.collisions,
         patience: Duration::from_secs(args.patience),
         timeout: paymos_inbox::tools::send::SENDER_TIMEOUT,
+        settle: Duration::from_secs_f64(args.settle.max(0.0)),
+        probe,
+        mark_paid,
+        api,
     };
-    let steps = check::run(options, tables).await;
+    let steps = check::run(options).await;
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&steps).expect("steps serialise")
-        );
-    } else {
-        println!("step  result what it proves / evidence");
         for s in &steps {
-            println!("{:<5} {:<6} {}", s.number, s.verdict.to_uppercase(), s.name);
+            println!("{}", serde_json::to_string(s).expect("steps serialise"));
+        }
+    } else {
+        println!("step  result   what it proves / evidence");
+        for s in &steps {
+            println!("{:<5} {:<8} {}", s.number, s.verdict.to_uppercase(), s.name);
             for e in &s.evidence {
-                println!("{:<12} {e}", "");
+                println!("{:<14} {e}", "");
+            }
+            if let Some(m) = &s.missing {
+                println!("{:<14} UNPROVEN: {m}", "");
             }
         }
     }
     if steps.iter().any(|s| s.verdict == "fail") {
         ExitCode::FAILURE
+    } else if steps.iter().any(|s| s.verdict == "unproven") {
+        ExitCode::from(check::EXIT_UNPROVEN)
     } else {
         ExitCode::SUCCESS
     }

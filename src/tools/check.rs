@@ -330,8 +330,8 @@ impl Probe {
 
     fn describe(&self) -> &'static str {
         match self {
-            Self::Tables(_) => "fulfilment items",
-            Self::Command(_) | Self::Url(_) => "order rows",
+            Self::Tables(_) => "fulfilment item",
+            Self::Command(_) | Self::Url(_) => "order row",
         }
     }
 }
@@ -515,9 +515,10 @@ impl Checker {
         match probe.count(ids, &self.sender.client).await {
             Ok(n) => {
                 proof.evidence.push(format!(
-                    "{}: {n} {} (order {})",
+                    "{}: {n} {}{} (order {})",
                     ids.invoice_id,
                     probe.describe(),
+                    if n == 1 { "" } else { "s" },
                     ids.order_id
                 ));
                 Some(n)
@@ -663,8 +664,9 @@ pub async fn run(options: CheckOptions) -> Vec<Step> {
         proof.evidence.insert(
             0,
             format!(
-                "how: {} concurrent copies, all answered within {spread:?}; the receiver could not be held past the sender's timeout (with paymos-inbox, `dev --slow 11` does that)",
-                copies.len()
+                "how: {} concurrent copies, all answered within {} ms; the receiver could not be held past the sender's timeout (with paymos-inbox, `dev --slow 11` does that)",
+                copies.len(),
+                spread.as_millis()
             ),
         );
     }

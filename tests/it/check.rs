@@ -344,7 +344,7 @@ async fn check_against_dev_passes_all_five_steps_with_evidence_even_when_replies
         assert!(
             s.evidence
                 .iter()
-                .any(|e| e.contains("fulfilment items") || e.contains(": 1 row")),
+                .any(|e| e.contains(": 1 fulfilment item ") || e.contains(": 1 row")),
             "step {} shows the row it counted: {s:#?}",
             s.number
         );

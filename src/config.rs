@@ -33,6 +33,11 @@ pub const PAYMOS_ENVIRONMENT: &str = "PAYMOS_ENVIRONMENT";
 /// Environment variable: the sweep re-sends deliveries still `received` this many seconds after
 /// they arrived (default 600).
 pub const SWEEP_AFTER_SECS: &str = "SWEEP_AFTER_SECS";
+/// Environment variable: hours of paid invoices the scheduled reconciliation compares (48).
+pub const RECONCILE_WINDOW_HOURS: &str = "RECONCILE_WINDOW_HOURS";
+/// Environment variable: `true` to let the scheduled reconciliation fulfil what it finds
+/// missing (default `false`: report and alarm only).
+pub const RECONCILE_APPLY: &str = "RECONCILE_APPLY";
 /// Environment variable: days to keep ledger items (unset: forever; the table is the archive).
 pub const DELIVERY_RETENTION_DAYS: &str = "DELIVERY_RETENTION_DAYS";
 
@@ -208,6 +213,54 @@ impl SweepConfig {
                 crate::domain::sweep::DEFAULT_SWEEP_AFTER_SECS,
             )?,
             lease_secs: number(&lookup, INGEST_LEASE_SECS, DEFAULT_LEASE_SECS)?,
+        })
+    }
+}
+
+/// What the scheduled reconciliation needs.
+#[derive(Debug, Clone)]
+pub struct ReconcileConfig {
+    /// The ledger table.
+    pub deliveries_table: String,
+    /// The state table.
+    pub state_table: String,
+    /// The Paymos API credentials.
+    pub api_secrets_id: String,
+    /// The Paymos API base URL.
+    pub api_base_url: String,
+    /// Hours back from now.
+    pub window_hours: u64,
+    /// Whether to fulfil what is missing.
+    pub apply: bool,
+}
+
+impl ReconcileConfig {
+    /// Reads the configuration through `lookup`.
+    ///
+    /// # Errors
+    /// The first missing or invalid variable.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let fulfil = FulfilConfig::from_lookup(&lookup)?;
+        Ok(Self {
+            deliveries_table: fulfil.deliveries_table,
+            state_table: fulfil.state_table,
+            api_secrets_id: required(
+                &lookup,
+                PAYMOS_API_SECRETS_ID,
+                "the Secrets Manager secret with the Paymos API key and secret",
+            )?,
+            api_base_url: fulfil.api_base_url,
+            window_hours: number(&lookup, RECONCILE_WINDOW_HOURS, 48)?,
+            apply: match lookup(RECONCILE_APPLY).as_deref().map(str::trim) {
+                None | Some("" | "false") => false,
+                Some("true") => true,
+                Some(other) => {
+                    return Err(ConfigError::Invalid {
+                        var: RECONCILE_APPLY,
+                        reason: format!("expected true or false, got {other:?}"),
+                    });
+                }
+            },
         })
     }
 }

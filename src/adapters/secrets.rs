@@ -52,3 +52,42 @@ impl KeySource for SecretsManagerKeys {
             .map_err(|e| PortError::new("webhook secrets", e))
     }
 }
+
+/// The Paymos API client, from a Secrets Manager secret `{"api_key": …, "api_secret": …}`.
+///
+/// # Errors
+/// What could not be read, naming `var` (never a secret).
+pub async fn paymos_client(
+    client: &Client,
+    secret_id: &str,
+    var: &str,
+    base_url: &str,
+    timeout: std::time::Duration,
+    max_retries: u32,
+) -> Result<paymos::PaymosClient, String> {
+    let secret = client
+        .get_secret_value()
+        .secret_id(secret_id)
+        .send()
+        .await
+        .map_err(|e| {
+            format!(
+                "could not read the Paymos API credentials ({var}): {}",
+                DisplayErrorContext(e)
+            )
+        })?;
+    let json: serde_json::Value = serde_json::from_str(secret.secret_string().unwrap_or_default())
+        .map_err(|_| format!("{var}: expected JSON {{\"api_key\": …, \"api_secret\": …}}"))?;
+    let field = |k: &str| {
+        json[k]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or(format!("{var}: no {k}"))
+    };
+    paymos::PaymosClient::builder(field("api_key")?, field("api_secret")?)
+        .base_url(base_url)
+        .timeout(timeout)
+        .max_retries(max_retries)
+        .build()
+        .map_err(|e| format!("{var}: {e}"))
+}

@@ -8,6 +8,7 @@ use lambda_runtime::{Error, LambdaEvent, service_fn};
 use paymos_inbox::adapters::aws::load_config;
 use paymos_inbox::adapters::dynamodb::DynamoState;
 use paymos_inbox::adapters::paymos_api::PaymosApi;
+use paymos_inbox::adapters::secrets::paymos_client;
 use paymos_inbox::config::{FulfilConfig, PAYMOS_API_SECRETS_ID};
 use paymos_inbox::domain::fulfil::{Fulfil, PaymentConfirmation, StateStore};
 use paymos_inbox::lambda::{self, fulfil::handle_batch};
@@ -31,35 +32,15 @@ async fn main() -> Result<(), Error> {
     match &config.api_secrets_id {
         None => serve(fulfil).await,
         Some(id) => {
-            let secret = aws_sdk_secretsmanager::Client::new(&aws)
-                .get_secret_value()
-                .secret_id(id)
-                .send()
-                .await
-                .map_err(|e| {
-                    format!(
-                        "could not read the Paymos API credentials ({PAYMOS_API_SECRETS_ID}): {}",
-                        aws_sdk_secretsmanager::error::DisplayErrorContext(e)
-                    )
-                })?;
-            let json: serde_json::Value = serde_json::from_str(
-                secret.secret_string().unwrap_or_default(),
+            let client = paymos_client(
+                &aws_sdk_secretsmanager::Client::new(&aws),
+                id,
+                PAYMOS_API_SECRETS_ID,
+                &config.api_base_url,
+                Duration::from_secs(3),
+                1,
             )
-            .map_err(|_| {
-                format!(
-                    "{PAYMOS_API_SECRETS_ID}: expected JSON {{\"api_key\": …, \"api_secret\": …}}"
-                )
-            })?;
-            let field = |k: &str| {
-                json[k]
-                    .as_str()
-                    .map(str::to_owned)
-                    .ok_or(format!("{PAYMOS_API_SECRETS_ID}: no {k}"))
-            };
-            let client = paymos::PaymosClient::builder(field("api_key")?, field("api_secret")?)
-                .base_url(&config.api_base_url)
-                .timeout(Duration::from_secs(5))
-                .build()?;
+            .await?;
             tracing::info!(
                 "reverse check on: paid invoices are re-read at Paymos before fulfilment"
             );

@@ -8,6 +8,8 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
+use super::confirm::{NOT_YET_RECEIVES, PaidClaim, Verdict, verdict};
+pub use super::confirm::{NoConfirmation, PaymentConfirmation};
 use super::envelope::{Category, Envelope};
 use super::ingest::PortError;
 use super::signature::Environment;
@@ -310,37 +312,6 @@ impl FulfilmentEffect for RecordFulfilment {
     }
 }
 
-/// What Paymos' API says about an invoice (the reverse check).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfirmedInvoice {
-    /// Its status at Paymos.
-    pub status: String,
-    /// The order amount (exact decimal).
-    pub amount: Option<Amount>,
-    /// The order currency, upper case.
-    pub currency: Option<String>,
-}
-
-/// Re-reads an invoice at the source before fulfilling on a webhook, as Paymos' own plugins do:
-/// a valid signature proves the sender held the secret, not that the payment happened.
-pub trait PaymentConfirmation: Send + Sync {
-    /// The invoice as Paymos has it now.
-    fn invoice(
-        &self,
-        invoice_id: &str,
-    ) -> impl Future<Output = Result<ConfirmedInvoice, PortError>> + Send;
-}
-
-/// No reverse check (the default).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoConfirmation;
-
-impl PaymentConfirmation for NoConfirmation {
-    async fn invoice(&self, _: &str) -> Result<ConfirmedInvoice, PortError> {
-        Err(PortError::new("reverse check", "not configured"))
-    }
-}
-
 /// The resource state table with the ledger's processed mark.
 pub trait StateStore: Send + Sync {
     /// Applies `change` for `source` at `now_ms`, atomically with the ledger's processed mark
@@ -452,48 +423,21 @@ pub fn change_of(envelope: &Envelope) -> Change {
     }
 }
 
-/// Why Paymos' own view does not confirm a paid event, if it does not.
-fn mismatch(at_source: &ConfirmedInvoice, order: &OrderRef) -> Option<&'static str> {
-    if !matches!(at_source.status.as_str(), "paid" | "paid_over") {
-        return Some("the invoice is not paid at Paymos");
-    }
-    let differs = |a: &Option<Amount>, b: &Option<Amount>| match (a, b) {
-        (Some(a), Some(b)) => !same_decimal(a.as_str(), b.as_str()),
-        _ => false,
-    };
-    if differs(&at_source.amount, &order.amount) {
-        return Some("the amount differs from Paymos' invoice");
-    }
-    if let (Some(a), Some(b)) = (&at_source.currency, &order.currency)
-        && a != b
-    {
-        return Some("the currency differs from Paymos' invoice");
-    }
-    None
-}
-
-/// `"10.5" == "10.50"`: compares decimal text exactly, without floats.
-fn same_decimal(a: &str, b: &str) -> bool {
-    fn norm(s: &str) -> (bool, String, String) {
-        let (neg, s) = s.strip_prefix('-').map_or((false, s), |r| (true, r));
-        let (int, frac) = s.split_once('.').unwrap_or((s, ""));
-        let int = int.trim_start_matches('0').to_owned();
-        let frac = frac.trim_end_matches('0').to_owned();
-        let zero = int.is_empty() && frac.is_empty();
-        (neg && !zero, int, frac)
-    }
-    norm(a) == norm(b)
-}
-
 /// Why a work item was not applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FulfilError {
     /// It can never be applied (to the DLQ after the bounded receives).
     #[error(transparent)]
     Poison(#[from] PoisonError),
-    /// A store failure: retry.
+    /// A store or API failure: retry.
     #[error(transparent)]
     Unavailable(#[from] PortError),
+    /// The reverse check found the invoice not paid at Paymos yet: retry on a later receive.
+    #[error("{invoice_id} is not paid at Paymos yet; checked again on the next receive")]
+    NotYet {
+        /// `inv_…`.
+        invoice_id: String,
+    },
 }
 
 /// The fulfil use case.
@@ -551,16 +495,31 @@ impl<S: StateStore, C: PaymentConfirmation> Fulfil<S, C> {
         self.environment
     }
 
-    /// Applies one work item. Whatever ingest accepted is decided here without error: a body
-    /// that cannot be applied is recorded with an outcome of its own ([`Applied::Unusable`],
-    /// [`Applied::OtherEnvironment`]), never left to the DLQ.
+    /// Applies one work item as its last receive (a "not paid yet" from the reverse check is
+    /// final here); the SQS trigger uses [`Fulfil::apply_received`].
     ///
     /// # Errors
-    /// [`FulfilError::Unavailable`] when the store fails (retry).
+    /// [`FulfilError::Unavailable`] when the store or the API fails (retry).
     pub async fn apply(
         &self,
         item: &WorkItem,
         now_ms: u64,
+    ) -> Result<(Option<Envelope>, Applied), FulfilError> {
+        self.apply_received(item, now_ms, NOT_YET_RECEIVES).await
+    }
+
+    /// Applies one work item received for the `receives`-th time. Whatever ingest accepted is
+    /// decided here without error: a body that cannot be applied is recorded with an outcome of
+    /// its own ([`Applied::Unusable`], [`Applied::OtherEnvironment`]), never left to the DLQ.
+    ///
+    /// # Errors
+    /// [`FulfilError::Unavailable`] when the store or the API fails, [`FulfilError::NotYet`]
+    /// while Paymos does not show the invoice paid yet (both: retry).
+    pub async fn apply_received(
+        &self,
+        item: &WorkItem,
+        now_ms: u64,
+        receives: u32,
     ) -> Result<(Option<Envelope>, Applied), FulfilError> {
         let source = Source::Delivery {
             event_id: item.event_id.clone(),
@@ -580,7 +539,7 @@ impl<S: StateStore, C: PaymentConfirmation> Fulfil<S, C> {
                 return Ok((None, applied));
             }
         };
-        let change = if item.environment == Some(self.environment) {
+        let mut change = if item.environment == Some(self.environment) {
             change_of(&envelope)
         } else {
             Change::OtherEnvironment {
@@ -590,26 +549,23 @@ impl<S: StateStore, C: PaymentConfirmation> Fulfil<S, C> {
         if let (
             Some(confirmation),
             Change::Invoice {
-                invoice_id,
-                status,
-                order,
-                ..
+                invoice_id, status, ..
             },
         ) = (&self.confirmation, &change)
             && status.fulfils()
         {
-            // An API failure is retried (the message comes back); a mismatch is final.
             let at_source = confirmation.invoice(invoice_id).await?;
-            if let Some(reason) = mismatch(&at_source, order) {
-                tracing::warn!(invoice_id, event_id = %envelope.event_id, reason, "reverse check: Paymos does not confirm this payment; nothing fulfilled");
-                let refused = Change::Unconfirmed {
-                    reason: reason.to_owned(),
-                };
-                let applied = self
-                    .store
-                    .apply(&source, &refused, self.effect.as_ref(), now_ms)
-                    .await?;
-                return Ok((Some(envelope), applied));
+            match verdict(&at_source, &PaidClaim::of(&envelope.data), receives) {
+                Verdict::Confirmed => {}
+                Verdict::NotYet => {
+                    return Err(FulfilError::NotYet {
+                        invoice_id: invoice_id.clone(),
+                    });
+                }
+                Verdict::Unconfirmed(reason) => {
+                    tracing::warn!(invoice_id, event_id = %envelope.event_id, reason, "reverse check: Paymos does not confirm this payment; nothing fulfilled");
+                    change = Change::Unconfirmed { reason };
+                }
             }
         }
         let applied = self
@@ -763,15 +719,6 @@ mod tests {
             kind(r#"{"withdrawal_id":"wdr_1","type":"payout"}"#),
             "payout"
         );
-    }
-
-    #[test]
-    fn decimals_compare_exactly() {
-        assert!(same_decimal("10.5", "10.50"));
-        assert!(same_decimal("010.500", "10.5"));
-        assert!(same_decimal("0", "-0.00"));
-        assert!(!same_decimal("10.5", "10.05"));
-        assert!(!same_decimal("10.500000000000000001", "10.5"));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The domain: pure rules and use cases. No AWS or Lambda types here; the outside world is
 //! reached through the port traits each use case declares.
 
+pub mod confirm;
 pub mod envelope;
 pub mod fulfil;
 pub mod ingest;

@@ -38,9 +38,13 @@ async fn apply_one<S: StateStore, C: PaymentConfirmation>(
         .attributes
         .get("ApproximateReceiveCount")
         .map_or("?", String::as_str);
+    let receive_count: u32 = receives.parse().unwrap_or(1);
     let text = message.body.as_deref().unwrap_or_default();
     let applied = match WorkItem::decode(text) {
-        Ok(item) => fulfil.apply(&item, now_ms).await.map(|a| (item, a)),
+        Ok(item) => fulfil
+            .apply_received(&item, now_ms, receive_count)
+            .await
+            .map(|a| (item, a)),
         Err(e) => Err(FulfilError::Poison(PoisonError::from(e))),
     };
     match applied {
@@ -62,8 +66,13 @@ async fn apply_one<S: StateStore, C: PaymentConfirmation>(
             let kind = match &error {
                 FulfilError::Poison(_) => "poison",
                 FulfilError::Unavailable(_) => "unavailable",
+                FulfilError::NotYet { .. } => "not_paid_yet",
             };
-            tracing::error!(message_id, receives, error = kind, reason = %error, "delivery not applied; SQS will redeliver it (then the DLQ)");
+            if matches!(error, FulfilError::NotYet { .. }) {
+                tracing::warn!(message_id, receives, error = kind, reason = %error, "delivery not applied yet; SQS redelivers it after the visibility timeout");
+            } else {
+                tracing::error!(message_id, receives, error = kind, reason = %error, "delivery not applied; SQS will redeliver it (then the DLQ)");
+            }
             let mut failure = BatchItemFailure::default();
             failure.item_identifier = message_id;
             Err(failure)

@@ -4,6 +4,8 @@
 
 pub mod bench_e2e;
 pub mod check;
+pub mod exceptions;
 pub mod reconcile;
 pub mod send;
 pub mod soak;
+pub mod when;

@@ -49,6 +49,8 @@ pub struct Report {
     pub duplicate_payments: Vec<PaidAtPaymos>,
     /// Fulfilled here in the window, not paid there.
     pub unknown: Vec<String>,
+    /// Invoices open here that were re-read at Paymos.
+    pub open_rechecked: usize,
     /// With `--apply`: what applying each missing invoice did.
     pub applied: BTreeMap<String, String>,
 }
@@ -88,10 +90,11 @@ pub async fn reconcile(
         limit: Some(100),
         ..InvoiceListParams::default()
     };
+    // No cap on the pages: the crate's own cursor checks stop a looping server.
     let mut pager = api
         .invoices()
-        .pager(params, Some(10_000))
-        .map_err(|e| e.to_string())?;
+        .pager(params, None)
+        .map_err(|e| format!("Paymos API: {e}"))?;
     let mut paid = Vec::new();
     while let Some(item) = pager.next().await.map_err(|e| format!("Paymos API: {e}"))? {
         paid.push(PaidAtPaymos {
@@ -173,16 +176,44 @@ pub async fn reconcile(
         let in_window =
             (from * 1000..=to * 1000).contains(&i64::try_from(*at_ms).unwrap_or(i64::MAX));
         if in_window && !paid_ids.contains(invoice.as_str()) {
-            // Created before the window but paid in it? Ask Paymos about this one invoice.
-            let paid_there = api
-                .invoices()
-                .get(invoice)
-                .await
-                .map(|i| matches!(i.status, ApiStatus::Paid | ApiStatus::PaidOver))
-                .unwrap_or(false);
+            // Created before the window but paid in it? Ask Paymos about this one invoice; an
+            // API failure is an error, never a silent UNKNOWN.
+            let paid_there = match api.invoices().get(invoice).await {
+                Ok(i) => matches!(i.status, ApiStatus::Paid | ApiStatus::PaidOver),
+                Err(paymos::Error::Api(e)) if e.status == 404 => false,
+                Err(e) => return Err(format!("Paymos API (GET {invoice}): {e}")),
+            };
             if !paid_there {
                 report.unknown.push(invoice.clone());
             }
+        }
+    }
+
+    // Invoices still open here: re-read each at Paymos, as the official plugins' cron does (a
+    // paid webhook that never arrived leaves exactly this).
+    let listed: BTreeSet<String> = paid.iter().map(|p| p.invoice_id.clone()).collect();
+    for (invoice, order_id) in open_invoices(dynamodb, fulfil.store().table()).await? {
+        if listed.contains(&invoice) || fulfilments.contains_key(&invoice) {
+            continue;
+        }
+        report.open_rechecked += 1;
+        match api.invoices().get(&invoice).await {
+            Ok(i) if matches!(i.status, ApiStatus::Paid | ApiStatus::PaidOver) => {
+                report.missing.push(PaidAtPaymos {
+                    invoice_id: invoice,
+                    status: i.status.as_str().to_owned(),
+                    order_id: if i.order.external_id.is_empty() {
+                        order_id
+                    } else {
+                        i.order.external_id
+                    },
+                    amount: i.order.amount,
+                    currency: i.order.currency,
+                });
+            }
+            Ok(_) => {}
+            Err(paymos::Error::Api(e)) if e.status == 404 => {}
+            Err(e) => return Err(format!("Paymos API (GET {invoice}): {e}")),
         }
     }
 
@@ -205,4 +236,47 @@ pub async fn reconcile(
         }
     }
     Ok(report)
+}
+
+/// Invoices whose status here is still open (with their order id), by a filtered scan.
+async fn open_invoices(
+    dynamodb: &aws_sdk_dynamodb::Client,
+    table: &str,
+) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    let mut start = None;
+    loop {
+        let mut scan = dynamodb
+            .scan()
+            .table_name(table)
+            .filter_expression("kind = :invoice AND #status IN (:o0, :o1, :o2, :o3)")
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":invoice", AttributeValue::S("invoice".into()))
+            .set_exclusive_start_key(start);
+        for (i, open) in InvoiceStatus::OPEN.iter().enumerate() {
+            scan = scan.expression_attribute_values(
+                format!(":o{i}"),
+                AttributeValue::S(open.as_str().into()),
+            );
+        }
+        let page = scan.send().await.map_err(|e| {
+            format!(
+                "DynamoDB Scan: {}",
+                aws_sdk_dynamodb::error::DisplayErrorContext(e)
+            )
+        })?;
+        for item in page.items.unwrap_or_default() {
+            let text = |k: &str| {
+                item.get(k)
+                    .and_then(|v| v.as_s().ok())
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            out.push((text("pk"), text("order_id")));
+        }
+        start = page.last_evaluated_key;
+        if start.is_none() {
+            return Ok(out);
+        }
+    }
 }

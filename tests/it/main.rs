@@ -10,6 +10,7 @@ mod check;
 mod cli;
 mod edges;
 mod events;
+mod exceptions;
 mod fulfil;
 mod hostile;
 mod ingest;

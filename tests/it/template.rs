@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use paymos_inbox::adapters::dynamodb::{LedgerSchema, StateSchema};
-use paymos_inbox::config::{self, FulfilConfig, IngestConfig, SweepConfig};
+use paymos_inbox::config::{self, FulfilConfig, IngestConfig, ReconcileConfig, SweepConfig};
 use serde_yaml::Value;
 
 fn template() -> Value {
@@ -182,6 +182,18 @@ fn each_function_gets_every_variable_its_binary_reads_and_no_secret() {
     let sweep = env_vars(&t, "SweepFunction");
     SweepConfig::from_lookup(|k| sweep.get(k).map(|_| "1".to_owned()))
         .expect("sweep config is complete");
+    let reconcile = env_vars(&t, "ReconcileFunction");
+    ReconcileConfig::from_lookup(|k| {
+        reconcile.get(k).map(|_| {
+            match k {
+                config::RECONCILE_APPLY => "false",
+                config::PAYMOS_ENVIRONMENT => "live",
+                _ => "1",
+            }
+            .to_owned()
+        })
+    })
+    .expect("reconcile config is complete");
     let known = [
         config::DELIVERIES_TABLE,
         config::STATE_TABLE,
@@ -194,8 +206,10 @@ fn each_function_gets_every_variable_its_binary_reads_and_no_secret() {
         config::PAYMOS_API_SECRETS_ID,
         config::PAYMOS_ENVIRONMENT,
         config::SWEEP_AFTER_SECS,
+        config::RECONCILE_WINDOW_HOURS,
+        config::RECONCILE_APPLY,
     ];
-    for (name, value) in ingest.iter().chain(&fulfil).chain(&sweep) {
+    for (name, value) in ingest.iter().chain(&fulfil).chain(&sweep).chain(&reconcile) {
         assert!(
             known.contains(&name.as_str()),
             "{name} is set in template.yaml but read by no binary"
@@ -215,6 +229,7 @@ fn functions_build_the_binaries_cargo_defines_and_fit_the_senders_clock() {
         ("IngestFunction", "paymos-ingest"),
         ("FulfilFunction", "paymos-fulfil"),
         ("SweepFunction", "paymos-sweep"),
+        ("ReconcileFunction", "paymos-reconcile"),
     ] {
         let r = resource(&t, function);
         assert_eq!(
@@ -273,6 +288,7 @@ fn every_alarm_watches_a_resource_of_this_stack() {
         "IngestFunction",
         "FulfilFunction",
         "SweepFunction",
+        "ReconcileFunction",
     ] {
         assert!(
             watched.contains(&needed),

@@ -476,3 +476,98 @@ impl DeliveryLedger for DynamoLedger {
         Ok(())
     }
 }
+
+/// A processed delivery whose outcome waits for a person (`unconfirmed`, `unusable`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutcomeRecord {
+    /// The delivery as recorded (with its exact body).
+    pub delivery: Delivery,
+    /// Its outcome.
+    pub outcome: String,
+    /// Why (`outcome_reason`), when recorded.
+    pub reason: Option<String>,
+    /// When it was processed (Unix ms).
+    pub processed_at_ms: u64,
+}
+
+impl DynamoLedger {
+    /// Every processed delivery with one of `outcomes` (optionally only for one resource), by
+    /// a filtered scan: an operator's tool, not a hot path.
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn with_outcomes(
+        &self,
+        outcomes: &[&str],
+        resource_id: Option<&str>,
+    ) -> Result<Vec<OutcomeRecord>, PortError> {
+        let names: Vec<String> = (0..outcomes.len()).map(|i| format!(":o{i}")).collect();
+        let mut filter = format!("outcome IN ({})", names.join(", "));
+        if resource_id.is_some() {
+            filter.push_str(" AND resource_id = :r");
+        }
+        let mut out = Vec::new();
+        let mut start = None;
+        loop {
+            let mut scan = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .filter_expression(&filter)
+                .consistent_read(true)
+                .set_exclusive_start_key(start);
+            for (name, outcome) in names.iter().zip(outcomes) {
+                scan = scan.expression_attribute_values(name, s(*outcome));
+            }
+            if let Some(r) = resource_id {
+                scan = scan.expression_attribute_values(":r", s(r));
+            }
+            let page = scan
+                .send()
+                .await
+                .map_err(|e| PortError::new("DynamoDB Scan", DisplayErrorContext(e)))?;
+            for item in page.items.unwrap_or_default() {
+                if let Some(existing) = existing_of(&item) {
+                    out.push(OutcomeRecord {
+                        delivery: existing.delivery,
+                        outcome: get_s(&item, "outcome").unwrap_or_default().to_owned(),
+                        reason: get_s(&item, "outcome_reason").map(str::to_owned),
+                        processed_at_ms: get_u64(&item, "processed_at").unwrap_or_default(),
+                    });
+                }
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                out.sort_by_key(|r| r.processed_at_ms);
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Notes on a delivery that a person or a re-check resolved it (`resolved_by`,
+    /// `resolved_at`, and the new outcome), so it leaves the exceptions list.
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn mark_resolved(
+        &self,
+        event_id: &str,
+        outcome: &str,
+        by: &str,
+        at_ms: u64,
+    ) -> Result<(), PortError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("event_id", s(event_id))
+            .update_expression("SET outcome = :o, resolved_by = :by, resolved_at = :at")
+            .condition_expression("attribute_exists(event_id)")
+            .expression_attribute_values(":o", s(outcome))
+            .expression_attribute_values(":by", s(by))
+            .expression_attribute_values(":at", n(at_ms))
+            .send()
+            .await
+            .map_err(|e| PortError::new("DynamoDB UpdateItem", DisplayErrorContext(e)))?;
+        Ok(())
+    }
+}

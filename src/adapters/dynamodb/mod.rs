@@ -7,6 +7,9 @@ mod ledger;
 mod state;
 
 pub use ledger::{
-    DynamoLedger, LedgerSchema, PendingDelivery, decode_body, encode_body, item_size,
+    DynamoLedger, LedgerSchema, OutcomeRecord, PendingDelivery, decode_body, encode_body, item_size,
 };
-pub use state::{DynamoState, StateSchema, balance_key, order_key, order_paid_key};
+pub use state::{
+    DynamoState, InvoiceUnderReview, ReleaseError, StateSchema, balance_key, order_key,
+    order_paid_key,
+};

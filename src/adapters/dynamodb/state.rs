@@ -19,7 +19,7 @@ use aws_sdk_dynamodb::types::{
     Update,
 };
 
-use super::item::{Item, get_s, n, s};
+use super::item::{Item, get_s, get_u64, n, s};
 use crate::domain::fulfil::{
     Applied, Change, Credit, EffectValue, FulfilmentEffect, OrderRef, PaidInvoice, Source,
     StateStore,
@@ -76,6 +76,8 @@ enum Role {
     OrderClaim,
     OrderGuard,
     Balance,
+    /// An unconditional note on another item (a refund on its invoice): never refused.
+    Note,
     Ledger,
 }
 
@@ -562,10 +564,31 @@ impl DynamoState {
             .expression_attribute_values(":now", n(now_ms))
             .build()
             .expect("withdrawal update is complete");
-        let items = vec![(
+        let mut items = vec![(
             Role::Resource,
             TransactWriteItem::builder().update(update).build(),
         )];
+        if let (true, WithdrawalStatus::Completed, Some(invoice)) =
+            (kind == "refund", status, invoice_id)
+        {
+            // A completed refund marks its invoice refunded, in the same transaction: it no
+            // longer waits for a person (a held or duplicate payment that was paid back).
+            let refunded = Update::builder()
+                .table_name(&self.state_table)
+                .key("pk", s(invoice))
+                .update_expression(
+                    "SET kind = if_not_exists(kind, :kind), refunded_at = if_not_exists(refunded_at, :now), refund_withdrawal_id = :wdr",
+                )
+                .expression_attribute_values(":kind", s("invoice"))
+                .expression_attribute_values(":now", n(now_ms))
+                .expression_attribute_values(":wdr", s(withdrawal_id))
+                .build()
+                .expect("refund mark is complete");
+            items.push((
+                Role::Note,
+                TransactWriteItem::builder().update(refunded).build(),
+            ));
+        }
         match self
             .run(self.tx(source, Applied::Updated, now_ms, items))
             .await?
@@ -757,5 +780,306 @@ impl StateStore for DynamoState {
                     .await
             }
         }
+    }
+}
+
+/// Why `release` did not fulfil an invoice.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReleaseError {
+    /// Nothing there to release (named in words an operator acts on).
+    #[error("{0}")]
+    NotReleasable(String),
+    /// DynamoDB failed.
+    #[error(transparent)]
+    Port(#[from] PortError),
+}
+
+/// An invoice waiting for a person, as the state table holds it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct InvoiceUnderReview {
+    /// `inv_…`.
+    pub invoice_id: String,
+    /// Its status.
+    pub status: String,
+    /// The order it pays for.
+    pub order_id: Option<String>,
+    /// Amount and currency, as recorded.
+    pub amount: Option<String>,
+    /// The currency.
+    pub currency: Option<String>,
+    /// Paid, but the amount differs from the registered order.
+    pub held: bool,
+    /// Paid after it closed (event time, Unix s).
+    pub paid_late_at: Option<u64>,
+    /// A second payment for an order this invoice fulfilled.
+    pub duplicate_of: Option<String>,
+    /// Last change (Unix ms).
+    pub updated_at_ms: u64,
+}
+
+impl DynamoState {
+    /// Fulfils a held, late-paid or unconfirmed invoice on a person's word, through the same
+    /// conditional writes as a webhook: the fulfilment item only if absent, the order's claim
+    /// only if absent, and the invoice only as it was read (so a racing webhook, a second
+    /// release or a refund changes the outcome to `already_final`, never a second fulfilment).
+    /// Leaves `released_by`, `released_at` and `release_reason` on the invoice.
+    ///
+    /// # Errors
+    /// [`ReleaseError::NotReleasable`] for an invoice that is not waiting for a release (never
+    /// paid, a duplicate payment to refund, or its order fulfilled by another invoice).
+    pub async fn release(
+        &self,
+        invoice_id: &str,
+        fallback_order: &OrderRef,
+        actor: &str,
+        reason: Option<&str>,
+        effect: &dyn FulfilmentEffect,
+        now_ms: u64,
+    ) -> Result<Applied, ReleaseError> {
+        let read = |key: String| {
+            self.client
+                .get_item()
+                .table_name(&self.state_table)
+                .key("pk", s(key))
+                .consistent_read(true)
+                .send()
+        };
+        let port = |e| PortError::new("DynamoDB GetItem", DisplayErrorContext(e));
+        if read(crate::domain::fulfil::fulfilment_key(invoice_id))
+            .await
+            .map_err(port)?
+            .item
+            .is_some()
+        {
+            return Ok(Applied::AlreadyFinal);
+        }
+        let item = read(invoice_id.to_owned()).await.map_err(port)?.item;
+        let status = item
+            .as_ref()
+            .and_then(|i| get_s(i, "status"))
+            .and_then(InvoiceStatus::parse);
+        let flag = |name: &str| item.as_ref().is_some_and(|i| i.contains_key(name));
+        if let Some(other) = item.as_ref().and_then(|i| get_s(i, "duplicate_of")) {
+            return Err(ReleaseError::NotReleasable(format!(
+                "{invoice_id} is a second payment for an order {other} fulfilled: refund it, do not release it"
+            )));
+        }
+        // What it was waiting for, and the condition that it still is.
+        let (condition, becomes_paid) = match status {
+            None => ("attribute_not_exists(pk)", true),
+            Some(st) if !st.is_final() => (
+                "#status = :seen AND attribute_not_exists(released_at)",
+                true,
+            ),
+            Some(st)
+                if st.fulfils()
+                    && item
+                        .as_ref()
+                        .and_then(|i| i.get("held"))
+                        .and_then(|v| v.as_bool().ok())
+                        == Some(&true) =>
+            {
+                (
+                    "#status = :seen AND held = :true AND attribute_not_exists(released_at)",
+                    false,
+                )
+            }
+            Some(_) if flag("paid_late_at") => (
+                "#status = :seen AND attribute_exists(paid_late_at) AND attribute_not_exists(released_at)",
+                false,
+            ),
+            Some(st) if st.fulfils() => return Ok(Applied::AlreadyFinal),
+            Some(st) => {
+                return Err(ReleaseError::NotReleasable(format!(
+                    "{invoice_id} closed {st} and was never paid: nothing to release"
+                )));
+            }
+        };
+        let text = |name: &str| {
+            item.as_ref()
+                .and_then(|i| get_s(i, name))
+                .map(str::to_owned)
+        };
+        let order = OrderRef {
+            external_id: text("order_id").or_else(|| fallback_order.external_id.clone()),
+            amount: item
+                .as_ref()
+                .and_then(|i| i.get("amount"))
+                .and_then(|v| v.as_n().ok())
+                .and_then(|a| Amount::parse(a))
+                .or_else(|| fallback_order.amount.clone()),
+            currency: text("currency").or_else(|| fallback_order.currency.clone()),
+        };
+        let source = Source::Manual {
+            actor: actor.to_owned(),
+        };
+        let mut expr = String::from(
+            "SET kind = :kind, released_at = :now, released_by = :by, release_reason = :reason, last_event_id = :by, updated_at = :now",
+        );
+        let mut update = self
+            .update(invoice_id, "", condition)
+            .expression_attribute_values(":kind", s("invoice"))
+            .expression_attribute_values(":now", n(now_ms))
+            .expression_attribute_values(":by", s(source.id()))
+            .expression_attribute_values(":reason", s(reason.unwrap_or("released by hand")));
+        if condition.contains(":true") {
+            update = update.expression_attribute_values(":true", AttributeValue::Bool(true));
+        }
+        if let Some(st) = status {
+            update = update
+                .expression_attribute_names("#status", "status")
+                .expression_attribute_values(":seen", s(st.as_str()));
+        }
+        if becomes_paid {
+            expr.push_str(", #status = :paid, status_at = :at, status_rank = :rank");
+            update = update
+                .expression_attribute_names("#status", "status")
+                .expression_attribute_values(":paid", s(InvoiceStatus::Paid.as_str()))
+                .expression_attribute_values(":at", n(now_ms / 1000))
+                .expression_attribute_values(":rank", n(InvoiceStatus::Paid.rank()));
+        }
+        if let Some(v) = &order.external_id {
+            expr.push_str(", order_id = :order_id");
+            update = update.expression_attribute_values(":order_id", s(v));
+        }
+        expr.push_str(" REMOVE held");
+        let update = update
+            .update_expression(expr)
+            .build()
+            .expect("release update is complete");
+        let mut items = vec![(
+            Role::Resource,
+            TransactWriteItem::builder().update(update).build(),
+        )];
+        let paid = PaidInvoice {
+            invoice_id,
+            status: status
+                .filter(|s| s.fulfils())
+                .unwrap_or(InvoiceStatus::Paid),
+            order: &order,
+            source: &source,
+            at_ms: now_ms,
+        };
+        for write in effect.writes(&paid) {
+            let mut put = Put::builder()
+                .table_name(&self.state_table)
+                .item("pk", s(&write.key))
+                .condition_expression("attribute_not_exists(pk)");
+            for (name, value) in write.attributes {
+                put = put.item(
+                    name,
+                    match value {
+                        EffectValue::Text(t) => s(t),
+                        EffectValue::Number(a) => n(a),
+                    },
+                );
+            }
+            let put = put.build().expect("effect put is complete");
+            items.push((Role::Effect, TransactWriteItem::builder().put(put).build()));
+        }
+        if let Some(external_id) = &order.external_id {
+            let claim = Put::builder()
+                .table_name(&self.state_table)
+                .item("pk", s(order_paid_key(external_id)))
+                .item("kind", s("order_payment"))
+                .item("order_id", s(external_id))
+                .item("invoice_id", s(invoice_id))
+                .item("won_by", s(source.id()))
+                .item("paid_at", n(now_ms))
+                .condition_expression("attribute_not_exists(pk)")
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
+                .build()
+                .expect("order claim is complete");
+            items.push((
+                Role::OrderClaim,
+                TransactWriteItem::builder().put(claim).build(),
+            ));
+        }
+        match self
+            .run(self.tx(&source, Applied::Fulfilled, now_ms, items))
+            .await?
+        {
+            TxResult::Committed => {
+                tracing::warn!(
+                    invoice_id,
+                    actor,
+                    reason,
+                    "invoice released by hand: fulfilled"
+                );
+                Ok(Applied::Fulfilled)
+            }
+            TxResult::Refused(Role::OrderClaim, old) => Err(ReleaseError::NotReleasable(format!(
+                "order {} was already fulfilled by {}: this payment is a duplicate; refund it",
+                order.external_id.as_deref().unwrap_or("?"),
+                old.as_ref()
+                    .and_then(|i| get_s(i, "invoice_id"))
+                    .unwrap_or("another invoice")
+            ))),
+            // A webhook, a reconciliation or another release got there first.
+            TxResult::Refused(..) => Ok(Applied::AlreadyFinal),
+        }
+    }
+
+    /// Invoices waiting for a person: held, paid late or paid twice, not released or refunded.
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn invoices_under_review(&self) -> Result<Vec<InvoiceUnderReview>, PortError> {
+        let mut out = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .scan()
+                .table_name(&self.state_table)
+                .filter_expression(
+                    "kind = :invoice AND (held = :true OR attribute_exists(paid_late_at) OR attribute_exists(duplicate_of)) AND attribute_not_exists(released_at) AND attribute_not_exists(refunded_at)",
+                )
+                .expression_attribute_values(":invoice", s("invoice"))
+                .expression_attribute_values(":true", AttributeValue::Bool(true))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| PortError::new("DynamoDB Scan", DisplayErrorContext(e)))?;
+            for i in page.items.unwrap_or_default() {
+                let text = |k: &str| get_s(&i, k).map(str::to_owned);
+                out.push(InvoiceUnderReview {
+                    invoice_id: text("pk").unwrap_or_default(),
+                    status: text("status").unwrap_or_default(),
+                    order_id: text("order_id"),
+                    amount: i.get("amount").and_then(|v| v.as_n().ok()).cloned(),
+                    currency: text("currency"),
+                    held: i.get("held").and_then(|v| v.as_bool().ok()) == Some(&true),
+                    paid_late_at: get_u64(&i, "paid_late_at"),
+                    duplicate_of: text("duplicate_of"),
+                    updated_at_ms: get_u64(&i, "updated_at").unwrap_or_default(),
+                });
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Whether an invoice has its fulfilment item.
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn is_fulfilled(&self, invoice_id: &str) -> Result<bool, PortError> {
+        Ok(self
+            .client
+            .get_item()
+            .table_name(&self.state_table)
+            .key("pk", s(crate::domain::fulfil::fulfilment_key(invoice_id)))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| PortError::new("DynamoDB GetItem", DisplayErrorContext(e)))?
+            .item
+            .is_some())
     }
 }

@@ -54,11 +54,26 @@ enum Command {
     /// Support's manual path: mark an invoice paid through the same conditional transition as
     /// a webhook, so a later webhook or replay for it fulfils nothing.
     MarkPaid(ops::MarkPaidArgs),
+    /// Everything waiting for a person, with why and what to do: held, paid-late and
+    /// duplicate-payment invoices, unconfirmed and unusable deliveries, DLQ messages.
+    /// Exit 1 when something waits.
+    Exceptions(exceptions::ExceptionsArgs),
+    /// Fulfil a held, paid-late or unconfirmed invoice on a person's word, through the same
+    /// conditional writes as a webhook (a racing webhook or a second release changes nothing);
+    /// leaves released_by, released_at and release_reason on the invoice.
+    Release(exceptions::ReleaseArgs),
+    /// Run the reverse check again for unconfirmed deliveries (one invoice, or all) and apply
+    /// those Paymos now confirms.
+    Recheck(exceptions::RecheckArgs),
+    /// Orders for the amount guard.
+    #[command(subcommand)]
+    Orders(exceptions::OrdersCommand),
     /// Compare the invoices Paymos says were paid (its API, through the official paymos crate)
-    /// with the fulfilments here: MISSING, DOUBLE, UNKNOWN. --apply fulfils the missing ones
+    /// with the fulfilments here: MISSING, DOUBLE (per order), DUPLICATE PAYMENT, UNKNOWN; and
+    /// re-reads invoices still open here. --apply fulfils the missing ones
     /// through the same conditional transition as a webhook. Exit 1 if anything needs a person.
     ///
-    /// Example:  PAYMOS_API_KEY=… PAYMOS_API_SECRET=… paymos-inbox reconcile --from 1761955200
+    /// Example:  PAYMOS_API_KEY=… PAYMOS_API_SECRET=… paymos-inbox reconcile --from 2026-11-01
     ///             --deliveries-table … --state-table …
     Reconcile(ops::ReconcileArgs),
     /// The fault soak: a simulated Paymos sends thousands of deliveries (duplicates, collisions,
@@ -129,6 +144,7 @@ struct VerifyArgs {
 }
 
 mod dev;
+mod exceptions;
 mod ops;
 mod send;
 mod stack;
@@ -153,6 +169,10 @@ fn main() -> ExitCode {
         Command::Redrive(args) => runtime().block_on(ops::redrive(args)),
         Command::MarkPaid(args) => runtime().block_on(ops::mark_paid(args)),
         Command::Reconcile(args) => runtime().block_on(ops::reconcile(args)),
+        Command::Exceptions(args) => runtime().block_on(exceptions::list(args)),
+        Command::Release(args) => runtime().block_on(exceptions::release(args)),
+        Command::Recheck(args) => runtime().block_on(exceptions::recheck(args)),
+        Command::Orders(command) => runtime().block_on(exceptions::orders(command)),
         Command::Soak(args) => runtime().block_on(ops::soak(args)),
         Command::BenchE2e(args) => runtime().block_on(ops::bench_e2e(args)),
         Command::Verify(args) => verify(&args),

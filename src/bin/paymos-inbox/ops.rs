@@ -371,12 +371,13 @@ pub async fn mark_paid(args: MarkPaidArgs) -> ExitCode {
 
 #[derive(clap::Args)]
 pub struct ReconcileArgs {
-    /// Start of the window: invoices created at or after this Unix time.
+    /// Start of the window: invoices created at or after this time: a date (2026-11-01, UTC),
+    /// a UTC time (2026-11-01T10:00:00Z), a span back from now (48h, 7d) or Unix seconds.
     #[arg(long)]
-    from: i64,
-    /// End of the window (Unix time, inclusive; default: now).
+    from: String,
+    /// End of the window, inclusive, in the same forms (default: now).
     #[arg(long)]
-    to: Option<i64>,
+    to: Option<String>,
     /// Drive every MISSING invoice through the same conditional transition as a webhook.
     #[arg(long)]
     apply: bool,
@@ -420,14 +421,21 @@ pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
         (Err(e), _) | (_, Err(e)) => return fail(e),
     };
     let fulfil = Fulfil::new(DynamoState::new(stack.dynamodb.clone(), state, deliveries));
-    let to = args
-        .to
-        .unwrap_or_else(|| i64::try_from(now_ms() / 1000).unwrap_or(i64::MAX));
+    let now = i64::try_from(now_ms() / 1000).unwrap_or(i64::MAX);
+    let window =
+        paymos_inbox::tools::when::parse_when(&args.from, now).and_then(|from| match &args.to {
+            Some(to) => paymos_inbox::tools::when::parse_when(to, now).map(|to| (from, to)),
+            None => Ok((from, now)),
+        });
+    let (from, to) = match window {
+        Ok(w) => w,
+        Err(e) => return fail(e),
+    };
     let report = match paymos_inbox::tools::reconcile::reconcile(
         &api,
         &fulfil,
         &stack.dynamodb,
-        args.from,
+        from,
         to,
         args.apply,
         now_ms(),

@@ -1,0 +1,255 @@
+//! `exceptions`, `release`, `recheck` and `orders register`: a way out for every payment that
+//! waits for a person.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use paymos_inbox::adapters::dynamodb::{DynamoLedger, DynamoState, ReleaseError};
+use paymos_inbox::adapters::paymos_api::PaymosApi;
+use paymos_inbox::lambda::now_ms;
+use paymos_inbox::tools::exceptions;
+
+use crate::stack::{Stack, StackArgs};
+
+fn fail(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {e}");
+    ExitCode::FAILURE
+}
+
+async fn tables(stack: &StackArgs) -> Result<(Stack, DynamoState, DynamoLedger), String> {
+    let stack = stack.resolve().await?;
+    let state = Stack::need(&stack.state, "state-table")?.to_owned();
+    let deliveries = Stack::need(&stack.deliveries, "deliveries-table")?.to_owned();
+    let store = DynamoState::new(stack.dynamodb.clone(), state, deliveries.clone());
+    let ledger = DynamoLedger::new(stack.dynamodb.clone(), deliveries, None);
+    Ok((stack, store, ledger))
+}
+
+#[derive(clap::Args)]
+pub struct ExceptionsArgs {
+    /// One JSON object per line.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+/// Exit 0 when nothing waits, 1 when something does (so a cron job can alert on it).
+pub async fn list(args: ExceptionsArgs) -> ExitCode {
+    let (stack, state, ledger) = match tables(&args.stack).await {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    let dlq = stack.dlq.as_deref().map(|d| (&stack.sqs, d));
+    let found = match exceptions::list(&state, &ledger, dlq).await {
+        Ok(f) => f,
+        Err(e) => return fail(e),
+    };
+    if args.json {
+        for e in &found {
+            println!("{}", serde_json::to_string(e).expect("serialises"));
+        }
+    } else {
+        println!("{} waiting for a person", found.len());
+        let now = now_ms();
+        for e in &found {
+            let age = if e.since_ms == 0 {
+                String::new()
+            } else {
+                format!(" ({} min ago)", now.saturating_sub(e.since_ms) / 60_000)
+            };
+            println!(
+                "{:<17} {}{age}\n{:<17} why:  {}\n{:<17} do:   {}",
+                e.kind.to_uppercase(),
+                e.resource_id
+                    .as_deref()
+                    .or(e.event_id.as_deref())
+                    .unwrap_or("-"),
+                "",
+                e.why,
+                "",
+                e.action
+            );
+        }
+    }
+    if found.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+#[derive(clap::Args)]
+pub struct ReleaseArgs {
+    /// The invoice (inv_…): held, paid late, or unconfirmed.
+    invoice_id: String,
+    /// Who decides (kept on the invoice as released_by and on the fulfilment as won_by).
+    #[arg(long)]
+    actor: String,
+    /// Why (kept on the invoice as release_reason).
+    #[arg(long)]
+    reason: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+pub async fn release(args: ReleaseArgs) -> ExitCode {
+    if !args.invoice_id.starts_with("inv_") {
+        return fail("the invoice id starts with inv_");
+    }
+    let (_, state, ledger) = match tables(&args.stack).await {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    match exceptions::release(
+        &state,
+        &ledger,
+        &args.invoice_id,
+        &args.actor,
+        args.reason.as_deref(),
+        now_ms(),
+    )
+    .await
+    {
+        Ok(applied) => {
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::json!({"invoice_id": args.invoice_id, "outcome": applied.as_str()})
+                );
+            } else {
+                println!("{}: {applied}", args.invoice_id);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(ReleaseError::NotReleasable(why)) => {
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::json!({"invoice_id": args.invoice_id, "outcome": "not_releasable", "why": why})
+                );
+            } else {
+                eprintln!("not released: {why}");
+            }
+            ExitCode::FAILURE
+        }
+        Err(e) => fail(e),
+    }
+}
+
+#[derive(clap::Args)]
+pub struct RecheckArgs {
+    /// The invoice whose unconfirmed deliveries to re-check.
+    #[arg(required_unless_present = "all_unconfirmed")]
+    invoice_id: Option<String>,
+    /// Re-check every unconfirmed delivery.
+    #[arg(long, conflicts_with = "invoice_id")]
+    all_unconfirmed: bool,
+    /// Paymos API key.
+    #[arg(long, env = "PAYMOS_API_KEY", hide_env_values = true)]
+    api_key: String,
+    /// Paymos API secret.
+    #[arg(long, env = "PAYMOS_API_SECRET", hide_env_values = true)]
+    api_secret: String,
+    /// The Paymos API base URL.
+    #[arg(
+        long,
+        env = "PAYMOS_API_BASE_URL",
+        default_value = "https://api.paymos.io"
+    )]
+    api_base_url: String,
+    /// One JSON object per line.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+pub async fn recheck(args: RecheckArgs) -> ExitCode {
+    let (_, state, ledger) = match tables(&args.stack).await {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    let client = match paymos::PaymosClient::builder(args.api_key, args.api_secret)
+        .base_url(&args.api_base_url)
+        .timeout(Duration::from_secs(10))
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => return fail(format!("Paymos API client: {e}")),
+    };
+    let api = PaymosApi::new(client).with_deadline(Duration::from_secs(30));
+    match exceptions::recheck(&state, &ledger, &api, args.invoice_id.as_deref(), now_ms()).await {
+        Ok(results) => {
+            for r in &results {
+                if args.json {
+                    println!("{}", serde_json::to_string(r).expect("serialises"));
+                } else {
+                    println!(
+                        "{} {}: {}{}",
+                        r.invoice_id,
+                        r.event_id,
+                        r.outcome,
+                        r.reason
+                            .as_deref()
+                            .map_or(String::new(), |w| format!(" ({w})"))
+                    );
+                }
+            }
+            if !args.json && results.is_empty() {
+                println!("no unconfirmed delivery to re-check");
+            }
+            if results.iter().any(|r| r.outcome == "unconfirmed") {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => fail(e),
+    }
+}
+
+#[derive(clap::Subcommand)]
+pub enum OrdersCommand {
+    /// Register what an order must be paid with: a paid invoice for it that differs (as an
+    /// exact decimal, or in currency) is held for review instead of fulfilled. Item:
+    /// pk = order#<ORDER>, kind = expected_order, amount (N), currency.
+    Register {
+        /// The merchant's order id (Paymos' order.external_id).
+        order_id: String,
+        /// The amount, an exact decimal (10.50).
+        #[arg(long)]
+        amount: String,
+        /// The currency (USD, USDT, …).
+        #[arg(long)]
+        currency: String,
+        #[command(flatten)]
+        stack: StackArgs,
+    },
+}
+
+pub async fn orders(command: OrdersCommand) -> ExitCode {
+    let OrdersCommand::Register {
+        order_id,
+        amount,
+        currency,
+        stack,
+    } = command;
+    let (_, state, _) = match tables(&stack).await {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    match exceptions::register_order(&state, &order_id, &amount, &currency).await {
+        Ok(()) => {
+            println!(
+                "order {order_id}: {amount} {}",
+                currency.to_ascii_uppercase()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}

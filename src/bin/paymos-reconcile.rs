@@ -1,0 +1,73 @@
+//! The scheduled reconciliation (EventBridge Scheduler, hourly by default): Paymos' paid
+//! invoices of the last hours against the fulfilments here, and invoices still open here
+//! re-read at Paymos. Anything that needs a person (MISSING not applied, DOUBLE, DUPLICATE
+//! PAYMENT, UNKNOWN) or an API failure fails the invocation, which the template alarms on.
+
+use std::time::Duration;
+
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+use paymos_inbox::adapters::aws::load_config;
+use paymos_inbox::adapters::dynamodb::DynamoState;
+use paymos_inbox::adapters::secrets::paymos_client;
+use paymos_inbox::config::{PAYMOS_API_SECRETS_ID, ReconcileConfig};
+use paymos_inbox::domain::fulfil::Fulfil;
+use paymos_inbox::lambda;
+use paymos_inbox::tools::reconcile::reconcile;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    paymos_inbox::telemetry::init_json();
+    let config = ReconcileConfig::from_lookup(|k| std::env::var(k).ok())?;
+    let aws = load_config(Duration::from_secs(3), 3).await;
+    let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
+    let api = paymos_client(
+        &aws_sdk_secretsmanager::Client::new(&aws),
+        &config.api_secrets_id,
+        PAYMOS_API_SECRETS_ID,
+        &config.api_base_url,
+        Duration::from_secs(10),
+        2,
+    )
+    .await?;
+    let fulfil = Fulfil::new(DynamoState::new(
+        dynamodb.clone(),
+        config.state_table.clone(),
+        config.deliveries_table.clone(),
+    ));
+    let (api, fulfil, dynamodb, config) = (&api, &fulfil, &dynamodb, &config);
+    lambda_runtime::run(service_fn(move |_: LambdaEvent<serde_json::Value>| async move {
+        let now_ms = lambda::now_ms();
+        let now = i64::try_from(now_ms / 1000).unwrap_or(i64::MAX);
+        let from = now - i64::try_from(config.window_hours * 3600).unwrap_or(0);
+        let report = reconcile(api, fulfil, dynamodb, from, now, config.apply, now_ms)
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, "reconciliation could not run");
+                e
+            })?;
+        tracing::info!(
+            paid_at_paymos = report.paid_at_paymos,
+            matched = report.matched,
+            missing = report.missing.len(),
+            applied = report.applied.len(),
+            double = report.double.len(),
+            duplicate_payments = report.duplicate_payments.len(),
+            unknown = report.unknown.len(),
+            open_rechecked = report.open_rechecked,
+            "reconciliation done"
+        );
+        if !report.clean() {
+            return Err(Error::from(format!(
+                "reconciliation needs a person: {} missing ({} applied), {} double, {} duplicate payments, {} unknown; run `paymos-inbox reconcile --from {}h` for the list",
+                report.missing.len(),
+                report.applied.len(),
+                report.double.len(),
+                report.duplicate_payments.len(),
+                report.unknown.len(),
+                config.window_hours
+            )));
+        }
+        Ok::<_, Error>(serde_json::to_value(&report)?)
+    }))
+    .await
+}

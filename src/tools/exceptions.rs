@@ -1,0 +1,316 @@
+//! Every payment waiting for a person, and the ways out: `exceptions` lists them with why,
+//! since when and what to do; `release` fulfils a held, late or unconfirmed invoice on a
+//! person's word; `recheck` runs the reverse check again for unconfirmed deliveries.
+
+use crate::adapters::dynamodb::{DynamoLedger, DynamoState, ReleaseError};
+use crate::domain::confirm::{PaidClaim, PaymentConfirmation, Verdict, verdict};
+use crate::domain::envelope::Envelope;
+use crate::domain::fulfil::{Change, OrderRef, RecordFulfilment, Source, StateStore, change_of};
+use crate::domain::ingest::PortError;
+use crate::domain::state::Amount;
+
+/// The outcomes of a delivery that need a person.
+pub const DELIVERY_OUTCOMES: [&str; 2] = ["unconfirmed", "unusable"];
+
+/// One thing waiting for a person.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Exception {
+    /// `held`, `paid_late`, `duplicate_payment`, `unconfirmed`, `unusable`, `dead_letter`.
+    pub kind: &'static str,
+    /// The invoice (or other resource) it is about, when known.
+    pub resource_id: Option<String>,
+    /// The delivery it is about, when known.
+    pub event_id: Option<String>,
+    /// Since when (Unix ms).
+    pub since_ms: u64,
+    /// Why it waits.
+    pub why: String,
+    /// What to do.
+    pub action: String,
+}
+
+/// Lists every exception: invoices under review in the state table, deliveries with an
+/// outcome that needs a person (unless their invoice was fulfilled since), and the DLQ.
+///
+/// # Errors
+/// A DynamoDB or SQS failure, as text.
+pub async fn list(
+    state: &DynamoState,
+    ledger: &DynamoLedger,
+    dlq: Option<(&aws_sdk_sqs::Client, &str)>,
+) -> Result<Vec<Exception>, String> {
+    let mut out = Vec::new();
+    for inv in state
+        .invoices_under_review()
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        let paid = format!(
+            "{} {}",
+            inv.amount.as_deref().unwrap_or("?"),
+            inv.currency.as_deref().unwrap_or("")
+        );
+        let order = inv.order_id.as_deref().unwrap_or("?");
+        let (kind, why, action) = if let Some(first) = &inv.duplicate_of {
+            (
+                "duplicate_payment",
+                format!("a second payment ({paid}) for order {order}, which {first} fulfilled"),
+                format!(
+                    "refund {} at Paymos; its completed refund clears this",
+                    inv.invoice_id
+                ),
+            )
+        } else if inv.held {
+            (
+                "held",
+                format!("paid {paid}, which differs from what order {order} was registered for"),
+                format!(
+                    "check the order; ship with `paymos-inbox release {} --actor <you> --reason …`, or refund",
+                    inv.invoice_id
+                ),
+            )
+        } else {
+            (
+                "paid_late",
+                format!("paid after it closed {} (order {order})", inv.status),
+                format!(
+                    "ship anyway with `paymos-inbox release {} --actor <you> --reason …`, or refund",
+                    inv.invoice_id
+                ),
+            )
+        };
+        out.push(Exception {
+            kind,
+            resource_id: Some(inv.invoice_id.clone()),
+            event_id: None,
+            since_ms: inv.updated_at_ms,
+            why,
+            action,
+        });
+    }
+    for record in ledger
+        .with_outcomes(&DELIVERY_OUTCOMES, None)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        let resource = record.delivery.resource_id.clone();
+        if let Some(invoice) = resource.as_deref().filter(|r| r.starts_with("inv_"))
+            && state
+                .is_fulfilled(invoice)
+                .await
+                .map_err(|e| e.to_string())?
+        {
+            continue; // fulfilled since (released, reconciled, or another event)
+        }
+        let reason = record.reason.clone().unwrap_or_default();
+        let (kind, action) = if record.outcome == "unconfirmed" {
+            (
+                "unconfirmed",
+                format!(
+                    "`paymos-inbox recheck {}`; if it is genuine, `paymos-inbox release {} --actor <you>`",
+                    resource.as_deref().unwrap_or("inv_…"),
+                    resource.as_deref().unwrap_or("inv_…")
+                ),
+            )
+        } else {
+            (
+                "unusable",
+                format!(
+                    "read the archived body of {} in the deliveries table, apply it by hand",
+                    record.delivery.event_id
+                ),
+            )
+        };
+        out.push(Exception {
+            kind,
+            resource_id: resource,
+            event_id: Some(record.delivery.event_id.clone()),
+            since_ms: record.processed_at_ms,
+            why: format!(
+                "{} {}: {reason}",
+                record.delivery.event_type, record.outcome
+            ),
+            action,
+        });
+    }
+    if let Some((sqs, dlq)) = dlq {
+        let attributes = sqs
+            .get_queue_attributes()
+            .queue_url(dlq)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+            .send()
+            .await
+            .map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(e).to_string())?;
+        let count: u64 = attributes
+            .attributes()
+            .and_then(|a| {
+                a.get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+            })
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        if count > 0 {
+            out.push(Exception {
+                kind: "dead_letter",
+                resource_id: None,
+                event_id: None,
+                since_ms: 0,
+                why: format!(
+                    "{count} message(s) in the dead-letter queue: applying failed five times"
+                ),
+                action: "read the fulfil logs for the cause, fix it, then `paymos-inbox redrive`"
+                    .into(),
+            });
+        }
+    }
+    out.sort_by_key(|e| e.since_ms);
+    Ok(out)
+}
+
+/// The order a delivery's body names, for releasing an invoice the state table never saw.
+fn order_of(body: &[u8]) -> OrderRef {
+    match Envelope::parse(body).map(|e| change_of(&e)) {
+        Ok(Change::Invoice { order, .. }) => order,
+        _ => OrderRef {
+            external_id: None,
+            amount: None,
+            currency: None,
+        },
+    }
+}
+
+/// Releases `invoice_id` (see [`DynamoState::release`]); unconfirmed deliveries for it are
+/// marked resolved.
+///
+/// # Errors
+/// [`ReleaseError`] when it is not releasable or a call fails.
+pub async fn release(
+    state: &DynamoState,
+    ledger: &DynamoLedger,
+    invoice_id: &str,
+    actor: &str,
+    reason: Option<&str>,
+    now_ms: u64,
+) -> Result<crate::domain::fulfil::Applied, ReleaseError> {
+    let waiting = ledger
+        .with_outcomes(&["unconfirmed"], Some(invoice_id))
+        .await?;
+    let fallback = waiting.last().map_or(
+        OrderRef {
+            external_id: None,
+            amount: None,
+            currency: None,
+        },
+        |r| order_of(&r.delivery.body),
+    );
+    let applied = state
+        .release(
+            invoice_id,
+            &fallback,
+            actor,
+            reason,
+            &RecordFulfilment,
+            now_ms,
+        )
+        .await?;
+    for record in &waiting {
+        ledger
+            .mark_resolved(
+                &record.delivery.event_id,
+                "released",
+                &format!("manual:{actor}"),
+                now_ms,
+            )
+            .await?;
+    }
+    Ok(applied)
+}
+
+/// What a re-check found for one delivery.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Rechecked {
+    /// The delivery.
+    pub event_id: String,
+    /// Its invoice.
+    pub invoice_id: String,
+    /// `fulfilled`, `already_final`, … when Paymos confirms it now; else `unconfirmed`.
+    pub outcome: String,
+    /// Why it stays unconfirmed, if it does.
+    pub reason: Option<String>,
+}
+
+/// Runs the reverse check again for unconfirmed deliveries (of one invoice, or all), applying
+/// each Paymos now confirms through the webhook's own transition.
+///
+/// # Errors
+/// A DynamoDB failure, or the API failing (nothing is decided then).
+pub async fn recheck<C: PaymentConfirmation>(
+    state: &DynamoState,
+    ledger: &DynamoLedger,
+    api: &C,
+    invoice_id: Option<&str>,
+    now_ms: u64,
+) -> Result<Vec<Rechecked>, PortError> {
+    let mut out = Vec::new();
+    for record in ledger.with_outcomes(&["unconfirmed"], invoice_id).await? {
+        let Ok(envelope) = Envelope::parse(&record.delivery.body) else {
+            continue;
+        };
+        let change = change_of(&envelope);
+        let Change::Invoice { invoice_id, .. } = &change else {
+            continue;
+        };
+        let at_source = api.invoice(invoice_id).await?;
+        let (outcome, reason) = match verdict(&at_source, &PaidClaim::of(&envelope.data), u32::MAX)
+        {
+            Verdict::Confirmed => {
+                let source = Source::Manual {
+                    actor: "recheck".into(),
+                };
+                let applied = state
+                    .apply(&source, &change, &RecordFulfilment, now_ms)
+                    .await?;
+                ledger
+                    .mark_resolved(
+                        &record.delivery.event_id,
+                        &format!("rechecked_{applied}"),
+                        "recheck",
+                        now_ms,
+                    )
+                    .await?;
+                (applied.as_str().to_owned(), None)
+            }
+            Verdict::NotYet => ("unconfirmed".to_owned(), Some("not paid at Paymos".into())),
+            Verdict::Unconfirmed(reason) => ("unconfirmed".to_owned(), Some(reason)),
+        };
+        out.push(Rechecked {
+            event_id: record.delivery.event_id.clone(),
+            invoice_id: invoice_id.clone(),
+            outcome,
+            reason,
+        });
+    }
+    Ok(out)
+}
+
+/// Registers what an order must be paid with (the amount guard), from the command line.
+///
+/// # Errors
+/// A message naming what is wrong, or the DynamoDB failure.
+pub async fn register_order(
+    state: &DynamoState,
+    order_id: &str,
+    amount: &str,
+    currency: &str,
+) -> Result<(), String> {
+    let amount = Amount::parse(amount)
+        .ok_or_else(|| format!("--amount {amount:?} is not a decimal like 10.50"))?;
+    if currency.is_empty() || !currency.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Err(format!(
+            "--currency {currency:?} is not a currency code like USD"
+        ));
+    }
+    state
+        .register_order(order_id, &amount, currency)
+        .await
+        .map_err(|e| e.to_string())
+}

@@ -126,10 +126,11 @@ pub async fn list(
             resource_id: resource,
             event_id: Some(record.delivery.event_id.clone()),
             since_ms: record.processed_at_ms,
-            why: format!(
-                "{} {}: {reason}",
-                record.delivery.event_type, record.outcome
-            ),
+            why: if reason.starts_with(&record.delivery.event_type) {
+                reason
+            } else {
+                format!("{}: {reason}", record.delivery.event_type)
+            },
             action,
         });
     }

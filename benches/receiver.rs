@@ -199,6 +199,7 @@ fn bench_fulfil(c: &mut Criterion) {
         event_id: "evt_fulfil".into(),
         environment: Some(paymos_inbox::domain::signature::Environment::Live),
         body: body_of(1024, "evt_fulfil"),
+        received_at_ms: None,
     };
     let mut group = c.benchmark_group("fulfil_1KiB");
     group.bench_function("decide", |b| {

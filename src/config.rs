@@ -38,6 +38,18 @@ pub const RECONCILE_WINDOW_HOURS: &str = "RECONCILE_WINDOW_HOURS";
 /// Environment variable: `true` to let the scheduled reconciliation fulfil what it finds
 /// missing (default `false`: report and alarm only).
 pub const RECONCILE_APPLY: &str = "RECONCILE_APPLY";
+/// Environment variable: the stack's name, the `Stack` dimension of every metric (so two stacks
+/// in one account never mix their numbers; default `local`).
+pub const METRICS_STACK: &str = "PAYMOS_INBOX_STACK";
+
+/// The `Stack` dimension of the metrics, from [`METRICS_STACK`].
+pub fn metrics_stack(lookup: impl Fn(&str) -> Option<String>) -> String {
+    lookup(METRICS_STACK)
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "local".to_owned())
+}
+
 /// Environment variable: days to keep ledger items (unset: forever; the table is the archive).
 pub const DELIVERY_RETENTION_DAYS: &str = "DELIVERY_RETENTION_DAYS";
 

@@ -1,10 +1,21 @@
-//! Logging set-up: JSON lines for Lambda (CloudWatch parses them), readable lines for the CLI.
+//! Logging and metrics set-up: flat JSON lines for Lambda (CloudWatch parses them; the fields of
+//! the enclosing spans, such as the runtime's `requestId` and our `event_id`, are merged into
+//! every line), readable lines for the CLI, and metrics as CloudWatch embedded metric format
+//! (EMF) documents on stdout, flushed after each invocation.
 //!
 //! Our own code never logs a body or a secret. The AWS SDK, hyper, rustls and the Lambda
 //! runtime do at DEBUG/TRACE (wire bodies, raw events), so they are capped at INFO whatever level
 //! the function runs at; only an explicit `RUST_LOG` (local debugging) lifts that.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::{Map, Value};
+use tracing::field::{Field, Visit};
+use tracing::{Event, Subscriber};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::format::{JsonFields, Writer};
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormattedFields};
+use tracing_subscriber::registry::LookupSpan;
 
 /// Crates whose DEBUG/TRACE output contains request or response bodies.
 const WIRE_LOGGERS: [&str; 14] = [
@@ -43,16 +54,174 @@ fn filter() -> EnvFilter {
     })
 }
 
-/// JSON logs on stdout without ANSI colours or timestamps (Lambda adds its own).
+/// One JSON object per line: `level`, `message`, the event's fields and those of every
+/// enclosing span, all at the top level (a span's field names an invocation or a delivery, so
+/// a line logged deep in an adapter still carries `requestId` and `event_id`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FlatJson;
+
+struct Fields<'m>(&'m mut Map<String, Value>);
+
+impl Visit for Fields<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(field.name().to_owned(), Value::from(value));
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.0.insert(field.name().to_owned(), Value::from(value));
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.0.insert(field.name().to_owned(), Value::from(value));
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.0.insert(field.name().to_owned(), Value::from(value));
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.0.insert(field.name().to_owned(), Value::from(value));
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0
+            .insert(field.name().to_owned(), Value::from(format!("{value:?}")));
+    }
+}
+
+impl<S> FormatEvent<S, JsonFields> for FlatJson
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, JsonFields>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> std::fmt::Result {
+        let mut line = Map::new();
+        line.insert(
+            "level".into(),
+            Value::from(event.metadata().level().as_str()),
+        );
+        if let Some(scope) = ctx.event_scope() {
+            for span in scope.from_root() {
+                let extensions = span.extensions();
+                if let Some(fields) = extensions.get::<FormattedFields<JsonFields>>()
+                    && let Ok(Value::Object(map)) = serde_json::from_str::<Value>(fields)
+                {
+                    line.extend(map);
+                }
+            }
+        }
+        event.record(&mut Fields(&mut line));
+        writeln!(writer, "{}", Value::Object(line))
+    }
+}
+
+/// Flat JSON logs on stdout without ANSI colours or timestamps (Lambda adds its own).
 pub fn init_json() {
-    let _ = tracing_subscriber::fmt()
-        .json()
+    let _ = tracing::subscriber::set_global_default(json_subscriber(std::io::stdout));
+}
+
+/// The subscriber [`init_json`] installs, writing to `writer` (tests capture it).
+pub fn json_subscriber<W>(writer: W) -> impl Subscriber + Send + Sync + 'static
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    tracing_subscriber::fmt()
         .with_env_filter(filter())
-        .with_current_span(false)
-        .with_ansi(false)
-        .without_time()
-        .with_target(false)
-        .try_init();
+        .fmt_fields(JsonFields::new())
+        .event_format(FlatJson)
+        .with_writer(writer)
+        .finish()
+}
+
+/// Metric names and dimensions: the template's alarms and dashboard name the same (a test
+/// checks).
+pub mod metric {
+    /// The CloudWatch namespace of every metric.
+    pub const NAMESPACE: &str = "PaymosInbox";
+    /// The dimension every metric has: the stack's name.
+    pub const STACK: &str = "Stack";
+    /// The other dimension: an outcome or an error code (never an id or an amount).
+    pub const OUTCOME: &str = "Outcome";
+    /// Ingest answers, by `Outcome`: `new`, `duplicate`, or the error code.
+    pub const INGEST_ANSWERS: &str = "IngestAnswers";
+    /// Fulfil results, by `Outcome`: what `Applied` says, or `retry_unavailable`,
+    /// `retry_not_paid_yet`, `poison`.
+    pub const FULFIL_OUTCOMES: &str = "FulfilOutcomes";
+    /// Milliseconds from a delivery's receipt to its processing.
+    pub const DELIVERY_AGE: &str = "DeliveryAgeMs";
+    /// Deposits credited.
+    pub const DEPOSITS_CREDITED: &str = "DepositsCredited";
+    /// Invocations that started a new execution environment.
+    pub const COLD_STARTS: &str = "ColdStarts";
+    /// Stranded deliveries the sweep sent again.
+    pub const STRANDED_RESENT: &str = "StrandedResent";
+    /// Age of the oldest delivery recorded but not processed, seen by the sweep.
+    pub const OLDEST_PENDING: &str = "OldestPendingSeconds";
+    /// Every metric name the code emits.
+    pub const ALL: [&str; 7] = [
+        INGEST_ANSWERS,
+        FULFIL_OUTCOMES,
+        DELIVERY_AGE,
+        DEPOSITS_CREDITED,
+        COLD_STARTS,
+        STRANDED_RESENT,
+        OLDEST_PENDING,
+    ];
+}
+
+static METRICS: std::sync::OnceLock<&'static metrics_cloudwatch_embedded::Collector> =
+    std::sync::OnceLock::new();
+static WARM: AtomicBool = AtomicBool::new(false);
+
+/// Installs the EMF recorder (once per process): every metric with the `Stack` dimension
+/// ([`crate::config::METRICS_STACK`]), every document with the `function` property.
+pub fn init_metrics(function: &str) {
+    if METRICS.get().is_some() {
+        return;
+    }
+    let stack = crate::config::metrics_stack(|k| std::env::var(k).ok());
+    match metrics_cloudwatch_embedded::Builder::new()
+        .cloudwatch_namespace(metric::NAMESPACE)
+        .with_dimension(metric::STACK, stack)
+        .init()
+    {
+        Ok(collector) => {
+            collector.set_property("function", function.to_owned());
+            metrics::describe_histogram!(
+                metric::DELIVERY_AGE,
+                metrics::Unit::Milliseconds,
+                "received to processed"
+            );
+            metrics::describe_gauge!(
+                metric::OLDEST_PENDING,
+                metrics::Unit::Seconds,
+                "oldest delivery not processed"
+            );
+            let _ = METRICS.set(collector);
+        }
+        Err(e) => tracing::warn!(error = %e, "metrics recorder not installed"),
+    }
+}
+
+/// Marks the start of an invocation: the first one of the process counts a cold start.
+pub fn invocation_started() {
+    if !WARM.swap(true, Ordering::SeqCst) {
+        metrics::counter!(metric::COLD_STARTS).increment(1);
+    }
+}
+
+/// Writes the metrics gathered since the last flush to stdout as EMF documents (one line per
+/// dimension set), as Lambda's log pipeline expects them.
+pub fn flush_metrics() {
+    flush_metrics_to(std::io::stdout().lock());
+}
+
+/// [`flush_metrics`] into `writer`.
+pub fn flush_metrics_to(writer: impl std::io::Write) {
+    if let Some(collector) = METRICS.get()
+        && let Err(e) = collector.flush(writer)
+    {
+        tracing::warn!(error = %e, "could not write the metrics");
+    }
 }
 
 /// Human-readable logs on stderr, for the CLI.

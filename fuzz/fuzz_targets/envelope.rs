@@ -22,6 +22,7 @@ fuzz_target!(|body: &[u8]| {
         event_id: e.event_id.clone(),
         environment: Some(Environment::Live),
         body: body.to_vec(),
+        received_at_ms: Some(1),
     };
     let message = item.encode();
     assert!(message.is_ascii(), "a work item travels through SQS's character set");

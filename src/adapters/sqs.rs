@@ -47,6 +47,7 @@ impl WorkQueue for SqsQueue {
             event_id: delivery.event_id.clone(),
             environment: delivery.environment,
             body: delivery.body.clone(),
+            received_at_ms: Some(delivery.received_at_ms),
         };
         let mut send = self
             .client

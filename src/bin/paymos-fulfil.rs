@@ -16,6 +16,7 @@ use paymos_inbox::lambda::{self, fulfil::handle_batch};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     paymos_inbox::telemetry::init_json();
+    paymos_inbox::telemetry::init_metrics("fulfil");
     let config = FulfilConfig::from_lookup(|k| std::env::var(k).ok())?;
     let aws = load_config(Duration::from_secs(3), 3).await;
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
@@ -57,7 +58,12 @@ where
     let fulfil = Arc::new(fulfil);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
         let fulfil = Arc::clone(&fulfil);
-        async move { Ok::<_, Error>(handle_batch(&fulfil, event.payload, lambda::now_ms()).await) }
+        async move {
+            paymos_inbox::telemetry::invocation_started();
+            let response = handle_batch(&fulfil, event.payload, lambda::now_ms()).await;
+            paymos_inbox::telemetry::flush_metrics();
+            Ok::<_, Error>(response)
+        }
     }))
     .await
 }

@@ -16,6 +16,7 @@ use paymos_inbox::lambda::{self, ingest::respond_with_keys};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     paymos_inbox::telemetry::init_json();
+    paymos_inbox::telemetry::init_metrics("ingest");
     let config = IngestConfig::from_lookup(|k| std::env::var(k).ok())?;
     // Two attempts of at most 1 s per call: the put and the send together stay under the 6 s
     // function timeout, itself well inside the sender's 10 s.
@@ -54,9 +55,11 @@ async fn main() -> Result<(), Error> {
         let ingest = Arc::clone(&ingest);
         let key_source = Arc::clone(&key_source);
         async move {
-            Ok::<_, Error>(
-                respond_with_keys(&ingest, &request, lambda::now_ms(), key_source.as_ref()).await,
-            )
+            paymos_inbox::telemetry::invocation_started();
+            let response =
+                respond_with_keys(&ingest, &request, lambda::now_ms(), key_source.as_ref()).await;
+            paymos_inbox::telemetry::flush_metrics();
+            Ok::<_, Error>(response)
         }
     }))
     .await

@@ -170,6 +170,23 @@ pub enum Applied {
 }
 
 impl Applied {
+    /// Every outcome.
+    pub const ALL: [Self; 13] = [
+        Self::Fulfilled,
+        Self::Updated,
+        Self::Credited,
+        Self::AlreadyFinal,
+        Self::Stale,
+        Self::Held,
+        Self::PaidLate,
+        Self::Ignored,
+        Self::Unconfirmed,
+        Self::AlreadyProcessed,
+        Self::Unusable,
+        Self::OtherEnvironment,
+        Self::DuplicatePayment,
+    ];
+
     /// The stored name.
     #[must_use]
     pub fn as_str(self) -> &'static str {

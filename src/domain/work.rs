@@ -22,6 +22,8 @@ pub struct WorkItem {
     pub environment: Option<Environment>,
     /// The exact raw body.
     pub body: Vec<u8>,
+    /// When ingest received it (Unix ms), for the age metric; absent in older items.
+    pub received_at_ms: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -31,6 +33,8 @@ struct Wire<'a> {
     #[serde(default)]
     environment: Option<&'a str>,
     body: &'a str,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    received_at: Option<u64>,
 }
 
 /// Why a queue message is not a work item (it was not written by ingest: never acknowledged).
@@ -58,6 +62,7 @@ impl WorkItem {
             event_id: &self.event_id,
             environment: self.environment.map(Environment::as_str),
             body: &body,
+            received_at: self.received_at_ms,
         })
         .expect("a work item serialises")
     }
@@ -78,6 +83,7 @@ impl WorkItem {
             body: STANDARD
                 .decode(wire.body)
                 .map_err(|_| WorkItemError::BadBody)?,
+            received_at_ms: wire.received_at,
         })
     }
 }
@@ -95,6 +101,7 @@ mod tests {
             event_id: "evt_1".into(),
             environment: Some(Environment::Live),
             body,
+            received_at_ms: Some(7),
         };
         let text = item.encode();
         assert!(text.is_ascii(), "{text}");

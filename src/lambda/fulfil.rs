@@ -4,9 +4,17 @@
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use futures::StreamExt;
+use tracing::Instrument;
+
+use crate::domain::fulfil::Applied;
+use crate::telemetry::metric;
 
 use crate::domain::fulfil::{Fulfil, FulfilError, PaymentConfirmation, PoisonError, StateStore};
 use crate::domain::work::WorkItem;
+
+/// The `FulfilOutcomes` of a message that was not applied: a message that is not a work item,
+/// a store or API failure, and a payment Paymos does not show paid yet.
+pub const FAILURE_OUTCOMES: [&str; 3] = ["poison", "retry_unavailable", "retry_not_paid_yet"];
 
 /// How many messages of one batch are applied at the same time.
 pub const CONCURRENCY: usize = 10;
@@ -34,27 +42,49 @@ async fn apply_one<S: StateStore, C: PaymentConfirmation>(
     now_ms: u64,
 ) -> Result<(), BatchItemFailure> {
     let message_id = message.message_id.clone().unwrap_or_default();
+    let decoded = WorkItem::decode(message.body.as_deref().unwrap_or_default());
+    let event_id = decoded
+        .as_ref()
+        .map_or("unknown", |item| item.event_id.as_str())
+        .to_owned();
+    // Every line about this message (adapters' warnings included) names the event.
+    let span = tracing::info_span!("delivery", event_id = %event_id, message_id = %message_id);
+    apply_decoded(fulfil, message, decoded, now_ms)
+        .instrument(span)
+        .await
+        .map_err(|()| {
+            let mut failure = BatchItemFailure::default();
+            failure.item_identifier = message_id;
+            failure
+        })
+}
+
+async fn apply_decoded<S: StateStore, C: PaymentConfirmation>(
+    fulfil: &Fulfil<S, C>,
+    message: &SqsMessage,
+    decoded: Result<WorkItem, crate::domain::work::WorkItemError>,
+    now_ms: u64,
+) -> Result<(), ()> {
     let receives = message
         .attributes
         .get("ApproximateReceiveCount")
         .map_or("?", String::as_str);
     let receive_count: u32 = receives.parse().unwrap_or(1);
-    let text = message.body.as_deref().unwrap_or_default();
-    let applied = match WorkItem::decode(text) {
+    let applied = match decoded {
         Ok(item) => fulfil
             .apply_received(&item, now_ms, receive_count)
             .await
             .map(|a| (item, a)),
         Err(e) => Err(FulfilError::Poison(PoisonError::from(e))),
     };
+    record_metrics(&applied, now_ms);
     match applied {
-        Ok((item, (envelope, applied))) => {
+        Ok((_, (envelope, applied))) => {
             let (event_type, resource_id) = envelope
                 .as_ref()
                 .map(|e| (e.event_type.as_str(), e.resource_id.as_deref()))
                 .unwrap_or_default();
             tracing::info!(
-                event_id = %item.event_id,
                 event_type,
                 resource_id = resource_id.unwrap_or_default(),
                 outcome = applied.as_str(),
@@ -69,13 +99,40 @@ async fn apply_one<S: StateStore, C: PaymentConfirmation>(
                 FulfilError::NotYet { .. } => "not_paid_yet",
             };
             if matches!(error, FulfilError::NotYet { .. }) {
-                tracing::warn!(message_id, receives, error = kind, reason = %error, "delivery not applied yet; SQS redelivers it after the visibility timeout");
+                tracing::warn!(receives, error = kind, reason = %error, "delivery not applied yet; SQS redelivers it after the visibility timeout");
             } else {
-                tracing::error!(message_id, receives, error = kind, reason = %error, "delivery not applied; SQS will redeliver it (then the DLQ)");
+                tracing::error!(receives, error = kind, reason = %error, "delivery not applied; SQS will redeliver it (then the DLQ)");
             }
-            let mut failure = BatchItemFailure::default();
-            failure.item_identifier = message_id;
-            Err(failure)
+            Err(())
+        }
+    }
+}
+
+/// What applying one message gave.
+type Applying = Result<
+    (
+        WorkItem,
+        (Option<crate::domain::envelope::Envelope>, Applied),
+    ),
+    FulfilError,
+>;
+
+fn record_metrics(applied: &Applying, now_ms: u64) {
+    let outcome = match applied {
+        Ok((_, (_, applied))) => applied.as_str(),
+        Err(FulfilError::Poison(_)) => FAILURE_OUTCOMES[0],
+        Err(FulfilError::Unavailable(_)) => FAILURE_OUTCOMES[1],
+        Err(FulfilError::NotYet { .. }) => FAILURE_OUTCOMES[2],
+    };
+    metrics::counter!(metric::FULFIL_OUTCOMES, metric::OUTCOME => outcome).increment(1);
+    if let Ok((item, (_, applied))) = applied {
+        if *applied == Applied::Credited {
+            metrics::counter!(metric::DEPOSITS_CREDITED).increment(1);
+        }
+        if let Some(received) = item.received_at_ms {
+            #[allow(clippy::cast_precision_loss)]
+            let age = now_ms.saturating_sub(received) as f64;
+            metrics::histogram!(metric::DELIVERY_AGE).record(age);
         }
     }
 }

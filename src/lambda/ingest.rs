@@ -4,6 +4,7 @@
 use lambda_http::http::{HeaderMap, StatusCode, header};
 use lambda_http::{Body, Request, Response};
 use serde_json::json;
+use tracing::Instrument;
 
 use crate::domain::ingest::{
     DeliveryLedger, Inbound, Ingest, IngestError, Ingested, KeySource, Receipt, WorkQueue,
@@ -21,8 +22,31 @@ pub async fn respond<L: DeliveryLedger, Q: WorkQueue>(
     now_ms: u64,
 ) -> Response<Body> {
     let inbound = inbound(request);
-    let outcome = ingest.handle(&inbound, now_ms).await;
-    answer(&inbound, outcome)
+    let span = delivery_span(&inbound);
+    async {
+        let outcome = ingest.handle(&inbound, now_ms).await;
+        answer(&inbound, outcome)
+    }
+    .instrument(span)
+    .await
+}
+
+/// The span every log line of one request carries: `event_id` from `X-Webhook-Id` when it looks
+/// like one (so refusals of unreadable bodies still name the event), else `unknown`; the
+/// acknowledgement line names the verified one.
+fn delivery_span(inbound: &Inbound<'_>) -> tracing::Span {
+    let claimed = inbound
+        .webhook_id
+        .map(str::trim)
+        .filter(|id| {
+            !id.is_empty()
+                && id.len() <= crate::domain::envelope::MAX_ID_LEN
+                && id
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        })
+        .unwrap_or("unknown");
+    tracing::info_span!("delivery", event_id = claimed)
 }
 
 /// [`respond`], re-reading the secrets from `keys` when a signature matches none of them (at
@@ -34,8 +58,13 @@ pub async fn respond_with_keys<L: DeliveryLedger, Q: WorkQueue, K: KeySource>(
     keys: &K,
 ) -> Response<Body> {
     let inbound = inbound(request);
-    let outcome = ingest.handle_with_keys(&inbound, now_ms, keys).await;
-    answer(&inbound, outcome)
+    let span = delivery_span(&inbound);
+    async {
+        let outcome = ingest.handle_with_keys(&inbound, now_ms, keys).await;
+        answer(&inbound, outcome)
+    }
+    .instrument(span)
+    .await
 }
 
 fn inbound(request: &Request) -> Inbound<'_> {
@@ -62,6 +91,15 @@ fn header_str<'r>(headers: &'r HeaderMap, name: &str) -> Option<&'r str> {
 /// Logs name the event and the problem, never the body or a secret.
 #[must_use]
 pub fn answer(inbound: &Inbound<'_>, outcome: Result<Receipt, IngestError>) -> Response<Body> {
+    let code = match &outcome {
+        Ok(receipt) => receipt.ingested.as_str(),
+        Err(error) => error.code(),
+    };
+    metrics::counter!(
+        crate::telemetry::metric::INGEST_ANSWERS,
+        crate::telemetry::metric::OUTCOME => code
+    )
+    .increment(1);
     match outcome {
         Ok(receipt) => {
             let ingested = &receipt.ingested;

@@ -6,7 +6,9 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+
 use std::time::Duration;
+use tracing::Instrument;
 
 use base64::Engine as _;
 use http_body_util::{BodyExt, Full, Limited};
@@ -260,13 +262,15 @@ where
 {
     tokio::spawn(async move {
         loop {
-            let poll = poll_once(&sqs, &queue_url, &fulfil, batch_size, 1, now_ms);
+            let poll = poll_once(&sqs, &queue_url, &fulfil, batch_size, 1, now_ms)
+                .instrument(invocation_span());
             let result = match timeout {
                 Some(limit) => tokio::time::timeout(limit, poll)
                     .await
                     .unwrap_or_else(|_| Err("the batch timed out (crashed)".into())),
                 None => poll.await,
             };
+            crate::telemetry::flush_metrics();
             if let Err(e) = result {
                 tracing::warn!(error = %e, "poller: the batch failed; its messages will be redelivered");
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -289,12 +293,23 @@ where
         let id = req.headers().get("x-webhook-id")?.to_str().ok()?.to_owned();
         seen.lock().insert(id).then_some(delay)
     });
-    let response = handle(ingest, req).await;
+    // As the runtime does on Lambda: a span naming the invocation around the handler, and the
+    // metrics flushed after it.
+    let response = handle(ingest, req).instrument(invocation_span()).await;
+    crate::telemetry::flush_metrics();
     if let Some(delay) = hold {
         tracing::info!(?delay, "--slow: holding the reply to this first attempt");
         tokio::time::sleep(delay).await;
     }
     response
+}
+
+/// The span Lambda's runtime puts around an invocation, with a local request id.
+fn invocation_span() -> tracing::Span {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let id = format!("local-{:08}", N.fetch_add(1, Ordering::Relaxed));
+    tracing::info_span!("Lambda runtime invoke", requestId = %id)
 }
 
 #[derive(Clone, Default)]

@@ -239,6 +239,7 @@ pub fn work_item(
         event_id,
         environment: Some(environment),
         body: body.as_bytes().to_vec(),
+        received_at_ms: Some(NOW_MS),
     }
 }
 

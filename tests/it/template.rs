@@ -274,6 +274,8 @@ fn every_alarm_watches_a_resource_of_this_stack() {
         .unwrap()
         .iter()
         .filter(|(_, r)| r["Type"].as_str() == Some("AWS::CloudWatch::Alarm"))
+        // Metric math alarms (on our own metrics) have no top-level dimensions.
+        .filter(|(_, r)| !r["Properties"]["Dimensions"].is_null())
         .map(|(name, r)| {
             (
                 name.as_str().unwrap().to_owned(),
@@ -314,4 +316,79 @@ mod toml_like {
             })
             .collect()
     }
+}
+
+#[test]
+fn every_alarm_on_our_metrics_names_a_metric_and_an_outcome_the_code_emits() {
+    use paymos_inbox::telemetry::metric;
+    let t = template();
+    let mut checked = 0;
+    let mut check = |alarm: &str, m: &serde_yaml::Value| {
+        if m["Namespace"].as_str() != Some(metric::NAMESPACE) {
+            return;
+        }
+        let name = m["MetricName"].as_str().unwrap();
+        assert!(
+            metric::ALL.contains(&name),
+            "{alarm} watches {name}, which the code never emits"
+        );
+        for d in m["Dimensions"].as_sequence().unwrap() {
+            let dim = d["Name"].as_str().unwrap();
+            assert!(
+                [metric::STACK, metric::OUTCOME].contains(&dim),
+                "{alarm}: the code emits no {dim} dimension"
+            );
+            if dim == metric::OUTCOME {
+                let outcome = d["Value"].as_str().unwrap();
+                let emitted = if name == metric::INGEST_ANSWERS {
+                    INGEST_OUTCOMES.contains(&outcome)
+                } else {
+                    fulfil_outcomes().contains(&outcome)
+                };
+                assert!(emitted, "{alarm}: {name} is never emitted with {outcome}");
+            }
+        }
+        checked += 1;
+    };
+    for (name, r) in t["Resources"].as_mapping().unwrap() {
+        if r["Type"].as_str() != Some("AWS::CloudWatch::Alarm") {
+            continue;
+        }
+        let name = name.as_str().unwrap();
+        let p = &r["Properties"];
+        check(name, p);
+        for m in p["Metrics"].as_sequence().into_iter().flatten() {
+            check(name, &m["MetricStat"]["Metric"]);
+        }
+    }
+    assert!(
+        checked >= 8,
+        "the alarms on our own metrics were found ({checked})"
+    );
+}
+
+/// What `IngestAnswers` is emitted with: the two acknowledgements and every error code.
+const INGEST_OUTCOMES: [&str; 13] = [
+    "new",
+    "duplicate",
+    "method_not_allowed",
+    "payload_too_large",
+    "missing_signature",
+    "malformed_header",
+    "timestamp_outside_tolerance",
+    "signature_mismatch",
+    "invalid_payload",
+    "webhook_id_mismatch",
+    "environment_mismatch",
+    "in_progress",
+    "unavailable",
+];
+
+/// What `FulfilOutcomes` is emitted with: every `Applied`, and the three failures.
+fn fulfil_outcomes() -> Vec<&'static str> {
+    paymos_inbox::domain::fulfil::Applied::ALL
+        .iter()
+        .map(|a| a.as_str())
+        .chain(paymos_inbox::lambda::fulfil::FAILURE_OUTCOMES)
+        .collect()
 }

@@ -39,6 +39,17 @@ pub struct DevArgs {
     /// AWS). Default: the secrets' environment when they all name one, else sandbox.
     #[arg(long)]
     environment: Option<String>,
+    /// `text` (readable, on stderr) or `json`: exactly what the functions print on Lambda,
+    /// flat JSON log lines and the metrics as EMF documents, on stdout.
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+}
+
+impl DevArgs {
+    /// Whether logs (and metrics) are printed as on Lambda.
+    pub fn json_logs(&self) -> bool {
+        self.log_format == "json"
+    }
 }
 
 pub async fn run(args: DevArgs) -> ExitCode {

@@ -153,8 +153,15 @@ mod stack;
 pub(crate) const DEFAULT_PORT: u16 = 8787;
 
 fn main() -> ExitCode {
-    paymos_inbox::telemetry::init_human();
     let cli = Cli::parse();
+    match &cli.command {
+        // Exactly what the functions print on Lambda: flat JSON lines and EMF documents.
+        Command::Dev(args) if args.json_logs() => {
+            paymos_inbox::telemetry::init_json();
+            paymos_inbox::telemetry::init_metrics("dev");
+        }
+        _ => paymos_inbox::telemetry::init_human(),
+    }
     let runtime = || {
         tokio::runtime::Builder::new_multi_thread()
             .enable_all()

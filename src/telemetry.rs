@@ -156,8 +156,12 @@ pub mod metric {
     pub const STRANDED_RESENT: &str = "StrandedResent";
     /// Age of the oldest delivery recorded but not processed, seen by the sweep.
     pub const OLDEST_PENDING: &str = "OldestPendingSeconds";
+    /// What a scheduled reconciliation found, by `Outcome`: `missing`, `applied`, `double`,
+    /// `duplicate_payment`, `unknown`, `api_error`.
+    pub const RECONCILE_FINDINGS: &str = "ReconcileFindings";
     /// Every metric name the code emits.
-    pub const ALL: [&str; 7] = [
+    pub const ALL: [&str; 8] = [
+        RECONCILE_FINDINGS,
         INGEST_ANSWERS,
         FULFIL_OUTCOMES,
         DELIVERY_AGE,

@@ -12,11 +12,13 @@ use paymos_inbox::adapters::secrets::paymos_client;
 use paymos_inbox::config::{PAYMOS_API_SECRETS_ID, ReconcileConfig};
 use paymos_inbox::domain::fulfil::Fulfil;
 use paymos_inbox::lambda;
+use paymos_inbox::telemetry::metric;
 use paymos_inbox::tools::reconcile::reconcile;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     paymos_inbox::telemetry::init_json();
+    paymos_inbox::telemetry::init_metrics("reconcile");
     let config = ReconcileConfig::from_lookup(|k| std::env::var(k).ok())?;
     let aws = load_config(Duration::from_secs(3), 3).await;
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
@@ -39,12 +41,26 @@ async fn main() -> Result<(), Error> {
         let now_ms = lambda::now_ms();
         let now = i64::try_from(now_ms / 1000).unwrap_or(i64::MAX);
         let from = now - i64::try_from(config.window_hours * 3600).unwrap_or(0);
-        let report = reconcile(api, fulfil, dynamodb, from, now, config.apply, now_ms)
-            .await
-            .map_err(|e| {
+        paymos_inbox::telemetry::invocation_started();
+        let found = |outcome: &'static str, n: usize| {
+            metrics::counter!(metric::RECONCILE_FINDINGS, metric::OUTCOME => outcome)
+                .increment(n as u64);
+        };
+        let report = match reconcile(api, fulfil, dynamodb, from, now, config.apply, now_ms).await {
+            Ok(report) => report,
+            Err(e) => {
+                found("api_error", 1);
+                paymos_inbox::telemetry::flush_metrics();
                 tracing::error!(error = %e, "reconciliation could not run");
-                e
-            })?;
+                return Err(Error::from(e));
+            }
+        };
+        found("missing", report.missing.len());
+        found("applied", report.applied.values().filter(|a| *a == "fulfilled").count());
+        found("double", report.double.len());
+        found("duplicate_payment", report.duplicate_payments.len());
+        found("unknown", report.unknown.len());
+        paymos_inbox::telemetry::flush_metrics();
         tracing::info!(
             paid_at_paymos = report.paid_at_paymos,
             matched = report.matched,

@@ -21,14 +21,14 @@ use crate::harness::*;
 
 /// How the fake API answers `GET /v1/invoices/{id}`.
 #[derive(Clone)]
-enum Answer {
+pub(crate) enum Answer {
     /// These invoice documents, one per call, the last repeated.
     Invoices(Vec<Value>),
     NotFound,
     Hang,
 }
 
-fn invoice(id: &str, status: &str, order: (&str, &str), token: (&str, &str)) -> Value {
+pub(crate) fn invoice(id: &str, status: &str, order: (&str, &str), token: (&str, &str)) -> Value {
     json!({"invoice_id": id, "project_id": "prj_1", "status": status, "is_final": status == "paid",
         "is_test": false, "payment_url": "https://pay.example/x",
         "order": {"external_id": format!("order-{id}"), "amount": order.0, "currency": order.1},
@@ -36,10 +36,10 @@ fn invoice(id: &str, status: &str, order: (&str, &str), token: (&str, &str)) -> 
         "created_at": 1, "updated_at": 2})
 }
 
-type Answers = Arc<Mutex<HashMap<String, Answer>>>;
+pub(crate) type Answers = Arc<Mutex<HashMap<String, Answer>>>;
 
 /// A fake Paymos API: answers per invoice, and a list of paid invoices (one page).
-async fn fake_api(answers: Answers, paid: Vec<Value>) -> String {
+pub(crate) async fn fake_api(answers: Answers, paid: Vec<Value>) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let paid = Arc::new(paid);

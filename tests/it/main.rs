@@ -6,6 +6,7 @@
 mod harness;
 
 mod archive;
+mod binaries;
 mod check;
 mod cli;
 mod edges;

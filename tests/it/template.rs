@@ -392,3 +392,24 @@ fn fulfil_outcomes() -> Vec<&'static str> {
         .chain(paymos_inbox::lambda::fulfil::FAILURE_OUTCOMES)
         .collect()
 }
+
+#[test]
+fn events_env_json_sets_what_the_template_sets_for_each_function() {
+    let t = template();
+    let text = include_str!("../../events/env.json");
+    let env: serde_json::Value = serde_json::from_str(text).unwrap();
+    for function in ["IngestFunction", "FulfilFunction", "SweepFunction"] {
+        let mut in_template: Vec<String> = env_vars(&t, function).into_keys().collect();
+        in_template.push(config::METRICS_STACK.to_owned()); // from Globals
+        in_template.retain(|v| v != config::PAYMOS_API_SECRETS_ID); // only with the reverse check
+        in_template.sort();
+        let mut in_env: Vec<String> = env[function]
+            .as_object()
+            .unwrap_or_else(|| panic!("env.json has {function}"))
+            .keys()
+            .cloned()
+            .collect();
+        in_env.sort();
+        assert_eq!(in_env, in_template, "{function}");
+    }
+}

@@ -2,6 +2,7 @@
 
 pub mod aws;
 pub mod dynamodb;
+pub mod events;
 pub mod faults;
 pub mod memory;
 pub mod paymos_api;

@@ -78,12 +78,16 @@ pub enum Change {
     Unconfirmed {
         /// Why Paymos does not confirm it.
         reason: String,
+        /// The invoice.
+        resource_id: Option<String>,
     },
     /// A verified delivery that misses what its change needs (a final deposit without `net`):
     /// recorded as `unusable` with the reason, for an operator; never retried into the DLQ.
     Unusable {
         /// What is missing or wrong (field names, never values).
         reason: String,
+        /// The resource it names, when it names one.
+        resource_id: Option<String>,
     },
     /// A delivery verified by a secret of the other environment (a sandbox secret on a live
     /// stack): recorded as `other_environment`, nothing applied.
@@ -98,9 +102,9 @@ impl Change {
     #[must_use]
     pub fn reason(&self) -> Option<String> {
         match self {
-            Self::Ignore { reason } | Self::Unconfirmed { reason } | Self::Unusable { reason } => {
-                Some(reason.clone())
-            }
+            Self::Ignore { reason }
+            | Self::Unconfirmed { reason, .. }
+            | Self::Unusable { reason, .. } => Some(reason.clone()),
             Self::OtherEnvironment { environment } => Some(format!(
                 "verified by a {} secret; this stack applies another environment",
                 environment.map_or("unlabelled", Environment::as_str)
@@ -363,6 +367,7 @@ pub fn change_of(envelope: &Envelope) -> Change {
     let ignore = |reason: String| Change::Ignore { reason };
     let unusable = |reason: &str| Change::Unusable {
         reason: format!("{}: {reason}", envelope.event_type),
+        resource_id: envelope.resource_id.clone(),
     };
     let upper = |v: &Option<String>| v.as_deref().map(str::to_ascii_uppercase);
     let resource = envelope.resource_id.clone().unwrap_or_default();
@@ -548,7 +553,10 @@ impl<S: StateStore, C: PaymentConfirmation> Fulfil<S, C> {
                     Ok(_) => "the body's event_id differs from the work item's".to_owned(),
                     Err(e) => e.to_string(),
                 };
-                let change = Change::Unusable { reason };
+                let change = Change::Unusable {
+                    reason,
+                    resource_id: None,
+                };
                 let applied = self
                     .store
                     .apply(&source, &change, self.effect.as_ref(), now_ms)
@@ -581,7 +589,10 @@ impl<S: StateStore, C: PaymentConfirmation> Fulfil<S, C> {
                 }
                 Verdict::Unconfirmed(reason) => {
                     tracing::warn!(invoice_id, event_id = %envelope.event_id, reason, "reverse check: Paymos does not confirm this payment; nothing fulfilled");
-                    change = Change::Unconfirmed { reason };
+                    change = Change::Unconfirmed {
+                        reason,
+                        resource_id: Some(invoice_id.clone()),
+                    };
                 }
             }
         }
@@ -707,7 +718,7 @@ mod tests {
         ] {
             let c = change("payment_channel.deposit.confirmed", data);
             assert!(
-                matches!(&c, Change::Unusable { reason } if reason.contains(field)),
+                matches!(&c, Change::Unusable { reason, .. } if reason.contains(field)),
                 "{c:?}"
             );
         }

@@ -4,6 +4,7 @@
 pub mod confirm;
 pub mod envelope;
 pub mod fulfil;
+pub mod handoff;
 pub mod ingest;
 pub mod signature;
 pub mod state;

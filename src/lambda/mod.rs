@@ -3,6 +3,7 @@
 
 pub mod fulfil;
 pub mod ingest;
+pub mod publish;
 
 /// The current Unix time in milliseconds (the only clock the handlers read).
 #[must_use]

@@ -10,5 +10,6 @@ pub mod emulators;
 pub mod events;
 pub mod poller;
 pub mod redrive;
+pub mod stream;
 pub mod tables;
 pub mod template;

@@ -5,6 +5,7 @@
 pub mod bench_e2e;
 pub mod check;
 pub mod exceptions;
+pub mod handoff;
 pub mod reconcile;
 pub mod send;
 pub mod soak;

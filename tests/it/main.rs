@@ -13,6 +13,7 @@ mod edges;
 mod events;
 mod exceptions;
 mod fulfil;
+mod handoff;
 mod hostile;
 mod ingest;
 mod logs;

@@ -226,6 +226,7 @@ impl DynamoState {
                         Role::OrderClaim,
                         Role::OrderGuard,
                         Role::Balance,
+                        Role::Note,
                     ] {
                         if let Some((_, reason)) = failed(role) {
                             return Ok(TxResult::Refused(role, reason.item.clone()));
@@ -462,6 +463,56 @@ impl DynamoState {
             // A fulfilment exists although the invoice was open: only a custom effect can do
             // that; treat the invoice as fulfilled already.
             TxResult::Refused(..) => self.mark_only(source, Applied::AlreadyFinal, now_ms).await,
+        }
+    }
+
+    /// A delivery that needs a person and changes no resource: the ledger mark with its reason
+    /// and, in the same transaction, a `review#<event_id>` item (what the state table's stream,
+    /// and so the hand-off, sees of it).
+    async fn needs_review(
+        &self,
+        source: &Source,
+        outcome: Applied,
+        resource_id: Option<&str>,
+        reason: &str,
+        now_ms: u64,
+    ) -> Result<Applied, PortError> {
+        let Source::Delivery { event_id } = source else {
+            return Ok(outcome);
+        };
+        let mut put = Put::builder()
+            .table_name(&self.state_table)
+            .item("pk", s(format!("review#{event_id}")))
+            .item("kind", s("review"))
+            .item("reason", s(outcome.as_str()))
+            .item("event_id", s(event_id))
+            .item("why", s(reason))
+            .item("created_at", n(now_ms))
+            .condition_expression("attribute_not_exists(pk)");
+        if let Some(r) = resource_id {
+            put = put.item("resource_id", s(r));
+        }
+        let items = vec![
+            (
+                Role::Note,
+                TransactWriteItem::builder()
+                    .put(put.build().expect("review item is complete"))
+                    .build(),
+            ),
+            (
+                Role::Ledger,
+                TransactWriteItem::builder()
+                    .update(self.ledger_update(event_id, outcome, Some(reason), now_ms))
+                    .build(),
+            ),
+        ];
+        let tx = Tx {
+            roles: items.iter().map(|(r, _)| *r).collect(),
+            items: items.into_iter().map(|(_, i)| i).collect(),
+        };
+        match self.run(tx).await? {
+            TxResult::Committed => Ok(outcome),
+            TxResult::Refused(..) => Ok(Applied::AlreadyProcessed),
         }
     }
 
@@ -767,16 +818,19 @@ impl StateStore for DynamoState {
                 .await
             }
             Change::Ignore { .. } => self.mark_only(source, Applied::Ignored, now_ms).await,
-            Change::Unconfirmed { .. }
-            | Change::Unusable { .. }
-            | Change::OtherEnvironment { .. } => {
-                let outcome = match change {
-                    Change::Unconfirmed { .. } => Applied::Unconfirmed,
-                    Change::Unusable { .. } => Applied::Unusable,
-                    _ => Applied::OtherEnvironment,
+            Change::Unconfirmed { resource_id, .. } | Change::Unusable { resource_id, .. } => {
+                let outcome = if matches!(change, Change::Unconfirmed { .. }) {
+                    Applied::Unconfirmed
+                } else {
+                    Applied::Unusable
                 };
+                let reason = change.reason().unwrap_or_default();
+                self.needs_review(source, outcome, resource_id.as_deref(), &reason, now_ms)
+                    .await
+            }
+            Change::OtherEnvironment { .. } => {
                 let reason = change.reason();
-                self.mark_with_reason(source, outcome, reason.as_deref(), now_ms)
+                self.mark_with_reason(source, Applied::OtherEnvironment, reason.as_deref(), now_ms)
                     .await
             }
         }

@@ -50,6 +50,9 @@ pub fn metrics_stack(lookup: impl Fn(&str) -> Option<String>) -> String {
         .unwrap_or_else(|| "local".to_owned())
 }
 
+/// Environment variable: the EventBridge bus (name or ARN) the hand-off publishes to.
+pub const EVENT_BUS_NAME: &str = "EVENT_BUS_NAME";
+
 /// Environment variable: days to keep ledger items (unset: forever; the table is the archive).
 pub const DELIVERY_RETENTION_DAYS: &str = "DELIVERY_RETENTION_DAYS";
 
@@ -273,6 +276,32 @@ impl ReconcileConfig {
                     });
                 }
             },
+        })
+    }
+}
+
+/// What the publisher function needs.
+#[derive(Debug, Clone)]
+pub struct PublishConfig {
+    /// The bus.
+    pub event_bus: String,
+    /// The environment the stack applies (every detail says it).
+    pub environment: Environment,
+}
+
+impl PublishConfig {
+    /// Reads the configuration through `lookup`.
+    ///
+    /// # Errors
+    /// The first missing or invalid variable.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        Ok(Self {
+            event_bus: required(
+                &lookup,
+                EVENT_BUS_NAME,
+                "the EventBridge bus to publish to (template.yaml: EventBus)",
+            )?,
+            environment: environment(&lookup)?,
         })
     }
 }

@@ -125,8 +125,15 @@ pub fn events_of(
         if let Value::Object(map) = &mut detail {
             map.insert("version".into(), Value::from(DETAIL_VERSION));
             map.insert("idempotency_key".into(), Value::from(key.clone()));
-            map.insert("environment".into(), Value::from(environment.as_str()));
-            map.insert("occurred_at".into(), field(new, at));
+            let env = if environment.is_test() {
+                "sandbox"
+            } else {
+                "live"
+            };
+            map.insert("environment".into(), Value::from(env));
+            // Unix milliseconds of the commit.
+            let at = text(new, at).and_then(|t| t.parse::<u64>().ok());
+            map.insert("occurred_at".into(), at.map_or(Value::Null, Value::from));
         }
         out.push(DomainEvent {
             detail_type,

@@ -100,9 +100,9 @@ impl Drop for Dev {
     }
 }
 
-/// Clients for explicit endpoints. Credentials and region come from the environment when set
-/// (a real account), else dummy ones an emulator accepts.
-pub async fn clients(dynamodb: &str, sqs: &str) -> (aws_sdk_dynamodb::Client, aws_sdk_sqs::Client) {
+/// The shared AWS configuration of local clients. Credentials and region come from the
+/// environment when set (a real account), else dummy ones an emulator accepts.
+async fn shared_config() -> aws_config::SdkConfig {
     let mut loader = aws_config::from_env();
     if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() && std::env::var_os("AWS_PROFILE").is_none()
     {
@@ -118,14 +118,19 @@ pub async fn clients(dynamodb: &str, sqs: &str) -> (aws_sdk_dynamodb::Client, aw
     {
         loader = loader.region(aws_config::Region::new("us-east-1"));
     }
-    let shared = loader
+    loader
         .timeout_config(
             aws_config::timeout::TimeoutConfig::builder()
                 .operation_attempt_timeout(Duration::from_secs(5))
                 .build(),
         )
         .load()
-        .await;
+        .await
+}
+
+/// Clients of DynamoDB and SQS for explicit endpoints.
+pub async fn clients(dynamodb: &str, sqs: &str) -> (aws_sdk_dynamodb::Client, aws_sdk_sqs::Client) {
+    let shared = shared_config().await;
     let ddb = aws_sdk_dynamodb::config::Builder::from(&shared)
         .endpoint_url(dynamodb)
         .build();
@@ -176,6 +181,21 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
         .map_err(|e| format!("cannot listen on 127.0.0.1:{}: {e}", options.port))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let server = serve_ingest(listener, ingest, options.slow, None);
+    // The hand-off: the state table's stream → the publisher → the template's events queue,
+    // standing in for the bus and its rule to that queue (`paymos-inbox events tail` reads it).
+    let publisher = run_publisher(
+        dynamodb.clone(),
+        &dynamodb_endpoint,
+        created.table("StateTable"),
+        crate::adapters::events::QueuePublisher::new(
+            sqs.clone(),
+            created.queue("EventsDeliveryQueue"),
+        ),
+        options.environment,
+        sqs.clone(),
+        created.queue("PublishFailuresQueue").to_owned(),
+    )
+    .await?;
     let poller = run_poller(
         sqs.clone(),
         created.queue("WorkQueue").to_owned(),
@@ -194,7 +214,7 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
         },
         dynamodb,
         sqs,
-        tasks: vec![server, poller],
+        tasks: vec![server, poller, publisher],
         _emulators: running,
     })
 }
@@ -277,6 +297,63 @@ where
             }
         }
     })
+}
+
+/// Reads `state_table`'s stream and publishes what it commits, as the publisher function's
+/// DynamoDB event source does on AWS.
+///
+/// # Errors
+/// When the stream cannot be opened.
+pub async fn run_publisher<P>(
+    dynamodb: aws_sdk_dynamodb::Client,
+    dynamodb_endpoint: &str,
+    state_table: &str,
+    publisher: P,
+    environment: crate::domain::signature::Environment,
+    sqs: aws_sdk_sqs::Client,
+    on_failure: String,
+) -> Result<tokio::task::JoinHandle<()>, String>
+where
+    P: crate::domain::handoff::EventPublisher + 'static,
+{
+    let streams = aws_sdk_dynamodbstreams::Client::from_conf(
+        aws_sdk_dynamodbstreams::config::Builder::from(&shared_config().await)
+            .endpoint_url(dynamodb_endpoint)
+            .build(),
+    );
+    let mut reader =
+        crate::local::stream::StreamReader::open(&dynamodb, streams, state_table).await?;
+    let retries = crate::local::stream::Retries {
+        attempts: 3,
+        pause: Duration::from_millis(500),
+    };
+    Ok(tokio::spawn(async move {
+        loop {
+            match reader.next_batch().await {
+                Ok(batch) if batch.is_empty() => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Ok(batch) => {
+                    if let Err(e) = crate::local::stream::deliver(
+                        &publisher,
+                        &batch,
+                        environment,
+                        retries,
+                        &sqs,
+                        &on_failure,
+                    )
+                    .await
+                    {
+                        tracing::warn!(error = %e, "publisher: could not park a failed batch");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "publisher: reading the stream failed");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    }))
 }
 
 /// One HTTP request → payload 2.0 event → the ingest handler → HTTP response.

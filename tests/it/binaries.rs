@@ -612,3 +612,106 @@ async fn the_scheduled_reconciliation_finds_a_missing_invoice_and_with_apply_ful
     assert_eq!(again["matched"], 1, "{again}");
     assert_eq!(fulfilments().await, 1);
 }
+
+/// EventBridge's `PutEvents` on loopback: keeps what it was sent; refuses entries whose detail
+/// contains `refuse`.
+async fn eventbridge(received: Arc<Mutex<Vec<Value>>>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let received = received.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        let received = received.clone();
+                        async move {
+                            let body = req
+                                .into_body()
+                                .collect()
+                                .await
+                                .map(|c| c.to_bytes())
+                                .unwrap_or_default();
+                            let asked: Value = serde_json::from_slice(&body).unwrap_or_default();
+                            let mut failed = 0;
+                            let entries: Vec<Value> = asked["Entries"]
+                            .as_array()
+                            .cloned()
+                            .unwrap_or_default()
+                            .into_iter()
+                            .enumerate()
+                            .map(|(i, e)| {
+                                received.lock().unwrap().push(e.clone());
+                                if e["Detail"].as_str().unwrap_or_default().contains("refuse") {
+                                    failed += 1;
+                                    json!({"ErrorCode": "InternalFailure", "ErrorMessage": "refused"})
+                                } else {
+                                    json!({"EventId": format!("eb-{i}")})
+                                }
+                            })
+                            .collect();
+                            let mut r = text(
+                                200,
+                                json!({"FailedEntryCount": failed, "Entries": entries}).to_string(),
+                            );
+                            r.headers_mut().insert(
+                                "content-type",
+                                "application/x-amz-json-1.1".parse().unwrap(),
+                            );
+                            Ok::<_, Infallible>(r)
+                        }
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    url
+}
+
+#[tokio::test]
+async fn the_publish_binary_sends_each_fact_of_a_stream_batch_to_the_bus() {
+    let received: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let bus = eventbridge(received.clone()).await;
+    let secrets = secrets_manager(HashMap::new()).await;
+    let mut env = env_json("PublisherFunction", &HashMap::new());
+    env.push(("AWS_ENDPOINT_URL_EVENTBRIDGE".into(), bus));
+    let publish = Function::start(env!("CARGO_BIN_EXE_paymos-publish"), env, &secrets).await;
+    let batch = std::fs::read_to_string(format!(
+        "{}/events/publish-stream.json",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .unwrap();
+    let answer = publish.runtime.invoke(&batch).await.unwrap();
+    assert_eq!(answer["batchItemFailures"], json!([]), "{answer}");
+    let sent = received.lock().unwrap().clone();
+    let types: Vec<&str> = sent
+        .iter()
+        .map(|e| e["DetailType"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        ["Order Paid", "Invoice Closed", "Deposit Credited"],
+        "{sent:#?}"
+    );
+    for e in &sent {
+        assert_eq!(e["Source"], "paymos-inbox");
+        assert_eq!(e["EventBusName"], "paymos-inbox-local-payments");
+        let detail: Value = serde_json::from_str(e["Detail"].as_str().unwrap()).unwrap();
+        assert_eq!(detail["environment"], "sandbox");
+        assert!(detail["idempotency_key"].is_string());
+    }
+
+    // A refused entry fails its record, and the stream is retried from it.
+    let refused = batch.replace("order-1002", "refuse-1002");
+    received.lock().unwrap().clear();
+    let answer = publish.runtime.invoke(&refused).await.unwrap();
+    assert_eq!(
+        answer["batchItemFailures"],
+        json!([{"itemIdentifier": "102"}]),
+        "{answer}"
+    );
+}

@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 
 use paymos_inbox::adapters::dynamodb::{LedgerSchema, StateSchema};
-use paymos_inbox::config::{self, FulfilConfig, IngestConfig, ReconcileConfig, SweepConfig};
+use paymos_inbox::config::{
+    self, FulfilConfig, IngestConfig, PublishConfig, ReconcileConfig, SweepConfig,
+};
 use serde_yaml::Value;
 
 fn template() -> Value {
@@ -182,6 +184,17 @@ fn each_function_gets_every_variable_its_binary_reads_and_no_secret() {
     let sweep = env_vars(&t, "SweepFunction");
     SweepConfig::from_lookup(|k| sweep.get(k).map(|_| "1".to_owned()))
         .expect("sweep config is complete");
+    let publish = env_vars(&t, "PublisherFunction");
+    PublishConfig::from_lookup(|k| {
+        publish.get(k).map(|_| {
+            if k == config::PAYMOS_ENVIRONMENT {
+                "live".to_owned()
+            } else {
+                "1".to_owned()
+            }
+        })
+    })
+    .expect("publisher config is complete");
     let reconcile = env_vars(&t, "ReconcileFunction");
     ReconcileConfig::from_lookup(|k| {
         reconcile.get(k).map(|_| {
@@ -208,8 +221,15 @@ fn each_function_gets_every_variable_its_binary_reads_and_no_secret() {
         config::SWEEP_AFTER_SECS,
         config::RECONCILE_WINDOW_HOURS,
         config::RECONCILE_APPLY,
+        config::EVENT_BUS_NAME,
     ];
-    for (name, value) in ingest.iter().chain(&fulfil).chain(&sweep).chain(&reconcile) {
+    for (name, value) in ingest
+        .iter()
+        .chain(&fulfil)
+        .chain(&sweep)
+        .chain(&reconcile)
+        .chain(&publish)
+    {
         assert!(
             known.contains(&name.as_str()),
             "{name} is set in template.yaml but read by no binary"
@@ -230,6 +250,7 @@ fn functions_build_the_binaries_cargo_defines_and_fit_the_senders_clock() {
         ("FulfilFunction", "paymos-fulfil"),
         ("SweepFunction", "paymos-sweep"),
         ("ReconcileFunction", "paymos-reconcile"),
+        ("PublisherFunction", "paymos-publish"),
     ] {
         let r = resource(&t, function);
         assert_eq!(
@@ -398,7 +419,12 @@ fn events_env_json_sets_what_the_template_sets_for_each_function() {
     let t = template();
     let text = include_str!("../../events/env.json");
     let env: serde_json::Value = serde_json::from_str(text).unwrap();
-    for function in ["IngestFunction", "FulfilFunction", "SweepFunction"] {
+    for function in [
+        "IngestFunction",
+        "FulfilFunction",
+        "SweepFunction",
+        "PublisherFunction",
+    ] {
         let mut in_template: Vec<String> = env_vars(&t, function).into_keys().collect();
         in_template.push(config::METRICS_STACK.to_owned()); // from Globals
         in_template.retain(|v| v != config::PAYMOS_API_SECRETS_ID); // only with the reverse check
@@ -411,5 +437,27 @@ fn events_env_json_sets_what_the_template_sets_for_each_function() {
             .collect();
         in_env.sort();
         assert_eq!(in_env, in_template, "{function}");
+    }
+}
+
+#[test]
+fn every_event_type_the_code_publishes_is_documented_with_its_detail() {
+    let readme = include_str!("../../README.md");
+    let chapter = readme
+        .split("## Reacting to payments")
+        .nth(1)
+        .expect("README has a Reacting to payments chapter");
+    let chapter = chapter.split("\n## ").next().unwrap();
+    for (detail_type, fields) in paymos_inbox::domain::handoff::DETAIL_TYPES {
+        let row = chapter
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{detail_type}`")))
+            .unwrap_or_else(|| panic!("{detail_type} has a row in the README's event table"));
+        for field in fields {
+            assert!(
+                row.contains(&format!("`{field}`")),
+                "{detail_type}: the README documents `{field}`: {row}"
+            );
+        }
     }
 }

@@ -87,14 +87,25 @@ enum Command {
     /// emulators, fulfil polling) against a raw loop of the same put and send calls issued
     /// directly to the same emulators; prints the ratio (target ≥ 0.8).
     BenchE2e(ops::BenchE2eArgs),
-    /// Work with the function-URL events in events/ (inputs for `sam local invoke -e` and
-    /// `cargo lambda invoke`, and the tests' fixtures).
+    /// The hand-off's events (tail, since, resend), and the function-URL events in events/
+    /// (refresh: inputs for `sam local invoke -e` and `cargo lambda invoke`, and the tests'
+    /// fixtures).
     #[command(subcommand)]
     Events(EventsCommand),
 }
 
 #[derive(Subcommand)]
 enum EventsCommand {
+    /// Print the hand-off's events as they reach the events queue (`dev`'s stand-in for the
+    /// EventBridge bus, or the stack's EventsQueueUrl), one JSON envelope per line, consuming
+    /// them. --follow keeps waiting.
+    Tail(handoff::TailArgs),
+    /// The events the facts committed since a time stand for, read from the state table (not
+    /// the 24-hour stream): for a consumer that was down. One JSON envelope per line.
+    Since(handoff::SinceArgs),
+    /// Publish again the events committed since a time (same idempotency keys), to the bus
+    /// (--event-bus) or to the events queue: after a publish failure.
+    Resend(handoff::ResendArgs),
     /// Re-sign events/ingest-*.json at a time (default: now), so a local invoke passes the
     /// timestamp tolerance. The tests use the fixture secret at 1760000000:
     ///   paymos-inbox events refresh --at 1760000000
@@ -145,6 +156,7 @@ struct VerifyArgs {
 
 mod dev;
 mod exceptions;
+mod handoff;
 mod ops;
 mod send;
 mod stack;
@@ -183,6 +195,9 @@ fn main() -> ExitCode {
         Command::Soak(args) => runtime().block_on(ops::soak(args)),
         Command::BenchE2e(args) => runtime().block_on(ops::bench_e2e(args)),
         Command::Verify(args) => verify(&args),
+        Command::Events(EventsCommand::Tail(args)) => runtime().block_on(handoff::tail(args)),
+        Command::Events(EventsCommand::Since(args)) => runtime().block_on(handoff::since(args)),
+        Command::Events(EventsCommand::Resend(args)) => runtime().block_on(handoff::resend(args)),
         Command::Events(EventsCommand::Refresh { dir, secret, at }) => {
             let at = at.unwrap_or_else(|| paymos_inbox::lambda::now_ms() / 1000);
             let secret = paymos_inbox::domain::signature::WebhookSecret::new(secret);

@@ -20,6 +20,9 @@ pub struct StackArgs {
     /// The dead-letter queue URL (stack output DeadLetterQueueUrl).
     #[arg(long, env = "DEAD_LETTER_QUEUE_URL")]
     dlq_url: Option<String>,
+    /// The queue that receives the hand-off's events (stack output EventsQueueUrl).
+    #[arg(long, env = "EVENTS_QUEUE_URL")]
+    events_queue_url: Option<String>,
     /// A DynamoDB endpoint other than AWS's (an emulator, LocalStack).
     #[arg(long, env = "AWS_ENDPOINT_URL_DYNAMODB")]
     dynamodb_endpoint: Option<String>,
@@ -35,6 +38,8 @@ pub struct Stack {
     pub state: Option<String>,
     pub queue: Option<String>,
     pub dlq: Option<String>,
+    /// The queue the hand-off's events reach (`dev`'s stand-in for the bus and its rule).
+    pub events_queue: Option<String>,
 }
 
 impl Stack {
@@ -115,6 +120,11 @@ impl StackArgs {
             dlq: pick(
                 &self.dlq_url,
                 info.as_ref().and_then(|i| i.queues.get("DeadLetterQueue")),
+            ),
+            events_queue: pick(
+                &self.events_queue_url,
+                info.as_ref()
+                    .and_then(|i| i.queues.get("EventsDeliveryQueue")),
             ),
         })
     }

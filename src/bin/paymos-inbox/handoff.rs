@@ -1,0 +1,156 @@
+//! `events tail`, `events since`, `events resend`: the hand-off's events for a person.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use paymos_inbox::adapters::events::{EventBridgePublisher, QueuePublisher, envelope};
+use paymos_inbox::domain::handoff::DomainEvent;
+use paymos_inbox::domain::signature::Environment;
+use paymos_inbox::lambda::now_ms;
+use paymos_inbox::tools::handoff;
+use paymos_inbox::tools::when::parse_when;
+
+use crate::stack::{Stack, StackArgs};
+
+fn fail(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {e}");
+    ExitCode::FAILURE
+}
+
+fn environment(name: &str) -> Result<Environment, String> {
+    paymos_inbox::config::environment(&|_: &str| Some(name.to_owned())).map_err(|e| e.to_string())
+}
+
+#[derive(clap::Args)]
+pub struct TailArgs {
+    /// Keep waiting for more.
+    #[arg(long)]
+    follow: bool,
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+pub async fn tail(args: TailArgs) -> ExitCode {
+    let stack = match args.stack.resolve().await {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let queue = match Stack::need(&stack.events_queue, "events-queue-url") {
+        Ok(q) => q.to_owned(),
+        Err(e) => return fail(e),
+    };
+    loop {
+        let got = match stack
+            .sqs
+            .receive_message()
+            .queue_url(&queue)
+            .max_number_of_messages(10)
+            .wait_time_seconds(if args.follow { 5 } else { 1 })
+            .send()
+            .await
+        {
+            Ok(got) => got.messages.unwrap_or_default(),
+            Err(e) => return fail(aws_sdk_sqs::error::DisplayErrorContext(e)),
+        };
+        if got.is_empty() && !args.follow {
+            return ExitCode::SUCCESS;
+        }
+        for m in got {
+            println!("{}", m.body().unwrap_or_default());
+            if let Some(handle) = m.receipt_handle() {
+                let _ = stack
+                    .sqs
+                    .delete_message()
+                    .queue_url(&queue)
+                    .receipt_handle(handle)
+                    .send()
+                    .await;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[derive(clap::Args)]
+pub struct SinceArgs {
+    /// From when: a date (2026-11-01), a UTC time, a span back from now (48h) or Unix seconds.
+    since: String,
+    /// The environment the stack applies (every detail says it).
+    #[arg(long, default_value = "live")]
+    environment: String,
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+async fn committed_since(
+    stack: &StackArgs,
+    since: &str,
+    environment_name: &str,
+) -> Result<(Stack, Vec<(u64, DomainEvent)>), String> {
+    let now = i64::try_from(now_ms() / 1000).unwrap_or(i64::MAX);
+    let since_ms = u64::try_from(parse_when(since, now)?).unwrap_or(0) * 1000;
+    let env = environment(environment_name)?;
+    let stack = stack.resolve().await?;
+    let table = Stack::need(&stack.state, "state-table")?.to_owned();
+    let events = handoff::since(&stack.dynamodb, &table, since_ms, env)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((stack, events))
+}
+
+pub async fn since(args: SinceArgs) -> ExitCode {
+    match committed_since(&args.stack, &args.since, &args.environment).await {
+        Ok((_, events)) => {
+            for (at, e) in &events {
+                println!("{}", envelope(e, *at));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+#[derive(clap::Args)]
+pub struct ResendArgs {
+    /// From when (as for `since`).
+    #[arg(long)]
+    since: String,
+    /// The EventBridge bus to publish to (stack output EventBusNameOutput); without it, the
+    /// events queue (`dev`).
+    #[arg(long)]
+    event_bus: Option<String>,
+    /// The environment the stack applies.
+    #[arg(long, default_value = "live")]
+    environment: String,
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+pub async fn resend(args: ResendArgs) -> ExitCode {
+    let (stack, events) = match committed_since(&args.stack, &args.since, &args.environment).await {
+        Ok(found) => found,
+        Err(e) => return fail(e),
+    };
+    let events: Vec<DomainEvent> = events.into_iter().map(|(_, e)| e).collect();
+    let sent = match &args.event_bus {
+        Some(bus) => {
+            let shared = aws_config::from_env().load().await;
+            let publisher =
+                EventBridgePublisher::new(aws_sdk_eventbridge::Client::new(&shared), bus);
+            handoff::resend(&publisher, &events).await
+        }
+        None => match Stack::need(&stack.events_queue, "events-queue-url") {
+            Ok(queue) => {
+                handoff::resend(&QueuePublisher::new(stack.sqs.clone(), queue), &events).await
+            }
+            Err(e) => return fail(e),
+        },
+    };
+    match sent {
+        Ok(n) => {
+            println!("{n} event(s) published again, with their original idempotency keys");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}

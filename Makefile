@@ -7,7 +7,7 @@ CARGO ?= cargo
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help deps test unit lint template-check dev bench fuzz-smoke lambda-build measure-startup clean
+.PHONY: help deps test unit lint template-check dev bench fuzz-smoke lambda-build sam-build watch invoke measure-startup clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -65,6 +65,16 @@ lambda-build: $(VENV)/.lambda ## release binaries for Lambda (arm64), as sam bui
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cargo lambda build --release --arm64
 	@ls -l target/lambda/*/bootstrap
 
+watch: node_modules/.installed $(VENV)/.lambda ## the real Lambda binaries under cargo lambda watch, against local AWS (then: make invoke)
+	bash scripts/watch.sh
+
+invoke: ## send one event file to its function under `make watch`: make invoke EVENT=events/ingest-invoice-paid.json
+	bash scripts/invoke.sh $(EVENT)
+
+sam-build: $(VENV)/.lambda ## sam build from template.yaml (cargo-lambda, arm64 release), then the artefacts' sizes
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-eu-west-1} $(VENV)/bin/sam build --beta-features
+	@for f in .aws-sam/build/*/bootstrap; do ls -l "$$f"; done
+
 measure-startup: ## start-up time and peak RSS of the ingest binary (stub Runtime API, no AWS)
 	$(CARGO) build --release --locked --bin paymos-ingest
 	python3 scripts/measure_startup.py target/release/paymos-ingest 5
@@ -76,4 +86,4 @@ unit: ## unit tests only (no emulators)
 	$(CARGO) test --lib --locked
 
 clean: ## remove build output and installed tools
-	rm -rf target node_modules $(VENV) $(TOOLS) fuzz/target
+	rm -rf target node_modules $(VENV) $(TOOLS) fuzz/target .aws-sam

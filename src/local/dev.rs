@@ -51,6 +51,12 @@ pub struct DevOptions {
     pub prefix: String,
     /// The environment whose deliveries fulfil applies (as `PAYMOS_ENVIRONMENT` on AWS).
     pub environment: crate::domain::signature::Environment,
+    /// Run the handlers in process (ingest on the URL, the fulfil poller, the publisher);
+    /// without them, only the emulators, tables, queues and secrets, for the real binaries
+    /// (`make watch`).
+    pub handlers: bool,
+    /// The webhook secrets as text (`label=whsec_…` lines), served for the binaries' INIT.
+    pub secrets_text: Option<String>,
 }
 
 /// The environment `dev` applies when none is asked for: the one of its secrets when they all
@@ -78,7 +84,14 @@ pub struct DevInfo {
     pub tables: std::collections::BTreeMap<String, String>,
     /// Logical id → queue URL.
     pub queues: std::collections::BTreeMap<String, String>,
+    /// Where the webhook secrets are served for the real binaries' INIT
+    /// (`AWS_ENDPOINT_URL_SECRETS_MANAGER`), under the secret id `paymos-inbox/webhook-secrets`.
+    #[serde(default)]
+    pub secrets_manager_endpoint: Option<String>,
 }
+
+/// The secret id `dev` serves the webhook secrets under (as `events/env.json` names it).
+pub const DEV_SECRET_ID: &str = "paymos-inbox/webhook-secrets";
 
 /// A running pipeline; everything it started stops when it is dropped.
 pub struct Dev {
@@ -180,6 +193,34 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
         .await
         .map_err(|e| format!("cannot listen on 127.0.0.1:{}: {e}", options.port))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let secrets_manager_endpoint = match &options.secrets_text {
+        Some(text) => Some(
+            crate::local::secrets::serve(std::collections::HashMap::from([(
+                DEV_SECRET_ID.to_owned(),
+                text.clone(),
+            )]))
+            .await?,
+        ),
+        None => None,
+    };
+    let info = DevInfo {
+        ingest_url: format!("http://{addr}/"),
+        dynamodb_endpoint: dynamodb_endpoint.clone(),
+        sqs_endpoint,
+        tables: created.tables.clone(),
+        queues: created.queues.clone(),
+        secrets_manager_endpoint,
+    };
+    if !options.handlers {
+        drop(listener);
+        return Ok(Dev {
+            info,
+            dynamodb,
+            sqs,
+            tasks: Vec::new(),
+            _emulators: running,
+        });
+    }
     let server = serve_ingest(listener, ingest, options.slow, None);
     // The hand-off: the state table's stream → the publisher → the template's events queue,
     // standing in for the bus and its rule to that queue (`paymos-inbox events tail` reads it).
@@ -205,13 +246,7 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
     );
 
     Ok(Dev {
-        info: DevInfo {
-            ingest_url: format!("http://{addr}/"),
-            dynamodb_endpoint,
-            sqs_endpoint,
-            tables: created.tables.clone(),
-            queues: created.queues.clone(),
-        },
+        info,
         dynamodb,
         sqs,
         tasks: vec![server, poller, publisher],

@@ -10,6 +10,7 @@ pub mod emulators;
 pub mod events;
 pub mod poller;
 pub mod redrive;
+pub mod secrets;
 pub mod stream;
 pub mod tables;
 pub mod template;

@@ -147,61 +147,11 @@ async fn runtime_route(
     text(202, "{}".into())
 }
 
-/// Secrets Manager's `GetSecretValue` on loopback, for INIT.
+/// Secrets Manager's `GetSecretValue` on loopback, for INIT (the one `dev` serves too).
 async fn secrets_manager(secrets: HashMap<String, String>) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let secrets = Arc::new(secrets);
-    tokio::spawn(async move {
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
-            let secrets = secrets.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(
-                    move |req: hyper::Request<hyper::body::Incoming>| {
-                        let secrets = secrets.clone();
-                        async move {
-                            let target = req
-                                .headers()
-                                .get("x-amz-target")
-                                .and_then(|v| v.to_str().ok())
-                                .unwrap_or_default()
-                                .to_owned();
-                            let body = req
-                                .into_body()
-                                .collect()
-                                .await
-                                .map(|c| c.to_bytes())
-                                .unwrap_or_default();
-                            let asked: Value = serde_json::from_slice(&body).unwrap_or_default();
-                            let id = asked["SecretId"].as_str().unwrap_or_default();
-                            let mut r = match (target.as_str(), secrets.get(id)) {
-                            ("secretsmanager.GetSecretValue", Some(secret)) => text(
-                                200,
-                                json!({"ARN": format!("arn:aws:secretsmanager:us-east-1:000000000000:secret:{id}-AbCdEf"),
-                                       "Name": id, "SecretString": secret, "VersionId": "v1",
-                                       "VersionStages": ["AWSCURRENT"], "CreatedDate": 1.7e9}).to_string(),
-                            ),
-                            _ => text(
-                                400,
-                                json!({"__type": "ResourceNotFoundException", "message": "Secrets Manager can't find the specified secret."}).to_string(),
-                            ),
-                        };
-                            r.headers_mut().insert(
-                                "content-type",
-                                "application/x-amz-json-1.1".parse().unwrap(),
-                            );
-                            Ok::<_, Infallible>(r)
-                        }
-                    },
-                );
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    url
+    paymos_inbox::local::secrets::serve(secrets)
+        .await
+        .expect("a loopback port")
 }
 
 /// One function's settings from `events/env.json` (what `sam local invoke --env-vars` reads),

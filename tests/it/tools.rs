@@ -22,6 +22,8 @@ pub(crate) async fn dev(slow: Option<Duration>) -> paymos_inbox::local::dev::Dev
         slow,
         prefix: unique("dev"),
         environment: paymos_inbox::domain::signature::Environment::Test,
+        handlers: true,
+        secrets_text: None,
     })
     .await
     .expect("dev starts")

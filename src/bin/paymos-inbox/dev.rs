@@ -43,6 +43,10 @@ pub struct DevArgs {
     /// flat JSON log lines and the metrics as EMF documents, on stdout.
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     log_format: String,
+    /// Only the emulators, the stack's tables and queues, and the secrets served for INIT: no
+    /// handlers in process, for the real binaries under `cargo lambda watch` (`make watch`).
+    #[arg(long)]
+    no_handlers: bool,
 }
 
 impl DevArgs {
@@ -72,6 +76,8 @@ pub async fn run(args: DevArgs) -> ExitCode {
     };
     let options = DevOptions {
         environment,
+        handlers: !args.no_handlers,
+        secrets_text: Some(args.secrets.join("\n")),
         dynamodb_endpoint: args.dynamodb_endpoint,
         sqs_endpoint: args.sqs_endpoint,
         port: args.port,

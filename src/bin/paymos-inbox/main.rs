@@ -92,6 +92,13 @@ enum Command {
     /// fixtures).
     #[command(subcommand)]
     Events(EventsCommand),
+    /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
+    ///
+    /// Example:  paymos-inbox completions bash > ~/.local/share/bash-completion/completions/paymos-inbox
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Subcommand)]
@@ -195,6 +202,16 @@ fn main() -> ExitCode {
         Command::Soak(args) => runtime().block_on(ops::soak(args)),
         Command::BenchE2e(args) => runtime().block_on(ops::bench_e2e(args)),
         Command::Verify(args) => verify(&args),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "paymos-inbox",
+                &mut std::io::stdout(),
+            );
+            ExitCode::SUCCESS
+        }
         Command::Events(EventsCommand::Tail(args)) => runtime().block_on(handoff::tail(args)),
         Command::Events(EventsCommand::Since(args)) => runtime().block_on(handoff::since(args)),
         Command::Events(EventsCommand::Resend(args)) => runtime().block_on(handoff::resend(args)),

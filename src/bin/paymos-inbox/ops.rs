@@ -14,6 +14,28 @@ use paymos_inbox::tools::check::{self, CheckOptions, MarkPaid, Probe, Tables};
 use crate::FIXTURE_SECRET;
 use crate::stack::{Stack, StackArgs};
 
+/// Runs `work`, showing `label` and the elapsed seconds on stderr while it runs, when stderr is
+/// a terminal (never in pipes, files or CI logs).
+pub(crate) async fn with_progress<T>(label: &str, work: impl std::future::Future<Output = T>) -> T {
+    use std::io::{IsTerminal, Write};
+    if !std::io::stderr().is_terminal() {
+        return work.await;
+    }
+    let started = std::time::Instant::now();
+    let label = label.to_owned();
+    let ticker = tokio::spawn(async move {
+        loop {
+            eprint!("\r{label}: {} s", started.elapsed().as_secs());
+            let _ = std::io::stderr().flush();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
+    let out = work.await;
+    ticker.abort();
+    eprint!("\r\x1b[2K");
+    out
+}
+
 fn fail(e: impl std::fmt::Display) -> ExitCode {
     eprintln!("error: {e}");
     ExitCode::FAILURE
@@ -431,14 +453,17 @@ pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
         Ok(w) => w,
         Err(e) => return fail(e),
     };
-    let report = match paymos_inbox::tools::reconcile::reconcile(
-        &api,
-        &fulfil,
-        &stack.dynamodb,
-        from,
-        to,
-        args.apply,
-        now_ms(),
+    let report = match with_progress(
+        "reconciling",
+        paymos_inbox::tools::reconcile::reconcile(
+            &api,
+            &fulfil,
+            &stack.dynamodb,
+            from,
+            to,
+            args.apply,
+            now_ms(),
+        ),
     )
     .await
     {
@@ -448,7 +473,7 @@ pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
     if args.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&report).expect("report serialises")
+            serde_json::to_string(&report).expect("report serialises")
         );
     } else {
         println!(
@@ -550,7 +575,8 @@ pub async fn soak(args: SoakArgs) -> ExitCode {
         concurrency: args.concurrency,
         seed: args.seed,
     };
-    let report = match paymos_inbox::tools::soak::run(options).await {
+    let report = match with_progress("soak running", paymos_inbox::tools::soak::run(options)).await
+    {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
@@ -558,7 +584,7 @@ pub async fn soak(args: SoakArgs) -> ExitCode {
     if args.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&report).expect("report serialises")
+            serde_json::to_string(&report).expect("report serialises")
         );
     } else {
         let r = &report;
@@ -629,7 +655,12 @@ pub async fn bench_e2e(args: BenchE2eArgs) -> ExitCode {
         duplicate_share: args.duplicates,
         concurrency: args.concurrency,
     };
-    let report = match paymos_inbox::tools::bench_e2e::run(options).await {
+    let report = match with_progress(
+        "bench-e2e running",
+        paymos_inbox::tools::bench_e2e::run(options),
+    )
+    .await
+    {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
@@ -637,7 +668,7 @@ pub async fn bench_e2e(args: BenchE2eArgs) -> ExitCode {
     if args.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&report).expect("report serialises")
+            serde_json::to_string(&report).expect("report serialises")
         );
     } else {
         for (name, f) in [

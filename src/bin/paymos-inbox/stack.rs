@@ -8,6 +8,10 @@ pub struct StackArgs {
     /// A file holding the JSON line `paymos-inbox dev` printed (or `-` for stdin).
     #[arg(long)]
     dev_info: Option<std::path::PathBuf>,
+    /// A deployed stack: its outputs name the tables and queues (uses the usual AWS
+    /// credentials: a profile, `aws sso login`, credential_process, environment variables).
+    #[arg(long, env = "PAYMOS_INBOX_STACK_NAME", conflicts_with = "dev_info")]
+    stack_name: Option<String>,
     /// The deliveries table (stack output DeliveriesTableName).
     #[arg(long, env = "DELIVERIES_TABLE")]
     deliveries_table: Option<String>,
@@ -46,7 +50,7 @@ impl Stack {
     pub fn need<'a>(value: &'a Option<String>, what: &str) -> Result<&'a str, String> {
         value.as_deref().ok_or_else(|| {
             format!(
-                "no {what}: pass --dev-info with the line `dev` printed, or --{what} (see --help)"
+                "no {what}: pass --stack-name (a deployed stack), --dev-info with the line `dev` printed, or --{what} (see --help)"
             )
         })
     }
@@ -54,7 +58,35 @@ impl Stack {
 
 impl StackArgs {
     pub fn given(&self) -> bool {
-        self.dev_info.is_some() || self.deliveries_table.is_some() || self.state_table.is_some()
+        self.dev_info.is_some()
+            || self.stack_name.is_some()
+            || self.deliveries_table.is_some()
+            || self.state_table.is_some()
+    }
+
+    /// The outputs of the deployed stack `name`.
+    async fn outputs(name: &str) -> Result<std::collections::HashMap<String, String>, String> {
+        let shared = aws_config::from_env().load().await;
+        let described = aws_sdk_cloudformation::Client::new(&shared)
+            .describe_stacks()
+            .stack_name(name)
+            .send()
+            .await
+            .map_err(|e| {
+                format!(
+                    "--stack-name {name}: {}",
+                    aws_sdk_cloudformation::error::DisplayErrorContext(e)
+                )
+            })?;
+        let stack = described
+            .stacks()
+            .first()
+            .ok_or_else(|| format!("--stack-name {name}: no such stack"))?;
+        Ok(stack
+            .outputs()
+            .iter()
+            .filter_map(|o| Some((o.output_key()?.to_owned(), o.output_value()?.to_owned())))
+            .collect())
     }
 
     pub async fn resolve(&self) -> Result<Stack, String> {
@@ -76,6 +108,11 @@ impl StackArgs {
             }
             None => None,
         };
+        let outputs = match &self.stack_name {
+            Some(name) => Self::outputs(name).await?,
+            None => std::collections::HashMap::new(),
+        };
+        let output = |key: &str| outputs.get(key).cloned();
         let pick = |flag: &Option<String>, from_info: Option<&String>| {
             flag.clone().or_else(|| from_info.cloned())
         };
@@ -108,24 +145,29 @@ impl StackArgs {
             deliveries: pick(
                 &self.deliveries_table,
                 info.as_ref().and_then(|i| i.tables.get("DeliveriesTable")),
-            ),
+            )
+            .or_else(|| output("DeliveriesTableName")),
             state: pick(
                 &self.state_table,
                 info.as_ref().and_then(|i| i.tables.get("StateTable")),
-            ),
+            )
+            .or_else(|| output("StateTableName")),
             queue: pick(
                 &self.queue_url,
                 info.as_ref().and_then(|i| i.queues.get("WorkQueue")),
-            ),
+            )
+            .or_else(|| output("WorkQueueUrl")),
             dlq: pick(
                 &self.dlq_url,
                 info.as_ref().and_then(|i| i.queues.get("DeadLetterQueue")),
-            ),
+            )
+            .or_else(|| output("DeadLetterQueueUrl")),
             events_queue: pick(
                 &self.events_queue_url,
                 info.as_ref()
                     .and_then(|i| i.queues.get("EventsDeliveryQueue")),
-            ),
+            )
+            .or_else(|| output("EventsQueueUrl")),
         })
     }
 }

@@ -1,0 +1,90 @@
+//! A local stand-in for Secrets Manager's `GetSecretValue` (the only call the functions make,
+//! at INIT), so the real binaries start locally exactly as on AWS: `dev` serves the secrets it
+//! holds, the tests serve theirs.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use serde_json::{Value, json};
+
+/// Serves `secrets` (secret id → secret string) on a free loopback port; returns its URL (for
+/// `AWS_ENDPOINT_URL_SECRETS_MANAGER`).
+///
+/// # Errors
+/// When no port can be bound.
+pub async fn serve(secrets: HashMap<String, String>) -> Result<String, String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| format!("cannot listen on loopback: {e}"))?;
+    let url = format!(
+        "http://{}",
+        listener.local_addr().map_err(|e| e.to_string())?
+    );
+    let secrets = Arc::new(secrets);
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let secrets = secrets.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        let secrets = secrets.clone();
+                        async move { Ok::<_, Infallible>(answer(req, &secrets).await) }
+                    },
+                );
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    Ok(url)
+}
+
+async fn answer(
+    req: hyper::Request<hyper::body::Incoming>,
+    secrets: &HashMap<String, String>,
+) -> hyper::Response<Full<Bytes>> {
+    let target = req
+        .headers()
+        .get("x-amz-target")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    let asked: Value = serde_json::from_slice(&body).unwrap_or_default();
+    let id = asked["SecretId"].as_str().unwrap_or_default();
+    let (status, reply) = match (target.as_str(), secrets.get(id)) {
+        ("secretsmanager.GetSecretValue", Some(secret)) => (
+            200,
+            json!({"ARN": format!("arn:aws:secretsmanager:us-east-1:000000000000:secret:{id}-local"),
+                   "Name": id, "SecretString": secret, "VersionId": "local",
+                   "VersionStages": ["AWSCURRENT"], "CreatedDate": 1.7e9}),
+        ),
+        ("secretsmanager.GetSecretValue", None) => (
+            400,
+            json!({"__type": "ResourceNotFoundException", "message": "Secrets Manager can't find the specified secret."}),
+        ),
+        _ => (
+            400,
+            json!({"__type": "InvalidRequestException", "message": "only GetSecretValue is served locally"}),
+        ),
+    };
+    let mut response = hyper::Response::new(Full::new(Bytes::from(reply.to_string())));
+    *response.status_mut() = hyper::StatusCode::from_u16(status).expect("a valid status");
+    response.headers_mut().insert(
+        "content-type",
+        hyper::header::HeaderValue::from_static("application/x-amz-json-1.1"),
+    );
+    response
+}

@@ -100,7 +100,11 @@ pub async fn run(args: DevArgs) -> ExitCode {
         serde_json::to_string(&dev.info).expect("info serialises")
     );
     let _ = std::io::stdout().flush();
-    tracing::info!(url = %dev.info.ingest_url, "ready: send a webhook with `paymos-inbox send --type invoice.paid`; Ctrl-C stops everything");
+    if args.no_handlers {
+        tracing::info!("ready: local AWS only (no handlers in process); Ctrl-C stops everything");
+    } else {
+        tracing::info!(url = %dev.info.ingest_url, "ready: send a webhook with `paymos-inbox send --type invoice.paid`; Ctrl-C stops everything");
+    }
     let _ = tokio::signal::ctrl_c().await;
     tracing::info!("stopping");
     drop(dev);

@@ -10,7 +10,7 @@ use aws_sdk_dynamodb::types::{
     TimeToLiveSpecification,
 };
 use aws_sdk_sqs::types::QueueAttributeName;
-use serde_yaml::Value;
+use yaml_serde::Value;
 
 /// The template shipped with this build.
 pub const TEMPLATE: &str = include_str!("../../template.yaml");
@@ -42,7 +42,7 @@ impl Created {
 }
 
 fn parse() -> Result<Value, String> {
-    serde_yaml::from_str(TEMPLATE).map_err(|e| format!("template.yaml: {e}"))
+    yaml_serde::from_str(TEMPLATE).map_err(|e| format!("template.yaml: {e}"))
 }
 
 fn resources_of<'t>(t: &'t Value, ty: &str) -> Vec<(&'t str, &'t Value)> {

@@ -7,11 +7,11 @@ use paymos_inbox::adapters::dynamodb::{LedgerSchema, StateSchema};
 use paymos_inbox::config::{
     self, FulfilConfig, IngestConfig, PublishConfig, ReconcileConfig, SweepConfig,
 };
-use serde_yaml::Value;
+use yaml_serde::Value;
 
 fn template() -> Value {
     let text = include_str!("../../template.yaml");
-    serde_yaml::from_str(text).expect("template.yaml parses")
+    yaml_serde::from_str(text).expect("template.yaml parses")
 }
 
 fn resource<'t>(t: &'t Value, name: &str) -> &'t Value {
@@ -344,7 +344,7 @@ fn every_alarm_on_our_metrics_names_a_metric_and_an_outcome_the_code_emits() {
     use paymos_inbox::telemetry::metric;
     let t = template();
     let mut checked = 0;
-    let mut check = |alarm: &str, m: &serde_yaml::Value| {
+    let mut check = |alarm: &str, m: &yaml_serde::Value| {
         if m["Namespace"].as_str() != Some(metric::NAMESPACE) {
             return;
         }

@@ -2,6 +2,7 @@
 //! reached through the port traits each use case declares.
 
 pub mod confirm;
+pub mod effect;
 pub mod envelope;
 pub mod fulfil;
 pub mod handoff;

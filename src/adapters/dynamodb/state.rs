@@ -293,6 +293,55 @@ impl DynamoState {
         }
     }
 
+    /// What fulfils an invoice, for the webhook's transition and a release alike: the effect's
+    /// items (each only if absent) and the order's once-only claim (only if absent, returning
+    /// the claim that won when it is refused).
+    fn fulfilment_writes(
+        &self,
+        effect: &dyn FulfilmentEffect,
+        paid: &PaidInvoice<'_>,
+    ) -> Vec<(Role, TransactWriteItem)> {
+        let mut items = Vec::new();
+        for write in effect.writes(paid) {
+            let mut put = Put::builder()
+                .table_name(&self.state_table)
+                .item("pk", s(&write.key))
+                .condition_expression("attribute_not_exists(pk)");
+            for (name, value) in write.attributes {
+                put = put.item(
+                    name,
+                    match value {
+                        EffectValue::Text(t) => s(t),
+                        EffectValue::Number(a) => n(a),
+                    },
+                );
+            }
+            let put = put.build().expect("effect put is complete");
+            items.push((Role::Effect, TransactWriteItem::builder().put(put).build()));
+        }
+        if let Some(external_id) = &paid.order.external_id {
+            let claim = Put::builder()
+                .table_name(&self.state_table)
+                .item("pk", s(order_paid_key(external_id)))
+                .item("kind", s("order_payment"))
+                .item("order_id", s(external_id))
+                .item("invoice_id", s(paid.invoice_id))
+                .item("won_by", s(paid.source.id()))
+                .item("paid_at", n(paid.at_ms))
+                .condition_expression("attribute_not_exists(pk)")
+                .return_values_on_condition_check_failure(
+                    ReturnValuesOnConditionCheckFailure::AllOld,
+                )
+                .build()
+                .expect("order claim is complete");
+            items.push((
+                Role::OrderClaim,
+                TransactWriteItem::builder().put(claim).build(),
+            ));
+        }
+        items
+    }
+
     #[allow(clippy::too_many_lines, clippy::too_many_arguments)]
     async fn apply_invoice(
         &self,
@@ -360,43 +409,8 @@ impl DynamoState {
                 source,
                 at_ms: now_ms,
             };
-            for write in effect.writes(&paid) {
-                let mut put = Put::builder()
-                    .table_name(&self.state_table)
-                    .item("pk", s(&write.key))
-                    .condition_expression("attribute_not_exists(pk)");
-                for (name, value) in write.attributes {
-                    put = put.item(
-                        name,
-                        match value {
-                            EffectValue::Text(t) => s(t),
-                            EffectValue::Number(a) => n(a),
-                        },
-                    );
-                }
-                let put = put.build().expect("effect put is complete");
-                items.push((Role::Effect, TransactWriteItem::builder().put(put).build()));
-            }
+            items.extend(self.fulfilment_writes(effect, &paid));
             if let Some(external_id) = &order.external_id {
-                // Once per order: the first invoice that fulfils it claims it.
-                let claim = Put::builder()
-                    .table_name(&self.state_table)
-                    .item("pk", s(order_paid_key(external_id)))
-                    .item("kind", s("order_payment"))
-                    .item("order_id", s(external_id))
-                    .item("invoice_id", s(invoice_id))
-                    .item("won_by", s(source.id()))
-                    .item("paid_at", n(now_ms))
-                    .condition_expression("attribute_not_exists(pk)")
-                    .return_values_on_condition_check_failure(
-                        ReturnValuesOnConditionCheckFailure::AllOld,
-                    )
-                    .build()
-                    .expect("order claim is complete");
-                items.push((
-                    Role::OrderClaim,
-                    TransactWriteItem::builder().put(claim).build(),
-                ));
                 // The registered order, if any, must match the invoice as exact decimals.
                 let mut check = ConditionCheck::builder()
                     .table_name(&self.state_table)
@@ -1014,43 +1028,7 @@ impl DynamoState {
             source: &source,
             at_ms: now_ms,
         };
-        for write in effect.writes(&paid) {
-            let mut put = Put::builder()
-                .table_name(&self.state_table)
-                .item("pk", s(&write.key))
-                .condition_expression("attribute_not_exists(pk)");
-            for (name, value) in write.attributes {
-                put = put.item(
-                    name,
-                    match value {
-                        EffectValue::Text(t) => s(t),
-                        EffectValue::Number(a) => n(a),
-                    },
-                );
-            }
-            let put = put.build().expect("effect put is complete");
-            items.push((Role::Effect, TransactWriteItem::builder().put(put).build()));
-        }
-        if let Some(external_id) = &order.external_id {
-            let claim = Put::builder()
-                .table_name(&self.state_table)
-                .item("pk", s(order_paid_key(external_id)))
-                .item("kind", s("order_payment"))
-                .item("order_id", s(external_id))
-                .item("invoice_id", s(invoice_id))
-                .item("won_by", s(source.id()))
-                .item("paid_at", n(now_ms))
-                .condition_expression("attribute_not_exists(pk)")
-                .return_values_on_condition_check_failure(
-                    ReturnValuesOnConditionCheckFailure::AllOld,
-                )
-                .build()
-                .expect("order claim is complete");
-            items.push((
-                Role::OrderClaim,
-                TransactWriteItem::builder().put(claim).build(),
-            ));
-        }
+        items.extend(self.fulfilment_writes(effect, &paid));
         match self
             .run(self.tx(&source, Applied::Fulfilled, now_ms, items))
             .await?

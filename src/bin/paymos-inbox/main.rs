@@ -123,9 +123,10 @@ enum EventsCommand {
         /// The secret to sign with (default: the fixture secret the tests use).
         #[arg(long, env = "PAYMOS_WEBHOOK_SECRET", hide_env_values = true, default_value = FIXTURE_SECRET)]
         secret: String,
-        /// Unix time to sign at (default: now).
+        /// When to sign at: a UTC time (2026-11-01T10:00:00Z), a date, a span back from now
+        /// (5m) or Unix seconds (default: now).
         #[arg(long)]
-        at: Option<u64>,
+        at: Option<String>,
     },
 }
 
@@ -216,7 +217,17 @@ fn main() -> ExitCode {
         Command::Events(EventsCommand::Since(args)) => runtime().block_on(handoff::since(args)),
         Command::Events(EventsCommand::Resend(args)) => runtime().block_on(handoff::resend(args)),
         Command::Events(EventsCommand::Refresh { dir, secret, at }) => {
-            let at = at.unwrap_or_else(|| paymos_inbox::lambda::now_ms() / 1000);
+            let now = paymos_inbox::lambda::now_ms() / 1000;
+            let at = match at.as_deref().map(|a| {
+                paymos_inbox::tools::when::parse_when(a, i64::try_from(now).unwrap_or(i64::MAX))
+            }) {
+                None => now,
+                Some(Ok(secs)) => u64::try_from(secs).unwrap_or(0),
+                Some(Err(e)) => {
+                    eprintln!("error: --at {e}");
+                    return ExitCode::from(2);
+                }
+            };
             let secret = paymos_inbox::domain::signature::WebhookSecret::new(secret);
             match paymos_inbox::local::events::refresh(&dir, &secret, at) {
                 Ok(files) => {

@@ -723,3 +723,61 @@ async fn end_to_end_an_invoice_life_cycle_through_ingest_sqs_and_fulfil() {
     );
     assert!(rig.aws.drain(&queues.dlq_url).await.is_empty());
 }
+
+#[tokio::test]
+async fn the_paths_that_need_a_person_cost_what_the_readme_says() {
+    let rig = Rig::new().await;
+    let calls = |expected: &[&str], what: &str| {
+        assert_eq!(rig.aws.calls.operations(), expected, "{what}");
+        rig.aws.calls.reset();
+    };
+    // Verified by the other environment's secret: the ledger mark alone.
+    rig.aws.calls.reset();
+    let sandbox = work_item(
+        &invoice_event("evt_cost_sbx", "invoice.paid", "inv_cost_sbx", NOW),
+        paymos_inbox::domain::signature::Environment::Test,
+    );
+    let (_, applied) = rig.fulfil.apply(&sandbox, NOW_MS).await.unwrap();
+    assert_eq!(applied, Applied::OtherEnvironment);
+    calls(&["DynamoDB.UpdateItem"], "other_environment");
+    // Unusable: the ledger mark and the review item, one transaction.
+    let no_net = envelope(
+        "evt_cost_unusable",
+        "payment_channel.deposit.confirmed",
+        json!({"id": "pcd_cost", "is_final": true, "payment_channel_external_id": "p", "currency": "USDT"}),
+    );
+    assert_eq!(rig.apply(&no_net).await, Applied::Unusable);
+    calls(&["DynamoDB.TransactWriteItems"], "unusable");
+    // A second paid invoice of an order: the refused fulfilment, then the invoice paid unfulfilled.
+    rig.apply(&invoice_event(
+        "evt_cost_a",
+        "invoice.paid",
+        "inv_cost_a",
+        NOW,
+    ))
+    .await;
+    rig.aws.calls.reset();
+    let second = envelope(
+        "evt_cost_b",
+        "invoice.paid",
+        json!({"invoice_id": "inv_cost_b", "order": {"external_id": "order-inv_cost_a", "amount": "10.50", "currency": "USDT"}}),
+    );
+    assert_eq!(rig.apply(&second).await, Applied::DuplicatePayment);
+    calls(
+        &["DynamoDB.TransactWriteItems", "DynamoDB.TransactWriteItems"],
+        "duplicate_payment",
+    );
+    // Held: likewise (the amount guard refuses, then the invoice is paid and held).
+    rig.fulfil
+        .store()
+        .register_order("order-inv_cost_h", &Amount::parse("99").unwrap(), "USDT")
+        .await
+        .unwrap();
+    rig.aws.calls.reset();
+    let held = invoice_event("evt_cost_h", "invoice.paid", "inv_cost_h", NOW);
+    assert_eq!(rig.apply(&held).await, Applied::Held);
+    calls(
+        &["DynamoDB.TransactWriteItems", "DynamoDB.TransactWriteItems"],
+        "held",
+    );
+}

@@ -126,9 +126,13 @@ impl Rig {
     }
 
     fn client(&self) -> paymos::PaymosClient {
+        self.client_with_timeout(Duration::from_secs(3))
+    }
+
+    fn client_with_timeout(&self, timeout: Duration) -> paymos::PaymosClient {
         paymos::PaymosClient::builder("pk_test", "sk_test")
             .base_url(&self.api_url)
-            .timeout(Duration::from_secs(3))
+            .timeout(timeout)
             .max_retries(0)
             .build()
             .unwrap()
@@ -327,8 +331,13 @@ async fn an_api_that_hangs_fails_only_its_own_message_and_in_time() {
     rig.record(&credit).await;
     let mut event = SqsEvent::default();
     event.records = vec![message("m1", &slow, 1), message("m2", &credit, 1)];
+    // The client would wait a minute: the check's own deadline is what bounds it.
+    let fulfil = Fulfil::new(rig.store()).with_confirmation(
+        PaymosApi::new(rig.client_with_timeout(Duration::from_secs(60)))
+            .with_deadline(Duration::from_millis(500)),
+    );
     let started = Instant::now();
-    let response = handle_batch(&rig.checked(Duration::from_millis(500)), event, NOW_MS).await;
+    let response = handle_batch(&fulfil, event, NOW_MS).await;
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "bounded: {:?}",

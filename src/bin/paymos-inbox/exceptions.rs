@@ -9,7 +9,7 @@ use paymos_inbox::adapters::paymos_api::PaymosApi;
 use paymos_inbox::lambda::now_ms;
 use paymos_inbox::tools::exceptions;
 
-use crate::stack::{Stack, StackArgs};
+use crate::stack::{ApiArgs, Stack, StackArgs};
 
 fn fail(e: impl std::fmt::Display) -> ExitCode {
     eprintln!("error: {e}");
@@ -148,19 +148,8 @@ pub struct RecheckArgs {
     /// Re-check every unconfirmed delivery.
     #[arg(long, conflicts_with = "invoice_id")]
     all_unconfirmed: bool,
-    /// Paymos API key.
-    #[arg(long, env = "PAYMOS_API_KEY", hide_env_values = true)]
-    api_key: String,
-    /// Paymos API secret.
-    #[arg(long, env = "PAYMOS_API_SECRET", hide_env_values = true)]
-    api_secret: String,
-    /// The Paymos API base URL.
-    #[arg(
-        long,
-        env = "PAYMOS_API_BASE_URL",
-        default_value = "https://api.paymos.io"
-    )]
-    api_base_url: String,
+    #[command(flatten)]
+    api: ApiArgs,
     /// One JSON object per line.
     #[arg(long)]
     json: bool,
@@ -173,13 +162,9 @@ pub async fn recheck(args: RecheckArgs) -> ExitCode {
         Ok(t) => t,
         Err(e) => return fail(e),
     };
-    let client = match paymos::PaymosClient::builder(args.api_key, args.api_secret)
-        .base_url(&args.api_base_url)
-        .timeout(Duration::from_secs(10))
-        .build()
-    {
+    let client = match args.api.client(Some(Duration::from_secs(10))) {
         Ok(c) => c,
-        Err(e) => return fail(format!("Paymos API client: {e}")),
+        Err(e) => return fail(e),
     };
     let api = PaymosApi::new(client).with_deadline(Duration::from_secs(30));
     match exceptions::recheck(&state, &ledger, &api, args.invoice_id.as_deref(), now_ms()).await {

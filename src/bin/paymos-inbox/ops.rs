@@ -12,7 +12,7 @@ use paymos_inbox::lambda::now_ms;
 use paymos_inbox::tools::check::{self, CheckOptions, MarkPaid, Probe, Tables};
 
 use crate::FIXTURE_SECRET;
-use crate::stack::{Stack, StackArgs};
+use crate::stack::{ApiArgs, Stack, StackArgs};
 
 /// Runs `work`, showing `label` and the elapsed seconds on stderr while it runs, when stderr is
 /// a terminal (never in pipes, files or CI logs).
@@ -403,19 +403,8 @@ pub struct ReconcileArgs {
     /// Drive every MISSING invoice through the same conditional transition as a webhook.
     #[arg(long)]
     apply: bool,
-    /// The Paymos API key.
-    #[arg(long, env = "PAYMOS_API_KEY", hide_env_values = true)]
-    api_key: String,
-    /// The Paymos API secret.
-    #[arg(long, env = "PAYMOS_API_SECRET", hide_env_values = true)]
-    api_secret: String,
-    /// The API base URL (plain http only for loopback, for tests).
-    #[arg(
-        long,
-        env = "PAYMOS_API_BASE_URL",
-        default_value = "https://api.paymos.io"
-    )]
-    api_base_url: String,
+    #[command(flatten)]
+    api: ApiArgs,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -424,12 +413,9 @@ pub struct ReconcileArgs {
 }
 
 pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
-    let api = match paymos::PaymosClient::builder(args.api_key, args.api_secret)
-        .base_url(args.api_base_url)
-        .build()
-    {
+    let api = match args.api.client(None) {
         Ok(c) => c,
-        Err(e) => return fail(format!("Paymos API client: {e}")),
+        Err(e) => return fail(e),
     };
     let stack = match args.stack.resolve().await {
         Ok(s) => s,

@@ -171,3 +171,39 @@ impl StackArgs {
         })
     }
 }
+
+/// Paymos API credentials, for the commands that read the API (reconcile, recheck).
+#[derive(clap::Args)]
+pub struct ApiArgs {
+    /// The Paymos API key.
+    #[arg(long, env = "PAYMOS_API_KEY", hide_env_values = true)]
+    api_key: String,
+    /// The Paymos API secret.
+    #[arg(long, env = "PAYMOS_API_SECRET", hide_env_values = true)]
+    api_secret: String,
+    /// The API base URL (plain http only for loopback, for tests).
+    #[arg(
+        long,
+        env = "PAYMOS_API_BASE_URL",
+        default_value = "https://api.paymos.io"
+    )]
+    api_base_url: String,
+}
+
+impl ApiArgs {
+    /// The official client, with the crate's default timeout unless `timeout` is given.
+    pub fn client(
+        &self,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<paymos::PaymosClient, String> {
+        let mut builder =
+            paymos::PaymosClient::builder(self.api_key.clone(), self.api_secret.clone())
+                .base_url(&self.api_base_url);
+        if let Some(t) = timeout {
+            builder = builder.timeout(t);
+        }
+        builder
+            .build()
+            .map_err(|e| format!("Paymos API client: {e}"))
+    }
+}

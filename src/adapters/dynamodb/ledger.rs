@@ -231,39 +231,60 @@ impl DynamoLedger {
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
     pub async fn pending(&self, limit: usize) -> Result<Vec<PendingDelivery>, PortError> {
-        let limit_i32 = i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000);
-        let queries = (0..LedgerSchema::PENDING_SHARDS).map(|shard| {
-            self.client
-                .query()
-                .table_name(&self.table)
-                .index_name(LedgerSchema::PENDING_INDEX)
-                .key_condition_expression("pending_shard = :shard")
-                .expression_attribute_values(":shard", s(format!("p{shard}")))
-                .scan_index_forward(true)
-                .limit(limit_i32)
-                .send()
-        });
-        let mut all = Vec::new();
-        for page in futures::future::join_all(queries).await {
-            let page =
-                page.map_err(|e| PortError::new("DynamoDB Query", DisplayErrorContext(e)))?;
-            all.extend(
-                page.items
-                    .unwrap_or_default()
-                    .iter()
-                    .map(|i| PendingDelivery {
-                        event_id: get_s(i, "event_id").unwrap_or_default().to_owned(),
-                        event_type: get_s(i, "event_type").unwrap_or_default().to_owned(),
-                        resource_id: get_s(i, "resource_id").map(str::to_owned),
-                        received_at_ms: get_u64(i, "received_at").unwrap_or_default(),
-                        enqueue_attempts: get_u64(i, "enqueue_attempts").unwrap_or_default(),
-                        lease_until_ms: get_u64(i, "lease_until").unwrap_or_default(),
-                    }),
-            );
-        }
+        let items = self
+            .query_pending_index("pending_shard = :shard", None, Vec::new(), limit)
+            .await?;
+        let mut all: Vec<PendingDelivery> = items
+            .iter()
+            .map(|i| PendingDelivery {
+                event_id: get_s(i, "event_id").unwrap_or_default().to_owned(),
+                event_type: get_s(i, "event_type").unwrap_or_default().to_owned(),
+                resource_id: get_s(i, "resource_id").map(str::to_owned),
+                received_at_ms: get_u64(i, "received_at").unwrap_or_default(),
+                enqueue_attempts: get_u64(i, "enqueue_attempts").unwrap_or_default(),
+                lease_until_ms: get_u64(i, "lease_until").unwrap_or_default(),
+            })
+            .collect();
         all.sort_by_key(|p| p.received_at_ms);
         all.truncate(limit);
         Ok(all)
+    }
+}
+
+impl DynamoLedger {
+    /// Up to `limit` items of each shard of the sparse `pending-by-age` index, oldest first per
+    /// shard (one query per shard, in parallel): `key_condition` names the shard as `:shard`.
+    async fn query_pending_index(
+        &self,
+        key_condition: &str,
+        filter: Option<&str>,
+        values: Vec<(&str, AttributeValue)>,
+        limit: usize,
+    ) -> Result<Vec<Item>, PortError> {
+        let limit_i32 = i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000);
+        let queries = (0..LedgerSchema::PENDING_SHARDS).map(|shard| {
+            let mut query = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(LedgerSchema::PENDING_INDEX)
+                .key_condition_expression(key_condition)
+                .set_filter_expression(filter.map(str::to_owned))
+                .expression_attribute_values(":shard", s(format!("p{shard}")))
+                .scan_index_forward(true)
+                .limit(limit_i32);
+            for (name, value) in &values {
+                query = query.expression_attribute_values(*name, value.clone());
+            }
+            query.send()
+        });
+        let mut items = Vec::new();
+        for page in futures::future::join_all(queries).await {
+            let page =
+                page.map_err(|e| PortError::new("DynamoDB Query", DisplayErrorContext(e)))?;
+            items.extend(page.items.unwrap_or_default());
+        }
+        Ok(items)
     }
 }
 
@@ -305,32 +326,23 @@ impl crate::domain::sweep::StrandedDeliveries for DynamoLedger {
         now_ms: u64,
         limit: usize,
     ) -> Result<Vec<ExistingDelivery>, PortError> {
-        let limit_i32 = i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000);
-        let queries = (0..LedgerSchema::PENDING_SHARDS).map(|shard| {
-            self.client
-                .query()
-                .table_name(&self.table)
-                .index_name(LedgerSchema::PENDING_INDEX)
-                .key_condition_expression("pending_shard = :shard AND received_at < :before")
-                .filter_expression("lease_until < :now")
-                .expression_attribute_values(":shard", s(format!("p{shard}")))
-                .expression_attribute_values(":before", n(received_before_ms))
-                .expression_attribute_values(":now", n(now_ms))
-                .scan_index_forward(true)
-                .limit(limit_i32)
-                .send()
-        });
-        let mut candidates = Vec::new();
-        for page in futures::future::join_all(queries).await {
-            let page =
-                page.map_err(|e| PortError::new("DynamoDB Query", DisplayErrorContext(e)))?;
-            candidates.extend(page.items.unwrap_or_default().iter().filter_map(|i| {
+        let items = self
+            .query_pending_index(
+                "pending_shard = :shard AND received_at < :before",
+                Some("lease_until < :now"),
+                vec![(":before", n(received_before_ms)), (":now", n(now_ms))],
+                limit,
+            )
+            .await?;
+        let mut candidates: Vec<(u64, String)> = items
+            .iter()
+            .filter_map(|i| {
                 Some((
                     get_u64(i, "received_at").unwrap_or_default(),
                     get_s(i, "event_id")?.to_owned(),
                 ))
-            }));
-        }
+            })
+            .collect();
         candidates.sort();
         candidates.truncate(limit);
         let mut found = Vec::with_capacity(candidates.len());

@@ -102,16 +102,8 @@ impl IngestConfig {
     /// The first missing or invalid variable.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         Ok(Self {
-            deliveries_table: required(
-                &lookup,
-                DELIVERIES_TABLE,
-                "the name of the deliveries table (template.yaml: DeliveriesTable)",
-            )?,
-            work_queue_url: required(
-                &lookup,
-                WORK_QUEUE_URL,
-                "the URL of the work queue (template.yaml: WorkQueue)",
-            )?,
+            deliveries_table: deliveries_table(&lookup)?,
+            work_queue_url: work_queue_url(&lookup)?,
             secrets_id: required(
                 &lookup,
                 WEBHOOK_SECRETS_ID,
@@ -149,11 +141,7 @@ impl FulfilConfig {
     /// The first missing variable.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         Ok(Self {
-            deliveries_table: required(
-                &lookup,
-                DELIVERIES_TABLE,
-                "the name of the deliveries table (template.yaml: DeliveriesTable)",
-            )?,
+            deliveries_table: deliveries_table(&lookup)?,
             state_table: required(
                 &lookup,
                 STATE_TABLE,
@@ -212,16 +200,8 @@ impl SweepConfig {
     /// The first missing or invalid variable.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         Ok(Self {
-            deliveries_table: required(
-                &lookup,
-                DELIVERIES_TABLE,
-                "the name of the deliveries table (template.yaml: DeliveriesTable)",
-            )?,
-            work_queue_url: required(
-                &lookup,
-                WORK_QUEUE_URL,
-                "the URL of the work queue (template.yaml: WorkQueue)",
-            )?,
+            deliveries_table: deliveries_table(&lookup)?,
+            work_queue_url: work_queue_url(&lookup)?,
             sweep_after_secs: number(
                 &lookup,
                 SWEEP_AFTER_SECS,
@@ -304,6 +284,24 @@ impl PublishConfig {
             environment: environment(&lookup)?,
         })
     }
+}
+
+/// [`DELIVERIES_TABLE`], which every function reads.
+fn deliveries_table(lookup: &impl Fn(&str) -> Option<String>) -> Result<String, ConfigError> {
+    required(
+        lookup,
+        DELIVERIES_TABLE,
+        "the name of the deliveries table (template.yaml: DeliveriesTable)",
+    )
+}
+
+/// [`WORK_QUEUE_URL`], which ingest and the sweep read.
+fn work_queue_url(lookup: &impl Fn(&str) -> Option<String>) -> Result<String, ConfigError> {
+    required(
+        lookup,
+        WORK_QUEUE_URL,
+        "the URL of the work queue (template.yaml: WorkQueue)",
+    )
 }
 
 fn required(

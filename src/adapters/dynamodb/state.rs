@@ -173,16 +173,22 @@ impl DynamoState {
         update.build().expect("ledger update is complete")
     }
 
-    fn ledger_mark(&self, event_id: &str, outcome: Applied, now_ms: u64) -> TransactWriteItem {
-        TransactWriteItem::builder()
-            .update(self.ledger_update(event_id, outcome, None, now_ms))
-            .build()
-    }
-
     fn tx(
         &self,
         source: &Source,
         outcome: Applied,
+        now_ms: u64,
+        items: Vec<(Role, TransactWriteItem)>,
+    ) -> Tx {
+        self.tx_because(source, outcome, None, now_ms, items)
+    }
+
+    /// `items` and, for a delivery, the ledger's processed mark with `outcome` (and `reason`).
+    fn tx_because(
+        &self,
+        source: &Source,
+        outcome: Applied,
+        reason: Option<&str>,
         now_ms: u64,
         items: Vec<(Role, TransactWriteItem)>,
     ) -> Tx {
@@ -196,7 +202,11 @@ impl DynamoState {
         }
         if let Source::Delivery { event_id } = source {
             tx.roles.push(Role::Ledger);
-            tx.items.push(self.ledger_mark(event_id, outcome, now_ms));
+            tx.items.push(
+                TransactWriteItem::builder()
+                    .update(self.ledger_update(event_id, outcome, reason, now_ms))
+                    .build(),
+            );
         }
         tx
     }
@@ -506,24 +516,13 @@ impl DynamoState {
         if let Some(r) = resource_id {
             put = put.item("resource_id", s(r));
         }
-        let items = vec![
-            (
-                Role::Note,
-                TransactWriteItem::builder()
-                    .put(put.build().expect("review item is complete"))
-                    .build(),
-            ),
-            (
-                Role::Ledger,
-                TransactWriteItem::builder()
-                    .update(self.ledger_update(event_id, outcome, Some(reason), now_ms))
-                    .build(),
-            ),
-        ];
-        let tx = Tx {
-            roles: items.iter().map(|(r, _)| *r).collect(),
-            items: items.into_iter().map(|(_, i)| i).collect(),
-        };
+        let items = vec![(
+            Role::Note,
+            TransactWriteItem::builder()
+                .put(put.build().expect("review item is complete"))
+                .build(),
+        )];
+        let tx = self.tx_because(source, outcome, Some(reason), now_ms, items);
         match self.run(tx).await? {
             TxResult::Committed => Ok(outcome),
             TxResult::Refused(..) => Ok(Applied::AlreadyProcessed),

@@ -14,7 +14,9 @@ use std::time::Duration;
 use criterion::{BatchSize, Criterion};
 use hmac::{KeyInit, Mac};
 use paymos_inbox::adapters::memory::{MemoryLedger, MemoryQueue};
-use paymos_inbox::domain::fulfil::{Applied, Change, Fulfil, FulfilmentEffect, Source, StateStore};
+use paymos_inbox::domain::fulfil::{
+    Change, Fulfil, FulfilmentEffect, Plan, ResourceStore, Source, Written,
+};
 use paymos_inbox::domain::ingest::{Inbound, Ingest, IngestSettings, PortError};
 use paymos_inbox::domain::signature::{SigningKey, Verifier, WebhookSecret, signature_header};
 
@@ -178,15 +180,16 @@ fn bench_ingest(c: &mut Criterion) {
 /// A store that applies nothing: the fulfil figure is the CPU of parsing and deciding.
 struct NoopStore;
 
-impl StateStore for NoopStore {
-    async fn apply(
+impl ResourceStore for NoopStore {
+    async fn write(
         &self,
         _: &Source,
         _: &Change,
+        _: &Plan,
         _: &dyn FulfilmentEffect,
         _: u64,
-    ) -> Result<Applied, PortError> {
-        Ok(Applied::Fulfilled)
+    ) -> Result<Written, PortError> {
+        Ok(Written::Committed)
     }
 }
 

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use paymos_inbox::adapters::dynamodb::{DynamoLedger, DynamoState};
+use paymos_inbox::adapters::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox::adapters::sqs::SqsQueue;
 use paymos_inbox::domain::fulfil::Fulfil;
 use paymos_inbox::domain::ingest::{Ingest, IngestSettings};
@@ -63,7 +63,7 @@ async fn logs_and_emf_metrics_tell_what_happened_to_every_delivery() {
         SqsQueue::new(aws.sqs.clone(), &queue),
         IngestSettings::default(),
     );
-    let fulfil = Fulfil::new(DynamoState::new(
+    let fulfil = Fulfil::new(DynamoResources::new(
         aws.dynamodb.clone(),
         stack.table("StateTable"),
         stack.table("DeliveriesTable"),

@@ -9,8 +9,11 @@ use aws_config::SdkConfig;
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
+
+use crate::domain::ingest::{PortError, PortErrorKind};
 
 /// Loads the shared AWS configuration from the environment (region, credentials, and the
 /// `AWS_ENDPOINT_URL_DYNAMODB` / `AWS_ENDPOINT_URL_SQS` overrides) with bounded timeouts.
@@ -112,5 +115,116 @@ pub async fn warm_up(
     }
     if let Err(e) = queue_check {
         tracing::warn!(queue_url, error = %aws_sdk_sqs::error::DisplayErrorContext(e), "warm-up: GetQueueAttributes failed");
+    }
+}
+
+/// A [`PortError`] of the kind an SDK error shows: the service's error code first (throttling,
+/// a transaction conflict, a missing resource or a refused credential), then how the request
+/// failed (timeouts and connection errors are the service's, a request that could not be built
+/// is ours). The SDK error stays as its source.
+pub fn port_error<E, R>(operation: &'static str, error: SdkError<E, R>) -> PortError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    let kind = match &error {
+        SdkError::ServiceError(service) => kind_of_code(service.err().code()),
+        SdkError::ConstructionFailure(_) => PortErrorKind::Misconfigured,
+        _ => PortErrorKind::Unavailable,
+    };
+    let message = DisplayErrorContext(&error).to_string();
+    PortError::of_kind(operation, kind, message).with_source(error)
+}
+
+/// The kind of an AWS error code (DynamoDB, SQS, Secrets Manager, EventBridge and the
+/// `TransactWriteItems` cancellation reasons use these).
+#[must_use]
+pub fn kind_of_code(code: Option<&str>) -> PortErrorKind {
+    match code.unwrap_or_default() {
+        "ThrottlingException"
+        | "Throttling"
+        | "ThrottlingError"
+        | "ProvisionedThroughputExceededException"
+        | "ProvisionedThroughputExceeded"
+        | "RequestLimitExceeded"
+        | "TooManyRequestsException"
+        | "RequestThrottled"
+        | "AWS.SimpleQueueService.RequestThrottled"
+        | "KMSThrottlingException"
+        | "LimitExceededException" => PortErrorKind::Throttled,
+        "TransactionConflictException"
+        | "TransactionConflict"
+        | "TransactionInProgressException" => PortErrorKind::Conflict,
+        "ResourceNotFoundException"
+        | "AccessDeniedException"
+        | "AccessDenied"
+        | "UnrecognizedClientException"
+        | "InvalidClientTokenId"
+        | "InvalidSignatureException"
+        | "MissingAuthenticationToken"
+        | "ExpiredTokenException"
+        | "ValidationException"
+        | "ValidationError"
+        | "QueueDoesNotExist"
+        | "AWS.SimpleQueueService.NonExistentQueue"
+        | "KMS.DisabledException"
+        | "KmsAccessDenied"
+        | "InvalidParameterException"
+        | "InvalidParameterValue"
+        | "InvalidRequestException"
+        | "DecryptionFailure" => PortErrorKind::Misconfigured,
+        _ => PortErrorKind::Unavailable,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_codes_keep_their_kind() {
+        for (code, kind) in [
+            (
+                Some("ProvisionedThroughputExceededException"),
+                PortErrorKind::Throttled,
+            ),
+            (Some("ThrottlingError"), PortErrorKind::Throttled),
+            (Some("TransactionConflict"), PortErrorKind::Conflict),
+            (
+                Some("ResourceNotFoundException"),
+                PortErrorKind::Misconfigured,
+            ),
+            (
+                Some("AWS.SimpleQueueService.NonExistentQueue"),
+                PortErrorKind::Misconfigured,
+            ),
+            (Some("InternalServerError"), PortErrorKind::Unavailable),
+            (None, PortErrorKind::Unavailable),
+        ] {
+            assert_eq!(kind_of_code(code), kind, "{code:?}");
+        }
+    }
+
+    #[test]
+    fn a_service_error_keeps_its_source_and_kind() {
+        use aws_sdk_dynamodb::operation::get_item::GetItemError;
+        use aws_sdk_dynamodb::types::error::ResourceNotFoundException;
+        let service = GetItemError::ResourceNotFoundException(
+            ResourceNotFoundException::builder()
+                .message("Requested resource not found")
+                .meta(
+                    aws_sdk_dynamodb::error::ErrorMetadata::builder()
+                        .code("ResourceNotFoundException")
+                        .build(),
+                )
+                .build(),
+        );
+        let error = port_error("DynamoDB GetItem", SdkError::service_error(service, ()));
+        assert_eq!(error.kind, PortErrorKind::Misconfigured);
+        assert!(
+            std::error::Error::source(&error).is_some(),
+            "the SDK error is kept"
+        );
+        assert!(error.to_string().contains("misconfigured"), "{error}");
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use crate::domain::fulfil::{Applied, Change, FulfilmentEffect, Source, StateStore};
+use crate::domain::fulfil::{Change, FulfilmentEffect, Plan, ResourceStore, Source, Written};
 use crate::domain::ingest::{Delivery, DeliveryLedger, PortError, Recorded, TakeOver, WorkQueue};
 
 /// What happens to one call.
@@ -182,18 +182,19 @@ impl<Q: WorkQueue> WorkQueue for Faulty<Q> {
     }
 }
 
-impl<S: StateStore> StateStore for Faulty<S> {
-    async fn apply(
+impl<S: ResourceStore> ResourceStore for Faulty<S> {
+    async fn write(
         &self,
         source: &Source,
         change: &Change,
+        plan: &Plan,
         effect: &dyn FulfilmentEffect,
         now_ms: u64,
-    ) -> Result<Applied, PortError> {
+    ) -> Result<Written, PortError> {
         self.faults
             .around(
                 "TransactWriteItems",
-                self.inner.apply(source, change, effect, now_ms),
+                self.inner.write(source, change, plan, effect, now_ms),
             )
             .await
     }

@@ -4,9 +4,16 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::domain::effect::{EffectValue, EffectWrite, FulfilmentEffect, PaidInvoice};
+use crate::domain::fulfil::{Applied, Change, OrderRef, ResourceStore, Source};
 use crate::domain::ingest::{
     Delivery, DeliveryLedger, DeliveryState, ExistingDelivery, PortError, Recorded, TakeOver,
     WorkQueue,
+};
+use crate::domain::outcome::{Found, Mark, Plan, Refusal, Write, Written};
+use crate::domain::status::{
+    Amount, DepositSeen, DepositStatus, InvoiceStatus, WithdrawalStatus, deposit_accepts,
+    invoice_accepts, withdrawal_accepts,
 };
 
 /// A [`DeliveryLedger`] in a `HashMap`, with the same conditional semantics as DynamoDB's.
@@ -220,5 +227,378 @@ impl WorkQueue for MemoryQueue {
         }
         self.sent.lock().expect("lock").push(delivery.clone());
         Ok(())
+    }
+}
+
+/// An invoice as [`MemoryResources`] holds it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct InvoiceRecord {
+    /// Its status and the event time (s) that set it; `None` for a note without a status (a
+    /// refund that arrived first).
+    pub status: Option<(InvoiceStatus, u64)>,
+    /// The order it pays for.
+    pub order_id: Option<String>,
+    /// Paid, but not as the registered order says.
+    pub held: bool,
+    /// Paid after it closed (event time, s).
+    pub paid_late_at: Option<u64>,
+    /// The invoice that fulfilled its order first.
+    pub duplicate_of: Option<String>,
+    /// Refunded (Unix ms).
+    pub refunded_at: Option<u64>,
+    /// The delivery or actor that moved it last.
+    pub last_event_id: Option<String>,
+}
+
+/// A deposit as [`MemoryResources`] holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DepositRecord {
+    /// Its status.
+    pub status: DepositStatus,
+    /// Whether and when it was recorded, for the rule.
+    pub seen: DepositSeen,
+}
+
+#[derive(Debug, Default)]
+struct Resources {
+    invoices: HashMap<String, InvoiceRecord>,
+    withdrawals: HashMap<String, WithdrawalStatus>,
+    deposits: HashMap<String, DepositRecord>,
+    /// Effect items by key (the fulfilment record among them).
+    effects: HashMap<String, Vec<(String, EffectValue)>>,
+    /// `order_id` → the invoice that fulfilled it.
+    order_claims: HashMap<String, String>,
+    /// Registered orders: amount and currency.
+    expected: HashMap<String, (Amount, String)>,
+    /// Credits per (payer, currency), each one an amount.
+    credits: HashMap<(String, String), Vec<Amount>>,
+    /// Review notes by event id.
+    reviews: HashMap<String, Applied>,
+    /// The ledger's processed marks: outcome and reason by event id.
+    processed: HashMap<String, (Applied, Option<String>)>,
+    writes: usize,
+}
+
+/// A [`ResourceStore`] in memory: every write all-or-nothing under one lock, each condition
+/// the domain's own rule ([`invoice_accepts`], [`withdrawal_accepts`], [`deposit_accepts`]).
+/// `tests/it` runs the same histories against DynamoDB and asserts the same outcomes.
+#[derive(Debug, Default)]
+pub struct MemoryResources {
+    inner: Mutex<Resources>,
+}
+
+impl MemoryResources {
+    /// An empty store.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers the amount an order must be paid with (the amount guard).
+    pub fn register_order(&self, external_id: &str, amount: &Amount, currency: &str) {
+        self.lock().expected.insert(
+            external_id.to_owned(),
+            (amount.clone(), currency.to_ascii_uppercase()),
+        );
+    }
+
+    /// The invoice, if any.
+    #[must_use]
+    pub fn invoice(&self, invoice_id: &str) -> Option<InvoiceRecord> {
+        self.lock().invoices.get(invoice_id).cloned()
+    }
+
+    /// The withdrawal's status, if any.
+    #[must_use]
+    pub fn withdrawal(&self, withdrawal_id: &str) -> Option<WithdrawalStatus> {
+        self.lock().withdrawals.get(withdrawal_id).copied()
+    }
+
+    /// The deposit, if any.
+    #[must_use]
+    pub fn deposit(&self, deposit_id: &str) -> Option<DepositRecord> {
+        self.lock().deposits.get(deposit_id).copied()
+    }
+
+    /// Invoices with a fulfilment record, sorted.
+    #[must_use]
+    pub fn fulfilled(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .lock()
+            .effects
+            .keys()
+            .filter_map(|k| k.strip_prefix("fulfilment#").map(str::to_owned))
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// The credits of a payer in a currency, in order.
+    #[must_use]
+    pub fn credits(&self, payer: &str, currency: &str) -> Vec<Amount> {
+        self.lock()
+            .credits
+            .get(&(payer.to_owned(), currency.to_owned()))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The outcome and reason recorded on a delivery, if it was processed.
+    #[must_use]
+    pub fn outcome(&self, event_id: &str) -> Option<(Applied, Option<String>)> {
+        self.lock().processed.get(event_id).cloned()
+    }
+
+    /// Review notes (deliveries waiting for a person), by event id.
+    #[must_use]
+    pub fn reviews(&self) -> HashMap<String, Applied> {
+        self.lock().reviews.clone()
+    }
+
+    /// Writes attempted so far (committed or refused).
+    #[must_use]
+    pub fn writes(&self) -> usize {
+        self.lock().writes
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Resources> {
+        self.inner.lock().expect("lock")
+    }
+}
+
+impl Resources {
+    /// The invoice's condition, as [`invoice_accepts`] states it.
+    fn invoice_refusal(&self, invoice_id: &str, status: InvoiceStatus, at: u64) -> Option<Refusal> {
+        let current = match self.invoices.get(invoice_id) {
+            None => None,
+            Some(InvoiceRecord { status: None, .. }) => {
+                return Some(Refusal::Resource(Found::Nothing));
+            }
+            Some(InvoiceRecord {
+                status: Some(current),
+                ..
+            }) => Some(*current),
+        };
+        (!invoice_accepts(current, status, at))
+            .then(|| Refusal::Resource(current.map_or(Found::Nothing, |(s, _)| Found::Invoice(s))))
+    }
+
+    /// The fulfilment's conditions, in the order DynamoDB's adapter reports them: the effect's
+    /// items absent, the order unclaimed, the registered order matching.
+    fn fulfilment_refusal(&self, writes: &[EffectWrite], order: &OrderRef) -> Option<Refusal> {
+        if writes.iter().any(|w| self.effects.contains_key(&w.key)) {
+            return Some(Refusal::Fulfilled);
+        }
+        let external_id = order.external_id.as_ref()?;
+        if let Some(winner) = self.order_claims.get(external_id) {
+            return Some(Refusal::OrderClaimed {
+                invoice_id: winner.clone(),
+            });
+        }
+        let (amount, currency) = self.expected.get(external_id)?;
+        let matches = order.amount.as_ref().is_some_and(|a| a.same_value(amount))
+            && order.currency.as_ref().is_none_or(|c| c == currency);
+        (!matches).then_some(Refusal::OrderMismatch)
+    }
+
+    fn set_invoice(
+        &mut self,
+        source: &Source,
+        invoice_id: &str,
+        status: InvoiceStatus,
+        at: u64,
+        order: &OrderRef,
+    ) -> &mut InvoiceRecord {
+        let record = self.invoices.entry(invoice_id.to_owned()).or_default();
+        record.status = Some((status, at));
+        if order.external_id.is_some() {
+            record.order_id.clone_from(&order.external_id);
+        }
+        record.last_event_id = Some(source.id());
+        record
+    }
+
+    /// Checks `plan`'s conditions and, if all hold, writes it. Nothing is written on refusal.
+    #[allow(clippy::too_many_lines)]
+    fn write(
+        &mut self,
+        source: &Source,
+        change: &Change,
+        plan: &Plan,
+        effect: &dyn FulfilmentEffect,
+        now_ms: u64,
+    ) -> Written {
+        self.writes += 1;
+        if let Source::Delivery { event_id } = source
+            && self.processed.contains_key(event_id)
+        {
+            return Written::AlreadyProcessed;
+        }
+        let refused = match (&plan.write, change) {
+            (Write::MarkOnly, _) => None,
+            (Write::Review, _) => match source {
+                Source::Delivery { event_id } if self.reviews.contains_key(event_id) => {
+                    Some(Refusal::Noted)
+                }
+                Source::Delivery { event_id } => {
+                    self.reviews.insert(event_id.clone(), plan.outcome);
+                    None
+                }
+                Source::Manual { .. } => None,
+            },
+            (
+                Write::Change | Write::Unfulfilled(_),
+                Change::Invoice {
+                    invoice_id,
+                    status,
+                    occurred_at,
+                    order,
+                },
+            ) => {
+                let fulfils = plan.write == Write::Change && status.fulfils();
+                let paid = PaidInvoice {
+                    invoice_id,
+                    status: *status,
+                    order,
+                    source,
+                    at_ms: now_ms,
+                };
+                let writes = if fulfils {
+                    effect.writes(&paid)
+                } else {
+                    Vec::new()
+                };
+                let refused = self
+                    .invoice_refusal(invoice_id, *status, *occurred_at)
+                    .or_else(|| {
+                        fulfils
+                            .then(|| self.fulfilment_refusal(&writes, order))
+                            .flatten()
+                    });
+                if refused.is_none() {
+                    let record = self.set_invoice(source, invoice_id, *status, *occurred_at, order);
+                    match &plan.write {
+                        Write::Unfulfilled(Mark::Held) => record.held = true,
+                        Write::Unfulfilled(Mark::DuplicateOf(winner)) => {
+                            record.duplicate_of = Some(winner.clone());
+                        }
+                        _ => {}
+                    }
+                    for w in writes {
+                        self.effects.insert(w.key, w.attributes);
+                    }
+                    if let (true, Some(external_id)) = (fulfils, &order.external_id) {
+                        self.order_claims
+                            .insert(external_id.clone(), invoice_id.clone());
+                    }
+                }
+                refused
+            }
+            (
+                Write::PaidLate { closed },
+                Change::Invoice {
+                    invoice_id,
+                    occurred_at,
+                    ..
+                },
+            ) => match self.invoices.get_mut(invoice_id) {
+                Some(r) if r.status.map(|(s, _)| s) == Some(*closed) => {
+                    r.paid_late_at.get_or_insert(*occurred_at);
+                    None
+                }
+                other => Some(Refusal::Resource(
+                    other
+                        .and_then(|r| r.status)
+                        .map_or(Found::Nothing, |(s, _)| Found::Invoice(s)),
+                )),
+            },
+            (
+                Write::Change,
+                Change::Withdrawal {
+                    withdrawal_id,
+                    status,
+                    kind,
+                    invoice_id,
+                    ..
+                },
+            ) => {
+                let current = self.withdrawals.get(withdrawal_id).copied();
+                if withdrawal_accepts(current, *status) {
+                    self.withdrawals.insert(withdrawal_id.clone(), *status);
+                    if let (true, WithdrawalStatus::Completed, Some(invoice)) =
+                        (kind == "refund", status, invoice_id)
+                    {
+                        self.invoices
+                            .entry(invoice.clone())
+                            .or_default()
+                            .refunded_at
+                            .get_or_insert(now_ms);
+                    }
+                    None
+                } else {
+                    Some(Refusal::Resource(
+                        current.map_or(Found::Nothing, Found::Withdrawal),
+                    ))
+                }
+            }
+            (
+                Write::Change,
+                Change::Deposit {
+                    deposit_id,
+                    status,
+                    occurred_at,
+                    credit,
+                },
+            ) => {
+                let current = self.deposits.get(deposit_id).map(|d| d.seen);
+                if deposit_accepts(current, credit.is_some(), *occurred_at) {
+                    let credited = credit.is_some();
+                    self.deposits.insert(
+                        deposit_id.clone(),
+                        DepositRecord {
+                            status: *status,
+                            seen: DepositSeen {
+                                credited,
+                                status_at: *occurred_at,
+                            },
+                        },
+                    );
+                    if let Some(credit) = credit {
+                        self.credits
+                            .entry((credit.payer.clone(), credit.currency.clone()))
+                            .or_default()
+                            .push(credit.net.clone());
+                    }
+                    None
+                } else {
+                    Some(Refusal::Resource(Found::Deposit {
+                        credited: current.is_some_and(|c| c.credited),
+                    }))
+                }
+            }
+            // A plan the rules never make for this change: the mark alone, as DynamoDB's.
+            _ => None,
+        };
+        if let Some(refusal) = refused {
+            return Written::Refused(refusal);
+        }
+        if let Source::Delivery { event_id } = source {
+            self.processed
+                .insert(event_id.clone(), (plan.outcome, plan.reason.clone()));
+        }
+        Written::Committed
+    }
+}
+
+impl ResourceStore for MemoryResources {
+    async fn write(
+        &self,
+        source: &Source,
+        change: &Change,
+        plan: &Plan,
+        effect: &dyn FulfilmentEffect,
+        now_ms: u64,
+    ) -> Result<Written, PortError> {
+        Ok(self.lock().write(source, change, plan, effect, now_ms))
     }
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::domain::confirm::{AtSource, ConfirmedInvoice, PaymentConfirmation};
 use crate::domain::ingest::PortError;
-use crate::domain::state::Amount;
+use crate::domain::status::Amount;
 
 /// The default hard deadline of one reverse check: well inside the 30 s fulfil timeout, so ten
 /// slow checks of one batch still finish (they run concurrently) and the batch's other messages

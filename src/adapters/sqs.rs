@@ -3,7 +3,6 @@
 //! the environment of the secret that verified it; fulfil needs no read to learn what to apply.
 
 use aws_sdk_sqs::Client;
-use aws_sdk_sqs::error::DisplayErrorContext;
 use aws_sdk_sqs::types::MessageAttributeValue;
 
 use crate::domain::ingest::{Delivery, PortError, WorkQueue};
@@ -61,7 +60,7 @@ impl WorkQueue for SqsQueue {
         }
         send.send()
             .await
-            .map_err(|e| PortError::new("SQS SendMessage", DisplayErrorContext(e)))?;
+            .map_err(|e| crate::adapters::aws::port_error("SQS SendMessage", e))?;
         Ok(())
     }
 }

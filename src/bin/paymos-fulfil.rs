@@ -6,11 +6,11 @@ use std::time::Duration;
 use aws_lambda_events::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use paymos_inbox::adapters::aws::load_config;
-use paymos_inbox::adapters::dynamodb::DynamoState;
+use paymos_inbox::adapters::dynamodb::DynamoResources;
 use paymos_inbox::adapters::paymos_api::PaymosApi;
 use paymos_inbox::adapters::secrets::paymos_client;
 use paymos_inbox::config::{FulfilConfig, PAYMOS_API_SECRETS_ID};
-use paymos_inbox::domain::fulfil::{Fulfil, PaymentConfirmation, StateStore};
+use paymos_inbox::domain::fulfil::{Fulfil, PaymentConfirmation, ResourceStore};
 use paymos_inbox::lambda::{self, fulfil::handle_batch};
 
 #[tokio::main]
@@ -20,7 +20,7 @@ async fn main() -> Result<(), Error> {
     let config = FulfilConfig::from_lookup(|k| std::env::var(k).ok())?;
     let aws = load_config(Duration::from_secs(3), 3).await;
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
-    let fulfil = Fulfil::new(DynamoState::new(
+    let fulfil = Fulfil::new(DynamoResources::new(
         dynamodb,
         config.state_table,
         config.deliveries_table,
@@ -52,7 +52,7 @@ async fn main() -> Result<(), Error> {
 
 async fn serve<S, C>(fulfil: Fulfil<S, C>) -> Result<(), Error>
 where
-    S: StateStore + 'static,
+    S: ResourceStore + 'static,
     C: PaymentConfirmation + 'static,
 {
     let fulfil = Arc::new(fulfil);

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use paymos_inbox::adapters::aws::load_config;
-use paymos_inbox::adapters::dynamodb::DynamoState;
+use paymos_inbox::adapters::dynamodb::DynamoResources;
 use paymos_inbox::adapters::secrets::paymos_client;
 use paymos_inbox::config::{PAYMOS_API_SECRETS_ID, ReconcileConfig};
 use paymos_inbox::domain::fulfil::Fulfil;
@@ -31,7 +31,7 @@ async fn main() -> Result<(), Error> {
         2,
     )
     .await?;
-    let fulfil = Fulfil::new(DynamoState::new(
+    let fulfil = Fulfil::new(DynamoResources::new(
         dynamodb.clone(),
         config.state_table.clone(),
         config.deliveries_table.clone(),

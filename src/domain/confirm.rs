@@ -8,7 +8,7 @@ use std::future::Future;
 
 use super::envelope::EventData;
 use super::ingest::PortError;
-use super::state::Amount;
+use super::status::Amount;
 
 /// How many receives of a message a "not paid yet" answer is retried for (the queue's
 /// visibility timeout apart: with 180 s, about six minutes) before the delivery is recorded

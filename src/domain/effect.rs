@@ -3,7 +3,7 @@
 //! the first to pay its order.
 
 use super::fulfil::{OrderRef, Source};
-use super::state::{Amount, InvoiceStatus};
+use super::status::{Amount, InvoiceStatus};
 
 /// One write the fulfilment adds to the transaction, in table-neutral terms.
 #[derive(Debug, Clone, PartialEq)]

@@ -15,8 +15,10 @@ pub use super::effect::{
 };
 use super::envelope::{Category, Envelope};
 use super::ingest::PortError;
+use super::outcome::{MAX_WRITES, Step, next, plan};
+pub use super::outcome::{Plan, Written};
 use super::signature::Environment;
-use super::state::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
+use super::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
 use super::work::{WorkItem, WorkItemError};
 
 /// The merchant's order as Paymos echoes it on an invoice.
@@ -248,28 +250,92 @@ impl Source {
     }
 }
 
-/// The resource state table with the ledger's processed mark.
-pub trait StateStore: Send + Sync {
-    /// Applies `change` for `source` at `now_ms`, atomically with the ledger's processed mark
-    /// (for a delivery) and, for a paid invoice, with `effect`'s writes.
-    fn apply(
+/// The resource table with the ledger's processed mark: it writes a [`Plan`] for a change, all
+/// or nothing, and reports what it did. It decides no outcome: [`super::outcome::next`] does.
+pub trait ResourceStore: Send + Sync {
+    /// Writes `plan` for `change` by `source` at `now_ms`, atomically with the ledger's
+    /// processed mark (for a delivery) and, for a paid invoice's [`Write::Change`], with
+    /// `effect`'s writes.
+    fn write(
         &self,
         source: &Source,
         change: &Change,
+        plan: &Plan,
         effect: &dyn FulfilmentEffect,
         now_ms: u64,
-    ) -> impl Future<Output = Result<Applied, PortError>> + Send;
+    ) -> impl Future<Output = Result<Written, PortError>> + Send;
 }
 
-impl<T: StateStore> StateStore for Arc<T> {
-    fn apply(
+impl<T: ResourceStore> ResourceStore for Arc<T> {
+    fn write(
         &self,
         source: &Source,
         change: &Change,
+        plan: &Plan,
         effect: &dyn FulfilmentEffect,
         now_ms: u64,
-    ) -> impl Future<Output = Result<Applied, PortError>> + Send {
-        (**self).apply(source, change, effect, now_ms)
+    ) -> impl Future<Output = Result<Written, PortError>> + Send {
+        (**self).write(source, change, plan, effect, now_ms)
+    }
+}
+
+/// Applies `change` for `source`: the first plan, then what each report asks for, until the
+/// outcome (at most [`MAX_WRITES`] writes).
+///
+/// # Errors
+/// [`PortError`] when the store fails, or keeps refusing beyond the rules' last write.
+pub async fn settle<S: ResourceStore>(
+    store: &S,
+    source: &Source,
+    change: &Change,
+    effect: &dyn FulfilmentEffect,
+    now_ms: u64,
+) -> Result<Applied, PortError> {
+    let mut current = plan(change);
+    for _ in 0..MAX_WRITES {
+        let written = store
+            .write(source, change, &current, effect, now_ms)
+            .await?;
+        match next(change, &current, written) {
+            Step::Done(applied) => {
+                note(source, change, applied);
+                return Ok(applied);
+            }
+            Step::Then(p) => current = p,
+        }
+    }
+    Err(PortError::new(
+        "resource store",
+        format!("still refusing after {MAX_WRITES} writes; the store breaks the write contract"),
+    ))
+}
+
+/// The warning an operator needs for outcomes that wait for a person.
+fn note(source: &Source, change: &Change, applied: Applied) {
+    let Change::Invoice {
+        invoice_id, order, ..
+    } = change
+    else {
+        return;
+    };
+    let by = source.id();
+    let order_id = order.external_id.as_deref();
+    match applied {
+        Applied::DuplicatePayment => tracing::warn!(
+            invoice_id,
+            order_id,
+            by,
+            "a second paid invoice for an order already fulfilled: kept for a refund, nothing fulfilled"
+        ),
+        Applied::Held => {
+            tracing::warn!(invoice_id, order_id, by, amount = ?order.amount.as_ref().map(Amount::as_str), currency = ?order.currency, "paid invoice does not match the registered order: held for review")
+        }
+        Applied::PaidLate => tracing::warn!(
+            invoice_id,
+            by,
+            "payment after the invoice closed: paid_late_at set, nothing fulfilled"
+        ),
+        _ => {}
     }
 }
 
@@ -385,7 +451,7 @@ pub struct Fulfil<S, C = NoConfirmation> {
     environment: Environment,
 }
 
-impl<S: StateStore> Fulfil<S> {
+impl<S: ResourceStore> Fulfil<S> {
     /// With the default effect ([`RecordFulfilment`]) and no reverse check.
     pub fn new(store: S) -> Self {
         Self::with_effect(store, Box::new(RecordFulfilment))
@@ -412,7 +478,7 @@ impl<S: StateStore> Fulfil<S> {
     }
 }
 
-impl<S: StateStore, C: PaymentConfirmation> Fulfil<S, C> {
+impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
     /// The store.
     pub fn store(&self) -> &S {
         &self.store
@@ -472,10 +538,8 @@ impl<S: StateStore, C: PaymentConfirmation> Fulfil<S, C> {
                     reason,
                     resource_id: None,
                 };
-                let applied = self
-                    .store
-                    .apply(&source, &change, self.effect.as_ref(), now_ms)
-                    .await?;
+                let applied =
+                    settle(&self.store, &source, &change, self.effect.as_ref(), now_ms).await?;
                 return Ok((None, applied));
             }
         };
@@ -511,10 +575,7 @@ impl<S: StateStore, C: PaymentConfirmation> Fulfil<S, C> {
                 }
             }
         }
-        let applied = self
-            .store
-            .apply(&source, &change, self.effect.as_ref(), now_ms)
-            .await?;
+        let applied = settle(&self.store, &source, &change, self.effect.as_ref(), now_ms).await?;
         Ok((Some(envelope), applied))
     }
 
@@ -556,9 +617,7 @@ impl<S: StateStore, C: PaymentConfirmation> Fulfil<S, C> {
         let source = Source::Manual {
             actor: actor.to_owned(),
         };
-        self.store
-            .apply(&source, &change, self.effect.as_ref(), now_ms)
-            .await
+        settle(&self.store, &source, &change, self.effect.as_ref(), now_ms).await
     }
 }
 

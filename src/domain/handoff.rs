@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::ingest::PortError;
 use super::signature::Environment;
-use super::state::InvoiceStatus;
+use super::status::InvoiceStatus;
 
 /// The `source` of every event.
 pub const SOURCE: &str = "paymos-inbox";

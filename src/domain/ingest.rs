@@ -42,25 +42,100 @@ pub fn sha256_hex(body: &[u8]) -> String {
     hex::encode(Sha256::digest(body))
 }
 
-/// A failure of a port (DynamoDB, SQS, …): never the sender's fault, always retryable.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{operation} failed: {message}")]
-pub struct PortError {
-    /// The call that failed, e.g. `DynamoDB PutItem`.
-    pub operation: &'static str,
-    /// What the SDK said (no item contents).
-    pub message: String,
+/// What kind of failure a port met: what the caller does next follows from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PortErrorKind {
+    /// The service asked us to slow down (throttling, capacity): retry later, and not at once.
+    Throttled,
+    /// The service or the network failed (timeouts, 5xx, connection errors): retry.
+    Unavailable,
+    /// Our configuration is wrong (a missing table or queue, a refused credential, a malformed
+    /// request): retries fail alike until an operator fixes it; still never the sender's fault.
+    Misconfigured,
+    /// Another writer held the same items (a transaction conflict): retry at once.
+    Conflict,
 }
 
-impl PortError {
-    /// A port error for `operation`.
-    pub fn new(operation: &'static str, message: impl std::fmt::Display) -> Self {
-        Self {
-            operation,
-            message: message.to_string(),
+impl PortErrorKind {
+    /// The name in logs and metrics.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Throttled => "throttled",
+            Self::Unavailable => "unavailable",
+            Self::Misconfigured => "misconfigured",
+            Self::Conflict => "conflict",
+        }
+    }
+
+    /// Seconds a sender should wait before it retries (the `Retry-After` of a 503).
+    #[must_use]
+    pub fn retry_after_secs(self) -> u64 {
+        match self {
+            Self::Conflict | Self::Unavailable => 1,
+            Self::Throttled => 10,
+            Self::Misconfigured => 60,
         }
     }
 }
+
+impl std::fmt::Display for PortErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A failure of a port (DynamoDB, SQS, …): never the sender's fault, so always answered with a
+/// 5xx and retried; its [`kind`](PortError::kind) says how, and the SDK's error is kept as the
+/// [`source`](std::error::Error::source).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{operation} failed ({kind}): {message}")]
+pub struct PortError {
+    /// The call that failed, e.g. `DynamoDB PutItem`.
+    pub operation: &'static str,
+    /// What kind of failure it was.
+    pub kind: PortErrorKind,
+    /// What the SDK said (no item contents).
+    pub message: String,
+    #[source]
+    source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+impl PortError {
+    /// An [`PortErrorKind::Unavailable`] error for `operation`.
+    pub fn new(operation: &'static str, message: impl std::fmt::Display) -> Self {
+        Self::of_kind(operation, PortErrorKind::Unavailable, message)
+    }
+
+    /// An error of `kind` for `operation`.
+    pub fn of_kind(
+        operation: &'static str,
+        kind: PortErrorKind,
+        message: impl std::fmt::Display,
+    ) -> Self {
+        Self {
+            operation,
+            kind,
+            message: message.to_string(),
+            source: None,
+        }
+    }
+
+    /// With the error that caused it.
+    #[must_use]
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Arc::new(source));
+        self
+    }
+}
+
+impl PartialEq for PortError {
+    fn eq(&self, other: &Self) -> bool {
+        (self.operation, self.kind, &self.message) == (other.operation, other.kind, &other.message)
+    }
+}
+
+impl Eq for PortError {}
 
 /// The processing state of a recorded delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -342,7 +417,11 @@ impl IngestError {
             Self::Signature(_) => 401,
             Self::Envelope(_) | Self::IdMismatch => 400,
             Self::EnvironmentMismatch { .. } => 403,
-            Self::InProgress { .. } | Self::Unavailable(_) => 503,
+            Self::InProgress { .. } => 503,
+            // Retried by the sender either way; a 500 tells whoever watches the endpoint that
+            // the stack, not the service, needs a person.
+            Self::Unavailable(e) if e.kind == PortErrorKind::Misconfigured => 500,
+            Self::Unavailable(_) => 503,
         }
     }
 
@@ -357,7 +436,7 @@ impl IngestError {
             Self::IdMismatch => "webhook_id_mismatch",
             Self::EnvironmentMismatch { .. } => "environment_mismatch",
             Self::InProgress { .. } => "in_progress",
-            Self::Unavailable(_) => "unavailable",
+            Self::Unavailable(e) => e.kind.as_str(),
         }
     }
 }

@@ -9,7 +9,7 @@ use tracing::Instrument;
 use crate::domain::fulfil::Applied;
 use crate::telemetry::metric;
 
-use crate::domain::fulfil::{Fulfil, FulfilError, PaymentConfirmation, PoisonError, StateStore};
+use crate::domain::fulfil::{Fulfil, FulfilError, PaymentConfirmation, PoisonError, ResourceStore};
 use crate::domain::work::WorkItem;
 
 /// The `FulfilOutcomes` of a message that was not applied: a message that is not a work item,
@@ -20,7 +20,7 @@ pub const FAILURE_OUTCOMES: [&str; 3] = ["poison", "retry_unavailable", "retry_n
 pub const CONCURRENCY: usize = 10;
 
 /// Applies every message of the batch and reports the failed ones.
-pub async fn handle_batch<S: StateStore, C: PaymentConfirmation>(
+pub async fn handle_batch<S: ResourceStore, C: PaymentConfirmation>(
     fulfil: &Fulfil<S, C>,
     event: SqsEvent,
     now_ms: u64,
@@ -36,7 +36,7 @@ pub async fn handle_batch<S: StateStore, C: PaymentConfirmation>(
     response
 }
 
-async fn apply_one<S: StateStore, C: PaymentConfirmation>(
+async fn apply_one<S: ResourceStore, C: PaymentConfirmation>(
     fulfil: &Fulfil<S, C>,
     message: &SqsMessage,
     now_ms: u64,
@@ -59,7 +59,7 @@ async fn apply_one<S: StateStore, C: PaymentConfirmation>(
         })
 }
 
-async fn apply_decoded<S: StateStore, C: PaymentConfirmation>(
+async fn apply_decoded<S: ResourceStore, C: PaymentConfirmation>(
     fulfil: &Fulfil<S, C>,
     message: &SqsMessage,
     decoded: Result<WorkItem, crate::domain::work::WorkItemError>,

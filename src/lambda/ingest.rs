@@ -135,7 +135,7 @@ pub fn answer(inbound: &Inbound<'_>, outcome: Result<Receipt, IngestError>) -> R
             }
             let retry_after = match &error {
                 IngestError::InProgress { retry_after_secs } => Some(*retry_after_secs),
-                IngestError::Unavailable(_) => Some(1),
+                IngestError::Unavailable(e) => Some(e.kind.retry_after_secs()),
                 _ => None,
             };
             // Internal details (SDK messages) stay in the log; the sender gets the code.

@@ -18,7 +18,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
-use crate::adapters::dynamodb::{DynamoLedger, DynamoState};
+use crate::adapters::dynamodb::{DynamoLedger, DynamoResources};
 use crate::adapters::sqs::SqsQueue;
 use crate::domain::fulfil::Fulfil;
 use crate::domain::ingest::{Ingest, IngestSettings};
@@ -181,7 +181,7 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
         IngestSettings::default(),
     ));
     let fulfil = Arc::new(
-        Fulfil::new(DynamoState::new(
+        Fulfil::new(DynamoResources::new(
             dynamodb.clone(),
             created.table("StateTable"),
             created.table("DeliveriesTable"),
@@ -312,7 +312,7 @@ pub fn run_poller<S, C>(
     timeout: Option<Duration>,
 ) -> tokio::task::JoinHandle<()>
 where
-    S: crate::domain::fulfil::StateStore + 'static,
+    S: crate::domain::fulfil::ResourceStore + 'static,
     C: crate::domain::fulfil::PaymentConfirmation + 'static,
 {
     tokio::spawn(async move {

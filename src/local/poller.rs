@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
 
-use crate::domain::fulfil::{Fulfil, PaymentConfirmation, StateStore};
+use crate::domain::fulfil::{Fulfil, PaymentConfirmation, ResourceStore};
 use crate::lambda::fulfil::handle_batch;
 
 /// What one poll did.
@@ -23,7 +23,7 @@ pub struct Polled {
 ///
 /// # Errors
 /// The SQS error, as text.
-pub async fn poll_once<S: StateStore, C: PaymentConfirmation>(
+pub async fn poll_once<S: ResourceStore, C: PaymentConfirmation>(
     sqs: &aws_sdk_sqs::Client,
     queue_url: &str,
     fulfil: &Fulfil<S, C>,

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 
-use crate::adapters::dynamodb::{DynamoLedger, DynamoState};
+use crate::adapters::dynamodb::{DynamoLedger, DynamoResources};
 use crate::adapters::sqs::SqsQueue;
 use crate::domain::fulfil::Fulfil;
 use crate::domain::ingest::{Inbound, Ingest, IngestSettings};
@@ -130,7 +130,7 @@ pub async fn run(options: E2eOptions) -> Result<E2eReport, String> {
         SqsQueue::new(sqs.clone(), created.queue("WorkQueue")),
         IngestSettings::default(),
     ));
-    let fulfil = Arc::new(Fulfil::new(DynamoState::new(
+    let fulfil = Arc::new(Fulfil::new(DynamoResources::new(
         dynamodb.clone(),
         created.table("StateTable"),
         created.table("DeliveriesTable"),
@@ -268,7 +268,7 @@ async fn raw_loop(
         })
         .collect();
     // The same two phases; fulfil drains in between so duplicates find processed records.
-    let raw_fulfil = Arc::new(Fulfil::new(DynamoState::new(
+    let raw_fulfil = Arc::new(Fulfil::new(DynamoResources::new(
         dynamodb.clone(),
         raw_stack.table("StateTable"),
         &table,

@@ -19,10 +19,10 @@ use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use crate::adapters::dynamodb::DynamoState;
+use crate::adapters::dynamodb::DynamoResources;
 use crate::domain::fulfil::{Fulfil, OrderRef};
 use crate::domain::signature::WebhookSecret;
-use crate::domain::state::Amount;
+use crate::domain::status::Amount;
 use crate::tools::send::{Attempt, data_for, envelope, new_event_id, post};
 
 /// The exit code of a check with no failed step but at least one unproven one.
@@ -340,7 +340,7 @@ impl MarkPaid {
     async fn apply(&self, ids: &Ids, client: &reqwest::Client) -> Result<String, String> {
         match self {
             Self::Tables(t) => {
-                let fulfil = Fulfil::new(DynamoState::new(
+                let fulfil = Fulfil::new(DynamoResources::new(
                     t.dynamodb.clone(),
                     t.state.clone(),
                     t.deliveries.clone(),

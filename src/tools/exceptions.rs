@@ -2,12 +2,12 @@
 //! since when and what to do; `release` fulfils a held, late or unconfirmed invoice on a
 //! person's word; `recheck` runs the reverse check again for unconfirmed deliveries.
 
-use crate::adapters::dynamodb::{DynamoLedger, DynamoState, ReleaseError};
+use crate::adapters::dynamodb::{DynamoLedger, DynamoResources, ReleaseError};
 use crate::domain::confirm::{PaidClaim, PaymentConfirmation, Verdict, verdict};
 use crate::domain::envelope::Envelope;
-use crate::domain::fulfil::{Change, OrderRef, RecordFulfilment, Source, StateStore, change_of};
+use crate::domain::fulfil::{Change, OrderRef, RecordFulfilment, Source, change_of, settle};
 use crate::domain::ingest::PortError;
-use crate::domain::state::Amount;
+use crate::domain::status::Amount;
 
 /// The outcomes of a delivery that need a person.
 pub const DELIVERY_OUTCOMES: [&str; 2] = ["unconfirmed", "unusable"];
@@ -35,7 +35,7 @@ pub struct Exception {
 /// # Errors
 /// A DynamoDB or SQS failure, as text.
 pub async fn list(
-    state: &DynamoState,
+    state: &DynamoResources,
     ledger: &DynamoLedger,
     dlq: Option<(&aws_sdk_sqs::Client, &str)>,
 ) -> Result<Vec<Exception>, String> {
@@ -179,13 +179,13 @@ fn order_of(body: &[u8]) -> OrderRef {
     }
 }
 
-/// Releases `invoice_id` (see [`DynamoState::release`]); unconfirmed deliveries for it are
+/// Releases `invoice_id` (see [`DynamoResources::release`]); unconfirmed deliveries for it are
 /// marked resolved.
 ///
 /// # Errors
 /// [`ReleaseError`] when it is not releasable or a call fails.
 pub async fn release(
-    state: &DynamoState,
+    state: &DynamoResources,
     ledger: &DynamoLedger,
     invoice_id: &str,
     actor: &str,
@@ -245,7 +245,7 @@ pub struct Rechecked {
 /// # Errors
 /// A DynamoDB failure, or the API failing (nothing is decided then).
 pub async fn recheck<C: PaymentConfirmation>(
-    state: &DynamoState,
+    state: &DynamoResources,
     ledger: &DynamoLedger,
     api: &C,
     invoice_id: Option<&str>,
@@ -267,9 +267,7 @@ pub async fn recheck<C: PaymentConfirmation>(
                 let source = Source::Manual {
                     actor: "recheck".into(),
                 };
-                let applied = state
-                    .apply(&source, &change, &RecordFulfilment, now_ms)
-                    .await?;
+                let applied = settle(state, &source, &change, &RecordFulfilment, now_ms).await?;
                 ledger
                     .mark_resolved(
                         &record.delivery.event_id,
@@ -298,7 +296,7 @@ pub async fn recheck<C: PaymentConfirmation>(
 /// # Errors
 /// A message naming what is wrong, or the DynamoDB failure.
 pub async fn register_order(
-    state: &DynamoState,
+    state: &DynamoResources,
     order_id: &str,
     amount: &str,
     currency: &str,

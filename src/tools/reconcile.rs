@@ -14,9 +14,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use aws_sdk_dynamodb::types::AttributeValue;
 use paymos::{InvoiceListParams, InvoiceStatus as ApiStatus, PaymosClient};
 
-use crate::adapters::dynamodb::DynamoState;
+use crate::adapters::dynamodb::DynamoResources;
 use crate::domain::fulfil::{Applied, Fulfil, OrderRef};
-use crate::domain::state::{Amount, InvoiceStatus};
+use crate::domain::status::{Amount, InvoiceStatus};
 
 /// A paid invoice as Paymos lists it.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -75,7 +75,7 @@ impl Report {
 /// An API or DynamoDB failure, as text.
 pub async fn reconcile(
     api: &PaymosClient,
-    fulfil: &Fulfil<DynamoState>,
+    fulfil: &Fulfil<DynamoResources>,
     dynamodb: &aws_sdk_dynamodb::Client,
     from: i64,
     to: i64,

@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use futures::StreamExt;
 use serde_json::json;
 
-use crate::adapters::dynamodb::{DynamoLedger, DynamoState, balance_key};
+use crate::adapters::dynamodb::{DynamoLedger, DynamoResources, balance_key};
 use crate::adapters::faults::{Faults, Faulty};
 use crate::adapters::sqs::SqsQueue;
 use crate::domain::fulfil::{Fulfil, fulfilment_key};
@@ -379,7 +379,7 @@ pub async fn run(options: SoakOptions) -> Result<SoakReport, String> {
             ..IngestSettings::default()
         },
     ));
-    let state = DynamoState::new(
+    let state = DynamoResources::new(
         dynamodb.clone(),
         created.table("StateTable"),
         created.table("DeliveriesTable"),

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use paymos_inbox::adapters::dynamodb::{DynamoLedger, DynamoState, order_paid_key};
+use paymos_inbox::adapters::dynamodb::{DynamoLedger, DynamoResources, order_paid_key};
 use paymos_inbox::adapters::sqs::SqsQueue;
 use paymos_inbox::domain::fulfil::{Fulfil, OrderRef, fulfilment_key};
 use paymos_inbox::domain::ingest::{DeliveryLedger, Ingest, IngestSettings};
@@ -26,7 +26,7 @@ struct Pipeline {
     queue_url: String,
     dlq_url: String,
     ingest: Ingest<DynamoLedger, SqsQueue>,
-    fulfil: Fulfil<DynamoState>,
+    fulfil: Fulfil<DynamoResources>,
 }
 
 impl Pipeline {
@@ -46,7 +46,7 @@ impl Pipeline {
             SqsQueue::new(aws.sqs.clone(), &queues.queue_url),
             IngestSettings::default(),
         );
-        let fulfil = Fulfil::new(DynamoState::new(
+        let fulfil = Fulfil::new(DynamoResources::new(
             aws.dynamodb.clone(),
             &state_table,
             &ledger_table,

@@ -3,7 +3,7 @@
 //! the fixture clock.
 
 use aws_lambda_events::sqs::SqsEvent;
-use paymos_inbox::adapters::dynamodb::{DynamoLedger, DynamoState};
+use paymos_inbox::adapters::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox::adapters::sqs::SqsQueue;
 use paymos_inbox::domain::fulfil::Fulfil;
 use paymos_inbox::domain::ingest::{Ingest, IngestSettings};
@@ -72,7 +72,7 @@ async fn every_function_url_event_gets_its_documented_answer() {
 async fn sqs_events_apply_and_report_only_the_poison_message() {
     let aws = Aws::new();
     // The fixtures are sandbox deliveries (verified by the test secret).
-    let fulfil = Fulfil::new(DynamoState::new(
+    let fulfil = Fulfil::new(DynamoResources::new(
         aws.dynamodb.clone(),
         aws.state_table().await,
         aws.deliveries_table().await,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
 use http_body_util::Full;
 use hyper::body::Bytes;
-use paymos_inbox::adapters::dynamodb::{DynamoLedger, DynamoState};
+use paymos_inbox::adapters::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox::adapters::paymos_api::PaymosApi;
 use paymos_inbox::domain::fulfil::{Applied, Fulfil, FulfilError, OrderRef};
 use paymos_inbox::lambda::fulfil::handle_batch;
@@ -138,15 +138,15 @@ impl Rig {
             .unwrap()
     }
 
-    fn store(&self) -> DynamoState {
-        DynamoState::new(self.aws.dynamodb.clone(), &self.state, &self.ledger)
+    fn store(&self) -> DynamoResources {
+        DynamoResources::new(self.aws.dynamodb.clone(), &self.state, &self.ledger)
     }
 
     fn ledger(&self) -> DynamoLedger {
         DynamoLedger::new(self.aws.dynamodb.clone(), &self.ledger, None)
     }
 
-    fn checked(&self, deadline: Duration) -> Fulfil<DynamoState, PaymosApi> {
+    fn checked(&self, deadline: Duration) -> Fulfil<DynamoResources, PaymosApi> {
         Fulfil::new(self.store())
             .with_confirmation(PaymosApi::new(self.client()).with_deadline(deadline))
     }

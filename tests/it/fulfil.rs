@@ -5,12 +5,12 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use paymos_inbox::adapters::dynamodb::{DynamoLedger, DynamoState, balance_key};
+use paymos_inbox::adapters::dynamodb::{DynamoLedger, DynamoResources, balance_key};
 use paymos_inbox::adapters::sqs::SqsQueue;
 use paymos_inbox::domain::fulfil::{Applied, Fulfil, OrderRef, fulfilment_key};
 use paymos_inbox::domain::ingest::{Ingest, IngestSettings};
 use paymos_inbox::domain::signature::{SigningKey, Verifier, WebhookSecret};
-use paymos_inbox::domain::state::Amount;
+use paymos_inbox::domain::status::Amount;
 use paymos_inbox::lambda::ingest::respond;
 use paymos_inbox::local::poller::poll_once;
 use serde_json::json;
@@ -23,7 +23,7 @@ struct Rig {
     aws: Aws,
     state: String,
     ledger: String,
-    fulfil: Fulfil<DynamoState>,
+    fulfil: Fulfil<DynamoResources>,
 }
 
 impl Rig {
@@ -31,7 +31,7 @@ impl Rig {
         let aws = Aws::new();
         let state = aws.state_table().await;
         let ledger = aws.deliveries_table().await;
-        let fulfil = Fulfil::new(DynamoState::new(aws.dynamodb.clone(), &state, &ledger));
+        let fulfil = Fulfil::new(DynamoResources::new(aws.dynamodb.clone(), &state, &ledger));
         Self {
             aws,
             state,

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use paymos_inbox::adapters::dynamodb::DynamoState;
+use paymos_inbox::adapters::dynamodb::DynamoResources;
 use paymos_inbox::adapters::events::QueuePublisher;
 use paymos_inbox::domain::fulfil::{Fulfil, OrderRef};
 use paymos_inbox::domain::handoff::{DomainEvent, EventPublisher};
@@ -21,7 +21,7 @@ struct Rig {
     state: String,
     events: String,
     failures: String,
-    fulfil: Fulfil<DynamoState>,
+    fulfil: Fulfil<DynamoResources>,
     reader: StreamReader,
 }
 
@@ -32,7 +32,7 @@ impl Rig {
         let state = stack.table("StateTable").to_owned();
         let events = aws.queue().await.queue_url;
         let failures = aws.queue().await.queue_url;
-        let fulfil = Fulfil::new(DynamoState::new(
+        let fulfil = Fulfil::new(DynamoResources::new(
             aws.dynamodb.clone(),
             &state,
             stack.table("DeliveriesTable"),

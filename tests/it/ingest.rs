@@ -177,7 +177,7 @@ async fn twenty_concurrent_copies_make_one_record_and_one_message() {
 }
 
 #[tokio::test]
-async fn a_failed_send_answers_503_and_the_retry_enqueues_once() {
+async fn a_failed_send_answers_5xx_and_the_retry_enqueues_once() {
     let rig = Rig::new().await;
     let body = invoice_paid("evt_sqs_down", "inv_sqs_down");
     let sig = sign(&body, NOW, &[LIVE_SECRET]);
@@ -188,12 +188,15 @@ async fn a_failed_send_answers_503_and_the_retry_enqueues_once() {
 
     let response = respond(&broken, &delivery(&body, "evt_sqs_down", &sig), NOW_MS).await;
 
+    // A deleted queue is our configuration, not a passing outage: 500 `misconfigured` (the
+    // sender retries any 5xx; the code tells the on-call engineer which kind it is).
     assert_eq!(
         response.status(),
-        503,
+        500,
         "not acknowledged: Paymos must retry"
     );
-    assert_eq!(response_json(&response)["error"], "unavailable");
+    assert_eq!(response_json(&response)["error"], "misconfigured");
+    assert_eq!(response.headers()["retry-after"], "60");
     let items = rig.aws.scan(&rig.table).await;
     assert_eq!(items.len(), 1, "recorded before the send");
     assert_eq!(
@@ -554,29 +557,63 @@ async fn bad_input_gets_a_precise_4xx_and_writes_nothing() {
 }
 
 #[tokio::test]
-async fn dynamodb_down_answers_503_and_nothing_is_acknowledged() {
+async fn dynamodb_down_or_misconfigured_answers_5xx_by_kind_and_nothing_is_acknowledged() {
     let rig = Rig::new().await;
-    let ingest = Ingest::new(
-        Verifier::new(
-            vec![SigningKey::new("live", &WebhookSecret::new(LIVE_SECRET))],
-            300,
-        ),
-        DynamoLedger::new(rig.aws.dynamodb.clone(), "no-such-table", None),
-        SqsQueue::new(rig.aws.sqs.clone(), &rig.queue_url),
-        IngestSettings::default(),
+    // Nothing listens on port 9: a connection error, as in an outage.
+    let unreachable = aws_sdk_dynamodb::Client::from_conf(
+        rig.aws
+            .dynamodb
+            .config()
+            .to_builder()
+            .endpoint_url("http://127.0.0.1:9")
+            .build(),
     );
-    let body = invoice_paid("evt_ddb_down", "inv_ddb_down");
-    let response = respond(
-        &ingest,
-        &delivery(&body, "evt_ddb_down", &sign(&body, NOW, &[LIVE_SECRET])),
-        NOW_MS,
-    )
-    .await;
-    assert_eq!(response.status(), 503);
-    assert!(response.headers().contains_key("retry-after"));
+    let cases = [
+        (
+            "unreachable",
+            unreachable,
+            rig.table.as_str(),
+            503,
+            "unavailable",
+            "1",
+        ),
+        (
+            "a missing table",
+            rig.aws.dynamodb.clone(),
+            "no-such-table",
+            500,
+            "misconfigured",
+            "60",
+        ),
+    ];
+    for (name, client, table, status, code, retry_after) in cases {
+        let ingest = Ingest::new(
+            Verifier::new(
+                vec![SigningKey::new("live", &WebhookSecret::new(LIVE_SECRET))],
+                300,
+            ),
+            DynamoLedger::new(client, table, None),
+            SqsQueue::new(rig.aws.sqs.clone(), &rig.queue_url),
+            IngestSettings::default(),
+        );
+        let body = invoice_paid("evt_ddb_down", "inv_ddb_down");
+        let response = respond(
+            &ingest,
+            &delivery(&body, "evt_ddb_down", &sign(&body, NOW, &[LIVE_SECRET])),
+            NOW_MS,
+        )
+        .await;
+        assert_eq!(response.status(), status, "{name}");
+        assert_eq!(response_json(&response)["error"], code, "{name}");
+        assert_eq!(response.headers()["retry-after"], retry_after, "{name}");
+        assert!(
+            rig.aws.drain(&rig.queue_url).await.is_empty(),
+            "{name}: no work without a record"
+        );
+    }
     assert!(
-        rig.aws.drain(&rig.queue_url).await.is_empty(),
-        "no work without a record"
+        rig.aws.scan(&rig.table).await.is_empty(),
+        "nothing recorded"
     );
 }
 
@@ -623,7 +660,7 @@ async fn pending_lists_unprocessed_deliveries_oldest_first_from_the_sparse_index
         );
     }
     // Fulfil marks evt_p_b processed (the same mark the fulfil transaction writes).
-    let state = paymos_inbox::adapters::dynamodb::DynamoState::new(
+    let state = paymos_inbox::adapters::dynamodb::DynamoResources::new(
         rig.aws.dynamodb.clone(),
         rig.aws.state_table().await,
         &rig.table,

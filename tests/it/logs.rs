@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use paymos_inbox::adapters::dynamodb::{DynamoLedger, DynamoState};
+use paymos_inbox::adapters::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox::adapters::sqs::SqsQueue;
 use paymos_inbox::domain::fulfil::Fulfil;
 use paymos_inbox::domain::ingest::{Ingest, IngestSettings};
@@ -56,7 +56,7 @@ async fn logs_of_a_full_run_hold_no_secret_and_no_body() {
         SqsQueue::new(aws.sqs.clone(), stack.queue("WorkQueue")),
         IngestSettings::default(),
     );
-    let fulfil = Fulfil::new(DynamoState::new(
+    let fulfil = Fulfil::new(DynamoResources::new(
         aws.dynamodb.clone(),
         stack.table("StateTable"),
         stack.table("DeliveriesTable"),

@@ -10,7 +10,7 @@ use base64::Engine as _;
 use hmac::{KeyInit, Mac};
 use http_body_util::Full;
 use hyper::body::Bytes;
-use paymos_inbox::adapters::dynamodb::DynamoState;
+use paymos_inbox::adapters::dynamodb::DynamoResources;
 use paymos_inbox::domain::fulfil::{Fulfil, OrderRef};
 use paymos_inbox::tools::reconcile::reconcile;
 use serde_json::json;
@@ -147,7 +147,7 @@ async fn fake_paymos(
 async fn reconcile_finds_missing_and_unknown_and_apply_fulfils_the_missing_once() {
     let aws = Aws::new();
     let stack = aws.stack().await;
-    let fulfil = Fulfil::new(DynamoState::new(
+    let fulfil = Fulfil::new(DynamoResources::new(
         aws.dynamodb.clone(),
         stack.table("StateTable"),
         stack.table("DeliveriesTable"),
@@ -272,7 +272,7 @@ async fn reconcile_finds_missing_and_unknown_and_apply_fulfils_the_missing_once(
 async fn reconcile_reports_a_bad_api_secret_instead_of_an_empty_list() {
     let aws = Aws::new();
     let stack = aws.stack().await;
-    let fulfil = Fulfil::new(DynamoState::new(
+    let fulfil = Fulfil::new(DynamoResources::new(
         aws.dynamodb.clone(),
         stack.table("StateTable"),
         stack.table("DeliveriesTable"),
@@ -326,7 +326,7 @@ async fn the_reverse_check_refuses_payments_paymos_does_not_confirm() {
         .base_url(url)
         .build()
         .unwrap();
-    let fulfil = Fulfil::new(DynamoState::new(
+    let fulfil = Fulfil::new(DynamoResources::new(
         aws.dynamodb.clone(),
         stack.table("StateTable"),
         stack.table("DeliveriesTable"),
@@ -393,7 +393,7 @@ async fn the_reverse_check_refuses_payments_paymos_does_not_confirm() {
         .max_retries(0)
         .build()
         .unwrap();
-    let fulfil_down = Fulfil::new(DynamoState::new(
+    let fulfil_down = Fulfil::new(DynamoResources::new(
         aws.dynamodb.clone(),
         state,
         stack.table("DeliveriesTable"),
@@ -411,7 +411,7 @@ async fn the_reverse_check_refuses_payments_paymos_does_not_confirm() {
 async fn an_order_paid_twice_is_a_duplicate_payment_to_refund_never_missing_or_fulfilled_again() {
     let aws = Aws::new();
     let stack = aws.stack().await;
-    let fulfil = Fulfil::new(DynamoState::new(
+    let fulfil = Fulfil::new(DynamoResources::new(
         aws.dynamodb.clone(),
         stack.table("StateTable"),
         stack.table("DeliveriesTable"),

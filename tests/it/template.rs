@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use paymos_inbox::adapters::dynamodb::{LedgerSchema, StateSchema};
+use paymos_inbox::adapters::dynamodb::{LedgerSchema, ResourceSchema};
 use paymos_inbox::config::{
     self, FulfilConfig, IngestConfig, PublishConfig, ReconcileConfig, SweepConfig,
 };
@@ -70,7 +70,7 @@ fn hash_key(t: &Value, table: &str) -> String {
 fn tables_have_the_keys_the_adapters_use() {
     let t = template();
     assert_eq!(hash_key(&t, "DeliveriesTable"), LedgerSchema::KEY);
-    assert_eq!(hash_key(&t, "StateTable"), StateSchema::KEY);
+    assert_eq!(hash_key(&t, "StateTable"), ResourceSchema::KEY);
     assert_eq!(
         props(&t, "DeliveriesTable")["TimeToLiveSpecification"]["AttributeName"].as_str(),
         Some(LedgerSchema::TTL)

@@ -20,12 +20,12 @@
 //! | `expires_at` | N | only when a retention is configured (the table's TTL attribute) |
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 
-use super::item::{Item, get_b, get_s, get_u64, n, s};
+use super::item::{Conditional, Item, conditional, get_b, get_s, get_u64, n, s};
+use crate::adapters::aws::port_error;
 use crate::domain::envelope::Category;
 use crate::domain::ingest::{
     Delivery, DeliveryLedger, DeliveryState, ExistingDelivery, PortError, Recorded, TakeOver,
@@ -280,8 +280,7 @@ impl DynamoLedger {
         });
         let mut items = Vec::new();
         for page in futures::future::join_all(queries).await {
-            let page =
-                page.map_err(|e| PortError::new("DynamoDB Query", DisplayErrorContext(e)))?;
+            let page = page.map_err(|e| port_error("DynamoDB Query", e))?;
             items.extend(page.items.unwrap_or_default());
         }
         Ok(items)
@@ -355,7 +354,7 @@ impl crate::domain::sweep::StrandedDeliveries for DynamoLedger {
                 .consistent_read(true)
                 .send()
                 .await
-                .map_err(|e| PortError::new("DynamoDB GetItem", DisplayErrorContext(e)))?
+                .map_err(|e| port_error("DynamoDB GetItem", e))?
                 .item;
             if let Some(record) = item.as_ref().and_then(existing_of)
                 && record.state == DeliveryState::Received
@@ -383,22 +382,20 @@ impl DeliveryLedger for DynamoLedger {
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(Recorded::New),
-            Err(e) => match e.into_service_error() {
-                PutItemError::ConditionalCheckFailedException(c) => c
-                    .item
-                    .as_ref()
-                    .and_then(existing_of)
-                    .map(|x| Recorded::Existing(Box::new(x)))
-                    .ok_or_else(|| {
-                        PortError::new("DynamoDB PutItem", "condition failed without the old item")
-                    }),
-                other => Err(PortError::new(
-                    "DynamoDB PutItem",
-                    DisplayErrorContext(other),
-                )),
-            },
+        match conditional(result, "DynamoDB PutItem")? {
+            Conditional::Done(_) => Ok(Recorded::New),
+            Conditional::Refused(PutItemError::ConditionalCheckFailedException(c)) => c
+                .item
+                .as_ref()
+                .and_then(existing_of)
+                .map(|x| Recorded::Existing(Box::new(x)))
+                .ok_or_else(|| {
+                    PortError::new("DynamoDB PutItem", "condition failed without the old item")
+                }),
+            Conditional::Refused(_) => Err(PortError::new(
+                "DynamoDB PutItem",
+                "condition failed without the old item",
+            )),
         }
     }
 
@@ -423,20 +420,16 @@ impl DeliveryLedger for DynamoLedger {
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(TakeOver::Won),
-            Err(e) => match e.into_service_error() {
-                UpdateItemError::ConditionalCheckFailedException(c) => Ok(TakeOver::Lost(
-                    c.item
-                        .as_ref()
-                        .and_then(|i| get_s(i, "state"))
-                        .map(DeliveryState::parse),
-                )),
-                other => Err(PortError::new(
-                    "DynamoDB UpdateItem",
-                    DisplayErrorContext(other),
-                )),
-            },
+        match conditional(result, "DynamoDB UpdateItem")? {
+            Conditional::Done(_) => Ok(TakeOver::Won),
+            Conditional::Refused(e) => Ok(TakeOver::Lost(match e {
+                UpdateItemError::ConditionalCheckFailedException(c) => c
+                    .item
+                    .as_ref()
+                    .and_then(|i| get_s(i, "state"))
+                    .map(DeliveryState::parse),
+                _ => None,
+            })),
         }
     }
 
@@ -452,17 +445,8 @@ impl DeliveryLedger for DynamoLedger {
             .expression_attribute_values(":mine", n(lease_ms))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(e) => match e.into_service_error() {
-                // Someone took it over or processed it meanwhile: nothing to release.
-                UpdateItemError::ConditionalCheckFailedException(_) => Ok(()),
-                other => Err(PortError::new(
-                    "DynamoDB UpdateItem",
-                    DisplayErrorContext(other),
-                )),
-            },
-        }
+        // Refused: someone took it over or processed it meanwhile, nothing to release.
+        conditional(result, "DynamoDB UpdateItem").map(|_| ())
     }
 
     async fn mark_conflict(
@@ -484,7 +468,7 @@ impl DeliveryLedger for DynamoLedger {
             .expression_attribute_values(":one", n(1))
             .send()
             .await
-            .map_err(|e| PortError::new("DynamoDB UpdateItem", DisplayErrorContext(e)))?;
+            .map_err(|e| port_error("DynamoDB UpdateItem", e))?;
         Ok(())
     }
 }
@@ -537,7 +521,7 @@ impl DynamoLedger {
             let page = scan
                 .send()
                 .await
-                .map_err(|e| PortError::new("DynamoDB Scan", DisplayErrorContext(e)))?;
+                .map_err(|e| port_error("DynamoDB Scan", e))?;
             for item in page.items.unwrap_or_default() {
                 if let Some(existing) = existing_of(&item) {
                     out.push(OutcomeRecord {
@@ -579,7 +563,7 @@ impl DynamoLedger {
             .expression_attribute_values(":at", n(at_ms))
             .send()
             .await
-            .map_err(|e| PortError::new("DynamoDB UpdateItem", DisplayErrorContext(e)))?;
+            .map_err(|e| port_error("DynamoDB UpdateItem", e))?;
         Ok(())
     }
 }

@@ -4,12 +4,12 @@
 
 pub(crate) mod item;
 mod ledger;
-mod state;
+mod resources;
 
 pub use ledger::{
     DynamoLedger, LedgerSchema, OutcomeRecord, PendingDelivery, decode_body, encode_body, item_size,
 };
-pub use state::{
-    DynamoState, InvoiceUnderReview, ReleaseError, StateSchema, balance_key, order_key,
+pub use resources::{
+    DynamoResources, InvoiceUnderReview, ReleaseError, ResourceSchema, balance_key, order_key,
     order_paid_key,
 };

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use paymos_inbox::adapters::dynamodb::{DynamoLedger, DynamoState, ReleaseError};
+use paymos_inbox::adapters::dynamodb::{DynamoLedger, DynamoResources, ReleaseError};
 use paymos_inbox::adapters::paymos_api::PaymosApi;
 use paymos_inbox::lambda::now_ms;
 use paymos_inbox::tools::exceptions;
@@ -16,11 +16,11 @@ fn fail(e: impl std::fmt::Display) -> ExitCode {
     ExitCode::FAILURE
 }
 
-async fn tables(stack: &StackArgs) -> Result<(Stack, DynamoState, DynamoLedger), String> {
+async fn tables(stack: &StackArgs) -> Result<(Stack, DynamoResources, DynamoLedger), String> {
     let stack = stack.resolve().await?;
     let state = Stack::need(&stack.state, "state-table")?.to_owned();
     let deliveries = Stack::need(&stack.deliveries, "deliveries-table")?.to_owned();
-    let store = DynamoState::new(stack.dynamodb.clone(), state, deliveries.clone());
+    let store = DynamoResources::new(stack.dynamodb.clone(), state, deliveries.clone());
     let ledger = DynamoLedger::new(stack.dynamodb.clone(), deliveries, None);
     Ok((stack, store, ledger))
 }

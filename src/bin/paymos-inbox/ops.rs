@@ -3,11 +3,11 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use paymos_inbox::adapters::dynamodb::{DynamoLedger, DynamoState};
+use paymos_inbox::adapters::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox::adapters::sqs::SqsQueue;
 use paymos_inbox::domain::fulfil::{Fulfil, OrderRef};
 use paymos_inbox::domain::signature::WebhookSecret;
-use paymos_inbox::domain::state::Amount;
+use paymos_inbox::domain::status::Amount;
 use paymos_inbox::lambda::now_ms;
 use paymos_inbox::tools::check::{self, CheckOptions, MarkPaid, Probe, Tables};
 
@@ -366,7 +366,7 @@ pub async fn mark_paid(args: MarkPaidArgs) -> ExitCode {
         (Ok(s), Ok(d)) => (s.to_owned(), d.to_owned()),
         (Err(e), _) | (_, Err(e)) => return fail(e),
     };
-    let fulfil = Fulfil::new(DynamoState::new(stack.dynamodb, state, deliveries));
+    let fulfil = Fulfil::new(DynamoResources::new(stack.dynamodb, state, deliveries));
     let order = OrderRef {
         external_id: args.order_id,
         amount,
@@ -428,7 +428,11 @@ pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
         (Ok(s), Ok(d)) => (s.to_owned(), d.to_owned()),
         (Err(e), _) | (_, Err(e)) => return fail(e),
     };
-    let fulfil = Fulfil::new(DynamoState::new(stack.dynamodb.clone(), state, deliveries));
+    let fulfil = Fulfil::new(DynamoResources::new(
+        stack.dynamodb.clone(),
+        state,
+        deliveries,
+    ));
     let now = i64::try_from(now_ms() / 1000).unwrap_or(i64::MAX);
     let window =
         paymos_inbox::tools::when::parse_when(&args.from, now).and_then(|from| match &args.to {

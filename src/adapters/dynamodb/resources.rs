@@ -11,26 +11,25 @@
 //! | `balance#<payer>#<currency>` | `balance` | `balance` (N, exact), `payer`, `currency` |
 
 use aws_sdk_dynamodb::Client;
-use aws_sdk_dynamodb::error::DisplayErrorContext;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
     Update,
 };
 
-use super::item::{Item, get_s, get_u64, n, s};
+use super::item::{Conditional, Item, conditional, get_s, get_u64, n, s};
+use crate::adapters::aws::{kind_of_code, port_error};
 use crate::domain::fulfil::{
-    Applied, Change, Credit, EffectValue, FulfilmentEffect, OrderRef, PaidInvoice, Source,
-    StateStore,
+    Applied, Change, EffectValue, FulfilmentEffect, OrderRef, PaidInvoice, ResourceStore, Source,
 };
-use crate::domain::ingest::PortError;
-use crate::domain::state::{Amount, InvoiceStatus, WithdrawalStatus};
+use crate::domain::ingest::{PortError, PortErrorKind};
+use crate::domain::outcome::{Found, Mark, Plan, Refusal, Write, Written};
+use crate::domain::status::{Amount, InvoiceStatus, WithdrawalStatus};
 
 /// Names the code relies on; `template.yaml` must create the table with the same.
-pub struct StateSchema;
+pub struct ResourceSchema;
 
-impl StateSchema {
+impl ResourceSchema {
     /// The hash key.
     pub const KEY: &'static str = "pk";
 }
@@ -55,9 +54,9 @@ pub fn balance_key(payer: &str, currency: &str) -> String {
     format!("balance#{payer}#{currency}")
 }
 
-/// A [`StateStore`] on DynamoDB.
+/// A [`ResourceStore`] on DynamoDB.
 #[derive(Debug, Clone)]
-pub struct DynamoState {
+pub struct DynamoResources {
     client: Client,
     state_table: String,
     ledger_table: String,
@@ -87,7 +86,7 @@ enum TxResult {
     Refused(Role, Option<Item>),
 }
 
-impl DynamoState {
+impl DynamoResources {
     /// The state in `state_table`, marking deliveries processed in `ledger_table`.
     #[must_use]
     pub fn new(
@@ -127,7 +126,7 @@ impl DynamoState {
             .item("currency", s(currency.to_ascii_uppercase()))
             .send()
             .await
-            .map_err(|e| PortError::new("DynamoDB PutItem", DisplayErrorContext(e)))?;
+            .map_err(|e| port_error("DynamoDB PutItem", e))?;
         Ok(())
     }
 
@@ -212,70 +211,69 @@ impl DynamoState {
     }
 
     async fn run(&self, tx: Tx) -> Result<TxResult, PortError> {
+        const OPERATION: &str = "DynamoDB TransactWriteItems";
         let result = self
             .client
             .transact_write_items()
             .set_transact_items(Some(tx.items))
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(TxResult::Committed),
-            Err(e) => match e.into_service_error() {
-                TransactWriteItemsError::TransactionCanceledException(c) => {
-                    let reasons = c.cancellation_reasons.unwrap_or_default();
-                    // The ledger first: a second message for a processed delivery changes nothing.
-                    let failed = |role: Role| {
-                        tx.roles.iter().zip(&reasons).find(|(r, reason)| {
-                            **r == role && reason.code.as_deref() == Some("ConditionalCheckFailed")
-                        })
-                    };
-                    for role in [
-                        Role::Ledger,
-                        Role::Resource,
-                        Role::Effect,
-                        Role::OrderClaim,
-                        Role::OrderGuard,
-                        Role::Balance,
-                        Role::Note,
-                    ] {
-                        if let Some((_, reason)) = failed(role) {
-                            return Ok(TxResult::Refused(role, reason.item.clone()));
-                        }
-                    }
-                    let codes: Vec<_> = reasons.iter().filter_map(|r| r.code.clone()).collect();
-                    Err(PortError::new(
-                        "DynamoDB TransactWriteItems",
-                        format!("cancelled: {codes:?}"),
-                    ))
+        let cancelled = match result {
+            Ok(_) => return Ok(TxResult::Committed),
+            Err(e) => match e.as_service_error() {
+                Some(TransactWriteItemsError::TransactionCanceledException(c)) => {
+                    c.cancellation_reasons.clone().unwrap_or_default()
                 }
-                other => Err(PortError::new(
-                    "DynamoDB TransactWriteItems",
-                    DisplayErrorContext(other),
-                )),
+                _ => return Err(port_error(OPERATION, e)),
             },
+        };
+        // The ledger first: a second message for a processed delivery changes nothing.
+        let failed = |role: Role| {
+            tx.roles.iter().zip(&cancelled).find(|(r, reason)| {
+                **r == role && reason.code.as_deref() == Some("ConditionalCheckFailed")
+            })
+        };
+        for role in [
+            Role::Ledger,
+            Role::Resource,
+            Role::Effect,
+            Role::OrderClaim,
+            Role::OrderGuard,
+            Role::Balance,
+            Role::Note,
+        ] {
+            if let Some((_, reason)) = failed(role) {
+                return Ok(TxResult::Refused(role, reason.item.clone()));
+            }
         }
+        // Not a condition: throttling or a conflicting transaction on one of the items.
+        let codes: Vec<&str> = cancelled
+            .iter()
+            .filter_map(|r| r.code.as_deref())
+            .filter(|c| *c != "None")
+            .collect();
+        let kind = codes
+            .iter()
+            .map(|c| kind_of_code(Some(c)))
+            .find(|k| *k != PortErrorKind::Unavailable)
+            .unwrap_or(PortErrorKind::Unavailable);
+        Err(PortError::of_kind(
+            OPERATION,
+            kind,
+            format!("cancelled: {codes:?}"),
+        ))
     }
 
-    /// Marks a delivery processed with `outcome` when nothing else is written.
+    /// The processed mark alone, when nothing else is written (a manual source has none).
     async fn mark_only(
-        &self,
-        source: &Source,
-        outcome: Applied,
-        now_ms: u64,
-    ) -> Result<Applied, PortError> {
-        self.mark_with_reason(source, outcome, None, now_ms).await
-    }
-
-    /// [`Self::mark_only`] with the reason an operator reads beside the outcome.
-    async fn mark_with_reason(
         &self,
         source: &Source,
         outcome: Applied,
         reason: Option<&str>,
         now_ms: u64,
-    ) -> Result<Applied, PortError> {
+    ) -> Result<Written, PortError> {
         let Source::Delivery { event_id } = source else {
-            return Ok(outcome);
+            return Ok(Written::Committed);
         };
         let mark = self.ledger_update(event_id, outcome, reason, now_ms);
         let result = self
@@ -289,17 +287,9 @@ impl DynamoState {
             .set_expression_attribute_values(mark.expression_attribute_values().cloned())
             .send()
             .await;
-        match result {
-            Ok(_) => Ok(outcome),
-            Err(e) => match e.into_service_error() {
-                UpdateItemError::ConditionalCheckFailedException(_) => {
-                    Ok(Applied::AlreadyProcessed)
-                }
-                other => Err(PortError::new(
-                    "DynamoDB UpdateItem",
-                    DisplayErrorContext(other),
-                )),
-            },
+        match conditional(result, "DynamoDB UpdateItem")? {
+            Conditional::Done(_) => Ok(Written::Committed),
+            Conditional::Refused(_) => Ok(Written::AlreadyProcessed),
         }
     }
 
@@ -352,158 +342,153 @@ impl DynamoState {
         items
     }
 
-    #[allow(clippy::too_many_lines, clippy::too_many_arguments)]
-    async fn apply_invoice(
+    /// The invoice's conditional transition to `status`, with `mark` (why a paid invoice is not
+    /// fulfilled) when there is one. The condition is [`invoice_accepts`] as an expression.
+    fn invoice_update(
         &self,
         source: &Source,
-        invoice_id: &str,
-        status: InvoiceStatus,
-        occurred_at: u64,
-        order: &OrderRef,
-        effect: &dyn FulfilmentEffect,
+        change: &InvoiceChange<'_>,
+        mark: Option<&Mark>,
         now_ms: u64,
-    ) -> Result<Applied, PortError> {
-        // `mark`: an attribute that says why the invoice is paid but not fulfilled.
-        let invoice = |mark: Option<(&str, AttributeValue)>| -> TransactWriteItem {
-            let open_condition = "#status IN (:o0, :o1, :o2, :o3)";
-            let condition = if status.is_final() {
-                format!("attribute_not_exists(pk) OR {open_condition}")
-            } else {
-                format!(
-                    "attribute_not_exists(pk) OR ({open_condition} AND (status_at < :at OR (status_at = :at AND status_rank < :rank)))"
-                )
-            };
-            let mut expr = String::from(
-                "SET kind = :kind, #status = :status, status_at = :at, status_rank = :rank, last_event_id = :by, updated_at = :now",
-            );
-            let mut update = self.update(invoice_id, "", &condition);
-            if let Some(v) = &order.external_id {
-                expr.push_str(", order_id = :order_id");
-                update = update.expression_attribute_values(":order_id", s(v));
-            }
-            if let Some(v) = &order.amount {
-                expr.push_str(", amount = :amount");
-                update = update.expression_attribute_values(":amount", n(v));
-            }
-            if let Some(v) = &order.currency {
-                expr.push_str(", currency = :currency");
-                update = update.expression_attribute_values(":currency", s(v));
-            }
-            if let Some((name, value)) = mark {
-                expr.push_str(&format!(", {name} = :mark"));
-                update = update.expression_attribute_values(":mark", value);
-            }
-            for (i, open) in InvoiceStatus::OPEN.iter().enumerate() {
-                update = update.expression_attribute_values(format!(":o{i}"), s(open.as_str()));
-            }
-            let update = update
-                .update_expression(expr)
-                .expression_attribute_names("#status", "status")
-                .expression_attribute_values(":kind", s("invoice"))
-                .expression_attribute_values(":status", s(status.as_str()))
-                .expression_attribute_values(":at", n(occurred_at))
-                .expression_attribute_values(":rank", n(status.rank()))
-                .expression_attribute_values(":by", s(source.id()))
-                .expression_attribute_values(":now", n(now_ms))
-                .build()
-                .expect("invoice update is complete");
-            TransactWriteItem::builder().update(update).build()
-        };
-
-        let mut items = vec![(Role::Resource, invoice(None))];
-        let outcome = if status.fulfils() {
-            let paid = PaidInvoice {
-                invoice_id,
-                status,
-                order,
-                source,
-                at_ms: now_ms,
-            };
-            items.extend(self.fulfilment_writes(effect, &paid));
-            if let Some(external_id) = &order.external_id {
-                // The registered order, if any, must match the invoice as exact decimals.
-                let mut check = ConditionCheck::builder()
-                    .table_name(&self.state_table)
-                    .key("pk", s(order_key(external_id)));
-                check = match (&order.amount, &order.currency) {
-                    (Some(amount), Some(currency)) => check
-                        .condition_expression("attribute_not_exists(pk) OR (amount = :amount AND currency = :currency)")
-                        .expression_attribute_values(":amount", n(amount))
-                        .expression_attribute_values(":currency", s(currency)),
-                    (Some(amount), None) => check
-                        .condition_expression("attribute_not_exists(pk) OR amount = :amount")
-                        .expression_attribute_values(":amount", n(amount)),
-                    _ => check.condition_expression("attribute_not_exists(pk)"),
-                };
-                let check = check.build().expect("order check is complete");
-                items.push((
-                    Role::OrderGuard,
-                    TransactWriteItem::builder().condition_check(check).build(),
-                ));
-            }
-            Applied::Fulfilled
+    ) -> TransactWriteItem {
+        let InvoiceChange {
+            invoice_id,
+            status,
+            occurred_at,
+            order,
+        } = *change;
+        let open_condition = "#status IN (:o0, :o1, :o2, :o3)";
+        let condition = if status.is_final() {
+            format!("attribute_not_exists(pk) OR {open_condition}")
         } else {
-            Applied::Updated
+            format!(
+                "attribute_not_exists(pk) OR ({open_condition} AND (status_at < :at OR (status_at = :at AND status_rank < :rank)))"
+            )
         };
-
-        match self.run(self.tx(source, outcome, now_ms, items)).await? {
-            TxResult::Committed => Ok(outcome),
-            TxResult::Refused(Role::Ledger, _) => Ok(Applied::AlreadyProcessed),
-            TxResult::Refused(Role::Resource, old) => {
-                let current = old
-                    .as_ref()
-                    .and_then(|i| get_s(i, "status"))
-                    .and_then(InvoiceStatus::parse);
-                match current {
-                    Some(c) if c.is_final() && status.fulfils() && !c.fulfils() => {
-                        self.paid_late(source, invoice_id, c, occurred_at, now_ms)
-                            .await
-                    }
-                    Some(c) if c.is_final() => {
-                        self.mark_only(source, Applied::AlreadyFinal, now_ms).await
-                    }
-                    _ => self.mark_only(source, Applied::Stale, now_ms).await,
-                }
-            }
-            TxResult::Refused(Role::OrderClaim, old) => {
-                let winner = old
-                    .as_ref()
-                    .and_then(|i| get_s(i, "invoice_id"))
-                    .unwrap_or("unknown")
-                    .to_owned();
-                tracing::warn!(invoice_id, order_id = ?order.external_id, fulfilled_by = %winner, "a second paid invoice for an order already fulfilled: kept for a refund, nothing fulfilled");
-                let items = vec![(Role::Resource, invoice(Some(("duplicate_of", s(winner)))))];
-                self.settle(source, Applied::DuplicatePayment, now_ms, items)
-                    .await
-            }
-            TxResult::Refused(Role::OrderGuard, _) => {
-                tracing::warn!(invoice_id, order_id = ?order.external_id, amount = ?order.amount.as_ref().map(Amount::as_str), currency = ?order.currency, "paid invoice does not match the registered order: held for review");
-                let items = vec![(
-                    Role::Resource,
-                    invoice(Some(("held", AttributeValue::Bool(true)))),
-                )];
-                self.settle(source, Applied::Held, now_ms, items).await
-            }
-            // A fulfilment exists although the invoice was open: only a custom effect can do
-            // that; treat the invoice as fulfilled already.
-            TxResult::Refused(..) => self.mark_only(source, Applied::AlreadyFinal, now_ms).await,
+        let mut expr = String::from(
+            "SET kind = :kind, #status = :status, status_at = :at, status_rank = :rank, last_event_id = :by, updated_at = :now",
+        );
+        let mut update = self.update(invoice_id, "", &condition);
+        if let Some(v) = &order.external_id {
+            expr.push_str(", order_id = :order_id");
+            update = update.expression_attribute_values(":order_id", s(v));
         }
+        if let Some(v) = &order.amount {
+            expr.push_str(", amount = :amount");
+            update = update.expression_attribute_values(":amount", n(v));
+        }
+        if let Some(v) = &order.currency {
+            expr.push_str(", currency = :currency");
+            update = update.expression_attribute_values(":currency", s(v));
+        }
+        match mark {
+            Some(Mark::Held) => {
+                expr.push_str(", held = :mark");
+                update = update.expression_attribute_values(":mark", AttributeValue::Bool(true));
+            }
+            Some(Mark::DuplicateOf(winner)) => {
+                expr.push_str(", duplicate_of = :mark");
+                update = update.expression_attribute_values(":mark", s(winner));
+            }
+            None => {}
+        }
+        for (i, open) in InvoiceStatus::OPEN.iter().enumerate() {
+            update = update.expression_attribute_values(format!(":o{i}"), s(open.as_str()));
+        }
+        let update = update
+            .update_expression(expr)
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":kind", s("invoice"))
+            .expression_attribute_values(":status", s(status.as_str()))
+            .expression_attribute_values(":at", n(occurred_at))
+            .expression_attribute_values(":rank", n(status.rank()))
+            .expression_attribute_values(":by", s(source.id()))
+            .expression_attribute_values(":now", n(now_ms))
+            .build()
+            .expect("invoice update is complete");
+        TransactWriteItem::builder().update(update).build()
     }
 
-    /// A delivery that needs a person and changes no resource: the ledger mark with its reason
-    /// and, in the same transaction, a `review#<event_id>` item (what the state table's stream,
-    /// and so the hand-off, sees of it).
-    async fn needs_review(
+    /// A paid invoice's transition with everything that fulfils it: the effect's items, the
+    /// order's claim, and the registered order's guard (exact decimals).
+    fn invoice_writes(
         &self,
         source: &Source,
+        change: &InvoiceChange<'_>,
+        effect: &dyn FulfilmentEffect,
+        now_ms: u64,
+    ) -> Vec<(Role, TransactWriteItem)> {
+        let mut items = vec![(
+            Role::Resource,
+            self.invoice_update(source, change, None, now_ms),
+        )];
+        if !change.status.fulfils() {
+            return items;
+        }
+        let paid = PaidInvoice {
+            invoice_id: change.invoice_id,
+            status: change.status,
+            order: change.order,
+            source,
+            at_ms: now_ms,
+        };
+        items.extend(self.fulfilment_writes(effect, &paid));
+        if let Some(external_id) = &change.order.external_id {
+            let mut check = ConditionCheck::builder()
+                .table_name(&self.state_table)
+                .key("pk", s(order_key(external_id)));
+            check = match (&change.order.amount, &change.order.currency) {
+                (Some(amount), Some(currency)) => check
+                    .condition_expression(
+                        "attribute_not_exists(pk) OR (amount = :amount AND currency = :currency)",
+                    )
+                    .expression_attribute_values(":amount", n(amount))
+                    .expression_attribute_values(":currency", s(currency)),
+                (Some(amount), None) => check
+                    .condition_expression("attribute_not_exists(pk) OR amount = :amount")
+                    .expression_attribute_values(":amount", n(amount)),
+                _ => check.condition_expression("attribute_not_exists(pk)"),
+            };
+            let check = check.build().expect("order check is complete");
+            items.push((
+                Role::OrderGuard,
+                TransactWriteItem::builder().condition_check(check).build(),
+            ));
+        }
+        items
+    }
+
+    /// `paid_late_at` on an invoice that is still `closed`.
+    fn paid_late_update(
+        &self,
+        invoice_id: &str,
+        closed: InvoiceStatus,
+        occurred_at: u64,
+    ) -> TransactWriteItem {
+        let update = self
+            .update(
+                invoice_id,
+                "SET paid_late_at = if_not_exists(paid_late_at, :at)",
+                "#status = :current",
+            )
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":at", n(occurred_at))
+            .expression_attribute_values(":current", s(closed.as_str()))
+            .build()
+            .expect("paid late update is complete");
+        TransactWriteItem::builder().update(update).build()
+    }
+
+    /// A review note beside the processed mark: what the state table's stream, and so the
+    /// hand-off, sees of a delivery that needs a person and changes no resource.
+    fn review_note(
+        &self,
+        event_id: &str,
         outcome: Applied,
         resource_id: Option<&str>,
         reason: &str,
         now_ms: u64,
-    ) -> Result<Applied, PortError> {
-        let Source::Delivery { event_id } = source else {
-            return Ok(outcome);
-        };
+    ) -> TransactWriteItem {
         let mut put = Put::builder()
             .table_name(&self.state_table)
             .item("pk", s(format!("review#{event_id}")))
@@ -516,81 +501,31 @@ impl DynamoState {
         if let Some(r) = resource_id {
             put = put.item("resource_id", s(r));
         }
-        let items = vec![(
-            Role::Note,
-            TransactWriteItem::builder()
-                .put(put.build().expect("review item is complete"))
-                .build(),
-        )];
-        let tx = self.tx_because(source, outcome, Some(reason), now_ms, items);
-        match self.run(tx).await? {
-            TxResult::Committed => Ok(outcome),
-            TxResult::Refused(..) => Ok(Applied::AlreadyProcessed),
-        }
-    }
-
-    /// Commits a paid-but-not-fulfilled invoice (`items`) with `outcome`; a racing change that
-    /// made it final first leaves it `already_final`.
-    async fn settle(
-        &self,
-        source: &Source,
-        outcome: Applied,
-        now_ms: u64,
-        items: Vec<(Role, TransactWriteItem)>,
-    ) -> Result<Applied, PortError> {
-        match self.run(self.tx(source, outcome, now_ms, items)).await? {
-            TxResult::Committed => Ok(outcome),
-            TxResult::Refused(Role::Ledger, _) => Ok(Applied::AlreadyProcessed),
-            TxResult::Refused(..) => self.mark_only(source, Applied::AlreadyFinal, now_ms).await,
-        }
-    }
-
-    async fn paid_late(
-        &self,
-        source: &Source,
-        invoice_id: &str,
-        current: InvoiceStatus,
-        occurred_at: u64,
-        now_ms: u64,
-    ) -> Result<Applied, PortError> {
-        tracing::warn!(invoice_id, status = %current, "payment after the invoice closed: paid_late_at set, nothing fulfilled");
-        let update = self
-            .update(
-                invoice_id,
-                "SET paid_late_at = if_not_exists(paid_late_at, :at)",
-                "#status = :current",
-            )
-            .expression_attribute_names("#status", "status")
-            .expression_attribute_values(":at", n(occurred_at))
-            .expression_attribute_values(":current", s(current.as_str()))
+        TransactWriteItem::builder()
+            .put(put.build().expect("review item is complete"))
             .build()
-            .expect("paid late update is complete");
-        let items = vec![(
-            Role::Resource,
-            TransactWriteItem::builder().update(update).build(),
-        )];
-        match self
-            .run(self.tx(source, Applied::PaidLate, now_ms, items))
-            .await?
-        {
-            TxResult::Committed => Ok(Applied::PaidLate),
-            TxResult::Refused(Role::Ledger, _) => Ok(Applied::AlreadyProcessed),
-            TxResult::Refused(..) => self.mark_only(source, Applied::AlreadyFinal, now_ms).await,
-        }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    async fn apply_withdrawal(
+    /// A withdrawal's forward move ([`crate::domain::status::withdrawal_accepts`] as a
+    /// condition) and, for a completed refund, the refund's note on its invoice.
+    fn withdrawal_writes(
         &self,
         source: &Source,
-        withdrawal_id: &str,
-        status: WithdrawalStatus,
-        kind: &str,
-        invoice_id: Option<&str>,
-        amount: Option<&Amount>,
-        currency: Option<&str>,
+        change: &Change,
         now_ms: u64,
-    ) -> Result<Applied, PortError> {
+    ) -> Vec<(Role, TransactWriteItem)> {
+        let Change::Withdrawal {
+            withdrawal_id,
+            status,
+            kind,
+            invoice_id,
+            amount,
+            currency,
+            ..
+        } = change
+        else {
+            return Vec::new();
+        };
         let allowed = status.allowed_from();
         let mut condition = String::from("attribute_not_exists(pk)");
         if !allowed.is_empty() {
@@ -653,83 +588,28 @@ impl DynamoState {
                 TransactWriteItem::builder().update(refunded).build(),
             ));
         }
-        match self
-            .run(self.tx(source, Applied::Updated, now_ms, items))
-            .await?
-        {
-            TxResult::Committed => Ok(Applied::Updated),
-            TxResult::Refused(Role::Ledger, _) => Ok(Applied::AlreadyProcessed),
-            TxResult::Refused(_, old) => {
-                let current = old
-                    .as_ref()
-                    .and_then(|i| get_s(i, "status"))
-                    .and_then(WithdrawalStatus::parse);
-                let outcome = if current.is_some_and(|c| c.rank() == 2) {
-                    Applied::AlreadyFinal
-                } else {
-                    Applied::Stale
-                };
-                self.mark_only(source, outcome, now_ms).await
-            }
-        }
+        items
     }
 
-    async fn apply_deposit(
+    /// A deposit's status ([`crate::domain::status::deposit_accepts`] as a condition) and, for
+    /// a final confirmation, the payer's balance in the same transaction.
+    fn deposit_writes(
         &self,
         source: &Source,
-        deposit_id: &str,
-        status: &str,
-        occurred_at: u64,
-        credit: Option<&Credit>,
+        change: &Change,
         now_ms: u64,
-    ) -> Result<Applied, PortError> {
-        let (items, outcome) = if let Some(credit) = credit {
-            // Credit once per pcd_: the deposit's `credited` flag and the balance move together.
-            let deposit = self
-                .update(
-                    deposit_id,
-                    "SET kind = :kind, #status = :status, status_at = :at, credited = :true, payer = :payer, net = :net, currency = :currency, credited_by = :by, updated_at = :now",
-                    "attribute_not_exists(pk) OR attribute_not_exists(credited)",
-                )
-                .expression_attribute_names("#status", "status")
-                .expression_attribute_values(":kind", s("deposit"))
-                .expression_attribute_values(":status", s(status))
-                .expression_attribute_values(":at", n(occurred_at))
-                .expression_attribute_values(":true", AttributeValue::Bool(true))
-                .expression_attribute_values(":payer", s(&credit.payer))
-                .expression_attribute_values(":net", n(&credit.net))
-                .expression_attribute_values(":currency", s(&credit.currency))
-                .expression_attribute_values(":by", s(source.id()))
-                .expression_attribute_values(":now", n(now_ms))
-                .build()
-                .expect("deposit update is complete");
-            let balance = Update::builder()
-                .table_name(&self.state_table)
-                .key("pk", s(balance_key(&credit.payer, &credit.currency)))
-                .update_expression(
-                    "SET kind = :kind, payer = :payer, currency = :currency ADD balance :net",
-                )
-                .expression_attribute_values(":kind", s("balance"))
-                .expression_attribute_values(":payer", s(&credit.payer))
-                .expression_attribute_values(":currency", s(&credit.currency))
-                .expression_attribute_values(":net", n(&credit.net))
-                .build()
-                .expect("balance update is complete");
-            (
-                vec![
-                    (
-                        Role::Resource,
-                        TransactWriteItem::builder().update(deposit).build(),
-                    ),
-                    (
-                        Role::Balance,
-                        TransactWriteItem::builder().update(balance).build(),
-                    ),
-                ],
-                Applied::Credited,
-            )
-        } else {
-            // Advisory: records the latest status of a deposit not yet credited; never undoes one.
+    ) -> Vec<(Role, TransactWriteItem)> {
+        let Change::Deposit {
+            deposit_id,
+            status,
+            occurred_at,
+            credit,
+        } = change
+        else {
+            return Vec::new();
+        };
+        let Some(credit) = credit else {
+            // Advisory: records the latest status of a deposit not yet credited.
             let deposit = self
                 .update(
                     deposit_id,
@@ -738,115 +618,186 @@ impl DynamoState {
                 )
                 .expression_attribute_names("#status", "status")
                 .expression_attribute_values(":kind", s("deposit"))
-                .expression_attribute_values(":status", s(status))
+                .expression_attribute_values(":status", s(status.as_str()))
                 .expression_attribute_values(":at", n(occurred_at))
                 .expression_attribute_values(":now", n(now_ms))
                 .build()
                 .expect("deposit update is complete");
-            (
-                vec![(
-                    Role::Resource,
-                    TransactWriteItem::builder().update(deposit).build(),
-                )],
-                Applied::Updated,
-            )
+            return vec![(
+                Role::Resource,
+                TransactWriteItem::builder().update(deposit).build(),
+            )];
         };
-        match self.run(self.tx(source, outcome, now_ms, items)).await? {
-            TxResult::Committed => Ok(outcome),
-            TxResult::Refused(Role::Ledger, _) => Ok(Applied::AlreadyProcessed),
-            TxResult::Refused(_, old) => {
-                let credited = old.as_ref().is_some_and(|i| i.contains_key("credited"));
-                let outcome = if credited {
-                    Applied::AlreadyFinal
-                } else {
-                    Applied::Stale
-                };
-                self.mark_only(source, outcome, now_ms).await
-            }
-        }
+        let deposit = self
+            .update(
+                deposit_id,
+                "SET kind = :kind, #status = :status, status_at = :at, credited = :true, payer = :payer, net = :net, currency = :currency, credited_by = :by, updated_at = :now",
+                "attribute_not_exists(pk) OR attribute_not_exists(credited)",
+            )
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":kind", s("deposit"))
+            .expression_attribute_values(":status", s(status.as_str()))
+            .expression_attribute_values(":at", n(occurred_at))
+            .expression_attribute_values(":true", AttributeValue::Bool(true))
+            .expression_attribute_values(":payer", s(&credit.payer))
+            .expression_attribute_values(":net", n(&credit.net))
+            .expression_attribute_values(":currency", s(&credit.currency))
+            .expression_attribute_values(":by", s(source.id()))
+            .expression_attribute_values(":now", n(now_ms))
+            .build()
+            .expect("deposit update is complete");
+        let balance = Update::builder()
+            .table_name(&self.state_table)
+            .key("pk", s(balance_key(&credit.payer, &credit.currency)))
+            .update_expression(
+                "SET kind = :kind, payer = :payer, currency = :currency ADD balance :net",
+            )
+            .expression_attribute_values(":kind", s("balance"))
+            .expression_attribute_values(":payer", s(&credit.payer))
+            .expression_attribute_values(":currency", s(&credit.currency))
+            .expression_attribute_values(":net", n(&credit.net))
+            .build()
+            .expect("balance update is complete");
+        vec![
+            (
+                Role::Resource,
+                TransactWriteItem::builder().update(deposit).build(),
+            ),
+            (
+                Role::Balance,
+                TransactWriteItem::builder().update(balance).build(),
+            ),
+        ]
     }
 }
 
-impl StateStore for DynamoState {
-    async fn apply(
-        &self,
-        source: &Source,
-        change: &Change,
-        effect: &dyn FulfilmentEffect,
-        now_ms: u64,
-    ) -> Result<Applied, PortError> {
+/// The fields of an invoice change the writes need.
+#[derive(Clone, Copy)]
+struct InvoiceChange<'a> {
+    invoice_id: &'a str,
+    status: InvoiceStatus,
+    occurred_at: u64,
+    order: &'a OrderRef,
+}
+
+impl<'a> InvoiceChange<'a> {
+    fn of(change: &'a Change) -> Option<Self> {
         match change {
             Change::Invoice {
                 invoice_id,
                 status,
                 occurred_at,
                 order,
-            } => {
-                self.apply_invoice(
-                    source,
-                    invoice_id,
-                    *status,
-                    *occurred_at,
-                    order,
-                    effect,
-                    now_ms,
-                )
-                .await
-            }
-            Change::Withdrawal {
-                withdrawal_id,
-                status,
-                kind,
+            } => Some(Self {
                 invoice_id,
-                amount,
-                currency,
-                ..
-            } => {
-                self.apply_withdrawal(
-                    source,
-                    withdrawal_id,
-                    *status,
-                    kind,
-                    invoice_id.as_deref(),
-                    amount.as_ref(),
-                    currency.as_deref(),
-                    now_ms,
-                )
-                .await
-            }
-            Change::Deposit {
-                deposit_id,
-                status,
-                occurred_at,
-                credit,
-            } => {
-                self.apply_deposit(
-                    source,
-                    deposit_id,
-                    status.as_str(),
-                    *occurred_at,
-                    credit.as_ref(),
-                    now_ms,
-                )
-                .await
-            }
-            Change::Ignore { .. } => self.mark_only(source, Applied::Ignored, now_ms).await,
-            Change::Unconfirmed { resource_id, .. } | Change::Unusable { resource_id, .. } => {
-                let outcome = if matches!(change, Change::Unconfirmed { .. }) {
-                    Applied::Unconfirmed
-                } else {
-                    Applied::Unusable
-                };
-                let reason = change.reason().unwrap_or_default();
-                self.needs_review(source, outcome, resource_id.as_deref(), &reason, now_ms)
-                    .await
-            }
-            Change::OtherEnvironment { .. } => {
-                let reason = change.reason();
-                self.mark_with_reason(source, Applied::OtherEnvironment, reason.as_deref(), now_ms)
-                    .await
-            }
+                status: *status,
+                occurred_at: *occurred_at,
+                order,
+            }),
+            _ => None,
         }
+    }
+}
+
+/// What a refused item held, as the domain reads it.
+fn found(old: Option<&Item>) -> Found {
+    let Some(item) = old else {
+        return Found::Nothing;
+    };
+    let status = get_s(item, "status");
+    match get_s(item, "kind") {
+        Some("invoice") => status
+            .and_then(InvoiceStatus::parse)
+            .map_or(Found::Nothing, Found::Invoice),
+        Some("withdrawal") => status
+            .and_then(WithdrawalStatus::parse)
+            .map_or(Found::Nothing, Found::Withdrawal),
+        Some("deposit") => Found::Deposit {
+            credited: item.contains_key("credited"),
+        },
+        _ => Found::Nothing,
+    }
+}
+
+impl ResourceStore for DynamoResources {
+    async fn write(
+        &self,
+        source: &Source,
+        change: &Change,
+        plan: &Plan,
+        effect: &dyn FulfilmentEffect,
+        now_ms: u64,
+    ) -> Result<Written, PortError> {
+        let reason = plan.reason.as_deref();
+        let items = match (&plan.write, change) {
+            (Write::MarkOnly, _) => {
+                return self.mark_only(source, plan.outcome, reason, now_ms).await;
+            }
+            (Write::Review, _) => {
+                let Source::Delivery { event_id } = source else {
+                    return Ok(Written::Committed);
+                };
+                let resource_id = match change {
+                    Change::Unconfirmed { resource_id, .. }
+                    | Change::Unusable { resource_id, .. } => resource_id.as_deref(),
+                    _ => None,
+                };
+                let note = self.review_note(
+                    event_id,
+                    plan.outcome,
+                    resource_id,
+                    reason.unwrap_or_default(),
+                    now_ms,
+                );
+                vec![(Role::Note, note)]
+            }
+            (Write::Change, Change::Invoice { .. }) => {
+                let invoice = InvoiceChange::of(change).expect("an invoice change");
+                self.invoice_writes(source, &invoice, effect, now_ms)
+            }
+            (Write::Change, Change::Withdrawal { .. }) => {
+                self.withdrawal_writes(source, change, now_ms)
+            }
+            (Write::Change, Change::Deposit { .. }) => self.deposit_writes(source, change, now_ms),
+            (Write::Unfulfilled(mark), Change::Invoice { .. }) => {
+                let invoice = InvoiceChange::of(change).expect("an invoice change");
+                vec![(
+                    Role::Resource,
+                    self.invoice_update(source, &invoice, Some(mark), now_ms),
+                )]
+            }
+            (
+                Write::PaidLate { closed },
+                Change::Invoice {
+                    invoice_id,
+                    occurred_at,
+                    ..
+                },
+            ) => vec![(
+                Role::Resource,
+                self.paid_late_update(invoice_id, *closed, *occurred_at),
+            )],
+            // A plan the rules never make for this change: write the mark alone.
+            _ => return self.mark_only(source, plan.outcome, reason, now_ms).await,
+        };
+        let tx = self.tx_because(source, plan.outcome, reason, now_ms, items);
+        Ok(match self.run(tx).await? {
+            TxResult::Committed => Written::Committed,
+            TxResult::Refused(Role::Ledger, _) => Written::AlreadyProcessed,
+            TxResult::Refused(Role::Resource, old) => {
+                Written::Refused(Refusal::Resource(found(old.as_ref())))
+            }
+            TxResult::Refused(Role::OrderClaim, old) => Written::Refused(Refusal::OrderClaimed {
+                invoice_id: old
+                    .as_ref()
+                    .and_then(|i| get_s(i, "invoice_id"))
+                    .unwrap_or("unknown")
+                    .to_owned(),
+            }),
+            TxResult::Refused(Role::OrderGuard, _) => Written::Refused(Refusal::OrderMismatch),
+            TxResult::Refused(Role::Effect, _) => Written::Refused(Refusal::Fulfilled),
+            TxResult::Refused(Role::Note | Role::Balance, _) => Written::Refused(Refusal::Noted),
+        })
     }
 }
 
@@ -884,7 +835,7 @@ pub struct InvoiceUnderReview {
     pub updated_at_ms: u64,
 }
 
-impl DynamoState {
+impl DynamoResources {
     /// Fulfils a held, late-paid or unconfirmed invoice on a person's word, through the same
     /// conditional writes as a webhook: the fulfilment item only if absent, the order's claim
     /// only if absent, and the invoice only as it was read (so a racing webhook, a second
@@ -911,7 +862,7 @@ impl DynamoState {
                 .consistent_read(true)
                 .send()
         };
-        let port = |e| PortError::new("DynamoDB GetItem", DisplayErrorContext(e));
+        let port = |e| port_error("DynamoDB GetItem", e);
         if read(crate::domain::fulfil::fulfilment_key(invoice_id))
             .await
             .map_err(port)?
@@ -1074,7 +1025,7 @@ impl DynamoState {
                 .set_exclusive_start_key(start)
                 .send()
                 .await
-                .map_err(|e| PortError::new("DynamoDB Scan", DisplayErrorContext(e)))?;
+                .map_err(|e| port_error("DynamoDB Scan", e))?;
             for i in page.items.unwrap_or_default() {
                 let text = |k: &str| get_s(&i, k).map(str::to_owned);
                 out.push(InvoiceUnderReview {
@@ -1109,7 +1060,7 @@ impl DynamoState {
             .consistent_read(true)
             .send()
             .await
-            .map_err(|e| PortError::new("DynamoDB GetItem", DisplayErrorContext(e)))?
+            .map_err(|e| port_error("DynamoDB GetItem", e))?
             .item
             .is_some())
     }

@@ -174,6 +174,12 @@ impl WithdrawalStatus {
         }
     }
 
+    /// `completed`, `failed` and `cancelled`: nothing leaves them.
+    #[must_use]
+    pub fn is_final(self) -> bool {
+        self.rank() == 2
+    }
+
     /// The statuses a record may move from to reach this one.
     #[must_use]
     pub fn allowed_from(self) -> Vec<Self> {
@@ -181,6 +187,36 @@ impl WithdrawalStatus {
             .into_iter()
             .filter(|s| s.rank() < self.rank())
             .collect()
+    }
+}
+
+/// Whether a withdrawal at `current` takes `incoming`: forward only, and nothing leaves a final
+/// status. The adapter enforces the same rule as a condition (`#status IN allowed_from`).
+#[must_use]
+pub fn withdrawal_accepts(current: Option<WithdrawalStatus>, incoming: WithdrawalStatus) -> bool {
+    current.is_none_or(|c| c.rank() < incoming.rank())
+}
+
+/// What a deposit holds when a change arrives: whether it was credited, and the event time of
+/// its last recorded status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DepositSeen {
+    /// Credited once already (by a final confirmation).
+    pub credited: bool,
+    /// `occurred_at` of the last status it recorded.
+    pub status_at: u64,
+}
+
+/// Whether a deposit takes a change: a credit only once (the deposit's `credited` flag and the
+/// balance move together), an advisory status only before the credit and not older than the
+/// last one recorded.
+#[must_use]
+pub fn deposit_accepts(current: Option<DepositSeen>, credits: bool, incoming_at: u64) -> bool {
+    match current {
+        None => true,
+        Some(seen) if seen.credited => false,
+        Some(_) if credits => true,
+        Some(seen) => seen.status_at <= incoming_at,
     }
 }
 
@@ -238,6 +274,25 @@ impl Amount {
     #[must_use]
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// Whether two amounts are the same number, as DynamoDB compares Numbers (`10.50` is
+    /// `10.5`, `-0` is `0`).
+    #[must_use]
+    pub fn same_value(&self, other: &Self) -> bool {
+        self.canonical() == other.canonical()
+    }
+
+    /// Sign, integer digits without leading zeros, fraction without trailing zeros.
+    fn canonical(&self) -> (bool, &str, &str) {
+        let (negative, digits) = match self.0.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, self.0.as_str()),
+        };
+        let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+        let int = int.trim_start_matches('0');
+        let frac = frac.trim_end_matches('0');
+        (negative && !(int.is_empty() && frac.is_empty()), int, frac)
     }
 }
 
@@ -307,7 +362,61 @@ mod tests {
     }
 
     #[test]
+    fn amounts_compare_as_numbers() {
+        let a = |s: &str| Amount::parse(s).unwrap();
+        assert!(a("10.50").same_value(&a("10.5")));
+        assert!(a("007").same_value(&a("7.000")));
+        assert!(a("-0").same_value(&a("0.0")));
+        assert!(!a("10.5").same_value(&a("10.05")));
+        assert!(!a("-1").same_value(&a("1")));
+        assert!(!a("100").same_value(&a("10")));
+    }
+
+    #[test]
+    fn deposits_credit_once_and_advisories_never_undo_a_credit() {
+        let seen = |credited, status_at| {
+            Some(DepositSeen {
+                credited,
+                status_at,
+            })
+        };
+        assert!(deposit_accepts(None, true, 0));
+        assert!(
+            deposit_accepts(seen(false, 50), true, 10),
+            "a credit after a later advisory"
+        );
+        assert!(
+            !deposit_accepts(seen(true, 10), true, 99),
+            "a second credit"
+        );
+        assert!(
+            !deposit_accepts(seen(true, 10), false, 99),
+            "a reorg after the credit"
+        );
+        assert!(deposit_accepts(seen(false, 10), false, 10));
+        assert!(
+            !deposit_accepts(seen(false, 10), false, 9),
+            "an older advisory"
+        );
+    }
+
+    #[test]
     fn withdrawals_move_forward() {
+        use WithdrawalStatus as W;
+        for current in W::ALL {
+            for incoming in W::ALL {
+                assert_eq!(
+                    withdrawal_accepts(Some(current), incoming),
+                    incoming.allowed_from().contains(&current),
+                    "{current:?} -> {incoming:?}"
+                );
+            }
+            assert!(
+                !withdrawal_accepts(Some(current), current),
+                "a repeat is refused"
+            );
+        }
+        assert!(W::ALL.iter().filter(|s| s.is_final()).count() == 3);
         assert_eq!(
             WithdrawalStatus::Processing.allowed_from(),
             [WithdrawalStatus::Created]

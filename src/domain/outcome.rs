@@ -1,0 +1,541 @@
+//! How a change becomes an outcome. The store only reports what it found ([`Written`]): it
+//! committed a write, or refused it and said what it holds instead. The rules here turn that
+//! report into the outcome, or into the next write to try ([`next`]). No adapter concludes an
+//! outcome on its own, so the in-memory store and DynamoDB give the same answers by
+//! construction, and each rule is stated once.
+//!
+//! A change takes at most three writes: the change itself; then, when the store refused it, the
+//! write that records why (a held or duplicate payment, a payment after the invoice closed);
+//! then, when that is refused too (a racing change made the resource final), the processed mark
+//! alone.
+
+use super::fulfil::{Applied, Change};
+use super::status::{InvoiceStatus, WithdrawalStatus};
+
+/// The most writes one change takes (see the module docs); a store that keeps refusing beyond
+/// that is broken, not busy.
+pub const MAX_WRITES: usize = 3;
+
+/// What to write, atomically with the delivery's processed mark (`outcome`, `reason`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The writes beside the mark.
+    pub write: Write,
+    /// The outcome recorded on the delivery if the store commits.
+    pub outcome: Applied,
+    /// Why, for outcomes an operator reads (`unusable`, `unconfirmed`, `other_environment`).
+    pub reason: Option<String>,
+}
+
+/// The writes of a [`Plan`], for the change it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Write {
+    /// The change as decided: the resource's conditional transition and, for a paid invoice,
+    /// the fulfilment's items, the order's once-only claim and the registered order's guard.
+    Change,
+    /// A paid invoice that must not fulfil: its status moves as the change says, with `mark`,
+    /// and nothing else is written.
+    Unfulfilled(Mark),
+    /// A payment after the invoice closed `closed`: `paid_late_at` set once, the status kept.
+    PaidLate {
+        /// The final status the invoice holds (the write's condition).
+        closed: InvoiceStatus,
+    },
+    /// The processed mark only.
+    MarkOnly,
+    /// The processed mark and a review note (`review#<event_id>`) for the resource, if named.
+    Review,
+}
+
+/// Why a paid invoice is not fulfilled, kept on the invoice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mark {
+    /// The amount or currency differs from the registered order: `held` for review.
+    Held,
+    /// Its order was fulfilled by another invoice: `duplicate_of` that invoice, for a refund.
+    DuplicateOf(String),
+}
+
+/// What a store did with a [`Plan`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Written {
+    /// Everything was written, the processed mark included.
+    Committed,
+    /// The delivery was marked processed before: nothing was written.
+    AlreadyProcessed,
+    /// A condition failed: nothing was written.
+    Refused(Refusal),
+}
+
+/// The condition that failed, with what the store holds instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The resource's status does not take the change.
+    Resource(Found),
+    /// The order was claimed by another invoice's fulfilment.
+    OrderClaimed {
+        /// The invoice that fulfilled it.
+        invoice_id: String,
+    },
+    /// The registered order's amount or currency differs.
+    OrderMismatch,
+    /// The fulfilment (an effect's item) exists already.
+    Fulfilled,
+    /// The review note exists already (the delivery was handled before).
+    Noted,
+}
+
+/// A resource as the store found it when it refused a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// No status to read (absent, or a note without a status).
+    Nothing,
+    /// An invoice at this status.
+    Invoice(InvoiceStatus),
+    /// A withdrawal at this status.
+    Withdrawal(WithdrawalStatus),
+    /// A deposit, credited or not.
+    Deposit {
+        /// Credited once already.
+        credited: bool,
+    },
+}
+
+/// After a write: the outcome, or the next plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// The delivery's outcome.
+    Done(Applied),
+    /// Write this next.
+    Then(Plan),
+}
+
+/// The first plan for a change.
+#[must_use]
+pub fn plan(change: &Change) -> Plan {
+    let (write, outcome) = match change {
+        Change::Invoice { status, .. } if status.fulfils() => (Write::Change, Applied::Fulfilled),
+        Change::Invoice { .. } | Change::Withdrawal { .. } => (Write::Change, Applied::Updated),
+        Change::Deposit {
+            credit: Some(_), ..
+        } => (Write::Change, Applied::Credited),
+        Change::Deposit { credit: None, .. } => (Write::Change, Applied::Updated),
+        Change::Ignore { .. } => (Write::MarkOnly, Applied::Ignored),
+        Change::Unconfirmed { .. } => (Write::Review, Applied::Unconfirmed),
+        Change::Unusable { .. } => (Write::Review, Applied::Unusable),
+        Change::OtherEnvironment { .. } => (Write::MarkOnly, Applied::OtherEnvironment),
+    };
+    let reason = match change {
+        Change::Ignore { .. } => None,
+        other => other.reason(),
+    };
+    Plan {
+        write,
+        outcome,
+        reason,
+    }
+}
+
+/// What `written` means for `change` after trying `tried`: the rules of every outcome that is
+/// not the plan's own.
+#[must_use]
+pub fn next(change: &Change, tried: &Plan, written: Written) -> Step {
+    let refusal = match written {
+        Written::Committed => return Step::Done(tried.outcome),
+        Written::AlreadyProcessed => return Step::Done(Applied::AlreadyProcessed),
+        Written::Refused(refusal) => refusal,
+    };
+    let mark_only = |outcome| {
+        Step::Then(Plan {
+            write: Write::MarkOnly,
+            outcome,
+            reason: None,
+        })
+    };
+    match (&tried.write, refusal) {
+        // The note exists: this delivery was handled before. The mark alone is never refused
+        // but by the processed mark.
+        (Write::Review | Write::MarkOnly, _) => Step::Done(Applied::AlreadyProcessed),
+        (Write::Change, Refusal::Resource(found)) => match (change, found) {
+            // Paid after it closed unpaid: the final status stays, the payment is noted.
+            (Change::Invoice { status, .. }, Found::Invoice(current))
+                if current.is_final() && status.fulfils() && !current.fulfils() =>
+            {
+                Step::Then(Plan {
+                    write: Write::PaidLate { closed: current },
+                    outcome: Applied::PaidLate,
+                    reason: None,
+                })
+            }
+            (Change::Invoice { .. }, Found::Invoice(current)) if current.is_final() => {
+                mark_only(Applied::AlreadyFinal)
+            }
+            (Change::Withdrawal { .. }, Found::Withdrawal(current)) if current.is_final() => {
+                mark_only(Applied::AlreadyFinal)
+            }
+            (Change::Deposit { .. }, Found::Deposit { credited: true }) => {
+                mark_only(Applied::AlreadyFinal)
+            }
+            // Open and further along (or a note without a status): a late event.
+            _ => mark_only(Applied::Stale),
+        },
+        (Write::Change, Refusal::OrderClaimed { invoice_id }) => Step::Then(Plan {
+            write: Write::Unfulfilled(Mark::DuplicateOf(invoice_id)),
+            outcome: Applied::DuplicatePayment,
+            reason: None,
+        }),
+        (Write::Change, Refusal::OrderMismatch) => Step::Then(Plan {
+            write: Write::Unfulfilled(Mark::Held),
+            outcome: Applied::Held,
+            reason: None,
+        }),
+        // A fulfilment exists although the invoice was open (only a custom effect can do that),
+        // or a racing change made the invoice final before the held, duplicate or late write.
+        (Write::Change | Write::Unfulfilled(_) | Write::PaidLate { .. }, _) => {
+            mark_only(Applied::AlreadyFinal)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::fulfil::{Credit, OrderRef};
+    use crate::domain::status::{Amount, DepositStatus};
+
+    fn invoice(status: InvoiceStatus) -> Change {
+        Change::Invoice {
+            invoice_id: "inv_1".into(),
+            status,
+            occurred_at: 10,
+            order: OrderRef {
+                external_id: Some("o-1".into()),
+                amount: None,
+                currency: None,
+            },
+        }
+    }
+
+    fn withdrawal(status: WithdrawalStatus) -> Change {
+        Change::Withdrawal {
+            withdrawal_id: "wdr_1".into(),
+            status,
+            occurred_at: 10,
+            kind: "payout".into(),
+            invoice_id: None,
+            amount: None,
+            currency: None,
+        }
+    }
+
+    fn deposit(credit: bool) -> Change {
+        Change::Deposit {
+            deposit_id: "pcd_1".into(),
+            status: DepositStatus::Confirmed,
+            occurred_at: 10,
+            credit: credit.then(|| Credit {
+                payer: "c-1".into(),
+                net: Amount::parse("1").unwrap(),
+                currency: "TRX".into(),
+            }),
+        }
+    }
+
+    /// Runs `change` against a store that answers `answers` in turn; the outcome and the writes
+    /// tried.
+    fn run(change: &Change, answers: &[Written]) -> (Applied, Vec<Write>) {
+        let mut plan = plan(change);
+        let mut tried = Vec::new();
+        for answer in answers {
+            tried.push(plan.write.clone());
+            match next(change, &plan, answer.clone()) {
+                Step::Done(applied) => return (applied, tried),
+                Step::Then(p) => plan = p,
+            }
+        }
+        panic!("{change:?} needs more answers than {answers:?}; tried {tried:?}")
+    }
+
+    use InvoiceStatus as I;
+    use Written::{AlreadyProcessed, Committed, Refused};
+
+    #[test]
+    fn every_outcome_from_what_the_store_reports() {
+        let refused = |found| Refused(Refusal::Resource(found));
+        let cases: Vec<(&str, Change, Vec<Written>, Applied, usize)> = vec![
+            (
+                "paid, committed",
+                invoice(I::Paid),
+                vec![Committed],
+                Applied::Fulfilled,
+                1,
+            ),
+            (
+                "open, committed",
+                invoice(I::Confirming),
+                vec![Committed],
+                Applied::Updated,
+                1,
+            ),
+            (
+                "a second message",
+                invoice(I::Paid),
+                vec![AlreadyProcessed],
+                Applied::AlreadyProcessed,
+                1,
+            ),
+            (
+                "paid twice",
+                invoice(I::Paid),
+                vec![refused(Found::Invoice(I::Paid)), Committed],
+                Applied::AlreadyFinal,
+                2,
+            ),
+            (
+                "paid after paid_over",
+                invoice(I::Paid),
+                vec![refused(Found::Invoice(I::PaidOver)), Committed],
+                Applied::AlreadyFinal,
+                2,
+            ),
+            (
+                "paid after expiry",
+                invoice(I::Paid),
+                vec![refused(Found::Invoice(I::Expired)), Committed],
+                Applied::PaidLate,
+                2,
+            ),
+            (
+                "paid after cancel, then a racing mark",
+                invoice(I::PaidOver),
+                vec![refused(Found::Invoice(I::Cancelled)), AlreadyProcessed],
+                Applied::AlreadyProcessed,
+                2,
+            ),
+            (
+                "paid after expiry, raced",
+                invoice(I::Paid),
+                vec![
+                    refused(Found::Invoice(I::Expired)),
+                    refused(Found::Invoice(I::Paid)),
+                    Committed,
+                ],
+                Applied::AlreadyFinal,
+                3,
+            ),
+            (
+                "expired after paid",
+                invoice(I::Expired),
+                vec![refused(Found::Invoice(I::Paid)), Committed],
+                Applied::AlreadyFinal,
+                2,
+            ),
+            (
+                "a late open status",
+                invoice(I::AwaitingPayment),
+                vec![refused(Found::Invoice(I::Confirming)), Committed],
+                Applied::Stale,
+                2,
+            ),
+            (
+                "a note without status",
+                invoice(I::Confirming),
+                vec![refused(Found::Nothing), Committed],
+                Applied::Stale,
+                2,
+            ),
+            (
+                "order paid by another invoice",
+                invoice(I::Paid),
+                vec![
+                    Refused(Refusal::OrderClaimed {
+                        invoice_id: "inv_0".into(),
+                    }),
+                    Committed,
+                ],
+                Applied::DuplicatePayment,
+                2,
+            ),
+            (
+                "duplicate, raced final",
+                invoice(I::Paid),
+                vec![
+                    Refused(Refusal::OrderClaimed {
+                        invoice_id: "inv_0".into(),
+                    }),
+                    refused(Found::Invoice(I::Paid)),
+                    Committed,
+                ],
+                Applied::AlreadyFinal,
+                3,
+            ),
+            (
+                "amount differs",
+                invoice(I::Paid),
+                vec![Refused(Refusal::OrderMismatch), Committed],
+                Applied::Held,
+                2,
+            ),
+            (
+                "held, raced final",
+                invoice(I::Paid),
+                vec![
+                    Refused(Refusal::OrderMismatch),
+                    refused(Found::Invoice(I::Paid)),
+                    Committed,
+                ],
+                Applied::AlreadyFinal,
+                3,
+            ),
+            (
+                "a fulfilment exists",
+                invoice(I::Paid),
+                vec![Refused(Refusal::Fulfilled), Committed],
+                Applied::AlreadyFinal,
+                2,
+            ),
+            (
+                "withdrawal forward",
+                withdrawal(WithdrawalStatus::Processing),
+                vec![Committed],
+                Applied::Updated,
+                1,
+            ),
+            (
+                "withdrawal after final",
+                withdrawal(WithdrawalStatus::Processing),
+                vec![
+                    refused(Found::Withdrawal(WithdrawalStatus::Failed)),
+                    Committed,
+                ],
+                Applied::AlreadyFinal,
+                2,
+            ),
+            (
+                "withdrawal late",
+                withdrawal(WithdrawalStatus::Created),
+                vec![
+                    refused(Found::Withdrawal(WithdrawalStatus::Processing)),
+                    Committed,
+                ],
+                Applied::Stale,
+                2,
+            ),
+            (
+                "credit",
+                deposit(true),
+                vec![Committed],
+                Applied::Credited,
+                1,
+            ),
+            (
+                "credit twice",
+                deposit(true),
+                vec![refused(Found::Deposit { credited: true }), Committed],
+                Applied::AlreadyFinal,
+                2,
+            ),
+            (
+                "advisory after credit",
+                deposit(false),
+                vec![refused(Found::Deposit { credited: true }), Committed],
+                Applied::AlreadyFinal,
+                2,
+            ),
+            (
+                "older advisory",
+                deposit(false),
+                vec![refused(Found::Deposit { credited: false }), Committed],
+                Applied::Stale,
+                2,
+            ),
+            (
+                "ignored",
+                Change::Ignore { reason: "x".into() },
+                vec![Committed],
+                Applied::Ignored,
+                1,
+            ),
+            (
+                "unusable",
+                Change::Unusable {
+                    reason: "x".into(),
+                    resource_id: None,
+                },
+                vec![Committed],
+                Applied::Unusable,
+                1,
+            ),
+            (
+                "unusable again",
+                Change::Unusable {
+                    reason: "x".into(),
+                    resource_id: None,
+                },
+                vec![Refused(Refusal::Noted)],
+                Applied::AlreadyProcessed,
+                1,
+            ),
+            (
+                "unconfirmed",
+                Change::Unconfirmed {
+                    reason: "x".into(),
+                    resource_id: None,
+                },
+                vec![Committed],
+                Applied::Unconfirmed,
+                1,
+            ),
+            (
+                "other environment",
+                Change::OtherEnvironment { environment: None },
+                vec![Committed],
+                Applied::OtherEnvironment,
+                1,
+            ),
+        ];
+        for (name, change, answers, expected, writes) in cases {
+            let (applied, tried) = run(&change, &answers);
+            assert_eq!(applied, expected, "{name}");
+            assert_eq!(tried.len(), writes, "{name}: {tried:?}");
+            assert!(tried.len() <= MAX_WRITES, "{name}");
+        }
+    }
+
+    #[test]
+    fn only_outcomes_that_need_a_person_carry_a_reason() {
+        assert_eq!(plan(&Change::Ignore { reason: "x".into() }).reason, None);
+        assert!(
+            plan(&Change::OtherEnvironment { environment: None })
+                .reason
+                .is_some()
+        );
+        assert_eq!(
+            plan(&Change::Unusable {
+                reason: "data.net".into(),
+                resource_id: None
+            })
+            .reason
+            .as_deref(),
+            Some("data.net")
+        );
+        assert_eq!(plan(&invoice(I::Paid)).reason, None);
+    }
+
+    #[test]
+    fn the_mark_after_a_refusal_never_asks_for_more() {
+        for outcome in Applied::ALL {
+            let tried = Plan {
+                write: Write::MarkOnly,
+                outcome,
+                reason: None,
+            };
+            for answer in [Committed, AlreadyProcessed, Refused(Refusal::Noted)] {
+                assert!(matches!(
+                    next(&invoice(I::Paid), &tried, answer),
+                    Step::Done(_)
+                ));
+            }
+        }
+    }
+}

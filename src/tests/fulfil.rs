@@ -1,0 +1,431 @@
+//! Fulfil: every outcome, from a history of deliveries.
+
+use std::sync::Arc;
+
+use crate::adapters::memory::MemoryResources;
+use crate::domain::confirm::{AtSource, ConfirmedInvoice, PaymentConfirmation};
+use crate::domain::fulfil::{Applied, Fulfil, FulfilError, OrderRef};
+use crate::domain::ingest::PortError;
+use crate::domain::signature::Environment;
+use crate::domain::status::{Amount, InvoiceStatus};
+use crate::domain::work::WorkItem;
+
+/// A delivery of `event_type` for `resource` at `at`, with `data` fields beside the id.
+fn item(event_id: &str, event_type: &str, at: u64, data: &str) -> WorkItem {
+    let body = format!(
+        r#"{{"event_id":"{event_id}","event_type":"{event_type}","version":1,"occurred_at":{at},"data":{data}}}"#
+    );
+    WorkItem {
+        event_id: event_id.to_owned(),
+        environment: Some(Environment::Live),
+        body: body.into_bytes(),
+        received_at_ms: Some(at * 1000),
+    }
+}
+
+fn invoice(event_id: &str, status: &str, at: u64, invoice_id: &str, order: &str) -> WorkItem {
+    item(
+        event_id,
+        &format!("invoice.{status}"),
+        at,
+        &format!(
+            r#"{{"invoice_id":"{invoice_id}","order":{{"external_id":"{order}","amount":"10.50","currency":"USD"}}}}"#
+        ),
+    )
+}
+
+fn withdrawal(event_id: &str, status: &str, at: u64, extra: &str) -> WorkItem {
+    item(
+        event_id,
+        &format!("withdrawal.{status}"),
+        at,
+        &format!(r#"{{"withdrawal_id":"wdr_1"{extra}}}"#),
+    )
+}
+
+fn deposit(event_id: &str, status: &str, at: u64, is_final: bool) -> WorkItem {
+    item(
+        event_id,
+        &format!("payment_channel.deposit.{status}"),
+        at,
+        &format!(
+            r#"{{"id":"pcd_1","is_final":{is_final},"payment_channel_external_id":"c-1","net":"99.5","currency":"trx"}}"#
+        ),
+    )
+}
+
+/// Applies `history` in order on a fresh store; each outcome, and the store.
+async fn run(
+    history: &[WorkItem],
+    prepare: impl FnOnce(&MemoryResources),
+) -> (Vec<Applied>, Arc<MemoryResources>) {
+    let store = Arc::new(MemoryResources::new());
+    prepare(&store);
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let mut outcomes = Vec::new();
+    for (i, work) in history.iter().enumerate() {
+        let (_, applied) = fulfil
+            .apply(work, 1_000 + i as u64)
+            .await
+            .expect("memory never fails");
+        outcomes.push(applied);
+    }
+    (outcomes, store)
+}
+
+use Applied::*;
+
+#[tokio::test]
+async fn every_outcome_from_a_history_of_deliveries() {
+    let paid = || invoice("evt_paid", "paid", 20, "inv_1", "o-1");
+    // (name, deliveries in order, their outcomes, the invoices fulfilled)
+    type Case = (&'static str, Vec<WorkItem>, Vec<Applied>, Vec<&'static str>);
+    let cases: Vec<Case> = vec![
+        ("paid once", vec![paid()], vec![Fulfilled], vec!["inv_1"]),
+        (
+            "the same delivery twice",
+            vec![paid(), paid()],
+            vec![Fulfilled, AlreadyProcessed],
+            vec!["inv_1"],
+        ),
+        (
+            "two events paying one invoice",
+            vec![paid(), invoice("evt_b", "paid", 21, "inv_1", "o-1")],
+            vec![Fulfilled, AlreadyFinal],
+            vec!["inv_1"],
+        ),
+        (
+            "paid_over after paid",
+            vec![paid(), invoice("evt_b", "paid_over", 21, "inv_1", "o-1")],
+            vec![Fulfilled, AlreadyFinal],
+            vec!["inv_1"],
+        ),
+        (
+            "a second invoice for a paid order",
+            vec![paid(), invoice("evt_b", "paid", 21, "inv_2", "o-1")],
+            vec![Fulfilled, DuplicatePayment],
+            vec!["inv_1"],
+        ),
+        (
+            "open statuses in order",
+            vec![
+                invoice("evt_a", "awaiting_payment", 10, "inv_1", "o-1"),
+                invoice("evt_b", "confirming", 11, "inv_1", "o-1"),
+                paid(),
+            ],
+            vec![Updated, Updated, Fulfilled],
+            vec!["inv_1"],
+        ),
+        (
+            "a late open status",
+            vec![
+                invoice("evt_b", "confirming", 11, "inv_1", "o-1"),
+                invoice("evt_a", "awaiting_payment", 10, "inv_1", "o-1"),
+            ],
+            vec![Updated, Stale],
+            vec![],
+        ),
+        (
+            "a late open status after paid",
+            vec![paid(), invoice("evt_a", "confirming", 11, "inv_1", "o-1")],
+            vec![Fulfilled, AlreadyFinal],
+            vec!["inv_1"],
+        ),
+        (
+            "expired, then paid",
+            vec![invoice("evt_x", "expired", 15, "inv_1", "o-1"), paid()],
+            vec![Updated, PaidLate],
+            vec![],
+        ),
+        (
+            "cancelled, then paid twice",
+            vec![
+                invoice("evt_x", "cancelled", 15, "inv_1", "o-1"),
+                paid(),
+                invoice("evt_b", "paid_over", 22, "inv_1", "o-1"),
+            ],
+            vec![Updated, PaidLate, PaidLate],
+            vec![],
+        ),
+        (
+            "withdrawal forward",
+            vec![
+                withdrawal("evt_a", "created", 1, ""),
+                withdrawal("evt_b", "processing", 2, ""),
+                withdrawal("evt_c", "completed", 3, ""),
+            ],
+            vec![Updated, Updated, Updated],
+            vec![],
+        ),
+        (
+            "withdrawal late",
+            vec![
+                withdrawal("evt_b", "processing", 2, ""),
+                withdrawal("evt_a", "created", 1, ""),
+            ],
+            vec![Updated, Stale],
+            vec![],
+        ),
+        (
+            "withdrawal after final",
+            vec![
+                withdrawal("evt_c", "failed", 3, ""),
+                withdrawal("evt_b", "processing", 2, ""),
+            ],
+            vec![Updated, AlreadyFinal],
+            vec![],
+        ),
+        (
+            "deposit credited once",
+            vec![
+                deposit("evt_a", "confirmed", 5, true),
+                deposit("evt_b", "confirmed", 6, true),
+            ],
+            vec![Credited, AlreadyFinal],
+            vec![],
+        ),
+        (
+            "deposit advisory, then credit",
+            vec![
+                deposit("evt_a", "confirming", 5, false),
+                deposit("evt_b", "confirmed", 6, true),
+            ],
+            vec![Updated, Credited],
+            vec![],
+        ),
+        (
+            "a reorg after the credit",
+            vec![
+                deposit("evt_b", "confirmed", 6, true),
+                deposit("evt_c", "reorged", 7, false),
+            ],
+            vec![Credited, AlreadyFinal],
+            vec![],
+        ),
+        (
+            "an older advisory",
+            vec![
+                deposit("evt_b", "confirming", 6, false),
+                deposit("evt_a", "confirming", 5, false),
+            ],
+            vec![Updated, Stale],
+            vec![],
+        ),
+        (
+            "an unknown event type",
+            vec![item("evt_u", "payout.batch", 1, "{}")],
+            vec![Ignored],
+            vec![],
+        ),
+        (
+            "a final deposit without net",
+            vec![item(
+                "evt_u",
+                "payment_channel.deposit.confirmed",
+                1,
+                r#"{"id":"pcd_1","is_final":true}"#,
+            )],
+            vec![Unusable],
+            vec![],
+        ),
+        (
+            "unusable, redelivered",
+            vec![
+                item(
+                    "evt_u",
+                    "payment_channel.deposit.confirmed",
+                    1,
+                    r#"{"id":"pcd_1","is_final":true}"#,
+                ),
+                item(
+                    "evt_u",
+                    "payment_channel.deposit.confirmed",
+                    1,
+                    r#"{"id":"pcd_1","is_final":true}"#,
+                ),
+            ],
+            vec![Unusable, AlreadyProcessed],
+            vec![],
+        ),
+    ];
+    for (name, history, expected, fulfilled) in cases {
+        let (outcomes, store) = run(&history, |_| {}).await;
+        assert_eq!(outcomes, expected, "{name}");
+        assert_eq!(store.fulfilled(), fulfilled, "{name}: fulfilments");
+    }
+}
+
+#[tokio::test]
+async fn a_paid_invoice_that_differs_from_its_registered_order_is_held() {
+    let (outcomes, store) = run(&[invoice("evt_a", "paid", 20, "inv_1", "o-1")], |s| {
+        s.register_order("o-1", &Amount::parse("10.5").unwrap(), "usd");
+    })
+    .await;
+    assert_eq!(
+        outcomes,
+        [Fulfilled],
+        "10.50 is 10.5: the guard compares numbers"
+    );
+
+    let (outcomes, store2) = run(&[invoice("evt_a", "paid", 20, "inv_1", "o-1")], |s| {
+        s.register_order("o-1", &Amount::parse("11").unwrap(), "USD");
+    })
+    .await;
+    assert_eq!(outcomes, [Held]);
+    assert!(store2.fulfilled().is_empty());
+    let held = store2.invoice("inv_1").unwrap();
+    assert!(held.held);
+    assert_eq!(held.status.map(|(s, _)| s), Some(InvoiceStatus::Paid));
+    assert!(!store.invoice("inv_1").unwrap().held);
+}
+
+#[tokio::test]
+async fn a_duplicate_payment_names_the_invoice_that_won() {
+    let (_, store) = run(
+        &[
+            invoice("evt_a", "paid", 20, "inv_1", "o-1"),
+            invoice("evt_b", "paid", 21, "inv_2", "o-1"),
+        ],
+        |_| {},
+    )
+    .await;
+    assert_eq!(
+        store.invoice("inv_2").unwrap().duplicate_of.as_deref(),
+        Some("inv_1")
+    );
+    assert_eq!(store.outcome("evt_b").map(|o| o.0), Some(DuplicatePayment));
+}
+
+#[tokio::test]
+async fn a_completed_refund_notes_its_invoice_and_a_late_payment_keeps_the_close() {
+    let (_, store) = run(
+        &[
+            invoice("evt_x", "expired", 15, "inv_1", "o-1"),
+            invoice("evt_a", "paid", 20, "inv_1", "o-1"),
+            withdrawal(
+                "evt_r",
+                "completed",
+                30,
+                r#","invoice_id":"inv_1","mode":"full""#,
+            ),
+        ],
+        |_| {},
+    )
+    .await;
+    let inv = store.invoice("inv_1").unwrap();
+    assert_eq!(inv.status.map(|(s, _)| s), Some(InvoiceStatus::Expired));
+    assert_eq!(inv.paid_late_at, Some(20));
+    assert!(inv.refunded_at.is_some());
+}
+
+#[tokio::test]
+async fn deposits_credit_the_payer_once_per_deposit() {
+    let (_, store) = run(
+        &[
+            deposit("evt_a", "confirmed", 5, true),
+            deposit("evt_b", "confirmed", 6, true),
+            deposit("evt_a", "confirmed", 5, true),
+        ],
+        |_| {},
+    )
+    .await;
+    assert_eq!(
+        store.credits("c-1", "TRX"),
+        [Amount::parse("99.5").unwrap()]
+    );
+}
+
+#[tokio::test]
+async fn another_environments_delivery_and_a_mismatched_work_item_change_nothing() {
+    let mut sandbox = invoice("evt_s", "paid", 20, "inv_1", "o-1");
+    sandbox.environment = Some(Environment::Test);
+    let mut mismatched = invoice("evt_m", "paid", 20, "inv_2", "o-2");
+    mismatched.event_id = "evt_other".into();
+    let (outcomes, store) = run(&[sandbox, mismatched], |_| {}).await;
+    assert_eq!(outcomes, [OtherEnvironment, Unusable]);
+    assert!(store.fulfilled().is_empty());
+    let (_, reason) = store.outcome("evt_s").unwrap();
+    assert!(reason.unwrap().contains("test"));
+    assert_eq!(
+        store.reviews().len(),
+        1,
+        "the unusable delivery waits for a person"
+    );
+}
+
+#[tokio::test]
+async fn by_hand_and_by_webhook_fulfil_once() {
+    let fulfil = Fulfil::new(MemoryResources::new());
+    let order = OrderRef {
+        external_id: Some("o-1".into()),
+        amount: None,
+        currency: None,
+    };
+    assert_eq!(
+        fulfil
+            .mark_paid("inv_1", order.clone(), "support:a", 1)
+            .await
+            .unwrap(),
+        Fulfilled
+    );
+    assert_eq!(
+        fulfil
+            .mark_paid("inv_1", order, "support:b", 2)
+            .await
+            .unwrap(),
+        AlreadyFinal
+    );
+    let (_, applied) = fulfil
+        .apply(&invoice("evt_a", "paid", 20, "inv_1", "o-1"), 3)
+        .await
+        .unwrap();
+    assert_eq!(applied, AlreadyFinal);
+    assert_eq!(fulfil.store().fulfilled(), ["inv_1"]);
+}
+
+/// A reverse check that answers one invoice as given.
+struct Paymos(Option<&'static str>);
+
+impl PaymentConfirmation for Paymos {
+    async fn invoice(&self, _: &str) -> Result<AtSource, PortError> {
+        Ok(match self.0 {
+            None => AtSource::NotFound,
+            Some(status) => AtSource::Found(ConfirmedInvoice {
+                status: status.into(),
+                order_amount: Amount::parse("10.50"),
+                order_currency: Some("USD".into()),
+                token_amount: None,
+                token_currency: None,
+            }),
+        })
+    }
+}
+
+#[tokio::test]
+async fn the_reverse_check_fulfils_only_what_paymos_confirms() {
+    let paid = invoice("evt_a", "paid", 20, "inv_1", "o-1");
+    for (at_source, receives, expected) in [
+        (Some("paid"), 1, Ok(Fulfilled)),
+        (None, 1, Ok(Unconfirmed)),
+        (Some("awaiting_payment"), 1, Err("not yet")),
+    ] {
+        let fulfil = Fulfil::new(MemoryResources::new()).with_confirmation(Paymos(at_source));
+        let result = fulfil.apply_received(&paid, 1, receives).await;
+        match (result, expected) {
+            (Ok((_, applied)), Ok(expected)) => assert_eq!(applied, expected, "{at_source:?}"),
+            (Err(FulfilError::NotYet { .. }), Err(_)) => {
+                assert!(
+                    fulfil.store().outcome("evt_a").is_none(),
+                    "retried, not recorded"
+                );
+            }
+            (other, expected) => panic!("{at_source:?}: {other:?}, expected {expected:?}"),
+        }
+        let fulfilled = fulfil.store().fulfilled();
+        assert_eq!(
+            fulfilled.len(),
+            usize::from(expected == Ok(Fulfilled)),
+            "{at_source:?}"
+        );
+    }
+}

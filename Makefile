@@ -7,7 +7,7 @@ CARGO ?= cargo
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help deps test unit lint template-check dev bench fuzz-smoke lambda-build sam-build watch invoke measure-startup clean
+.PHONY: help deps test unit lint lambda-deps template-check dev bench fuzz-smoke lambda-build sam-build watch invoke measure-startup clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -27,7 +27,17 @@ deps: node_modules/.installed $(VENV)/.installed ## install the emulators (npm) 
 
 lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --check
-	$(CARGO) clippy --all-targets --locked -- -D warnings
+	$(CARGO) clippy --all-targets --all-features --locked -- -D warnings
+
+# What the Lambda binaries compile: no developer kit in their tree, and they build without it.
+DEVKIT_ONLY := clap clap_complete yaml_serde serde_yaml aws-sdk-cloudformation aws-sdk-dynamodbstreams
+lambda-deps: ## check the Lambda binaries build without the devkit feature and carry none of it
+	@tree="$$($(CARGO) tree --locked --no-default-features -e normal --prefix none)"; \
+	  for c in $(DEVKIT_ONLY); do if grep -q "^$$c v" <<<"$$tree"; then echo "$$c is in the Lambda binaries' tree"; exit 1; fi; done
+	@if $(CARGO) tree --locked --no-default-features -e features --prefix none | grep -q '^hyper feature "server"'; then \
+	  echo "hyper's server is in the Lambda binaries' tree"; exit 1; fi
+	$(CARGO) clippy --locked --lib --bins -- -D warnings
+	@echo "Lambda binaries: no $(DEVKIT_ONLY) or hyper server"
 
 template-check: $(VENV)/.installed ## cfn-lint and sam validate --lint on template.yaml
 	$(VENV)/bin/cfn-lint template.yaml
@@ -50,12 +60,12 @@ fuzz-smoke: $(TOOLS)/bin/cargo-fuzz ## run each fuzz target briefly (FUZZ_SECOND
 	  test $${PIPESTATUS[0]} -eq 0 || exit 1; \
 	done
 
-test: deps lint template-check ## install what is needed, then run every test (unit, emulator, template, fuzz smoke)
-	$(CARGO) test --all-targets --locked
+test: deps lint lambda-deps template-check ## install what is needed, then run every test (unit, emulator, template, fuzz smoke)
+	$(CARGO) test --all-targets --features devkit --locked
 	$(MAKE) --no-print-directory fuzz-smoke
 
 dev: node_modules/.installed ## run the whole pipeline locally (emulators, tables, ingest URL, fulfil poller)
-	$(CARGO) run --locked --quiet --bin paymos-inbox -- dev $(DEV_ARGS)
+	$(CARGO) run --locked --quiet --features devkit --bin paymos-inbox -- dev $(DEV_ARGS)
 
 $(VENV)/.lambda: requirements-lambda.txt $(VENV)/.installed
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-lambda.txt
@@ -80,7 +90,7 @@ measure-startup: ## start-up time and peak RSS of the ingest binary (stub Runtim
 	python3 scripts/measure_startup.py target/release/paymos-ingest 5
 
 bench: ## CPU benchmarks (criterion), printed as ratios against their baselines
-	$(CARGO) bench --locked --bench receiver
+	$(CARGO) bench --locked --features devkit --bench receiver
 
 unit: ## unit tests only (no emulators)
 	$(CARGO) test --lib --locked

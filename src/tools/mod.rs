@@ -2,11 +2,15 @@
 //! five-step idempotency check and reconciliation. They use the library's own signing, ledger
 //! and transitions; nothing is implemented twice.
 
+#[cfg(feature = "devkit")]
 pub mod bench_e2e;
+#[cfg(feature = "devkit")]
 pub mod check;
 pub mod exceptions;
 pub mod handoff;
 pub mod reconcile;
+#[cfg(feature = "devkit")]
 pub mod send;
+#[cfg(feature = "devkit")]
 pub mod soak;
 pub mod when;

@@ -9,6 +9,7 @@ mod archive;
 mod binaries;
 mod check;
 mod cli;
+mod contract;
 mod edges;
 mod events;
 mod exceptions;

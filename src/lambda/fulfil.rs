@@ -93,13 +93,17 @@ async fn apply_decoded<S: ResourceStore, C: PaymentConfirmation>(
             Ok(())
         }
         Err(error) => {
+            // A port failure keeps its kind: throttled, unavailable, conflict (all pass with a
+            // retry) or misconfigured (fails alike until an operator fixes the stack).
             let kind = match &error {
                 FulfilError::Poison(_) => "poison",
-                FulfilError::Unavailable(_) => "unavailable",
+                FulfilError::Unavailable(e) => e.kind.as_str(),
                 FulfilError::NotYet { .. } => "not_paid_yet",
             };
             if matches!(error, FulfilError::NotYet { .. }) {
                 tracing::warn!(receives, error = kind, reason = %error, "delivery not applied yet; SQS redelivers it after the visibility timeout");
+            } else if kind == "misconfigured" {
+                tracing::error!(receives, error = kind, reason = %error, "delivery not applied: the stack is misconfigured (a missing table, a refused credential); every retry fails alike until it is fixed, then the DLQ");
             } else {
                 tracing::error!(receives, error = kind, reason = %error, "delivery not applied; SQS will redeliver it (then the DLQ)");
             }

@@ -389,7 +389,7 @@ fn every_alarm_on_our_metrics_names_a_metric_and_an_outcome_the_code_emits() {
 }
 
 /// What `IngestAnswers` is emitted with: the two acknowledgements and every error code.
-const INGEST_OUTCOMES: [&str; 13] = [
+const INGEST_OUTCOMES: [&str; 16] = [
     "new",
     "duplicate",
     "method_not_allowed",
@@ -403,6 +403,9 @@ const INGEST_OUTCOMES: [&str; 13] = [
     "environment_mismatch",
     "in_progress",
     "unavailable",
+    "throttled",
+    "conflict",
+    "misconfigured",
 ];
 
 /// What `FulfilOutcomes` is emitted with: every `Applied`, and the three failures.

@@ -36,7 +36,7 @@ async fn main() -> Result<(), Error> {
         config.state_table.clone(),
         config.deliveries_table.clone(),
     ));
-    let (api, fulfil, dynamodb, config) = (&api, &fulfil, &dynamodb, &config);
+    let (api, fulfil, config) = (&api, &fulfil, &config);
     lambda_runtime::run(service_fn(move |_: LambdaEvent<serde_json::Value>| async move {
         let now_ms = lambda::now_ms();
         let now = i64::try_from(now_ms / 1000).unwrap_or(i64::MAX);
@@ -46,7 +46,7 @@ async fn main() -> Result<(), Error> {
             metrics::counter!(metric::RECONCILE_FINDINGS, metric::OUTCOME => outcome)
                 .increment(n as u64);
         };
-        let report = match reconcile(api, fulfil, dynamodb, from, now, config.apply, now_ms).await {
+        let report = match reconcile(api, fulfil, from, now, config.apply, now_ms).await {
             Ok(report) => report,
             Err(e) => {
                 found("api_error", 1);

@@ -88,10 +88,21 @@ pub struct DomainEvent {
     pub detail: Value,
 }
 
-fn text<'s>(item: &'s Snapshot, name: &str) -> Option<&'s str> {
+/// A string or number attribute of an item, as text.
+#[must_use]
+pub fn text<'s>(item: &'s Snapshot, name: &str) -> Option<&'s str> {
     match item.get(name)? {
         Scalar::Text(s) | Scalar::Number(s) => Some(s),
         Scalar::Bool(_) => None,
+    }
+}
+
+/// A whole-number attribute of an item (times in ms or s).
+#[must_use]
+pub fn whole(item: &Snapshot, name: &str) -> Option<u64> {
+    match item.get(name)? {
+        Scalar::Number(n) => n.parse().ok(),
+        _ => None,
     }
 }
 

@@ -17,9 +17,7 @@
 
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::AttributeValue;
-
-use crate::adapters::dynamodb::DynamoResources;
+use crate::adapters::dynamodb::{DynamoLedger, DynamoResources};
 use crate::domain::fulfil::{Fulfil, OrderRef};
 use crate::domain::signature::WebhookSecret;
 use crate::domain::status::Amount;
@@ -200,51 +198,27 @@ impl Sender {
 }
 
 impl Tables {
+    fn ledger_table(&self) -> DynamoLedger {
+        DynamoLedger::new(self.dynamodb.clone(), &self.deliveries, None)
+    }
+
     async fn ledger(&self, event_id: &str) -> Result<Option<(String, String)>, String> {
-        let item = self
-            .dynamodb
-            .get_item()
-            .table_name(&self.deliveries)
-            .key("event_id", AttributeValue::S(event_id.into()))
-            .consistent_read(true)
-            .send()
+        let state = self
+            .ledger_table()
+            .state_of(event_id)
             .await
-            .map_err(|e| aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string())?
-            .item;
-        Ok(item.map(|i| {
-            let get = |k: &str| {
-                i.get(k)
-                    .and_then(|v| v.as_s().ok())
-                    .cloned()
-                    .unwrap_or_default()
-            };
-            (get("state"), get("outcome"))
-        }))
+            .map_err(|e| e.to_string())?;
+        Ok(state.map(|(state, outcome)| (state.as_str().to_owned(), outcome.unwrap_or_default())))
     }
 
     /// Every fulfilment item for an invoice (any key), so a receiver that writes two is caught.
     async fn fulfilments(&self, invoice: &str) -> Result<u64, String> {
-        let mut count = 0;
-        let mut start = None;
-        loop {
-            let page = self
-                .dynamodb
-                .scan()
-                .table_name(&self.state)
-                .filter_expression("kind = :f AND invoice_id = :i")
-                .expression_attribute_values(":f", AttributeValue::S("fulfilment".into()))
-                .expression_attribute_values(":i", AttributeValue::S(invoice.into()))
-                .set_exclusive_start_key(start)
-                .consistent_read(true)
-                .send()
-                .await
-                .map_err(|e| aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string())?;
-            count += page.items.map_or(0, |i| i.len() as u64);
-            start = page.last_evaluated_key;
-            if start.is_none() {
-                return Ok(count);
-            }
-        }
+        let resources = DynamoResources::new(self.dynamodb.clone(), &self.state, &self.deliveries);
+        let found = resources
+            .fulfilments_of(invoice)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(found.len() as u64)
     }
 
     /// Waits until each event is recorded and processed (fulfil is asynchronous); evidence per

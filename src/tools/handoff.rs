@@ -2,8 +2,7 @@
 //! state table itself (not the 24-hour stream), so a consumer that was down, or a publication
 //! that ended in the on-failure queue, can be served again with the same idempotency keys.
 
-use aws_sdk_dynamodb::types::AttributeValue;
-
+use crate::adapters::dynamodb::DynamoResources;
 use crate::domain::handoff::{DomainEvent, EventPublisher, Scalar, Snapshot, events_of};
 use crate::domain::ingest::PortError;
 use crate::domain::signature::Environment;
@@ -19,64 +18,29 @@ fn dated(item: &Snapshot) -> u64 {
         .unwrap_or(0)
 }
 
-fn snapshot(item: &std::collections::HashMap<String, AttributeValue>) -> Snapshot {
-    item.iter()
-        .filter_map(|(k, v)| {
-            let value = match v {
-                AttributeValue::S(s) => Scalar::Text(s.clone()),
-                AttributeValue::N(n) => Scalar::Number(n.clone()),
-                AttributeValue::Bool(b) => Scalar::Bool(*b),
-                _ => return None,
-            };
-            Some((k.clone(), value))
-        })
-        .collect()
-}
-
 /// Every event the facts committed since `since_ms` stand for, oldest first, as the stream
 /// would have published them (same detail types, same keys).
 ///
 /// # Errors
 /// When the state table cannot be read.
 pub async fn since(
-    dynamodb: &aws_sdk_dynamodb::Client,
-    state_table: &str,
+    resources: &DynamoResources,
     since_ms: u64,
     environment: Environment,
 ) -> Result<Vec<(u64, DomainEvent)>, PortError> {
     let mut out = Vec::new();
-    let mut start = None;
-    loop {
-        let page = dynamodb
-            .scan()
-            .table_name(state_table)
-            .consistent_read(true)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(|e| {
-                PortError::new(
-                    "DynamoDB Scan",
-                    aws_sdk_dynamodb::error::DisplayErrorContext(e),
-                )
-            })?;
-        for item in page.items.unwrap_or_default() {
-            let item = snapshot(&item);
-            let at = dated(&item);
-            if at >= since_ms {
-                out.extend(
-                    events_of(None, Some(&item), environment)
-                        .into_iter()
-                        .map(|e| (at, e)),
-                );
-            }
-        }
-        start = page.last_evaluated_key;
-        if start.is_none() {
-            out.sort_by(|a, b| (a.0, &a.1.idempotency_key).cmp(&(b.0, &b.1.idempotency_key)));
-            return Ok(out);
+    for item in resources.snapshots().await? {
+        let at = dated(&item);
+        if at >= since_ms {
+            out.extend(
+                events_of(None, Some(&item), environment)
+                    .into_iter()
+                    .map(|e| (at, e)),
+            );
         }
     }
+    out.sort_by(|a, b| (a.0, &a.1.idempotency_key).cmp(&(b.0, &b.1.idempotency_key)));
+    Ok(out)
 }
 
 /// Publishes `events` again; returns how many were accepted.

@@ -11,11 +11,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use paymos::{InvoiceListParams, InvoiceStatus as ApiStatus, PaymosClient};
 
 use crate::adapters::dynamodb::DynamoResources;
 use crate::domain::fulfil::{Applied, Fulfil, OrderRef};
+use crate::domain::handoff::{text, whole};
 use crate::domain::status::{Amount, InvoiceStatus};
 
 /// A paid invoice as Paymos lists it.
@@ -76,7 +76,6 @@ impl Report {
 pub async fn reconcile(
     api: &PaymosClient,
     fulfil: &Fulfil<DynamoResources>,
-    dynamodb: &aws_sdk_dynamodb::Client,
     from: i64,
     to: i64,
     apply: bool,
@@ -111,46 +110,19 @@ pub async fn reconcile(
     // invoices that fulfilled each order.
     let mut fulfilments: BTreeMap<String, (usize, u64)> = BTreeMap::new();
     let mut by_order: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut start = None;
-    loop {
-        let page = dynamodb
-            .scan()
-            .table_name(fulfil.store().table())
-            .filter_expression("kind = :f")
-            .expression_attribute_values(":f", AttributeValue::S("fulfilment".into()))
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(|e| {
-                format!(
-                    "DynamoDB Scan: {}",
-                    aws_sdk_dynamodb::error::DisplayErrorContext(e)
-                )
-            })?;
-        for item in page.items.unwrap_or_default() {
-            let invoice = item
-                .get("invoice_id")
-                .and_then(|v| v.as_s().ok())
-                .cloned()
-                .unwrap_or_default();
-            let at = item
-                .get("fulfilled_at")
-                .and_then(|v| v.as_n().ok())
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
-            let order = item
-                .get("order_id")
-                .and_then(|v| v.as_s().ok())
-                .cloned()
-                .unwrap_or_else(|| format!("(invoice {invoice})"));
-            by_order.entry(order).or_default().push(invoice.clone());
-            let entry = fulfilments.entry(invoice).or_insert((0, at));
-            entry.0 += 1;
-        }
-        start = page.last_evaluated_key;
-        if start.is_none() {
-            break;
-        }
+    for item in fulfil
+        .store()
+        .fulfilments()
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        let invoice = text(&item, "invoice_id").unwrap_or_default().to_owned();
+        let at = whole(&item, "fulfilled_at").unwrap_or(0);
+        let order =
+            text(&item, "order_id").map_or_else(|| format!("(invoice {invoice})"), str::to_owned);
+        by_order.entry(order).or_default().push(invoice.clone());
+        let entry = fulfilments.entry(invoice).or_insert((0, at));
+        entry.0 += 1;
     }
 
     let paid_ids: BTreeSet<&str> = paid.iter().map(|p| p.invoice_id.as_str()).collect();
@@ -192,7 +164,12 @@ pub async fn reconcile(
     // Invoices still open here: re-read each at Paymos, as the official plugins' cron does (a
     // paid webhook that never arrived leaves exactly this).
     let listed: BTreeSet<String> = paid.iter().map(|p| p.invoice_id.clone()).collect();
-    for (invoice, order_id) in open_invoices(dynamodb, fulfil.store().table()).await? {
+    for (invoice, order_id) in fulfil
+        .store()
+        .open_invoices()
+        .await
+        .map_err(|e| e.to_string())?
+    {
         if listed.contains(&invoice) || fulfilments.contains_key(&invoice) {
             continue;
         }
@@ -203,7 +180,7 @@ pub async fn reconcile(
                     invoice_id: invoice,
                     status: i.status.as_str().to_owned(),
                     order_id: if i.order.external_id.is_empty() {
-                        order_id
+                        order_id.unwrap_or_default()
                     } else {
                         i.order.external_id
                     },
@@ -236,47 +213,4 @@ pub async fn reconcile(
         }
     }
     Ok(report)
-}
-
-/// Invoices whose status here is still open (with their order id), by a filtered scan.
-async fn open_invoices(
-    dynamodb: &aws_sdk_dynamodb::Client,
-    table: &str,
-) -> Result<Vec<(String, String)>, String> {
-    let mut out = Vec::new();
-    let mut start = None;
-    loop {
-        let mut scan = dynamodb
-            .scan()
-            .table_name(table)
-            .filter_expression("kind = :invoice AND #status IN (:o0, :o1, :o2, :o3)")
-            .expression_attribute_names("#status", "status")
-            .expression_attribute_values(":invoice", AttributeValue::S("invoice".into()))
-            .set_exclusive_start_key(start);
-        for (i, open) in InvoiceStatus::OPEN.iter().enumerate() {
-            scan = scan.expression_attribute_values(
-                format!(":o{i}"),
-                AttributeValue::S(open.as_str().into()),
-            );
-        }
-        let page = scan.send().await.map_err(|e| {
-            format!(
-                "DynamoDB Scan: {}",
-                aws_sdk_dynamodb::error::DisplayErrorContext(e)
-            )
-        })?;
-        for item in page.items.unwrap_or_default() {
-            let text = |k: &str| {
-                item.get(k)
-                    .and_then(|v| v.as_s().ok())
-                    .cloned()
-                    .unwrap_or_default()
-            };
-            out.push((text("pk"), text("order_id")));
-        }
-        start = page.last_evaluated_key;
-        if start.is_none() {
-            return Ok(out);
-        }
-    }
 }

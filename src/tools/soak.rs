@@ -7,7 +7,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use futures::StreamExt;
 use serde_json::json;
 
@@ -15,6 +14,7 @@ use crate::adapters::dynamodb::{DynamoLedger, DynamoResources, balance_key};
 use crate::adapters::faults::{Faults, Faulty};
 use crate::adapters::sqs::SqsQueue;
 use crate::domain::fulfil::{Fulfil, fulfilment_key};
+use crate::domain::handoff::{Scalar, Snapshot, text};
 use crate::domain::ingest::{Ingest, IngestSettings};
 use crate::domain::signature::{SigningKey, Verifier, WebhookSecret};
 use crate::local::dev::{clients, run_poller, serve_ingest};
@@ -576,29 +576,6 @@ pub async fn run(options: SoakOptions) -> Result<SoakReport, String> {
     Ok(report)
 }
 
-async fn scan_all(
-    dynamodb: &aws_sdk_dynamodb::Client,
-    table: &str,
-) -> Result<Vec<HashMap<String, AttributeValue>>, String> {
-    let mut out = Vec::new();
-    let mut start = None;
-    loop {
-        let page = dynamodb
-            .scan()
-            .table_name(table)
-            .consistent_read(true)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(|e| aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string())?;
-        out.extend(page.items.unwrap_or_default());
-        start = page.last_evaluated_key;
-        if start.is_none() {
-            return Ok(out);
-        }
-    }
-}
-
 fn cents(decimal: &str) -> Option<u64> {
     let (int, frac) = decimal.split_once('.').unwrap_or((decimal, ""));
     let frac = format!("{frac:0<2}");
@@ -617,16 +594,17 @@ async fn verify(
     sandbox_ids: &[String],
     report: &mut SoakReport,
 ) -> Result<(), String> {
-    let s = |i: &HashMap<String, AttributeValue>, k: &str| {
-        i.get(k)
-            .and_then(|v| v.as_s().ok())
-            .cloned()
-            .unwrap_or_default()
-    };
-    let ledger = scan_all(dynamodb, created.table("DeliveriesTable")).await?;
-    let state: HashMap<String, HashMap<String, AttributeValue>> =
-        scan_all(dynamodb, created.table("StateTable"))
-            .await?
+    let s = |i: &Snapshot, k: &str| text(i, k).unwrap_or_default().to_owned();
+    let deliveries = created.table("DeliveriesTable");
+    let ledger = DynamoLedger::new(dynamodb.clone(), deliveries, None)
+        .snapshots()
+        .await
+        .map_err(|e| e.to_string())?;
+    let state: HashMap<String, Snapshot> =
+        DynamoResources::new(dynamodb.clone(), created.table("StateTable"), deliveries)
+            .snapshots()
+            .await
+            .map_err(|e| e.to_string())?
             .into_iter()
             .map(|i| (s(&i, "pk"), i))
             .collect();
@@ -735,9 +713,7 @@ async fn verify(
             }
             Expect::Deposit { payer, net_cents } => {
                 *balances.entry(payer.as_str()).or_default() += net_cents;
-                let credited = item.is_some_and(|i| {
-                    i.get("credited").and_then(|c| c.as_bool().ok()) == Some(&true)
-                });
+                let credited = item.is_some_and(|i| i.get("credited") == Some(&Scalar::Bool(true)));
                 if credited && status == "confirmed" {
                     report.credited += 1;
                 } else {
@@ -762,10 +738,7 @@ async fn verify(
     for (payer, expected) in &balances {
         report.balances_checked += 1;
         let item = state.get(&balance_key(payer, "USDT"));
-        let got = item
-            .and_then(|i| i.get("balance"))
-            .and_then(|b| b.as_n().ok())
-            .and_then(|n| cents(n));
+        let got = item.and_then(|i| text(i, "balance")).and_then(cents);
         if got != Some(*expected) {
             v.push(format!(
                 "{payer}: balance {got:?} cents, expected the exact sum {expected}"

@@ -615,7 +615,6 @@ async fn reconciliation_re_reads_open_invoices_and_applies_a_missing_one_once() 
         reconcile(
             &api,
             &fulfil,
-            &rig.aws.dynamodb,
             (NOW - 3600) as i64,
             (NOW + 3600) as i64,
             apply,

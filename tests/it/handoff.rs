@@ -270,7 +270,8 @@ async fn a_failed_publish_is_retried_then_parked_and_resent_once_with_the_same_k
     );
 
     // The operator re-sends what was committed since then: inv_r2's Order Paid, same key.
-    let since = handoff::since(&rig.aws.dynamodb, &rig.state, NOW_MS, Environment::Live)
+    let resources = DynamoResources::new(rig.aws.dynamodb.clone(), &rig.state, "");
+    let since = handoff::since(&resources, NOW_MS, Environment::Live)
         .await
         .unwrap();
     let missing: Vec<DomainEvent> = since

@@ -186,7 +186,6 @@ async fn reconcile_finds_missing_and_unknown_and_apply_fulfils_the_missing_once(
     let report = reconcile(
         &api,
         &fulfil,
-        &aws.dynamodb,
         (NOW - 3600) as i64,
         (NOW + 3600) as i64,
         false,
@@ -209,7 +208,6 @@ async fn reconcile_finds_missing_and_unknown_and_apply_fulfils_the_missing_once(
     let report = reconcile(
         &api,
         &fulfil,
-        &aws.dynamodb,
         (NOW - 3600) as i64,
         (NOW + 3600) as i64,
         true,
@@ -250,7 +248,6 @@ async fn reconcile_finds_missing_and_unknown_and_apply_fulfils_the_missing_once(
     let report = reconcile(
         &api,
         &fulfil,
-        &aws.dynamodb,
         (NOW - 3600) as i64,
         (NOW + 3600) as i64,
         true,
@@ -284,17 +281,9 @@ async fn reconcile_reports_a_bad_api_secret_instead_of_an_empty_list() {
         .max_retries(0)
         .build()
         .unwrap();
-    let err = reconcile(
-        &api,
-        &fulfil,
-        &aws.dynamodb,
-        0,
-        (NOW + 3600) as i64,
-        false,
-        NOW_MS,
-    )
-    .await
-    .unwrap_err();
+    let err = reconcile(&api, &fulfil, 0, (NOW + 3600) as i64, false, NOW_MS)
+        .await
+        .unwrap_err();
     assert!(err.contains("Paymos API"), "{err}");
     assert_eq!(seen.rejected.load(Ordering::SeqCst), 1);
 }
@@ -435,7 +424,6 @@ async fn an_order_paid_twice_is_a_duplicate_payment_to_refund_never_missing_or_f
         reconcile(
             &api,
             &fulfil,
-            &aws.dynamodb,
             (NOW - 3600) as i64,
             (NOW + 3600) as i64,
             apply,

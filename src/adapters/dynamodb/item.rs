@@ -7,6 +7,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_smithy_runtime_api::client::result::CreateUnhandledError;
 
 use crate::adapters::aws::port_error;
+use crate::domain::handoff::{Scalar, Snapshot};
 use crate::domain::ingest::PortError;
 
 pub(crate) type Item = HashMap<String, AttributeValue>;
@@ -63,5 +64,58 @@ where
             Ok(Conditional::Refused(e.into_service_error()))
         }
         Err(e) => Err(port_error(operation, e)),
+    }
+}
+
+/// An item as the domain reads it: strings, exact numbers and booleans (other types left out).
+/// The one conversion from DynamoDB's attribute values, for the stream, the tools and tests.
+#[must_use]
+pub fn snapshot(item: &Item) -> Snapshot {
+    item.iter()
+        .filter_map(|(k, v)| {
+            let value = match v {
+                AttributeValue::S(s) => Scalar::Text(s.clone()),
+                AttributeValue::N(n) => Scalar::Number(n.clone()),
+                AttributeValue::Bool(b) => Scalar::Bool(*b),
+                _ => return None,
+            };
+            Some((k.clone(), value))
+        })
+        .collect()
+}
+
+/// Every item of `table` that `filter` (an expression and its string values) keeps, read
+/// consistently page by page: for operators' tools and checks, never a hot path.
+pub(crate) async fn scan(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    filter: Option<(&str, &[(&str, &str)])>,
+) -> Result<Vec<Item>, PortError> {
+    let mut out = Vec::new();
+    let mut start = None;
+    loop {
+        let mut request = client
+            .scan()
+            .table_name(table)
+            .consistent_read(true)
+            .set_exclusive_start_key(start);
+        if let Some((expression, values)) = filter {
+            request = request.filter_expression(expression);
+            if expression.contains("#status") {
+                request = request.expression_attribute_names("#status", "status");
+            }
+            for (name, value) in values {
+                request = request.expression_attribute_values(*name, s(*value));
+            }
+        }
+        let page = request
+            .send()
+            .await
+            .map_err(|e| port_error("DynamoDB Scan", e))?;
+        out.extend(page.items.unwrap_or_default());
+        start = page.last_evaluated_key;
+        if start.is_none() {
+            return Ok(out);
+        }
     }
 }

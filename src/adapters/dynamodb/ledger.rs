@@ -24,9 +24,10 @@ use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 
-use super::item::{Conditional, Item, conditional, get_b, get_s, get_u64, n, s};
+use super::item::{Conditional, Item, conditional, get_b, get_s, get_u64, n, s, scan, snapshot};
 use crate::adapters::aws::port_error;
 use crate::domain::envelope::Category;
+use crate::domain::handoff::Snapshot;
 use crate::domain::ingest::{
     Delivery, DeliveryLedger, DeliveryState, ExistingDelivery, PortError, Recorded, TakeOver,
 };
@@ -565,5 +566,45 @@ impl DynamoLedger {
             .await
             .map_err(|e| port_error("DynamoDB UpdateItem", e))?;
         Ok(())
+    }
+}
+
+impl DynamoLedger {
+    /// Every record, as the domain reads items (a consistent scan, for the soak's verdict).
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn snapshots(&self) -> Result<Vec<Snapshot>, PortError> {
+        Ok(scan(&self.client, &self.table, None)
+            .await?
+            .iter()
+            .map(snapshot)
+            .collect())
+    }
+
+    /// A record's processing state and outcome (`None` when there is no record).
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn state_of(
+        &self,
+        event_id: &str,
+    ) -> Result<Option<(DeliveryState, Option<String>)>, PortError> {
+        let item = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("event_id", s(event_id))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| port_error("DynamoDB GetItem", e))?
+            .item;
+        Ok(item.map(|i| {
+            (
+                get_s(&i, "state").map_or(DeliveryState::Received, DeliveryState::parse),
+                get_s(&i, "outcome").map(str::to_owned),
+            )
+        }))
     }
 }

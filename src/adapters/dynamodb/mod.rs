@@ -3,6 +3,8 @@
 //! the only ones that spell `AttributeValue`.
 
 pub(crate) mod item;
+
+pub use item::snapshot;
 mod ledger;
 mod resources;
 

@@ -17,11 +17,12 @@ use aws_sdk_dynamodb::types::{
     Update,
 };
 
-use super::item::{Conditional, Item, conditional, get_s, get_u64, n, s};
+use super::item::{Conditional, Item, conditional, get_s, get_u64, n, s, scan, snapshot};
 use crate::adapters::aws::{kind_of_code, port_error};
 use crate::domain::fulfil::{
     Applied, Change, EffectValue, FulfilmentEffect, OrderRef, PaidInvoice, ResourceStore, Source,
 };
+use crate::domain::handoff::Snapshot;
 use crate::domain::ingest::{PortError, PortErrorKind};
 use crate::domain::outcome::{Found, Mark, Plan, Refusal, Write, Written};
 use crate::domain::status::{Amount, InvoiceStatus, WithdrawalStatus};
@@ -1063,5 +1064,75 @@ impl DynamoResources {
             .map_err(|e| port_error("DynamoDB GetItem", e))?
             .item
             .is_some())
+    }
+
+    /// Every item of the table, as the domain reads items (a consistent scan: the soak's and
+    /// the hand-off's view of everything committed).
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn snapshots(&self) -> Result<Vec<Snapshot>, PortError> {
+        Ok(scan(&self.client, &self.state_table, None)
+            .await?
+            .iter()
+            .map(snapshot)
+            .collect())
+    }
+
+    /// Every fulfilment item, whatever its key (a custom effect may write more than one).
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn fulfilments(&self) -> Result<Vec<Snapshot>, PortError> {
+        let filter = ("kind = :f", &[(":f", "fulfilment")][..]);
+        Ok(scan(&self.client, &self.state_table, Some(filter))
+            .await?
+            .iter()
+            .map(snapshot)
+            .collect())
+    }
+
+    /// The fulfilment items of one invoice, whatever their key: more than one is a defect.
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn fulfilments_of(&self, invoice_id: &str) -> Result<Vec<Snapshot>, PortError> {
+        let filter = (
+            "kind = :f AND invoice_id = :i",
+            &[(":f", "fulfilment"), (":i", invoice_id)][..],
+        );
+        Ok(scan(&self.client, &self.state_table, Some(filter))
+            .await?
+            .iter()
+            .map(snapshot)
+            .collect())
+    }
+
+    /// Invoices whose status is still open, with their order id.
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn open_invoices(&self) -> Result<Vec<(String, Option<String>)>, PortError> {
+        let [o0, o1, o2, o3] = InvoiceStatus::OPEN.map(InvoiceStatus::as_str);
+        let filter = (
+            "kind = :invoice AND #status IN (:o0, :o1, :o2, :o3)",
+            &[
+                (":invoice", "invoice"),
+                (":o0", o0),
+                (":o1", o1),
+                (":o2", o2),
+                (":o3", o3),
+            ][..],
+        );
+        Ok(scan(&self.client, &self.state_table, Some(filter))
+            .await?
+            .iter()
+            .map(|i| {
+                (
+                    get_s(i, "pk").unwrap_or_default().to_owned(),
+                    get_s(i, "order_id").map(str::to_owned),
+                )
+            })
+            .collect())
     }
 }

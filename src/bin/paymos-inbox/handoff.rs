@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use paymos_inbox::adapters::dynamodb::DynamoResources;
 use paymos_inbox::adapters::events::{EventBridgePublisher, QueuePublisher, envelope};
 use paymos_inbox::domain::handoff::DomainEvent;
 use paymos_inbox::domain::signature::Environment;
@@ -92,7 +93,12 @@ async fn committed_since(
     let env = environment(environment_name)?;
     let stack = stack.resolve().await?;
     let table = Stack::need(&stack.state, "state-table")?.to_owned();
-    let events = handoff::since(&stack.dynamodb, &table, since_ms, env)
+    let resources = DynamoResources::new(
+        stack.dynamodb.clone(),
+        table,
+        stack.deliveries.clone().unwrap_or_default(),
+    );
+    let events = handoff::since(&resources, since_ms, env)
         .await
         .map_err(|e| e.to_string())?;
     Ok((stack, events))

@@ -445,15 +445,7 @@ pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
     };
     let report = match with_progress(
         "reconciling",
-        paymos_inbox::tools::reconcile::reconcile(
-            &api,
-            &fulfil,
-            &stack.dynamodb,
-            from,
-            to,
-            args.apply,
-            now_ms(),
-        ),
+        paymos_inbox::tools::reconcile::reconcile(&api, &fulfil, from, to, args.apply, now_ms()),
     )
     .await
     {

@@ -18,13 +18,12 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
-use crate::adapters::dynamodb::{DynamoLedger, DynamoResources};
-use crate::adapters::sqs::SqsQueue;
 use crate::domain::fulfil::Fulfil;
 use crate::domain::ingest::{Ingest, IngestSettings};
 use crate::domain::signature::{SigningKey, Verifier};
 use crate::lambda::{ingest::respond, now_ms};
 use crate::local::emulators::{self, Emulator};
+use crate::local::pipeline::Pipeline;
 use crate::local::poller::poll_once;
 use crate::local::template::{self, Created};
 
@@ -174,20 +173,12 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
     let (dynamodb, sqs) = clients(&dynamodb_endpoint, &sqs_endpoint).await;
     let created: Created = template::create_all(&dynamodb, &sqs, &options.prefix).await?;
 
-    let ingest = Arc::new(Ingest::new(
+    let pipeline = Pipeline::on(&created, &dynamodb, &sqs);
+    let ingest = Arc::new(pipeline.ingest(
         Verifier::new(options.keys.clone(), options.tolerance_secs),
-        DynamoLedger::new(dynamodb.clone(), created.table("DeliveriesTable"), None),
-        SqsQueue::new(sqs.clone(), created.queue("WorkQueue")),
         IngestSettings::default(),
     ));
-    let fulfil = Arc::new(
-        Fulfil::new(DynamoResources::new(
-            dynamodb.clone(),
-            created.table("StateTable"),
-            created.table("DeliveriesTable"),
-        ))
-        .for_environment(options.environment),
-    );
+    let fulfil = Arc::new(pipeline.fulfil().for_environment(options.environment));
 
     let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], options.port)))
         .await

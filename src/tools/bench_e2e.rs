@@ -19,6 +19,7 @@ use crate::domain::fulfil::Fulfil;
 use crate::domain::ingest::{Inbound, Ingest, IngestSettings};
 use crate::domain::signature::{SigningKey, Verifier, WebhookSecret, signature_header};
 use crate::local::dev::{clients, run_poller, serve_ingest};
+use crate::local::pipeline::Pipeline;
 use crate::local::template;
 use crate::tools::send::{SENDER_TIMEOUT, post};
 
@@ -124,17 +125,12 @@ pub async fn run(options: E2eOptions) -> Result<E2eReport, String> {
 
     // 1. Through the pipeline.
     let created = template::create_all(&dynamodb, &sqs, &format!("bench-{run_id}")).await?;
-    let ingest = Arc::new(Ingest::new(
+    let pipeline = Pipeline::on(&created, &dynamodb, &sqs);
+    let ingest = Arc::new(pipeline.ingest(
         Verifier::new(vec![SigningKey::new("live", &secret)], 300),
-        DynamoLedger::new(dynamodb.clone(), created.table("DeliveriesTable"), None),
-        SqsQueue::new(sqs.clone(), created.queue("WorkQueue")),
         IngestSettings::default(),
     ));
-    let fulfil = Arc::new(Fulfil::new(DynamoResources::new(
-        dynamodb.clone(),
-        created.table("StateTable"),
-        created.table("DeliveriesTable"),
-    )));
+    let fulfil = Arc::new(pipeline.fulfil());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| e.to_string())?;

@@ -12,12 +12,12 @@ use serde_json::json;
 
 use crate::adapters::dynamodb::{DynamoLedger, DynamoResources, balance_key};
 use crate::adapters::faults::{Faults, Faulty};
-use crate::adapters::sqs::SqsQueue;
 use crate::domain::fulfil::{Fulfil, fulfilment_key};
 use crate::domain::handoff::{Scalar, Snapshot, text};
 use crate::domain::ingest::{Ingest, IngestSettings};
 use crate::domain::signature::{SigningKey, Verifier, WebhookSecret};
 use crate::local::dev::{clients, run_poller, serve_ingest};
+use crate::local::pipeline::Pipeline;
 use crate::local::redrive::redrive;
 use crate::local::template;
 use crate::tools::send::{SENDER_TIMEOUT, post};
@@ -363,7 +363,8 @@ pub async fn run(options: SoakOptions) -> Result<SoakReport, String> {
         options.crash_rate,
         options.seed ^ 0x9e37_79b9_7f4a_7c15,
     );
-    let ledger = DynamoLedger::new(dynamodb.clone(), created.table("DeliveriesTable"), None);
+    let pipeline = Pipeline::on(&created, &dynamodb, &sqs);
+    let ledger = pipeline.ledger.clone();
     let ingest = Arc::new(Ingest::new(
         Verifier::new(
             vec![
@@ -373,18 +374,16 @@ pub async fn run(options: SoakOptions) -> Result<SoakReport, String> {
             300,
         ),
         Faulty::new(ledger.clone(), faults.clone()),
-        Faulty::new(SqsQueue::new(sqs.clone(), &queue), faults.clone()),
+        Faulty::new(pipeline.queue.clone(), faults.clone()),
         IngestSettings {
             lease_secs: 1,
             ..IngestSettings::default()
         },
     ));
-    let state = DynamoResources::new(
-        dynamodb.clone(),
-        created.table("StateTable"),
-        created.table("DeliveriesTable"),
-    );
-    let fulfil = Arc::new(Fulfil::new(Faulty::new(state, faults.clone())));
+    let fulfil = Arc::new(Fulfil::new(Faulty::new(
+        pipeline.resources.clone(),
+        faults.clone(),
+    )));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| e.to_string())?;
@@ -521,7 +520,7 @@ pub async fn run(options: SoakOptions) -> Result<SoakReport, String> {
     faults.set_enabled(false);
     let redriven = std::cell::Cell::new(0);
     let swept = std::cell::Cell::new(0);
-    let sweep_queue = SqsQueue::new(sqs.clone(), &queue);
+    let sweep_queue = pipeline.queue.clone();
     ledger
         .wait_until_processed(Duration::from_secs(180), || async {
             let moved = redrive(&sqs, &dlq, &queue, 10_000)

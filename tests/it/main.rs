@@ -10,6 +10,7 @@ mod binaries;
 mod check;
 mod cli;
 mod contract;
+mod cost;
 mod edges;
 mod events;
 mod exceptions;

@@ -1,9 +1,11 @@
 //! Small helpers to read and write DynamoDB attribute maps without ceremony.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::types::{AttributeValue, ConsumedCapacity};
 use aws_smithy_runtime_api::client::result::CreateUnhandledError;
 
 use crate::adapters::aws::port_error;
@@ -117,5 +119,46 @@ pub(crate) async fn scan(
         if start.is_none() {
             return Ok(out);
         }
+    }
+}
+
+/// What an adapter's committed writes cost, shared by its clones: the write capacity units
+/// DynamoDB reported (`ReturnConsumedCapacity`) and the items written inside transactions.
+/// The README's cost table is built from these. DynamoDB reports nothing for a refused write or
+/// a cancelled transaction (AWS bills them like the writes they would have been), and DynamoDB
+/// Local reports 2 units per table for any transaction, whatever its items, where AWS bills 2
+/// per item and KB: so transactions are counted by their items too.
+#[derive(Debug, Clone, Default)]
+pub struct WriteUnits(Arc<[AtomicU64; 2]>);
+
+impl WriteUnits {
+    /// Adds the units of one response.
+    pub(crate) fn add<'c>(&self, consumed: impl IntoIterator<Item = &'c ConsumedCapacity>) {
+        let units: f64 = consumed
+            .into_iter()
+            .filter_map(ConsumedCapacity::capacity_units)
+            .sum();
+        // Kept in thousandths: DynamoDB reports whole or half units.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        self.0[0].fetch_add((units * 1000.0).round() as u64, Ordering::Relaxed);
+    }
+
+    /// Counts the items of one committed transaction.
+    pub(crate) fn add_transaction_items(&self, items: usize) {
+        self.0[1].fetch_add(items as u64, Ordering::Relaxed);
+    }
+
+    /// Units DynamoDB reported so far.
+    #[must_use]
+    pub fn reported(&self) -> f64 {
+        #[allow(clippy::cast_precision_loss)]
+        let milli = self.0[0].load(Ordering::Relaxed) as f64;
+        milli / 1000.0
+    }
+
+    /// Items written inside committed transactions so far.
+    #[must_use]
+    pub fn transaction_items(&self) -> u64 {
+        self.0[1].load(Ordering::Relaxed)
     }
 }

@@ -22,9 +22,13 @@
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure,
+};
 
-use super::item::{Conditional, Item, conditional, get_b, get_s, get_u64, n, s, scan, snapshot};
+use super::item::{
+    Conditional, Item, WriteUnits, conditional, get_b, get_s, get_u64, n, s, scan, snapshot,
+};
 use crate::adapters::aws::port_error;
 use crate::domain::envelope::Category;
 use crate::domain::handoff::Snapshot;
@@ -83,6 +87,7 @@ pub struct DynamoLedger {
     client: Client,
     table: String,
     retention_secs: Option<u64>,
+    units: WriteUnits,
 }
 
 impl DynamoLedger {
@@ -93,7 +98,14 @@ impl DynamoLedger {
             client,
             table: table.into(),
             retention_secs: retention_days.map(|d| d * 86_400),
+            units: WriteUnits::default(),
         }
+    }
+
+    /// The write units DynamoDB reported for this ledger's committed writes so far.
+    #[must_use]
+    pub fn write_units(&self) -> &WriteUnits {
+        &self.units
     }
 
     /// The table name.
@@ -381,10 +393,14 @@ impl DeliveryLedger for DynamoLedger {
             .set_item(Some(self.item_of(delivery, lease_until_ms)))
             .condition_expression("attribute_not_exists(event_id)")
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await;
         match conditional(result, "DynamoDB PutItem")? {
-            Conditional::Done(_) => Ok(Recorded::New),
+            Conditional::Done(out) => {
+                self.units.add(out.consumed_capacity());
+                Ok(Recorded::New)
+            }
             Conditional::Refused(PutItemError::ConditionalCheckFailedException(c)) => c
                 .item
                 .as_ref()

@@ -4,7 +4,7 @@
 
 pub(crate) mod item;
 
-pub use item::snapshot;
+pub use item::{WriteUnits, snapshot};
 mod ledger;
 mod resources;
 

@@ -13,11 +13,13 @@
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConditionCheck, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
-    Update,
+    AttributeValue, ConditionCheck, Put, ReturnConsumedCapacity,
+    ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 
-use super::item::{Conditional, Item, conditional, get_s, get_u64, n, s, scan, snapshot};
+use super::item::{
+    Conditional, Item, WriteUnits, conditional, get_s, get_u64, n, s, scan, snapshot,
+};
 use crate::adapters::aws::{kind_of_code, port_error};
 use crate::domain::fulfil::{
     Applied, Change, EffectValue, FulfilmentEffect, OrderRef, PaidInvoice, ResourceStore, Source,
@@ -61,6 +63,7 @@ pub struct DynamoResources {
     client: Client,
     state_table: String,
     ledger_table: String,
+    units: WriteUnits,
 }
 
 /// A transaction under construction: its items and what each one guards.
@@ -99,7 +102,14 @@ impl DynamoResources {
             client,
             state_table: state_table.into(),
             ledger_table: ledger_table.into(),
+            units: WriteUnits::default(),
         }
+    }
+
+    /// The write units DynamoDB reported for this store's committed writes so far.
+    #[must_use]
+    pub fn write_units(&self) -> &WriteUnits {
+        &self.units
     }
 
     /// The state table name.
@@ -213,14 +223,20 @@ impl DynamoResources {
 
     async fn run(&self, tx: Tx) -> Result<TxResult, PortError> {
         const OPERATION: &str = "DynamoDB TransactWriteItems";
+        let items = tx.items.len();
         let result = self
             .client
             .transact_write_items()
             .set_transact_items(Some(tx.items))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await;
         let cancelled = match result {
-            Ok(_) => return Ok(TxResult::Committed),
+            Ok(out) => {
+                self.units.add(out.consumed_capacity());
+                self.units.add_transaction_items(items);
+                return Ok(TxResult::Committed);
+            }
             Err(e) => match e.as_service_error() {
                 Some(TransactWriteItemsError::TransactionCanceledException(c)) => {
                     c.cancellation_reasons.clone().unwrap_or_default()
@@ -286,10 +302,14 @@ impl DynamoResources {
             .set_condition_expression(mark.condition_expression().map(str::to_owned))
             .set_expression_attribute_names(mark.expression_attribute_names().cloned())
             .set_expression_attribute_values(mark.expression_attribute_values().cloned())
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await;
         match conditional(result, "DynamoDB UpdateItem")? {
-            Conditional::Done(_) => Ok(Written::Committed),
+            Conditional::Done(out) => {
+                self.units.add(out.consumed_capacity());
+                Ok(Written::Committed)
+            }
             Conditional::Refused(_) => Ok(Written::AlreadyProcessed),
         }
     }

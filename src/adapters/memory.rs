@@ -4,13 +4,16 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::domain::effect::{EffectValue, EffectWrite, FulfilmentEffect, PaidInvoice};
+use crate::domain::effect::{
+    EffectValue, EffectWrite, FulfilmentEffect, PaidInvoice, fulfilment_key,
+};
 use crate::domain::fulfil::{Applied, Change, OrderRef, ResourceStore, Source};
 use crate::domain::ingest::{
     Delivery, DeliveryLedger, DeliveryState, ExistingDelivery, PortError, Recorded, TakeOver,
     WorkQueue,
 };
 use crate::domain::outcome::{Found, Mark, Plan, Refusal, Write, Written};
+use crate::domain::release::{InvoiceSeen, Release, ReleaseStore, Waiting};
 use crate::domain::status::{
     Amount, DepositSeen, DepositStatus, InvoiceStatus, WithdrawalStatus, deposit_accepts,
     invoice_accepts, withdrawal_accepts,
@@ -248,6 +251,8 @@ pub struct InvoiceRecord {
     pub refunded_at: Option<u64>,
     /// The delivery or actor that moved it last.
     pub last_event_id: Option<String>,
+    /// Released by a person (`released_by`).
+    pub released_by: Option<String>,
 }
 
 /// A deposit as [`MemoryResources`] holds it.
@@ -600,5 +605,104 @@ impl ResourceStore for MemoryResources {
         now_ms: u64,
     ) -> Result<Written, PortError> {
         Ok(self.lock().write(source, change, plan, effect, now_ms))
+    }
+}
+
+impl ReleaseStore for MemoryResources {
+    async fn invoice_seen(
+        &self,
+        invoice_id: &str,
+    ) -> Result<(Option<InvoiceSeen>, bool), PortError> {
+        let inner = self.lock();
+        let fulfilled = inner.effects.contains_key(&fulfilment_key(invoice_id));
+        let seen = inner.invoices.get(invoice_id).map(|r| InvoiceSeen {
+            status: r.status.map(|(s, _)| s),
+            held: r.held,
+            paid_late: r.paid_late_at.is_some(),
+            duplicate_of: r.duplicate_of.clone(),
+            refunded: r.refunded_at.is_some(),
+            order: OrderRef {
+                external_id: r.order_id.clone(),
+                amount: None,
+                currency: None,
+            },
+        });
+        Ok((seen, fulfilled))
+    }
+
+    async fn write_release(
+        &self,
+        release: &Release<'_>,
+        effect: &dyn FulfilmentEffect,
+        now_ms: u64,
+    ) -> Result<Written, PortError> {
+        let mut inner = self.lock();
+        inner.writes += 1;
+        let current = inner.invoices.get(release.invoice_id);
+        let waits = match (release.waiting, current) {
+            (Waiting::Unrecorded, None) => true,
+            (_, None) | (Waiting::Unrecorded, Some(_)) => false,
+            (waiting, Some(r)) => {
+                let status = r.status.map(|(s, _)| s);
+                let still = r.released_by.is_none() && r.refunded_at.is_none();
+                still
+                    && match waiting {
+                        Waiting::Open(st) => status == Some(st),
+                        Waiting::Held(st) => status == Some(st) && r.held,
+                        Waiting::PaidLate(st) => status == Some(st) && r.paid_late_at.is_some(),
+                        Waiting::Unrecorded => false,
+                    }
+            }
+        };
+        if !waits {
+            let found = current
+                .and_then(|r| r.status)
+                .map_or(Found::Nothing, |(s, _)| Found::Invoice(s));
+            return Ok(Written::Refused(Refusal::Resource(found)));
+        }
+        let paid = PaidInvoice {
+            invoice_id: release.invoice_id,
+            status: release.waiting.paid_status(),
+            order: release.order,
+            source: release.source,
+            at_ms: now_ms,
+        };
+        let writes = effect.writes(&paid);
+        // No amount guard: a person decided.
+        if writes.iter().any(|w| inner.effects.contains_key(&w.key)) {
+            return Ok(Written::Refused(Refusal::Fulfilled));
+        }
+        if let Some(winner) = release
+            .order
+            .external_id
+            .as_ref()
+            .and_then(|o| inner.order_claims.get(o))
+        {
+            return Ok(Written::Refused(Refusal::OrderClaimed {
+                invoice_id: winner.clone(),
+            }));
+        }
+        let record = inner
+            .invoices
+            .entry(release.invoice_id.to_owned())
+            .or_default();
+        if release.waiting.becomes_paid() {
+            record.status = Some((InvoiceStatus::Paid, now_ms / 1000));
+        }
+        if release.order.external_id.is_some() {
+            record.order_id.clone_from(&release.order.external_id);
+        }
+        record.held = false;
+        record.released_by = Some(release.source.id());
+        record.last_event_id = Some(release.source.id());
+        for w in writes {
+            inner.effects.insert(w.key, w.attributes);
+        }
+        if let Some(order) = &release.order.external_id {
+            inner
+                .order_claims
+                .insert(order.clone(), release.invoice_id.to_owned());
+        }
+        Ok(Written::Committed)
     }
 }

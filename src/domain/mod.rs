@@ -8,6 +8,7 @@ pub mod fulfil;
 pub mod handoff;
 pub mod ingest;
 pub mod outcome;
+pub mod release;
 pub mod signature;
 pub mod status;
 pub mod sweep;

@@ -5,3 +5,4 @@
 
 mod fulfil;
 mod ingest;
+mod release;

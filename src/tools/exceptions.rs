@@ -2,11 +2,12 @@
 //! since when and what to do; `release` fulfils a held, late or unconfirmed invoice on a
 //! person's word; `recheck` runs the reverse check again for unconfirmed deliveries.
 
-use crate::adapters::dynamodb::{DynamoLedger, DynamoResources, ReleaseError};
+use crate::adapters::dynamodb::{DynamoLedger, DynamoResources};
 use crate::domain::confirm::{PaidClaim, PaymentConfirmation, Verdict, verdict};
 use crate::domain::envelope::Envelope;
 use crate::domain::fulfil::{Change, OrderRef, RecordFulfilment, Source, change_of, settle};
 use crate::domain::ingest::PortError;
+use crate::domain::release::{ReleaseError, release as release_invoice};
 use crate::domain::status::Amount;
 
 /// The outcomes of a delivery that need a person.
@@ -179,7 +180,7 @@ fn order_of(body: &[u8]) -> OrderRef {
     }
 }
 
-/// Releases `invoice_id` (see [`DynamoResources::release`]); unconfirmed deliveries for it are
+/// Releases `invoice_id` (see [`crate::domain::release::release`]); unconfirmed deliveries for it are
 /// marked resolved.
 ///
 /// # Errors
@@ -203,16 +204,16 @@ pub async fn release(
         },
         |r| order_of(&r.delivery.body),
     );
-    let applied = state
-        .release(
-            invoice_id,
-            &fallback,
-            actor,
-            reason,
-            &RecordFulfilment,
-            now_ms,
-        )
-        .await?;
+    let applied = release_invoice(
+        state,
+        invoice_id,
+        &fallback,
+        actor,
+        reason,
+        &RecordFulfilment,
+        now_ms,
+    )
+    .await?;
     for record in &waiting {
         ledger
             .mark_resolved(

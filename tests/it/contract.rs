@@ -175,3 +175,109 @@ async fn dynamodb_and_the_domains_rules_agree_on_every_transition() {
         assert!(seen.contains(outcome), "{outcome} not covered: {seen:?}");
     }
 }
+
+#[tokio::test]
+async fn releases_agree_on_dynamodb_and_in_memory() {
+    use paymos_inbox::domain::release::release;
+    let aws = Aws::new();
+    let state = aws.state_table().await;
+    let ledger = aws.deliveries_table().await;
+    let dynamo = DynamoResources::new(aws.dynamodb.clone(), &state, &ledger);
+    let memory = MemoryResources::new();
+    let run = unique("r");
+    let order = format!("held_{run}");
+    let eleven = Amount::parse("11").unwrap();
+    dynamo.register_order(&order, &eleven, "USD").await.unwrap();
+    memory.register_order(&order, &eleven, "USD");
+    let id = |s: &str| format!("{s}_{run}");
+    // (history, the invoice to release)
+    let cases = [
+        (
+            vec![invoice(
+                &id("inv_h"),
+                &order,
+                InvoiceStatus::Paid,
+                10,
+                "10.50",
+            )],
+            id("inv_h"),
+        ),
+        (
+            vec![
+                invoice(&id("inv_l"), &id("o_l"), InvoiceStatus::Expired, 9, "10.50"),
+                invoice(&id("inv_l"), &id("o_l"), InvoiceStatus::Paid, 10, "10.50"),
+            ],
+            id("inv_l"),
+        ),
+        (
+            vec![
+                invoice(&id("inv_d1"), &id("o_d"), InvoiceStatus::Paid, 10, "10.50"),
+                invoice(&id("inv_d2"), &id("o_d"), InvoiceStatus::Paid, 11, "10.50"),
+            ],
+            id("inv_d2"),
+        ),
+        (
+            vec![invoice(
+                &id("inv_c"),
+                &id("o_c"),
+                InvoiceStatus::Cancelled,
+                10,
+                "10.50",
+            )],
+            id("inv_c"),
+        ),
+        (
+            vec![invoice(
+                &id("inv_o"),
+                &id("o_o"),
+                InvoiceStatus::Confirming,
+                10,
+                "10.50",
+            )],
+            id("inv_o"),
+        ),
+        (
+            vec![invoice(
+                &id("inv_p"),
+                &id("o_p"),
+                InvoiceStatus::Paid,
+                10,
+                "10.50",
+            )],
+            id("inv_p"),
+        ),
+        (Vec::new(), id("inv_u")),
+    ];
+    let fallback = OrderRef {
+        external_id: Some(id("o_u")),
+        amount: None,
+        currency: None,
+    };
+    for (n, (history, invoice_id)) in cases.iter().enumerate() {
+        outcomes(&dynamo, 1000 + n, history).await;
+        outcomes(&memory, 1000 + n, history).await;
+        for actor in ["a", "b"] {
+            let on_dynamo = release(
+                &dynamo,
+                invoice_id,
+                &fallback,
+                actor,
+                None,
+                &RecordFulfilment,
+                NOW_MS,
+            )
+            .await;
+            let on_memory = release(
+                &memory,
+                invoice_id,
+                &fallback,
+                actor,
+                None,
+                &RecordFulfilment,
+                NOW_MS,
+            )
+            .await;
+            assert_eq!(on_dynamo, on_memory, "{invoice_id} by {actor}");
+        }
+    }
+}

@@ -12,6 +12,5 @@ pub use ledger::{
     DynamoLedger, LedgerSchema, OutcomeRecord, PendingDelivery, decode_body, encode_body, item_size,
 };
 pub use resources::{
-    DynamoResources, InvoiceUnderReview, ReleaseError, ResourceSchema, balance_key, order_key,
-    order_paid_key,
+    DynamoResources, InvoiceUnderReview, ResourceSchema, balance_key, order_key, order_paid_key,
 };

@@ -27,6 +27,7 @@ use crate::domain::fulfil::{
 use crate::domain::handoff::Snapshot;
 use crate::domain::ingest::{PortError, PortErrorKind};
 use crate::domain::outcome::{Found, Mark, Plan, Refusal, Write, Written};
+use crate::domain::release::{InvoiceSeen, Release, ReleaseStore, Waiting};
 use crate::domain::status::{Amount, InvoiceStatus, WithdrawalStatus};
 
 /// Names the code relies on; `template.yaml` must create the table with the same.
@@ -822,17 +823,6 @@ impl ResourceStore for DynamoResources {
     }
 }
 
-/// Why `release` did not fulfil an invoice.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ReleaseError {
-    /// Nothing there to release (named in words an operator acts on).
-    #[error("{0}")]
-    NotReleasable(String),
-    /// DynamoDB failed.
-    #[error(transparent)]
-    Port(#[from] PortError),
-}
-
 /// An invoice waiting for a person, as the state table holds it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct InvoiceUnderReview {
@@ -857,174 +847,6 @@ pub struct InvoiceUnderReview {
 }
 
 impl DynamoResources {
-    /// Fulfils a held, late-paid or unconfirmed invoice on a person's word, through the same
-    /// conditional writes as a webhook: the fulfilment item only if absent, the order's claim
-    /// only if absent, and the invoice only as it was read (so a racing webhook, a second
-    /// release or a refund changes the outcome to `already_final`, never a second fulfilment).
-    /// Leaves `released_by`, `released_at` and `release_reason` on the invoice.
-    ///
-    /// # Errors
-    /// [`ReleaseError::NotReleasable`] for an invoice that is not waiting for a release (never
-    /// paid, a duplicate payment to refund, or its order fulfilled by another invoice).
-    pub async fn release(
-        &self,
-        invoice_id: &str,
-        fallback_order: &OrderRef,
-        actor: &str,
-        reason: Option<&str>,
-        effect: &dyn FulfilmentEffect,
-        now_ms: u64,
-    ) -> Result<Applied, ReleaseError> {
-        let read = |key: String| {
-            self.client
-                .get_item()
-                .table_name(&self.state_table)
-                .key("pk", s(key))
-                .consistent_read(true)
-                .send()
-        };
-        let port = |e| port_error("DynamoDB GetItem", e);
-        if read(crate::domain::fulfil::fulfilment_key(invoice_id))
-            .await
-            .map_err(port)?
-            .item
-            .is_some()
-        {
-            return Ok(Applied::AlreadyFinal);
-        }
-        let item = read(invoice_id.to_owned()).await.map_err(port)?.item;
-        let status = item
-            .as_ref()
-            .and_then(|i| get_s(i, "status"))
-            .and_then(InvoiceStatus::parse);
-        let flag = |name: &str| item.as_ref().is_some_and(|i| i.contains_key(name));
-        if let Some(other) = item.as_ref().and_then(|i| get_s(i, "duplicate_of")) {
-            return Err(ReleaseError::NotReleasable(format!(
-                "{invoice_id} is a second payment for an order {other} fulfilled: refund it, do not release it"
-            )));
-        }
-        // What it was waiting for, and the condition that it still is.
-        let (condition, becomes_paid) = match status {
-            None => ("attribute_not_exists(pk)", true),
-            Some(st) if !st.is_final() => (
-                "#status = :seen AND attribute_not_exists(released_at)",
-                true,
-            ),
-            Some(st)
-                if st.fulfils()
-                    && item
-                        .as_ref()
-                        .and_then(|i| i.get("held"))
-                        .and_then(|v| v.as_bool().ok())
-                        == Some(&true) =>
-            {
-                (
-                    "#status = :seen AND held = :true AND attribute_not_exists(released_at)",
-                    false,
-                )
-            }
-            Some(_) if flag("paid_late_at") => (
-                "#status = :seen AND attribute_exists(paid_late_at) AND attribute_not_exists(released_at)",
-                false,
-            ),
-            Some(st) if st.fulfils() => return Ok(Applied::AlreadyFinal),
-            Some(st) => {
-                return Err(ReleaseError::NotReleasable(format!(
-                    "{invoice_id} closed {st} and was never paid: nothing to release"
-                )));
-            }
-        };
-        let text = |name: &str| {
-            item.as_ref()
-                .and_then(|i| get_s(i, name))
-                .map(str::to_owned)
-        };
-        let order = OrderRef {
-            external_id: text("order_id").or_else(|| fallback_order.external_id.clone()),
-            amount: item
-                .as_ref()
-                .and_then(|i| i.get("amount"))
-                .and_then(|v| v.as_n().ok())
-                .and_then(|a| Amount::parse(a))
-                .or_else(|| fallback_order.amount.clone()),
-            currency: text("currency").or_else(|| fallback_order.currency.clone()),
-        };
-        let source = Source::Manual {
-            actor: actor.to_owned(),
-        };
-        let mut expr = String::from(
-            "SET kind = :kind, released_at = :now, released_by = :by, release_reason = :reason, last_event_id = :by, updated_at = :now",
-        );
-        let mut update = self
-            .update(invoice_id, "", condition)
-            .expression_attribute_values(":kind", s("invoice"))
-            .expression_attribute_values(":now", n(now_ms))
-            .expression_attribute_values(":by", s(source.id()))
-            .expression_attribute_values(":reason", s(reason.unwrap_or("released by hand")));
-        if condition.contains(":true") {
-            update = update.expression_attribute_values(":true", AttributeValue::Bool(true));
-        }
-        if let Some(st) = status {
-            update = update
-                .expression_attribute_names("#status", "status")
-                .expression_attribute_values(":seen", s(st.as_str()));
-        }
-        if becomes_paid {
-            expr.push_str(", #status = :paid, status_at = :at, status_rank = :rank");
-            update = update
-                .expression_attribute_names("#status", "status")
-                .expression_attribute_values(":paid", s(InvoiceStatus::Paid.as_str()))
-                .expression_attribute_values(":at", n(now_ms / 1000))
-                .expression_attribute_values(":rank", n(InvoiceStatus::Paid.rank()));
-        }
-        if let Some(v) = &order.external_id {
-            expr.push_str(", order_id = :order_id");
-            update = update.expression_attribute_values(":order_id", s(v));
-        }
-        expr.push_str(" REMOVE held");
-        let update = update
-            .update_expression(expr)
-            .build()
-            .expect("release update is complete");
-        let mut items = vec![(
-            Role::Resource,
-            TransactWriteItem::builder().update(update).build(),
-        )];
-        let paid = PaidInvoice {
-            invoice_id,
-            status: status
-                .filter(|s| s.fulfils())
-                .unwrap_or(InvoiceStatus::Paid),
-            order: &order,
-            source: &source,
-            at_ms: now_ms,
-        };
-        items.extend(self.fulfilment_writes(effect, &paid));
-        match self
-            .run(self.tx(&source, Applied::Fulfilled, now_ms, items))
-            .await?
-        {
-            TxResult::Committed => {
-                tracing::warn!(
-                    invoice_id,
-                    actor,
-                    reason,
-                    "invoice released by hand: fulfilled"
-                );
-                Ok(Applied::Fulfilled)
-            }
-            TxResult::Refused(Role::OrderClaim, old) => Err(ReleaseError::NotReleasable(format!(
-                "order {} was already fulfilled by {}: this payment is a duplicate; refund it",
-                order.external_id.as_deref().unwrap_or("?"),
-                old.as_ref()
-                    .and_then(|i| get_s(i, "invoice_id"))
-                    .unwrap_or("another invoice")
-            ))),
-            // A webhook, a reconciliation or another release got there first.
-            TxResult::Refused(..) => Ok(Applied::AlreadyFinal),
-        }
-    }
-
     /// Invoices waiting for a person: held, paid late or paid twice, not released or refunded.
     ///
     /// # Errors
@@ -1154,5 +976,138 @@ impl DynamoResources {
                 )
             })
             .collect())
+    }
+}
+
+impl ReleaseStore for DynamoResources {
+    async fn invoice_seen(
+        &self,
+        invoice_id: &str,
+    ) -> Result<(Option<InvoiceSeen>, bool), PortError> {
+        let fulfilled = self.is_fulfilled(invoice_id).await?;
+        let item = self
+            .client
+            .get_item()
+            .table_name(&self.state_table)
+            .key("pk", s(invoice_id))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| port_error("DynamoDB GetItem", e))?
+            .item;
+        let seen = item.map(|i| {
+            let text = |name: &str| get_s(&i, name).map(str::to_owned);
+            InvoiceSeen {
+                status: get_s(&i, "status").and_then(InvoiceStatus::parse),
+                held: i.get("held").and_then(|v| v.as_bool().ok()) == Some(&true),
+                paid_late: i.contains_key("paid_late_at"),
+                duplicate_of: text("duplicate_of"),
+                refunded: i.contains_key("refunded_at"),
+                order: OrderRef {
+                    external_id: text("order_id"),
+                    amount: i
+                        .get("amount")
+                        .and_then(|v| v.as_n().ok())
+                        .and_then(|a| Amount::parse(a)),
+                    currency: text("currency"),
+                },
+            }
+        });
+        Ok((seen, fulfilled))
+    }
+
+    async fn write_release(
+        &self,
+        release: &Release<'_>,
+        effect: &dyn FulfilmentEffect,
+        now_ms: u64,
+    ) -> Result<Written, PortError> {
+        let Release {
+            invoice_id,
+            waiting,
+            order,
+            source,
+            reason,
+        } = *release;
+        // The invoice still waits as it was read, and no refund paid it back meanwhile.
+        let (condition, seen) = match waiting {
+            Waiting::Unrecorded => ("attribute_not_exists(pk)", None),
+            Waiting::Open(st) => (
+                "#status = :seen AND attribute_not_exists(released_at) AND attribute_not_exists(refunded_at)",
+                Some(st),
+            ),
+            Waiting::Held(st) => (
+                "#status = :seen AND held = :true AND attribute_not_exists(released_at) AND attribute_not_exists(refunded_at)",
+                Some(st),
+            ),
+            Waiting::PaidLate(st) => (
+                "#status = :seen AND attribute_exists(paid_late_at) AND attribute_not_exists(released_at) AND attribute_not_exists(refunded_at)",
+                Some(st),
+            ),
+        };
+        let mut expr = String::from(
+            "SET kind = :kind, released_at = :now, released_by = :by, release_reason = :reason, last_event_id = :by, updated_at = :now",
+        );
+        let mut update = self
+            .update(invoice_id, "", condition)
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":kind", s("invoice"))
+            .expression_attribute_values(":now", n(now_ms))
+            .expression_attribute_values(":by", s(source.id()))
+            .expression_attribute_values(":reason", s(reason));
+        if let Waiting::Held(_) = waiting {
+            update = update.expression_attribute_values(":true", AttributeValue::Bool(true));
+        }
+        if let Some(st) = seen {
+            update = update.expression_attribute_values(":seen", s(st.as_str()));
+        }
+        if waiting.becomes_paid() {
+            expr.push_str(", #status = :paid, status_at = :at, status_rank = :rank");
+            update = update
+                .expression_attribute_values(":paid", s(InvoiceStatus::Paid.as_str()))
+                .expression_attribute_values(":at", n(now_ms / 1000))
+                .expression_attribute_values(":rank", n(InvoiceStatus::Paid.rank()));
+        }
+        if let Some(v) = &order.external_id {
+            expr.push_str(", order_id = :order_id");
+            update = update.expression_attribute_values(":order_id", s(v));
+        }
+        expr.push_str(" REMOVE held");
+        let update = update
+            .update_expression(expr)
+            .build()
+            .expect("release update is complete");
+        let mut items = vec![(
+            Role::Resource,
+            TransactWriteItem::builder().update(update).build(),
+        )];
+        let paid = PaidInvoice {
+            invoice_id,
+            status: waiting.paid_status(),
+            order,
+            source,
+            at_ms: now_ms,
+        };
+        items.extend(self.fulfilment_writes(effect, &paid));
+        Ok(
+            match self
+                .run(self.tx(source, Applied::Fulfilled, now_ms, items))
+                .await?
+            {
+                TxResult::Committed => Written::Committed,
+                TxResult::Refused(Role::OrderClaim, old) => {
+                    Written::Refused(Refusal::OrderClaimed {
+                        invoice_id: old
+                            .as_ref()
+                            .and_then(|i| get_s(i, "invoice_id"))
+                            .unwrap_or("another invoice")
+                            .to_owned(),
+                    })
+                }
+                TxResult::Refused(_, old) => {
+                    Written::Refused(Refusal::Resource(found(old.as_ref())))
+                }
+            },
+        )
     }
 }

@@ -4,8 +4,9 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use paymos_inbox::adapters::dynamodb::{DynamoLedger, DynamoResources, ReleaseError};
+use paymos_inbox::adapters::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox::adapters::paymos_api::PaymosApi;
+use paymos_inbox::domain::release::ReleaseError;
 use paymos_inbox::lambda::now_ms;
 use paymos_inbox::tools::exceptions;
 

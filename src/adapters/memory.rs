@@ -256,18 +256,21 @@ pub struct InvoiceRecord {
 }
 
 /// A deposit as [`MemoryResources`] holds it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DepositRecord {
     /// Its status.
     pub status: DepositStatus,
     /// Whether and when it was recorded, for the rule.
     pub seen: DepositSeen,
+    /// The delivery that credited it.
+    pub credited_by: Option<String>,
 }
 
 #[derive(Debug, Default)]
 struct Resources {
     invoices: HashMap<String, InvoiceRecord>,
-    withdrawals: HashMap<String, WithdrawalStatus>,
+    /// Status and the delivery that moved it last.
+    withdrawals: HashMap<String, (WithdrawalStatus, String)>,
     deposits: HashMap<String, DepositRecord>,
     /// Effect items by key (the fulfilment record among them).
     effects: HashMap<String, Vec<(String, EffectValue)>>,
@@ -316,13 +319,13 @@ impl MemoryResources {
     /// The withdrawal's status, if any.
     #[must_use]
     pub fn withdrawal(&self, withdrawal_id: &str) -> Option<WithdrawalStatus> {
-        self.lock().withdrawals.get(withdrawal_id).copied()
+        self.lock().withdrawals.get(withdrawal_id).map(|(s, _)| *s)
     }
 
     /// The deposit, if any.
     #[must_use]
     pub fn deposit(&self, deposit_id: &str) -> Option<DepositRecord> {
-        self.lock().deposits.get(deposit_id).copied()
+        self.lock().deposits.get(deposit_id).cloned()
     }
 
     /// Invoices with a fulfilment record, sorted.
@@ -371,21 +374,35 @@ impl MemoryResources {
     }
 }
 
+/// A refusal by the resource's condition.
+fn resource(found: Found, last_by: Option<&String>) -> Refusal {
+    Refusal::Resource {
+        found,
+        last_by: last_by.cloned(),
+    }
+}
+
 impl Resources {
     /// The invoice's condition, as [`invoice_accepts`] states it.
     fn invoice_refusal(&self, invoice_id: &str, status: InvoiceStatus, at: u64) -> Option<Refusal> {
-        let current = match self.invoices.get(invoice_id) {
+        let record = self.invoices.get(invoice_id);
+        let last_by = record.and_then(|r| r.last_event_id.as_ref());
+        let current = match record {
             None => None,
             Some(InvoiceRecord { status: None, .. }) => {
-                return Some(Refusal::Resource(Found::Nothing));
+                return Some(resource(Found::Nothing, last_by));
             }
             Some(InvoiceRecord {
                 status: Some(current),
                 ..
             }) => Some(*current),
         };
-        (!invoice_accepts(current, status, at))
-            .then(|| Refusal::Resource(current.map_or(Found::Nothing, |(s, _)| Found::Invoice(s))))
+        (!invoice_accepts(current, status, at)).then(|| {
+            resource(
+                current.map_or(Found::Nothing, |(s, _)| Found::Invoice(s)),
+                last_by,
+            )
+        })
     }
 
     /// The fulfilment's conditions, in the order DynamoDB's adapter reports them: the effect's
@@ -434,9 +451,12 @@ impl Resources {
         now_ms: u64,
     ) -> Written {
         self.writes += 1;
-        if let Source::Delivery { event_id } = source
-            && self.processed.contains_key(event_id)
-        {
+        // The processed mark, when the plan writes it: once only, checked first.
+        let mark = match source {
+            Source::Delivery { event_id } if plan.with_mark => Some(event_id),
+            _ => None,
+        };
+        if mark.is_some_and(|event_id| self.processed.contains_key(event_id)) {
             return Written::AlreadyProcessed;
         }
         let refused = match (&plan.write, change) {
@@ -511,10 +531,12 @@ impl Resources {
                     r.paid_late_at.get_or_insert(*occurred_at);
                     None
                 }
-                other => Some(Refusal::Resource(
+                other => Some(resource(
                     other
+                        .as_ref()
                         .and_then(|r| r.status)
                         .map_or(Found::Nothing, |(s, _)| Found::Invoice(s)),
+                    other.as_ref().and_then(|r| r.last_event_id.as_ref()),
                 )),
             },
             (
@@ -527,9 +549,10 @@ impl Resources {
                     ..
                 },
             ) => {
-                let current = self.withdrawals.get(withdrawal_id).copied();
-                if withdrawal_accepts(current, *status) {
-                    self.withdrawals.insert(withdrawal_id.clone(), *status);
+                let current = self.withdrawals.get(withdrawal_id).cloned();
+                if withdrawal_accepts(current.as_ref().map(|(s, _)| *s), *status) {
+                    self.withdrawals
+                        .insert(withdrawal_id.clone(), (*status, source.id()));
                     if let (true, WithdrawalStatus::Completed, Some(invoice)) =
                         (kind == "refund", status, invoice_id)
                     {
@@ -541,8 +564,11 @@ impl Resources {
                     }
                     None
                 } else {
-                    Some(Refusal::Resource(
-                        current.map_or(Found::Nothing, Found::Withdrawal),
+                    Some(resource(
+                        current
+                            .as_ref()
+                            .map_or(Found::Nothing, |(s, _)| Found::Withdrawal(*s)),
+                        current.as_ref().map(|(_, by)| by),
                     ))
                 }
             }
@@ -555,7 +581,8 @@ impl Resources {
                     credit,
                 },
             ) => {
-                let current = self.deposits.get(deposit_id).map(|d| d.seen);
+                let record = self.deposits.get(deposit_id).cloned();
+                let current = record.as_ref().map(|d| d.seen);
                 if deposit_accepts(current, credit.is_some(), *occurred_at) {
                     let credited = credit.is_some();
                     self.deposits.insert(
@@ -566,6 +593,7 @@ impl Resources {
                                 credited,
                                 status_at: *occurred_at,
                             },
+                            credited_by: credited.then(|| source.id()),
                         },
                     );
                     if let Some(credit) = credit {
@@ -576,9 +604,12 @@ impl Resources {
                     }
                     None
                 } else {
-                    Some(Refusal::Resource(Found::Deposit {
-                        credited: current.is_some_and(|c| c.credited),
-                    }))
+                    Some(resource(
+                        Found::Deposit {
+                            credited: current.is_some_and(|c| c.credited),
+                        },
+                        record.as_ref().and_then(|d| d.credited_by.as_ref()),
+                    ))
                 }
             }
             // A plan the rules never make for this change: the mark alone, as DynamoDB's.
@@ -587,7 +618,7 @@ impl Resources {
         if let Some(refusal) = refused {
             return Written::Refused(refusal);
         }
-        if let Source::Delivery { event_id } = source {
+        if let Some(event_id) = mark {
             self.processed
                 .insert(event_id.clone(), (plan.outcome, plan.reason.clone()));
         }
@@ -658,7 +689,8 @@ impl ReleaseStore for MemoryResources {
             let found = current
                 .and_then(|r| r.status)
                 .map_or(Found::Nothing, |(s, _)| Found::Invoice(s));
-            return Ok(Written::Refused(Refusal::Resource(found)));
+            let last_by = current.and_then(|r| r.last_event_id.as_ref());
+            return Ok(Written::Refused(resource(found, last_by)));
         }
         let paid = PaidInvoice {
             invoice_id: release.invoice_id,

@@ -1,8 +1,9 @@
 //! The fulfil use case: turn one recorded delivery into a change of the resource it names, and
-//! apply it at most once. The rules live in [`super::state`]; the store applies a change, the
-//! fulfilment it guards and the ledger's processed mark in ONE transaction, conditional on the
-//! resource's status, so neither a second event nor a second endpoint nor a manual fix can
-//! fulfil an invoice twice.
+//! apply it at most once. The transition rules live in [`super::status`], the outcomes in
+//! [`super::outcome`]; the store writes a paid invoice together with the fulfilment it guards
+//! and the order's claim, conditional on the invoice's status, so neither a second event nor a
+//! second endpoint nor a manual fix can fulfil an invoice twice; the ledger's processed mark
+//! follows.
 
 use std::fmt;
 use std::future::Future;
@@ -251,11 +252,11 @@ impl Source {
 }
 
 /// The resource table with the ledger's processed mark: it writes a [`Plan`] for a change, all
-/// or nothing, and reports what it did. It decides no outcome: [`super::outcome::next`] does.
+/// or nothing, and reports what it did (with, on a refusal, whose write the resource holds). It decides no outcome: [`super::outcome::next`] does.
 pub trait ResourceStore: Send + Sync {
-    /// Writes `plan` for `change` by `source` at `now_ms`, atomically with the ledger's
-    /// processed mark (for a delivery) and, for a paid invoice's [`Write::Change`], with
-    /// `effect`'s writes.
+    /// Writes `plan` for `change` by `source` at `now_ms`, all or nothing: with the ledger's
+    /// processed mark when [`Plan::with_mark`] (for a delivery) and, for a paid invoice's
+    /// [`super::outcome::Write::Change`], with `effect`'s writes.
     fn write(
         &self,
         source: &Source,
@@ -296,7 +297,7 @@ pub async fn settle<S: ResourceStore>(
         let written = store
             .write(source, change, &current, effect, now_ms)
             .await?;
-        match next(change, &current, written) {
+        match next(&source.id(), change, &current, written) {
             Step::Done(applied) => {
                 note(source, change, applied);
                 return Ok(applied);

@@ -4,10 +4,17 @@
 //! outcome on its own, so the in-memory store and DynamoDB give the same answers by
 //! construction, and each rule is stated once.
 //!
-//! A change takes at most three writes: the change itself; then, when the store refused it, the
-//! write that records why (a held or duplicate payment, a payment after the invoice closed);
-//! then, when that is refused too (a racing change made the resource final), the processed mark
-//! alone.
+//! A change takes at most three writes. The change itself, alone: a transaction only where items
+//! must move together (a paid invoice with its fulfilment, the order's claim and guard; a
+//! deposit with the payer's balance), a plain conditional update otherwise. Then the processed
+//! mark, alone. When the store refused the change, the write that records why (a held or
+//! duplicate payment, a payment after the invoice closed) goes with the mark in one
+//! transaction, or the mark goes alone.
+//!
+//! The mark is not in the change's transaction: it costs a unit less per write, and a crash
+//! between the change and the mark is recognised on the next receive, where the store refuses
+//! the change and reports that this very delivery wrote what it holds (`last_by`): the mark is
+//! then written with the planned outcome.
 
 use super::fulfil::{Applied, Change};
 use super::status::{InvoiceStatus, WithdrawalStatus};
@@ -16,11 +23,14 @@ use super::status::{InvoiceStatus, WithdrawalStatus};
 /// that is broken, not busy.
 pub const MAX_WRITES: usize = 3;
 
-/// What to write, atomically with the delivery's processed mark (`outcome`, `reason`).
+/// What to write, atomically with the delivery's processed mark (`outcome`, `reason`)
+/// when `with_mark`, else alone (the mark follows in the next write).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
-    /// The writes beside the mark.
+    /// The writes.
     pub write: Write,
+    /// Whether the delivery's processed mark is written in the same transaction.
+    pub with_mark: bool,
     /// The outcome recorded on the delivery if the store commits.
     pub outcome: Applied,
     /// Why, for outcomes an operator reads (`unusable`, `unconfirmed`, `other_environment`).
@@ -71,7 +81,12 @@ pub enum Written {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     /// The resource's status does not take the change.
-    Resource(Found),
+    Resource {
+        /// What the resource holds.
+        found: Found,
+        /// The delivery (or actor) whose write it holds, when the store records one.
+        last_by: Option<String>,
+    },
     /// The order was claimed by another invoice's fulfilment.
     OrderClaimed {
         /// The invoice that fulfilled it.
@@ -130,39 +145,54 @@ pub fn plan(change: &Change) -> Plan {
         other => other.reason(),
     };
     Plan {
+        with_mark: write != Write::Change,
         write,
         outcome,
         reason,
     }
 }
 
-/// What `written` means for `change` after trying `tried`: the rules of every outcome that is
-/// not the plan's own.
+/// The processed mark alone, with `outcome`.
+fn mark_only(outcome: Applied, reason: Option<String>) -> Step {
+    Step::Then(Plan {
+        write: Write::MarkOnly,
+        with_mark: true,
+        outcome,
+        reason,
+    })
+}
+
+/// What `written` means for `change`, written by `source_id`, after trying `tried`: the rules
+/// of every outcome that is not the plan's own.
 #[must_use]
-pub fn next(change: &Change, tried: &Plan, written: Written) -> Step {
+pub fn next(source_id: &str, change: &Change, tried: &Plan, written: Written) -> Step {
     let refusal = match written {
-        Written::Committed => return Step::Done(tried.outcome),
+        Written::Committed if tried.with_mark => return Step::Done(tried.outcome),
+        Written::Committed => return mark_only(tried.outcome, tried.reason.clone()),
         Written::AlreadyProcessed => return Step::Done(Applied::AlreadyProcessed),
         Written::Refused(refusal) => refusal,
     };
-    let mark_only = |outcome| {
-        Step::Then(Plan {
-            write: Write::MarkOnly,
-            outcome,
-            reason: None,
-        })
-    };
+    let mark_only = |outcome| mark_only(outcome, None);
     match (&tried.write, refusal) {
+        // The resource holds this delivery's own change: a crash came between the change and
+        // its mark. The outcome is the plan's.
+        (
+            Write::Change,
+            Refusal::Resource {
+                last_by: Some(by), ..
+            },
+        ) if by == source_id => mark_only(tried.outcome),
         // The note exists: this delivery was handled before. The mark alone is never refused
         // but by the processed mark.
         (Write::Review | Write::MarkOnly, _) => Step::Done(Applied::AlreadyProcessed),
-        (Write::Change, Refusal::Resource(found)) => match (change, found) {
+        (Write::Change, Refusal::Resource { found, .. }) => match (change, found) {
             // Paid after it closed unpaid: the final status stays, the payment is noted.
             (Change::Invoice { status, .. }, Found::Invoice(current))
                 if current.is_final() && status.fulfils() && !current.fulfils() =>
             {
                 Step::Then(Plan {
                     write: Write::PaidLate { closed: current },
+                    with_mark: true,
                     outcome: Applied::PaidLate,
                     reason: None,
                 })
@@ -181,11 +211,13 @@ pub fn next(change: &Change, tried: &Plan, written: Written) -> Step {
         },
         (Write::Change, Refusal::OrderClaimed { invoice_id }) => Step::Then(Plan {
             write: Write::Unfulfilled(Mark::DuplicateOf(invoice_id)),
+            with_mark: true,
             outcome: Applied::DuplicatePayment,
             reason: None,
         }),
         (Write::Change, Refusal::OrderMismatch) => Step::Then(Plan {
             write: Write::Unfulfilled(Mark::Held),
+            with_mark: true,
             outcome: Applied::Held,
             reason: None,
         }),
@@ -248,7 +280,7 @@ mod tests {
         let mut tried = Vec::new();
         for answer in answers {
             tried.push(plan.write.clone());
-            match next(change, &plan, answer.clone()) {
+            match next("evt_me", change, &plan, answer.clone()) {
                 Step::Done(applied) => return (applied, tried),
                 Step::Then(p) => plan = p,
             }
@@ -261,28 +293,69 @@ mod tests {
 
     #[test]
     fn every_outcome_from_what_the_store_reports() {
-        let refused = |found| Refused(Refusal::Resource(found));
+        let refused = |found| {
+            Refused(Refusal::Resource {
+                found,
+                last_by: Some("evt_other".into()),
+            })
+        };
+        let mine = |found| {
+            Refused(Refusal::Resource {
+                found,
+                last_by: Some("evt_me".into()),
+            })
+        };
+        // (name, change, the store's answers in turn, outcome, writes tried). A change is
+        // written alone, then its mark; a refused change is followed by the write that says why.
         let cases: Vec<(&str, Change, Vec<Written>, Applied, usize)> = vec![
             (
-                "paid, committed",
+                "paid, committed, marked",
                 invoice(I::Paid),
-                vec![Committed],
+                vec![Committed, Committed],
                 Applied::Fulfilled,
-                1,
+                2,
             ),
             (
-                "open, committed",
+                "open, committed, marked",
                 invoice(I::Confirming),
-                vec![Committed],
+                vec![Committed, Committed],
                 Applied::Updated,
-                1,
+                2,
             ),
             (
-                "a second message",
+                "committed, then a second message marked it",
                 invoice(I::Paid),
-                vec![AlreadyProcessed],
+                vec![Committed, AlreadyProcessed],
                 Applied::AlreadyProcessed,
-                1,
+                2,
+            ),
+            (
+                "a crash before the mark: its own write is found",
+                invoice(I::Paid),
+                vec![mine(Found::Invoice(I::Paid)), Committed],
+                Applied::Fulfilled,
+                2,
+            ),
+            (
+                "a second message after the mark",
+                invoice(I::Paid),
+                vec![mine(Found::Invoice(I::Paid)), AlreadyProcessed],
+                Applied::AlreadyProcessed,
+                2,
+            ),
+            (
+                "its own open status",
+                invoice(I::Confirming),
+                vec![mine(Found::Invoice(I::Confirming)), Committed],
+                Applied::Updated,
+                2,
+            ),
+            (
+                "its own credit",
+                deposit(true),
+                vec![mine(Found::Deposit { credited: true }), Committed],
+                Applied::Credited,
+                2,
             ),
             (
                 "paid twice",
@@ -340,7 +413,13 @@ mod tests {
             (
                 "a note without status",
                 invoice(I::Confirming),
-                vec![refused(Found::Nothing), Committed],
+                vec![
+                    Refused(Refusal::Resource {
+                        found: Found::Nothing,
+                        last_by: None,
+                    }),
+                    Committed,
+                ],
                 Applied::Stale,
                 2,
             ),
@@ -397,9 +476,9 @@ mod tests {
             (
                 "withdrawal forward",
                 withdrawal(WithdrawalStatus::Processing),
-                vec![Committed],
+                vec![Committed, Committed],
                 Applied::Updated,
-                1,
+                2,
             ),
             (
                 "withdrawal after final",
@@ -424,9 +503,9 @@ mod tests {
             (
                 "credit",
                 deposit(true),
-                vec![Committed],
+                vec![Committed, Committed],
                 Applied::Credited,
-                1,
+                2,
             ),
             (
                 "credit twice",
@@ -503,6 +582,41 @@ mod tests {
     }
 
     #[test]
+    fn the_mark_follows_the_change_and_goes_with_every_other_write() {
+        for change in [
+            invoice(I::Paid),
+            withdrawal(WithdrawalStatus::Created),
+            deposit(true),
+        ] {
+            assert!(
+                !plan(&change).with_mark,
+                "{change:?}: the change goes alone"
+            );
+            let Step::Then(mark) = next("evt_me", &change, &plan(&change), Committed) else {
+                panic!("no mark after {change:?}")
+            };
+            assert_eq!((mark.write, mark.with_mark), (Write::MarkOnly, true));
+        }
+        let unusable = Change::Unusable {
+            reason: "x".into(),
+            resource_id: None,
+        };
+        assert!(
+            plan(&unusable).with_mark,
+            "the note and the mark move together"
+        );
+        let Step::Then(held) = next(
+            "evt_me",
+            &invoice(I::Paid),
+            &plan(&invoice(I::Paid)),
+            Refused(Refusal::OrderMismatch),
+        ) else {
+            panic!()
+        };
+        assert!(held.with_mark, "a held payment and its mark move together");
+    }
+
+    #[test]
     fn only_outcomes_that_need_a_person_carry_a_reason() {
         assert_eq!(plan(&Change::Ignore { reason: "x".into() }).reason, None);
         assert!(
@@ -527,12 +641,13 @@ mod tests {
         for outcome in Applied::ALL {
             let tried = Plan {
                 write: Write::MarkOnly,
+                with_mark: true,
                 outcome,
                 reason: None,
             };
             for answer in [Committed, AlreadyProcessed, Refused(Refusal::Noted)] {
                 assert!(matches!(
-                    next(&invoice(I::Paid), &tried, answer),
+                    next("evt_me", &invoice(I::Paid), &tried, answer),
                     Step::Done(_)
                 ));
             }

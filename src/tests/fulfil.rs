@@ -429,3 +429,75 @@ async fn the_reverse_check_fulfils_only_what_paymos_confirms() {
         );
     }
 }
+
+/// A store that loses the first processed mark written alone (a crash between a change and
+/// its mark).
+struct CrashBeforeMark {
+    inner: MemoryResources,
+    crashed: std::sync::atomic::AtomicBool,
+}
+
+impl crate::domain::fulfil::ResourceStore for CrashBeforeMark {
+    async fn write(
+        &self,
+        source: &crate::domain::fulfil::Source,
+        change: &crate::domain::fulfil::Change,
+        plan: &crate::domain::fulfil::Plan,
+        effect: &dyn crate::domain::effect::FulfilmentEffect,
+        now_ms: u64,
+    ) -> Result<crate::domain::fulfil::Written, PortError> {
+        if plan.write == crate::domain::outcome::Write::MarkOnly
+            && !self.crashed.swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return Err(PortError::new(
+                "test",
+                "the function crashed before the mark",
+            ));
+        }
+        self.inner.write(source, change, plan, effect, now_ms).await
+    }
+}
+
+#[tokio::test]
+async fn a_crash_between_the_change_and_its_mark_is_recognised_on_the_next_receive() {
+    let open = invoice("evt_o", "confirming", 10, "inv_2", "o-2");
+    let deposit = deposit("evt_d", "confirmed", 5, true);
+    let withdrawal = withdrawal("evt_w", "processing", 3, "");
+    for (work, expected) in [
+        (invoice("evt_a", "paid", 20, "inv_1", "o-1"), Fulfilled),
+        (open, Updated),
+        (deposit, Credited),
+        (withdrawal, Updated),
+    ] {
+        let store = CrashBeforeMark {
+            inner: MemoryResources::new(),
+            crashed: std::sync::atomic::AtomicBool::new(false),
+        };
+        let fulfil = Fulfil::new(store);
+        assert!(
+            matches!(
+                fulfil.apply(&work, 1).await,
+                Err(FulfilError::Unavailable(_))
+            ),
+            "{}: the first receive fails after the change",
+            work.event_id
+        );
+        assert_eq!(
+            fulfil.store().inner.outcome(&work.event_id),
+            None,
+            "not marked"
+        );
+        let (_, again) = fulfil.apply(&work, 2).await.unwrap();
+        assert_eq!(
+            again, expected,
+            "{}: its own change, recognised",
+            work.event_id
+        );
+        let (_, third) = fulfil.apply(&work, 3).await.unwrap();
+        assert_eq!(third, AlreadyProcessed, "{}", work.event_id);
+        let inner = &fulfil.store().inner;
+        assert_eq!(inner.outcome(&work.event_id).map(|o| o.0), Some(expected));
+        assert!(inner.fulfilled().len() <= 1);
+        assert!(inner.credits("c-1", "TRX").len() <= 1, "credited once");
+    }
+}

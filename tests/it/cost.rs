@@ -139,17 +139,18 @@ async fn measure() -> Vec<(&'static str, f64, f64, u64)> {
 #[tokio::test]
 async fn write_units_per_path_are_what_the_readme_prices() {
     // (path, ingest units reported, fulfil units reported, items in fulfil's transactions).
-    // Ingest: the record (1) and its pending-index entry (1). A plain ledger mark: the record
-    // (1) and the index entry it removes (1). For any transaction DynamoDB Local reports 6
-    // (2 per table touched and 2 for the ledger's index), whatever its items, so transactions
-    // are read by their items (AWS bills 2 units per item and KB).
+    // Ingest: the record (1) and its pending-index entry (1). The ledger mark, alone: the
+    // record (1) and the index entry it removes (1). A plain update of a resource: 1. For any
+    // transaction DynamoDB Local reports 2 per table touched (and 2 for the ledger's index),
+    // whatever its items, so transactions are read by their items (AWS bills 2 units per item
+    // and KB).
     let expected = [
-        ("fulfilled", 2.0, 6.0, 5),
+        ("fulfilled", 2.0, 2.0 + 2.0, 4),
         ("already_final", 2.0, 2.0, 0),
         ("duplicate_payment", 2.0, 6.0, 2),
-        ("updated", 2.0, 6.0, 2),
+        ("updated", 2.0, 1.0 + 2.0, 0),
         ("stale", 2.0, 2.0, 0),
-        ("credited", 2.0, 6.0, 3),
+        ("credited", 2.0, 2.0 + 2.0, 2),
         ("ignored", 2.0, 2.0, 0),
         ("unusable", 2.0, 6.0, 2),
     ];

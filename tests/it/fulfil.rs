@@ -86,7 +86,7 @@ fn invoice_event(event_id: &str, event_type: &str, invoice_id: &str, occurred_at
 }
 
 #[tokio::test]
-async fn one_paid_delivery_fulfils_once_in_one_transaction() {
+async fn one_paid_delivery_fulfils_once_in_one_transaction_then_marks_its_record() {
     let rig = Rig::new().await;
     rig.aws.calls.reset();
     assert_eq!(
@@ -94,7 +94,12 @@ async fn one_paid_delivery_fulfils_once_in_one_transaction() {
             .await,
         Applied::Fulfilled
     );
-    assert_eq!(rig.aws.calls.operations(), ["DynamoDB.TransactWriteItems"]);
+    // The invoice, its fulfilment, the order's claim and guard in one transaction; the
+    // ledger's mark after it, alone.
+    assert_eq!(
+        rig.aws.calls.operations(),
+        ["DynamoDB.TransactWriteItems", "DynamoDB.UpdateItem"]
+    );
 
     let invoice = rig.state_item("inv_p1").await.unwrap();
     assert_eq!(get_s(&invoice, "status"), "paid");
@@ -117,9 +122,9 @@ async fn the_same_event_again_changes_nothing() {
     rig.aws.calls.reset();
     assert_eq!(rig.apply(&paid).await, Applied::AlreadyProcessed);
     assert_eq!(
-        rig.aws.calls.total(),
-        1,
-        "one cancelled transaction, nothing else"
+        rig.aws.calls.operations(),
+        ["DynamoDB.TransactWriteItems", "DynamoDB.UpdateItem"],
+        "a cancelled transaction (the invoice holds this event's own change) and a refused mark"
     );
     assert_eq!(rig.aws.scan(&rig.state).await, before);
     assert_eq!(
@@ -780,4 +785,45 @@ async fn the_paths_that_need_a_person_cost_what_the_readme_says() {
         &["DynamoDB.TransactWriteItems", "DynamoDB.TransactWriteItems"],
         "held",
     );
+}
+
+#[tokio::test]
+async fn a_crash_between_the_change_and_its_mark_ends_with_the_planned_outcome() {
+    use paymos_inbox::domain::envelope::Envelope;
+    use paymos_inbox::domain::fulfil::{RecordFulfilment, ResourceStore, Source, change_of};
+    use paymos_inbox::domain::outcome::plan;
+    let rig = Rig::new().await;
+    for (body, expected) in [
+        (
+            invoice_event("evt_c1", "invoice.paid", "inv_c1", NOW),
+            Applied::Fulfilled,
+        ),
+        (
+            invoice_event("evt_c2", "invoice.confirming", "inv_c2", NOW),
+            Applied::Updated,
+        ),
+    ] {
+        // The change commits, then the function dies before the mark.
+        let envelope = Envelope::parse(body.as_bytes()).unwrap();
+        let change = change_of(&envelope);
+        let source = Source::Delivery {
+            event_id: envelope.event_id.clone(),
+        };
+        rig.fulfil
+            .store()
+            .write(&source, &change, &plan(&change), &RecordFulfilment, NOW_MS)
+            .await
+            .unwrap();
+        assert!(
+            rig.aws
+                .item(&rig.ledger, "event_id", &envelope.event_id)
+                .await
+                .is_none(),
+            "not marked yet"
+        );
+        // SQS delivers the message again.
+        assert_eq!(rig.apply(&body).await, expected, "{}", envelope.event_id);
+        assert_eq!(rig.outcome(&envelope.event_id).await, expected.as_str());
+    }
+    assert_eq!(rig.fulfilments().await.len(), 1, "fulfilled once");
 }

@@ -1,5 +1,5 @@
-//! The resource state table (hash key `pk`) and the ledger's processed mark, written together
-//! in one `TransactWriteItems` per change.
+//! The resource table (`StateTable`, hash key `pk`) and the ledger's processed mark: each plan
+//! as one conditional write, a `TransactWriteItems` only where items move together.
 //!
 //! | `pk` | `kind` | attributes |
 //! |---|---|---|
@@ -12,6 +12,7 @@
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConditionCheck, Put, ReturnConsumedCapacity,
     ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
@@ -280,6 +281,33 @@ impl DynamoResources {
             kind,
             format!("cancelled: {codes:?}"),
         ))
+    }
+
+    /// One conditional update on its own (no transaction), reporting the old item on refusal.
+    async fn update_alone(&self, update: &Update) -> Result<Written, PortError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(update.table_name())
+            .set_key(Some(update.key().clone()))
+            .update_expression(update.update_expression())
+            .set_condition_expression(update.condition_expression().map(str::to_owned))
+            .set_expression_attribute_names(update.expression_attribute_names().cloned())
+            .set_expression_attribute_values(update.expression_attribute_values().cloned())
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
+        match conditional(result, "DynamoDB UpdateItem")? {
+            Conditional::Done(out) => {
+                self.units.add(out.consumed_capacity());
+                Ok(Written::Committed)
+            }
+            Conditional::Refused(UpdateItemError::ConditionalCheckFailedException(c)) => {
+                Ok(Written::Refused(refused(c.item.as_ref())))
+            }
+            Conditional::Refused(_) => Ok(Written::Refused(refused(None))),
+        }
     }
 
     /// The processed mark alone, when nothing else is written (a manual source has none).
@@ -722,6 +750,19 @@ impl<'a> InvoiceChange<'a> {
 }
 
 /// What a refused item held, as the domain reads it.
+/// What a refused item held, as the domain reads it, and whose write it holds.
+fn refused(old: Option<&Item>) -> Refusal {
+    let last_by = old.and_then(|i| {
+        get_s(i, "last_event_id")
+            .or_else(|| get_s(i, "credited_by"))
+            .map(str::to_owned)
+    });
+    Refusal::Resource {
+        found: found(old),
+        last_by,
+    }
+}
+
 fn found(old: Option<&Item>) -> Found {
     let Some(item) = old else {
         return Found::Nothing;
@@ -802,13 +843,23 @@ impl ResourceStore for DynamoResources {
             // A plan the rules never make for this change: write the mark alone.
             _ => return self.mark_only(source, plan.outcome, reason, now_ms).await,
         };
-        let tx = self.tx_because(source, plan.outcome, reason, now_ms, items);
+        if !plan.with_mark
+            && let [(Role::Resource, item)] = items.as_slice()
+            && let Some(update) = item.update()
+        {
+            // One item alone: a plain conditional update, half a transaction's units.
+            return self.update_alone(update).await;
+        }
+        let tx = if plan.with_mark {
+            self.tx_because(source, plan.outcome, reason, now_ms, items)
+        } else {
+            let (roles, items) = items.into_iter().unzip();
+            Tx { items, roles }
+        };
         Ok(match self.run(tx).await? {
             TxResult::Committed => Written::Committed,
             TxResult::Refused(Role::Ledger, _) => Written::AlreadyProcessed,
-            TxResult::Refused(Role::Resource, old) => {
-                Written::Refused(Refusal::Resource(found(old.as_ref())))
-            }
+            TxResult::Refused(Role::Resource, old) => Written::Refused(refused(old.as_ref())),
             TxResult::Refused(Role::OrderClaim, old) => Written::Refused(Refusal::OrderClaimed {
                 invoice_id: old
                     .as_ref()
@@ -1104,9 +1155,7 @@ impl ReleaseStore for DynamoResources {
                             .to_owned(),
                     })
                 }
-                TxResult::Refused(_, old) => {
-                    Written::Refused(Refusal::Resource(found(old.as_ref())))
-                }
+                TxResult::Refused(_, old) => Written::Refused(refused(old.as_ref())),
             },
         )
     }

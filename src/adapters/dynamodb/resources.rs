@@ -283,8 +283,11 @@ impl DynamoResources {
         ))
     }
 
-    /// One conditional update on its own (no transaction), reporting the old item on refusal.
-    async fn update_alone(&self, update: &Update) -> Result<Written, PortError> {
+    /// One conditional update on its own (no transaction): done, or refused with the old item.
+    async fn update_alone(
+        &self,
+        update: &Update,
+    ) -> Result<Conditional<(), Option<Item>>, PortError> {
         let result = self
             .client
             .update_item()
@@ -298,16 +301,16 @@ impl DynamoResources {
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await;
-        match conditional(result, "DynamoDB UpdateItem")? {
+        Ok(match conditional(result, "DynamoDB UpdateItem")? {
             Conditional::Done(out) => {
                 self.units.add(out.consumed_capacity());
-                Ok(Written::Committed)
+                Conditional::Done(())
             }
             Conditional::Refused(UpdateItemError::ConditionalCheckFailedException(c)) => {
-                Ok(Written::Refused(refused(c.item.as_ref())))
+                Conditional::Refused(c.item)
             }
-            Conditional::Refused(_) => Ok(Written::Refused(refused(None))),
-        }
+            Conditional::Refused(_) => Conditional::Refused(None),
+        })
     }
 
     /// The processed mark alone, when nothing else is written (a manual source has none).
@@ -322,25 +325,10 @@ impl DynamoResources {
             return Ok(Written::Committed);
         };
         let mark = self.ledger_update(event_id, outcome, reason, now_ms);
-        let result = self
-            .client
-            .update_item()
-            .table_name(mark.table_name())
-            .set_key(Some(mark.key().clone()))
-            .update_expression(mark.update_expression())
-            .set_condition_expression(mark.condition_expression().map(str::to_owned))
-            .set_expression_attribute_names(mark.expression_attribute_names().cloned())
-            .set_expression_attribute_values(mark.expression_attribute_values().cloned())
-            .return_consumed_capacity(ReturnConsumedCapacity::Total)
-            .send()
-            .await;
-        match conditional(result, "DynamoDB UpdateItem")? {
-            Conditional::Done(out) => {
-                self.units.add(out.consumed_capacity());
-                Ok(Written::Committed)
-            }
-            Conditional::Refused(_) => Ok(Written::AlreadyProcessed),
-        }
+        Ok(match self.update_alone(&mark).await? {
+            Conditional::Done(()) => Written::Committed,
+            Conditional::Refused(_) => Written::AlreadyProcessed,
+        })
     }
 
     /// What fulfils an invoice, for the webhook's transition and a release alike: the effect's
@@ -848,7 +836,10 @@ impl ResourceStore for DynamoResources {
             && let Some(update) = item.update()
         {
             // One item alone: a plain conditional update, half a transaction's units.
-            return self.update_alone(update).await;
+            return Ok(match self.update_alone(update).await? {
+                Conditional::Done(()) => Written::Committed,
+                Conditional::Refused(old) => Written::Refused(refused(old.as_ref())),
+            });
         }
         let tx = if plan.with_mark {
             self.tx_because(source, plan.outcome, reason, now_ms, items)

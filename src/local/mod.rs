@@ -13,5 +13,6 @@ pub mod poller;
 pub mod redrive;
 pub mod secrets;
 pub mod stream;
+pub mod stub;
 pub mod tables;
 pub mod template;

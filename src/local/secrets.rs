@@ -3,7 +3,6 @@
 //! holds, the tests serve theirs.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use http_body_util::{BodyExt, Full};
@@ -16,34 +15,13 @@ use serde_json::{Value, json};
 /// # Errors
 /// When no port can be bound.
 pub async fn serve(secrets: HashMap<String, String>) -> Result<String, String> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| format!("cannot listen on loopback: {e}"))?;
-    let url = format!(
-        "http://{}",
-        listener.local_addr().map_err(|e| e.to_string())?
-    );
     let secrets = Arc::new(secrets);
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                continue;
-            };
-            let secrets = secrets.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(
-                    move |req: hyper::Request<hyper::body::Incoming>| {
-                        let secrets = secrets.clone();
-                        async move { Ok::<_, Infallible>(answer(req, &secrets).await) }
-                    },
-                );
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    Ok(url)
+    super::stub::serve(move |req| {
+        let secrets = Arc::clone(&secrets);
+        async move { answer(req, &secrets).await }
+    })
+    .await
+    .map_err(|e| format!("cannot listen on loopback: {e}"))
 }
 
 async fn answer(

@@ -5,7 +5,6 @@
 //! file in `events/` goes through them, re-signed at the current time first.
 
 use std::collections::{HashMap, VecDeque};
-use std::convert::Infallible;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -36,28 +35,16 @@ struct RuntimeApi {
 
 impl RuntimeApi {
     async fn start() -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
         let state: Arc<Mutex<RuntimeState>> = Arc::default();
         let ready = Arc::new(Notify::new());
         let (st, rd) = (state.clone(), ready.clone());
-        tokio::spawn(async move {
-            loop {
-                let (stream, _) = listener.accept().await.unwrap();
+        let addr =
+            paymos_inbox::local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
                 let (st, rd) = (st.clone(), rd.clone());
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(
-                        move |req: hyper::Request<hyper::body::Incoming>| {
-                            let (st, rd) = (st.clone(), rd.clone());
-                            async move { Ok::<_, Infallible>(runtime_route(req, st, rd).await) }
-                        },
-                    );
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
+                async move { runtime_route(req, st, rd).await }
+            })
+            .await
+            .unwrap();
         Self { addr, state, ready }
     }
 
@@ -566,60 +553,46 @@ async fn the_scheduled_reconciliation_finds_a_missing_invoice_and_with_apply_ful
 /// EventBridge's `PutEvents` on loopback: keeps what it was sent; refuses entries whose detail
 /// contains `refuse`.
 async fn eventbridge(received: Arc<Mutex<Vec<Value>>>) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
-            let received = received.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(
-                    move |req: hyper::Request<hyper::body::Incoming>| {
-                        let received = received.clone();
-                        async move {
-                            let body = req
-                                .into_body()
-                                .collect()
-                                .await
-                                .map(|c| c.to_bytes())
-                                .unwrap_or_default();
-                            let asked: Value = serde_json::from_slice(&body).unwrap_or_default();
-                            let mut failed = 0;
-                            let entries: Vec<Value> = asked["Entries"]
-                            .as_array()
-                            .cloned()
-                            .unwrap_or_default()
-                            .into_iter()
-                            .enumerate()
-                            .map(|(i, e)| {
-                                received.lock().unwrap().push(e.clone());
-                                if e["Detail"].as_str().unwrap_or_default().contains("refuse") {
-                                    failed += 1;
-                                    json!({"ErrorCode": "InternalFailure", "ErrorMessage": "refused"})
-                                } else {
-                                    json!({"EventId": format!("eb-{i}")})
-                                }
-                            })
-                            .collect();
-                            let mut r = text(
-                                200,
-                                json!({"FailedEntryCount": failed, "Entries": entries}).to_string(),
-                            );
-                            r.headers_mut().insert(
-                                "content-type",
-                                "application/x-amz-json-1.1".parse().unwrap(),
-                            );
-                            Ok::<_, Infallible>(r)
-                        }
-                    },
-                );
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
+    paymos_inbox::local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
+        let received = received.clone();
+        async move {
+            let body = req
+                .into_body()
+                .collect()
+                .await
+                .map(|c| c.to_bytes())
+                .unwrap_or_default();
+            let asked: Value = serde_json::from_slice(&body).unwrap_or_default();
+            let mut failed = 0;
+            let entries: Vec<Value> = asked["Entries"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .enumerate()
+                .map(|(i, e)| {
+                    received.lock().unwrap().push(e.clone());
+                    if e["Detail"].as_str().unwrap_or_default().contains("refuse") {
+                        failed += 1;
+                        json!({"ErrorCode": "InternalFailure", "ErrorMessage": "refused"})
+                    } else {
+                        json!({"EventId": format!("eb-{i}")})
+                    }
+                })
+                .collect();
+            let mut r = text(
+                200,
+                json!({"FailedEntryCount": failed, "Entries": entries}).to_string(),
+            );
+            r.headers_mut().insert(
+                "content-type",
+                "application/x-amz-json-1.1".parse().unwrap(),
+            );
+            r
         }
-    });
-    url
+    })
+    .await
+    .unwrap()
 }
 
 #[tokio::test]

@@ -3,7 +3,6 @@
 //! never say PASS for what it could not observe. Then our own `dev` through its tables.
 
 use std::collections::HashSet;
-use std::convert::Infallible;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -147,60 +146,46 @@ async fn receiver(flaw: Flaw) -> (String, PathBuf) {
             300,
         ),
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
+    let url =
+        paymos_inbox::local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
             let state = state.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(
-                    move |req: hyper::Request<hyper::body::Incoming>| {
-                        let state = state.clone();
-                        async move {
-                            let path = req.uri().path().to_owned();
-                            let invoice = req
-                                .uri()
-                                .query()
-                                .and_then(|q| q.strip_prefix("invoice="))
-                                .unwrap_or_default()
-                                .to_owned();
-                            let header = req
-                                .headers()
-                                .get("x-webhook-signature")
-                                .and_then(|v| v.to_str().ok())
-                                .unwrap_or_default()
-                                .to_owned();
-                            let body = req
-                                .into_body()
-                                .collect()
-                                .await
-                                .map(|c| c.to_bytes())
-                                .unwrap_or_default();
-                            let (status, text) = match path.as_str() {
-                                "/orders" => {
-                                    (200, format!("{{\"count\": {}}}", state.count(&invoice)))
-                                }
-                                "/mark-paid" => {
-                                    if state.count(&invoice) == 0 {
-                                        state.ship(&invoice);
-                                    }
-                                    (200, "{}".to_owned())
-                                }
-                                _ => (state.webhook(&header, &body).await, "{}".to_owned()),
-                            };
-                            let mut response = hyper::Response::new(Full::new(Bytes::from(text)));
-                            *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
-                            Ok::<_, Infallible>(response)
+            async move {
+                let path = req.uri().path().to_owned();
+                let invoice = req
+                    .uri()
+                    .query()
+                    .and_then(|q| q.strip_prefix("invoice="))
+                    .unwrap_or_default()
+                    .to_owned();
+                let header = req
+                    .headers()
+                    .get("x-webhook-signature")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned();
+                let body = req
+                    .into_body()
+                    .collect()
+                    .await
+                    .map(|c| c.to_bytes())
+                    .unwrap_or_default();
+                let (status, text) = match path.as_str() {
+                    "/orders" => (200, format!("{{\"count\": {}}}", state.count(&invoice))),
+                    "/mark-paid" => {
+                        if state.count(&invoice) == 0 {
+                            state.ship(&invoice);
                         }
-                    },
-                );
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
+                        (200, "{}".to_owned())
+                    }
+                    _ => (state.webhook(&header, &body).await, "{}".to_owned()),
+                };
+                let mut response = hyper::Response::new(Full::new(Bytes::from(text)));
+                *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
+                response
+            }
+        })
+        .await
+        .unwrap();
     (url, rows)
 }
 

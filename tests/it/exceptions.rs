@@ -2,7 +2,6 @@
 //! DynamoDB Local, fauxqs' shapes and a fake Paymos API on loopback.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -40,59 +39,44 @@ pub(crate) type Answers = Arc<Mutex<HashMap<String, Answer>>>;
 
 /// A fake Paymos API: answers per invoice, and a list of paid invoices (one page).
 pub(crate) async fn fake_api(answers: Answers, paid: Vec<Value>) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
     let paid = Arc::new(paid);
-    tokio::spawn(async move {
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
-            let (answers, paid) = (answers.clone(), paid.clone());
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(
-                    move |req: hyper::Request<hyper::body::Incoming>| {
-                        let (answers, paid) = (answers.clone(), paid.clone());
-                        async move {
-                            let reply = |status: u16, body: Value| {
-                                let mut r =
-                                    hyper::Response::new(Full::new(Bytes::from(body.to_string())));
-                                *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
-                                r.headers_mut()
-                                    .insert("content-type", "application/json".parse().unwrap());
-                                Ok::<_, Infallible>(r)
-                            };
-                            let path = req.uri().path().to_owned();
-                            if path == "/v1/invoices" {
-                                return reply(200, json!({"items": *paid, "next_cursor": null}));
-                            }
-                            let id = path.trim_start_matches("/v1/invoices/").to_owned();
-                            let answer = answers.lock().unwrap().get(&id).cloned();
-                            match answer {
-                                Some(Answer::Hang) => {
-                                    tokio::time::sleep(Duration::from_secs(3600)).await;
-                                    reply(200, json!({}))
-                                }
-                                Some(Answer::Invoices(mut list)) => {
-                                    let next = list.remove(0);
-                                    if !list.is_empty() {
-                                        answers.lock().unwrap().insert(id, Answer::Invoices(list));
-                                    }
-                                    reply(200, next)
-                                }
-                                Some(Answer::NotFound) | None => reply(
-                                    404,
-                                    json!({"type": "about:blank", "title": "not found", "status": 404}),
-                                ),
-                            }
-                        }
-                    },
-                );
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
+    paymos_inbox::local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
+        let (answers, paid) = (answers.clone(), paid.clone());
+        async move {
+            let reply = |status: u16, body: Value| {
+                let mut r = hyper::Response::new(Full::new(Bytes::from(body.to_string())));
+                *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
+                r.headers_mut()
+                    .insert("content-type", "application/json".parse().unwrap());
+                r
+            };
+            let path = req.uri().path().to_owned();
+            if path == "/v1/invoices" {
+                return reply(200, json!({"items": *paid, "next_cursor": null}));
+            }
+            let id = path.trim_start_matches("/v1/invoices/").to_owned();
+            let answer = answers.lock().unwrap().get(&id).cloned();
+            match answer {
+                Some(Answer::Hang) => {
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                    reply(200, json!({}))
+                }
+                Some(Answer::Invoices(mut list)) => {
+                    let next = list.remove(0);
+                    if !list.is_empty() {
+                        answers.lock().unwrap().insert(id, Answer::Invoices(list));
+                    }
+                    reply(200, next)
+                }
+                Some(Answer::NotFound) | None => reply(
+                    404,
+                    json!({"type": "about:blank", "title": "not found", "status": 404}),
+                ),
+            }
         }
-    });
-    url
+    })
+    .await
+    .unwrap()
 }
 
 struct Rig {

@@ -2,7 +2,6 @@
 //! API on loopback that checks every request's signature and pages with cursors.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -63,17 +62,9 @@ async fn fake_paymos(
     others: HashMap<&'static str, &'static str>,
     seen: Arc<Seen>,
 ) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
     let paid = Arc::new(paid);
     let others = Arc::new(others);
-    tokio::spawn(async move {
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
-            let (paid, others, seen) = (paid.clone(), others.clone(), seen.clone());
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(
-                    move |req: hyper::Request<hyper::body::Incoming>| {
+    paymos_inbox::local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
                         let (paid, others, seen) = (paid.clone(), others.clone(), seen.clone());
                         async move {
                             let reply = |status: u16, body: serde_json::Value| {
@@ -82,7 +73,7 @@ async fn fake_paymos(
                                 *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
                                 r.headers_mut()
                                     .insert("content-type", "application/json".parse().unwrap());
-                                Ok::<_, Infallible>(r)
+                                r
                             };
                             if !signed(&req) {
                                 seen.rejected.fetch_add(1, Ordering::SeqCst);
@@ -132,15 +123,7 @@ async fn fake_paymos(
                                 json!({"type": "about:blank", "title": "not found", "status": 404}),
                             )
                         }
-                    },
-                );
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    url
+                    }).await.unwrap()
 }
 
 #[tokio::test]

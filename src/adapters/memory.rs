@@ -15,8 +15,8 @@ use crate::domain::ingest::{
 use crate::domain::outcome::{Found, Mark, Plan, Refusal, Write, Written};
 use crate::domain::release::{InvoiceSeen, Release, ReleaseStore, Waiting};
 use crate::domain::status::{
-    Amount, DepositSeen, DepositStatus, InvoiceStatus, WithdrawalStatus, deposit_accepts,
-    invoice_accepts, withdrawal_accepts,
+    Amount, DepositSeen, InvoiceStatus, WithdrawalStatus, deposit_accepts, invoice_accepts,
+    withdrawal_accepts,
 };
 
 /// A [`DeliveryLedger`] in a `HashMap`, with the same conditional semantics as DynamoDB's.
@@ -255,15 +255,11 @@ pub struct InvoiceRecord {
     pub released_by: Option<String>,
 }
 
-/// A deposit as [`MemoryResources`] holds it.
+/// A deposit as [`MemoryResources`] holds it: what its rule reads, and who credited it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DepositRecord {
-    /// Its status.
-    pub status: DepositStatus,
-    /// Whether and when it was recorded, for the rule.
-    pub seen: DepositSeen,
-    /// The delivery that credited it.
-    pub credited_by: Option<String>,
+struct DepositRecord {
+    seen: DepositSeen,
+    credited_by: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -284,7 +280,6 @@ struct Resources {
     reviews: HashMap<String, Applied>,
     /// The ledger's processed marks: outcome and reason by event id.
     processed: HashMap<String, (Applied, Option<String>)>,
-    writes: usize,
 }
 
 /// A [`ResourceStore`] in memory: every write all-or-nothing under one lock, each condition
@@ -322,12 +317,6 @@ impl MemoryResources {
         self.lock().withdrawals.get(withdrawal_id).map(|(s, _)| *s)
     }
 
-    /// The deposit, if any.
-    #[must_use]
-    pub fn deposit(&self, deposit_id: &str) -> Option<DepositRecord> {
-        self.lock().deposits.get(deposit_id).cloned()
-    }
-
     /// Invoices with a fulfilment record, sorted.
     #[must_use]
     pub fn fulfilled(&self) -> Vec<String> {
@@ -361,12 +350,6 @@ impl MemoryResources {
     #[must_use]
     pub fn reviews(&self) -> HashMap<String, Applied> {
         self.lock().reviews.clone()
-    }
-
-    /// Writes attempted so far (committed or refused).
-    #[must_use]
-    pub fn writes(&self) -> usize {
-        self.lock().writes
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Resources> {
@@ -450,7 +433,6 @@ impl Resources {
         effect: &dyn FulfilmentEffect,
         now_ms: u64,
     ) -> Written {
-        self.writes += 1;
         // The processed mark, when the plan writes it: once only, checked first.
         let mark = match source {
             Source::Delivery { event_id } if plan.with_mark => Some(event_id),
@@ -576,9 +558,9 @@ impl Resources {
                 Write::Change,
                 Change::Deposit {
                     deposit_id,
-                    status,
                     occurred_at,
                     credit,
+                    ..
                 },
             ) => {
                 let record = self.deposits.get(deposit_id).cloned();
@@ -588,7 +570,6 @@ impl Resources {
                     self.deposits.insert(
                         deposit_id.clone(),
                         DepositRecord {
-                            status: *status,
                             seen: DepositSeen {
                                 credited,
                                 status_at: *occurred_at,
@@ -668,7 +649,6 @@ impl ReleaseStore for MemoryResources {
         now_ms: u64,
     ) -> Result<Written, PortError> {
         let mut inner = self.lock();
-        inner.writes += 1;
         let current = inner.invoices.get(release.invoice_id);
         let waits = match (release.waiting, current) {
             (Waiting::Unrecorded, None) => true,

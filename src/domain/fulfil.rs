@@ -252,7 +252,8 @@ impl Source {
 }
 
 /// The resource table with the ledger's processed mark: it writes a [`Plan`] for a change, all
-/// or nothing, and reports what it did (with, on a refusal, whose write the resource holds). It decides no outcome: [`super::outcome::next`] does.
+/// or nothing, and reports what it did (with, on a refusal, whose write the resource holds).
+/// It decides no outcome: [`super::outcome::next`] does.
 pub trait ResourceStore: Send + Sync {
     /// Writes `plan` for `change` by `source` at `now_ms`, all or nothing: with the ledger's
     /// processed mark when [`Plan::with_mark`] (for a delivery) and, for a paid invoice's
@@ -292,14 +293,15 @@ pub async fn settle<S: ResourceStore>(
     effect: &dyn FulfilmentEffect,
     now_ms: u64,
 ) -> Result<Applied, PortError> {
+    let by = source.id();
     let mut current = plan(change);
     for _ in 0..MAX_WRITES {
         let written = store
             .write(source, change, &current, effect, now_ms)
             .await?;
-        match next(&source.id(), change, &current, written) {
+        match next(&by, change, &current, written) {
             Step::Done(applied) => {
-                note(source, change, applied);
+                note(&by, change, applied);
                 return Ok(applied);
             }
             Step::Then(p) => current = p,
@@ -312,14 +314,13 @@ pub async fn settle<S: ResourceStore>(
 }
 
 /// The warning an operator needs for outcomes that wait for a person.
-fn note(source: &Source, change: &Change, applied: Applied) {
+fn note(by: &str, change: &Change, applied: Applied) {
     let Change::Invoice {
         invoice_id, order, ..
     } = change
     else {
         return;
     };
-    let by = source.id();
     let order_id = order.external_id.as_deref();
     match applied {
         Applied::DuplicatePayment => tracing::warn!(

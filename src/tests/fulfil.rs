@@ -7,7 +7,7 @@ use crate::domain::confirm::{AtSource, ConfirmedInvoice, PaymentConfirmation};
 use crate::domain::fulfil::{Applied, Fulfil, FulfilError, OrderRef};
 use crate::domain::ingest::PortError;
 use crate::domain::signature::Environment;
-use crate::domain::status::{Amount, InvoiceStatus};
+use crate::domain::status::{Amount, InvoiceStatus, WithdrawalStatus};
 use crate::domain::work::WorkItem;
 
 /// A delivery of `event_type` for `resource` at `at`, with `data` fields beside the id.
@@ -316,6 +316,7 @@ async fn a_completed_refund_notes_its_invoice_and_a_late_payment_keeps_the_close
     assert_eq!(inv.status.map(|(s, _)| s), Some(InvoiceStatus::Expired));
     assert_eq!(inv.paid_late_at, Some(20));
     assert!(inv.refunded_at.is_some());
+    assert_eq!(store.withdrawal("wdr_1"), Some(WithdrawalStatus::Completed));
 }
 
 #[tokio::test]

@@ -185,42 +185,24 @@ impl DynamoResources {
         update.build().expect("ledger update is complete")
     }
 
-    fn tx(
-        &self,
-        source: &Source,
-        outcome: Applied,
-        now_ms: u64,
-        items: Vec<(Role, TransactWriteItem)>,
-    ) -> Tx {
-        self.tx_because(source, outcome, None, now_ms, items)
+    /// The processed mark of `plan` for a delivery (a manual source has none).
+    fn mark_of(&self, source: &Source, plan: &Plan, now_ms: u64) -> Option<Update> {
+        match source {
+            Source::Delivery { event_id } => {
+                Some(self.ledger_update(event_id, plan.outcome, plan.reason.as_deref(), now_ms))
+            }
+            Source::Manual { .. } => None,
+        }
     }
 
-    /// `items` and, for a delivery, the ledger's processed mark with `outcome` (and `reason`).
-    fn tx_because(
-        &self,
-        source: &Source,
-        outcome: Applied,
-        reason: Option<&str>,
-        now_ms: u64,
-        items: Vec<(Role, TransactWriteItem)>,
-    ) -> Tx {
-        let mut tx = Tx {
-            items: Vec::with_capacity(items.len() + 1),
-            roles: Vec::with_capacity(items.len() + 1),
-        };
-        for (role, item) in items {
-            tx.roles.push(role);
-            tx.items.push(item);
+    /// `items` as one transaction, with the ledger's processed `mark` when there is one.
+    fn tx(items: Vec<(Role, TransactWriteItem)>, mark: Option<Update>) -> Tx {
+        let (mut roles, mut items): (Vec<_>, Vec<_>) = items.into_iter().unzip();
+        if let Some(mark) = mark {
+            roles.push(Role::Ledger);
+            items.push(TransactWriteItem::builder().update(mark).build());
         }
-        if let Source::Delivery { event_id } = source {
-            tx.roles.push(Role::Ledger);
-            tx.items.push(
-                TransactWriteItem::builder()
-                    .update(self.ledger_update(event_id, outcome, reason, now_ms))
-                    .build(),
-            );
-        }
-        tx
+        Tx { items, roles }
     }
 
     async fn run(&self, tx: Tx) -> Result<TxResult, PortError> {
@@ -317,14 +299,12 @@ impl DynamoResources {
     async fn mark_only(
         &self,
         source: &Source,
-        outcome: Applied,
-        reason: Option<&str>,
+        plan: &Plan,
         now_ms: u64,
     ) -> Result<Written, PortError> {
-        let Source::Delivery { event_id } = source else {
+        let Some(mark) = self.mark_of(source, plan, now_ms) else {
             return Ok(Written::Committed);
         };
-        let mark = self.ledger_update(event_id, outcome, reason, now_ms);
         Ok(match self.update_alone(&mark).await? {
             Conditional::Done(()) => Written::Committed,
             Conditional::Refused(_) => Written::AlreadyProcessed,
@@ -779,11 +759,8 @@ impl ResourceStore for DynamoResources {
         effect: &dyn FulfilmentEffect,
         now_ms: u64,
     ) -> Result<Written, PortError> {
-        let reason = plan.reason.as_deref();
         let items = match (&plan.write, change) {
-            (Write::MarkOnly, _) => {
-                return self.mark_only(source, plan.outcome, reason, now_ms).await;
-            }
+            (Write::MarkOnly, _) => return self.mark_only(source, plan, now_ms).await,
             (Write::Review, _) => {
                 let Source::Delivery { event_id } = source else {
                     return Ok(Written::Committed);
@@ -797,7 +774,7 @@ impl ResourceStore for DynamoResources {
                     event_id,
                     plan.outcome,
                     resource_id,
-                    reason.unwrap_or_default(),
+                    plan.reason.as_deref().unwrap_or_default(),
                     now_ms,
                 );
                 vec![(Role::Note, note)]
@@ -829,9 +806,14 @@ impl ResourceStore for DynamoResources {
                 self.paid_late_update(invoice_id, *closed, *occurred_at),
             )],
             // A plan the rules never make for this change: write the mark alone.
-            _ => return self.mark_only(source, plan.outcome, reason, now_ms).await,
+            _ => return self.mark_only(source, plan, now_ms).await,
         };
-        if !plan.with_mark
+        let mark = if plan.with_mark {
+            self.mark_of(source, plan, now_ms)
+        } else {
+            None
+        };
+        if mark.is_none()
             && let [(Role::Resource, item)] = items.as_slice()
             && let Some(update) = item.update()
         {
@@ -841,13 +823,7 @@ impl ResourceStore for DynamoResources {
                 Conditional::Refused(old) => Written::Refused(refused(old.as_ref())),
             });
         }
-        let tx = if plan.with_mark {
-            self.tx_because(source, plan.outcome, reason, now_ms, items)
-        } else {
-            let (roles, items) = items.into_iter().unzip();
-            Tx { items, roles }
-        };
-        Ok(match self.run(tx).await? {
+        Ok(match self.run(Self::tx(items, mark)).await? {
             TxResult::Committed => Written::Committed,
             TxResult::Refused(Role::Ledger, _) => Written::AlreadyProcessed,
             TxResult::Refused(Role::Resource, old) => Written::Refused(refused(old.as_ref())),
@@ -1131,23 +1107,16 @@ impl ReleaseStore for DynamoResources {
             at_ms: now_ms,
         };
         items.extend(self.fulfilment_writes(effect, &paid));
-        Ok(
-            match self
-                .run(self.tx(source, Applied::Fulfilled, now_ms, items))
-                .await?
-            {
-                TxResult::Committed => Written::Committed,
-                TxResult::Refused(Role::OrderClaim, old) => {
-                    Written::Refused(Refusal::OrderClaimed {
-                        invoice_id: old
-                            .as_ref()
-                            .and_then(|i| get_s(i, "invoice_id"))
-                            .unwrap_or("another invoice")
-                            .to_owned(),
-                    })
-                }
-                TxResult::Refused(_, old) => Written::Refused(refused(old.as_ref())),
-            },
-        )
+        Ok(match self.run(Self::tx(items, None)).await? {
+            TxResult::Committed => Written::Committed,
+            TxResult::Refused(Role::OrderClaim, old) => Written::Refused(Refusal::OrderClaimed {
+                invoice_id: old
+                    .as_ref()
+                    .and_then(|i| get_s(i, "invoice_id"))
+                    .unwrap_or("another invoice")
+                    .to_owned(),
+            }),
+            TxResult::Refused(_, old) => Written::Refused(refused(old.as_ref())),
+        })
     }
 }

@@ -86,6 +86,23 @@ pub fn snapshot(item: &Item) -> Snapshot {
         .collect()
 }
 
+/// The item under `key` (`name` = the table's hash key), read consistently.
+pub(crate) async fn get(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    (name, key): (&str, &str),
+) -> Result<Option<Item>, PortError> {
+    Ok(client
+        .get_item()
+        .table_name(table)
+        .key(name, s(key))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(|e| port_error("DynamoDB GetItem", e))?
+        .item)
+}
+
 /// Every item of `table` that `filter` (an expression and its string values) keeps, read
 /// consistently page by page: for operators' tools and checks, never a hot path.
 pub(crate) async fn scan(

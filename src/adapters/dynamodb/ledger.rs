@@ -27,7 +27,7 @@ use aws_sdk_dynamodb::types::{
 };
 
 use super::item::{
-    Conditional, Item, WriteUnits, conditional, get_b, get_s, get_u64, n, s, scan, snapshot,
+    Conditional, Item, WriteUnits, conditional, get, get_b, get_s, get_u64, n, s, scan, snapshot,
 };
 use crate::adapters::aws::port_error;
 use crate::domain::envelope::Category;
@@ -359,16 +359,7 @@ impl crate::domain::sweep::StrandedDeliveries for DynamoLedger {
         candidates.truncate(limit);
         let mut found = Vec::with_capacity(candidates.len());
         for (_, event_id) in candidates {
-            let item = self
-                .client
-                .get_item()
-                .table_name(&self.table)
-                .key("event_id", s(&event_id))
-                .consistent_read(true)
-                .send()
-                .await
-                .map_err(|e| port_error("DynamoDB GetItem", e))?
-                .item;
+            let item = get(&self.client, &self.table, ("event_id", &event_id)).await?;
             if let Some(record) = item.as_ref().and_then(existing_of)
                 && record.state == DeliveryState::Received
                 && record.lease_until_ms < now_ms
@@ -606,16 +597,7 @@ impl DynamoLedger {
         &self,
         event_id: &str,
     ) -> Result<Option<(DeliveryState, Option<String>)>, PortError> {
-        let item = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("event_id", s(event_id))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| port_error("DynamoDB GetItem", e))?
-            .item;
+        let item = get(&self.client, &self.table, ("event_id", event_id)).await?;
         Ok(item.map(|i| {
             (
                 get_s(&i, "state").map_or(DeliveryState::Received, DeliveryState::parse),

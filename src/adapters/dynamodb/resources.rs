@@ -19,7 +19,7 @@ use aws_sdk_dynamodb::types::{
 };
 
 use super::item::{
-    Conditional, Item, WriteUnits, conditional, get_s, get_u64, n, s, scan, snapshot,
+    Conditional, Item, WriteUnits, conditional, get, get_s, get_u64, n, s, scan, snapshot,
 };
 use crate::adapters::aws::{kind_of_code, port_error};
 use crate::domain::fulfil::{
@@ -913,16 +913,9 @@ impl DynamoResources {
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
     pub async fn is_fulfilled(&self, invoice_id: &str) -> Result<bool, PortError> {
-        Ok(self
-            .client
-            .get_item()
-            .table_name(&self.state_table)
-            .key("pk", s(crate::domain::fulfil::fulfilment_key(invoice_id)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| port_error("DynamoDB GetItem", e))?
-            .item
+        let key = crate::domain::fulfil::fulfilment_key(invoice_id);
+        Ok(get(&self.client, &self.state_table, ("pk", &key))
+            .await?
             .is_some())
     }
 
@@ -1003,16 +996,7 @@ impl ReleaseStore for DynamoResources {
         invoice_id: &str,
     ) -> Result<(Option<InvoiceSeen>, bool), PortError> {
         let fulfilled = self.is_fulfilled(invoice_id).await?;
-        let item = self
-            .client
-            .get_item()
-            .table_name(&self.state_table)
-            .key("pk", s(invoice_id))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| port_error("DynamoDB GetItem", e))?
-            .item;
+        let item = get(&self.client, &self.state_table, ("pk", invoice_id)).await?;
         let seen = item.map(|i| {
             let text = |name: &str| get_s(&i, name).map(str::to_owned);
             InvoiceSeen {

@@ -395,6 +395,18 @@ pub enum IngestError {
         /// `data.is_test` of the delivery.
         is_test: bool,
     },
+    /// The event id was recorded first from a delivery verified by another environment's
+    /// secret (a sandbox delivery reusing a live id, or the reverse). Refused, never
+    /// acknowledged: a 2xx would end the retries of a delivery that is never applied.
+    #[error(
+        "event_id was first recorded from a delivery verified by a {recorded} secret; this one verified by a {received} secret is refused"
+    )]
+    EnvironmentConflict {
+        /// The environment of the recorded delivery's secret.
+        recorded: String,
+        /// The environment of this delivery's secret.
+        received: String,
+    },
     /// A duplicate arrived while the attempt that recorded it may still be sending it.
     #[error("an earlier attempt of this delivery is still in progress; retry later")]
     InProgress {
@@ -417,6 +429,7 @@ impl IngestError {
             Self::Signature(_) => 401,
             Self::Envelope(_) | Self::IdMismatch => 400,
             Self::EnvironmentMismatch { .. } => 403,
+            Self::EnvironmentConflict { .. } => 409,
             Self::InProgress { .. } => 503,
             // Retried by the sender either way; a 500 tells whoever watches the endpoint that
             // the stack, not the service, needs a person.
@@ -435,6 +448,7 @@ impl IngestError {
             Self::Envelope(_) => "invalid_payload",
             Self::IdMismatch => "webhook_id_mismatch",
             Self::EnvironmentMismatch { .. } => "environment_mismatch",
+            Self::EnvironmentConflict { .. } => "environment_conflict",
             Self::InProgress { .. } => "in_progress",
             Self::Unavailable(e) => e.kind.as_str(),
         }
@@ -614,6 +628,22 @@ impl<L: DeliveryLedger, Q: WorkQueue> Ingest<L, Q> {
         existing: ExistingDelivery,
         now_ms: u64,
     ) -> Result<Ingested, IngestError> {
+        if existing.delivery.environment != delivery.environment {
+            // One id, two environments: the identity of a delivery includes the environment
+            // of its secret, so neither is the other's duplicate. Nothing is written.
+            let name =
+                |e: Option<Environment>| e.map_or("unlabelled", Environment::as_str).to_owned();
+            tracing::warn!(
+                event_id = %delivery.event_id,
+                recorded = name(existing.delivery.environment),
+                received = name(delivery.environment),
+                "same event_id verified by another environment's secret: refused"
+            );
+            return Err(IngestError::EnvironmentConflict {
+                recorded: name(existing.delivery.environment),
+                received: name(delivery.environment),
+            });
+        }
         let body_conflict = existing.delivery.body_sha256 != delivery.body_sha256;
         if body_conflict {
             tracing::warn!(

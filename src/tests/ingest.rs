@@ -250,3 +250,54 @@ fn port_failures_answer_5xx_by_kind() {
         assert_eq!(error.code(), kind.as_str());
     }
 }
+
+#[tokio::test]
+async fn one_event_id_from_two_environments_is_refused_never_acknowledged_unapplied() {
+    const TEST: &str = "whsec_test_0123456789abcdef";
+    let verifier = Verifier::new(
+        vec![
+            SigningKey::new("live", &WebhookSecret::new(LIVE)),
+            SigningKey::new("test", &WebhookSecret::new(TEST)),
+        ],
+        300,
+    );
+    let ledger = Arc::new(MemoryLedger::new());
+    let queue = Arc::new(MemoryQueue::new());
+    let ingest = Ingest::new(
+        verifier,
+        Arc::clone(&ledger),
+        Arc::clone(&queue),
+        IngestSettings::default(),
+    );
+    let post = |body: Vec<u8>, secret: &'static str| {
+        let ingest = &ingest;
+        async move {
+            let signature = signature_header(NOW_MS / 1000, &body, &[&WebhookSecret::new(secret)]);
+            let req = Inbound {
+                method: "POST",
+                signature: Some(&signature),
+                webhook_id: None,
+                body: &body,
+            };
+            ingest.handle(&req, NOW_MS).await.map(|r| r.ingested)
+        }
+    };
+    // A sandbox delivery takes the id first; the genuine live one with the same id arrives.
+    let sandbox = body("evt_x", r#","is_test":true"#);
+    let live = body("evt_x", r#","is_test":false"#);
+    assert_eq!(post(sandbox.clone(), TEST).await, Ok(Ingested::New));
+    ledger.mark_processed("evt_x");
+    let refused = post(live, LIVE).await.unwrap_err();
+    assert_eq!(
+        (refused.status(), refused.code()),
+        (409, "environment_conflict")
+    );
+    // Nothing was written for it, nothing sent: the sender keeps retrying, and it shows.
+    assert_eq!(queue.sent().len(), 1);
+    assert!(ledger.conflicts().is_empty());
+    // The sandbox delivery's own retry is still a plain duplicate.
+    assert!(matches!(
+        post(sandbox, TEST).await,
+        Ok(Ingested::Duplicate { .. })
+    ));
+}

@@ -693,3 +693,48 @@ async fn pending_lists_unprocessed_deliveries_oldest_first_from_the_sparse_index
         "the processed mark leaves the index"
     );
 }
+
+#[tokio::test]
+async fn a_live_delivery_reusing_a_sandbox_deliverys_id_is_refused_not_acknowledged() {
+    let rig = Rig::new().await;
+    let ingest = rig.ingest();
+    let sandbox = envelope(
+        "evt_shared",
+        "invoice.paid",
+        serde_json::json!({"invoice_id": "inv_env", "is_test": true}),
+    );
+    let live = envelope(
+        "evt_shared",
+        "invoice.paid",
+        serde_json::json!({"invoice_id": "inv_env", "is_test": false}),
+    );
+    let first = respond(
+        &ingest,
+        &delivery(&sandbox, "evt_shared", &sign(&sandbox, NOW, &[TEST_SECRET])),
+        NOW_MS,
+    )
+    .await;
+    assert_eq!(first.status(), 200);
+    rig.mark_processed("evt_shared").await;
+    let genuine = respond(
+        &ingest,
+        &delivery(&live, "evt_shared", &sign(&live, NOW, &[LIVE_SECRET])),
+        NOW_MS,
+    )
+    .await;
+    // Never a 200 "duplicate" for a delivery that is never applied: the sender keeps it.
+    assert_eq!(genuine.status(), 409);
+    assert_eq!(response_json(&genuine)["error"], "environment_conflict");
+    let record = rig
+        .aws
+        .item(&rig.table, "event_id", "evt_shared")
+        .await
+        .unwrap();
+    assert_eq!(
+        get_s(&record, "environment"),
+        "test",
+        "the record is untouched"
+    );
+    assert!(!record.contains_key("last_conflict_sha256"));
+    assert_eq!(rig.aws.drain(&rig.queue_url).await.len(), 1);
+}

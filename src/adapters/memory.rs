@@ -12,6 +12,7 @@ use crate::domain::ingest::{
     Delivery, DeliveryLedger, DeliveryState, ExistingDelivery, PortError, Recorded, TakeOver,
     WorkQueue,
 };
+use crate::domain::invoice::{Refund, Standing};
 use crate::domain::outcome::{Found, Mark, Plan, Refusal, Write, Written};
 use crate::domain::release::{InvoiceSeen, Release, ReleaseStore, Waiting};
 use crate::domain::status::{
@@ -234,25 +235,58 @@ impl WorkQueue for MemoryQueue {
 }
 
 /// An invoice as [`MemoryResources`] holds it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InvoiceRecord {
-    /// Its status and the event time (s) that set it; `None` for a note without a status (a
-    /// refund that arrived first).
+    /// Its status and the event time (s) that set it; `None` while only refunds are recorded.
     pub status: Option<(InvoiceStatus, u64)>,
-    /// The order it pays for.
-    pub order_id: Option<String>,
+    /// The order it pays for, set once by the first change that names it (the price likewise).
+    pub order: OrderRef,
     /// Paid, but not as the registered order says.
     pub held: bool,
     /// Paid after it closed (event time, s).
     pub paid_late_at: Option<u64>,
     /// The invoice that fulfilled its order first.
     pub duplicate_of: Option<String>,
-    /// Refunded (Unix ms).
-    pub refunded_at: Option<u64>,
-    /// The delivery or actor that moved it last.
-    pub last_event_id: Option<String>,
+    /// Completed refunds.
+    pub refunds: Vec<Refund>,
+    /// The deliveries and actors whose change it holds.
+    pub applied: std::collections::BTreeSet<String>,
     /// Released by a person (`released_by`).
     pub released_by: Option<String>,
+    /// Why, as they said, and whether they overrode the amount check.
+    pub release_reason: Option<String>,
+}
+
+impl Default for InvoiceRecord {
+    fn default() -> Self {
+        Self {
+            status: None,
+            order: OrderRef::none(),
+            held: false,
+            paid_late_at: None,
+            duplicate_of: None,
+            refunds: Vec::new(),
+            applied: std::collections::BTreeSet::new(),
+            released_by: None,
+            release_reason: None,
+        }
+    }
+}
+
+impl InvoiceRecord {
+    /// The record as the domain reads it.
+    #[must_use]
+    pub fn seen(&self) -> InvoiceSeen {
+        InvoiceSeen {
+            status: self.status.map(|(s, _)| s),
+            held: self.held,
+            paid_late: self.paid_late_at.is_some(),
+            duplicate_of: self.duplicate_of.clone(),
+            released: self.released_by.is_some(),
+            refunds: self.refunds.clone(),
+            order: self.order.clone(),
+        }
+    }
 }
 
 /// A deposit as [`MemoryResources`] holds it: what its rule reads, and who credited it.
@@ -330,6 +364,52 @@ impl MemoryResources {
         out
     }
 
+    /// Every invoice record, sorted by id.
+    #[must_use]
+    pub fn invoices(&self) -> Vec<(String, InvoiceRecord)> {
+        let mut out: Vec<_> = self
+            .lock()
+            .invoices
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// Every fulfilment record: its invoice and the order it names, sorted.
+    #[must_use]
+    pub fn fulfilments(&self) -> Vec<(String, Option<String>)> {
+        let inner = self.lock();
+        let mut out: Vec<_> = inner
+            .effects
+            .iter()
+            .filter_map(|(key, attributes)| {
+                let invoice = key.strip_prefix("fulfilment#")?;
+                let order = attributes.iter().find_map(|(name, value)| match value {
+                    EffectValue::Text(t) if name == "order_id" => Some(t.clone()),
+                    _ => None,
+                });
+                Some((invoice.to_owned(), order))
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Every key the store holds, as the state table would name it.
+    #[must_use]
+    pub fn keys(&self) -> Vec<String> {
+        let inner = self.lock();
+        let mut out: Vec<String> = inner.invoices.keys().cloned().collect();
+        out.extend(inner.withdrawals.keys().cloned());
+        out.extend(inner.deposits.keys().cloned());
+        out.extend(inner.effects.keys().cloned());
+        out.extend(inner.order_claims.keys().map(|o| format!("order_paid#{o}")));
+        out.sort();
+        out
+    }
+
     /// The credits of a payer in a currency, in order.
     #[must_use]
     pub fn credits(&self, payer: &str, currency: &str) -> Vec<Amount> {
@@ -358,39 +438,61 @@ impl MemoryResources {
 }
 
 /// A refusal by the resource's condition.
-fn resource(found: Found, last_by: Option<&String>) -> Refusal {
+fn resource(found: Found, last_by: Option<&String>, source: &Source) -> Refusal {
     Refusal::Resource {
         found,
-        last_by: last_by.cloned(),
+        mine: last_by.is_some_and(|by| *by == source.id()),
+        standing: Standing::Clear,
+    }
+}
+
+/// A refusal by an invoice's condition: what it holds, whether this source's change is among
+/// it, and where its payment stands.
+fn invoice_refused(record: Option<&InvoiceRecord>, source: &Source) -> Refusal {
+    Refusal::Resource {
+        found: record
+            .and_then(|r| r.status)
+            .map_or(Found::Nothing, |(s, _)| Found::Invoice(s)),
+        mine: record.is_some_and(|r| r.applied.contains(&source.id())),
+        standing: record.map_or(Standing::Clear, |r| r.seen().standing()),
     }
 }
 
 impl Resources {
-    /// The invoice's condition, as [`invoice_accepts`] states it.
-    fn invoice_refusal(&self, invoice_id: &str, status: InvoiceStatus, at: u64) -> Option<Refusal> {
+    /// The invoice's conditions: its status as [`invoice_accepts`] states it and, for a change
+    /// that fulfils (`order`), the order its record holds: the same order id (or none yet), and
+    /// a price when the record has one.
+    fn invoice_refusal(
+        &self,
+        source: &Source,
+        invoice_id: &str,
+        (status, at): (InvoiceStatus, u64),
+        order: Option<&OrderRef>,
+    ) -> Option<Refusal> {
         let record = self.invoices.get(invoice_id);
-        let last_by = record.and_then(|r| r.last_event_id.as_ref());
-        let current = match record {
-            None => None,
-            Some(InvoiceRecord { status: None, .. }) => {
-                return Some(resource(Found::Nothing, last_by));
-            }
-            Some(InvoiceRecord {
-                status: Some(current),
-                ..
-            }) => Some(*current),
+        if !invoice_accepts(record.and_then(|r| r.status), status, at) {
+            return Some(invoice_refused(record, source));
+        }
+        let (Some(order), Some(record)) = (order, record) else {
+            return None;
         };
-        (!invoice_accepts(current, status, at)).then(|| {
-            resource(
-                current.map_or(Found::Nothing, |(s, _)| Found::Invoice(s)),
-                last_by,
-            )
+        let recorded = &record.order;
+        let other_order =
+            recorded.external_id.is_some() && order.external_id != recorded.external_id;
+        let price_left_out = !order.has_price() && recorded.has_price();
+        (other_order || price_left_out).then(|| Refusal::OrderOnRecord {
+            recorded: recorded.clone(),
         })
     }
 
     /// The fulfilment's conditions, in the order DynamoDB's adapter reports them: the effect's
-    /// items absent, the order unclaimed, the registered order matching.
-    fn fulfilment_refusal(&self, writes: &[EffectWrite], order: &OrderRef) -> Option<Refusal> {
+    /// items absent, the order unclaimed, the registered order matching (amount and currency).
+    fn fulfilment_refusal(
+        &self,
+        writes: &[EffectWrite],
+        order: &OrderRef,
+        amount_checked: bool,
+    ) -> Option<Refusal> {
         if writes.iter().any(|w| self.effects.contains_key(&w.key)) {
             return Some(Refusal::Fulfilled);
         }
@@ -400,9 +502,12 @@ impl Resources {
                 invoice_id: winner.clone(),
             });
         }
+        if !amount_checked {
+            return None;
+        }
         let (amount, currency) = self.expected.get(external_id)?;
         let matches = order.amount.as_ref().is_some_and(|a| a.same_value(amount))
-            && order.currency.as_ref().is_none_or(|c| c == currency);
+            && order.currency.as_ref() == Some(currency);
         (!matches).then_some(Refusal::OrderMismatch)
     }
 
@@ -416,11 +521,21 @@ impl Resources {
     ) -> &mut InvoiceRecord {
         let record = self.invoices.entry(invoice_id.to_owned()).or_default();
         record.status = Some((status, at));
-        if order.external_id.is_some() {
-            record.order_id.clone_from(&order.external_id);
-        }
-        record.last_event_id = Some(source.id());
+        // The record's order is set once, by the first change that names it.
+        record.order.adopt(order);
+        record.applied.insert(source.id());
         record
+    }
+
+    /// Fulfils `invoice_id`: the effect's items and the order's claim.
+    fn fulfil(&mut self, invoice_id: &str, order: &OrderRef, writes: Vec<EffectWrite>) {
+        for w in writes {
+            self.effects.insert(w.key, w.attributes);
+        }
+        if let Some(external_id) = &order.external_id {
+            self.order_claims
+                .insert(external_id.clone(), invoice_id.to_owned());
+        }
     }
 
     /// Checks `plan`'s conditions and, if all hold, writes it. Nothing is written on refusal.
@@ -476,10 +591,15 @@ impl Resources {
                     Vec::new()
                 };
                 let refused = self
-                    .invoice_refusal(invoice_id, *status, *occurred_at)
+                    .invoice_refusal(
+                        source,
+                        invoice_id,
+                        (*status, *occurred_at),
+                        fulfils.then_some(order),
+                    )
                     .or_else(|| {
                         fulfils
-                            .then(|| self.fulfilment_refusal(&writes, order))
+                            .then(|| self.fulfilment_refusal(&writes, order, true))
                             .flatten()
                     });
                 if refused.is_none() {
@@ -491,12 +611,8 @@ impl Resources {
                         }
                         _ => {}
                     }
-                    for w in writes {
-                        self.effects.insert(w.key, w.attributes);
-                    }
-                    if let (true, Some(external_id)) = (fulfils, &order.external_id) {
-                        self.order_claims
-                            .insert(external_id.clone(), invoice_id.clone());
+                    if fulfils {
+                        self.fulfil(invoice_id, order, writes);
                     }
                 }
                 refused
@@ -513,13 +629,7 @@ impl Resources {
                     r.paid_late_at.get_or_insert(*occurred_at);
                     None
                 }
-                other => Some(resource(
-                    other
-                        .as_ref()
-                        .and_then(|r| r.status)
-                        .map_or(Found::Nothing, |(s, _)| Found::Invoice(s)),
-                    other.as_ref().and_then(|r| r.last_event_id.as_ref()),
-                )),
+                other => Some(invoice_refused(other.as_deref(), source)),
             },
             (
                 Write::Change,
@@ -528,6 +638,9 @@ impl Resources {
                     status,
                     kind,
                     invoice_id,
+                    amount,
+                    currency,
+                    mode,
                     ..
                 },
             ) => {
@@ -538,11 +651,17 @@ impl Resources {
                     if let (true, WithdrawalStatus::Completed, Some(invoice)) =
                         (kind == "refund", status, invoice_id)
                     {
+                        // A fact beside the invoice's record: never a status.
                         self.invoices
                             .entry(invoice.clone())
                             .or_default()
-                            .refunded_at
-                            .get_or_insert(now_ms);
+                            .refunds
+                            .push(Refund {
+                                withdrawal_id: withdrawal_id.clone(),
+                                amount: amount.clone(),
+                                currency: currency.clone(),
+                                full: mode.as_deref() == Some("full"),
+                            });
                     }
                     None
                 } else {
@@ -551,6 +670,7 @@ impl Resources {
                             .as_ref()
                             .map_or(Found::Nothing, |(s, _)| Found::Withdrawal(*s)),
                         current.as_ref().map(|(_, by)| by),
+                        source,
                     ))
                 }
             }
@@ -590,6 +710,7 @@ impl Resources {
                             credited: current.is_some_and(|c| c.credited),
                         },
                         record.as_ref().and_then(|d| d.credited_by.as_ref()),
+                        source,
                     ))
                 }
             }
@@ -627,18 +748,7 @@ impl ReleaseStore for MemoryResources {
     ) -> Result<(Option<InvoiceSeen>, bool), PortError> {
         let inner = self.lock();
         let fulfilled = inner.effects.contains_key(&fulfilment_key(invoice_id));
-        let seen = inner.invoices.get(invoice_id).map(|r| InvoiceSeen {
-            status: r.status.map(|(s, _)| s),
-            held: r.held,
-            paid_late: r.paid_late_at.is_some(),
-            duplicate_of: r.duplicate_of.clone(),
-            refunded: r.refunded_at.is_some(),
-            order: OrderRef {
-                external_id: r.order_id.clone(),
-                amount: None,
-                currency: None,
-            },
-        });
+        let seen = inner.invoices.get(invoice_id).map(InvoiceRecord::seen);
         Ok((seen, fulfilled))
     }
 
@@ -650,27 +760,21 @@ impl ReleaseStore for MemoryResources {
     ) -> Result<Written, PortError> {
         let mut inner = self.lock();
         let current = inner.invoices.get(release.invoice_id);
-        let waits = match (release.waiting, current) {
-            (Waiting::Unrecorded, None) => true,
-            (_, None) | (Waiting::Unrecorded, Some(_)) => false,
-            (waiting, Some(r)) => {
-                let status = r.status.map(|(s, _)| s);
-                let still = r.released_by.is_none() && r.refunded_at.is_none();
-                still
-                    && match waiting {
-                        Waiting::Open(st) => status == Some(st),
-                        Waiting::Held(st) => status == Some(st) && r.held,
-                        Waiting::PaidLate(st) => status == Some(st) && r.paid_late_at.is_some(),
-                        Waiting::Unrecorded => false,
-                    }
-            }
-        };
+        // The invoice still waits as it was read: not released, not refunded in full since.
+        let waits = current.is_none_or(|r| {
+            let seen = r.seen();
+            let status = seen.status;
+            r.released_by.is_none()
+                && seen.refunds.len() == release.refunds_seen
+                && match release.waiting {
+                    Waiting::Unrecorded => status.is_none(),
+                    Waiting::Open(st) => status == Some(st),
+                    Waiting::Held(st) => status == Some(st) && r.held,
+                    Waiting::PaidLate(st) => status == Some(st) && r.paid_late_at.is_some(),
+                }
+        }) && (current.is_some() || release.waiting == Waiting::Unrecorded);
         if !waits {
-            let found = current
-                .and_then(|r| r.status)
-                .map_or(Found::Nothing, |(s, _)| Found::Invoice(s));
-            let last_by = current.and_then(|r| r.last_event_id.as_ref());
-            return Ok(Written::Refused(resource(found, last_by)));
+            return Ok(Written::Refused(invoice_refused(current, release.source)));
         }
         let paid = PaidInvoice {
             invoice_id: release.invoice_id,
@@ -680,19 +784,10 @@ impl ReleaseStore for MemoryResources {
             at_ms: now_ms,
         };
         let writes = effect.writes(&paid);
-        // No amount guard: a person decided.
-        if writes.iter().any(|w| inner.effects.contains_key(&w.key)) {
-            return Ok(Written::Refused(Refusal::Fulfilled));
-        }
-        if let Some(winner) = release
-            .order
-            .external_id
-            .as_ref()
-            .and_then(|o| inner.order_claims.get(o))
+        if let Some(refusal) =
+            inner.fulfilment_refusal(&writes, release.order, release.amount_checked)
         {
-            return Ok(Written::Refused(Refusal::OrderClaimed {
-                invoice_id: winner.clone(),
-            }));
+            return Ok(Written::Refused(refusal));
         }
         let record = inner
             .invoices
@@ -701,20 +796,12 @@ impl ReleaseStore for MemoryResources {
         if release.waiting.becomes_paid() {
             record.status = Some((InvoiceStatus::Paid, now_ms / 1000));
         }
-        if release.order.external_id.is_some() {
-            record.order_id.clone_from(&release.order.external_id);
-        }
+        record.order.adopt(release.order);
         record.held = false;
         record.released_by = Some(release.source.id());
-        record.last_event_id = Some(release.source.id());
-        for w in writes {
-            inner.effects.insert(w.key, w.attributes);
-        }
-        if let Some(order) = &release.order.external_id {
-            inner
-                .order_claims
-                .insert(order.clone(), release.invoice_id.to_owned());
-        }
+        record.release_reason = Some(release.reason.to_owned());
+        record.applied.insert(release.source.id());
+        inner.fulfil(release.invoice_id, release.order, writes);
         Ok(Written::Committed)
     }
 }

@@ -82,6 +82,11 @@ impl FulfilmentEffect for RecordFulfilment {
         }
         if let Some(amount) = &paid.order.amount {
             attributes.push(("amount".into(), EffectValue::Number(amount.clone())));
+            // The text Paymos sent ("10.00"), for the hand-off: a Number drops trailing zeros.
+            attributes.push((
+                "amount_text".into(),
+                EffectValue::Text(amount.as_str().to_owned()),
+            ));
         }
         if let Some(currency) = &paid.order.currency {
             attributes.push(("currency".into(), EffectValue::Text(currency.clone())));

@@ -11,6 +11,10 @@ use serde_json::value::RawValue;
 /// The longest id we accept for an event or a resource (Paymos ids are about 30 characters).
 pub const MAX_ID_LEN: usize = 128;
 
+/// The longest merchant reference (an order's `external_id`, a payer) a change may key state
+/// by: far below DynamoDB's 2,048-byte partition key with its prefix (`order_paid#`, `balance#`).
+pub const MAX_REFERENCE_LEN: usize = 256;
+
 /// Why a verified body is not an envelope we can record. All of them mean HTTP 400.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -59,15 +63,10 @@ impl Category {
     /// The category of an event type.
     #[must_use]
     pub fn of(event_type: &str) -> Self {
-        if event_type.starts_with("invoice.") {
-            Self::Invoice
-        } else if event_type.starts_with("withdrawal.") {
-            Self::Withdrawal
-        } else if event_type.starts_with("payment_channel.deposit.") {
-            Self::Deposit
-        } else {
-            Self::Unknown
-        }
+        [Self::Invoice, Self::Withdrawal, Self::Deposit]
+            .into_iter()
+            .find(|c| c.type_prefix().is_some_and(|p| event_type.starts_with(p)))
+            .unwrap_or(Self::Unknown)
     }
 
     /// Where the resource id lives in `data`, and the prefix it carries.
@@ -77,6 +76,17 @@ impl Category {
             Self::Invoice => Some(("invoice_id", "inv_")),
             Self::Withdrawal => Some(("withdrawal_id", "wdr_")),
             Self::Deposit => Some(("id", "pcd_")),
+            Self::Unknown => None,
+        }
+    }
+
+    /// The prefix of its event types; the rest of the type is the status.
+    #[must_use]
+    pub fn type_prefix(self) -> Option<&'static str> {
+        match self {
+            Self::Invoice => Some("invoice."),
+            Self::Withdrawal => Some("withdrawal."),
+            Self::Deposit => Some("payment_channel.deposit."),
             Self::Unknown => None,
         }
     }
@@ -281,6 +291,17 @@ impl Envelope {
                 .filter_map(text)
                 .find(|id| is_valid_id(id)),
         };
+        // A refund names the invoice it pays back: an id like every resource id, never a key of
+        // another kind (`fulfilment#…`, `order_paid#…`).
+        if category == Category::Withdrawal
+            && data.invoice_id.is_some_and(|v| v.get() != "null")
+            && !text(data.invoice_id).is_some_and(|id| id.starts_with("inv_") && is_valid_id(&id))
+        {
+            return Err(EnvelopeError::InvalidResourceId {
+                field: "invoice_id",
+                prefix: "inv_",
+            });
+        }
         let order: RawOrder<'_> = nested(data.order);
         let payment: RawPayment<'_> = nested(data.payment);
         Ok(Self {
@@ -362,6 +383,34 @@ mod tests {
             (w.category, w.resource_id.as_deref()),
             (Category::Withdrawal, Some("wdr_1"))
         );
+    }
+
+    #[test]
+    fn a_refund_names_its_invoice_by_an_invoice_id_or_not_at_all() {
+        let refund = |invoice: &str| {
+            Envelope::parse(format!(r#"{{"event_id":"evt_1","event_type":"withdrawal.completed","version":1,"occurred_at":5,"data":{{"withdrawal_id":"wdr_1","invoice_id":{invoice},"mode":"full"}}}}"#).as_bytes())
+        };
+        for bad in [
+            r#""fulfilment#inv_1""#,
+            r#""order_paid#o-1""#,
+            r#""wdr_2""#,
+            r#""inv_""#.replace("inv_", "inv_ 1").as_str(),
+            "12",
+        ] {
+            assert_eq!(
+                refund(bad),
+                Err(EnvelopeError::InvalidResourceId {
+                    field: "invoice_id",
+                    prefix: "inv_"
+                }),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            refund(r#""inv_1""#).unwrap().data.invoice_id.as_deref(),
+            Some("inv_1")
+        );
+        assert_eq!(refund("null").unwrap().data.invoice_id, None);
     }
 
     #[test]

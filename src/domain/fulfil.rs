@@ -14,7 +14,7 @@ pub use super::confirm::{NoConfirmation, PaymentConfirmation};
 pub use super::effect::{
     EffectValue, EffectWrite, FulfilmentEffect, PaidInvoice, RecordFulfilment, fulfilment_key,
 };
-use super::envelope::{Category, Envelope};
+use super::envelope::{Category, Envelope, MAX_REFERENCE_LEN};
 use super::ingest::PortError;
 use super::outcome::{MAX_WRITES, Step, next, plan};
 pub use super::outcome::{Plan, Written};
@@ -29,8 +29,38 @@ pub struct OrderRef {
     pub external_id: Option<String>,
     /// The invoice amount (exact decimal), if the event carries it.
     pub amount: Option<Amount>,
-    /// The invoice currency, upper case.
+    /// The currency of `amount` (the same source's, never another's), upper case.
     pub currency: Option<String>,
+}
+
+impl OrderRef {
+    /// No order known.
+    #[must_use]
+    pub fn none() -> Self {
+        Self {
+            external_id: None,
+            amount: None,
+            currency: None,
+        }
+    }
+
+    /// Whether it carries a complete price: an amount with its currency.
+    #[must_use]
+    pub fn has_price(&self) -> bool {
+        self.amount.is_some() && self.currency.is_some()
+    }
+
+    /// Fills what this leaves out from `recorded`: the order id, and the price as one pair
+    /// (an amount with its own currency, never half of one).
+    pub fn adopt(&mut self, recorded: &OrderRef) {
+        if self.external_id.is_none() {
+            self.external_id.clone_from(&recorded.external_id);
+        }
+        if !self.has_price() && recorded.has_price() {
+            self.amount.clone_from(&recorded.amount);
+            self.currency.clone_from(&recorded.currency);
+        }
+    }
 }
 
 /// A change to apply, decided from the event alone.
@@ -63,6 +93,8 @@ pub enum Change {
         amount: Option<Amount>,
         /// The currency, if given.
         currency: Option<String>,
+        /// For refunds, `full` or `overpayment`, if given.
+        mode: Option<String>,
     },
     /// Record a deposit's status, crediting the payer once on a final confirmation.
     Deposit {
@@ -294,17 +326,24 @@ pub async fn settle<S: ResourceStore>(
     now_ms: u64,
 ) -> Result<Applied, PortError> {
     let by = source.id();
-    let mut current = plan(change);
+    let mut change = std::borrow::Cow::Borrowed(change);
+    let mut current = plan(&change);
     for _ in 0..MAX_WRITES {
         let written = store
-            .write(source, change, &current, effect, now_ms)
+            .write(source, &change, &current, effect, now_ms)
             .await?;
-        match next(&by, change, &current, written) {
+        match next(source, &change, &current, written) {
             Step::Done(applied) => {
-                note(&by, change, applied);
+                note(&by, &change, applied);
                 return Ok(applied);
             }
             Step::Then(p) => current = p,
+            Step::Adopt(recorded) => {
+                if let Change::Invoice { order, .. } = change.to_mut() {
+                    order.adopt(&recorded);
+                }
+                current = plan(&change);
+            }
         }
     }
     Err(PortError::new(
@@ -346,36 +385,36 @@ fn note(by: &str, change: &Change, applied: Applied) {
 #[must_use]
 pub fn change_of(envelope: &Envelope) -> Change {
     let data = &envelope.data;
-    let suffix = envelope.event_type.rsplit('.').next().unwrap_or_default();
     let ignore = |reason: String| Change::Ignore { reason };
     let unusable = |reason: &str| Change::Unusable {
         reason: format!("{}: {reason}", envelope.event_type),
         resource_id: envelope.resource_id.clone(),
     };
+    // State is keyed by these references: a longer one could never be written.
+    let too_long =
+        |value: &Option<String>| value.as_ref().is_some_and(|v| v.len() > MAX_REFERENCE_LEN);
     let upper = |v: &Option<String>| v.as_deref().map(str::to_ascii_uppercase);
     let resource = envelope.resource_id.clone().unwrap_or_default();
+    // The status is the whole rest of the type: `invoice.x.paid` is no `invoice.paid`.
+    let status_name = envelope
+        .category
+        .type_prefix()
+        .and_then(|prefix| envelope.event_type.strip_prefix(prefix))
+        .unwrap_or_default();
     match envelope.category {
-        Category::Invoice => match InvoiceStatus::parse(suffix) {
+        Category::Invoice => match InvoiceStatus::parse(status_name) {
+            Some(_) if too_long(&data.order_external_id) => unusable(&format!(
+                "data.order.external_id is longer than {MAX_REFERENCE_LEN} bytes"
+            )),
             Some(status) => Change::Invoice {
                 invoice_id: resource,
                 status,
                 occurred_at: envelope.occurred_at,
-                order: OrderRef {
-                    external_id: data.order_external_id.clone(),
-                    amount: data
-                        .order_amount
-                        .as_deref()
-                        .or(data.amount.as_deref())
-                        .or(data.payment_expected.as_deref())
-                        .and_then(Amount::parse),
-                    currency: upper(&data.order_currency)
-                        .or_else(|| upper(&data.currency))
-                        .or_else(|| upper(&data.payment_currency)),
-                },
+                order: order_of(data),
             },
             None => ignore(format!("unknown invoice event {}", envelope.event_type)),
         },
-        Category::Withdrawal => match WithdrawalStatus::parse(suffix) {
+        Category::Withdrawal => match WithdrawalStatus::parse(status_name) {
             // A refund says so in `type`; some senders omit it and carry the refunded invoice
             // and the refund `mode` instead.
             Some(status) => Change::Withdrawal {
@@ -390,10 +429,11 @@ pub fn change_of(envelope: &Envelope) -> Change {
                 invoice_id: data.invoice_id.clone(),
                 amount: data.amount.as_deref().and_then(Amount::parse),
                 currency: upper(&data.currency),
+                mode: data.mode.clone(),
             },
             None => ignore(format!("unknown withdrawal event {}", envelope.event_type)),
         },
-        Category::Deposit => match DepositStatus::parse(suffix) {
+        Category::Deposit => match DepositStatus::parse(status_name) {
             Some(status) => {
                 let credit = if status == DepositStatus::Confirmed && data.is_final == Some(true) {
                     let Some(payer) = &data.payer else {
@@ -401,12 +441,25 @@ pub fn change_of(envelope: &Envelope) -> Change {
                             "data.payment_channel_external_id is missing or not a string",
                         );
                     };
+                    if too_long(&data.payer) {
+                        return unusable(&format!(
+                            "data.payment_channel_external_id is longer than {MAX_REFERENCE_LEN} bytes"
+                        ));
+                    }
                     let Some(net) = data.net.as_deref().and_then(Amount::parse) else {
                         return unusable("data.net is missing or not a decimal string");
                     };
+                    if !net.is_positive() {
+                        return unusable("data.net is not more than 0: nothing to credit");
+                    }
                     let Some(currency) = upper(&data.currency) else {
                         return unusable("data.currency is missing or not a string");
                     };
+                    if too_long(&Some(currency.clone())) {
+                        return unusable(&format!(
+                            "data.currency is longer than {MAX_REFERENCE_LEN} bytes"
+                        ));
+                    }
                     Some(Credit {
                         payer: payer.clone(),
                         net,
@@ -425,6 +478,30 @@ pub fn change_of(envelope: &Envelope) -> Change {
             None => ignore(format!("unknown deposit event {}", envelope.event_type)),
         },
         Category::Unknown => ignore(format!("unknown event type {}", envelope.event_type)),
+    }
+}
+
+/// The order an invoice event names, its price taken as one pair from one source: the order's
+/// own amount and currency, else the invoice's, else the payment's token amount and token. An
+/// amount is never paired with another source's currency ("10 TON" is not 10 USD).
+fn order_of(data: &super::envelope::EventData) -> OrderRef {
+    let (amount, currency) = [
+        (&data.order_amount, &data.order_currency),
+        (&data.amount, &data.currency),
+        (&data.payment_expected, &data.payment_currency),
+    ]
+    .into_iter()
+    .find_map(|(amount, currency)| {
+        amount
+            .as_deref()
+            .and_then(Amount::parse)
+            .map(|a| (Some(a), currency.as_deref().map(str::to_ascii_uppercase)))
+    })
+    .unwrap_or((None, None));
+    OrderRef {
+        external_id: data.order_external_id.clone(),
+        amount,
+        currency,
     }
 }
 
@@ -723,6 +800,83 @@ mod tests {
             kind(r#"{"withdrawal_id":"wdr_1","type":"payout"}"#),
             "payout"
         );
+    }
+
+    #[test]
+    fn an_amount_is_paired_with_its_own_currency_only() {
+        let price = |data: &str| match change("invoice.paid", data) {
+            Change::Invoice { order, .. } => {
+                (order.amount.map(|a| a.as_str().to_owned()), order.currency)
+            }
+            other => panic!("{other:?}"),
+        };
+        // 10 TON is not 10 USD: the token amount keeps the token.
+        assert_eq!(
+            price(
+                r#"{"invoice_id":"inv_1","order":{"currency":"usd"},"payment":{"expected":"10","currency":"ton"}}"#
+            ),
+            (Some("10".into()), Some("TON".into()))
+        );
+        assert_eq!(
+            price(
+                r#"{"invoice_id":"inv_1","order":{"amount":"9.99","currency":"usd"},"payment":{"expected":"10","currency":"ton"}}"#
+            ),
+            (Some("9.99".into()), Some("USD".into()))
+        );
+        // An amount whose source names no currency stays without one (the guard refuses it).
+        assert_eq!(
+            price(r#"{"invoice_id":"inv_1","amount":"10","payment":{"currency":"usdt"}}"#),
+            (Some("10".into()), None)
+        );
+        assert_eq!(price(r#"{"invoice_id":"inv_1"}"#), (None, None));
+    }
+
+    #[test]
+    fn bounds_are_checked_when_the_change_is_decided() {
+        let long = "o".repeat(MAX_REFERENCE_LEN + 1);
+        let c = change(
+            "invoice.paid",
+            &format!(r#"{{"invoice_id":"inv_1","order":{{"external_id":"{long}"}}}}"#),
+        );
+        assert!(
+            matches!(&c, Change::Unusable { reason, .. } if reason.contains("data.order.external_id")),
+            "{c:?}"
+        );
+        let c = change(
+            "payment_channel.deposit.confirmed",
+            &format!(
+                r#"{{"id":"pcd_1","is_final":true,"payment_channel_external_id":"{long}","net":"1","currency":"TRX"}}"#
+            ),
+        );
+        assert!(
+            matches!(&c, Change::Unusable { reason, .. } if reason.contains("payment_channel_external_id")),
+            "{c:?}"
+        );
+        for net in ["0", "-5", "0.00"] {
+            let c = change(
+                "payment_channel.deposit.confirmed",
+                &format!(
+                    r#"{{"id":"pcd_1","is_final":true,"payment_channel_external_id":"c","net":"{net}","currency":"TRX"}}"#
+                ),
+            );
+            assert!(
+                matches!(&c, Change::Unusable { reason, .. } if reason.contains("data.net")),
+                "{net}: {c:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_event_type_is_matched_whole() {
+        for t in ["invoice.x.paid", "invoice.paid.x", "withdrawal.x.completed"] {
+            let c = change(
+                t,
+                r#"{"invoice_id":"inv_1","withdrawal_id":"wdr_1","order":{"external_id":"o"}}"#,
+            );
+            assert!(matches!(c, Change::Ignore { .. }), "{t}: {c:?}");
+        }
+        let c = change("payment_channel.deposit.x.confirmed", r#"{"id":"pcd_1"}"#);
+        assert!(matches!(c, Change::Ignore { .. }), "{c:?}");
     }
 
     #[test]

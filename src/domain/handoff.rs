@@ -119,6 +119,14 @@ fn field(item: &Snapshot, name: &str) -> Value {
     text(item, name).map_or(Value::Null, Value::from)
 }
 
+/// An item's amount as the text Paymos sent (`amount_text`), else its number.
+fn amount(item: &Snapshot) -> Value {
+    match text(item, "amount_text") {
+        Some(t) => Value::from(t),
+        None => field(item, "amount"),
+    }
+}
+
 /// The events a committed change of one state item means (`old` absent for a new item, `new`
 /// absent for a removed one). Pure: replaying a change gives the same events and keys.
 #[must_use]
@@ -161,7 +169,7 @@ pub fn events_of(
                 "Order Paid",
                 invoice.clone(),
                 json!({"order_id": field(new, "order_id"), "invoice_id": invoice,
-                       "amount": field(new, "amount"), "currency": field(new, "currency"),
+                       "amount": amount(new), "currency": field(new, "currency"),
                        "status": field(new, "status"), "won_by": won_by,
                        "event_id": if won_by.starts_with("manual:") { Value::Null } else { Value::from(won_by) }}),
                 "fulfilled_at",
@@ -171,7 +179,7 @@ pub fn events_of(
             let invoice = text(new, "pk").unwrap_or_default().to_owned();
             let review = |reason: &str, why: String| {
                 json!({"reason": reason, "invoice_id": invoice, "order_id": field(new, "order_id"),
-                       "amount": field(new, "amount"), "currency": field(new, "currency"), "why": why})
+                       "amount": amount(new), "currency": field(new, "currency"), "why": why})
             };
             if flag(Some(new), "held") && !flag(old, "held") {
                 emit(

@@ -7,6 +7,7 @@ pub mod envelope;
 pub mod fulfil;
 pub mod handoff;
 pub mod ingest;
+pub mod invoice;
 pub mod outcome;
 pub mod release;
 pub mod signature;

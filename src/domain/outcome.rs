@@ -13,15 +13,17 @@
 //!
 //! The mark is not in the change's transaction: it costs a unit less per write, and a crash
 //! between the change and the mark is recognised on the next receive, where the store refuses
-//! the change and reports that this very delivery wrote what it holds (`last_by`): the mark is
+//! the change and reports that this very delivery wrote what it holds (`mine`): the mark is
 //! then written with the planned outcome.
 
-use super::fulfil::{Applied, Change};
+use super::fulfil::{Applied, Change, OrderRef, Source};
+use super::invoice::Standing;
 use super::status::{InvoiceStatus, WithdrawalStatus};
 
-/// The most writes one change takes (see the module docs); a store that keeps refusing beyond
-/// that is broken, not busy.
-pub const MAX_WRITES: usize = 3;
+/// The most writes one change takes (see the module docs, plus one when a paid event leaves out
+/// what the invoice's record knows of its order); a store that keeps refusing beyond that is
+/// broken, not busy.
+pub const MAX_WRITES: usize = 4;
 
 /// What to write, atomically with the delivery's processed mark (`outcome`, `reason`)
 /// when `with_mark`, else alone (the mark follows in the next write).
@@ -84,8 +86,17 @@ pub enum Refusal {
     Resource {
         /// What the resource holds.
         found: Found,
-        /// The delivery (or actor) whose write it holds, when the store records one.
-        last_by: Option<String>,
+        /// Whether the resource already holds this very source's change (a delivery that was
+        /// applied, then crashed before its mark).
+        mine: bool,
+        /// Where the invoice's payment stands ([`Standing::Clear`] for other resources).
+        standing: Standing,
+    },
+    /// The invoice's record names an order, or a price, the paid change does not carry (or
+    /// carries differently): the record is the truth.
+    OrderOnRecord {
+        /// The order as the invoice's record holds it.
+        recorded: OrderRef,
     },
     /// The order was claimed by another invoice's fulfilment.
     OrderClaimed {
@@ -123,6 +134,8 @@ pub enum Step {
     Done(Applied),
     /// Write this next.
     Then(Plan),
+    /// Take what the change leaves out from the invoice's record, and plan again.
+    Adopt(OrderRef),
 }
 
 /// The first plan for a change.
@@ -162,10 +175,20 @@ fn mark_only(outcome: Applied, reason: Option<String>) -> Step {
     })
 }
 
-/// What `written` means for `change`, written by `source_id`, after trying `tried`: the rules
-/// of every outcome that is not the plan's own.
+/// What a refused manual road reports: what exists, never its own earlier write.
+fn standing_outcome(standing: &Standing) -> Applied {
+    match standing {
+        Standing::Held => Applied::Held,
+        Standing::DuplicateOf(_) => Applied::DuplicatePayment,
+        Standing::PaidLate => Applied::PaidLate,
+        Standing::Clear | Standing::Released | Standing::Refunded => Applied::AlreadyFinal,
+    }
+}
+
+/// What `written` means for `change`, written by `source`, after trying `tried`: the rules of
+/// every outcome that is not the plan's own.
 #[must_use]
-pub fn next(source_id: &str, change: &Change, tried: &Plan, written: Written) -> Step {
+pub fn next(source: &Source, change: &Change, tried: &Plan, written: Written) -> Step {
     let refusal = match written {
         Written::Committed if tried.with_mark => return Step::Done(tried.outcome),
         Written::Committed => return mark_only(tried.outcome, tried.reason.clone()),
@@ -173,19 +196,53 @@ pub fn next(source_id: &str, change: &Change, tried: &Plan, written: Written) ->
         Written::Refused(refusal) => refusal,
     };
     let mark_only = |outcome| mark_only(outcome, None);
+    let delivery = matches!(source, Source::Delivery { .. });
     match (&tried.write, refusal) {
         // The resource holds this delivery's own change: a crash came between the change and
-        // its mark. The outcome is the plan's.
-        (
-            Write::Change,
-            Refusal::Resource {
-                last_by: Some(by), ..
-            },
-        ) if by == source_id => mark_only(tried.outcome),
+        // its mark. The outcome is the plan's. (A person's second run is not a crash: it is
+        // told what exists.)
+        (Write::Change, Refusal::Resource { mine: true, .. }) if delivery => {
+            mark_only(tried.outcome)
+        }
         // The note exists: this delivery was handled before. The mark alone is never refused
         // but by the processed mark.
         (Write::Review | Write::MarkOnly, _) => Step::Done(Applied::AlreadyProcessed),
-        (Write::Change, Refusal::Resource { found, .. }) => match (change, found) {
+        (Write::Change, Refusal::OrderOnRecord { recorded }) => match change {
+            Change::Invoice { order, .. }
+                if order.external_id.is_some()
+                    && recorded.external_id.is_some()
+                    && order.external_id != recorded.external_id =>
+            {
+                // The event names another order than the invoice's record: never fulfilled
+                // on the event's word.
+                Step::Then(Plan {
+                    write: Write::Unfulfilled(Mark::Held),
+                    with_mark: true,
+                    outcome: Applied::Held,
+                    reason: Some(format!(
+                        "the event names order {}, the invoice's record order {}",
+                        order.external_id.as_deref().unwrap_or_default(),
+                        recorded.external_id.as_deref().unwrap_or_default()
+                    )),
+                })
+            }
+            _ => Step::Adopt(recorded),
+        },
+        (
+            Write::Change,
+            Refusal::Resource {
+                found, standing, ..
+            },
+        ) => match (change, found) {
+            // Released by a person: nothing waits any more.
+            (Change::Invoice { status, .. }, Found::Invoice(current))
+                if current.is_final()
+                    && status.fulfils()
+                    && !current.fulfils()
+                    && standing == Standing::Released =>
+            {
+                mark_only(Applied::AlreadyFinal)
+            }
             // Paid after it closed unpaid: the final status stays, the payment is noted.
             (Change::Invoice { status, .. }, Found::Invoice(current))
                 if current.is_final() && status.fulfils() && !current.fulfils() =>
@@ -196,6 +253,13 @@ pub fn next(source_id: &str, change: &Change, tried: &Plan, written: Written) ->
                     outcome: Applied::PaidLate,
                     reason: None,
                 })
+            }
+            // A person's road reports where the payment stands (a hold, a duplicate, a late
+            // payment, or done).
+            (Change::Invoice { .. }, Found::Invoice(current))
+                if current.is_final() && !delivery =>
+            {
+                mark_only(standing_outcome(&standing))
             }
             (Change::Invoice { .. }, Found::Invoice(current)) if current.is_final() => {
                 mark_only(Applied::AlreadyFinal)
@@ -235,6 +299,12 @@ mod tests {
     use crate::domain::fulfil::{Credit, OrderRef};
     use crate::domain::status::{Amount, DepositStatus};
 
+    fn me() -> Source {
+        Source::Delivery {
+            event_id: "evt_me".into(),
+        }
+    }
+
     fn invoice(status: InvoiceStatus) -> Change {
         Change::Invoice {
             invoice_id: "inv_1".into(),
@@ -257,6 +327,7 @@ mod tests {
             invoice_id: None,
             amount: None,
             currency: None,
+            mode: None,
         }
     }
 
@@ -280,9 +351,10 @@ mod tests {
         let mut tried = Vec::new();
         for answer in answers {
             tried.push(plan.write.clone());
-            match next("evt_me", change, &plan, answer.clone()) {
+            match next(&me(), change, &plan, answer.clone()) {
                 Step::Done(applied) => return (applied, tried),
                 Step::Then(p) => plan = p,
+                Step::Adopt(_) => panic!("{change:?}: nothing to adopt"),
             }
         }
         panic!("{change:?} needs more answers than {answers:?}; tried {tried:?}")
@@ -296,13 +368,15 @@ mod tests {
         let refused = |found| {
             Refused(Refusal::Resource {
                 found,
-                last_by: Some("evt_other".into()),
+                mine: false,
+                standing: Standing::Clear,
             })
         };
         let mine = |found| {
             Refused(Refusal::Resource {
                 found,
-                last_by: Some("evt_me".into()),
+                mine: true,
+                standing: Standing::Clear,
             })
         };
         // (name, change, the store's answers in turn, outcome, writes tried). A change is
@@ -416,7 +490,8 @@ mod tests {
                 vec![
                     Refused(Refusal::Resource {
                         found: Found::Nothing,
-                        last_by: None,
+                        mine: false,
+                        standing: Standing::Clear,
                     }),
                     Committed,
                 ],
@@ -592,7 +667,7 @@ mod tests {
                 !plan(&change).with_mark,
                 "{change:?}: the change goes alone"
             );
-            let Step::Then(mark) = next("evt_me", &change, &plan(&change), Committed) else {
+            let Step::Then(mark) = next(&me(), &change, &plan(&change), Committed) else {
                 panic!("no mark after {change:?}")
             };
             assert_eq!((mark.write, mark.with_mark), (Write::MarkOnly, true));
@@ -606,7 +681,7 @@ mod tests {
             "the note and the mark move together"
         );
         let Step::Then(held) = next(
-            "evt_me",
+            &me(),
             &invoice(I::Paid),
             &plan(&invoice(I::Paid)),
             Refused(Refusal::OrderMismatch),
@@ -614,6 +689,88 @@ mod tests {
             panic!()
         };
         assert!(held.with_mark, "a held payment and its mark move together");
+    }
+
+    #[test]
+    fn a_manual_road_reports_what_exists_never_its_own_earlier_write() {
+        let person = Source::Manual {
+            actor: "alice".into(),
+        };
+        let paid = invoice(I::Paid);
+        for (standing, found, expected) in [
+            (Standing::Held, I::Paid, Applied::Held),
+            (
+                Standing::DuplicateOf("inv_0".into()),
+                I::Paid,
+                Applied::DuplicatePayment,
+            ),
+            (Standing::PaidLate, I::Expired, Applied::PaidLate),
+            (Standing::Clear, I::Paid, Applied::AlreadyFinal),
+            (Standing::Released, I::Expired, Applied::AlreadyFinal),
+        ] {
+            let refused = Refused(Refusal::Resource {
+                found: Found::Invoice(found),
+                mine: true,
+                standing: standing.clone(),
+            });
+            let step = next(&person, &paid, &plan(&paid), refused.clone());
+            let Step::Then(then) = step else {
+                panic!("{standing:?}: {step:?}")
+            };
+            assert_eq!(then.outcome, expected, "{standing:?}");
+            // A delivery that finds its own write is a crash before its mark: the plan's.
+            let Step::Then(own) = next(&me(), &paid, &plan(&paid), refused) else {
+                panic!()
+            };
+            assert_eq!(own.outcome, Applied::Fulfilled);
+        }
+    }
+
+    #[test]
+    fn the_invoices_record_fills_in_and_overrules_the_events_order() {
+        let recorded = OrderRef {
+            external_id: Some("o-record".into()),
+            amount: None,
+            currency: None,
+        };
+        let silent = Change::Invoice {
+            invoice_id: "inv_1".into(),
+            status: I::Paid,
+            occurred_at: 10,
+            order: OrderRef::none(),
+        };
+        let answer = || {
+            Refused(Refusal::OrderOnRecord {
+                recorded: recorded.clone(),
+            })
+        };
+        assert_eq!(
+            next(&me(), &silent, &plan(&silent), answer()),
+            Step::Adopt(recorded.clone())
+        );
+        let Step::Then(held) = next(&me(), &invoice(I::Paid), &plan(&invoice(I::Paid)), answer())
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (held.write, held.outcome),
+            (Write::Unfulfilled(Mark::Held), Applied::Held)
+        );
+        assert!(held.reason.unwrap().contains("o-record"));
+    }
+
+    #[test]
+    fn a_released_late_payment_paid_again_waits_for_no_one() {
+        let refused = Refused(Refusal::Resource {
+            found: Found::Invoice(I::Expired),
+            mine: false,
+            standing: Standing::Released,
+        });
+        let Step::Then(then) = next(&me(), &invoice(I::Paid), &plan(&invoice(I::Paid)), refused)
+        else {
+            panic!()
+        };
+        assert_eq!(then.outcome, Applied::AlreadyFinal);
     }
 
     #[test]
@@ -647,7 +804,7 @@ mod tests {
             };
             for answer in [Committed, AlreadyProcessed, Refused(Refusal::Noted)] {
                 assert!(matches!(
-                    next("evt_me", &invoice(I::Paid), &tried, answer),
+                    next(&me(), &invoice(I::Paid), &tried, answer),
                     Step::Done(_)
                 ));
             }

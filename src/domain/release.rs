@@ -10,22 +10,8 @@ use super::ingest::PortError;
 use super::outcome::{Refusal, Written};
 use super::status::InvoiceStatus;
 
-/// An invoice as the resource table holds it, for a release.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InvoiceSeen {
-    /// Its status, if it has one (a refund's note may have created the item first).
-    pub status: Option<InvoiceStatus>,
-    /// Paid, but not as the registered order says.
-    pub held: bool,
-    /// Paid after it closed.
-    pub paid_late: bool,
-    /// A second payment for an order another invoice fulfilled.
-    pub duplicate_of: Option<String>,
-    /// Paid back by a completed refund.
-    pub refunded: bool,
-    /// The order as recorded on the invoice (fields may be missing).
-    pub order: OrderRef,
-}
+pub use super::invoice::InvoiceSeen;
+use super::invoice::Standing;
 
 /// What an invoice waits for, and so the condition its release is written under (the invoice
 /// still as it was read).
@@ -70,7 +56,9 @@ pub enum ReleaseError {
 }
 
 /// Whether `invoice_id` waits for a release: `Err(Ok(applied))` when there is nothing to do
-/// (it is fulfilled already), `Err(Err(why))` when it must not be released.
+/// (it is fulfilled already), `Err(Err(why))` when it must not be released. Only a payment that
+/// waits for a person is released: held, paid late, or one only an unconfirmed delivery
+/// (`unconfirmed`) has told us about.
 ///
 /// # Errors
 /// As above.
@@ -78,34 +66,42 @@ pub fn waiting(
     invoice_id: &str,
     fulfilled: bool,
     seen: Option<&InvoiceSeen>,
+    unconfirmed: bool,
 ) -> Result<Waiting, Result<Applied, ReleaseError>> {
+    let refuse = |why: String| Err(Err(ReleaseError::NotReleasable(why)));
     if fulfilled {
         return Err(Ok(Applied::AlreadyFinal));
     }
-    let Some(seen) = seen else {
-        return Ok(Waiting::Unrecorded);
-    };
-    if seen.refunded {
-        return Err(Err(ReleaseError::NotReleasable(format!(
-            "{invoice_id} was refunded: nothing to release"
-        ))));
+    let standing = seen.map_or(Standing::Clear, InvoiceSeen::standing);
+    match standing {
+        Standing::Refunded => {
+            return refuse(format!(
+                "{invoice_id} was refunded in full: nothing to release"
+            ));
+        }
+        Standing::DuplicateOf(other) => {
+            return refuse(format!(
+                "{invoice_id} is a second payment for an order {other} fulfilled: refund it, do not release it"
+            ));
+        }
+        Standing::Released => return Err(Ok(Applied::AlreadyFinal)),
+        Standing::Clear | Standing::Held | Standing::PaidLate => {}
     }
-    if let Some(other) = &seen.duplicate_of {
-        return Err(Err(ReleaseError::NotReleasable(format!(
-            "{invoice_id} is a second payment for an order {other} fulfilled: refund it, do not release it"
-        ))));
-    }
-    match seen.status {
-        None => Err(Err(ReleaseError::NotReleasable(format!(
-            "{invoice_id} has no status here, only a note: nothing to release"
-        )))),
-        Some(status) if !status.is_final() => Ok(Waiting::Open(status)),
-        Some(status) if status.fulfils() && seen.held => Ok(Waiting::Held(status)),
-        Some(status) if seen.paid_late => Ok(Waiting::PaidLate(status)),
+    match seen.and_then(|s| s.status) {
+        None if unconfirmed => Ok(Waiting::Unrecorded),
+        None => refuse(format!(
+            "{invoice_id} is unknown here and no unconfirmed delivery names it: check the invoice id (`paymos-inbox exceptions` lists what waits)"
+        )),
+        Some(status) if !status.is_final() && unconfirmed => Ok(Waiting::Open(status)),
+        Some(status) if !status.is_final() => refuse(format!(
+            "{invoice_id} is open ({status}) and no payment of it waits here: wait for its payment, or run `paymos-inbox reconcile` if Paymos shows it paid"
+        )),
+        Some(status) if status.fulfils() && standing == Standing::Held => Ok(Waiting::Held(status)),
+        Some(status) if standing == Standing::PaidLate => Ok(Waiting::PaidLate(status)),
         Some(status) if status.fulfils() => Err(Ok(Applied::AlreadyFinal)),
-        Some(status) => Err(Err(ReleaseError::NotReleasable(format!(
+        Some(status) => refuse(format!(
             "{invoice_id} closed {status} and was never paid: nothing to release"
-        )))),
+        )),
     }
 }
 
@@ -116,6 +112,12 @@ pub fn waiting(
 pub fn released(written: Written, order: &OrderRef) -> Result<Applied, ReleaseError> {
     match written {
         Written::Committed => Ok(Applied::Fulfilled),
+        Written::Refused(Refusal::OrderMismatch) => Err(ReleaseError::NotReleasable(format!(
+            "the payment ({} {}) is not what order {} was registered for: check it, then release with --override-amount --reason \"…\", or refund it",
+            order.amount.as_ref().map_or("?", |a| a.as_str()),
+            order.currency.as_deref().unwrap_or("?"),
+            order.external_id.as_deref().unwrap_or("?"),
+        ))),
         Written::Refused(Refusal::OrderClaimed { invoice_id }) => {
             Err(ReleaseError::NotReleasable(format!(
                 "order {} was already fulfilled by {invoice_id}: this payment is a duplicate; refund it",
@@ -140,6 +142,22 @@ pub struct Release<'a> {
     pub source: &'a Source,
     /// Why, as they said.
     pub reason: &'a str,
+    /// Whether the registered order's amount guard applies (a person may override it, with a
+    /// reason that is kept).
+    pub amount_checked: bool,
+    /// How many refunds the invoice held when it was read (the write's condition: none since).
+    pub refunds_seen: usize,
+}
+
+/// Who releases, why, and whether they override the amount check.
+#[derive(Debug, Clone, Copy)]
+pub struct ReleaseBy<'a> {
+    /// The person (kept as `manual:<actor>`).
+    pub actor: &'a str,
+    /// Why, as they said (required to override the amount check).
+    pub reason: Option<&'a str>,
+    /// Fulfil although the amount differs from the registered order.
+    pub override_amount: bool,
 }
 
 /// What a release reads and writes.
@@ -160,60 +178,78 @@ pub trait ReleaseStore: Send + Sync {
     ) -> impl Future<Output = Result<Written, PortError>> + Send;
 }
 
+impl<T: ReleaseStore> ReleaseStore for std::sync::Arc<T> {
+    fn invoice_seen(
+        &self,
+        invoice_id: &str,
+    ) -> impl Future<Output = Result<(Option<InvoiceSeen>, bool), PortError>> + Send {
+        (**self).invoice_seen(invoice_id)
+    }
+
+    fn write_release(
+        &self,
+        release: &Release<'_>,
+        effect: &dyn FulfilmentEffect,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<Written, PortError>> + Send {
+        (**self).write_release(release, effect, now_ms)
+    }
+}
+
 /// Fulfils a held, late-paid or unconfirmed invoice on a person's word, through the same
 /// conditional writes as a webhook: the fulfilment only if absent, the order's claim only if
-/// absent, and the invoice only as it was read (so a racing webhook, a second release or a
-/// refund makes the outcome `already_final`, never a second fulfilment).
+/// absent, the registered order's amount guard unless the person overrides it, and the invoice
+/// only as it was read (so a racing webhook, a second release or a refund makes the outcome
+/// `already_final`, never a second fulfilment). `unconfirmed` is the order of the unconfirmed
+/// delivery that names the invoice, if one does.
 ///
 /// # Errors
-/// [`ReleaseError::NotReleasable`] for an invoice that is not waiting for a release (never
-/// paid, a duplicate payment to refund, or its order fulfilled by another invoice).
+/// [`ReleaseError::NotReleasable`] for an invoice that is not waiting for a release (unknown,
+/// open, never paid, refunded, a duplicate payment to refund, its order fulfilled by another
+/// invoice, or an amount that differs without an override).
 pub async fn release<S: ReleaseStore>(
     store: &S,
     invoice_id: &str,
-    fallback_order: &OrderRef,
-    actor: &str,
-    reason: Option<&str>,
+    unconfirmed: Option<&OrderRef>,
+    by: &ReleaseBy<'_>,
     effect: &dyn FulfilmentEffect,
     now_ms: u64,
 ) -> Result<Applied, ReleaseError> {
+    if by.override_amount && by.reason.is_none_or(|r| r.trim().is_empty()) {
+        return Err(ReleaseError::NotReleasable(
+            "--override-amount needs --reason: say why this amount is accepted".into(),
+        ));
+    }
     let (seen, fulfilled) = store.invoice_seen(invoice_id).await?;
-    let waiting = match waiting(invoice_id, fulfilled, seen.as_ref()) {
+    let waiting = match waiting(invoice_id, fulfilled, seen.as_ref(), unconfirmed.is_some()) {
         Ok(waiting) => waiting,
         Err(decided) => return decided,
     };
-    let recorded = seen.map(|s| s.order);
-    let order = OrderRef {
-        external_id: recorded
-            .as_ref()
-            .and_then(|o| o.external_id.clone())
-            .or_else(|| fallback_order.external_id.clone()),
-        amount: recorded
-            .as_ref()
-            .and_then(|o| o.amount.clone())
-            .or_else(|| fallback_order.amount.clone()),
-        currency: recorded
-            .as_ref()
-            .and_then(|o| o.currency.clone())
-            .or_else(|| fallback_order.currency.clone()),
-    };
+    let refunds_seen = seen.as_ref().map_or(0, |s| s.refunds.len());
+    let mut order = seen.map_or_else(OrderRef::none, |s| s.order);
+    if let Some(named) = unconfirmed {
+        order.adopt(named);
+    }
     let source = Source::Manual {
-        actor: actor.to_owned(),
+        actor: by.actor.to_owned(),
     };
     let release = Release {
         invoice_id,
         waiting,
         order: &order,
         source: &source,
-        reason: reason.unwrap_or("released by hand"),
+        reason: by.reason.unwrap_or("released by hand"),
+        amount_checked: !by.override_amount,
+        refunds_seen,
     };
     let written = store.write_release(&release, effect, now_ms).await?;
     let applied = released(written, &order)?;
     if applied == Applied::Fulfilled {
         tracing::warn!(
             invoice_id,
-            actor,
-            reason,
+            actor = by.actor,
+            reason = by.reason,
+            amount_overridden = by.override_amount,
             "invoice released by hand: fulfilled"
         );
     }
@@ -224,18 +260,16 @@ pub async fn release<S: ReleaseStore>(
 mod tests {
     use super::*;
 
+    use crate::domain::invoice::Refund;
+
     fn seen(status: InvoiceStatus) -> InvoiceSeen {
         InvoiceSeen {
-            status: Some(status),
-            held: false,
-            paid_late: false,
-            duplicate_of: None,
-            refunded: false,
             order: OrderRef {
                 external_id: Some("o-1".into()),
                 amount: None,
                 currency: None,
             },
+            ..InvoiceSeen::with_status(Some(status))
         }
     }
 
@@ -254,44 +288,72 @@ mod tests {
             duplicate_of: Some("inv_0".into()),
             ..seen(I::Paid)
         };
-        assert_eq!(waiting("inv_1", false, None), Ok(Waiting::Unrecorded));
+        assert_eq!(waiting("inv_1", false, None, true), Ok(Waiting::Unrecorded));
         assert_eq!(
-            waiting("inv_1", false, Some(&seen(I::Confirming))),
+            waiting("inv_1", false, Some(&seen(I::Confirming)), true),
             Ok(Waiting::Open(I::Confirming))
         );
         assert_eq!(
-            waiting("inv_1", false, Some(&held)),
+            waiting("inv_1", false, Some(&held), false),
             Ok(Waiting::Held(I::PaidOver))
         );
         assert_eq!(
-            waiting("inv_1", false, Some(&late)),
+            waiting("inv_1", false, Some(&late), false),
             Ok(Waiting::PaidLate(I::Expired))
         );
         assert_eq!(
-            waiting("inv_1", true, Some(&held)),
+            waiting("inv_1", true, Some(&held), false),
             Err(Ok(Applied::AlreadyFinal)),
             "fulfilled already"
         );
         assert_eq!(
-            waiting("inv_1", false, Some(&seen(I::Paid))),
+            waiting("inv_1", false, Some(&seen(I::Paid)), false),
             Err(Ok(Applied::AlreadyFinal))
         );
         assert!(matches!(
-            waiting("inv_1", false, Some(&duplicate)),
+            waiting("inv_1", false, Some(&duplicate), false),
             Err(Err(ReleaseError::NotReleasable(why))) if why.contains("refund")
         ));
         assert!(matches!(
-            waiting("inv_1", false, Some(&seen(I::Cancelled))),
+            waiting("inv_1", false, Some(&seen(I::Cancelled)), false),
             Err(Err(ReleaseError::NotReleasable(why))) if why.contains("never paid")
         ));
         let refunded = InvoiceSeen {
-            refunded: true,
+            refunds: vec![Refund {
+                withdrawal_id: "wdr_1".into(),
+                amount: None,
+                currency: None,
+                full: true,
+            }],
             ..held.clone()
         };
         assert!(matches!(
-            waiting("inv_1", false, Some(&refunded)),
+            waiting("inv_1", false, Some(&refunded), false),
             Err(Err(ReleaseError::NotReleasable(why))) if why.contains("refunded")
         ));
+        // Unknown or open with no unconfirmed delivery: nothing was paid here to release.
+        assert!(matches!(
+            waiting("inv_1", false, None, false),
+            Err(Err(ReleaseError::NotReleasable(why))) if why.contains("unknown")
+        ));
+        assert!(matches!(
+            waiting("inv_1", false, Some(&seen(I::Confirming)), false),
+            Err(Err(ReleaseError::NotReleasable(why))) if why.contains("open")
+        ));
+        // A partial refund leaves a held payment waiting.
+        let partly = InvoiceSeen {
+            refunds: vec![Refund {
+                withdrawal_id: "wdr_1".into(),
+                amount: crate::domain::status::Amount::parse("5"),
+                currency: Some("USDT".into()),
+                full: false,
+            }],
+            ..held.clone()
+        };
+        assert_eq!(
+            waiting("inv_1", false, Some(&partly), false),
+            Ok(Waiting::Held(I::PaidOver))
+        );
         assert_eq!(Waiting::Held(I::PaidOver).paid_status(), I::PaidOver);
         assert_eq!(Waiting::PaidLate(I::Expired).paid_status(), I::Paid);
         assert!(Waiting::Open(I::Confirming).becomes_paid());

@@ -276,23 +276,38 @@ impl Amount {
         &self.0
     }
 
+    /// The exact number (parsing cannot fail: the text was validated).
+    fn decimal(&self) -> bigdecimal::BigDecimal {
+        self.0.parse().expect("an Amount is a valid decimal")
+    }
+
     /// Whether two amounts are the same number, as DynamoDB compares Numbers (`10.50` is
     /// `10.5`, `-0` is `0`).
     #[must_use]
     pub fn same_value(&self, other: &Self) -> bool {
-        self.canonical() == other.canonical()
+        self.decimal() == other.decimal()
     }
 
-    /// Sign, integer digits without leading zeros, fraction without trailing zeros.
-    fn canonical(&self) -> (bool, &str, &str) {
-        let (negative, digits) = match self.0.strip_prefix('-') {
-            Some(rest) => (true, rest),
-            None => (false, self.0.as_str()),
-        };
-        let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
-        let int = int.trim_start_matches('0');
-        let frac = frac.trim_end_matches('0');
-        (negative && !(int.is_empty() && frac.is_empty()), int, frac)
+    /// Whether the amount is more than zero.
+    #[must_use]
+    pub fn is_positive(&self) -> bool {
+        self.decimal().sign() == bigdecimal::num_bigint::Sign::Plus
+    }
+
+    /// Whether `amounts` add up to at least this amount (exactly, as decimals).
+    #[must_use]
+    pub fn covered_by<'a>(&self, amounts: impl IntoIterator<Item = &'a Amount>) -> bool {
+        let total: bigdecimal::BigDecimal = amounts.into_iter().map(Self::decimal).sum();
+        total >= self.decimal()
+    }
+
+    /// The exact sum of `amounts`, as decimal text (`None` for none).
+    #[must_use]
+    pub fn sum<'a>(amounts: impl IntoIterator<Item = &'a Amount>) -> Option<String> {
+        let mut iter = amounts.into_iter().peekable();
+        iter.peek()?;
+        let total: bigdecimal::BigDecimal = iter.map(Self::decimal).sum();
+        Some(total.normalized().to_plain_string())
     }
 }
 
@@ -370,6 +385,27 @@ mod tests {
         assert!(!a("10.5").same_value(&a("10.05")));
         assert!(!a("-1").same_value(&a("1")));
         assert!(!a("100").same_value(&a("10")));
+        assert!(
+            a(&format!("1{}", "0".repeat(36))).same_value(&a(&format!("1{}.0", "0".repeat(36))))
+        );
+    }
+
+    #[test]
+    fn amounts_add_up_exactly() {
+        let a = |s: &str| Amount::parse(s).unwrap();
+        let refunds = [a("0.1"), a("0.2")];
+        assert!(a("0.3").covered_by(&refunds), "0.1 + 0.2 is 0.3, exactly");
+        assert!(!a("0.30000000000000001").covered_by(&refunds));
+        assert!(a("0").covered_by(&[]));
+        assert!(!a("0.01").covered_by(&[]));
+        assert_eq!(Amount::sum(&refunds).as_deref(), Some("0.3"));
+        assert_eq!(
+            Amount::sum(&[a("10.50"), a("-0.50")]).as_deref(),
+            Some("10")
+        );
+        assert_eq!(Amount::sum(&[]), None);
+        assert!(a("0.001").is_positive());
+        assert!(!a("0").is_positive() && !a("-0").is_positive() && !a("-1").is_positive());
     }
 
     #[test]

@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use crate::adapters::memory::MemoryResources;
 use crate::domain::confirm::{AtSource, ConfirmedInvoice, PaymentConfirmation};
-use crate::domain::fulfil::{Applied, Fulfil, FulfilError, OrderRef};
+use crate::domain::fulfil::{
+    Applied, Change, Fulfil, FulfilError, OrderRef, RecordFulfilment, change_of,
+};
 use crate::domain::ingest::PortError;
 use crate::domain::signature::Environment;
 use crate::domain::status::{Amount, InvoiceStatus, WithdrawalStatus};
@@ -315,7 +317,8 @@ async fn a_completed_refund_notes_its_invoice_and_a_late_payment_keeps_the_close
     let inv = store.invoice("inv_1").unwrap();
     assert_eq!(inv.status.map(|(s, _)| s), Some(InvoiceStatus::Expired));
     assert_eq!(inv.paid_late_at, Some(20));
-    assert!(inv.refunded_at.is_some());
+    assert_eq!(inv.refunds.len(), 1);
+    assert!(inv.refunds[0].full);
     assert_eq!(store.withdrawal("wdr_1"), Some(WithdrawalStatus::Completed));
 }
 
@@ -501,4 +504,384 @@ async fn a_crash_between_the_change_and_its_mark_is_recognised_on_the_next_recei
         assert!(inner.fulfilled().len() <= 1);
         assert!(inner.credits("c-1", "TRX").len() <= 1, "credited once");
     }
+}
+
+// ---- One invoice, one truth: every road obeys the invoice's record (issue 20) ----
+
+/// An invoice event with `data` as given (no order unless it names one).
+fn bare(event_id: &str, event_type: &str, at: u64, data: &str) -> WorkItem {
+    item(event_id, event_type, at, data)
+}
+
+fn order_ref(id: Option<&str>) -> OrderRef {
+    OrderRef {
+        external_id: id.map(str::to_owned),
+        amount: None,
+        currency: None,
+    }
+}
+
+#[tokio::test]
+async fn a_paid_event_without_its_order_fulfils_the_order_the_invoice_named_once() {
+    // The official ton_invoice vectors carry no data.order: the order comes from the record.
+    let history = [
+        invoice("evt_await", "awaiting_payment", 10, "inv_1", "o-1"),
+        bare(
+            "evt_paid",
+            "invoice.paid",
+            20,
+            r#"{"invoice_id":"inv_1","payment":{"expected":"10.50","currency":"USDT"}}"#,
+        ),
+        invoice("evt_second", "paid", 30, "inv_2", "o-1"),
+    ];
+    let (outcomes, store) = run(&history, |_| {}).await;
+    assert_eq!(outcomes, [Updated, Fulfilled, DuplicatePayment]);
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+    assert_eq!(
+        store.invoice("inv_2").unwrap().duplicate_of.as_deref(),
+        Some("inv_1")
+    );
+}
+
+#[tokio::test]
+async fn the_registered_amount_is_checked_against_the_price_the_invoice_recorded() {
+    // awaiting_payment named the order at 10.50 USD; the paid event names neither.
+    let history = [
+        invoice("evt_await", "awaiting_payment", 10, "inv_1", "o-1"),
+        bare("evt_paid", "invoice.paid", 20, r#"{"invoice_id":"inv_1"}"#),
+    ];
+    let (outcomes, store) = run(&history, |s| {
+        s.register_order("o-1", &Amount::parse("500").unwrap(), "USD");
+    })
+    .await;
+    assert_eq!(outcomes, [Updated, Held]);
+    assert!(store.fulfilled().is_empty());
+    let (ok, store) = run(&history, |s| {
+        s.register_order("o-1", &Amount::parse("10.5").unwrap(), "USD");
+    })
+    .await;
+    assert_eq!(ok, [Updated, Fulfilled]);
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}
+
+#[tokio::test]
+async fn an_event_naming_another_order_than_the_record_is_held_not_fulfilled() {
+    let history = [
+        invoice("evt_await", "awaiting_payment", 10, "inv_1", "o-cheap"),
+        invoice("evt_paid", "paid", 20, "inv_1", "o-dear"),
+    ];
+    let (outcomes, store) = run(&history, |_| {}).await;
+    assert_eq!(outcomes, [Updated, Held]);
+    assert!(store.fulfilled().is_empty());
+    let record = store.invoice("inv_1").unwrap();
+    assert_eq!(record.order.external_id.as_deref(), Some("o-cheap"));
+    assert_eq!(
+        record.seen().standing(),
+        crate::domain::invoice::Standing::Held
+    );
+    let reason = store.outcome("evt_paid").unwrap().1.unwrap();
+    assert!(
+        reason.contains("o-dear") && reason.contains("o-cheap"),
+        "{reason}"
+    );
+}
+
+#[tokio::test]
+async fn mark_paid_without_an_order_id_claims_the_recorded_order_once() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    for (i, inv) in ["inv_1", "inv_2"].into_iter().enumerate() {
+        let work = invoice(&format!("evt_{i}"), "awaiting_payment", 10, inv, "o-1");
+        fulfil.apply(&work, 1).await.unwrap();
+    }
+    let first = fulfil
+        .mark_paid("inv_1", order_ref(None), "x", 2)
+        .await
+        .unwrap();
+    let second = fulfil
+        .mark_paid("inv_2", order_ref(None), "x", 3)
+        .await
+        .unwrap();
+    assert_eq!((first, second), (Fulfilled, DuplicatePayment));
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}
+
+fn refund(event_id: &str, at: u64, invoice: &str, amount: &str, mode: &str) -> WorkItem {
+    item(
+        event_id,
+        "withdrawal.completed",
+        at,
+        &format!(
+            r#"{{"withdrawal_id":"wdr_{event_id}","invoice_id":"{invoice}","mode":"{mode}","type":"refund","amount":"{amount}","currency":"USDT"}}"#
+        ),
+    )
+}
+
+#[tokio::test]
+async fn a_refund_before_its_payment_never_loses_the_payment() {
+    let history = [
+        refund("evt_r", 10, "inv_1", "0.50", "overpayment"),
+        invoice("evt_paid", "paid_over", 20, "inv_1", "o-1"),
+    ];
+    let (outcomes, store) = run(&history, |_| {}).await;
+    assert_eq!(outcomes, [Updated, Fulfilled]);
+    assert_eq!(store.fulfilled(), ["inv_1"]);
+    assert_eq!(store.invoice("inv_1").unwrap().refunds.len(), 1);
+}
+
+#[tokio::test]
+async fn only_a_full_refund_clears_a_payment_from_review() {
+    let usdt = |event_id: &str, inv: &str, order: &str, amount: &str| {
+        item(
+            event_id,
+            "invoice.paid",
+            20,
+            &format!(
+                r#"{{"invoice_id":"{inv}","order":{{"external_id":"{order}","amount":"{amount}","currency":"USDT"}}}}"#
+            ),
+        )
+    };
+    let history = [
+        // Held: 90 paid, the order was registered at 100.
+        usdt("evt_h", "inv_h", "o-h", "90"),
+        refund("evt_r1", 30, "inv_h", "5", "overpayment"),
+        // A duplicate payment with a 0.10 refund.
+        usdt("evt_d1", "inv_d1", "o-d", "10"),
+        usdt("evt_d2", "inv_d2", "o-d", "10"),
+        refund("evt_r2", 31, "inv_d2", "0.10", "overpayment"),
+    ];
+    let (outcomes, store) = run(&history, |s| {
+        s.register_order("o-h", &Amount::parse("100").unwrap(), "USDT");
+    })
+    .await;
+    assert_eq!(
+        outcomes,
+        [Held, Updated, Fulfilled, DuplicatePayment, Updated]
+    );
+    let waits = |inv: &str| {
+        store
+            .invoice(inv)
+            .unwrap()
+            .seen()
+            .standing()
+            .waits_for_person()
+    };
+    assert!(waits("inv_h"), "a 5 USDT refund of 90 leaves it held");
+    assert!(waits("inv_d2"), "0.10 of a duplicate leaves it to refund");
+    // The rest of the duplicate comes back: it is settled.
+    let (_, store) = run(
+        &[
+            usdt("evt_d1", "inv_d1", "o-d", "10"),
+            usdt("evt_d2", "inv_d2", "o-d", "10"),
+            refund("evt_r2", 31, "inv_d2", "0.10", "overpayment"),
+            refund("evt_r3", 32, "inv_d2", "9.90", "overpayment"),
+        ],
+        |_| {},
+    )
+    .await;
+    assert!(
+        !store
+            .invoice("inv_d2")
+            .unwrap()
+            .seen()
+            .standing()
+            .waits_for_person()
+    );
+}
+
+#[tokio::test]
+async fn a_refund_naming_a_raw_key_writes_nothing_and_the_genuine_payment_fulfils() {
+    let forged = [r#""fulfilment#inv_z""#, r#""order_paid#o-1""#];
+    let mut history: Vec<WorkItem> = forged
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            item(
+                &format!("evt_f{i}"),
+                "withdrawal.completed",
+                10,
+                &format!(r#"{{"withdrawal_id":"wdr_f{i}","invoice_id":{id},"mode":"full"}}"#),
+            )
+        })
+        .collect();
+    history.push(invoice("evt_paid", "paid", 20, "inv_z", "o-1"));
+    let (outcomes, store) = run(&history, |_| {}).await;
+    assert_eq!(outcomes, [Unusable, Unusable, Fulfilled]);
+    assert_eq!(store.fulfilments(), [("inv_z".into(), Some("o-1".into()))]);
+    assert!(
+        store
+            .keys()
+            .iter()
+            .all(|k| k == "inv_z" || k == "fulfilment#inv_z" || k == "order_paid#o-1"),
+        "{:?}",
+        store.keys()
+    );
+}
+
+#[tokio::test]
+async fn manual_roads_run_twice_report_what_exists() {
+    let history = [
+        invoice("evt_h", "paid", 20, "inv_h", "o-h"),
+        invoice("evt_a", "paid", 20, "inv_a", "o-d"),
+        invoice("evt_b", "paid", 21, "inv_b", "o-d"),
+    ];
+    let store = Arc::new(MemoryResources::new());
+    store.register_order("o-h", &Amount::parse("1").unwrap(), "USD");
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    // By hand first (mark-paid, reconcile --apply), then again by the same person: the second
+    // run says what exists (a hold, a duplicate, a fulfilment), never its own earlier write.
+    let expected = [
+        (Held, Held),
+        (Fulfilled, AlreadyFinal),
+        (DuplicatePayment, DuplicatePayment),
+    ];
+    for (work, expected) in history.iter().zip(expected) {
+        let Change::Invoice {
+            invoice_id, order, ..
+        } = change_of(&crate::domain::envelope::Envelope::parse(&work.body).unwrap())
+        else {
+            panic!()
+        };
+        let once = fulfil
+            .apply_by_hand(
+                &invoice_id,
+                InvoiceStatus::Paid,
+                order.clone(),
+                "reconcile",
+                5,
+            )
+            .await
+            .unwrap();
+        let twice = fulfil
+            .apply_by_hand(&invoice_id, InvoiceStatus::Paid, order, "reconcile", 6)
+            .await
+            .unwrap();
+        assert_eq!((once, twice), expected, "{invoice_id}");
+    }
+    assert_eq!(store.fulfilled(), ["inv_a"]);
+    let again = fulfil
+        .mark_paid("inv_h", order_ref(None), "alice", 7)
+        .await
+        .unwrap();
+    assert_eq!(again, Held);
+    let again = fulfil
+        .mark_paid("inv_b", order_ref(None), "alice", 8)
+        .await
+        .unwrap();
+    assert_eq!(again, DuplicatePayment);
+}
+
+#[tokio::test]
+async fn references_past_the_key_limits_are_unusable_never_an_error() {
+    let long = "o".repeat(2048);
+    let history = [
+        item(
+            "evt_o",
+            "invoice.paid",
+            20,
+            &format!(r#"{{"invoice_id":"inv_1","order":{{"external_id":"{long}"}}}}"#),
+        ),
+        item(
+            "evt_p",
+            "payment_channel.deposit.confirmed",
+            20,
+            &format!(
+                r#"{{"id":"pcd_1","is_final":true,"payment_channel_external_id":"{long}","net":"1","currency":"TRX"}}"#
+            ),
+        ),
+    ];
+    let (outcomes, store) = run(&history, |_| {}).await;
+    assert_eq!(outcomes, [Unusable, Unusable]);
+    assert!(store.keys().is_empty(), "{:?}", store.keys());
+    assert_eq!(store.reviews().len(), 2, "each listed for an operator");
+}
+
+#[tokio::test]
+async fn smaller_rules_of_the_invoice_and_the_deposit() {
+    // 10 TON is not 10 USD; an amount without a currency is not the registered order's.
+    let ton = item(
+        "evt_ton",
+        "invoice.paid",
+        20,
+        r#"{"invoice_id":"inv_t","order":{"external_id":"o-t","currency":"USD"},"payment":{"expected":"10","currency":"TON"}}"#,
+    );
+    let bare_amount = item(
+        "evt_amt",
+        "invoice.paid",
+        20,
+        r#"{"invoice_id":"inv_a","order":{"external_id":"o-a"},"amount":"10"}"#,
+    );
+    // A deposit with net 0 credits nothing.
+    let zero = item(
+        "evt_zero",
+        "payment_channel.deposit.confirmed",
+        20,
+        r#"{"id":"pcd_0","is_final":true,"payment_channel_external_id":"c-1","net":"0","currency":"TRX"}"#,
+    );
+    // A type matched by its last segment only.
+    let odd = item(
+        "evt_odd",
+        "invoice.x.paid",
+        20,
+        r#"{"invoice_id":"inv_x","order":{"external_id":"o-x"}}"#,
+    );
+    let (outcomes, store) = run(&[ton, bare_amount, zero, odd], |s| {
+        s.register_order("o-t", &Amount::parse("10").unwrap(), "USD");
+        s.register_order("o-a", &Amount::parse("10").unwrap(), "USD");
+    })
+    .await;
+    assert_eq!(outcomes, [Held, Held, Unusable, Ignored]);
+    assert!(store.fulfilled().is_empty());
+    assert!(store.credits("c-1", "TRX").is_empty());
+}
+
+#[tokio::test]
+async fn after_a_late_payment_is_released_a_second_endpoints_payment_waits_for_no_one() {
+    use crate::domain::release::{ReleaseBy, release};
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    for work in [
+        invoice("evt_x", "expired", 15, "inv_1", "o-1"),
+        invoice("evt_a", "paid", 20, "inv_1", "o-1"),
+    ] {
+        fulfil.apply(&work, 1).await.unwrap();
+    }
+    let by = ReleaseBy {
+        actor: "alice",
+        reason: Some("paid on chain"),
+        override_amount: false,
+    };
+    assert_eq!(
+        release(&*store, "inv_1", None, &by, &RecordFulfilment, 2).await,
+        Ok(Fulfilled)
+    );
+    let (_, second) = fulfil
+        .apply(&invoice("evt_b", "paid", 20, "inv_1", "o-1"), 3)
+        .await
+        .unwrap();
+    assert_eq!(second, AlreadyFinal);
+    assert!(
+        !store
+            .invoice("inv_1")
+            .unwrap()
+            .seen()
+            .standing()
+            .waits_for_person()
+    );
+}
+
+#[tokio::test]
+async fn a_redelivery_after_a_later_event_moved_the_invoice_keeps_its_own_outcome() {
+    let fulfil = Fulfil::new(CrashBeforeMark {
+        inner: MemoryResources::new(),
+        crashed: std::sync::atomic::AtomicBool::new(false),
+    });
+    let confirming = invoice("evt_c", "confirming", 10, "inv_1", "o-1");
+    assert!(fulfil.apply(&confirming, 1).await.is_err(), "crashed");
+    fulfil
+        .apply(&invoice("evt_p", "paid", 20, "inv_1", "o-1"), 2)
+        .await
+        .unwrap();
+    let (_, again) = fulfil.apply(&confirming, 3).await.unwrap();
+    assert_eq!(again, Updated, "it was applied before the crash");
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::adapters::memory::MemoryResources;
 use crate::domain::fulfil::{Applied, Fulfil, OrderRef, RecordFulfilment};
-use crate::domain::release::{ReleaseError, release};
+use crate::domain::release::{ReleaseBy, ReleaseError, release};
 use crate::domain::signature::Environment;
 use crate::domain::status::{Amount, InvoiceStatus};
 use crate::domain::work::WorkItem;
@@ -21,11 +21,12 @@ fn paid(event_id: &str, status: &str, at: u64, invoice_id: &str, order: &str) ->
     }
 }
 
-fn no_order() -> OrderRef {
-    OrderRef {
-        external_id: None,
-        amount: None,
-        currency: None,
+/// A person releasing with a reason, overriding the amount check.
+fn overriding(actor: &str) -> ReleaseBy<'_> {
+    ReleaseBy {
+        actor,
+        reason: Some("checked with the customer"),
+        override_amount: true,
     }
 }
 
@@ -48,9 +49,8 @@ async fn released_twice(
     let once = release(
         &*store,
         invoice_id,
-        &no_order(),
-        "support:a",
         None,
+        &overriding("support:a"),
         &RecordFulfilment,
         2,
     )
@@ -58,9 +58,8 @@ async fn released_twice(
     let twice = release(
         &*store,
         invoice_id,
-        &no_order(),
-        "support:b",
         None,
+        &overriding("support:b"),
         &RecordFulfilment,
         3,
     )
@@ -161,9 +160,12 @@ async fn an_invoice_known_only_from_an_unconfirmed_delivery_is_created_paid() {
     let applied = release(
         &store,
         "inv_9",
-        &order,
-        "support:a",
-        Some("checked by phone"),
+        Some(&order),
+        &ReleaseBy {
+            actor: "support:a",
+            reason: Some("checked by phone"),
+            override_amount: false,
+        },
         &RecordFulfilment,
         1,
     )
@@ -171,7 +173,7 @@ async fn an_invoice_known_only_from_an_unconfirmed_delivery_is_created_paid() {
     assert_eq!(applied, Ok(Applied::Fulfilled));
     let invoice = store.invoice("inv_9").unwrap();
     assert_eq!(invoice.status.map(|(s, _)| s), Some(InvoiceStatus::Paid));
-    assert_eq!(invoice.order_id.as_deref(), Some("o-9"));
+    assert_eq!(invoice.order.external_id.as_deref(), Some("o-9"));
     // The order is claimed: a webhook paying it with another invoice is a duplicate payment.
     let fulfil = Fulfil::new(store);
     let (_, later) = fulfil
@@ -179,4 +181,114 @@ async fn an_invoice_known_only_from_an_unconfirmed_delivery_is_created_paid() {
         .await
         .unwrap();
     assert_eq!(later, Applied::DuplicatePayment);
+}
+
+/// A person releasing with no override.
+fn plainly(actor: &str) -> ReleaseBy<'_> {
+    ReleaseBy {
+        actor,
+        reason: None,
+        override_amount: false,
+    }
+}
+
+#[tokio::test]
+async fn release_refuses_what_no_payment_waits_for_and_what_the_order_was_not_registered_for() {
+    let store = Arc::new(MemoryResources::new());
+    store.register_order("o-dear", &Amount::parse("500").unwrap(), "USD");
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    fulfil
+        .apply(&paid("evt_o", "confirming", 10, "inv_open", "o-1"), 1)
+        .await
+        .unwrap();
+    let one_usd = OrderRef {
+        external_id: Some("o-dear".into()),
+        amount: Amount::parse("1"),
+        currency: Some("USD".into()),
+    };
+    let cases: [(&str, &str, Option<&OrderRef>, &str); 3] = [
+        ("a mistyped invoice id", "inv_typo", None, "unknown"),
+        ("an open invoice nobody paid", "inv_open", None, "open"),
+        (
+            "1 USD for an order registered at 500 USD",
+            "inv_cheap",
+            Some(&one_usd),
+            "not what order o-dear was registered for",
+        ),
+    ];
+    for (name, invoice, unconfirmed, words) in cases {
+        let answer = release(
+            &*store,
+            invoice,
+            unconfirmed,
+            &plainly("support:a"),
+            &RecordFulfilment,
+            2,
+        )
+        .await;
+        assert!(
+            matches!(&answer, Err(ReleaseError::NotReleasable(why)) if why.contains(words)),
+            "{name}: {answer:?}"
+        );
+    }
+    assert!(store.fulfilled().is_empty(), "nothing fulfilled");
+    // The override is explicit, needs a reason, and the reason is kept.
+    let no_reason = release(
+        &*store,
+        "inv_cheap",
+        Some(&one_usd),
+        &ReleaseBy {
+            actor: "support:a",
+            reason: None,
+            override_amount: true,
+        },
+        &RecordFulfilment,
+        3,
+    )
+    .await;
+    assert!(matches!(no_reason, Err(ReleaseError::NotReleasable(why)) if why.contains("--reason")));
+    let overridden = release(
+        &*store,
+        "inv_cheap",
+        Some(&one_usd),
+        &overriding("support:a"),
+        &RecordFulfilment,
+        4,
+    )
+    .await;
+    assert_eq!(overridden, Ok(Applied::Fulfilled));
+    assert_eq!(
+        store
+            .invoice("inv_cheap")
+            .unwrap()
+            .release_reason
+            .as_deref(),
+        Some("checked with the customer")
+    );
+}
+
+#[tokio::test]
+async fn a_held_payment_is_not_released_without_the_override() {
+    let store = Arc::new(MemoryResources::new());
+    store.register_order("o-1", &Amount::parse("99").unwrap(), "USD");
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    fulfil
+        .apply(&paid("evt_a", "paid", 20, "inv_1", "o-1"), 1)
+        .await
+        .unwrap();
+    let answer = release(
+        &*store,
+        "inv_1",
+        None,
+        &plainly("support:a"),
+        &RecordFulfilment,
+        2,
+    )
+    .await;
+    assert!(
+        matches!(&answer, Err(ReleaseError::NotReleasable(why)) if why.contains("--override-amount")),
+        "{answer:?}"
+    );
+    assert!(store.fulfilled().is_empty());
+    assert!(store.invoice("inv_1").unwrap().held, "still listed");
 }

@@ -7,8 +7,9 @@ use crate::domain::confirm::{PaidClaim, PaymentConfirmation, Verdict, verdict};
 use crate::domain::envelope::Envelope;
 use crate::domain::fulfil::{Change, OrderRef, RecordFulfilment, Source, change_of, settle};
 use crate::domain::ingest::PortError;
-use crate::domain::release::{ReleaseError, release as release_invoice};
-use crate::domain::status::Amount;
+use crate::domain::invoice::Standing;
+use crate::domain::release::{ReleaseBy, ReleaseError, release as release_invoice};
+use crate::domain::status::{Amount, InvoiceStatus};
 
 /// The outcomes of a delivery that need a person.
 pub const DELIVERY_OUTCOMES: [&str; 2] = ["unconfirmed", "unusable"];
@@ -46,39 +47,49 @@ pub async fn list(
         .await
         .map_err(|e| e.to_string())?
     {
+        let seen = &inv.seen;
         let paid = format!(
             "{} {}",
-            inv.amount.as_deref().unwrap_or("?"),
-            inv.currency.as_deref().unwrap_or("")
+            seen.order.amount.as_ref().map_or("?", |a| a.as_str()),
+            seen.order.currency.as_deref().unwrap_or("")
         );
-        let order = inv.order_id.as_deref().unwrap_or("?");
-        let (kind, why, action) = if let Some(first) = &inv.duplicate_of {
-            (
+        let order = seen.order.external_id.as_deref().unwrap_or("?");
+        // A partial refund leaves the payment here, and says how much went back.
+        let refunded = seen.refunded_text().map_or(String::new(), |r| {
+            format!("; {r} refunded so far, not all of it")
+        });
+        let (kind, why, action) = match seen.standing() {
+            Standing::DuplicateOf(first) => (
                 "duplicate_payment",
-                format!("a second payment ({paid}) for order {order}, which {first} fulfilled"),
                 format!(
-                    "refund {} at Paymos; its completed refund clears this",
+                    "a second payment ({paid}) for order {order}, which {first} fulfilled{refunded}"
+                ),
+                format!(
+                    "refund {} at Paymos in full; its completed refund clears this",
                     inv.invoice_id
                 ),
-            )
-        } else if inv.held {
-            (
+            ),
+            Standing::Held => (
                 "held",
-                format!("paid {paid}, which differs from what order {order} was registered for"),
                 format!(
-                    "check the order; ship with `paymos-inbox release {} --actor <you> --reason …`, or refund",
+                    "paid {paid}, which differs from what order {order} was registered for{refunded}"
+                ),
+                format!(
+                    "check the order; ship with `paymos-inbox release {} --actor <you> --override-amount --reason …`, or refund in full",
                     inv.invoice_id
                 ),
-            )
-        } else {
-            (
+            ),
+            _ => (
                 "paid_late",
-                format!("paid after it closed {} (order {order})", inv.status),
                 format!(
-                    "ship anyway with `paymos-inbox release {} --actor <you> --reason …`, or refund",
+                    "paid after it closed {} (order {order}){refunded}",
+                    seen.status.map_or("?", InvoiceStatus::as_str)
+                ),
+                format!(
+                    "ship anyway with `paymos-inbox release {} --actor <you> --reason …`, or refund in full",
                     inv.invoice_id
                 ),
-            )
+            ),
         };
         out.push(Exception {
             kind,
@@ -172,11 +183,7 @@ pub async fn list(
 fn order_of(body: &[u8]) -> OrderRef {
     match Envelope::parse(body).map(|e| change_of(&e)) {
         Ok(Change::Invoice { order, .. }) => order,
-        _ => OrderRef {
-            external_id: None,
-            amount: None,
-            currency: None,
-        },
+        _ => OrderRef::none(),
     }
 }
 
@@ -189,27 +196,18 @@ pub async fn release(
     state: &DynamoResources,
     ledger: &DynamoLedger,
     invoice_id: &str,
-    actor: &str,
-    reason: Option<&str>,
+    by: &ReleaseBy<'_>,
     now_ms: u64,
 ) -> Result<crate::domain::fulfil::Applied, ReleaseError> {
     let waiting = ledger
         .with_outcomes(&["unconfirmed"], Some(invoice_id))
         .await?;
-    let fallback = waiting.last().map_or(
-        OrderRef {
-            external_id: None,
-            amount: None,
-            currency: None,
-        },
-        |r| order_of(&r.delivery.body),
-    );
+    let named = waiting.last().map(|r| order_of(&r.delivery.body));
     let applied = release_invoice(
         state,
         invoice_id,
-        &fallback,
-        actor,
-        reason,
+        named.as_ref(),
+        by,
         &RecordFulfilment,
         now_ms,
     )
@@ -219,7 +217,7 @@ pub async fn release(
             .mark_resolved(
                 &record.delivery.event_id,
                 "released",
-                &format!("manual:{actor}"),
+                &format!("manual:{}", by.actor),
                 now_ms,
             )
             .await?;

@@ -73,6 +73,7 @@ fn histories(run: &str) -> Vec<Vec<Change>> {
                 invoice_id: None,
                 amount: None,
                 currency: None,
+                mode: None,
             };
             out.push(vec![change(first), change(second)]);
         }
@@ -178,7 +179,7 @@ async fn dynamodb_and_the_domains_rules_agree_on_every_transition() {
 
 #[tokio::test]
 async fn releases_agree_on_dynamodb_and_in_memory() {
-    use paymos_inbox::domain::release::release;
+    use paymos_inbox::domain::release::{ReleaseBy, release};
     let aws = Aws::new();
     let state = aws.state_table().await;
     let ledger = aws.deliveries_table().await;
@@ -260,9 +261,12 @@ async fn releases_agree_on_dynamodb_and_in_memory() {
             let on_dynamo = release(
                 &dynamo,
                 invoice_id,
-                &fallback,
-                actor,
-                None,
+                Some(&fallback),
+                &ReleaseBy {
+                    actor,
+                    reason: Some("contract"),
+                    override_amount: true,
+                },
                 &RecordFulfilment,
                 NOW_MS,
             )
@@ -270,9 +274,12 @@ async fn releases_agree_on_dynamodb_and_in_memory() {
             let on_memory = release(
                 &memory,
                 invoice_id,
-                &fallback,
-                actor,
-                None,
+                Some(&fallback),
+                &ReleaseBy {
+                    actor,
+                    reason: Some("contract"),
+                    override_amount: true,
+                },
                 &RecordFulfilment,
                 NOW_MS,
             )

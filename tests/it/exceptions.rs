@@ -11,6 +11,7 @@ use hyper::body::Bytes;
 use paymos_inbox::adapters::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox::adapters::paymos_api::PaymosApi;
 use paymos_inbox::domain::fulfil::{Applied, Fulfil, FulfilError, OrderRef};
+use paymos_inbox::domain::release::ReleaseBy;
 use paymos_inbox::lambda::fulfil::handle_batch;
 use paymos_inbox::tools::exceptions;
 use paymos_inbox::tools::reconcile::reconcile;
@@ -367,12 +368,13 @@ async fn releasing_a_held_invoice_fulfils_once_against_a_second_release_and_a_re
         amount: None,
         currency: None,
     };
+    // mark-paid reports what exists: the payment is held.
     assert_eq!(
         fulfil
             .mark_paid("inv_held", none, "support:bob", NOW_MS)
             .await
             .unwrap(),
-        Applied::AlreadyFinal
+        Applied::Held
     );
     let listed = exceptions::list(&store, &rig.ledger(), None).await.unwrap();
     assert!(
@@ -385,16 +387,13 @@ async fn releasing_a_held_invoice_fulfils_once_against_a_second_release_and_a_re
     rig.record(&paid("evt_h2")).await;
     let ledger = rig.ledger();
     let replay = live(&paid("evt_h2"));
+    let (alice, bob) = (
+        by("alice", Some("customer confirmed"), true),
+        by("bob", Some("checked"), true),
+    );
     let (a, b, c) = tokio::join!(
-        exceptions::release(
-            &store,
-            &ledger,
-            "inv_held",
-            "alice",
-            Some("customer confirmed"),
-            NOW_MS
-        ),
-        exceptions::release(&store, &ledger, "inv_held", "bob", None, NOW_MS),
+        exceptions::release(&store, &ledger, "inv_held", &alice, NOW_MS),
+        exceptions::release(&store, &ledger, "inv_held", &bob, NOW_MS),
         fulfil.apply(&replay, NOW_MS),
     );
     let released = [a.unwrap(), b.unwrap()];
@@ -420,9 +419,15 @@ async fn releasing_a_held_invoice_fulfils_once_against_a_second_release_and_a_re
     );
     // A second release later changes nothing.
     assert_eq!(
-        exceptions::release(&store, &ledger, "inv_held", "carol", None, NOW_MS)
-            .await
-            .unwrap(),
+        exceptions::release(
+            &store,
+            &ledger,
+            "inv_held",
+            &by("carol", Some("checked"), true),
+            NOW_MS
+        )
+        .await
+        .unwrap(),
         Applied::AlreadyFinal
     );
 }
@@ -490,8 +495,7 @@ async fn unconfirmed_and_late_payments_are_listed_and_released_and_a_refund_clea
             &store,
             &ledger,
             "inv_unc",
-            "alice",
-            Some("paid, seen on chain"),
+            &by("alice", Some("paid, seen on chain"), false),
             NOW_MS
         )
         .await
@@ -499,18 +503,30 @@ async fn unconfirmed_and_late_payments_are_listed_and_released_and_a_refund_clea
         Applied::Fulfilled
     );
     assert_eq!(
-        exceptions::release(&store, &ledger, "inv_late", "alice", None, NOW_MS)
-            .await
-            .unwrap(),
+        exceptions::release(
+            &store,
+            &ledger,
+            "inv_late",
+            &by("alice", None, false),
+            NOW_MS
+        )
+        .await
+        .unwrap(),
         Applied::Fulfilled
     );
     assert_eq!(rig.fulfilments("inv_unc").await, 1);
     assert_eq!(rig.fulfilments("inv_late").await, 1);
     // A duplicate is refunded, never released.
     assert!(
-        exceptions::release(&store, &ledger, "inv_second", "alice", None, NOW_MS)
-            .await
-            .is_err()
+        exceptions::release(
+            &store,
+            &ledger,
+            "inv_second",
+            &by("alice", None, false),
+            NOW_MS
+        )
+        .await
+        .is_err()
     );
     let refund = envelope(
         "evt_refund",
@@ -520,7 +536,10 @@ async fn unconfirmed_and_late_payments_are_listed_and_released_and_a_refund_clea
     rig.record(&refund).await;
     fulfil.apply(&live(&refund), NOW_MS).await.unwrap();
     let second = rig.aws.item(&rig.state, "pk", "inv_second").await.unwrap();
-    assert_eq!(get_s(&second, "refund_withdrawal_id"), "wdr_back");
+    assert!(
+        second.contains_key("refunds"),
+        "the refund is recorded beside the invoice"
+    );
     assert!(
         exceptions::list(&store, &ledger, None)
             .await
@@ -642,4 +661,17 @@ async fn the_amount_guard_is_registered_without_rust_and_refuses_bad_input() {
         "a Number: compared as a decimal"
     );
     assert_eq!(get_s(&item, "currency"), "USD");
+}
+
+/// Who releases, why, and whether they override the amount check.
+fn by(
+    actor: &'static str,
+    reason: Option<&'static str>,
+    override_amount: bool,
+) -> ReleaseBy<'static> {
+    ReleaseBy {
+        actor,
+        reason,
+        override_amount,
+    }
 }

@@ -130,9 +130,10 @@ async fn one_paid_delivery_publishes_exactly_one_order_paid_and_repeats_publish_
         (d["invoice_id"].as_str(), d["order_id"].as_str()),
         (Some("inv_h1"), Some("order-inv_h1"))
     );
+    // The text Paymos sent, trailing zero kept (a DynamoDB Number would say "10.5").
     assert_eq!(
         (d["amount"].as_str(), d["currency"].as_str()),
-        (Some("10.5"), Some("USDT"))
+        (Some("10.50"), Some("USDT"))
     );
     assert_eq!(d["event_id"], "evt_h1");
     assert_eq!(d["environment"], "live");

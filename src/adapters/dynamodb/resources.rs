@@ -3,12 +3,14 @@
 //!
 //! | `pk` | `kind` | attributes |
 //! |---|---|---|
-//! | `inv_…` | `invoice` | `status`, `status_at` (event time, s), `status_rank`, `order_id`, `amount` (N), `currency`, `held`, `paid_late_at`, `last_event_id`, `updated_at` (ms) |
-//! | `fulfilment#inv_…` | `fulfilment` | `invoice_id`, `order_id`, `amount` (N), `currency`, `status`, `won_by` (event id or `manual:…`), `fulfilled_at` (ms) |
+//! | `inv_…` | `invoice` | `status`, `status_at` (event time, s), `status_rank`, `order_id`, `amount` (N), `amount_text`, `currency` (the first complete price; order and price set once), `held`, `duplicate_of`, `paid_late_at`, `released_at`, `refunds` (list of `withdrawal_id`, `amount`, `currency`, `full`), `applied` (SS of the deliveries and actors whose change it holds), `last_event_id`, `updated_at` (ms) |
+//! | `fulfilment#inv_…` | `fulfilment` | `invoice_id`, `order_id`, `amount` (N), `amount_text`, `currency`, `status`, `won_by` (event id or `manual:…`), `fulfilled_at` (ms) |
 //! | `order#<external_id>` | `expected_order` | `amount` (N), `currency`: registered by the merchant for the amount guard |
 //! | `wdr_…` | `withdrawal` | `status`, `status_rank`, `type` (`payout`/`refund`), `invoice_id`, `amount` (N), `currency`, `last_event_id` |
 //! | `pcd_…` | `deposit` | `status`, `status_at`, `credited` (true once), `payer`, `net` (N), `currency`, `credited_by` |
 //! | `balance#<payer>#<currency>` | `balance` | `balance` (N, exact), `payer`, `currency` |
+
+use std::collections::HashMap;
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
@@ -27,9 +29,10 @@ use crate::domain::fulfil::{
 };
 use crate::domain::handoff::Snapshot;
 use crate::domain::ingest::{PortError, PortErrorKind};
+use crate::domain::invoice::{InvoiceSeen, Refund, Standing};
 use crate::domain::outcome::{Found, Mark, Plan, Refusal, Write, Written};
-use crate::domain::release::{InvoiceSeen, Release, ReleaseStore, Waiting};
-use crate::domain::status::{Amount, InvoiceStatus, WithdrawalStatus};
+use crate::domain::release::{Release, ReleaseStore, Waiting};
+use crate::domain::status::{Amount, InvoiceStatus, WithdrawalStatus, invoice_accepts};
 
 /// Names the code relies on; `template.yaml` must create the table with the same.
 pub struct ResourceSchema;
@@ -361,7 +364,9 @@ impl DynamoResources {
     }
 
     /// The invoice's conditional transition to `status`, with `mark` (why a paid invoice is not
-    /// fulfilled) when there is one. The condition is [`invoice_accepts`] as an expression.
+    /// fulfilled) when there is one. The condition is [`invoice_accepts`] as an expression and,
+    /// for a change that fulfils, the order on the invoice's record: the same order id (or none
+    /// yet), and a price where the record has one. The order and the price are set once.
     fn invoice_update(
         &self,
         source: &Source,
@@ -376,28 +381,37 @@ impl DynamoResources {
             order,
         } = *change;
         let open_condition = "#status IN (:o0, :o1, :o2, :o3)";
-        let condition = if status.is_final() {
-            format!("attribute_not_exists(pk) OR {open_condition}")
+        // A record with refunds only has no status yet: it takes any.
+        let mut condition = if status.is_final() {
+            format!("(attribute_not_exists(#status) OR {open_condition})")
         } else {
             format!(
-                "attribute_not_exists(pk) OR ({open_condition} AND (status_at < :at OR (status_at = :at AND status_rank < :rank)))"
+                "(attribute_not_exists(#status) OR ({open_condition} AND (status_at < :at OR (status_at = :at AND status_rank < :rank))))"
             )
         };
+        let mut update = self.update(invoice_id, "", "");
+        if status.fulfils() && mark.is_none() {
+            condition.push_str(match order.external_id {
+                Some(_) => " AND (attribute_not_exists(order_id) OR order_id = :order_id)",
+                None => " AND attribute_not_exists(order_id)",
+            });
+            if !order.has_price() {
+                condition.push_str(" AND attribute_not_exists(amount)");
+            }
+        }
         let mut expr = String::from(
             "SET kind = :kind, #status = :status, status_at = :at, status_rank = :rank, last_event_id = :by, updated_at = :now",
         );
-        let mut update = self.update(invoice_id, "", &condition);
         if let Some(v) = &order.external_id {
-            expr.push_str(", order_id = :order_id");
+            expr.push_str(", order_id = if_not_exists(order_id, :order_id)");
             update = update.expression_attribute_values(":order_id", s(v));
         }
-        if let Some(v) = &order.amount {
-            expr.push_str(", amount = :amount");
-            update = update.expression_attribute_values(":amount", n(v));
-        }
-        if let Some(v) = &order.currency {
-            expr.push_str(", currency = :currency");
-            update = update.expression_attribute_values(":currency", s(v));
+        if let (Some(amount), Some(currency)) = (&order.amount, &order.currency) {
+            expr.push_str(", amount = if_not_exists(amount, :amount), amount_text = if_not_exists(amount_text, :amount_text), currency = if_not_exists(currency, :currency)");
+            update = update
+                .expression_attribute_values(":amount", n(amount))
+                .expression_attribute_values(":amount_text", s(amount.as_str()))
+                .expression_attribute_values(":currency", s(currency));
         }
         match mark {
             Some(Mark::Held) => {
@@ -410,21 +424,48 @@ impl DynamoResources {
             }
             None => {}
         }
+        expr.push_str(" ADD applied :applied");
         for (i, open) in InvoiceStatus::OPEN.iter().enumerate() {
             update = update.expression_attribute_values(format!(":o{i}"), s(open.as_str()));
         }
         let update = update
             .update_expression(expr)
+            .condition_expression(condition)
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":kind", s("invoice"))
             .expression_attribute_values(":status", s(status.as_str()))
             .expression_attribute_values(":at", n(occurred_at))
             .expression_attribute_values(":rank", n(status.rank()))
             .expression_attribute_values(":by", s(source.id()))
+            .expression_attribute_values(":applied", AttributeValue::Ss(vec![source.id()]))
             .expression_attribute_values(":now", n(now_ms))
             .build()
             .expect("invoice update is complete");
         TransactWriteItem::builder().update(update).build()
+    }
+
+    /// The registered order's amount guard: an order registered here is paid with its amount
+    /// and currency (exact decimals), or the check fails.
+    fn order_guard(&self, order: &OrderRef) -> Option<(Role, TransactWriteItem)> {
+        let external_id = order.external_id.as_ref()?;
+        let check = ConditionCheck::builder()
+            .table_name(&self.state_table)
+            .key("pk", s(order_key(external_id)));
+        let check = match (&order.amount, &order.currency) {
+            (Some(amount), Some(currency)) => check
+                .condition_expression(
+                    "attribute_not_exists(pk) OR (amount = :amount AND currency = :currency)",
+                )
+                .expression_attribute_values(":amount", n(amount))
+                .expression_attribute_values(":currency", s(currency)),
+            // No complete price: only an order nobody registered passes.
+            _ => check.condition_expression("attribute_not_exists(pk)"),
+        };
+        let check = check.build().expect("order check is complete");
+        Some((
+            Role::OrderGuard,
+            TransactWriteItem::builder().condition_check(check).build(),
+        ))
     }
 
     /// A paid invoice's transition with everything that fulfils it: the effect's items, the
@@ -451,28 +492,7 @@ impl DynamoResources {
             at_ms: now_ms,
         };
         items.extend(self.fulfilment_writes(effect, &paid));
-        if let Some(external_id) = &change.order.external_id {
-            let mut check = ConditionCheck::builder()
-                .table_name(&self.state_table)
-                .key("pk", s(order_key(external_id)));
-            check = match (&change.order.amount, &change.order.currency) {
-                (Some(amount), Some(currency)) => check
-                    .condition_expression(
-                        "attribute_not_exists(pk) OR (amount = :amount AND currency = :currency)",
-                    )
-                    .expression_attribute_values(":amount", n(amount))
-                    .expression_attribute_values(":currency", s(currency)),
-                (Some(amount), None) => check
-                    .condition_expression("attribute_not_exists(pk) OR amount = :amount")
-                    .expression_attribute_values(":amount", n(amount)),
-                _ => check.condition_expression("attribute_not_exists(pk)"),
-            };
-            let check = check.build().expect("order check is complete");
-            items.push((
-                Role::OrderGuard,
-                TransactWriteItem::builder().condition_check(check).build(),
-            ));
-        }
+        items.extend(self.order_guard(change.order));
         items
     }
 
@@ -539,6 +559,7 @@ impl DynamoResources {
             invoice_id,
             amount,
             currency,
+            mode,
             ..
         } = change
         else {
@@ -588,19 +609,37 @@ impl DynamoResources {
         if let (true, WithdrawalStatus::Completed, Some(invoice)) =
             (kind == "refund", status, invoice_id)
         {
-            // A completed refund marks its invoice refunded, in the same transaction: it no
-            // longer waits for a person (a held or duplicate payment that was paid back).
+            // A completed refund is recorded beside its invoice, in the same transaction (the
+            // withdrawal completes once, so it is appended once). It gives the invoice no
+            // status; the domain decides what the refunds settle.
+            let mut refund = HashMap::from([
+                ("withdrawal_id".to_owned(), s(withdrawal_id)),
+                (
+                    "full".to_owned(),
+                    AttributeValue::Bool(mode.as_deref() == Some("full")),
+                ),
+            ]);
+            if let Some(v) = amount {
+                refund.insert("amount".into(), n(v));
+            }
+            if let Some(v) = currency {
+                refund.insert("currency".into(), s(v));
+            }
             let refunded = Update::builder()
                 .table_name(&self.state_table)
                 .key("pk", s(invoice))
                 .update_expression(
-                    "SET kind = if_not_exists(kind, :kind), refunded_at = if_not_exists(refunded_at, :now), refund_withdrawal_id = :wdr",
+                    "SET kind = if_not_exists(kind, :kind), refunds = list_append(if_not_exists(refunds, :none), :refund), updated_at = :now",
                 )
                 .expression_attribute_values(":kind", s("invoice"))
                 .expression_attribute_values(":now", n(now_ms))
-                .expression_attribute_values(":wdr", s(withdrawal_id))
+                .expression_attribute_values(":none", AttributeValue::L(Vec::new()))
+                .expression_attribute_values(
+                    ":refund",
+                    AttributeValue::L(vec![AttributeValue::M(refund)]),
+                )
                 .build()
-                .expect("refund mark is complete");
+                .expect("refund note is complete");
             items.push((
                 Role::Note,
                 TransactWriteItem::builder().update(refunded).build(),
@@ -717,17 +756,87 @@ impl<'a> InvoiceChange<'a> {
     }
 }
 
-/// What a refused item held, as the domain reads it.
-/// What a refused item held, as the domain reads it, and whose write it holds.
-fn refused(old: Option<&Item>) -> Refusal {
-    let last_by = old.and_then(|i| {
-        get_s(i, "last_event_id")
-            .or_else(|| get_s(i, "credited_by"))
-            .map(str::to_owned)
+/// An invoice item as the domain reads it: the one conversion of its attributes.
+fn invoice_seen(item: &Item) -> InvoiceSeen {
+    let text = |name: &str| get_s(item, name).map(str::to_owned);
+    let number = |m: &Item, name: &str| {
+        m.get(name)
+            .and_then(|v| v.as_n().ok())
+            .and_then(|a| Amount::parse(a))
+    };
+    let refunds = item
+        .get("refunds")
+        .and_then(|v| v.as_l().ok())
+        .map(|list| {
+            list.iter()
+                .filter_map(|r| r.as_m().ok())
+                .map(|m| Refund {
+                    withdrawal_id: get_s(m, "withdrawal_id").unwrap_or_default().to_owned(),
+                    amount: number(m, "amount"),
+                    currency: get_s(m, "currency").map(str::to_owned),
+                    full: m.get("full").and_then(|v| v.as_bool().ok()) == Some(&true),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    InvoiceSeen {
+        status: get_s(item, "status").and_then(InvoiceStatus::parse),
+        held: item.get("held").and_then(|v| v.as_bool().ok()) == Some(&true),
+        paid_late: item.contains_key("paid_late_at"),
+        duplicate_of: text("duplicate_of"),
+        released: item.contains_key("released_at"),
+        refunds,
+        order: OrderRef {
+            external_id: text("order_id"),
+            // The text Paymos sent (trailing zeros kept), else the number.
+            amount: text("amount_text")
+                .and_then(|a| Amount::parse(&a))
+                .or_else(|| number(item, "amount")),
+            currency: text("currency"),
+        },
+    }
+}
+
+/// What a refused item held, as the domain reads it: what it is, whether `source`'s own change
+/// is among what it holds, and (for an invoice) where its payment stands. When the refused write
+/// was a paid change (`paid`) whose status the invoice would take, the order's condition failed:
+/// the invoice's record names another order, or a price the change left out.
+fn refused(old: Option<&Item>, source: &Source, paid: Option<&Change>) -> Refusal {
+    let id = source.id();
+    let mine = old.is_some_and(|i| {
+        get_s(i, "last_event_id") == Some(id.as_str())
+            || get_s(i, "credited_by") == Some(id.as_str())
+            || i.get("applied")
+                .and_then(|v| v.as_ss().ok())
+                .is_some_and(|applied| applied.contains(&id))
     });
+    let Some(item) = old.filter(|i| get_s(i, "kind") == Some("invoice")) else {
+        return Refusal::Resource {
+            found: found(old),
+            mine,
+            standing: Standing::Clear,
+        };
+    };
+    let seen = invoice_seen(item);
+    if let Some(Change::Invoice {
+        status,
+        occurred_at,
+        ..
+    }) = paid
+    {
+        let current = seen
+            .status
+            .map(|st| (st, get_u64(item, "status_at").unwrap_or_default()));
+        if invoice_accepts(current, *status, *occurred_at) {
+            return Refusal::OrderOnRecord {
+                recorded: seen.order,
+            };
+        }
+    }
     Refusal::Resource {
         found: found(old),
-        last_by,
+        mine,
+        standing: seen.standing(),
     }
 }
 
@@ -813,6 +922,10 @@ impl ResourceStore for DynamoResources {
         } else {
             None
         };
+        let paid = match (&plan.write, change) {
+            (Write::Change, Change::Invoice { status, .. }) if status.fulfils() => Some(change),
+            _ => None,
+        };
         if mark.is_none()
             && let [(Role::Resource, item)] = items.as_slice()
             && let Some(update) = item.update()
@@ -820,13 +933,15 @@ impl ResourceStore for DynamoResources {
             // One item alone: a plain conditional update, half a transaction's units.
             return Ok(match self.update_alone(update).await? {
                 Conditional::Done(()) => Written::Committed,
-                Conditional::Refused(old) => Written::Refused(refused(old.as_ref())),
+                Conditional::Refused(old) => Written::Refused(refused(old.as_ref(), source, paid)),
             });
         }
         Ok(match self.run(Self::tx(items, mark)).await? {
             TxResult::Committed => Written::Committed,
             TxResult::Refused(Role::Ledger, _) => Written::AlreadyProcessed,
-            TxResult::Refused(Role::Resource, old) => Written::Refused(refused(old.as_ref())),
+            TxResult::Refused(Role::Resource, old) => {
+                Written::Refused(refused(old.as_ref(), source, paid))
+            }
             TxResult::Refused(Role::OrderClaim, old) => Written::Refused(Refusal::OrderClaimed {
                 invoice_id: old
                     .as_ref()
@@ -842,30 +957,19 @@ impl ResourceStore for DynamoResources {
 }
 
 /// An invoice waiting for a person, as the state table holds it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InvoiceUnderReview {
     /// `inv_…`.
     pub invoice_id: String,
-    /// Its status.
-    pub status: String,
-    /// The order it pays for.
-    pub order_id: Option<String>,
-    /// Amount and currency, as recorded.
-    pub amount: Option<String>,
-    /// The currency.
-    pub currency: Option<String>,
-    /// Paid, but the amount differs from the registered order.
-    pub held: bool,
-    /// Paid after it closed (event time, Unix s).
-    pub paid_late_at: Option<u64>,
-    /// A second payment for an order this invoice fulfilled.
-    pub duplicate_of: Option<String>,
+    /// The record, as the domain reads it.
+    pub seen: InvoiceSeen,
     /// Last change (Unix ms).
     pub updated_at_ms: u64,
 }
 
 impl DynamoResources {
-    /// Invoices waiting for a person: held, paid late or paid twice, not released or refunded.
+    /// Invoices whose payment waits for a person ([`Standing::waits_for_person`]): held, paid
+    /// late or paid twice, and neither released nor refunded in full.
     ///
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
@@ -878,7 +982,7 @@ impl DynamoResources {
                 .scan()
                 .table_name(&self.state_table)
                 .filter_expression(
-                    "kind = :invoice AND (held = :true OR attribute_exists(paid_late_at) OR attribute_exists(duplicate_of)) AND attribute_not_exists(released_at) AND attribute_not_exists(refunded_at)",
+                    "kind = :invoice AND (held = :true OR attribute_exists(paid_late_at) OR attribute_exists(duplicate_of))",
                 )
                 .expression_attribute_values(":invoice", s("invoice"))
                 .expression_attribute_values(":true", AttributeValue::Bool(true))
@@ -888,24 +992,39 @@ impl DynamoResources {
                 .await
                 .map_err(|e| port_error("DynamoDB Scan", e))?;
             for i in page.items.unwrap_or_default() {
-                let text = |k: &str| get_s(&i, k).map(str::to_owned);
-                out.push(InvoiceUnderReview {
-                    invoice_id: text("pk").unwrap_or_default(),
-                    status: text("status").unwrap_or_default(),
-                    order_id: text("order_id"),
-                    amount: i.get("amount").and_then(|v| v.as_n().ok()).cloned(),
-                    currency: text("currency"),
-                    held: i.get("held").and_then(|v| v.as_bool().ok()) == Some(&true),
-                    paid_late_at: get_u64(&i, "paid_late_at"),
-                    duplicate_of: text("duplicate_of"),
-                    updated_at_ms: get_u64(&i, "updated_at").unwrap_or_default(),
-                });
+                let seen = invoice_seen(&i);
+                if seen.standing().waits_for_person() {
+                    out.push(InvoiceUnderReview {
+                        invoice_id: get_s(&i, "pk").unwrap_or_default().to_owned(),
+                        seen,
+                        updated_at_ms: get_u64(&i, "updated_at").unwrap_or_default(),
+                    });
+                }
             }
             start = page.last_evaluated_key;
             if start.is_none() {
                 return Ok(out);
             }
         }
+    }
+
+    /// Every invoice record, as the domain reads it (a consistent scan: for the model test and
+    /// the tools).
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn invoice_records(&self) -> Result<Vec<(String, InvoiceSeen)>, PortError> {
+        let filter = ("kind = :i", &[(":i", "invoice")][..]);
+        Ok(scan(&self.client, &self.state_table, Some(filter))
+            .await?
+            .iter()
+            .map(|i| {
+                (
+                    get_s(i, "pk").unwrap_or_default().to_owned(),
+                    invoice_seen(i),
+                )
+            })
+            .collect())
     }
 
     /// Whether an invoice has its fulfilment item.
@@ -997,25 +1116,7 @@ impl ReleaseStore for DynamoResources {
     ) -> Result<(Option<InvoiceSeen>, bool), PortError> {
         let fulfilled = self.is_fulfilled(invoice_id).await?;
         let item = get(&self.client, &self.state_table, ("pk", invoice_id)).await?;
-        let seen = item.map(|i| {
-            let text = |name: &str| get_s(&i, name).map(str::to_owned);
-            InvoiceSeen {
-                status: get_s(&i, "status").and_then(InvoiceStatus::parse),
-                held: i.get("held").and_then(|v| v.as_bool().ok()) == Some(&true),
-                paid_late: i.contains_key("paid_late_at"),
-                duplicate_of: text("duplicate_of"),
-                refunded: i.contains_key("refunded_at"),
-                order: OrderRef {
-                    external_id: text("order_id"),
-                    amount: i
-                        .get("amount")
-                        .and_then(|v| v.as_n().ok())
-                        .and_then(|a| Amount::parse(a)),
-                    currency: text("currency"),
-                },
-            }
-        });
-        Ok((seen, fulfilled))
+        Ok((item.as_ref().map(invoice_seen), fulfilled))
     }
 
     async fn write_release(
@@ -1030,33 +1131,40 @@ impl ReleaseStore for DynamoResources {
             order,
             source,
             reason,
+            amount_checked,
+            refunds_seen,
         } = *release;
-        // The invoice still waits as it was read, and no refund paid it back meanwhile.
-        let (condition, seen) = match waiting {
-            Waiting::Unrecorded => ("attribute_not_exists(pk)", None),
-            Waiting::Open(st) => (
-                "#status = :seen AND attribute_not_exists(released_at) AND attribute_not_exists(refunded_at)",
-                Some(st),
-            ),
-            Waiting::Held(st) => (
-                "#status = :seen AND held = :true AND attribute_not_exists(released_at) AND attribute_not_exists(refunded_at)",
-                Some(st),
-            ),
+        // The invoice still waits as it was read: not released, no refund recorded since.
+        let (waits, seen) = match waiting {
+            Waiting::Unrecorded => ("attribute_not_exists(#status)", None),
+            Waiting::Open(st) => ("#status = :seen", Some(st)),
+            Waiting::Held(st) => ("#status = :seen AND held = :true", Some(st)),
             Waiting::PaidLate(st) => (
-                "#status = :seen AND attribute_exists(paid_late_at) AND attribute_not_exists(released_at) AND attribute_not_exists(refunded_at)",
+                "#status = :seen AND attribute_exists(paid_late_at)",
                 Some(st),
             ),
         };
+        let refunds = if refunds_seen == 0 {
+            "attribute_not_exists(refunds)"
+        } else {
+            "size(refunds) = :refunds"
+        };
+        let condition = format!("{waits} AND attribute_not_exists(released_at) AND {refunds}");
         let mut expr = String::from(
-            "SET kind = :kind, released_at = :now, released_by = :by, release_reason = :reason, last_event_id = :by, updated_at = :now",
+            "SET kind = :kind, released_at = :now, released_by = :by, release_reason = :reason, amount_overridden = :overridden, last_event_id = :by, updated_at = :now",
         );
         let mut update = self
-            .update(invoice_id, "", condition)
+            .update(invoice_id, "", &condition)
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":kind", s("invoice"))
             .expression_attribute_values(":now", n(now_ms))
             .expression_attribute_values(":by", s(source.id()))
-            .expression_attribute_values(":reason", s(reason));
+            .expression_attribute_values(":reason", s(reason))
+            .expression_attribute_values(":overridden", AttributeValue::Bool(!amount_checked))
+            .expression_attribute_values(":applied", AttributeValue::Ss(vec![source.id()]));
+        if refunds_seen > 0 {
+            update = update.expression_attribute_values(":refunds", n(refunds_seen));
+        }
         if let Waiting::Held(_) = waiting {
             update = update.expression_attribute_values(":true", AttributeValue::Bool(true));
         }
@@ -1071,10 +1179,17 @@ impl ReleaseStore for DynamoResources {
                 .expression_attribute_values(":rank", n(InvoiceStatus::Paid.rank()));
         }
         if let Some(v) = &order.external_id {
-            expr.push_str(", order_id = :order_id");
+            expr.push_str(", order_id = if_not_exists(order_id, :order_id)");
             update = update.expression_attribute_values(":order_id", s(v));
         }
-        expr.push_str(" REMOVE held");
+        if let (Some(amount), Some(currency)) = (&order.amount, &order.currency) {
+            expr.push_str(", amount = if_not_exists(amount, :amount), amount_text = if_not_exists(amount_text, :amount_text), currency = if_not_exists(currency, :currency)");
+            update = update
+                .expression_attribute_values(":amount", n(amount))
+                .expression_attribute_values(":amount_text", s(amount.as_str()))
+                .expression_attribute_values(":currency", s(currency));
+        }
+        expr.push_str(" REMOVE held ADD applied :applied");
         let update = update
             .update_expression(expr)
             .build()
@@ -1091,8 +1206,12 @@ impl ReleaseStore for DynamoResources {
             at_ms: now_ms,
         };
         items.extend(self.fulfilment_writes(effect, &paid));
+        if amount_checked {
+            items.extend(self.order_guard(order));
+        }
         Ok(match self.run(Self::tx(items, None)).await? {
             TxResult::Committed => Written::Committed,
+            TxResult::Refused(Role::OrderGuard, _) => Written::Refused(Refusal::OrderMismatch),
             TxResult::Refused(Role::OrderClaim, old) => Written::Refused(Refusal::OrderClaimed {
                 invoice_id: old
                     .as_ref()
@@ -1100,7 +1219,7 @@ impl ReleaseStore for DynamoResources {
                     .unwrap_or("another invoice")
                     .to_owned(),
             }),
-            TxResult::Refused(_, old) => Written::Refused(refused(old.as_ref())),
+            TxResult::Refused(_, old) => Written::Refused(refused(old.as_ref(), source, None)),
         })
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use paymos_inbox::adapters::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox::adapters::paymos_api::PaymosApi;
-use paymos_inbox::domain::release::ReleaseError;
+use paymos_inbox::domain::release::{ReleaseBy, ReleaseError};
 use paymos_inbox::lambda::now_ms;
 use paymos_inbox::tools::exceptions;
 
@@ -87,9 +87,13 @@ pub struct ReleaseArgs {
     /// Who decides (kept on the invoice as released_by and on the fulfilment as won_by).
     #[arg(long)]
     actor: String,
-    /// Why (kept on the invoice as release_reason).
+    /// Why (kept on the invoice as release_reason; required with --override-amount).
     #[arg(long)]
     reason: Option<String>,
+    /// Fulfil although the payment differs from the registered order's amount (a held
+    /// payment); kept on the invoice as amount_overridden.
+    #[arg(long, requires = "reason")]
+    override_amount: bool,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -109,8 +113,11 @@ pub async fn release(args: ReleaseArgs) -> ExitCode {
         &state,
         &ledger,
         &args.invoice_id,
-        &args.actor,
-        args.reason.as_deref(),
+        &ReleaseBy {
+            actor: &args.actor,
+            reason: args.reason.as_deref(),
+            override_amount: args.override_amount,
+        },
         now_ms(),
     )
     .await

@@ -5,4 +5,6 @@
 
 mod fulfil;
 mod ingest;
+#[cfg(feature = "devkit")]
+mod model;
 mod release;

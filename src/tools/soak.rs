@@ -77,6 +77,11 @@ pub struct SoakReport {
     pub hostile_bodies: usize,
     /// Second paid invoices for an order already paid (each pair must fulfil once).
     pub second_invoices: usize,
+    /// Paid events without `data.order` (as the official `ton_invoice` vectors): the order
+    /// comes from the invoice's record.
+    pub silent_payments: usize,
+    /// Partial refunds of paid invoices, some applied before the payment.
+    pub refunds: usize,
     /// Deliveries whose sender gave up after its first failed attempt.
     pub given_up: usize,
     /// Of those, records the sweep had to send again.
@@ -149,6 +154,8 @@ struct Planned {
     sandbox_signed: usize,
     hostile: usize,
     second_invoices: usize,
+    silent: usize,
+    refunds: usize,
 }
 
 fn hostile(body: &str) -> String {
@@ -208,6 +215,13 @@ fn plan(n: usize, rng: &mut Rng, run: u64) -> (BTreeMap<String, Expect>, Vec<Sen
                 json!({"invoice_id": invoice, "status": status, "is_test": false,
                 "order": {"external_id": order, "amount": "25.00", "currency": "USDT"}})
             };
+            // A second checkout for the order (paid too, fulfilled never twice), or a paid event
+            // that leaves the order out. Not both: with neither event naming the order before
+            // the payment, nothing anywhere could tell the two invoices belong together.
+            let paid = final_status.starts_with("paid");
+            let second_checkout = paid && rng.chance(0.05);
+            let silent = paid && !second_checkout && rng.chance(0.3);
+            planned.silent += usize::from(silent);
             for (i, status) in ["awaiting_payment", "confirming"].iter().enumerate() {
                 let e = id(rng);
                 let mut send = Send::new(
@@ -222,6 +236,26 @@ fn plan(n: usize, rng: &mut Rng, run: u64) -> (BTreeMap<String, Expect>, Vec<Sen
                 send.gives_up = rng.chance(0.05);
                 sends.push(send);
             }
+            // A partial (overpayment) refund, in any order with the payment: the payment is
+            // still fulfilled, the refund recorded beside it.
+            if paid && rng.chance(0.05) {
+                let wdr = format!("wdr_soak_{run:x}_{r}_refund");
+                let e = id(rng);
+                let refund = json!({"withdrawal_id": wdr, "status": "completed", "is_test": false,
+                    "type": "refund", "mode": "overpayment", "invoice_id": inv,
+                    "amount": "0.10", "currency": "USDT"});
+                sends.push(Send::new(
+                    e.clone(),
+                    body(&e, "withdrawal.completed", t0 + 12, &refund),
+                ));
+                expect.insert(
+                    wdr,
+                    Expect::Withdrawal {
+                        final_status: "completed",
+                    },
+                );
+                planned.refunds += 1;
+            }
             let mut paid_events = Vec::new();
             let endpoints = if final_status.starts_with("paid") && rng.chance(0.2) {
                 2
@@ -232,12 +266,13 @@ fn plan(n: usize, rng: &mut Rng, run: u64) -> (BTreeMap<String, Expect>, Vec<Sen
             for _ in 0..endpoints {
                 let e = id(rng);
                 paid_events.push(e.clone());
-                let mut text = body(
-                    &e,
-                    &format!("invoice.{final_status}"),
-                    t0 + 10,
-                    &data(&inv, final_status),
-                );
+                let paid_data = if silent {
+                    json!({"invoice_id": inv, "status": final_status, "is_test": false,
+                        "payment": {"network": "TON", "currency": "USDT", "expected": "25.00"}})
+                } else {
+                    data(&inv, final_status)
+                };
+                let mut text = body(&e, &format!("invoice.{final_status}"), t0 + 10, &paid_data);
                 if rng.chance(0.05) {
                     text = hostile(&text);
                     planned.hostile += 1;
@@ -255,7 +290,7 @@ fn plan(n: usize, rng: &mut Rng, run: u64) -> (BTreeMap<String, Expect>, Vec<Sen
                 planned.sandbox_signed += 1;
             }
             // A second checkout for an order that gets paid: paid too, fulfilled never twice.
-            let pair = (final_status.starts_with("paid") && rng.chance(0.05)).then(|| {
+            let pair = second_checkout.then(|| {
                 let second = format!("{inv}_again");
                 let e = id(rng);
                 sends.push(Send::new(
@@ -552,6 +587,8 @@ pub async fn run(options: SoakOptions) -> Result<SoakReport, String> {
         sandbox_signed: planned.sandbox_signed,
         hostile_bodies: planned.hostile,
         second_invoices: planned.second_invoices,
+        silent_payments: planned.silent,
+        refunds: planned.refunds,
         given_up,
         swept: swept.get(),
         port_calls: faults.calls.load(Ordering::Relaxed),
@@ -724,10 +761,21 @@ async fn verify(
         }
     }
     // Fulfilments for invoices that the plan never had would be doubles under another key.
-    let fulfilments = state
+    let fulfilment_items: Vec<&Snapshot> = state
         .values()
         .filter(|i| s(i, "kind") == "fulfilment")
-        .count();
+        .collect();
+    let fulfilments = fulfilment_items.len();
+    // An order is fulfilled once, by whichever road and whichever invoice.
+    let mut per_order: BTreeMap<String, usize> = BTreeMap::new();
+    for f in &fulfilment_items {
+        if let Some(order) = text(f, "order_id") {
+            *per_order.entry(order.to_owned()).or_default() += 1;
+        }
+    }
+    for (order, n) in per_order.iter().filter(|(_, n)| **n > 1) {
+        v.push(format!("order {order} fulfilled {n} times"));
+    }
     if fulfilments != report.fulfilled {
         v.push(format!(
             "{fulfilments} fulfilment items for {} fulfilled invoices",

@@ -583,8 +583,14 @@ pub async fn soak(args: SoakArgs) -> ExitCode {
             r.dlq_redriven
         );
         println!(
-            "edges: {} sandbox-signed for live invoices, {} hostile bodies, {} second invoices for paid orders, {} senders gave up ({} record(s) sent again by the sweep)",
-            r.sandbox_signed, r.hostile_bodies, r.second_invoices, r.given_up, r.swept
+            "edges: {} sandbox-signed for live invoices, {} hostile bodies, {} second invoices for paid orders, {} paid events without their order, {} partial refunds, {} senders gave up ({} record(s) sent again by the sweep)",
+            r.sandbox_signed,
+            r.hostile_bodies,
+            r.second_invoices,
+            r.silent_payments,
+            r.refunds,
+            r.given_up,
+            r.swept
         );
         println!(
             "processed {}/{} (the rest never acknowledged: their senders gave up); invoices {}: fulfilled exactly once {}; deposits credited once {}; balances exact {}",

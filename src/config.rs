@@ -227,6 +227,8 @@ pub struct ReconcileConfig {
     pub window_hours: u64,
     /// Whether to fulfil what is missing.
     pub apply: bool,
+    /// The environment the stack applies (the API key must read its project).
+    pub environment: Environment,
 }
 
 impl ReconcileConfig {
@@ -246,6 +248,7 @@ impl ReconcileConfig {
             )?,
             api_base_url: fulfil.api_base_url,
             window_hours: number(&lookup, RECONCILE_WINDOW_HOURS, 48)?,
+            environment: fulfil.environment,
             apply: match lookup(RECONCILE_APPLY).as_deref().map(str::trim) {
                 None | Some("" | "false") => false,
                 Some("true") => true,

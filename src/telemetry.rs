@@ -157,10 +157,14 @@ pub mod metric {
     /// Age of the oldest delivery recorded but not processed, seen by the sweep.
     pub const OLDEST_PENDING: &str = "OldestPendingSeconds";
     /// What a scheduled reconciliation found, by `Outcome`: `missing`, `applied`, `double`,
-    /// `duplicate_payment`, `unknown`, `api_error`.
+    /// `duplicate_payment`, `unknown`, `paid_late`, `refunded`, `api_error`.
     pub const RECONCILE_FINDINGS: &str = "ReconcileFindings";
+    /// A function that could not start because its configuration is wrong (a refused Paymos
+    /// API key, a key of the other environment's project), by `Outcome`: the setting.
+    pub const MISCONFIGURED: &str = "Misconfigured";
     /// Every metric name the code emits.
-    pub const ALL: [&str; 8] = [
+    pub const ALL: [&str; 9] = [
+        MISCONFIGURED,
         RECONCILE_FINDINGS,
         INGEST_ANSWERS,
         FULFIL_OUTCOMES,
@@ -226,6 +230,14 @@ pub fn flush_metrics_to(writer: impl std::io::Write) {
     {
         tracing::warn!(error = %e, "could not write the metrics");
     }
+}
+
+/// Records that the function cannot start because `setting` is wrong: logged, counted (the
+/// misconfiguration alarm watches it) and flushed at once, since the process then exits.
+pub fn misconfigured_at_start(setting: &'static str, error: &dyn std::fmt::Display) {
+    tracing::error!(setting, error = %error, "cannot start: the configuration is wrong");
+    metrics::counter!(metric::MISCONFIGURED, metric::OUTCOME => setting).increment(1);
+    flush_metrics();
 }
 
 /// Human-readable logs on stderr, for the CLI.

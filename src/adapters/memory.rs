@@ -805,3 +805,133 @@ impl ReleaseStore for MemoryResources {
         Ok(Written::Committed)
     }
 }
+
+/// Paymos' API in memory, for the reverse check's use-case tests: what it holds is what it
+/// answers, anything else is 404.
+#[derive(Debug, Default)]
+pub struct MemoryPaymos {
+    invoices: Mutex<HashMap<String, crate::domain::confirm::ConfirmedInvoice>>,
+    withdrawals: Mutex<HashMap<String, crate::domain::confirm::ConfirmedWithdrawal>>,
+    deposits: Mutex<HashMap<String, crate::domain::confirm::ConfirmedDeposit>>,
+    reads: AtomicUsize,
+}
+
+impl MemoryPaymos {
+    /// An API that knows nothing.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Holds `invoice` under `id`.
+    pub fn invoice(&self, id: &str, invoice: crate::domain::confirm::ConfirmedInvoice) {
+        self.invoices
+            .lock()
+            .expect("lock")
+            .insert(id.to_owned(), invoice);
+    }
+
+    /// Holds `withdrawal` (a payout or a refund) under `id`.
+    pub fn withdrawal(&self, id: &str, withdrawal: crate::domain::confirm::ConfirmedWithdrawal) {
+        self.withdrawals
+            .lock()
+            .expect("lock")
+            .insert(id.to_owned(), withdrawal);
+    }
+
+    /// Holds `deposit` under `id`.
+    pub fn deposit(&self, id: &str, deposit: crate::domain::confirm::ConfirmedDeposit) {
+        self.deposits
+            .lock()
+            .expect("lock")
+            .insert(id.to_owned(), deposit);
+    }
+
+    /// How many reads were answered.
+    #[must_use]
+    pub fn reads(&self) -> usize {
+        self.reads.load(Ordering::SeqCst)
+    }
+
+    fn read<T: Clone>(
+        &self,
+        map: &Mutex<HashMap<String, T>>,
+        id: &str,
+    ) -> crate::domain::confirm::AtSource<T> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        map.lock().expect("lock").get(id).cloned().map_or(
+            crate::domain::confirm::AtSource::NotFound,
+            crate::domain::confirm::AtSource::Found,
+        )
+    }
+}
+
+impl crate::domain::confirm::PaymentConfirmation for MemoryPaymos {
+    async fn invoice(
+        &self,
+        invoice_id: &str,
+    ) -> Result<crate::domain::confirm::AtSource<crate::domain::confirm::ConfirmedInvoice>, PortError>
+    {
+        Ok(self.read(&self.invoices, invoice_id))
+    }
+
+    async fn withdrawal(
+        &self,
+        withdrawal_id: &str,
+        _refund: bool,
+    ) -> Result<
+        crate::domain::confirm::AtSource<crate::domain::confirm::ConfirmedWithdrawal>,
+        PortError,
+    > {
+        Ok(self.read(&self.withdrawals, withdrawal_id))
+    }
+
+    async fn deposit(
+        &self,
+        deposit_id: &str,
+    ) -> Result<crate::domain::confirm::AtSource<crate::domain::confirm::ConfirmedDeposit>, PortError>
+    {
+        Ok(self.read(&self.deposits, deposit_id))
+    }
+}
+
+impl<T: crate::domain::confirm::PaymentConfirmation> crate::domain::confirm::PaymentConfirmation
+    for std::sync::Arc<T>
+{
+    fn invoice(
+        &self,
+        invoice_id: &str,
+    ) -> impl std::future::Future<
+        Output = Result<
+            crate::domain::confirm::AtSource<crate::domain::confirm::ConfirmedInvoice>,
+            PortError,
+        >,
+    > + Send {
+        (**self).invoice(invoice_id)
+    }
+
+    fn withdrawal(
+        &self,
+        withdrawal_id: &str,
+        refund: bool,
+    ) -> impl std::future::Future<
+        Output = Result<
+            crate::domain::confirm::AtSource<crate::domain::confirm::ConfirmedWithdrawal>,
+            PortError,
+        >,
+    > + Send {
+        (**self).withdrawal(withdrawal_id, refund)
+    }
+
+    fn deposit(
+        &self,
+        deposit_id: &str,
+    ) -> impl std::future::Future<
+        Output = Result<
+            crate::domain::confirm::AtSource<crate::domain::confirm::ConfirmedDeposit>,
+            PortError,
+        >,
+    > + Send {
+        (**self).deposit(deposit_id)
+    }
+}

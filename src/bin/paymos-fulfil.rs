@@ -42,10 +42,17 @@ async fn main() -> Result<(), Error> {
                 1,
             )
             .await?;
+            let api = PaymosApi::new(client);
+            // One authenticated call at start: a wrong key or a key of the other environment's
+            // project fails here, naming the setting, not every payment as `unconfirmed`.
+            if let Err(e) = api.prove(config.environment).await {
+                paymos_inbox::telemetry::misconfigured_at_start(PAYMOS_API_SECRETS_ID, &e);
+                return Err(Error::from(e.to_string()));
+            }
             tracing::info!(
-                "reverse check on: paid invoices are re-read at Paymos before fulfilment"
+                "reverse check on: payments, closures, refunds, withdrawals and deposits are read back at Paymos before they are applied"
             );
-            serve(fulfil.with_confirmation(PaymosApi::new(client))).await
+            serve(fulfil.with_confirmation(api)).await
         }
     }
 }

@@ -31,6 +31,13 @@ async fn main() -> Result<(), Error> {
         2,
     )
     .await?;
+    if let Err(e) = paymos_inbox::adapters::paymos_api::PaymosApi::new(api.clone())
+        .prove(config.environment)
+        .await
+    {
+        paymos_inbox::telemetry::misconfigured_at_start(PAYMOS_API_SECRETS_ID, &e);
+        return Err(Error::from(e.to_string()));
+    }
     let fulfil = Fulfil::new(DynamoResources::new(
         dynamodb.clone(),
         config.state_table.clone(),
@@ -60,6 +67,8 @@ async fn main() -> Result<(), Error> {
         found("double", report.double.len());
         found("duplicate_payment", report.duplicate_payments.len());
         found("unknown", report.unknown.len());
+        found("paid_late", report.paid_late.len());
+        found("refunded", report.refunded.len());
         paymos_inbox::telemetry::flush_metrics();
         tracing::info!(
             paid_at_paymos = report.paid_at_paymos,
@@ -69,17 +78,20 @@ async fn main() -> Result<(), Error> {
             double = report.double.len(),
             duplicate_payments = report.duplicate_payments.len(),
             unknown = report.unknown.len(),
+            paid_late = report.paid_late.len(),
+            refunded = report.refunded.len(),
             open_rechecked = report.open_rechecked,
             "reconciliation done"
         );
         if !report.clean() {
             return Err(Error::from(format!(
-                "reconciliation needs a person: {} missing ({} applied), {} double, {} duplicate payments, {} unknown; run `paymos-inbox reconcile --from {}h` for the list",
+                "reconciliation needs a person: {} missing ({} applied), {} double, {} duplicate payments, {} unknown, {} paid late; run `paymos-inbox reconcile --from {}h` for the list",
                 report.missing.len(),
                 report.applied.len(),
                 report.double.len(),
                 report.duplicate_payments.len(),
                 report.unknown.len(),
+                report.paid_late.len(),
                 config.window_hours
             )));
         }

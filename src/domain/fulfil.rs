@@ -9,7 +9,7 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use super::confirm::{NOT_YET_RECEIVES, PaidClaim, Verdict, verdict};
+use super::confirm::{NOT_YET_RECEIVES, Verdict, check};
 pub use super::confirm::{NoConfirmation, PaymentConfirmation};
 pub use super::effect::{
     EffectValue, EffectWrite, FulfilmentEffect, PaidInvoice, RecordFulfilment, fulfilment_key,
@@ -505,6 +505,32 @@ fn order_of(data: &super::envelope::EventData) -> OrderRef {
     }
 }
 
+/// An invoice change carrying Paymos' order (as Paymos confirmed it) instead of the event's.
+fn with_order(change: Change, order: Option<OrderRef>) -> Change {
+    match (change, order) {
+        (
+            Change::Invoice {
+                invoice_id,
+                status,
+                occurred_at,
+                order: claimed,
+            },
+            Some(confirmed),
+        ) => {
+            // Paymos' answer first; what it leaves out, the event may still say.
+            let mut order = confirmed;
+            order.adopt(&claimed);
+            Change::Invoice {
+                invoice_id,
+                status,
+                occurred_at,
+                order,
+            }
+        }
+        (change, _) => change,
+    }
+}
+
 /// Why a work item was not applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FulfilError {
@@ -514,11 +540,13 @@ pub enum FulfilError {
     /// A store or API failure: retry.
     #[error(transparent)]
     Unavailable(#[from] PortError),
-    /// The reverse check found the invoice not paid at Paymos yet: retry on a later receive.
-    #[error("{invoice_id} is not paid at Paymos yet; checked again on the next receive")]
+    /// The reverse check found Paymos not showing the event's status yet: retry later.
+    #[error("{resource_id} is still {status} at Paymos; checked again on the next receive")]
     NotYet {
-        /// `inv_…`.
-        invoice_id: String,
+        /// `inv_…`, `wdr_…` or `pcd_…`.
+        resource_id: String,
+        /// What Paymos shows now.
+        status: String,
     },
 }
 
@@ -629,33 +657,64 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
                 environment: item.environment,
             }
         };
-        if let (
-            Some(confirmation),
-            Change::Invoice {
-                invoice_id, status, ..
-            },
-        ) = (&self.confirmation, &change)
-            && status.fulfils()
-        {
-            let at_source = confirmation.invoice(invoice_id).await?;
-            match verdict(&at_source, &PaidClaim::of(&envelope.data), receives) {
-                Verdict::Confirmed => {}
-                Verdict::NotYet => {
-                    return Err(FulfilError::NotYet {
-                        invoice_id: invoice_id.clone(),
-                    });
-                }
-                Verdict::Unconfirmed(reason) => {
-                    tracing::warn!(invoice_id, event_id = %envelope.event_id, reason, "reverse check: Paymos does not confirm this payment; nothing fulfilled");
-                    change = Change::Unconfirmed {
-                        reason,
-                        resource_id: Some(invoice_id.clone()),
-                    };
-                }
-            }
+        if let Some(confirmation) = &self.confirmation {
+            change = self
+                .confirmed(confirmation, change, &envelope, receives, now_ms)
+                .await?;
         }
         let applied = settle(&self.store, &source, &change, self.effect.as_ref(), now_ms).await?;
         Ok((Some(envelope), applied))
+    }
+
+    /// `change` as Paymos confirms it: with Paymos' order for a payment, or, when Paymos
+    /// contradicts the event, [`Change::Unconfirmed`] with the difference. A late payment first
+    /// records the invoice's close as Paymos has it, so the payment lands as `paid_late`.
+    async fn confirmed(
+        &self,
+        confirmation: &C,
+        change: Change,
+        envelope: &Envelope,
+        receives: u32,
+        now_ms: u64,
+    ) -> Result<Change, FulfilError> {
+        let checked = check(confirmation, &change, &envelope.data, self.environment).await?;
+        let resource_id = envelope.resource_id.clone();
+        let unconfirmed = |reason: String| {
+            tracing::warn!(resource_id = ?resource_id, event_id = %envelope.event_id, reason, "reverse check: Paymos does not confirm this event; nothing applied");
+            Change::Unconfirmed {
+                reason,
+                resource_id: resource_id.clone(),
+            }
+        };
+        Ok(match checked.verdict {
+            Verdict::Confirmed => with_order(change, checked.order),
+            Verdict::NotYet { status } if receives < NOT_YET_RECEIVES => {
+                return Err(FulfilError::NotYet {
+                    resource_id: resource_id.unwrap_or_default(),
+                    status,
+                });
+            }
+            Verdict::NotYet { status } => unconfirmed(format!(
+                "still {status} at Paymos after {receives} receives"
+            )),
+            Verdict::PaidLate { closed } => {
+                let order = checked.order.unwrap_or_else(OrderRef::none);
+                if let Change::Invoice { invoice_id, .. } = &change {
+                    let close = Change::Invoice {
+                        invoice_id: invoice_id.clone(),
+                        status: closed,
+                        occurred_at: envelope.occurred_at,
+                        order: order.clone(),
+                    };
+                    let by = Source::Manual {
+                        actor: "reverse-check".into(),
+                    };
+                    settle(&self.store, &by, &close, self.effect.as_ref(), now_ms).await?;
+                }
+                with_order(change, Some(order))
+            }
+            Verdict::Unconfirmed(reason) => unconfirmed(reason),
+        })
     }
 
     /// Support's manual path: marks an invoice paid through the SAME conditional transition as

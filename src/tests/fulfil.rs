@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use crate::adapters::memory::MemoryResources;
-use crate::domain::confirm::{AtSource, ConfirmedInvoice, PaymentConfirmation};
+use crate::adapters::memory::{MemoryPaymos, MemoryResources};
+use crate::domain::confirm::ConfirmedInvoice;
 use crate::domain::fulfil::{
     Applied, Change, Fulfil, FulfilError, OrderRef, RecordFulfilment, change_of,
 };
@@ -388,21 +388,24 @@ async fn by_hand_and_by_webhook_fulfil_once() {
 }
 
 /// A reverse check that answers one invoice as given.
-struct Paymos(Option<&'static str>);
-
-impl PaymentConfirmation for Paymos {
-    async fn invoice(&self, _: &str) -> Result<AtSource, PortError> {
-        Ok(match self.0 {
-            None => AtSource::NotFound,
-            Some(status) => AtSource::Found(ConfirmedInvoice {
+fn paymos(status: Option<&str>) -> MemoryPaymos {
+    let api = MemoryPaymos::new();
+    if let Some(status) = status {
+        api.invoice(
+            "inv_1",
+            ConfirmedInvoice {
                 status: status.into(),
+                is_test: false,
+                order_id: Some("o-1".into()),
                 order_amount: Amount::parse("10.50"),
                 order_currency: Some("USD".into()),
                 token_amount: None,
                 token_currency: None,
-            }),
-        })
+                paid_late: false,
+            },
+        );
     }
+    api
 }
 
 #[tokio::test]
@@ -413,7 +416,7 @@ async fn the_reverse_check_fulfils_only_what_paymos_confirms() {
         (None, 1, Ok(Unconfirmed)),
         (Some("awaiting_payment"), 1, Err("not yet")),
     ] {
-        let fulfil = Fulfil::new(MemoryResources::new()).with_confirmation(Paymos(at_source));
+        let fulfil = Fulfil::new(MemoryResources::new()).with_confirmation(paymos(at_source));
         let result = fulfil.apply_received(&paid, 1, receives).await;
         match (result, expected) {
             (Ok((_, applied)), Ok(expected)) => assert_eq!(applied, expected, "{at_source:?}"),

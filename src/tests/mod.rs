@@ -3,6 +3,7 @@
 //! the transaction's atomicity, the queue's redelivery) is proven in `tests/it`, which also runs
 //! these histories against DynamoDB and asserts the same outcomes.
 
+mod confirm;
 mod fulfil;
 mod ingest;
 #[cfg(feature = "devkit")]

@@ -3,12 +3,13 @@
 //! person's word; `recheck` runs the reverse check again for unconfirmed deliveries.
 
 use crate::adapters::dynamodb::{DynamoLedger, DynamoResources};
-use crate::domain::confirm::{PaidClaim, PaymentConfirmation, Verdict, verdict};
+use crate::domain::confirm::{PaymentConfirmation, Verdict, check};
 use crate::domain::envelope::Envelope;
 use crate::domain::fulfil::{Change, OrderRef, RecordFulfilment, Source, change_of, settle};
 use crate::domain::ingest::PortError;
 use crate::domain::invoice::Standing;
 use crate::domain::release::{ReleaseBy, ReleaseError, release as release_invoice};
+use crate::domain::signature::Environment;
 use crate::domain::status::{Amount, InvoiceStatus};
 
 /// The outcomes of a delivery that need a person.
@@ -239,7 +240,8 @@ pub struct Rechecked {
 }
 
 /// Runs the reverse check again for unconfirmed deliveries (of one invoice, or all), applying
-/// each Paymos now confirms through the webhook's own transition.
+/// each Paymos now confirms through the webhook's own transition, with Paymos' order; a late
+/// payment lands as `paid_late`.
 ///
 /// # Errors
 /// A DynamoDB failure, or the API failing (nothing is decided then).
@@ -247,26 +249,81 @@ pub async fn recheck<C: PaymentConfirmation>(
     state: &DynamoResources,
     ledger: &DynamoLedger,
     api: &C,
+    environment: Environment,
     invoice_id: Option<&str>,
     now_ms: u64,
 ) -> Result<Vec<Rechecked>, PortError> {
     let mut out = Vec::new();
+    let source = Source::Manual {
+        actor: "recheck".into(),
+    };
     for record in ledger.with_outcomes(&["unconfirmed"], invoice_id).await? {
         let Ok(envelope) = Envelope::parse(&record.delivery.body) else {
             continue;
         };
         let change = change_of(&envelope);
-        let Change::Invoice { invoice_id, .. } = &change else {
+        let Change::Invoice {
+            invoice_id,
+            occurred_at,
+            ..
+        } = &change
+        else {
             continue;
         };
-        let at_source = api.invoice(invoice_id).await?;
-        let (outcome, reason) = match verdict(&at_source, &PaidClaim::of(&envelope.data), u32::MAX)
-        {
-            Verdict::Confirmed => {
-                let source = Source::Manual {
-                    actor: "recheck".into(),
+        let checked = check(api, &change, &envelope.data, environment).await?;
+        let paid_with = |order: Option<OrderRef>| match change.clone() {
+            Change::Invoice {
+                invoice_id,
+                status,
+                occurred_at,
+                order: claimed,
+            } => {
+                let mut order = order.unwrap_or_else(OrderRef::none);
+                order.adopt(&claimed);
+                Change::Invoice {
+                    invoice_id,
+                    status,
+                    occurred_at,
+                    order,
+                }
+            }
+            other => other,
+        };
+        let applied = match checked.verdict {
+            Verdict::Confirmed => Some(
+                settle(
+                    state,
+                    &source,
+                    &paid_with(checked.order),
+                    &RecordFulfilment,
+                    now_ms,
+                )
+                .await?,
+            ),
+            Verdict::PaidLate { closed } => {
+                let order = checked.order.unwrap_or_else(OrderRef::none);
+                let close = Change::Invoice {
+                    invoice_id: invoice_id.clone(),
+                    status: closed,
+                    occurred_at: *occurred_at,
+                    order: order.clone(),
                 };
-                let applied = settle(state, &source, &change, &RecordFulfilment, now_ms).await?;
+                settle(state, &source, &close, &RecordFulfilment, now_ms).await?;
+                Some(
+                    settle(
+                        state,
+                        &source,
+                        &paid_with(Some(order)),
+                        &RecordFulfilment,
+                        now_ms,
+                    )
+                    .await?,
+                )
+            }
+            Verdict::NotYet { .. } | Verdict::Unconfirmed(_) => None,
+        };
+        let (outcome, reason) = match (applied, checked.verdict) {
+            (Some(applied), _) => {
                 ledger
                     .mark_resolved(
                         &record.delivery.event_id,
@@ -277,8 +334,12 @@ pub async fn recheck<C: PaymentConfirmation>(
                     .await?;
                 (applied.as_str().to_owned(), None)
             }
-            Verdict::NotYet => ("unconfirmed".to_owned(), Some("not paid at Paymos".into())),
-            Verdict::Unconfirmed(reason) => ("unconfirmed".to_owned(), Some(reason)),
+            (None, Verdict::NotYet { status }) => (
+                "unconfirmed".to_owned(),
+                Some(format!("still {status} at Paymos")),
+            ),
+            (None, Verdict::Unconfirmed(reason)) => ("unconfirmed".to_owned(), Some(reason)),
+            (None, _) => ("unconfirmed".to_owned(), None),
         };
         out.push(Rechecked {
             event_id: record.delivery.event_id.clone(),

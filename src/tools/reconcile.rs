@@ -8,6 +8,14 @@
 //! - DUPLICATE PAYMENT: paid at Paymos for an order another invoice already fulfilled here: the
 //!   payer paid twice; refund it (it is never fulfilled, `--apply` marks it `duplicate_of`).
 //! - UNKNOWN: fulfilled here in the window, not paid at Paymos (re-read one by one first).
+//! - PAID_LATE: paid at Paymos after the invoice closed (`paid_late_at`), and not yet recorded
+//!   here as a late payment: `--apply` records the close and the late payment, which then waits
+//!   in `exceptions` for a person (release or refund); it is never fulfilled by reconciliation.
+//! - REFUNDED: paid at Paymos and refunded there in full: reported, never fulfilled. Refunds are
+//!   read before anything is applied.
+//!
+//! Orders are grouped by Paymos' `external_order_id` (and by the fulfilments' own order), so
+//! two invoices of one order fulfilled by different roads show as DOUBLE.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,6 +24,8 @@ use paymos::{InvoiceListParams, InvoiceStatus as ApiStatus, PaymosClient};
 use crate::adapters::dynamodb::DynamoResources;
 use crate::domain::fulfil::{Applied, Fulfil, OrderRef};
 use crate::domain::handoff::{text, whole};
+use crate::domain::invoice::{InvoiceSeen, Refund, Standing};
+use crate::domain::release::ReleaseStore;
 use crate::domain::status::{Amount, InvoiceStatus};
 
 /// A paid invoice as Paymos lists it.
@@ -51,6 +61,10 @@ pub struct Report {
     pub unknown: Vec<String>,
     /// Invoices open here that were re-read at Paymos.
     pub open_rechecked: usize,
+    /// Paid after they closed at Paymos, not recorded as late payments here (PAID_LATE).
+    pub paid_late: Vec<PaidAtPaymos>,
+    /// Paid at Paymos and refunded there in full: never fulfilled (REFUNDED).
+    pub refunded: Vec<PaidAtPaymos>,
     /// With `--apply`: what applying each missing invoice did.
     pub applied: BTreeMap<String, String>,
 }
@@ -63,6 +77,10 @@ impl Report {
             self.applied
                 .get(&m.invoice_id)
                 .is_some_and(|a| a == "fulfilled")
+        }) && self.paid_late.iter().all(|m| {
+            self.applied
+                .get(&m.invoice_id)
+                .is_some_and(|a| a == "paid_late")
         }) && self.double.is_empty()
             && self.duplicate_payments.is_empty()
             && self.unknown.is_empty()
@@ -83,7 +101,13 @@ pub async fn reconcile(
 ) -> Result<Report, String> {
     let mut report = Report::default();
     let params = InvoiceListParams {
-        status: Some(vec![ApiStatus::Paid, ApiStatus::PaidOver]),
+        status: Some(vec![
+            ApiStatus::Paid,
+            ApiStatus::PaidOver,
+            ApiStatus::Expired,
+            ApiStatus::Underpaid,
+            ApiStatus::Cancelled,
+        ]),
         created_from: Some(from),
         created_to: Some(to),
         limit: Some(100),
@@ -95,14 +119,21 @@ pub async fn reconcile(
         .pager(params, None)
         .map_err(|e| format!("Paymos API: {e}"))?;
     let mut paid = Vec::new();
+    let mut late = Vec::new();
     while let Some(item) = pager.next().await.map_err(|e| format!("Paymos API: {e}"))? {
-        paid.push(PaidAtPaymos {
+        let paid_late = item.paid_late_at.is_some();
+        let fact = PaidAtPaymos {
             invoice_id: item.invoice_id,
             status: item.status.as_str().to_owned(),
             order_id: item.external_order_id,
             amount: item.amount,
             currency: item.currency,
-        });
+        };
+        if matches!(item.status, ApiStatus::Paid | ApiStatus::PaidOver) {
+            paid.push(fact);
+        } else if paid_late {
+            late.push(fact);
+        }
     }
     report.paid_at_paymos = paid.len();
 
@@ -139,7 +170,18 @@ pub async fn reconcile(
             None => report.missing.push(p.clone()),
         }
     }
-    for (order, invoices) in by_order {
+    // Paymos' own grouping: the invoices of one external_order_id fulfilled here.
+    for p in paid.iter().filter(|p| !p.order_id.is_empty()) {
+        if fulfilments.contains_key(&p.invoice_id) {
+            let invoices = by_order.entry(p.order_id.clone()).or_default();
+            if !invoices.contains(&p.invoice_id) {
+                invoices.push(p.invoice_id.clone());
+            }
+        }
+    }
+    for (order, mut invoices) in by_order {
+        invoices.sort();
+        invoices.dedup();
         if invoices.len() > 1 {
             report.double.insert(order, invoices);
         }
@@ -175,8 +217,8 @@ pub async fn reconcile(
         }
         report.open_rechecked += 1;
         match api.invoices().get(&invoice).await {
-            Ok(i) if matches!(i.status, ApiStatus::Paid | ApiStatus::PaidOver) => {
-                report.missing.push(PaidAtPaymos {
+            Ok(i) => {
+                let fact = PaidAtPaymos {
                     invoice_id: invoice,
                     status: i.status.as_str().to_owned(),
                     order_id: if i.order.external_id.is_empty() {
@@ -186,15 +228,79 @@ pub async fn reconcile(
                     },
                     amount: i.order.amount,
                     currency: i.order.currency,
-                });
+                };
+                if matches!(i.status, ApiStatus::Paid | ApiStatus::PaidOver) {
+                    report.missing.push(fact);
+                } else if i.paid_late_at.is_some() {
+                    late.push(fact);
+                }
             }
-            Ok(_) => {}
             Err(paymos::Error::Api(e)) if e.status == 404 => {}
             Err(e) => return Err(format!("Paymos API (GET {invoice}): {e}")),
         }
     }
 
+    // Late payments not recorded as such here (nor released, nor fulfilled).
+    for fact in late {
+        if fulfilments.contains_key(&fact.invoice_id) {
+            continue;
+        }
+        let (seen, _) = fulfil
+            .store()
+            .invoice_seen(&fact.invoice_id)
+            .await
+            .map_err(|e| e.to_string())?;
+        let known = seen.is_some_and(|s| {
+            matches!(
+                s.standing(),
+                Standing::PaidLate | Standing::Released | Standing::Refunded
+            )
+        });
+        if !known {
+            report.paid_late.push(fact);
+        }
+    }
+    // Refunds are read before anything is applied: a payment refunded in full at Paymos is
+    // reported, never fulfilled.
+    for list in [&mut report.missing, &mut report.paid_late] {
+        let mut kept = Vec::new();
+        for fact in std::mem::take(list) {
+            if refunded_in_full(api, &fact).await? {
+                report.refunded.push(fact);
+            } else {
+                kept.push(fact);
+            }
+        }
+        *list = kept;
+    }
+
     if apply {
+        for m in &report.paid_late {
+            let order = OrderRef {
+                external_id: (!m.order_id.is_empty()).then(|| m.order_id.clone()),
+                amount: Amount::parse(&m.amount),
+                currency: Some(m.currency.to_ascii_uppercase()),
+            };
+            let closed = InvoiceStatus::parse(&m.status).unwrap_or(InvoiceStatus::Expired);
+            // The close as Paymos has it, then the payment: it lands as `paid_late`.
+            let applied = match fulfil
+                .apply_by_hand(&m.invoice_id, closed, order.clone(), "reconcile", now_ms)
+                .await
+            {
+                Ok(_) => fulfil
+                    .apply_by_hand(
+                        &m.invoice_id,
+                        InvoiceStatus::Paid,
+                        order,
+                        "reconcile",
+                        now_ms,
+                    )
+                    .await
+                    .map_or_else(|e| format!("error: {e}"), |a| a.as_str().to_owned()),
+                Err(e) => format!("error: {e}"),
+            };
+            report.applied.insert(m.invoice_id.clone(), applied);
+        }
         for m in report.missing.iter().chain(&report.duplicate_payments) {
             let status = InvoiceStatus::parse(&m.status).unwrap_or(InvoiceStatus::Paid);
             let order = OrderRef {
@@ -213,4 +319,40 @@ pub async fn reconcile(
         }
     }
     Ok(report)
+}
+
+/// Whether Paymos refunded `fact` in full: its completed refunds, by the domain's rule
+/// ([`InvoiceSeen::refunded_in_full`]).
+async fn refunded_in_full(api: &PaymosClient, fact: &PaidAtPaymos) -> Result<bool, String> {
+    let params = paymos::RefundListParams {
+        invoice_id: Some(fact.invoice_id.clone()),
+        limit: Some(100),
+        ..paymos::RefundListParams::default()
+    };
+    let page = api
+        .refunds()
+        .list(&params)
+        .await
+        .map_err(|e| format!("Paymos API (refunds of {}): {e}", fact.invoice_id))?;
+    let refunds = page
+        .items
+        .iter()
+        .filter(|r| matches!(r.status(), paymos::WithdrawalStatus::Completed))
+        .map(|r| Refund {
+            withdrawal_id: r.withdrawal_id().to_owned(),
+            amount: Amount::parse(r.amount()),
+            currency: Some(r.currency().to_ascii_uppercase()),
+            full: matches!(r.mode(), paymos::RefundMode::Full),
+        })
+        .collect();
+    let seen = InvoiceSeen {
+        refunds,
+        order: OrderRef {
+            external_id: None,
+            amount: Amount::parse(&fact.amount),
+            currency: Some(fact.currency.to_ascii_uppercase()),
+        },
+        ..InvoiceSeen::with_status(InvoiceStatus::parse(&fact.status))
+    };
+    Ok(seen.refunded_in_full())
 }

@@ -476,28 +476,17 @@ async fn the_sweep_binary_sends_a_stranded_delivery_again_and_reports_the_oldest
 
 #[tokio::test]
 async fn the_scheduled_reconciliation_finds_a_missing_invoice_and_with_apply_fulfils_it_once() {
-    use crate::exceptions::{Answer, Answers, fake_api, invoice};
+    use crate::paymos_fake::{Answer, FakePaymos, KEY, SECRET, invoice};
     let aws = Aws::new();
     let stack = aws.stack().await;
-    let answers: Answers = Arc::default();
-    answers.lock().unwrap().insert(
-        "inv_sched".into(),
-        Answer::Invoices(vec![invoice(
-            "inv_sched",
-            "paid",
-            ("25.00", "USDT"),
-            ("25.00", "USDT"),
-        )]),
-    );
-    let mut listed = invoice("inv_sched", "paid", ("25.00", "USDT"), ("25.00", "USDT"));
-    listed["external_order_id"] = json!("order-inv_sched");
-    listed["amount"] = json!("25.00");
-    listed["currency"] = json!("USDT");
-    listed["created_at"] = json!(paymos_inbox::lambda::now_ms() / 1000 - 600);
-    let api = fake_api(answers, vec![listed]).await;
+    let fake = FakePaymos::start().await;
+    let mut paid = invoice("inv_sched", "paid", ("25.00", "USDT"), ("25.00", "USDT"));
+    paid["created_at"] = json!(paymos_inbox::lambda::now_ms() / 1000 - 600);
+    fake.answer("inv_sched", Answer::Invoices(vec![paid]));
+    let api = fake.url.clone();
     let secrets = secrets_manager(HashMap::from([(
         "paymos-inbox/api".to_owned(),
-        json!({"api_key": "pk_test", "api_secret": "sk_test"}).to_string(),
+        json!({"api_key": KEY, "api_secret": SECRET}).to_string(),
     )]))
     .await;
     let env = |apply: &str| {
@@ -548,6 +537,62 @@ async fn the_scheduled_reconciliation_finds_a_missing_invoice_and_with_apply_ful
     let again = applying.runtime.invoke("{}").await.unwrap();
     assert_eq!(again["matched"], 1, "{again}");
     assert_eq!(fulfilments().await, 1);
+}
+
+#[tokio::test]
+async fn fulfil_and_the_reconciliation_stop_at_init_when_the_paymos_key_is_refused() {
+    use crate::paymos_fake::{FakePaymos, KEY, SECRET};
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let fake = FakePaymos::start().await;
+    fake.refuse_key();
+    let secrets = secrets_manager(HashMap::from([(
+        "paymos-inbox/api".to_owned(),
+        json!({"api_key": KEY, "api_secret": SECRET}).to_string(),
+    )]))
+    .await;
+    for binary in [
+        env!("CARGO_BIN_EXE_paymos-fulfil"),
+        env!("CARGO_BIN_EXE_paymos-reconcile"),
+    ] {
+        let env = vec![
+            (
+                "DELIVERIES_TABLE".to_owned(),
+                stack.table("DeliveriesTable").to_owned(),
+            ),
+            (
+                "STATE_TABLE".to_owned(),
+                stack.table("StateTable").to_owned(),
+            ),
+            (
+                "PAYMOS_API_SECRETS_ID".to_owned(),
+                "paymos-inbox/api".to_owned(),
+            ),
+            ("PAYMOS_API_BASE_URL".to_owned(), fake.url.clone()),
+            ("PAYMOS_INBOX_STACK".to_owned(), "it".to_owned()),
+        ];
+        let mut function = Function::start(binary, env, &secrets).await;
+        let status = tokio::time::timeout(Duration::from_secs(30), function.child.wait())
+            .await
+            .expect("INIT fails fast")
+            .unwrap();
+        assert!(!status.success(), "{binary}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let said = format!(
+            "{}{}",
+            function.stderr.lock().unwrap(),
+            function.stdout.lock().unwrap()
+        );
+        assert!(
+            said.contains("PAYMOS_API_SECRETS_ID") && said.contains("401"),
+            "{binary}: the INIT error names the setting: {said}"
+        );
+        assert!(
+            said.lines()
+                .any(|l| l.contains("\"Misconfigured\":1") || l.contains("\"Misconfigured\":[1")),
+            "{binary}: the misconfiguration alarm's metric: {said}"
+        );
+    }
 }
 
 /// EventBridge's `PutEvents` on loopback: keeps what it was sent; refuses entries whose detail

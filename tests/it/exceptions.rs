@@ -1,17 +1,14 @@
 //! The reverse check a merchant can leave on, and a way out for every exception, against
 //! DynamoDB Local, fauxqs' shapes and a fake Paymos API on loopback.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
-use http_body_util::Full;
-use hyper::body::Bytes;
 use paymos_inbox::adapters::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox::adapters::paymos_api::PaymosApi;
 use paymos_inbox::domain::fulfil::{Applied, Fulfil, FulfilError, OrderRef};
 use paymos_inbox::domain::release::ReleaseBy;
+use paymos_inbox::domain::signature::Environment;
 use paymos_inbox::lambda::fulfil::handle_batch;
 use paymos_inbox::tools::exceptions;
 use paymos_inbox::tools::reconcile::reconcile;
@@ -19,108 +16,41 @@ use serde_json::{Value, json};
 
 use crate::harness::*;
 
-/// How the fake API answers `GET /v1/invoices/{id}`.
-#[derive(Clone)]
-pub(crate) enum Answer {
-    /// These invoice documents, one per call, the last repeated.
-    Invoices(Vec<Value>),
-    NotFound,
-    Hang,
-}
-
-pub(crate) fn invoice(id: &str, status: &str, order: (&str, &str), token: (&str, &str)) -> Value {
-    json!({"invoice_id": id, "project_id": "prj_1", "status": status, "is_final": status == "paid",
-        "is_test": false, "payment_url": "https://pay.example/x",
-        "order": {"external_id": format!("order-{id}"), "amount": order.0, "currency": order.1},
-        "payment": {"currency": token.1, "network": "TON", "chain_id": 1, "expected": token.0},
-        "created_at": 1, "updated_at": 2})
-}
-
-pub(crate) type Answers = Arc<Mutex<HashMap<String, Answer>>>;
-
-/// A fake Paymos API: answers per invoice, and a list of paid invoices (one page).
-pub(crate) async fn fake_api(answers: Answers, paid: Vec<Value>) -> String {
-    let paid = Arc::new(paid);
-    paymos_inbox::local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
-        let (answers, paid) = (answers.clone(), paid.clone());
-        async move {
-            let reply = |status: u16, body: Value| {
-                let mut r = hyper::Response::new(Full::new(Bytes::from(body.to_string())));
-                *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
-                r.headers_mut()
-                    .insert("content-type", "application/json".parse().unwrap());
-                r
-            };
-            let path = req.uri().path().to_owned();
-            if path == "/v1/invoices" {
-                return reply(200, json!({"items": *paid, "next_cursor": null}));
-            }
-            let id = path.trim_start_matches("/v1/invoices/").to_owned();
-            let answer = answers.lock().unwrap().get(&id).cloned();
-            match answer {
-                Some(Answer::Hang) => {
-                    tokio::time::sleep(Duration::from_secs(3600)).await;
-                    reply(200, json!({}))
-                }
-                Some(Answer::Invoices(mut list)) => {
-                    let next = list.remove(0);
-                    if !list.is_empty() {
-                        answers.lock().unwrap().insert(id, Answer::Invoices(list));
-                    }
-                    reply(200, next)
-                }
-                Some(Answer::NotFound) | None => reply(
-                    404,
-                    json!({"type": "about:blank", "title": "not found", "status": 404}),
-                ),
-            }
-        }
-    })
-    .await
-    .unwrap()
-}
+pub(crate) use crate::paymos_fake::{self, Answer, FakePaymos, invoice};
 
 struct Rig {
     aws: Aws,
     state: String,
     ledger: String,
-    answers: Answers,
-    api_url: String,
+    api: FakePaymos,
 }
 
 impl Rig {
     async fn new(paid: Vec<Value>) -> Self {
         let aws = Aws::new();
         let stack = aws.stack().await;
-        let answers: Answers = Arc::default();
-        let api_url = fake_api(answers.clone(), paid).await;
+        let api = FakePaymos::start().await;
+        if !paid.is_empty() {
+            api.list(paid);
+        }
         Self {
             state: stack.table("StateTable").to_owned(),
             ledger: stack.table("DeliveriesTable").to_owned(),
             aws,
-            answers,
-            api_url,
+            api,
         }
     }
 
     fn answer(&self, invoice: &str, answer: Answer) {
-        self.answers
-            .lock()
-            .unwrap()
-            .insert(invoice.to_owned(), answer);
+        self.api.answer(invoice, answer);
     }
 
     fn client(&self) -> paymos::PaymosClient {
-        self.client_with_timeout(Duration::from_secs(3))
+        self.api.client()
     }
 
     fn client_with_timeout(&self, timeout: Duration) -> paymos::PaymosClient {
-        paymos::PaymosClient::builder("pk_test", "sk_test")
-            .base_url(&self.api_url)
-            .timeout(timeout)
-            .max_retries(0)
-            .build()
-            .unwrap()
+        self.api.client_with_timeout(timeout)
     }
 
     fn store(&self) -> DynamoResources {
@@ -286,6 +216,10 @@ async fn not_paid_yet_then_paid_ends_fulfilled_once() {
 async fn a_404_is_unconfirmed_and_leaves_the_rest_of_the_batch_alone() {
     let rig = Rig::new(Vec::new()).await;
     rig.answer("inv_forged", Answer::NotFound);
+    rig.api.deposit(
+        "pcd_dep1",
+        paymos_fake::deposit("pcd_dep1", "payer-9", "5.00"),
+    );
     let (forged, credit) = (
         paid_in_tokens("evt_forged", "inv_forged", "25.00"),
         deposit("evt_dep1", "pcd_dep1"),
@@ -308,6 +242,10 @@ async fn a_404_is_unconfirmed_and_leaves_the_rest_of_the_batch_alone() {
 async fn an_api_that_hangs_fails_only_its_own_message_and_in_time() {
     let rig = Rig::new(Vec::new()).await;
     rig.answer("inv_hang", Answer::Hang);
+    rig.api.deposit(
+        "pcd_dep2",
+        paymos_fake::deposit("pcd_dep2", "payer-9", "5.00"),
+    );
     let (slow, credit) = (
         paid_in_tokens("evt_hang", "inv_hang", "25.00"),
         deposit("evt_dep2", "pcd_dep2"),
@@ -578,17 +516,31 @@ async fn recheck_applies_what_paymos_now_confirms() {
         )]),
     );
     let api = PaymosApi::new(rig.client());
-    let results = exceptions::recheck(&rig.store(), &rig.ledger(), &api, None, NOW_MS)
-        .await
-        .unwrap();
+    let results = exceptions::recheck(
+        &rig.store(),
+        &rig.ledger(),
+        &api,
+        Environment::Live,
+        None,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
     assert_eq!(results.len(), 1);
     assert_eq!(results[0].outcome, "fulfilled");
     assert_eq!(rig.fulfilments("inv_rc").await, 1);
     assert!(
-        exceptions::recheck(&rig.store(), &rig.ledger(), &api, None, NOW_MS)
-            .await
-            .unwrap()
-            .is_empty()
+        exceptions::recheck(
+            &rig.store(),
+            &rig.ledger(),
+            &api,
+            Environment::Live,
+            None,
+            NOW_MS
+        )
+        .await
+        .unwrap()
+        .is_empty()
     );
 }
 

@@ -2,128 +2,42 @@
 //! API on loopback that checks every request's signature and pages with cursors.
 
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
-use base64::Engine as _;
-use hmac::{KeyInit, Mac};
-use http_body_util::Full;
-use hyper::body::Bytes;
 use paymos_inbox::adapters::dynamodb::DynamoResources;
 use paymos_inbox::domain::fulfil::{Fulfil, OrderRef};
 use paymos_inbox::tools::reconcile::reconcile;
 use serde_json::json;
 
 use crate::harness::*;
-
-const KEY: &str = "pk_test_reconcile";
-const SECRET: &str = "sk_test_reconcile_secret";
-
-#[derive(Default)]
-struct Seen {
-    verified: AtomicUsize,
-    rejected: AtomicUsize,
-}
-
-/// Checks `Authorization: HMAC-SHA256 {key}:{base64 HMAC(secret, ts\nMETHOD\npath\n?query\nbody-hash)}`.
-fn signed(req: &hyper::Request<hyper::body::Incoming>) -> bool {
-    let ts = req
-        .headers()
-        .get("x-request-timestamp")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default();
-    let query = req
-        .uri()
-        .query()
-        .map(|q| format!("?{q}"))
-        .unwrap_or_default();
-    let canonical = format!("{ts}\n{}\n{}\n{query}\n", req.method(), req.uri().path());
-    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
-    mac.update(canonical.as_bytes());
-    let expected = format!(
-        "HMAC-SHA256 {KEY}:{}",
-        base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
-    );
-    req.headers()
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        == Some(expected.as_str())
-}
+use crate::paymos_fake::{Answer, FakePaymos, KEY, SECRET, invoice};
 
 /// `inv_x_again` is a second checkout for `inv_x`'s order.
 fn list_item(id: &str, status: &str) -> serde_json::Value {
     let order = format!("order-{}", id.trim_end_matches("_again"));
     json!({"invoice_id": id, "project_id": "prj_1", "external_order_id": order, "status": status,
-           "is_final": true, "is_test": true, "amount": "25.00", "currency": "USDT", "created_at": NOW - 100})
+           "is_final": true, "is_test": false, "amount": "25.00", "currency": "USDT", "created_at": NOW - 100})
 }
 
+/// The fake Paymos API listing `paid` and answering `others` (invoice, status) when read.
 async fn fake_paymos(
     paid: Vec<(&'static str, &'static str)>,
     others: HashMap<&'static str, &'static str>,
-    seen: Arc<Seen>,
-) -> String {
-    let paid = Arc::new(paid);
-    let others = Arc::new(others);
-    paymos_inbox::local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
-                        let (paid, others, seen) = (paid.clone(), others.clone(), seen.clone());
-                        async move {
-                            let reply = |status: u16, body: serde_json::Value| {
-                                let mut r =
-                                    hyper::Response::new(Full::new(Bytes::from(body.to_string())));
-                                *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
-                                r.headers_mut()
-                                    .insert("content-type", "application/json".parse().unwrap());
-                                r
-                            };
-                            if !signed(&req) {
-                                seen.rejected.fetch_add(1, Ordering::SeqCst);
-                                return reply(
-                                    401,
-                                    json!({"type": "about:blank", "title": "bad signature", "status": 401}),
-                                );
-                            }
-                            seen.verified.fetch_add(1, Ordering::SeqCst);
-                            let path = req.uri().path().to_owned();
-                            let query: HashMap<String, String> = req
-                                .uri()
-                                .query()
-                                .unwrap_or_default()
-                                .split('&')
-                                .filter_map(|kv| kv.split_once('='))
-                                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                                .collect();
-                            if path == "/v1/invoices" {
-                                // Pages of two, with opaque cursors.
-                                let start: usize = query
-                                    .get("cursor")
-                                    .and_then(|c| c.strip_prefix("c"))
-                                    .and_then(|n| n.parse().ok())
-                                    .unwrap_or(0);
-                                let items: Vec<_> = paid
-                                    .iter()
-                                    .skip(start)
-                                    .take(2)
-                                    .map(|(id, st)| list_item(id, st))
-                                    .collect();
-                                let next =
-                                    (start + 2 < paid.len()).then(|| format!("c{}", start + 2));
-                                return reply(200, json!({"items": items, "next_cursor": next}));
-                            }
-                            if let Some(id) = path.strip_prefix("/v1/invoices/") {
-                                let status = others.get(id).copied().unwrap_or("expired");
-                                return reply(
-                                    200,
-                                    json!({"invoice_id": id, "project_id": "prj_1", "status": status, "is_final": true, "is_test": true,
-                                "payment_url": "https://pay.example/x", "order": {"external_id": "o", "amount": "25.00", "currency": "USDT"},
-                                "created_at": 1, "updated_at": 2}),
-                                );
-                            }
-                            reply(
-                                404,
-                                json!({"type": "about:blank", "title": "not found", "status": 404}),
-                            )
-                        }
-                    }).await.unwrap()
+) -> FakePaymos {
+    let fake = FakePaymos::start().await;
+    fake.list(paid.iter().map(|(id, st)| list_item(id, st)).collect());
+    for (id, status) in others {
+        fake.answer(
+            id,
+            Answer::Invoices(vec![invoice(
+                id,
+                status,
+                ("25.00", "USDT"),
+                ("25.00", "USDT"),
+            )]),
+        );
+    }
+    fake
 }
 
 #[tokio::test]
@@ -152,7 +66,6 @@ async fn reconcile_finds_missing_and_unknown_and_apply_fulfils_the_missing_once(
         .await
         .unwrap();
 
-    let seen = Arc::new(Seen::default());
     let paid = vec![
         ("inv_r1", "paid"),
         ("inv_r2", "paid"),
@@ -160,7 +73,8 @@ async fn reconcile_finds_missing_and_unknown_and_apply_fulfils_the_missing_once(
         ("inv_r4", "paid_over"),
         ("inv_r5", "paid"),
     ];
-    let url = fake_paymos(paid, HashMap::new(), seen.clone()).await;
+    let fake = fake_paymos(paid, HashMap::new()).await;
+    let (url, seen) = (fake.url.clone(), fake.seen.clone());
     let api = paymos::PaymosClient::builder(KEY, SECRET)
         .base_url(url)
         .build()
@@ -257,8 +171,8 @@ async fn reconcile_reports_a_bad_api_secret_instead_of_an_empty_list() {
         stack.table("StateTable"),
         stack.table("DeliveriesTable"),
     ));
-    let seen = Arc::new(Seen::default());
-    let url = fake_paymos(vec![("inv_x", "paid")], HashMap::new(), seen.clone()).await;
+    let fake = fake_paymos(vec![("inv_x", "paid")], HashMap::new()).await;
+    let (url, seen) = (fake.url.clone(), fake.seen.clone());
     let api = paymos::PaymosClient::builder(KEY, "sk_wrong")
         .base_url(url)
         .max_retries(0)
@@ -275,7 +189,7 @@ fn paid_event(event_id: &str, invoice: &str, amount: &str) -> String {
     envelope(
         event_id,
         "invoice.paid",
-        json!({"invoice_id": invoice, "status": "paid", "is_test": true,
+        json!({"invoice_id": invoice, "status": "paid", "is_test": false,
         "order": {"external_id": format!("order-{invoice}"), "amount": amount, "currency": "USDT"}}),
     )
 }
@@ -287,13 +201,13 @@ async fn the_reverse_check_refuses_payments_paymos_does_not_confirm() {
 
     let aws = Aws::new();
     let stack = aws.stack().await;
-    let seen = Arc::new(Seen::default());
     let at_paymos = HashMap::from([
         ("inv_genuine", "paid"),
         ("inv_forged", "awaiting_payment"),
         ("inv_wrong_amount", "paid"),
     ]);
-    let url = fake_paymos(Vec::new(), at_paymos, seen.clone()).await;
+    let fake = fake_paymos(Vec::new(), at_paymos).await;
+    let (url, seen) = (fake.url.clone(), fake.seen.clone());
     let api = paymos::PaymosClient::builder(KEY, SECRET)
         .base_url(url)
         .build()
@@ -392,15 +306,13 @@ async fn an_order_paid_twice_is_a_duplicate_payment_to_refund_never_missing_or_f
         .apply(&live(&invoice_paid("evt_d1", "inv_d1")), NOW_MS)
         .await
         .unwrap();
-    let seen = Arc::new(Seen::default());
-    let url = fake_paymos(
+    let fake = fake_paymos(
         vec![("inv_d1", "paid"), ("inv_d1_again", "paid")],
         HashMap::new(),
-        seen,
     )
     .await;
     let api = paymos::PaymosClient::builder(KEY, SECRET)
-        .base_url(url)
+        .base_url(&fake.url)
         .build()
         .unwrap();
     let run = |apply| {

@@ -363,6 +363,9 @@ fn every_alarm_on_our_metrics_names_a_metric_and_an_outcome_the_code_emits() {
                 let outcome = d["Value"].as_str().unwrap();
                 let emitted = if name == metric::INGEST_ANSWERS {
                     INGEST_OUTCOMES.contains(&outcome)
+                } else if name == metric::MISCONFIGURED {
+                    // `telemetry::misconfigured_at_start` is called with the setting's name.
+                    outcome == paymos_inbox::config::PAYMOS_API_SECRETS_ID
                 } else {
                     fulfil_outcomes().contains(&outcome)
                 };
@@ -389,7 +392,7 @@ fn every_alarm_on_our_metrics_names_a_metric_and_an_outcome_the_code_emits() {
 }
 
 /// What `IngestAnswers` is emitted with: the two acknowledgements and every error code.
-const INGEST_OUTCOMES: [&str; 16] = [
+const INGEST_OUTCOMES: [&str; 17] = [
     "new",
     "duplicate",
     "method_not_allowed",
@@ -401,6 +404,7 @@ const INGEST_OUTCOMES: [&str; 16] = [
     "invalid_payload",
     "webhook_id_mismatch",
     "environment_mismatch",
+    "environment_conflict",
     "in_progress",
     "unavailable",
     "throttled",

@@ -158,6 +158,10 @@ pub struct RecheckArgs {
     all_unconfirmed: bool,
     #[command(flatten)]
     api: ApiArgs,
+    /// The environment the stack applies (`live` or `sandbox`): the API key must read its
+    /// project.
+    #[arg(long, env = "PAYMOS_ENVIRONMENT")]
+    environment: String,
     /// One JSON object per line.
     #[arg(long)]
     json: bool,
@@ -166,6 +170,11 @@ pub struct RecheckArgs {
 }
 
 pub async fn recheck(args: RecheckArgs) -> ExitCode {
+    let environment =
+        match paymos_inbox::config::environment(&|_: &str| Some(args.environment.clone())) {
+            Ok(e) => e,
+            Err(e) => return fail(e),
+        };
     let (_, state, ledger) = match tables(&args.stack).await {
         Ok(t) => t,
         Err(e) => return fail(e),
@@ -175,7 +184,16 @@ pub async fn recheck(args: RecheckArgs) -> ExitCode {
         Err(e) => return fail(e),
     };
     let api = PaymosApi::new(client).with_deadline(Duration::from_secs(30));
-    match exceptions::recheck(&state, &ledger, &api, args.invoice_id.as_deref(), now_ms()).await {
+    match exceptions::recheck(
+        &state,
+        &ledger,
+        &api,
+        environment,
+        args.invoice_id.as_deref(),
+        now_ms(),
+    )
+    .await
+    {
         Ok(results) => {
             for r in &results {
                 if args.json {

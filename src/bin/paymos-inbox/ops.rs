@@ -492,6 +492,22 @@ pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
         for invoice in &report.unknown {
             println!("UNKNOWN {invoice}: fulfilled here, not paid at Paymos");
         }
+        for l in &report.paid_late {
+            let applied = report
+                .applied
+                .get(&l.invoice_id)
+                .map_or(String::new(), |a| format!(" → {a}"));
+            println!(
+                "PAID_LATE {} {} {} (order {}): paid after it closed {} at Paymos; release or refund it{applied}",
+                l.invoice_id, l.amount, l.currency, l.order_id, l.status
+            );
+        }
+        for r in &report.refunded {
+            println!(
+                "REFUNDED {} {} {} (order {}): paid and refunded in full at Paymos; never fulfilled",
+                r.invoice_id, r.amount, r.currency, r.order_id
+            );
+        }
     }
     if report.clean() {
         ExitCode::SUCCESS

@@ -14,12 +14,18 @@ use super::status::InvoiceStatus;
 
 /// The `source` of every event.
 pub const SOURCE: &str = "paymos-inbox";
-/// The version of every detail schema (a breaking change bumps it).
-pub const DETAIL_VERSION: u64 = 1;
+/// The version of every detail schema (a breaking change bumps it; `schemas/` holds one JSON
+/// Schema per detail type and version, and a test fails when a schema changes without it).
+pub const DETAIL_VERSION: u64 = 2;
 
-/// Every `detail-type` published, with the fields of its detail (all details also carry
-/// `version`, `idempotency_key`, `environment` and `occurred_at`). README documents each; a
-/// test keeps both in step.
+/// The fields every detail carries: the schema `version`, the fact's `idempotency_key` (one per
+/// fact: unique to it, stable across re-publishing), the stack's `environment` and the commit
+/// time `occurred_at` (Unix ms).
+pub const COMMON_FIELDS: [&str; 4] = ["version", "idempotency_key", "environment", "occurred_at"];
+
+/// Every `detail-type` published, with the fields of its detail, each present in every event
+/// of its type (`null` where unknown), plus [`COMMON_FIELDS`]. README documents each, and
+/// `schemas/` holds their JSON Schemas; tests keep all three in step.
 pub const DETAIL_TYPES: [(&str, &[&str]); 7] = [
     (
         "Order Paid",
@@ -42,6 +48,7 @@ pub const DETAIL_TYPES: [(&str, &[&str]); 7] = [
             "amount",
             "currency",
             "why",
+            "event_id",
         ],
     ),
     ("Invoice Closed", &["invoice_id", "order_id", "status"]),
@@ -82,7 +89,8 @@ pub type Snapshot = BTreeMap<String, Scalar>;
 pub struct DomainEvent {
     /// EventBridge's `detail-type`, e.g. `Order Paid`.
     pub detail_type: &'static str,
-    /// Stable across re-publications: consumers deduplicate on it.
+    /// The fact's id: unique to the fact (`order-paid:inv_1` and `invoice-closed:inv_1` are two
+    /// facts of one invoice), stable across re-publications; consumers deduplicate on it.
     pub idempotency_key: String,
     /// The detail (a JSON object).
     pub detail: Value,
@@ -119,16 +127,22 @@ fn field(item: &Snapshot, name: &str) -> Value {
     text(item, name).map_or(Value::Null, Value::from)
 }
 
-/// An item's amount as the text Paymos sent (`amount_text`), else its number.
-fn amount(item: &Snapshot) -> Value {
-    match text(item, "amount_text") {
+/// The slug of a detail type, the first part of its facts' ids (`Order Paid` → `order-paid`).
+#[must_use]
+pub fn slug(detail_type: &str) -> String {
+    detail_type.to_ascii_lowercase().replace(' ', "-")
+}
+
+/// An item's amount as the text Paymos sent (`<name>_text`), else its number.
+fn amount(item: &Snapshot, name: &str) -> Value {
+    match text(item, &format!("{name}_text")) {
         Some(t) => Value::from(t),
-        None => field(item, "amount"),
+        None => field(item, name),
     }
 }
 
 /// The events a committed change of one state item means (`old` absent for a new item, `new`
-/// absent for a removed one). Pure: replaying a change gives the same events and keys.
+/// absent for a removed one). Pure: replaying a change gives the same events and ids.
 #[must_use]
 pub fn events_of(
     old: Option<&Snapshot>,
@@ -140,7 +154,13 @@ pub fn events_of(
     };
     let kind = text(new, "kind").unwrap_or_default();
     let mut out = Vec::new();
-    let mut emit = |detail_type: &'static str, key: String, mut detail: Value, at: &str| {
+    // `parts` name the fact within its type: the resource, and a qualifier where one resource
+    // has several facts of one type (the reasons a payment needs review).
+    let mut emit = |detail_type: &'static str, parts: &[&str], mut detail: Value, at: &str| {
+        let key = std::iter::once(slug(detail_type).as_str())
+            .chain(parts.iter().copied())
+            .collect::<Vec<_>>()
+            .join(":");
         if let Value::Object(map) = &mut detail {
             map.insert("version".into(), Value::from(DETAIL_VERSION));
             map.insert("idempotency_key".into(), Value::from(key.clone()));
@@ -167,9 +187,9 @@ pub fn events_of(
             let won_by = text(new, "won_by").unwrap_or_default();
             emit(
                 "Order Paid",
-                invoice.clone(),
+                &[&invoice],
                 json!({"order_id": field(new, "order_id"), "invoice_id": invoice,
-                       "amount": amount(new), "currency": field(new, "currency"),
+                       "amount": amount(new, "amount"), "currency": field(new, "currency"),
                        "status": field(new, "status"), "won_by": won_by,
                        "event_id": if won_by.starts_with("manual:") { Value::Null } else { Value::from(won_by) }}),
                 "fulfilled_at",
@@ -179,12 +199,13 @@ pub fn events_of(
             let invoice = text(new, "pk").unwrap_or_default().to_owned();
             let review = |reason: &str, why: String| {
                 json!({"reason": reason, "invoice_id": invoice, "order_id": field(new, "order_id"),
-                       "amount": amount(new), "currency": field(new, "currency"), "why": why})
+                       "amount": amount(new, "amount"), "currency": field(new, "currency"), "why": why,
+                       "event_id": Value::Null})
             };
             if flag(Some(new), "held") && !flag(old, "held") {
                 emit(
                     "Payment Needs Review",
-                    format!("{invoice}#held"),
+                    &[&invoice, "held"],
                     review(
                         "held",
                         "paid, but not what the order was registered for".into(),
@@ -195,7 +216,7 @@ pub fn events_of(
             if newly("paid_late_at") {
                 emit(
                     "Payment Needs Review",
-                    format!("{invoice}#paid_late"),
+                    &[&invoice, "paid_late"],
                     review("paid_late", "paid after the invoice closed".into()),
                     "updated_at",
                 );
@@ -204,7 +225,7 @@ pub fn events_of(
                 let first = text(new, "duplicate_of").unwrap_or_default();
                 emit(
                     "Payment Needs Review",
-                    format!("{invoice}#duplicate_payment"),
+                    &[&invoice, "duplicate_payment"],
                     review(
                         "duplicate_payment",
                         format!("a second payment for an order {first} fulfilled: refund it"),
@@ -221,7 +242,7 @@ pub fn events_of(
             {
                 emit(
                     "Invoice Closed",
-                    invoice.clone(),
+                    &[&invoice],
                     json!({"invoice_id": invoice, "order_id": field(new, "order_id"), "status": st.as_str()}),
                     "updated_at",
                 );
@@ -232,7 +253,7 @@ pub fn events_of(
             let event = text(new, "event_id").unwrap_or_default();
             emit(
                 "Payment Needs Review",
-                format!("{event}#{reason}"),
+                &[event, reason],
                 json!({"reason": reason, "invoice_id": field(new, "resource_id"), "order_id": Value::Null,
                        "amount": Value::Null, "currency": Value::Null, "why": field(new, "why"),
                        "event_id": event}),
@@ -248,17 +269,17 @@ pub fn events_of(
             let id = text(new, "pk").unwrap_or_default().to_owned();
             let kind = text(new, "type").unwrap_or("payout");
             let detail = json!({"withdrawal_id": id, "type": kind, "invoice_id": field(new, "invoice_id"),
-                                "amount": field(new, "amount"), "currency": field(new, "currency")});
+                                "amount": amount(new, "amount"), "currency": field(new, "currency")});
             match (status, kind) {
                 ("completed", "refund") => {
                     let mut d = detail;
                     if let Value::Object(m) = &mut d {
                         m.remove("type");
                     }
-                    emit("Refund Completed", id, d, "updated_at");
+                    emit("Refund Completed", &[&id], d, "updated_at");
                 }
-                ("completed", _) => emit("Withdrawal Completed", id, detail, "updated_at"),
-                ("failed", _) => emit("Withdrawal Failed", id, detail, "updated_at"),
+                ("completed", _) => emit("Withdrawal Completed", &[&id], detail, "updated_at"),
+                ("failed", _) => emit("Withdrawal Failed", &[&id], detail, "updated_at"),
                 _ => {}
             }
         }
@@ -266,8 +287,8 @@ pub fn events_of(
             let id = text(new, "pk").unwrap_or_default().to_owned();
             emit(
                 "Deposit Credited",
-                id.clone(),
-                json!({"deposit_id": id, "payer": field(new, "payer"), "net": field(new, "net"),
+                &[&id],
+                json!({"deposit_id": id, "payer": field(new, "payer"), "net": amount(new, "net"),
                        "currency": field(new, "currency")}),
                 "updated_at",
             );
@@ -374,12 +395,12 @@ mod tests {
         let e = &events[0];
         assert_eq!(
             (e.detail_type, e.idempotency_key.as_str()),
-            ("Order Paid", "inv_1")
+            ("Order Paid", "order-paid:inv_1")
         );
         assert_eq!(e.detail["amount"], "10.50", "money stays exact text");
         assert_eq!(e.detail["event_id"], "evt_1");
         assert_eq!(e.detail["environment"], "live");
-        assert_eq!(e.detail["version"], 1);
+        assert_eq!(e.detail["version"], DETAIL_VERSION);
         // The same item modified later (never happens, but a replay of it) publishes nothing.
         assert!(events_of(Some(&f), Some(&f), Environment::Live).is_empty());
     }
@@ -403,7 +424,10 @@ mod tests {
         assert_eq!(closed[0].detail_type, "Invoice Closed");
         let review = events_of(Some(&expired), Some(&late), Environment::Test);
         assert_eq!(review.len(), 1);
-        assert_eq!(review[0].idempotency_key, "inv_1#paid_late");
+        assert_eq!(
+            review[0].idempotency_key,
+            "payment-needs-review:inv_1:paid_late"
+        );
         assert!(events_of(Some(&late), Some(&late), Environment::Test).is_empty());
         assert!(events_of(None, Some(&open), Environment::Test).is_empty());
     }
@@ -467,14 +491,15 @@ mod tests {
                     .find(|(ty, _)| *ty == e.detail_type)
                     .unwrap_or_else(|| panic!("{} is documented", e.detail_type));
                 let object = e.detail.as_object().unwrap();
-                for f in fields.iter().chain(&[
-                    "version",
-                    "idempotency_key",
-                    "environment",
-                    "occurred_at",
-                ]) {
+                for f in fields.iter().chain(&COMMON_FIELDS) {
                     assert!(object.contains_key(*f), "{}: {f}", e.detail_type);
                 }
+                assert_eq!(
+                    object.len(),
+                    fields.len() + COMMON_FIELDS.len(),
+                    "{}: exactly its documented fields",
+                    e.detail_type
+                );
                 seen.insert(e.detail_type);
             }
         }

@@ -12,6 +12,7 @@ pub mod model;
 pub mod pipeline;
 pub mod poller;
 pub mod redrive;
+pub mod schemas;
 pub mod secrets;
 pub mod stream;
 pub mod stub;

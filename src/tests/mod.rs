@@ -9,3 +9,5 @@ mod ingest;
 #[cfg(feature = "devkit")]
 mod model;
 mod release;
+#[cfg(feature = "devkit")]
+mod schemas;

@@ -10,6 +10,7 @@ use paymos_inbox::domain::fulfil::{Fulfil, OrderRef};
 use paymos_inbox::domain::handoff::{DomainEvent, EventPublisher};
 use paymos_inbox::domain::ingest::PortError;
 use paymos_inbox::domain::signature::Environment;
+use paymos_inbox::local::schemas::assert_valid;
 use paymos_inbox::local::stream::{Retries, StreamReader, deliver};
 use paymos_inbox::tools::handoff;
 use serde_json::{Value, json};
@@ -88,13 +89,19 @@ impl Rig {
         }
     }
 
+    /// What reached the events queue, each checked against its published JSON Schema.
     async fn published(&self) -> Vec<Value> {
-        self.aws
+        let events: Vec<Value> = self
+            .aws
             .drain(&self.events)
             .await
             .iter()
             .map(|m| serde_json::from_str(m.body().unwrap()).unwrap())
-            .collect()
+            .collect();
+        for e in &events {
+            assert_valid(e["detail-type"].as_str().unwrap(), &e["detail"]);
+        }
+        events
     }
 
     async fn apply(&self, body: &str) {
@@ -125,7 +132,7 @@ async fn one_paid_delivery_publishes_exactly_one_order_paid_and_repeats_publish_
         (Some("paymos-inbox"), Some("Order Paid"))
     );
     let d = &e["detail"];
-    assert_eq!(d["idempotency_key"], "inv_h1");
+    assert_eq!(d["idempotency_key"], "order-paid:inv_h1");
     assert_eq!(
         (d["invoice_id"].as_str(), d["order_id"].as_str()),
         (Some("inv_h1"), Some("order-inv_h1"))
@@ -137,7 +144,7 @@ async fn one_paid_delivery_publishes_exactly_one_order_paid_and_repeats_publish_
     );
     assert_eq!(d["event_id"], "evt_h1");
     assert_eq!(d["environment"], "live");
-    assert_eq!(d["version"], 1);
+    assert_eq!(d["version"], paymos_inbox::domain::handoff::DETAIL_VERSION);
 
     // The same event again, a second endpoint, a replay, support marking it paid: nothing more.
     rig.apply(&paid("evt_h1", "inv_h1")).await;
@@ -196,15 +203,21 @@ async fn each_business_fact_is_one_event_with_its_documented_detail() {
     assert_eq!(
         kinds,
         [
-            ("Deposit Credited".to_owned(), "pcd_f6".to_owned()),
-            ("Invoice Closed".into(), "inv_f3".into()),
-            ("Order Paid".into(), "inv_f1".into()),
+            (
+                "Deposit Credited".to_owned(),
+                "deposit-credited:pcd_f6".to_owned()
+            ),
+            ("Invoice Closed".into(), "invoice-closed:inv_f3".into()),
+            ("Order Paid".into(), "order-paid:inv_f1".into()),
             (
                 "Payment Needs Review".into(),
-                "inv_f2#duplicate_payment".into()
+                "payment-needs-review:inv_f2:duplicate_payment".into()
             ),
-            ("Refund Completed".into(), "wdr_f4".into()),
-            ("Withdrawal Failed".into(), "wdr_f5".into()),
+            ("Refund Completed".into(), "refund-completed:wdr_f4".into()),
+            (
+                "Withdrawal Failed".into(),
+                "withdrawal-failed:wdr_f5".into()
+            ),
         ]
     );
     for e in &events {
@@ -278,12 +291,91 @@ async fn a_failed_publish_is_retried_then_parked_and_resent_once_with_the_same_k
     let missing: Vec<DomainEvent> = since
         .into_iter()
         .map(|(_, e)| e)
-        .filter(|e| e.idempotency_key == "inv_r2")
+        .filter(|e| e.idempotency_key == "order-paid:inv_r2")
         .collect();
     let publisher = QueuePublisher::new(rig.aws.sqs.clone(), &rig.events);
     assert_eq!(handoff::resend(&publisher, &missing).await.unwrap(), 1);
     let events = rig.published().await;
     assert_eq!(events.len(), 1);
     assert_eq!(events[0]["detail-type"], "Order Paid");
-    assert_eq!(events[0]["detail"]["idempotency_key"], "inv_r2");
+    assert_eq!(events[0]["detail"]["idempotency_key"], "order-paid:inv_r2");
+}
+
+#[tokio::test]
+async fn an_invoice_that_expired_was_paid_late_and_released_is_three_facts_with_three_ids() {
+    use paymos_inbox::domain::release::{ReleaseBy, release};
+    let mut rig = Rig::new().await;
+    let publisher = QueuePublisher::new(rig.aws.sqs.clone(), &rig.events);
+    let order = json!({"external_id": "order-inv_l", "amount": "10.50", "currency": "USDT"});
+    rig.apply(&envelope(
+        "evt_l1",
+        "invoice.expired",
+        json!({"invoice_id": "inv_l", "order": order}),
+    ))
+    .await;
+    rig.apply(&envelope(
+        "evt_l2",
+        "invoice.paid",
+        json!({"invoice_id": "inv_l", "order": order}),
+    ))
+    .await;
+    let by = ReleaseBy {
+        actor: "alice",
+        reason: Some("paid on chain"),
+        override_amount: false,
+    };
+    let released = release(
+        rig.fulfil.store(),
+        "inv_l",
+        None,
+        &by,
+        &paymos_inbox::domain::fulfil::RecordFulfilment,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    assert_eq!(released, paymos_inbox::domain::fulfil::Applied::Fulfilled);
+    rig.pump(&publisher).await;
+    let mut ids: Vec<(String, String)> = rig
+        .published()
+        .await
+        .iter()
+        .map(|e| {
+            (
+                e["detail"]["idempotency_key"].as_str().unwrap().to_owned(),
+                e["detail-type"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    ids.sort();
+    assert_eq!(
+        ids,
+        [
+            (
+                "invoice-closed:inv_l".to_owned(),
+                "Invoice Closed".to_owned()
+            ),
+            ("order-paid:inv_l".into(), "Order Paid".into()),
+            (
+                "payment-needs-review:inv_l:paid_late".into(),
+                "Payment Needs Review".into()
+            ),
+        ],
+        "a consumer deduplicating on the id drops none of them"
+    );
+    // Published again (`events resend`): the same ids.
+    let resources = DynamoResources::new(rig.aws.dynamodb.clone(), &rig.state, "");
+    let again: Vec<String> = handoff::since(&resources, 0, Environment::Live)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, e)| e.idempotency_key)
+        .filter(|k| k.contains("inv_l"))
+        .collect();
+    let mut again = again;
+    again.sort();
+    assert_eq!(
+        again,
+        ids.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>()
+    );
 }

@@ -6,8 +6,8 @@
 //! | `inv_…` | `invoice` | `status`, `status_at` (event time, s), `status_rank`, `order_id`, `amount` (N), `amount_text`, `currency` (the first complete price; order and price set once), `held`, `duplicate_of`, `paid_late_at`, `released_at`, `refunds` (list of `withdrawal_id`, `amount`, `currency`, `full`), `applied` (SS of the deliveries and actors whose change it holds), `last_event_id`, `updated_at` (ms) |
 //! | `fulfilment#inv_…` | `fulfilment` | `invoice_id`, `order_id`, `amount` (N), `amount_text`, `currency`, `status`, `won_by` (event id or `manual:…`), `fulfilled_at` (ms) |
 //! | `order#<external_id>` | `expected_order` | `amount` (N), `currency`: registered by the merchant for the amount guard |
-//! | `wdr_…` | `withdrawal` | `status`, `status_rank`, `type` (`payout`/`refund`), `invoice_id`, `amount` (N), `currency`, `last_event_id` |
-//! | `pcd_…` | `deposit` | `status`, `status_at`, `credited` (true once), `payer`, `net` (N), `currency`, `credited_by` |
+//! | `wdr_…` | `withdrawal` | `status`, `status_rank`, `type` (`payout`/`refund`), `invoice_id`, `amount` (N), `amount_text`, `currency`, `last_event_id` |
+//! | `pcd_…` | `deposit` | `status`, `status_at`, `credited` (true once), `payer`, `net` (N), `net_text`, `currency`, `credited_by` |
 //! | `balance#<payer>#<currency>` | `balance` | `balance` (N, exact), `payer`, `currency` |
 
 use std::collections::HashMap;
@@ -583,8 +583,10 @@ impl DynamoResources {
             update = update.expression_attribute_values(":invoice_id", s(v));
         }
         if let Some(v) = amount {
-            expr.push_str(", amount = :amount");
-            update = update.expression_attribute_values(":amount", n(v));
+            expr.push_str(", amount = :amount, amount_text = :amount_text");
+            update = update
+                .expression_attribute_values(":amount", n(v))
+                .expression_attribute_values(":amount_text", s(v.as_str()));
         }
         if let Some(v) = currency {
             expr.push_str(", currency = :currency");
@@ -688,7 +690,7 @@ impl DynamoResources {
         let deposit = self
             .update(
                 deposit_id,
-                "SET kind = :kind, #status = :status, status_at = :at, credited = :true, payer = :payer, net = :net, currency = :currency, credited_by = :by, updated_at = :now",
+                "SET kind = :kind, #status = :status, status_at = :at, credited = :true, payer = :payer, net = :net, net_text = :net_text, currency = :currency, credited_by = :by, updated_at = :now",
                 "attribute_not_exists(pk) OR attribute_not_exists(credited)",
             )
             .expression_attribute_names("#status", "status")
@@ -698,6 +700,7 @@ impl DynamoResources {
             .expression_attribute_values(":true", AttributeValue::Bool(true))
             .expression_attribute_values(":payer", s(&credit.payer))
             .expression_attribute_values(":net", n(&credit.net))
+            .expression_attribute_values(":net_text", s(credit.net.as_str()))
             .expression_attribute_values(":currency", s(&credit.currency))
             .expression_attribute_values(":by", s(source.id()))
             .expression_attribute_values(":now", n(now_ms))

@@ -263,6 +263,48 @@ impl ReconcileConfig {
     }
 }
 
+/// Environment variable: the merchant's endpoint that receives the signed hand-off.
+pub const WEBHOOK_TARGET_URL: &str = "WEBHOOK_TARGET_URL";
+/// Environment variable: the Secrets Manager secret with the outbound signing key.
+pub const WEBHOOK_SIGNING_SECRET_ID: &str = "WEBHOOK_SIGNING_SECRET_ID";
+
+/// What the deliverer function needs.
+#[derive(Debug, Clone)]
+pub struct DeliverConfig {
+    /// The merchant's endpoint.
+    pub url: String,
+    /// The signing secret's id (name or ARN).
+    pub signing_secret_id: String,
+}
+
+impl DeliverConfig {
+    /// Reads the configuration through `lookup`.
+    ///
+    /// # Errors
+    /// The first missing or invalid variable.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let url = required(
+            &lookup,
+            WEBHOOK_TARGET_URL,
+            "the merchant's HTTPS endpoint (template.yaml: WebhookTargetUrl)",
+        )?;
+        if !(url.starts_with("https://") || url.starts_with("http://127.0.0.1")) {
+            return Err(ConfigError::Invalid {
+                var: WEBHOOK_TARGET_URL,
+                reason: "must be an https:// URL".into(),
+            });
+        }
+        Ok(Self {
+            url,
+            signing_secret_id: required(
+                &lookup,
+                WEBHOOK_SIGNING_SECRET_ID,
+                "the secret with the outbound signing key (template.yaml: WebhookSigningSecret)",
+            )?,
+        })
+    }
+}
+
 /// What the publisher function needs.
 #[derive(Debug, Clone)]
 pub struct PublishConfig {

@@ -8,3 +8,4 @@ pub mod memory;
 pub mod paymos_api;
 pub mod secrets;
 pub mod sqs;
+pub mod webhook;

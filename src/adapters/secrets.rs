@@ -91,3 +91,36 @@ pub async fn paymos_client(
         .build()
         .map_err(|e| format!("{var}: {e}"))
 }
+
+/// The outbound signing key from a Secrets Manager secret: `{"key": "<base64>"}` (what the
+/// template generates) or the bare `whsec_…` text.
+///
+/// # Errors
+/// What could not be read, naming `var` (never the secret).
+pub async fn outbound_secret(
+    client: &Client,
+    secret_id: &str,
+    var: &'static str,
+) -> Result<crate::domain::outbound::OutboundSecret, PortError> {
+    let secret = client
+        .get_secret_value()
+        .secret_id(secret_id)
+        .send()
+        .await
+        .map_err(|e| {
+            PortError::new(
+                "Secrets Manager GetSecretValue",
+                format!(
+                    "could not read the signing secret ({var}): {}",
+                    DisplayErrorContext(e)
+                ),
+            )
+        })?;
+    let text = secret.secret_string().unwrap_or_default();
+    let key = serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| v["key"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| text.to_owned());
+    crate::domain::outbound::OutboundSecret::parse(&key)
+        .map_err(|e| PortError::new("signing secret", format!("{var}: {e}")))
+}

@@ -8,6 +8,7 @@ pub mod fulfil;
 pub mod handoff;
 pub mod ingest;
 pub mod invoice;
+pub mod outbound;
 pub mod outcome;
 pub mod release;
 pub mod signature;

@@ -1,6 +1,7 @@
 //! Trigger translation only: a function-URL request into the ingest use case and its answer
 //! back into an HTTP response; an SQS batch into the fulfil use case and a batch response.
 
+pub mod deliver;
 pub mod fulfil;
 pub mod ingest;
 pub mod publish;

@@ -87,6 +87,10 @@ pub struct DevInfo {
     /// (`AWS_ENDPOINT_URL_SECRETS_MANAGER`), under the secret id `paymos-inbox/webhook-secrets`.
     #[serde(default)]
     pub secrets_manager_endpoint: Option<String>,
+    /// The environment `dev` applies (`live` or `sandbox`), as a stack's
+    /// `PaymosEnvironmentOutput` says it.
+    #[serde(default)]
+    pub environment: Option<String>,
 }
 
 /// The secret id `dev` serves the webhook secrets under (as `events/env.json` names it).
@@ -201,6 +205,14 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
         tables: created.tables.clone(),
         queues: created.queues.clone(),
         secrets_manager_endpoint,
+        environment: Some(
+            if options.environment.is_test() {
+                "sandbox"
+            } else {
+                "live"
+            }
+            .to_owned(),
+        ),
     };
     if !options.handlers {
         drop(listener);

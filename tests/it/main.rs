@@ -11,6 +11,7 @@ mod check;
 mod cli;
 mod contract;
 mod cost;
+mod deliver;
 mod edges;
 mod events;
 mod exceptions;

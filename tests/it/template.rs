@@ -207,7 +207,20 @@ fn each_function_gets_every_variable_its_binary_reads_and_no_secret() {
         })
     })
     .expect("reconcile config is complete");
+    let deliver = env_vars(&t, "DeliverFunction");
+    config::DeliverConfig::from_lookup(|k| {
+        deliver.get(k).map(|_| {
+            if k == config::WEBHOOK_TARGET_URL {
+                "https://shop.example/hook".to_owned()
+            } else {
+                "1".to_owned()
+            }
+        })
+    })
+    .expect("deliverer config is complete");
     let known = [
+        config::WEBHOOK_TARGET_URL,
+        config::WEBHOOK_SIGNING_SECRET_ID,
         config::DELIVERIES_TABLE,
         config::STATE_TABLE,
         config::WORK_QUEUE_URL,
@@ -229,6 +242,7 @@ fn each_function_gets_every_variable_its_binary_reads_and_no_secret() {
         .chain(&sweep)
         .chain(&reconcile)
         .chain(&publish)
+        .chain(&deliver)
     {
         assert!(
             known.contains(&name.as_str()),
@@ -251,6 +265,7 @@ fn functions_build_the_binaries_cargo_defines_and_fit_the_senders_clock() {
         ("SweepFunction", "paymos-sweep"),
         ("ReconcileFunction", "paymos-reconcile"),
         ("PublisherFunction", "paymos-publish"),
+        ("DeliverFunction", "paymos-deliver"),
     ] {
         let r = resource(&t, function);
         assert_eq!(
@@ -312,6 +327,11 @@ fn every_alarm_watches_a_resource_of_this_stack() {
         "FulfilFunction",
         "SweepFunction",
         "ReconcileFunction",
+        "PublisherFunction",
+        "EventsDeliveryDeadLetterQueue",
+        "WebhookTargetDeadLetterQueue",
+        "WebhookDeliveryQueue",
+        "PublishFailuresQueue",
     ] {
         assert!(
             watched.contains(&needed),
@@ -466,5 +486,37 @@ fn every_event_type_the_code_publishes_is_documented_with_its_detail() {
                 "{detail_type}: the README documents `{field}`: {row}"
             );
         }
+    }
+}
+
+#[test]
+fn the_schema_registry_registers_the_repositorys_schemas_in_draft_4() {
+    use paymos_inbox::domain::handoff::{DETAIL_TYPES, DETAIL_VERSION, slug};
+    let t = template();
+    for (detail_type, _) in DETAIL_TYPES {
+        let slug = slug(detail_type);
+        let name: String = slug
+            .split('-')
+            .map(|w| w[..1].to_ascii_uppercase() + &w[1..])
+            .collect::<String>()
+            + "Schema";
+        let p = props(&t, &name);
+        assert_eq!(p["Type"].as_str(), Some("JSONSchemaDraft4"), "{name}");
+        let registered: serde_json::Value =
+            serde_json::from_str(p["Content"].as_str().unwrap()).unwrap();
+        let file = paymos_inbox::local::schemas::path(DETAIL_VERSION, &slug);
+        let mut published: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+        // The registry speaks draft 4: the same schema, `const` as a one-value enum.
+        published["$schema"] = "http://json-schema.org/draft-04/schema#".into();
+        for (_, field) in published["properties"].as_object_mut().unwrap() {
+            if let Some(value) = field.as_object_mut().unwrap().remove("const") {
+                field["enum"] = serde_json::json!([value]);
+            }
+        }
+        assert_eq!(
+            registered, published,
+            "{name} differs from schemas/v{DETAIL_VERSION}/{slug}.json"
+        );
     }
 }

@@ -222,3 +222,67 @@ async fn aws_state_fulfilments(t: &Tables, invoice: &str) -> usize {
         .item
         .map_or(0, |_| 1)
 }
+
+#[tokio::test]
+async fn events_tail_prints_what_was_committed_and_leaves_the_merchants_queue_alone() {
+    let dev = dev(None).await;
+    let info = std::env::temp_dir().join(format!("{}.json", unique("dev-info")));
+    std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
+    let info = info.to_str().unwrap().to_owned();
+    let url = dev.info.ingest_url.clone();
+    let (ok, out) = tokio::task::spawn_blocking(move || {
+        cli(&[
+            "send",
+            "--url",
+            &url,
+            "--type",
+            "invoice.paid",
+            "--resource",
+            "inv_tail",
+            "--secret",
+            TEST_SECRET,
+        ])
+    })
+    .await
+    .unwrap();
+    assert!(ok, "{out}");
+    let queue = dev.info.queues["EventsDeliveryQueue"].clone();
+    let waiting = || async {
+        dev.sqs
+            .get_queue_attributes()
+            .queue_url(&queue)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+            .send()
+            .await
+            .unwrap()
+            .attributes
+            .unwrap_or_default()
+            .get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let mut before = 0;
+    for _ in 0..50 {
+        before = waiting().await;
+        if before > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(before > 0, "the Order Paid reached the events queue");
+    let (ok, out) = tokio::task::spawn_blocking(move || {
+        cli(&["events", "tail", "--since", "1h", "--dev-info", &info])
+    })
+    .await
+    .unwrap();
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("\"order-paid:inv_tail\"") && out.contains("\"environment\":\"sandbox\""),
+        "{out}"
+    );
+    assert_eq!(
+        waiting().await,
+        before,
+        "nothing taken from the merchant's queue"
+    );
+}

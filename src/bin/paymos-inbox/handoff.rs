@@ -24,14 +24,54 @@ fn environment(name: &str) -> Result<Environment, String> {
 
 #[derive(clap::Args)]
 pub struct TailArgs {
-    /// Keep waiting for more.
+    /// From when (as for `since`; default: the last 10 minutes).
+    #[arg(long, default_value = "10m")]
+    since: String,
+    /// Keep printing new events as they are committed.
     #[arg(long)]
     follow: bool,
+    /// Read from the stack's events queue instead, DELETING what it reads: the queue your own
+    /// worker consumes. Only for a queue nobody else reads.
+    #[arg(long)]
+    consume: bool,
+    /// The environment the stack applies (default: the stack's).
+    #[arg(long)]
+    environment: Option<String>,
     #[command(flatten)]
     stack: StackArgs,
 }
 
+/// Prints the events committed from `since` on, read from the state table: nothing is taken
+/// from any queue, so the merchant's consumer misses nothing.
 pub async fn tail(args: TailArgs) -> ExitCode {
+    if args.consume {
+        return consume(args).await;
+    }
+    let mut since = args.since.clone();
+    let mut printed = std::collections::HashSet::new();
+    loop {
+        let (_, events) =
+            match committed_since(&args.stack, &since, args.environment.as_deref()).await {
+                Ok(found) => found,
+                Err(e) => return fail(e),
+            };
+        for (at, e) in &events {
+            if printed.insert(e.idempotency_key.clone()) {
+                println!("{}", envelope(e, *at));
+            }
+        }
+        if !args.follow {
+            return ExitCode::SUCCESS;
+        }
+        if let Some((at, _)) = events.last() {
+            since = (at / 1000).to_string();
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// `events tail --consume`: receives and deletes from the events queue.
+async fn consume(args: TailArgs) -> ExitCode {
     let stack = match args.stack.resolve().await {
         Ok(s) => s,
         Err(e) => return fail(e),
@@ -76,9 +116,10 @@ pub async fn tail(args: TailArgs) -> ExitCode {
 pub struct SinceArgs {
     /// From when: a date (2026-11-01), a UTC time, a span back from now (48h) or Unix seconds.
     since: String,
-    /// The environment the stack applies (every detail says it).
-    #[arg(long, default_value = "live")]
-    environment: String,
+    /// The environment the stack applies (every detail says it; default: the stack's own,
+    /// from its outputs or `dev`).
+    #[arg(long)]
+    environment: Option<String>,
     #[command(flatten)]
     stack: StackArgs,
 }
@@ -86,12 +127,23 @@ pub struct SinceArgs {
 async fn committed_since(
     stack: &StackArgs,
     since: &str,
-    environment_name: &str,
+    environment_name: Option<&str>,
 ) -> Result<(Stack, Vec<(u64, DomainEvent)>), String> {
     let now = i64::try_from(now_ms() / 1000).unwrap_or(i64::MAX);
     let since_ms = u64::try_from(parse_when(since, now)?).unwrap_or(0) * 1000;
-    let env = environment(environment_name)?;
     let stack = stack.resolve().await?;
+    let env = match environment_name
+        .map(str::to_owned)
+        .or_else(|| stack.environment.clone())
+    {
+        Some(name) => environment(&name)?,
+        None => {
+            return Err(
+                "no environment: pass --environment live|sandbox, or --stack-name / --dev-info (their outputs say it)"
+                    .into(),
+            );
+        }
+    };
     let table = Stack::need(&stack.state, "state-table")?.to_owned();
     let resources = DynamoResources::new(
         stack.dynamodb.clone(),
@@ -105,7 +157,7 @@ async fn committed_since(
 }
 
 pub async fn since(args: SinceArgs) -> ExitCode {
-    match committed_since(&args.stack, &args.since, &args.environment).await {
+    match committed_since(&args.stack, &args.since, args.environment.as_deref()).await {
         Ok((_, events)) => {
             for (at, e) in &events {
                 println!("{}", envelope(e, *at));
@@ -121,24 +173,25 @@ pub struct ResendArgs {
     /// From when (as for `since`).
     #[arg(long)]
     since: String,
-    /// The EventBridge bus to publish to (stack output EventBusNameOutput); without it, the
-    /// events queue (`dev`).
+    /// The EventBridge bus to publish to (default: the stack's, output EventBusNameOutput);
+    /// without one (`dev`), the events queue.
     #[arg(long)]
     event_bus: Option<String>,
-    /// The environment the stack applies.
-    #[arg(long, default_value = "live")]
-    environment: String,
+    /// The environment the stack applies (default: the stack's).
+    #[arg(long)]
+    environment: Option<String>,
     #[command(flatten)]
     stack: StackArgs,
 }
 
 pub async fn resend(args: ResendArgs) -> ExitCode {
-    let (stack, events) = match committed_since(&args.stack, &args.since, &args.environment).await {
-        Ok(found) => found,
-        Err(e) => return fail(e),
-    };
+    let (stack, events) =
+        match committed_since(&args.stack, &args.since, args.environment.as_deref()).await {
+            Ok(found) => found,
+            Err(e) => return fail(e),
+        };
     let events: Vec<DomainEvent> = events.into_iter().map(|(_, e)| e).collect();
-    let sent = match &args.event_bus {
+    let sent = match args.event_bus.as_ref().or(stack.event_bus.as_ref()) {
         Some(bus) => {
             let shared = aws_config::from_env().load().await;
             let publisher =

@@ -44,6 +44,10 @@ pub struct Stack {
     pub dlq: Option<String>,
     /// The queue the hand-off's events reach (`dev`'s stand-in for the bus and its rule).
     pub events_queue: Option<String>,
+    /// The environment the stack applies (`live`/`sandbox`), from its outputs or `dev`.
+    pub environment: Option<String>,
+    /// The bus the stack publishes to (stack output EventBusNameOutput).
+    pub event_bus: Option<String>,
 }
 
 impl Stack {
@@ -168,6 +172,11 @@ impl StackArgs {
                     .and_then(|i| i.queues.get("EventsDeliveryQueue")),
             )
             .or_else(|| output("EventsQueueUrl")),
+            environment: info
+                .as_ref()
+                .and_then(|i| i.environment.clone())
+                .or_else(|| output("PaymosEnvironmentOutput")),
+            event_bus: output("EventBusNameOutput"),
         })
     }
 }

@@ -760,6 +760,39 @@ mod tests {
     }
 
     #[test]
+    fn a_delivery_finding_a_hold_is_already_final_and_a_late_open_status_is_stale_by_any_road() {
+        let held = || {
+            Refused(Refusal::Resource {
+                found: Found::Invoice(I::Paid),
+                mine: false,
+                standing: Standing::Held,
+            })
+        };
+        // A second endpoint's paid event for a held payment: the hold is listed already.
+        let Step::Then(then) = next(&me(), &invoice(I::Paid), &plan(&invoice(I::Paid)), held())
+        else {
+            panic!()
+        };
+        assert_eq!(then.outcome, Applied::AlreadyFinal);
+        // An open status behind a later one is stale, for a person as for a delivery.
+        let person = Source::Manual {
+            actor: "alice".into(),
+        };
+        let later = Refused(Refusal::Resource {
+            found: Found::Invoice(I::UnderpaidWaiting),
+            mine: false,
+            standing: Standing::Clear,
+        });
+        for source in [me(), person] {
+            let change = invoice(I::Confirming);
+            let Step::Then(then) = next(&source, &change, &plan(&change), later.clone()) else {
+                panic!()
+            };
+            assert_eq!(then.outcome, Applied::Stale, "{source:?}");
+        }
+    }
+
+    #[test]
     fn a_released_late_payment_paid_again_waits_for_no_one() {
         let refused = Refused(Refusal::Resource {
             found: Found::Invoice(I::Expired),

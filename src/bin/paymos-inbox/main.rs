@@ -163,6 +163,8 @@ struct VerifyArgs {
 }
 
 mod dev;
+#[cfg(test)]
+mod doc_commands;
 mod exceptions;
 mod handoff;
 mod ops;

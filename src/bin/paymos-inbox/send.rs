@@ -47,6 +47,51 @@ pub struct SendArgs {
     /// Print one JSON object per attempt instead of text.
     #[arg(long)]
     json: bool,
+    /// Then wait (up to 60 s) for each delivery's outcome in the stack's deliveries table and
+    /// print it: exit 0 only when it was applied (`other_environment` means the stack applies
+    /// another environment than the secret you signed with). Needs the stack (--stack-name,
+    /// --dev-info or --deliveries-table).
+    #[arg(long)]
+    wait: bool,
+    #[command(flatten)]
+    stack: crate::stack::StackArgs,
+}
+
+/// Waits for `event_id`'s outcome; whether it was applied as a webhook should be.
+async fn outcome_of(
+    ledger: &paymos_inbox::adapters::dynamodb::DynamoLedger,
+    event_id: &str,
+) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        match ledger.state_of(event_id).await {
+            Ok(Some((paymos_inbox::domain::ingest::DeliveryState::Processed, outcome))) => {
+                let outcome = outcome.unwrap_or_default();
+                let said = match outcome.as_str() {
+                    "other_environment" => {
+                        " (a mistake: the stack's PaymosEnvironment is not the environment of the secret this was signed with; deploy with the matching --config-env, or sign with the stack's secret)"
+                    }
+                    "unconfirmed" => {
+                        " (the reverse check: Paymos does not know this invoice; expected for a made-up test invoice)"
+                    }
+                    _ => "",
+                };
+                println!("{event_id} outcome: {outcome}{said}");
+                return !matches!(outcome.as_str(), "other_environment" | "unusable");
+            }
+            Ok(_) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+            Ok(_) => {
+                println!("{event_id} outcome: not processed within 60 s (read the fulfil logs)");
+                return false;
+            }
+            Err(e) => {
+                eprintln!("error: reading {event_id}: {e}");
+                return false;
+            }
+        }
+    }
 }
 
 pub async fn run(args: SendArgs) -> ExitCode {
@@ -93,6 +138,7 @@ pub async fn run(args: SendArgs) -> ExitCode {
         None => (0..args.endpoints.max(1)).map(|_| new_event_id()).collect(),
     };
     let mut all_ok = true;
+    let mut sent = Vec::new();
     for event_id in ids {
         let body = envelope(&event_id, &args.event_type, occurred_at, &data);
         let json = args.json;
@@ -147,6 +193,27 @@ pub async fn run(args: SendArgs) -> ExitCode {
         all_ok &= attempts
             .last()
             .is_some_and(|a| (200..300).contains(&a.status));
+        sent.push(event_id);
+    }
+    if all_ok && args.wait {
+        let stack = match args.stack.resolve().await {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: --wait: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let Some(table) = stack.deliveries.clone() else {
+            eprintln!(
+                "error: --wait needs the stack: --stack-name, --dev-info or --deliveries-table"
+            );
+            return ExitCode::from(2);
+        };
+        let ledger =
+            paymos_inbox::adapters::dynamodb::DynamoLedger::new(stack.dynamodb, table, None);
+        for event_id in &sent {
+            all_ok &= outcome_of(&ledger, event_id).await;
+        }
     }
     if all_ok {
         ExitCode::SUCCESS

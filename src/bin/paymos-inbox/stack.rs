@@ -12,6 +12,16 @@ pub struct StackArgs {
     /// credentials: a profile, `aws sso login`, credential_process, environment variables).
     #[arg(long, env = "PAYMOS_INBOX_STACK_NAME", conflicts_with = "dev_info")]
     stack_name: Option<String>,
+    /// The samconfig.toml config environment whose stack to use when no --stack-name is given
+    /// (`sandbox`, `live`; default: `default`), read from ./samconfig.toml.
+    #[arg(long, env = "PAYMOS_INBOX_CONFIG_ENV", conflicts_with_all = ["dev_info", "stack_name"])]
+    config_env: Option<String>,
+    /// The AWS region (default: the profile's or AWS_REGION).
+    #[arg(long, env = "AWS_REGION")]
+    region: Option<String>,
+    /// The AWS profile (default: AWS_PROFILE, else the default profile).
+    #[arg(long, env = "AWS_PROFILE")]
+    profile: Option<String>,
     /// The deliveries table (stack output DeliveriesTableName).
     #[arg(long, env = "DELIVERIES_TABLE")]
     deliveries_table: Option<String>,
@@ -64,13 +74,50 @@ impl StackArgs {
     pub fn given(&self) -> bool {
         self.dev_info.is_some()
             || self.stack_name.is_some()
+            || self.config_env.is_some()
             || self.deliveries_table.is_some()
             || self.state_table.is_some()
     }
 
+    /// The AWS configuration: --profile and --region over the usual chain.
+    pub async fn aws(&self) -> aws_config::SdkConfig {
+        let mut loader = aws_config::from_env();
+        if let Some(profile) = &self.profile {
+            loader = loader.profile_name(profile);
+        }
+        if let Some(region) = &self.region {
+            loader = loader.region(aws_config::Region::new(region.clone()));
+        }
+        loader.load().await
+    }
+
+    /// The stack to read: --stack-name, else the stack of the --config-env in ./samconfig.toml
+    /// (the one `sam deploy --config-env` deployed).
+    fn stack_name(&self) -> Result<Option<String>, String> {
+        let Some(env) = self.config_env.as_deref() else {
+            return Ok(self.stack_name.clone());
+        };
+        let text = std::fs::read_to_string("samconfig.toml")
+            .map_err(|e| format!("--config-env {env}: samconfig.toml: {e}"))?;
+        let config: toml::Table =
+            toml::from_str(&text).map_err(|e| format!("samconfig.toml: {e}"))?;
+        let name = config
+            .get(env)
+            .and_then(|e| e.get("global"))
+            .and_then(|g| g.get("parameters"))
+            .and_then(|p| p.get("stack_name"))
+            .and_then(|n| n.as_str())
+            .map(str::to_owned);
+        name.map(Some)
+            .ok_or_else(|| format!("samconfig.toml has no stack_name in [{env}.global.parameters]"))
+    }
+
     /// The outputs of the deployed stack `name`.
-    async fn outputs(name: &str) -> Result<std::collections::HashMap<String, String>, String> {
-        let shared = aws_config::from_env().load().await;
+    async fn outputs(
+        &self,
+        name: &str,
+    ) -> Result<std::collections::HashMap<String, String>, String> {
+        let shared = self.aws().await;
         let described = aws_sdk_cloudformation::Client::new(&shared)
             .describe_stacks()
             .stack_name(name)
@@ -112,8 +159,8 @@ impl StackArgs {
             }
             None => None,
         };
-        let outputs = match &self.stack_name {
-            Some(name) => Self::outputs(name).await?,
+        let outputs = match self.stack_name()? {
+            Some(name) => self.outputs(&name).await?,
             None => std::collections::HashMap::new(),
         };
         let output = |key: &str| outputs.get(key).cloned();
@@ -128,7 +175,7 @@ impl StackArgs {
         let (dynamodb, sqs) = match (dynamodb_endpoint, sqs_endpoint) {
             (Some(d), Some(s)) => clients(&d, &s).await,
             (d, s) => {
-                let shared = aws_config::from_env().load().await;
+                let shared = self.aws().await;
                 let mut dc = aws_sdk_dynamodb::config::Builder::from(&shared);
                 if let Some(d) = d {
                     dc = dc.endpoint_url(d);

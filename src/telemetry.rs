@@ -95,6 +95,9 @@ where
         event: &Event<'_>,
     ) -> std::fmt::Result {
         let mut line = Map::new();
+        // Lambda's JSON log format: an RFC 3339 `timestamp` and a `level` (TRACE … ERROR),
+        // which ApplicationLogLevel filters on.
+        line.insert("timestamp".into(), Value::from(now_rfc3339()));
         line.insert(
             "level".into(),
             Value::from(event.metadata().level().as_str()),
@@ -114,7 +117,17 @@ where
     }
 }
 
-/// Flat JSON logs on stdout without ANSI colours or timestamps (Lambda adds its own).
+/// Now, as RFC 3339 in UTC with milliseconds (`2026-11-30T12:00:00.123Z`).
+fn now_rfc3339() -> String {
+    let now = jiff::Timestamp::now();
+    format!("{:.3}", now)
+}
+
+/// The level every EMF line carries: metrics survive any `ApplicationLogLevel` up to INFO
+/// (the README's Operating it says to keep it there).
+pub const METRICS_LEVEL: &str = "INFO";
+
+/// Flat JSON logs on stdout, without ANSI colours, each with its timestamp and level.
 pub fn init_json() {
     let _ = tracing::subscriber::set_global_default(json_subscriber(std::io::stdout));
 }
@@ -223,12 +236,30 @@ pub fn flush_metrics() {
     flush_metrics_to(std::io::stdout().lock());
 }
 
-/// [`flush_metrics`] into `writer`.
-pub fn flush_metrics_to(writer: impl std::io::Write) {
-    if let Some(collector) = METRICS.get()
-        && let Err(e) = collector.flush(writer)
-    {
+/// [`flush_metrics`] into `writer`: each EMF document on its own line, with the `timestamp`
+/// and `level` ([`METRICS_LEVEL`]) Lambda's JSON log format filters on.
+pub fn flush_metrics_to(mut writer: impl std::io::Write) {
+    let Some(collector) = METRICS.get() else {
+        return;
+    };
+    let mut documents = Vec::new();
+    if let Err(e) = collector.flush(&mut documents) {
         tracing::warn!(error = %e, "could not write the metrics");
+        return;
+    }
+    for line in String::from_utf8_lossy(&documents).lines() {
+        let out = match serde_json::from_str::<Value>(line) {
+            Ok(Value::Object(mut document)) => {
+                document.insert("timestamp".into(), Value::from(now_rfc3339()));
+                document.insert("level".into(), Value::from(METRICS_LEVEL));
+                Value::Object(document).to_string()
+            }
+            _ => line.to_owned(),
+        };
+        if let Err(e) = writeln!(writer, "{out}") {
+            tracing::warn!(error = %e, "could not write the metrics");
+            return;
+        }
     }
 }
 

@@ -8,6 +8,7 @@ mod harness;
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::str::FromStr as _;
 use std::sync::{Arc, Mutex};
 
 use paymos_inbox::adapters::dynamodb::{DynamoLedger, DynamoResources};
@@ -131,6 +132,36 @@ async fn logs_and_emf_metrics_tell_what_happened_to_every_delivery() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
         .collect();
+
+    // Lambda's JSON log format: every line, logs and EMF alike, has an RFC 3339 timestamp and
+    // a level; with ApplicationLogLevel at INFO (what the docs say to keep), Lambda keeps a
+    // line whose level is INFO or above, so every metric survives it.
+    let kept_at = |level: &str| {
+        ["TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"]
+            .iter()
+            .position(|l| *l == level)
+            .unwrap_or(0)
+            >= 2
+    };
+    for line in &lines {
+        let at = line["timestamp"].as_str().unwrap_or_default();
+        assert!(
+            jiff::Timestamp::from_str(at).is_ok(),
+            "an RFC 3339 timestamp: {line}"
+        );
+        let level = line["level"].as_str().unwrap_or_default();
+        assert!(!level.is_empty(), "a level: {line}");
+        if line.get("_aws").is_some() {
+            assert!(
+                kept_at(level),
+                "EMF survives ApplicationLogLevel=INFO: {line}"
+            );
+        }
+    }
+    assert!(
+        lines.iter().any(|l| l.get("_aws").is_some()),
+        "EMF lines were written"
+    );
 
     // EMF: valid documents, and the counts match what was sent.
     let mut sums: BTreeMap<(String, String), f64> = BTreeMap::new();

@@ -5,6 +5,7 @@ pub mod deliver;
 pub mod fulfil;
 pub mod ingest;
 pub mod publish;
+pub mod sweep;
 
 /// The current Unix time in milliseconds (the only clock the handlers read).
 #[must_use]

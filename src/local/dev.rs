@@ -93,6 +93,12 @@ pub struct DevInfo {
     pub environment: Option<String>,
 }
 
+/// How often `dev` runs the sweep (on AWS: `SweepRate`, 5 minutes).
+pub const DEV_SWEEP_EVERY: Duration = Duration::from_secs(10);
+/// How old a `received` record must be before `dev`'s sweep re-sends it (on AWS: 10 minutes):
+/// past the 30 s lease, so a stranded delivery is healed within a minute locally.
+pub const DEV_SWEEP_AFTER_SECS: u64 = 40;
+
 /// The secret id `dev` serves the webhook secrets under (as `events/env.json` names it).
 pub const DEV_SECRET_ID: &str = "paymos-inbox/webhook-secrets";
 
@@ -247,12 +253,40 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
         10,
         None,
     );
+    // The scheduled functions on a short local schedule: the sweep heals a delivery recorded
+    // but never sent within a minute, and reports the oldest pending one as on AWS.
+    let sweep = {
+        let ledger = crate::adapters::dynamodb::DynamoLedger::new(
+            dynamodb.clone(),
+            created.table("DeliveriesTable"),
+            None,
+        );
+        let queue = crate::adapters::sqs::SqsQueue::new(sqs.clone(), created.queue("WorkQueue"));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(DEV_SWEEP_EVERY).await;
+                let now = crate::lambda::now_ms();
+                if let Err(error) = crate::lambda::sweep::sweep_once(
+                    &ledger,
+                    &queue,
+                    crate::domain::ingest::DEFAULT_LEASE_SECS,
+                    DEV_SWEEP_AFTER_SECS,
+                    now,
+                )
+                .await
+                {
+                    tracing::warn!(error = %error, "the local sweep failed; it runs again");
+                }
+                crate::telemetry::flush_metrics();
+            }
+        })
+    };
 
     Ok(Dev {
         info,
         dynamodb,
         sqs,
-        tasks: vec![server, poller, publisher],
+        tasks: vec![server, poller, publisher, sweep],
         _emulators: running,
     })
 }

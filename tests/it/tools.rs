@@ -286,3 +286,48 @@ async fn events_tail_prints_what_was_committed_and_leaves_the_merchants_queue_al
         "nothing taken from the merchant's queue"
     );
 }
+
+#[tokio::test]
+async fn dev_heals_a_delivery_left_received_with_no_message_by_itself() {
+    use paymos_inbox::domain::ingest::DeliveryLedger as _;
+    let dev = dev(None).await;
+    let tables = tables_of(&dev);
+    let body = envelope(
+        "evt_stranded",
+        "invoice.paid",
+        serde_json::json!({"invoice_id": "inv_stranded", "is_test": true}),
+    );
+    let e = paymos_inbox::domain::envelope::Envelope::parse(body.as_bytes()).unwrap();
+    let received = paymos_inbox::lambda::now_ms() - 60_000;
+    // Recorded by an attempt that died before its send: no message, the lease long over.
+    let delivery = paymos_inbox::domain::ingest::Delivery {
+        event_id: e.event_id,
+        event_type: e.event_type,
+        category: e.category,
+        resource_id: e.resource_id,
+        environment: Some(paymos_inbox::domain::signature::Environment::Test),
+        secret_label: "test".into(),
+        version: e.version,
+        occurred_at: e.occurred_at,
+        signed_at: e.occurred_at,
+        received_at_ms: received,
+        body_sha256: paymos_inbox::domain::ingest::sha256_hex(body.as_bytes()),
+        body: body.into_bytes(),
+    };
+    paymos_inbox::adapters::dynamodb::DynamoLedger::new(
+        dev.dynamodb.clone(),
+        &tables.deliveries,
+        None,
+    )
+    .record(&delivery, received + 1_000)
+    .await
+    .unwrap();
+    let started = std::time::Instant::now();
+    while aws_state_fulfilments(&tables, "inv_stranded").await == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "dev's sweep heals it within a minute"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

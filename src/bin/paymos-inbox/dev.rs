@@ -90,10 +90,7 @@ pub async fn run(args: DevArgs) -> ExitCode {
     };
     let dev = match start(options).await {
         Ok(dev) => dev,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(e) => return crate::failed(e),
     };
     println!(
         "{}",

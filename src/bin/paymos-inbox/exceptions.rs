@@ -13,8 +13,7 @@ use paymos_inbox::tools::exceptions;
 use crate::stack::{ApiArgs, Stack, StackArgs};
 
 fn fail(e: impl std::fmt::Display) -> ExitCode {
-    eprintln!("error: {e}");
-    ExitCode::FAILURE
+    crate::failed(e)
 }
 
 async fn tables(stack: &StackArgs) -> Result<(Stack, DynamoResources, DynamoLedger), String> {
@@ -76,7 +75,7 @@ pub async fn list(args: ExceptionsArgs) -> ExitCode {
     if found.is_empty() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::FAILURE
+        ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
     }
 }
 
@@ -142,7 +141,7 @@ pub async fn release(args: ReleaseArgs) -> ExitCode {
             } else {
                 eprintln!("not released: {why}");
             }
-            ExitCode::FAILURE
+            ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
         }
         Err(e) => fail(e),
     }
@@ -214,7 +213,7 @@ pub async fn recheck(args: RecheckArgs) -> ExitCode {
                 println!("no unconfirmed delivery to re-check");
             }
             if results.iter().any(|r| r.outcome == "unconfirmed") {
-                ExitCode::FAILURE
+                ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
             } else {
                 ExitCode::SUCCESS
             }

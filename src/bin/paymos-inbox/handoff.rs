@@ -14,8 +14,7 @@ use paymos_inbox::tools::when::parse_when;
 use crate::stack::{Stack, StackArgs};
 
 fn fail(e: impl std::fmt::Display) -> ExitCode {
-    eprintln!("error: {e}");
-    ExitCode::FAILURE
+    crate::failed(e)
 }
 
 fn environment(name: &str) -> Result<Environment, String> {

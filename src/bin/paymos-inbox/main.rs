@@ -174,6 +174,18 @@ mod stack;
 /// Where `dev` listens and `send` posts by default.
 pub(crate) const DEFAULT_PORT: u16 = 8787;
 
+/// Exit code: something waits for a person (a finding, a failed `check` step, a refused
+/// `release`, an invalid signature).
+pub const EXIT_NEEDS_A_PERSON: u8 = 1;
+/// Exit code: the command failed (AWS, the API, a file): nothing was decided.
+pub const EXIT_FAILED: u8 = 4;
+
+/// Prints `e` and answers [`EXIT_FAILED`].
+pub fn failed(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {e}");
+    ExitCode::from(EXIT_FAILED)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match &cli.command {
@@ -238,10 +250,7 @@ fn main() -> ExitCode {
                     }
                     ExitCode::SUCCESS
                 }
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    ExitCode::FAILURE
-                }
+                Err(e) => failed(e),
             }
         }
     }
@@ -299,7 +308,7 @@ fn verify(args: &VerifyArgs) -> ExitCode {
                     println!("hint: {hint}");
                 }
             }
-            ExitCode::FAILURE
+            ExitCode::from(EXIT_NEEDS_A_PERSON)
         }
     }
 }

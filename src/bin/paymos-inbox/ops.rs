@@ -37,8 +37,7 @@ pub(crate) async fn with_progress<T>(label: &str, work: impl std::future::Future
 }
 
 fn fail(e: impl std::fmt::Display) -> ExitCode {
-    eprintln!("error: {e}");
-    ExitCode::FAILURE
+    crate::failed(e)
 }
 
 #[derive(clap::Args)]
@@ -180,7 +179,7 @@ pub async fn check(args: CheckArgs) -> ExitCode {
         }
     }
     if steps.iter().any(|s| s.verdict == "fail") {
-        ExitCode::FAILURE
+        ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
     } else if steps.iter().any(|s| s.verdict == "unproven") {
         ExitCode::from(check::EXIT_UNPROVEN)
     } else {
@@ -244,7 +243,7 @@ pub async fn pending(args: PendingArgs) -> ExitCode {
                     swept.found, swept.resent, swept.skipped, swept.failed
                 );
                 if swept.failed > 0 {
-                    ExitCode::FAILURE
+                    ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
                 } else {
                     ExitCode::SUCCESS
                 }
@@ -512,7 +511,7 @@ pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
     if report.clean() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::FAILURE
+        ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
     }
 }
 
@@ -620,7 +619,7 @@ pub async fn soak(args: SoakArgs) -> ExitCode {
     if report.violations.is_empty() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::FAILURE
+        ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
     }
 }
 

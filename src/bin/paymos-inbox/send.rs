@@ -218,6 +218,6 @@ pub async fn run(args: SendArgs) -> ExitCode {
     if all_ok {
         ExitCode::SUCCESS
     } else {
-        ExitCode::FAILURE
+        ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
     }
 }

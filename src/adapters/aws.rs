@@ -43,6 +43,81 @@ pub struct CallCounter {
 struct CounterInner {
     total: AtomicUsize,
     log: std::sync::Mutex<Vec<String>>,
+    grants: std::sync::Mutex<Vec<Grant>>,
+}
+
+/// What a call needs from IAM: the action (`dynamodb:PutItem`) on a target (a table, an index
+/// `table/index/name`, a queue's name, a secret's id, a bus).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Grant {
+    /// The IAM action.
+    pub action: String,
+    /// The resource's name as the request names it.
+    pub target: String,
+}
+
+/// The IAM actions and targets a request needs, read from its JSON body (DynamoDB, SQS, Secrets
+/// Manager and EventBridge all speak AWS JSON): a transaction needs its items' actions.
+fn grants_of(service: &str, operation: &str, body: &[u8]) -> Vec<Grant> {
+    let prefix = match service {
+        "DynamoDB" => "dynamodb",
+        "SQS" => "sqs",
+        "Secrets Manager" | "SecretsManager" => "secretsmanager",
+        "EventBridge" => "events",
+        other => {
+            return vec![Grant {
+                action: format!("{other}:{operation}"),
+                target: String::new(),
+            }];
+        }
+    };
+    let json: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let grant = |action: &str, target: String| Grant {
+        action: format!("{prefix}:{action}"),
+        target,
+    };
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+    match (prefix, operation) {
+        ("dynamodb", "TransactWriteItems" | "TransactGetItems") => json["TransactItems"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|item| {
+                let (kind, inner) = item.as_object()?.iter().next()?;
+                let action = match kind.as_str() {
+                    "Put" => "PutItem",
+                    "Update" => "UpdateItem",
+                    "Delete" => "DeleteItem",
+                    "ConditionCheck" => "ConditionCheckItem",
+                    _ => "GetItem",
+                };
+                Some(grant(action, text(&inner["TableName"])))
+            })
+            .collect(),
+        ("dynamodb", _) => {
+            let table = text(&json["TableName"]);
+            let target = match json["IndexName"].as_str() {
+                Some(index) => format!("{table}/index/{index}"),
+                None => table,
+            };
+            vec![grant(operation, target)]
+        }
+        ("sqs", _) => {
+            let url = text(&json["QueueUrl"]);
+            let name = url.rsplit('/').next().unwrap_or_default().to_owned();
+            vec![grant(operation, name)]
+        }
+        ("secretsmanager", _) => vec![grant(operation, text(&json["SecretId"]))],
+        _ => {
+            let buses: std::collections::BTreeSet<String> = json["Entries"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|e| text(&e["EventBusName"]))
+                .collect();
+            buses.into_iter().map(|b| grant(operation, b)).collect()
+        }
+    }
 }
 
 impl CallCounter {
@@ -64,10 +139,17 @@ impl CallCounter {
         self.inner.log.lock().expect("counter lock").clone()
     }
 
+    /// Every IAM action and target the calls so far needed.
+    #[must_use]
+    pub fn grants(&self) -> Vec<Grant> {
+        self.inner.grants.lock().expect("counter lock").clone()
+    }
+
     /// Sets the count back to zero.
     pub fn reset(&self) {
         self.inner.total.store(0, Ordering::SeqCst);
         self.inner.log.lock().expect("counter lock").clear();
+        self.inner.grants.lock().expect("counter lock").clear();
     }
 }
 
@@ -78,17 +160,24 @@ impl Intercept for CallCounter {
 
     fn read_before_transmit(
         &self,
-        _context: &BeforeTransmitInterceptorContextRef<'_>,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
         _runtime_components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         self.inner.total.fetch_add(1, Ordering::SeqCst);
-        let op = cfg
-            .load::<aws_smithy_runtime_api::client::orchestrator::Metadata>()
-            .map_or_else(
-                || "unknown".to_owned(),
-                |m| format!("{}.{}", m.service(), m.name()),
-            );
+        let metadata = cfg.load::<aws_smithy_runtime_api::client::orchestrator::Metadata>();
+        let op = metadata.map_or_else(
+            || "unknown".to_owned(),
+            |m| format!("{}.{}", m.service(), m.name()),
+        );
+        if let Some(m) = metadata {
+            let body = context.request().body().bytes().unwrap_or_default();
+            self.inner
+                .grants
+                .lock()
+                .expect("counter lock")
+                .extend(grants_of(m.service(), m.name(), body));
+        }
         self.inner.log.lock().expect("counter lock").push(op);
         Ok(())
     }

@@ -22,6 +22,7 @@ mod ingest;
 mod logs;
 mod model;
 mod paymos_fake;
+mod privileges;
 mod reconcile;
 mod reverse;
 mod soak;

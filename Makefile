@@ -7,7 +7,7 @@ CARGO ?= cargo
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help deps test unit lint lambda-deps template-check dev bench fuzz-smoke lambda-build sam-build watch invoke measure-startup clean
+.PHONY: help deps test unit lint lambda-deps template-check dev bench fuzz-smoke lambda-build sam-build watch invoke sam-local measure-startup clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -80,6 +80,9 @@ watch: node_modules/.installed $(VENV)/.lambda ## the real Lambda binaries under
 
 invoke: ## send one event file to its function under `make watch`: make invoke EVENT=events/ingest-invoice-paid.json
 	bash scripts/invoke.sh $(EVENT)
+
+sam-local: node_modules/.installed ## one function under `sam local invoke` (Docker), against local AWS: make sam-local FUNCTION=IngestFunction EVENT=events/ingest-invoice-paid.json
+	bash scripts/sam-local.sh $(FUNCTION) $(EVENT)
 
 sam-build: $(VENV)/.lambda ## sam build from template.yaml (cargo-lambda, arm64 release), then the artefacts' sizes
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-eu-west-1} $(VENV)/bin/sam build --beta-features

@@ -515,3 +515,31 @@ fn the_schema_registry_registers_the_repositorys_schemas_in_draft_4() {
         );
     }
 }
+
+#[test]
+fn sam_local_can_point_every_function_at_local_aws_and_aws_sets_nothing() {
+    // SAM's --env-vars overrides declared variables only: the endpoints are declared for every
+    // function, from parameters that are empty (so absent) on AWS.
+    let t = template();
+    let globals = &t["Globals"]["Function"]["Environment"]["Variables"];
+    for (variable, parameter) in [
+        ("AWS_ENDPOINT_URL_DYNAMODB", "LocalDynamoDbEndpoint"),
+        ("AWS_ENDPOINT_URL_SQS", "LocalSqsEndpoint"),
+        (
+            "AWS_ENDPOINT_URL_SECRETS_MANAGER",
+            "LocalSecretsManagerEndpoint",
+        ),
+    ] {
+        let declared = format!("{:?}", globals[variable]);
+        assert!(
+            declared.contains(parameter) && declared.contains("AWS::NoValue"),
+            "{variable}: {declared}"
+        );
+        assert_eq!(t["Parameters"][parameter]["Default"].as_str(), Some(""));
+    }
+    let script = include_str!("../../scripts/sam-local.sh");
+    assert!(
+        script.contains("sam local invoke \"$function\""),
+        "the function is named"
+    );
+}

@@ -1,10 +1,59 @@
-//! Moving messages from the dead-letter queue back to the work queue (after fixing the cause).
+//! Moving messages from the dead-letter queue back to the work queue (after fixing the cause):
+//! by SQS's own message move task where the service has it (AWS), else by receiving, sending
+//! and deleting each message (the emulators).
 
-use aws_sdk_sqs::error::DisplayErrorContext;
+use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata};
+use aws_sdk_sqs::types::QueueAttributeName;
 
-/// Moves up to `max` messages from `dlq` to `queue`: each is sent first and deleted from the DLQ
-/// only once the send succeeded, so a failure leaves it where it was (at worst sent twice, which
-/// fulfil absorbs). Returns how many moved.
+/// How the messages were moved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Redriven {
+    /// SQS's message move task moved them (`StartMessageMoveTask`), this many.
+    ByTask(u64),
+    /// Received, sent and deleted one by one, this many.
+    OneByOne(usize),
+}
+
+impl Redriven {
+    /// How many messages moved.
+    #[must_use]
+    pub fn moved(&self) -> usize {
+        match self {
+            Self::ByTask(n) => usize::try_from(*n).unwrap_or(usize::MAX),
+            Self::OneByOne(n) => *n,
+        }
+    }
+}
+
+/// Whether an error code says the service has no message move tasks (an emulator).
+#[must_use]
+pub fn unsupported(code: Option<&str>) -> bool {
+    matches!(
+        code,
+        Some(
+            "UnsupportedOperation"
+                | "AWS.SimpleQueueService.UnsupportedOperation"
+                | "InvalidAction"
+                | "UnknownOperationException"
+                | "NotImplemented"
+        )
+    )
+}
+
+async fn arn(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<String, String> {
+    sqs.get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .map_err(|e| format!("GetQueueAttributes: {}", DisplayErrorContext(e)))?
+        .attributes
+        .and_then(|mut a| a.remove(&QueueAttributeName::QueueArn))
+        .ok_or_else(|| format!("{url} has no QueueArn"))
+}
+
+/// Moves the messages of `dlq` back to `queue` (up to `max` when moved one by one), waiting for
+/// SQS's move task to finish when the service runs one.
 ///
 /// # Errors
 /// The first SQS call that fails, as text.
@@ -13,23 +62,83 @@ pub async fn redrive(
     dlq: &str,
     queue: &str,
     max: usize,
+) -> Result<Redriven, String> {
+    let (source, destination) = (arn(sqs, dlq).await?, arn(sqs, queue).await?);
+    match sqs
+        .start_message_move_task()
+        .source_arn(&source)
+        .destination_arn(&destination)
+        .send()
+        .await
+    {
+        Ok(_) => wait_for_task(sqs, &source).await.map(Redriven::ByTask),
+        Err(e)
+            if unsupported(e.code()) || e.as_service_error().is_none_or(|s| s.code().is_none()) =>
+        {
+            one_by_one(sqs, dlq, queue, max)
+                .await
+                .map(Redriven::OneByOne)
+        }
+        Err(e) => Err(format!("StartMessageMoveTask: {}", DisplayErrorContext(e))),
+    }
+}
+
+async fn wait_for_task(sqs: &aws_sdk_sqs::Client, source: &str) -> Result<u64, String> {
+    loop {
+        let tasks = sqs
+            .list_message_move_tasks()
+            .source_arn(source)
+            .max_results(1)
+            .send()
+            .await
+            .map_err(|e| format!("ListMessageMoveTasks: {}", DisplayErrorContext(e)))?;
+        let Some(task) = tasks.results().first() else {
+            return Ok(0);
+        };
+        match task.status() {
+            Some("COMPLETED") => {
+                return Ok(u64::try_from(task.approximate_number_of_messages_moved()).unwrap_or(0));
+            }
+            Some("FAILED" | "CANCELLED") => {
+                return Err(format!(
+                    "the message move task ended {}: {}",
+                    task.status().unwrap_or_default(),
+                    task.failure_reason().unwrap_or_default()
+                ));
+            }
+            _ => tokio::time::sleep(std::time::Duration::from_secs(2)).await,
+        }
+    }
+}
+
+/// Each message is sent first and deleted from the DLQ only once the send succeeded, so a
+/// failure leaves it where it was (at worst sent twice, which fulfil absorbs). Receives wait a
+/// second and stop after three empty ones, so a sampled empty answer does not end it early.
+async fn one_by_one(
+    sqs: &aws_sdk_sqs::Client,
+    dlq: &str,
+    queue: &str,
+    max: usize,
 ) -> Result<usize, String> {
     let mut moved = 0;
-    while moved < max {
+    let mut empty = 0;
+    while moved < max && empty < 3 {
         let messages = sqs
             .receive_message()
             .queue_url(dlq)
             .max_number_of_messages(10)
             .message_attribute_names("All")
-            .wait_time_seconds(0)
+            .wait_time_seconds(1)
             .send()
             .await
             .map_err(|e| format!("ReceiveMessage: {}", DisplayErrorContext(e)))?
             .messages
             .unwrap_or_default();
         if messages.is_empty() {
-            break;
+            empty += 1;
+            continue;
         }
+        empty = 0;
         for m in messages {
             sqs.send_message()
                 .queue_url(queue)
@@ -48,4 +157,18 @@ pub async fn redrive(
         }
     }
     Ok(moved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_emulator_without_move_tasks_falls_back_and_aws_errors_do_not() {
+        assert!(unsupported(Some("UnsupportedOperation")));
+        assert!(unsupported(Some("InvalidAction")));
+        assert!(!unsupported(Some("AccessDenied")));
+        assert!(!unsupported(Some("ResourceNotFoundException")));
+        assert!(!unsupported(None));
+    }
 }

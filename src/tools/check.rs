@@ -442,6 +442,8 @@ impl Proof {
         } else {
             verdict(true)
         };
+        // Progress: the steps take minutes (retries, the slow-reply wait), one line each.
+        tracing::info!(step = self.number, of = 5, verdict, "check: {}", self.name);
         Step {
             number: self.number,
             name: self.name,

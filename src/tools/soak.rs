@@ -561,7 +561,7 @@ pub async fn run(options: SoakOptions) -> Result<SoakReport, String> {
             let moved = redrive(&sqs, &dlq, &queue, 10_000)
                 .await
                 .map_err(|e| crate::domain::ingest::PortError::new("SQS redrive", e))?;
-            redriven.set(redriven.get() + moved);
+            redriven.set(redriven.get() + moved.moved());
             // The scheduled sweep, compressed: anything still `received` past its lease.
             let now = crate::lambda::now_ms();
             let resent =

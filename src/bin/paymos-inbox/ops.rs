@@ -161,7 +161,7 @@ pub async fn check(args: CheckArgs) -> ExitCode {
         mark_paid,
         api,
     };
-    let steps = check::run(options).await;
+    let steps = with_progress("checking (5 steps)", check::run(options)).await;
     if args.json {
         for s in &steps {
             println!("{}", serde_json::to_string(s).expect("steps serialise"));
@@ -310,11 +310,18 @@ pub async fn redrive(args: RedriveArgs) -> ExitCode {
         (Err(e), _) | (_, Err(e)) => return fail(e),
     };
     match paymos_inbox::local::redrive::redrive(&stack.sqs, &dlq, &queue, args.max).await {
-        Ok(n) => {
+        Ok(done) => {
+            let how = match done {
+                paymos_inbox::local::redrive::Redriven::ByTask(_) => "sqs_message_move_task",
+                paymos_inbox::local::redrive::Redriven::OneByOne(_) => "one_by_one",
+            };
             if args.json {
-                println!("{}", serde_json::json!({"moved": n}));
+                println!("{}", serde_json::json!({"moved": done.moved(), "how": how}));
             } else {
-                println!("moved {n} message(s) from the DLQ back to the work queue");
+                println!(
+                    "moved {} message(s) from the DLQ back to the work queue ({how})",
+                    done.moved()
+                );
             }
             ExitCode::SUCCESS
         }

@@ -547,6 +547,36 @@ mod tests {
     }
 
     #[test]
+    fn an_amount_or_a_currency_paymos_does_not_have_is_refused() {
+        // Paymos' invoice has no payment yet: an event claiming a token amount, or a token,
+        // claims what Paymos does not say.
+        let no_payment = AtSource::Found(ConfirmedInvoice {
+            token_amount: None,
+            token_currency: None,
+            ..match at("paid") {
+                AtSource::Found(i) => i,
+                AtSource::NotFound => unreachable!(),
+            }
+        });
+        for c in [
+            claim(None, Some(("10.50", "USDT"))),
+            PaidClaim {
+                token_currency: Some("USDT".into()),
+                ..PaidClaim::default()
+            },
+        ] {
+            assert!(
+                matches!(invoice_verdict(&no_payment, I::Paid, &c), Verdict::Unconfirmed(r) if r.contains("payment")),
+                "{c:?}"
+            );
+        }
+        assert_eq!(
+            invoice_verdict(&no_payment, I::Paid, &PaidClaim::default()),
+            Verdict::Confirmed
+        );
+    }
+
+    #[test]
     fn the_order_is_paymos_and_a_relabelled_one_is_refused() {
         let relabelled = PaidClaim {
             order_id: Some("dear".into()),

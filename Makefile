@@ -65,7 +65,7 @@ test: deps lint lambda-deps template-check ## install what is needed, then run e
 	$(MAKE) --no-print-directory fuzz-smoke
 
 dev: node_modules/.installed ## run the whole pipeline locally (emulators, tables, ingest URL, fulfil poller)
-	$(CARGO) run --locked --quiet --features devkit --bin paymos-inbox -- dev $(DEV_ARGS)
+	$(CARGO) run --locked --quiet --features devkit --bin paymos-inbox -- dev --info-file dev.json $(DEV_ARGS)
 
 $(VENV)/.lambda: requirements-lambda.txt $(VENV)/.installed
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-lambda.txt

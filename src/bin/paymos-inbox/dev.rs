@@ -47,6 +47,10 @@ pub struct DevArgs {
     /// handlers in process, for the real binaries under `cargo lambda watch` (`make watch`).
     #[arg(long)]
     no_handlers: bool,
+    /// Also write the JSON line to this file, for the tools' `--dev-info` (`make dev` writes
+    /// `dev.json`).
+    #[arg(long)]
+    info_file: Option<std::path::PathBuf>,
 }
 
 impl DevArgs {
@@ -92,10 +96,13 @@ pub async fn run(args: DevArgs) -> ExitCode {
         Ok(dev) => dev,
         Err(e) => return crate::failed(e),
     };
-    println!(
-        "{}",
-        serde_json::to_string(&dev.info).expect("info serialises")
-    );
+    let line = serde_json::to_string(&dev.info).expect("info serialises");
+    println!("{line}");
+    if let Some(path) = &args.info_file
+        && let Err(e) = std::fs::write(path, format!("{line}\n"))
+    {
+        return crate::failed(format!("--info-file {}: {e}", path.display()));
+    }
     let _ = std::io::stdout().flush();
     if args.no_handlers {
         tracing::info!("ready: local AWS only (no handlers in process); Ctrl-C stops everything");

@@ -686,6 +686,18 @@ mod tests {
                 status: "signed".into()
             }
         );
+        assert_eq!(
+            withdrawal_verdict(
+                &refund("processing", "inv_1", false, "5"),
+                w,
+                Some((&inv, false)),
+                &five
+            ),
+            Verdict::NotYet {
+                status: "processing".into()
+            },
+            "a status still moving at Paymos is retried, not refused"
+        );
         let credit = Credit {
             payer: "c-1".into(),
             net: Amount::parse("99").unwrap(),

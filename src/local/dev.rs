@@ -31,7 +31,7 @@ use crate::local::template::{self, Created};
 const FUNCTION_URL_MAX_BYTES: usize = 6 * 1024 * 1024;
 
 /// How to run the local pipeline.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct DevOptions {
     /// An existing DynamoDB endpoint (else DynamoDB Local is started).
     pub dynamodb_endpoint: Option<String>,
@@ -56,7 +56,13 @@ pub struct DevOptions {
     pub handlers: bool,
     /// The webhook secrets as text (`label=whsec_…` lines), served for the binaries' INIT.
     pub secrets_text: Option<String>,
+    /// A Paymos API client: with it, `dev` also runs the reconciliation every
+    /// [`DEV_RECONCILE_EVERY`] (report only), as the scheduled function does on AWS.
+    pub reconcile_with: Option<paymos::PaymosClient>,
 }
+
+/// How often `dev` reconciles when given an API (on AWS: `ReconcileRate`, hourly).
+pub const DEV_RECONCILE_EVERY: Duration = Duration::from_secs(60);
 
 /// The environment `dev` applies when none is asked for: the one of its secrets when they all
 /// name the same, else sandbox (the fixture secret's).
@@ -282,11 +288,38 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
         })
     };
 
+    let mut tasks = vec![server, poller, publisher, sweep];
+    if let Some(api) = options.reconcile_with {
+        let fulfil = pipeline.fulfil();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(DEV_RECONCILE_EVERY).await;
+                let now_ms = crate::lambda::now_ms();
+                let now = i64::try_from(now_ms / 1000).unwrap_or(i64::MAX);
+                match crate::tools::reconcile::reconcile(&api, &fulfil, now - 48 * 3600, now, false, now_ms)
+                    .await
+                {
+                    Ok(report) => tracing::info!(
+                        paid_at_paymos = report.paid_at_paymos,
+                        missing = report.missing.len(),
+                        paid_late = report.paid_late.len(),
+                        refunded = report.refunded.len(),
+                        double = report.double.len(),
+                        unknown = report.unknown.len(),
+                        clean = report.clean(),
+                        "reconciliation done (`paymos-inbox reconcile` for the list)"
+                    ),
+                    Err(error) => tracing::warn!(error = %error, "the local reconciliation could not run; it runs again"),
+                }
+            }
+        }));
+    }
+
     Ok(Dev {
         info,
         dynamodb,
         sqs,
-        tasks: vec![server, poller, publisher, sweep],
+        tasks,
         _emulators: running,
     })
 }

@@ -24,6 +24,7 @@ pub(crate) async fn dev(slow: Option<Duration>) -> paymos_inbox::local::dev::Dev
         environment: paymos_inbox::domain::signature::Environment::Test,
         handlers: true,
         secrets_text: None,
+        reconcile_with: None,
     })
     .await
     .expect("dev starts")

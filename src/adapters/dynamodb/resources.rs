@@ -396,7 +396,11 @@ impl DynamoResources {
                 None => " AND attribute_not_exists(order_id)",
             });
             if !order.has_price() {
-                condition.push_str(" AND attribute_not_exists(amount)");
+                // The record's price is a complete pair or none (as `OrderRef::has_price`):
+                // a record written before prices were pairs may hold an amount alone.
+                condition.push_str(
+                    " AND (attribute_not_exists(amount) OR attribute_not_exists(currency))",
+                );
             }
         }
         let mut expr = String::from(

@@ -561,6 +561,10 @@ mod tests {
         for c in [
             claim(None, Some(("10.50", "USDT"))),
             PaidClaim {
+                token_amount: Amount::parse("10.50"),
+                ..PaidClaim::default()
+            },
+            PaidClaim {
                 token_currency: Some("USDT".into()),
                 ..PaidClaim::default()
             },

@@ -448,10 +448,10 @@ pub async fn check<C: PaymentConfirmation>(
                 same_environment(i.is_test, environment)?;
             }
             let verdict = invoice_verdict(&at, *status, &PaidClaim::of(data));
+            // What Paymos confirms carries its order: a payment is fulfilled with it, a closure
+            // records it.
             let order = match (&at, &verdict) {
-                (AtSource::Found(i), Verdict::Confirmed | Verdict::PaidLate { .. })
-                    if status.fulfils() =>
-                {
+                (AtSource::Found(i), Verdict::Confirmed | Verdict::PaidLate { .. }) => {
                     Some(i.order())
                 }
                 _ => None,

@@ -291,3 +291,40 @@ async fn a_key_of_the_other_environment_is_a_stack_error_not_a_payment_verdict()
         "retried, never unconfirmed"
     );
 }
+
+#[tokio::test]
+async fn open_statuses_and_moving_withdrawals_are_not_read_back() {
+    let (fulfil, store, api) = rig();
+    // Paymos has inv_c paid and wdr_real completed already: an older open event is not judged
+    // against them (it moves no money), and costs no API call.
+    for work in [
+        item("evt_o1", "invoice.confirming", r#"{"invoice_id":"inv_c"}"#),
+        item(
+            "evt_o2",
+            "withdrawal.processing",
+            r#"{"withdrawal_id":"wdr_real","invoice_id":"inv_c","type":"refund"}"#,
+        ),
+    ] {
+        let (_, applied) = fulfil.apply(&work, 1).await.unwrap();
+        assert_eq!(applied, Applied::Updated, "{}", work.event_id);
+    }
+    assert_eq!(api.reads(), 0, "nothing read back");
+    // A confirmed closure records Paymos' order.
+    let (_, closed) = fulfil
+        .apply(
+            &item("evt_x", "invoice.expired", r#"{"invoice_id":"inv_late"}"#),
+            2,
+        )
+        .await
+        .unwrap();
+    assert_eq!(closed, Applied::Updated);
+    assert_eq!(
+        store
+            .invoice("inv_late")
+            .unwrap()
+            .order
+            .external_id
+            .as_deref(),
+        Some("o-late")
+    );
+}

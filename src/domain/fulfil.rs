@@ -505,8 +505,46 @@ fn order_of(data: &super::envelope::EventData) -> OrderRef {
     }
 }
 
-/// An invoice change carrying Paymos' order (as Paymos confirmed it) instead of the event's.
-fn with_order(change: Change, order: Option<OrderRef>) -> Change {
+/// A payment Paymos reports as paid after the invoice closed `closed`: records the close as
+/// Paymos has it (by `actor`, with Paymos' `order`), and returns the payment with that order,
+/// which then lands as `paid_late`. The reverse check and `recheck` both take this road.
+///
+/// # Errors
+/// [`PortError`] when the store fails.
+pub async fn close_then_pay<S: ResourceStore>(
+    store: &S,
+    effect: &dyn FulfilmentEffect,
+    change: Change,
+    closed: InvoiceStatus,
+    order: Option<OrderRef>,
+    actor: &str,
+    now_ms: u64,
+) -> Result<Change, PortError> {
+    let order = order.unwrap_or_else(OrderRef::none);
+    if let Change::Invoice {
+        invoice_id,
+        occurred_at,
+        ..
+    } = &change
+    {
+        let close = Change::Invoice {
+            invoice_id: invoice_id.clone(),
+            status: closed,
+            occurred_at: *occurred_at,
+            order: order.clone(),
+        };
+        let by = Source::Manual {
+            actor: actor.to_owned(),
+        };
+        settle(store, &by, &close, effect, now_ms).await?;
+    }
+    Ok(with_order(change, Some(order)))
+}
+
+/// An invoice change carrying Paymos' order (as Paymos confirmed it) instead of the event's:
+/// Paymos' answer first, what it leaves out the event may still say.
+#[must_use]
+pub fn with_order(change: Change, order: Option<OrderRef>) -> Change {
     match (change, order) {
         (
             Change::Invoice {
@@ -698,20 +736,16 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
                 "still {status} at Paymos after {receives} receives"
             )),
             Verdict::PaidLate { closed } => {
-                let order = checked.order.unwrap_or_else(OrderRef::none);
-                if let Change::Invoice { invoice_id, .. } = &change {
-                    let close = Change::Invoice {
-                        invoice_id: invoice_id.clone(),
-                        status: closed,
-                        occurred_at: envelope.occurred_at,
-                        order: order.clone(),
-                    };
-                    let by = Source::Manual {
-                        actor: "reverse-check".into(),
-                    };
-                    settle(&self.store, &by, &close, self.effect.as_ref(), now_ms).await?;
-                }
-                with_order(change, Some(order))
+                close_then_pay(
+                    &self.store,
+                    self.effect.as_ref(),
+                    change,
+                    closed,
+                    checked.order,
+                    "reverse-check",
+                    now_ms,
+                )
+                .await?
             }
             Verdict::Unconfirmed(reason) => unconfirmed(reason),
         })

@@ -5,7 +5,9 @@
 use crate::adapters::dynamodb::{DynamoLedger, DynamoResources};
 use crate::domain::confirm::{PaymentConfirmation, Verdict, check};
 use crate::domain::envelope::Envelope;
-use crate::domain::fulfil::{Change, OrderRef, RecordFulfilment, Source, change_of, settle};
+use crate::domain::fulfil::{
+    Change, OrderRef, RecordFulfilment, Source, change_of, close_then_pay, settle, with_order,
+};
 use crate::domain::ingest::PortError;
 use crate::domain::invoice::Standing;
 use crate::domain::release::{ReleaseBy, ReleaseError, release as release_invoice};
@@ -262,63 +264,28 @@ pub async fn recheck<C: PaymentConfirmation>(
             continue;
         };
         let change = change_of(&envelope);
-        let Change::Invoice {
-            invoice_id,
-            occurred_at,
-            ..
-        } = &change
-        else {
+        let Change::Invoice { invoice_id, .. } = &change else {
             continue;
         };
+        let invoice_id = invoice_id.clone();
         let checked = check(api, &change, &envelope.data, environment).await?;
-        let paid_with = |order: Option<OrderRef>| match change.clone() {
-            Change::Invoice {
-                invoice_id,
-                status,
-                occurred_at,
-                order: claimed,
-            } => {
-                let mut order = order.unwrap_or_else(OrderRef::none);
-                order.adopt(&claimed);
-                Change::Invoice {
-                    invoice_id,
-                    status,
-                    occurred_at,
-                    order,
-                }
-            }
-            other => other,
-        };
         let applied = match checked.verdict {
-            Verdict::Confirmed => Some(
-                settle(
+            Verdict::Confirmed => {
+                let paid = with_order(change, checked.order);
+                Some(settle(state, &source, &paid, &RecordFulfilment, now_ms).await?)
+            }
+            Verdict::PaidLate { closed } => {
+                let paid = close_then_pay(
                     state,
-                    &source,
-                    &paid_with(checked.order),
                     &RecordFulfilment,
+                    change,
+                    closed,
+                    checked.order,
+                    "recheck",
                     now_ms,
                 )
-                .await?,
-            ),
-            Verdict::PaidLate { closed } => {
-                let order = checked.order.unwrap_or_else(OrderRef::none);
-                let close = Change::Invoice {
-                    invoice_id: invoice_id.clone(),
-                    status: closed,
-                    occurred_at: *occurred_at,
-                    order: order.clone(),
-                };
-                settle(state, &source, &close, &RecordFulfilment, now_ms).await?;
-                Some(
-                    settle(
-                        state,
-                        &source,
-                        &paid_with(Some(order)),
-                        &RecordFulfilment,
-                        now_ms,
-                    )
-                    .await?,
-                )
+                .await?;
+                Some(settle(state, &source, &paid, &RecordFulfilment, now_ms).await?)
             }
             Verdict::NotYet { .. } | Verdict::Unconfirmed(_) => None,
         };
@@ -343,7 +310,7 @@ pub async fn recheck<C: PaymentConfirmation>(
         };
         out.push(Rechecked {
             event_id: record.delivery.event_id.clone(),
-            invoice_id: invoice_id.clone(),
+            invoice_id,
             outcome,
             reason,
         });

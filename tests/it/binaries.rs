@@ -415,22 +415,12 @@ async fn the_sweep_binary_sends_a_stranded_delivery_again_and_reports_the_oldest
     let stack = aws.stack().await;
     // A delivery recorded an hour ago whose sender gave up before any send.
     let body = invoice_paid("evt_stranded", "inv_stranded");
-    let envelope = paymos_inbox::domain::envelope::Envelope::parse(body.as_bytes()).unwrap();
     let hour_ago = paymos_inbox::lambda::now_ms() - 3_600_000;
-    let delivery = paymos_inbox::domain::ingest::Delivery {
-        event_id: envelope.event_id.clone(),
-        event_type: envelope.event_type.clone(),
-        category: envelope.category,
-        resource_id: envelope.resource_id.clone(),
-        environment: Some(paymos_inbox::domain::signature::Environment::Live),
-        secret_label: "live".into(),
-        version: 1,
-        occurred_at: envelope.occurred_at,
-        signed_at: hour_ago / 1000,
-        received_at_ms: hour_ago,
-        body_sha256: paymos_inbox::domain::ingest::sha256_hex(body.as_bytes()),
-        body: body.into_bytes(),
-    };
+    let delivery = recorded_delivery(
+        &body,
+        paymos_inbox::domain::signature::Environment::Live,
+        hour_ago,
+    );
     paymos_inbox::adapters::dynamodb::DynamoLedger::new(
         aws.dynamodb.clone(),
         stack.table("DeliveriesTable"),

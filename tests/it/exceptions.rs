@@ -90,21 +90,11 @@ impl Rig {
     /// Records the delivery as ingest would (so the processed mark has a record to update).
     async fn record(&self, body: &str) {
         use paymos_inbox::domain::ingest::DeliveryLedger;
-        let envelope = paymos_inbox::domain::envelope::Envelope::parse(body.as_bytes()).unwrap();
-        let delivery = paymos_inbox::domain::ingest::Delivery {
-            event_id: envelope.event_id.clone(),
-            event_type: envelope.event_type.clone(),
-            category: envelope.category,
-            resource_id: envelope.resource_id.clone(),
-            environment: Some(paymos_inbox::domain::signature::Environment::Live),
-            secret_label: "live".into(),
-            version: envelope.version,
-            occurred_at: envelope.occurred_at,
-            signed_at: NOW,
-            received_at_ms: NOW_MS,
-            body_sha256: paymos_inbox::domain::ingest::sha256_hex(body.as_bytes()),
-            body: body.as_bytes().to_vec(),
-        };
+        let delivery = recorded_delivery(
+            body,
+            paymos_inbox::domain::signature::Environment::Live,
+            NOW_MS,
+        );
         self.ledger().record(&delivery, NOW_MS).await.unwrap();
     }
 }

@@ -222,6 +222,36 @@ impl Aws {
     }
 }
 
+/// The ledger record ingest writes for `body`, verified by a secret of `environment` and
+/// received at `received_at_ms`.
+pub fn recorded_delivery(
+    body: &str,
+    environment: paymos_inbox::domain::signature::Environment,
+    received_at_ms: u64,
+) -> paymos_inbox::domain::ingest::Delivery {
+    let e =
+        paymos_inbox::domain::envelope::Envelope::parse(body.as_bytes()).expect("a valid envelope");
+    paymos_inbox::domain::ingest::Delivery {
+        event_id: e.event_id,
+        event_type: e.event_type,
+        category: e.category,
+        resource_id: e.resource_id,
+        environment: Some(environment),
+        secret_label: if environment.is_test() {
+            "test"
+        } else {
+            "live"
+        }
+        .into(),
+        version: e.version,
+        occurred_at: e.occurred_at,
+        signed_at: received_at_ms / 1000,
+        received_at_ms,
+        body_sha256: paymos_inbox::domain::ingest::sha256_hex(body.as_bytes()),
+        body: body.as_bytes().to_vec(),
+    }
+}
+
 /// The work item ingest would send for `body` verified by a live secret.
 pub fn live(body: &str) -> paymos_inbox::domain::work::WorkItem {
     work_item(body, paymos_inbox::domain::signature::Environment::Live)

@@ -276,21 +276,7 @@ async fn ingest_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, String)>
 
 /// The ledger record ingest writes for `text` (set-up, through `setup`'s uncounted calls).
 async fn recorded(setup: &Aws, table: &str, text: &str, received_at_ms: u64) {
-    let e = paymos_inbox::domain::envelope::Envelope::parse(text.as_bytes()).unwrap();
-    let delivery = paymos_inbox::domain::ingest::Delivery {
-        event_id: e.event_id,
-        event_type: e.event_type,
-        category: e.category,
-        resource_id: e.resource_id,
-        environment: Some(Environment::Live),
-        secret_label: "live".into(),
-        version: e.version,
-        occurred_at: e.occurred_at,
-        signed_at: e.occurred_at,
-        received_at_ms,
-        body_sha256: paymos_inbox::domain::ingest::sha256_hex(text.as_bytes()),
-        body: text.as_bytes().to_vec(),
-    };
+    let delivery = recorded_delivery(text, Environment::Live, received_at_ms);
     DynamoLedger::new(setup.dynamodb.clone(), table, None)
         .record(&delivery, received_at_ms + 1_000)
         .await

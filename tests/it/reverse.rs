@@ -47,7 +47,10 @@ impl Rig {
     /// Records `body` in the ledger as ingest would, then applies it as its last receive.
     async fn deliver(&self, body: &str) -> Result<Applied, FulfilError> {
         DynamoLedger::new(self.aws.dynamodb.clone(), &self.ledger, None)
-            .record(&delivery_of(body), NOW_MS + 60_000)
+            .record(
+                &recorded_delivery(body, Environment::Live, NOW_MS),
+                NOW_MS + 60_000,
+            )
             .await
             .unwrap();
         self.checked()
@@ -74,25 +77,6 @@ impl Rig {
             get_s(&record, "outcome"),
             get_s(&record, "outcome_reason")
         )
-    }
-}
-
-/// The ledger record ingest writes for `body` (live secret).
-fn delivery_of(body: &str) -> paymos_inbox::domain::ingest::Delivery {
-    let e = paymos_inbox::domain::envelope::Envelope::parse(body.as_bytes()).unwrap();
-    paymos_inbox::domain::ingest::Delivery {
-        event_id: e.event_id,
-        event_type: e.event_type,
-        category: e.category,
-        resource_id: e.resource_id,
-        environment: Some(Environment::Live),
-        secret_label: "live".into(),
-        version: e.version,
-        occurred_at: e.occurred_at,
-        signed_at: e.occurred_at,
-        received_at_ms: NOW_MS,
-        body_sha256: paymos_inbox::domain::ingest::sha256_hex(body.as_bytes()),
-        body: body.as_bytes().to_vec(),
     }
 }
 

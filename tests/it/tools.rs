@@ -298,23 +298,13 @@ async fn dev_heals_a_delivery_left_received_with_no_message_by_itself() {
         "invoice.paid",
         serde_json::json!({"invoice_id": "inv_stranded", "is_test": true}),
     );
-    let e = paymos_inbox::domain::envelope::Envelope::parse(body.as_bytes()).unwrap();
     let received = paymos_inbox::lambda::now_ms() - 60_000;
     // Recorded by an attempt that died before its send: no message, the lease long over.
-    let delivery = paymos_inbox::domain::ingest::Delivery {
-        event_id: e.event_id,
-        event_type: e.event_type,
-        category: e.category,
-        resource_id: e.resource_id,
-        environment: Some(paymos_inbox::domain::signature::Environment::Test),
-        secret_label: "test".into(),
-        version: e.version,
-        occurred_at: e.occurred_at,
-        signed_at: e.occurred_at,
-        received_at_ms: received,
-        body_sha256: paymos_inbox::domain::ingest::sha256_hex(body.as_bytes()),
-        body: body.into_bytes(),
-    };
+    let delivery = recorded_delivery(
+        &body,
+        paymos_inbox::domain::signature::Environment::Test,
+        received,
+    );
     paymos_inbox::adapters::dynamodb::DynamoLedger::new(
         dev.dynamodb.clone(),
         &tables.deliveries,

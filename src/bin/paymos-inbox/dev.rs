@@ -51,29 +51,8 @@ pub struct DevArgs {
     /// `dev.json`).
     #[arg(long)]
     info_file: Option<std::path::PathBuf>,
-    /// A Paymos API key: with --api-secret, dev also reconciles every minute (report only).
-    #[arg(
-        long,
-        env = "PAYMOS_API_KEY",
-        hide_env_values = true,
-        requires = "api_secret"
-    )]
-    api_key: Option<String>,
-    /// The Paymos API secret.
-    #[arg(
-        long,
-        env = "PAYMOS_API_SECRET",
-        hide_env_values = true,
-        requires = "api_key"
-    )]
-    api_secret: Option<String>,
-    /// The Paymos API base URL (a sandbox, or a stand-in).
-    #[arg(
-        long,
-        env = "PAYMOS_API_BASE_URL",
-        default_value = "https://api.paymos.io"
-    )]
-    api_base_url: String,
+    #[command(flatten)]
+    api: crate::stack::OptionalApiArgs,
 }
 
 impl DevArgs {
@@ -101,17 +80,9 @@ pub async fn run(args: DevArgs) -> ExitCode {
             }
         },
     };
-    let reconcile_with = match (&args.api_key, &args.api_secret) {
-        (Some(key), Some(secret)) => {
-            match paymos::PaymosClient::builder(key, secret)
-                .base_url(&args.api_base_url)
-                .build()
-            {
-                Ok(client) => Some(client),
-                Err(e) => return crate::failed(format!("the Paymos API client: {e}")),
-            }
-        }
-        _ => None,
+    let reconcile_with = match args.api.client() {
+        Ok(client) => client,
+        Err(e) => return crate::failed(e),
     };
     let options = DevOptions {
         reconcile_with,

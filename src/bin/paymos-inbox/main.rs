@@ -27,6 +27,7 @@ enum Command {
     /// tables and queues (from template.yaml), the ingest handler on http://127.0.0.1:PORT
     /// exactly as a function URL delivers it, and a poller that feeds fulfil real SQS batches.
     /// Prints one JSON line with the URL, endpoints, tables and queues, then a log per delivery.
+    /// With --api-key and --api-secret, it also reconciles with Paymos every minute (report only).
     ///
     /// Then, in another terminal:  paymos-inbox send --type invoice.paid
     Dev(dev::DevArgs),
@@ -42,6 +43,7 @@ enum Command {
     /// again, (3) colliding attempts, (4) a failed event replayed after recovery, (5) reconcile.
     /// HTTP answers are checked for any receiver; with its tables (--dev-info, or
     /// --deliveries-table and --state-table) also one record and one fulfilment each.
+    /// With --api-key and --api-secret, step 5 compares with Paymos' paid invoices.
     /// Exit 1 if any step fails.
     ///
     /// Example, against `dev --slow 11` (so retries collide with a first attempt past 10 s):

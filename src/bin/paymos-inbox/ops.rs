@@ -12,7 +12,7 @@ use paymos_inbox::lambda::now_ms;
 use paymos_inbox::tools::check::{self, CheckOptions, MarkPaid, Probe, Tables};
 
 use crate::FIXTURE_SECRET;
-use crate::stack::{ApiArgs, Stack, StackArgs};
+use crate::stack::{ApiArgs, OptionalApiArgs, Stack, StackArgs};
 
 /// Runs `work`, showing `label` and the elapsed seconds on stderr while it runs, when stderr is
 /// a terminal (never in pipes, files or CI logs).
@@ -73,24 +73,8 @@ pub struct CheckArgs {
     /// A URL to POST to that marks an order paid by hand (step 4).
     #[arg(long)]
     mark_paid_url: Option<String>,
-    /// Paymos API key: step 5 then compares with Paymos' paid invoices (official crate).
-    #[arg(
-        long,
-        env = "PAYMOS_API_KEY",
-        hide_env_values = true,
-        requires = "api_secret"
-    )]
-    api_key: Option<String>,
-    /// Paymos API secret.
-    #[arg(long, env = "PAYMOS_API_SECRET", hide_env_values = true)]
-    api_secret: Option<String>,
-    /// The Paymos API base URL.
-    #[arg(
-        long,
-        env = "PAYMOS_API_BASE_URL",
-        default_value = "https://api.paymos.io"
-    )]
-    api_base_url: String,
+    #[command(flatten)]
+    api: OptionalApiArgs,
     /// Step 5 with the API: how many hours of paid invoices to compare.
     #[arg(long, default_value_t = 48)]
     since_hours: u64,
@@ -133,20 +117,14 @@ pub async fn check(args: CheckArgs) -> ExitCode {
         (_, _, Some(t)) => Some(MarkPaid::Tables(t.clone())),
         _ => None,
     };
-    let api = match (&args.api_key, &args.api_secret) {
-        (Some(key), Some(secret)) => {
-            match paymos::PaymosClient::builder(key.clone(), secret.clone())
-                .base_url(&args.api_base_url)
-                .build()
-            {
-                Ok(c) => Some((
-                    std::sync::Arc::new(c),
-                    Duration::from_secs(args.since_hours * 3600),
-                )),
-                Err(e) => return fail(format!("Paymos API client: {e}")),
-            }
-        }
-        _ => None,
+    let api = match args.api.client() {
+        Ok(client) => client.map(|c| {
+            (
+                std::sync::Arc::new(c),
+                Duration::from_secs(args.since_hours * 3600),
+            )
+        }),
+        Err(e) => return fail(e),
     };
     let options = CheckOptions {
         url: args.url,

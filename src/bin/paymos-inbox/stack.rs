@@ -246,6 +246,49 @@ pub struct ApiArgs {
     api_base_url: String,
 }
 
+/// Paymos API credentials for the commands that read the API only when given them (`check`'s
+/// step 5, `dev`'s reconciliation every minute): a key needs its secret and a secret its key.
+#[derive(clap::Args)]
+pub struct OptionalApiArgs {
+    /// A Paymos API key (with --api-secret).
+    #[arg(
+        long,
+        env = "PAYMOS_API_KEY",
+        hide_env_values = true,
+        requires = "api_secret"
+    )]
+    api_key: Option<String>,
+    /// The Paymos API secret (with --api-key).
+    #[arg(
+        long,
+        env = "PAYMOS_API_SECRET",
+        hide_env_values = true,
+        requires = "api_key"
+    )]
+    api_secret: Option<String>,
+    /// The Paymos API base URL (a sandbox, or a stand-in).
+    #[arg(
+        long,
+        env = "PAYMOS_API_BASE_URL",
+        default_value = "https://api.paymos.io"
+    )]
+    api_base_url: String,
+}
+
+impl OptionalApiArgs {
+    /// The official client when a key and secret were given, `None` when neither was.
+    pub fn client(&self) -> Result<Option<paymos::PaymosClient>, String> {
+        let (Some(key), Some(secret)) = (&self.api_key, &self.api_secret) else {
+            return Ok(None);
+        };
+        paymos::PaymosClient::builder(key.clone(), secret.clone())
+            .base_url(&self.api_base_url)
+            .build()
+            .map(Some)
+            .map_err(|e| format!("Paymos API client: {e}"))
+    }
+}
+
 impl ApiArgs {
     /// The official client, with the crate's default timeout unless `timeout` is given.
     pub fn client(

@@ -25,19 +25,22 @@ $(VENV)/.installed: requirements-dev.txt
 
 deps: node_modules/.installed $(VENV)/.installed ## install the emulators (npm) and the template linters (.venv)
 
-lint: ## rustfmt and clippy, warnings are errors
-	$(CARGO) fmt --check
-	$(CARGO) clippy --all-targets --all-features --locked -- -D warnings
+lint: ## rustfmt and clippy on every crate, warnings are errors
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets --all-features --locked -- -D warnings
 
-# What the Lambda binaries compile: no developer kit in their tree, and they build without it.
-DEVKIT_ONLY := clap clap_complete yaml_serde serde_yaml aws-sdk-cloudformation aws-sdk-dynamodbstreams
-lambda-deps: ## check the Lambda binaries build without the devkit feature and carry none of it
-	@tree="$$($(CARGO) tree --locked --no-default-features -e normal --prefix none)"; \
+# What the Lambda binaries compile (crates/lambda, resolved on its own as `sam build` does): no
+# developer kit, no test kit (the in-memory twins, the model, fault injection) in their tree.
+LAMBDA := paymos-inbox-lambda
+DEVKIT_ONLY := paymos-inbox clap clap_complete yaml_serde serde_yaml aws-sdk-cloudformation aws-sdk-dynamodbstreams proptest jsonschema
+lambda-deps: ## check the Lambda binaries' tree carries none of the developer or test kit
+	@tree="$$($(CARGO) tree --locked -p $(LAMBDA) -e normal --prefix none)"; \
 	  for c in $(DEVKIT_ONLY); do if grep -q "^$$c v" <<<"$$tree"; then echo "$$c is in the Lambda binaries' tree"; exit 1; fi; done
-	@if $(CARGO) tree --locked --no-default-features -e features --prefix none | grep -q '^hyper feature "server"'; then \
-	  echo "hyper's server is in the Lambda binaries' tree"; exit 1; fi
-	$(CARGO) clippy --locked --lib --bins -- -D warnings
-	@echo "Lambda binaries: no $(DEVKIT_ONLY) or hyper server"
+	@features="$$($(CARGO) tree --locked -p $(LAMBDA) -e normal,features --prefix none)"; \
+	  if grep -q '^hyper feature "server"' <<<"$$features"; then echo "hyper's server is in the Lambda binaries' tree"; exit 1; fi; \
+	  if grep -q '^paymos-inbox-core feature "testkit"' <<<"$$features"; then echo "the test kit is in the Lambda binaries' tree"; exit 1; fi
+	$(CARGO) clippy --locked -p $(LAMBDA) --lib --bins -- -D warnings
+	@echo "Lambda binaries: no $(DEVKIT_ONLY), hyper server or test kit"
 
 template-check: $(VENV)/.installed ## cfn-lint and sam validate --lint on template.yaml
 	$(VENV)/bin/cfn-lint template.yaml
@@ -61,11 +64,11 @@ fuzz-smoke: $(TOOLS)/bin/cargo-fuzz ## run each fuzz target briefly (FUZZ_SECOND
 	done
 
 test: deps lint lambda-deps template-check ## install what is needed, then run every test (unit, emulator, template, fuzz smoke)
-	$(CARGO) test --all-targets --features devkit --locked
+	$(CARGO) test --workspace --all-targets --locked
 	$(MAKE) --no-print-directory fuzz-smoke
 
 dev: node_modules/.installed ## run the whole pipeline locally (emulators, tables, ingest URL, fulfil poller)
-	$(CARGO) run --locked --quiet --features devkit --bin paymos-inbox -- dev --info-file dev.json $(DEV_ARGS)
+	$(CARGO) run --locked --quiet -p paymos-inbox -- dev --info-file dev.json $(DEV_ARGS)
 
 $(VENV)/.lambda: requirements-lambda.txt $(VENV)/.installed
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-lambda.txt
@@ -93,10 +96,10 @@ measure-startup: ## start-up time and peak RSS of the ingest binary (stub Runtim
 	python3 scripts/measure_startup.py target/release/paymos-ingest 5
 
 bench: ## CPU benchmarks (criterion), printed as ratios against their baselines
-	$(CARGO) bench --locked --features devkit --bench receiver
+	$(CARGO) bench --locked -p paymos-inbox-core --bench receiver
 
-unit: ## unit tests only (no emulators)
-	$(CARGO) test --lib --locked
+unit: ## the domain's unit, use-case and model tests only (no emulators, seconds)
+	$(CARGO) test --locked -p paymos-inbox-core
 
 clean: ## remove build output and installed tools
 	rm -rf target node_modules $(VENV) $(TOOLS) fuzz/target .aws-sam

@@ -16,7 +16,7 @@ if [ "$function" = paymos-ingest ]; then
   fresh=target/watch/events
   mkdir -p "$fresh"
   cp events/*.json "$fresh"/
-  cargo run --locked --quiet --features devkit --bin paymos-inbox -- events refresh --dir "$fresh" > /dev/null
+  cargo run --locked --quiet -p paymos-inbox -- events refresh --dir "$fresh" > /dev/null
   event="$fresh/$name"
 fi
 PATH="$PWD/.venv/bin:$PATH" cargo lambda invoke "$function" --data-file "$event"

@@ -16,7 +16,7 @@ command -v docker >/dev/null || { echo "sam local invoke needs Docker"; exit 1; 
 mkdir -p target/sam-local
 info=target/sam-local/dev-info.json
 : > "$info"
-cargo run --locked --quiet --features devkit --bin paymos-inbox -- dev --no-handlers --port 0 \
+cargo run --locked --quiet -p paymos-inbox -- dev --no-handlers --port 0 \
   --prefix "paymos-inbox-local-$$" > "$info" &
 dev=$!
 trap 'kill "$dev" 2>/dev/null || true' EXIT INT TERM
@@ -38,7 +38,7 @@ endpoints=$(python3 -c 'import json,sys; i=json.loads(open(sys.argv[1]).readline
   "LocalDynamoDbEndpoint=" + i["dynamodb_endpoint"].replace("127.0.0.1", h),
   "LocalSqsEndpoint=" + i["sqs_endpoint"].replace("127.0.0.1", h),
   "LocalSecretsManagerEndpoint=" + (i.get("secrets_manager_endpoint") or "").replace("127.0.0.1", h)]))' "$info" "$host")
-case "$event" in events/ingest-*) cargo run --locked --quiet --features devkit --bin paymos-inbox -- events refresh >/dev/null;; esac
+case "$event" in events/ingest-*) cargo run --locked --quiet -p paymos-inbox -- events refresh >/dev/null;; esac
 # shellcheck disable=SC2086
 sam local invoke "$function" -e "$event" --env-vars target/sam-local/env.json \
   --parameter-overrides $endpoints "${network[@]}"

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 mkdir -p target/watch
 info=target/watch/dev-info.json
 : > "$info"
-cargo run --locked --quiet --features devkit --bin paymos-inbox -- dev --no-handlers --port 0 \
+cargo run --locked --quiet -p paymos-inbox -- dev --no-handlers --port 0 \
   --prefix "paymos-inbox-local-$$" > "$info" &
 dev=$!
 trap 'kill "$dev" 2>/dev/null || true' EXIT INT TERM

@@ -6,9 +6,9 @@
 
 use base64::Engine as _;
 use libfuzzer_sys::fuzz_target;
-use paymos_inbox::adapters::memory::{MemoryLedger, MemoryQueue};
-use paymos_inbox::domain::ingest::{Ingest, IngestSettings};
-use paymos_inbox::domain::signature::{SigningKey, Verifier, WebhookSecret};
+use paymos_inbox_core::memory::{MemoryLedger, MemoryQueue};
+use paymos_inbox_core::ingest::{Ingest, IngestSettings};
+use paymos_inbox_core::signature::{SigningKey, Verifier, WebhookSecret};
 
 const DOMAIN: &str = "abcdefghijklmnopqrstuvwxyz0.lambda-url.eu-west-1.on.aws";
 
@@ -42,7 +42,7 @@ fuzz_target!(|input: (u8, String, String, Vec<(String, String)>, Vec<u8>, bool)|
         map.insert(k, v.into());
     }
     if sign_it {
-        map.insert("x-webhook-signature".into(), paymos_inbox::domain::signature::signature_header(1_700_000_000, &body, &[&secret]).into());
+        map.insert("x-webhook-signature".into(), paymos_inbox_core::signature::signature_header(1_700_000_000, &body, &[&secret]).into());
     }
     map.insert("host".into(), DOMAIN.into());
     map.insert("x-forwarded-proto".into(), "https".into());
@@ -66,7 +66,7 @@ fuzz_target!(|input: (u8, String, String, Vec<(String, String)>, Vec<u8>, bool)|
         IngestSettings::default(),
     );
     let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
-    let response = rt.block_on(paymos_inbox::lambda::ingest::respond(&ingest, &request, 1_700_000_000_000));
+    let response = rt.block_on(paymos_inbox_lambda::ingest::respond(&ingest, &request, 1_700_000_000_000));
     if response.status().is_success() {
         assert_eq!(ingest.ledger().len(), 1, "a 2xx always means a recorded delivery");
     }

@@ -1,0 +1,319 @@
+//! Building SDK clients once, with timeouts that fit the sender's 10 s budget, and counting the
+//! calls they make (the tests assert "new = 2 calls, duplicate = 1, invalid = 0").
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use aws_config::SdkConfig;
+use aws_config::retry::RetryConfig;
+use aws_config::timeout::TimeoutConfig;
+use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
+
+use paymos_inbox_core::ingest::{PortError, PortErrorKind};
+
+/// Loads the shared AWS configuration from the environment (region, credentials, and the
+/// `AWS_ENDPOINT_URL_DYNAMODB` / `AWS_ENDPOINT_URL_SQS` overrides) with bounded timeouts.
+///
+/// `attempt_timeout` bounds each HTTP attempt; `max_attempts` includes the first.
+pub async fn load_config(attempt_timeout: Duration, max_attempts: u32) -> SdkConfig {
+    aws_config::from_env()
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(1))
+                .operation_attempt_timeout(attempt_timeout)
+                .operation_timeout(attempt_timeout * max_attempts + Duration::from_millis(500))
+                .build(),
+        )
+        .retry_config(RetryConfig::standard().with_max_attempts(max_attempts))
+        .load()
+        .await
+}
+
+/// Counts the HTTP requests an SDK client sends (retries included), by operation.
+#[derive(Debug, Clone, Default)]
+pub struct CallCounter {
+    inner: Arc<CounterInner>,
+}
+
+#[derive(Debug, Default)]
+struct CounterInner {
+    total: AtomicUsize,
+    log: std::sync::Mutex<Vec<String>>,
+    grants: std::sync::Mutex<Vec<Grant>>,
+}
+
+/// What a call needs from IAM: the action (`dynamodb:PutItem`) on a target (a table, an index
+/// `table/index/name`, a queue's name, a secret's id, a bus).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Grant {
+    /// The IAM action.
+    pub action: String,
+    /// The resource's name as the request names it.
+    pub target: String,
+}
+
+/// The IAM actions and targets a request needs, read from its JSON body (DynamoDB, SQS, Secrets
+/// Manager and EventBridge all speak AWS JSON): a transaction needs its items' actions.
+fn grants_of(service: &str, operation: &str, body: &[u8]) -> Vec<Grant> {
+    let prefix = match service {
+        "DynamoDB" => "dynamodb",
+        "SQS" => "sqs",
+        "Secrets Manager" | "SecretsManager" => "secretsmanager",
+        "EventBridge" => "events",
+        other => {
+            return vec![Grant {
+                action: format!("{other}:{operation}"),
+                target: String::new(),
+            }];
+        }
+    };
+    let json: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let grant = |action: &str, target: String| Grant {
+        action: format!("{prefix}:{action}"),
+        target,
+    };
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+    match (prefix, operation) {
+        ("dynamodb", "TransactWriteItems" | "TransactGetItems") => json["TransactItems"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|item| {
+                let (kind, inner) = item.as_object()?.iter().next()?;
+                let action = match kind.as_str() {
+                    "Put" => "PutItem",
+                    "Update" => "UpdateItem",
+                    "Delete" => "DeleteItem",
+                    "ConditionCheck" => "ConditionCheckItem",
+                    _ => "GetItem",
+                };
+                Some(grant(action, text(&inner["TableName"])))
+            })
+            .collect(),
+        ("dynamodb", _) => {
+            let table = text(&json["TableName"]);
+            let target = match json["IndexName"].as_str() {
+                Some(index) => format!("{table}/index/{index}"),
+                None => table,
+            };
+            vec![grant(operation, target)]
+        }
+        ("sqs", _) => {
+            let url = text(&json["QueueUrl"]);
+            let name = url.rsplit('/').next().unwrap_or_default().to_owned();
+            vec![grant(operation, name)]
+        }
+        ("secretsmanager", _) => vec![grant(operation, text(&json["SecretId"]))],
+        _ => {
+            let buses: std::collections::BTreeSet<String> = json["Entries"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|e| text(&e["EventBusName"]))
+                .collect();
+            buses.into_iter().map(|b| grant(operation, b)).collect()
+        }
+    }
+}
+
+impl CallCounter {
+    /// A new counter at zero.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Requests sent so far.
+    #[must_use]
+    pub fn total(&self) -> usize {
+        self.inner.total.load(Ordering::SeqCst)
+    }
+
+    /// The operations sent so far, in order (e.g. `["DynamoDB.PutItem", "SQS.SendMessage"]`).
+    #[must_use]
+    pub fn operations(&self) -> Vec<String> {
+        self.inner.log.lock().expect("counter lock").clone()
+    }
+
+    /// Every IAM action and target the calls so far needed.
+    #[must_use]
+    pub fn grants(&self) -> Vec<Grant> {
+        self.inner.grants.lock().expect("counter lock").clone()
+    }
+
+    /// Sets the count back to zero.
+    pub fn reset(&self) {
+        self.inner.total.store(0, Ordering::SeqCst);
+        self.inner.log.lock().expect("counter lock").clear();
+        self.inner.grants.lock().expect("counter lock").clear();
+    }
+}
+
+impl Intercept for CallCounter {
+    fn name(&self) -> &'static str {
+        "CallCounter"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        self.inner.total.fetch_add(1, Ordering::SeqCst);
+        let metadata = cfg.load::<aws_smithy_runtime_api::client::orchestrator::Metadata>();
+        let op = metadata.map_or_else(
+            || "unknown".to_owned(),
+            |m| format!("{}.{}", m.service(), m.name()),
+        );
+        if let Some(m) = metadata {
+            let body = context.request().body().bytes().unwrap_or_default();
+            self.inner
+                .grants
+                .lock()
+                .expect("counter lock")
+                .extend(grants_of(m.service(), m.name(), body));
+        }
+        self.inner.log.lock().expect("counter lock").push(op);
+        Ok(())
+    }
+}
+
+/// Opens the connections to DynamoDB and SQS during INIT (when CPU is free and the sender is not
+/// waiting), and checks that the configured table and queue exist. Failures are only logged:
+/// the first delivery will then report the real error.
+pub async fn warm_up(
+    dynamodb: &aws_sdk_dynamodb::Client,
+    sqs: &aws_sdk_sqs::Client,
+    table: &str,
+    queue_url: &str,
+) {
+    let (table_check, queue_check) = tokio::join!(
+        dynamodb.describe_table().table_name(table).send(),
+        sqs.get_queue_attributes()
+            .queue_url(queue_url)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::QueueArn)
+            .send()
+    );
+    if let Err(e) = table_check {
+        tracing::warn!(table, error = %aws_sdk_dynamodb::error::DisplayErrorContext(e), "warm-up: DescribeTable failed");
+    }
+    if let Err(e) = queue_check {
+        tracing::warn!(queue_url, error = %aws_sdk_sqs::error::DisplayErrorContext(e), "warm-up: GetQueueAttributes failed");
+    }
+}
+
+/// A [`PortError`] of the kind an SDK error shows: the service's error code first (throttling,
+/// a transaction conflict, a missing resource or a refused credential), then how the request
+/// failed (timeouts and connection errors are the service's, a request that could not be built
+/// is ours). The SDK error stays as its source.
+pub fn port_error<E, R>(operation: &'static str, error: SdkError<E, R>) -> PortError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    R: std::fmt::Debug + Send + Sync + 'static,
+{
+    let kind = match &error {
+        SdkError::ServiceError(service) => kind_of_code(service.err().code()),
+        SdkError::ConstructionFailure(_) => PortErrorKind::Misconfigured,
+        _ => PortErrorKind::Unavailable,
+    };
+    let message = DisplayErrorContext(&error).to_string();
+    PortError::of_kind(operation, kind, message).with_source(error)
+}
+
+/// The kind of an AWS error code (DynamoDB, SQS, Secrets Manager, EventBridge and the
+/// `TransactWriteItems` cancellation reasons use these).
+#[must_use]
+pub fn kind_of_code(code: Option<&str>) -> PortErrorKind {
+    match code.unwrap_or_default() {
+        "ThrottlingException"
+        | "Throttling"
+        | "ThrottlingError"
+        | "ProvisionedThroughputExceededException"
+        | "ProvisionedThroughputExceeded"
+        | "RequestLimitExceeded"
+        | "TooManyRequestsException"
+        | "RequestThrottled"
+        | "AWS.SimpleQueueService.RequestThrottled"
+        | "KMSThrottlingException"
+        | "LimitExceededException" => PortErrorKind::Throttled,
+        "TransactionConflictException"
+        | "TransactionConflict"
+        | "TransactionInProgressException" => PortErrorKind::Conflict,
+        "ResourceNotFoundException"
+        | "AccessDeniedException"
+        | "AccessDenied"
+        | "UnrecognizedClientException"
+        | "InvalidClientTokenId"
+        | "InvalidSignatureException"
+        | "MissingAuthenticationToken"
+        | "ExpiredTokenException"
+        | "ValidationException"
+        | "ValidationError"
+        | "QueueDoesNotExist"
+        | "AWS.SimpleQueueService.NonExistentQueue"
+        | "KMS.DisabledException"
+        | "KmsAccessDenied"
+        | "InvalidParameterException"
+        | "InvalidParameterValue"
+        | "InvalidRequestException"
+        | "DecryptionFailure" => PortErrorKind::Misconfigured,
+        _ => PortErrorKind::Unavailable,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_codes_keep_their_kind() {
+        for (code, kind) in [
+            (
+                Some("ProvisionedThroughputExceededException"),
+                PortErrorKind::Throttled,
+            ),
+            (Some("ThrottlingError"), PortErrorKind::Throttled),
+            (Some("TransactionConflict"), PortErrorKind::Conflict),
+            (
+                Some("ResourceNotFoundException"),
+                PortErrorKind::Misconfigured,
+            ),
+            (
+                Some("AWS.SimpleQueueService.NonExistentQueue"),
+                PortErrorKind::Misconfigured,
+            ),
+            (Some("InternalServerError"), PortErrorKind::Unavailable),
+            (None, PortErrorKind::Unavailable),
+        ] {
+            assert_eq!(kind_of_code(code), kind, "{code:?}");
+        }
+    }
+
+    #[test]
+    fn a_service_error_keeps_its_source_and_kind() {
+        use aws_sdk_dynamodb::operation::get_item::GetItemError;
+        use aws_sdk_dynamodb::types::error::ResourceNotFoundException;
+        let service = GetItemError::ResourceNotFoundException(
+            ResourceNotFoundException::builder()
+                .message("Requested resource not found")
+                .meta(
+                    aws_sdk_dynamodb::error::ErrorMetadata::builder()
+                        .code("ResourceNotFoundException")
+                        .build(),
+                )
+                .build(),
+        );
+        let error = port_error("DynamoDB GetItem", SdkError::service_error(service, ()));
+        assert_eq!(error.kind, PortErrorKind::Misconfigured);
+        assert!(
+            std::error::Error::source(&error).is_some(),
+            "the SDK error is kept"
+        );
+        assert!(error.to_string().contains("misconfigured"), "{error}");
+    }
+}

@@ -1,0 +1,608 @@
+//! The deliveries ledger: the merchant's archive of every verified delivery, keyed by `event_id`.
+//!
+//! | attribute | type | meaning |
+//! |---|---|---|
+//! | `event_id` | S (hash key) | `evt_…` from the verified body |
+//! | `event_type`, `category` | S | `invoice.paid`, `invoice` |
+//! | `resource_id` | S | `inv_…` / `wdr_…` / `pcd_…` (absent for unknown types without one) |
+//! | `environment`, `secret_label` | S | `live`/`test` and the label of the secret that verified it |
+//! | `version`, `occurred_at`, `signed_at` | N | envelope version, event time, signature `t` (Unix s) |
+//! | `received_at` | N | Unix ms |
+//! | `body` | B | the exact raw body, raw DEFLATE-compressed when `body_encoding` is `deflate` (restored byte-exact; a typical 1.5 KiB event then fits a 1 KB write unit) |
+//! | `body_encoding` | S | `deflate`, or absent for a body stored as is |
+//! | `body_sha256` | S | hex SHA-256 of `body` |
+//! | `state` | S | `received` → `processed` |
+//! | `lease_until` | N | Unix ms until which the recording attempt may still be sending it |
+//! | `enqueue_attempts` | N | how many attempts sent it to the queue |
+//! | `outcome`, `processed_at` | S, N | set by fulfil |
+//! | `body_conflicts`, `last_conflict_sha256`, `last_conflict_at` | N, S, N | same id, other body |
+//! | `pending_shard` | S | `p0`…`p7` while not processed (removed by the processed mark): the sparse `pending-by-age` index |
+//! | `expires_at` | N | only when a retention is configured (the table's TTL attribute) |
+
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure,
+};
+
+use super::item::{
+    Conditional, Item, WriteUnits, conditional, get, get_b, get_s, get_u64, n, s, scan, snapshot,
+};
+use crate::aws::port_error;
+use paymos_inbox_core::envelope::Category;
+use paymos_inbox_core::handoff::Snapshot;
+use paymos_inbox_core::ingest::{
+    Delivery, DeliveryLedger, DeliveryState, ExistingDelivery, PortError, Recorded, TakeOver,
+};
+use paymos_inbox_core::signature::Environment;
+
+/// Names the code relies on; `template.yaml` must create the table with the same.
+pub struct LedgerSchema;
+
+impl LedgerSchema {
+    /// The hash key.
+    pub const KEY: &'static str = "event_id";
+    /// The TTL attribute (used only when a retention is configured).
+    pub const TTL: &'static str = "expires_at";
+    /// The sparse index of deliveries not yet processed.
+    pub const PENDING_INDEX: &'static str = "pending-by-age";
+    /// Its hash key, present only while a delivery is not processed.
+    pub const PENDING_SHARD: &'static str = "pending_shard";
+    /// Its range key.
+    pub const PENDING_SORT: &'static str = "received_at";
+    /// How many shards the index is spread over (no hot partition at high rates).
+    pub const PENDING_SHARDS: u8 = 8;
+
+    /// The shard of an event id.
+    #[must_use]
+    pub fn pending_shard(event_id: &str) -> String {
+        let h = event_id
+            .bytes()
+            .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+        format!("p{}", h % u32::from(Self::PENDING_SHARDS))
+    }
+}
+
+/// A delivery recorded but not processed yet.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PendingDelivery {
+    /// `evt_…`.
+    pub event_id: String,
+    /// Its type.
+    pub event_type: String,
+    /// The resource it names.
+    pub resource_id: Option<String>,
+    /// When it was received (Unix ms).
+    pub received_at_ms: u64,
+    /// How many attempts sent it to the queue.
+    pub enqueue_attempts: u64,
+    /// Until when (Unix ms) its recording attempt may still be sending it.
+    pub lease_until_ms: u64,
+}
+
+/// A [`DeliveryLedger`] on a DynamoDB table.
+#[derive(Debug, Clone)]
+pub struct DynamoLedger {
+    client: Client,
+    table: String,
+    retention_secs: Option<u64>,
+    units: WriteUnits,
+}
+
+impl DynamoLedger {
+    /// The ledger in `table`; with `retention_days`, items carry `expires_at` for the table's TTL.
+    #[must_use]
+    pub fn new(client: Client, table: impl Into<String>, retention_days: Option<u64>) -> Self {
+        Self {
+            client,
+            table: table.into(),
+            retention_secs: retention_days.map(|d| d * 86_400),
+            units: WriteUnits::default(),
+        }
+    }
+
+    /// The write units DynamoDB reported for this ledger's committed writes so far.
+    #[must_use]
+    pub fn write_units(&self) -> &WriteUnits {
+        &self.units
+    }
+
+    /// The table name.
+    #[must_use]
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// The DynamoDB client.
+    #[must_use]
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn item_of(&self, d: &Delivery, lease_until_ms: u64) -> Item {
+        let mut item = Item::with_capacity(18);
+        item.insert("event_id".into(), s(&d.event_id));
+        item.insert("event_type".into(), s(&d.event_type));
+        item.insert("category".into(), s(d.category.as_str()));
+        if let Some(r) = &d.resource_id {
+            item.insert("resource_id".into(), s(r));
+        }
+        if let Some(e) = d.environment {
+            item.insert("environment".into(), s(e.as_str()));
+        }
+        item.insert("secret_label".into(), s(&d.secret_label));
+        item.insert("version".into(), n(d.version));
+        item.insert("occurred_at".into(), n(d.occurred_at));
+        item.insert("signed_at".into(), n(d.signed_at));
+        item.insert("received_at".into(), n(d.received_at_ms));
+        let (body, encoding) = encode_body(&d.body);
+        item.insert("body".into(), AttributeValue::B(body.into()));
+        if let Some(encoding) = encoding {
+            item.insert("body_encoding".into(), s(encoding));
+        }
+        item.insert("body_sha256".into(), s(&d.body_sha256));
+        item.insert("state".into(), s(DeliveryState::Received.as_str()));
+        item.insert("lease_until".into(), n(lease_until_ms));
+        item.insert("enqueue_attempts".into(), n(1));
+        item.insert(
+            LedgerSchema::PENDING_SHARD.into(),
+            s(LedgerSchema::pending_shard(&d.event_id)),
+        );
+        if let Some(secs) = self.retention_secs {
+            item.insert(LedgerSchema::TTL.into(), n(d.received_at_ms / 1000 + secs));
+        }
+        item
+    }
+}
+
+/// Compresses a body when that saves space (raw DEFLATE, level 6); small bodies stay as they are.
+#[must_use]
+pub fn encode_body(body: &[u8]) -> (Vec<u8>, Option<&'static str>) {
+    let packed = miniz_oxide::deflate::compress_to_vec(body, 6);
+    if packed.len() < body.len() {
+        (packed, Some("deflate"))
+    } else {
+        (body.to_vec(), None)
+    }
+}
+
+/// The exact body back from its stored form (`None` for an encoding we do not know, or a
+/// corrupt stream: never a guess).
+#[must_use]
+pub fn decode_body(stored: &[u8], encoding: Option<&str>) -> Option<Vec<u8>> {
+    match encoding {
+        None => Some(stored.to_vec()),
+        Some("deflate") => miniz_oxide::inflate::decompress_to_vec_with_limit(stored, 1 << 20).ok(),
+        Some(_) => None,
+    }
+}
+
+/// The size DynamoDB bills an item at: attribute names plus values (strings and binaries by
+/// length, numbers by about one byte per two digits plus one), per the DynamoDB item size rules.
+#[must_use]
+pub fn item_size(item: &Item) -> usize {
+    fn value_size(v: &AttributeValue) -> usize {
+        match v {
+            AttributeValue::S(s) => s.len(),
+            AttributeValue::N(n) => {
+                n.trim_start_matches('-').replace('.', "").len().div_ceil(2) + 1
+            }
+            AttributeValue::B(b) => b.as_ref().len(),
+            AttributeValue::Bool(_) | AttributeValue::Null(_) => 1,
+            AttributeValue::L(l) => 3 + l.iter().map(|x| 1 + value_size(x)).sum::<usize>(),
+            AttributeValue::M(m) => {
+                3 + m
+                    .iter()
+                    .map(|(k, x)| 1 + k.len() + value_size(x))
+                    .sum::<usize>()
+            }
+            _ => 0,
+        }
+    }
+    item.iter().map(|(k, v)| k.len() + value_size(v)).sum()
+}
+
+impl DynamoLedger {
+    /// The item a new delivery is written as (for size reports).
+    #[must_use]
+    pub fn new_item(&self, d: &Delivery, lease_until_ms: u64) -> Item {
+        self.item_of(d, lease_until_ms)
+    }
+}
+
+/// Reads a ledger item back into the domain's shape.
+pub(crate) fn existing_of(item: &Item) -> Option<ExistingDelivery> {
+    let delivery = Delivery {
+        event_id: get_s(item, "event_id")?.to_owned(),
+        event_type: get_s(item, "event_type").unwrap_or_default().to_owned(),
+        category: Category::parse(get_s(item, "category").unwrap_or_default()),
+        resource_id: get_s(item, "resource_id").map(str::to_owned),
+        environment: get_s(item, "environment").and_then(Environment::from_label),
+        secret_label: get_s(item, "secret_label").unwrap_or_default().to_owned(),
+        version: get_u64(item, "version").unwrap_or(1),
+        occurred_at: get_u64(item, "occurred_at").unwrap_or_default(),
+        signed_at: get_u64(item, "signed_at").unwrap_or_default(),
+        received_at_ms: get_u64(item, "received_at").unwrap_or_default(),
+        body: decode_body(
+            get_b(item, "body").unwrap_or_default(),
+            get_s(item, "body_encoding"),
+        )?,
+        body_sha256: get_s(item, "body_sha256").unwrap_or_default().to_owned(),
+    };
+    Some(ExistingDelivery {
+        delivery,
+        state: DeliveryState::parse(get_s(item, "state").unwrap_or_default()),
+        lease_until_ms: get_u64(item, "lease_until").unwrap_or_default(),
+    })
+}
+
+impl DynamoLedger {
+    /// Deliveries recorded but not processed, oldest first (at most `limit`), read from the
+    /// sparse index: one query per shard, merged.
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn pending(&self, limit: usize) -> Result<Vec<PendingDelivery>, PortError> {
+        let items = self
+            .query_pending_index("pending_shard = :shard", None, Vec::new(), limit)
+            .await?;
+        let mut all: Vec<PendingDelivery> = items
+            .iter()
+            .map(|i| PendingDelivery {
+                event_id: get_s(i, "event_id").unwrap_or_default().to_owned(),
+                event_type: get_s(i, "event_type").unwrap_or_default().to_owned(),
+                resource_id: get_s(i, "resource_id").map(str::to_owned),
+                received_at_ms: get_u64(i, "received_at").unwrap_or_default(),
+                enqueue_attempts: get_u64(i, "enqueue_attempts").unwrap_or_default(),
+                lease_until_ms: get_u64(i, "lease_until").unwrap_or_default(),
+            })
+            .collect();
+        all.sort_by_key(|p| p.received_at_ms);
+        all.truncate(limit);
+        Ok(all)
+    }
+}
+
+impl DynamoLedger {
+    /// Up to `limit` items of each shard of the sparse `pending-by-age` index, oldest first per
+    /// shard (one query per shard, in parallel): `key_condition` names the shard as `:shard`.
+    async fn query_pending_index(
+        &self,
+        key_condition: &str,
+        filter: Option<&str>,
+        values: Vec<(&str, AttributeValue)>,
+        limit: usize,
+    ) -> Result<Vec<Item>, PortError> {
+        let limit_i32 = i32::try_from(limit.clamp(1, 1000)).unwrap_or(1000);
+        let queries = (0..LedgerSchema::PENDING_SHARDS).map(|shard| {
+            let mut query = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(LedgerSchema::PENDING_INDEX)
+                .key_condition_expression(key_condition)
+                .set_filter_expression(filter.map(str::to_owned))
+                .expression_attribute_values(":shard", s(format!("p{shard}")))
+                .scan_index_forward(true)
+                .limit(limit_i32);
+            for (name, value) in &values {
+                query = query.expression_attribute_values(*name, value.clone());
+            }
+            query.send()
+        });
+        let mut items = Vec::new();
+        for page in futures::future::join_all(queries).await {
+            let page = page.map_err(|e| port_error("DynamoDB Query", e))?;
+            items.extend(page.items.unwrap_or_default());
+        }
+        Ok(items)
+    }
+}
+
+impl DynamoLedger {
+    /// Polls the pending index until no delivery is left unprocessed or `within` runs out,
+    /// calling `between` after each look (e.g. to redrive a DLQ). Returns whether it drained.
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails, or the error `between` returns.
+    pub async fn wait_until_processed<F, Fut>(
+        &self,
+        within: std::time::Duration,
+        mut between: F,
+    ) -> Result<bool, PortError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<(), PortError>>,
+    {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if self.pending(1).await?.is_empty() {
+                return Ok(true);
+            }
+            between().await?;
+            if std::time::Instant::now() > deadline {
+                return Ok(false);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+}
+
+impl paymos_inbox_core::sweep::StrandedDeliveries for DynamoLedger {
+    /// Reads the sparse `pending-by-age` index (one query per shard, keys only up to
+    /// `received_before_ms`), then each candidate whole with a consistent read.
+    async fn stranded(
+        &self,
+        received_before_ms: u64,
+        now_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<ExistingDelivery>, PortError> {
+        let items = self
+            .query_pending_index(
+                "pending_shard = :shard AND received_at < :before",
+                Some("lease_until < :now"),
+                vec![(":before", n(received_before_ms)), (":now", n(now_ms))],
+                limit,
+            )
+            .await?;
+        let mut candidates: Vec<(u64, String)> = items
+            .iter()
+            .filter_map(|i| {
+                Some((
+                    get_u64(i, "received_at").unwrap_or_default(),
+                    get_s(i, "event_id")?.to_owned(),
+                ))
+            })
+            .collect();
+        candidates.sort();
+        candidates.truncate(limit);
+        let mut found = Vec::with_capacity(candidates.len());
+        for (_, event_id) in candidates {
+            let item = get(&self.client, &self.table, ("event_id", &event_id)).await?;
+            if let Some(record) = item.as_ref().and_then(existing_of)
+                && record.state == DeliveryState::Received
+                && record.lease_until_ms < now_ms
+            {
+                found.push(record);
+            }
+        }
+        Ok(found)
+    }
+}
+
+impl DeliveryLedger for DynamoLedger {
+    async fn record(
+        &self,
+        delivery: &Delivery,
+        lease_until_ms: u64,
+    ) -> Result<Recorded, PortError> {
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(self.item_of(delivery, lease_until_ms)))
+            .condition_expression("attribute_not_exists(event_id)")
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await;
+        match conditional(result, "DynamoDB PutItem")? {
+            Conditional::Done(out) => {
+                self.units.add(out.consumed_capacity());
+                Ok(Recorded::New)
+            }
+            Conditional::Refused(PutItemError::ConditionalCheckFailedException(c)) => c
+                .item
+                .as_ref()
+                .and_then(existing_of)
+                .map(|x| Recorded::Existing(Box::new(x)))
+                .ok_or_else(|| {
+                    PortError::new("DynamoDB PutItem", "condition failed without the old item")
+                }),
+            Conditional::Refused(_) => Err(PortError::new(
+                "DynamoDB PutItem",
+                "condition failed without the old item",
+            )),
+        }
+    }
+
+    async fn take_over(
+        &self,
+        event_id: &str,
+        seen_lease_ms: u64,
+        new_lease_ms: u64,
+    ) -> Result<TakeOver, PortError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("event_id", s(event_id))
+            .update_expression("SET lease_until = :new ADD enqueue_attempts :one")
+            .condition_expression("#state = :received AND lease_until = :seen")
+            .expression_attribute_names("#state", "state")
+            .expression_attribute_values(":new", n(new_lease_ms))
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":seen", n(seen_lease_ms))
+            .expression_attribute_values(":received", s(DeliveryState::Received.as_str()))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match conditional(result, "DynamoDB UpdateItem")? {
+            Conditional::Done(_) => Ok(TakeOver::Won),
+            Conditional::Refused(e) => Ok(TakeOver::Lost(match e {
+                UpdateItemError::ConditionalCheckFailedException(c) => c
+                    .item
+                    .as_ref()
+                    .and_then(|i| get_s(i, "state"))
+                    .map(DeliveryState::parse),
+                _ => None,
+            })),
+        }
+    }
+
+    async fn release(&self, event_id: &str, lease_ms: u64) -> Result<(), PortError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("event_id", s(event_id))
+            .update_expression("SET lease_until = :zero")
+            .condition_expression("lease_until = :mine")
+            .expression_attribute_values(":zero", n(0))
+            .expression_attribute_values(":mine", n(lease_ms))
+            .send()
+            .await;
+        // Refused: someone took it over or processed it meanwhile, nothing to release.
+        conditional(result, "DynamoDB UpdateItem").map(|_| ())
+    }
+
+    async fn mark_conflict(
+        &self,
+        event_id: &str,
+        body_sha256: &str,
+        at_ms: u64,
+    ) -> Result<(), PortError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("event_id", s(event_id))
+            .update_expression(
+                "SET last_conflict_sha256 = :sha, last_conflict_at = :at ADD body_conflicts :one",
+            )
+            .condition_expression("attribute_exists(event_id)")
+            .expression_attribute_values(":sha", s(body_sha256))
+            .expression_attribute_values(":at", n(at_ms))
+            .expression_attribute_values(":one", n(1))
+            .send()
+            .await
+            .map_err(|e| port_error("DynamoDB UpdateItem", e))?;
+        Ok(())
+    }
+}
+
+/// A processed delivery whose outcome waits for a person (`unconfirmed`, `unusable`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutcomeRecord {
+    /// The delivery as recorded (with its exact body).
+    pub delivery: Delivery,
+    /// Its outcome.
+    pub outcome: String,
+    /// Why (`outcome_reason`), when recorded.
+    pub reason: Option<String>,
+    /// When it was processed (Unix ms).
+    pub processed_at_ms: u64,
+}
+
+impl DynamoLedger {
+    /// Every processed delivery with one of `outcomes` (optionally only for one resource), by
+    /// a filtered scan: an operator's tool, not a hot path.
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn with_outcomes(
+        &self,
+        outcomes: &[&str],
+        resource_id: Option<&str>,
+    ) -> Result<Vec<OutcomeRecord>, PortError> {
+        let names: Vec<String> = (0..outcomes.len()).map(|i| format!(":o{i}")).collect();
+        let mut filter = format!("outcome IN ({})", names.join(", "));
+        if resource_id.is_some() {
+            filter.push_str(" AND resource_id = :r");
+        }
+        let mut out = Vec::new();
+        let mut start = None;
+        loop {
+            let mut scan = self
+                .client
+                .scan()
+                .table_name(&self.table)
+                .filter_expression(&filter)
+                .consistent_read(true)
+                .set_exclusive_start_key(start);
+            for (name, outcome) in names.iter().zip(outcomes) {
+                scan = scan.expression_attribute_values(name, s(*outcome));
+            }
+            if let Some(r) = resource_id {
+                scan = scan.expression_attribute_values(":r", s(r));
+            }
+            let page = scan
+                .send()
+                .await
+                .map_err(|e| port_error("DynamoDB Scan", e))?;
+            for item in page.items.unwrap_or_default() {
+                if let Some(existing) = existing_of(&item) {
+                    out.push(OutcomeRecord {
+                        delivery: existing.delivery,
+                        outcome: get_s(&item, "outcome").unwrap_or_default().to_owned(),
+                        reason: get_s(&item, "outcome_reason").map(str::to_owned),
+                        processed_at_ms: get_u64(&item, "processed_at").unwrap_or_default(),
+                    });
+                }
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                out.sort_by_key(|r| r.processed_at_ms);
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Notes on a delivery that a person or a re-check resolved it (`resolved_by`,
+    /// `resolved_at`, and the new outcome), so it leaves the exceptions list.
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn mark_resolved(
+        &self,
+        event_id: &str,
+        outcome: &str,
+        by: &str,
+        at_ms: u64,
+    ) -> Result<(), PortError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key("event_id", s(event_id))
+            .update_expression("SET outcome = :o, resolved_by = :by, resolved_at = :at")
+            .condition_expression("attribute_exists(event_id)")
+            .expression_attribute_values(":o", s(outcome))
+            .expression_attribute_values(":by", s(by))
+            .expression_attribute_values(":at", n(at_ms))
+            .send()
+            .await
+            .map_err(|e| port_error("DynamoDB UpdateItem", e))?;
+        Ok(())
+    }
+}
+
+impl DynamoLedger {
+    /// Every record, as the domain reads items (a consistent scan, for the soak's verdict).
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn snapshots(&self) -> Result<Vec<Snapshot>, PortError> {
+        Ok(scan(&self.client, &self.table, None)
+            .await?
+            .iter()
+            .map(snapshot)
+            .collect())
+    }
+
+    /// A record's processing state and outcome (`None` when there is no record).
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn state_of(
+        &self,
+        event_id: &str,
+    ) -> Result<Option<(DeliveryState, Option<String>)>, PortError> {
+        let item = get(&self.client, &self.table, ("event_id", event_id)).await?;
+        Ok(item.map(|i| {
+            (
+                get_s(&i, "state").map_or(DeliveryState::Received, DeliveryState::parse),
+                get_s(&i, "outcome").map(str::to_owned),
+            )
+        }))
+    }
+}

@@ -1,0 +1,132 @@
+//! The hand-off's publishers: EventBridge on AWS; locally, a queue that receives exactly the
+//! envelope an EventBridge rule would deliver to an SQS target (the same JSON, the same
+//! `detail`), so `dev` and the tests run the publisher's own code end to end.
+
+use aws_sdk_eventbridge::types::PutEventsRequestEntry;
+
+use paymos_inbox_core::handoff::{DomainEvent, EventPublisher, SOURCE};
+use paymos_inbox_core::ingest::PortError;
+
+/// EventBridge accepts at most ten entries per `PutEvents`.
+const PUT_EVENTS_MAX: usize = 10;
+
+/// An [`EventPublisher`] on an EventBridge bus.
+#[derive(Debug, Clone)]
+pub struct EventBridgePublisher {
+    client: aws_sdk_eventbridge::Client,
+    bus: String,
+}
+
+impl EventBridgePublisher {
+    /// Publishes to `bus` (a name or ARN; `default` for the account's default bus).
+    #[must_use]
+    pub fn new(client: aws_sdk_eventbridge::Client, bus: impl Into<String>) -> Self {
+        Self {
+            client,
+            bus: bus.into(),
+        }
+    }
+}
+
+impl EventPublisher for EventBridgePublisher {
+    async fn publish(&self, events: &[DomainEvent]) -> Result<Vec<Option<String>>, PortError> {
+        let mut results = Vec::with_capacity(events.len());
+        for chunk in events.chunks(PUT_EVENTS_MAX) {
+            let entries: Vec<PutEventsRequestEntry> = chunk
+                .iter()
+                .map(|e| {
+                    PutEventsRequestEntry::builder()
+                        .event_bus_name(&self.bus)
+                        .source(SOURCE)
+                        .detail_type(e.detail_type)
+                        .detail(e.detail.to_string())
+                        .resources(format!("paymos-inbox:{}", e.idempotency_key))
+                        .build()
+                })
+                .collect();
+            let out = self
+                .client
+                .put_events()
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map_err(|e| {
+                    PortError::new(
+                        "EventBridge PutEvents",
+                        aws_sdk_eventbridge::error::DisplayErrorContext(e),
+                    )
+                })?;
+            results.extend(out.entries().iter().map(|entry| {
+                entry
+                    .error_code()
+                    .map(|code| format!("{code}: {}", entry.error_message().unwrap_or_default()))
+            }));
+        }
+        Ok(results)
+    }
+}
+
+/// The envelope an EventBridge rule delivers to a target.
+#[must_use]
+pub fn envelope(event: &DomainEvent, at_ms: u64) -> serde_json::Value {
+    serde_json::json!({
+        "version": "0",
+        "id": format!("local-{}", event.idempotency_key),
+        "detail-type": event.detail_type,
+        "source": SOURCE,
+        "account": "000000000000",
+        "time": jiff::Timestamp::from_millisecond(i64::try_from(at_ms).unwrap_or(0))
+            .map(|t| t.to_string())
+            .unwrap_or_default(),
+        "region": "local",
+        "resources": [format!("paymos-inbox:{}", event.idempotency_key)],
+        "detail": event.detail,
+    })
+}
+
+/// An [`EventPublisher`] standing in for a bus with one rule → SQS target: each event is sent
+/// to the queue as the envelope EventBridge would deliver.
+#[derive(Debug, Clone)]
+pub struct QueuePublisher {
+    client: aws_sdk_sqs::Client,
+    queue_url: String,
+    clock: fn() -> u64,
+}
+
+impl QueuePublisher {
+    /// Publishes to the queue at `queue_url`, stamping each envelope with `clock` (Unix ms), as
+    /// EventBridge stamps the time it accepted the event.
+    #[must_use]
+    pub fn new(
+        client: aws_sdk_sqs::Client,
+        queue_url: impl Into<String>,
+        clock: fn() -> u64,
+    ) -> Self {
+        Self {
+            client,
+            queue_url: queue_url.into(),
+            clock,
+        }
+    }
+}
+
+impl EventPublisher for QueuePublisher {
+    async fn publish(&self, events: &[DomainEvent]) -> Result<Vec<Option<String>>, PortError> {
+        let now = (self.clock)();
+        let mut results = Vec::with_capacity(events.len());
+        for event in events {
+            let sent = self
+                .client
+                .send_message()
+                .queue_url(&self.queue_url)
+                .message_body(envelope(event, now).to_string())
+                .send()
+                .await;
+            results.push(
+                sent.err()
+                    .map(|e| aws_sdk_sqs::error::DisplayErrorContext(e).to_string()),
+            );
+        }
+        Ok(results)
+    }
+}

@@ -1,0 +1,193 @@
+//! The reverse check against Paymos' API through the official `paymos` crate: invoices,
+//! refunds, withdrawals and deposits read back, each bounded by a deadline.
+
+use std::future::Future;
+use std::time::Duration;
+
+use paymos_inbox_core::confirm::{
+    AtSource, ConfirmedDeposit, ConfirmedInvoice, ConfirmedWithdrawal, PaymentConfirmation,
+};
+use paymos_inbox_core::ingest::{PortError, PortErrorKind};
+use paymos_inbox_core::signature::Environment;
+use paymos_inbox_core::status::Amount;
+
+/// The default hard deadline of one reverse check: well inside the 30 s fulfil timeout, so ten
+/// slow checks of one batch still finish (they run concurrently) and the batch's other messages
+/// are applied.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(5);
+
+/// A [`PaymentConfirmation`] on Paymos' API, each read bounded by a deadline.
+#[derive(Clone)]
+pub struct PaymosApi {
+    client: paymos::PaymosClient,
+    deadline: Duration,
+}
+
+/// The API's answer: found, 404, or an error of its kind (a refused key is misconfigured).
+fn answer<T, U>(
+    operation: &'static str,
+    result: Result<T, paymos::Error>,
+    map: impl FnOnce(T) -> U,
+) -> Result<AtSource<U>, PortError> {
+    match result {
+        Ok(found) => Ok(AtSource::Found(map(found))),
+        Err(paymos::Error::Api(e)) if e.status == 404 => Ok(AtSource::NotFound),
+        Err(e) => Err(api_error(operation, e)),
+    }
+}
+
+/// A Paymos API failure as a [`PortError`]: 401/403 is the stack's key, never the payment.
+#[must_use]
+pub fn api_error(operation: &'static str, e: paymos::Error) -> PortError {
+    let kind = match &e {
+        paymos::Error::Api(a) if matches!(a.status, 401 | 403) => PortErrorKind::Misconfigured,
+        paymos::Error::Api(a) if a.status == 429 => PortErrorKind::Throttled,
+        _ => PortErrorKind::Unavailable,
+    };
+    let hint = if kind == PortErrorKind::Misconfigured {
+        ": the API key or secret in PAYMOS_API_SECRETS_ID is wrong, revoked, or of another project"
+    } else {
+        ""
+    };
+    PortError::of_kind(operation, kind, format!("{e}{hint}")).with_source(e)
+}
+
+fn upper(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_ascii_uppercase())
+}
+
+impl PaymosApi {
+    /// Wraps a configured client (configure it with a short timeout and at most one retry).
+    #[must_use]
+    pub fn new(client: paymos::PaymosClient) -> Self {
+        Self {
+            client,
+            deadline: DEFAULT_DEADLINE,
+        }
+    }
+
+    /// With another deadline per check (a timed-out check is retried on a later receive).
+    #[must_use]
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    async fn bounded<T>(
+        &self,
+        operation: &'static str,
+        call: impl Future<Output = Result<T, paymos::Error>>,
+    ) -> Result<Result<T, paymos::Error>, PortError> {
+        tokio::time::timeout(self.deadline, call)
+            .await
+            .map_err(|_| PortError::new(operation, format!("no answer within {:?}", self.deadline)))
+    }
+
+    /// Proves the key at start: one authenticated call, and the environment of what the key
+    /// reads. A refused key, or a key of the other environment's project, is an error naming
+    /// the setting (the function then fails its start, and the misconfiguration alarm fires).
+    ///
+    /// # Errors
+    /// [`PortErrorKind::Misconfigured`] for a wrong key or environment; the API's failure
+    /// otherwise.
+    pub async fn prove(&self, environment: Environment) -> Result<(), PortError> {
+        const OPERATION: &str = "Paymos GET /v1/invoices";
+        let params = paymos::InvoiceListParams {
+            limit: Some(1),
+            ..paymos::InvoiceListParams::default()
+        };
+        let page = self
+            .bounded(OPERATION, self.client.invoices().list(&params))
+            .await?
+            .map_err(|e| api_error(OPERATION, e))?;
+        if let Some(item) = page.items.first()
+            && item.is_test != environment.is_test()
+        {
+            return Err(PortError::of_kind(
+                OPERATION,
+                PortErrorKind::Misconfigured,
+                format!(
+                    "the API key in PAYMOS_API_SECRETS_ID reads {} invoices but this stack applies {}: use the {} project's key",
+                    if item.is_test { "sandbox" } else { "live" },
+                    environment.as_str(),
+                    environment.as_str()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl PaymentConfirmation for PaymosApi {
+    async fn invoice(&self, invoice_id: &str) -> Result<AtSource<ConfirmedInvoice>, PortError> {
+        const OPERATION: &str = "Paymos GET /v1/invoices/{id}";
+        let result = self
+            .bounded(OPERATION, self.client.invoices().get(invoice_id))
+            .await?;
+        answer(OPERATION, result, |invoice| ConfirmedInvoice {
+            status: invoice.status.as_str().to_owned(),
+            is_test: invoice.is_test,
+            order_id: (!invoice.order.external_id.is_empty())
+                .then(|| invoice.order.external_id.clone()),
+            order_amount: Amount::parse(&invoice.order.amount),
+            order_currency: upper(&invoice.order.currency),
+            token_amount: invoice
+                .payment
+                .as_ref()
+                .and_then(|p| Amount::parse(&p.expected)),
+            token_currency: invoice.payment.as_ref().and_then(|p| upper(&p.currency)),
+            paid_late: invoice.paid_late_at.is_some(),
+        })
+    }
+
+    async fn withdrawal(
+        &self,
+        withdrawal_id: &str,
+        refund: bool,
+    ) -> Result<AtSource<ConfirmedWithdrawal>, PortError> {
+        if refund {
+            const OPERATION: &str = "Paymos GET /v1/refunds/{id}";
+            let result = self
+                .bounded(OPERATION, self.client.refunds().get(withdrawal_id))
+                .await?;
+            return answer(OPERATION, result, |r| ConfirmedWithdrawal {
+                status: r.status().as_str().to_owned(),
+                is_test: r.is_test(),
+                invoice_id: Some(r.invoice_id().to_owned()),
+                full: Some(matches!(r.mode(), paymos::RefundMode::Full)),
+                amount: Amount::parse(r.amount()),
+                currency: upper(r.currency()),
+            });
+        }
+        const OPERATION: &str = "Paymos GET /v1/withdrawals/{id}";
+        let result = self
+            .bounded(OPERATION, self.client.withdrawals().get(withdrawal_id))
+            .await?;
+        answer(OPERATION, result, |w| ConfirmedWithdrawal {
+            status: w.status.as_str().to_owned(),
+            is_test: w.is_test,
+            invoice_id: None,
+            full: None,
+            amount: Amount::parse(&w.amount),
+            currency: upper(&w.currency),
+        })
+    }
+
+    async fn deposit(&self, deposit_id: &str) -> Result<AtSource<ConfirmedDeposit>, PortError> {
+        const OPERATION: &str = "Paymos GET /v1/payment-channel-deposits/{id}";
+        let result = self
+            .bounded(
+                OPERATION,
+                self.client.payment_channel_deposits().get(deposit_id),
+            )
+            .await?;
+        answer(OPERATION, result, |d| ConfirmedDeposit {
+            status: d.status.clone(),
+            is_final: d.is_final,
+            is_test: d.is_test,
+            payer: d.payment_channel_external_id.clone(),
+            net: Amount::parse(&d.net),
+            currency: d.currency.to_ascii_uppercase(),
+        })
+    }
+}

@@ -1,0 +1,66 @@
+//! SQS: the work queue between ingest and fulfil. The message body is a [`WorkItem`]: the
+//! delivery's exact raw body (base64, so any body fits SQS's character set), its `event_id` and
+//! the environment of the secret that verified it; fulfil needs no read to learn what to apply.
+
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::types::MessageAttributeValue;
+
+use paymos_inbox_core::ingest::{Delivery, PortError, WorkQueue};
+use paymos_inbox_core::work::WorkItem;
+
+/// A [`WorkQueue`] on an SQS standard queue.
+#[derive(Debug, Clone)]
+pub struct SqsQueue {
+    client: Client,
+    queue_url: String,
+}
+
+impl SqsQueue {
+    /// The queue at `queue_url`, reached with `client`.
+    #[must_use]
+    pub fn new(client: Client, queue_url: impl Into<String>) -> Self {
+        Self {
+            client,
+            queue_url: queue_url.into(),
+        }
+    }
+
+    /// The queue URL.
+    #[must_use]
+    pub fn url(&self) -> &str {
+        &self.queue_url
+    }
+}
+
+fn attribute(value: &str) -> MessageAttributeValue {
+    MessageAttributeValue::builder()
+        .data_type("String")
+        .string_value(value)
+        .build()
+        .expect("data_type is set")
+}
+
+impl WorkQueue for SqsQueue {
+    async fn enqueue(&self, delivery: &Delivery) -> Result<(), PortError> {
+        let item = WorkItem {
+            event_id: delivery.event_id.clone(),
+            environment: delivery.environment,
+            body: delivery.body.clone(),
+            received_at_ms: Some(delivery.received_at_ms),
+        };
+        let mut send = self
+            .client
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_body(item.encode())
+            .message_attributes("event_id", attribute(&delivery.event_id))
+            .message_attributes("event_type", attribute(&delivery.event_type));
+        if let Some(resource) = &delivery.resource_id {
+            send = send.message_attributes("resource_id", attribute(resource));
+        }
+        send.send()
+            .await
+            .map_err(|e| crate::aws::port_error("SQS SendMessage", e))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,123 @@
+//! `paymos-inbox dev`.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use paymos_inbox::local::dev::{DevOptions, default_environment, start};
+use paymos_inbox_lambda::config::parse_secrets;
+
+use crate::{DEFAULT_PORT, FIXTURE_SECRET};
+
+#[derive(clap::Args)]
+pub struct DevArgs {
+    /// Use this DynamoDB endpoint (LocalStack, a DynamoDB Local you run, or real AWS) instead
+    /// of starting DynamoDB Local.
+    #[arg(long)]
+    dynamodb_endpoint: Option<String>,
+    /// Use this SQS endpoint instead of starting fauxqs.
+    #[arg(long)]
+    sqs_endpoint: Option<String>,
+    /// Port of the ingest URL on 127.0.0.1 (0 picks a free one).
+    #[arg(long, default_value_t = DEFAULT_PORT)]
+    port: u16,
+    /// Secrets the receiver holds, as label=whsec_… (default: the fixture sandbox secret, which
+    /// `send` also uses by default).
+    #[arg(long = "secret", value_delimiter = ',', default_value = FIXTURE_SECRET, hide_default_value = true)]
+    secrets: Vec<String>,
+    /// Allowed |now - t| of a signature, in seconds.
+    #[arg(long, default_value_t = 300)]
+    tolerance: u64,
+    /// Hold the reply to the first attempt of each event this many seconds after handling it
+    /// (work done, reply late: past Paymos' 10 s the sender retries and collides with it).
+    #[arg(long)]
+    slow: Option<f64>,
+    /// Prefix of the table and queue names (default: paymos-inbox-dev-<pid>).
+    #[arg(long)]
+    prefix: Option<String>,
+    /// The environment whose deliveries are applied, live or sandbox (PAYMOS_ENVIRONMENT on
+    /// AWS). Default: the secrets' environment when they all name one, else sandbox.
+    #[arg(long)]
+    environment: Option<String>,
+    /// `text` (readable, on stderr) or `json`: exactly what the functions print on Lambda,
+    /// flat JSON log lines and the metrics as EMF documents, on stdout.
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    log_format: String,
+    /// Only the emulators, the stack's tables and queues, and the secrets served for INIT: no
+    /// handlers in process, for the real binaries under `cargo lambda watch` (`make watch`).
+    #[arg(long)]
+    no_handlers: bool,
+    /// Also write the JSON line to this file, for the tools' `--dev-info` (`make dev` writes
+    /// `dev.json`).
+    #[arg(long)]
+    info_file: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    api: crate::stack::OptionalApiArgs,
+}
+
+impl DevArgs {
+    /// Whether logs (and metrics) are printed as on Lambda.
+    pub fn json_logs(&self) -> bool {
+        self.log_format == "json"
+    }
+}
+
+pub async fn run(args: DevArgs) -> ExitCode {
+    let keys = match parse_secrets(&args.secrets.join("\n"), "--secret", false) {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let environment = match &args.environment {
+        None => default_environment(&keys),
+        Some(v) => match paymos_inbox_lambda::config::environment(&|_: &str| Some(v.clone())) {
+            Ok(e) => e,
+            Err(_) => {
+                eprintln!("error: --environment must be live or sandbox, got {v:?}");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let reconcile_with = match args.api.client() {
+        Ok(client) => client,
+        Err(e) => return crate::failed(e),
+    };
+    let options = DevOptions {
+        reconcile_with,
+        environment,
+        handlers: !args.no_handlers,
+        secrets_text: Some(args.secrets.join("\n")),
+        dynamodb_endpoint: args.dynamodb_endpoint,
+        sqs_endpoint: args.sqs_endpoint,
+        port: args.port,
+        keys,
+        tolerance_secs: args.tolerance,
+        slow: args.slow.map(Duration::from_secs_f64),
+        prefix: args
+            .prefix
+            .unwrap_or_else(|| format!("paymos-inbox-dev-{}", std::process::id())),
+    };
+    let dev = match start(options).await {
+        Ok(dev) => dev,
+        Err(e) => return crate::failed(e),
+    };
+    let line = serde_json::to_string(&dev.info).expect("info serialises");
+    println!("{line}");
+    if let Some(path) = &args.info_file
+        && let Err(e) = std::fs::write(path, format!("{line}\n"))
+    {
+        return crate::failed(format!("--info-file {}: {e}", path.display()));
+    }
+    let _ = std::io::stdout().flush();
+    if args.no_handlers {
+        tracing::info!("ready: local AWS only (no handlers in process); Ctrl-C stops everything");
+    } else {
+        tracing::info!(url = %dev.info.ingest_url, "ready: send a webhook with `paymos-inbox send --type invoice.paid`; Ctrl-C stops everything");
+    }
+    let _ = tokio::signal::ctrl_c().await;
+    tracing::info!("stopping");
+    drop(dev);
+    ExitCode::SUCCESS
+}

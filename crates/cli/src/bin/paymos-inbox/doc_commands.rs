@@ -1,0 +1,146 @@
+//! Every `paymos-inbox …` command line in the README and `docs/` parses with the CLI's own
+//! parser, so a renamed or removed flag fails the build instead of a merchant's first try.
+
+use clap::Parser;
+
+use crate::Cli;
+
+/// The documents, by path from the crate root.
+fn documents() -> Vec<(String, String)> {
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    let mut out = vec![(
+        "README.md".to_owned(),
+        std::fs::read_to_string(root.join("README.md")).expect("README.md"),
+    )];
+    for entry in std::fs::read_dir(root.join("docs")).expect("docs/") {
+        let path = entry.expect("a docs/ entry").path();
+        if path.extension().is_some_and(|e| e == "md") {
+            let name = format!("docs/{}", path.file_name().unwrap().to_string_lossy());
+            out.push((name, std::fs::read_to_string(&path).expect("readable")));
+        }
+    }
+    out
+}
+
+/// A documented command line, and whether it is a whole command (a code block) or a reference
+/// in prose (an inline span, where a required value may be left to the reader).
+type Command = (String, bool);
+
+/// Command lines: in code blocks (continuations joined, prompts and comments dropped), and in
+/// inline code spans of the prose (also across line breaks) that name no `[optional]` or `a|b`
+/// notation.
+fn commands(text: &str) -> Vec<Command> {
+    let mut out = Vec::new();
+    let mut in_block = false;
+    let mut pending = String::new();
+    let mut prose = String::new();
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with("```") {
+            in_block = !in_block;
+            pending.clear();
+            continue;
+        }
+        if !in_block {
+            prose.push_str(line);
+            prose.push(' ');
+            continue;
+        }
+        let mut line = trimmed.strip_prefix("$ ").unwrap_or(trimmed).to_owned();
+        if !pending.is_empty() {
+            line = format!("{pending} {line}");
+            pending.clear();
+        }
+        if let Some(joined) = line.strip_suffix('\\') {
+            pending = joined.trim_end().to_owned();
+            continue;
+        }
+        if let Some(at) = line.find("paymos-inbox ")
+            && (at == 0 || line[..at].ends_with("-- ") || line[..at].trim().is_empty())
+        {
+            let command = line[at..].split(" # ").next().unwrap_or_default();
+            out.push((command.trim().to_owned(), true));
+        }
+    }
+    for (i, span) in prose.split('`').enumerate() {
+        if i % 2 == 1
+            && span.starts_with("paymos-inbox ")
+            && !span.contains('[')
+            && !span.contains('|')
+            && !span.contains('…')
+        {
+            out.push((span.split_whitespace().collect::<Vec<_>>().join(" "), false));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_documented_command_line_parses() {
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for (name, text) in documents() {
+        for (command, whole) in commands(&text) {
+            // Shell substitutions stand for a value.
+            let command = command.replace("\"$url\"", "https://x.example/");
+            let Ok(args) = shell_words::split(&command) else {
+                failures.push(format!("{name}: cannot split: {command}"));
+                continue;
+            };
+            checked += 1;
+            if let Err(e) = Cli::try_parse_from(&args) {
+                let reference = !whole
+                    && matches!(
+                        e.kind(),
+                        clap::error::ErrorKind::MissingRequiredArgument
+                            | clap::error::ErrorKind::MissingSubcommand
+                            | clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+                    );
+                if reference
+                    || matches!(
+                        e.kind(),
+                        clap::error::ErrorKind::DisplayHelp
+                            | clap::error::ErrorKind::DisplayVersion
+                    )
+                {
+                    continue;
+                }
+                failures.push(format!(
+                    "{name}: {command}\n  {}",
+                    e.to_string().lines().next().unwrap_or_default()
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} documented command(s) do not parse:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(
+        checked >= 20,
+        "the documents' commands were found ({checked})"
+    );
+}
+
+#[test]
+fn a_renamed_flag_fails_the_check() {
+    let parse = |line: &str| Cli::try_parse_from(shell_words::split(line).unwrap()).is_ok();
+    assert!(parse(
+        "paymos-inbox release inv_1 --actor alice --reason why --override-amount"
+    ));
+    assert!(!parse(
+        "paymos-inbox release inv_1 --actor alice --override"
+    ));
+    let found = commands(
+        "```sh\npaymos-inbox exceptions \\\n  --stack-name s   # note\n```\nand `paymos-inbox pending --json` and `paymos-inbox reconcile [--apply]`",
+    );
+    assert_eq!(
+        found,
+        [
+            ("paymos-inbox exceptions --stack-name s".to_owned(), true),
+            ("paymos-inbox pending --json".to_owned(), false)
+        ]
+    );
+}

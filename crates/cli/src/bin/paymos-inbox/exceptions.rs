@@ -1,0 +1,265 @@
+//! `exceptions`, `release`, `recheck` and `orders register`: a way out for every payment that
+//! waits for a person.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use paymos_inbox::tools::exceptions;
+use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
+use paymos_inbox_aws::paymos_api::PaymosApi;
+use paymos_inbox_core::release::{ReleaseBy, ReleaseError};
+use paymos_inbox_lambda::now_ms;
+
+use crate::stack::{ApiArgs, Stack, StackArgs};
+
+fn fail(e: impl std::fmt::Display) -> ExitCode {
+    crate::failed(e)
+}
+
+async fn tables(stack: &StackArgs) -> Result<(Stack, DynamoResources, DynamoLedger), String> {
+    let stack = stack.resolve().await?;
+    let state = Stack::need(&stack.state, "state-table")?.to_owned();
+    let deliveries = Stack::need(&stack.deliveries, "deliveries-table")?.to_owned();
+    let store = DynamoResources::new(stack.dynamodb.clone(), state, deliveries.clone());
+    let ledger = DynamoLedger::new(stack.dynamodb.clone(), deliveries, None);
+    Ok((stack, store, ledger))
+}
+
+#[derive(clap::Args)]
+pub struct ExceptionsArgs {
+    /// One JSON object per line.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+/// Exit 0 when nothing waits, 1 when something does (so a cron job can alert on it).
+pub async fn list(args: ExceptionsArgs) -> ExitCode {
+    let (stack, state, ledger) = match tables(&args.stack).await {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    let dlq = stack.dlq.as_deref().map(|d| (&stack.sqs, d));
+    let found = match exceptions::list(&state, &ledger, dlq).await {
+        Ok(f) => f,
+        Err(e) => return fail(e),
+    };
+    if args.json {
+        for e in &found {
+            println!("{}", serde_json::to_string(e).expect("serialises"));
+        }
+    } else {
+        println!("{} waiting for a person", found.len());
+        let now = now_ms();
+        for e in &found {
+            let age = if e.since_ms == 0 {
+                String::new()
+            } else {
+                format!(" ({} min ago)", now.saturating_sub(e.since_ms) / 60_000)
+            };
+            println!(
+                "{:<17} {}{age}\n{:<17} why:  {}\n{:<17} do:   {}",
+                e.kind.to_uppercase(),
+                e.resource_id
+                    .as_deref()
+                    .or(e.event_id.as_deref())
+                    .unwrap_or("-"),
+                "",
+                e.why,
+                "",
+                e.action
+            );
+        }
+    }
+    if found.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
+    }
+}
+
+#[derive(clap::Args)]
+pub struct ReleaseArgs {
+    /// The invoice (inv_…): held, paid late, or unconfirmed.
+    invoice_id: String,
+    /// Who decides (kept on the invoice as released_by and on the fulfilment as won_by).
+    #[arg(long)]
+    actor: String,
+    /// Why (kept on the invoice as release_reason; required with --override-amount).
+    #[arg(long)]
+    reason: Option<String>,
+    /// Fulfil although the payment differs from the registered order's amount (a held
+    /// payment); kept on the invoice as amount_overridden.
+    #[arg(long, requires = "reason")]
+    override_amount: bool,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+pub async fn release(args: ReleaseArgs) -> ExitCode {
+    if !args.invoice_id.starts_with("inv_") {
+        return fail("the invoice id starts with inv_");
+    }
+    let (_, state, ledger) = match tables(&args.stack).await {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    match exceptions::release(
+        &state,
+        &ledger,
+        &args.invoice_id,
+        &ReleaseBy {
+            actor: &args.actor,
+            reason: args.reason.as_deref(),
+            override_amount: args.override_amount,
+        },
+        now_ms(),
+    )
+    .await
+    {
+        Ok(applied) => {
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::json!({"invoice_id": args.invoice_id, "outcome": applied.as_str()})
+                );
+            } else {
+                println!("{}: {applied}", args.invoice_id);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(ReleaseError::NotReleasable(why)) => {
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::json!({"invoice_id": args.invoice_id, "outcome": "not_releasable", "why": why})
+                );
+            } else {
+                eprintln!("not released: {why}");
+            }
+            ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
+        }
+        Err(e) => fail(e),
+    }
+}
+
+#[derive(clap::Args)]
+pub struct RecheckArgs {
+    /// The invoice whose unconfirmed deliveries to re-check.
+    #[arg(required_unless_present = "all_unconfirmed")]
+    invoice_id: Option<String>,
+    /// Re-check every unconfirmed delivery.
+    #[arg(long, conflicts_with = "invoice_id")]
+    all_unconfirmed: bool,
+    #[command(flatten)]
+    api: ApiArgs,
+    /// The environment the stack applies (`live` or `sandbox`): the API key must read its
+    /// project.
+    #[arg(long, env = "PAYMOS_ENVIRONMENT")]
+    environment: String,
+    /// One JSON object per line.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+pub async fn recheck(args: RecheckArgs) -> ExitCode {
+    let environment =
+        match paymos_inbox_lambda::config::environment(&|_: &str| Some(args.environment.clone())) {
+            Ok(e) => e,
+            Err(e) => return fail(e),
+        };
+    let (_, state, ledger) = match tables(&args.stack).await {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    let client = match args.api.client(Some(Duration::from_secs(10))) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let api = PaymosApi::new(client).with_deadline(Duration::from_secs(30));
+    match exceptions::recheck(
+        &state,
+        &ledger,
+        &api,
+        environment,
+        args.invoice_id.as_deref(),
+        now_ms(),
+    )
+    .await
+    {
+        Ok(results) => {
+            for r in &results {
+                if args.json {
+                    println!("{}", serde_json::to_string(r).expect("serialises"));
+                } else {
+                    println!(
+                        "{} {}: {}{}",
+                        r.invoice_id,
+                        r.event_id,
+                        r.outcome,
+                        r.reason
+                            .as_deref()
+                            .map_or(String::new(), |w| format!(" ({w})"))
+                    );
+                }
+            }
+            if !args.json && results.is_empty() {
+                println!("no unconfirmed delivery to re-check");
+            }
+            if results.iter().any(|r| r.outcome == "unconfirmed") {
+                ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => fail(e),
+    }
+}
+
+#[derive(clap::Subcommand)]
+pub enum OrdersCommand {
+    /// Register what an order must be paid with: a paid invoice for it that differs (as an
+    /// exact decimal, or in currency) is held for review instead of fulfilled. Item:
+    /// pk = order#<ORDER>, kind = expected_order, amount (N), currency.
+    Register {
+        /// The merchant's order id (Paymos' order.external_id).
+        order_id: String,
+        /// The amount, an exact decimal (10.50).
+        #[arg(long)]
+        amount: String,
+        /// The currency (USD, USDT, …).
+        #[arg(long)]
+        currency: String,
+        #[command(flatten)]
+        stack: StackArgs,
+    },
+}
+
+pub async fn orders(command: OrdersCommand) -> ExitCode {
+    let OrdersCommand::Register {
+        order_id,
+        amount,
+        currency,
+        stack,
+    } = command;
+    let (_, state, _) = match tables(&stack).await {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    match exceptions::register_order(&state, &order_id, &amount, &currency).await {
+        Ok(()) => {
+            println!(
+                "order {order_id}: {amount} {}",
+                currency.to_ascii_uppercase()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}

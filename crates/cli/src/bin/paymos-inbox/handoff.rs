@@ -1,0 +1,219 @@
+//! `events tail`, `events since`, `events resend`: the hand-off's events for a person.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use paymos_inbox::tools::handoff;
+use paymos_inbox::tools::when::parse_when;
+use paymos_inbox_aws::dynamodb::DynamoResources;
+use paymos_inbox_aws::events::{EventBridgePublisher, QueuePublisher, envelope};
+use paymos_inbox_core::handoff::DomainEvent;
+use paymos_inbox_core::signature::Environment;
+use paymos_inbox_lambda::now_ms;
+
+use crate::stack::{Stack, StackArgs};
+
+fn fail(e: impl std::fmt::Display) -> ExitCode {
+    crate::failed(e)
+}
+
+fn environment(name: &str) -> Result<Environment, String> {
+    paymos_inbox_lambda::config::environment(&|_: &str| Some(name.to_owned()))
+        .map_err(|e| e.to_string())
+}
+
+#[derive(clap::Args)]
+pub struct TailArgs {
+    /// From when (as for `since`; default: the last 10 minutes).
+    #[arg(long, default_value = "10m")]
+    since: String,
+    /// Keep printing new events as they are committed.
+    #[arg(long)]
+    follow: bool,
+    /// Read from the stack's events queue instead, DELETING what it reads: the queue your own
+    /// worker consumes. Only for a queue nobody else reads.
+    #[arg(long)]
+    consume: bool,
+    /// The environment the stack applies (default: the stack's).
+    #[arg(long)]
+    environment: Option<String>,
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+/// Prints the events committed from `since` on, read from the state table: nothing is taken
+/// from any queue, so the merchant's consumer misses nothing.
+pub async fn tail(args: TailArgs) -> ExitCode {
+    if args.consume {
+        return consume(args).await;
+    }
+    let mut since = args.since.clone();
+    let mut printed = std::collections::HashSet::new();
+    loop {
+        let (_, events) =
+            match committed_since(&args.stack, &since, args.environment.as_deref()).await {
+                Ok(found) => found,
+                Err(e) => return fail(e),
+            };
+        for (at, e) in &events {
+            if printed.insert(e.idempotency_key.clone()) {
+                println!("{}", envelope(e, *at));
+            }
+        }
+        if !args.follow {
+            return ExitCode::SUCCESS;
+        }
+        if let Some((at, _)) = events.last() {
+            since = (at / 1000).to_string();
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// `events tail --consume`: receives and deletes from the events queue.
+async fn consume(args: TailArgs) -> ExitCode {
+    let stack = match args.stack.resolve().await {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let queue = match Stack::need(&stack.events_queue, "events-queue-url") {
+        Ok(q) => q.to_owned(),
+        Err(e) => return fail(e),
+    };
+    loop {
+        let got = match stack
+            .sqs
+            .receive_message()
+            .queue_url(&queue)
+            .max_number_of_messages(10)
+            .wait_time_seconds(if args.follow { 5 } else { 1 })
+            .send()
+            .await
+        {
+            Ok(got) => got.messages.unwrap_or_default(),
+            Err(e) => return fail(aws_sdk_sqs::error::DisplayErrorContext(e)),
+        };
+        if got.is_empty() && !args.follow {
+            return ExitCode::SUCCESS;
+        }
+        for m in got {
+            println!("{}", m.body().unwrap_or_default());
+            if let Some(handle) = m.receipt_handle() {
+                let _ = stack
+                    .sqs
+                    .delete_message()
+                    .queue_url(&queue)
+                    .receipt_handle(handle)
+                    .send()
+                    .await;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[derive(clap::Args)]
+pub struct SinceArgs {
+    /// From when: a date (2026-11-01), a UTC time, a span back from now (48h) or Unix seconds.
+    since: String,
+    /// The environment the stack applies (every detail says it; default: the stack's own,
+    /// from its outputs or `dev`).
+    #[arg(long)]
+    environment: Option<String>,
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+async fn committed_since(
+    stack: &StackArgs,
+    since: &str,
+    environment_name: Option<&str>,
+) -> Result<(Stack, Vec<(u64, DomainEvent)>), String> {
+    let now = i64::try_from(now_ms() / 1000).unwrap_or(i64::MAX);
+    let since_ms = u64::try_from(parse_when(since, now)?).unwrap_or(0) * 1000;
+    let stack = stack.resolve().await?;
+    let env = match environment_name
+        .map(str::to_owned)
+        .or_else(|| stack.environment.clone())
+    {
+        Some(name) => environment(&name)?,
+        None => {
+            return Err(
+                "no environment: pass --environment live|sandbox, or --stack-name / --dev-info (their outputs say it)"
+                    .into(),
+            );
+        }
+    };
+    let table = Stack::need(&stack.state, "state-table")?.to_owned();
+    let resources = DynamoResources::new(
+        stack.dynamodb.clone(),
+        table,
+        stack.deliveries.clone().unwrap_or_default(),
+    );
+    let events = handoff::since(&resources, since_ms, env)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((stack, events))
+}
+
+pub async fn since(args: SinceArgs) -> ExitCode {
+    match committed_since(&args.stack, &args.since, args.environment.as_deref()).await {
+        Ok((_, events)) => {
+            for (at, e) in &events {
+                println!("{}", envelope(e, *at));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+#[derive(clap::Args)]
+pub struct ResendArgs {
+    /// From when (as for `since`).
+    #[arg(long)]
+    since: String,
+    /// The EventBridge bus to publish to (default: the stack's, output EventBusNameOutput);
+    /// without one (`dev`), the events queue.
+    #[arg(long)]
+    event_bus: Option<String>,
+    /// The environment the stack applies (default: the stack's).
+    #[arg(long)]
+    environment: Option<String>,
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+pub async fn resend(args: ResendArgs) -> ExitCode {
+    let (stack, events) =
+        match committed_since(&args.stack, &args.since, args.environment.as_deref()).await {
+            Ok(found) => found,
+            Err(e) => return fail(e),
+        };
+    let events: Vec<DomainEvent> = events.into_iter().map(|(_, e)| e).collect();
+    let sent = match args.event_bus.as_ref().or(stack.event_bus.as_ref()) {
+        Some(bus) => {
+            let shared = args.stack.aws().await;
+            let publisher =
+                EventBridgePublisher::new(aws_sdk_eventbridge::Client::new(&shared), bus);
+            handoff::resend(&publisher, &events).await
+        }
+        None => match Stack::need(&stack.events_queue, "events-queue-url") {
+            Ok(queue) => {
+                handoff::resend(
+                    &QueuePublisher::new(stack.sqs.clone(), queue, paymos_inbox_lambda::now_ms),
+                    &events,
+                )
+                .await
+            }
+            Err(e) => return fail(e),
+        },
+    };
+    match sent {
+        Ok(n) => {
+            println!("{n} event(s) published again, with their original idempotency keys");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}

@@ -1,0 +1,675 @@
+//! `check`, `pending`, `redrive` and `mark-paid`: operating a receiver.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use paymos_inbox::tools::check::{self, CheckOptions, MarkPaid, Probe, Tables};
+use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
+use paymos_inbox_aws::sqs::SqsQueue;
+use paymos_inbox_core::change::OrderRef;
+use paymos_inbox_core::fulfil::Fulfil;
+use paymos_inbox_core::signature::WebhookSecret;
+use paymos_inbox_core::status::Amount;
+use paymos_inbox_lambda::now_ms;
+
+use crate::FIXTURE_SECRET;
+use crate::stack::{ApiArgs, OptionalApiArgs, Stack, StackArgs};
+
+/// Runs `work`, showing `label` and the elapsed seconds on stderr while it runs, when stderr is
+/// a terminal (never in pipes, files or CI logs).
+pub(crate) async fn with_progress<T>(label: &str, work: impl std::future::Future<Output = T>) -> T {
+    use std::io::{IsTerminal, Write};
+    if !std::io::stderr().is_terminal() {
+        return work.await;
+    }
+    let started = std::time::Instant::now();
+    let label = label.to_owned();
+    let ticker = tokio::spawn(async move {
+        loop {
+            eprint!("\r{label}: {} s", started.elapsed().as_secs());
+            let _ = std::io::stderr().flush();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    });
+    let out = work.await;
+    ticker.abort();
+    eprint!("\r\x1b[2K");
+    out
+}
+
+fn fail(e: impl std::fmt::Display) -> ExitCode {
+    crate::failed(e)
+}
+
+#[derive(clap::Args)]
+pub struct CheckArgs {
+    /// The receiver to check.
+    url: String,
+    /// The secret the receiver holds.
+    #[arg(long, env = "PAYMOS_WEBHOOK_SECRET", hide_env_values = true, default_value = FIXTURE_SECRET, hide_default_value = true)]
+    secret: String,
+    /// Send live events (data.is_test = false) instead of sandbox ones.
+    #[arg(long)]
+    live: bool,
+    /// How many copies collide in step 3.
+    #[arg(long, default_value_t = 5)]
+    collisions: usize,
+    /// Seconds to keep retrying a 503 or a timeout, and to wait for a row to appear.
+    #[arg(long, default_value_t = 40)]
+    patience: u64,
+    /// Seconds to wait after a 2xx before counting rows (time to ship twice, if it would).
+    #[arg(long, default_value_t = 3.0)]
+    settle: f64,
+    /// A shell command printing how many order rows the receiver holds; {invoice_id},
+    /// {order_id} and {event_id} are filled in. Example:
+    /// psql -tA -c "select count(*) from orders where paymos_invoice_id = '{invoice_id}'"
+    #[arg(long, conflicts_with = "orders_url")]
+    orders_cmd: Option<String>,
+    /// A URL answering that count (a number, or JSON with "count"); same placeholders.
+    #[arg(long)]
+    orders_url: Option<String>,
+    /// A shell command that marks an order paid by hand, as support would (step 4).
+    #[arg(long, conflicts_with = "mark_paid_url")]
+    mark_paid_cmd: Option<String>,
+    /// A URL to POST to that marks an order paid by hand (step 4).
+    #[arg(long)]
+    mark_paid_url: Option<String>,
+    #[command(flatten)]
+    api: OptionalApiArgs,
+    /// Step 5 with the API: how many hours of paid invoices to compare.
+    #[arg(long, default_value_t = 48)]
+    since_hours: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+pub async fn check(args: CheckArgs) -> ExitCode {
+    let tables = if args.stack.given() {
+        match args.stack.resolve().await {
+            Ok(s) => match (s.deliveries, s.state) {
+                (Some(deliveries), Some(state)) => Some(Tables {
+                    dynamodb: s.dynamodb,
+                    deliveries,
+                    state,
+                }),
+                _ => {
+                    return fail(
+                        "the business checks need both the deliveries and the state table",
+                    );
+                }
+            },
+            Err(e) => return fail(e),
+        }
+    } else {
+        None
+    };
+    let probe = match (&args.orders_cmd, &args.orders_url, &tables) {
+        (Some(cmd), _, _) => Some(Probe::Command(cmd.clone())),
+        (_, Some(url), _) => Some(Probe::Url(url.clone())),
+        (_, _, Some(t)) => Some(Probe::Tables(t.clone())),
+        _ => None,
+    };
+    let mark_paid = match (&args.mark_paid_cmd, &args.mark_paid_url, &tables) {
+        (Some(cmd), _, _) => Some(MarkPaid::Command(cmd.clone())),
+        (_, Some(url), _) => Some(MarkPaid::Url(url.clone())),
+        (_, _, Some(t)) => Some(MarkPaid::Tables(t.clone())),
+        _ => None,
+    };
+    let api = match args.api.client() {
+        Ok(client) => client.map(|c| {
+            (
+                std::sync::Arc::new(c),
+                Duration::from_secs(args.since_hours * 3600),
+            )
+        }),
+        Err(e) => return fail(e),
+    };
+    let options = CheckOptions {
+        url: args.url,
+        secret: WebhookSecret::new(args.secret),
+        wrong_secret: WebhookSecret::new("whsec_test_paymos_inbox_check_wrong_secret"),
+        live: args.live,
+        collisions: args.collisions,
+        patience: Duration::from_secs(args.patience),
+        timeout: paymos_inbox::tools::send::SENDER_TIMEOUT,
+        settle: Duration::from_secs_f64(args.settle.max(0.0)),
+        probe,
+        mark_paid,
+        api,
+    };
+    let steps = with_progress("checking (5 steps)", check::run(options)).await;
+    if args.json {
+        for s in &steps {
+            println!("{}", serde_json::to_string(s).expect("steps serialise"));
+        }
+    } else {
+        println!("step  result   what it proves / evidence");
+        for s in &steps {
+            println!("{:<5} {:<8} {}", s.number, s.verdict.to_uppercase(), s.name);
+            for e in &s.evidence {
+                println!("{:<14} {e}", "");
+            }
+            if let Some(m) = &s.missing {
+                println!("{:<14} UNPROVEN: {m}", "");
+            }
+        }
+    }
+    if steps.iter().any(|s| s.verdict == "fail") {
+        ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
+    } else if steps.iter().any(|s| s.verdict == "unproven") {
+        ExitCode::from(check::EXIT_UNPROVEN)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+#[derive(clap::Args)]
+pub struct PendingArgs {
+    /// At most this many, oldest first.
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+    /// Send again every pending delivery received more than --older-than seconds ago whose
+    /// lease is over (what the scheduled sweep does), through the same conditional take-over
+    /// a retry uses; needs --queue-url.
+    #[arg(long)]
+    resend: bool,
+    /// With --resend: only deliveries received at least this many seconds ago.
+    #[arg(long, default_value_t = paymos_inbox_core::sweep::DEFAULT_SWEEP_AFTER_SECS)]
+    older_than: u64,
+    /// Print JSON lines.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+pub async fn pending(args: PendingArgs) -> ExitCode {
+    let stack = match args.stack.resolve().await {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let table = match Stack::need(&stack.deliveries, "deliveries-table") {
+        Ok(t) => t.to_owned(),
+        Err(e) => return fail(e),
+    };
+    let ledger = DynamoLedger::new(stack.dynamodb, table, None);
+    if args.resend {
+        let queue = match Stack::need(&stack.queue, "queue-url") {
+            Ok(q) => SqsQueue::new(stack.sqs.clone(), q),
+            Err(e) => return fail(e),
+        };
+        let now = now_ms();
+        let swept = paymos_inbox_core::sweep::resend_stranded(
+            &ledger,
+            &queue,
+            paymos_inbox_core::ingest::DEFAULT_LEASE_SECS,
+            now.saturating_sub(args.older_than * 1000),
+            now,
+            args.limit,
+        )
+        .await;
+        return match swept {
+            Ok(swept) if args.json => {
+                println!("{}", serde_json::json!({ "resend": swept }));
+                ExitCode::SUCCESS
+            }
+            Ok(swept) => {
+                println!(
+                    "{} stranded, {} sent again, {} taken by someone else meanwhile, {} failed (try again)",
+                    swept.found, swept.resent, swept.skipped, swept.failed
+                );
+                if swept.failed > 0 {
+                    ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
+                } else {
+                    ExitCode::SUCCESS
+                }
+            }
+            Err(e) => fail(e),
+        };
+    }
+    match ledger.pending(args.limit).await {
+        Ok(list) => {
+            let now = now_ms();
+            if !args.json {
+                println!("{} deliveries recorded but not processed", list.len());
+            }
+            for p in list {
+                let age = now.saturating_sub(p.received_at_ms) / 1000;
+                if args.json {
+                    println!("{}", serde_json::json!({"pending": p, "age_secs": age}));
+                } else {
+                    let sweep_after = paymos_inbox_core::sweep::DEFAULT_SWEEP_AFTER_SECS;
+                    let lease = if p.lease_until_ms > now {
+                        "in flight: an attempt holds it"
+                    } else if age < sweep_after {
+                        "lease over: a retry from Paymos or the next sweep sends it again"
+                    } else {
+                        "stranded: the scheduled sweep sends it again (or run pending --resend now)"
+                    };
+                    println!(
+                        "{}  {:<34} {:<12} age {age}s  sent {}x  {lease}",
+                        p.event_id,
+                        p.event_type,
+                        p.resource_id.as_deref().unwrap_or("-"),
+                        p.enqueue_attempts
+                    );
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+#[derive(clap::Args)]
+pub struct RedriveArgs {
+    /// Move at most this many messages.
+    #[arg(long, default_value_t = 1000)]
+    max: usize,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+pub async fn redrive(args: RedriveArgs) -> ExitCode {
+    let stack = match args.stack.resolve().await {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let (queue, dlq) = match (
+        Stack::need(&stack.queue, "queue-url"),
+        Stack::need(&stack.dlq, "dlq-url"),
+    ) {
+        (Ok(q), Ok(d)) => (q.to_owned(), d.to_owned()),
+        (Err(e), _) | (_, Err(e)) => return fail(e),
+    };
+    match paymos_inbox::local::redrive::redrive(&stack.sqs, &dlq, &queue, args.max).await {
+        Ok(done) => {
+            let how = match done {
+                paymos_inbox::local::redrive::Redriven::ByTask(_) => "sqs_message_move_task",
+                paymos_inbox::local::redrive::Redriven::OneByOne(_) => "one_by_one",
+            };
+            if args.json {
+                println!("{}", serde_json::json!({"moved": done.moved(), "how": how}));
+            } else {
+                println!(
+                    "moved {} message(s) from the DLQ back to the work queue ({how})",
+                    done.moved()
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+#[derive(clap::Args)]
+pub struct MarkPaidArgs {
+    /// The invoice (inv_…).
+    invoice_id: String,
+    /// Who is doing this (kept on the fulfilment as manual:<actor>).
+    #[arg(long)]
+    actor: String,
+    /// The merchant's order id.
+    #[arg(long)]
+    order_id: Option<String>,
+    /// The amount paid (exact decimal).
+    #[arg(long)]
+    amount: Option<String>,
+    /// The currency.
+    #[arg(long)]
+    currency: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+pub async fn mark_paid(args: MarkPaidArgs) -> ExitCode {
+    if !args.invoice_id.starts_with("inv_") {
+        return fail("the invoice id starts with inv_");
+    }
+    let amount = match args.amount.as_deref().map(|a| Amount::parse(a).ok_or(a)) {
+        Some(Err(a)) => return fail(format!("--amount {a:?} is not a decimal like 10.50")),
+        Some(Ok(a)) => Some(a),
+        None => None,
+    };
+    let stack = match args.stack.resolve().await {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let (state, deliveries) = match (
+        Stack::need(&stack.state, "state-table"),
+        Stack::need(&stack.deliveries, "deliveries-table"),
+    ) {
+        (Ok(s), Ok(d)) => (s.to_owned(), d.to_owned()),
+        (Err(e), _) | (_, Err(e)) => return fail(e),
+    };
+    let fulfil = Fulfil::new(DynamoResources::new(stack.dynamodb, state, deliveries));
+    let order = OrderRef {
+        external_id: args.order_id,
+        amount,
+        currency: args.currency.map(|c| c.to_ascii_uppercase()),
+    };
+    match fulfil
+        .mark_paid(&args.invoice_id, order, &args.actor, now_ms())
+        .await
+    {
+        Ok(applied) => {
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::json!({"invoice_id": args.invoice_id, "outcome": applied.as_str()})
+                );
+            } else {
+                println!("{}: {applied}", args.invoice_id);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+#[derive(clap::Args)]
+pub struct ReconcileArgs {
+    /// Start of the window: invoices created at or after this time: a date (2026-11-01, UTC),
+    /// a UTC time (2026-11-01T10:00:00Z), a span back from now (48h, 7d) or Unix seconds.
+    #[arg(long)]
+    from: String,
+    /// End of the window, inclusive, in the same forms (default: now).
+    #[arg(long)]
+    to: Option<String>,
+    /// Drive every MISSING invoice through the same conditional transition as a webhook.
+    #[arg(long)]
+    apply: bool,
+    #[command(flatten)]
+    api: ApiArgs,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
+    let api = match args.api.client(None) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let stack = match args.stack.resolve().await {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let (state, deliveries) = match (
+        Stack::need(&stack.state, "state-table"),
+        Stack::need(&stack.deliveries, "deliveries-table"),
+    ) {
+        (Ok(s), Ok(d)) => (s.to_owned(), d.to_owned()),
+        (Err(e), _) | (_, Err(e)) => return fail(e),
+    };
+    let fulfil = Fulfil::new(DynamoResources::new(
+        stack.dynamodb.clone(),
+        state,
+        deliveries,
+    ));
+    let now = i64::try_from(now_ms() / 1000).unwrap_or(i64::MAX);
+    let window =
+        paymos_inbox::tools::when::parse_when(&args.from, now).and_then(|from| match &args.to {
+            Some(to) => paymos_inbox::tools::when::parse_when(to, now).map(|to| (from, to)),
+            None => Ok((from, now)),
+        });
+    let (from, to) = match window {
+        Ok(w) => w,
+        Err(e) => return fail(e),
+    };
+    let report = match with_progress(
+        "reconciling",
+        paymos_inbox_aws::reconcile::reconcile(&api, &fulfil, from, to, args.apply, now_ms()),
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("report serialises")
+        );
+    } else {
+        println!(
+            "paid at Paymos: {}, fulfilled here once: {}",
+            report.paid_at_paymos, report.matched
+        );
+        for m in &report.missing {
+            let applied = report
+                .applied
+                .get(&m.invoice_id)
+                .map_or(String::new(), |a| format!(" → {a}"));
+            println!(
+                "MISSING {} {} {} {} (order {}){applied}",
+                m.invoice_id, m.status, m.amount, m.currency, m.order_id
+            );
+        }
+        for (order, invoices) in &report.double {
+            println!(
+                "DOUBLE  order {order}: fulfilled {} times ({})",
+                invoices.len(),
+                invoices.join(", ")
+            );
+        }
+        for d in &report.duplicate_payments {
+            let applied = report
+                .applied
+                .get(&d.invoice_id)
+                .map_or(String::new(), |a| format!(" → {a}"));
+            println!(
+                "DUPLICATE PAYMENT {} {} {} (order {} was fulfilled by another invoice: refund){applied}",
+                d.invoice_id, d.amount, d.currency, d.order_id
+            );
+        }
+        for invoice in &report.unknown {
+            println!("UNKNOWN {invoice}: fulfilled here, not paid at Paymos");
+        }
+        for l in &report.paid_late {
+            let applied = report
+                .applied
+                .get(&l.invoice_id)
+                .map_or(String::new(), |a| format!(" → {a}"));
+            println!(
+                "PAID_LATE {} {} {} (order {}): paid after it closed {} at Paymos; release or refund it{applied}",
+                l.invoice_id, l.amount, l.currency, l.order_id, l.status
+            );
+        }
+        for r in &report.refunded {
+            println!(
+                "REFUNDED {} {} {} (order {}): paid and refunded in full at Paymos; never fulfilled",
+                r.invoice_id, r.amount, r.currency, r.order_id
+            );
+        }
+    }
+    if report.clean() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
+    }
+}
+
+#[derive(clap::Args)]
+pub struct SoakArgs {
+    /// Distinct deliveries (event ids) to send; duplicates and retries come on top.
+    #[arg(long, default_value_t = 10_000)]
+    deliveries: usize,
+    /// Share of DynamoDB/SQS calls that fail (half before the call, half losing the reply).
+    #[arg(long, default_value_t = 0.05)]
+    fail_rate: f64,
+    /// Share of calls that crash the invocation (killed mid-request or mid-batch).
+    #[arg(long, default_value_t = 0.01)]
+    crash_rate: f64,
+    /// Deliveries in flight at once.
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// Seed of every random choice (the same seed plans the same run).
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Use this DynamoDB endpoint instead of starting DynamoDB Local.
+    #[arg(long)]
+    dynamodb_endpoint: Option<String>,
+    /// Use this SQS endpoint instead of starting fauxqs.
+    #[arg(long)]
+    sqs_endpoint: Option<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+type Endpoints = (
+    String,
+    String,
+    Vec<paymos_inbox::local::emulators::Emulator>,
+);
+
+/// The given endpoints, or emulators started for the command (stopped when dropped).
+fn endpoints_or_emulators(
+    dynamodb: Option<String>,
+    sqs: Option<String>,
+) -> Result<Endpoints, String> {
+    paymos_inbox::local::emulators::endpoints_or_start(dynamodb, sqs).map_err(|e| e.to_string())
+}
+
+pub async fn soak(args: SoakArgs) -> ExitCode {
+    let (dynamodb_endpoint, sqs_endpoint, running) =
+        match endpoints_or_emulators(args.dynamodb_endpoint, args.sqs_endpoint) {
+            Ok(e) => e,
+            Err(e) => return fail(e),
+        };
+    let options = paymos_inbox::tools::soak::SoakOptions {
+        dynamodb_endpoint,
+        sqs_endpoint,
+        deliveries: args.deliveries,
+        fail_rate: args.fail_rate,
+        crash_rate: args.crash_rate,
+        concurrency: args.concurrency,
+        seed: args.seed,
+    };
+    let report = match with_progress("soak running", paymos_inbox::tools::soak::run(options)).await
+    {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    drop(running);
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("report serialises")
+        );
+    } else {
+        let r = &report;
+        println!(
+            "deliveries {} (sends {} incl. duplicates; {} collided; {} payments via two endpoints), HTTP attempts {}",
+            r.deliveries, r.sends, r.collisions, r.two_endpoint_payments, r.attempts
+        );
+        println!(
+            "port calls {}: {} failed, {} lost replies, {} crashes; {} message(s) reached the DLQ and were redriven",
+            r.port_calls,
+            r.injected_failures,
+            r.injected_lost_replies,
+            r.injected_crashes,
+            r.dlq_redriven
+        );
+        println!(
+            "edges: {} sandbox-signed for live invoices, {} hostile bodies, {} second invoices for paid orders, {} paid events without their order, {} partial refunds, {} senders gave up ({} record(s) sent again by the sweep)",
+            r.sandbox_signed,
+            r.hostile_bodies,
+            r.second_invoices,
+            r.silent_payments,
+            r.refunds,
+            r.given_up,
+            r.swept
+        );
+        println!(
+            "processed {}/{} (the rest never acknowledged: their senders gave up); invoices {}: fulfilled exactly once {}; deposits credited once {}; balances exact {}",
+            r.processed, r.deliveries, r.invoices, r.fulfilled, r.credited, r.balances_checked
+        );
+        println!("violations {} in {:.1} s", r.violations.len(), r.seconds);
+        for v in r.violations.iter().take(50) {
+            println!("  VIOLATION {v}");
+        }
+    }
+    if report.violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
+    }
+}
+
+#[derive(clap::Args)]
+pub struct BenchE2eArgs {
+    /// Distinct deliveries.
+    #[arg(long, default_value_t = 2000)]
+    deliveries: usize,
+    /// Share sent a second time.
+    #[arg(long, default_value_t = 0.3)]
+    duplicates: f64,
+    /// Requests in flight.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// Use this DynamoDB endpoint instead of starting DynamoDB Local.
+    #[arg(long)]
+    dynamodb_endpoint: Option<String>,
+    /// Use this SQS endpoint instead of starting fauxqs.
+    #[arg(long)]
+    sqs_endpoint: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn bench_e2e(args: BenchE2eArgs) -> ExitCode {
+    let (dynamodb_endpoint, sqs_endpoint, running) =
+        match endpoints_or_emulators(args.dynamodb_endpoint, args.sqs_endpoint) {
+            Ok(e) => e,
+            Err(e) => return fail(e),
+        };
+    let options = paymos_inbox::tools::bench_e2e::E2eOptions {
+        dynamodb_endpoint,
+        sqs_endpoint,
+        deliveries: args.deliveries,
+        duplicate_share: args.duplicates,
+        concurrency: args.concurrency,
+    };
+    let report = match with_progress(
+        "bench-e2e running",
+        paymos_inbox::tools::bench_e2e::run(options),
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    drop(running);
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("report serialises")
+        );
+    } else {
+        for (name, f) in [
+            ("pipeline (HTTP + ingest + emulators)", &report.pipeline),
+            ("raw put + send loop", &report.raw),
+        ] {
+            println!(
+                "{name:<38} {:>6} requests  {:>8.0}/s  p50 {:>6.2} ms  p99 {:>6.2} ms",
+                f.requests, f.per_second, f.p50_ms, f.p99_ms
+            );
+        }
+        println!("ratio pipeline / raw: {:.2}x (target >= 0.8)", report.ratio);
+    }
+    ExitCode::SUCCESS
+}

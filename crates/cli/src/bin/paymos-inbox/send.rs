@@ -1,0 +1,219 @@
+//! `paymos-inbox send`.
+
+use std::process::ExitCode;
+
+use paymos_inbox::tools::send::{
+    EVENT_TYPES, SENDER_TIMEOUT, data_for, envelope, new_event_id, post, with_retries,
+};
+use paymos_inbox_core::envelope::Category;
+use paymos_inbox_core::signature::WebhookSecret;
+use paymos_inbox_lambda::now_ms;
+
+use crate::{DEFAULT_PORT, FIXTURE_SECRET};
+
+#[derive(clap::Args)]
+pub struct SendArgs {
+    /// Where to POST (a `dev` URL, a staging receiver, or your deployed function URL).
+    #[arg(long, default_value_t = format!("http://127.0.0.1:{DEFAULT_PORT}/"))]
+    url: String,
+    /// The event type (one of the 16 Paymos sends).
+    #[arg(long = "type", default_value = "invoice.paid", value_parser = clap::builder::PossibleValuesParser::new(EVENT_TYPES))]
+    event_type: String,
+    /// The resource id (inv_…, wdr_…, pcd_…); default: a new one of the type's kind.
+    #[arg(long)]
+    resource: Option<String>,
+    /// A JSON file whose fields are merged into `data`.
+    #[arg(long)]
+    data: Option<std::path::PathBuf>,
+    /// Secret(s) to sign with; two give a rotation header with two v1 (default: the fixture
+    /// sandbox secret `dev` holds).
+    #[arg(long = "secret", env = "PAYMOS_WEBHOOK_SECRET", value_delimiter = ',', hide_env_values = true, default_value = FIXTURE_SECRET, hide_default_value = true)]
+    secrets: Vec<String>,
+    /// Send a live event (`data.is_test = false`); sandbox by default.
+    #[arg(long)]
+    live: bool,
+    /// Follow Paymos' retry ladder (11 attempts over ~16 h) until a 2xx, re-signing each time.
+    #[arg(long)]
+    retry_ladder: bool,
+    /// Divide every ladder gap by this (3600 turns an hour into a second).
+    #[arg(long, default_value_t = 1.0)]
+    time_scale: f64,
+    /// Resend an event with this original event id (a dashboard replay).
+    #[arg(long)]
+    replay: Option<String>,
+    /// Fan the same payment out as this many different event ids (several endpoints).
+    #[arg(long, default_value_t = 1)]
+    endpoints: usize,
+    /// Print one JSON object per attempt instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Then wait (up to 60 s) for each delivery's outcome in the stack's deliveries table and
+    /// print it: exit 0 only when it was applied (`other_environment` means the stack applies
+    /// another environment than the secret you signed with). Needs the stack (--stack-name,
+    /// --dev-info or --deliveries-table).
+    #[arg(long)]
+    wait: bool,
+    #[command(flatten)]
+    stack: crate::stack::StackArgs,
+}
+
+/// Waits for `event_id`'s outcome; whether it was applied as a webhook should be.
+async fn outcome_of(ledger: &paymos_inbox_aws::dynamodb::DynamoLedger, event_id: &str) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        match ledger.state_of(event_id).await {
+            Ok(Some((paymos_inbox_core::ingest::DeliveryState::Processed, outcome))) => {
+                let outcome = outcome.unwrap_or_default();
+                let said = match outcome.as_str() {
+                    "other_environment" => {
+                        " (a mistake: the stack's PaymosEnvironment is not the environment of the secret this was signed with; deploy with the matching --config-env, or sign with the stack's secret)"
+                    }
+                    "unconfirmed" => {
+                        " (the reverse check: Paymos does not know this invoice; expected for a made-up test invoice)"
+                    }
+                    _ => "",
+                };
+                println!("{event_id} outcome: {outcome}{said}");
+                return !matches!(outcome.as_str(), "other_environment" | "unusable");
+            }
+            Ok(_) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+            Ok(_) => {
+                println!("{event_id} outcome: not processed within 60 s (read the fulfil logs)");
+                return false;
+            }
+            Err(e) => {
+                eprintln!("error: reading {event_id}: {e}");
+                return false;
+            }
+        }
+    }
+}
+
+pub async fn run(args: SendArgs) -> ExitCode {
+    let prefix = Category::of(&args.event_type)
+        .resource_field()
+        .map_or("id_", |(_, p)| p);
+    let resource = args
+        .resource
+        .clone()
+        .unwrap_or_else(|| format!("{prefix}{}", &new_event_id()[4..]));
+    let overrides = match &args.data {
+        Some(path) => match std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+        {
+            Ok(v) => Some(v),
+            Err(e) => {
+                eprintln!("error: --data {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
+    let secrets: Vec<WebhookSecret> = args
+        .secrets
+        .iter()
+        .map(|s| WebhookSecret::new(s.trim()))
+        .collect();
+    if secrets.is_empty() || secrets.len() > 2 {
+        eprintln!("error: give one --secret, or two for a rotation header");
+        return ExitCode::from(2);
+    }
+    let client = reqwest::Client::new();
+    let occurred_at = now_ms() / 1000;
+    let data = data_for(
+        &args.event_type,
+        &resource,
+        !args.live,
+        occurred_at,
+        overrides.as_ref(),
+    );
+    let ids: Vec<String> = match &args.replay {
+        Some(id) => vec![id.clone()],
+        None => (0..args.endpoints.max(1)).map(|_| new_event_id()).collect(),
+    };
+    let mut all_ok = true;
+    let mut sent = Vec::new();
+    for event_id in ids {
+        let body = envelope(&event_id, &args.event_type, occurred_at, &data);
+        let json = args.json;
+        let print = |a: &paymos_inbox::tools::send::Attempt| {
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"event_id": event_id, "resource": resource, "attempt": a})
+                );
+            } else {
+                println!(
+                    "{event_id} {} {resource} attempt {:>2} → {} {} ({} ms)",
+                    args.event_type,
+                    a.attempt,
+                    if a.status == 0 {
+                        "---".into()
+                    } else {
+                        a.status.to_string()
+                    },
+                    a.body.trim(),
+                    a.millis
+                );
+            }
+        };
+        let attempts = if args.retry_ladder {
+            with_retries(
+                &client,
+                &args.url,
+                &event_id,
+                &body,
+                &secrets,
+                args.time_scale,
+                || now_ms() / 1000,
+                print,
+            )
+            .await
+        } else {
+            let a = post(
+                &client,
+                &args.url,
+                &event_id,
+                &body,
+                &secrets,
+                now_ms() / 1000,
+                1,
+                SENDER_TIMEOUT,
+            )
+            .await;
+            print(&a);
+            vec![a]
+        };
+        all_ok &= attempts
+            .last()
+            .is_some_and(|a| (200..300).contains(&a.status));
+        sent.push(event_id);
+    }
+    if all_ok && args.wait {
+        let stack = match args.stack.resolve().await {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: --wait: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let Some(table) = stack.deliveries.clone() else {
+            eprintln!(
+                "error: --wait needs the stack: --stack-name, --dev-info or --deliveries-table"
+            );
+            return ExitCode::from(2);
+        };
+        let ledger = paymos_inbox_aws::dynamodb::DynamoLedger::new(stack.dynamodb, table, None);
+        for event_id in &sent {
+            all_ok &= outcome_of(&ledger, event_id).await;
+        }
+    }
+    if all_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
+    }
+}

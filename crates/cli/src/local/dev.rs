@@ -1,0 +1,604 @@
+//! `paymos-inbox dev`: the whole pipeline on a laptop. The ingest handler is served over plain
+//! HTTP exactly as a function URL delivers it (each request is turned into a payload 2.0 event
+//! and read back by `lambda_http`, so the same code runs), and a poller feeds the fulfil handler
+//! real SQS batches with partial batch failures, visibility timeouts and the DLQ redrive.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use std::time::Duration;
+use tracing::Instrument;
+
+use base64::Engine as _;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Bytes, Incoming};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+use crate::local::emulators::{self, Emulator};
+use crate::local::pipeline::Pipeline;
+use crate::local::poller::poll_once;
+use crate::local::template::{self, Created};
+use paymos_inbox_core::fulfil::Fulfil;
+use paymos_inbox_core::ingest::{Ingest, IngestSettings};
+use paymos_inbox_core::signature::{SigningKey, Verifier};
+use paymos_inbox_lambda::{ingest::respond, now_ms};
+
+/// Function URLs accept at most 6 MB of payload.
+const FUNCTION_URL_MAX_BYTES: usize = 6 * 1024 * 1024;
+
+/// How to run the local pipeline.
+#[derive(Clone)]
+pub struct DevOptions {
+    /// An existing DynamoDB endpoint (else DynamoDB Local is started).
+    pub dynamodb_endpoint: Option<String>,
+    /// An existing SQS endpoint (else fauxqs is started).
+    pub sqs_endpoint: Option<String>,
+    /// Port for the ingest URL on 127.0.0.1 (0: any free one).
+    pub port: u16,
+    /// Secrets the receiver holds.
+    pub keys: Vec<SigningKey>,
+    /// Signature tolerance in seconds.
+    pub tolerance_secs: u64,
+    /// Hold the reply to the first attempt of each event id this long AFTER handling it: the
+    /// work is done but the sender's 10 s timeout fires first, so its retry collides with it.
+    pub slow: Option<Duration>,
+    /// Prefix of the table and queue names.
+    pub prefix: String,
+    /// The environment whose deliveries fulfil applies (as `PAYMOS_ENVIRONMENT` on AWS).
+    pub environment: paymos_inbox_core::signature::Environment,
+    /// Run the handlers in process (ingest on the URL, the fulfil poller, the publisher);
+    /// without them, only the emulators, tables, queues and secrets, for the real binaries
+    /// (`make watch`).
+    pub handlers: bool,
+    /// The webhook secrets as text (`label=whsec_…` lines), served for the binaries' INIT.
+    pub secrets_text: Option<String>,
+    /// A Paymos API client: with it, `dev` also runs the reconciliation every
+    /// [`DEV_RECONCILE_EVERY`] (report only), as the scheduled function does on AWS.
+    pub reconcile_with: Option<paymos::PaymosClient>,
+}
+
+/// How often `dev` reconciles when given an API (on AWS: `ReconcileRate`, hourly).
+pub const DEV_RECONCILE_EVERY: Duration = Duration::from_secs(60);
+
+/// The environment `dev` applies when none is asked for: the one of its secrets when they all
+/// name the same, else sandbox (the fixture secret's).
+#[must_use]
+pub fn default_environment(keys: &[SigningKey]) -> paymos_inbox_core::signature::Environment {
+    use paymos_inbox_core::signature::Environment;
+    let mut named = keys.iter().filter_map(SigningKey::environment);
+    match named.next() {
+        Some(first) if named.all(|e| e == first) => first,
+        _ => Environment::Test,
+    }
+}
+
+/// What `dev` prints on start, as one JSON line.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct DevInfo {
+    /// Where to POST webhooks.
+    pub ingest_url: String,
+    /// The DynamoDB endpoint in use.
+    pub dynamodb_endpoint: String,
+    /// The SQS endpoint in use.
+    pub sqs_endpoint: String,
+    /// Logical id → table name.
+    pub tables: std::collections::BTreeMap<String, String>,
+    /// Logical id → queue URL.
+    pub queues: std::collections::BTreeMap<String, String>,
+    /// Where the webhook secrets are served for the real binaries' INIT
+    /// (`AWS_ENDPOINT_URL_SECRETS_MANAGER`), under the secret id `paymos-inbox/webhook-secrets`.
+    #[serde(default)]
+    pub secrets_manager_endpoint: Option<String>,
+    /// The environment `dev` applies (`live` or `sandbox`), as a stack's
+    /// `PaymosEnvironmentOutput` says it.
+    #[serde(default)]
+    pub environment: Option<String>,
+}
+
+/// How often `dev` runs the sweep (on AWS: `SweepRate`, 5 minutes).
+pub const DEV_SWEEP_EVERY: Duration = Duration::from_secs(10);
+/// How old a `received` record must be before `dev`'s sweep re-sends it (on AWS: 10 minutes):
+/// past the 30 s lease, so a stranded delivery is healed within a minute locally.
+pub const DEV_SWEEP_AFTER_SECS: u64 = 40;
+
+/// The secret id `dev` serves the webhook secrets under (as `events/env.json` names it).
+pub const DEV_SECRET_ID: &str = "paymos-inbox/webhook-secrets";
+
+/// A running pipeline; everything it started stops when it is dropped.
+pub struct Dev {
+    /// What it prints.
+    pub info: DevInfo,
+    /// The clients it uses (for tools that inspect the tables).
+    pub dynamodb: aws_sdk_dynamodb::Client,
+    /// The SQS client.
+    pub sqs: aws_sdk_sqs::Client,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    _emulators: Vec<Emulator>,
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// The shared AWS configuration of local clients. Credentials and region come from the
+/// environment when set (a real account), else dummy ones an emulator accepts.
+async fn shared_config() -> aws_config::SdkConfig {
+    let mut loader = aws_config::from_env();
+    if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() && std::env::var_os("AWS_PROFILE").is_none()
+    {
+        loader = loader.credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+            "local",
+            "local",
+            None,
+            None,
+            "paymos-inbox-dev",
+        ));
+    }
+    if std::env::var_os("AWS_REGION").is_none() && std::env::var_os("AWS_DEFAULT_REGION").is_none()
+    {
+        loader = loader.region(aws_config::Region::new("us-east-1"));
+    }
+    loader
+        .timeout_config(
+            aws_config::timeout::TimeoutConfig::builder()
+                .operation_attempt_timeout(Duration::from_secs(5))
+                .build(),
+        )
+        .load()
+        .await
+}
+
+/// Clients of DynamoDB and SQS for explicit endpoints.
+pub async fn clients(dynamodb: &str, sqs: &str) -> (aws_sdk_dynamodb::Client, aws_sdk_sqs::Client) {
+    let shared = shared_config().await;
+    let ddb = aws_sdk_dynamodb::config::Builder::from(&shared)
+        .endpoint_url(dynamodb)
+        .build();
+    let sqs_conf = aws_sdk_sqs::config::Builder::from(&shared)
+        .endpoint_url(sqs)
+        .build();
+    (
+        aws_sdk_dynamodb::Client::from_conf(ddb),
+        aws_sdk_sqs::Client::from_conf(sqs_conf),
+    )
+}
+
+/// Starts everything and returns once the ingest URL accepts requests.
+///
+/// # Errors
+/// What could not be started, in words that say what to do.
+pub async fn start(options: DevOptions) -> Result<Dev, String> {
+    let (given_dynamodb, given_sqs) = (
+        options.dynamodb_endpoint.clone(),
+        options.sqs_endpoint.clone(),
+    );
+    let (dynamodb_endpoint, sqs_endpoint, running) = tokio::task::spawn_blocking(move || {
+        emulators::endpoints_or_start(given_dynamodb, given_sqs)
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| e.to_string())?;
+    let (dynamodb, sqs) = clients(&dynamodb_endpoint, &sqs_endpoint).await;
+    let created: Created = template::create_all(&dynamodb, &sqs, &options.prefix).await?;
+
+    let pipeline = Pipeline::on(&created, &dynamodb, &sqs);
+    let ingest = Arc::new(pipeline.ingest(
+        Verifier::new(options.keys.clone(), options.tolerance_secs),
+        IngestSettings::default(),
+    ));
+    let fulfil = Arc::new(pipeline.fulfil().for_environment(options.environment));
+
+    let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], options.port)))
+        .await
+        .map_err(|e| format!("cannot listen on 127.0.0.1:{}: {e}", options.port))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let secrets_manager_endpoint = match &options.secrets_text {
+        Some(text) => Some(
+            crate::local::secrets::serve(std::collections::HashMap::from([(
+                DEV_SECRET_ID.to_owned(),
+                text.clone(),
+            )]))
+            .await?,
+        ),
+        None => None,
+    };
+    let info = DevInfo {
+        ingest_url: format!("http://{addr}/"),
+        dynamodb_endpoint: dynamodb_endpoint.clone(),
+        sqs_endpoint,
+        tables: created.tables.clone(),
+        queues: created.queues.clone(),
+        secrets_manager_endpoint,
+        environment: Some(
+            if options.environment.is_test() {
+                "sandbox"
+            } else {
+                "live"
+            }
+            .to_owned(),
+        ),
+    };
+    if !options.handlers {
+        drop(listener);
+        return Ok(Dev {
+            info,
+            dynamodb,
+            sqs,
+            tasks: Vec::new(),
+            _emulators: running,
+        });
+    }
+    let server = serve_ingest(listener, ingest, options.slow, None);
+    // The hand-off: the state table's stream → the publisher → the template's events queue,
+    // standing in for the bus and its rule to that queue (`paymos-inbox events tail` reads it).
+    let publisher = run_publisher(
+        dynamodb.clone(),
+        &dynamodb_endpoint,
+        created.table("StateTable"),
+        paymos_inbox_aws::events::QueuePublisher::new(
+            sqs.clone(),
+            created.queue("EventsDeliveryQueue"),
+            paymos_inbox_lambda::now_ms,
+        ),
+        options.environment,
+        sqs.clone(),
+        created.queue("PublishFailuresQueue").to_owned(),
+    )
+    .await?;
+    let poller = run_poller(
+        sqs.clone(),
+        created.queue("WorkQueue").to_owned(),
+        fulfil,
+        10,
+        None,
+    );
+    // The scheduled functions on a short local schedule: the sweep heals a delivery recorded
+    // but never sent within a minute, and reports the oldest pending one as on AWS.
+    let sweep = {
+        let ledger = paymos_inbox_aws::dynamodb::DynamoLedger::new(
+            dynamodb.clone(),
+            created.table("DeliveriesTable"),
+            None,
+        );
+        let queue = paymos_inbox_aws::sqs::SqsQueue::new(sqs.clone(), created.queue("WorkQueue"));
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(DEV_SWEEP_EVERY).await;
+                let now = paymos_inbox_lambda::now_ms();
+                if let Err(error) = paymos_inbox_lambda::sweep::sweep_once(
+                    &ledger,
+                    &queue,
+                    paymos_inbox_core::ingest::DEFAULT_LEASE_SECS,
+                    DEV_SWEEP_AFTER_SECS,
+                    now,
+                )
+                .await
+                {
+                    tracing::warn!(error = %error, "the local sweep failed; it runs again");
+                }
+                paymos_inbox_lambda::telemetry::flush_metrics();
+            }
+        })
+    };
+
+    let mut tasks = vec![server, poller, publisher, sweep];
+    if let Some(api) = options.reconcile_with {
+        let fulfil = pipeline.fulfil();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(DEV_RECONCILE_EVERY).await;
+                let now_ms = paymos_inbox_lambda::now_ms();
+                let now = i64::try_from(now_ms / 1000).unwrap_or(i64::MAX);
+                match paymos_inbox_aws::reconcile::reconcile(&api, &fulfil, now - 48 * 3600, now, false, now_ms)
+                    .await
+                {
+                    Ok(report) => tracing::info!(
+                        paid_at_paymos = report.paid_at_paymos,
+                        missing = report.missing.len(),
+                        paid_late = report.paid_late.len(),
+                        refunded = report.refunded.len(),
+                        double = report.double.len(),
+                        unknown = report.unknown.len(),
+                        clean = report.clean(),
+                        "reconciliation done (`paymos-inbox reconcile` for the list)"
+                    ),
+                    Err(error) => tracing::warn!(error = %error, "the local reconciliation could not run; it runs again"),
+                }
+            }
+        }));
+    }
+
+    Ok(Dev {
+        info,
+        dynamodb,
+        sqs,
+        tasks,
+        _emulators: running,
+    })
+}
+
+/// Serves `ingest` on `listener` as a function URL would. `slow` holds the first reply of each
+/// event (see [`DevOptions::slow`]); `timeout` ends a request like a function timeout does
+/// (the sender sees a 502 and retries).
+pub fn serve_ingest<L, Q>(
+    listener: TcpListener,
+    ingest: Arc<Ingest<L, Q>>,
+    slow: Option<Duration>,
+    timeout: Option<Duration>,
+) -> tokio::task::JoinHandle<()>
+where
+    L: paymos_inbox_core::ingest::DeliveryLedger + 'static,
+    Q: paymos_inbox_core::ingest::WorkQueue + 'static,
+{
+    let slow = slow.map(|d| (d, SeenIds::default()));
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
+            // Without it, Nagle's algorithm holds the reply's last segment for the client's
+            // delayed ACK: milliseconds per request on loopback.
+            let _ = stream.set_nodelay(true);
+            let ingest = Arc::clone(&ingest);
+            let slow = slow.clone();
+            tokio::spawn(async move {
+                let service = service_fn(move |req| {
+                    let ingest = Arc::clone(&ingest);
+                    let slow = slow.clone();
+                    async move {
+                        let served = serve(&ingest, req, slow);
+                        let response = match timeout {
+                            Some(limit) => tokio::time::timeout(limit, served)
+                                .await
+                                .unwrap_or_else(|_| plain(502, "the function timed out")),
+                            None => served.await,
+                        };
+                        Ok::<_, Infallible>(response)
+                    }
+                });
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    })
+}
+
+/// Feeds `fulfil` from `queue_url` like Lambda's SQS event source: batches of `batch_size`,
+/// partial failures; `timeout` ends a batch like a function timeout (nothing of it is deleted,
+/// so all of it is redelivered).
+pub fn run_poller<S, C>(
+    sqs: aws_sdk_sqs::Client,
+    queue_url: String,
+    fulfil: Arc<Fulfil<S, C>>,
+    batch_size: i32,
+    timeout: Option<Duration>,
+) -> tokio::task::JoinHandle<()>
+where
+    S: paymos_inbox_core::fulfil::ResourceStore + 'static,
+    C: paymos_inbox_core::confirm::PaymentConfirmation + 'static,
+{
+    tokio::spawn(async move {
+        loop {
+            let poll = poll_once(&sqs, &queue_url, &fulfil, batch_size, 1, now_ms)
+                .instrument(invocation_span());
+            let result = match timeout {
+                Some(limit) => tokio::time::timeout(limit, poll)
+                    .await
+                    .unwrap_or_else(|_| Err("the batch timed out (crashed)".into())),
+                None => poll.await,
+            };
+            paymos_inbox_lambda::telemetry::flush_metrics();
+            if let Err(e) = result {
+                tracing::warn!(error = %e, "poller: the batch failed; its messages will be redelivered");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    })
+}
+
+/// Reads `state_table`'s stream and publishes what it commits, as the publisher function's
+/// DynamoDB event source does on AWS.
+///
+/// # Errors
+/// When the stream cannot be opened.
+pub async fn run_publisher<P>(
+    dynamodb: aws_sdk_dynamodb::Client,
+    dynamodb_endpoint: &str,
+    state_table: &str,
+    publisher: P,
+    environment: paymos_inbox_core::signature::Environment,
+    sqs: aws_sdk_sqs::Client,
+    on_failure: String,
+) -> Result<tokio::task::JoinHandle<()>, String>
+where
+    P: paymos_inbox_core::handoff::EventPublisher + 'static,
+{
+    let streams = aws_sdk_dynamodbstreams::Client::from_conf(
+        aws_sdk_dynamodbstreams::config::Builder::from(&shared_config().await)
+            .endpoint_url(dynamodb_endpoint)
+            .build(),
+    );
+    let mut reader =
+        crate::local::stream::StreamReader::open(&dynamodb, streams, state_table).await?;
+    let retries = crate::local::stream::Retries {
+        attempts: 3,
+        pause: Duration::from_millis(500),
+    };
+    Ok(tokio::spawn(async move {
+        loop {
+            match reader.next_batch().await {
+                Ok(batch) if batch.is_empty() => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Ok(batch) => {
+                    if let Err(e) = crate::local::stream::deliver(
+                        &publisher,
+                        &batch,
+                        environment,
+                        retries,
+                        &sqs,
+                        &on_failure,
+                    )
+                    .await
+                    {
+                        tracing::warn!(error = %e, "publisher: could not park a failed batch");
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "publisher: reading the stream failed");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    }))
+}
+
+/// One HTTP request → payload 2.0 event → the ingest handler → HTTP response.
+async fn serve<L, Q>(
+    ingest: &Ingest<L, Q>,
+    req: hyper::Request<Incoming>,
+    slow: Option<(Duration, SeenIds)>,
+) -> hyper::Response<Full<Bytes>>
+where
+    L: paymos_inbox_core::ingest::DeliveryLedger,
+    Q: paymos_inbox_core::ingest::WorkQueue,
+{
+    let hold = slow.and_then(|(delay, seen)| {
+        let id = req.headers().get("x-webhook-id")?.to_str().ok()?.to_owned();
+        seen.lock().insert(id).then_some(delay)
+    });
+    // As the runtime does on Lambda: a span naming the invocation around the handler, and the
+    // metrics flushed after it.
+    let response = handle(ingest, req).instrument(invocation_span()).await;
+    paymos_inbox_lambda::telemetry::flush_metrics();
+    if let Some(delay) = hold {
+        tracing::info!(?delay, "--slow: holding the reply to this first attempt");
+        tokio::time::sleep(delay).await;
+    }
+    response
+}
+
+/// The span Lambda's runtime puts around an invocation, with a local request id.
+fn invocation_span() -> tracing::Span {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let id = format!("local-{:08}", N.fetch_add(1, Ordering::Relaxed));
+    tracing::info_span!("Lambda runtime invoke", requestId = %id)
+}
+
+#[derive(Clone, Default)]
+struct SeenIds(Arc<std::sync::Mutex<std::collections::HashSet<String>>>);
+
+impl SeenIds {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.0.lock().expect("seen ids")
+    }
+}
+
+async fn handle<L, Q>(
+    ingest: &Ingest<L, Q>,
+    req: hyper::Request<Incoming>,
+) -> hyper::Response<Full<Bytes>>
+where
+    L: paymos_inbox_core::ingest::DeliveryLedger,
+    Q: paymos_inbox_core::ingest::WorkQueue,
+{
+    let (parts, body) = req.into_parts();
+    let Ok(body) = Limited::new(body, FUNCTION_URL_MAX_BYTES)
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+    else {
+        return plain(
+            413,
+            "the request body is larger than a function URL accepts (6 MB)",
+        );
+    };
+    let event = function_url_event(&parts, &body, now_ms());
+    let request = match lambda_http::request::from_str(&event.to_string()) {
+        Ok(r) => r,
+        Err(e) => return plain(400, &format!("cannot translate the request: {e}")),
+    };
+    let response = respond(ingest, &request, now_ms()).await;
+    let (parts, body) = response.into_parts();
+    let bytes = match body {
+        lambda_http::Body::Text(t) => Bytes::from(t),
+        lambda_http::Body::Binary(b) => Bytes::from(b),
+        _ => Bytes::new(),
+    };
+    let mut out = hyper::Response::new(Full::new(bytes));
+    *out.status_mut() = parts.status;
+    for (name, value) in &parts.headers {
+        out.headers_mut().append(name, value.clone());
+    }
+    out
+}
+
+fn plain(status: u16, message: &str) -> hyper::Response<Full<Bytes>> {
+    let mut out = hyper::Response::new(Full::new(Bytes::from(
+        serde_json::json!({"received": false, "message": message}).to_string(),
+    )));
+    *out.status_mut() =
+        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::BAD_REQUEST);
+    out
+}
+
+/// The payload 2.0 event a function URL would hand Lambda for this request: header names
+/// lower-cased, repeated headers joined with commas, a UTF-8 body as text and anything else
+/// base64-encoded.
+#[must_use]
+pub fn function_url_event(
+    parts: &hyper::http::request::Parts,
+    body: &[u8],
+    now_ms: u64,
+) -> serde_json::Value {
+    let mut headers = serde_json::Map::new();
+    for (name, value) in &parts.headers {
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        let key = name.as_str().to_ascii_lowercase();
+        match headers.get_mut(&key) {
+            Some(serde_json::Value::String(existing)) => {
+                existing.push(',');
+                existing.push_str(&value);
+            }
+            _ => {
+                headers.insert(key, value.into());
+            }
+        }
+    }
+    let (body, base64) = match std::str::from_utf8(body) {
+        Ok(text) => (text.to_owned(), false),
+        Err(_) => (base64::engine::general_purpose::STANDARD.encode(body), true),
+    };
+    let path = parts.uri.path();
+    serde_json::json!({
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": path,
+        "rawQueryString": parts.uri.query().unwrap_or_default(),
+        "headers": headers,
+        "requestContext": {
+            "accountId": "anonymous",
+            "apiId": "paymos-inbox-dev",
+            "domainName": "127.0.0.1",
+            "domainPrefix": "paymos-inbox-dev",
+            "http": {"method": parts.method.as_str(), "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": ""},
+            "requestId": format!("dev-{now_ms}"),
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": "",
+            "timeEpoch": now_ms,
+        },
+        "body": body,
+        "isBase64Encoded": base64,
+    })
+}

@@ -1,0 +1,238 @@
+//! Creates the stack's tables and queues on an emulator (or any account) exactly as
+//! `template.yaml` declares them: key schemas, indexes, streams, TTL, visibility, retention and
+//! redrive are read from the template, never written twice.
+
+use std::collections::BTreeMap;
+
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+    ProjectionType, ScalarAttributeType, StreamSpecification, StreamViewType,
+    TimeToLiveSpecification,
+};
+use aws_sdk_sqs::types::QueueAttributeName;
+use yaml_serde::Value;
+
+/// The template shipped with this build.
+pub const TEMPLATE: &str = include_str!("../../../../template.yaml");
+
+/// What was created: logical id → physical table name, queue URL and queue ARN.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Created {
+    /// `DeliveriesTable` → `prefix-DeliveriesTable`, …
+    pub tables: BTreeMap<String, String>,
+    /// `WorkQueue` → URL, …
+    pub queues: BTreeMap<String, String>,
+    /// `WorkQueue` → ARN, …
+    #[serde(skip)]
+    pub queue_arns: BTreeMap<String, String>,
+}
+
+impl Created {
+    /// The physical name of a table.
+    #[must_use]
+    pub fn table(&self, logical: &str) -> &str {
+        self.tables.get(logical).map_or("", String::as_str)
+    }
+
+    /// The URL of a queue.
+    #[must_use]
+    pub fn queue(&self, logical: &str) -> &str {
+        self.queues.get(logical).map_or("", String::as_str)
+    }
+}
+
+fn parse() -> Result<Value, String> {
+    yaml_serde::from_str(TEMPLATE).map_err(|e| format!("template.yaml: {e}"))
+}
+
+fn resources_of<'t>(t: &'t Value, ty: &str) -> Vec<(&'t str, &'t Value)> {
+    t["Resources"]
+        .as_mapping()
+        .map(|m| {
+            m.iter()
+                .filter(|(_, r)| r["Type"].as_str() == Some(ty))
+                .filter_map(|(k, r)| Some((k.as_str()?, &r["Properties"])))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn key_schema(v: &Value) -> Result<Vec<KeySchemaElement>, String> {
+    v.as_sequence()
+        .ok_or("KeySchema is not a list")?
+        .iter()
+        .map(|k| {
+            KeySchemaElement::builder()
+                .attribute_name(k["AttributeName"].as_str().unwrap_or_default())
+                .key_type(KeyType::from(k["KeyType"].as_str().unwrap_or_default()))
+                .build()
+                .map_err(|e| e.to_string())
+        })
+        .collect()
+}
+
+/// `!Ref X`, `!GetAtt X.Arn` → `X`.
+fn referenced(v: &Value) -> Option<&str> {
+    match v {
+        Value::Tagged(t) => t.value.as_str().and_then(|s| s.split('.').next()),
+        _ => None,
+    }
+}
+
+/// Creates every `AWS::DynamoDB::Table` and `AWS::SQS::Queue` of the template, named
+/// `<prefix>-<LogicalId>` (queue names are shortened to SQS's 80 characters).
+///
+/// # Errors
+/// The first call that fails, as text.
+pub async fn create_all(
+    dynamodb: &aws_sdk_dynamodb::Client,
+    sqs: &aws_sdk_sqs::Client,
+    prefix: &str,
+) -> Result<Created, String> {
+    let t = parse()?;
+    let mut created = Created::default();
+    for (logical, p) in resources_of(&t, "AWS::DynamoDB::Table") {
+        let name = format!("{prefix}-{logical}");
+        let mut req = dynamodb
+            .create_table()
+            .table_name(&name)
+            .billing_mode(BillingMode::PayPerRequest)
+            .set_key_schema(Some(key_schema(&p["KeySchema"])?));
+        for d in p["AttributeDefinitions"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+        {
+            req = req.attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name(d["AttributeName"].as_str().unwrap_or_default())
+                    .attribute_type(ScalarAttributeType::from(
+                        d["AttributeType"].as_str().unwrap_or("S"),
+                    ))
+                    .build()
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        for g in p["GlobalSecondaryIndexes"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+        {
+            let projection = &g["Projection"];
+            let mut proj = Projection::builder().projection_type(ProjectionType::from(
+                projection["ProjectionType"].as_str().unwrap_or("ALL"),
+            ));
+            for a in projection["NonKeyAttributes"]
+                .as_sequence()
+                .into_iter()
+                .flatten()
+            {
+                proj = proj.non_key_attributes(a.as_str().unwrap_or_default());
+            }
+            req = req.global_secondary_indexes(
+                GlobalSecondaryIndex::builder()
+                    .index_name(g["IndexName"].as_str().unwrap_or_default())
+                    .set_key_schema(Some(key_schema(&g["KeySchema"])?))
+                    .projection(proj.build())
+                    .build()
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        if let Some(view) = p["StreamSpecification"]["StreamViewType"].as_str() {
+            req = req.stream_specification(
+                StreamSpecification::builder()
+                    .stream_enabled(true)
+                    .stream_view_type(StreamViewType::from(view))
+                    .build()
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        req.send().await.map_err(|e| {
+            format!(
+                "CreateTable {name}: {}",
+                aws_sdk_dynamodb::error::DisplayErrorContext(e)
+            )
+        })?;
+        if let Some(attr) = p["TimeToLiveSpecification"]["AttributeName"].as_str() {
+            // The template enables TTL only when a retention is set; locally it is always on.
+            dynamodb
+                .update_time_to_live()
+                .table_name(&name)
+                .time_to_live_specification(
+                    TimeToLiveSpecification::builder()
+                        .attribute_name(attr)
+                        .enabled(true)
+                        .build()
+                        .map_err(|e| e.to_string())?,
+                )
+                .send()
+                .await
+                .map_err(|e| {
+                    format!(
+                        "UpdateTimeToLive {name}: {}",
+                        aws_sdk_dynamodb::error::DisplayErrorContext(e)
+                    )
+                })?;
+        }
+        created.tables.insert(logical.to_owned(), name);
+    }
+
+    let queues = resources_of(&t, "AWS::SQS::Queue");
+    let sqs_err = |e: &dyn std::fmt::Display| format!("SQS: {e}");
+    for (logical, p) in &queues {
+        let mut name = format!("{prefix}-{logical}");
+        name.truncate(80);
+        let mut req = sqs.create_queue().queue_name(&name);
+        for (attr, key) in [
+            (QueueAttributeName::VisibilityTimeout, "VisibilityTimeout"),
+            (
+                QueueAttributeName::MessageRetentionPeriod,
+                "MessageRetentionPeriod",
+            ),
+        ] {
+            if let Some(v) = p[key].as_u64() {
+                req = req.attributes(attr, v.to_string());
+            }
+        }
+        let url = req
+            .send()
+            .await
+            .map_err(|e| sqs_err(&aws_sdk_sqs::error::DisplayErrorContext(e)))?
+            .queue_url
+            .unwrap_or_default();
+        let arn = sqs
+            .get_queue_attributes()
+            .queue_url(&url)
+            .attribute_names(QueueAttributeName::QueueArn)
+            .send()
+            .await
+            .map_err(|e| sqs_err(&aws_sdk_sqs::error::DisplayErrorContext(e)))?
+            .attributes
+            .and_then(|mut a| a.remove(&QueueAttributeName::QueueArn))
+            .unwrap_or_default();
+        created.queues.insert((*logical).to_owned(), url);
+        created.queue_arns.insert((*logical).to_owned(), arn);
+    }
+    for (logical, p) in &queues {
+        let redrive = &p["RedrivePolicy"];
+        if redrive.is_null() {
+            continue;
+        }
+        let target = referenced(&redrive["deadLetterTargetArn"])
+            .and_then(|dlq| created.queue_arns.get(dlq))
+            .ok_or_else(|| {
+                format!("{logical}: the redrive target is not a queue of this template")
+            })?;
+        let policy = serde_json::json!({
+            "deadLetterTargetArn": target,
+            "maxReceiveCount": redrive["maxReceiveCount"].as_u64().unwrap_or(5).to_string(),
+        });
+        sqs.set_queue_attributes()
+            .queue_url(created.queue(logical))
+            .attributes(QueueAttributeName::RedrivePolicy, policy.to_string())
+            .send()
+            .await
+            .map_err(|e| sqs_err(&aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+    }
+    Ok(created)
+}

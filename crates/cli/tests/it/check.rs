@@ -1,0 +1,350 @@
+//! `check` against a gallery of receivers, each broken in one classic way (and one that is
+//! not): `check` must fail each at the step that exposes its flaw, pass the sound ones, and
+//! never say PASS for what it could not observe. Then our own `dev` through its tables.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use paymos_inbox::tools::check::{self, CheckOptions, MarkPaid, Probe, Step};
+use paymos_inbox_core::signature::{SigningKey, Verifier, WebhookSecret};
+use tokio::sync::Mutex;
+
+use crate::harness::*;
+use crate::tools::{dev, tables_of};
+
+/// The classic mistakes, one per receiver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flaw {
+    /// Verifies, deduplicates by event id, ships once per order: sound.
+    None,
+    /// Answers 2xx, then dies before writing anything.
+    AcksBeforeRecording,
+    /// Deduplicates by the resource id: the `paid` after `confirming` is dropped.
+    DedupsByResource,
+    /// Keys orders by event id: the same payment through two endpoints ships twice.
+    KeysOrdersByEventId,
+    /// Reads only the last `v1` of the signature header (fails during a rotation).
+    ReadsOnlyTheLastV1,
+    /// Ships on every delivery, deduplicating nothing.
+    ShipsEveryDelivery,
+    /// Looks whether the order shipped, calls the (slow) shipping API, then records it:
+    /// concurrent copies all ship.
+    RecordsAfterShipping,
+}
+
+/// A small receiver whose order rows live in a file (one invoice id per row), so a shell
+/// command can count them as `--orders-cmd` would.
+struct Receiver {
+    flaw: Flaw,
+    rows: PathBuf,
+    seen_events: Mutex<HashSet<String>>,
+    seen_resources: Mutex<HashSet<String>>,
+    verifier: Verifier,
+}
+
+impl Receiver {
+    fn count(&self, invoice: &str) -> usize {
+        std::fs::read_to_string(&self.rows)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| *l == invoice)
+            .count()
+    }
+
+    fn ship(&self, invoice: &str) {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.rows)
+            .unwrap();
+        writeln!(f, "{invoice}").unwrap();
+    }
+
+    fn verified(&self, header: &str, body: &[u8]) -> bool {
+        if self.flaw != Flaw::ReadsOnlyTheLastV1 {
+            return self.verifier.verify(Some(header), body, now_secs()).is_ok();
+        }
+        let t: u64 = header
+            .split(',')
+            .find_map(|p| p.strip_prefix("t="))
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0);
+        let last = header
+            .split(',')
+            .filter_map(|p| p.strip_prefix("v1="))
+            .next_back()
+            .unwrap_or("");
+        WebhookSecret::new(TEST_SECRET).sign(t, body) == last
+    }
+
+    async fn webhook(&self, header: &str, body: &[u8]) -> u16 {
+        if !self.verified(header, body) {
+            return 401;
+        }
+        let event: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+        let id = event["event_id"].as_str().unwrap_or_default().to_owned();
+        let invoice = event["data"]["invoice_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let paid = event["event_type"] == "invoice.paid";
+        match self.flaw {
+            Flaw::AcksBeforeRecording => {}
+            Flaw::ShipsEveryDelivery => {
+                if paid {
+                    self.ship(&invoice);
+                }
+            }
+            Flaw::DedupsByResource => {
+                if self.seen_resources.lock().await.insert(invoice.clone()) && paid {
+                    self.ship(&invoice);
+                }
+            }
+            Flaw::KeysOrdersByEventId => {
+                if self.seen_events.lock().await.insert(id) && paid {
+                    self.ship(&invoice);
+                }
+            }
+            Flaw::RecordsAfterShipping => {
+                if paid && self.count(&invoice) == 0 {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    self.ship(&invoice);
+                }
+            }
+            Flaw::None | Flaw::ReadsOnlyTheLastV1 => {
+                let mut seen = self.seen_events.lock().await;
+                if seen.insert(id) && paid && self.count(&invoice) == 0 {
+                    self.ship(&invoice);
+                }
+            }
+        }
+        200
+    }
+}
+
+/// The receivers verify at the real time: `check` signs with it.
+fn now_secs() -> u64 {
+    paymos_inbox_lambda::now_ms() / 1000
+}
+
+/// Starts a receiver with `flaw`; returns its base URL and its rows file.
+async fn receiver(flaw: Flaw) -> (String, PathBuf) {
+    let rows = std::env::temp_dir().join(format!("{}.rows", unique("receiver")));
+    std::fs::write(&rows, "").unwrap();
+    let state = Arc::new(Receiver {
+        flaw,
+        rows: rows.clone(),
+        seen_events: Mutex::default(),
+        seen_resources: Mutex::default(),
+        verifier: Verifier::new(
+            vec![SigningKey::new("test", &WebhookSecret::new(TEST_SECRET))],
+            300,
+        ),
+    });
+    let url =
+        paymos_inbox::local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
+            let state = state.clone();
+            async move {
+                let path = req.uri().path().to_owned();
+                let invoice = req
+                    .uri()
+                    .query()
+                    .and_then(|q| q.strip_prefix("invoice="))
+                    .unwrap_or_default()
+                    .to_owned();
+                let header = req
+                    .headers()
+                    .get("x-webhook-signature")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned();
+                let body = req
+                    .into_body()
+                    .collect()
+                    .await
+                    .map(|c| c.to_bytes())
+                    .unwrap_or_default();
+                let (status, text) = match path.as_str() {
+                    "/orders" => (200, format!("{{\"count\": {}}}", state.count(&invoice))),
+                    "/mark-paid" => {
+                        if state.count(&invoice) == 0 {
+                            state.ship(&invoice);
+                        }
+                        (200, "{}".to_owned())
+                    }
+                    _ => (state.webhook(&header, &body).await, "{}".to_owned()),
+                };
+                let mut response = hyper::Response::new(Full::new(Bytes::from(text)));
+                *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
+                response
+            }
+        })
+        .await
+        .unwrap();
+    (url, rows)
+}
+
+fn options(url: &str) -> CheckOptions {
+    CheckOptions {
+        url: format!("{url}/"),
+        secret: WebhookSecret::new(TEST_SECRET),
+        wrong_secret: WebhookSecret::new("whsec_test_wrong"),
+        live: false,
+        collisions: 4,
+        patience: Duration::from_secs(3),
+        timeout: Duration::from_secs(1),
+        settle: Duration::from_millis(300),
+        probe: Some(Probe::Url(format!("{url}/orders?invoice={{invoice_id}}"))),
+        mark_paid: Some(MarkPaid::Url(format!(
+            "{url}/mark-paid?invoice={{invoice_id}}"
+        ))),
+        api: None,
+    }
+}
+
+fn first_failure(steps: &[Step]) -> Option<u8> {
+    steps.iter().find(|s| s.verdict == "fail").map(|s| s.number)
+}
+
+async fn fails_at(flaw: Flaw, step: u8) {
+    let (url, _) = receiver(flaw).await;
+    let steps = check::run(options(&url)).await;
+    assert_eq!(
+        first_failure(&steps),
+        Some(step),
+        "{flaw:?} must fail step {step}: {steps:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_receiver_that_acknowledges_before_recording_fails_step_one() {
+    fails_at(Flaw::AcksBeforeRecording, 1).await;
+}
+
+#[tokio::test]
+async fn a_receiver_that_deduplicates_by_resource_fails_step_one() {
+    fails_at(Flaw::DedupsByResource, 1).await;
+}
+
+#[tokio::test]
+async fn a_receiver_that_reads_only_the_last_v1_fails_step_one() {
+    fails_at(Flaw::ReadsOnlyTheLastV1, 1).await;
+}
+
+#[tokio::test]
+async fn a_receiver_that_keys_orders_by_event_id_fails_step_two() {
+    fails_at(Flaw::KeysOrdersByEventId, 2).await;
+}
+
+#[tokio::test]
+async fn a_receiver_that_ships_every_delivery_fails_step_two() {
+    fails_at(Flaw::ShipsEveryDelivery, 2).await;
+}
+
+#[tokio::test]
+async fn a_receiver_that_records_after_shipping_fails_step_three() {
+    fails_at(Flaw::RecordsAfterShipping, 3).await;
+}
+
+#[tokio::test]
+async fn a_sound_receiver_passes_through_a_url_probe_and_through_shell_commands() {
+    let (url, rows) = receiver(Flaw::None).await;
+    let steps = check::run(options(&url)).await;
+    for s in &steps {
+        assert_eq!(s.verdict, "pass", "{s:#?}");
+    }
+    // The same receiver observed and corrected through shell commands on its rows file.
+    let rows = rows.display();
+    let mut by_shell = options(&url);
+    by_shell.probe = Some(Probe::Command(format!(
+        "grep -cx '{{invoice_id}}' {rows}; true"
+    )));
+    by_shell.mark_paid = Some(MarkPaid::Command(format!("echo {{invoice_id}} >> {rows}")));
+    let steps = check::run(by_shell).await;
+    for s in &steps {
+        assert_eq!(s.verdict, "pass", "{s:#?}");
+    }
+}
+
+#[tokio::test]
+async fn without_a_probe_nothing_is_passed_and_the_exit_code_says_unproven() {
+    let (url, _) = receiver(Flaw::ShipsEveryDelivery).await;
+    let mut blind = options(&url);
+    blind.probe = None;
+    blind.mark_paid = None;
+    let steps = check::run(blind).await;
+    assert!(
+        steps.iter().all(|s| s.verdict == "unproven"),
+        "a receiver that ships every delivery is never PASSED blind: {steps:#?}"
+    );
+    assert!(
+        steps[0]
+            .missing
+            .as_deref()
+            .unwrap()
+            .contains("--orders-cmd")
+    );
+
+    let url = format!("{url}/");
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+            .args(["check", &url, "--patience", "3", "--settle", "0.2"])
+            .env_remove("PAYMOS_WEBHOOK_SECRET")
+            .env_remove("PAYMOS_API_KEY")
+            .env_remove("PAYMOS_API_SECRET")
+            .env_remove("DELIVERIES_TABLE")
+            .env_remove("STATE_TABLE")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(
+        text.contains("UNPROVEN") && !text.contains("PASS"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn check_against_dev_passes_all_five_steps_with_evidence_even_when_replies_are_late() {
+    // The first attempt of each event is answered after 1.5 s; the sender gives up after 1 s
+    // (Paymos' 10 s, scaled), so its retries collide with recorded, in-flight deliveries.
+    let dev = dev(Some(Duration::from_millis(1500))).await;
+    let tables = tables_of(&dev);
+    let mut options = options("http://unused");
+    options.url = dev.info.ingest_url.clone();
+    options.patience = Duration::from_secs(20);
+    options.probe = Some(Probe::Tables(tables.clone()));
+    options.mark_paid = Some(MarkPaid::Tables(tables));
+    let steps = check::run(options).await;
+    for s in &steps {
+        assert_eq!(s.verdict, "pass", "step {}: {s:#?}", s.number);
+        assert!(
+            s.evidence
+                .iter()
+                .any(|e| e.contains(": 1 fulfilment item ") || e.contains(": 1 row")),
+            "step {} shows the row it counted: {s:#?}",
+            s.number
+        );
+    }
+    assert!(
+        steps[2].evidence[0].contains("still working past the sender's"),
+        "{:#?}",
+        steps[2].evidence
+    );
+    assert!(
+        steps[3]
+            .evidence
+            .iter()
+            .any(|e| e.contains("mark-paid inv_")),
+        "{:#?}",
+        steps[3].evidence
+    );
+}

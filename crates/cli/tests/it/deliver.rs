@@ -1,0 +1,219 @@
+//! The signed hand-off: hand-off events, as an EventBridge rule delivers them to the
+//! deliverer's queue, posted to a receiver on loopback as Standard Webhooks messages, and
+//! verified there with the `standardwebhooks` package from PyPI (a reference implementation we
+//! did not write). A tampered body or an old timestamp does not verify; an endpoint that
+//! refuses gets the message again.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use paymos_inbox_aws::events::envelope as eventbridge_envelope;
+use paymos_inbox_aws::webhook::HttpWebhookTarget;
+use paymos_inbox_core::handoff::{Scalar, Snapshot, events_of};
+use paymos_inbox_core::outbound::{OutboundSecret, outbound_of};
+use paymos_inbox_core::signature::Environment;
+use paymos_inbox_lambda::deliver::handle_batch;
+use serde_json::{Value, json};
+
+const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/// What the receiver got: headers and body of each request.
+type Received = Arc<Mutex<Vec<(Vec<(String, String)>, String)>>>;
+
+/// A receiver on loopback that keeps every request and answers `status`.
+async fn receiver(status: u16) -> (String, Received) {
+    let received: Received = Arc::default();
+    let kept = received.clone();
+    let url =
+        paymos_inbox::local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
+            let kept = kept.clone();
+            async move {
+                let headers = req
+                    .headers()
+                    .iter()
+                    .map(|(k, v)| {
+                        (
+                            k.as_str().to_owned(),
+                            v.to_str().unwrap_or_default().to_owned(),
+                        )
+                    })
+                    .collect();
+                let body = req.into_body().collect().await.unwrap().to_bytes();
+                kept.lock()
+                    .unwrap()
+                    .push((headers, String::from_utf8_lossy(&body).into_owned()));
+                let mut r = hyper::Response::new(Full::new(Bytes::new()));
+                *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
+                r
+            }
+        })
+        .await
+        .unwrap();
+    (url, received)
+}
+
+/// An Order Paid as the publisher emits it, in the envelope a rule delivers to SQS.
+fn order_paid(invoice: &str) -> String {
+    let item: Snapshot = [
+        ("pk", Scalar::Text(format!("fulfilment#{invoice}"))),
+        ("kind", Scalar::Text("fulfilment".into())),
+        ("invoice_id", Scalar::Text(invoice.into())),
+        ("order_id", Scalar::Text(format!("order-{invoice}"))),
+        ("amount", Scalar::Number("10.5".into())),
+        ("amount_text", Scalar::Text("10.50".into())),
+        ("currency", Scalar::Text("USDT".into())),
+        ("status", Scalar::Text("paid".into())),
+        ("won_by", Scalar::Text("evt_1".into())),
+        ("fulfilled_at", Scalar::Number("1700000000000".into())),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    let event = events_of(None, Some(&item), Environment::Live).remove(0);
+    eventbridge_envelope(&event, 1_700_000_000_000).to_string()
+}
+
+fn batch(bodies: &[String]) -> SqsEvent {
+    let mut event = SqsEvent::default();
+    event.records = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, body)| {
+            let mut m = SqsMessage::default();
+            m.message_id = Some(format!("m{i}"));
+            m.body = Some(body.clone());
+            m
+        })
+        .collect();
+    event
+}
+
+/// Whether the `standardwebhooks` package verifies `body` with `headers` and `SECRET`.
+fn verifies(headers: &[(String, String)], body: &str) -> Result<(), String> {
+    let python = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .join(".venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run `make deps` (it installs standardwebhooks from requirements-dev.txt)",
+        python.display()
+    );
+    let script = "import json, sys\nfrom standardwebhooks.webhooks import Webhook\nd = json.load(sys.stdin)\nWebhook(d['secret']).verify(d['body'], d['headers'])\n";
+    let input = json!({"secret": SECRET, "body": body,
+        "headers": headers.iter().cloned().collect::<std::collections::HashMap<_, _>>()});
+    let mut child = std::process::Command::new(python)
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+fn now_s() -> u64 {
+    paymos_inbox_lambda::now_ms() / 1000
+}
+
+#[tokio::test]
+async fn a_delivery_verifies_with_the_standard_webhooks_package_and_a_tampered_one_does_not() {
+    let (url, received) = receiver(204).await;
+    let target = HttpWebhookTarget::new(&url, Duration::from_secs(5)).unwrap();
+    let secret = OutboundSecret::parse(SECRET).unwrap();
+    let response = handle_batch(&target, &secret, batch(&[order_paid("inv_d1")]), now_s()).await;
+    assert!(response.batch_item_failures.is_empty());
+    let (headers, body) = received.lock().unwrap()[0].clone();
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        header("webhook-id"),
+        "order-paid:inv_d1",
+        "the fact's id, to dedupe on"
+    );
+    let payload: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(payload["type"], "Order Paid");
+    assert_eq!(payload["data"]["amount"], "10.50");
+    println!(
+        "{}\n{body}",
+        headers
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    verifies(&headers, &body).expect("the reference library verifies it");
+    let tampered = body.replace("10.50", "0.01");
+    assert!(
+        verifies(&headers, &tampered).is_err(),
+        "a tampered body is refused"
+    );
+}
+
+#[tokio::test]
+async fn an_old_timestamp_does_not_verify() {
+    let secret = OutboundSecret::parse(SECRET).unwrap();
+    let old = outbound_of(&order_paid("inv_d2"), &secret, now_s() - 3600).unwrap();
+    let headers = vec![
+        ("webhook-id".to_owned(), old.id.clone()),
+        ("webhook-timestamp".to_owned(), old.timestamp.to_string()),
+        ("webhook-signature".to_owned(), old.signature.clone()),
+    ];
+    let err = verifies(&headers, &old.body).unwrap_err();
+    assert!(
+        err.contains("too old") || err.contains("timestamp"),
+        "{err}"
+    );
+    let fresh = outbound_of(&order_paid("inv_d2"), &secret, now_s()).unwrap();
+    let headers = vec![
+        ("webhook-id".to_owned(), fresh.id.clone()),
+        ("webhook-timestamp".to_owned(), fresh.timestamp.to_string()),
+        ("webhook-signature".to_owned(), fresh.signature.clone()),
+    ];
+    verifies(&headers, &fresh.body).expect("the same message, signed now");
+}
+
+#[tokio::test]
+async fn an_endpoint_that_refuses_or_is_down_gets_the_message_again() {
+    let secret = OutboundSecret::parse(SECRET).unwrap();
+    let (url, received) = receiver(500).await;
+    let refusing = HttpWebhookTarget::new(&url, Duration::from_secs(5)).unwrap();
+    let down = HttpWebhookTarget::new("http://127.0.0.1:9/hook", Duration::from_secs(2)).unwrap();
+    for target in [&refusing, &down] {
+        let response = handle_batch(
+            target,
+            &secret,
+            batch(&[order_paid("inv_d3"), "not an event".to_owned()]),
+            now_s(),
+        )
+        .await;
+        let failed: Vec<&str> = response
+            .batch_item_failures
+            .iter()
+            .map(|f| f.item_identifier.as_str())
+            .collect();
+        assert_eq!(failed.len(), 2, "both retried, then parked: {failed:?}");
+    }
+    assert_eq!(
+        received.lock().unwrap().len(),
+        1,
+        "the malformed one is never posted"
+    );
+}

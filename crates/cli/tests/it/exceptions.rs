@@ -1,0 +1,620 @@
+//! The reverse check a merchant can leave on, and a way out for every exception, against
+//! DynamoDB Local, fauxqs' shapes and a fake Paymos API on loopback.
+
+use std::time::{Duration, Instant};
+
+use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
+use paymos_inbox::tools::exceptions;
+use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
+use paymos_inbox_aws::paymos_api::PaymosApi;
+use paymos_inbox_aws::reconcile::reconcile;
+use paymos_inbox_core::change::{Applied, OrderRef};
+use paymos_inbox_core::fulfil::{Fulfil, FulfilError};
+use paymos_inbox_core::release::ReleaseBy;
+use paymos_inbox_core::signature::Environment;
+use paymos_inbox_lambda::fulfil::handle_batch;
+use serde_json::{Value, json};
+
+use crate::harness::*;
+
+pub(crate) use crate::paymos_fake::{self, Answer, FakePaymos, invoice};
+
+struct Rig {
+    aws: Aws,
+    state: String,
+    ledger: String,
+    api: FakePaymos,
+}
+
+impl Rig {
+    async fn new(paid: Vec<Value>) -> Self {
+        let aws = Aws::new();
+        let stack = aws.stack().await;
+        let api = FakePaymos::start().await;
+        if !paid.is_empty() {
+            api.list(paid);
+        }
+        Self {
+            state: stack.table("StateTable").to_owned(),
+            ledger: stack.table("DeliveriesTable").to_owned(),
+            aws,
+            api,
+        }
+    }
+
+    fn answer(&self, invoice: &str, answer: Answer) {
+        self.api.answer(invoice, answer);
+    }
+
+    fn client(&self) -> paymos::PaymosClient {
+        self.api.client()
+    }
+
+    fn client_with_timeout(&self, timeout: Duration) -> paymos::PaymosClient {
+        self.api.client_with_timeout(timeout)
+    }
+
+    fn store(&self) -> DynamoResources {
+        DynamoResources::new(self.aws.dynamodb.clone(), &self.state, &self.ledger)
+    }
+
+    fn ledger(&self) -> DynamoLedger {
+        DynamoLedger::new(self.aws.dynamodb.clone(), &self.ledger, None)
+    }
+
+    fn checked(&self, deadline: Duration) -> Fulfil<DynamoResources, PaymosApi> {
+        Fulfil::new(self.store())
+            .with_confirmation(PaymosApi::new(self.client()).with_deadline(deadline))
+    }
+
+    async fn fulfilments(&self, invoice: &str) -> usize {
+        self.aws
+            .scan(&self.state)
+            .await
+            .iter()
+            .filter(|i| get_s(i, "kind") == "fulfilment" && get_s(i, "invoice_id") == invoice)
+            .count()
+    }
+
+    async fn outcome(&self, event_id: &str) -> String {
+        get_s(
+            &self
+                .aws
+                .item(&self.ledger, "event_id", event_id)
+                .await
+                .unwrap(),
+            "outcome",
+        )
+        .to_owned()
+    }
+
+    /// Records the delivery as ingest would (so the processed mark has a record to update).
+    async fn record(&self, body: &str) {
+        use paymos_inbox_core::ingest::DeliveryLedger;
+        let delivery = recorded_delivery(
+            body,
+            paymos_inbox_core::signature::Environment::Live,
+            NOW_MS,
+        );
+        self.ledger().record(&delivery, NOW_MS).await.unwrap();
+    }
+}
+
+/// `invoice.paid` as the official `ton_invoice_v2` vector sends it: no `order`, the token
+/// amount in `payment.expected`.
+fn paid_in_tokens(event_id: &str, invoice: &str, expected: &str) -> String {
+    envelope(
+        event_id,
+        "invoice.paid",
+        json!({"invoice_id": invoice, "status": "paid", "is_test": false,
+               "payment": {"network": "TON", "currency": "USDT", "expected": expected}}),
+    )
+}
+
+fn message(id: &str, body: &str, receives: u32) -> SqsMessage {
+    let mut m = SqsMessage::default();
+    m.message_id = Some(id.to_owned());
+    m.body = Some(live(body).encode());
+    m.attributes
+        .insert("ApproximateReceiveCount".into(), receives.to_string());
+    m
+}
+
+fn deposit(event_id: &str, pcd: &str) -> String {
+    envelope(
+        event_id,
+        "payment_channel.deposit.confirmed",
+        json!({"id": pcd, "is_final": true, "payment_channel_external_id": "payer-9", "currency": "USDT", "net": "5.00"}),
+    )
+}
+
+#[tokio::test]
+async fn a_usd_priced_invoice_paid_in_usdt_passes_the_reverse_check() {
+    let rig = Rig::new(Vec::new()).await;
+    rig.answer(
+        "inv_usd",
+        Answer::Invoices(vec![invoice(
+            "inv_usd",
+            "paid",
+            ("10", "USD"),
+            ("10.50", "USDT"),
+        )]),
+    );
+    let body = paid_in_tokens("evt_usd", "inv_usd", "10.5");
+    rig.record(&body).await;
+    let (_, applied) = rig
+        .checked(Duration::from_secs(5))
+        .apply(&live(&body), NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(applied, Applied::Fulfilled);
+    assert_eq!(rig.fulfilments("inv_usd").await, 1);
+    // A token amount that differs is still refused.
+    rig.answer(
+        "inv_short",
+        Answer::Invoices(vec![invoice(
+            "inv_short",
+            "paid",
+            ("10", "USD"),
+            ("10.50", "USDT"),
+        )]),
+    );
+    let short = paid_in_tokens("evt_short", "inv_short", "1.05");
+    rig.record(&short).await;
+    let (_, applied) = rig
+        .checked(Duration::from_secs(5))
+        .apply(&live(&short), NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(applied, Applied::Unconfirmed);
+    assert_eq!(rig.fulfilments("inv_short").await, 0);
+}
+
+#[tokio::test]
+async fn not_paid_yet_then_paid_ends_fulfilled_once() {
+    let rig = Rig::new(Vec::new()).await;
+    rig.answer(
+        "inv_lag",
+        Answer::Invoices(vec![
+            invoice(
+                "inv_lag",
+                "confirming",
+                ("25.00", "USDT"),
+                ("25.00", "USDT"),
+            ),
+            invoice("inv_lag", "paid", ("25.00", "USDT"), ("25.00", "USDT")),
+        ]),
+    );
+    let body = paid_in_tokens("evt_lag", "inv_lag", "25.00");
+    rig.record(&body).await;
+    let fulfil = rig.checked(Duration::from_secs(5));
+    let first = fulfil
+        .apply_received(&live(&body), NOW_MS, 1)
+        .await
+        .unwrap_err();
+    assert!(matches!(first, FulfilError::NotYet { .. }), "{first:?}");
+    assert_eq!(rig.fulfilments("inv_lag").await, 0);
+    let (_, applied) = fulfil
+        .apply_received(&live(&body), NOW_MS, 2)
+        .await
+        .unwrap();
+    assert_eq!(applied, Applied::Fulfilled);
+    assert_eq!(rig.fulfilments("inv_lag").await, 1);
+    assert_eq!(rig.outcome("evt_lag").await, "fulfilled");
+}
+
+#[tokio::test]
+async fn a_404_is_unconfirmed_and_leaves_the_rest_of_the_batch_alone() {
+    let rig = Rig::new(Vec::new()).await;
+    rig.answer("inv_forged", Answer::NotFound);
+    rig.api.deposit(
+        "pcd_dep1",
+        paymos_fake::deposit("pcd_dep1", "payer-9", "5.00"),
+    );
+    let (forged, credit) = (
+        paid_in_tokens("evt_forged", "inv_forged", "25.00"),
+        deposit("evt_dep1", "pcd_dep1"),
+    );
+    rig.record(&forged).await;
+    rig.record(&credit).await;
+    let mut event = SqsEvent::default();
+    event.records = vec![message("m1", &forged, 1), message("m2", &credit, 1)];
+    let response = handle_batch(&rig.checked(Duration::from_secs(5)), event, NOW_MS).await;
+    assert!(
+        response.batch_item_failures.is_empty(),
+        "nothing retried, nothing to the DLQ"
+    );
+    assert_eq!(rig.outcome("evt_forged").await, "unconfirmed");
+    assert_eq!(rig.outcome("evt_dep1").await, "credited");
+    assert_eq!(rig.fulfilments("inv_forged").await, 0);
+}
+
+#[tokio::test]
+async fn an_api_that_hangs_fails_only_its_own_message_and_in_time() {
+    let rig = Rig::new(Vec::new()).await;
+    rig.answer("inv_hang", Answer::Hang);
+    rig.api.deposit(
+        "pcd_dep2",
+        paymos_fake::deposit("pcd_dep2", "payer-9", "5.00"),
+    );
+    let (slow, credit) = (
+        paid_in_tokens("evt_hang", "inv_hang", "25.00"),
+        deposit("evt_dep2", "pcd_dep2"),
+    );
+    rig.record(&slow).await;
+    rig.record(&credit).await;
+    let mut event = SqsEvent::default();
+    event.records = vec![message("m1", &slow, 1), message("m2", &credit, 1)];
+    // The client would wait a minute: the check's own deadline is what bounds it.
+    let fulfil = Fulfil::new(rig.store()).with_confirmation(
+        PaymosApi::new(rig.client_with_timeout(Duration::from_secs(60)))
+            .with_deadline(Duration::from_millis(500)),
+    );
+    let started = Instant::now();
+    let response = handle_batch(&fulfil, event, NOW_MS).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "bounded: {:?}",
+        started.elapsed()
+    );
+    let failed: Vec<_> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.as_str())
+        .collect();
+    assert_eq!(failed, ["m1"], "only the invoice waits for Paymos");
+    assert_eq!(rig.outcome("evt_dep2").await, "credited");
+}
+
+#[tokio::test]
+async fn releasing_a_held_invoice_fulfils_once_against_a_second_release_and_a_replayed_webhook() {
+    let rig = Rig::new(Vec::new()).await;
+    let store = rig.store();
+    exceptions::register_order(&store, "order-inv_held", "10.00", "usdt")
+        .await
+        .unwrap();
+    let fulfil = Fulfil::new(rig.store());
+    let paid = |event: &str| {
+        envelope(
+            event,
+            "invoice.paid",
+            json!({"invoice_id": "inv_held", "status": "paid",
+                   "order": {"external_id": "order-inv_held", "amount": "12.00", "currency": "USDT"}}),
+        )
+    };
+    rig.record(&paid("evt_h1")).await;
+    assert_eq!(
+        fulfil
+            .apply(&live(&paid("evt_h1")), NOW_MS)
+            .await
+            .unwrap()
+            .1,
+        Applied::Held
+    );
+    // mark-paid cannot ship a held invoice (it stays held); release can.
+    let none = OrderRef {
+        external_id: None,
+        amount: None,
+        currency: None,
+    };
+    // mark-paid reports what exists: the payment is held.
+    assert_eq!(
+        fulfil
+            .mark_paid("inv_held", none, "support:bob", NOW_MS)
+            .await
+            .unwrap(),
+        Applied::Held
+    );
+    let listed = exceptions::list(&store, &rig.ledger(), None).await.unwrap();
+    assert!(
+        listed
+            .iter()
+            .any(|e| e.kind == "held" && e.resource_id.as_deref() == Some("inv_held")),
+        "{listed:?}"
+    );
+
+    rig.record(&paid("evt_h2")).await;
+    let ledger = rig.ledger();
+    let replay = live(&paid("evt_h2"));
+    let (alice, bob) = (
+        by("alice", Some("customer confirmed"), true),
+        by("bob", Some("checked"), true),
+    );
+    let (a, b, c) = tokio::join!(
+        exceptions::release(&store, &ledger, "inv_held", &alice, NOW_MS),
+        exceptions::release(&store, &ledger, "inv_held", &bob, NOW_MS),
+        fulfil.apply(&replay, NOW_MS),
+    );
+    let released = [a.unwrap(), b.unwrap()];
+    assert_eq!(
+        released
+            .iter()
+            .filter(|r| **r == Applied::Fulfilled)
+            .count(),
+        1,
+        "{released:?}"
+    );
+    assert_eq!(c.unwrap().1, Applied::AlreadyFinal);
+    assert_eq!(rig.fulfilments("inv_held").await, 1);
+    let item = rig.aws.item(&rig.state, "pk", "inv_held").await.unwrap();
+    assert!(get_s(&item, "released_by").starts_with("manual:"));
+    assert!(!item.contains_key("held"));
+    let listed = exceptions::list(&store, &rig.ledger(), None).await.unwrap();
+    assert!(
+        listed
+            .iter()
+            .all(|e| e.resource_id.as_deref() != Some("inv_held")),
+        "{listed:?}"
+    );
+    // A second release later changes nothing.
+    assert_eq!(
+        exceptions::release(
+            &store,
+            &ledger,
+            "inv_held",
+            &by("carol", Some("checked"), true),
+            NOW_MS
+        )
+        .await
+        .unwrap(),
+        Applied::AlreadyFinal
+    );
+}
+
+#[tokio::test]
+async fn unconfirmed_and_late_payments_are_listed_and_released_and_a_refund_clears_a_duplicate() {
+    let rig = Rig::new(Vec::new()).await;
+    let store = rig.store();
+    let ledger = rig.ledger();
+    // Unconfirmed: Paymos did not know it (404).
+    rig.answer("inv_unc", Answer::NotFound);
+    let unc = paid_in_tokens("evt_unc", "inv_unc", "25.00");
+    rig.record(&unc).await;
+    rig.checked(Duration::from_secs(5))
+        .apply(&live(&unc), NOW_MS)
+        .await
+        .unwrap();
+    // Paid late: expired, then paid.
+    let fulfil = Fulfil::new(rig.store());
+    for (e, ty) in [("evt_exp", "invoice.expired"), ("evt_late", "invoice.paid")] {
+        let body = envelope(
+            e,
+            ty,
+            json!({"invoice_id": "inv_late", "order": {"external_id": "order-inv_late", "amount": "5", "currency": "USDT"}}),
+        );
+        rig.record(&body).await;
+        fulfil.apply(&live(&body), NOW_MS).await.unwrap();
+    }
+    // A duplicate payment: two invoices for one order.
+    for (e, inv) in [("evt_d1", "inv_first"), ("evt_d2", "inv_second")] {
+        let body = envelope(
+            e,
+            "invoice.paid",
+            json!({"invoice_id": inv, "order": {"external_id": "order-dup", "amount": "5", "currency": "USDT"}}),
+        );
+        rig.record(&body).await;
+        fulfil.apply(&live(&body), NOW_MS).await.unwrap();
+    }
+    let kinds = |list: &[exceptions::Exception]| {
+        let mut k: Vec<(&str, String)> = list
+            .iter()
+            .map(|e| (e.kind, e.resource_id.clone().unwrap_or_default()))
+            .collect();
+        k.sort();
+        k
+    };
+    let listed = exceptions::list(&store, &ledger, None).await.unwrap();
+    assert_eq!(
+        kinds(&listed),
+        [
+            ("duplicate_payment", "inv_second".to_owned()),
+            ("paid_late", "inv_late".to_owned()),
+            ("unconfirmed", "inv_unc".to_owned())
+        ]
+    );
+    assert!(
+        listed
+            .iter()
+            .all(|e| !e.action.is_empty() && !e.why.is_empty())
+    );
+
+    // The unconfirmed one is genuine after all; the late one ships anyway.
+    assert_eq!(
+        exceptions::release(
+            &store,
+            &ledger,
+            "inv_unc",
+            &by("alice", Some("paid, seen on chain"), false),
+            NOW_MS
+        )
+        .await
+        .unwrap(),
+        Applied::Fulfilled
+    );
+    assert_eq!(
+        exceptions::release(
+            &store,
+            &ledger,
+            "inv_late",
+            &by("alice", None, false),
+            NOW_MS
+        )
+        .await
+        .unwrap(),
+        Applied::Fulfilled
+    );
+    assert_eq!(rig.fulfilments("inv_unc").await, 1);
+    assert_eq!(rig.fulfilments("inv_late").await, 1);
+    // A duplicate is refunded, never released.
+    assert!(
+        exceptions::release(
+            &store,
+            &ledger,
+            "inv_second",
+            &by("alice", None, false),
+            NOW_MS
+        )
+        .await
+        .is_err()
+    );
+    let refund = envelope(
+        "evt_refund",
+        "withdrawal.completed",
+        json!({"withdrawal_id": "wdr_back", "invoice_id": "inv_second", "mode": "full", "amount": "5", "currency": "USDT"}),
+    );
+    rig.record(&refund).await;
+    fulfil.apply(&live(&refund), NOW_MS).await.unwrap();
+    let second = rig.aws.item(&rig.state, "pk", "inv_second").await.unwrap();
+    assert!(
+        second.contains_key("refunds"),
+        "the refund is recorded beside the invoice"
+    );
+    assert!(
+        exceptions::list(&store, &ledger, None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(rig.fulfilments("inv_second").await, 0);
+}
+
+#[tokio::test]
+async fn recheck_applies_what_paymos_now_confirms() {
+    let rig = Rig::new(Vec::new()).await;
+    rig.answer(
+        "inv_rc",
+        Answer::Invoices(vec![invoice(
+            "inv_rc",
+            "confirming",
+            ("25.00", "USDT"),
+            ("25.00", "USDT"),
+        )]),
+    );
+    let body = paid_in_tokens("evt_rc", "inv_rc", "25.00");
+    rig.record(&body).await;
+    rig.checked(Duration::from_secs(5))
+        .apply(&live(&body), NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(rig.outcome("evt_rc").await, "unconfirmed");
+    rig.answer(
+        "inv_rc",
+        Answer::Invoices(vec![invoice(
+            "inv_rc",
+            "paid",
+            ("25.00", "USDT"),
+            ("25.00", "USDT"),
+        )]),
+    );
+    let api = PaymosApi::new(rig.client());
+    let results = exceptions::recheck(
+        &rig.store(),
+        &rig.ledger(),
+        &api,
+        Environment::Live,
+        None,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0].outcome, "fulfilled");
+    assert_eq!(rig.fulfilments("inv_rc").await, 1);
+    assert!(
+        exceptions::recheck(
+            &rig.store(),
+            &rig.ledger(),
+            &api,
+            Environment::Live,
+            None,
+            NOW_MS
+        )
+        .await
+        .unwrap()
+        .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn reconciliation_re_reads_open_invoices_and_applies_a_missing_one_once() {
+    let rig = Rig::new(Vec::new()).await;
+    let fulfil = Fulfil::new(rig.store());
+    // The confirming webhook arrived; the paid one never did.
+    let confirming = envelope(
+        "evt_open",
+        "invoice.confirming",
+        json!({"invoice_id": "inv_open", "order": {"external_id": "order-inv_open", "amount": "25.00", "currency": "USDT"}}),
+    );
+    rig.record(&confirming).await;
+    fulfil.apply(&live(&confirming), NOW_MS).await.unwrap();
+    rig.answer(
+        "inv_open",
+        Answer::Invoices(vec![invoice(
+            "inv_open",
+            "paid",
+            ("25.00", "USDT"),
+            ("25.00", "USDT"),
+        )]),
+    );
+    let api = rig.client();
+    let run = |apply| {
+        reconcile(
+            &api,
+            &fulfil,
+            (NOW - 3600) as i64,
+            (NOW + 3600) as i64,
+            apply,
+            NOW_MS,
+        )
+    };
+    let report = run(false).await.unwrap();
+    assert_eq!(report.open_rechecked, 1);
+    assert_eq!(report.missing.len(), 1);
+    assert!(!report.clean());
+    let report = run(true).await.unwrap();
+    assert_eq!(report.applied["inv_open"], "fulfilled");
+    assert_eq!(rig.fulfilments("inv_open").await, 1);
+    let again = run(true).await.unwrap();
+    assert!(again.clean() && again.missing.is_empty(), "{again:?}");
+    assert_eq!(rig.fulfilments("inv_open").await, 1);
+}
+
+#[tokio::test]
+async fn the_amount_guard_is_registered_without_rust_and_refuses_bad_input() {
+    let rig = Rig::new(Vec::new()).await;
+    let store = rig.store();
+    assert!(
+        exceptions::register_order(&store, "o-1", "ten", "USD")
+            .await
+            .unwrap_err()
+            .contains("decimal")
+    );
+    assert!(
+        exceptions::register_order(&store, "o-1", "10", "U$D")
+            .await
+            .is_err()
+    );
+    exceptions::register_order(&store, "o-1", "10.50", "usd")
+        .await
+        .unwrap();
+    let item = rig.aws.item(&rig.state, "pk", "order#o-1").await.unwrap();
+    assert_eq!(
+        item["amount"].as_n().unwrap(),
+        "10.5",
+        "a Number: compared as a decimal"
+    );
+    assert_eq!(get_s(&item, "currency"), "USD");
+}
+
+/// Who releases, why, and whether they override the amount check.
+fn by(
+    actor: &'static str,
+    reason: Option<&'static str>,
+    override_amount: bool,
+) -> ReleaseBy<'static> {
+    ReleaseBy {
+        actor,
+        reason,
+        override_amount,
+    }
+}

@@ -1,0 +1,523 @@
+//! Least privilege, proven: each function's code paths run against the emulators with an SDK
+//! interceptor that records the IAM action and the target of every call (a transaction counts
+//! as its items' actions); every recorded (action, resource) must be granted by that
+//! function's policy in `template.yaml`, and every granted action must be one the function
+//! uses. A missing grant would be `AccessDenied` on the first real delivery; an unused one is
+//! a permission nobody needs.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use paymos_inbox::local::template::Created;
+use paymos_inbox_aws::aws::{CallCounter, Grant};
+use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
+use paymos_inbox_aws::sqs::SqsQueue;
+use paymos_inbox_core::fulfil::Fulfil;
+use paymos_inbox_core::ingest::{
+    DeliveryLedger as _, Inbound, Ingest, IngestSettings, KeySource as _,
+};
+use paymos_inbox_core::signature::{Environment, Verifier, WebhookSecret, signature_header};
+use paymos_inbox_core::status::Amount;
+use serde_json::json;
+use yaml_serde::Value;
+
+use crate::harness::*;
+use crate::paymos_fake::{Answer, FakePaymos, invoice};
+
+/// The secret ids the functions read here, by the template parameter or resource that names
+/// them in a policy.
+const SECRETS: [(&str, &str); 3] = [
+    ("paymos-inbox/webhook-secrets", "WebhookSecretsName"),
+    ("paymos-inbox/api", "PaymosApiSecretName"),
+    ("paymos-inbox/signing", "WebhookSigningSecret"),
+];
+const BUS: &str = "paymos-inbox-it-bus";
+
+/// Grants a function needs that its own code never calls: Lambda's on-failure destination of a
+/// stream sends with the function's role.
+const SERVICE_USED: [(&str, &str, &str); 1] = [(
+    "PublisherFunction",
+    "sqs:SendMessage",
+    "PublishFailuresQueue",
+)];
+
+/// A Secrets Manager client on the local stand-in, its calls recorded by `calls`.
+async fn secrets_client(calls: &CallCounter) -> aws_sdk_secretsmanager::Client {
+    let url = paymos_inbox::local::secrets::serve(HashMap::from([
+        (
+            SECRETS[0].0.to_owned(),
+            json!({"test": TEST_SECRET}).to_string(),
+        ),
+        (
+            SECRETS[1].0.to_owned(),
+            json!({"api_key": crate::paymos_fake::KEY, "api_secret": crate::paymos_fake::SECRET})
+                .to_string(),
+        ),
+        (
+            SECRETS[2].0.to_owned(),
+            json!({"key": "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}).to_string(),
+        ),
+    ]))
+    .await
+    .unwrap();
+    let config = aws_sdk_secretsmanager::Config::builder()
+        .behavior_version_latest()
+        .region(aws_sdk_secretsmanager::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_secretsmanager::config::Credentials::new(
+            "test", "test", None, None, "tests",
+        ))
+        .endpoint_url(url)
+        .interceptor(calls.clone())
+        .build();
+    aws_sdk_secretsmanager::Client::from_conf(config)
+}
+
+/// The logical resource a recorded target is.
+fn logical(created: &Created, target: &str) -> String {
+    if let Some((_, name)) = SECRETS.iter().find(|(id, _)| *id == target) {
+        return (*name).to_owned();
+    }
+    if target == BUS {
+        return "EventBus".into();
+    }
+    let (table, index) = target
+        .split_once("/index/")
+        .map_or((target, None), |(t, i)| (t, Some(i)));
+    if let Some((logical, _)) = created.tables.iter().find(|(_, n)| *n == table) {
+        return index.map_or_else(|| logical.clone(), |i| format!("{logical}/index/{i}"));
+    }
+    if let Some((logical, _)) = created
+        .queues
+        .iter()
+        .find(|(_, url)| url.rsplit('/').next() == Some(target))
+    {
+        return logical.clone();
+    }
+    format!("unknown:{target}")
+}
+
+fn used(created: &Created, calls: &CallCounter) -> BTreeSet<(String, String)> {
+    calls
+        .grants()
+        .into_iter()
+        .map(|Grant { action, target }| (action, logical(created, &target)))
+        .collect()
+}
+
+/// A policy resource as the logical resource it names.
+fn resource_of(v: &Value) -> Vec<String> {
+    match v {
+        Value::Sequence(items) => items.iter().flat_map(resource_of).collect(),
+        Value::Tagged(t) => {
+            let tag = t.tag.to_string();
+            let text = match &t.value {
+                Value::String(s) => s.clone(),
+                Value::Sequence(parts) => parts[0].as_str().unwrap_or_default().to_owned(),
+                _ => String::new(),
+            };
+            if tag.contains("Sub") {
+                // The first `${…}` that is not a pseudo parameter names the resource.
+                let name = text
+                    .split("${")
+                    .skip(1)
+                    .filter_map(|rest| rest.split_once('}').map(|(n, _)| n))
+                    .find(|n| !n.starts_with("AWS::"));
+                if let Some(name) = name {
+                    let name = name.trim_end_matches(".Arn");
+                    let suffix = text.split_once("/index/").map(|(_, i)| i);
+                    return vec![match (name, suffix) {
+                        ("Bus", _) => "EventBus".to_owned(),
+                        (n, Some(i)) => format!("{n}/index/{i}"),
+                        (n, None) => n.to_owned(),
+                    }];
+                }
+                vec![text]
+            } else {
+                vec![text.split('.').next().unwrap_or_default().to_owned()]
+            }
+        }
+        other => vec![format!("{other:?}")],
+    }
+}
+
+/// Every (action, logical resource) a function's policies grant (conditional statements too).
+fn granted(function: &str) -> BTreeSet<(String, String)> {
+    let t: Value = yaml_serde::from_str(include_str!("../../../../template.yaml")).unwrap();
+    let mut out = BTreeSet::new();
+    let mut statements = Vec::new();
+    for policy in t["Resources"][function]["Properties"]["Policies"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+    {
+        match policy {
+            // `!If [condition, {Statement: …}, !Ref AWS::NoValue]`
+            Value::Tagged(t) => {
+                if let Some(branch) = t.value.as_sequence().and_then(|s| s.get(1)) {
+                    statements.extend(
+                        branch["Statement"]
+                            .as_sequence()
+                            .cloned()
+                            .unwrap_or_default(),
+                    );
+                }
+            }
+            other => statements.extend(
+                other["Statement"]
+                    .as_sequence()
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
+        }
+    }
+    for st in statements {
+        // `!If [condition, statement, !Ref AWS::NoValue]`: the statement when it applies.
+        let st = match st {
+            Value::Tagged(t) => t
+                .value
+                .as_sequence()
+                .and_then(|s| s.get(1))
+                .cloned()
+                .unwrap_or(Value::Null),
+            other => other,
+        };
+        let actions: Vec<String> = match &st["Action"] {
+            Value::String(a) => vec![a.clone()],
+            Value::Sequence(list) => list
+                .iter()
+                .map(|a| a.as_str().unwrap().to_owned())
+                .collect(),
+            other => panic!("{function}: an action list: {other:?}"),
+        };
+        for resource in resource_of(&st["Resource"]) {
+            for action in &actions {
+                out.insert((action.clone(), resource.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// The contract, for one function: named violations.
+fn check(function: &str, used: &BTreeSet<(String, String)>) -> Vec<String> {
+    let granted = granted(function);
+    let mut out = Vec::new();
+    for (action, resource) in used {
+        if !granted.contains(&(action.clone(), resource.clone())) {
+            out.push(format!(
+                "{function} calls {action} on {resource}, which its policy does not grant"
+            ));
+        }
+    }
+    for (action, resource) in &granted {
+        let service_used = SERVICE_USED
+            .iter()
+            .any(|(f, a, r)| *f == function && a == action && r == resource);
+        if !service_used && !used.contains(&(action.clone(), resource.clone())) {
+            out.push(format!(
+                "{function} is granted {action} on {resource}, which it never uses"
+            ));
+        }
+    }
+    out
+}
+
+fn body(event_id: &str, event_type: &str, data: serde_json::Value) -> String {
+    envelope(event_id, event_type, data)
+}
+
+async fn ingest_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, String)> {
+    let table = created.table("DeliveriesTable");
+    let queue = created.queue("WorkQueue");
+    let sm = secrets_client(&aws.calls).await;
+    let keys = paymos_inbox_aws::secrets::SecretsManagerKeys::new(sm, SECRETS[0].0)
+        .keys()
+        .await
+        .unwrap();
+    paymos_inbox_aws::aws::warm_up(&aws.dynamodb, &aws.sqs, table, queue).await;
+    let ingest = Ingest::new(
+        Verifier::new(keys, 300),
+        DynamoLedger::new(aws.dynamodb.clone(), table, Some(30)),
+        SqsQueue::new(aws.sqs.clone(), queue),
+        IngestSettings {
+            lease_secs: 0,
+            ..IngestSettings::default()
+        },
+    );
+    let post = |text: String, now_ms: u64| {
+        let ingest = &ingest;
+        async move {
+            let signature = signature_header(
+                now_ms / 1000,
+                text.as_bytes(),
+                &[&WebhookSecret::new(TEST_SECRET)],
+            );
+            let req = Inbound {
+                method: "POST",
+                signature: Some(&signature),
+                webhook_id: None,
+                body: text.as_bytes(),
+            };
+            let _ = ingest.handle(&req, now_ms).await;
+        }
+    };
+    let paid = |note: &str| {
+        body(
+            "evt_p",
+            "invoice.paid",
+            json!({"invoice_id": "inv_p", "note": note}),
+        )
+    };
+    // New; again after the lease (a take-over and a send); again with another body (a conflict).
+    post(paid("a"), NOW_MS).await;
+    post(paid("a"), NOW_MS + 5_000).await;
+    post(paid("b"), NOW_MS + 6_000).await;
+    used(created, &aws.calls)
+}
+
+/// The ledger record ingest writes for `text` (set-up, through `setup`'s uncounted calls).
+async fn recorded(setup: &Aws, table: &str, text: &str, received_at_ms: u64) {
+    let delivery = recorded_delivery(text, Environment::Live, received_at_ms);
+    DynamoLedger::new(setup.dynamodb.clone(), table, None)
+        .record(&delivery, received_at_ms + 1_000)
+        .await
+        .unwrap();
+}
+
+async fn fulfil_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, String)> {
+    let setup = Aws::new();
+    let (state, deliveries) = (
+        created.table("StateTable"),
+        created.table("DeliveriesTable"),
+    );
+    // INIT with the reverse check on: the API's secret.
+    let fake = FakePaymos::start().await;
+    let sm = secrets_client(&aws.calls).await;
+    paymos_inbox_aws::secrets::paymos_client(
+        &sm,
+        SECRETS[1].0,
+        "PAYMOS_API_SECRETS_ID",
+        &fake.url,
+        std::time::Duration::from_secs(3),
+        0,
+    )
+    .await
+    .unwrap();
+    DynamoResources::new(setup.dynamodb.clone(), state, deliveries)
+        .register_order("o-held", &Amount::parse("1").unwrap(), "USD")
+        .await
+        .unwrap();
+    let fulfil = Fulfil::new(DynamoResources::new(
+        aws.dynamodb.clone(),
+        state,
+        deliveries,
+    ));
+    let order =
+        |id: &str, amount: &str| json!({"external_id": id, "amount": amount, "currency": "USD"});
+    // Every kind of write: open, paid, paid again, held, closed then paid late, a refund, a
+    // credit, an unusable credit, a second message of a processed delivery.
+    let history = [
+        body(
+            "evt_f1",
+            "invoice.confirming",
+            json!({"invoice_id": "inv_f", "order": order("o-f", "5")}),
+        ),
+        body(
+            "evt_f2",
+            "invoice.paid",
+            json!({"invoice_id": "inv_f", "order": order("o-f", "5")}),
+        ),
+        body(
+            "evt_f3",
+            "invoice.paid",
+            json!({"invoice_id": "inv_f", "order": order("o-f", "5")}),
+        ),
+        body(
+            "evt_f4",
+            "invoice.paid",
+            json!({"invoice_id": "inv_h", "order": order("o-held", "2")}),
+        ),
+        body("evt_f5", "invoice.expired", json!({"invoice_id": "inv_l"})),
+        body("evt_f6", "invoice.paid", json!({"invoice_id": "inv_l"})),
+        body(
+            "evt_f7",
+            "withdrawal.completed",
+            json!({"withdrawal_id": "wdr_f", "invoice_id": "inv_h", "type": "refund", "amount": "2", "currency": "USD"}),
+        ),
+        body(
+            "evt_f8",
+            "payment_channel.deposit.confirmed",
+            json!({"id": "pcd_f", "is_final": true, "payment_channel_external_id": "c-1", "net": "1", "currency": "USDT"}),
+        ),
+        body(
+            "evt_f9",
+            "payment_channel.deposit.confirmed",
+            json!({"id": "pcd_g", "is_final": true, "net": "1", "currency": "USDT"}),
+        ),
+        body(
+            "evt_f2",
+            "invoice.paid",
+            json!({"invoice_id": "inv_f", "order": order("o-f", "5")}),
+        ),
+    ];
+    for text in &history {
+        recorded(&setup, deliveries, text, NOW_MS).await;
+        fulfil.apply(&live(text), NOW_MS).await.unwrap();
+    }
+    used(created, &aws.calls)
+}
+
+async fn sweep_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, String)> {
+    let setup = Aws::new();
+    let deliveries = created.table("DeliveriesTable");
+    let stranded = body("evt_s1", "invoice.paid", json!({"invoice_id": "inv_s"}));
+    let now = paymos_inbox_lambda::now_ms();
+    recorded(&setup, deliveries, &stranded, now - 3_600_000).await;
+    paymos_inbox_lambda::sweep::sweep_once(
+        &DynamoLedger::new(aws.dynamodb.clone(), deliveries, None),
+        &SqsQueue::new(aws.sqs.clone(), created.queue("WorkQueue")),
+        30,
+        600,
+        now,
+    )
+    .await
+    .unwrap();
+    used(created, &aws.calls)
+}
+
+async fn reconcile_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, String)> {
+    let (state, deliveries) = (
+        created.table("StateTable"),
+        created.table("DeliveriesTable"),
+    );
+    let fake = FakePaymos::start().await;
+    let sm = secrets_client(&aws.calls).await;
+    let api = paymos_inbox_aws::secrets::paymos_client(
+        &sm,
+        SECRETS[1].0,
+        "PAYMOS_API_SECRETS_ID",
+        &fake.url,
+        std::time::Duration::from_secs(3),
+        0,
+    )
+    .await
+    .unwrap();
+    let now = paymos_inbox_lambda::now_ms();
+    let mut paid = invoice("inv_rc", "paid", ("5", "USD"), ("5", "USDT"));
+    paid["created_at"] = json!(now / 1000 - 60);
+    let mut late = invoice("inv_rl", "expired", ("5", "USD"), ("5", "USDT"));
+    late["created_at"] = json!(now / 1000 - 60);
+    late["paid_late_at"] = json!(now / 1000 - 30);
+    fake.answer("inv_rc", Answer::Invoices(vec![paid]));
+    fake.answer("inv_rl", Answer::Invoices(vec![late]));
+    let fulfil = Fulfil::new(DynamoResources::new(
+        aws.dynamodb.clone(),
+        state,
+        deliveries,
+    ));
+    let now_s = i64::try_from(now / 1000).unwrap();
+    paymos_inbox_aws::reconcile::reconcile(&api, &fulfil, now_s - 3600, now_s + 60, true, now)
+        .await
+        .unwrap();
+    used(created, &aws.calls)
+}
+
+async fn publisher_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, String)> {
+    use paymos_inbox_core::handoff::EventPublisher as _;
+    let url =
+        paymos_inbox::local::stub::serve(|_req: hyper::Request<hyper::body::Incoming>| async {
+            let body = json!({"FailedEntryCount": 0, "Entries": [{"EventId": "e-1"}]}).to_string();
+            hyper::Response::new(http_body_util::Full::new(hyper::body::Bytes::from(body)))
+        })
+        .await
+        .unwrap();
+    let config = aws_sdk_eventbridge::Config::builder()
+        .behavior_version_latest()
+        .region(aws_sdk_eventbridge::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_eventbridge::config::Credentials::new(
+            "test", "test", None, None, "tests",
+        ))
+        .endpoint_url(url)
+        .interceptor(aws.calls.clone())
+        .build();
+    let publisher = paymos_inbox_aws::events::EventBridgePublisher::new(
+        aws_sdk_eventbridge::Client::from_conf(config),
+        BUS,
+    );
+    let event = paymos_inbox_core::handoff::DomainEvent {
+        detail_type: "Order Paid",
+        idempotency_key: "order-paid:inv_1".into(),
+        detail: json!({"invoice_id": "inv_1"}),
+    };
+    publisher.publish(&[event]).await.unwrap();
+    used(created, &aws.calls)
+}
+
+async fn deliver_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, String)> {
+    let sm = secrets_client(&aws.calls).await;
+    paymos_inbox_aws::secrets::outbound_secret(&sm, SECRETS[2].0, "WEBHOOK_SIGNING_SECRET_ID")
+        .await
+        .unwrap();
+    used(created, &aws.calls)
+}
+
+#[tokio::test]
+async fn every_call_is_granted_and_every_grant_is_used() {
+    let aws = Aws::new();
+    let created = aws.stack().await;
+    let mut uses: BTreeMap<&str, BTreeSet<(String, String)>> = BTreeMap::new();
+    for function in [
+        "IngestFunction",
+        "FulfilFunction",
+        "SweepFunction",
+        "ReconcileFunction",
+        "PublisherFunction",
+        "DeliverFunction",
+    ] {
+        // A client pair of its own per function: its calls alone are recorded.
+        let aws = Aws::new();
+        let found = match function {
+            "IngestFunction" => ingest_uses(&aws, &created).await,
+            "FulfilFunction" => fulfil_uses(&aws, &created).await,
+            "SweepFunction" => sweep_uses(&aws, &created).await,
+            "ReconcileFunction" => reconcile_uses(&aws, &created).await,
+            "PublisherFunction" => publisher_uses(&aws, &created).await,
+            _ => deliver_uses(&aws, &created).await,
+        };
+        uses.insert(function, found);
+    }
+    let violations: Vec<String> = uses
+        .iter()
+        .flat_map(|(function, used)| check(function, used))
+        .collect();
+    assert!(violations.is_empty(), "{violations:#?}\nused: {uses:#?}");
+    drop(aws);
+}
+
+#[test]
+fn a_missing_or_an_unused_grant_is_named() {
+    let used: BTreeSet<(String, String)> = [
+        ("sqs:SendMessage".to_owned(), "WorkQueue".to_owned()),
+        (
+            "dynamodb:Query".to_owned(),
+            "DeliveriesTable/index/pending-by-age".to_owned(),
+        ),
+        ("dynamodb:GetItem".to_owned(), "DeliveriesTable".to_owned()),
+        (
+            "dynamodb:DeleteItem".to_owned(),
+            "DeliveriesTable".to_owned(),
+        ),
+    ]
+    .into_iter()
+    .collect();
+    let said = check("SweepFunction", &used);
+    assert!(
+        said.iter()
+            .any(|v| v.contains("calls dynamodb:DeleteItem on DeliveriesTable")),
+        "{said:?}"
+    );
+    assert!(
+        said.iter()
+            .any(|v| v.contains("granted dynamodb:UpdateItem on DeliveriesTable")),
+        "{said:?}"
+    );
+}

@@ -1,0 +1,351 @@
+//! `reconcile` and the reverse check through the official paymos crate, against a fake Paymos
+//! API on loopback that checks every request's signature and pages with cursors.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+use paymos_inbox_aws::dynamodb::DynamoResources;
+use paymos_inbox_aws::reconcile::reconcile;
+use paymos_inbox_core::change::OrderRef;
+use paymos_inbox_core::fulfil::Fulfil;
+use serde_json::json;
+
+use crate::harness::*;
+use crate::paymos_fake::{Answer, FakePaymos, KEY, SECRET, invoice};
+
+/// `inv_x_again` is a second checkout for `inv_x`'s order.
+fn list_item(id: &str, status: &str) -> serde_json::Value {
+    let order = format!("order-{}", id.trim_end_matches("_again"));
+    json!({"invoice_id": id, "project_id": "prj_1", "external_order_id": order, "status": status,
+           "is_final": true, "is_test": false, "amount": "25.00", "currency": "USDT", "created_at": NOW - 100})
+}
+
+/// The fake Paymos API listing `paid` and answering `others` (invoice, status) when read.
+async fn fake_paymos(
+    paid: Vec<(&'static str, &'static str)>,
+    others: HashMap<&'static str, &'static str>,
+) -> FakePaymos {
+    let fake = FakePaymos::start().await;
+    fake.list(paid.iter().map(|(id, st)| list_item(id, st)).collect());
+    for (id, status) in others {
+        fake.answer(
+            id,
+            Answer::Invoices(vec![invoice(
+                id,
+                status,
+                ("25.00", "USDT"),
+                ("25.00", "USDT"),
+            )]),
+        );
+    }
+    fake
+}
+
+#[tokio::test]
+async fn reconcile_finds_missing_and_unknown_and_apply_fulfils_the_missing_once() {
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let fulfil = Fulfil::new(DynamoResources::new(
+        aws.dynamodb.clone(),
+        stack.table("StateTable"),
+        stack.table("DeliveriesTable"),
+    ));
+    // Here: inv_r1 and inv_r2 fulfilled by webhooks; inv_local fulfilled by hand but expired at Paymos.
+    for (event, invoice) in [("evt_r1", "inv_r1"), ("evt_r2", "inv_r2")] {
+        fulfil
+            .apply(&live(&invoice_paid(event, invoice)), NOW_MS)
+            .await
+            .unwrap();
+    }
+    let none = OrderRef {
+        external_id: None,
+        amount: None,
+        currency: None,
+    };
+    fulfil
+        .mark_paid("inv_local", none, "support:eve", NOW_MS)
+        .await
+        .unwrap();
+
+    let paid = vec![
+        ("inv_r1", "paid"),
+        ("inv_r2", "paid"),
+        ("inv_r3", "paid"),
+        ("inv_r4", "paid_over"),
+        ("inv_r5", "paid"),
+    ];
+    let fake = fake_paymos(paid, HashMap::new()).await;
+    let (url, seen) = (fake.url.clone(), fake.seen.clone());
+    let api = paymos::PaymosClient::builder(KEY, SECRET)
+        .base_url(url)
+        .build()
+        .unwrap();
+
+    let report = reconcile(
+        &api,
+        &fulfil,
+        (NOW - 3600) as i64,
+        (NOW + 3600) as i64,
+        false,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.paid_at_paymos, 5, "three pages were followed");
+    assert_eq!(report.matched, 2);
+    let missing: Vec<&str> = report
+        .missing
+        .iter()
+        .map(|m| m.invoice_id.as_str())
+        .collect();
+    assert_eq!(missing, ["inv_r3", "inv_r4", "inv_r5"]);
+    assert_eq!(report.unknown, ["inv_local"]);
+    assert!(report.double.is_empty());
+    assert!(!report.clean());
+
+    let report = reconcile(
+        &api,
+        &fulfil,
+        (NOW - 3600) as i64,
+        (NOW + 3600) as i64,
+        true,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    assert!(
+        report.applied.values().all(|a| a == "fulfilled"),
+        "{:?}",
+        report.applied
+    );
+    let invoice = aws
+        .item(stack.table("StateTable"), "pk", "inv_r4")
+        .await
+        .unwrap();
+    assert_eq!(get_s(&invoice, "status"), "paid_over");
+    assert_eq!(
+        get_s(
+            &aws.item(stack.table("StateTable"), "pk", "fulfilment#inv_r4")
+                .await
+                .unwrap(),
+            "won_by"
+        ),
+        "manual:reconcile"
+    );
+
+    // A webhook for a reconciled invoice arriving late fulfils nothing; a second run is clean
+    // but for the unknown one.
+    assert_eq!(
+        fulfil
+            .apply(&live(&invoice_paid("evt_r3_late", "inv_r3")), NOW_MS)
+            .await
+            .unwrap()
+            .1,
+        paymos_inbox_core::change::Applied::AlreadyFinal
+    );
+    let report = reconcile(
+        &api,
+        &fulfil,
+        (NOW - 3600) as i64,
+        (NOW + 3600) as i64,
+        true,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    assert!(report.missing.is_empty());
+    assert_eq!(report.matched, 5);
+    assert!(seen.verified.load(Ordering::SeqCst) >= 7);
+    assert_eq!(
+        seen.rejected.load(Ordering::SeqCst),
+        0,
+        "every request carried a valid signature"
+    );
+}
+
+#[tokio::test]
+async fn reconcile_reports_a_bad_api_secret_instead_of_an_empty_list() {
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let fulfil = Fulfil::new(DynamoResources::new(
+        aws.dynamodb.clone(),
+        stack.table("StateTable"),
+        stack.table("DeliveriesTable"),
+    ));
+    let fake = fake_paymos(vec![("inv_x", "paid")], HashMap::new()).await;
+    let (url, seen) = (fake.url.clone(), fake.seen.clone());
+    let api = paymos::PaymosClient::builder(KEY, "sk_wrong")
+        .base_url(url)
+        .max_retries(0)
+        .build()
+        .unwrap();
+    let err = reconcile(&api, &fulfil, 0, (NOW + 3600) as i64, false, NOW_MS)
+        .await
+        .unwrap_err();
+    assert!(err.contains("Paymos API"), "{err}");
+    assert_eq!(seen.rejected.load(Ordering::SeqCst), 1);
+}
+
+fn paid_event(event_id: &str, invoice: &str, amount: &str) -> String {
+    envelope(
+        event_id,
+        "invoice.paid",
+        json!({"invoice_id": invoice, "status": "paid", "is_test": false,
+        "order": {"external_id": format!("order-{invoice}"), "amount": amount, "currency": "USDT"}}),
+    )
+}
+
+#[tokio::test]
+async fn the_reverse_check_refuses_payments_paymos_does_not_confirm() {
+    use paymos_inbox_aws::paymos_api::PaymosApi;
+    use paymos_inbox_core::change::Applied;
+    use paymos_inbox_core::fulfil::FulfilError;
+
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let at_paymos = HashMap::from([
+        ("inv_genuine", "paid"),
+        ("inv_forged", "awaiting_payment"),
+        ("inv_wrong_amount", "paid"),
+    ]);
+    let fake = fake_paymos(Vec::new(), at_paymos).await;
+    let (url, seen) = (fake.url.clone(), fake.seen.clone());
+    let api = paymos::PaymosClient::builder(KEY, SECRET)
+        .base_url(url)
+        .build()
+        .unwrap();
+    let fulfil = Fulfil::new(DynamoResources::new(
+        aws.dynamodb.clone(),
+        stack.table("StateTable"),
+        stack.table("DeliveriesTable"),
+    ))
+    .with_confirmation(PaymosApi::new(api));
+
+    // Paymos' invoices are for 25.00 USDT ("25" and "25.00" are the same decimal).
+    let apply = |body: String| {
+        let fulfil = &fulfil;
+        async move { fulfil.apply(&live(&body), NOW_MS).await.map(|(_, a)| a) }
+    };
+    assert_eq!(
+        apply(paid_event("evt_genuine", "inv_genuine", "25"))
+            .await
+            .unwrap(),
+        Applied::Fulfilled
+    );
+    assert_eq!(
+        apply(paid_event("evt_forged", "inv_forged", "25.00"))
+            .await
+            .unwrap(),
+        Applied::Unconfirmed
+    );
+    assert_eq!(
+        apply(paid_event("evt_wrong", "inv_wrong_amount", "2.50"))
+            .await
+            .unwrap(),
+        Applied::Unconfirmed
+    );
+    let state = stack.table("StateTable");
+    assert!(
+        aws.item(state, "pk", "fulfilment#inv_genuine")
+            .await
+            .is_some()
+    );
+    assert!(
+        aws.item(state, "pk", "fulfilment#inv_forged")
+            .await
+            .is_none(),
+        "a forged payment fulfils nothing"
+    );
+    assert!(
+        aws.item(state, "pk", "inv_forged").await.is_none(),
+        "and moves no invoice"
+    );
+    assert!(
+        aws.item(state, "pk", "fulfilment#inv_wrong_amount")
+            .await
+            .is_none()
+    );
+    let ledger = aws
+        .item(stack.table("DeliveriesTable"), "event_id", "evt_forged")
+        .await
+        .unwrap();
+    assert_eq!(
+        (get_s(&ledger, "state"), get_s(&ledger, "outcome")),
+        ("processed", "unconfirmed")
+    );
+    assert_eq!(seen.rejected.load(Ordering::SeqCst), 0);
+
+    // Paymos unreachable: the message fails (and is retried); nothing is decided.
+    let down = paymos::PaymosClient::builder(KEY, SECRET)
+        .base_url("http://127.0.0.1:9")
+        .max_retries(0)
+        .build()
+        .unwrap();
+    let fulfil_down = Fulfil::new(DynamoResources::new(
+        aws.dynamodb.clone(),
+        state,
+        stack.table("DeliveriesTable"),
+    ))
+    .with_confirmation(PaymosApi::new(down));
+    let err = fulfil_down
+        .apply(&live(&paid_event("evt_down", "inv_down", "25.00")), NOW_MS)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, FulfilError::Unavailable(_)), "{err:?}");
+    assert!(aws.item(state, "pk", "inv_down").await.is_none());
+}
+
+#[tokio::test]
+async fn an_order_paid_twice_is_a_duplicate_payment_to_refund_never_missing_or_fulfilled_again() {
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let fulfil = Fulfil::new(DynamoResources::new(
+        aws.dynamodb.clone(),
+        stack.table("StateTable"),
+        stack.table("DeliveriesTable"),
+    ));
+    fulfil
+        .apply(&live(&invoice_paid("evt_d1", "inv_d1")), NOW_MS)
+        .await
+        .unwrap();
+    let fake = fake_paymos(
+        vec![("inv_d1", "paid"), ("inv_d1_again", "paid")],
+        HashMap::new(),
+    )
+    .await;
+    let api = paymos::PaymosClient::builder(KEY, SECRET)
+        .base_url(&fake.url)
+        .build()
+        .unwrap();
+    let run = |apply| {
+        reconcile(
+            &api,
+            &fulfil,
+            (NOW - 3600) as i64,
+            (NOW + 3600) as i64,
+            apply,
+            NOW_MS,
+        )
+    };
+    let report = run(false).await.unwrap();
+    assert_eq!(report.matched, 1);
+    assert!(report.missing.is_empty(), "{report:?}");
+    let duplicates: Vec<&str> = report
+        .duplicate_payments
+        .iter()
+        .map(|d| d.invoice_id.as_str())
+        .collect();
+    assert_eq!(duplicates, ["inv_d1_again"]);
+    assert!(report.double.is_empty());
+    assert!(!report.clean(), "a payer paid twice: a person must refund");
+
+    let report = run(true).await.unwrap();
+    assert_eq!(report.applied["inv_d1_again"], "duplicate_payment");
+    let fulfilments = aws
+        .scan(stack.table("StateTable"))
+        .await
+        .into_iter()
+        .filter(|i| get_s(i, "kind") == "fulfilment")
+        .count();
+    assert_eq!(fulfilments, 1, "the order is fulfilled once");
+}

@@ -1,0 +1,428 @@
+//! The second line of defence through the official `paymos` crate and the fake Paymos API:
+//! Paymos' answer is the fact. Forged events (a leaked secret signs them) change nothing and are
+//! listed; reconciliation reports late payments and refunds by Paymos' facts; a wrong key is the
+//! stack's problem, found at start.
+
+use std::time::Duration;
+
+use paymos_inbox::tools::exceptions;
+use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
+use paymos_inbox_aws::paymos_api::PaymosApi;
+use paymos_inbox_aws::reconcile::reconcile;
+use paymos_inbox_core::change::Applied;
+use paymos_inbox_core::confirm::NOT_YET_RECEIVES;
+use paymos_inbox_core::fulfil::{Fulfil, FulfilError};
+use paymos_inbox_core::ingest::PortErrorKind;
+use paymos_inbox_core::signature::Environment;
+use serde_json::{Value, json};
+
+use crate::harness::*;
+use crate::paymos_fake::{self, Answer, FakePaymos, invoice};
+
+struct Rig {
+    aws: Aws,
+    state: String,
+    ledger: String,
+    api: FakePaymos,
+}
+
+impl Rig {
+    async fn new() -> Self {
+        let aws = Aws::new();
+        let stack = aws.stack().await;
+        Self {
+            state: stack.table("StateTable").to_owned(),
+            ledger: stack.table("DeliveriesTable").to_owned(),
+            aws,
+            api: FakePaymos::start().await,
+        }
+    }
+
+    fn store(&self) -> DynamoResources {
+        DynamoResources::new(self.aws.dynamodb.clone(), &self.state, &self.ledger)
+    }
+
+    fn checked(&self) -> Fulfil<DynamoResources, PaymosApi> {
+        Fulfil::new(self.store()).with_confirmation(PaymosApi::new(self.api.client()))
+    }
+
+    /// Records `body` in the ledger as ingest would, then applies it as its last receive.
+    async fn deliver(&self, body: &str) -> Result<Applied, FulfilError> {
+        DynamoLedger::new(self.aws.dynamodb.clone(), &self.ledger, None)
+            .record(
+                &recorded_delivery(body, Environment::Live, NOW_MS),
+                NOW_MS + 60_000,
+            )
+            .await
+            .unwrap();
+        self.checked()
+            .apply_received(&live(body), NOW_MS, NOT_YET_RECEIVES)
+            .await
+            .map(|(_, a)| a)
+    }
+
+    async fn item(
+        &self,
+        pk: &str,
+    ) -> Option<std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>> {
+        self.aws.item(&self.state, "pk", pk).await
+    }
+
+    async fn reason(&self, event_id: &str) -> String {
+        let record = self
+            .aws
+            .item(&self.ledger, "event_id", event_id)
+            .await
+            .unwrap();
+        format!(
+            "{} {}",
+            get_s(&record, "outcome"),
+            get_s(&record, "outcome_reason")
+        )
+    }
+}
+
+use paymos_inbox_core::ingest::DeliveryLedger as _;
+
+fn paid(event_id: &str, invoice_id: &str, order: Value) -> String {
+    envelope(
+        event_id,
+        "invoice.paid",
+        json!({"invoice_id": invoice_id, "is_test": false, "order": order}),
+    )
+}
+
+#[tokio::test]
+async fn forged_events_change_nothing_and_are_listed_with_their_reason() {
+    let rig = Rig::new().await;
+    // Paymos: inv_a paid 1.00 USD for order-inv_a; inv_b still awaiting payment; inv_c paid.
+    for (id, status) in [
+        ("inv_a", "paid"),
+        ("inv_b", "awaiting_payment"),
+        ("inv_c", "paid"),
+    ] {
+        rig.api.answer(
+            id,
+            Answer::Invoices(vec![invoice(id, status, ("1.00", "USD"), ("1.00", "USDT"))]),
+        );
+    }
+    let forged = [
+        (
+            paid("evt_f1", "inv_a", json!({"external_id": "dear"})),
+            "order dear",
+        ),
+        (
+            paid(
+                "evt_f2",
+                "inv_a",
+                json!({"external_id": "dear", "amount": "1.00", "currency": "USD"}),
+            ),
+            "order dear",
+        ),
+        (
+            paid(
+                "evt_f3",
+                "inv_a",
+                json!({"external_id": "order-inv_a", "amount": "500", "currency": "USD"}),
+            ),
+            "500 USD",
+        ),
+        (
+            envelope("evt_f4", "invoice.expired", json!({"invoice_id": "inv_b"})),
+            "still awaiting_payment",
+        ),
+        (
+            envelope(
+                "evt_f5",
+                "invoice.cancelled",
+                json!({"invoice_id": "inv_c"}),
+            ),
+            "is paid",
+        ),
+        (
+            envelope(
+                "evt_f6",
+                "payment_channel.deposit.confirmed",
+                json!({"id": "pcd_fake", "is_final": true, "payment_channel_external_id": "thief",
+                       "net": "1000", "currency": "USDT"}),
+            ),
+            "404",
+        ),
+        (
+            envelope(
+                "evt_f7",
+                "withdrawal.completed",
+                json!({"withdrawal_id": "wdr_fake", "invoice_id": "inv_c", "type": "refund",
+                       "mode": "full", "amount": "1.00", "currency": "USDT"}),
+            ),
+            "404",
+        ),
+    ];
+    for (body, words) in &forged {
+        let applied = rig.deliver(body).await.unwrap();
+        let event_id = serde_json::from_str::<Value>(body).unwrap()["event_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(applied, Applied::Unconfirmed, "{event_id}");
+        let reason = rig.reason(&event_id).await;
+        assert!(reason.contains(words), "{event_id}: {reason}");
+    }
+    assert!(rig.item("fulfilment#inv_a").await.is_none());
+    assert!(
+        rig.item("order_paid#dear").await.is_none(),
+        "no claim for the forged order"
+    );
+    assert!(rig.item("balance#thief#USDT").await.is_none(), "no credit");
+    assert!(
+        rig.item("inv_c").await.is_none(),
+        "no refund, no close on inv_c"
+    );
+    assert!(rig.item("inv_b").await.is_none());
+    // Each is listed for a person, with the difference named.
+    let listed = exceptions::list(
+        &rig.store(),
+        &DynamoLedger::new(rig.aws.dynamodb.clone(), &rig.ledger, None),
+        None,
+    )
+    .await
+    .unwrap();
+    let unconfirmed = listed.iter().filter(|e| e.kind == "unconfirmed").count();
+    assert_eq!(unconfirmed, forged.len(), "{listed:#?}");
+    // The genuine payment then fulfils with Paymos' order, though its event names none.
+    let genuine = rig
+        .deliver(&envelope(
+            "evt_a",
+            "invoice.paid",
+            json!({"invoice_id": "inv_a"}),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(genuine, Applied::Fulfilled);
+    let fulfilment = rig.item("fulfilment#inv_a").await.unwrap();
+    assert_eq!(
+        (
+            get_s(&fulfilment, "order_id"),
+            get_s(&fulfilment, "amount_text")
+        ),
+        ("order-inv_a", "1.00")
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_key_is_the_stacks_problem_found_at_start_never_a_payments_verdict() {
+    let rig = Rig::new().await;
+    rig.api.answer(
+        "inv_k",
+        Answer::Invoices(vec![invoice("inv_k", "paid", ("1", "USD"), ("1", "USDT"))]),
+    );
+    let api = PaymosApi::new(rig.api.client());
+    api.prove(Environment::Live).await.expect("the right key");
+    // A sandbox project's key on a live stack: what it reads is sandbox.
+    let err = api.prove(Environment::Test).await.unwrap_err();
+    assert_eq!(err.kind, PortErrorKind::Misconfigured);
+    assert!(err.message.contains("PAYMOS_API_SECRETS_ID"), "{err}");
+    // A revoked key: 401 at start names the setting, and a payment is retried, not unconfirmed.
+    rig.api.refuse_key();
+    let err = api.prove(Environment::Live).await.unwrap_err();
+    assert_eq!(err.kind, PortErrorKind::Misconfigured);
+    assert!(err.message.contains("PAYMOS_API_SECRETS_ID"), "{err}");
+    let result = rig
+        .deliver(&paid(
+            "evt_k",
+            "inv_k",
+            json!({"external_id": "order-inv_k"}),
+        ))
+        .await;
+    assert!(
+        matches!(&result, Err(FulfilError::Unavailable(e)) if e.kind == PortErrorKind::Misconfigured),
+        "{result:?}"
+    );
+    assert!(rig.item("inv_k").await.is_none(), "nothing decided");
+}
+
+#[tokio::test]
+async fn reconciliation_reports_late_and_refunded_payments_by_paymos_facts() {
+    let rig = Rig::new().await;
+    let created = json!((NOW - 100) as i64);
+    let doc = |id: &str, status: &str, late: bool| {
+        let mut d = invoice(id, status, ("25.00", "USDT"), ("25.00", "USDT"));
+        d["created_at"] = created.clone();
+        if late {
+            d["paid_late_at"] = json!((NOW - 50) as i64);
+        }
+        d
+    };
+    // inv_late: expired, then paid late; its webhooks were lost. inv_back: paid and refunded
+    // in full; its webhooks were lost. inv_part: paid, a partial refund: still missing.
+    rig.api.answer(
+        "inv_late",
+        Answer::Invoices(vec![doc("inv_late", "expired", true)]),
+    );
+    rig.api.answer(
+        "inv_back",
+        Answer::Invoices(vec![doc("inv_back", "paid", false)]),
+    );
+    rig.api.answer(
+        "inv_part",
+        Answer::Invoices(vec![doc("inv_part", "paid", false)]),
+    );
+    rig.api
+        .refund(paymos_fake::refund("wdr_back", "inv_back", "full", "25.00"));
+    rig.api.refund(paymos_fake::refund(
+        "wdr_part",
+        "inv_part",
+        "overpayment",
+        "1.00",
+    ));
+    let fulfil = Fulfil::new(rig.store());
+    let api = rig.api.client();
+    let run = |apply| {
+        reconcile(
+            &api,
+            &fulfil,
+            (NOW - 3600) as i64,
+            (NOW + 3600) as i64,
+            apply,
+            NOW_MS,
+        )
+    };
+    let report = run(false).await.unwrap();
+    let ids = |list: &[paymos_inbox_aws::reconcile::PaidAtPaymos]| {
+        list.iter()
+            .map(|p| p.invoice_id.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ids(&report.paid_late), ["inv_late"]);
+    assert_eq!(ids(&report.refunded), ["inv_back"]);
+    assert_eq!(ids(&report.missing), ["inv_part"]);
+    assert!(!report.clean());
+    let report = run(true).await.unwrap();
+    assert_eq!(report.applied["inv_late"], "paid_late");
+    assert_eq!(report.applied["inv_part"], "fulfilled");
+    assert!(
+        !report.applied.contains_key("inv_back"),
+        "a refunded payment is never applied"
+    );
+    assert!(rig.item("fulfilment#inv_back").await.is_none());
+    assert!(
+        rig.item("fulfilment#inv_late").await.is_none(),
+        "a late payment waits for a person"
+    );
+    let late = rig.item("inv_late").await.unwrap();
+    assert_eq!(get_s(&late, "status"), "expired");
+    assert!(late.contains_key("paid_late_at"));
+    // Recorded here now: the next run has nothing late to report; exceptions lists it.
+    let again = run(true).await.unwrap();
+    assert!(
+        again.paid_late.is_empty() && again.missing.is_empty(),
+        "{again:?}"
+    );
+    let listed = exceptions::list(
+        &rig.store(),
+        &DynamoLedger::new(rig.aws.dynamodb.clone(), &rig.ledger, None),
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(
+        listed
+            .iter()
+            .any(|e| e.kind == "paid_late" && e.resource_id.as_deref() == Some("inv_late")),
+        "{listed:#?}"
+    );
+}
+
+#[tokio::test]
+async fn two_invoices_of_one_paymos_order_fulfilled_by_different_roads_are_double() {
+    let rig = Rig::new().await;
+    let fulfil = Fulfil::new(rig.store());
+    // A webhook fulfils inv_one for order-x; support fulfils inv_two by hand without naming
+    // any order (nothing here ties it to order-x): only Paymos' grouping can see it.
+    fulfil
+        .apply(
+            &live(&paid(
+                "evt_one",
+                "inv_one",
+                json!({"external_id": "order-x"}),
+            )),
+            NOW_MS,
+        )
+        .await
+        .unwrap();
+    fulfil
+        .mark_paid(
+            "inv_two",
+            paymos_inbox_core::change::OrderRef::none(),
+            "support",
+            NOW_MS,
+        )
+        .await
+        .unwrap();
+    let listed = |id: &str| {
+        json!({"invoice_id": id, "project_id": "prj_1", "external_order_id": "order-x",
+               "status": "paid", "is_final": true, "is_test": false, "amount": "5",
+               "currency": "USDT", "created_at": NOW - 100})
+    };
+    rig.api.list(vec![listed("inv_one"), listed("inv_two")]);
+    let report = reconcile(
+        &rig.api.client(),
+        &fulfil,
+        (NOW - 3600) as i64,
+        (NOW + 3600) as i64,
+        false,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        report.double["order-x"],
+        ["inv_one", "inv_two"],
+        "{report:?}"
+    );
+    assert!(!report.clean());
+}
+
+#[tokio::test]
+async fn recheck_says_what_paymos_says_and_lands_a_late_payment_as_late() {
+    let rig = Rig::new().await;
+    rig.api.answer(
+        "inv_r",
+        Answer::Invoices(vec![invoice(
+            "inv_r",
+            "expired",
+            ("5", "USDT"),
+            ("5", "USDT"),
+        )]),
+    );
+    let body = paid("evt_r", "inv_r", json!({"external_id": "order-inv_r"}));
+    assert_eq!(rig.deliver(&body).await.unwrap(), Applied::Unconfirmed);
+    assert!(
+        rig.reason("evt_r")
+            .await
+            .contains("closed expired and was not paid")
+    );
+    let ledger = DynamoLedger::new(rig.aws.dynamodb.clone(), &rig.ledger, None);
+    let api = PaymosApi::new(rig.api.client()).with_deadline(Duration::from_secs(5));
+    let first = exceptions::recheck(&rig.store(), &ledger, &api, Environment::Live, None, NOW_MS)
+        .await
+        .unwrap();
+    let reason = first[0].reason.clone().unwrap();
+    assert!(!reason.contains("4294967295"), "{reason}");
+    assert!(reason.contains("expired"), "{reason}");
+    // Paymos now marks it paid late: recheck records it as a late payment, for a person.
+    let mut late = invoice("inv_r", "expired", ("5", "USDT"), ("5", "USDT"));
+    late["paid_late_at"] = json!(1);
+    rig.api.answer("inv_r", Answer::Invoices(vec![late]));
+    let second = exceptions::recheck(&rig.store(), &ledger, &api, Environment::Live, None, NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(second[0].outcome, "paid_late");
+    assert!(rig.item("fulfilment#inv_r").await.is_none());
+    assert!(
+        rig.item("inv_r")
+            .await
+            .unwrap()
+            .contains_key("paid_late_at")
+    );
+}

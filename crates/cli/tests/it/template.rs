@@ -1,0 +1,545 @@
+//! `template.yaml` and the code cannot drift: every table key, stream, redrive, binary name and
+//! environment variable the code relies on is read from the template and checked here.
+
+use std::collections::HashMap;
+
+use paymos_inbox_aws::dynamodb::{LedgerSchema, ResourceSchema};
+use paymos_inbox_lambda::config::{
+    self, FulfilConfig, IngestConfig, PublishConfig, ReconcileConfig, SweepConfig,
+};
+use yaml_serde::Value;
+
+fn template() -> Value {
+    let text = include_str!("../../../../template.yaml");
+    yaml_serde::from_str(text).expect("template.yaml parses")
+}
+
+fn resource<'t>(t: &'t Value, name: &str) -> &'t Value {
+    let r = &t["Resources"][name];
+    assert!(!r.is_null(), "template.yaml has no resource {name}");
+    r
+}
+
+fn props<'t>(t: &'t Value, name: &str) -> &'t Value {
+    &resource(t, name)["Properties"]
+}
+
+/// `!Ref X` / `!GetAtt X.Arn` → "X".
+fn target(v: &Value) -> String {
+    match v {
+        Value::Tagged(tagged) => tagged
+            .value
+            .as_str()
+            .unwrap_or_default()
+            .split('.')
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
+        other => panic!("expected !Ref or !GetAtt, got {other:?}"),
+    }
+}
+
+fn env_vars(t: &Value, function: &str) -> HashMap<String, String> {
+    props(t, function)["Environment"]["Variables"]
+        .as_mapping()
+        .unwrap_or_else(|| panic!("{function} has no Environment.Variables"))
+        .iter()
+        .map(|(k, v)| (k.as_str().unwrap().to_owned(), format!("{v:?}")))
+        .collect()
+}
+
+fn hash_key(t: &Value, table: &str) -> String {
+    let p = props(t, table);
+    let schema = p["KeySchema"].as_sequence().expect("KeySchema");
+    assert_eq!(schema.len(), 1, "{table} has a single hash key");
+    assert_eq!(schema[0]["KeyType"].as_str(), Some("HASH"));
+    let key = schema[0]["AttributeName"].as_str().unwrap().to_owned();
+    let defs = p["AttributeDefinitions"]
+        .as_sequence()
+        .expect("AttributeDefinitions");
+    assert!(
+        defs.iter()
+            .any(|d| d["AttributeName"].as_str() == Some(&key)
+                && d["AttributeType"].as_str() == Some("S")),
+        "{table}.{key} is a string"
+    );
+    key
+}
+
+#[test]
+fn tables_have_the_keys_the_adapters_use() {
+    let t = template();
+    assert_eq!(hash_key(&t, "DeliveriesTable"), LedgerSchema::KEY);
+    assert_eq!(hash_key(&t, "StateTable"), ResourceSchema::KEY);
+    assert_eq!(
+        props(&t, "DeliveriesTable")["TimeToLiveSpecification"]["AttributeName"].as_str(),
+        Some(LedgerSchema::TTL)
+    );
+    for table in ["DeliveriesTable", "StateTable"] {
+        let p = props(&t, table);
+        assert_eq!(
+            p["BillingMode"].as_str(),
+            Some("PAY_PER_REQUEST"),
+            "{table} on demand"
+        );
+        assert_eq!(
+            p["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"].as_bool(),
+            Some(true),
+            "{table} PITR"
+        );
+        assert_eq!(
+            resource(&t, table)["DeletionPolicy"].as_str(),
+            Some("Retain"),
+            "{table} survives a stack delete"
+        );
+    }
+    // The sparse index `pending` queries: name, hash and range keys as the adapter spells them.
+    let index = props(&t, "DeliveriesTable")["GlobalSecondaryIndexes"]
+        .as_sequence()
+        .and_then(|gsis| {
+            gsis.iter()
+                .find(|g| g["IndexName"].as_str() == Some(LedgerSchema::PENDING_INDEX))
+        })
+        .expect("the deliveries table has the pending index");
+    let keys: Vec<(&str, &str)> = index["KeySchema"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            (
+                k["AttributeName"].as_str().unwrap(),
+                k["KeyType"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            (LedgerSchema::PENDING_SHARD, "HASH"),
+            (LedgerSchema::PENDING_SORT, "RANGE")
+        ]
+    );
+    assert!(
+        props(&t, "StateTable")["StreamSpecification"]["StreamViewType"]
+            .as_str()
+            .is_some(),
+        "downstream systems react to committed fulfilments on the state table's stream"
+    );
+}
+
+#[test]
+fn the_queue_redrives_to_the_dlq_and_outlasts_the_fulfil_timeout() {
+    let t = template();
+    let queue = props(&t, "WorkQueue");
+    assert_eq!(
+        target(&queue["RedrivePolicy"]["deadLetterTargetArn"]),
+        "DeadLetterQueue"
+    );
+    let max_receive = queue["RedrivePolicy"]["maxReceiveCount"]
+        .as_u64()
+        .expect("maxReceiveCount");
+    assert!((2..=10).contains(&max_receive));
+    let fulfil_timeout = props(&t, "FulfilFunction")["Timeout"]
+        .as_u64()
+        .expect("fulfil Timeout");
+    let visibility = queue["VisibilityTimeout"]
+        .as_u64()
+        .expect("VisibilityTimeout");
+    assert!(
+        visibility >= 6 * fulfil_timeout,
+        "visibility {visibility} >= 6 x {fulfil_timeout}"
+    );
+    for q in ["WorkQueue", "DeadLetterQueue"] {
+        assert_eq!(
+            props(&t, q)["MessageRetentionPeriod"].as_u64(),
+            Some(1_209_600),
+            "{q} keeps 14 days"
+        );
+    }
+    let source = &props(&t, "FulfilFunction")["Events"]["Work"]["Properties"];
+    assert_eq!(target(&source["Queue"]), "WorkQueue");
+    assert_eq!(
+        source["FunctionResponseTypes"][0].as_str(),
+        Some("ReportBatchItemFailures")
+    );
+}
+
+#[test]
+fn each_function_gets_every_variable_its_binary_reads_and_no_secret() {
+    let t = template();
+    let ingest = env_vars(&t, "IngestFunction");
+    IngestConfig::from_lookup(|k| ingest.get(k).map(|_| "1".to_owned()))
+        .expect("ingest config is complete");
+    let fulfil = env_vars(&t, "FulfilFunction");
+    FulfilConfig::from_lookup(|k| {
+        fulfil.get(k).map(|_| {
+            if k == config::PAYMOS_ENVIRONMENT {
+                "live".to_owned()
+            } else {
+                "1".to_owned()
+            }
+        })
+    })
+    .expect("fulfil config is complete");
+    let sweep = env_vars(&t, "SweepFunction");
+    SweepConfig::from_lookup(|k| sweep.get(k).map(|_| "1".to_owned()))
+        .expect("sweep config is complete");
+    let publish = env_vars(&t, "PublisherFunction");
+    PublishConfig::from_lookup(|k| {
+        publish.get(k).map(|_| {
+            if k == config::PAYMOS_ENVIRONMENT {
+                "live".to_owned()
+            } else {
+                "1".to_owned()
+            }
+        })
+    })
+    .expect("publisher config is complete");
+    let reconcile = env_vars(&t, "ReconcileFunction");
+    ReconcileConfig::from_lookup(|k| {
+        reconcile.get(k).map(|_| {
+            match k {
+                config::RECONCILE_APPLY => "false",
+                config::PAYMOS_ENVIRONMENT => "live",
+                _ => "1",
+            }
+            .to_owned()
+        })
+    })
+    .expect("reconcile config is complete");
+    let deliver = env_vars(&t, "DeliverFunction");
+    config::DeliverConfig::from_lookup(|k| {
+        deliver.get(k).map(|_| {
+            if k == config::WEBHOOK_TARGET_URL {
+                "https://shop.example/hook".to_owned()
+            } else {
+                "1".to_owned()
+            }
+        })
+    })
+    .expect("deliverer config is complete");
+    let known = [
+        config::WEBHOOK_TARGET_URL,
+        config::WEBHOOK_SIGNING_SECRET_ID,
+        config::DELIVERIES_TABLE,
+        config::STATE_TABLE,
+        config::WORK_QUEUE_URL,
+        config::WEBHOOK_SECRETS_ID,
+        config::SIGNATURE_TOLERANCE_SECS,
+        config::MAX_BODY_BYTES,
+        config::INGEST_LEASE_SECS,
+        config::DELIVERY_RETENTION_DAYS,
+        config::PAYMOS_API_SECRETS_ID,
+        config::PAYMOS_ENVIRONMENT,
+        config::SWEEP_AFTER_SECS,
+        config::RECONCILE_WINDOW_HOURS,
+        config::RECONCILE_APPLY,
+        config::EVENT_BUS_NAME,
+    ];
+    for (name, value) in ingest
+        .iter()
+        .chain(&fulfil)
+        .chain(&sweep)
+        .chain(&reconcile)
+        .chain(&publish)
+        .chain(&deliver)
+    {
+        assert!(
+            known.contains(&name.as_str()),
+            "{name} is set in template.yaml but read by no binary"
+        );
+        assert!(
+            !value.contains("whsec_"),
+            "{name}: secrets never go into environment variables"
+        );
+    }
+}
+
+#[test]
+fn functions_build_the_binaries_cargo_defines_and_fit_the_senders_clock() {
+    let t = template();
+    let cargo: toml_like::Bins = toml_like::bins(include_str!("../../../lambda/Cargo.toml"));
+    for (function, binary) in [
+        ("IngestFunction", "paymos-ingest"),
+        ("FulfilFunction", "paymos-fulfil"),
+        ("SweepFunction", "paymos-sweep"),
+        ("ReconcileFunction", "paymos-reconcile"),
+        ("PublisherFunction", "paymos-publish"),
+        ("DeliverFunction", "paymos-deliver"),
+    ] {
+        let r = resource(&t, function);
+        assert_eq!(
+            r["Metadata"]["BuildMethod"].as_str(),
+            Some("rust-cargolambda")
+        );
+        assert_eq!(
+            r["Metadata"]["BuildProperties"]["Binary"].as_str(),
+            Some(binary)
+        );
+        assert!(
+            cargo.contains(&binary.to_owned()),
+            "crates/lambda/Cargo.toml defines [[bin]] {binary}"
+        );
+    }
+    let globals = &t["Globals"]["Function"];
+    assert_eq!(globals["Runtime"].as_str(), Some("provided.al2023"));
+    assert_eq!(globals["Architectures"][0].as_str(), Some("arm64"));
+    assert_eq!(globals["LoggingConfig"]["LogFormat"].as_str(), Some("JSON"));
+    let ingest_timeout = props(&t, "IngestFunction")["Timeout"].as_u64().unwrap();
+    assert!(ingest_timeout < 10, "ingest answers inside Paymos' 10 s");
+    let lease: u64 = props(&t, "IngestFunction")["Environment"]["Variables"]
+        [config::INGEST_LEASE_SECS]
+        .as_str()
+        .and_then(|v| v.parse().ok())
+        .expect("INGEST_LEASE_SECS is a number");
+    assert!(
+        lease > ingest_timeout && lease < 60,
+        "the lease outlives an attempt and ends before Paymos' first retry"
+    );
+    assert_eq!(
+        props(&t, "IngestFunction")["FunctionUrlConfig"]["AuthType"].as_str(),
+        Some("NONE")
+    );
+}
+
+#[test]
+fn every_alarm_watches_a_resource_of_this_stack() {
+    let t = template();
+    let alarms: Vec<_> = t["Resources"]
+        .as_mapping()
+        .unwrap()
+        .iter()
+        .filter(|(_, r)| r["Type"].as_str() == Some("AWS::CloudWatch::Alarm"))
+        // Metric math alarms (on our own metrics) have no top-level dimensions.
+        .filter(|(_, r)| !r["Properties"]["Dimensions"].is_null())
+        .map(|(name, r)| {
+            (
+                name.as_str().unwrap().to_owned(),
+                target(&r["Properties"]["Dimensions"][0]["Value"]),
+            )
+        })
+        .collect();
+    let watched: Vec<&str> = alarms.iter().map(|(_, t)| t.as_str()).collect();
+    for needed in [
+        "DeadLetterQueue",
+        "WorkQueue",
+        "IngestFunction",
+        "FulfilFunction",
+        "SweepFunction",
+        "ReconcileFunction",
+        "PublisherFunction",
+        "EventsDeliveryDeadLetterQueue",
+        "WebhookTargetDeadLetterQueue",
+        "WebhookDeliveryQueue",
+        "PublishFailuresQueue",
+    ] {
+        assert!(
+            watched.contains(&needed),
+            "an alarm watches {needed}: {alarms:?}"
+        );
+    }
+}
+
+/// The `[[bin]]` names of Cargo.toml, without a TOML dependency.
+mod toml_like {
+    pub type Bins = Vec<String>;
+
+    pub fn bins(cargo: &str) -> Bins {
+        cargo
+            .split("[[bin]]")
+            .skip(1)
+            .filter_map(|section| {
+                section.lines().find_map(|l| {
+                    l.trim()
+                        .strip_prefix("name = ")
+                        .map(|v| v.trim_matches('"').to_owned())
+                })
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn every_alarm_on_our_metrics_names_a_metric_and_an_outcome_the_code_emits() {
+    use paymos_inbox_lambda::telemetry::metric;
+    let t = template();
+    let mut checked = 0;
+    let mut check = |alarm: &str, m: &yaml_serde::Value| {
+        if m["Namespace"].as_str() != Some(metric::NAMESPACE) {
+            return;
+        }
+        let name = m["MetricName"].as_str().unwrap();
+        assert!(
+            metric::ALL.contains(&name),
+            "{alarm} watches {name}, which the code never emits"
+        );
+        for d in m["Dimensions"].as_sequence().unwrap() {
+            let dim = d["Name"].as_str().unwrap();
+            assert!(
+                [metric::STACK, metric::OUTCOME].contains(&dim),
+                "{alarm}: the code emits no {dim} dimension"
+            );
+            if dim == metric::OUTCOME {
+                let outcome = d["Value"].as_str().unwrap();
+                let emitted = if name == metric::INGEST_ANSWERS {
+                    INGEST_OUTCOMES.contains(&outcome)
+                } else if name == metric::MISCONFIGURED {
+                    // `telemetry::misconfigured_at_start` is called with the setting's name.
+                    outcome == paymos_inbox_lambda::config::PAYMOS_API_SECRETS_ID
+                } else {
+                    fulfil_outcomes().contains(&outcome)
+                };
+                assert!(emitted, "{alarm}: {name} is never emitted with {outcome}");
+            }
+        }
+        checked += 1;
+    };
+    for (name, r) in t["Resources"].as_mapping().unwrap() {
+        if r["Type"].as_str() != Some("AWS::CloudWatch::Alarm") {
+            continue;
+        }
+        let name = name.as_str().unwrap();
+        let p = &r["Properties"];
+        check(name, p);
+        for m in p["Metrics"].as_sequence().into_iter().flatten() {
+            check(name, &m["MetricStat"]["Metric"]);
+        }
+    }
+    assert!(
+        checked >= 8,
+        "the alarms on our own metrics were found ({checked})"
+    );
+}
+
+/// What `IngestAnswers` is emitted with: the two acknowledgements and every error code.
+const INGEST_OUTCOMES: [&str; 17] = [
+    "new",
+    "duplicate",
+    "method_not_allowed",
+    "payload_too_large",
+    "missing_signature",
+    "malformed_header",
+    "timestamp_outside_tolerance",
+    "signature_mismatch",
+    "invalid_payload",
+    "webhook_id_mismatch",
+    "environment_mismatch",
+    "environment_conflict",
+    "in_progress",
+    "unavailable",
+    "throttled",
+    "conflict",
+    "misconfigured",
+];
+
+/// What `FulfilOutcomes` is emitted with: every `Applied`, and the three failures.
+fn fulfil_outcomes() -> Vec<&'static str> {
+    paymos_inbox_core::change::Applied::ALL
+        .iter()
+        .map(|a| a.as_str())
+        .chain(paymos_inbox_lambda::fulfil::FAILURE_OUTCOMES)
+        .collect()
+}
+
+#[test]
+fn events_env_json_sets_what_the_template_sets_for_each_function() {
+    let t = template();
+    let text = include_str!("../../../../events/env.json");
+    let env: serde_json::Value = serde_json::from_str(text).unwrap();
+    for function in [
+        "IngestFunction",
+        "FulfilFunction",
+        "SweepFunction",
+        "PublisherFunction",
+    ] {
+        let mut in_template: Vec<String> = env_vars(&t, function).into_keys().collect();
+        in_template.push(config::METRICS_STACK.to_owned()); // from Globals
+        in_template.retain(|v| v != config::PAYMOS_API_SECRETS_ID); // only with the reverse check
+        in_template.sort();
+        let mut in_env: Vec<String> = env[function]
+            .as_object()
+            .unwrap_or_else(|| panic!("env.json has {function}"))
+            .keys()
+            .cloned()
+            .collect();
+        in_env.sort();
+        assert_eq!(in_env, in_template, "{function}");
+    }
+}
+
+#[test]
+fn every_event_type_the_code_publishes_is_documented_with_its_detail() {
+    let chapter = include_str!("../../../../docs/handoff.md");
+    for (detail_type, fields) in paymos_inbox_core::handoff::DETAIL_TYPES {
+        let row = chapter
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{detail_type}`")))
+            .unwrap_or_else(|| panic!("{detail_type} has a row in docs/handoff.md's event table"));
+        for field in fields {
+            assert!(
+                row.contains(&format!("`{field}`")),
+                "{detail_type}: docs/handoff.md documents `{field}`: {row}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_schema_registry_registers_the_repositorys_schemas_in_draft_4() {
+    use paymos_inbox_core::handoff::{DETAIL_TYPES, DETAIL_VERSION, slug};
+    let t = template();
+    for (detail_type, _) in DETAIL_TYPES {
+        let slug = slug(detail_type);
+        let name: String = slug
+            .split('-')
+            .map(|w| w[..1].to_ascii_uppercase() + &w[1..])
+            .collect::<String>()
+            + "Schema";
+        let p = props(&t, &name);
+        assert_eq!(p["Type"].as_str(), Some("JSONSchemaDraft4"), "{name}");
+        let registered: serde_json::Value =
+            serde_json::from_str(p["Content"].as_str().unwrap()).unwrap();
+        let file = paymos_inbox_core::schemas::path(DETAIL_VERSION, &slug);
+        let mut published: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+        // The registry speaks draft 4: the same schema, `const` as a one-value enum.
+        published["$schema"] = "http://json-schema.org/draft-04/schema#".into();
+        for (_, field) in published["properties"].as_object_mut().unwrap() {
+            if let Some(value) = field.as_object_mut().unwrap().remove("const") {
+                field["enum"] = serde_json::json!([value]);
+            }
+        }
+        assert_eq!(
+            registered, published,
+            "{name} differs from schemas/v{DETAIL_VERSION}/{slug}.json"
+        );
+    }
+}
+
+#[test]
+fn sam_local_can_point_every_function_at_local_aws_and_aws_sets_nothing() {
+    // SAM's --env-vars overrides declared variables only: the endpoints are declared for every
+    // function, from parameters that are empty (so absent) on AWS.
+    let t = template();
+    let globals = &t["Globals"]["Function"]["Environment"]["Variables"];
+    for (variable, parameter) in [
+        ("AWS_ENDPOINT_URL_DYNAMODB", "LocalDynamoDbEndpoint"),
+        ("AWS_ENDPOINT_URL_SQS", "LocalSqsEndpoint"),
+        (
+            "AWS_ENDPOINT_URL_SECRETS_MANAGER",
+            "LocalSecretsManagerEndpoint",
+        ),
+    ] {
+        let declared = format!("{:?}", globals[variable]);
+        assert!(
+            declared.contains(parameter) && declared.contains("AWS::NoValue"),
+            "{variable}: {declared}"
+        );
+        assert_eq!(t["Parameters"][parameter]["Default"].as_str(), Some(""));
+    }
+    let script = include_str!("../../../../scripts/sam-local.sh");
+    assert!(
+        script.contains("sam local invoke \"$function\""),
+        "the function is named"
+    );
+}

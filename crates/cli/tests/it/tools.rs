@@ -1,0 +1,320 @@
+//! The merchant's tools against the emulators: `dev` + `send`, `pending`, `mark-paid`,
+//! `redrive` (`check` has its own file, with its gallery of broken receivers).
+
+use std::process::Command;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use paymos_inbox::local::dev::{DevOptions, start};
+use paymos_inbox::tools::check::Tables;
+use paymos_inbox_core::signature::{SigningKey, WebhookSecret};
+
+use crate::harness::*;
+
+pub(crate) async fn dev(slow: Option<Duration>) -> paymos_inbox::local::dev::Dev {
+    let (dynamodb, sqs) = endpoint_urls();
+    start(DevOptions {
+        dynamodb_endpoint: Some(dynamodb),
+        sqs_endpoint: Some(sqs),
+        port: 0,
+        keys: vec![SigningKey::new("test", &WebhookSecret::new(TEST_SECRET))],
+        tolerance_secs: 300,
+        slow,
+        prefix: unique("dev"),
+        environment: paymos_inbox_core::signature::Environment::Test,
+        handlers: true,
+        secrets_text: None,
+        reconcile_with: None,
+    })
+    .await
+    .expect("dev starts")
+}
+
+pub(crate) fn tables_of(d: &paymos_inbox::local::dev::Dev) -> Tables {
+    Tables {
+        dynamodb: d.dynamodb.clone(),
+        deliveries: d.info.tables["DeliveriesTable"].clone(),
+        state: d.info.tables["StateTable"].clone(),
+    }
+}
+
+fn cli(args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+        .args(args)
+        .env_remove("PAYMOS_WEBHOOK_SECRET")
+        .env_remove("AWS_ENDPOINT_URL_DYNAMODB")
+        .env_remove("AWS_ENDPOINT_URL_SQS")
+        .output()
+        .expect("run paymos-inbox");
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[tokio::test]
+async fn send_pending_mark_paid_and_redrive_work_from_the_command_line() {
+    let dev = dev(None).await;
+    let info = std::env::temp_dir().join(format!("{}.json", unique("dev-info")));
+    std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
+    let info = info.to_str().unwrap().to_owned();
+    let url = dev.info.ingest_url.clone();
+
+    // send: one payment through two endpoints, with a rotation header.
+    let (ok, out) = tokio::task::spawn_blocking({
+        let url = url.clone();
+        move || {
+            cli(&[
+                "send",
+                "--url",
+                &url,
+                "--type",
+                "invoice.paid",
+                "--resource",
+                "inv_cli",
+                "--endpoints",
+                "2",
+                "--secret",
+                &format!("whsec_test_old,{TEST_SECRET}"),
+            ])
+        }
+    })
+    .await
+    .unwrap();
+    assert!(ok, "{out}");
+    assert_eq!(out.matches("\"status\":\"new\"").count(), 2, "{out}");
+    let tables = tables_of(&dev);
+    let fulfilled = async {
+        for _ in 0..50 {
+            let n = aws_state_fulfilments(&tables, "inv_cli").await;
+            if n > 0 {
+                return n;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        0
+    };
+    assert_eq!(fulfilled.await, 1, "two endpoints, one fulfilment");
+
+    // mark-paid on an invoice that is already paid: already final.
+    let info1 = info.clone();
+    let (ok, out) = tokio::task::spawn_blocking(move || {
+        cli(&[
+            "mark-paid",
+            "inv_cli",
+            "--actor",
+            "support:alice",
+            "--dev-info",
+            &info1,
+        ])
+    })
+    .await
+    .unwrap();
+    assert!(ok && out.contains("already_final"), "{out}");
+    // mark-paid on a new invoice: fulfilled by hand; a webhook for it afterwards fulfils nothing.
+    let info2 = info.clone();
+    let (ok, out) = tokio::task::spawn_blocking(move || {
+        cli(&[
+            "mark-paid",
+            "inv_manual_cli",
+            "--actor",
+            "support:bob",
+            "--amount",
+            "25.00",
+            "--currency",
+            "usdt",
+            "--dev-info",
+            &info2,
+        ])
+    })
+    .await
+    .unwrap();
+    assert!(ok && out.contains("fulfilled"), "{out}");
+
+    // pending: a delivery recorded but whose work item never arrives (a crash after the put).
+    let ledger = paymos_inbox_aws::dynamodb::DynamoLedger::new(
+        dev.dynamodb.clone(),
+        &dev.info.tables["DeliveriesTable"],
+        None,
+    );
+    let body = invoice_paid("evt_stuck", "inv_stuck");
+    let ingest = paymos_inbox_core::ingest::Ingest::new(
+        paymos_inbox_core::signature::Verifier::new(
+            vec![SigningKey::new("live", &WebhookSecret::new(LIVE_SECRET))],
+            300,
+        ),
+        ledger,
+        paymos_inbox_core::memory::MemoryQueue::new(),
+        paymos_inbox_core::ingest::IngestSettings::default(),
+    );
+    let now = paymos_inbox_lambda::now_ms();
+    let d = ingest
+        .admit(
+            &paymos_inbox_core::ingest::Inbound {
+                method: "POST",
+                signature: Some(&sign(&body, now / 1000, &[LIVE_SECRET])),
+                webhook_id: None,
+                body: body.as_bytes(),
+            },
+            now,
+        )
+        .unwrap();
+    use paymos_inbox_core::ingest::DeliveryLedger as _;
+    ingest.ledger().record(&d, now + 30_000).await.unwrap();
+    let info3 = info.clone();
+    let (ok, out) = tokio::task::spawn_blocking(move || cli(&["pending", "--dev-info", &info3]))
+        .await
+        .unwrap();
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("1 deliveries recorded but not processed")
+            && out.contains("evt_stuck")
+            && out.contains("in flight"),
+        "{out}"
+    );
+
+    // redrive: a message in the DLQ goes back to the work queue and gets applied.
+    let dlq = dev.info.queues["DeadLetterQueue"].clone();
+    dev.sqs
+        .send_message()
+        .queue_url(&dlq)
+        .message_body(
+            work_item(
+                &invoice_paid("evt_from_dlq", "inv_from_dlq"),
+                paymos_inbox_core::signature::Environment::Test,
+            )
+            .encode(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let info4 = info.clone();
+    let (ok, out) = tokio::task::spawn_blocking(move || cli(&["redrive", "--dev-info", &info4]))
+        .await
+        .unwrap();
+    assert!(ok && out.contains("moved 1 message"), "{out}");
+    let mut applied = 0;
+    for _ in 0..50 {
+        applied = aws_state_fulfilments(&tables, "inv_from_dlq").await;
+        if applied > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(applied, 1, "the redriven message was applied");
+}
+
+async fn aws_state_fulfilments(t: &Tables, invoice: &str) -> usize {
+    t.dynamodb
+        .get_item()
+        .table_name(&t.state)
+        .key(
+            "pk",
+            AttributeValue::S(paymos_inbox_core::effect::fulfilment_key(invoice)),
+        )
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .item
+        .map_or(0, |_| 1)
+}
+
+#[tokio::test]
+async fn events_tail_prints_what_was_committed_and_leaves_the_merchants_queue_alone() {
+    let dev = dev(None).await;
+    let info = std::env::temp_dir().join(format!("{}.json", unique("dev-info")));
+    std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
+    let info = info.to_str().unwrap().to_owned();
+    let url = dev.info.ingest_url.clone();
+    let (ok, out) = tokio::task::spawn_blocking(move || {
+        cli(&[
+            "send",
+            "--url",
+            &url,
+            "--type",
+            "invoice.paid",
+            "--resource",
+            "inv_tail",
+            "--secret",
+            TEST_SECRET,
+        ])
+    })
+    .await
+    .unwrap();
+    assert!(ok, "{out}");
+    let queue = dev.info.queues["EventsDeliveryQueue"].clone();
+    let waiting = || async {
+        dev.sqs
+            .get_queue_attributes()
+            .queue_url(&queue)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+            .send()
+            .await
+            .unwrap()
+            .attributes
+            .unwrap_or_default()
+            .get(&aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages)
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let mut before = 0;
+    for _ in 0..50 {
+        before = waiting().await;
+        if before > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(before > 0, "the Order Paid reached the events queue");
+    let (ok, out) = tokio::task::spawn_blocking(move || {
+        cli(&["events", "tail", "--since", "1h", "--dev-info", &info])
+    })
+    .await
+    .unwrap();
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("\"order-paid:inv_tail\"") && out.contains("\"environment\":\"sandbox\""),
+        "{out}"
+    );
+    assert_eq!(
+        waiting().await,
+        before,
+        "nothing taken from the merchant's queue"
+    );
+}
+
+#[tokio::test]
+async fn dev_heals_a_delivery_left_received_with_no_message_by_itself() {
+    use paymos_inbox_core::ingest::DeliveryLedger as _;
+    let dev = dev(None).await;
+    let tables = tables_of(&dev);
+    let body = envelope(
+        "evt_stranded",
+        "invoice.paid",
+        serde_json::json!({"invoice_id": "inv_stranded", "is_test": true}),
+    );
+    let received = paymos_inbox_lambda::now_ms() - 60_000;
+    // Recorded by an attempt that died before its send: no message, the lease long over.
+    let delivery = recorded_delivery(
+        &body,
+        paymos_inbox_core::signature::Environment::Test,
+        received,
+    );
+    paymos_inbox_aws::dynamodb::DynamoLedger::new(dev.dynamodb.clone(), &tables.deliveries, None)
+        .record(&delivery, received + 1_000)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    while aws_state_fulfilments(&tables, "inv_stranded").await == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "dev's sweep heals it within a minute"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

@@ -1,0 +1,606 @@
+//! The change model: what a verified event asks of the resource it names ([`Change`], decided
+//! by [`change_of`] from the event alone), who asks ([`Source`]), the merchant's order an
+//! invoice carries ([`OrderRef`]) and how a delivery ended ([`Applied`]). Every use case and
+//! every rule speaks it; it depends on nothing but the envelope and the statuses.
+
+use std::fmt;
+
+use super::envelope::{Category, Envelope, EventData, MAX_REFERENCE_LEN};
+use super::signature::Environment;
+use super::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
+
+/// The merchant's order as Paymos echoes it on an invoice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderRef {
+    /// `data.order.external_id`: the merchant's order id.
+    pub external_id: Option<String>,
+    /// The invoice amount (exact decimal), if the event carries it.
+    pub amount: Option<Amount>,
+    /// The currency of `amount` (the same source's, never another's), upper case.
+    pub currency: Option<String>,
+}
+
+impl OrderRef {
+    /// No order known.
+    #[must_use]
+    pub fn none() -> Self {
+        Self {
+            external_id: None,
+            amount: None,
+            currency: None,
+        }
+    }
+
+    /// Whether it carries a complete price: an amount with its currency.
+    #[must_use]
+    pub fn has_price(&self) -> bool {
+        self.amount.is_some() && self.currency.is_some()
+    }
+
+    /// Fills what this leaves out from `recorded`: the order id, and the price as one pair
+    /// (an amount with its own currency, never half of one).
+    pub fn adopt(&mut self, recorded: &OrderRef) {
+        if self.external_id.is_none() {
+            self.external_id.clone_from(&recorded.external_id);
+        }
+        if !self.has_price() && recorded.has_price() {
+            self.amount.clone_from(&recorded.amount);
+            self.currency.clone_from(&recorded.currency);
+        }
+    }
+}
+
+/// A change to apply, decided from the event alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// Move an invoice to `status` (and fulfil it, for `paid`/`paid_over`).
+    Invoice {
+        /// `inv_…`.
+        invoice_id: String,
+        /// The status the event announces.
+        status: InvoiceStatus,
+        /// `occurred_at` of the event (orders open statuses).
+        occurred_at: u64,
+        /// The order it pays for.
+        order: OrderRef,
+    },
+    /// Move a withdrawal (payout or refund) forward.
+    Withdrawal {
+        /// `wdr_…`.
+        withdrawal_id: String,
+        /// The status the event announces.
+        status: WithdrawalStatus,
+        /// `occurred_at` of the event.
+        occurred_at: u64,
+        /// `refund` for refunds, else `payout`.
+        kind: String,
+        /// For refunds, the refunded invoice.
+        invoice_id: Option<String>,
+        /// The amount, if given.
+        amount: Option<Amount>,
+        /// The currency, if given.
+        currency: Option<String>,
+        /// For refunds, `full` or `overpayment`, if given.
+        mode: Option<String>,
+    },
+    /// Record a deposit's status, crediting the payer once on a final confirmation.
+    Deposit {
+        /// `pcd_…`.
+        deposit_id: String,
+        /// The status the event announces.
+        status: DepositStatus,
+        /// `occurred_at` of the event.
+        occurred_at: u64,
+        /// The payer and the net amount to credit, present only for a final confirmation.
+        credit: Option<Credit>,
+    },
+    /// Nothing to apply (an unknown event type or status).
+    Ignore {
+        /// Why, for the ledger and the log.
+        reason: String,
+    },
+    /// A paid event the reverse check refused: recorded as `unconfirmed`, nothing applied.
+    Unconfirmed {
+        /// Why Paymos does not confirm it.
+        reason: String,
+        /// The invoice.
+        resource_id: Option<String>,
+    },
+    /// A verified delivery that misses what its change needs (a final deposit without `net`):
+    /// recorded as `unusable` with the reason, for an operator; never retried into the DLQ.
+    Unusable {
+        /// What is missing or wrong (field names, never values).
+        reason: String,
+        /// The resource it names, when it names one.
+        resource_id: Option<String>,
+    },
+    /// A delivery verified by a secret of the other environment (a sandbox secret on a live
+    /// stack): recorded as `other_environment`, nothing applied.
+    OtherEnvironment {
+        /// The environment of the secret that verified it, if it named one.
+        environment: Option<Environment>,
+    },
+}
+
+impl Change {
+    /// The reason stored beside the outcome, for changes that apply nothing.
+    #[must_use]
+    pub fn reason(&self) -> Option<String> {
+        match self {
+            Self::Ignore { reason }
+            | Self::Unconfirmed { reason, .. }
+            | Self::Unusable { reason, .. } => Some(reason.clone()),
+            Self::OtherEnvironment { environment } => Some(format!(
+                "verified by a {} secret; this stack applies another environment",
+                environment.map_or("unlabelled", Environment::as_str)
+            )),
+            _ => None,
+        }
+    }
+}
+
+/// A credit of a payer's balance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credit {
+    /// `data.payment_channel_external_id`: the merchant's id for the payer.
+    pub payer: String,
+    /// `data.net`.
+    pub net: Amount,
+    /// `data.currency` (balances are kept per payer and currency).
+    pub currency: String,
+}
+
+/// How a delivery was applied (stored as the ledger's `outcome`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Applied {
+    /// The invoice became paid and the order was fulfilled by this delivery.
+    Fulfilled,
+    /// The resource moved to the announced status.
+    Updated,
+    /// The payer was credited by this delivery.
+    Credited,
+    /// The resource was already final (paid by another event, endpoint, or by hand): nothing
+    /// changed.
+    AlreadyFinal,
+    /// A late event: the resource is already further along.
+    Stale,
+    /// The paid amount or currency differs from the registered order: held for review, not
+    /// fulfilled.
+    Held,
+    /// A payment arrived after the invoice closed unpaid: the final status stays, `paid_late_at`
+    /// is set, nothing is fulfilled.
+    PaidLate,
+    /// Nothing to apply.
+    Ignored,
+    /// The reverse check found Paymos does not confirm the payment (status, amount or
+    /// currency): nothing was fulfilled; a forged or mistaken event.
+    Unconfirmed,
+    /// This delivery was applied before (a second message): nothing changed.
+    AlreadyProcessed,
+    /// A verified delivery that misses what its change needs: nothing applied, kept for an
+    /// operator with the reason.
+    Unusable,
+    /// Verified by a secret of another environment than the one this stack applies: nothing
+    /// applied (a sandbox secret never moves live state).
+    OtherEnvironment,
+    /// A paid invoice for an order that another invoice already fulfilled: the invoice is
+    /// marked paid with `duplicate_of`, nothing is fulfilled, the payment waits for a refund.
+    DuplicatePayment,
+}
+
+impl Applied {
+    /// Every outcome.
+    pub const ALL: [Self; 13] = [
+        Self::Fulfilled,
+        Self::Updated,
+        Self::Credited,
+        Self::AlreadyFinal,
+        Self::Stale,
+        Self::Held,
+        Self::PaidLate,
+        Self::Ignored,
+        Self::Unconfirmed,
+        Self::AlreadyProcessed,
+        Self::Unusable,
+        Self::OtherEnvironment,
+        Self::DuplicatePayment,
+    ];
+
+    /// The stored name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Fulfilled => "fulfilled",
+            Self::Updated => "updated",
+            Self::Credited => "credited",
+            Self::AlreadyFinal => "already_final",
+            Self::Stale => "stale",
+            Self::Held => "held",
+            Self::PaidLate => "paid_late",
+            Self::Ignored => "ignored",
+            Self::Unconfirmed => "unconfirmed",
+            Self::AlreadyProcessed => "already_processed",
+            Self::Unusable => "unusable",
+            Self::OtherEnvironment => "other_environment",
+            Self::DuplicatePayment => "duplicate_payment",
+        }
+    }
+}
+
+impl fmt::Display for Applied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Who caused a change: a recorded delivery (whose ledger record is marked processed in the
+/// same transaction) or a person or job acting by hand (no ledger record).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A delivery from the ledger.
+    Delivery {
+        /// Its `event_id`.
+        event_id: String,
+    },
+    /// A manual action (`mark-paid`) or a reconciliation run.
+    Manual {
+        /// Who or what did it, e.g. `support:alice` or `reconcile`.
+        actor: String,
+    },
+}
+
+impl Source {
+    /// The id stored as "who won" on a fulfilment.
+    #[must_use]
+    pub fn id(&self) -> String {
+        match self {
+            Self::Delivery { event_id } => event_id.clone(),
+            Self::Manual { actor } => format!("manual:{actor}"),
+        }
+    }
+}
+
+/// Decides the change a verified event asks for. Pure and total: the same envelope always gives
+/// the same change, and a money event that misses what it needs becomes [`Change::Unusable`].
+#[must_use]
+pub fn change_of(envelope: &Envelope) -> Change {
+    let data = &envelope.data;
+    let ignore = |reason: String| Change::Ignore { reason };
+    let unusable = |reason: &str| Change::Unusable {
+        reason: format!("{}: {reason}", envelope.event_type),
+        resource_id: envelope.resource_id.clone(),
+    };
+    // State is keyed by these references: a longer one could never be written.
+    let too_long =
+        |value: &Option<String>| value.as_ref().is_some_and(|v| v.len() > MAX_REFERENCE_LEN);
+    let upper = |v: &Option<String>| v.as_deref().map(str::to_ascii_uppercase);
+    let resource = envelope.resource_id.clone().unwrap_or_default();
+    // The status is the whole rest of the type: `invoice.x.paid` is no `invoice.paid`.
+    let status_name = envelope
+        .category
+        .type_prefix()
+        .and_then(|prefix| envelope.event_type.strip_prefix(prefix))
+        .unwrap_or_default();
+    match envelope.category {
+        Category::Invoice => match InvoiceStatus::parse(status_name) {
+            Some(_) if too_long(&data.order_external_id) => unusable(&format!(
+                "data.order.external_id is longer than {MAX_REFERENCE_LEN} bytes"
+            )),
+            Some(status) => Change::Invoice {
+                invoice_id: resource,
+                status,
+                occurred_at: envelope.occurred_at,
+                order: order_of(data),
+            },
+            None => ignore(format!("unknown invoice event {}", envelope.event_type)),
+        },
+        Category::Withdrawal => match WithdrawalStatus::parse(status_name) {
+            // A refund says so in `type`; some senders omit it and carry the refunded invoice
+            // and the refund `mode` instead.
+            Some(status) => Change::Withdrawal {
+                withdrawal_id: resource,
+                status,
+                occurred_at: envelope.occurred_at,
+                kind: match data.kind.as_deref() {
+                    Some("refund") => "refund".into(),
+                    None if data.mode.is_some() || data.invoice_id.is_some() => "refund".into(),
+                    _ => "payout".into(),
+                },
+                invoice_id: data.invoice_id.clone(),
+                amount: data.amount.as_deref().and_then(Amount::parse),
+                currency: upper(&data.currency),
+                mode: data.mode.clone(),
+            },
+            None => ignore(format!("unknown withdrawal event {}", envelope.event_type)),
+        },
+        Category::Deposit => match DepositStatus::parse(status_name) {
+            Some(status) => {
+                let credit = if status == DepositStatus::Confirmed && data.is_final == Some(true) {
+                    let Some(payer) = &data.payer else {
+                        return unusable(
+                            "data.payment_channel_external_id is missing or not a string",
+                        );
+                    };
+                    if too_long(&data.payer) {
+                        return unusable(&format!(
+                            "data.payment_channel_external_id is longer than {MAX_REFERENCE_LEN} bytes"
+                        ));
+                    }
+                    let Some(net) = data.net.as_deref().and_then(Amount::parse) else {
+                        return unusable("data.net is missing or not a decimal string");
+                    };
+                    if !net.is_positive() {
+                        return unusable("data.net is not more than 0: nothing to credit");
+                    }
+                    let Some(currency) = upper(&data.currency) else {
+                        return unusable("data.currency is missing or not a string");
+                    };
+                    if too_long(&Some(currency.clone())) {
+                        return unusable(&format!(
+                            "data.currency is longer than {MAX_REFERENCE_LEN} bytes"
+                        ));
+                    }
+                    Some(Credit {
+                        payer: payer.clone(),
+                        net,
+                        currency,
+                    })
+                } else {
+                    None
+                };
+                Change::Deposit {
+                    deposit_id: resource,
+                    status,
+                    occurred_at: envelope.occurred_at,
+                    credit,
+                }
+            }
+            None => ignore(format!("unknown deposit event {}", envelope.event_type)),
+        },
+        Category::Unknown => ignore(format!("unknown event type {}", envelope.event_type)),
+    }
+}
+
+/// The order an invoice event names, its price taken as one pair from one source: the order's
+/// own amount and currency, else the invoice's, else the payment's token amount and token. An
+/// amount is never paired with another source's currency ("10 TON" is not 10 USD).
+fn order_of(data: &EventData) -> OrderRef {
+    let (amount, currency) = [
+        (&data.order_amount, &data.order_currency),
+        (&data.amount, &data.currency),
+        (&data.payment_expected, &data.payment_currency),
+    ]
+    .into_iter()
+    .find_map(|(amount, currency)| {
+        amount
+            .as_deref()
+            .and_then(Amount::parse)
+            .map(|a| (Some(a), currency.as_deref().map(str::to_ascii_uppercase)))
+    })
+    .unwrap_or((None, None));
+    OrderRef {
+        external_id: data.order_external_id.clone(),
+        amount,
+        currency,
+    }
+}
+
+/// An invoice change carrying Paymos' order (as Paymos confirmed it) instead of the event's:
+/// Paymos' answer first, what it leaves out the event may still say.
+#[must_use]
+pub fn with_order(change: Change, order: Option<OrderRef>) -> Change {
+    match (change, order) {
+        (
+            Change::Invoice {
+                invoice_id,
+                status,
+                occurred_at,
+                order: claimed,
+            },
+            Some(confirmed),
+        ) => {
+            // Paymos' answer first; what it leaves out, the event may still say.
+            let mut order = confirmed;
+            order.adopt(&claimed);
+            Change::Invoice {
+                invoice_id,
+                status,
+                occurred_at,
+                order,
+            }
+        }
+        (change, _) => change,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(event_type: &str, data: &str) -> Vec<u8> {
+        format!(r#"{{"event_id":"evt_1","event_type":"{event_type}","version":1,"occurred_at":7,"data":{data}}}"#).into_bytes()
+    }
+
+    fn change(event_type: &str, data: &str) -> Change {
+        change_of(&Envelope::parse(&body(event_type, data)).unwrap())
+    }
+
+    #[test]
+    fn invoice_events_carry_their_order() {
+        let change = change(
+            "invoice.paid",
+            r#"{"invoice_id":"inv_1","order":{"external_id":"o-1","amount":"10.50","currency":"usdt"}}"#,
+        );
+        let Change::Invoice { status, order, .. } = change else {
+            panic!()
+        };
+        assert_eq!(status, InvoiceStatus::Paid);
+        assert_eq!(order.external_id.as_deref(), Some("o-1"));
+        assert_eq!(order.amount.unwrap().as_str(), "10.50");
+        assert_eq!(order.currency.as_deref(), Some("USDT"));
+    }
+
+    #[test]
+    fn deposits_credit_only_final_confirmations() {
+        let confirmed = r#"{"id":"pcd_1","is_final":true,"payment_channel_external_id":"c-42","net":"99.00","currency":"TRX"}"#;
+        let c = change("payment_channel.deposit.confirmed", confirmed);
+        assert!(
+            matches!(c, Change::Deposit { credit: Some(Credit { ref net, .. }), .. } if net.as_str() == "99.00")
+        );
+        let c = change(
+            "payment_channel.deposit.confirmed",
+            r#"{"id":"pcd_1","is_final":false,"net":"1"}"#,
+        );
+        assert!(matches!(c, Change::Deposit { credit: None, .. }));
+        let c = change(
+            "payment_channel.deposit.reorged",
+            r#"{"id":"pcd_1","is_final":true,"net":"1"}"#,
+        );
+        assert!(matches!(
+            c,
+            Change::Deposit {
+                credit: None,
+                status: DepositStatus::Reorged,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn a_final_deposit_without_what_it_credits_is_unusable_not_an_error() {
+        for (data, field) in [
+            (
+                r#"{"id":"pcd_1","is_final":true,"payment_channel_external_id":"c","net":1.5,"currency":"TRX"}"#,
+                "data.net",
+            ),
+            (
+                r#"{"id":"pcd_1","is_final":true,"net":"1.5","currency":"TRX"}"#,
+                "data.payment_channel_external_id",
+            ),
+            (
+                r#"{"id":"pcd_1","is_final":true,"payment_channel_external_id":"c","net":"1.5"}"#,
+                "data.currency",
+            ),
+        ] {
+            let c = change("payment_channel.deposit.confirmed", data);
+            assert!(
+                matches!(&c, Change::Unusable { reason, .. } if reason.contains(field)),
+                "{c:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn refunds_are_recognised_by_type_or_by_the_contracts_fields() {
+        let kind = |data: &str| match change("withdrawal.completed", data) {
+            Change::Withdrawal { kind, .. } => kind,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            kind(r#"{"withdrawal_id":"wdr_1","type":"refund"}"#),
+            "refund"
+        );
+        assert_eq!(
+            kind(r#"{"withdrawal_id":"wdr_1","invoice_id":"inv_1","mode":"full"}"#),
+            "refund"
+        );
+        assert_eq!(
+            kind(r#"{"withdrawal_id":"wdr_1","mode":"overpayment"}"#),
+            "refund"
+        );
+        assert_eq!(kind(r#"{"withdrawal_id":"wdr_1"}"#), "payout");
+        assert_eq!(
+            kind(r#"{"withdrawal_id":"wdr_1","type":"payout"}"#),
+            "payout"
+        );
+    }
+
+    #[test]
+    fn an_amount_is_paired_with_its_own_currency_only() {
+        let price = |data: &str| match change("invoice.paid", data) {
+            Change::Invoice { order, .. } => {
+                (order.amount.map(|a| a.as_str().to_owned()), order.currency)
+            }
+            other => panic!("{other:?}"),
+        };
+        // 10 TON is not 10 USD: the token amount keeps the token.
+        assert_eq!(
+            price(
+                r#"{"invoice_id":"inv_1","order":{"currency":"usd"},"payment":{"expected":"10","currency":"ton"}}"#
+            ),
+            (Some("10".into()), Some("TON".into()))
+        );
+        assert_eq!(
+            price(
+                r#"{"invoice_id":"inv_1","order":{"amount":"9.99","currency":"usd"},"payment":{"expected":"10","currency":"ton"}}"#
+            ),
+            (Some("9.99".into()), Some("USD".into()))
+        );
+        // An amount whose source names no currency stays without one (the guard refuses it).
+        assert_eq!(
+            price(r#"{"invoice_id":"inv_1","amount":"10","payment":{"currency":"usdt"}}"#),
+            (Some("10".into()), None)
+        );
+        assert_eq!(price(r#"{"invoice_id":"inv_1"}"#), (None, None));
+    }
+
+    #[test]
+    fn bounds_are_checked_when_the_change_is_decided() {
+        let long = "o".repeat(MAX_REFERENCE_LEN + 1);
+        let c = change(
+            "invoice.paid",
+            &format!(r#"{{"invoice_id":"inv_1","order":{{"external_id":"{long}"}}}}"#),
+        );
+        assert!(
+            matches!(&c, Change::Unusable { reason, .. } if reason.contains("data.order.external_id")),
+            "{c:?}"
+        );
+        let c = change(
+            "payment_channel.deposit.confirmed",
+            &format!(
+                r#"{{"id":"pcd_1","is_final":true,"payment_channel_external_id":"{long}","net":"1","currency":"TRX"}}"#
+            ),
+        );
+        assert!(
+            matches!(&c, Change::Unusable { reason, .. } if reason.contains("payment_channel_external_id")),
+            "{c:?}"
+        );
+        for net in ["0", "-5", "0.00"] {
+            let c = change(
+                "payment_channel.deposit.confirmed",
+                &format!(
+                    r#"{{"id":"pcd_1","is_final":true,"payment_channel_external_id":"c","net":"{net}","currency":"TRX"}}"#
+                ),
+            );
+            assert!(
+                matches!(&c, Change::Unusable { reason, .. } if reason.contains("data.net")),
+                "{net}: {c:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_event_type_is_matched_whole() {
+        for t in ["invoice.x.paid", "invoice.paid.x", "withdrawal.x.completed"] {
+            let c = change(
+                t,
+                r#"{"invoice_id":"inv_1","withdrawal_id":"wdr_1","order":{"external_id":"o"}}"#,
+            );
+            assert!(matches!(c, Change::Ignore { .. }), "{t}: {c:?}");
+        }
+        let c = change("payment_channel.deposit.x.confirmed", r#"{"id":"pcd_1"}"#);
+        assert!(matches!(c, Change::Ignore { .. }), "{c:?}");
+    }
+
+    #[test]
+    fn unknown_types_and_statuses_are_ignored() {
+        assert!(matches!(
+            change("payout.batch", "{}"),
+            Change::Ignore { .. }
+        ));
+        assert!(matches!(
+            change("invoice.refunded", r#"{"invoice_id":"inv_1"}"#),
+            Change::Ignore { .. }
+        ));
+    }
+}

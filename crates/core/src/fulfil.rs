@@ -1,0 +1,388 @@
+//! The fulfil use case: turn one recorded delivery into a change of the resource it names, and
+//! apply it at most once. The transition rules live in [`super::status`], the outcomes in
+//! [`super::outcome`]; the store writes a paid invoice together with the fulfilment it guards
+//! and the order's claim, conditional on the invoice's status, so neither a second event nor a
+//! second endpoint nor a manual fix can fulfil an invoice twice; the ledger's processed mark
+//! follows.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use super::change::{Applied, Change, OrderRef, Source, change_of, with_order};
+use super::confirm::{NOT_YET_RECEIVES, Verdict, check};
+use super::confirm::{NoConfirmation, PaymentConfirmation};
+use super::effect::{FulfilmentEffect, RecordFulfilment};
+use super::envelope::Envelope;
+use super::ingest::PortError;
+use super::outcome::{MAX_WRITES, Step, next, plan};
+use super::outcome::{Plan, Written};
+use super::signature::Environment;
+use super::status::{Amount, InvoiceStatus};
+use super::work::{WorkItem, WorkItemError};
+
+/// Why a queue message cannot be applied at all (it was not written by ingest, so nothing
+/// acknowledged is lost by sending it to the DLQ).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PoisonError {
+    /// The message is not a work item.
+    #[error(transparent)]
+    WorkItem(#[from] WorkItemError),
+}
+
+/// The resource table with the ledger's processed mark: it writes a [`Plan`] for a change, all
+/// or nothing, and reports what it did (with, on a refusal, whose write the resource holds).
+/// It decides no outcome: [`super::outcome::next`] does.
+pub trait ResourceStore: Send + Sync {
+    /// Writes `plan` for `change` by `source` at `now_ms`, all or nothing: with the ledger's
+    /// processed mark when [`Plan::with_mark`] (for a delivery) and, for a paid invoice's
+    /// [`super::outcome::Write::Change`], with `effect`'s writes.
+    fn write(
+        &self,
+        source: &Source,
+        change: &Change,
+        plan: &Plan,
+        effect: &dyn FulfilmentEffect,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<Written, PortError>> + Send;
+}
+
+impl<T: ResourceStore> ResourceStore for Arc<T> {
+    fn write(
+        &self,
+        source: &Source,
+        change: &Change,
+        plan: &Plan,
+        effect: &dyn FulfilmentEffect,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<Written, PortError>> + Send {
+        (**self).write(source, change, plan, effect, now_ms)
+    }
+}
+
+/// Applies `change` for `source`: the first plan, then what each report asks for, until the
+/// outcome (at most [`MAX_WRITES`] writes).
+///
+/// # Errors
+/// [`PortError`] when the store fails, or keeps refusing beyond the rules' last write.
+pub async fn settle<S: ResourceStore>(
+    store: &S,
+    source: &Source,
+    change: &Change,
+    effect: &dyn FulfilmentEffect,
+    now_ms: u64,
+) -> Result<Applied, PortError> {
+    let by = source.id();
+    let mut change = std::borrow::Cow::Borrowed(change);
+    let mut current = plan(&change);
+    for _ in 0..MAX_WRITES {
+        let written = store
+            .write(source, &change, &current, effect, now_ms)
+            .await?;
+        match next(source, &change, &current, written) {
+            Step::Done(applied) => {
+                note(&by, &change, applied);
+                return Ok(applied);
+            }
+            Step::Then(p) => current = p,
+            Step::Adopt(recorded) => {
+                if let Change::Invoice { order, .. } = change.to_mut() {
+                    order.adopt(&recorded);
+                }
+                current = plan(&change);
+            }
+        }
+    }
+    Err(PortError::new(
+        "resource store",
+        format!("still refusing after {MAX_WRITES} writes; the store breaks the write contract"),
+    ))
+}
+
+/// The warning an operator needs for outcomes that wait for a person.
+fn note(by: &str, change: &Change, applied: Applied) {
+    let Change::Invoice {
+        invoice_id, order, ..
+    } = change
+    else {
+        return;
+    };
+    let order_id = order.external_id.as_deref();
+    match applied {
+        Applied::DuplicatePayment => tracing::warn!(
+            invoice_id,
+            order_id,
+            by,
+            "a second paid invoice for an order already fulfilled: kept for a refund, nothing fulfilled"
+        ),
+        Applied::Held => {
+            tracing::warn!(invoice_id, order_id, by, amount = ?order.amount.as_ref().map(Amount::as_str), currency = ?order.currency, "paid invoice does not match the registered order: held for review")
+        }
+        Applied::PaidLate => tracing::warn!(
+            invoice_id,
+            by,
+            "payment after the invoice closed: paid_late_at set, nothing fulfilled"
+        ),
+        _ => {}
+    }
+}
+
+/// A payment Paymos reports as paid after the invoice closed `closed`: records the close as
+/// Paymos has it (by `actor`, with Paymos' `order`), and returns the payment with that order,
+/// which then lands as `paid_late`. The reverse check and `recheck` both take this road.
+///
+/// # Errors
+/// [`PortError`] when the store fails.
+pub async fn close_then_pay<S: ResourceStore>(
+    store: &S,
+    effect: &dyn FulfilmentEffect,
+    change: Change,
+    closed: InvoiceStatus,
+    order: Option<OrderRef>,
+    actor: &str,
+    now_ms: u64,
+) -> Result<Change, PortError> {
+    let order = order.unwrap_or_else(OrderRef::none);
+    if let Change::Invoice {
+        invoice_id,
+        occurred_at,
+        ..
+    } = &change
+    {
+        let close = Change::Invoice {
+            invoice_id: invoice_id.clone(),
+            status: closed,
+            occurred_at: *occurred_at,
+            order: order.clone(),
+        };
+        let by = Source::Manual {
+            actor: actor.to_owned(),
+        };
+        settle(store, &by, &close, effect, now_ms).await?;
+    }
+    Ok(with_order(change, Some(order)))
+}
+
+/// Why a work item was not applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FulfilError {
+    /// It can never be applied (to the DLQ after the bounded receives).
+    #[error(transparent)]
+    Poison(#[from] PoisonError),
+    /// A store or API failure: retry.
+    #[error(transparent)]
+    Unavailable(#[from] PortError),
+    /// The reverse check found Paymos not showing the event's status yet: retry later.
+    #[error("{resource_id} is still {status} at Paymos; checked again on the next receive")]
+    NotYet {
+        /// `inv_…`, `wdr_…` or `pcd_…`.
+        resource_id: String,
+        /// What Paymos shows now.
+        status: String,
+    },
+}
+
+/// The fulfil use case.
+pub struct Fulfil<S, C = NoConfirmation> {
+    store: S,
+    effect: Box<dyn FulfilmentEffect>,
+    confirmation: Option<C>,
+    environment: Environment,
+}
+
+impl<S: ResourceStore> Fulfil<S> {
+    /// With the default effect ([`RecordFulfilment`]) and no reverse check.
+    pub fn new(store: S) -> Self {
+        Self::with_effect(store, Box::new(RecordFulfilment))
+    }
+
+    /// With the merchant's own effect.
+    pub fn with_effect(store: S, effect: Box<dyn FulfilmentEffect>) -> Self {
+        Self {
+            store,
+            effect,
+            confirmation: None,
+            environment: Environment::Live,
+        }
+    }
+
+    /// With a reverse check before every webhook-driven fulfilment.
+    pub fn with_confirmation<C: PaymentConfirmation>(self, confirmation: C) -> Fulfil<S, C> {
+        Fulfil {
+            store: self.store,
+            effect: self.effect,
+            confirmation: Some(confirmation),
+            environment: self.environment,
+        }
+    }
+}
+
+impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The environment whose deliveries this stack applies (live by default). Deliveries
+    /// verified by a secret of any other environment are recorded as
+    /// [`Applied::OtherEnvironment`] and change nothing: one stack, one environment's money.
+    #[must_use]
+    pub fn for_environment(mut self, environment: Environment) -> Self {
+        self.environment = environment;
+        self
+    }
+
+    /// The environment this stack applies.
+    pub fn environment(&self) -> Environment {
+        self.environment
+    }
+
+    /// Applies one work item as its last receive (a "not paid yet" from the reverse check is
+    /// final here); the SQS trigger uses [`Fulfil::apply_received`].
+    ///
+    /// # Errors
+    /// [`FulfilError::Unavailable`] when the store or the API fails (retry).
+    pub async fn apply(
+        &self,
+        item: &WorkItem,
+        now_ms: u64,
+    ) -> Result<(Option<Envelope>, Applied), FulfilError> {
+        self.apply_received(item, now_ms, NOT_YET_RECEIVES).await
+    }
+
+    /// Applies one work item received for the `receives`-th time. Whatever ingest accepted is
+    /// decided here without error: a body that cannot be applied is recorded with an outcome of
+    /// its own ([`Applied::Unusable`], [`Applied::OtherEnvironment`]), never left to the DLQ.
+    ///
+    /// # Errors
+    /// [`FulfilError::Unavailable`] when the store or the API fails, [`FulfilError::NotYet`]
+    /// while Paymos does not show the invoice paid yet (both: retry).
+    pub async fn apply_received(
+        &self,
+        item: &WorkItem,
+        now_ms: u64,
+        receives: u32,
+    ) -> Result<(Option<Envelope>, Applied), FulfilError> {
+        let source = Source::Delivery {
+            event_id: item.event_id.clone(),
+        };
+        let envelope = match Envelope::parse(&item.body) {
+            Ok(envelope) if envelope.event_id == item.event_id => envelope,
+            parsed => {
+                let reason = match parsed {
+                    Ok(_) => "the body's event_id differs from the work item's".to_owned(),
+                    Err(e) => e.to_string(),
+                };
+                let change = Change::Unusable {
+                    reason,
+                    resource_id: None,
+                };
+                let applied =
+                    settle(&self.store, &source, &change, self.effect.as_ref(), now_ms).await?;
+                return Ok((None, applied));
+            }
+        };
+        let mut change = if item.environment == Some(self.environment) {
+            change_of(&envelope)
+        } else {
+            Change::OtherEnvironment {
+                environment: item.environment,
+            }
+        };
+        if let Some(confirmation) = &self.confirmation {
+            change = self
+                .confirmed(confirmation, change, &envelope, receives, now_ms)
+                .await?;
+        }
+        let applied = settle(&self.store, &source, &change, self.effect.as_ref(), now_ms).await?;
+        Ok((Some(envelope), applied))
+    }
+
+    /// `change` as Paymos confirms it: with Paymos' order for a payment, or, when Paymos
+    /// contradicts the event, [`Change::Unconfirmed`] with the difference. A late payment first
+    /// records the invoice's close as Paymos has it, so the payment lands as `paid_late`.
+    async fn confirmed(
+        &self,
+        confirmation: &C,
+        change: Change,
+        envelope: &Envelope,
+        receives: u32,
+        now_ms: u64,
+    ) -> Result<Change, FulfilError> {
+        let checked = check(confirmation, &change, &envelope.data, self.environment).await?;
+        let resource_id = envelope.resource_id.clone();
+        let unconfirmed = |reason: String| {
+            tracing::warn!(resource_id = ?resource_id, event_id = %envelope.event_id, reason, "reverse check: Paymos does not confirm this event; nothing applied");
+            Change::Unconfirmed {
+                reason,
+                resource_id: resource_id.clone(),
+            }
+        };
+        Ok(match checked.verdict {
+            Verdict::Confirmed => with_order(change, checked.order),
+            Verdict::NotYet { status } if receives < NOT_YET_RECEIVES => {
+                return Err(FulfilError::NotYet {
+                    resource_id: resource_id.unwrap_or_default(),
+                    status,
+                });
+            }
+            Verdict::NotYet { status } => unconfirmed(format!(
+                "still {status} at Paymos after {receives} receives"
+            )),
+            Verdict::PaidLate { closed } => {
+                close_then_pay(
+                    &self.store,
+                    self.effect.as_ref(),
+                    change,
+                    closed,
+                    checked.order,
+                    "reverse-check",
+                    now_ms,
+                )
+                .await?
+            }
+            Verdict::Unconfirmed(reason) => unconfirmed(reason),
+        })
+    }
+
+    /// Support's manual path: marks an invoice paid through the SAME conditional transition as
+    /// a webhook, so a later webhook or replay for it is `already_final` and fulfils nothing.
+    ///
+    /// # Errors
+    /// [`PortError`] when the store fails.
+    pub async fn mark_paid(
+        &self,
+        invoice_id: &str,
+        order: OrderRef,
+        actor: &str,
+        now_ms: u64,
+    ) -> Result<Applied, PortError> {
+        self.apply_by_hand(invoice_id, InvoiceStatus::Paid, order, actor, now_ms)
+            .await
+    }
+
+    /// [`Fulfil::mark_paid`] with the status to set (reconciliation sets `paid_over` where
+    /// Paymos says so).
+    ///
+    /// # Errors
+    /// [`PortError`] when the store fails.
+    pub async fn apply_by_hand(
+        &self,
+        invoice_id: &str,
+        status: InvoiceStatus,
+        order: OrderRef,
+        actor: &str,
+        now_ms: u64,
+    ) -> Result<Applied, PortError> {
+        let change = Change::Invoice {
+            invoice_id: invoice_id.to_owned(),
+            status,
+            occurred_at: now_ms / 1000,
+            order,
+        };
+        let source = Source::Manual {
+            actor: actor.to_owned(),
+        };
+        settle(&self.store, &source, &change, self.effect.as_ref(), now_ms).await
+    }
+}

@@ -1,0 +1,251 @@
+//! The invoice's own record: the one truth every road to a fulfilment reads. It keeps the order
+//! the invoice pays for (from the first event, command or answer that named it), the price as
+//! one pair, the marks that make a payment wait for a person, and the refunds paid back. The
+//! rules here say what that record means; the stores only read and write it.
+
+use super::change::OrderRef;
+use super::status::{Amount, InvoiceStatus};
+
+/// A completed refund of an invoice, as its `withdrawal.completed` announced it. A fact of its
+/// own: it never gives the invoice a status and never blocks its payment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refund {
+    /// `wdr_…`.
+    pub withdrawal_id: String,
+    /// What was paid back, when the event said.
+    pub amount: Option<Amount>,
+    /// In which currency, upper case.
+    pub currency: Option<String>,
+    /// `mode: full`: Paymos paid the whole payment back.
+    pub full: bool,
+}
+
+/// An invoice as the resource table holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvoiceSeen {
+    /// Its status, if it has one (a refund may have been recorded before any status).
+    pub status: Option<InvoiceStatus>,
+    /// Paid, but not as the registered order says.
+    pub held: bool,
+    /// Paid after it closed.
+    pub paid_late: bool,
+    /// A second payment for an order another invoice fulfilled.
+    pub duplicate_of: Option<String>,
+    /// Released by a person.
+    pub released: bool,
+    /// Completed refunds, in the order they were recorded.
+    pub refunds: Vec<Refund>,
+    /// The order as recorded on the invoice (fields may be missing).
+    pub order: OrderRef,
+}
+
+/// Where a paid invoice stands with the people who run the shop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Standing {
+    /// Nothing waits: fulfilled, open, or closed unpaid.
+    Clear,
+    /// Paid, but not as the registered order says: waits for a release or a refund.
+    Held,
+    /// A second payment for an order that invoice fulfilled: waits for a refund.
+    DuplicateOf(String),
+    /// Paid after it closed: waits for a release or a refund.
+    PaidLate,
+    /// A person released it: fulfilled on their word.
+    Released,
+    /// Paid back in full: nothing waits.
+    Refunded,
+}
+
+impl Standing {
+    /// Whether a person must act (what `exceptions` lists).
+    #[must_use]
+    pub fn waits_for_person(&self) -> bool {
+        matches!(self, Self::Held | Self::DuplicateOf(_) | Self::PaidLate)
+    }
+}
+
+impl InvoiceSeen {
+    /// An invoice with nothing recorded but `status`.
+    #[must_use]
+    pub fn with_status(status: Option<InvoiceStatus>) -> Self {
+        Self {
+            status,
+            held: false,
+            paid_late: false,
+            duplicate_of: None,
+            released: false,
+            refunds: Vec::new(),
+            order: OrderRef::none(),
+        }
+    }
+
+    /// Whether the payment was paid back in full: a `full` refund, or refunds in the invoice's
+    /// currency that add up to at least its amount. An overpayment refund, or a partial one,
+    /// leaves the payment where it was.
+    #[must_use]
+    pub fn refunded_in_full(&self) -> bool {
+        if self.refunds.iter().any(|r| r.full) {
+            return true;
+        }
+        let (Some(paid), Some(currency)) = (&self.order.amount, &self.order.currency) else {
+            return false;
+        };
+        let same: Vec<&Amount> = self
+            .refunds
+            .iter()
+            .filter(|r| r.currency.as_ref() == Some(currency))
+            .filter_map(|r| r.amount.as_ref())
+            .collect();
+        !same.is_empty() && paid.covered_by(same)
+    }
+
+    /// What was refunded, per currency, for an operator (`5 USDT`, `0.1 USDT + 2 TON`).
+    #[must_use]
+    pub fn refunded_text(&self) -> Option<String> {
+        let mut currencies: Vec<&str> = self
+            .refunds
+            .iter()
+            .map(|r| r.currency.as_deref().unwrap_or("?"))
+            .collect();
+        currencies.sort_unstable();
+        currencies.dedup();
+        let parts: Vec<String> = currencies
+            .into_iter()
+            .filter_map(|c| {
+                let amounts = self
+                    .refunds
+                    .iter()
+                    .filter(|r| r.currency.as_deref().unwrap_or("?") == c)
+                    .filter_map(|r| r.amount.as_ref());
+                Amount::sum(amounts).map(|total| format!("{total} {c}"))
+            })
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(" + "))
+    }
+
+    /// Where the payment stands. A release or a full refund settles it; otherwise a duplicate
+    /// payment, a hold or a late payment waits for a person.
+    #[must_use]
+    pub fn standing(&self) -> Standing {
+        if self.released {
+            Standing::Released
+        } else if self.refunded_in_full() {
+            Standing::Refunded
+        } else if let Some(first) = &self.duplicate_of {
+            Standing::DuplicateOf(first.clone())
+        } else if self.held {
+            Standing::Held
+        } else if self.paid_late {
+            Standing::PaidLate
+        } else {
+            Standing::Clear
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refund(amount: &str, currency: &str, full: bool) -> Refund {
+        Refund {
+            withdrawal_id: "wdr_1".into(),
+            amount: Amount::parse(amount),
+            currency: Some(currency.into()),
+            full,
+        }
+    }
+
+    fn held(amount: &str, currency: &str, refunds: Vec<Refund>) -> InvoiceSeen {
+        InvoiceSeen {
+            held: true,
+            refunds,
+            order: OrderRef {
+                external_id: Some("o-1".into()),
+                amount: Amount::parse(amount),
+                currency: Some(currency.into()),
+            },
+            ..InvoiceSeen::with_status(Some(InvoiceStatus::Paid))
+        }
+    }
+
+    #[test]
+    fn only_a_full_refund_or_refunds_adding_up_settle_a_payment() {
+        let cases = [
+            ("no refund", held("90", "USDT", vec![]), Standing::Held),
+            (
+                "an overpayment refund of 5",
+                held("90", "USDT", vec![refund("5", "USDT", false)]),
+                Standing::Held,
+            ),
+            (
+                "0.10 of a 90 payment",
+                held("90", "USDT", vec![refund("0.10", "USDT", false)]),
+                Standing::Held,
+            ),
+            (
+                "two halves",
+                held(
+                    "90",
+                    "USDT",
+                    vec![refund("45", "USDT", false), refund("45.00", "USDT", false)],
+                ),
+                Standing::Refunded,
+            ),
+            (
+                "the amount in another currency",
+                held("90", "USD", vec![refund("90", "USDT", false)]),
+                Standing::Held,
+            ),
+            (
+                "mode full",
+                held("90", "USD", vec![refund("1", "USDT", true)]),
+                Standing::Refunded,
+            ),
+        ];
+        for (name, invoice, standing) in cases {
+            assert_eq!(invoice.standing(), standing, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_release_settles_and_each_mark_waits() {
+        let base = InvoiceSeen::with_status(Some(InvoiceStatus::Paid));
+        assert_eq!(base.standing(), Standing::Clear);
+        let late = InvoiceSeen {
+            paid_late: true,
+            ..InvoiceSeen::with_status(Some(InvoiceStatus::Expired))
+        };
+        assert_eq!(late.standing(), Standing::PaidLate);
+        let released = InvoiceSeen {
+            released: true,
+            ..late.clone()
+        };
+        assert_eq!(released.standing(), Standing::Released);
+        let duplicate = InvoiceSeen {
+            duplicate_of: Some("inv_0".into()),
+            held: true,
+            ..base
+        };
+        assert_eq!(duplicate.standing(), Standing::DuplicateOf("inv_0".into()));
+        assert!(late.standing().waits_for_person());
+        assert!(duplicate.standing().waits_for_person());
+        assert!(!released.standing().waits_for_person());
+        assert!(!Standing::Refunded.waits_for_person());
+    }
+
+    #[test]
+    fn refunds_are_summed_per_currency_for_the_operator() {
+        let invoice = held(
+            "90",
+            "USDT",
+            vec![
+                refund("0.10", "USDT", false),
+                refund("2", "TON", false),
+                refund("0.2", "USDT", false),
+            ],
+        );
+        assert_eq!(invoice.refunded_text().as_deref(), Some("2 TON + 0.3 USDT"));
+        assert_eq!(held("1", "USD", vec![]).refunded_text(), None);
+    }
+}

@@ -1,0 +1,470 @@
+//! The model test's histories and invariants, shared by the fast run on the in-memory store
+//! (`src/tests/model.rs`, proptest) and the shorter run on DynamoDB Local (`tests/it/model.rs`).
+//!
+//! A history mixes, over a few invoices of two orders: deliveries of invoice facts (live and
+//! sandbox, with and without the order, relabelled to the other order, with and without a
+//! price, through one or two endpoints, repeated and reordered), refunds (partial, overpayment,
+//! full), `mark-paid`, `release` (with and without the amount override) and
+//! `reconcile --apply`. After the history the invariants are checked against the store:
+//! - an order has at most one fulfilment;
+//! - a paid invoice that was not refunded in full is fulfilled or waits for a person (what
+//!   `exceptions` lists);
+//! - nothing writes a key outside its kind.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+
+use proptest::prelude::*;
+
+use crate::change::OrderRef;
+use crate::effect::RecordFulfilment;
+use crate::fulfil::{Fulfil, ResourceStore};
+use crate::ingest::PortError;
+use crate::invoice::InvoiceSeen;
+use crate::release::{ReleaseBy, ReleaseStore, release};
+use crate::signature::Environment;
+use crate::status::{Amount, InvoiceStatus};
+use crate::work::WorkItem;
+
+/// Invoices per history (invoice `i` belongs to order `i % 2`).
+pub const INVOICES: u8 = 3;
+/// The registered order (order 0): paid with this amount in USD, or held.
+pub const REGISTERED_AMOUNT: &str = "10.5";
+
+/// Which order an invoice event names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Naming {
+    /// No `data.order` (as the official `ton_invoice` vectors).
+    Silent,
+    /// The invoice's own order.
+    Own,
+    /// The other order (a relabelled or mistaken event).
+    Other,
+}
+
+/// One step of a history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// A delivery of an invoice event.
+    Deliver {
+        /// Invoice index.
+        invoice: u8,
+        /// Its status.
+        status: InvoiceStatus,
+        /// `occurred_at`.
+        at: u64,
+        /// What order it names.
+        naming: Naming,
+        /// Its price in USD, if it carries one.
+        price: Option<&'static str>,
+        /// The endpoint (a second endpoint sends the same fact with another event id).
+        endpoint: u8,
+        /// Signed by the sandbox secret (this stack applies live).
+        sandbox: bool,
+    },
+    /// A completed refund of an invoice.
+    Refund {
+        /// Invoice index.
+        invoice: u8,
+        /// `wdr_` sequence.
+        seq: u8,
+        /// Amount in USD.
+        amount: &'static str,
+        /// `full` or `overpayment`.
+        mode: &'static str,
+    },
+    /// `paymos-inbox mark-paid INV --actor support` (with `--order-id` or not).
+    MarkPaid {
+        /// Invoice index.
+        invoice: u8,
+        /// Whether the command names the order.
+        with_order: bool,
+    },
+    /// `paymos-inbox release INV --actor ops` (with `--override-amount --reason` or not).
+    Release {
+        /// Invoice index.
+        invoice: u8,
+        /// Whether the amount check is overridden.
+        override_amount: bool,
+    },
+    /// `reconcile --apply` finding the invoice paid at Paymos.
+    ReconcileApply {
+        /// Invoice index.
+        invoice: u8,
+    },
+}
+
+fn statuses() -> impl Strategy<Value = InvoiceStatus> {
+    use InvoiceStatus as I;
+    prop::sample::select(vec![
+        I::AwaitingPayment,
+        I::Confirming,
+        I::Paid,
+        I::PaidOver,
+        I::Expired,
+        I::Cancelled,
+    ])
+}
+
+/// One step.
+pub fn op() -> impl Strategy<Value = Op> {
+    let invoice = 0..INVOICES;
+    prop_oneof![
+        6 => (
+            invoice.clone(),
+            statuses(),
+            10u64..14,
+            prop::sample::select(vec![Naming::Silent, Naming::Own, Naming::Own, Naming::Other]),
+            prop::sample::select(vec![None, Some("10.50"), Some("10.5"), Some("12")]),
+            0u8..2,
+            prop::bool::weighted(0.15),
+        )
+            .prop_map(|(invoice, status, at, naming, price, endpoint, sandbox)| Op::Deliver {
+                invoice,
+                status,
+                at,
+                naming,
+                price,
+                endpoint,
+                sandbox,
+            }),
+        1 => (
+            invoice.clone(),
+            0u8..3,
+            // Partial amounts never add up to a payment: only `full` pays one back here
+            // (the sums are the unit tests' of `InvoiceSeen::refunded_in_full`).
+            prop::sample::select(vec!["0.10", "2"]),
+            prop::sample::select(vec!["overpayment", "full"]),
+        )
+            .prop_map(|(invoice, seq, amount, mode)| Op::Refund {
+                invoice,
+                seq,
+                amount,
+                mode,
+            }),
+        1 => (invoice.clone(), any::<bool>())
+            .prop_map(|(invoice, with_order)| Op::MarkPaid { invoice, with_order }),
+        1 => (invoice.clone(), any::<bool>()).prop_map(|(invoice, override_amount)| Op::Release {
+            invoice,
+            override_amount
+        }),
+        1 => invoice.prop_map(|invoice| Op::ReconcileApply { invoice }),
+    ]
+}
+
+/// A history: steps, some repeated (a redelivery, a second run), in any order.
+pub fn history() -> impl Strategy<Value = Vec<Op>> {
+    prop::collection::vec(op(), 1..14)
+        .prop_flat_map(|ops| {
+            let len = ops.len();
+            (Just(ops), prop::collection::vec(0..len, 0..5))
+        })
+        .prop_map(|(mut ops, repeats)| {
+            for i in repeats {
+                let again = ops[i].clone();
+                ops.push(again);
+            }
+            ops
+        })
+        .prop_shuffle()
+}
+
+/// The ids of one run (a prefix keeps runs apart in one table).
+#[derive(Debug, Clone)]
+pub struct Ids {
+    /// Unique per run.
+    pub run: String,
+}
+
+impl Ids {
+    /// Invoice `i`.
+    #[must_use]
+    pub fn invoice(&self, i: u8) -> String {
+        format!("inv_{}_{i}", self.run)
+    }
+
+    /// Order `o`.
+    #[must_use]
+    pub fn order(&self, o: u8) -> String {
+        format!("o_{}_{o}", self.run)
+    }
+
+    /// The order invoice `i` belongs to.
+    #[must_use]
+    pub fn order_of(&self, i: u8) -> String {
+        self.order(i % 2)
+    }
+}
+
+/// The work item of a delivery step.
+fn delivery(ids: &Ids, op: &Op) -> Option<WorkItem> {
+    let Op::Deliver {
+        invoice,
+        status,
+        at,
+        naming,
+        price,
+        endpoint,
+        sandbox,
+    } = *op
+    else {
+        return None;
+    };
+    let order = match naming {
+        Naming::Silent => None,
+        Naming::Own => Some(ids.order_of(invoice)),
+        Naming::Other => Some(ids.order_of(invoice + 1)),
+    };
+    let mut data = serde_json::json!({ "invoice_id": ids.invoice(invoice) });
+    let mut order_json = serde_json::Map::new();
+    if let Some(o) = &order {
+        order_json.insert("external_id".into(), o.clone().into());
+    }
+    if let Some(p) = price {
+        order_json.insert("amount".into(), p.into());
+        order_json.insert("currency".into(), "USD".into());
+    }
+    if !order_json.is_empty() {
+        data["order"] = order_json.into();
+    }
+    // A sandbox delivery never shares an event id with a live one: ingest refuses that (409).
+    let event_id = format!(
+        "{}_{}_{invoice}_{status}_{at}_{naming:?}_{}_{endpoint}",
+        if sandbox { "evs" } else { "evt" },
+        ids.run,
+        price.unwrap_or("none").replace('.', "p"),
+    );
+    let body = serde_json::json!({
+        "event_id": event_id, "event_type": format!("invoice.{status}"), "version": 1,
+        "occurred_at": at, "data": data,
+    });
+    Some(WorkItem {
+        event_id,
+        environment: Some(if sandbox {
+            Environment::Test
+        } else {
+            Environment::Live
+        }),
+        body: body.to_string().into_bytes(),
+        received_at_ms: None,
+    })
+}
+
+fn refund_item(ids: &Ids, invoice: u8, seq: u8, amount: &str, mode: &str) -> WorkItem {
+    let event_id = format!("evt_{}_r{invoice}_{seq}", ids.run);
+    let body = serde_json::json!({
+        "event_id": event_id, "event_type": "withdrawal.completed", "version": 1,
+        "occurred_at": 20,
+        "data": {"withdrawal_id": format!("wdr_{}_{invoice}_{seq}", ids.run),
+                 "invoice_id": ids.invoice(invoice), "type": "refund", "mode": mode,
+                 "amount": amount, "currency": "USD"},
+    });
+    WorkItem {
+        event_id,
+        environment: Some(Environment::Live),
+        body: body.to_string().into_bytes(),
+        received_at_ms: None,
+    }
+}
+
+/// Runs `ops` through the use cases on `store` (which must have order 0 registered at
+/// [`REGISTERED_AMOUNT`] USD).
+///
+/// # Errors
+/// A store failure.
+pub async fn run<S>(store: &S, ids: &Ids, ops: &[Op]) -> Result<(), PortError>
+where
+    S: ResourceStore + ReleaseStore + Clone,
+{
+    let fulfil = Fulfil::new(store.clone());
+    let registered = || OrderRef {
+        external_id: None,
+        amount: Amount::parse("10.50"),
+        currency: Some("USD".into()),
+    };
+    for (step, op) in ops.iter().enumerate() {
+        let now = 1_000 + step as u64;
+        match *op {
+            Op::Deliver { .. } => {
+                let item = delivery(ids, op).expect("a delivery");
+                fulfil.apply(&item, now).await.map_err(|e| match e {
+                    crate::fulfil::FulfilError::Unavailable(p) => p,
+                    other => PortError::new("model", other),
+                })?;
+            }
+            Op::Refund {
+                invoice,
+                seq,
+                amount,
+                mode,
+            } => {
+                let item = refund_item(ids, invoice, seq, amount, mode);
+                fulfil
+                    .apply(&item, now)
+                    .await
+                    .map_err(|e| PortError::new("model", e))?;
+            }
+            Op::MarkPaid {
+                invoice,
+                with_order,
+            } => {
+                let order = OrderRef {
+                    external_id: with_order.then(|| ids.order_of(invoice)),
+                    ..OrderRef::none()
+                };
+                fulfil
+                    .mark_paid(&ids.invoice(invoice), order, "support", now)
+                    .await?;
+            }
+            Op::Release {
+                invoice,
+                override_amount,
+            } => {
+                let by = ReleaseBy {
+                    actor: "ops",
+                    reason: Some("model"),
+                    override_amount,
+                };
+                // Refusals are answers here; only a store failure stops the history.
+                if let Err(crate::release::ReleaseError::Port(e)) = release(
+                    store,
+                    &ids.invoice(invoice),
+                    None,
+                    &by,
+                    &RecordFulfilment,
+                    now,
+                )
+                .await
+                {
+                    return Err(e);
+                }
+            }
+            Op::ReconcileApply { invoice } => {
+                let order = OrderRef {
+                    external_id: Some(ids.order_of(invoice)),
+                    ..registered()
+                };
+                fulfil
+                    .apply_by_hand(
+                        &ids.invoice(invoice),
+                        InvoiceStatus::Paid,
+                        order,
+                        "reconcile",
+                        now,
+                    )
+                    .await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What the invariants read from a store after a history.
+pub trait Inspect {
+    /// Every fulfilment: its invoice and the order it names.
+    fn fulfilments(&self) -> impl Future<Output = Vec<(String, Option<String>)>> + Send;
+    /// Every invoice record.
+    fn invoices(&self) -> impl Future<Output = Vec<(String, InvoiceSeen)>> + Send;
+    /// Every key the store holds.
+    fn keys(&self) -> impl Future<Output = Vec<String>> + Send;
+}
+
+/// The invoices a history paid in truth: a live delivery of `paid`/`paid_over`, a `mark-paid`
+/// or a reconciliation (a sandbox delivery pays nothing on a live stack).
+#[must_use]
+pub fn paid_in(ops: &[Op]) -> Vec<u8> {
+    let mut paid: Vec<u8> = ops
+        .iter()
+        .filter_map(|op| match *op {
+            Op::Deliver {
+                invoice,
+                status,
+                sandbox: false,
+                ..
+            } if status.fulfils() => Some(invoice),
+            Op::MarkPaid { invoice, .. } | Op::ReconcileApply { invoice } => Some(invoice),
+            _ => None,
+        })
+        .collect();
+    paid.sort_unstable();
+    paid.dedup();
+    paid
+}
+
+/// The invariants after the history `ops` of run `ids`; each violation in words.
+pub async fn violations<S: Inspect>(store: &S, ids: &Ids, ops: &[Op]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mine = |id: &str| id.contains(&ids.run);
+    let fulfilments: Vec<_> = store
+        .fulfilments()
+        .await
+        .into_iter()
+        .filter(|(i, _)| mine(i))
+        .collect();
+    let mut per_order: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (invoice, order) in &fulfilments {
+        if let Some(order) = order {
+            per_order.entry(order).or_default().push(invoice);
+        }
+    }
+    for (order, invoices) in per_order {
+        if invoices.len() > 1 {
+            out.push(format!(
+                "order {order} fulfilled {} times: {invoices:?}",
+                invoices.len()
+            ));
+        }
+    }
+    let records: BTreeMap<String, InvoiceSeen> = store
+        .invoices()
+        .await
+        .into_iter()
+        .filter(|(i, _)| mine(i))
+        .collect();
+    for invoice in paid_in(ops).into_iter().map(|i| ids.invoice(i)) {
+        let Some(seen) = records.get(&invoice) else {
+            out.push(format!("{invoice} was paid and has no record"));
+            continue;
+        };
+        let fulfilled = fulfilments.iter().any(|(i, _)| *i == invoice);
+        let refunded_in_full = ops.iter().any(|op| {
+            matches!(op, Op::Refund { invoice: i, mode: "full", .. } if ids.invoice(*i) == invoice)
+        });
+        if !refunded_in_full && !fulfilled && !seen.standing().waits_for_person() {
+            out.push(format!(
+                "{invoice} paid, not refunded in full, neither fulfilled nor listed: {seen:?}"
+            ));
+        }
+    }
+    let kinds = [
+        "inv_",
+        "wdr_",
+        "fulfilment#inv_",
+        "order_paid#o_",
+        "review#",
+        "order#",
+    ];
+    for key in store.keys().await.into_iter().filter(|k| mine(k)) {
+        if !kinds.iter().any(|k| key.starts_with(k)) {
+            out.push(format!("a key outside its kind: {key}"));
+        }
+    }
+    out
+}
+
+impl Inspect for std::sync::Arc<crate::memory::MemoryResources> {
+    async fn fulfilments(&self) -> Vec<(String, Option<String>)> {
+        crate::memory::MemoryResources::fulfilments(self)
+    }
+
+    async fn invoices(&self) -> Vec<(String, InvoiceSeen)> {
+        crate::memory::MemoryResources::invoices(self)
+            .into_iter()
+            .map(|(id, r)| (id, r.seen()))
+            .collect()
+    }
+
+    async fn keys(&self) -> Vec<String> {
+        crate::memory::MemoryResources::keys(self)
+    }
+}

@@ -1,0 +1,846 @@
+//! How a change becomes an outcome. The store only reports what it found ([`Written`]): it
+//! committed a write, or refused it and said what it holds instead. The rules here turn that
+//! report into the outcome, or into the next write to try ([`next`]). No adapter concludes an
+//! outcome on its own, so the in-memory store and DynamoDB give the same answers by
+//! construction, and each rule is stated once.
+//!
+//! A change takes at most three writes. The change itself, alone: a transaction only where items
+//! must move together (a paid invoice with its fulfilment, the order's claim and guard; a
+//! deposit with the payer's balance), a plain conditional update otherwise. Then the processed
+//! mark, alone. When the store refused the change, the write that records why (a held or
+//! duplicate payment, a payment after the invoice closed) goes with the mark in one
+//! transaction, or the mark goes alone.
+//!
+//! The mark is not in the change's transaction: it costs a unit less per write, and a crash
+//! between the change and the mark is recognised on the next receive, where the store refuses
+//! the change and reports that this very delivery wrote what it holds (`mine`): the mark is
+//! then written with the planned outcome.
+
+use super::change::{Applied, Change, OrderRef, Source};
+use super::invoice::Standing;
+use super::status::{InvoiceStatus, WithdrawalStatus};
+
+/// The most writes one change takes (see the module docs, plus one when a paid event leaves out
+/// what the invoice's record knows of its order); a store that keeps refusing beyond that is
+/// broken, not busy.
+pub const MAX_WRITES: usize = 4;
+
+/// What to write, atomically with the delivery's processed mark (`outcome`, `reason`)
+/// when `with_mark`, else alone (the mark follows in the next write).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The writes.
+    pub write: Write,
+    /// Whether the delivery's processed mark is written in the same transaction.
+    pub with_mark: bool,
+    /// The outcome recorded on the delivery if the store commits.
+    pub outcome: Applied,
+    /// Why, for outcomes an operator reads (`unusable`, `unconfirmed`, `other_environment`).
+    pub reason: Option<String>,
+}
+
+/// The writes of a [`Plan`], for the change it belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Write {
+    /// The change as decided: the resource's conditional transition and, for a paid invoice,
+    /// the fulfilment's items, the order's once-only claim and the registered order's guard.
+    Change,
+    /// A paid invoice that must not fulfil: its status moves as the change says, with `mark`,
+    /// and nothing else is written.
+    Unfulfilled(Mark),
+    /// A payment after the invoice closed `closed`: `paid_late_at` set once, the status kept.
+    PaidLate {
+        /// The final status the invoice holds (the write's condition).
+        closed: InvoiceStatus,
+    },
+    /// The processed mark only.
+    MarkOnly,
+    /// The processed mark and a review note (`review#<event_id>`) for the resource, if named.
+    Review,
+}
+
+/// Why a paid invoice is not fulfilled, kept on the invoice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mark {
+    /// The amount or currency differs from the registered order: `held` for review.
+    Held,
+    /// Its order was fulfilled by another invoice: `duplicate_of` that invoice, for a refund.
+    DuplicateOf(String),
+}
+
+/// What a store did with a [`Plan`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Written {
+    /// Everything was written, the processed mark included.
+    Committed,
+    /// The delivery was marked processed before: nothing was written.
+    AlreadyProcessed,
+    /// A condition failed: nothing was written.
+    Refused(Refusal),
+}
+
+/// The condition that failed, with what the store holds instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The resource's status does not take the change.
+    Resource {
+        /// What the resource holds.
+        found: Found,
+        /// Whether the resource already holds this very source's change (a delivery that was
+        /// applied, then crashed before its mark).
+        mine: bool,
+        /// Where the invoice's payment stands ([`Standing::Clear`] for other resources).
+        standing: Standing,
+    },
+    /// The invoice's record names an order, or a price, the paid change does not carry (or
+    /// carries differently): the record is the truth.
+    OrderOnRecord {
+        /// The order as the invoice's record holds it.
+        recorded: OrderRef,
+    },
+    /// The order was claimed by another invoice's fulfilment.
+    OrderClaimed {
+        /// The invoice that fulfilled it.
+        invoice_id: String,
+    },
+    /// The registered order's amount or currency differs.
+    OrderMismatch,
+    /// The fulfilment (an effect's item) exists already.
+    Fulfilled,
+    /// The review note exists already (the delivery was handled before).
+    Noted,
+}
+
+/// A resource as the store found it when it refused a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// No status to read (absent, or a note without a status).
+    Nothing,
+    /// An invoice at this status.
+    Invoice(InvoiceStatus),
+    /// A withdrawal at this status.
+    Withdrawal(WithdrawalStatus),
+    /// A deposit, credited or not.
+    Deposit {
+        /// Credited once already.
+        credited: bool,
+    },
+}
+
+/// After a write: the outcome, or the next plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// The delivery's outcome.
+    Done(Applied),
+    /// Write this next.
+    Then(Plan),
+    /// Take what the change leaves out from the invoice's record, and plan again.
+    Adopt(OrderRef),
+}
+
+/// The first plan for a change.
+#[must_use]
+pub fn plan(change: &Change) -> Plan {
+    let (write, outcome) = match change {
+        Change::Invoice { status, .. } if status.fulfils() => (Write::Change, Applied::Fulfilled),
+        Change::Invoice { .. } | Change::Withdrawal { .. } => (Write::Change, Applied::Updated),
+        Change::Deposit {
+            credit: Some(_), ..
+        } => (Write::Change, Applied::Credited),
+        Change::Deposit { credit: None, .. } => (Write::Change, Applied::Updated),
+        Change::Ignore { .. } => (Write::MarkOnly, Applied::Ignored),
+        Change::Unconfirmed { .. } => (Write::Review, Applied::Unconfirmed),
+        Change::Unusable { .. } => (Write::Review, Applied::Unusable),
+        Change::OtherEnvironment { .. } => (Write::MarkOnly, Applied::OtherEnvironment),
+    };
+    let reason = match change {
+        Change::Ignore { .. } => None,
+        other => other.reason(),
+    };
+    Plan {
+        with_mark: write != Write::Change,
+        write,
+        outcome,
+        reason,
+    }
+}
+
+/// The processed mark alone, with `outcome`.
+fn mark_only(outcome: Applied, reason: Option<String>) -> Step {
+    Step::Then(Plan {
+        write: Write::MarkOnly,
+        with_mark: true,
+        outcome,
+        reason,
+    })
+}
+
+/// What a refused manual road reports: what exists, never its own earlier write.
+fn standing_outcome(standing: &Standing) -> Applied {
+    match standing {
+        Standing::Held => Applied::Held,
+        Standing::DuplicateOf(_) => Applied::DuplicatePayment,
+        Standing::PaidLate => Applied::PaidLate,
+        Standing::Clear | Standing::Released | Standing::Refunded => Applied::AlreadyFinal,
+    }
+}
+
+/// What `written` means for `change`, written by `source`, after trying `tried`: the rules of
+/// every outcome that is not the plan's own.
+#[must_use]
+pub fn next(source: &Source, change: &Change, tried: &Plan, written: Written) -> Step {
+    let refusal = match written {
+        Written::Committed if tried.with_mark => return Step::Done(tried.outcome),
+        Written::Committed => return mark_only(tried.outcome, tried.reason.clone()),
+        Written::AlreadyProcessed => return Step::Done(Applied::AlreadyProcessed),
+        Written::Refused(refusal) => refusal,
+    };
+    let mark_only = |outcome| mark_only(outcome, None);
+    let delivery = matches!(source, Source::Delivery { .. });
+    match (&tried.write, refusal) {
+        // The resource holds this delivery's own change: a crash came between the change and
+        // its mark. The outcome is the plan's. (A person's second run is not a crash: it is
+        // told what exists.)
+        (Write::Change, Refusal::Resource { mine: true, .. }) if delivery => {
+            mark_only(tried.outcome)
+        }
+        // The note exists: this delivery was handled before. The mark alone is never refused
+        // but by the processed mark.
+        (Write::Review | Write::MarkOnly, _) => Step::Done(Applied::AlreadyProcessed),
+        (Write::Change, Refusal::OrderOnRecord { recorded }) => match change {
+            Change::Invoice { order, .. }
+                if order.external_id.is_some()
+                    && recorded.external_id.is_some()
+                    && order.external_id != recorded.external_id =>
+            {
+                // The event names another order than the invoice's record: never fulfilled
+                // on the event's word.
+                Step::Then(Plan {
+                    write: Write::Unfulfilled(Mark::Held),
+                    with_mark: true,
+                    outcome: Applied::Held,
+                    reason: Some(format!(
+                        "the event names order {}, the invoice's record order {}",
+                        order.external_id.as_deref().unwrap_or_default(),
+                        recorded.external_id.as_deref().unwrap_or_default()
+                    )),
+                })
+            }
+            _ => Step::Adopt(recorded),
+        },
+        (
+            Write::Change,
+            Refusal::Resource {
+                found, standing, ..
+            },
+        ) => match (change, found) {
+            // Released by a person: nothing waits any more.
+            (Change::Invoice { status, .. }, Found::Invoice(current))
+                if current.is_final()
+                    && status.fulfils()
+                    && !current.fulfils()
+                    && standing == Standing::Released =>
+            {
+                mark_only(Applied::AlreadyFinal)
+            }
+            // Paid after it closed unpaid: the final status stays, the payment is noted.
+            (Change::Invoice { status, .. }, Found::Invoice(current))
+                if current.is_final() && status.fulfils() && !current.fulfils() =>
+            {
+                Step::Then(Plan {
+                    write: Write::PaidLate { closed: current },
+                    with_mark: true,
+                    outcome: Applied::PaidLate,
+                    reason: None,
+                })
+            }
+            // A person's road reports where the payment stands (a hold, a duplicate, a late
+            // payment, or done).
+            (Change::Invoice { .. }, Found::Invoice(current))
+                if current.is_final() && !delivery =>
+            {
+                mark_only(standing_outcome(&standing))
+            }
+            (Change::Invoice { .. }, Found::Invoice(current)) if current.is_final() => {
+                mark_only(Applied::AlreadyFinal)
+            }
+            (Change::Withdrawal { .. }, Found::Withdrawal(current)) if current.is_final() => {
+                mark_only(Applied::AlreadyFinal)
+            }
+            (Change::Deposit { .. }, Found::Deposit { credited: true }) => {
+                mark_only(Applied::AlreadyFinal)
+            }
+            // Open and further along (or a note without a status): a late event.
+            _ => mark_only(Applied::Stale),
+        },
+        (Write::Change, Refusal::OrderClaimed { invoice_id }) => Step::Then(Plan {
+            write: Write::Unfulfilled(Mark::DuplicateOf(invoice_id)),
+            with_mark: true,
+            outcome: Applied::DuplicatePayment,
+            reason: None,
+        }),
+        (Write::Change, Refusal::OrderMismatch) => Step::Then(Plan {
+            write: Write::Unfulfilled(Mark::Held),
+            with_mark: true,
+            outcome: Applied::Held,
+            reason: None,
+        }),
+        // A fulfilment exists although the invoice was open (only a custom effect can do that),
+        // or a racing change made the invoice final before the held, duplicate or late write.
+        (Write::Change | Write::Unfulfilled(_) | Write::PaidLate { .. }, _) => {
+            mark_only(Applied::AlreadyFinal)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::change::{Credit, OrderRef};
+    use crate::status::{Amount, DepositStatus};
+
+    fn me() -> Source {
+        Source::Delivery {
+            event_id: "evt_me".into(),
+        }
+    }
+
+    fn invoice(status: InvoiceStatus) -> Change {
+        Change::Invoice {
+            invoice_id: "inv_1".into(),
+            status,
+            occurred_at: 10,
+            order: OrderRef {
+                external_id: Some("o-1".into()),
+                amount: None,
+                currency: None,
+            },
+        }
+    }
+
+    fn withdrawal(status: WithdrawalStatus) -> Change {
+        Change::Withdrawal {
+            withdrawal_id: "wdr_1".into(),
+            status,
+            occurred_at: 10,
+            kind: "payout".into(),
+            invoice_id: None,
+            amount: None,
+            currency: None,
+            mode: None,
+        }
+    }
+
+    fn deposit(credit: bool) -> Change {
+        Change::Deposit {
+            deposit_id: "pcd_1".into(),
+            status: DepositStatus::Confirmed,
+            occurred_at: 10,
+            credit: credit.then(|| Credit {
+                payer: "c-1".into(),
+                net: Amount::parse("1").unwrap(),
+                currency: "TRX".into(),
+            }),
+        }
+    }
+
+    /// Runs `change` against a store that answers `answers` in turn; the outcome and the writes
+    /// tried.
+    fn run(change: &Change, answers: &[Written]) -> (Applied, Vec<Write>) {
+        let mut plan = plan(change);
+        let mut tried = Vec::new();
+        for answer in answers {
+            tried.push(plan.write.clone());
+            match next(&me(), change, &plan, answer.clone()) {
+                Step::Done(applied) => return (applied, tried),
+                Step::Then(p) => plan = p,
+                Step::Adopt(_) => panic!("{change:?}: nothing to adopt"),
+            }
+        }
+        panic!("{change:?} needs more answers than {answers:?}; tried {tried:?}")
+    }
+
+    use InvoiceStatus as I;
+    use Written::{AlreadyProcessed, Committed, Refused};
+
+    #[test]
+    fn every_outcome_from_what_the_store_reports() {
+        let refused = |found| {
+            Refused(Refusal::Resource {
+                found,
+                mine: false,
+                standing: Standing::Clear,
+            })
+        };
+        let mine = |found| {
+            Refused(Refusal::Resource {
+                found,
+                mine: true,
+                standing: Standing::Clear,
+            })
+        };
+        // (name, change, the store's answers in turn, outcome, writes tried). A change is
+        // written alone, then its mark; a refused change is followed by the write that says why.
+        let cases: Vec<(&str, Change, Vec<Written>, Applied, usize)> = vec![
+            (
+                "paid, committed, marked",
+                invoice(I::Paid),
+                vec![Committed, Committed],
+                Applied::Fulfilled,
+                2,
+            ),
+            (
+                "open, committed, marked",
+                invoice(I::Confirming),
+                vec![Committed, Committed],
+                Applied::Updated,
+                2,
+            ),
+            (
+                "committed, then a second message marked it",
+                invoice(I::Paid),
+                vec![Committed, AlreadyProcessed],
+                Applied::AlreadyProcessed,
+                2,
+            ),
+            (
+                "a crash before the mark: its own write is found",
+                invoice(I::Paid),
+                vec![mine(Found::Invoice(I::Paid)), Committed],
+                Applied::Fulfilled,
+                2,
+            ),
+            (
+                "a second message after the mark",
+                invoice(I::Paid),
+                vec![mine(Found::Invoice(I::Paid)), AlreadyProcessed],
+                Applied::AlreadyProcessed,
+                2,
+            ),
+            (
+                "its own open status",
+                invoice(I::Confirming),
+                vec![mine(Found::Invoice(I::Confirming)), Committed],
+                Applied::Updated,
+                2,
+            ),
+            (
+                "its own credit",
+                deposit(true),
+                vec![mine(Found::Deposit { credited: true }), Committed],
+                Applied::Credited,
+                2,
+            ),
+            (
+                "paid twice",
+                invoice(I::Paid),
+                vec![refused(Found::Invoice(I::Paid)), Committed],
+                Applied::AlreadyFinal,
+                2,
+            ),
+            (
+                "paid after paid_over",
+                invoice(I::Paid),
+                vec![refused(Found::Invoice(I::PaidOver)), Committed],
+                Applied::AlreadyFinal,
+                2,
+            ),
+            (
+                "paid after expiry",
+                invoice(I::Paid),
+                vec![refused(Found::Invoice(I::Expired)), Committed],
+                Applied::PaidLate,
+                2,
+            ),
+            (
+                "paid after cancel, then a racing mark",
+                invoice(I::PaidOver),
+                vec![refused(Found::Invoice(I::Cancelled)), AlreadyProcessed],
+                Applied::AlreadyProcessed,
+                2,
+            ),
+            (
+                "paid after expiry, raced",
+                invoice(I::Paid),
+                vec![
+                    refused(Found::Invoice(I::Expired)),
+                    refused(Found::Invoice(I::Paid)),
+                    Committed,
+                ],
+                Applied::AlreadyFinal,
+                3,
+            ),
+            (
+                "expired after paid",
+                invoice(I::Expired),
+                vec![refused(Found::Invoice(I::Paid)), Committed],
+                Applied::AlreadyFinal,
+                2,
+            ),
+            (
+                "a late open status",
+                invoice(I::AwaitingPayment),
+                vec![refused(Found::Invoice(I::Confirming)), Committed],
+                Applied::Stale,
+                2,
+            ),
+            (
+                "a note without status",
+                invoice(I::Confirming),
+                vec![
+                    Refused(Refusal::Resource {
+                        found: Found::Nothing,
+                        mine: false,
+                        standing: Standing::Clear,
+                    }),
+                    Committed,
+                ],
+                Applied::Stale,
+                2,
+            ),
+            (
+                "order paid by another invoice",
+                invoice(I::Paid),
+                vec![
+                    Refused(Refusal::OrderClaimed {
+                        invoice_id: "inv_0".into(),
+                    }),
+                    Committed,
+                ],
+                Applied::DuplicatePayment,
+                2,
+            ),
+            (
+                "duplicate, raced final",
+                invoice(I::Paid),
+                vec![
+                    Refused(Refusal::OrderClaimed {
+                        invoice_id: "inv_0".into(),
+                    }),
+                    refused(Found::Invoice(I::Paid)),
+                    Committed,
+                ],
+                Applied::AlreadyFinal,
+                3,
+            ),
+            (
+                "amount differs",
+                invoice(I::Paid),
+                vec![Refused(Refusal::OrderMismatch), Committed],
+                Applied::Held,
+                2,
+            ),
+            (
+                "held, raced final",
+                invoice(I::Paid),
+                vec![
+                    Refused(Refusal::OrderMismatch),
+                    refused(Found::Invoice(I::Paid)),
+                    Committed,
+                ],
+                Applied::AlreadyFinal,
+                3,
+            ),
+            (
+                "a fulfilment exists",
+                invoice(I::Paid),
+                vec![Refused(Refusal::Fulfilled), Committed],
+                Applied::AlreadyFinal,
+                2,
+            ),
+            (
+                "withdrawal forward",
+                withdrawal(WithdrawalStatus::Processing),
+                vec![Committed, Committed],
+                Applied::Updated,
+                2,
+            ),
+            (
+                "withdrawal after final",
+                withdrawal(WithdrawalStatus::Processing),
+                vec![
+                    refused(Found::Withdrawal(WithdrawalStatus::Failed)),
+                    Committed,
+                ],
+                Applied::AlreadyFinal,
+                2,
+            ),
+            (
+                "withdrawal late",
+                withdrawal(WithdrawalStatus::Created),
+                vec![
+                    refused(Found::Withdrawal(WithdrawalStatus::Processing)),
+                    Committed,
+                ],
+                Applied::Stale,
+                2,
+            ),
+            (
+                "credit",
+                deposit(true),
+                vec![Committed, Committed],
+                Applied::Credited,
+                2,
+            ),
+            (
+                "credit twice",
+                deposit(true),
+                vec![refused(Found::Deposit { credited: true }), Committed],
+                Applied::AlreadyFinal,
+                2,
+            ),
+            (
+                "advisory after credit",
+                deposit(false),
+                vec![refused(Found::Deposit { credited: true }), Committed],
+                Applied::AlreadyFinal,
+                2,
+            ),
+            (
+                "older advisory",
+                deposit(false),
+                vec![refused(Found::Deposit { credited: false }), Committed],
+                Applied::Stale,
+                2,
+            ),
+            (
+                "ignored",
+                Change::Ignore { reason: "x".into() },
+                vec![Committed],
+                Applied::Ignored,
+                1,
+            ),
+            (
+                "unusable",
+                Change::Unusable {
+                    reason: "x".into(),
+                    resource_id: None,
+                },
+                vec![Committed],
+                Applied::Unusable,
+                1,
+            ),
+            (
+                "unusable again",
+                Change::Unusable {
+                    reason: "x".into(),
+                    resource_id: None,
+                },
+                vec![Refused(Refusal::Noted)],
+                Applied::AlreadyProcessed,
+                1,
+            ),
+            (
+                "unconfirmed",
+                Change::Unconfirmed {
+                    reason: "x".into(),
+                    resource_id: None,
+                },
+                vec![Committed],
+                Applied::Unconfirmed,
+                1,
+            ),
+            (
+                "other environment",
+                Change::OtherEnvironment { environment: None },
+                vec![Committed],
+                Applied::OtherEnvironment,
+                1,
+            ),
+        ];
+        for (name, change, answers, expected, writes) in cases {
+            let (applied, tried) = run(&change, &answers);
+            assert_eq!(applied, expected, "{name}");
+            assert_eq!(tried.len(), writes, "{name}: {tried:?}");
+            assert!(tried.len() <= MAX_WRITES, "{name}");
+        }
+    }
+
+    #[test]
+    fn the_mark_follows_the_change_and_goes_with_every_other_write() {
+        for change in [
+            invoice(I::Paid),
+            withdrawal(WithdrawalStatus::Created),
+            deposit(true),
+        ] {
+            assert!(
+                !plan(&change).with_mark,
+                "{change:?}: the change goes alone"
+            );
+            let Step::Then(mark) = next(&me(), &change, &plan(&change), Committed) else {
+                panic!("no mark after {change:?}")
+            };
+            assert_eq!((mark.write, mark.with_mark), (Write::MarkOnly, true));
+        }
+        let unusable = Change::Unusable {
+            reason: "x".into(),
+            resource_id: None,
+        };
+        assert!(
+            plan(&unusable).with_mark,
+            "the note and the mark move together"
+        );
+        let Step::Then(held) = next(
+            &me(),
+            &invoice(I::Paid),
+            &plan(&invoice(I::Paid)),
+            Refused(Refusal::OrderMismatch),
+        ) else {
+            panic!()
+        };
+        assert!(held.with_mark, "a held payment and its mark move together");
+    }
+
+    #[test]
+    fn a_manual_road_reports_what_exists_never_its_own_earlier_write() {
+        let person = Source::Manual {
+            actor: "alice".into(),
+        };
+        let paid = invoice(I::Paid);
+        for (standing, found, expected) in [
+            (Standing::Held, I::Paid, Applied::Held),
+            (
+                Standing::DuplicateOf("inv_0".into()),
+                I::Paid,
+                Applied::DuplicatePayment,
+            ),
+            (Standing::PaidLate, I::Expired, Applied::PaidLate),
+            (Standing::Clear, I::Paid, Applied::AlreadyFinal),
+            (Standing::Released, I::Expired, Applied::AlreadyFinal),
+        ] {
+            let refused = Refused(Refusal::Resource {
+                found: Found::Invoice(found),
+                mine: true,
+                standing: standing.clone(),
+            });
+            let step = next(&person, &paid, &plan(&paid), refused.clone());
+            let Step::Then(then) = step else {
+                panic!("{standing:?}: {step:?}")
+            };
+            assert_eq!(then.outcome, expected, "{standing:?}");
+            // A delivery that finds its own write is a crash before its mark: the plan's.
+            let Step::Then(own) = next(&me(), &paid, &plan(&paid), refused) else {
+                panic!()
+            };
+            assert_eq!(own.outcome, Applied::Fulfilled);
+        }
+    }
+
+    #[test]
+    fn the_invoices_record_fills_in_and_overrules_the_events_order() {
+        let recorded = OrderRef {
+            external_id: Some("o-record".into()),
+            amount: None,
+            currency: None,
+        };
+        let silent = Change::Invoice {
+            invoice_id: "inv_1".into(),
+            status: I::Paid,
+            occurred_at: 10,
+            order: OrderRef::none(),
+        };
+        let answer = || {
+            Refused(Refusal::OrderOnRecord {
+                recorded: recorded.clone(),
+            })
+        };
+        assert_eq!(
+            next(&me(), &silent, &plan(&silent), answer()),
+            Step::Adopt(recorded.clone())
+        );
+        let Step::Then(held) = next(&me(), &invoice(I::Paid), &plan(&invoice(I::Paid)), answer())
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (held.write, held.outcome),
+            (Write::Unfulfilled(Mark::Held), Applied::Held)
+        );
+        assert!(held.reason.unwrap().contains("o-record"));
+    }
+
+    #[test]
+    fn a_delivery_finding_a_hold_is_already_final_and_a_late_open_status_is_stale_by_any_road() {
+        let held = || {
+            Refused(Refusal::Resource {
+                found: Found::Invoice(I::Paid),
+                mine: false,
+                standing: Standing::Held,
+            })
+        };
+        // A second endpoint's paid event for a held payment: the hold is listed already.
+        let Step::Then(then) = next(&me(), &invoice(I::Paid), &plan(&invoice(I::Paid)), held())
+        else {
+            panic!()
+        };
+        assert_eq!(then.outcome, Applied::AlreadyFinal);
+        // An open status behind a later one is stale, for a person as for a delivery.
+        let person = Source::Manual {
+            actor: "alice".into(),
+        };
+        let later = Refused(Refusal::Resource {
+            found: Found::Invoice(I::UnderpaidWaiting),
+            mine: false,
+            standing: Standing::Clear,
+        });
+        for source in [me(), person] {
+            let change = invoice(I::Confirming);
+            let Step::Then(then) = next(&source, &change, &plan(&change), later.clone()) else {
+                panic!()
+            };
+            assert_eq!(then.outcome, Applied::Stale, "{source:?}");
+        }
+    }
+
+    #[test]
+    fn a_released_late_payment_paid_again_waits_for_no_one() {
+        let refused = Refused(Refusal::Resource {
+            found: Found::Invoice(I::Expired),
+            mine: false,
+            standing: Standing::Released,
+        });
+        let Step::Then(then) = next(&me(), &invoice(I::Paid), &plan(&invoice(I::Paid)), refused)
+        else {
+            panic!()
+        };
+        assert_eq!(then.outcome, Applied::AlreadyFinal);
+    }
+
+    #[test]
+    fn only_outcomes_that_need_a_person_carry_a_reason() {
+        assert_eq!(plan(&Change::Ignore { reason: "x".into() }).reason, None);
+        assert!(
+            plan(&Change::OtherEnvironment { environment: None })
+                .reason
+                .is_some()
+        );
+        assert_eq!(
+            plan(&Change::Unusable {
+                reason: "data.net".into(),
+                resource_id: None
+            })
+            .reason
+            .as_deref(),
+            Some("data.net")
+        );
+        assert_eq!(plan(&invoice(I::Paid)).reason, None);
+    }
+
+    #[test]
+    fn the_mark_after_a_refusal_never_asks_for_more() {
+        for outcome in Applied::ALL {
+            let tried = Plan {
+                write: Write::MarkOnly,
+                with_mark: true,
+                outcome,
+                reason: None,
+            };
+            for answer in [Committed, AlreadyProcessed, Refused(Refusal::Noted)] {
+                assert!(matches!(
+                    next(&me(), &invoice(I::Paid), &tried, answer),
+                    Step::Done(_)
+                ));
+            }
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! Releasing an invoice by hand: an operator fulfils a held, late-paid or unconfirmed invoice on
+//! their word. The rules here decide whether an invoice waits for a release and what a store's
+//! report of the release write means; the store reads and writes only.
+
+use std::future::Future;
+
+use super::change::{Applied, OrderRef, Source};
+use super::effect::FulfilmentEffect;
+use super::ingest::PortError;
+use super::outcome::{Refusal, Written};
+use super::status::InvoiceStatus;
+
+pub use super::invoice::InvoiceSeen;
+use super::invoice::Standing;
+
+/// What an invoice waits for, and so the condition its release is written under (the invoice
+/// still as it was read).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiting {
+    /// Never recorded here (only an unconfirmed delivery names it): becomes paid.
+    Unrecorded,
+    /// Open at this status (an unconfirmed payment): becomes paid.
+    Open(InvoiceStatus),
+    /// Paid at this status and held: the hold is lifted.
+    Held(InvoiceStatus),
+    /// Closed at this status, paid late: fulfilled, the status kept.
+    PaidLate(InvoiceStatus),
+}
+
+impl Waiting {
+    /// Whether the release moves the invoice to `paid`.
+    #[must_use]
+    pub fn becomes_paid(self) -> bool {
+        matches!(self, Self::Unrecorded | Self::Open(_))
+    }
+
+    /// The status the fulfilment records.
+    #[must_use]
+    pub fn paid_status(self) -> InvoiceStatus {
+        match self {
+            // A hold is only ever on a paid invoice (`waiting` says so).
+            Self::Held(status) => status,
+            _ => InvoiceStatus::Paid,
+        }
+    }
+}
+
+/// Why a release did not fulfil.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReleaseError {
+    /// Nothing there to release (named in words an operator acts on).
+    #[error("{0}")]
+    NotReleasable(String),
+    /// The store failed.
+    #[error(transparent)]
+    Port(#[from] PortError),
+}
+
+/// Whether `invoice_id` waits for a release: `Err(Ok(applied))` when there is nothing to do
+/// (it is fulfilled already), `Err(Err(why))` when it must not be released. Only a payment that
+/// waits for a person is released: held, paid late, or one only an unconfirmed delivery
+/// (`unconfirmed`) has told us about.
+///
+/// # Errors
+/// As above.
+pub fn waiting(
+    invoice_id: &str,
+    fulfilled: bool,
+    seen: Option<&InvoiceSeen>,
+    unconfirmed: bool,
+) -> Result<Waiting, Result<Applied, ReleaseError>> {
+    let refuse = |why: String| Err(Err(ReleaseError::NotReleasable(why)));
+    if fulfilled {
+        return Err(Ok(Applied::AlreadyFinal));
+    }
+    let standing = seen.map_or(Standing::Clear, InvoiceSeen::standing);
+    match standing {
+        Standing::Refunded => {
+            return refuse(format!(
+                "{invoice_id} was refunded in full: nothing to release"
+            ));
+        }
+        Standing::DuplicateOf(other) => {
+            return refuse(format!(
+                "{invoice_id} is a second payment for an order {other} fulfilled: refund it, do not release it"
+            ));
+        }
+        Standing::Released => return Err(Ok(Applied::AlreadyFinal)),
+        Standing::Clear | Standing::Held | Standing::PaidLate => {}
+    }
+    match seen.and_then(|s| s.status) {
+        None if unconfirmed => Ok(Waiting::Unrecorded),
+        None => refuse(format!(
+            "{invoice_id} is unknown here and no unconfirmed delivery names it: check the invoice id (`paymos-inbox exceptions` lists what waits)"
+        )),
+        Some(status) if !status.is_final() && unconfirmed => Ok(Waiting::Open(status)),
+        Some(status) if !status.is_final() => refuse(format!(
+            "{invoice_id} is open ({status}) and no payment of it waits here: wait for its payment, or run `paymos-inbox reconcile` if Paymos shows it paid"
+        )),
+        Some(status) if status.fulfils() && standing == Standing::Held => Ok(Waiting::Held(status)),
+        Some(status) if standing == Standing::PaidLate => Ok(Waiting::PaidLate(status)),
+        Some(status) if status.fulfils() => Err(Ok(Applied::AlreadyFinal)),
+        Some(status) => refuse(format!(
+            "{invoice_id} closed {status} and was never paid: nothing to release"
+        )),
+    }
+}
+
+/// What the store's report of a release write means.
+///
+/// # Errors
+/// [`ReleaseError::NotReleasable`] when another invoice fulfilled the order meanwhile.
+pub fn released(written: Written, order: &OrderRef) -> Result<Applied, ReleaseError> {
+    match written {
+        Written::Committed => Ok(Applied::Fulfilled),
+        Written::Refused(Refusal::OrderMismatch) => Err(ReleaseError::NotReleasable(format!(
+            "the payment ({} {}) is not what order {} was registered for: check it, then release with --override-amount --reason \"…\", or refund it",
+            order.amount.as_ref().map_or("?", |a| a.as_str()),
+            order.currency.as_deref().unwrap_or("?"),
+            order.external_id.as_deref().unwrap_or("?"),
+        ))),
+        Written::Refused(Refusal::OrderClaimed { invoice_id }) => {
+            Err(ReleaseError::NotReleasable(format!(
+                "order {} was already fulfilled by {invoice_id}: this payment is a duplicate; refund it",
+                order.external_id.as_deref().unwrap_or("?"),
+            )))
+        }
+        // A webhook, a reconciliation or another release got there first.
+        Written::AlreadyProcessed | Written::Refused(_) => Ok(Applied::AlreadyFinal),
+    }
+}
+
+/// The release as one write.
+#[derive(Debug, Clone)]
+pub struct Release<'a> {
+    /// `inv_…`.
+    pub invoice_id: &'a str,
+    /// What it waited for (the write's condition).
+    pub waiting: Waiting,
+    /// The order it pays for (as recorded, else from its unconfirmed delivery).
+    pub order: &'a OrderRef,
+    /// The person who released it.
+    pub source: &'a Source,
+    /// Why, as they said.
+    pub reason: &'a str,
+    /// Whether the registered order's amount guard applies (a person may override it, with a
+    /// reason that is kept).
+    pub amount_checked: bool,
+    /// How many refunds the invoice held when it was read (the write's condition: none since).
+    pub refunds_seen: usize,
+}
+
+/// Who releases, why, and whether they override the amount check.
+#[derive(Debug, Clone, Copy)]
+pub struct ReleaseBy<'a> {
+    /// The person (kept as `manual:<actor>`).
+    pub actor: &'a str,
+    /// Why, as they said (required to override the amount check).
+    pub reason: Option<&'a str>,
+    /// Fulfil although the amount differs from the registered order.
+    pub override_amount: bool,
+}
+
+/// What a release reads and writes.
+pub trait ReleaseStore: Send + Sync {
+    /// The invoice, if recorded, and whether it has its fulfilment.
+    fn invoice_seen(
+        &self,
+        invoice_id: &str,
+    ) -> impl Future<Output = Result<(Option<InvoiceSeen>, bool), PortError>> + Send;
+
+    /// Writes the release, conditional on the invoice still waiting as it was read, with
+    /// `effect`'s items and the order's claim, all or nothing.
+    fn write_release(
+        &self,
+        release: &Release<'_>,
+        effect: &dyn FulfilmentEffect,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<Written, PortError>> + Send;
+}
+
+impl<T: ReleaseStore> ReleaseStore for std::sync::Arc<T> {
+    fn invoice_seen(
+        &self,
+        invoice_id: &str,
+    ) -> impl Future<Output = Result<(Option<InvoiceSeen>, bool), PortError>> + Send {
+        (**self).invoice_seen(invoice_id)
+    }
+
+    fn write_release(
+        &self,
+        release: &Release<'_>,
+        effect: &dyn FulfilmentEffect,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<Written, PortError>> + Send {
+        (**self).write_release(release, effect, now_ms)
+    }
+}
+
+/// Fulfils a held, late-paid or unconfirmed invoice on a person's word, through the same
+/// conditional writes as a webhook: the fulfilment only if absent, the order's claim only if
+/// absent, the registered order's amount guard unless the person overrides it, and the invoice
+/// only as it was read (so a racing webhook, a second release or a refund makes the outcome
+/// `already_final`, never a second fulfilment). `unconfirmed` is the order of the unconfirmed
+/// delivery that names the invoice, if one does.
+///
+/// # Errors
+/// [`ReleaseError::NotReleasable`] for an invoice that is not waiting for a release (unknown,
+/// open, never paid, refunded, a duplicate payment to refund, its order fulfilled by another
+/// invoice, or an amount that differs without an override).
+pub async fn release<S: ReleaseStore>(
+    store: &S,
+    invoice_id: &str,
+    unconfirmed: Option<&OrderRef>,
+    by: &ReleaseBy<'_>,
+    effect: &dyn FulfilmentEffect,
+    now_ms: u64,
+) -> Result<Applied, ReleaseError> {
+    if by.override_amount && by.reason.is_none_or(|r| r.trim().is_empty()) {
+        return Err(ReleaseError::NotReleasable(
+            "--override-amount needs --reason: say why this amount is accepted".into(),
+        ));
+    }
+    let (seen, fulfilled) = store.invoice_seen(invoice_id).await?;
+    let waiting = match waiting(invoice_id, fulfilled, seen.as_ref(), unconfirmed.is_some()) {
+        Ok(waiting) => waiting,
+        Err(decided) => return decided,
+    };
+    let refunds_seen = seen.as_ref().map_or(0, |s| s.refunds.len());
+    let mut order = seen.map_or_else(OrderRef::none, |s| s.order);
+    if let Some(named) = unconfirmed {
+        order.adopt(named);
+    }
+    let source = Source::Manual {
+        actor: by.actor.to_owned(),
+    };
+    let release = Release {
+        invoice_id,
+        waiting,
+        order: &order,
+        source: &source,
+        reason: by.reason.unwrap_or("released by hand"),
+        amount_checked: !by.override_amount,
+        refunds_seen,
+    };
+    let written = store.write_release(&release, effect, now_ms).await?;
+    let applied = released(written, &order)?;
+    tracing::warn!(
+        invoice_id,
+        actor = by.actor,
+        reason = by.reason,
+        amount_overridden = by.override_amount,
+        outcome = %applied,
+        "invoice released by hand"
+    );
+    Ok(applied)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::invoice::Refund;
+
+    fn seen(status: InvoiceStatus) -> InvoiceSeen {
+        InvoiceSeen {
+            order: OrderRef {
+                external_id: Some("o-1".into()),
+                amount: None,
+                currency: None,
+            },
+            ..InvoiceSeen::with_status(Some(status))
+        }
+    }
+
+    #[test]
+    fn what_waits_for_a_release() {
+        use InvoiceStatus as I;
+        let held = InvoiceSeen {
+            held: true,
+            ..seen(I::PaidOver)
+        };
+        let late = InvoiceSeen {
+            paid_late: true,
+            ..seen(I::Expired)
+        };
+        let duplicate = InvoiceSeen {
+            duplicate_of: Some("inv_0".into()),
+            ..seen(I::Paid)
+        };
+        assert_eq!(waiting("inv_1", false, None, true), Ok(Waiting::Unrecorded));
+        assert_eq!(
+            waiting("inv_1", false, Some(&seen(I::Confirming)), true),
+            Ok(Waiting::Open(I::Confirming))
+        );
+        assert_eq!(
+            waiting("inv_1", false, Some(&held), false),
+            Ok(Waiting::Held(I::PaidOver))
+        );
+        assert_eq!(
+            waiting("inv_1", false, Some(&late), false),
+            Ok(Waiting::PaidLate(I::Expired))
+        );
+        assert_eq!(
+            waiting("inv_1", true, Some(&held), false),
+            Err(Ok(Applied::AlreadyFinal)),
+            "fulfilled already"
+        );
+        assert_eq!(
+            waiting("inv_1", false, Some(&seen(I::Paid)), false),
+            Err(Ok(Applied::AlreadyFinal))
+        );
+        assert!(matches!(
+            waiting("inv_1", false, Some(&duplicate), false),
+            Err(Err(ReleaseError::NotReleasable(why))) if why.contains("refund")
+        ));
+        assert!(matches!(
+            waiting("inv_1", false, Some(&seen(I::Cancelled)), false),
+            Err(Err(ReleaseError::NotReleasable(why))) if why.contains("never paid")
+        ));
+        let refunded = InvoiceSeen {
+            refunds: vec![Refund {
+                withdrawal_id: "wdr_1".into(),
+                amount: None,
+                currency: None,
+                full: true,
+            }],
+            ..held.clone()
+        };
+        assert!(matches!(
+            waiting("inv_1", false, Some(&refunded), false),
+            Err(Err(ReleaseError::NotReleasable(why))) if why.contains("refunded")
+        ));
+        // Unknown or open with no unconfirmed delivery: nothing was paid here to release.
+        assert!(matches!(
+            waiting("inv_1", false, None, false),
+            Err(Err(ReleaseError::NotReleasable(why))) if why.contains("unknown")
+        ));
+        assert!(matches!(
+            waiting("inv_1", false, Some(&seen(I::Confirming)), false),
+            Err(Err(ReleaseError::NotReleasable(why))) if why.contains("open")
+        ));
+        // A partial refund leaves a held payment waiting.
+        let partly = InvoiceSeen {
+            refunds: vec![Refund {
+                withdrawal_id: "wdr_1".into(),
+                amount: crate::status::Amount::parse("5"),
+                currency: Some("USDT".into()),
+                full: false,
+            }],
+            ..held.clone()
+        };
+        assert_eq!(
+            waiting("inv_1", false, Some(&partly), false),
+            Ok(Waiting::Held(I::PaidOver))
+        );
+        assert_eq!(Waiting::Held(I::PaidOver).paid_status(), I::PaidOver);
+        assert_eq!(Waiting::PaidLate(I::Expired).paid_status(), I::Paid);
+        assert!(Waiting::Open(I::Confirming).becomes_paid());
+        assert!(!Waiting::Held(I::Paid).becomes_paid());
+    }
+}

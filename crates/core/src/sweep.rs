@@ -1,0 +1,156 @@
+//! The sweep: re-sends deliveries that were recorded (and so acknowledged, or about to be) but
+//! never processed, long after the attempt that recorded them is gone. Paymos' retries usually
+//! do this; the sweep covers the cases where nobody will retry any more (the sender gave up, a
+//! DLQ message aged out, a send failed on the last attempt), so every acknowledged delivery is
+//! applied or sits in a named outcome.
+
+use std::future::Future;
+
+use super::ingest::{DeliveryLedger, ExistingDelivery, PortError, TakeOver, WorkQueue};
+
+/// The default age after which a `received` record counts as stranded: well past the 30 s
+/// lease and Paymos' first retries (1 and 5 minutes).
+pub const DEFAULT_SWEEP_AFTER_SECS: u64 = 600;
+
+/// Records still `received` well after they arrived.
+pub trait StrandedDeliveries: Send + Sync {
+    /// Up to `limit` records, oldest first, received before `received_before_ms`, not processed,
+    /// and whose lease ended before `now_ms`.
+    fn stranded(
+        &self,
+        received_before_ms: u64,
+        now_ms: u64,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<ExistingDelivery>, PortError>> + Send;
+}
+
+/// What one sweep did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Swept {
+    /// Stranded records found.
+    pub found: usize,
+    /// Taken over and sent to the queue again.
+    pub resent: usize,
+    /// Changed by someone else meanwhile (a retry took it over, fulfil processed it).
+    pub skipped: usize,
+    /// Taken over but the send failed (the lease is released; the next sweep tries again).
+    pub failed: usize,
+}
+
+/// Takes over each stranded record (the same conditional take-over a late retry uses, so a
+/// retry arriving at the same moment and the sweep never both send) and sends it again.
+///
+/// # Errors
+/// [`PortError`] when the ledger cannot be read or a take-over fails.
+pub async fn resend_stranded<L, Q>(
+    ledger: &L,
+    queue: &Q,
+    lease_secs: u64,
+    received_before_ms: u64,
+    now_ms: u64,
+    limit: usize,
+) -> Result<Swept, PortError>
+where
+    L: DeliveryLedger + StrandedDeliveries,
+    Q: WorkQueue,
+{
+    let stranded = ledger.stranded(received_before_ms, now_ms, limit).await?;
+    let mut swept = Swept {
+        found: stranded.len(),
+        ..Swept::default()
+    };
+    for record in stranded {
+        let event_id = &record.delivery.event_id;
+        let lease = now_ms + lease_secs * 1000;
+        match ledger
+            .take_over(event_id, record.lease_until_ms, lease)
+            .await?
+        {
+            TakeOver::Won => match queue.enqueue(&record.delivery).await {
+                Ok(()) => {
+                    tracing::warn!(event_id = %event_id, event_type = %record.delivery.event_type, received_at_ms = record.delivery.received_at_ms, "stranded delivery sent again by the sweep");
+                    swept.resent += 1;
+                }
+                Err(error) => {
+                    tracing::error!(event_id = %event_id, error = %error, "the sweep could not send a stranded delivery; the next sweep retries");
+                    let _ = ledger.release(event_id, lease).await;
+                    swept.failed += 1;
+                }
+            },
+            TakeOver::Lost(_) => swept.skipped += 1,
+        }
+    }
+    Ok(swept)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::envelope::Category;
+    use crate::ingest::{Delivery, Recorded};
+    use crate::memory::{MemoryLedger, MemoryQueue};
+
+    fn delivery(event_id: &str, received_at_ms: u64) -> Delivery {
+        Delivery {
+            event_id: event_id.into(),
+            event_type: "invoice.paid".into(),
+            category: Category::Invoice,
+            resource_id: Some("inv_1".into()),
+            environment: None,
+            secret_label: "live".into(),
+            version: 1,
+            occurred_at: 1,
+            signed_at: 1,
+            received_at_ms,
+            body: b"{}".to_vec(),
+            body_sha256: String::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn only_old_unprocessed_records_past_their_lease_are_sent_again_once() {
+        let ledger = MemoryLedger::new();
+        let queue = MemoryQueue::new();
+        let now = 10_000_000;
+        for (id, at, lease) in [
+            ("evt_old", 1_000, 31_000),               // stranded
+            ("evt_processed", 1_000, 31_000),         // applied already
+            ("evt_young", now - 1_000, now + 29_000), // its first attempt may still send it
+            ("evt_leased", 1_000, now + 5_000),       // a retry holds it right now
+        ] {
+            assert_eq!(
+                ledger.record(&delivery(id, at), lease).await.unwrap(),
+                Recorded::New
+            );
+        }
+        ledger.mark_processed("evt_processed");
+        let swept = resend_stranded(&ledger, &queue, 30, now - 600_000, now, 100)
+            .await
+            .unwrap();
+        assert_eq!((swept.found, swept.resent), (1, 1));
+        let sent: Vec<_> = queue.sent().into_iter().map(|d| d.event_id).collect();
+        assert_eq!(sent, ["evt_old"]);
+        // Its lease is taken: a second sweep right after finds nothing to do.
+        let again = resend_stranded(&ledger, &queue, 30, now - 600_000, now + 1, 100)
+            .await
+            .unwrap();
+        assert_eq!(again.resent, 0);
+        assert_eq!(queue.sent().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_failed_send_releases_the_lease_for_the_next_sweep() {
+        let ledger = MemoryLedger::new();
+        let queue = MemoryQueue::new();
+        ledger.record(&delivery("evt_1", 1), 2).await.unwrap();
+        queue.fail_next(1);
+        let swept = resend_stranded(&ledger, &queue, 30, 1_000, 1_000_000, 10)
+            .await
+            .unwrap();
+        assert_eq!(swept.failed, 1);
+        let swept = resend_stranded(&ledger, &queue, 30, 1_000, 1_000_001, 10)
+            .await
+            .unwrap();
+        assert_eq!(swept.resent, 1);
+    }
+}

@@ -1,0 +1,887 @@
+//! Fulfil: every outcome, from a history of deliveries.
+
+use std::sync::Arc;
+
+use crate::change::{Applied, Change, OrderRef, change_of};
+use crate::confirm::ConfirmedInvoice;
+use crate::effect::RecordFulfilment;
+use crate::fulfil::{Fulfil, FulfilError};
+use crate::ingest::PortError;
+use crate::memory::{MemoryPaymos, MemoryResources};
+use crate::signature::Environment;
+use crate::status::{Amount, InvoiceStatus, WithdrawalStatus};
+use crate::work::WorkItem;
+
+/// A delivery of `event_type` for `resource` at `at`, with `data` fields beside the id.
+fn item(event_id: &str, event_type: &str, at: u64, data: &str) -> WorkItem {
+    let body = format!(
+        r#"{{"event_id":"{event_id}","event_type":"{event_type}","version":1,"occurred_at":{at},"data":{data}}}"#
+    );
+    WorkItem {
+        event_id: event_id.to_owned(),
+        environment: Some(Environment::Live),
+        body: body.into_bytes(),
+        received_at_ms: Some(at * 1000),
+    }
+}
+
+fn invoice(event_id: &str, status: &str, at: u64, invoice_id: &str, order: &str) -> WorkItem {
+    item(
+        event_id,
+        &format!("invoice.{status}"),
+        at,
+        &format!(
+            r#"{{"invoice_id":"{invoice_id}","order":{{"external_id":"{order}","amount":"10.50","currency":"USD"}}}}"#
+        ),
+    )
+}
+
+fn withdrawal(event_id: &str, status: &str, at: u64, extra: &str) -> WorkItem {
+    item(
+        event_id,
+        &format!("withdrawal.{status}"),
+        at,
+        &format!(r#"{{"withdrawal_id":"wdr_1"{extra}}}"#),
+    )
+}
+
+fn deposit(event_id: &str, status: &str, at: u64, is_final: bool) -> WorkItem {
+    item(
+        event_id,
+        &format!("payment_channel.deposit.{status}"),
+        at,
+        &format!(
+            r#"{{"id":"pcd_1","is_final":{is_final},"payment_channel_external_id":"c-1","net":"99.5","currency":"trx"}}"#
+        ),
+    )
+}
+
+/// Applies `history` in order on a fresh store; each outcome, and the store.
+async fn run(
+    history: &[WorkItem],
+    prepare: impl FnOnce(&MemoryResources),
+) -> (Vec<Applied>, Arc<MemoryResources>) {
+    let store = Arc::new(MemoryResources::new());
+    prepare(&store);
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let mut outcomes = Vec::new();
+    for (i, work) in history.iter().enumerate() {
+        let (_, applied) = fulfil
+            .apply(work, 1_000 + i as u64)
+            .await
+            .expect("memory never fails");
+        outcomes.push(applied);
+    }
+    (outcomes, store)
+}
+
+use Applied::*;
+
+#[tokio::test]
+async fn every_outcome_from_a_history_of_deliveries() {
+    let paid = || invoice("evt_paid", "paid", 20, "inv_1", "o-1");
+    // (name, deliveries in order, their outcomes, the invoices fulfilled)
+    type Case = (&'static str, Vec<WorkItem>, Vec<Applied>, Vec<&'static str>);
+    let cases: Vec<Case> = vec![
+        ("paid once", vec![paid()], vec![Fulfilled], vec!["inv_1"]),
+        (
+            "the same delivery twice",
+            vec![paid(), paid()],
+            vec![Fulfilled, AlreadyProcessed],
+            vec!["inv_1"],
+        ),
+        (
+            "two events paying one invoice",
+            vec![paid(), invoice("evt_b", "paid", 21, "inv_1", "o-1")],
+            vec![Fulfilled, AlreadyFinal],
+            vec!["inv_1"],
+        ),
+        (
+            "paid_over after paid",
+            vec![paid(), invoice("evt_b", "paid_over", 21, "inv_1", "o-1")],
+            vec![Fulfilled, AlreadyFinal],
+            vec!["inv_1"],
+        ),
+        (
+            "a second invoice for a paid order",
+            vec![paid(), invoice("evt_b", "paid", 21, "inv_2", "o-1")],
+            vec![Fulfilled, DuplicatePayment],
+            vec!["inv_1"],
+        ),
+        (
+            "open statuses in order",
+            vec![
+                invoice("evt_a", "awaiting_payment", 10, "inv_1", "o-1"),
+                invoice("evt_b", "confirming", 11, "inv_1", "o-1"),
+                paid(),
+            ],
+            vec![Updated, Updated, Fulfilled],
+            vec!["inv_1"],
+        ),
+        (
+            "a late open status",
+            vec![
+                invoice("evt_b", "confirming", 11, "inv_1", "o-1"),
+                invoice("evt_a", "awaiting_payment", 10, "inv_1", "o-1"),
+            ],
+            vec![Updated, Stale],
+            vec![],
+        ),
+        (
+            "a late open status after paid",
+            vec![paid(), invoice("evt_a", "confirming", 11, "inv_1", "o-1")],
+            vec![Fulfilled, AlreadyFinal],
+            vec!["inv_1"],
+        ),
+        (
+            "expired, then paid",
+            vec![invoice("evt_x", "expired", 15, "inv_1", "o-1"), paid()],
+            vec![Updated, PaidLate],
+            vec![],
+        ),
+        (
+            "cancelled, then paid twice",
+            vec![
+                invoice("evt_x", "cancelled", 15, "inv_1", "o-1"),
+                paid(),
+                invoice("evt_b", "paid_over", 22, "inv_1", "o-1"),
+            ],
+            vec![Updated, PaidLate, PaidLate],
+            vec![],
+        ),
+        (
+            "withdrawal forward",
+            vec![
+                withdrawal("evt_a", "created", 1, ""),
+                withdrawal("evt_b", "processing", 2, ""),
+                withdrawal("evt_c", "completed", 3, ""),
+            ],
+            vec![Updated, Updated, Updated],
+            vec![],
+        ),
+        (
+            "withdrawal late",
+            vec![
+                withdrawal("evt_b", "processing", 2, ""),
+                withdrawal("evt_a", "created", 1, ""),
+            ],
+            vec![Updated, Stale],
+            vec![],
+        ),
+        (
+            "withdrawal after final",
+            vec![
+                withdrawal("evt_c", "failed", 3, ""),
+                withdrawal("evt_b", "processing", 2, ""),
+            ],
+            vec![Updated, AlreadyFinal],
+            vec![],
+        ),
+        (
+            "deposit credited once",
+            vec![
+                deposit("evt_a", "confirmed", 5, true),
+                deposit("evt_b", "confirmed", 6, true),
+            ],
+            vec![Credited, AlreadyFinal],
+            vec![],
+        ),
+        (
+            "deposit advisory, then credit",
+            vec![
+                deposit("evt_a", "confirming", 5, false),
+                deposit("evt_b", "confirmed", 6, true),
+            ],
+            vec![Updated, Credited],
+            vec![],
+        ),
+        (
+            "a reorg after the credit",
+            vec![
+                deposit("evt_b", "confirmed", 6, true),
+                deposit("evt_c", "reorged", 7, false),
+            ],
+            vec![Credited, AlreadyFinal],
+            vec![],
+        ),
+        (
+            "an older advisory",
+            vec![
+                deposit("evt_b", "confirming", 6, false),
+                deposit("evt_a", "confirming", 5, false),
+            ],
+            vec![Updated, Stale],
+            vec![],
+        ),
+        (
+            "an unknown event type",
+            vec![item("evt_u", "payout.batch", 1, "{}")],
+            vec![Ignored],
+            vec![],
+        ),
+        (
+            "a final deposit without net",
+            vec![item(
+                "evt_u",
+                "payment_channel.deposit.confirmed",
+                1,
+                r#"{"id":"pcd_1","is_final":true}"#,
+            )],
+            vec![Unusable],
+            vec![],
+        ),
+        (
+            "unusable, redelivered",
+            vec![
+                item(
+                    "evt_u",
+                    "payment_channel.deposit.confirmed",
+                    1,
+                    r#"{"id":"pcd_1","is_final":true}"#,
+                ),
+                item(
+                    "evt_u",
+                    "payment_channel.deposit.confirmed",
+                    1,
+                    r#"{"id":"pcd_1","is_final":true}"#,
+                ),
+            ],
+            vec![Unusable, AlreadyProcessed],
+            vec![],
+        ),
+    ];
+    for (name, history, expected, fulfilled) in cases {
+        let (outcomes, store) = run(&history, |_| {}).await;
+        assert_eq!(outcomes, expected, "{name}");
+        assert_eq!(store.fulfilled(), fulfilled, "{name}: fulfilments");
+    }
+}
+
+#[tokio::test]
+async fn a_paid_invoice_that_differs_from_its_registered_order_is_held() {
+    let (outcomes, store) = run(&[invoice("evt_a", "paid", 20, "inv_1", "o-1")], |s| {
+        s.register_order("o-1", &Amount::parse("10.5").unwrap(), "usd");
+    })
+    .await;
+    assert_eq!(
+        outcomes,
+        [Fulfilled],
+        "10.50 is 10.5: the guard compares numbers"
+    );
+
+    let (outcomes, store2) = run(&[invoice("evt_a", "paid", 20, "inv_1", "o-1")], |s| {
+        s.register_order("o-1", &Amount::parse("11").unwrap(), "USD");
+    })
+    .await;
+    assert_eq!(outcomes, [Held]);
+    assert!(store2.fulfilled().is_empty());
+    let held = store2.invoice("inv_1").unwrap();
+    assert!(held.held);
+    assert_eq!(held.status.map(|(s, _)| s), Some(InvoiceStatus::Paid));
+    assert!(!store.invoice("inv_1").unwrap().held);
+}
+
+#[tokio::test]
+async fn a_duplicate_payment_names_the_invoice_that_won() {
+    let (_, store) = run(
+        &[
+            invoice("evt_a", "paid", 20, "inv_1", "o-1"),
+            invoice("evt_b", "paid", 21, "inv_2", "o-1"),
+        ],
+        |_| {},
+    )
+    .await;
+    assert_eq!(
+        store.invoice("inv_2").unwrap().duplicate_of.as_deref(),
+        Some("inv_1")
+    );
+    assert_eq!(store.outcome("evt_b").map(|o| o.0), Some(DuplicatePayment));
+}
+
+#[tokio::test]
+async fn a_completed_refund_notes_its_invoice_and_a_late_payment_keeps_the_close() {
+    let (_, store) = run(
+        &[
+            invoice("evt_x", "expired", 15, "inv_1", "o-1"),
+            invoice("evt_a", "paid", 20, "inv_1", "o-1"),
+            withdrawal(
+                "evt_r",
+                "completed",
+                30,
+                r#","invoice_id":"inv_1","mode":"full""#,
+            ),
+        ],
+        |_| {},
+    )
+    .await;
+    let inv = store.invoice("inv_1").unwrap();
+    assert_eq!(inv.status.map(|(s, _)| s), Some(InvoiceStatus::Expired));
+    assert_eq!(inv.paid_late_at, Some(20));
+    assert_eq!(inv.refunds.len(), 1);
+    assert!(inv.refunds[0].full);
+    assert_eq!(store.withdrawal("wdr_1"), Some(WithdrawalStatus::Completed));
+}
+
+#[tokio::test]
+async fn deposits_credit_the_payer_once_per_deposit() {
+    let (_, store) = run(
+        &[
+            deposit("evt_a", "confirmed", 5, true),
+            deposit("evt_b", "confirmed", 6, true),
+            deposit("evt_a", "confirmed", 5, true),
+        ],
+        |_| {},
+    )
+    .await;
+    assert_eq!(
+        store.credits("c-1", "TRX"),
+        [Amount::parse("99.5").unwrap()]
+    );
+}
+
+#[tokio::test]
+async fn another_environments_delivery_and_a_mismatched_work_item_change_nothing() {
+    let mut sandbox = invoice("evt_s", "paid", 20, "inv_1", "o-1");
+    sandbox.environment = Some(Environment::Test);
+    let mut mismatched = invoice("evt_m", "paid", 20, "inv_2", "o-2");
+    mismatched.event_id = "evt_other".into();
+    let (outcomes, store) = run(&[sandbox, mismatched], |_| {}).await;
+    assert_eq!(outcomes, [OtherEnvironment, Unusable]);
+    assert!(store.fulfilled().is_empty());
+    let (_, reason) = store.outcome("evt_s").unwrap();
+    assert!(reason.unwrap().contains("test"));
+    assert_eq!(
+        store.reviews().len(),
+        1,
+        "the unusable delivery waits for a person"
+    );
+}
+
+#[tokio::test]
+async fn by_hand_and_by_webhook_fulfil_once() {
+    let fulfil = Fulfil::new(MemoryResources::new());
+    let order = OrderRef {
+        external_id: Some("o-1".into()),
+        amount: None,
+        currency: None,
+    };
+    assert_eq!(
+        fulfil
+            .mark_paid("inv_1", order.clone(), "support:a", 1)
+            .await
+            .unwrap(),
+        Fulfilled
+    );
+    assert_eq!(
+        fulfil
+            .mark_paid("inv_1", order, "support:b", 2)
+            .await
+            .unwrap(),
+        AlreadyFinal
+    );
+    let (_, applied) = fulfil
+        .apply(&invoice("evt_a", "paid", 20, "inv_1", "o-1"), 3)
+        .await
+        .unwrap();
+    assert_eq!(applied, AlreadyFinal);
+    assert_eq!(fulfil.store().fulfilled(), ["inv_1"]);
+}
+
+/// A reverse check that answers one invoice as given.
+fn paymos(status: Option<&str>) -> MemoryPaymos {
+    let api = MemoryPaymos::new();
+    if let Some(status) = status {
+        api.invoice(
+            "inv_1",
+            ConfirmedInvoice {
+                status: status.into(),
+                is_test: false,
+                order_id: Some("o-1".into()),
+                order_amount: Amount::parse("10.50"),
+                order_currency: Some("USD".into()),
+                token_amount: None,
+                token_currency: None,
+                paid_late: false,
+            },
+        );
+    }
+    api
+}
+
+#[tokio::test]
+async fn the_reverse_check_fulfils_only_what_paymos_confirms() {
+    let paid = invoice("evt_a", "paid", 20, "inv_1", "o-1");
+    for (at_source, receives, expected) in [
+        (Some("paid"), 1, Ok(Fulfilled)),
+        (None, 1, Ok(Unconfirmed)),
+        (Some("awaiting_payment"), 1, Err("not yet")),
+    ] {
+        let fulfil = Fulfil::new(MemoryResources::new()).with_confirmation(paymos(at_source));
+        let result = fulfil.apply_received(&paid, 1, receives).await;
+        match (result, expected) {
+            (Ok((_, applied)), Ok(expected)) => assert_eq!(applied, expected, "{at_source:?}"),
+            (Err(FulfilError::NotYet { .. }), Err(_)) => {
+                assert!(
+                    fulfil.store().outcome("evt_a").is_none(),
+                    "retried, not recorded"
+                );
+            }
+            (other, expected) => panic!("{at_source:?}: {other:?}, expected {expected:?}"),
+        }
+        let fulfilled = fulfil.store().fulfilled();
+        assert_eq!(
+            fulfilled.len(),
+            usize::from(expected == Ok(Fulfilled)),
+            "{at_source:?}"
+        );
+    }
+}
+
+/// A store that loses the first processed mark written alone (a crash between a change and
+/// its mark).
+struct CrashBeforeMark {
+    inner: MemoryResources,
+    crashed: std::sync::atomic::AtomicBool,
+}
+
+impl crate::fulfil::ResourceStore for CrashBeforeMark {
+    async fn write(
+        &self,
+        source: &crate::change::Source,
+        change: &crate::change::Change,
+        plan: &crate::outcome::Plan,
+        effect: &dyn crate::effect::FulfilmentEffect,
+        now_ms: u64,
+    ) -> Result<crate::outcome::Written, PortError> {
+        if plan.write == crate::outcome::Write::MarkOnly
+            && !self.crashed.swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return Err(PortError::new(
+                "test",
+                "the function crashed before the mark",
+            ));
+        }
+        self.inner.write(source, change, plan, effect, now_ms).await
+    }
+}
+
+#[tokio::test]
+async fn a_crash_between_the_change_and_its_mark_is_recognised_on_the_next_receive() {
+    let open = invoice("evt_o", "confirming", 10, "inv_2", "o-2");
+    let deposit = deposit("evt_d", "confirmed", 5, true);
+    let withdrawal = withdrawal("evt_w", "processing", 3, "");
+    for (work, expected) in [
+        (invoice("evt_a", "paid", 20, "inv_1", "o-1"), Fulfilled),
+        (open, Updated),
+        (deposit, Credited),
+        (withdrawal, Updated),
+    ] {
+        let store = CrashBeforeMark {
+            inner: MemoryResources::new(),
+            crashed: std::sync::atomic::AtomicBool::new(false),
+        };
+        let fulfil = Fulfil::new(store);
+        assert!(
+            matches!(
+                fulfil.apply(&work, 1).await,
+                Err(FulfilError::Unavailable(_))
+            ),
+            "{}: the first receive fails after the change",
+            work.event_id
+        );
+        assert_eq!(
+            fulfil.store().inner.outcome(&work.event_id),
+            None,
+            "not marked"
+        );
+        let (_, again) = fulfil.apply(&work, 2).await.unwrap();
+        assert_eq!(
+            again, expected,
+            "{}: its own change, recognised",
+            work.event_id
+        );
+        let (_, third) = fulfil.apply(&work, 3).await.unwrap();
+        assert_eq!(third, AlreadyProcessed, "{}", work.event_id);
+        let inner = &fulfil.store().inner;
+        assert_eq!(inner.outcome(&work.event_id).map(|o| o.0), Some(expected));
+        assert!(inner.fulfilled().len() <= 1);
+        assert!(inner.credits("c-1", "TRX").len() <= 1, "credited once");
+    }
+}
+
+// ---- One invoice, one truth: every road obeys the invoice's record (issue 20) ----
+
+/// An invoice event with `data` as given (no order unless it names one).
+fn bare(event_id: &str, event_type: &str, at: u64, data: &str) -> WorkItem {
+    item(event_id, event_type, at, data)
+}
+
+fn order_ref(id: Option<&str>) -> OrderRef {
+    OrderRef {
+        external_id: id.map(str::to_owned),
+        amount: None,
+        currency: None,
+    }
+}
+
+#[tokio::test]
+async fn a_paid_event_without_its_order_fulfils_the_order_the_invoice_named_once() {
+    // The official ton_invoice vectors carry no data.order: the order comes from the record.
+    let history = [
+        invoice("evt_await", "awaiting_payment", 10, "inv_1", "o-1"),
+        bare(
+            "evt_paid",
+            "invoice.paid",
+            20,
+            r#"{"invoice_id":"inv_1","payment":{"expected":"10.50","currency":"USDT"}}"#,
+        ),
+        invoice("evt_second", "paid", 30, "inv_2", "o-1"),
+    ];
+    let (outcomes, store) = run(&history, |_| {}).await;
+    assert_eq!(outcomes, [Updated, Fulfilled, DuplicatePayment]);
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+    assert_eq!(
+        store.invoice("inv_2").unwrap().duplicate_of.as_deref(),
+        Some("inv_1")
+    );
+}
+
+#[tokio::test]
+async fn the_registered_amount_is_checked_against_the_price_the_invoice_recorded() {
+    // awaiting_payment named the order at 10.50 USD; the paid event names neither.
+    let history = [
+        invoice("evt_await", "awaiting_payment", 10, "inv_1", "o-1"),
+        bare("evt_paid", "invoice.paid", 20, r#"{"invoice_id":"inv_1"}"#),
+    ];
+    let (outcomes, store) = run(&history, |s| {
+        s.register_order("o-1", &Amount::parse("500").unwrap(), "USD");
+    })
+    .await;
+    assert_eq!(outcomes, [Updated, Held]);
+    assert!(store.fulfilled().is_empty());
+    let (ok, store) = run(&history, |s| {
+        s.register_order("o-1", &Amount::parse("10.5").unwrap(), "USD");
+    })
+    .await;
+    assert_eq!(ok, [Updated, Fulfilled]);
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}
+
+#[tokio::test]
+async fn an_event_naming_another_order_than_the_record_is_held_not_fulfilled() {
+    let history = [
+        invoice("evt_await", "awaiting_payment", 10, "inv_1", "o-cheap"),
+        invoice("evt_paid", "paid", 20, "inv_1", "o-dear"),
+    ];
+    let (outcomes, store) = run(&history, |_| {}).await;
+    assert_eq!(outcomes, [Updated, Held]);
+    assert!(store.fulfilled().is_empty());
+    let record = store.invoice("inv_1").unwrap();
+    assert_eq!(record.order.external_id.as_deref(), Some("o-cheap"));
+    assert_eq!(record.seen().standing(), crate::invoice::Standing::Held);
+    let reason = store.outcome("evt_paid").unwrap().1.unwrap();
+    assert!(
+        reason.contains("o-dear") && reason.contains("o-cheap"),
+        "{reason}"
+    );
+}
+
+#[tokio::test]
+async fn mark_paid_without_an_order_id_claims_the_recorded_order_once() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    for (i, inv) in ["inv_1", "inv_2"].into_iter().enumerate() {
+        let work = invoice(&format!("evt_{i}"), "awaiting_payment", 10, inv, "o-1");
+        fulfil.apply(&work, 1).await.unwrap();
+    }
+    let first = fulfil
+        .mark_paid("inv_1", order_ref(None), "x", 2)
+        .await
+        .unwrap();
+    let second = fulfil
+        .mark_paid("inv_2", order_ref(None), "x", 3)
+        .await
+        .unwrap();
+    assert_eq!((first, second), (Fulfilled, DuplicatePayment));
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}
+
+fn refund(event_id: &str, at: u64, invoice: &str, amount: &str, mode: &str) -> WorkItem {
+    item(
+        event_id,
+        "withdrawal.completed",
+        at,
+        &format!(
+            r#"{{"withdrawal_id":"wdr_{event_id}","invoice_id":"{invoice}","mode":"{mode}","type":"refund","amount":"{amount}","currency":"USDT"}}"#
+        ),
+    )
+}
+
+#[tokio::test]
+async fn a_refund_before_its_payment_never_loses_the_payment() {
+    let history = [
+        refund("evt_r", 10, "inv_1", "0.50", "overpayment"),
+        invoice("evt_paid", "paid_over", 20, "inv_1", "o-1"),
+    ];
+    let (outcomes, store) = run(&history, |_| {}).await;
+    assert_eq!(outcomes, [Updated, Fulfilled]);
+    assert_eq!(store.fulfilled(), ["inv_1"]);
+    assert_eq!(store.invoice("inv_1").unwrap().refunds.len(), 1);
+}
+
+#[tokio::test]
+async fn only_a_full_refund_clears_a_payment_from_review() {
+    let usdt = |event_id: &str, inv: &str, order: &str, amount: &str| {
+        item(
+            event_id,
+            "invoice.paid",
+            20,
+            &format!(
+                r#"{{"invoice_id":"{inv}","order":{{"external_id":"{order}","amount":"{amount}","currency":"USDT"}}}}"#
+            ),
+        )
+    };
+    let history = [
+        // Held: 90 paid, the order was registered at 100.
+        usdt("evt_h", "inv_h", "o-h", "90"),
+        refund("evt_r1", 30, "inv_h", "5", "overpayment"),
+        // A duplicate payment with a 0.10 refund.
+        usdt("evt_d1", "inv_d1", "o-d", "10"),
+        usdt("evt_d2", "inv_d2", "o-d", "10"),
+        refund("evt_r2", 31, "inv_d2", "0.10", "overpayment"),
+    ];
+    let (outcomes, store) = run(&history, |s| {
+        s.register_order("o-h", &Amount::parse("100").unwrap(), "USDT");
+    })
+    .await;
+    assert_eq!(
+        outcomes,
+        [Held, Updated, Fulfilled, DuplicatePayment, Updated]
+    );
+    let waits = |inv: &str| {
+        store
+            .invoice(inv)
+            .unwrap()
+            .seen()
+            .standing()
+            .waits_for_person()
+    };
+    assert!(waits("inv_h"), "a 5 USDT refund of 90 leaves it held");
+    assert!(waits("inv_d2"), "0.10 of a duplicate leaves it to refund");
+    // The rest of the duplicate comes back: it is settled.
+    let (_, store) = run(
+        &[
+            usdt("evt_d1", "inv_d1", "o-d", "10"),
+            usdt("evt_d2", "inv_d2", "o-d", "10"),
+            refund("evt_r2", 31, "inv_d2", "0.10", "overpayment"),
+            refund("evt_r3", 32, "inv_d2", "9.90", "overpayment"),
+        ],
+        |_| {},
+    )
+    .await;
+    assert!(
+        !store
+            .invoice("inv_d2")
+            .unwrap()
+            .seen()
+            .standing()
+            .waits_for_person()
+    );
+}
+
+#[tokio::test]
+async fn a_refund_naming_a_raw_key_writes_nothing_and_the_genuine_payment_fulfils() {
+    let forged = [r#""fulfilment#inv_z""#, r#""order_paid#o-1""#];
+    let mut history: Vec<WorkItem> = forged
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            item(
+                &format!("evt_f{i}"),
+                "withdrawal.completed",
+                10,
+                &format!(r#"{{"withdrawal_id":"wdr_f{i}","invoice_id":{id},"mode":"full"}}"#),
+            )
+        })
+        .collect();
+    history.push(invoice("evt_paid", "paid", 20, "inv_z", "o-1"));
+    let (outcomes, store) = run(&history, |_| {}).await;
+    assert_eq!(outcomes, [Unusable, Unusable, Fulfilled]);
+    assert_eq!(store.fulfilments(), [("inv_z".into(), Some("o-1".into()))]);
+    assert!(
+        store
+            .keys()
+            .iter()
+            .all(|k| k == "inv_z" || k == "fulfilment#inv_z" || k == "order_paid#o-1"),
+        "{:?}",
+        store.keys()
+    );
+}
+
+#[tokio::test]
+async fn manual_roads_run_twice_report_what_exists() {
+    let history = [
+        invoice("evt_h", "paid", 20, "inv_h", "o-h"),
+        invoice("evt_a", "paid", 20, "inv_a", "o-d"),
+        invoice("evt_b", "paid", 21, "inv_b", "o-d"),
+    ];
+    let store = Arc::new(MemoryResources::new());
+    store.register_order("o-h", &Amount::parse("1").unwrap(), "USD");
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    // By hand first (mark-paid, reconcile --apply), then again by the same person: the second
+    // run says what exists (a hold, a duplicate, a fulfilment), never its own earlier write.
+    let expected = [
+        (Held, Held),
+        (Fulfilled, AlreadyFinal),
+        (DuplicatePayment, DuplicatePayment),
+    ];
+    for (work, expected) in history.iter().zip(expected) {
+        let Change::Invoice {
+            invoice_id, order, ..
+        } = change_of(&crate::envelope::Envelope::parse(&work.body).unwrap())
+        else {
+            panic!()
+        };
+        let once = fulfil
+            .apply_by_hand(
+                &invoice_id,
+                InvoiceStatus::Paid,
+                order.clone(),
+                "reconcile",
+                5,
+            )
+            .await
+            .unwrap();
+        let twice = fulfil
+            .apply_by_hand(&invoice_id, InvoiceStatus::Paid, order, "reconcile", 6)
+            .await
+            .unwrap();
+        assert_eq!((once, twice), expected, "{invoice_id}");
+    }
+    assert_eq!(store.fulfilled(), ["inv_a"]);
+    let again = fulfil
+        .mark_paid("inv_h", order_ref(None), "alice", 7)
+        .await
+        .unwrap();
+    assert_eq!(again, Held);
+    let again = fulfil
+        .mark_paid("inv_b", order_ref(None), "alice", 8)
+        .await
+        .unwrap();
+    assert_eq!(again, DuplicatePayment);
+}
+
+#[tokio::test]
+async fn references_past_the_key_limits_are_unusable_never_an_error() {
+    let long = "o".repeat(2048);
+    let history = [
+        item(
+            "evt_o",
+            "invoice.paid",
+            20,
+            &format!(r#"{{"invoice_id":"inv_1","order":{{"external_id":"{long}"}}}}"#),
+        ),
+        item(
+            "evt_p",
+            "payment_channel.deposit.confirmed",
+            20,
+            &format!(
+                r#"{{"id":"pcd_1","is_final":true,"payment_channel_external_id":"{long}","net":"1","currency":"TRX"}}"#
+            ),
+        ),
+    ];
+    let (outcomes, store) = run(&history, |_| {}).await;
+    assert_eq!(outcomes, [Unusable, Unusable]);
+    assert!(store.keys().is_empty(), "{:?}", store.keys());
+    assert_eq!(store.reviews().len(), 2, "each listed for an operator");
+}
+
+#[tokio::test]
+async fn smaller_rules_of_the_invoice_and_the_deposit() {
+    // 10 TON is not 10 USD; an amount without a currency is not the registered order's.
+    let ton = item(
+        "evt_ton",
+        "invoice.paid",
+        20,
+        r#"{"invoice_id":"inv_t","order":{"external_id":"o-t","currency":"USD"},"payment":{"expected":"10","currency":"TON"}}"#,
+    );
+    let bare_amount = item(
+        "evt_amt",
+        "invoice.paid",
+        20,
+        r#"{"invoice_id":"inv_a","order":{"external_id":"o-a"},"amount":"10"}"#,
+    );
+    // A deposit with net 0 credits nothing.
+    let zero = item(
+        "evt_zero",
+        "payment_channel.deposit.confirmed",
+        20,
+        r#"{"id":"pcd_0","is_final":true,"payment_channel_external_id":"c-1","net":"0","currency":"TRX"}"#,
+    );
+    // A type matched by its last segment only.
+    let odd = item(
+        "evt_odd",
+        "invoice.x.paid",
+        20,
+        r#"{"invoice_id":"inv_x","order":{"external_id":"o-x"}}"#,
+    );
+    let (outcomes, store) = run(&[ton, bare_amount, zero, odd], |s| {
+        s.register_order("o-t", &Amount::parse("10").unwrap(), "USD");
+        s.register_order("o-a", &Amount::parse("10").unwrap(), "USD");
+    })
+    .await;
+    assert_eq!(outcomes, [Held, Held, Unusable, Ignored]);
+    assert!(store.fulfilled().is_empty());
+    assert!(store.credits("c-1", "TRX").is_empty());
+}
+
+#[tokio::test]
+async fn after_a_late_payment_is_released_a_second_endpoints_payment_waits_for_no_one() {
+    use crate::release::{ReleaseBy, release};
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    for work in [
+        invoice("evt_x", "expired", 15, "inv_1", "o-1"),
+        invoice("evt_a", "paid", 20, "inv_1", "o-1"),
+    ] {
+        fulfil.apply(&work, 1).await.unwrap();
+    }
+    let by = ReleaseBy {
+        actor: "alice",
+        reason: Some("paid on chain"),
+        override_amount: false,
+    };
+    assert_eq!(
+        release(&*store, "inv_1", None, &by, &RecordFulfilment, 2).await,
+        Ok(Fulfilled)
+    );
+    let (_, second) = fulfil
+        .apply(&invoice("evt_b", "paid", 20, "inv_1", "o-1"), 3)
+        .await
+        .unwrap();
+    assert_eq!(second, AlreadyFinal);
+    assert!(
+        !store
+            .invoice("inv_1")
+            .unwrap()
+            .seen()
+            .standing()
+            .waits_for_person()
+    );
+}
+
+#[tokio::test]
+async fn a_redelivery_after_a_later_event_moved_the_invoice_keeps_its_own_outcome() {
+    let fulfil = Fulfil::new(CrashBeforeMark {
+        inner: MemoryResources::new(),
+        crashed: std::sync::atomic::AtomicBool::new(false),
+    });
+    let confirming = invoice("evt_c", "confirming", 10, "inv_1", "o-1");
+    assert!(fulfil.apply(&confirming, 1).await.is_err(), "crashed");
+    fulfil
+        .apply(&invoice("evt_p", "paid", 20, "inv_1", "o-1"), 2)
+        .await
+        .unwrap();
+    let (_, again) = fulfil.apply(&confirming, 3).await.unwrap();
+    assert_eq!(again, Updated, "it was applied before the crash");
+}

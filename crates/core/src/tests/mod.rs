@@ -1,0 +1,11 @@
+//! Use-case tests: the domain's use cases on the in-memory ports, table-driven, in
+//! milliseconds and with no emulator. What only DynamoDB and SQS can prove (their conditions,
+//! the transaction's atomicity, the queue's redelivery) is proven in `tests/it`, which also runs
+//! these histories against DynamoDB and asserts the same outcomes.
+
+mod confirm;
+mod fulfil;
+mod ingest;
+mod model;
+mod release;
+mod schemas;

@@ -1,0 +1,296 @@
+//! Release: what a person may fulfil by hand, and what they may not.
+
+use std::sync::Arc;
+
+use crate::change::{Applied, OrderRef};
+use crate::effect::RecordFulfilment;
+use crate::fulfil::Fulfil;
+use crate::memory::MemoryResources;
+use crate::release::{ReleaseBy, ReleaseError, release};
+use crate::signature::Environment;
+use crate::status::{Amount, InvoiceStatus};
+use crate::work::WorkItem;
+
+fn paid(event_id: &str, status: &str, at: u64, invoice_id: &str, order: &str) -> WorkItem {
+    let body = format!(
+        r#"{{"event_id":"{event_id}","event_type":"invoice.{status}","version":1,"occurred_at":{at},"data":{{"invoice_id":"{invoice_id}","order":{{"external_id":"{order}","amount":"10.50","currency":"USD"}}}}}}"#
+    );
+    WorkItem {
+        event_id: event_id.to_owned(),
+        environment: Some(Environment::Live),
+        body: body.into_bytes(),
+        received_at_ms: None,
+    }
+}
+
+/// A person releasing with a reason, overriding the amount check.
+fn overriding(actor: &str) -> ReleaseBy<'_> {
+    ReleaseBy {
+        actor,
+        reason: Some("checked with the customer"),
+        override_amount: true,
+    }
+}
+
+/// Applies `history`, then releases `invoice_id` twice; both answers and the store.
+async fn released_twice(
+    history: &[WorkItem],
+    invoice_id: &str,
+    prepare: impl FnOnce(&MemoryResources),
+) -> (
+    Result<Applied, ReleaseError>,
+    Result<Applied, ReleaseError>,
+    Arc<MemoryResources>,
+) {
+    let store = Arc::new(MemoryResources::new());
+    prepare(&store);
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    for item in history {
+        fulfil.apply(item, 1).await.unwrap();
+    }
+    let once = release(
+        &*store,
+        invoice_id,
+        None,
+        &overriding("support:a"),
+        &RecordFulfilment,
+        2,
+    )
+    .await;
+    let twice = release(
+        &*store,
+        invoice_id,
+        None,
+        &overriding("support:b"),
+        &RecordFulfilment,
+        3,
+    )
+    .await;
+    (once, twice, store)
+}
+
+#[tokio::test]
+async fn a_held_payment_is_fulfilled_once_on_a_persons_word() {
+    let (once, twice, store) =
+        released_twice(&[paid("evt_a", "paid", 20, "inv_1", "o-1")], "inv_1", |s| {
+            s.register_order("o-1", &Amount::parse("99").unwrap(), "USD");
+        })
+        .await;
+    assert_eq!(once, Ok(Applied::Fulfilled));
+    assert_eq!(twice, Ok(Applied::AlreadyFinal));
+    assert_eq!(store.fulfilled(), ["inv_1"]);
+    let invoice = store.invoice("inv_1").unwrap();
+    assert!(!invoice.held);
+    assert_eq!(invoice.released_by.as_deref(), Some("manual:support:a"));
+}
+
+#[tokio::test]
+async fn a_late_payment_is_fulfilled_and_keeps_its_close() {
+    let history = [
+        paid("evt_x", "expired", 15, "inv_1", "o-1"),
+        paid("evt_a", "paid", 20, "inv_1", "o-1"),
+    ];
+    let (once, twice, store) = released_twice(&history, "inv_1", |_| {}).await;
+    assert_eq!(
+        (once, twice),
+        (Ok(Applied::Fulfilled), Ok(Applied::AlreadyFinal))
+    );
+    assert_eq!(
+        store.invoice("inv_1").unwrap().status.map(|(s, _)| s),
+        Some(InvoiceStatus::Expired)
+    );
+    assert_eq!(store.fulfilled(), ["inv_1"]);
+}
+
+#[tokio::test]
+async fn what_must_not_be_released() {
+    let duplicate = [
+        paid("evt_a", "paid", 20, "inv_1", "o-1"),
+        paid("evt_b", "paid", 21, "inv_2", "o-1"),
+    ];
+    let never_paid = [paid("evt_c", "cancelled", 20, "inv_1", "o-1")];
+    let refunded_late = [
+        paid("evt_x", "expired", 15, "inv_1", "o-1"),
+        paid("evt_a", "paid", 20, "inv_1", "o-1"),
+        WorkItem {
+            body: br#"{"event_id":"evt_r","event_type":"withdrawal.completed","version":1,"occurred_at":30,"data":{"withdrawal_id":"wdr_1","invoice_id":"inv_1","mode":"full"}}"#.to_vec(),
+            event_id: "evt_r".into(),
+            environment: Some(Environment::Live),
+            received_at_ms: None,
+        },
+    ];
+    for (name, history, invoice, expected_words, fulfilled) in [
+        (
+            "a second payment for a fulfilled order",
+            &duplicate[..],
+            "inv_2",
+            "refund it",
+            vec!["inv_1"],
+        ),
+        (
+            "an invoice closed unpaid",
+            &never_paid[..],
+            "inv_1",
+            "never paid",
+            vec![],
+        ),
+        (
+            "a late payment already refunded",
+            &refunded_late[..],
+            "inv_1",
+            "refunded",
+            vec![],
+        ),
+    ] {
+        let (once, _, store) = released_twice(history, invoice, |_| {}).await;
+        assert!(
+            matches!(&once, Err(ReleaseError::NotReleasable(why)) if why.contains(expected_words)),
+            "{name}: {once:?}"
+        );
+        assert_eq!(store.fulfilled(), fulfilled, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn an_invoice_known_only_from_an_unconfirmed_delivery_is_created_paid() {
+    let store = MemoryResources::new();
+    let order = OrderRef {
+        external_id: Some("o-9".into()),
+        amount: Amount::parse("5"),
+        currency: Some("USD".into()),
+    };
+    let applied = release(
+        &store,
+        "inv_9",
+        Some(&order),
+        &ReleaseBy {
+            actor: "support:a",
+            reason: Some("checked by phone"),
+            override_amount: false,
+        },
+        &RecordFulfilment,
+        1,
+    )
+    .await;
+    assert_eq!(applied, Ok(Applied::Fulfilled));
+    let invoice = store.invoice("inv_9").unwrap();
+    assert_eq!(invoice.status.map(|(s, _)| s), Some(InvoiceStatus::Paid));
+    assert_eq!(invoice.order.external_id.as_deref(), Some("o-9"));
+    // The order is claimed: a webhook paying it with another invoice is a duplicate payment.
+    let fulfil = Fulfil::new(store);
+    let (_, later) = fulfil
+        .apply(&paid("evt_z", "paid", 40, "inv_10", "o-9"), 2)
+        .await
+        .unwrap();
+    assert_eq!(later, Applied::DuplicatePayment);
+}
+
+/// A person releasing with no override.
+fn plainly(actor: &str) -> ReleaseBy<'_> {
+    ReleaseBy {
+        actor,
+        reason: None,
+        override_amount: false,
+    }
+}
+
+#[tokio::test]
+async fn release_refuses_what_no_payment_waits_for_and_what_the_order_was_not_registered_for() {
+    let store = Arc::new(MemoryResources::new());
+    store.register_order("o-dear", &Amount::parse("500").unwrap(), "USD");
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    fulfil
+        .apply(&paid("evt_o", "confirming", 10, "inv_open", "o-1"), 1)
+        .await
+        .unwrap();
+    let one_usd = OrderRef {
+        external_id: Some("o-dear".into()),
+        amount: Amount::parse("1"),
+        currency: Some("USD".into()),
+    };
+    let cases: [(&str, &str, Option<&OrderRef>, &str); 3] = [
+        ("a mistyped invoice id", "inv_typo", None, "unknown"),
+        ("an open invoice nobody paid", "inv_open", None, "open"),
+        (
+            "1 USD for an order registered at 500 USD",
+            "inv_cheap",
+            Some(&one_usd),
+            "not what order o-dear was registered for",
+        ),
+    ];
+    for (name, invoice, unconfirmed, words) in cases {
+        let answer = release(
+            &*store,
+            invoice,
+            unconfirmed,
+            &plainly("support:a"),
+            &RecordFulfilment,
+            2,
+        )
+        .await;
+        assert!(
+            matches!(&answer, Err(ReleaseError::NotReleasable(why)) if why.contains(words)),
+            "{name}: {answer:?}"
+        );
+    }
+    assert!(store.fulfilled().is_empty(), "nothing fulfilled");
+    // The override is explicit, needs a reason, and the reason is kept.
+    let no_reason = release(
+        &*store,
+        "inv_cheap",
+        Some(&one_usd),
+        &ReleaseBy {
+            actor: "support:a",
+            reason: None,
+            override_amount: true,
+        },
+        &RecordFulfilment,
+        3,
+    )
+    .await;
+    assert!(matches!(no_reason, Err(ReleaseError::NotReleasable(why)) if why.contains("--reason")));
+    let overridden = release(
+        &*store,
+        "inv_cheap",
+        Some(&one_usd),
+        &overriding("support:a"),
+        &RecordFulfilment,
+        4,
+    )
+    .await;
+    assert_eq!(overridden, Ok(Applied::Fulfilled));
+    assert_eq!(
+        store
+            .invoice("inv_cheap")
+            .unwrap()
+            .release_reason
+            .as_deref(),
+        Some("checked with the customer")
+    );
+}
+
+#[tokio::test]
+async fn a_held_payment_is_not_released_without_the_override() {
+    let store = Arc::new(MemoryResources::new());
+    store.register_order("o-1", &Amount::parse("99").unwrap(), "USD");
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    fulfil
+        .apply(&paid("evt_a", "paid", 20, "inv_1", "o-1"), 1)
+        .await
+        .unwrap();
+    let answer = release(
+        &*store,
+        "inv_1",
+        None,
+        &plainly("support:a"),
+        &RecordFulfilment,
+        2,
+    )
+    .await;
+    assert!(
+        matches!(&answer, Err(ReleaseError::NotReleasable(why)) if why.contains("--override-amount")),
+        "{answer:?}"
+    );
+    assert!(store.fulfilled().is_empty());
+    assert!(store.invoice("inv_1").unwrap().held, "still listed");
+}

@@ -1,0 +1,258 @@
+//! The hand-off's published contract: one JSON Schema (draft 2020-12) per detail type in
+//! `schemas/v<DETAIL_VERSION>/`, every event `events_of` emits valid against it (checked with
+//! the `jsonschema` crate), one id per fact, and no schema edited without a version bump.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::handoff::{DETAIL_TYPES, DETAIL_VERSION, Scalar, Snapshot, events_of, slug};
+use crate::schemas::{assert_valid, path, validator};
+use crate::signature::Environment;
+
+/// The published schemas: (version, detail type slug, SHA-256 of the file). A schema is never
+/// edited once published: change it under a new version (bump `DETAIL_VERSION`, add
+/// `schemas/v<N>/`, list its hashes here) so consumers see a new version, never a silent change.
+const PUBLISHED: [(u64, &str, &str); 7] = [
+    (
+        2,
+        "deposit-credited",
+        "cde3faac10956dc5f368522a258e04d6ef5b636dff409e66379ece0053050f78",
+    ),
+    (
+        2,
+        "invoice-closed",
+        "921f723490f40c48d27783b82324242768921493adadac1c45bd6faa048752bc",
+    ),
+    (
+        2,
+        "order-paid",
+        "92dbfafaebe3ba050ae1a223d2c5e4e39f32dc8ece5c15a0e7505569248b54eb",
+    ),
+    (
+        2,
+        "payment-needs-review",
+        "447157e5e2c1dcaa8228ac54133f368221049caaf819e222af9cb5691c7b4ab3",
+    ),
+    (
+        2,
+        "refund-completed",
+        "d69c9cd8ba7cdb1e5a2749a9fe6288ffc8ce6ee59d9b4d771740168217f74a28",
+    ),
+    (
+        2,
+        "withdrawal-completed",
+        "4f760079bd3f1f55cbf697b64e59d2537049b71086cb4ccd734f98dbd2dd3a0a",
+    ),
+    (
+        2,
+        "withdrawal-failed",
+        "6b5fb49cda21500ba6815e21cd3fee8e5034b341c9828e0b58984ee873ef3ddd",
+    ),
+];
+
+#[test]
+fn no_published_schema_changes_without_a_version_bump() {
+    for (version, slug, hash) in PUBLISHED {
+        let bytes = std::fs::read(path(version, slug)).unwrap();
+        let got = hex::encode(Sha256::digest(&bytes));
+        assert_eq!(
+            got,
+            hash,
+            "schemas/v{version}/{slug}.json changed: published schemas never change; bump DETAIL_VERSION and add schemas/v{}/",
+            version + 1
+        );
+    }
+    let current: BTreeSet<String> = PUBLISHED
+        .iter()
+        .filter(|(v, ..)| *v == DETAIL_VERSION)
+        .map(|(_, s, _)| (*s).to_owned())
+        .collect();
+    let expected: BTreeSet<String> = DETAIL_TYPES.iter().map(|(t, _)| slug(t)).collect();
+    assert_eq!(
+        current, expected,
+        "one schema per detail type at version {DETAIL_VERSION}"
+    );
+}
+
+#[test]
+fn every_schema_lists_exactly_the_documented_fields() {
+    for (detail_type, fields) in DETAIL_TYPES {
+        let text = std::fs::read_to_string(path(DETAIL_VERSION, &slug(detail_type))).unwrap();
+        let schema: Value = serde_json::from_str(&text).unwrap();
+        let required: BTreeSet<&str> = schema["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        let documented: BTreeSet<&str> = fields
+            .iter()
+            .copied()
+            .chain(crate::handoff::COMMON_FIELDS)
+            .collect();
+        assert_eq!(required, documented, "{detail_type}");
+        assert_eq!(schema["additionalProperties"], false, "{detail_type}");
+    }
+}
+
+fn item(pairs: &[(&str, Scalar)]) -> Snapshot {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect()
+}
+
+fn t(s: &str) -> Scalar {
+    Scalar::Text(s.into())
+}
+
+fn n(s: &str) -> Scalar {
+    Scalar::Number(s.into())
+}
+
+/// Committed changes (old, new) of every fact type, including one invoice that expired, was
+/// paid late and was then released.
+fn history() -> Vec<(Option<Snapshot>, Snapshot)> {
+    let open = item(&[
+        ("pk", t("inv_x")),
+        ("kind", t("invoice")),
+        ("status", t("awaiting_payment")),
+        ("order_id", t("o-x")),
+        ("amount", n("10.5")),
+        ("amount_text", t("10.50")),
+        ("currency", t("USD")),
+        ("updated_at", n("1000")),
+    ]);
+    let mut expired = open.clone();
+    expired.insert("status".into(), t("expired"));
+    let mut late = expired.clone();
+    late.insert("paid_late_at".into(), n("20"));
+    let mut released = late.clone();
+    released.insert("released_at".into(), n("3000"));
+    let fulfilment = item(&[
+        ("pk", t("fulfilment#inv_x")),
+        ("kind", t("fulfilment")),
+        ("invoice_id", t("inv_x")),
+        ("order_id", t("o-x")),
+        ("amount", n("10.5")),
+        ("amount_text", t("10.50")),
+        ("currency", t("USD")),
+        ("status", t("paid")),
+        ("won_by", t("manual:alice")),
+        ("fulfilled_at", n("3000")),
+    ]);
+    let held = item(&[
+        ("pk", t("inv_h")),
+        ("kind", t("invoice")),
+        ("status", t("paid")),
+        ("held", Scalar::Bool(true)),
+        ("duplicate_of", t("inv_x")),
+        ("updated_at", n("4000")),
+    ]);
+    let review = item(&[
+        ("pk", t("review#evt_9")),
+        ("kind", t("review")),
+        ("reason", t("unconfirmed")),
+        ("event_id", t("evt_9")),
+        ("resource_id", t("inv_9")),
+        ("why", t("invoice: Paymos does not know it")),
+        ("created_at", n("5000")),
+    ]);
+    let withdrawal = |id: &str, status: &str, kind: &str| {
+        item(&[
+            ("pk", t(id)),
+            ("kind", t("withdrawal")),
+            ("status", t(status)),
+            ("type", t(kind)),
+            ("invoice_id", t("inv_x")),
+            ("amount", n("1")),
+            ("amount_text", t("1.00")),
+            ("currency", t("USDT")),
+            ("updated_at", n("6000")),
+        ])
+    };
+    let deposit = item(&[
+        ("pk", t("pcd_1")),
+        ("kind", t("deposit")),
+        ("credited", Scalar::Bool(true)),
+        ("payer", t("c-1")),
+        ("net", n("99")),
+        ("net_text", t("99.00")),
+        ("currency", t("TRX")),
+        ("updated_at", n("7000")),
+    ]);
+    vec![
+        (None, open.clone()),
+        (Some(open), expired.clone()),
+        (Some(expired), late.clone()),
+        (Some(late), released),
+        (None, fulfilment),
+        (None, held),
+        (None, review),
+        (None, withdrawal("wdr_r", "completed", "refund")),
+        (None, withdrawal("wdr_p", "completed", "payout")),
+        (None, withdrawal("wdr_f", "failed", "payout")),
+        (None, deposit),
+    ]
+}
+
+#[test]
+fn every_fact_has_its_own_id_valid_against_its_schema_and_the_same_id_when_published_again() {
+    let mut ids: BTreeMap<String, &'static str> = BTreeMap::new();
+    let mut types = BTreeSet::new();
+    for environment in [Environment::Live, Environment::Test] {
+        for (old, new) in history() {
+            let once = events_of(old.as_ref(), Some(&new), environment);
+            let again = events_of(old.as_ref(), Some(&new), environment);
+            assert_eq!(
+                once, again,
+                "a re-publication is the same event, the same id"
+            );
+            for e in once {
+                assert_valid(e.detail_type, &e.detail);
+                if environment == Environment::Live {
+                    let before = ids.insert(e.idempotency_key.clone(), e.detail_type);
+                    assert!(before.is_none(), "two facts share {}", e.idempotency_key);
+                }
+                types.insert(e.detail_type);
+            }
+        }
+    }
+    assert_eq!(
+        types.len(),
+        DETAIL_TYPES.len(),
+        "every type covered: {types:?}"
+    );
+    // The invoice that expired, was paid late and released: three facts, three ids.
+    for id in [
+        "invoice-closed:inv_x",
+        "payment-needs-review:inv_x:paid_late",
+        "order-paid:inv_x",
+    ] {
+        assert!(ids.contains_key(id), "{id} in {ids:#?}");
+    }
+    // Money is the text Paymos sent.
+    let paid = events_of(None, Some(&history()[4].1), Environment::Live);
+    assert_eq!(paid[0].detail["amount"], "10.50");
+}
+
+#[test]
+fn a_detail_missing_a_field_or_with_a_float_amount_is_refused_by_its_schema() {
+    let (_, fulfilment) = history().swap_remove(4);
+    let good = events_of(None, Some(&fulfilment), Environment::Live)
+        .remove(0)
+        .detail;
+    let v = validator("Order Paid");
+    assert!(v.is_valid(&good));
+    let mut missing = good.clone();
+    missing.as_object_mut().unwrap().remove("event_id");
+    assert!(!v.is_valid(&missing));
+    let mut float = good.clone();
+    float["amount"] = serde_json::json!(10.5);
+    assert!(!v.is_valid(&float));
+    let mut other_id = good;
+    other_id["idempotency_key"] = serde_json::json!("inv_x");
+    assert!(!v.is_valid(&other_id));
+}

@@ -1,0 +1,78 @@
+//! The fulfil Lambda (SQS event source with ReportBatchItemFailures).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use aws_lambda_events::sqs::SqsEvent;
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+use paymos_inbox_aws::aws::load_config;
+use paymos_inbox_aws::dynamodb::DynamoResources;
+use paymos_inbox_aws::paymos_api::PaymosApi;
+use paymos_inbox_aws::secrets::paymos_client;
+use paymos_inbox_core::confirm::PaymentConfirmation;
+use paymos_inbox_core::fulfil::{Fulfil, ResourceStore};
+use paymos_inbox_lambda::config::{FulfilConfig, PAYMOS_API_SECRETS_ID};
+use paymos_inbox_lambda::{self, fulfil::handle_batch};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    paymos_inbox_lambda::telemetry::init_json();
+    paymos_inbox_lambda::telemetry::init_metrics("fulfil");
+    let config = FulfilConfig::from_lookup(|k| std::env::var(k).ok())?;
+    let aws = load_config(Duration::from_secs(3), 3).await;
+    let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
+    let fulfil = Fulfil::new(DynamoResources::new(
+        dynamodb,
+        config.state_table,
+        config.deliveries_table,
+    ))
+    .for_environment(config.environment);
+    tracing::info!(
+        environment = %config.environment,
+        "fulfil configured: deliveries verified by a secret of another environment change nothing"
+    );
+    match &config.api_secrets_id {
+        None => serve(fulfil).await,
+        Some(id) => {
+            let client = paymos_client(
+                &aws_sdk_secretsmanager::Client::new(&aws),
+                id,
+                PAYMOS_API_SECRETS_ID,
+                &config.api_base_url,
+                Duration::from_secs(3),
+                1,
+            )
+            .await?;
+            let api = PaymosApi::new(client);
+            // One authenticated call at start: a wrong key or a key of the other environment's
+            // project fails here, naming the setting, not every payment as `unconfirmed`.
+            if let Err(e) = api.prove(config.environment).await {
+                paymos_inbox_lambda::telemetry::misconfigured_at_start(PAYMOS_API_SECRETS_ID, &e);
+                return Err(Error::from(e.to_string()));
+            }
+            tracing::info!(
+                "reverse check on: payments, closures, refunds, withdrawals and deposits are read back at Paymos before they are applied"
+            );
+            serve(fulfil.with_confirmation(api)).await
+        }
+    }
+}
+
+async fn serve<S, C>(fulfil: Fulfil<S, C>) -> Result<(), Error>
+where
+    S: ResourceStore + 'static,
+    C: PaymentConfirmation + 'static,
+{
+    let fulfil = Arc::new(fulfil);
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
+        let fulfil = Arc::clone(&fulfil);
+        async move {
+            paymos_inbox_lambda::telemetry::invocation_started();
+            let response =
+                handle_batch(&fulfil, event.payload, paymos_inbox_lambda::now_ms()).await;
+            paymos_inbox_lambda::telemetry::flush_metrics();
+            Ok::<_, Error>(response)
+        }
+    }))
+    .await
+}

@@ -1,0 +1,100 @@
+//! The scheduled reconciliation (EventBridge Scheduler, hourly by default): Paymos' paid
+//! invoices of the last hours against the fulfilments here, and invoices still open here
+//! re-read at Paymos. Anything that needs a person (MISSING not applied, DOUBLE, DUPLICATE
+//! PAYMENT, UNKNOWN) or an API failure fails the invocation, which the template alarms on.
+
+use std::time::Duration;
+
+use lambda_runtime::{Error, LambdaEvent, service_fn};
+use paymos_inbox_aws::aws::load_config;
+use paymos_inbox_aws::dynamodb::DynamoResources;
+use paymos_inbox_aws::reconcile::reconcile;
+use paymos_inbox_aws::secrets::paymos_client;
+use paymos_inbox_core::fulfil::Fulfil;
+use paymos_inbox_lambda::config::{PAYMOS_API_SECRETS_ID, ReconcileConfig};
+use paymos_inbox_lambda::telemetry::metric;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    paymos_inbox_lambda::telemetry::init_json();
+    paymos_inbox_lambda::telemetry::init_metrics("reconcile");
+    let config = ReconcileConfig::from_lookup(|k| std::env::var(k).ok())?;
+    let aws = load_config(Duration::from_secs(3), 3).await;
+    let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
+    let api = paymos_client(
+        &aws_sdk_secretsmanager::Client::new(&aws),
+        &config.api_secrets_id,
+        PAYMOS_API_SECRETS_ID,
+        &config.api_base_url,
+        Duration::from_secs(10),
+        2,
+    )
+    .await?;
+    if let Err(e) = paymos_inbox_aws::paymos_api::PaymosApi::new(api.clone())
+        .prove(config.environment)
+        .await
+    {
+        paymos_inbox_lambda::telemetry::misconfigured_at_start(PAYMOS_API_SECRETS_ID, &e);
+        return Err(Error::from(e.to_string()));
+    }
+    let fulfil = Fulfil::new(DynamoResources::new(
+        dynamodb.clone(),
+        config.state_table.clone(),
+        config.deliveries_table.clone(),
+    ));
+    let (api, fulfil, config) = (&api, &fulfil, &config);
+    lambda_runtime::run(service_fn(move |_: LambdaEvent<serde_json::Value>| async move {
+        let now_ms = paymos_inbox_lambda::now_ms();
+        let now = i64::try_from(now_ms / 1000).unwrap_or(i64::MAX);
+        let from = now - i64::try_from(config.window_hours * 3600).unwrap_or(0);
+        paymos_inbox_lambda::telemetry::invocation_started();
+        let found = |outcome: &'static str, n: usize| {
+            metrics::counter!(metric::RECONCILE_FINDINGS, metric::OUTCOME => outcome)
+                .increment(n as u64);
+        };
+        let report = match reconcile(api, fulfil, from, now, config.apply, now_ms).await {
+            Ok(report) => report,
+            Err(e) => {
+                found("api_error", 1);
+                paymos_inbox_lambda::telemetry::flush_metrics();
+                tracing::error!(error = %e, "reconciliation could not run");
+                return Err(Error::from(e));
+            }
+        };
+        found("missing", report.missing.len());
+        found("applied", report.applied.values().filter(|a| *a == "fulfilled").count());
+        found("double", report.double.len());
+        found("duplicate_payment", report.duplicate_payments.len());
+        found("unknown", report.unknown.len());
+        found("paid_late", report.paid_late.len());
+        found("refunded", report.refunded.len());
+        paymos_inbox_lambda::telemetry::flush_metrics();
+        tracing::info!(
+            paid_at_paymos = report.paid_at_paymos,
+            matched = report.matched,
+            missing = report.missing.len(),
+            applied = report.applied.len(),
+            double = report.double.len(),
+            duplicate_payments = report.duplicate_payments.len(),
+            unknown = report.unknown.len(),
+            paid_late = report.paid_late.len(),
+            refunded = report.refunded.len(),
+            open_rechecked = report.open_rechecked,
+            "reconciliation done"
+        );
+        if !report.clean() {
+            return Err(Error::from(format!(
+                "reconciliation needs a person: {} missing ({} applied), {} double, {} duplicate payments, {} unknown, {} paid late; run `paymos-inbox reconcile --from {}h` for the list",
+                report.missing.len(),
+                report.applied.len(),
+                report.double.len(),
+                report.duplicate_payments.len(),
+                report.unknown.len(),
+                report.paid_late.len(),
+                config.window_hours
+            )));
+        }
+        Ok::<_, Error>(serde_json::to_value(&report)?)
+    }))
+    .await
+}

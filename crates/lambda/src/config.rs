@@ -1,0 +1,505 @@
+//! Settings read once at start-up through a lookup function (so tests never touch the process
+//! environment), with errors that say what to set.
+
+use std::str::FromStr;
+
+use paymos_inbox_core::ingest::{DEFAULT_LEASE_SECS, DEFAULT_MAX_BODY_BYTES, IngestSettings};
+use paymos_inbox_core::signature::{DEFAULT_TOLERANCE_SECS, Environment, SigningKey, parse_keys};
+
+/// Environment variable: the deliveries (ledger) table name.
+pub const DELIVERIES_TABLE: &str = "DELIVERIES_TABLE";
+/// Environment variable: the resource state table name.
+pub const STATE_TABLE: &str = "STATE_TABLE";
+/// Environment variable: the work queue URL.
+pub const WORK_QUEUE_URL: &str = "WORK_QUEUE_URL";
+/// Environment variable: the Secrets Manager secret (name or ARN) holding the webhook secrets.
+pub const WEBHOOK_SECRETS_ID: &str = "WEBHOOK_SECRETS_ID";
+/// Environment variable: signature tolerance in seconds (default 300).
+pub const SIGNATURE_TOLERANCE_SECS: &str = "SIGNATURE_TOLERANCE_SECS";
+/// Environment variable: largest accepted body in bytes (default 131072).
+pub const MAX_BODY_BYTES: &str = "MAX_BODY_BYTES";
+/// Environment variable: lease of a fresh delivery record in seconds (default 30).
+pub const INGEST_LEASE_SECS: &str = "INGEST_LEASE_SECS";
+/// Environment variable: the Secrets Manager secret with the Paymos API key and secret
+/// (`{"api_key": "…", "api_secret": "…"}`); when set, fulfil re-reads every paid invoice at
+/// Paymos before fulfilling it (the reverse check).
+pub const PAYMOS_API_SECRETS_ID: &str = "PAYMOS_API_SECRETS_ID";
+/// Environment variable: the Paymos API base URL (default `https://api.paymos.io`).
+pub const PAYMOS_API_BASE_URL: &str = "PAYMOS_API_BASE_URL";
+/// Environment variable: the Paymos environment whose deliveries this stack applies, `live`
+/// (default) or `sandbox`. Deliveries verified by a secret of the other environment are
+/// recorded and acknowledged but change nothing (outcome `other_environment`).
+pub const PAYMOS_ENVIRONMENT: &str = "PAYMOS_ENVIRONMENT";
+/// Environment variable: the sweep re-sends deliveries still `received` this many seconds after
+/// they arrived (default 600).
+pub const SWEEP_AFTER_SECS: &str = "SWEEP_AFTER_SECS";
+/// Environment variable: hours of paid invoices the scheduled reconciliation compares (48).
+pub const RECONCILE_WINDOW_HOURS: &str = "RECONCILE_WINDOW_HOURS";
+/// Environment variable: `true` to let the scheduled reconciliation fulfil what it finds
+/// missing (default `false`: report and alarm only).
+pub const RECONCILE_APPLY: &str = "RECONCILE_APPLY";
+/// Environment variable: the stack's name, the `Stack` dimension of every metric (so two stacks
+/// in one account never mix their numbers; default `local`).
+pub const METRICS_STACK: &str = "PAYMOS_INBOX_STACK";
+
+/// The `Stack` dimension of the metrics, from [`METRICS_STACK`].
+pub fn metrics_stack(lookup: impl Fn(&str) -> Option<String>) -> String {
+    lookup(METRICS_STACK)
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| "local".to_owned())
+}
+
+/// Environment variable: the EventBridge bus (name or ARN) the hand-off publishes to.
+pub const EVENT_BUS_NAME: &str = "EVENT_BUS_NAME";
+
+/// Environment variable: days to keep ledger items (unset: forever; the table is the archive).
+pub const DELIVERY_RETENTION_DAYS: &str = "DELIVERY_RETENTION_DAYS";
+
+/// A setting is missing or wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A required variable is not set.
+    #[error("{var} is not set: {hint}")]
+    Missing {
+        /// The variable.
+        var: &'static str,
+        /// What it should hold.
+        hint: &'static str,
+    },
+    /// A variable is set to something unusable.
+    #[error("{var} is invalid: {reason}")]
+    Invalid {
+        /// The variable.
+        var: &'static str,
+        /// Why (never the value when it may be a secret).
+        reason: String,
+    },
+}
+
+/// What the ingest function needs.
+#[derive(Debug, Clone)]
+pub struct IngestConfig {
+    /// The ledger table.
+    pub deliveries_table: String,
+    /// The work queue.
+    pub work_queue_url: String,
+    /// Where the webhook secrets are kept.
+    pub secrets_id: String,
+    /// Signature tolerance in seconds.
+    pub tolerance_secs: u64,
+    /// Use-case settings.
+    pub settings: IngestSettings,
+    /// Ledger retention in days, if any.
+    pub retention_days: Option<u64>,
+}
+
+impl IngestConfig {
+    /// Reads the configuration through `lookup` (e.g. `|k| std::env::var(k).ok()`).
+    ///
+    /// # Errors
+    /// The first missing or invalid variable.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        Ok(Self {
+            deliveries_table: deliveries_table(&lookup)?,
+            work_queue_url: work_queue_url(&lookup)?,
+            secrets_id: required(
+                &lookup,
+                WEBHOOK_SECRETS_ID,
+                "the name or ARN of the Secrets Manager secret with the webhook secrets",
+            )?,
+            tolerance_secs: number(&lookup, SIGNATURE_TOLERANCE_SECS, DEFAULT_TOLERANCE_SECS)?,
+            settings: IngestSettings {
+                max_body_bytes: number(&lookup, MAX_BODY_BYTES, DEFAULT_MAX_BODY_BYTES)?,
+                lease_secs: number(&lookup, INGEST_LEASE_SECS, DEFAULT_LEASE_SECS)?,
+            },
+            retention_days: optional_number(&lookup, DELIVERY_RETENTION_DAYS)?,
+        })
+    }
+}
+
+/// What the fulfil function needs.
+#[derive(Debug, Clone)]
+pub struct FulfilConfig {
+    /// The ledger table.
+    pub deliveries_table: String,
+    /// The state table.
+    pub state_table: String,
+    /// Where the Paymos API credentials are, if the reverse check is on.
+    pub api_secrets_id: Option<String>,
+    /// The Paymos API base URL.
+    pub api_base_url: String,
+    /// The environment whose deliveries are applied.
+    pub environment: Environment,
+}
+
+impl FulfilConfig {
+    /// Reads the configuration through `lookup`.
+    ///
+    /// # Errors
+    /// The first missing variable.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        Ok(Self {
+            deliveries_table: deliveries_table(&lookup)?,
+            state_table: required(
+                &lookup,
+                STATE_TABLE,
+                "the name of the state table (template.yaml: StateTable)",
+            )?,
+            api_secrets_id: lookup(PAYMOS_API_SECRETS_ID)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty()),
+            api_base_url: lookup(PAYMOS_API_BASE_URL)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+                .unwrap_or_else(|| "https://api.paymos.io".to_owned()),
+            environment: environment(&lookup)?,
+        })
+    }
+}
+
+/// Reads [`PAYMOS_ENVIRONMENT`]: `live` (default) or `sandbox`/`test`.
+///
+/// # Errors
+/// [`ConfigError::Invalid`] for any other value.
+pub fn environment(lookup: &impl Fn(&str) -> Option<String>) -> Result<Environment, ConfigError> {
+    match lookup(PAYMOS_ENVIRONMENT)
+        .map(|v| v.trim().to_ascii_lowercase())
+        .filter(|v| !v.is_empty())
+    {
+        None => Ok(Environment::Live),
+        Some(v) => match v.as_str() {
+            "live" => Ok(Environment::Live),
+            "sandbox" | "test" => Ok(Environment::Test),
+            _ => Err(ConfigError::Invalid {
+                var: PAYMOS_ENVIRONMENT,
+                reason: format!("expected live or sandbox, got {v:?}"),
+            }),
+        },
+    }
+}
+
+/// What the sweep function needs.
+#[derive(Debug, Clone)]
+pub struct SweepConfig {
+    /// The ledger table.
+    pub deliveries_table: String,
+    /// The work queue.
+    pub work_queue_url: String,
+    /// Age in seconds after which a `received` record is sent again.
+    pub sweep_after_secs: u64,
+    /// The lease the sweep takes while it sends (as ingest's).
+    pub lease_secs: u64,
+}
+
+impl SweepConfig {
+    /// Reads the configuration through `lookup`.
+    ///
+    /// # Errors
+    /// The first missing or invalid variable.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        Ok(Self {
+            deliveries_table: deliveries_table(&lookup)?,
+            work_queue_url: work_queue_url(&lookup)?,
+            sweep_after_secs: number(
+                &lookup,
+                SWEEP_AFTER_SECS,
+                paymos_inbox_core::sweep::DEFAULT_SWEEP_AFTER_SECS,
+            )?,
+            lease_secs: number(&lookup, INGEST_LEASE_SECS, DEFAULT_LEASE_SECS)?,
+        })
+    }
+}
+
+/// What the scheduled reconciliation needs.
+#[derive(Debug, Clone)]
+pub struct ReconcileConfig {
+    /// The ledger table.
+    pub deliveries_table: String,
+    /// The state table.
+    pub state_table: String,
+    /// The Paymos API credentials.
+    pub api_secrets_id: String,
+    /// The Paymos API base URL.
+    pub api_base_url: String,
+    /// Hours back from now.
+    pub window_hours: u64,
+    /// Whether to fulfil what is missing.
+    pub apply: bool,
+    /// The environment the stack applies (the API key must read its project).
+    pub environment: Environment,
+}
+
+impl ReconcileConfig {
+    /// Reads the configuration through `lookup`.
+    ///
+    /// # Errors
+    /// The first missing or invalid variable.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let fulfil = FulfilConfig::from_lookup(&lookup)?;
+        Ok(Self {
+            deliveries_table: fulfil.deliveries_table,
+            state_table: fulfil.state_table,
+            api_secrets_id: required(
+                &lookup,
+                PAYMOS_API_SECRETS_ID,
+                "the Secrets Manager secret with the Paymos API key and secret",
+            )?,
+            api_base_url: fulfil.api_base_url,
+            window_hours: number(&lookup, RECONCILE_WINDOW_HOURS, 48)?,
+            environment: fulfil.environment,
+            apply: match lookup(RECONCILE_APPLY).as_deref().map(str::trim) {
+                None | Some("" | "false") => false,
+                Some("true") => true,
+                Some(other) => {
+                    return Err(ConfigError::Invalid {
+                        var: RECONCILE_APPLY,
+                        reason: format!("expected true or false, got {other:?}"),
+                    });
+                }
+            },
+        })
+    }
+}
+
+/// Environment variable: the merchant's endpoint that receives the signed hand-off.
+pub const WEBHOOK_TARGET_URL: &str = "WEBHOOK_TARGET_URL";
+/// Environment variable: the Secrets Manager secret with the outbound signing key.
+pub const WEBHOOK_SIGNING_SECRET_ID: &str = "WEBHOOK_SIGNING_SECRET_ID";
+
+/// What the deliverer function needs.
+#[derive(Debug, Clone)]
+pub struct DeliverConfig {
+    /// The merchant's endpoint.
+    pub url: String,
+    /// The signing secret's id (name or ARN).
+    pub signing_secret_id: String,
+}
+
+impl DeliverConfig {
+    /// Reads the configuration through `lookup`.
+    ///
+    /// # Errors
+    /// The first missing or invalid variable.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let url = required(
+            &lookup,
+            WEBHOOK_TARGET_URL,
+            "the merchant's HTTPS endpoint (template.yaml: WebhookTargetUrl)",
+        )?;
+        if !(url.starts_with("https://") || url.starts_with("http://127.0.0.1")) {
+            return Err(ConfigError::Invalid {
+                var: WEBHOOK_TARGET_URL,
+                reason: "must be an https:// URL".into(),
+            });
+        }
+        Ok(Self {
+            url,
+            signing_secret_id: required(
+                &lookup,
+                WEBHOOK_SIGNING_SECRET_ID,
+                "the secret with the outbound signing key (template.yaml: WebhookSigningSecret)",
+            )?,
+        })
+    }
+}
+
+/// What the publisher function needs.
+#[derive(Debug, Clone)]
+pub struct PublishConfig {
+    /// The bus.
+    pub event_bus: String,
+    /// The environment the stack applies (every detail says it).
+    pub environment: Environment,
+}
+
+impl PublishConfig {
+    /// Reads the configuration through `lookup`.
+    ///
+    /// # Errors
+    /// The first missing or invalid variable.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        Ok(Self {
+            event_bus: required(
+                &lookup,
+                EVENT_BUS_NAME,
+                "the EventBridge bus to publish to (template.yaml: EventBus)",
+            )?,
+            environment: environment(&lookup)?,
+        })
+    }
+}
+
+/// [`DELIVERIES_TABLE`], which every function reads.
+fn deliveries_table(lookup: &impl Fn(&str) -> Option<String>) -> Result<String, ConfigError> {
+    required(
+        lookup,
+        DELIVERIES_TABLE,
+        "the name of the deliveries table (template.yaml: DeliveriesTable)",
+    )
+}
+
+/// [`WORK_QUEUE_URL`], which ingest and the sweep read.
+fn work_queue_url(lookup: &impl Fn(&str) -> Option<String>) -> Result<String, ConfigError> {
+    required(
+        lookup,
+        WORK_QUEUE_URL,
+        "the URL of the work queue (template.yaml: WorkQueue)",
+    )
+}
+
+fn required(
+    lookup: &impl Fn(&str) -> Option<String>,
+    var: &'static str,
+    hint: &'static str,
+) -> Result<String, ConfigError> {
+    lookup(var)
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .ok_or(ConfigError::Missing { var, hint })
+}
+
+fn optional_number<T: FromStr>(
+    lookup: &impl Fn(&str) -> Option<String>,
+    var: &'static str,
+) -> Result<Option<T>, ConfigError> {
+    match lookup(var)
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+    {
+        None => Ok(None),
+        Some(v) => v.parse().map(Some).map_err(|_| ConfigError::Invalid {
+            var,
+            reason: format!("expected a whole number, got {v:?}"),
+        }),
+    }
+}
+
+fn number<T: FromStr>(
+    lookup: &impl Fn(&str) -> Option<String>,
+    var: &'static str,
+    default: T,
+) -> Result<T, ConfigError> {
+    Ok(optional_number(lookup, var)?.unwrap_or(default))
+}
+
+/// Parses the webhook secrets as kept in Secrets Manager (or given to the CLI): see
+/// [`parse_keys`].
+///
+/// # Errors
+/// [`ConfigError::Invalid`] for `var`, naming the label at fault but never a secret.
+pub fn parse_secrets(
+    text: &str,
+    var: &'static str,
+    require_environment: bool,
+) -> Result<Vec<SigningKey>, ConfigError> {
+    parse_keys(text, require_environment).map_err(|e| ConfigError::Invalid {
+        var,
+        reason: e.reason,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use paymos_inbox_core::signature::Environment;
+
+    fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: std::collections::HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn ingest_config_names_what_is_missing() {
+        let err = IngestConfig::from_lookup(lookup(&[])).unwrap_err();
+        assert!(
+            err.to_string().starts_with("DELIVERIES_TABLE is not set"),
+            "{err}"
+        );
+        let err = IngestConfig::from_lookup(lookup(&[
+            (DELIVERIES_TABLE, "d"),
+            (WORK_QUEUE_URL, "q"),
+            (WEBHOOK_SECRETS_ID, "s"),
+            (MAX_BODY_BYTES, "lots"),
+        ]))
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("MAX_BODY_BYTES is invalid"),
+            "{err}"
+        );
+        let ok = IngestConfig::from_lookup(lookup(&[
+            (DELIVERIES_TABLE, "d"),
+            (WORK_QUEUE_URL, "q"),
+            (WEBHOOK_SECRETS_ID, "s"),
+        ]))
+        .unwrap();
+        assert_eq!(ok.tolerance_secs, 300);
+        assert_eq!(ok.retention_days, None);
+    }
+
+    #[test]
+    fn secrets_parse_in_every_documented_form() {
+        let json = parse_secrets(
+            r#"{"live":"whsec_live_a","test":"whsec_test_b"}"#,
+            "X",
+            true,
+        )
+        .unwrap();
+        assert_eq!(json.len(), 2);
+        let list = parse_secrets(
+            "live=whsec_live_a, live-previous=whsec_live_old\ntest=whsec_test_b",
+            "X",
+            true,
+        )
+        .unwrap();
+        assert_eq!(list[1].label(), "live-previous");
+        assert_eq!(list[1].environment(), Some(Environment::Live));
+        let bare = parse_secrets("whsec_test_b", "X", true).unwrap();
+        assert_eq!(
+            (bare[0].label(), bare[0].environment()),
+            ("test", Some(Environment::Test))
+        );
+    }
+
+    #[test]
+    fn secret_errors_never_show_the_secret() {
+        for text in [
+            "primary=whsec_hidden_1",
+            "a=whsec_hidden_1,a=whsec_hidden_2",
+            "",
+            r#"{"live": 5}"#,
+        ] {
+            let err = parse_secrets(text, "X", true).unwrap_err().to_string();
+            assert!(!err.contains("hidden"), "{err}");
+        }
+        assert!(parse_secrets("primary=whsec_x", "X", false).is_ok());
+    }
+
+    #[test]
+    fn a_label_that_contradicts_its_secrets_prefix_stops_the_start() {
+        for text in [
+            "live=whsec_test_hidden",
+            r#"{"test":"whsec_live_hidden"}"#,
+            "sandbox=whsec_live_hidden",
+        ] {
+            let err = parse_secrets(text, "X", true).unwrap_err().to_string();
+            assert!(err.contains("environment"), "{err}");
+            assert!(!err.contains("hidden"), "{err}");
+        }
+        assert!(parse_secrets("live-previous=whsec_live_a,test=whsec_test_b", "X", true).is_ok());
+    }
+
+    #[test]
+    fn the_applied_environment_is_live_unless_sandbox_is_asked() {
+        assert_eq!(environment(&lookup(&[])).unwrap(), Environment::Live);
+        assert_eq!(
+            environment(&lookup(&[(PAYMOS_ENVIRONMENT, "sandbox")])).unwrap(),
+            Environment::Test
+        );
+        assert!(environment(&lookup(&[(PAYMOS_ENVIRONMENT, "prod")])).is_err());
+    }
+}

@@ -1,0 +1,51 @@
+//! One run of the sweep, as the scheduled function and `dev`'s local schedule both run it:
+//! re-send the stranded deliveries, then report the oldest one still not processed.
+
+use crate::telemetry::metric;
+use paymos_inbox_aws::dynamodb::DynamoLedger;
+use paymos_inbox_aws::sqs::SqsQueue;
+use paymos_inbox_core::ingest::PortError;
+use paymos_inbox_core::sweep::{Swept, resend_stranded};
+
+/// At most this many records per run; a larger backlog is taken by the next runs.
+pub const PER_RUN: usize = 500;
+
+/// Re-sends what was received more than `sweep_after_secs` before `now_ms` and is still not
+/// processed, counts it (`StrandedResent`) and gauges the oldest pending delivery
+/// (`OldestPendingSeconds`); returns both.
+///
+/// # Errors
+/// [`PortError`] when DynamoDB or SQS fails.
+pub async fn sweep_once(
+    ledger: &DynamoLedger,
+    queue: &SqsQueue,
+    lease_secs: u64,
+    sweep_after_secs: u64,
+    now_ms: u64,
+) -> Result<(Swept, u64), PortError> {
+    let swept = resend_stranded(
+        ledger,
+        queue,
+        lease_secs,
+        now_ms.saturating_sub(sweep_after_secs * 1000),
+        now_ms,
+        PER_RUN,
+    )
+    .await?;
+    metrics::counter!(metric::STRANDED_RESENT).increment(swept.resent as u64);
+    // The oldest delivery still not processed (after this run's re-sends).
+    let oldest = ledger.pending(1).await?.first().map_or(0, |p| {
+        super::now_ms().saturating_sub(p.received_at_ms) / 1000
+    });
+    #[allow(clippy::cast_precision_loss)]
+    metrics::gauge!(metric::OLDEST_PENDING).set(oldest as f64);
+    tracing::info!(
+        oldest_pending_secs = oldest,
+        found = swept.found,
+        resent = swept.resent,
+        skipped = swept.skipped,
+        failed = swept.failed,
+        "sweep done"
+    );
+    Ok((swept, oldest))
+}

@@ -24,7 +24,6 @@ use paymos::{InvoiceListParams, InvoiceStatus as ApiStatus, PaymosClient};
 use crate::dynamodb::DynamoResources;
 use paymos_inbox_core::change::{Applied, OrderRef};
 use paymos_inbox_core::fulfil::Fulfil;
-use paymos_inbox_core::handoff::{text, whole};
 use paymos_inbox_core::invoice::{InvoiceSeen, Refund, Standing};
 use paymos_inbox_core::release::ReleaseStore;
 use paymos_inbox_core::status::{Amount, InvoiceStatus};
@@ -148,10 +147,12 @@ pub async fn reconcile(
         .await
         .map_err(|e| e.to_string())?
     {
-        let invoice = text(&item, "invoice_id").unwrap_or_default().to_owned();
-        let at = whole(&item, "fulfilled_at").unwrap_or(0);
-        let order =
-            text(&item, "order_id").map_or_else(|| format!("(invoice {invoice})"), str::to_owned);
+        let invoice = item.invoice_id;
+        let at = item.fulfilled_at_ms.unwrap_or(0);
+        let order = item
+            .order
+            .external_id
+            .unwrap_or_else(|| format!("(invoice {invoice})"));
         by_order.entry(order).or_default().push(invoice.clone());
         let entry = fulfilments.entry(invoice).or_insert((0, at));
         entry.0 += 1;

@@ -3,14 +3,16 @@
 //! stream), so an event exists if and only if the fact was committed; each carries a stable
 //! idempotency key, because it is delivered at least once.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 
 use serde_json::{Value, json};
 
 use super::ingest::PortError;
+use super::record::{
+    DepositRecord, FulfilmentRecord, InvoiceRecord, ReviewRecord, StateRecord, WithdrawalRecord,
+};
 use super::signature::Environment;
-use super::status::InvoiceStatus;
+use super::status::{Amount, InvoiceStatus, WithdrawalStatus};
 
 /// The `source` of every event.
 pub const SOURCE: &str = "paymos-inbox";
@@ -70,20 +72,6 @@ pub const DETAIL_TYPES: [(&str, &[&str]); 7] = [
     ),
 ];
 
-/// A value of a state table item, as a stream image or a scan gives it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Scalar {
-    /// A string.
-    Text(String),
-    /// A number, as its exact decimal text.
-    Number(String),
-    /// A boolean.
-    Bool(bool),
-}
-
-/// An item of the state table (attributes of other types are left out).
-pub type Snapshot = BTreeMap<String, Scalar>;
-
 /// One business fact to publish.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DomainEvent {
@@ -96,71 +84,82 @@ pub struct DomainEvent {
     pub detail: Value,
 }
 
-/// A string or number attribute of an item, as text.
-#[must_use]
-pub fn text<'s>(item: &'s Snapshot, name: &str) -> Option<&'s str> {
-    match item.get(name)? {
-        Scalar::Text(s) | Scalar::Number(s) => Some(s),
-        Scalar::Bool(_) => None,
-    }
-}
-
-/// A whole-number attribute of an item (times in ms or s).
-#[must_use]
-pub fn whole(item: &Snapshot, name: &str) -> Option<u64> {
-    match item.get(name)? {
-        Scalar::Number(n) => n.parse().ok(),
-        _ => None,
-    }
-}
-
-fn flag(item: Option<&Snapshot>, name: &str) -> bool {
-    item.and_then(|i| i.get(name)) == Some(&Scalar::Bool(true))
-}
-
-fn has(item: Option<&Snapshot>, name: &str) -> bool {
-    item.is_some_and(|i| i.contains_key(name))
-}
-
-/// Money as JSON: the exact decimal text (a string, never a float).
-fn field(item: &Snapshot, name: &str) -> Value {
-    text(item, name).map_or(Value::Null, Value::from)
-}
-
 /// The slug of a detail type, the first part of its facts' ids (`Order Paid` → `order-paid`).
 #[must_use]
 pub fn slug(detail_type: &str) -> String {
     detail_type.to_ascii_lowercase().replace(' ', "-")
 }
 
-/// An item's amount as the text Paymos sent (`<name>_text`), else its number.
-fn amount(item: &Snapshot, name: &str) -> Value {
-    match text(item, &format!("{name}_text")) {
-        Some(t) => Value::from(t),
-        None => field(item, name),
-    }
+/// Optional text as JSON (`null` when absent).
+fn opt(text: Option<&str>) -> Value {
+    text.map_or(Value::Null, Value::from)
+}
+
+/// Money as JSON: the exact decimal text Paymos sent (a string, never a float).
+fn money(amount: Option<&Amount>) -> Value {
+    opt(amount.map(Amount::as_str))
 }
 
 /// The events a committed change of one state item means (`old` absent for a new item, `new`
 /// absent for a removed one). Pure: replaying a change gives the same events and ids.
 #[must_use]
 pub fn events_of(
-    old: Option<&Snapshot>,
-    new: Option<&Snapshot>,
+    old: Option<&StateRecord>,
+    new: Option<&StateRecord>,
     environment: Environment,
 ) -> Vec<DomainEvent> {
     let Some(new) = new else {
         return Vec::new();
     };
-    let kind = text(new, "kind").unwrap_or_default();
-    let mut out = Vec::new();
-    // `parts` name the fact within its type: the resource, and a qualifier where one resource
-    // has several facts of one type (the reasons a payment needs review).
-    let mut emit = |detail_type: &'static str, parts: &[&str], mut detail: Value, at: &str| {
-        let key = std::iter::once(slug(detail_type).as_str())
-            .chain(parts.iter().copied())
+    let facts = match (old, new) {
+        (None, StateRecord::Fulfilment(f)) => vec![order_paid(f)],
+        (old, StateRecord::Invoice(i)) => invoice_facts(
+            match old {
+                Some(StateRecord::Invoice(o)) => Some(o),
+                _ => None,
+            },
+            i,
+        ),
+        (None, StateRecord::Review(r)) => vec![review_needed(r)],
+        (old, StateRecord::Withdrawal(w)) => withdrawal_fact(
+            match old {
+                Some(StateRecord::Withdrawal(o)) => o.status,
+                _ => None,
+            },
+            w,
+        )
+        .into_iter()
+        .collect(),
+        (old, StateRecord::Deposit(d))
+            if d.credited && !matches!(old, Some(StateRecord::Deposit(o)) if o.credited) =>
+        {
+            vec![deposit_credited(d)]
+        }
+        _ => Vec::new(),
+    };
+    facts
+        .into_iter()
+        .map(|fact| fact.event(environment))
+        .collect()
+}
+
+/// A fact before the fields every detail carries: its type, what names it within its type
+/// (the resource, and a qualifier where one resource has several facts of one type), its own
+/// fields and when it was committed.
+struct Fact {
+    detail_type: &'static str,
+    parts: Vec<String>,
+    detail: Value,
+    at_ms: Option<u64>,
+}
+
+impl Fact {
+    fn event(self, environment: Environment) -> DomainEvent {
+        let key = std::iter::once(slug(self.detail_type))
+            .chain(self.parts)
             .collect::<Vec<_>>()
             .join(":");
+        let mut detail = self.detail;
         if let Value::Object(map) = &mut detail {
             map.insert("version".into(), Value::from(DETAIL_VERSION));
             map.insert("idempotency_key".into(), Value::from(key.clone()));
@@ -170,132 +169,127 @@ pub fn events_of(
                 "live"
             };
             map.insert("environment".into(), Value::from(env));
-            // Unix milliseconds of the commit.
-            let at = text(new, at).and_then(|t| t.parse::<u64>().ok());
-            map.insert("occurred_at".into(), at.map_or(Value::Null, Value::from));
+            map.insert(
+                "occurred_at".into(),
+                self.at_ms.map_or(Value::Null, Value::from),
+            );
         }
-        out.push(DomainEvent {
-            detail_type,
+        DomainEvent {
+            detail_type: self.detail_type,
             idempotency_key: key,
             detail,
-        });
+        }
+    }
+}
+
+fn order_paid(f: &FulfilmentRecord) -> Fact {
+    let manual = f.won_by.starts_with("manual:");
+    Fact {
+        detail_type: "Order Paid",
+        parts: vec![f.invoice_id.clone()],
+        detail: json!({"order_id": opt(f.order.external_id.as_deref()), "invoice_id": f.invoice_id,
+                       "amount": money(f.order.amount.as_ref()), "currency": opt(f.order.currency.as_deref()),
+                       "status": opt(f.status.map(InvoiceStatus::as_str)), "won_by": f.won_by,
+                       "event_id": if manual { Value::Null } else { Value::from(f.won_by.as_str()) }}),
+        at_ms: f.fulfilled_at_ms,
+    }
+}
+
+/// What a change of an invoice's record means: each reason it newly waits for a person, and its
+/// closing unpaid.
+fn invoice_facts(old: Option<&InvoiceRecord>, new: &InvoiceRecord) -> Vec<Fact> {
+    let (seen, was) = (&new.seen, old.map(|o| &o.seen));
+    let invoice = &new.invoice_id;
+    let order = opt(seen.order.external_id.as_deref());
+    let review = |reason: &str, why: String| Fact {
+        detail_type: "Payment Needs Review",
+        parts: vec![invoice.clone(), reason.to_owned()],
+        detail: json!({"reason": reason, "invoice_id": invoice, "order_id": order,
+                       "amount": money(seen.order.amount.as_ref()),
+                       "currency": opt(seen.order.currency.as_deref()), "why": why,
+                       "event_id": Value::Null}),
+        at_ms: new.updated_at_ms,
     };
-    let newly = |name: &str| has(Some(new), name) && !has(old, name);
-    match kind {
-        "fulfilment" if old.is_none() => {
-            let invoice = text(new, "invoice_id").unwrap_or_default().to_owned();
-            let won_by = text(new, "won_by").unwrap_or_default();
-            emit(
-                "Order Paid",
-                &[&invoice],
-                json!({"order_id": field(new, "order_id"), "invoice_id": invoice,
-                       "amount": amount(new, "amount"), "currency": field(new, "currency"),
-                       "status": field(new, "status"), "won_by": won_by,
-                       "event_id": if won_by.starts_with("manual:") { Value::Null } else { Value::from(won_by) }}),
-                "fulfilled_at",
-            );
-        }
-        "invoice" => {
-            let invoice = text(new, "pk").unwrap_or_default().to_owned();
-            let review = |reason: &str, why: String| {
-                json!({"reason": reason, "invoice_id": invoice, "order_id": field(new, "order_id"),
-                       "amount": amount(new, "amount"), "currency": field(new, "currency"), "why": why,
-                       "event_id": Value::Null})
-            };
-            if flag(Some(new), "held") && !flag(old, "held") {
-                emit(
-                    "Payment Needs Review",
-                    &[&invoice, "held"],
-                    review(
-                        "held",
-                        "paid, but not what the order was registered for".into(),
-                    ),
-                    "updated_at",
-                );
-            }
-            if newly("paid_late_at") {
-                emit(
-                    "Payment Needs Review",
-                    &[&invoice, "paid_late"],
-                    review("paid_late", "paid after the invoice closed".into()),
-                    "updated_at",
-                );
-            }
-            if newly("duplicate_of") {
-                let first = text(new, "duplicate_of").unwrap_or_default();
-                emit(
-                    "Payment Needs Review",
-                    &[&invoice, "duplicate_payment"],
-                    review(
-                        "duplicate_payment",
-                        format!("a second payment for an order {first} fulfilled: refund it"),
-                    ),
-                    "updated_at",
-                );
-            }
-            let status = text(new, "status").and_then(InvoiceStatus::parse);
-            let was = old.and_then(|o| text(o, "status"));
-            if let Some(st) = status
-                && st.is_final()
-                && !st.fulfils()
-                && was != Some(st.as_str())
-            {
-                emit(
-                    "Invoice Closed",
-                    &[&invoice],
-                    json!({"invoice_id": invoice, "order_id": field(new, "order_id"), "status": st.as_str()}),
-                    "updated_at",
-                );
-            }
-        }
-        "review" if old.is_none() => {
-            let reason = text(new, "reason").unwrap_or_default();
-            let event = text(new, "event_id").unwrap_or_default();
-            emit(
-                "Payment Needs Review",
-                &[event, reason],
-                json!({"reason": reason, "invoice_id": field(new, "resource_id"), "order_id": Value::Null,
-                       "amount": Value::Null, "currency": Value::Null, "why": field(new, "why"),
-                       "event_id": event}),
-                "created_at",
-            );
-        }
-        "withdrawal" => {
-            let status = text(new, "status").unwrap_or_default();
-            let was = old.and_then(|o| text(o, "status"));
-            if was == Some(status) {
-                return out;
-            }
-            let id = text(new, "pk").unwrap_or_default().to_owned();
-            let kind = text(new, "type").unwrap_or("payout");
-            let detail = json!({"withdrawal_id": id, "type": kind, "invoice_id": field(new, "invoice_id"),
-                                "amount": amount(new, "amount"), "currency": field(new, "currency")});
-            match (status, kind) {
-                ("completed", "refund") => {
-                    let mut d = detail;
-                    if let Value::Object(m) = &mut d {
-                        m.remove("type");
-                    }
-                    emit("Refund Completed", &[&id], d, "updated_at");
-                }
-                ("completed", _) => emit("Withdrawal Completed", &[&id], detail, "updated_at"),
-                ("failed", _) => emit("Withdrawal Failed", &[&id], detail, "updated_at"),
-                _ => {}
-            }
-        }
-        "deposit" if flag(Some(new), "credited") && !flag(old, "credited") => {
-            let id = text(new, "pk").unwrap_or_default().to_owned();
-            emit(
-                "Deposit Credited",
-                &[&id],
-                json!({"deposit_id": id, "payer": field(new, "payer"), "net": amount(new, "net"),
-                       "currency": field(new, "currency")}),
-                "updated_at",
-            );
-        }
-        _ => {}
+    let mut out = Vec::new();
+    if seen.held && !was.is_some_and(|w| w.held) {
+        out.push(review(
+            "held",
+            "paid, but not what the order was registered for".into(),
+        ));
+    }
+    if seen.paid_late && !was.is_some_and(|w| w.paid_late) {
+        out.push(review("paid_late", "paid after the invoice closed".into()));
+    }
+    if let Some(first) = &seen.duplicate_of
+        && was.is_none_or(|w| w.duplicate_of.is_none())
+    {
+        out.push(review(
+            "duplicate_payment",
+            format!("a second payment for an order {first} fulfilled: refund it"),
+        ));
+    }
+    if let Some(st) = seen.status
+        && st.is_final()
+        && !st.fulfils()
+        && was.and_then(|w| w.status) != Some(st)
+    {
+        out.push(Fact {
+            detail_type: "Invoice Closed",
+            parts: vec![invoice.clone()],
+            detail: json!({"invoice_id": invoice, "order_id": order, "status": st.as_str()}),
+            at_ms: new.updated_at_ms,
+        });
     }
     out
+}
+
+fn review_needed(r: &ReviewRecord) -> Fact {
+    Fact {
+        detail_type: "Payment Needs Review",
+        parts: vec![r.event_id.clone(), r.reason.clone()],
+        detail: json!({"reason": r.reason, "invoice_id": opt(r.resource_id.as_deref()),
+                       "order_id": Value::Null, "amount": Value::Null, "currency": Value::Null,
+                       "why": opt(r.why.as_deref()), "event_id": r.event_id}),
+        at_ms: r.created_at_ms,
+    }
+}
+
+/// A withdrawal that newly completed or failed (`was`: its status before).
+fn withdrawal_fact(was: Option<WithdrawalStatus>, w: &WithdrawalRecord) -> Option<Fact> {
+    if was == w.status {
+        return None;
+    }
+    let kind = w.kind.as_deref().unwrap_or("payout");
+    let mut detail = json!({"withdrawal_id": w.withdrawal_id, "type": kind,
+                            "invoice_id": opt(w.invoice_id.as_deref()),
+                            "amount": money(w.amount.as_ref()), "currency": opt(w.currency.as_deref())});
+    let detail_type = match (w.status?, kind) {
+        (WithdrawalStatus::Completed, "refund") => {
+            if let Value::Object(m) = &mut detail {
+                m.remove("type");
+            }
+            "Refund Completed"
+        }
+        (WithdrawalStatus::Completed, _) => "Withdrawal Completed",
+        (WithdrawalStatus::Failed, _) => "Withdrawal Failed",
+        _ => return None,
+    };
+    Some(Fact {
+        detail_type,
+        parts: vec![w.withdrawal_id.clone()],
+        detail,
+        at_ms: w.updated_at_ms,
+    })
+}
+
+fn deposit_credited(d: &DepositRecord) -> Fact {
+    Fact {
+        detail_type: "Deposit Credited",
+        parts: vec![d.deposit_id.clone()],
+        detail: json!({"deposit_id": d.deposit_id, "payer": opt(d.payer.as_deref()),
+                       "net": money(d.net.as_ref()), "currency": opt(d.currency.as_deref())}),
+        at_ms: d.updated_at_ms,
+    }
 }
 
 /// Where events go: EventBridge on AWS, a queue standing in for it locally.
@@ -311,15 +305,50 @@ pub trait EventPublisher: Send + Sync {
     ) -> impl Future<Output = Result<Vec<Option<String>>, PortError>> + Send;
 }
 
+/// The state table read whole, as typed records (the hand-off's `events since`, the tools).
+pub trait StateRecords: Send + Sync {
+    /// Every item, as its record (a consistent read).
+    ///
+    /// # Errors
+    /// [`PortError`] when the store fails.
+    fn records(&self) -> impl Future<Output = Result<Vec<StateRecord>, PortError>> + Send;
+}
+
+/// Every event the facts committed since `since_ms` stand for, oldest first, as the stream
+/// would have published them (same detail types, same keys): for a consumer that was down, or
+/// a publication that ended in the on-failure queue.
+///
+/// # Errors
+/// [`PortError`] when the store cannot be read.
+pub async fn since<R: StateRecords>(
+    store: &R,
+    since_ms: u64,
+    environment: Environment,
+) -> Result<Vec<(u64, DomainEvent)>, PortError> {
+    let mut out = Vec::new();
+    for record in store.records().await? {
+        let at = record.at_ms().unwrap_or(0);
+        if at >= since_ms {
+            out.extend(
+                events_of(None, Some(&record), environment)
+                    .into_iter()
+                    .map(|e| (at, e)),
+            );
+        }
+    }
+    out.sort_by(|a, b| (a.0, &a.1.idempotency_key).cmp(&(b.0, &b.1.idempotency_key)));
+    Ok(out)
+}
+
 /// One committed change of the state table: its position in the stream and its images.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ItemChange {
     /// The stream's sequence number (what a retry starts from).
     pub sequence: String,
     /// The item before.
-    pub old: Option<Snapshot>,
+    pub old: Option<StateRecord>,
     /// The item after.
-    pub new: Option<Snapshot>,
+    pub new: Option<StateRecord>,
 }
 
 /// Publishes the events of `changes`, in order. Returns the sequence number of the first change
@@ -363,33 +392,50 @@ pub async fn publish_changes<P: EventPublisher>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::change::OrderRef;
+    use crate::invoice::InvoiceSeen;
 
-    fn item(pairs: &[(&str, Scalar)]) -> Snapshot {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), v.clone()))
-            .collect()
+    fn amount(a: &str) -> Option<Amount> {
+        Amount::parse(a)
     }
-    fn t(s: &str) -> Scalar {
-        Scalar::Text(s.into())
+
+    fn fulfilment(won_by: &str) -> StateRecord {
+        StateRecord::Fulfilment(FulfilmentRecord {
+            invoice_id: "inv_1".into(),
+            order: OrderRef {
+                external_id: Some("o-1".into()),
+                amount: amount("10.50"),
+                currency: Some("USDT".into()),
+            },
+            status: Some(InvoiceStatus::Paid),
+            won_by: won_by.into(),
+            fulfilled_at_ms: Some(1_700_000_000_000),
+        })
     }
-    fn n(s: &str) -> Scalar {
-        Scalar::Number(s.into())
+
+    fn invoice(id: &str, status: InvoiceStatus) -> InvoiceRecord {
+        InvoiceRecord {
+            invoice_id: id.into(),
+            seen: InvoiceSeen::with_status(Some(status)),
+            updated_at_ms: Some(5),
+        }
+    }
+
+    fn withdrawal(id: &str, status: WithdrawalStatus, kind: Option<&str>) -> StateRecord {
+        StateRecord::Withdrawal(WithdrawalRecord {
+            withdrawal_id: id.into(),
+            status: Some(status),
+            kind: kind.map(str::to_owned),
+            invoice_id: None,
+            amount: None,
+            currency: None,
+            updated_at_ms: None,
+        })
     }
 
     #[test]
     fn a_new_fulfilment_is_one_order_paid_keyed_by_the_invoice() {
-        let f = item(&[
-            ("pk", t("fulfilment#inv_1")),
-            ("kind", t("fulfilment")),
-            ("invoice_id", t("inv_1")),
-            ("order_id", t("o-1")),
-            ("amount", n("10.50")),
-            ("currency", t("USDT")),
-            ("status", t("paid")),
-            ("won_by", t("evt_1")),
-            ("fulfilled_at", n("1700000000000")),
-        ]);
+        let f = fulfilment("evt_1");
         let events = events_of(None, Some(&f), Environment::Live);
         assert_eq!(events.len(), 1);
         let e = &events[0];
@@ -401,24 +447,21 @@ mod tests {
         assert_eq!(e.detail["event_id"], "evt_1");
         assert_eq!(e.detail["environment"], "live");
         assert_eq!(e.detail["version"], DETAIL_VERSION);
+        assert_eq!(e.detail["occurred_at"], 1_700_000_000_000_u64);
         // The same item modified later (never happens, but a replay of it) publishes nothing.
         assert!(events_of(Some(&f), Some(&f), Environment::Live).is_empty());
+        let by_hand = events_of(None, Some(&fulfilment("manual:bob")), Environment::Test);
+        assert_eq!(by_hand[0].detail["event_id"], Value::Null);
+        assert_eq!(by_hand[0].detail["environment"], "sandbox");
     }
 
     #[test]
     fn only_transitions_publish() {
-        let open = item(&[
-            ("pk", t("inv_1")),
-            ("kind", t("invoice")),
-            ("status", t("confirming")),
-        ]);
-        let expired = item(&[
-            ("pk", t("inv_1")),
-            ("kind", t("invoice")),
-            ("status", t("expired")),
-        ]);
+        let open = invoice("inv_1", InvoiceStatus::Confirming);
+        let expired = invoice("inv_1", InvoiceStatus::Expired);
         let mut late = expired.clone();
-        late.insert("paid_late_at".into(), n("5"));
+        late.seen.paid_late = true;
+        let [open, expired, late] = [open, expired, late].map(StateRecord::Invoice);
         let closed = events_of(Some(&open), Some(&expired), Environment::Test);
         assert_eq!(closed.len(), 1);
         assert_eq!(closed[0].detail_type, "Invoice Closed");
@@ -430,58 +473,47 @@ mod tests {
         );
         assert!(events_of(Some(&late), Some(&late), Environment::Test).is_empty());
         assert!(events_of(None, Some(&open), Environment::Test).is_empty());
+        assert!(events_of(Some(&open), None, Environment::Test).is_empty());
+        let sent = withdrawal("wdr_1", WithdrawalStatus::Completed, None);
+        assert_eq!(
+            events_of(None, Some(&sent), Environment::Live)[0].detail["type"],
+            "payout",
+            "a withdrawal without its type is a payout"
+        );
+        assert!(events_of(Some(&sent), Some(&sent), Environment::Live).is_empty());
+        let pending = withdrawal("wdr_1", WithdrawalStatus::Processing, None);
+        assert!(events_of(None, Some(&pending), Environment::Live).is_empty());
     }
 
     #[test]
     fn every_published_detail_has_its_documented_fields() {
+        let mut held = invoice("inv_2", InvoiceStatus::Paid);
+        held.seen.held = true;
+        held.seen.duplicate_of = Some("inv_1".into());
+        held.seen.paid_late = true;
         let samples = [
-            item(&[
-                ("pk", t("fulfilment#inv_1")),
-                ("kind", t("fulfilment")),
-                ("invoice_id", t("inv_1")),
-                ("won_by", t("manual:bob")),
-            ]),
-            item(&[
-                ("pk", t("inv_2")),
-                ("kind", t("invoice")),
-                ("status", t("paid")),
-                ("held", Scalar::Bool(true)),
-                ("duplicate_of", t("inv_1")),
-                ("paid_late_at", n("1")),
-            ]),
-            item(&[
-                ("pk", t("inv_3")),
-                ("kind", t("invoice")),
-                ("status", t("cancelled")),
-            ]),
-            item(&[
-                ("pk", t("review#evt_9")),
-                ("kind", t("review")),
-                ("reason", t("unconfirmed")),
-                ("event_id", t("evt_9")),
-            ]),
-            item(&[
-                ("pk", t("wdr_1")),
-                ("kind", t("withdrawal")),
-                ("status", t("completed")),
-                ("type", t("refund")),
-            ]),
-            item(&[
-                ("pk", t("wdr_2")),
-                ("kind", t("withdrawal")),
-                ("status", t("completed")),
-                ("type", t("payout")),
-            ]),
-            item(&[
-                ("pk", t("wdr_3")),
-                ("kind", t("withdrawal")),
-                ("status", t("failed")),
-            ]),
-            item(&[
-                ("pk", t("pcd_1")),
-                ("kind", t("deposit")),
-                ("credited", Scalar::Bool(true)),
-            ]),
+            fulfilment("manual:bob"),
+            StateRecord::Invoice(held),
+            StateRecord::Invoice(invoice("inv_3", InvoiceStatus::Cancelled)),
+            StateRecord::Review(ReviewRecord {
+                event_id: "evt_9".into(),
+                reason: "unconfirmed".into(),
+                resource_id: None,
+                why: None,
+                created_at_ms: None,
+            }),
+            withdrawal("wdr_1", WithdrawalStatus::Completed, Some("refund")),
+            withdrawal("wdr_2", WithdrawalStatus::Completed, Some("payout")),
+            withdrawal("wdr_3", WithdrawalStatus::Failed, None),
+            StateRecord::Deposit(DepositRecord {
+                deposit_id: "pcd_1".into(),
+                status: Some(crate::status::DepositStatus::Confirmed),
+                credited: true,
+                payer: None,
+                net: None,
+                currency: None,
+                updated_at_ms: None,
+            }),
         ];
         let mut seen = std::collections::BTreeSet::new();
         for s in &samples {

@@ -7,12 +7,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crate::change::{Applied, Change, OrderRef, Source};
 use crate::effect::{EffectValue, EffectWrite, FulfilmentEffect, PaidInvoice, fulfilment_key};
 use crate::fulfil::ResourceStore;
+use crate::handoff::StateRecords;
 use crate::ingest::{
     Delivery, DeliveryLedger, DeliveryState, ExistingDelivery, PortError, Recorded, TakeOver,
     WorkQueue,
 };
 use crate::invoice::{Refund, Standing};
 use crate::outcome::{Found, Mark, Plan, Refusal, Write, Written};
+use crate::record::{self, FulfilmentRecord, StateRecord};
 use crate::release::{InvoiceSeen, Release, ReleaseStore, Waiting};
 use crate::status::{
     Amount, DepositSeen, InvoiceStatus, WithdrawalStatus, deposit_accepts, invoice_accepts,
@@ -301,7 +303,9 @@ struct Resources {
     /// Status and the delivery that moved it last.
     withdrawals: HashMap<String, (WithdrawalStatus, String)>,
     deposits: HashMap<String, DepositRecord>,
-    /// Effect items by key (the fulfilment record among them).
+    /// Fulfilment records by invoice id.
+    fulfilments: HashMap<String, FulfilmentRecord>,
+    /// The merchant's own effect items by key.
     effects: HashMap<String, Vec<(String, EffectValue)>>,
     /// `order_id` → the invoice that fulfilled it.
     order_claims: HashMap<String, String>,
@@ -353,12 +357,7 @@ impl MemoryResources {
     /// Invoices with a fulfilment record, sorted.
     #[must_use]
     pub fn fulfilled(&self) -> Vec<String> {
-        let mut out: Vec<String> = self
-            .lock()
-            .effects
-            .keys()
-            .filter_map(|k| k.strip_prefix("fulfilment#").map(str::to_owned))
-            .collect();
+        let mut out: Vec<String> = self.lock().fulfilments.keys().cloned().collect();
         out.sort();
         out
     }
@@ -381,16 +380,9 @@ impl MemoryResources {
     pub fn fulfilments(&self) -> Vec<(String, Option<String>)> {
         let inner = self.lock();
         let mut out: Vec<_> = inner
-            .effects
-            .iter()
-            .filter_map(|(key, attributes)| {
-                let invoice = key.strip_prefix("fulfilment#")?;
-                let order = attributes.iter().find_map(|(name, value)| match value {
-                    EffectValue::Text(t) if name == "order_id" => Some(t.clone()),
-                    _ => None,
-                });
-                Some((invoice.to_owned(), order))
-            })
+            .fulfilments
+            .values()
+            .map(|f| (f.invoice_id.clone(), f.order.external_id.clone()))
             .collect();
         out.sort();
         out
@@ -403,6 +395,7 @@ impl MemoryResources {
         let mut out: Vec<String> = inner.invoices.keys().cloned().collect();
         out.extend(inner.withdrawals.keys().cloned());
         out.extend(inner.deposits.keys().cloned());
+        out.extend(inner.fulfilments.keys().map(|i| fulfilment_key(i)));
         out.extend(inner.effects.keys().cloned());
         out.extend(inner.order_claims.keys().map(|o| format!("order_paid#{o}")));
         out.sort();
@@ -488,11 +481,14 @@ impl Resources {
     /// items absent, the order unclaimed, the registered order matching (amount and currency).
     fn fulfilment_refusal(
         &self,
+        invoice_id: &str,
         writes: &[EffectWrite],
         order: &OrderRef,
         amount_checked: bool,
     ) -> Option<Refusal> {
-        if writes.iter().any(|w| self.effects.contains_key(&w.key)) {
+        if self.fulfilments.contains_key(invoice_id)
+            || writes.iter().any(|w| self.effects.contains_key(&w.key))
+        {
             return Some(Refusal::Fulfilled);
         }
         let external_id = order.external_id.as_ref()?;
@@ -526,8 +522,10 @@ impl Resources {
         record
     }
 
-    /// Fulfils `invoice_id`: the effect's items and the order's claim.
-    fn fulfil(&mut self, invoice_id: &str, order: &OrderRef, writes: Vec<EffectWrite>) {
+    /// Fulfils an invoice: its fulfilment record, the effect's items and the order's claim.
+    fn fulfil(&mut self, record: FulfilmentRecord, writes: Vec<EffectWrite>) {
+        let (invoice_id, order) = (record.invoice_id.clone(), record.order.clone());
+        self.fulfilments.insert(invoice_id.clone(), record);
         for w in writes {
             self.effects.insert(w.key, w.attributes);
         }
@@ -598,7 +596,7 @@ impl Resources {
                     )
                     .or_else(|| {
                         fulfils
-                            .then(|| self.fulfilment_refusal(&writes, order, true))
+                            .then(|| self.fulfilment_refusal(invoice_id, &writes, order, true))
                             .flatten()
                     });
                 if refused.is_none() {
@@ -611,7 +609,7 @@ impl Resources {
                         _ => {}
                     }
                     if fulfils {
-                        self.fulfil(invoice_id, order, writes);
+                        self.fulfil(FulfilmentRecord::of(&paid), writes);
                     }
                 }
                 refused
@@ -727,6 +725,49 @@ impl Resources {
     }
 }
 
+impl StateRecords for MemoryResources {
+    async fn records(&self) -> Result<Vec<StateRecord>, PortError> {
+        let inner = self.lock();
+        let invoices = inner.invoices.iter().map(|(id, r)| {
+            StateRecord::Invoice(record::InvoiceRecord {
+                invoice_id: id.clone(),
+                seen: r.seen(),
+                updated_at_ms: r.status.map(|(_, at)| at * 1000),
+            })
+        });
+        let fulfilments = inner
+            .fulfilments
+            .values()
+            .cloned()
+            .map(StateRecord::Fulfilment);
+        let withdrawals = inner.withdrawals.iter().map(|(id, (status, _))| {
+            StateRecord::Withdrawal(record::WithdrawalRecord {
+                withdrawal_id: id.clone(),
+                status: Some(*status),
+                kind: None,
+                invoice_id: None,
+                amount: None,
+                currency: None,
+                updated_at_ms: None,
+            })
+        });
+        let reviews = inner.reviews.iter().map(|(id, applied)| {
+            StateRecord::Review(record::ReviewRecord {
+                event_id: id.clone(),
+                reason: applied.as_str().to_owned(),
+                resource_id: None,
+                why: None,
+                created_at_ms: None,
+            })
+        });
+        Ok(invoices
+            .chain(fulfilments)
+            .chain(withdrawals)
+            .chain(reviews)
+            .collect())
+    }
+}
+
 impl ResourceStore for MemoryResources {
     async fn write(
         &self,
@@ -746,7 +787,7 @@ impl ReleaseStore for MemoryResources {
         invoice_id: &str,
     ) -> Result<(Option<InvoiceSeen>, bool), PortError> {
         let inner = self.lock();
-        let fulfilled = inner.effects.contains_key(&fulfilment_key(invoice_id));
+        let fulfilled = inner.fulfilments.contains_key(invoice_id);
         let seen = inner.invoices.get(invoice_id).map(InvoiceRecord::seen);
         Ok((seen, fulfilled))
     }
@@ -783,9 +824,12 @@ impl ReleaseStore for MemoryResources {
             at_ms: now_ms,
         };
         let writes = effect.writes(&paid);
-        if let Some(refusal) =
-            inner.fulfilment_refusal(&writes, release.order, release.amount_checked)
-        {
+        if let Some(refusal) = inner.fulfilment_refusal(
+            release.invoice_id,
+            &writes,
+            release.order,
+            release.amount_checked,
+        ) {
             return Ok(Written::Refused(refusal));
         }
         let record = inner
@@ -800,7 +844,7 @@ impl ReleaseStore for MemoryResources {
         record.released_by = Some(release.source.id());
         record.release_reason = Some(release.reason.to_owned());
         record.applied.insert(release.source.id());
-        inner.fulfil(release.invoice_id, release.order, writes);
+        inner.fulfil(FulfilmentRecord::of(&paid), writes);
         Ok(Written::Committed)
     }
 }

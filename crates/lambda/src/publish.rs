@@ -5,28 +5,9 @@
 use aws_lambda_events::dynamodb::Event;
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 
-use paymos_inbox_core::handoff::{EventPublisher, ItemChange, Scalar, Snapshot, publish_changes};
+use paymos_inbox_aws::dynamodb::{state_record, stream_image};
+use paymos_inbox_core::handoff::{EventPublisher, ItemChange, publish_changes};
 use paymos_inbox_core::signature::Environment;
-
-fn snapshot(item: &serde_dynamo::Item) -> Option<Snapshot> {
-    let map = item.inner();
-    if map.is_empty() {
-        return None;
-    }
-    Some(
-        map.iter()
-            .filter_map(|(k, v)| {
-                let value = match v {
-                    serde_dynamo::AttributeValue::S(s) => Scalar::Text(s.clone()),
-                    serde_dynamo::AttributeValue::N(n) => Scalar::Number(n.clone()),
-                    serde_dynamo::AttributeValue::Bool(b) => Scalar::Bool(*b),
-                    _ => return None,
-                };
-                Some((k.clone(), value))
-            })
-            .collect(),
-    )
-}
 
 /// The changes of a stream batch, in order.
 #[must_use]
@@ -36,8 +17,8 @@ pub fn changes_of(event: &Event) -> Vec<ItemChange> {
         .iter()
         .map(|r| ItemChange {
             sequence: r.change.sequence_number.clone().unwrap_or_default(),
-            old: snapshot(&r.change.old_image),
-            new: snapshot(&r.change.new_image),
+            old: stream_image(&r.change.old_image).and_then(|i| state_record(&i)),
+            new: stream_image(&r.change.new_image).and_then(|i| state_record(&i)),
         })
         .collect()
 }

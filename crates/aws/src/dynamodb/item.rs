@@ -9,7 +9,6 @@ use aws_sdk_dynamodb::types::{AttributeValue, ConsumedCapacity};
 use aws_smithy_runtime_api::client::result::CreateUnhandledError;
 
 use crate::aws::port_error;
-use paymos_inbox_core::handoff::{Scalar, Snapshot};
 use paymos_inbox_core::ingest::PortError;
 
 pub(crate) type Item = HashMap<String, AttributeValue>;
@@ -67,23 +66,6 @@ where
         }
         Err(e) => Err(port_error(operation, e)),
     }
-}
-
-/// An item as the domain reads it: strings, exact numbers and booleans (other types left out).
-/// The one conversion from DynamoDB's attribute values, for the stream, the tools and tests.
-#[must_use]
-pub fn snapshot(item: &Item) -> Snapshot {
-    item.iter()
-        .filter_map(|(k, v)| {
-            let value = match v {
-                AttributeValue::S(s) => Scalar::Text(s.clone()),
-                AttributeValue::N(n) => Scalar::Number(n.clone()),
-                AttributeValue::Bool(b) => Scalar::Bool(*b),
-                _ => return None,
-            };
-            Some((k.clone(), value))
-        })
-        .collect()
 }
 
 /// The item under `key` (`name` = the table's hash key), read consistently.

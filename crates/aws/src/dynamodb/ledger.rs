@@ -27,14 +27,15 @@ use aws_sdk_dynamodb::types::{
 };
 
 use super::item::{
-    Conditional, Item, WriteUnits, conditional, get, get_b, get_s, get_u64, n, s, scan, snapshot,
+    Conditional, Item, WriteUnits, conditional, get, get_b, get_s, get_u64, n, s, scan,
 };
+use super::records::delivery_record;
 use crate::aws::port_error;
 use paymos_inbox_core::envelope::Category;
-use paymos_inbox_core::handoff::Snapshot;
 use paymos_inbox_core::ingest::{
     Delivery, DeliveryLedger, DeliveryState, ExistingDelivery, PortError, Recorded, TakeOver,
 };
+use paymos_inbox_core::record::DeliveryRecord;
 use paymos_inbox_core::signature::Environment;
 
 /// Names the code relies on; `template.yaml` must create the table with the same.
@@ -577,15 +578,15 @@ impl DynamoLedger {
 }
 
 impl DynamoLedger {
-    /// Every record, as the domain reads items (a consistent scan, for the soak's verdict).
+    /// Every delivery, as the tools read it (a consistent scan: the soak's check).
     ///
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
-    pub async fn snapshots(&self) -> Result<Vec<Snapshot>, PortError> {
+    pub async fn deliveries(&self) -> Result<Vec<DeliveryRecord>, PortError> {
         Ok(scan(&self.client, &self.table, None)
             .await?
             .iter()
-            .map(snapshot)
+            .map(delivery_record)
             .collect())
     }
 

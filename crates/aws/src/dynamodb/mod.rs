@@ -4,9 +4,12 @@
 
 pub(crate) mod item;
 
-pub use item::{WriteUnits, snapshot};
+pub use item::WriteUnits;
 mod ledger;
+mod records;
 mod resources;
+
+pub use records::{delivery_record, state_record, stream_image};
 
 pub use ledger::{
     DynamoLedger, LedgerSchema, OutcomeRecord, PendingDelivery, decode_body, encode_body, item_size,

@@ -20,17 +20,17 @@ use aws_sdk_dynamodb::types::{
     ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
 };
 
-use super::item::{
-    Conditional, Item, WriteUnits, conditional, get, get_s, get_u64, n, s, scan, snapshot,
-};
+use super::item::{Conditional, Item, WriteUnits, conditional, get, get_s, get_u64, n, s, scan};
+use super::records::{fulfilment_item, invoice_seen, state_record};
 use crate::aws::{kind_of_code, port_error};
 use paymos_inbox_core::change::{Applied, Change, OrderRef, Source};
 use paymos_inbox_core::effect::{EffectValue, FulfilmentEffect, PaidInvoice};
 use paymos_inbox_core::fulfil::ResourceStore;
-use paymos_inbox_core::handoff::Snapshot;
+use paymos_inbox_core::handoff::StateRecords;
 use paymos_inbox_core::ingest::{PortError, PortErrorKind};
-use paymos_inbox_core::invoice::{InvoiceSeen, Refund, Standing};
+use paymos_inbox_core::invoice::{InvoiceSeen, Standing};
 use paymos_inbox_core::outcome::{Found, Mark, Plan, Refusal, Write, Written};
+use paymos_inbox_core::record::{FulfilmentRecord, StateRecord};
 use paymos_inbox_core::release::{Release, ReleaseStore, Waiting};
 use paymos_inbox_core::status::{Amount, InvoiceStatus, WithdrawalStatus, invoice_accepts};
 
@@ -322,7 +322,16 @@ impl DynamoResources {
         effect: &dyn FulfilmentEffect,
         paid: &PaidInvoice<'_>,
     ) -> Vec<(Role, TransactWriteItem)> {
-        let mut items = Vec::new();
+        let record = Put::builder()
+            .table_name(&self.state_table)
+            .set_item(Some(fulfilment_item(&FulfilmentRecord::of(paid))))
+            .condition_expression("attribute_not_exists(pk)")
+            .build()
+            .expect("fulfilment put is complete");
+        let mut items = vec![(
+            Role::Effect,
+            TransactWriteItem::builder().put(record).build(),
+        )];
         for write in effect.writes(paid) {
             let mut put = Put::builder()
                 .table_name(&self.state_table)
@@ -763,47 +772,6 @@ impl<'a> InvoiceChange<'a> {
     }
 }
 
-/// An invoice item as the domain reads it: the one conversion of its attributes.
-fn invoice_seen(item: &Item) -> InvoiceSeen {
-    let text = |name: &str| get_s(item, name).map(str::to_owned);
-    let number = |m: &Item, name: &str| {
-        m.get(name)
-            .and_then(|v| v.as_n().ok())
-            .and_then(|a| Amount::parse(a))
-    };
-    let refunds = item
-        .get("refunds")
-        .and_then(|v| v.as_l().ok())
-        .map(|list| {
-            list.iter()
-                .filter_map(|r| r.as_m().ok())
-                .map(|m| Refund {
-                    withdrawal_id: get_s(m, "withdrawal_id").unwrap_or_default().to_owned(),
-                    amount: number(m, "amount"),
-                    currency: get_s(m, "currency").map(str::to_owned),
-                    full: m.get("full").and_then(|v| v.as_bool().ok()) == Some(&true),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    InvoiceSeen {
-        status: get_s(item, "status").and_then(InvoiceStatus::parse),
-        held: item.get("held").and_then(|v| v.as_bool().ok()) == Some(&true),
-        paid_late: item.contains_key("paid_late_at"),
-        duplicate_of: text("duplicate_of"),
-        released: item.contains_key("released_at"),
-        refunds,
-        order: OrderRef {
-            external_id: text("order_id"),
-            // The text Paymos sent (trailing zeros kept), else the number.
-            amount: text("amount_text")
-                .and_then(|a| Amount::parse(&a))
-                .or_else(|| number(item, "amount")),
-            currency: text("currency"),
-        },
-    }
-}
-
 /// What a refused item held, as the domain reads it: what it is, whether `source`'s own change
 /// is among what it holds, and (for an invoice) where its payment stands. When the refused write
 /// was a paid change (`paid`) whose status the invoice would take, the order's condition failed:
@@ -1045,46 +1013,45 @@ impl DynamoResources {
             .is_some())
     }
 
-    /// Every item of the table, as the domain reads items (a consistent scan: the soak's and
-    /// the hand-off's view of everything committed).
+    /// Every key of the table (a consistent scan: the model test's check that every item is of
+    /// its kind).
     ///
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
-    pub async fn snapshots(&self) -> Result<Vec<Snapshot>, PortError> {
+    pub async fn keys(&self) -> Result<Vec<String>, PortError> {
         Ok(scan(&self.client, &self.state_table, None)
             .await?
             .iter()
-            .map(snapshot)
+            .filter_map(|i| get_s(i, "pk").map(str::to_owned))
             .collect())
     }
 
-    /// Every fulfilment item, whatever its key (a custom effect may write more than one).
+    /// Every fulfilment record, whatever its key (one per invoice: more is a defect).
     ///
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
-    pub async fn fulfilments(&self) -> Result<Vec<Snapshot>, PortError> {
+    pub async fn fulfilments(&self) -> Result<Vec<FulfilmentRecord>, PortError> {
         let filter = ("kind = :f", &[(":f", "fulfilment")][..]);
-        Ok(scan(&self.client, &self.state_table, Some(filter))
-            .await?
-            .iter()
-            .map(snapshot)
-            .collect())
+        Ok(fulfilments_in(
+            scan(&self.client, &self.state_table, Some(filter)).await?,
+        ))
     }
 
-    /// The fulfilment items of one invoice, whatever their key: more than one is a defect.
+    /// The fulfilment records of one invoice, whatever their key: more than one is a defect.
     ///
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
-    pub async fn fulfilments_of(&self, invoice_id: &str) -> Result<Vec<Snapshot>, PortError> {
+    pub async fn fulfilments_of(
+        &self,
+        invoice_id: &str,
+    ) -> Result<Vec<FulfilmentRecord>, PortError> {
         let filter = (
             "kind = :f AND invoice_id = :i",
             &[(":f", "fulfilment"), (":i", invoice_id)][..],
         );
-        Ok(scan(&self.client, &self.state_table, Some(filter))
-            .await?
-            .iter()
-            .map(snapshot)
-            .collect())
+        Ok(fulfilments_in(
+            scan(&self.client, &self.state_table, Some(filter)).await?,
+        ))
     }
 
     /// Invoices whose status is still open, with their order id.
@@ -1228,5 +1195,26 @@ impl ReleaseStore for DynamoResources {
             }),
             TxResult::Refused(_, old) => Written::Refused(refused(old.as_ref(), source, None)),
         })
+    }
+}
+
+fn fulfilments_in(items: Vec<Item>) -> Vec<FulfilmentRecord> {
+    items
+        .iter()
+        .filter_map(state_record)
+        .filter_map(|r| match r {
+            StateRecord::Fulfilment(f) => Some(f),
+            _ => None,
+        })
+        .collect()
+}
+
+impl StateRecords for DynamoResources {
+    async fn records(&self) -> Result<Vec<StateRecord>, PortError> {
+        Ok(scan(&self.client, &self.state_table, None)
+            .await?
+            .iter()
+            .filter_map(state_record)
+            .collect())
     }
 }

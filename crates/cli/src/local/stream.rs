@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use aws_sdk_dynamodbstreams::types::{AttributeValue, ShardIteratorType};
 
-use paymos_inbox_core::handoff::{EventPublisher, ItemChange, Scalar, Snapshot, publish_changes};
+use paymos_inbox_aws::dynamodb::{state_record, stream_image};
+use paymos_inbox_core::handoff::{EventPublisher, ItemChange, publish_changes};
+use paymos_inbox_core::record::StateRecord;
 use paymos_inbox_core::signature::Environment;
 
 /// Reads one table's stream from its beginning.
@@ -21,21 +23,16 @@ pub struct StreamReader {
     read: BTreeMap<String, String>,
 }
 
-fn snapshot(item: Option<&std::collections::HashMap<String, AttributeValue>>) -> Option<Snapshot> {
-    let item = item?;
-    Some(
-        item.iter()
-            .filter_map(|(k, v)| {
-                let value = match v {
-                    AttributeValue::S(s) => Scalar::Text(s.clone()),
-                    AttributeValue::N(n) => Scalar::Number(n.clone()),
-                    AttributeValue::Bool(b) => Scalar::Bool(*b),
-                    _ => return None,
-                };
-                Some((k.clone(), value))
-            })
-            .collect(),
-    )
+/// An image of DynamoDB Streams' API as the state record it holds, through the same conversion
+/// as Lambda's stream event (serde_dynamo's attribute values, then the adapter's one reading).
+fn state_of_image(
+    image: Option<&std::collections::HashMap<String, AttributeValue>>,
+) -> Option<StateRecord> {
+    let image: std::collections::HashMap<String, serde_dynamo::AttributeValue> = image?
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone().into()))
+        .collect();
+    stream_image(&image.into()).and_then(|i| state_record(&i))
 }
 
 fn sdk(e: impl std::error::Error + Send + Sync + 'static) -> String {
@@ -160,8 +157,8 @@ impl StreamReader {
                 self.read.insert(shard.clone(), sequence.clone());
                 changes.push(ItemChange {
                     sequence,
-                    old: snapshot(change.old_image()),
-                    new: snapshot(change.new_image()),
+                    old: state_of_image(change.old_image()),
+                    new: state_of_image(change.new_image()),
                 });
             }
         }

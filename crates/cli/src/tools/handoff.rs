@@ -3,23 +3,12 @@
 //! that ended in the on-failure queue, can be served again with the same idempotency keys.
 
 use paymos_inbox_aws::dynamodb::DynamoResources;
-use paymos_inbox_core::handoff::{DomainEvent, EventPublisher, Scalar, Snapshot, events_of};
+use paymos_inbox_core::handoff::{self, DomainEvent, EventPublisher};
 use paymos_inbox_core::ingest::PortError;
 use paymos_inbox_core::signature::Environment;
 
-/// The attribute that dates each kind of item (Unix ms).
-fn dated(item: &Snapshot) -> u64 {
-    ["fulfilled_at", "updated_at", "created_at"]
-        .iter()
-        .find_map(|k| match item.get(*k) {
-            Some(Scalar::Number(n)) => n.parse().ok(),
-            _ => None,
-        })
-        .unwrap_or(0)
-}
-
 /// Every event the facts committed since `since_ms` stand for, oldest first, as the stream
-/// would have published them (same detail types, same keys).
+/// would have published them (the use case is the domain's [`handoff::since`]).
 ///
 /// # Errors
 /// When the state table cannot be read.
@@ -28,19 +17,7 @@ pub async fn since(
     since_ms: u64,
     environment: Environment,
 ) -> Result<Vec<(u64, DomainEvent)>, PortError> {
-    let mut out = Vec::new();
-    for item in resources.snapshots().await? {
-        let at = dated(&item);
-        if at >= since_ms {
-            out.extend(
-                events_of(None, Some(&item), environment)
-                    .into_iter()
-                    .map(|e| (at, e)),
-            );
-        }
-    }
-    out.sort_by(|a, b| (a.0, &a.1.idempotency_key).cmp(&(b.0, &b.1.idempotency_key)));
-    Ok(out)
+    handoff::since(resources, since_ms, environment).await
 }
 
 /// Publishes `events` again; returns how many were accepted.

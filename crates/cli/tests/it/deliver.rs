@@ -12,9 +12,12 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use paymos_inbox_aws::events::envelope as eventbridge_envelope;
 use paymos_inbox_aws::webhook::HttpWebhookTarget;
-use paymos_inbox_core::handoff::{Scalar, Snapshot, events_of};
+use paymos_inbox_core::change::OrderRef;
+use paymos_inbox_core::handoff::events_of;
 use paymos_inbox_core::outbound::{OutboundSecret, outbound_of};
+use paymos_inbox_core::record::{FulfilmentRecord, StateRecord};
 use paymos_inbox_core::signature::Environment;
+use paymos_inbox_core::status::{Amount, InvoiceStatus};
 use paymos_inbox_lambda::deliver::handle_batch;
 use serde_json::{Value, json};
 
@@ -57,21 +60,17 @@ async fn receiver(status: u16) -> (String, Received) {
 
 /// An Order Paid as the publisher emits it, in the envelope a rule delivers to SQS.
 fn order_paid(invoice: &str) -> String {
-    let item: Snapshot = [
-        ("pk", Scalar::Text(format!("fulfilment#{invoice}"))),
-        ("kind", Scalar::Text("fulfilment".into())),
-        ("invoice_id", Scalar::Text(invoice.into())),
-        ("order_id", Scalar::Text(format!("order-{invoice}"))),
-        ("amount", Scalar::Number("10.5".into())),
-        ("amount_text", Scalar::Text("10.50".into())),
-        ("currency", Scalar::Text("USDT".into())),
-        ("status", Scalar::Text("paid".into())),
-        ("won_by", Scalar::Text("evt_1".into())),
-        ("fulfilled_at", Scalar::Number("1700000000000".into())),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect();
+    let item = StateRecord::Fulfilment(FulfilmentRecord {
+        invoice_id: invoice.into(),
+        order: OrderRef {
+            external_id: Some(format!("order-{invoice}")),
+            amount: Amount::parse("10.50"),
+            currency: Some("USDT".into()),
+        },
+        status: Some(InvoiceStatus::Paid),
+        won_by: "evt_1".into(),
+        fulfilled_at_ms: Some(1_700_000_000_000),
+    });
     let event = events_of(None, Some(&item), Environment::Live).remove(0);
     eventbridge_envelope(&event, 1_700_000_000_000).to_string()
 }

@@ -406,18 +406,12 @@ pub struct Inspected<'a>(pub &'a DynamoResources);
 
 impl Inspect for Inspected<'_> {
     async fn fulfilments(&self) -> Vec<(String, Option<String>)> {
-        use paymos_inbox_core::handoff::text;
         self.0
             .fulfilments()
             .await
             .expect("DynamoDB Local answers")
-            .iter()
-            .map(|f| {
-                (
-                    text(f, "invoice_id").unwrap_or_default().to_owned(),
-                    text(f, "order_id").map(str::to_owned),
-                )
-            })
+            .into_iter()
+            .map(|f| (f.invoice_id, f.order.external_id))
             .collect()
     }
 
@@ -429,13 +423,6 @@ impl Inspect for Inspected<'_> {
     }
 
     async fn keys(&self) -> Vec<String> {
-        use paymos_inbox_core::handoff::text;
-        self.0
-            .snapshots()
-            .await
-            .expect("DynamoDB Local answers")
-            .iter()
-            .filter_map(|s| text(s, "pk").map(str::to_owned))
-            .collect()
+        self.0.keys().await.expect("DynamoDB Local answers")
     }
 }

@@ -885,3 +885,32 @@ async fn a_redelivery_after_a_later_event_moved_the_invoice_keeps_its_own_outcom
     let (_, again) = fulfil.apply(&confirming, 3).await.unwrap();
     assert_eq!(again, Updated, "it was applied before the crash");
 }
+
+/// `events since`: the facts committed at or after a time, as the stream published them, read
+/// back from the store's records (here the memory twin's).
+#[tokio::test]
+async fn events_since_a_time_are_the_facts_committed_from_then_with_their_stream_ids() {
+    use crate::handoff::since;
+    let (outcomes, store) = run(
+        &[
+            invoice("evt_1", "paid", 10, "inv_1", "o-1"),
+            invoice("evt_2", "expired", 11, "inv_2", "o-2"),
+        ],
+        |_| {},
+    )
+    .await;
+    assert_eq!(outcomes, [Fulfilled, Updated]);
+    let all = since(store.as_ref(), 0, Environment::Live).await.unwrap();
+    let keys: Vec<_> = all
+        .iter()
+        .map(|(_, e)| e.idempotency_key.as_str())
+        .collect();
+    assert_eq!(keys, ["order-paid:inv_1", "invoice-closed:inv_2"]);
+    assert!(all.windows(2).all(|w| w[0].0 <= w[1].0), "oldest first");
+    // The fulfilment was committed at 1,000 ms, the close at 11 s: only the close is later.
+    let later = since(store.as_ref(), 1_001, Environment::Live)
+        .await
+        .unwrap();
+    assert_eq!(later.len(), 1);
+    assert_eq!(later[0].1.idempotency_key, "invoice-closed:inv_2");
+}

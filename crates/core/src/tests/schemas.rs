@@ -7,9 +7,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::handoff::{DETAIL_TYPES, DETAIL_VERSION, Scalar, Snapshot, events_of, slug};
+use crate::change::OrderRef;
+use crate::handoff::{DETAIL_TYPES, DETAIL_VERSION, events_of, slug};
+use crate::invoice::InvoiceSeen;
+use crate::record::{
+    DepositRecord, FulfilmentRecord, InvoiceRecord, ReviewRecord, StateRecord, WithdrawalRecord,
+};
 use crate::schemas::{assert_valid, path, validator};
 use crate::signature::Environment;
+use crate::status::{Amount, InvoiceStatus, WithdrawalStatus};
 
 /// The published schemas: (version, detail type slug, SHA-256 of the file). A schema is never
 /// edited once published: change it under a new version (bump `DETAIL_VERSION`, add
@@ -97,92 +103,73 @@ fn every_schema_lists_exactly_the_documented_fields() {
     }
 }
 
-fn item(pairs: &[(&str, Scalar)]) -> Snapshot {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), v.clone()))
-        .collect()
-}
-
-fn t(s: &str) -> Scalar {
-    Scalar::Text(s.into())
-}
-
-fn n(s: &str) -> Scalar {
-    Scalar::Number(s.into())
+fn order(id: &str, amount: &str, currency: &str) -> OrderRef {
+    OrderRef {
+        external_id: Some(id.into()),
+        amount: Amount::parse(amount),
+        currency: Some(currency.into()),
+    }
 }
 
 /// Committed changes (old, new) of every fact type, including one invoice that expired, was
 /// paid late and was then released.
-fn history() -> Vec<(Option<Snapshot>, Snapshot)> {
-    let open = item(&[
-        ("pk", t("inv_x")),
-        ("kind", t("invoice")),
-        ("status", t("awaiting_payment")),
-        ("order_id", t("o-x")),
-        ("amount", n("10.5")),
-        ("amount_text", t("10.50")),
-        ("currency", t("USD")),
-        ("updated_at", n("1000")),
-    ]);
-    let mut expired = open.clone();
-    expired.insert("status".into(), t("expired"));
-    let mut late = expired.clone();
-    late.insert("paid_late_at".into(), n("20"));
-    let mut released = late.clone();
-    released.insert("released_at".into(), n("3000"));
-    let fulfilment = item(&[
-        ("pk", t("fulfilment#inv_x")),
-        ("kind", t("fulfilment")),
-        ("invoice_id", t("inv_x")),
-        ("order_id", t("o-x")),
-        ("amount", n("10.5")),
-        ("amount_text", t("10.50")),
-        ("currency", t("USD")),
-        ("status", t("paid")),
-        ("won_by", t("manual:alice")),
-        ("fulfilled_at", n("3000")),
-    ]);
-    let held = item(&[
-        ("pk", t("inv_h")),
-        ("kind", t("invoice")),
-        ("status", t("paid")),
-        ("held", Scalar::Bool(true)),
-        ("duplicate_of", t("inv_x")),
-        ("updated_at", n("4000")),
-    ]);
-    let review = item(&[
-        ("pk", t("review#evt_9")),
-        ("kind", t("review")),
-        ("reason", t("unconfirmed")),
-        ("event_id", t("evt_9")),
-        ("resource_id", t("inv_9")),
-        ("why", t("invoice: Paymos does not know it")),
-        ("created_at", n("5000")),
-    ]);
-    let withdrawal = |id: &str, status: &str, kind: &str| {
-        item(&[
-            ("pk", t(id)),
-            ("kind", t("withdrawal")),
-            ("status", t(status)),
-            ("type", t(kind)),
-            ("invoice_id", t("inv_x")),
-            ("amount", n("1")),
-            ("amount_text", t("1.00")),
-            ("currency", t("USDT")),
-            ("updated_at", n("6000")),
-        ])
+fn history() -> Vec<(Option<StateRecord>, StateRecord)> {
+    let mut seen = InvoiceSeen::with_status(Some(InvoiceStatus::AwaitingPayment));
+    seen.order = order("o-x", "10.50", "USD");
+    let open = InvoiceRecord {
+        invoice_id: "inv_x".into(),
+        seen,
+        updated_at_ms: Some(1000),
     };
-    let deposit = item(&[
-        ("pk", t("pcd_1")),
-        ("kind", t("deposit")),
-        ("credited", Scalar::Bool(true)),
-        ("payer", t("c-1")),
-        ("net", n("99")),
-        ("net_text", t("99.00")),
-        ("currency", t("TRX")),
-        ("updated_at", n("7000")),
-    ]);
+    let mut expired = open.clone();
+    expired.seen.status = Some(InvoiceStatus::Expired);
+    let mut late = expired.clone();
+    late.seen.paid_late = true;
+    let mut released = late.clone();
+    released.seen.released = true;
+    let fulfilment = StateRecord::Fulfilment(FulfilmentRecord {
+        invoice_id: "inv_x".into(),
+        order: order("o-x", "10.50", "USD"),
+        status: Some(InvoiceStatus::Paid),
+        won_by: "manual:alice".into(),
+        fulfilled_at_ms: Some(3000),
+    });
+    let mut held = InvoiceSeen::with_status(Some(InvoiceStatus::Paid));
+    held.held = true;
+    held.duplicate_of = Some("inv_x".into());
+    let held = StateRecord::Invoice(InvoiceRecord {
+        invoice_id: "inv_h".into(),
+        seen: held,
+        updated_at_ms: Some(4000),
+    });
+    let review = StateRecord::Review(ReviewRecord {
+        event_id: "evt_9".into(),
+        reason: "unconfirmed".into(),
+        resource_id: Some("inv_9".into()),
+        why: Some("invoice: Paymos does not know it".into()),
+        created_at_ms: Some(5000),
+    });
+    let withdrawal = |id: &str, status: WithdrawalStatus, kind: &str| {
+        StateRecord::Withdrawal(WithdrawalRecord {
+            withdrawal_id: id.into(),
+            status: Some(status),
+            kind: Some(kind.into()),
+            invoice_id: Some("inv_x".into()),
+            amount: Amount::parse("1.00"),
+            currency: Some("USDT".into()),
+            updated_at_ms: Some(6000),
+        })
+    };
+    let deposit = StateRecord::Deposit(DepositRecord {
+        deposit_id: "pcd_1".into(),
+        status: Some(crate::status::DepositStatus::Confirmed),
+        credited: true,
+        payer: Some("c-1".into()),
+        net: Amount::parse("99.00"),
+        currency: Some("TRX".into()),
+        updated_at_ms: Some(7000),
+    });
+    let [open, expired, late, released] = [open, expired, late, released].map(StateRecord::Invoice);
     vec![
         (None, open.clone()),
         (Some(open), expired.clone()),
@@ -191,9 +178,18 @@ fn history() -> Vec<(Option<Snapshot>, Snapshot)> {
         (None, fulfilment),
         (None, held),
         (None, review),
-        (None, withdrawal("wdr_r", "completed", "refund")),
-        (None, withdrawal("wdr_p", "completed", "payout")),
-        (None, withdrawal("wdr_f", "failed", "payout")),
+        (
+            None,
+            withdrawal("wdr_r", WithdrawalStatus::Completed, "refund"),
+        ),
+        (
+            None,
+            withdrawal("wdr_p", WithdrawalStatus::Completed, "payout"),
+        ),
+        (
+            None,
+            withdrawal("wdr_f", WithdrawalStatus::Failed, "payout"),
+        ),
         (None, deposit),
     ]
 }

@@ -2,7 +2,9 @@
 //! pipeline while faults are injected into every DynamoDB and SQS call of ingest and fulfil,
 //! then checks the two numbers this project promises: nothing lost, nothing doubled.
 
-use std::collections::{BTreeMap, HashMap};
+mod verify;
+
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -16,12 +18,10 @@ use crate::local::pipeline::Pipeline;
 use crate::local::redrive::redrive;
 use crate::local::template;
 use crate::tools::send::{SENDER_TIMEOUT, post};
-use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources, balance_key};
-use paymos_inbox_core::effect::fulfilment_key;
 use paymos_inbox_core::fulfil::Fulfil;
-use paymos_inbox_core::handoff::{Scalar, Snapshot, text};
 use paymos_inbox_core::ingest::{Ingest, IngestSettings};
 use paymos_inbox_core::signature::{SigningKey, Verifier, WebhookSecret};
+use verify::verify;
 
 const SECRET: &str = "whsec_live_paymos_inbox_soak";
 const RETIRED: &str = "whsec_live_paymos_inbox_soak_retired";
@@ -108,7 +108,7 @@ pub struct SoakReport {
 
 /// The planned end state of one resource.
 #[derive(Debug, Clone)]
-enum Expect {
+pub(crate) enum Expect {
     Invoice {
         final_status: &'static str,
         paid_events: Vec<String>,
@@ -611,187 +611,4 @@ pub async fn run(options: SoakOptions) -> Result<SoakReport, String> {
     .await?;
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
-}
-
-fn cents(decimal: &str) -> Option<u64> {
-    let (int, frac) = decimal.split_once('.').unwrap_or((decimal, ""));
-    let frac = format!("{frac:0<2}");
-    if frac.len() > 2 && frac[2..].bytes().any(|b| b != b'0') {
-        return None;
-    }
-    Some(int.parse::<u64>().ok()? * 100 + frac[..2].parse::<u64>().ok()?)
-}
-
-#[allow(clippy::too_many_lines)]
-async fn verify(
-    dynamodb: &aws_sdk_dynamodb::Client,
-    created: &template::Created,
-    expect: &BTreeMap<String, Expect>,
-    acknowledged: &std::collections::HashSet<String>,
-    sandbox_ids: &[String],
-    report: &mut SoakReport,
-) -> Result<(), String> {
-    let s = |i: &Snapshot, k: &str| text(i, k).unwrap_or_default().to_owned();
-    let deliveries = created.table("DeliveriesTable");
-    let ledger = DynamoLedger::new(dynamodb.clone(), deliveries, None)
-        .snapshots()
-        .await
-        .map_err(|e| e.to_string())?;
-    let state: HashMap<String, Snapshot> =
-        DynamoResources::new(dynamodb.clone(), created.table("StateTable"), deliveries)
-            .snapshots()
-            .await
-            .map_err(|e| e.to_string())?
-            .into_iter()
-            .map(|i| (s(&i, "pk"), i))
-            .collect();
-    let v = &mut report.violations;
-
-    // Every acknowledged delivery is recorded, and every record (acknowledged, or recorded by
-    // an attempt whose sender then gave up) is processed, with a named outcome.
-    report.processed = ledger
-        .iter()
-        .filter(|i| s(i, "state") == "processed")
-        .count();
-    let outcomes: HashMap<String, String> = ledger
-        .iter()
-        .map(|i| (s(i, "event_id"), s(i, "outcome")))
-        .collect();
-    for id in acknowledged {
-        if !outcomes.contains_key(id) {
-            v.push(format!("{id} acknowledged but never recorded"));
-        }
-    }
-    if ledger.len() > report.deliveries {
-        v.push(format!(
-            "ledger holds {} records for {} planned deliveries",
-            ledger.len(),
-            report.deliveries
-        ));
-    }
-    for i in ledger.iter().filter(|i| s(i, "state") != "processed") {
-        v.push(format!("{} recorded but not processed", s(i, "event_id")));
-    }
-    for id in sandbox_ids {
-        match outcomes.get(id).map(String::as_str) {
-            Some("other_environment") => {}
-            other => v.push(format!(
-                "{id}: sandbox-signed delivery for a live invoice ended {other:?}, expected other_environment"
-            )),
-        }
-    }
-
-    let mut balances: BTreeMap<&str, u64> = BTreeMap::new();
-    for (resource, e) in expect {
-        let item = state.get(resource);
-        let status = item.map(|i| s(i, "status")).unwrap_or_default();
-        match e {
-            Expect::Invoice {
-                final_status,
-                paid_events,
-                pair,
-            } => {
-                report.invoices += 1;
-                if status != *final_status {
-                    v.push(format!(
-                        "{resource}: status {status:?}, expected final {final_status}"
-                    ));
-                }
-                let fulfilment = state.get(&fulfilment_key(resource));
-                // Of two paid invoices for one order, exactly one is fulfilled; the other
-                // names it as the payment it duplicates.
-                if let Some(other) = pair {
-                    let other_fulfilled = state.contains_key(&fulfilment_key(other));
-                    let duplicate_of = item.map(|i| s(i, "duplicate_of")).unwrap_or_default();
-                    match (fulfilment.is_some(), other_fulfilled) {
-                        (true, false) => report.fulfilled += 1,
-                        (false, true) if duplicate_of == *other => {}
-                        (false, true) => v.push(format!(
-                            "{resource}: second payment of a fulfilled order not marked duplicate_of {other} (got {duplicate_of:?})"
-                        )),
-                        (true, true) => {
-                            if resource < other {
-                                v.push(format!("{resource} and {other}: one order fulfilled twice"));
-                            }
-                            report.fulfilled += 1;
-                        }
-                        (false, false) => {
-                            if resource < other {
-                                v.push(format!("{resource} and {other}: paid order never fulfilled"));
-                            }
-                        }
-                    }
-                    continue;
-                }
-                let should = final_status.starts_with("paid");
-                match (fulfilment, should) {
-                    (Some(f), true) => {
-                        report.fulfilled += 1;
-                        if !paid_events.contains(&s(f, "won_by")) {
-                            v.push(format!(
-                                "{resource}: fulfilled by {} which is not one of its paid events",
-                                s(f, "won_by")
-                            ));
-                        }
-                    }
-                    (None, true) => v.push(format!("{resource}: paid but never fulfilled")),
-                    (Some(_), false) => v.push(format!(
-                        "{resource}: fulfilled although it ended {final_status}"
-                    )),
-                    (None, false) => {}
-                }
-            }
-            Expect::Withdrawal { final_status } => {
-                if status != *final_status {
-                    v.push(format!(
-                        "{resource}: status {status:?}, expected final {final_status}"
-                    ));
-                }
-            }
-            Expect::Deposit { payer, net_cents } => {
-                *balances.entry(payer.as_str()).or_default() += net_cents;
-                let credited = item.is_some_and(|i| i.get("credited") == Some(&Scalar::Bool(true)));
-                if credited && status == "confirmed" {
-                    report.credited += 1;
-                } else {
-                    v.push(format!(
-                        "{resource}: confirmed but not credited (status {status:?})"
-                    ));
-                }
-            }
-        }
-    }
-    // Fulfilments for invoices that the plan never had would be doubles under another key.
-    let fulfilment_items: Vec<&Snapshot> = state
-        .values()
-        .filter(|i| s(i, "kind") == "fulfilment")
-        .collect();
-    let fulfilments = fulfilment_items.len();
-    // An order is fulfilled once, by whichever road and whichever invoice.
-    let mut per_order: BTreeMap<String, usize> = BTreeMap::new();
-    for f in &fulfilment_items {
-        if let Some(order) = text(f, "order_id") {
-            *per_order.entry(order.to_owned()).or_default() += 1;
-        }
-    }
-    for (order, n) in per_order.iter().filter(|(_, n)| **n > 1) {
-        v.push(format!("order {order} fulfilled {n} times"));
-    }
-    if fulfilments != report.fulfilled {
-        v.push(format!(
-            "{fulfilments} fulfilment items for {} fulfilled invoices",
-            report.fulfilled
-        ));
-    }
-    for (payer, expected) in &balances {
-        report.balances_checked += 1;
-        let item = state.get(&balance_key(payer, "USDT"));
-        let got = item.and_then(|i| text(i, "balance")).and_then(cents);
-        if got != Some(*expected) {
-            v.push(format!(
-                "{payer}: balance {got:?} cents, expected the exact sum {expected}"
-            ));
-        }
-    }
-    Ok(())
 }

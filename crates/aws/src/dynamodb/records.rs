@@ -1,0 +1,268 @@
+//! The state table's and the ledger's items as the domain's typed records: the one conversion
+//! of their attributes, for a read, a scan and a stream image alike (a stream image is first
+//! turned into the SDK's attribute values, so every road reads through the same functions).
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::item::{Item, get_s, get_u64, n, s};
+use paymos_inbox_core::change::OrderRef;
+use paymos_inbox_core::effect::fulfilment_key;
+use paymos_inbox_core::ingest::DeliveryState;
+use paymos_inbox_core::invoice::{InvoiceSeen, Refund};
+use paymos_inbox_core::record::{
+    BalanceRecord, DeliveryRecord, DepositRecord, FulfilmentRecord, InvoiceRecord, ReviewRecord,
+    StateRecord, WithdrawalRecord,
+};
+use paymos_inbox_core::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
+
+fn text(item: &Item, name: &str) -> Option<String> {
+    get_s(item, name).map(str::to_owned)
+}
+
+fn flag(item: &Item, name: &str) -> bool {
+    item.get(name).and_then(|v| v.as_bool().ok()) == Some(&true)
+}
+
+fn number(item: &Item, name: &str) -> Option<Amount> {
+    item.get(name)
+        .and_then(|v| v.as_n().ok())
+        .and_then(|a| Amount::parse(a))
+}
+
+/// An amount as Paymos sent it (`<name>_text`, trailing zeros kept), else the stored number.
+fn money(item: &Item, name: &str) -> Option<Amount> {
+    text(item, &format!("{name}_text"))
+        .and_then(|a| Amount::parse(&a))
+        .or_else(|| number(item, name))
+}
+
+fn order(item: &Item) -> OrderRef {
+    OrderRef {
+        external_id: text(item, "order_id"),
+        amount: money(item, "amount"),
+        currency: text(item, "currency"),
+    }
+}
+
+/// An item of the state table as its typed record (`None` for an empty image: a removal).
+#[must_use]
+pub fn state_record(item: &Item) -> Option<StateRecord> {
+    let key = text(item, "pk")?;
+    let record = match get_s(item, "kind") {
+        Some("invoice") => StateRecord::Invoice(InvoiceRecord {
+            invoice_id: key,
+            seen: invoice_seen(item),
+            updated_at_ms: get_u64(item, "updated_at"),
+        }),
+        Some("fulfilment") => StateRecord::Fulfilment(FulfilmentRecord {
+            invoice_id: text(item, "invoice_id").unwrap_or_default(),
+            order: order(item),
+            status: get_s(item, "status").and_then(InvoiceStatus::parse),
+            won_by: text(item, "won_by").unwrap_or_default(),
+            fulfilled_at_ms: get_u64(item, "fulfilled_at"),
+        }),
+        Some("review") => StateRecord::Review(ReviewRecord {
+            event_id: text(item, "event_id").unwrap_or_default(),
+            reason: text(item, "reason").unwrap_or_default(),
+            resource_id: text(item, "resource_id"),
+            why: text(item, "why"),
+            created_at_ms: get_u64(item, "created_at"),
+        }),
+        Some("withdrawal") => StateRecord::Withdrawal(WithdrawalRecord {
+            withdrawal_id: key,
+            status: get_s(item, "status").and_then(WithdrawalStatus::parse),
+            kind: text(item, "type"),
+            invoice_id: text(item, "invoice_id"),
+            amount: money(item, "amount"),
+            currency: text(item, "currency"),
+            updated_at_ms: get_u64(item, "updated_at"),
+        }),
+        Some("deposit") => StateRecord::Deposit(DepositRecord {
+            deposit_id: key,
+            status: get_s(item, "status").and_then(DepositStatus::parse),
+            credited: flag(item, "credited"),
+            payer: text(item, "payer"),
+            net: money(item, "net"),
+            currency: text(item, "currency"),
+            updated_at_ms: get_u64(item, "updated_at"),
+        }),
+        Some("balance") => match (
+            text(item, "payer"),
+            text(item, "currency"),
+            number(item, "balance"),
+        ) {
+            (Some(payer), Some(currency), Some(balance)) => StateRecord::Balance(BalanceRecord {
+                payer,
+                currency,
+                balance,
+            }),
+            _ => StateRecord::Other {
+                key,
+                kind: Some("balance".into()),
+            },
+        },
+        kind => StateRecord::Other {
+            key,
+            kind: kind.map(str::to_owned),
+        },
+    };
+    Some(record)
+}
+
+/// An invoice item as the rules read it: the one conversion of its attributes.
+pub(crate) fn invoice_seen(item: &Item) -> InvoiceSeen {
+    let refunds = item
+        .get("refunds")
+        .and_then(|v| v.as_l().ok())
+        .map(|list| {
+            list.iter()
+                .filter_map(|r| r.as_m().ok())
+                .map(|m| Refund {
+                    withdrawal_id: get_s(m, "withdrawal_id").unwrap_or_default().to_owned(),
+                    amount: number(m, "amount"),
+                    currency: text(m, "currency"),
+                    full: flag(m, "full"),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    InvoiceSeen {
+        status: get_s(item, "status").and_then(InvoiceStatus::parse),
+        held: flag(item, "held"),
+        paid_late: item.contains_key("paid_late_at"),
+        duplicate_of: text(item, "duplicate_of"),
+        released: item.contains_key("released_at"),
+        refunds,
+        order: order(item),
+    }
+}
+
+/// The fulfilment record's item, as the payment's transaction puts it.
+pub(crate) fn fulfilment_item(f: &FulfilmentRecord) -> Item {
+    let mut item = Item::from([
+        ("pk".to_owned(), s(fulfilment_key(&f.invoice_id))),
+        ("kind".to_owned(), s("fulfilment")),
+        ("invoice_id".to_owned(), s(&f.invoice_id)),
+        ("won_by".to_owned(), s(&f.won_by)),
+    ]);
+    if let Some(status) = f.status {
+        item.insert("status".into(), s(status.as_str()));
+    }
+    if let Some(at) = f.fulfilled_at_ms {
+        item.insert("fulfilled_at".into(), n(at));
+    }
+    if let Some(order) = &f.order.external_id {
+        item.insert("order_id".into(), s(order));
+    }
+    if let Some(amount) = &f.order.amount {
+        item.insert("amount".into(), n(amount));
+        // The text Paymos sent ("10.00"), for the hand-off: a Number drops trailing zeros.
+        item.insert("amount_text".into(), s(amount.as_str()));
+    }
+    if let Some(currency) = &f.order.currency {
+        item.insert("currency".into(), s(currency));
+    }
+    item
+}
+
+/// A ledger item as the tools read it.
+#[must_use]
+pub fn delivery_record(item: &Item) -> DeliveryRecord {
+    DeliveryRecord {
+        event_id: text(item, "event_id").unwrap_or_default(),
+        state: get_s(item, "state").map_or(DeliveryState::Received, DeliveryState::parse),
+        outcome: text(item, "outcome"),
+    }
+}
+
+/// A stream image (Lambda's DynamoDB event) as the SDK's item, so it reads through
+/// [`state_record`] like any other (`None` when the image is absent).
+#[must_use]
+pub fn stream_image(image: &serde_dynamo::Item) -> Option<Item> {
+    let map = image.inner();
+    (!map.is_empty()).then(|| {
+        map.iter()
+            .map(|(k, v)| (k.clone(), AttributeValue::from(v.clone())))
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_amount_reads_as_paymos_sent_it_and_a_fulfilment_round_trips() {
+        let f = FulfilmentRecord {
+            invoice_id: "inv_1".into(),
+            order: OrderRef {
+                external_id: Some("o-1".into()),
+                amount: Amount::parse("10.50"),
+                currency: Some("USDT".into()),
+            },
+            status: Some(InvoiceStatus::Paid),
+            won_by: "evt_1".into(),
+            fulfilled_at_ms: Some(7),
+        };
+        let mut item = fulfilment_item(&f);
+        assert_eq!(item["amount"], n("10.50"));
+        assert_eq!(
+            state_record(&item),
+            Some(StateRecord::Fulfilment(f.clone()))
+        );
+        // Without the text, the number (DynamoDB gives "10.5" back for 10.50).
+        item.remove("amount_text");
+        item.insert("amount".into(), n("10.5"));
+        let Some(StateRecord::Fulfilment(read)) = state_record(&item) else {
+            panic!("a fulfilment")
+        };
+        assert_eq!(read.order.amount.unwrap().as_str(), "10.5");
+    }
+
+    #[test]
+    fn each_kind_reads_as_its_record_and_an_unknown_kind_as_other() {
+        let item = |pairs: &[(&str, AttributeValue)]| -> Item {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                .collect()
+        };
+        let deposit = item(&[
+            ("pk", s("pcd_1")),
+            ("kind", s("deposit")),
+            ("status", s("confirmed")),
+            ("credited", AttributeValue::Bool(true)),
+            ("net", n("99")),
+            ("net_text", s("99.00")),
+            ("updated_at", n("5")),
+        ]);
+        let Some(StateRecord::Deposit(d)) = state_record(&deposit) else {
+            panic!("a deposit")
+        };
+        assert!(d.credited);
+        assert_eq!(d.status, Some(DepositStatus::Confirmed));
+        assert_eq!(d.net.unwrap().as_str(), "99.00");
+        assert_eq!(d.updated_at_ms, Some(5));
+        let invoice = item(&[
+            ("pk", s("inv_1")),
+            ("kind", s("invoice")),
+            ("status", s("expired")),
+            ("paid_late_at", n("3")),
+            ("held", AttributeValue::Bool(true)),
+        ]);
+        let Some(StateRecord::Invoice(i)) = state_record(&invoice) else {
+            panic!("an invoice")
+        };
+        assert!(i.seen.paid_late && i.seen.held);
+        assert_eq!(i.seen.status, Some(InvoiceStatus::Expired));
+        let claim = item(&[("pk", s("order_paid#o-1")), ("kind", s("order_payment"))]);
+        assert_eq!(
+            state_record(&claim),
+            Some(StateRecord::Other {
+                key: "order_paid#o-1".into(),
+                kind: Some("order_payment".into())
+            })
+        );
+        assert_eq!(state_record(&Item::new()), None);
+    }
+}

@@ -1,0 +1,163 @@
+//! The state table's items as the domain reads them: one typed record per item kind. The
+//! adapter that stores them is the only code that knows their attributes (it builds these from
+//! a read, a scan or a stream image alike); the hand-off, the tools and the tests receive them.
+
+use super::change::OrderRef;
+use super::effect::PaidInvoice;
+use super::ingest::DeliveryState;
+use super::invoice::InvoiceSeen;
+use super::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
+
+/// One item of the state table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateRecord {
+    /// An invoice (`inv_…`).
+    Invoice(InvoiceRecord),
+    /// The fulfilment of a paid invoice (`fulfilment#inv_…`), written once with its payment.
+    Fulfilment(FulfilmentRecord),
+    /// A delivery that waits for a person (`review#evt_…`).
+    Review(ReviewRecord),
+    /// A withdrawal or refund (`wdr_…`).
+    Withdrawal(WithdrawalRecord),
+    /// A payment-channel deposit (`pcd_…`).
+    Deposit(DepositRecord),
+    /// A payer's balance in one currency.
+    Balance(BalanceRecord),
+    /// Any other item (an order's claim, an expected order, an item a custom effect wrote).
+    Other {
+        /// Its key.
+        key: String,
+        /// Its kind, when it has one.
+        kind: Option<String>,
+    },
+}
+
+impl StateRecord {
+    /// When the item last changed (Unix ms), for the kinds that keep it.
+    #[must_use]
+    pub fn at_ms(&self) -> Option<u64> {
+        match self {
+            Self::Invoice(r) => r.updated_at_ms,
+            Self::Fulfilment(r) => r.fulfilled_at_ms,
+            Self::Review(r) => r.created_at_ms,
+            Self::Withdrawal(r) => r.updated_at_ms,
+            Self::Deposit(r) => r.updated_at_ms,
+            Self::Balance(_) | Self::Other { .. } => None,
+        }
+    }
+}
+
+/// An invoice item: the record the rules read, and when it last changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvoiceRecord {
+    /// `inv_…`.
+    pub invoice_id: String,
+    /// The record, as the rules read it.
+    pub seen: InvoiceSeen,
+    /// Its last change (Unix ms).
+    pub updated_at_ms: Option<u64>,
+}
+
+/// An invoice's fulfilment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FulfilmentRecord {
+    /// `inv_…`.
+    pub invoice_id: String,
+    /// The order it fulfilled, with the price as Paymos sent it.
+    pub order: OrderRef,
+    /// `paid` or `paid_over`.
+    pub status: Option<InvoiceStatus>,
+    /// The delivery (`evt_…`) or the person or job (`manual:…`) whose write won.
+    pub won_by: String,
+    /// When (Unix ms).
+    pub fulfilled_at_ms: Option<u64>,
+}
+
+impl FulfilmentRecord {
+    /// The fulfilment of `paid`, as the store writes it in the payment's transaction.
+    #[must_use]
+    pub fn of(paid: &PaidInvoice<'_>) -> Self {
+        Self {
+            invoice_id: paid.invoice_id.to_owned(),
+            order: paid.order.clone(),
+            status: Some(paid.status),
+            won_by: paid.source.id(),
+            fulfilled_at_ms: Some(paid.at_ms),
+        }
+    }
+}
+
+/// A delivery that waits for a person.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReviewRecord {
+    /// The delivery's `evt_…`.
+    pub event_id: String,
+    /// `unconfirmed` or `unusable`.
+    pub reason: String,
+    /// The resource it names, when it names one.
+    pub resource_id: Option<String>,
+    /// Why, for the operator.
+    pub why: Option<String>,
+    /// When (Unix ms).
+    pub created_at_ms: Option<u64>,
+}
+
+/// A withdrawal: a payout, or a refund of an invoice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WithdrawalRecord {
+    /// `wdr_…`.
+    pub withdrawal_id: String,
+    /// Its status.
+    pub status: Option<WithdrawalStatus>,
+    /// `payout` or `refund`, as Paymos says.
+    pub kind: Option<String>,
+    /// The invoice a refund pays back.
+    pub invoice_id: Option<String>,
+    /// How much, as Paymos sent it.
+    pub amount: Option<Amount>,
+    /// In which currency.
+    pub currency: Option<String>,
+    /// Its last change (Unix ms).
+    pub updated_at_ms: Option<u64>,
+}
+
+/// A payment-channel deposit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DepositRecord {
+    /// `pcd_…`.
+    pub deposit_id: String,
+    /// Its status.
+    pub status: Option<DepositStatus>,
+    /// Whether the payer's balance was credited (once).
+    pub credited: bool,
+    /// The payer's channel id.
+    pub payer: Option<String>,
+    /// What was credited, as Paymos sent it.
+    pub net: Option<Amount>,
+    /// In which currency.
+    pub currency: Option<String>,
+    /// Its last change (Unix ms).
+    pub updated_at_ms: Option<u64>,
+}
+
+/// A payer's balance in one currency.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BalanceRecord {
+    /// The payer's channel id.
+    pub payer: String,
+    /// The currency.
+    pub currency: String,
+    /// The exact balance.
+    pub balance: Amount,
+}
+
+/// A delivery in the deliveries ledger, as the tools read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeliveryRecord {
+    /// `evt_…`.
+    pub event_id: String,
+    /// Received, or processed.
+    pub state: DeliveryState,
+    /// How it ended (the [`crate::change::Applied`] name), once processed.
+    pub outcome: Option<String>,
+}

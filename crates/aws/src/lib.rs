@@ -5,7 +5,6 @@ pub mod aws;
 pub mod dynamodb;
 pub mod events;
 pub mod paymos_api;
-pub mod reconcile;
 pub mod secrets;
 pub mod sqs;
 pub mod webhook;

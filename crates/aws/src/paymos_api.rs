@@ -8,6 +8,8 @@ use paymos_inbox_core::confirm::{
     AtSource, ConfirmedDeposit, ConfirmedInvoice, ConfirmedWithdrawal, PaymentConfirmation,
 };
 use paymos_inbox_core::ingest::{PortError, PortErrorKind};
+use paymos_inbox_core::invoice::Refund;
+use paymos_inbox_core::reconcile::PaymosLedger;
 use paymos_inbox_core::signature::Environment;
 use paymos_inbox_core::status::Amount;
 
@@ -189,5 +191,76 @@ impl PaymentConfirmation for PaymosApi {
             net: Amount::parse(&d.net),
             currency: d.currency.to_ascii_uppercase(),
         })
+    }
+}
+
+impl PaymosLedger for PaymosApi {
+    async fn invoices_created(
+        &self,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<(String, ConfirmedInvoice)>, PortError> {
+        const OPERATION: &str = "Paymos GET /v1/invoices";
+        use paymos::InvoiceStatus as Api;
+        let params = paymos::InvoiceListParams {
+            status: Some(vec![
+                Api::Paid,
+                Api::PaidOver,
+                Api::Expired,
+                Api::Underpaid,
+                Api::Cancelled,
+            ]),
+            created_from: Some(from),
+            created_to: Some(to),
+            limit: Some(100),
+            ..paymos::InvoiceListParams::default()
+        };
+        // Every page (no cap: the crate's own cursor checks stop a looping server), each call
+        // bounded by the client's timeout rather than one deadline for the whole listing.
+        let mut pager = self
+            .client
+            .invoices()
+            .pager(params, None)
+            .map_err(|e| api_error(OPERATION, e))?;
+        let mut out = Vec::new();
+        while let Some(item) = pager.next().await.map_err(|e| api_error(OPERATION, e))? {
+            let at = ConfirmedInvoice {
+                status: item.status.as_str().to_owned(),
+                is_test: item.is_test,
+                order_id: (!item.external_order_id.is_empty())
+                    .then(|| item.external_order_id.clone()),
+                order_amount: Amount::parse(&item.amount),
+                order_currency: upper(&item.currency),
+                token_amount: None,
+                token_currency: None,
+                paid_late: item.paid_late_at.is_some(),
+            };
+            out.push((item.invoice_id, at));
+        }
+        Ok(out)
+    }
+
+    async fn refunds_of(&self, invoice_id: &str) -> Result<Vec<Refund>, PortError> {
+        const OPERATION: &str = "Paymos GET /v1/refunds";
+        let params = paymos::RefundListParams {
+            invoice_id: Some(invoice_id.to_owned()),
+            limit: Some(100),
+            ..paymos::RefundListParams::default()
+        };
+        let page = self
+            .bounded(OPERATION, self.client.refunds().list(&params))
+            .await?
+            .map_err(|e| api_error(OPERATION, e))?;
+        Ok(page
+            .items
+            .iter()
+            .filter(|r| matches!(r.status(), paymos::WithdrawalStatus::Completed))
+            .map(|r| Refund {
+                withdrawal_id: r.withdrawal_id().to_owned(),
+                amount: Amount::parse(r.amount()),
+                currency: upper(r.currency()),
+                full: matches!(r.mode(), paymos::RefundMode::Full),
+            })
+            .collect())
     }
 }

@@ -12,6 +12,7 @@ pub mod ingest;
 pub mod invoice;
 pub mod outbound;
 pub mod outcome;
+pub mod reconcile;
 pub mod record;
 pub mod release;
 pub mod signature;

@@ -14,6 +14,7 @@ use crate::ingest::{
 };
 use crate::invoice::{Refund, Standing};
 use crate::outcome::{Found, Mark, Plan, Refusal, Write, Written};
+use crate::reconcile::{PaymosLedger, ReconcileStore};
 use crate::record::{self, FulfilmentRecord, StateRecord};
 use crate::release::{InvoiceSeen, Release, ReleaseStore, Waiting};
 use crate::status::{
@@ -856,6 +857,8 @@ pub struct MemoryPaymos {
     invoices: Mutex<HashMap<String, crate::confirm::ConfirmedInvoice>>,
     withdrawals: Mutex<HashMap<String, crate::confirm::ConfirmedWithdrawal>>,
     deposits: Mutex<HashMap<String, crate::confirm::ConfirmedDeposit>>,
+    refunds: Mutex<HashMap<String, Vec<Refund>>>,
+    created: Mutex<HashMap<String, i64>>,
     reads: AtomicUsize,
 }
 
@@ -896,6 +899,24 @@ impl MemoryPaymos {
         self.reads.load(Ordering::SeqCst)
     }
 
+    /// Sets when `invoice_id` was created (Unix seconds); one without is in every window.
+    pub fn created_at(&self, invoice_id: &str, at: i64) {
+        self.created
+            .lock()
+            .expect("lock")
+            .insert(invoice_id.to_owned(), at);
+    }
+
+    /// Records a completed refund of `invoice_id`.
+    pub fn refund(&self, invoice_id: &str, refund: Refund) {
+        self.refunds
+            .lock()
+            .expect("lock")
+            .entry(invoice_id.to_owned())
+            .or_default()
+            .push(refund);
+    }
+
     fn read<T: Clone>(
         &self,
         map: &Mutex<HashMap<String, T>>,
@@ -930,6 +951,63 @@ impl crate::confirm::PaymentConfirmation for MemoryPaymos {
         deposit_id: &str,
     ) -> Result<crate::confirm::AtSource<crate::confirm::ConfirmedDeposit>, PortError> {
         Ok(self.read(&self.deposits, deposit_id))
+    }
+}
+
+/// Paymos' books in memory (an invoice without a creation time is in every window).
+impl PaymosLedger for MemoryPaymos {
+    async fn invoices_created(
+        &self,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<(String, crate::confirm::ConfirmedInvoice)>, PortError> {
+        let created = self.created.lock().expect("lock").clone();
+        let mut out: Vec<_> = self
+            .invoices
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|(id, i)| {
+                created.get(*id).is_none_or(|t| (from..=to).contains(t))
+                    && InvoiceStatus::parse(&i.status).is_some_and(InvoiceStatus::is_final)
+            })
+            .map(|(id, i)| (id.clone(), i.clone()))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    async fn refunds_of(&self, invoice_id: &str) -> Result<Vec<Refund>, PortError> {
+        Ok(self
+            .refunds
+            .lock()
+            .expect("lock")
+            .get(invoice_id)
+            .cloned()
+            .unwrap_or_default())
+    }
+}
+
+impl ReconcileStore for MemoryResources {
+    async fn fulfilments(&self) -> Result<Vec<FulfilmentRecord>, PortError> {
+        let mut out: Vec<_> = self.lock().fulfilments.values().cloned().collect();
+        out.sort_by(|a, b| a.invoice_id.cmp(&b.invoice_id));
+        Ok(out)
+    }
+
+    async fn open_invoices(&self) -> Result<Vec<(String, Option<String>)>, PortError> {
+        let mut out: Vec<_> = self
+            .lock()
+            .invoices
+            .iter()
+            .filter(|(_, r)| {
+                r.status
+                    .is_some_and(|(s, _)| InvoiceStatus::OPEN.contains(&s))
+            })
+            .map(|(id, r)| (id.clone(), r.order.external_id.clone()))
+            .collect();
+        out.sort();
+        Ok(out)
     }
 }
 

@@ -30,6 +30,7 @@ use paymos_inbox_core::handoff::StateRecords;
 use paymos_inbox_core::ingest::{PortError, PortErrorKind};
 use paymos_inbox_core::invoice::{InvoiceSeen, Standing};
 use paymos_inbox_core::outcome::{Found, Mark, Plan, Refusal, Write, Written};
+use paymos_inbox_core::reconcile::ReconcileStore;
 use paymos_inbox_core::record::{FulfilmentRecord, StateRecord};
 use paymos_inbox_core::release::{Release, ReleaseStore, Waiting};
 use paymos_inbox_core::status::{Amount, InvoiceStatus, WithdrawalStatus, invoice_accepts};
@@ -1216,5 +1217,15 @@ impl StateRecords for DynamoResources {
             .iter()
             .filter_map(state_record)
             .collect())
+    }
+}
+
+impl ReconcileStore for DynamoResources {
+    async fn fulfilments(&self) -> Result<Vec<FulfilmentRecord>, PortError> {
+        DynamoResources::fulfilments(self).await
+    }
+
+    async fn open_invoices(&self) -> Result<Vec<(String, Option<String>)>, PortError> {
+        DynamoResources::open_invoices(self).await
     }
 }

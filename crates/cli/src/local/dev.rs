@@ -3,6 +3,8 @@
 //! and read back by `lambda_http`, so the same code runs), and a poller feeds the fulfil handler
 //! real SQS batches with partial batch failures, visibility timeouts and the DLQ redrive.
 
+use paymos_inbox_aws::paymos_api::PaymosApi;
+use paymos_inbox_core::reconcile::reconcile;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -290,14 +292,14 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
     };
 
     let mut tasks = vec![server, poller, publisher, sweep];
-    if let Some(api) = options.reconcile_with {
+    if let Some(api) = options.reconcile_with.map(PaymosApi::new) {
         let fulfil = pipeline.fulfil();
         tasks.push(tokio::spawn(async move {
             loop {
                 tokio::time::sleep(DEV_RECONCILE_EVERY).await;
                 let now_ms = paymos_inbox_lambda::now_ms();
                 let now = i64::try_from(now_ms / 1000).unwrap_or(i64::MAX);
-                match paymos_inbox_aws::reconcile::reconcile(&api, &fulfil, now - 48 * 3600, now, false, now_ms)
+                match reconcile(&api, &fulfil, (now - 48 * 3600, now), false, now_ms)
                     .await
                 {
                     Ok(report) => tracing::info!(

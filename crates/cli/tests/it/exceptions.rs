@@ -7,7 +7,6 @@ use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
 use paymos_inbox::tools::exceptions;
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_aws::paymos_api::PaymosApi;
-use paymos_inbox_aws::reconcile::reconcile;
 use paymos_inbox_core::change::{Applied, OrderRef};
 use paymos_inbox_core::fulfil::{Fulfil, FulfilError};
 use paymos_inbox_core::release::ReleaseBy;

@@ -426,3 +426,18 @@ impl Inspect for Inspected<'_> {
         self.0.keys().await.expect("DynamoDB Local answers")
     }
 }
+
+/// Reconciles through Paymos' API as the tools do: the client wrapped as the adapter.
+pub async fn reconcile(
+    api: &paymos::PaymosClient,
+    fulfil: &paymos_inbox_core::fulfil::Fulfil<DynamoResources>,
+    from: i64,
+    to: i64,
+    apply: bool,
+    now_ms: u64,
+) -> Result<paymos_inbox_core::reconcile::Report, String> {
+    let api = paymos_inbox_aws::paymos_api::PaymosApi::new(api.clone());
+    paymos_inbox_core::reconcile::reconcile(&api, fulfil, (from, to), apply, now_ms)
+        .await
+        .map_err(|e| e.to_string())
+}

@@ -415,7 +415,7 @@ async fn reconcile_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, Strin
         deliveries,
     ));
     let now_s = i64::try_from(now / 1000).unwrap();
-    paymos_inbox_aws::reconcile::reconcile(&api, &fulfil, now_s - 3600, now_s + 60, true, now)
+    crate::harness::reconcile(&api, &fulfil, now_s - 3600, now_s + 60, true, now)
         .await
         .unwrap();
     used(created, &aws.calls)

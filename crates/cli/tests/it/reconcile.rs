@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use paymos_inbox_aws::dynamodb::DynamoResources;
-use paymos_inbox_aws::reconcile::reconcile;
 use paymos_inbox_core::change::OrderRef;
 use paymos_inbox_core::fulfil::Fulfil;
 use serde_json::json;

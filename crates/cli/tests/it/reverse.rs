@@ -8,7 +8,6 @@ use std::time::Duration;
 use paymos_inbox::tools::exceptions;
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_aws::paymos_api::PaymosApi;
-use paymos_inbox_aws::reconcile::reconcile;
 use paymos_inbox_core::change::Applied;
 use paymos_inbox_core::confirm::NOT_YET_RECEIVES;
 use paymos_inbox_core::fulfil::{Fulfil, FulfilError};
@@ -288,7 +287,7 @@ async fn reconciliation_reports_late_and_refunded_payments_by_paymos_facts() {
         )
     };
     let report = run(false).await.unwrap();
-    let ids = |list: &[paymos_inbox_aws::reconcile::PaidAtPaymos]| {
+    let ids = |list: &[paymos_inbox_core::reconcile::PaidAtPaymos]| {
         list.iter()
             .map(|p| p.invoice_id.clone())
             .collect::<Vec<_>>()

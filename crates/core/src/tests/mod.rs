@@ -7,5 +7,6 @@ mod confirm;
 mod fulfil;
 mod ingest;
 mod model;
+mod reconcile;
 mod release;
 mod schemas;

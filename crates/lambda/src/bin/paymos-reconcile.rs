@@ -8,9 +8,10 @@ use std::time::Duration;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use paymos_inbox_aws::aws::load_config;
 use paymos_inbox_aws::dynamodb::DynamoResources;
-use paymos_inbox_aws::reconcile::reconcile;
+use paymos_inbox_aws::paymos_api::PaymosApi;
 use paymos_inbox_aws::secrets::paymos_client;
 use paymos_inbox_core::fulfil::Fulfil;
+use paymos_inbox_core::reconcile::reconcile;
 use paymos_inbox_lambda::config::{PAYMOS_API_SECRETS_ID, ReconcileConfig};
 use paymos_inbox_lambda::telemetry::metric;
 
@@ -30,10 +31,9 @@ async fn main() -> Result<(), Error> {
         2,
     )
     .await?;
-    if let Err(e) = paymos_inbox_aws::paymos_api::PaymosApi::new(api.clone())
-        .prove(config.environment)
-        .await
-    {
+    // Each read of the reconciliation may take the client's two retries of 10 s.
+    let api = PaymosApi::new(api).with_deadline(Duration::from_secs(30));
+    if let Err(e) = api.prove(config.environment).await {
         paymos_inbox_lambda::telemetry::misconfigured_at_start(PAYMOS_API_SECRETS_ID, &e);
         return Err(Error::from(e.to_string()));
     }
@@ -52,7 +52,7 @@ async fn main() -> Result<(), Error> {
             metrics::counter!(metric::RECONCILE_FINDINGS, metric::OUTCOME => outcome)
                 .increment(n as u64);
         };
-        let report = match reconcile(api, fulfil, from, now, config.apply, now_ms).await {
+        let report = match reconcile(api, fulfil, (from, now), config.apply, now_ms).await {
             Ok(report) => report,
             Err(e) => {
                 found("api_error", 1);

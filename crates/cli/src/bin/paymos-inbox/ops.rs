@@ -430,7 +430,13 @@ pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
     };
     let report = match with_progress(
         "reconciling",
-        paymos_inbox_aws::reconcile::reconcile(&api, &fulfil, from, to, args.apply, now_ms()),
+        paymos_inbox_core::reconcile::reconcile(
+            &paymos_inbox_aws::paymos_api::PaymosApi::new(api),
+            &fulfil,
+            (from, to),
+            args.apply,
+            now_ms(),
+        ),
     )
     .await
     {

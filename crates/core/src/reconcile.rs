@@ -1,0 +1,423 @@
+//! Reconciliation: compares what Paymos says was paid with what this receiver fulfilled, through
+//! two ports: [`PaymosLedger`] (Paymos' API: the official crate on AWS, a memory twin in tests)
+//! and [`ReconcileStore`] (the state table).
+//!
+//! - MISSING: paid at Paymos, never fulfilled here (a subscription, firewall or secret problem);
+//!   `--apply` drives them through the same conditional transition as a webhook.
+//! - DOUBLE: an order fulfilled more than once (by several invoices, or several items for one
+//!   invoice): a key problem, which the once-per-order claim must make impossible.
+//! - DUPLICATE PAYMENT: paid at Paymos for an order another invoice already fulfilled here: the
+//!   payer paid twice; refund it (it is never fulfilled, `--apply` marks it `duplicate_of`).
+//! - UNKNOWN: fulfilled here in the window, not paid at Paymos (re-read one by one first).
+//! - PAID_LATE: paid at Paymos after the invoice closed (`paid_late_at`), and not yet recorded
+//!   here as a late payment: `--apply` records the close and the late payment, which then waits
+//!   in `exceptions` for a person (release or refund); it is never fulfilled by reconciliation.
+//! - REFUNDED: paid at Paymos and refunded there in full: reported, never fulfilled. Refunds are
+//!   read before anything is applied.
+//!
+//! Orders are grouped by Paymos' `external_order_id` (and by the fulfilments' own order), so
+//! two invoices of one order fulfilled by different roads show as DOUBLE.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+
+use super::change::{Applied, OrderRef};
+use super::confirm::{AtSource, ConfirmedInvoice, PaymentConfirmation};
+use super::fulfil::{Fulfil, ResourceStore};
+use super::ingest::PortError;
+use super::invoice::{InvoiceSeen, Refund, Standing};
+use super::record::FulfilmentRecord;
+use super::release::ReleaseStore;
+use super::status::InvoiceStatus;
+
+/// Paymos' books, as reconciliation reads them (besides each invoice, read as the reverse check
+/// reads it).
+pub trait PaymosLedger: PaymentConfirmation {
+    /// Every invoice created in `[from, to]` (Unix seconds) that was paid, or closed
+    /// (expired, underpaid, cancelled): id and what Paymos says of it, every page.
+    ///
+    /// # Errors
+    /// [`PortError`] of its kind (a refused key is misconfigured).
+    fn invoices_created(
+        &self,
+        from: i64,
+        to: i64,
+    ) -> impl Future<Output = Result<Vec<(String, ConfirmedInvoice)>, PortError>> + Send;
+
+    /// The completed refunds of `invoice_id`.
+    ///
+    /// # Errors
+    /// [`PortError`] of its kind.
+    fn refunds_of(
+        &self,
+        invoice_id: &str,
+    ) -> impl Future<Output = Result<Vec<Refund>, PortError>> + Send;
+}
+
+/// What reconciliation reads of the state table, besides the invoice records.
+pub trait ReconcileStore: ResourceStore + ReleaseStore {
+    /// Every fulfilment record, whatever its key.
+    ///
+    /// # Errors
+    /// [`PortError`] when the store fails.
+    fn fulfilments(&self) -> impl Future<Output = Result<Vec<FulfilmentRecord>, PortError>> + Send;
+
+    /// Invoices whose status is still open, with their order id.
+    ///
+    /// # Errors
+    /// [`PortError`] when the store fails.
+    fn open_invoices(
+        &self,
+    ) -> impl Future<Output = Result<Vec<(String, Option<String>)>, PortError>> + Send;
+}
+
+impl<T: ReconcileStore> ReconcileStore for std::sync::Arc<T> {
+    fn fulfilments(&self) -> impl Future<Output = Result<Vec<FulfilmentRecord>, PortError>> + Send {
+        (**self).fulfilments()
+    }
+
+    fn open_invoices(
+        &self,
+    ) -> impl Future<Output = Result<Vec<(String, Option<String>)>, PortError>> + Send {
+        (**self).open_invoices()
+    }
+}
+
+/// A paid invoice as Paymos lists it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PaidAtPaymos {
+    /// `inv_…`.
+    pub invoice_id: String,
+    /// `paid` or `paid_over`.
+    pub status: String,
+    /// The merchant's order id.
+    pub order_id: String,
+    /// The amount.
+    pub amount: String,
+    /// The currency.
+    pub currency: String,
+}
+
+/// What reconciliation found (and did, with `--apply`).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Report {
+    /// Paid invoices Paymos listed in the window.
+    pub paid_at_paymos: usize,
+    /// Of those, fulfilled here exactly once.
+    pub matched: usize,
+    /// Paid there, not fulfilled here.
+    pub missing: Vec<PaidAtPaymos>,
+    /// Orders (or, without an order id, invoices) fulfilled more than once: the invoices that
+    /// fulfilled each.
+    pub double: BTreeMap<String, Vec<String>>,
+    /// Paid at Paymos for an order that another invoice fulfilled here: to refund.
+    pub duplicate_payments: Vec<PaidAtPaymos>,
+    /// Fulfilled here in the window, not paid there.
+    pub unknown: Vec<String>,
+    /// Invoices open here that were re-read at Paymos.
+    pub open_rechecked: usize,
+    /// Paid after they closed at Paymos, not recorded as late payments here (PAID_LATE).
+    pub paid_late: Vec<PaidAtPaymos>,
+    /// Paid at Paymos and refunded there in full: never fulfilled (REFUNDED).
+    pub refunded: Vec<PaidAtPaymos>,
+    /// With `--apply`: what applying each missing invoice did.
+    pub applied: BTreeMap<String, String>,
+}
+
+impl Report {
+    /// Whether anything needs a person.
+    #[must_use]
+    pub fn clean(&self) -> bool {
+        self.missing.iter().all(|m| {
+            self.applied
+                .get(&m.invoice_id)
+                .is_some_and(|a| a == "fulfilled")
+        }) && self.paid_late.iter().all(|m| {
+            self.applied
+                .get(&m.invoice_id)
+                .is_some_and(|a| a == "paid_late")
+        }) && self.double.is_empty()
+            && self.duplicate_payments.is_empty()
+            && self.unknown.is_empty()
+    }
+}
+
+impl PaidAtPaymos {
+    fn of(invoice_id: String, at: &ConfirmedInvoice) -> Self {
+        Self {
+            invoice_id,
+            status: at.status.clone(),
+            order_id: at.order_id.clone().unwrap_or_default(),
+            amount: at
+                .order_amount
+                .as_ref()
+                .map(|a| a.as_str().to_owned())
+                .unwrap_or_default(),
+            currency: at.order_currency.clone().unwrap_or_default(),
+        }
+    }
+
+    fn order(&self) -> OrderRef {
+        OrderRef {
+            external_id: (!self.order_id.is_empty()).then(|| self.order_id.clone()),
+            amount: super::status::Amount::parse(&self.amount),
+            currency: Some(self.currency.to_ascii_uppercase()),
+        }
+    }
+
+    fn paid(status: &str) -> bool {
+        matches!(status, "paid" | "paid_over")
+    }
+}
+
+/// The fulfilments here: how many records per invoice and when the first was written, and the
+/// invoices that fulfilled each order (or, without an order, themselves).
+struct Fulfilled {
+    invoices: BTreeMap<String, (usize, u64)>,
+    by_order: BTreeMap<String, Vec<String>>,
+}
+
+impl Fulfilled {
+    fn of(records: Vec<FulfilmentRecord>) -> Self {
+        let mut here = Self {
+            invoices: BTreeMap::new(),
+            by_order: BTreeMap::new(),
+        };
+        for f in records {
+            let at = f.fulfilled_at_ms.unwrap_or(0);
+            let order = f
+                .order
+                .external_id
+                .unwrap_or_else(|| format!("(invoice {})", f.invoice_id));
+            here.by_order
+                .entry(order)
+                .or_default()
+                .push(f.invoice_id.clone());
+            here.invoices.entry(f.invoice_id).or_insert((0, at)).0 += 1;
+        }
+        here
+    }
+
+    fn has(&self, invoice_id: &str) -> bool {
+        self.invoices.contains_key(invoice_id)
+    }
+}
+
+/// Runs a reconciliation over invoices created in `[from, to]` (Unix seconds); with `apply`,
+/// drives what is missing through the same conditional transition as a webhook.
+///
+/// # Errors
+/// [`PortError`] when Paymos' API or the store fails (never a silent UNKNOWN).
+pub async fn reconcile<P: PaymosLedger, S: ReconcileStore>(
+    paymos: &P,
+    fulfil: &Fulfil<S>,
+    (from, to): (i64, i64),
+    apply: bool,
+    now_ms: u64,
+) -> Result<Report, PortError> {
+    let mut report = Report::default();
+    let (paid, mut late): (Vec<_>, Vec<_>) = paymos
+        .invoices_created(from, to)
+        .await?
+        .into_iter()
+        .filter(|(_, at)| PaidAtPaymos::paid(&at.status) || at.paid_late)
+        .map(|(id, at)| PaidAtPaymos::of(id, &at))
+        .partition(|p| PaidAtPaymos::paid(&p.status));
+    report.paid_at_paymos = paid.len();
+    let mut here = Fulfilled::of(fulfil.store().fulfilments().await?);
+    compare(&paid, &mut here, &mut report);
+    unknown(paymos, &paid, &here, (from, to), &mut report).await?;
+    recheck_open(paymos, fulfil.store(), &paid, &here, &mut report, &mut late).await?;
+    late_unrecorded(fulfil.store(), late, &here, &mut report).await?;
+    set_aside_refunded(paymos, &mut report).await?;
+    if apply {
+        apply_found(fulfil, &mut report, now_ms).await;
+    }
+    Ok(report)
+}
+
+/// MATCHED, MISSING, DUPLICATE PAYMENT and DOUBLE, from the list and the fulfilments.
+fn compare(paid: &[PaidAtPaymos], here: &mut Fulfilled, report: &mut Report) {
+    for p in paid {
+        let fulfilled_by_another = here
+            .by_order
+            .get(&p.order_id)
+            .is_some_and(|invoices| invoices.iter().any(|i| *i != p.invoice_id));
+        match here.invoices.get(&p.invoice_id) {
+            Some((1, _)) => report.matched += 1,
+            Some(_) => {}
+            None if !p.order_id.is_empty() && fulfilled_by_another => {
+                report.duplicate_payments.push(p.clone());
+            }
+            None => report.missing.push(p.clone()),
+        }
+    }
+    // Paymos' own grouping: the invoices of one external_order_id fulfilled here.
+    for p in paid.iter().filter(|p| !p.order_id.is_empty()) {
+        if here.has(&p.invoice_id) {
+            let invoices = here.by_order.entry(p.order_id.clone()).or_default();
+            if !invoices.contains(&p.invoice_id) {
+                invoices.push(p.invoice_id.clone());
+            }
+        }
+    }
+    for (order, invoices) in &here.by_order {
+        let mut invoices = invoices.clone();
+        invoices.sort();
+        invoices.dedup();
+        if invoices.len() > 1 {
+            report.double.insert(order.clone(), invoices);
+        }
+    }
+}
+
+/// UNKNOWN: fulfilled here in the window, not listed paid there. Created before the window but
+/// paid in it? Each is asked about one by one first.
+async fn unknown<P: PaymosLedger>(
+    paymos: &P,
+    paid: &[PaidAtPaymos],
+    here: &Fulfilled,
+    (from, to): (i64, i64),
+    report: &mut Report,
+) -> Result<(), PortError> {
+    let listed: BTreeSet<&str> = paid.iter().map(|p| p.invoice_id.as_str()).collect();
+    for (invoice, (_, at_ms)) in &here.invoices {
+        let at = i64::try_from(*at_ms).unwrap_or(i64::MAX);
+        if !(from * 1000..=to * 1000).contains(&at) || listed.contains(invoice.as_str()) {
+            continue;
+        }
+        let paid_there = match paymos.invoice(invoice).await? {
+            AtSource::Found(i) => PaidAtPaymos::paid(&i.status),
+            AtSource::NotFound => false,
+        };
+        if !paid_there {
+            report.unknown.push(invoice.clone());
+        }
+    }
+    Ok(())
+}
+
+/// Invoices still open here, re-read at Paymos as the official plugins' cron does (a paid
+/// webhook that never arrived leaves exactly this): paid ones are MISSING, late ones join `late`.
+async fn recheck_open<P: PaymosLedger, S: ReconcileStore>(
+    paymos: &P,
+    store: &S,
+    paid: &[PaidAtPaymos],
+    here: &Fulfilled,
+    report: &mut Report,
+    late: &mut Vec<PaidAtPaymos>,
+) -> Result<(), PortError> {
+    let listed: BTreeSet<&str> = paid.iter().map(|p| p.invoice_id.as_str()).collect();
+    for (invoice, order_id) in store.open_invoices().await? {
+        if listed.contains(invoice.as_str()) || here.has(&invoice) {
+            continue;
+        }
+        report.open_rechecked += 1;
+        let AtSource::Found(at) = paymos.invoice(&invoice).await? else {
+            continue;
+        };
+        let mut fact = PaidAtPaymos::of(invoice, &at);
+        if fact.order_id.is_empty() {
+            fact.order_id = order_id.unwrap_or_default();
+        }
+        if PaidAtPaymos::paid(&at.status) {
+            report.missing.push(fact);
+        } else if at.paid_late {
+            late.push(fact);
+        }
+    }
+    Ok(())
+}
+
+/// PAID_LATE: late payments not recorded as such here, nor released, refunded or fulfilled.
+async fn late_unrecorded<S: ReconcileStore>(
+    store: &S,
+    late: Vec<PaidAtPaymos>,
+    here: &Fulfilled,
+    report: &mut Report,
+) -> Result<(), PortError> {
+    for fact in late {
+        if here.has(&fact.invoice_id) {
+            continue;
+        }
+        let (seen, _) = store.invoice_seen(&fact.invoice_id).await?;
+        let known = seen.is_some_and(|s| {
+            matches!(
+                s.standing(),
+                Standing::PaidLate | Standing::Released | Standing::Refunded
+            )
+        });
+        if !known {
+            report.paid_late.push(fact);
+        }
+    }
+    Ok(())
+}
+
+/// REFUNDED: refunds are read before anything is applied, and a payment refunded in full at
+/// Paymos (by the domain's rule, [`InvoiceSeen::refunded_in_full`]) is reported, never fulfilled.
+async fn set_aside_refunded<P: PaymosLedger>(
+    paymos: &P,
+    report: &mut Report,
+) -> Result<(), PortError> {
+    for list in [&mut report.missing, &mut report.paid_late] {
+        let mut kept = Vec::new();
+        for fact in std::mem::take(list) {
+            let seen = InvoiceSeen {
+                refunds: paymos.refunds_of(&fact.invoice_id).await?,
+                order: OrderRef {
+                    external_id: None,
+                    ..fact.order()
+                },
+                ..InvoiceSeen::with_status(InvoiceStatus::parse(&fact.status))
+            };
+            if seen.refunded_in_full() {
+                report.refunded.push(fact);
+            } else {
+                kept.push(fact);
+            }
+        }
+        *list = kept;
+    }
+    Ok(())
+}
+
+/// `--apply`: a late payment lands as the close Paymos has, then the payment (`paid_late`, to
+/// wait for a person); a missing one or a duplicate payment as its paid status, by hand.
+async fn apply_found<S: ReconcileStore>(fulfil: &Fulfil<S>, report: &mut Report, now_ms: u64) {
+    let said = |r: Result<Applied, PortError>| {
+        r.map_or_else(|e| format!("error: {e}"), |a| a.as_str().to_owned())
+    };
+    for m in &report.paid_late {
+        let closed = InvoiceStatus::parse(&m.status).unwrap_or(InvoiceStatus::Expired);
+        let applied = match fulfil
+            .apply_by_hand(&m.invoice_id, closed, m.order(), "reconcile", now_ms)
+            .await
+        {
+            Ok(_) => said(
+                fulfil
+                    .apply_by_hand(
+                        &m.invoice_id,
+                        InvoiceStatus::Paid,
+                        m.order(),
+                        "reconcile",
+                        now_ms,
+                    )
+                    .await,
+            ),
+            Err(e) => format!("error: {e}"),
+        };
+        report.applied.insert(m.invoice_id.clone(), applied);
+    }
+    for m in report.missing.iter().chain(&report.duplicate_payments) {
+        let status = InvoiceStatus::parse(&m.status).unwrap_or(InvoiceStatus::Paid);
+        let mut order = m.order();
+        order.external_id = Some(m.order_id.clone());
+        let applied = said(
+            fulfil
+                .apply_by_hand(&m.invoice_id, status, order, "reconcile", now_ms)
+                .await,
+        );
+        report.applied.insert(m.invoice_id.clone(), applied);
+    }
+}

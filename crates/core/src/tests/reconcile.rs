@@ -1,0 +1,199 @@
+//! Reconciliation on the in-memory ports: what Paymos' books say against what was fulfilled
+//! here, each finding by its own rule, and `--apply` through the same transitions as a webhook.
+
+use std::sync::Arc;
+
+use crate::change::{Applied, OrderRef};
+use crate::confirm::ConfirmedInvoice;
+use crate::fulfil::Fulfil;
+use crate::invoice::{Refund, Standing};
+use crate::memory::{MemoryPaymos, MemoryResources};
+use crate::reconcile::{ReconcileStore, Report, reconcile};
+use crate::release::ReleaseStore;
+use crate::status::{Amount, InvoiceStatus};
+
+const NOW_MS: u64 = 1_800_000_000_000;
+const WINDOW: (i64, i64) = (1_799_990_000, 1_800_000_100);
+
+fn at_paymos(status: &str, order: &str) -> ConfirmedInvoice {
+    ConfirmedInvoice {
+        status: status.into(),
+        is_test: false,
+        order_id: Some(order.into()),
+        order_amount: Amount::parse("25.00"),
+        order_currency: Some("USDT".into()),
+        token_amount: None,
+        token_currency: None,
+        paid_late: false,
+    }
+}
+
+fn order(id: &str) -> OrderRef {
+    OrderRef {
+        external_id: Some(id.into()),
+        amount: Amount::parse("25.00"),
+        currency: Some("USDT".into()),
+    }
+}
+
+fn rig() -> (
+    MemoryPaymos,
+    Fulfil<Arc<MemoryResources>>,
+    Arc<MemoryResources>,
+) {
+    let store = Arc::new(MemoryResources::new());
+    (MemoryPaymos::new(), Fulfil::new(Arc::clone(&store)), store)
+}
+
+async fn run(paymos: &MemoryPaymos, fulfil: &Fulfil<Arc<MemoryResources>>, apply: bool) -> Report {
+    reconcile(paymos, fulfil, WINDOW, apply, NOW_MS)
+        .await
+        .expect("memory never fails")
+}
+
+fn ids(list: &[crate::reconcile::PaidAtPaymos]) -> Vec<&str> {
+    list.iter().map(|p| p.invoice_id.as_str()).collect()
+}
+
+#[tokio::test]
+async fn a_payment_whose_webhook_never_came_is_missing_and_apply_fulfils_it_once() {
+    let (paymos, fulfil, store) = rig();
+    paymos.invoice("inv_m", at_paymos("paid", "o-m"));
+    let report = run(&paymos, &fulfil, false).await;
+    assert_eq!(ids(&report.missing), ["inv_m"]);
+    assert!(!report.clean());
+    assert!(
+        store.fulfilled().is_empty(),
+        "without --apply nothing is written"
+    );
+
+    let report = run(&paymos, &fulfil, true).await;
+    assert_eq!(report.applied["inv_m"], "fulfilled");
+    assert!(report.clean());
+    let again = run(&paymos, &fulfil, true).await;
+    assert_eq!((again.matched, again.missing.len()), (1, 0));
+    assert_eq!(
+        MemoryResources::fulfilments(&store),
+        [("inv_m".into(), Some("o-m".into()))]
+    );
+}
+
+#[tokio::test]
+async fn a_second_payment_of_a_fulfilled_order_is_a_duplicate_never_fulfilled() {
+    let (paymos, fulfil, store) = rig();
+    paymos.invoice("inv_1", at_paymos("paid", "o-1"));
+    paymos.invoice("inv_2", at_paymos("paid", "o-1"));
+    fulfil
+        .apply_by_hand(
+            "inv_1",
+            InvoiceStatus::Paid,
+            order("o-1"),
+            "webhook",
+            NOW_MS,
+        )
+        .await
+        .unwrap();
+    let report = run(&paymos, &fulfil, true).await;
+    assert_eq!(ids(&report.duplicate_payments), ["inv_2"]);
+    assert_eq!(report.applied["inv_2"], Applied::DuplicatePayment.as_str());
+    assert_eq!(store.fulfilled(), ["inv_1"]);
+    let (seen, _) = store.invoice_seen("inv_2").await.unwrap();
+    assert_eq!(
+        seen.unwrap().standing(),
+        Standing::DuplicateOf("inv_1".into())
+    );
+}
+
+#[tokio::test]
+async fn a_payment_refunded_in_full_at_paymos_is_reported_and_never_fulfilled() {
+    let (paymos, fulfil, store) = rig();
+    paymos.invoice("inv_r", at_paymos("paid", "o-r"));
+    paymos.invoice("inv_p", at_paymos("paid", "o-p"));
+    let refund = |id: &str, amount: &str, full: bool| Refund {
+        withdrawal_id: id.into(),
+        amount: Amount::parse(amount),
+        currency: Some("USDT".into()),
+        full,
+    };
+    paymos.refund("inv_r", refund("wdr_1", "20", false));
+    paymos.refund("inv_r", refund("wdr_2", "5.00", false));
+    paymos.refund("inv_p", refund("wdr_3", "20", false));
+    let report = run(&paymos, &fulfil, true).await;
+    assert_eq!(
+        ids(&report.refunded),
+        ["inv_r"],
+        "20 + 5.00 is the whole 25.00"
+    );
+    assert_eq!(
+        ids(&report.missing),
+        ["inv_p"],
+        "a partial refund leaves a payment"
+    );
+    assert_eq!(store.fulfilled(), ["inv_p"]);
+}
+
+#[tokio::test]
+async fn a_payment_after_the_close_lands_as_paid_late_and_waits_for_a_person() {
+    let (paymos, fulfil, store) = rig();
+    paymos.invoice(
+        "inv_l",
+        ConfirmedInvoice {
+            paid_late: true,
+            ..at_paymos("expired", "o-l")
+        },
+    );
+    let report = run(&paymos, &fulfil, true).await;
+    assert_eq!(ids(&report.paid_late), ["inv_l"]);
+    assert_eq!(report.applied["inv_l"], Applied::PaidLate.as_str());
+    assert!(store.fulfilled().is_empty());
+    let (seen, _) = store.invoice_seen("inv_l").await.unwrap();
+    assert_eq!(seen.unwrap().standing(), Standing::PaidLate);
+    let again = run(&paymos, &fulfil, true).await;
+    assert!(
+        again.paid_late.is_empty(),
+        "recorded once, not listed again"
+    );
+}
+
+#[tokio::test]
+async fn a_fulfilment_paymos_does_not_know_as_paid_is_unknown() {
+    let (paymos, fulfil, _) = rig();
+    paymos.invoice("inv_u", at_paymos("awaiting_payment", "o-u"));
+    fulfil
+        .apply_by_hand("inv_u", InvoiceStatus::Paid, order("o-u"), "bob", NOW_MS)
+        .await
+        .unwrap();
+    fulfil
+        .apply_by_hand("inv_x", InvoiceStatus::Paid, order("o-x"), "bob", NOW_MS)
+        .await
+        .unwrap();
+    let report = run(&paymos, &fulfil, false).await;
+    assert_eq!(report.unknown, ["inv_u", "inv_x"]);
+    assert!(!report.clean());
+}
+
+#[tokio::test]
+async fn an_invoice_open_here_is_read_again_and_found_paid() {
+    let (paymos, fulfil, store) = rig();
+    fulfil
+        .apply_by_hand(
+            "inv_o",
+            InvoiceStatus::Confirming,
+            order("o-o"),
+            "webhook",
+            NOW_MS,
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.open_invoices().await.unwrap().len(), 1);
+    // Created before the window, so not listed: only the re-read finds it.
+    let mut paid = at_paymos("paid", "");
+    paid.order_id = None;
+    paymos.invoice("inv_o", paid);
+    paymos.created_at("inv_o", 0);
+    let report = run(&paymos, &fulfil, true).await;
+    assert_eq!(report.open_rechecked, 1);
+    assert_eq!(ids(&report.missing), ["inv_o"]);
+    assert_eq!(report.missing[0].order_id, "o-o", "the order recorded here");
+    assert_eq!(report.applied["inv_o"], "fulfilled");
+}

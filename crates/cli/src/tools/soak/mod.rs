@@ -2,9 +2,10 @@
 //! pipeline while faults are injected into every DynamoDB and SQS call of ingest and fulfil,
 //! then checks the two numbers this project promises: nothing lost, nothing doubled.
 
+mod plan;
 mod verify;
 
-use std::collections::BTreeMap;
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -21,6 +22,7 @@ use crate::tools::send::{SENDER_TIMEOUT, post};
 use paymos_inbox_core::fulfil::Fulfil;
 use paymos_inbox_core::ingest::{Ingest, IngestSettings};
 use paymos_inbox_core::signature::{SigningKey, Verifier, WebhookSecret};
+use plan::plan;
 use verify::verify;
 
 const SECRET: &str = "whsec_live_paymos_inbox_soak";
@@ -186,264 +188,266 @@ fn body(event_id: &str, event_type: &str, at: u64, data: &serde_json::Value) -> 
     json!({"event_id": event_id, "event_type": event_type, "version": 1, "occurred_at": at, "data": data}).to_string()
 }
 
-/// Plans resources and their deliveries until `n` deliveries exist.
-#[allow(clippy::too_many_lines)]
-fn plan(n: usize, rng: &mut Rng, run: u64) -> (BTreeMap<String, Expect>, Vec<Send>, Planned) {
-    let mut expect = BTreeMap::new();
-    let mut sends = Vec::new();
-    let mut planned = Planned::default();
-    let mut next = 0u64;
-    let mut id = |rng: &mut Rng| {
-        next += 1;
-        format!("evt_soak_{run:x}_{next}_{:x}", rng.below(1 << 20))
-    };
-    let t0 = 1_760_000_000;
-    let mut r = 0;
-    while sends.len() < n {
-        r += 1;
-        let kind = rng.below(10);
-        if kind < 6 {
-            let inv = format!("inv_soak_{run:x}_{r}");
-            let order = format!("order-{inv}");
-            let final_status = match rng.below(20) {
-                0..=11 => "paid",
-                12..=13 => "paid_over",
-                14..=16 => "expired",
-                17 => "cancelled",
-                _ => "underpaid",
-            };
-            let data = |invoice: &str, status: &str| {
-                json!({"invoice_id": invoice, "status": status, "is_test": false,
-                "order": {"external_id": order, "amount": "25.00", "currency": "USDT"}})
-            };
-            // A second checkout for the order (paid too, fulfilled never twice), or a paid event
-            // that leaves the order out. Not both: with neither event naming the order before
-            // the payment, nothing anywhere could tell the two invoices belong together.
-            let paid = final_status.starts_with("paid");
-            let second_checkout = paid && rng.chance(0.05);
-            let silent = paid && !second_checkout && rng.chance(0.3);
-            planned.silent += usize::from(silent);
-            for (i, status) in ["awaiting_payment", "confirming"].iter().enumerate() {
-                let e = id(rng);
-                let mut send = Send::new(
-                    e.clone(),
-                    body(
-                        &e,
-                        &format!("invoice.{status}"),
-                        t0 + i as u64,
-                        &data(&inv, status),
-                    ),
-                );
-                send.gives_up = rng.chance(0.05);
-                sends.push(send);
-            }
-            // A partial (overpayment) refund, in any order with the payment: the payment is
-            // still fulfilled, the refund recorded beside it.
-            if paid && rng.chance(0.05) {
-                let wdr = format!("wdr_soak_{run:x}_{r}_refund");
-                let e = id(rng);
-                let refund = json!({"withdrawal_id": wdr, "status": "completed", "is_test": false,
-                    "type": "refund", "mode": "overpayment", "invoice_id": inv,
-                    "amount": "0.10", "currency": "USDT"});
-                sends.push(Send::new(
-                    e.clone(),
-                    body(&e, "withdrawal.completed", t0 + 12, &refund),
-                ));
-                expect.insert(
-                    wdr,
-                    Expect::Withdrawal {
-                        final_status: "completed",
-                    },
-                );
-                planned.refunds += 1;
-            }
-            let mut paid_events = Vec::new();
-            let endpoints = if final_status.starts_with("paid") && rng.chance(0.2) {
-                2
-            } else {
-                1
-            };
-            planned.two_endpoints += usize::from(endpoints == 2);
-            for _ in 0..endpoints {
-                let e = id(rng);
-                paid_events.push(e.clone());
-                let paid_data = if silent {
-                    json!({"invoice_id": inv, "status": final_status, "is_test": false,
-                        "payment": {"network": "TON", "currency": "USDT", "expected": "25.00"}})
-                } else {
-                    data(&inv, final_status)
-                };
-                let mut text = body(&e, &format!("invoice.{final_status}"), t0 + 10, &paid_data);
-                if rng.chance(0.05) {
-                    text = hostile(&text);
-                    planned.hostile += 1;
-                }
-                sends.push(Send::new(e, text));
-            }
-            // A sandbox-signed paid event for this live invoice, claiming nothing (no is_test).
-            if rng.chance(0.05) {
-                let e = id(rng);
-                let forged = json!({"invoice_id": inv, "status": "paid",
-                    "order": {"external_id": order, "amount": "25.00", "currency": "USDT"}});
-                let mut send = Send::new(e.clone(), body(&e, "invoice.paid", t0 + 5, &forged));
-                send.sandbox = true;
-                sends.push(send);
-                planned.sandbox_signed += 1;
-            }
-            // A second checkout for an order that gets paid: paid too, fulfilled never twice.
-            let pair = second_checkout.then(|| {
-                let second = format!("{inv}_again");
-                let e = id(rng);
-                sends.push(Send::new(
-                    e.clone(),
-                    body(&e, "invoice.paid", t0 + 11, &data(&second, "paid")),
-                ));
-                planned.second_invoices += 1;
-                expect.insert(
-                    second.clone(),
-                    Expect::Invoice {
-                        final_status: "paid",
-                        paid_events: vec![e],
-                        pair: Some(inv.clone()),
-                    },
-                );
-                second
-            });
-            expect.insert(
-                inv,
-                Expect::Invoice {
-                    final_status,
-                    paid_events,
-                    pair,
-                },
+/// The pipeline a soak drives: tables and queues of its own, ingest behind a loopback URL and
+/// two fulfil pollers, every port behind the same fault injection.
+struct Rig {
+    dynamodb: aws_sdk_dynamodb::Client,
+    sqs: aws_sdk_sqs::Client,
+    created: template::Created,
+    pipeline: Pipeline,
+    faults: Arc<Faults>,
+    url: String,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Rig {
+    async fn start(options: &SoakOptions) -> Result<Self, String> {
+        let (dynamodb, sqs) = clients(&options.dynamodb_endpoint, &options.sqs_endpoint).await;
+        let prefix = format!("soak-{:x}-{}", options.seed, std::process::id());
+        let created = template::create_all(&dynamodb, &sqs, &prefix).await?;
+        let queue = created.queue("WorkQueue").to_owned();
+        // Redeliveries within the run: a 2 s visibility timeout instead of the template's 180 s.
+        sqs.set_queue_attributes()
+            .queue_url(&queue)
+            .attributes(
+                aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout,
+                "2",
+            )
+            .send()
+            .await
+            .map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(e).to_string())?;
+        let faults = Faults::new(
+            options.fail_rate,
+            options.crash_rate,
+            options.seed ^ 0x9e37_79b9_7f4a_7c15,
+        );
+        let pipeline = Pipeline::on(&created, &dynamodb, &sqs);
+        let ingest = Arc::new(Ingest::new(
+            Verifier::new(
+                vec![
+                    SigningKey::new("live", &WebhookSecret::new(SECRET)),
+                    SigningKey::new("test", &WebhookSecret::new(SANDBOX)),
+                ],
+                300,
+            ),
+            Faulty::new(pipeline.ledger.clone(), faults.clone()),
+            Faulty::new(pipeline.queue.clone(), faults.clone()),
+            IngestSettings {
+                lease_secs: 1,
+                ..IngestSettings::default()
+            },
+        ));
+        let fulfil = Arc::new(Fulfil::new(Faulty::new(
+            pipeline.resources.clone(),
+            faults.clone(),
+        )));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| e.to_string())?;
+        let url = format!(
+            "http://{}/",
+            listener.local_addr().map_err(|e| e.to_string())?
+        );
+        // A crashed invocation ends at the function timeout; a crashed batch likewise.
+        let mut tasks = vec![serve_ingest(
+            listener,
+            ingest,
+            None,
+            Some(Duration::from_millis(400)),
+        )];
+        for _ in 0..2 {
+            let poller = run_poller(
+                sqs.clone(),
+                queue.clone(),
+                fulfil.clone(),
+                10,
+                Some(Duration::from_secs(1)),
             );
-        } else if kind < 8 {
-            let wdr = format!("wdr_soak_{run:x}_{r}");
-            let final_status = if rng.chance(0.8) {
-                "completed"
-            } else {
-                "failed"
-            };
-            for (i, status) in ["created", "processing", final_status].iter().enumerate() {
-                let e = id(rng);
-                let data = json!({"withdrawal_id": wdr, "status": status, "is_test": false, "amount": "5.00", "currency": "USDT"});
-                let mut send = Send::new(
-                    e.clone(),
-                    body(&e, &format!("withdrawal.{status}"), t0 + i as u64, &data),
-                );
-                send.gives_up = i < 2 && rng.chance(0.05);
-                sends.push(send);
-            }
-            expect.insert(wdr, Expect::Withdrawal { final_status });
-        } else {
-            let pcd = format!("pcd_soak_{run:x}_{r}");
-            let payer = format!("payer-{}", rng.below(40));
-            let net_cents = 1 + rng.below(100_000);
-            let net = format!("{}.{:02}", net_cents / 100, net_cents % 100);
-            let mut statuses = vec!["confirming"];
+            tasks.push(poller);
+        }
+        Ok(Self {
+            dynamodb,
+            sqs,
+            created,
+            pipeline,
+            faults,
+            url,
+            tasks,
+        })
+    }
+
+    /// Faults off; lets fulfil drain, redriving the DLQ and running the sweep until every
+    /// record is processed. Returns how many messages were redriven and how many swept.
+    async fn drain(&self) -> Result<(usize, usize), String> {
+        self.faults.set_enabled(false);
+        let (queue, dlq) = (
+            self.created.queue("WorkQueue"),
+            self.created.queue("DeadLetterQueue"),
+        );
+        let (ledger, sweep_queue) = (&self.pipeline.ledger, &self.pipeline.queue);
+        let redriven = std::cell::Cell::new(0);
+        let swept = std::cell::Cell::new(0);
+        ledger
+            .wait_until_processed(Duration::from_secs(180), || async {
+                let moved = redrive(&self.sqs, dlq, queue, 10_000)
+                    .await
+                    .map_err(|e| paymos_inbox_core::ingest::PortError::new("SQS redrive", e))?;
+                redriven.set(redriven.get() + moved.moved());
+                // The scheduled sweep, compressed: anything still `received` past its lease.
+                let now = paymos_inbox_lambda::now_ms();
+                let resent = paymos_inbox_core::sweep::resend_stranded(
+                    ledger,
+                    sweep_queue,
+                    1,
+                    now,
+                    now,
+                    1000,
+                )
+                .await?;
+                swept.set(swept.get() + resent.resent);
+                Ok(())
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        for task in &self.tasks {
+            task.abort();
+        }
+        Ok((redriven.get(), swept.get()))
+    }
+}
+
+/// The order Paymos sends in: every delivery shuffled (out of order within every resource),
+/// ~30 % sent again (half colliding with the first, half replayed after everything else), some
+/// signed with a retired secret beside the current one.
+struct Schedule {
+    sends: Vec<Send>,
+    replays: Vec<Send>,
+    collisions: usize,
+    copies: usize,
+}
+
+impl Schedule {
+    fn of(mut sends: Vec<Send>, rng: &mut Rng) -> Self {
+        let mut copies = Vec::new();
+        let mut collisions = 0;
+        for s in &sends {
             if rng.chance(0.3) {
-                statuses.push("reorged");
+                let mut copy = s.clone();
+                copy.rotation = rng.chance(0.5);
+                let collide = rng.chance(0.5);
+                collisions += usize::from(collide);
+                copies.push((copy, collide));
             }
-            statuses.push("confirmed");
-            for (i, status) in statuses.iter().enumerate() {
-                let e = id(rng);
-                let data = json!({"id": pcd, "status": status, "is_final": *status == "confirmed", "is_test": false,
-                    "payment_channel_external_id": payer, "currency": "USDT", "gross": net, "fee": "0", "net": net});
-                let mut text = body(
-                    &e,
-                    &format!("payment_channel.deposit.{status}"),
-                    t0 + i as u64,
-                    &data,
-                );
-                if *status == "confirmed" && rng.chance(0.05) {
-                    text = hostile(&text);
-                    planned.hostile += 1;
-                }
-                let mut send = Send::new(e, text);
-                send.gives_up = *status != "confirmed" && rng.chance(0.05);
-                sends.push(send);
-            }
-            expect.insert(pcd, Expect::Deposit { payer, net_cents });
+        }
+        for s in &mut sends {
+            s.rotation = rng.chance(0.2);
+        }
+        for i in (1..sends.len()).rev() {
+            let j = usize::try_from(rng.below(i as u64 + 1)).unwrap_or(0);
+            sends.swap(i, j);
+        }
+        let mut ordered = Vec::with_capacity(sends.len() + copies.len());
+        for s in sends {
+            let collision = copies
+                .iter()
+                .find(|(c, collide)| *collide && c.event_id == s.event_id)
+                .map(|(c, _)| c.clone());
+            ordered.push(s);
+            ordered.extend(collision);
+        }
+        let replays = copies
+            .iter()
+            .filter(|(_, collide)| !collide)
+            .map(|(s, _)| s.clone())
+            .collect();
+        Self {
+            sends: ordered,
+            replays,
+            collisions,
+            copies: copies.len(),
         }
     }
-    (expect, sends, planned)
+}
+
+/// A simulated Paymos on `url`: each delivery retried on its ladder until a 2xx (or until its
+/// sender gives up), `concurrency` at a time.
+struct Sender {
+    client: reqwest::Client,
+    url: String,
+    attempts: AtomicU64,
+    acknowledged: std::sync::Mutex<HashSet<String>>,
+}
+
+impl Sender {
+    fn new(url: &str, concurrency: usize) -> Result<Self, String> {
+        Ok(Self {
+            client: reqwest::Client::builder()
+                .pool_max_idle_per_host(concurrency)
+                .build()
+                .map_err(|e| e.to_string())?,
+            url: url.to_owned(),
+            attempts: AtomicU64::new(0),
+            acknowledged: std::sync::Mutex::default(),
+        })
+    }
+
+    async fn send_all(&self, sends: Vec<Send>, concurrency: usize) {
+        futures::stream::iter(sends.into_iter().map(|s| self.deliver(s)))
+            .buffer_unordered(concurrency)
+            .collect::<Vec<()>>()
+            .await;
+    }
+
+    async fn deliver(&self, s: Send) {
+        let keys = if s.sandbox {
+            vec![WebhookSecret::new(SANDBOX)]
+        } else if s.rotation {
+            vec![WebhookSecret::new(RETIRED), WebhookSecret::new(SECRET)]
+        } else {
+            vec![WebhookSecret::new(SECRET)]
+        };
+        // Paymos' ladder, compressed: 1 min → 20 ms, doubling, capped at 640 ms; past the 11th
+        // attempt the event "fails" and an operator replays it, so it goes on.
+        let mut gap = Duration::from_millis(20);
+        loop {
+            self.attempts.fetch_add(1, Ordering::Relaxed);
+            let now = paymos_inbox_lambda::now_ms() / 1000;
+            let a = post(
+                &self.client,
+                &self.url,
+                &s.event_id,
+                &s.body,
+                &keys,
+                now,
+                1,
+                SENDER_TIMEOUT,
+            )
+            .await;
+            if (200..300).contains(&a.status) {
+                let mut acknowledged = self.acknowledged.lock().expect("lock");
+                acknowledged.insert(s.event_id.clone());
+                return;
+            }
+            if s.gives_up {
+                // This sender stops here: if the attempt recorded the delivery before it died,
+                // only the sweep will ever send it again.
+                return;
+            }
+            tokio::time::sleep(gap).await;
+            gap = (gap * 2).min(Duration::from_millis(640));
+        }
+    }
 }
 
 /// Runs a soak; the report's `violations` is empty when nothing was lost or doubled.
 ///
 /// # Errors
 /// When the pipeline cannot be set up (emulators, tables).
-#[allow(clippy::too_many_lines)]
 pub async fn run(options: SoakOptions) -> Result<SoakReport, String> {
     let started = Instant::now();
     let mut rng = Rng(options.seed | 1);
-    let run_id = options.seed;
-    let (dynamodb, sqs) = clients(&options.dynamodb_endpoint, &options.sqs_endpoint).await;
-    let prefix = format!("soak-{run_id:x}-{}", std::process::id());
-    let created = template::create_all(&dynamodb, &sqs, &prefix).await?;
-    let queue = created.queue("WorkQueue").to_owned();
-    let dlq = created.queue("DeadLetterQueue").to_owned();
-    // Redeliveries within the run: a 2 s visibility timeout instead of the template's 180 s.
-    sqs.set_queue_attributes()
-        .queue_url(&queue)
-        .attributes(
-            aws_sdk_sqs::types::QueueAttributeName::VisibilityTimeout,
-            "2",
-        )
-        .send()
-        .await
-        .map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(e).to_string())?;
-
-    let faults = Faults::new(
-        options.fail_rate,
-        options.crash_rate,
-        options.seed ^ 0x9e37_79b9_7f4a_7c15,
-    );
-    let pipeline = Pipeline::on(&created, &dynamodb, &sqs);
-    let ledger = pipeline.ledger.clone();
-    let ingest = Arc::new(Ingest::new(
-        Verifier::new(
-            vec![
-                SigningKey::new("live", &WebhookSecret::new(SECRET)),
-                SigningKey::new("test", &WebhookSecret::new(SANDBOX)),
-            ],
-            300,
-        ),
-        Faulty::new(ledger.clone(), faults.clone()),
-        Faulty::new(pipeline.queue.clone(), faults.clone()),
-        IngestSettings {
-            lease_secs: 1,
-            ..IngestSettings::default()
-        },
-    ));
-    let fulfil = Arc::new(Fulfil::new(Faulty::new(
-        pipeline.resources.clone(),
-        faults.clone(),
-    )));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| e.to_string())?;
-    let url = format!(
-        "http://{}/",
-        listener.local_addr().map_err(|e| e.to_string())?
-    );
-    // A crashed invocation ends at the function timeout; a crashed batch likewise.
-    let server = serve_ingest(listener, ingest, None, Some(Duration::from_millis(400)));
-    let pollers: Vec<_> = (0..2)
-        .map(|_| {
-            run_poller(
-                sqs.clone(),
-                queue.clone(),
-                fulfil.clone(),
-                10,
-                Some(Duration::from_secs(1)),
-            )
-        })
-        .collect();
-
-    // The simulated Paymos: every delivery, ~30 % duplicates (half colliding, half replayed
-    // later), out of order, some with a rotation header, each retried until a 2xx.
-    let (expect, mut sends, planned) = plan(options.deliveries, &mut rng, run_id);
+    let rig = Rig::start(&options).await?;
+    let (expect, sends, planned) = plan(options.deliveries, &mut rng, options.seed);
     let deliveries = sends.len();
     let sandbox_ids: Vec<String> = sends
         .iter()
@@ -451,139 +455,17 @@ pub async fn run(options: SoakOptions) -> Result<SoakReport, String> {
         .map(|s| s.event_id.clone())
         .collect();
     let given_up = sends.iter().filter(|s| s.gives_up).count();
-    let mut copies = Vec::new();
-    let mut collisions = 0;
-    for s in &sends {
-        if rng.chance(0.3) {
-            let mut copy = s.clone();
-            copy.rotation = rng.chance(0.5);
-            if rng.chance(0.5) {
-                collisions += 1;
-                copies.push((copy, true));
-            } else {
-                copies.push((copy, false));
-            }
-        }
-    }
-    for s in &mut sends {
-        s.rotation = rng.chance(0.2);
-    }
-    // Shuffle: out-of-order within every resource.
-    for i in (1..sends.len()).rev() {
-        let j = usize::try_from(rng.below(i as u64 + 1)).unwrap_or(0);
-        sends.swap(i, j);
-    }
-    let mut schedule: Vec<(Send, bool)> = Vec::with_capacity(sends.len() + copies.len());
-    let replays: Vec<Send> = copies
-        .iter()
-        .filter(|(_, c)| !c)
-        .map(|(s, _)| s.clone())
-        .collect();
-    for s in sends {
-        schedule.push((s.clone(), false));
-        if let Some((c, _)) = copies
-            .iter()
-            .find(|(c, collide)| *collide && c.event_id == s.event_id)
-        {
-            schedule.push((c.clone(), true));
-        }
-    }
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(options.concurrency)
-        .build()
-        .map_err(|e| e.to_string())?;
-    let attempts = Arc::new(AtomicU64::new(0));
-    let secret = WebhookSecret::new(SECRET);
-    let retired = WebhookSecret::new(RETIRED);
-    let sandbox = WebhookSecret::new(SANDBOX);
-    let acknowledged = Arc::new(std::sync::Mutex::new(std::collections::HashSet::new()));
-    let deliver = |s: Send| {
-        let (client, url, attempts) = (client.clone(), url.clone(), attempts.clone());
-        let acknowledged = acknowledged.clone();
-        let keys = if s.sandbox {
-            vec![sandbox.clone()]
-        } else if s.rotation {
-            vec![retired.clone(), secret.clone()]
-        } else {
-            vec![secret.clone()]
-        };
-        async move {
-            // Paymos' ladder, compressed: 1 min → 20 ms, doubling, capped at 640 ms; past the
-            // 11th attempt the event "fails" and an operator replays it, so it goes on.
-            let mut gap = Duration::from_millis(20);
-            loop {
-                attempts.fetch_add(1, Ordering::Relaxed);
-                let now = paymos_inbox_lambda::now_ms() / 1000;
-                let a = post(
-                    &client,
-                    &url,
-                    &s.event_id,
-                    &s.body,
-                    &keys,
-                    now,
-                    1,
-                    SENDER_TIMEOUT,
-                )
-                .await;
-                if (200..300).contains(&a.status) {
-                    acknowledged
-                        .lock()
-                        .expect("lock")
-                        .insert(s.event_id.clone());
-                    return;
-                }
-                if s.gives_up {
-                    // This sender stops here: if the attempt recorded the delivery before it
-                    // died, only the sweep will ever send it again.
-                    return;
-                }
-                tokio::time::sleep(gap).await;
-                gap = (gap * 2).min(Duration::from_millis(640));
-            }
-        }
-    };
-    futures::stream::iter(schedule.into_iter().map(|(s, _)| deliver(s)))
-        .buffer_unordered(options.concurrency)
-        .collect::<Vec<()>>()
-        .await;
-    futures::stream::iter(replays.iter().cloned().map(deliver))
-        .buffer_unordered(options.concurrency)
-        .collect::<Vec<()>>()
-        .await;
-    let sends_total = deliveries + copies.len();
-
-    // Faults off; let fulfil drain; anything in the DLQ is redriven once it is there.
-    faults.set_enabled(false);
-    let redriven = std::cell::Cell::new(0);
-    let swept = std::cell::Cell::new(0);
-    let sweep_queue = pipeline.queue.clone();
-    ledger
-        .wait_until_processed(Duration::from_secs(180), || async {
-            let moved = redrive(&sqs, &dlq, &queue, 10_000)
-                .await
-                .map_err(|e| paymos_inbox_core::ingest::PortError::new("SQS redrive", e))?;
-            redriven.set(redriven.get() + moved.moved());
-            // The scheduled sweep, compressed: anything still `received` past its lease.
-            let now = paymos_inbox_lambda::now_ms();
-            let resent =
-                paymos_inbox_core::sweep::resend_stranded(&ledger, &sweep_queue, 1, now, now, 1000)
-                    .await?;
-            swept.set(swept.get() + resent.resent);
-            Ok(())
-        })
-        .await
-        .map_err(|e| e.to_string())?;
-    let dlq_redriven = redriven.get();
-    server.abort();
-    for p in pollers {
-        p.abort();
-    }
-
+    let schedule = Schedule::of(sends, &mut rng);
+    let sender = Sender::new(&rig.url, options.concurrency)?;
+    sender.send_all(schedule.sends, options.concurrency).await;
+    sender.send_all(schedule.replays, options.concurrency).await;
+    let (dlq_redriven, swept) = rig.drain().await?;
+    let faults = &rig.faults;
     let mut report = SoakReport {
         deliveries,
-        sends: sends_total,
-        attempts: attempts.load(Ordering::Relaxed),
-        collisions,
+        sends: deliveries + schedule.copies,
+        attempts: sender.attempts.load(Ordering::Relaxed),
+        collisions: schedule.collisions,
         two_endpoint_payments: planned.two_endpoints,
         sandbox_signed: planned.sandbox_signed,
         hostile_bodies: planned.hostile,
@@ -591,7 +473,7 @@ pub async fn run(options: SoakOptions) -> Result<SoakReport, String> {
         silent_payments: planned.silent,
         refunds: planned.refunds,
         given_up,
-        swept: swept.get(),
+        swept,
         port_calls: faults.calls.load(Ordering::Relaxed),
         injected_failures: faults.failed.load(Ordering::Relaxed),
         injected_lost_replies: faults.lost_replies.load(Ordering::Relaxed),
@@ -599,10 +481,10 @@ pub async fn run(options: SoakOptions) -> Result<SoakReport, String> {
         dlq_redriven,
         ..SoakReport::default()
     };
-    let acknowledged = acknowledged.lock().expect("lock").clone();
+    let acknowledged = sender.acknowledged.lock().expect("lock").clone();
     verify(
-        &dynamodb,
-        &created,
+        &rig.dynamodb,
+        &rig.created,
         &expect,
         &acknowledged,
         &sandbox_ids,

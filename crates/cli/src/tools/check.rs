@@ -548,7 +548,6 @@ impl Checker {
 }
 
 /// Runs the five steps against `options.url`.
-#[allow(clippy::too_many_lines)]
 pub async fn run(options: CheckOptions) -> Vec<Step> {
     let secret = options.secret.clone();
     let rotation = [options.secret.clone(), options.wrong_secret.clone()];
@@ -558,210 +557,256 @@ pub async fn run(options: CheckOptions) -> Vec<Step> {
             options,
         },
     };
-    let sender = &checker.sender;
-    let mut steps = Vec::new();
-    let mut acknowledged: Vec<Ids> = Vec::new();
+    let mut run = Run {
+        checker: &checker,
+        secret,
+        rotation,
+        acknowledged: Vec::new(),
+    };
+    let (one, first) = run.one_delivery().await;
+    let two = run.again(&first).await;
+    let three = run.collisions().await;
+    let four = run.made_right_by_hand().await;
+    let five = run.against_the_source().await;
+    vec![one, two, three, four, five]
+}
 
-    // 1. One delivery: the advisory `confirming` first (a receiver deduplicating by resource id
-    //    drops the `paid` after it), then `paid` during a secret rotation (the valid v1 first).
-    let mut proof = Proof::new(1, "one delivery ships the order once");
-    let invoice = format!("inv_check_{}", &new_event_id()[4..]);
-    let confirming = new_event_id();
-    let attempts = sender
-        .until_answered(
-            &confirming,
-            &sender.body(&confirming, "invoice.confirming", &invoice),
-            std::slice::from_ref(&secret),
+/// The first paid event of step 1: what step 2 sends again.
+struct First {
+    ids: Ids,
+    body: String,
+}
+
+/// One run of the steps: the secrets, and every invoice acknowledged so far (what step 5
+/// checks when no API stands in for Paymos' paid list).
+struct Run<'c> {
+    checker: &'c Checker,
+    secret: WebhookSecret,
+    rotation: [WebhookSecret; 2],
+    acknowledged: Vec<Ids>,
+}
+
+impl Run<'_> {
+    fn secret(&self) -> &[WebhookSecret] {
+        std::slice::from_ref(&self.secret)
+    }
+
+    /// 1. One delivery: the advisory `confirming` first (a receiver deduplicating by resource
+    ///    id drops the `paid` after it), then `paid` during a secret rotation (the valid v1
+    ///    first).
+    async fn one_delivery(&mut self) -> (Step, First) {
+        let (checker, sender) = (self.checker, &self.checker.sender);
+        let mut proof = Proof::new(1, "one delivery ships the order once");
+        let invoice = format!("inv_check_{}", &new_event_id()[4..]);
+        let confirming = new_event_id();
+        let attempts = sender
+            .until_answered(
+                &confirming,
+                &sender.body(&confirming, "invoice.confirming", &invoice),
+                self.secret(),
+            )
+            .await;
+        proof
+            .evidence
+            .extend(attempts.iter().map(|a| format!("confirming {}", show(a))));
+        let first = new_event_id();
+        let body = sender.body(&first, "invoice.paid", &invoice);
+        let attempts = sender.until_answered(&first, &body, &self.rotation).await;
+        let ids = Checker::ids(&invoice, &first);
+        if Checker::acknowledged(&attempts, &mut proof) {
+            self.acknowledged.push(ids.clone());
+            checker
+                .one_row(&ids, &[confirming, first], &mut proof)
+                .await;
+        }
+        (proof.done(), First { ids, body })
+    }
+
+    /// 2. The same event again (a retry, re-signed), and the same payment from a second
+    ///    endpoint (another event id, same invoice).
+    async fn again(&self, first: &First) -> Step {
+        let (checker, sender) = (self.checker, &self.checker.sender);
+        let mut proof = Proof::new(
+            2,
+            "the same event again, or from a second endpoint, ships nothing more",
+        );
+        let event_id = &first.ids.event_id;
+        let again = sender
+            .until_answered(event_id, &first.body, self.secret())
+            .await;
+        let acked_again = Checker::acknowledged(&again, &mut proof);
+        let second_endpoint = new_event_id();
+        let other = sender
+            .until_answered(
+                &second_endpoint,
+                &sender.body(&second_endpoint, "invoice.paid", &first.ids.invoice_id),
+                self.secret(),
+            )
+            .await;
+        proof
+            .evidence
+            .extend(other.iter().map(|a| format!("second endpoint {}", show(a))));
+        if !other.last().is_some_and(ok) {
+            proof.fail("the second endpoint's event was never acknowledged with a 2xx");
+        }
+        if acked_again {
+            checker
+                .one_row(&first.ids, &[event_id.clone(), second_endpoint], &mut proof)
+                .await;
+        }
+        proof.done()
+    }
+
+    /// 3. Collisions: copies of one new event at once, then retries until answered.
+    async fn collisions(&mut self) -> Step {
+        let (checker, sender) = (self.checker, &self.checker.sender);
+        let mut proof = Proof::new(3, "colliding attempts ship once");
+        let invoice = format!("inv_check_{}", &new_event_id()[4..]);
+        let collide = new_event_id();
+        let body = sender.body(&collide, "invoice.paid", &invoice);
+        let started = Instant::now();
+        let copies = futures::future::join_all(
+            (0..checker.options().collisions.max(2))
+                .map(|i| sender.once(&collide, &body, self.secret(), i + 1)),
         )
         .await;
-    proof
-        .evidence
-        .extend(attempts.iter().map(|a| format!("confirming {}", show(a))));
-    let first = new_event_id();
-    let body = sender.body(&first, "invoice.paid", &invoice);
-    let attempts = sender.until_answered(&first, &body, &rotation).await;
-    let ids1 = Checker::ids(&invoice, &first);
-    if Checker::acknowledged(&attempts, &mut proof) {
-        acknowledged.push(ids1.clone());
-        checker
-            .one_row(&ids1, &[confirming.clone(), first.clone()], &mut proof)
-            .await;
+        proof.evidence.extend(copies.iter().map(show));
+        proof.evidence.insert(
+            0,
+            how_they_collided(&copies, started.elapsed(), checker.options().timeout),
+        );
+        if !copies
+            .iter()
+            .all(|a| ok(a) || a.status == 503 || a.status == 0)
+        {
+            proof.fail("a colliding copy got an answer other than 2xx, 503 or a timeout");
+        }
+        let retry = sender.until_answered(&collide, &body, self.secret()).await;
+        proof
+            .evidence
+            .extend(retry.iter().map(|a| format!("retry {}", show(a))));
+        let ids = Checker::ids(&invoice, &collide);
+        if copies.iter().chain(&retry).any(ok) {
+            self.acknowledged.push(ids.clone());
+            checker
+                .one_row(&ids, std::slice::from_ref(&collide), &mut proof)
+                .await;
+        } else {
+            proof.fail("no copy was ever acknowledged with a 2xx");
+        }
+        proof.done()
     }
-    steps.push(proof.done());
 
-    // 2. The same event again (a retry, re-signed), and the same payment from a second endpoint
-    //    (another event id, same invoice).
-    let mut proof = Proof::new(
-        2,
-        "the same event again, or from a second endpoint, ships nothing more",
-    );
-    let again = sender
-        .until_answered(&first, &body, std::slice::from_ref(&secret))
-        .await;
-    let acked_again = Checker::acknowledged(&again, &mut proof);
-    let second_endpoint = new_event_id();
-    let other = sender
-        .until_answered(
-            &second_endpoint,
-            &sender.body(&second_endpoint, "invoice.paid", &invoice),
-            std::slice::from_ref(&secret),
-        )
-        .await;
-    proof
-        .evidence
-        .extend(other.iter().map(|a| format!("second endpoint {}", show(a))));
-    if !other.last().is_some_and(ok) {
-        proof.fail("the second endpoint's event was never acknowledged with a 2xx");
+    /// 4. Broken, made right by hand, replayed.
+    async fn made_right_by_hand(&mut self) -> Step {
+        let (checker, sender) = (self.checker, &self.checker.sender);
+        let mut proof = Proof::new(
+            4,
+            "an event that failed, replayed after the order was made right by hand, ships nothing more",
+        );
+        let invoice = format!("inv_check_{}", &new_event_id()[4..]);
+        let failed = new_event_id();
+        let body = sender.body(&failed, "invoice.paid", &invoice);
+        let wrong = std::slice::from_ref(&checker.options().wrong_secret);
+        let refused = sender.once(&failed, &body, wrong, 1).await;
+        proof
+            .evidence
+            .push(format!("while broken: {}", show(&refused)));
+        if ok(&refused) {
+            proof.fail(
+                "a delivery signed with a secret the receiver does not hold was acknowledged",
+            );
+        }
+        let ids = Checker::ids(&invoice, &failed);
+        checker.mark_paid(&ids, &mut proof).await;
+        let replay = sender.until_answered(&failed, &body, self.secret()).await;
+        proof
+            .evidence
+            .extend(replay.iter().map(|a| format!("replay {}", show(a))));
+        if replay.last().is_some_and(ok) {
+            self.acknowledged.push(ids.clone());
+            checker
+                .one_row(&ids, std::slice::from_ref(&failed), &mut proof)
+                .await;
+        } else {
+            proof.fail("the replay was never acknowledged with a 2xx");
+        }
+        proof.done()
     }
-    if acked_again {
-        checker
-            .one_row(&ids1, &[first.clone(), second_endpoint.clone()], &mut proof)
-            .await;
-    }
-    steps.push(proof.done());
 
-    // 3. Collisions: copies of one new event at once, then retries until answered.
-    let mut proof = Proof::new(3, "colliding attempts ship once");
-    let invoice3 = format!("inv_check_{}", &new_event_id()[4..]);
-    let collide = new_event_id();
-    let body3 = sender.body(&collide, "invoice.paid", &invoice3);
-    let started = Instant::now();
-    let copies = futures::future::join_all(
-        (0..checker.options().collisions.max(2))
-            .map(|i| sender.once(&collide, &body3, std::slice::from_ref(&secret), i + 1)),
-    )
-    .await;
-    let spread = started.elapsed();
-    proof.evidence.extend(copies.iter().map(show));
+    /// 5. The receiver against the source: Paymos' paid list with an API key, else every
+    ///    invoice this run had acknowledged.
+    async fn against_the_source(&self) -> Step {
+        let (checker, sender) = (self.checker, &self.checker.sender);
+        let mut proof = Proof::new(5, "the receiver's rows match what was paid");
+        match (&checker.options().api, &checker.options().probe) {
+            (_, None) => proof.unproven(NO_PROBE),
+            (Some((api, since)), Some(probe)) => {
+                against_api(api, *since, probe, &sender.client, &mut proof).await;
+            }
+            (None, Some(probe)) => {
+                proof.evidence.push(format!(
+                    "{} invoices acknowledged in this run; without API credentials (--api-key/--api-secret) they stand in for Paymos' paid list",
+                    self.acknowledged.len()
+                ));
+                for ids in &self.acknowledged {
+                    match probe.count(ids, &sender.client).await {
+                        Ok(1) => proof.evidence.push(format!("{}: 1 row", ids.invoice_id)),
+                        Ok(0) => proof.fail(format!(
+                            "MISSING {}: acknowledged, no row (lost after the 2xx)",
+                            ids.invoice_id
+                        )),
+                        Ok(n) => proof.fail(format!(
+                            "DOUBLE {}: {n} rows (a key problem: rows keyed by something other than the order)",
+                            ids.invoice_id
+                        )),
+                        Err(e) => proof.fail(format!("probe failed: {e}")),
+                    }
+                }
+            }
+        }
+        proof.done()
+    }
+}
+
+/// How step 3's copies met the receiver: held past the sender's timeout, or all answered.
+fn how_they_collided(copies: &[Attempt], spread: Duration, timeout: Duration) -> String {
     if copies.iter().any(|a| a.status == 0) {
-        proof.evidence.insert(
-            0,
-            format!(
-                "how: {} copies at once; the receiver was still working past the sender's {:?} timeout, so the retries below arrived while the first attempt ran",
-                copies.len(),
-                checker.options().timeout
-            ),
-        );
-    } else {
-        proof.evidence.insert(
-            0,
-            format!(
-                "how: {} concurrent copies, all answered within {} ms; the receiver could not be held past the sender's timeout (with paymos-inbox, `dev --slow 11` does that)",
-                copies.len(),
-                spread.as_millis()
-            ),
-        );
-    }
-    if !copies
-        .iter()
-        .all(|a| ok(a) || a.status == 503 || a.status == 0)
-    {
-        proof.fail("a colliding copy got an answer other than 2xx, 503 or a timeout");
-    }
-    let retry = sender
-        .until_answered(&collide, &body3, std::slice::from_ref(&secret))
-        .await;
-    proof
-        .evidence
-        .extend(retry.iter().map(|a| format!("retry {}", show(a))));
-    let ids3 = Checker::ids(&invoice3, &collide);
-    if copies.iter().chain(&retry).any(ok) {
-        acknowledged.push(ids3.clone());
-        checker
-            .one_row(&ids3, std::slice::from_ref(&collide), &mut proof)
-            .await;
-    } else {
-        proof.fail("no copy was ever acknowledged with a 2xx");
-    }
-    steps.push(proof.done());
-
-    // 4. Broken, made right by hand, replayed.
-    let mut proof = Proof::new(
-        4,
-        "an event that failed, replayed after the order was made right by hand, ships nothing more",
-    );
-    let invoice4 = format!("inv_check_{}", &new_event_id()[4..]);
-    let failed = new_event_id();
-    let body4 = sender.body(&failed, "invoice.paid", &invoice4);
-    let refused = sender
-        .once(
-            &failed,
-            &body4,
-            std::slice::from_ref(&checker.options().wrong_secret),
-            1,
+        format!(
+            "how: {} copies at once; the receiver was still working past the sender's {timeout:?} timeout, so the retries below arrived while the first attempt ran",
+            copies.len(),
         )
-        .await;
-    proof
-        .evidence
-        .push(format!("while broken: {}", show(&refused)));
-    if ok(&refused) {
-        proof.fail("a delivery signed with a secret the receiver does not hold was acknowledged");
-    }
-    let ids4 = Checker::ids(&invoice4, &failed);
-    match &checker.options().mark_paid {
-        Some(hook) => match hook.apply(&ids4, &sender.client).await {
-            Ok(done) => {
-                proof.evidence.push(format!("by hand: {done}"));
-                if let Some(n) = checker.rows(&ids4, &[], &mut proof).await
-                    && n != 1
-                {
-                    proof.fail(format!(
-                        "after marking it paid by hand the receiver holds {n} rows, expected 1 (the hook did not ship it, or shipped it twice)"
-                    ));
-                }
-            }
-            Err(e) => proof.fail(format!("the mark-paid hook failed: {e}")),
-        },
-        None => proof.unproven(
-            "nothing made the order right by hand: give --mark-paid-cmd or --mark-paid-url (or the receiver's tables)",
-        ),
-    }
-    let replay = sender
-        .until_answered(&failed, &body4, std::slice::from_ref(&secret))
-        .await;
-    proof
-        .evidence
-        .extend(replay.iter().map(|a| format!("replay {}", show(a))));
-    if replay.last().is_some_and(ok) {
-        acknowledged.push(ids4.clone());
-        checker
-            .one_row(&ids4, std::slice::from_ref(&failed), &mut proof)
-            .await;
     } else {
-        proof.fail("the replay was never acknowledged with a 2xx");
+        format!(
+            "how: {} concurrent copies, all answered within {} ms; the receiver could not be held past the sender's timeout (with paymos-inbox, `dev --slow 11` does that)",
+            copies.len(),
+            spread.as_millis()
+        )
     }
-    steps.push(proof.done());
+}
 
-    // 5. The receiver against the source.
-    let mut proof = Proof::new(5, "the receiver's rows match what was paid");
-    match (&checker.options().api, &checker.options().probe) {
-        (_, None) => proof.unproven(NO_PROBE),
-        (Some((api, since)), Some(probe)) => {
-            against_api(api, *since, probe, &sender.client, &mut proof).await;
-        }
-        (None, Some(probe)) => {
-            proof.evidence.push(format!(
-                "{} invoices acknowledged in this run; without API credentials (--api-key/--api-secret) they stand in for Paymos' paid list",
-                acknowledged.len()
-            ));
-            for ids in &acknowledged {
-                match probe.count(ids, &sender.client).await {
-                    Ok(1) => proof.evidence.push(format!("{}: 1 row", ids.invoice_id)),
-                    Ok(0) => proof.fail(format!(
-                        "MISSING {}: acknowledged, no row (lost after the 2xx)",
-                        ids.invoice_id
-                    )),
-                    Ok(n) => proof.fail(format!(
-                        "DOUBLE {}: {n} rows (a key problem: rows keyed by something other than the order)",
-                        ids.invoice_id
-                    )),
-                    Err(e) => proof.fail(format!("probe failed: {e}")),
+impl Checker {
+    /// Step 4's hand: the mark-paid hook, then exactly one row.
+    async fn mark_paid(&self, ids: &Ids, proof: &mut Proof) {
+        match &self.options().mark_paid {
+            Some(hook) => match hook.apply(ids, &self.sender.client).await {
+                Ok(done) => {
+                    proof.evidence.push(format!("by hand: {done}"));
+                    if let Some(n) = self.rows(ids, &[], proof).await
+                        && n != 1
+                    {
+                        proof.fail(format!(
+                            "after marking it paid by hand the receiver holds {n} rows, expected 1 (the hook did not ship it, or shipped it twice)"
+                        ));
+                    }
                 }
-            }
+                Err(e) => proof.fail(format!("the mark-paid hook failed: {e}")),
+            },
+            None => proof.unproven(
+                "nothing made the order right by hand: give --mark-paid-cmd or --mark-paid-url (or the receiver's tables)",
+            ),
         }
     }
-    steps.push(proof.done());
-    steps
 }
 
 /// Step 5 with credentials: every invoice Paymos lists as paid since `since` has exactly one row.

@@ -238,7 +238,7 @@ impl WorkQueue for MemoryQueue {
 
 /// An invoice as [`MemoryResources`] holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InvoiceRecord {
+pub struct StoredInvoice {
     /// Its status and the event time (s) that set it; `None` while only refunds are recorded.
     pub status: Option<(InvoiceStatus, u64)>,
     /// The order it pays for, set once by the first change that names it (the price likewise).
@@ -259,7 +259,7 @@ pub struct InvoiceRecord {
     pub release_reason: Option<String>,
 }
 
-impl Default for InvoiceRecord {
+impl Default for StoredInvoice {
     fn default() -> Self {
         Self {
             status: None,
@@ -275,7 +275,7 @@ impl Default for InvoiceRecord {
     }
 }
 
-impl InvoiceRecord {
+impl StoredInvoice {
     /// The record as the domain reads it.
     #[must_use]
     pub fn seen(&self) -> InvoiceSeen {
@@ -293,17 +293,17 @@ impl InvoiceRecord {
 
 /// A deposit as [`MemoryResources`] holds it: what its rule reads, and who credited it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct DepositRecord {
+struct StoredDeposit {
     seen: DepositSeen,
     credited_by: Option<String>,
 }
 
 #[derive(Debug, Default)]
 struct Resources {
-    invoices: HashMap<String, InvoiceRecord>,
+    invoices: HashMap<String, StoredInvoice>,
     /// Status and the delivery that moved it last.
     withdrawals: HashMap<String, (WithdrawalStatus, String)>,
-    deposits: HashMap<String, DepositRecord>,
+    deposits: HashMap<String, StoredDeposit>,
     /// Fulfilment records by invoice id.
     fulfilments: HashMap<String, FulfilmentRecord>,
     /// The merchant's own effect items by key.
@@ -345,7 +345,7 @@ impl MemoryResources {
 
     /// The invoice, if any.
     #[must_use]
-    pub fn invoice(&self, invoice_id: &str) -> Option<InvoiceRecord> {
+    pub fn invoice(&self, invoice_id: &str) -> Option<StoredInvoice> {
         self.lock().invoices.get(invoice_id).cloned()
     }
 
@@ -365,7 +365,7 @@ impl MemoryResources {
 
     /// Every invoice record, sorted by id.
     #[must_use]
-    pub fn invoices(&self) -> Vec<(String, InvoiceRecord)> {
+    pub fn invoices(&self) -> Vec<(String, StoredInvoice)> {
         let mut out: Vec<_> = self
             .lock()
             .invoices
@@ -441,7 +441,7 @@ fn resource(found: Found, last_by: Option<&String>, source: &Source) -> Refusal 
 
 /// A refusal by an invoice's condition: what it holds, whether this source's change is among
 /// it, and where its payment stands.
-fn invoice_refused(record: Option<&InvoiceRecord>, source: &Source) -> Refusal {
+fn invoice_refused(record: Option<&StoredInvoice>, source: &Source) -> Refusal {
     Refusal::Resource {
         found: record
             .and_then(|r| r.status)
@@ -514,7 +514,7 @@ impl Resources {
         status: InvoiceStatus,
         at: u64,
         order: &OrderRef,
-    ) -> &mut InvoiceRecord {
+    ) -> &mut StoredInvoice {
         let record = self.invoices.entry(invoice_id.to_owned()).or_default();
         record.status = Some((status, at));
         // The record's order is set once, by the first change that names it.
@@ -537,7 +537,6 @@ impl Resources {
     }
 
     /// Checks `plan`'s conditions and, if all hold, writes it. Nothing is written on refusal.
-    #[allow(clippy::too_many_lines)]
     fn write(
         &mut self,
         source: &Source,
@@ -556,64 +555,9 @@ impl Resources {
         }
         let refused = match (&plan.write, change) {
             (Write::MarkOnly, _) => None,
-            (Write::Review, _) => match source {
-                Source::Delivery { event_id } if self.reviews.contains_key(event_id) => {
-                    Some(Refusal::Noted)
-                }
-                Source::Delivery { event_id } => {
-                    self.reviews.insert(event_id.clone(), plan.outcome);
-                    None
-                }
-                Source::Manual { .. } => None,
-            },
-            (
-                Write::Change | Write::Unfulfilled(_),
-                Change::Invoice {
-                    invoice_id,
-                    status,
-                    occurred_at,
-                    order,
-                },
-            ) => {
-                let fulfils = plan.write == Write::Change && status.fulfils();
-                let paid = PaidInvoice {
-                    invoice_id,
-                    status: *status,
-                    order,
-                    source,
-                    at_ms: now_ms,
-                };
-                let writes = if fulfils {
-                    effect.writes(&paid)
-                } else {
-                    Vec::new()
-                };
-                let refused = self
-                    .invoice_refusal(
-                        source,
-                        invoice_id,
-                        (*status, *occurred_at),
-                        fulfils.then_some(order),
-                    )
-                    .or_else(|| {
-                        fulfils
-                            .then(|| self.fulfilment_refusal(invoice_id, &writes, order, true))
-                            .flatten()
-                    });
-                if refused.is_none() {
-                    let record = self.set_invoice(source, invoice_id, *status, *occurred_at, order);
-                    match &plan.write {
-                        Write::Unfulfilled(Mark::Held) => record.held = true,
-                        Write::Unfulfilled(Mark::DuplicateOf(winner)) => {
-                            record.duplicate_of = Some(winner.clone());
-                        }
-                        _ => {}
-                    }
-                    if fulfils {
-                        self.fulfil(FulfilmentRecord::of(&paid), writes);
-                    }
-                }
-                refused
+            (Write::Review, _) => self.write_review(source, plan.outcome),
+            (Write::Change | Write::Unfulfilled(_), Change::Invoice { .. }) => {
+                self.write_invoice(source, change, &plan.write, effect, now_ms)
             }
             (
                 Write::PaidLate { closed },
@@ -629,89 +573,8 @@ impl Resources {
                 }
                 other => Some(invoice_refused(other.as_deref(), source)),
             },
-            (
-                Write::Change,
-                Change::Withdrawal {
-                    withdrawal_id,
-                    status,
-                    kind,
-                    invoice_id,
-                    amount,
-                    currency,
-                    mode,
-                    ..
-                },
-            ) => {
-                let current = self.withdrawals.get(withdrawal_id).cloned();
-                if withdrawal_accepts(current.as_ref().map(|(s, _)| *s), *status) {
-                    self.withdrawals
-                        .insert(withdrawal_id.clone(), (*status, source.id()));
-                    if let (true, WithdrawalStatus::Completed, Some(invoice)) =
-                        (kind == "refund", status, invoice_id)
-                    {
-                        // A fact beside the invoice's record: never a status.
-                        self.invoices
-                            .entry(invoice.clone())
-                            .or_default()
-                            .refunds
-                            .push(Refund {
-                                withdrawal_id: withdrawal_id.clone(),
-                                amount: amount.clone(),
-                                currency: currency.clone(),
-                                full: mode.as_deref() == Some("full"),
-                            });
-                    }
-                    None
-                } else {
-                    Some(resource(
-                        current
-                            .as_ref()
-                            .map_or(Found::Nothing, |(s, _)| Found::Withdrawal(*s)),
-                        current.as_ref().map(|(_, by)| by),
-                        source,
-                    ))
-                }
-            }
-            (
-                Write::Change,
-                Change::Deposit {
-                    deposit_id,
-                    occurred_at,
-                    credit,
-                    ..
-                },
-            ) => {
-                let record = self.deposits.get(deposit_id).cloned();
-                let current = record.as_ref().map(|d| d.seen);
-                if deposit_accepts(current, credit.is_some(), *occurred_at) {
-                    let credited = credit.is_some();
-                    self.deposits.insert(
-                        deposit_id.clone(),
-                        DepositRecord {
-                            seen: DepositSeen {
-                                credited,
-                                status_at: *occurred_at,
-                            },
-                            credited_by: credited.then(|| source.id()),
-                        },
-                    );
-                    if let Some(credit) = credit {
-                        self.credits
-                            .entry((credit.payer.clone(), credit.currency.clone()))
-                            .or_default()
-                            .push(credit.net.clone());
-                    }
-                    None
-                } else {
-                    Some(resource(
-                        Found::Deposit {
-                            credited: current.is_some_and(|c| c.credited),
-                        },
-                        record.as_ref().and_then(|d| d.credited_by.as_ref()),
-                        source,
-                    ))
-                }
-            }
+            (Write::Change, Change::Withdrawal { .. }) => self.write_withdrawal(source, change),
+            (Write::Change, Change::Deposit { .. }) => self.write_deposit(source, change),
             // A plan the rules never make for this change: the mark alone, as DynamoDB's.
             _ => None,
         };
@@ -723,6 +586,167 @@ impl Resources {
                 .insert(event_id.clone(), (plan.outcome, plan.reason.clone()));
         }
         Written::Committed
+    }
+
+    /// A delivery that waits for a person: its review note, once.
+    fn write_review(&mut self, source: &Source, outcome: Applied) -> Option<Refusal> {
+        match source {
+            Source::Delivery { event_id } if self.reviews.contains_key(event_id) => {
+                Some(Refusal::Noted)
+            }
+            Source::Delivery { event_id } => {
+                self.reviews.insert(event_id.clone(), outcome);
+                None
+            }
+            Source::Manual { .. } => None,
+        }
+    }
+
+    /// An invoice's status (held or a duplicate when `write` says so), fulfilled with its
+    /// order's claim when it pays: the invoice's rule, then the fulfilment's conditions.
+    fn write_invoice(
+        &mut self,
+        source: &Source,
+        change: &Change,
+        write: &Write,
+        effect: &dyn FulfilmentEffect,
+        now_ms: u64,
+    ) -> Option<Refusal> {
+        let Change::Invoice {
+            invoice_id,
+            status,
+            occurred_at,
+            order,
+        } = change
+        else {
+            return None;
+        };
+        let fulfils = *write == Write::Change && status.fulfils();
+        let paid = PaidInvoice {
+            invoice_id,
+            status: *status,
+            order,
+            source,
+            at_ms: now_ms,
+        };
+        let writes = if fulfils {
+            effect.writes(&paid)
+        } else {
+            Vec::new()
+        };
+        let refused = self
+            .invoice_refusal(
+                source,
+                invoice_id,
+                (*status, *occurred_at),
+                fulfils.then_some(order),
+            )
+            .or_else(|| {
+                fulfils
+                    .then(|| self.fulfilment_refusal(invoice_id, &writes, order, true))
+                    .flatten()
+            });
+        if refused.is_none() {
+            let record = self.set_invoice(source, invoice_id, *status, *occurred_at, order);
+            match write {
+                Write::Unfulfilled(Mark::Held) => record.held = true,
+                Write::Unfulfilled(Mark::DuplicateOf(winner)) => {
+                    record.duplicate_of = Some(winner.clone());
+                }
+                _ => {}
+            }
+            if fulfils {
+                self.fulfil(FulfilmentRecord::of(&paid), writes);
+            }
+        }
+        refused
+    }
+
+    /// A withdrawal's status by its rule; a completed refund recorded beside its invoice.
+    fn write_withdrawal(&mut self, source: &Source, change: &Change) -> Option<Refusal> {
+        let Change::Withdrawal {
+            withdrawal_id,
+            status,
+            kind,
+            invoice_id,
+            amount,
+            currency,
+            mode,
+            ..
+        } = change
+        else {
+            return None;
+        };
+        let current = self.withdrawals.get(withdrawal_id).cloned();
+        if !withdrawal_accepts(current.as_ref().map(|(s, _)| *s), *status) {
+            return Some(resource(
+                current
+                    .as_ref()
+                    .map_or(Found::Nothing, |(s, _)| Found::Withdrawal(*s)),
+                current.as_ref().map(|(_, by)| by),
+                source,
+            ));
+        }
+        self.withdrawals
+            .insert(withdrawal_id.clone(), (*status, source.id()));
+        if let (true, WithdrawalStatus::Completed, Some(invoice)) =
+            (kind == "refund", status, invoice_id)
+        {
+            // A fact beside the invoice's record: never a status.
+            self.invoices
+                .entry(invoice.clone())
+                .or_default()
+                .refunds
+                .push(Refund {
+                    withdrawal_id: withdrawal_id.clone(),
+                    amount: amount.clone(),
+                    currency: currency.clone(),
+                    full: mode.as_deref() == Some("full"),
+                });
+        }
+        None
+    }
+
+    /// A deposit's status by its rule; its credit, once, with the balance.
+    fn write_deposit(&mut self, source: &Source, change: &Change) -> Option<Refusal> {
+        let Change::Deposit {
+            deposit_id,
+            occurred_at,
+            credit,
+            ..
+        } = change
+        else {
+            return None;
+        };
+        let record = self.deposits.get(deposit_id).cloned();
+        let current = record.as_ref().map(|d| d.seen);
+        if !deposit_accepts(current, credit.is_some(), *occurred_at) {
+            return Some(resource(
+                Found::Deposit {
+                    credited: current.is_some_and(|c| c.credited),
+                },
+                record.as_ref().and_then(|d| d.credited_by.as_ref()),
+                source,
+            ));
+        }
+        let credited = credit.is_some();
+        self.deposits.insert(
+            deposit_id.clone(),
+            StoredDeposit {
+                seen: DepositSeen {
+                    credited,
+                    status_at: *occurred_at,
+                },
+                credited_by: credited.then(|| source.id()),
+            },
+        );
+        if let Some(credit) = credit {
+            self.credits
+                .entry((credit.payer.clone(), credit.currency.clone()))
+                .or_default()
+                .push(credit.net.clone());
+        }
+        None
     }
 }
 
@@ -789,7 +813,7 @@ impl ReleaseStore for MemoryResources {
     ) -> Result<(Option<InvoiceSeen>, bool), PortError> {
         let inner = self.lock();
         let fulfilled = inner.fulfilments.contains_key(invoice_id);
-        let seen = inner.invoices.get(invoice_id).map(InvoiceRecord::seen);
+        let seen = inner.invoices.get(invoice_id).map(StoredInvoice::seen);
         Ok((seen, fulfilled))
     }
 

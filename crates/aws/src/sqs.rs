@@ -64,3 +64,24 @@ impl WorkQueue for SqsQueue {
         Ok(())
     }
 }
+
+/// How many messages a queue holds (SQS's approximate count): the dead-letter queue's, for the
+/// operator's exceptions.
+///
+/// # Errors
+/// [`PortError`] of its kind when SQS fails.
+pub async fn approximate_messages(client: &Client, queue_url: &str) -> Result<u64, PortError> {
+    use aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages;
+    let attributes = client
+        .get_queue_attributes()
+        .queue_url(queue_url)
+        .attribute_names(ApproximateNumberOfMessages)
+        .send()
+        .await
+        .map_err(|e| crate::aws::port_error("SQS GetQueueAttributes", e))?;
+    Ok(attributes
+        .attributes()
+        .and_then(|a| a.get(&ApproximateNumberOfMessages))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0))
+}

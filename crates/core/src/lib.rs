@@ -6,6 +6,7 @@ pub mod change;
 pub mod confirm;
 pub mod effect;
 pub mod envelope;
+pub mod exceptions;
 pub mod fulfil;
 pub mod handoff;
 pub mod ingest;

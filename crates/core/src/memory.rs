@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::change::{Applied, Change, OrderRef, Source};
 use crate::effect::{EffectValue, EffectWrite, FulfilmentEffect, PaidInvoice, fulfilment_key};
+use crate::exceptions::{ExceptionStore, OutcomeRecord, ReviewLedger};
 use crate::fulfil::ResourceStore;
 use crate::handoff::StateRecords;
 use crate::ingest::{
@@ -747,6 +748,96 @@ impl Resources {
                 .push(credit.net.clone());
         }
         None
+    }
+}
+
+impl ExceptionStore for MemoryResources {
+    async fn invoices_under_review(&self) -> Result<Vec<record::InvoiceRecord>, PortError> {
+        let mut out: Vec<_> = self
+            .lock()
+            .invoices
+            .iter()
+            .filter(|(_, r)| r.seen().standing().waits_for_person())
+            .map(|(id, r)| record::InvoiceRecord {
+                invoice_id: id.clone(),
+                seen: r.seen(),
+                updated_at_ms: r.status.map(|(_, at)| at * 1000),
+            })
+            .collect();
+        out.sort_by(|a, b| a.invoice_id.cmp(&b.invoice_id));
+        Ok(out)
+    }
+}
+
+/// The deliveries ledger's reviews in memory: processed deliveries whose outcome waits for a
+/// person, as a test records them, and what resolved each.
+#[derive(Debug, Default)]
+pub struct MemoryReviews {
+    waiting: Mutex<Vec<OutcomeRecord>>,
+    resolved: Mutex<HashMap<String, (String, String)>>,
+}
+
+impl MemoryReviews {
+    /// No delivery waits.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records that `delivery` was processed as `outcome` (`why`) at `at_ms`.
+    pub fn processed(&self, delivery: Delivery, outcome: &str, why: &str, at_ms: u64) {
+        self.waiting.lock().expect("lock").push(OutcomeRecord {
+            delivery,
+            outcome: outcome.to_owned(),
+            reason: Some(why.to_owned()),
+            processed_at_ms: at_ms,
+        });
+    }
+
+    /// What resolved `event_id` (its new outcome and by whom), if anything did.
+    #[must_use]
+    pub fn resolved(&self, event_id: &str) -> Option<(String, String)> {
+        self.resolved.lock().expect("lock").get(event_id).cloned()
+    }
+}
+
+impl ReviewLedger for MemoryReviews {
+    async fn with_outcomes(
+        &self,
+        outcomes: &[&str],
+        resource_id: Option<&str>,
+    ) -> Result<Vec<OutcomeRecord>, PortError> {
+        let resolved = self.resolved.lock().expect("lock").clone();
+        let mut out: Vec<_> = self
+            .waiting
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|r| {
+                let outcome = resolved
+                    .get(&r.delivery.event_id)
+                    .map_or(r.outcome.as_str(), |(o, _)| o.as_str());
+                outcomes.contains(&outcome)
+                    && resource_id.is_none_or(|id| r.delivery.resource_id.as_deref() == Some(id))
+            })
+            .cloned()
+            .collect();
+        out.sort_by_key(|r| r.processed_at_ms);
+        Ok(out)
+    }
+
+    async fn mark_resolved(
+        &self,
+        event_id: &str,
+        outcome: &str,
+        by: &str,
+        _at_ms: u64,
+    ) -> Result<(), PortError> {
+        self.resolved
+            .lock()
+            .expect("lock")
+            .insert(event_id.to_owned(), (outcome.to_owned(), by.to_owned()));
+        Ok(())
     }
 }
 

@@ -32,6 +32,7 @@ use super::item::{
 use super::records::delivery_record;
 use crate::aws::port_error;
 use paymos_inbox_core::envelope::Category;
+use paymos_inbox_core::exceptions::{OutcomeRecord, ReviewLedger};
 use paymos_inbox_core::ingest::{
     Delivery, DeliveryLedger, DeliveryState, ExistingDelivery, PortError, Recorded, TakeOver,
 };
@@ -482,26 +483,9 @@ impl DeliveryLedger for DynamoLedger {
     }
 }
 
-/// A processed delivery whose outcome waits for a person (`unconfirmed`, `unusable`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OutcomeRecord {
-    /// The delivery as recorded (with its exact body).
-    pub delivery: Delivery,
-    /// Its outcome.
-    pub outcome: String,
-    /// Why (`outcome_reason`), when recorded.
-    pub reason: Option<String>,
-    /// When it was processed (Unix ms).
-    pub processed_at_ms: u64,
-}
-
-impl DynamoLedger {
-    /// Every processed delivery with one of `outcomes` (optionally only for one resource), by
-    /// a filtered scan: an operator's tool, not a hot path.
-    ///
-    /// # Errors
-    /// [`PortError`] when DynamoDB fails.
-    pub async fn with_outcomes(
+/// By a filtered scan: an operator's tool, not a hot path.
+impl ReviewLedger for DynamoLedger {
+    async fn with_outcomes(
         &self,
         outcomes: &[&str],
         resource_id: Option<&str>,
@@ -549,12 +533,8 @@ impl DynamoLedger {
         }
     }
 
-    /// Notes on a delivery that a person or a re-check resolved it (`resolved_by`,
-    /// `resolved_at`, and the new outcome), so it leaves the exceptions list.
-    ///
-    /// # Errors
-    /// [`PortError`] when DynamoDB fails.
-    pub async fn mark_resolved(
+    /// Sets `resolved_by`, `resolved_at` and the new outcome.
+    async fn mark_resolved(
         &self,
         event_id: &str,
         outcome: &str,

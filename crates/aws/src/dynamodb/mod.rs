@@ -12,8 +12,6 @@ mod resources;
 pub use records::{delivery_record, state_record, stream_image};
 
 pub use ledger::{
-    DynamoLedger, LedgerSchema, OutcomeRecord, PendingDelivery, decode_body, encode_body, item_size,
+    DynamoLedger, LedgerSchema, PendingDelivery, decode_body, encode_body, item_size,
 };
-pub use resources::{
-    DynamoResources, InvoiceUnderReview, ResourceSchema, balance_key, order_key, order_paid_key,
-};
+pub use resources::{DynamoResources, ResourceSchema, balance_key, order_key, order_paid_key};

@@ -25,13 +25,14 @@ use super::records::{fulfilment_item, invoice_seen, state_record};
 use crate::aws::{kind_of_code, port_error};
 use paymos_inbox_core::change::{Applied, Change, OrderRef, Source};
 use paymos_inbox_core::effect::{EffectValue, FulfilmentEffect, PaidInvoice};
+use paymos_inbox_core::exceptions::ExceptionStore;
 use paymos_inbox_core::fulfil::ResourceStore;
 use paymos_inbox_core::handoff::StateRecords;
 use paymos_inbox_core::ingest::{PortError, PortErrorKind};
 use paymos_inbox_core::invoice::{InvoiceSeen, Standing};
 use paymos_inbox_core::outcome::{Found, Mark, Plan, Refusal, Write, Written};
 use paymos_inbox_core::reconcile::ReconcileStore;
-use paymos_inbox_core::record::{FulfilmentRecord, StateRecord};
+use paymos_inbox_core::record::{FulfilmentRecord, InvoiceRecord, StateRecord};
 use paymos_inbox_core::release::{Release, ReleaseStore, Waiting};
 use paymos_inbox_core::status::{Amount, InvoiceStatus, WithdrawalStatus, invoice_accepts};
 
@@ -932,24 +933,13 @@ impl ResourceStore for DynamoResources {
     }
 }
 
-/// An invoice waiting for a person, as the state table holds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InvoiceUnderReview {
-    /// `inv_…`.
-    pub invoice_id: String,
-    /// The record, as the domain reads it.
-    pub seen: InvoiceSeen,
-    /// Last change (Unix ms).
-    pub updated_at_ms: u64,
-}
-
 impl DynamoResources {
     /// Invoices whose payment waits for a person ([`Standing::waits_for_person`]): held, paid
     /// late or paid twice, and neither released nor refunded in full.
     ///
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
-    pub async fn invoices_under_review(&self) -> Result<Vec<InvoiceUnderReview>, PortError> {
+    pub async fn invoices_under_review(&self) -> Result<Vec<InvoiceRecord>, PortError> {
         let mut out = Vec::new();
         let mut start = None;
         loop {
@@ -970,10 +960,10 @@ impl DynamoResources {
             for i in page.items.unwrap_or_default() {
                 let seen = invoice_seen(&i);
                 if seen.standing().waits_for_person() {
-                    out.push(InvoiceUnderReview {
+                    out.push(InvoiceRecord {
                         invoice_id: get_s(&i, "pk").unwrap_or_default().to_owned(),
                         seen,
-                        updated_at_ms: get_u64(&i, "updated_at").unwrap_or_default(),
+                        updated_at_ms: get_u64(&i, "updated_at"),
                     });
                 }
             }
@@ -1227,5 +1217,11 @@ impl ReconcileStore for DynamoResources {
 
     async fn open_invoices(&self) -> Result<Vec<(String, Option<String>)>, PortError> {
         DynamoResources::open_invoices(self).await
+    }
+}
+
+impl ExceptionStore for DynamoResources {
+    async fn invoices_under_review(&self) -> Result<Vec<InvoiceRecord>, PortError> {
+        DynamoResources::invoices_under_review(self).await
     }
 }

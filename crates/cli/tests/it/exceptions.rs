@@ -4,10 +4,10 @@
 use std::time::{Duration, Instant};
 
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
-use paymos_inbox::tools::exceptions;
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_aws::paymos_api::PaymosApi;
 use paymos_inbox_core::change::{Applied, OrderRef};
+use paymos_inbox_core::exceptions;
 use paymos_inbox_core::fulfil::{Fulfil, FulfilError};
 use paymos_inbox_core::release::ReleaseBy;
 use paymos_inbox_core::signature::Environment;
@@ -269,7 +269,7 @@ async fn an_api_that_hangs_fails_only_its_own_message_and_in_time() {
 async fn releasing_a_held_invoice_fulfils_once_against_a_second_release_and_a_replayed_webhook() {
     let rig = Rig::new(Vec::new()).await;
     let store = rig.store();
-    exceptions::register_order(&store, "order-inv_held", "10.00", "usdt")
+    paymos_inbox::tools::exceptions::register_order(&store, "order-inv_held", "10.00", "usdt")
         .await
         .unwrap();
     let fulfil = Fulfil::new(rig.store());
@@ -304,7 +304,7 @@ async fn releasing_a_held_invoice_fulfils_once_against_a_second_release_and_a_re
             .unwrap(),
         Applied::Held
     );
-    let listed = exceptions::list(&store, &rig.ledger(), None).await.unwrap();
+    let listed = exceptions::list(&store, &rig.ledger(), 0).await.unwrap();
     assert!(
         listed
             .iter()
@@ -338,7 +338,7 @@ async fn releasing_a_held_invoice_fulfils_once_against_a_second_release_and_a_re
     let item = rig.aws.item(&rig.state, "pk", "inv_held").await.unwrap();
     assert!(get_s(&item, "released_by").starts_with("manual:"));
     assert!(!item.contains_key("held"));
-    let listed = exceptions::list(&store, &rig.ledger(), None).await.unwrap();
+    let listed = exceptions::list(&store, &rig.ledger(), 0).await.unwrap();
     assert!(
         listed
             .iter()
@@ -402,7 +402,7 @@ async fn unconfirmed_and_late_payments_are_listed_and_released_and_a_refund_clea
         k.sort();
         k
     };
-    let listed = exceptions::list(&store, &ledger, None).await.unwrap();
+    let listed = exceptions::list(&store, &ledger, 0).await.unwrap();
     assert_eq!(
         kinds(&listed),
         [
@@ -469,7 +469,7 @@ async fn unconfirmed_and_late_payments_are_listed_and_released_and_a_refund_clea
         "the refund is recorded beside the invoice"
     );
     assert!(
-        exceptions::list(&store, &ledger, None)
+        exceptions::list(&store, &ledger, 0)
             .await
             .unwrap()
             .is_empty()
@@ -583,17 +583,17 @@ async fn the_amount_guard_is_registered_without_rust_and_refuses_bad_input() {
     let rig = Rig::new(Vec::new()).await;
     let store = rig.store();
     assert!(
-        exceptions::register_order(&store, "o-1", "ten", "USD")
+        paymos_inbox::tools::exceptions::register_order(&store, "o-1", "ten", "USD")
             .await
             .unwrap_err()
             .contains("decimal")
     );
     assert!(
-        exceptions::register_order(&store, "o-1", "10", "U$D")
+        paymos_inbox::tools::exceptions::register_order(&store, "o-1", "10", "U$D")
             .await
             .is_err()
     );
-    exceptions::register_order(&store, "o-1", "10.50", "usd")
+    paymos_inbox::tools::exceptions::register_order(&store, "o-1", "10.50", "usd")
         .await
         .unwrap();
     let item = rig.aws.item(&rig.state, "pk", "order#o-1").await.unwrap();

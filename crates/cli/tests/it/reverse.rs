@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
-use paymos_inbox::tools::exceptions;
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_aws::paymos_api::PaymosApi;
 use paymos_inbox_core::change::Applied;
 use paymos_inbox_core::confirm::NOT_YET_RECEIVES;
+use paymos_inbox_core::exceptions;
 use paymos_inbox_core::fulfil::{Fulfil, FulfilError};
 use paymos_inbox_core::ingest::PortErrorKind;
 use paymos_inbox_core::signature::Environment;
@@ -182,7 +182,7 @@ async fn forged_events_change_nothing_and_are_listed_with_their_reason() {
     let listed = exceptions::list(
         &rig.store(),
         &DynamoLedger::new(rig.aws.dynamodb.clone(), &rig.ledger, None),
-        None,
+        0,
     )
     .await
     .unwrap();
@@ -320,7 +320,7 @@ async fn reconciliation_reports_late_and_refunded_payments_by_paymos_facts() {
     let listed = exceptions::list(
         &rig.store(),
         &DynamoLedger::new(rig.aws.dynamodb.clone(), &rig.ledger, None),
-        None,
+        0,
     )
     .await
     .unwrap();

@@ -4,6 +4,7 @@
 //! these histories against DynamoDB and asserts the same outcomes.
 
 mod confirm;
+mod exceptions;
 mod fulfil;
 mod ingest;
 mod model;

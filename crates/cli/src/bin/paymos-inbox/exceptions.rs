@@ -4,9 +4,11 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use paymos_inbox::tools::exceptions;
+use paymos_inbox::tools::exceptions as orders;
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_aws::paymos_api::PaymosApi;
+use paymos_inbox_aws::sqs::approximate_messages;
+use paymos_inbox_core::exceptions;
 use paymos_inbox_core::release::{ReleaseBy, ReleaseError};
 use paymos_inbox_lambda::now_ms;
 
@@ -40,8 +42,14 @@ pub async fn list(args: ExceptionsArgs) -> ExitCode {
         Ok(t) => t,
         Err(e) => return fail(e),
     };
-    let dlq = stack.dlq.as_deref().map(|d| (&stack.sqs, d));
-    let found = match exceptions::list(&state, &ledger, dlq).await {
+    let dead_letters = match stack.dlq.as_deref() {
+        Some(dlq) => match approximate_messages(&stack.sqs, dlq).await {
+            Ok(n) => n,
+            Err(e) => return fail(e),
+        },
+        None => 0,
+    };
+    let found = match exceptions::list(&state, &ledger, dead_letters).await {
         Ok(f) => f,
         Err(e) => return fail(e),
     };
@@ -252,7 +260,7 @@ pub async fn orders(command: OrdersCommand) -> ExitCode {
         Ok(t) => t,
         Err(e) => return fail(e),
     };
-    match exceptions::register_order(&state, &order_id, &amount, &currency).await {
+    match orders::register_order(&state, &order_id, &amount, &currency).await {
         Ok(()) => {
             println!(
                 "order {order_id}: {amount} {}",

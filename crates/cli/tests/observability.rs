@@ -3,6 +3,11 @@
 //! the subscriber and the metrics recorder are process-wide, and the counts must be this
 //! test's alone.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "an emulator test reads top to bottom as one scenario"
+)]
+
 #[path = "it/harness.rs"]
 mod harness;
 

@@ -294,6 +294,10 @@ pub fn next(source: &Source, change: &Change, tried: &Plan, written: Written) ->
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::too_many_lines,
+    reason = "one table of every outcome, row by row"
+)]
 mod tests {
     use super::*;
     use crate::change::{Credit, OrderRef};

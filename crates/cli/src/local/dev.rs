@@ -262,60 +262,9 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
         10,
         None,
     );
-    // The scheduled functions on a short local schedule: the sweep heals a delivery recorded
-    // but never sent within a minute, and reports the oldest pending one as on AWS.
-    let sweep = {
-        let ledger = paymos_inbox_aws::dynamodb::DynamoLedger::new(
-            dynamodb.clone(),
-            created.table("DeliveriesTable"),
-            None,
-        );
-        let queue = paymos_inbox_aws::sqs::SqsQueue::new(sqs.clone(), created.queue("WorkQueue"));
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(DEV_SWEEP_EVERY).await;
-                let now = paymos_inbox_lambda::now_ms();
-                if let Err(error) = paymos_inbox_lambda::sweep::sweep_once(
-                    &ledger,
-                    &queue,
-                    paymos_inbox_core::ingest::DEFAULT_LEASE_SECS,
-                    DEV_SWEEP_AFTER_SECS,
-                    now,
-                )
-                .await
-                {
-                    tracing::warn!(error = %error, "the local sweep failed; it runs again");
-                }
-                paymos_inbox_lambda::telemetry::flush_metrics();
-            }
-        })
-    };
-
-    let mut tasks = vec![server, poller, publisher, sweep];
+    let mut tasks = vec![server, poller, publisher, sweep(&dynamodb, &sqs, &created)];
     if let Some(api) = options.reconcile_with.map(PaymosApi::new) {
-        let fulfil = pipeline.fulfil();
-        tasks.push(tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(DEV_RECONCILE_EVERY).await;
-                let now_ms = paymos_inbox_lambda::now_ms();
-                let now = i64::try_from(now_ms / 1000).unwrap_or(i64::MAX);
-                match reconcile(&api, &fulfil, (now - 48 * 3600, now), false, now_ms)
-                    .await
-                {
-                    Ok(report) => tracing::info!(
-                        paid_at_paymos = report.paid_at_paymos,
-                        missing = report.missing.len(),
-                        paid_late = report.paid_late.len(),
-                        refunded = report.refunded.len(),
-                        double = report.double.len(),
-                        unknown = report.unknown.len(),
-                        clean = report.clean(),
-                        "reconciliation done (`paymos-inbox reconcile` for the list)"
-                    ),
-                    Err(error) => tracing::warn!(error = %error, "the local reconciliation could not run; it runs again"),
-                }
-            }
-        }));
+        tasks.push(reconcile_every_minute(api, pipeline.fulfil()));
     }
 
     Ok(Dev {
@@ -324,6 +273,69 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
         sqs,
         tasks,
         _emulators: running,
+    })
+}
+
+/// The scheduled sweep on a short local schedule: it heals a delivery recorded but never sent
+/// within a minute, and reports the oldest pending one as on AWS.
+fn sweep(
+    dynamodb: &aws_sdk_dynamodb::Client,
+    sqs: &aws_sdk_sqs::Client,
+    created: &Created,
+) -> tokio::task::JoinHandle<()> {
+    let ledger = paymos_inbox_aws::dynamodb::DynamoLedger::new(
+        dynamodb.clone(),
+        created.table("DeliveriesTable"),
+        None,
+    );
+    let queue = paymos_inbox_aws::sqs::SqsQueue::new(sqs.clone(), created.queue("WorkQueue"));
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(DEV_SWEEP_EVERY).await;
+            let now = paymos_inbox_lambda::now_ms();
+            if let Err(error) = paymos_inbox_lambda::sweep::sweep_once(
+                &ledger,
+                &queue,
+                paymos_inbox_core::ingest::DEFAULT_LEASE_SECS,
+                DEV_SWEEP_AFTER_SECS,
+                now,
+            )
+            .await
+            {
+                tracing::warn!(error = %error, "the local sweep failed; it runs again");
+            }
+            paymos_inbox_lambda::telemetry::flush_metrics();
+        }
+    })
+}
+
+/// The scheduled reconciliation on a short local schedule (a report in the log, nothing
+/// applied).
+fn reconcile_every_minute<S>(api: PaymosApi, fulfil: Fulfil<S>) -> tokio::task::JoinHandle<()>
+where
+    S: paymos_inbox_core::reconcile::ReconcileStore + 'static,
+{
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(DEV_RECONCILE_EVERY).await;
+            let now_ms = paymos_inbox_lambda::now_ms();
+            let now = i64::try_from(now_ms / 1000).unwrap_or(i64::MAX);
+            match reconcile(&api, &fulfil, (now - 48 * 3600, now), false, now_ms).await {
+                Ok(report) => tracing::info!(
+                    paid_at_paymos = report.paid_at_paymos,
+                    missing = report.missing.len(),
+                    paid_late = report.paid_late.len(),
+                    refunded = report.refunded.len(),
+                    double = report.double.len(),
+                    unknown = report.unknown.len(),
+                    clean = report.clean(),
+                    "reconciliation done (`paymos-inbox reconcile` for the list)"
+                ),
+                Err(error) => {
+                    tracing::warn!(error = %error, "the local reconciliation could not run; it runs again")
+                }
+            }
+        }
     })
 }
 

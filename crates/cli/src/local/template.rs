@@ -93,146 +93,178 @@ pub async fn create_all(
     let mut created = Created::default();
     for (logical, p) in resources_of(&t, "AWS::DynamoDB::Table") {
         let name = format!("{prefix}-{logical}");
-        let mut req = dynamodb
-            .create_table()
-            .table_name(&name)
-            .billing_mode(BillingMode::PayPerRequest)
-            .set_key_schema(Some(key_schema(&p["KeySchema"])?));
-        for d in p["AttributeDefinitions"]
-            .as_sequence()
-            .into_iter()
-            .flatten()
-        {
-            req = req.attribute_definitions(
-                AttributeDefinition::builder()
-                    .attribute_name(d["AttributeName"].as_str().unwrap_or_default())
-                    .attribute_type(ScalarAttributeType::from(
-                        d["AttributeType"].as_str().unwrap_or("S"),
-                    ))
-                    .build()
-                    .map_err(|e| e.to_string())?,
-            );
-        }
-        for g in p["GlobalSecondaryIndexes"]
-            .as_sequence()
-            .into_iter()
-            .flatten()
-        {
-            let projection = &g["Projection"];
-            let mut proj = Projection::builder().projection_type(ProjectionType::from(
-                projection["ProjectionType"].as_str().unwrap_or("ALL"),
-            ));
-            for a in projection["NonKeyAttributes"]
-                .as_sequence()
-                .into_iter()
-                .flatten()
-            {
-                proj = proj.non_key_attributes(a.as_str().unwrap_or_default());
-            }
-            req = req.global_secondary_indexes(
-                GlobalSecondaryIndex::builder()
-                    .index_name(g["IndexName"].as_str().unwrap_or_default())
-                    .set_key_schema(Some(key_schema(&g["KeySchema"])?))
-                    .projection(proj.build())
-                    .build()
-                    .map_err(|e| e.to_string())?,
-            );
-        }
-        if let Some(view) = p["StreamSpecification"]["StreamViewType"].as_str() {
-            req = req.stream_specification(
-                StreamSpecification::builder()
-                    .stream_enabled(true)
-                    .stream_view_type(StreamViewType::from(view))
-                    .build()
-                    .map_err(|e| e.to_string())?,
-            );
-        }
-        req.send().await.map_err(|e| {
-            format!(
-                "CreateTable {name}: {}",
-                aws_sdk_dynamodb::error::DisplayErrorContext(e)
-            )
-        })?;
-        if let Some(attr) = p["TimeToLiveSpecification"]["AttributeName"].as_str() {
-            // The template enables TTL only when a retention is set; locally it is always on.
-            dynamodb
-                .update_time_to_live()
-                .table_name(&name)
-                .time_to_live_specification(
-                    TimeToLiveSpecification::builder()
-                        .attribute_name(attr)
-                        .enabled(true)
-                        .build()
-                        .map_err(|e| e.to_string())?,
-                )
-                .send()
-                .await
-                .map_err(|e| {
-                    format!(
-                        "UpdateTimeToLive {name}: {}",
-                        aws_sdk_dynamodb::error::DisplayErrorContext(e)
-                    )
-                })?;
-        }
+        create_table(dynamodb, &name, p).await?;
         created.tables.insert(logical.to_owned(), name);
     }
-
     let queues = resources_of(&t, "AWS::SQS::Queue");
-    let sqs_err = |e: &dyn std::fmt::Display| format!("SQS: {e}");
     for (logical, p) in &queues {
         let mut name = format!("{prefix}-{logical}");
         name.truncate(80);
-        let mut req = sqs.create_queue().queue_name(&name);
-        for (attr, key) in [
-            (QueueAttributeName::VisibilityTimeout, "VisibilityTimeout"),
-            (
-                QueueAttributeName::MessageRetentionPeriod,
-                "MessageRetentionPeriod",
-            ),
-        ] {
-            if let Some(v) = p[key].as_u64() {
-                req = req.attributes(attr, v.to_string());
-            }
-        }
-        let url = req
-            .send()
-            .await
-            .map_err(|e| sqs_err(&aws_sdk_sqs::error::DisplayErrorContext(e)))?
-            .queue_url
-            .unwrap_or_default();
-        let arn = sqs
-            .get_queue_attributes()
-            .queue_url(&url)
-            .attribute_names(QueueAttributeName::QueueArn)
-            .send()
-            .await
-            .map_err(|e| sqs_err(&aws_sdk_sqs::error::DisplayErrorContext(e)))?
-            .attributes
-            .and_then(|mut a| a.remove(&QueueAttributeName::QueueArn))
-            .unwrap_or_default();
+        let (url, arn) = create_queue(sqs, &name, p).await?;
         created.queues.insert((*logical).to_owned(), url);
         created.queue_arns.insert((*logical).to_owned(), arn);
     }
     for (logical, p) in &queues {
-        let redrive = &p["RedrivePolicy"];
-        if redrive.is_null() {
-            continue;
-        }
-        let target = referenced(&redrive["deadLetterTargetArn"])
-            .and_then(|dlq| created.queue_arns.get(dlq))
-            .ok_or_else(|| {
-                format!("{logical}: the redrive target is not a queue of this template")
-            })?;
-        let policy = serde_json::json!({
-            "deadLetterTargetArn": target,
-            "maxReceiveCount": redrive["maxReceiveCount"].as_u64().unwrap_or(5).to_string(),
-        });
-        sqs.set_queue_attributes()
-            .queue_url(created.queue(logical))
-            .attributes(QueueAttributeName::RedrivePolicy, policy.to_string())
-            .send()
-            .await
-            .map_err(|e| sqs_err(&aws_sdk_sqs::error::DisplayErrorContext(e)))?;
+        redrive_policy(sqs, &created, logical, p).await?;
     }
     Ok(created)
+}
+
+fn dynamodb_err(call: &str, name: &str, e: impl std::error::Error + 'static) -> String {
+    format!(
+        "{call} {name}: {}",
+        aws_sdk_dynamodb::error::DisplayErrorContext(e)
+    )
+}
+
+fn sqs_err(e: impl std::error::Error + 'static) -> String {
+    format!("SQS: {}", aws_sdk_sqs::error::DisplayErrorContext(e))
+}
+
+/// One table as the template declares it: keys, attributes, indexes, stream, TTL.
+async fn create_table(
+    dynamodb: &aws_sdk_dynamodb::Client,
+    name: &str,
+    p: &Value,
+) -> Result<(), String> {
+    let mut req = dynamodb
+        .create_table()
+        .table_name(name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .set_key_schema(Some(key_schema(&p["KeySchema"])?));
+    for d in p["AttributeDefinitions"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+    {
+        req = req.attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name(d["AttributeName"].as_str().unwrap_or_default())
+                .attribute_type(ScalarAttributeType::from(
+                    d["AttributeType"].as_str().unwrap_or("S"),
+                ))
+                .build()
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    for g in p["GlobalSecondaryIndexes"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+    {
+        req = req.global_secondary_indexes(index(g)?);
+    }
+    if let Some(view) = p["StreamSpecification"]["StreamViewType"].as_str() {
+        req = req.stream_specification(
+            StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(StreamViewType::from(view))
+                .build()
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    req.send()
+        .await
+        .map_err(|e| dynamodb_err("CreateTable", name, e))?;
+    if let Some(attr) = p["TimeToLiveSpecification"]["AttributeName"].as_str() {
+        // The template enables TTL only when a retention is set; locally it is always on.
+        dynamodb
+            .update_time_to_live()
+            .table_name(name)
+            .time_to_live_specification(
+                TimeToLiveSpecification::builder()
+                    .attribute_name(attr)
+                    .enabled(true)
+                    .build()
+                    .map_err(|e| e.to_string())?,
+            )
+            .send()
+            .await
+            .map_err(|e| dynamodb_err("UpdateTimeToLive", name, e))?;
+    }
+    Ok(())
+}
+
+fn index(g: &Value) -> Result<GlobalSecondaryIndex, String> {
+    let projection = &g["Projection"];
+    let mut proj = Projection::builder().projection_type(ProjectionType::from(
+        projection["ProjectionType"].as_str().unwrap_or("ALL"),
+    ));
+    for a in projection["NonKeyAttributes"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+    {
+        proj = proj.non_key_attributes(a.as_str().unwrap_or_default());
+    }
+    GlobalSecondaryIndex::builder()
+        .index_name(g["IndexName"].as_str().unwrap_or_default())
+        .set_key_schema(Some(key_schema(&g["KeySchema"])?))
+        .projection(proj.build())
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+/// One queue with the template's timeouts; its URL and ARN.
+async fn create_queue(
+    sqs: &aws_sdk_sqs::Client,
+    name: &str,
+    p: &Value,
+) -> Result<(String, String), String> {
+    let mut req = sqs.create_queue().queue_name(name);
+    for (attr, key) in [
+        (QueueAttributeName::VisibilityTimeout, "VisibilityTimeout"),
+        (
+            QueueAttributeName::MessageRetentionPeriod,
+            "MessageRetentionPeriod",
+        ),
+    ] {
+        if let Some(v) = p[key].as_u64() {
+            req = req.attributes(attr, v.to_string());
+        }
+    }
+    let url = req
+        .send()
+        .await
+        .map_err(sqs_err)?
+        .queue_url
+        .unwrap_or_default();
+    let arn = sqs
+        .get_queue_attributes()
+        .queue_url(&url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .map_err(sqs_err)?
+        .attributes
+        .and_then(|mut a| a.remove(&QueueAttributeName::QueueArn))
+        .unwrap_or_default();
+    Ok((url, arn))
+}
+
+/// A queue's redrive policy, once its dead-letter queue exists.
+async fn redrive_policy(
+    sqs: &aws_sdk_sqs::Client,
+    created: &Created,
+    logical: &str,
+    p: &Value,
+) -> Result<(), String> {
+    let redrive = &p["RedrivePolicy"];
+    if redrive.is_null() {
+        return Ok(());
+    }
+    let target = referenced(&redrive["deadLetterTargetArn"])
+        .and_then(|dlq| created.queue_arns.get(dlq))
+        .ok_or_else(|| format!("{logical}: the redrive target is not a queue of this template"))?;
+    let policy = serde_json::json!({
+        "deadLetterTargetArn": target,
+        "maxReceiveCount": redrive["maxReceiveCount"].as_u64().unwrap_or(5).to_string(),
+    });
+    sqs.set_queue_attributes()
+        .queue_url(created.queue(logical))
+        .attributes(QueueAttributeName::RedrivePolicy, policy.to_string())
+        .send()
+        .await
+        .map_err(sqs_err)?;
+    Ok(())
 }

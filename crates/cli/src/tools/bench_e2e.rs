@@ -124,80 +124,7 @@ pub async fn run(options: E2eOptions) -> Result<E2eReport, String> {
     .await?;
 
     // 1. Through the pipeline.
-    let created = template::create_all(&dynamodb, &sqs, &format!("bench-{run_id}")).await?;
-    let pipeline = Pipeline::on(&created, &dynamodb, &sqs);
-    let ingest = Arc::new(pipeline.ingest(
-        Verifier::new(vec![SigningKey::new("live", &secret)], 300),
-        IngestSettings::default(),
-    ));
-    let fulfil = Arc::new(pipeline.fulfil());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| e.to_string())?;
-    let url = format!(
-        "http://{}/",
-        listener.local_addr().map_err(|e| e.to_string())?
-    );
-    let server = serve_ingest(listener, Arc::clone(&ingest), None, None);
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(options.concurrency)
-        .build()
-        .map_err(|e| e.to_string())?;
-    let send_all = |ids: Vec<usize>| {
-        let (client, url, secret) = (client.clone(), url.clone(), secret.clone());
-        async move {
-            futures::stream::iter(ids.into_iter().map(|i| {
-                let (client, url, secret) = (client.clone(), url.clone(), secret.clone());
-                async move {
-                    let b = body(i, run_id);
-                    let id = format!("evt_bench_{run_id}_{i}");
-                    loop {
-                        let now = paymos_inbox_lambda::now_ms() / 1000;
-                        let t = Instant::now();
-                        let a = post(
-                            &client,
-                            &url,
-                            &id,
-                            &b,
-                            std::slice::from_ref(&secret),
-                            now,
-                            1,
-                            SENDER_TIMEOUT,
-                        )
-                        .await;
-                        if (200..300).contains(&a.status) {
-                            return t.elapsed();
-                        }
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
-                }
-            }))
-            .buffered(options.concurrency)
-            .collect::<Vec<Duration>>()
-            .await
-        }
-    };
-    let started = Instant::now();
-    let mut latencies = send_all((0..options.deliveries).collect()).await;
-    let mut elapsed = started.elapsed();
-    let poller = run_poller(
-        sqs.clone(),
-        created.queue("WorkQueue").to_owned(),
-        fulfil,
-        10,
-        None,
-    );
-    let ledger = DynamoLedger::new(dynamodb.clone(), created.table("DeliveriesTable"), None);
-    ledger
-        .wait_until_processed(Duration::from_secs(300), || async { Ok(()) })
-        .await
-        .map_err(|e| e.to_string())?;
-    poller.abort();
-    let started = Instant::now();
-    latencies.extend(send_all((0..duplicates).collect()).await);
-    elapsed += started.elapsed();
-    let pipeline = figures(latencies, elapsed);
-    server.abort();
+    let pipeline = through_the_pipeline(&dynamodb, &sqs, &options, run_id, duplicates).await?;
 
     let raw = raw_loop(
         &dynamodb,
@@ -220,6 +147,105 @@ pub async fn run(options: E2eOptions) -> Result<E2eReport, String> {
         raw,
         ratio,
     })
+}
+
+/// Every delivery through ingest (timed until acknowledged), fulfil drained, then the
+/// duplicate share again.
+async fn through_the_pipeline(
+    dynamodb: &aws_sdk_dynamodb::Client,
+    sqs: &aws_sdk_sqs::Client,
+    options: &E2eOptions,
+    run_id: u128,
+    duplicates: usize,
+) -> Result<Figures, String> {
+    let secret = WebhookSecret::new(SECRET);
+    let created = template::create_all(dynamodb, sqs, &format!("bench-{run_id}")).await?;
+    let pipeline = Pipeline::on(&created, dynamodb, sqs);
+    let ingest = Arc::new(pipeline.ingest(
+        Verifier::new(vec![SigningKey::new("live", &secret)], 300),
+        IngestSettings::default(),
+    ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| e.to_string())?;
+    let url = format!(
+        "http://{}/",
+        listener.local_addr().map_err(|e| e.to_string())?
+    );
+    let server = serve_ingest(listener, Arc::clone(&ingest), None, None);
+    let sender = Acknowledged {
+        client: reqwest::Client::builder()
+            .pool_max_idle_per_host(options.concurrency)
+            .build()
+            .map_err(|e| e.to_string())?,
+        url,
+        secret,
+        run_id,
+        concurrency: options.concurrency,
+    };
+    let started = Instant::now();
+    let mut latencies = sender.send_all(0..options.deliveries).await;
+    let mut elapsed = started.elapsed();
+    let poller = run_poller(
+        sqs.clone(),
+        created.queue("WorkQueue").to_owned(),
+        Arc::new(pipeline.fulfil()),
+        10,
+        None,
+    );
+    let ledger = DynamoLedger::new(dynamodb.clone(), created.table("DeliveriesTable"), None);
+    ledger
+        .wait_until_processed(Duration::from_secs(300), || async { Ok(()) })
+        .await
+        .map_err(|e| e.to_string())?;
+    poller.abort();
+    let started = Instant::now();
+    latencies.extend(sender.send_all(0..duplicates).await);
+    elapsed += started.elapsed();
+    server.abort();
+    Ok(figures(latencies, elapsed))
+}
+
+/// Sends deliveries until each is acknowledged; the time each took.
+struct Acknowledged {
+    client: reqwest::Client,
+    url: String,
+    secret: WebhookSecret,
+    run_id: u128,
+    concurrency: usize,
+}
+
+impl Acknowledged {
+    async fn send_all(&self, ids: std::ops::Range<usize>) -> Vec<Duration> {
+        futures::stream::iter(ids.map(|i| self.until_acknowledged(i)))
+            .buffered(self.concurrency)
+            .collect::<Vec<Duration>>()
+            .await
+    }
+
+    async fn until_acknowledged(&self, i: usize) -> Duration {
+        let b = body(i, self.run_id);
+        let id = format!("evt_bench_{}_{i}", self.run_id);
+        loop {
+            let now = paymos_inbox_lambda::now_ms() / 1000;
+            let t = Instant::now();
+            let a = post(
+                &self.client,
+                &self.url,
+                &id,
+                &b,
+                std::slice::from_ref(&self.secret),
+                now,
+                1,
+                SENDER_TIMEOUT,
+            )
+            .await;
+            if (200..300).contains(&a.status) {
+                return t.elapsed();
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }
 
 /// The same conditional put and send as ingest makes (the adapters' own calls), in the same two

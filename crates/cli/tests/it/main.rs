@@ -3,6 +3,11 @@
 //! AWS_ENDPOINT_URL_SQS point at running ones). Nothing here is skipped: if an emulator cannot
 //! start, every test that needs it fails and says why.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "an emulator test reads top to bottom as one scenario"
+)]
+
 mod harness;
 
 mod archive;

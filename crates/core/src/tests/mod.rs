@@ -3,6 +3,11 @@
 //! the transaction's atomicity, the queue's redelivery) is proven in `tests/it`, which also runs
 //! these histories against DynamoDB and asserts the same outcomes.
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "a use-case test reads top to bottom as one history"
+)]
+
 mod confirm;
 mod exceptions;
 mod fulfil;

@@ -2,6 +2,11 @@
 //! this crate because only its own tests can name its binaries (`CARGO_BIN_EXE_*`); the harness
 //! and the fake Paymos API are the emulator suite's own (`crates/cli/tests/it`).
 
+#![allow(
+    clippy::too_many_lines,
+    reason = "an emulator test reads top to bottom as one scenario"
+)]
+
 #[path = "../../../cli/tests/it/harness.rs"]
 mod harness;
 #[path = "../../../cli/tests/it/paymos_fake.rs"]

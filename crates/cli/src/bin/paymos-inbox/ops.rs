@@ -449,61 +449,66 @@ pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
             serde_json::to_string(&report).expect("report serialises")
         );
     } else {
-        println!(
-            "paid at Paymos: {}, fulfilled here once: {}",
-            report.paid_at_paymos, report.matched
-        );
-        for m in &report.missing {
-            let applied = report
-                .applied
-                .get(&m.invoice_id)
-                .map_or(String::new(), |a| format!(" → {a}"));
-            println!(
-                "MISSING {} {} {} {} (order {}){applied}",
-                m.invoice_id, m.status, m.amount, m.currency, m.order_id
-            );
-        }
-        for (order, invoices) in &report.double {
-            println!(
-                "DOUBLE  order {order}: fulfilled {} times ({})",
-                invoices.len(),
-                invoices.join(", ")
-            );
-        }
-        for d in &report.duplicate_payments {
-            let applied = report
-                .applied
-                .get(&d.invoice_id)
-                .map_or(String::new(), |a| format!(" → {a}"));
-            println!(
-                "DUPLICATE PAYMENT {} {} {} (order {} was fulfilled by another invoice: refund){applied}",
-                d.invoice_id, d.amount, d.currency, d.order_id
-            );
-        }
-        for invoice in &report.unknown {
-            println!("UNKNOWN {invoice}: fulfilled here, not paid at Paymos");
-        }
-        for l in &report.paid_late {
-            let applied = report
-                .applied
-                .get(&l.invoice_id)
-                .map_or(String::new(), |a| format!(" → {a}"));
-            println!(
-                "PAID_LATE {} {} {} (order {}): paid after it closed {} at Paymos; release or refund it{applied}",
-                l.invoice_id, l.amount, l.currency, l.order_id, l.status
-            );
-        }
-        for r in &report.refunded {
-            println!(
-                "REFUNDED {} {} {} (order {}): paid and refunded in full at Paymos; never fulfilled",
-                r.invoice_id, r.amount, r.currency, r.order_id
-            );
-        }
+        print_report(&report);
     }
     if report.clean() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
+    }
+}
+
+/// The reconciliation's findings, one line each, as an operator reads them.
+fn print_report(report: &paymos_inbox_core::reconcile::Report) {
+    println!(
+        "paid at Paymos: {}, fulfilled here once: {}",
+        report.paid_at_paymos, report.matched
+    );
+    for m in &report.missing {
+        let applied = report
+            .applied
+            .get(&m.invoice_id)
+            .map_or(String::new(), |a| format!(" → {a}"));
+        println!(
+            "MISSING {} {} {} {} (order {}){applied}",
+            m.invoice_id, m.status, m.amount, m.currency, m.order_id
+        );
+    }
+    for (order, invoices) in &report.double {
+        println!(
+            "DOUBLE  order {order}: fulfilled {} times ({})",
+            invoices.len(),
+            invoices.join(", ")
+        );
+    }
+    for d in &report.duplicate_payments {
+        let applied = report
+            .applied
+            .get(&d.invoice_id)
+            .map_or(String::new(), |a| format!(" → {a}"));
+        println!(
+            "DUPLICATE PAYMENT {} {} {} (order {} was fulfilled by another invoice: refund){applied}",
+            d.invoice_id, d.amount, d.currency, d.order_id
+        );
+    }
+    for invoice in &report.unknown {
+        println!("UNKNOWN {invoice}: fulfilled here, not paid at Paymos");
+    }
+    for l in &report.paid_late {
+        let applied = report
+            .applied
+            .get(&l.invoice_id)
+            .map_or(String::new(), |a| format!(" → {a}"));
+        println!(
+            "PAID_LATE {} {} {} (order {}): paid after it closed {} at Paymos; release or refund it{applied}",
+            l.invoice_id, l.amount, l.currency, l.order_id, l.status
+        );
+    }
+    for r in &report.refunded {
+        println!(
+            "REFUNDED {} {} {} (order {}): paid and refunded in full at Paymos; never fulfilled",
+            r.invoice_id, r.amount, r.currency, r.order_id
+        );
     }
 }
 

@@ -121,7 +121,6 @@ pub async fn run(args: SendArgs) -> ExitCode {
         eprintln!("error: give one --secret, or two for a rotation header");
         return ExitCode::from(2);
     }
-    let client = reqwest::Client::new();
     let occurred_at = now_ms() / 1000;
     let data = data_for(
         &args.event_type,
@@ -134,39 +133,56 @@ pub async fn run(args: SendArgs) -> ExitCode {
         Some(id) => vec![id.clone()],
         None => (0..args.endpoints.max(1)).map(|_| new_event_id()).collect(),
     };
+    let client = reqwest::Client::new();
     let mut all_ok = true;
-    let mut sent = Vec::new();
-    for event_id in ids {
-        let body = envelope(&event_id, &args.event_type, occurred_at, &data);
-        let json = args.json;
-        let print = |a: &paymos_inbox::tools::send::Attempt| {
-            if json {
-                println!(
-                    "{}",
-                    serde_json::json!({"event_id": event_id, "resource": resource, "attempt": a})
-                );
-            } else {
-                println!(
-                    "{event_id} {} {resource} attempt {:>2} → {} {} ({} ms)",
-                    args.event_type,
-                    a.attempt,
-                    if a.status == 0 {
-                        "---".into()
-                    } else {
-                        a.status.to_string()
-                    },
-                    a.body.trim(),
-                    a.millis
-                );
-            }
+    for event_id in &ids {
+        let body = envelope(event_id, &args.event_type, occurred_at, &data);
+        let one = One {
+            args: &args,
+            client: &client,
+            secrets: &secrets,
+            event_id,
+            resource: &resource,
         };
+        all_ok &= one.send(&body).await;
+    }
+    if all_ok && args.wait {
+        match wait_for_outcomes(&args, &ids).await {
+            Ok(ok) => all_ok &= ok,
+            Err(e) => {
+                eprintln!("error: --wait: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    if all_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
+    }
+}
+
+/// One event sent as the command line asked: once, or on Paymos' retry ladder.
+struct One<'a> {
+    args: &'a SendArgs,
+    client: &'a reqwest::Client,
+    secrets: &'a [WebhookSecret],
+    event_id: &'a str,
+    resource: &'a str,
+}
+
+impl One<'_> {
+    /// Whether the last attempt was acknowledged with a 2xx.
+    async fn send(&self, body: &str) -> bool {
+        let args = self.args;
+        let print = |a: &paymos_inbox::tools::send::Attempt| self.print(a);
         let attempts = if args.retry_ladder {
             with_retries(
-                &client,
+                self.client,
                 &args.url,
-                &event_id,
-                &body,
-                &secrets,
+                self.event_id,
+                body,
+                self.secrets,
                 args.time_scale,
                 || now_ms() / 1000,
                 print,
@@ -174,11 +190,11 @@ pub async fn run(args: SendArgs) -> ExitCode {
             .await
         } else {
             let a = post(
-                &client,
+                self.client,
                 &args.url,
-                &event_id,
-                &body,
-                &secrets,
+                self.event_id,
+                body,
+                self.secrets,
                 now_ms() / 1000,
                 1,
                 SENDER_TIMEOUT,
@@ -187,33 +203,46 @@ pub async fn run(args: SendArgs) -> ExitCode {
             print(&a);
             vec![a]
         };
-        all_ok &= attempts
+        attempts
             .last()
-            .is_some_and(|a| (200..300).contains(&a.status));
-        sent.push(event_id);
+            .is_some_and(|a| (200..300).contains(&a.status))
     }
-    if all_ok && args.wait {
-        let stack = match args.stack.resolve().await {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("error: --wait: {e}");
-                return ExitCode::from(2);
-            }
-        };
-        let Some(table) = stack.deliveries.clone() else {
-            eprintln!(
-                "error: --wait needs the stack: --stack-name, --dev-info or --deliveries-table"
+
+    fn print(&self, a: &paymos_inbox::tools::send::Attempt) {
+        let (event_id, resource) = (self.event_id, self.resource);
+        if self.args.json {
+            println!(
+                "{}",
+                serde_json::json!({"event_id": event_id, "resource": resource, "attempt": a})
             );
-            return ExitCode::from(2);
-        };
-        let ledger = paymos_inbox_aws::dynamodb::DynamoLedger::new(stack.dynamodb, table, None);
-        for event_id in &sent {
-            all_ok &= outcome_of(&ledger, event_id).await;
+        } else {
+            println!(
+                "{event_id} {} {resource} attempt {:>2} → {} {} ({} ms)",
+                self.args.event_type,
+                a.attempt,
+                if a.status == 0 {
+                    "---".into()
+                } else {
+                    a.status.to_string()
+                },
+                a.body.trim(),
+                a.millis
+            );
         }
     }
-    if all_ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
+}
+
+/// `--wait`: each delivery's outcome from the stack's ledger; whether all were applied.
+async fn wait_for_outcomes(args: &SendArgs, sent: &[String]) -> Result<bool, String> {
+    let stack = args.stack.resolve().await?;
+    let table = stack
+        .deliveries
+        .clone()
+        .ok_or("it needs the stack: --stack-name, --dev-info or --deliveries-table")?;
+    let ledger = paymos_inbox_aws::dynamodb::DynamoLedger::new(stack.dynamodb, table, None);
+    let mut all_ok = true;
+    for event_id in sent {
+        all_ok &= outcome_of(&ledger, event_id).await;
     }
+    Ok(all_ok)
 }

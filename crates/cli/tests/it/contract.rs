@@ -2,13 +2,16 @@
 //! (`invoice_accepts`, `withdrawal_accepts`, `deposit_accepts`, the order's claim and guard) give
 //! the same outcome for every pair of changes. Each pair runs on `DynamoResources` (DynamoDB
 //! Local) and on `MemoryResources` (which applies the domain's rules), and the outcomes and
-//! fulfilments must agree; the use-case tests in `src/tests` then hold for DynamoDB too.
+//! fulfilments must agree; the use-case tests in `crates/core/src/tests` then hold for DynamoDB
+//! too. The deliveries ledger's conditions likewise, against `MemoryLedger`.
 
-use paymos_inbox_aws::dynamodb::DynamoResources;
+use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_core::change::{Applied, Change, Credit, OrderRef, Source};
 use paymos_inbox_core::effect::RecordFulfilment;
 use paymos_inbox_core::fulfil::{ResourceStore, settle};
-use paymos_inbox_core::memory::MemoryResources;
+use paymos_inbox_core::ingest::{DeliveryLedger, DeliveryState, PortError, Recorded, TakeOver};
+use paymos_inbox_core::memory::{MemoryLedger, MemoryResources};
+use paymos_inbox_core::signature::Environment;
 use paymos_inbox_core::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
 
 use crate::harness::*;
@@ -287,4 +290,99 @@ async fn releases_agree_on_dynamodb_and_in_memory() {
             assert_eq!(on_dynamo, on_memory, "{invoice_id} by {actor}");
         }
     }
+}
+
+/// What a ledger answered to one step, comparable across stores.
+#[derive(Debug, PartialEq, Eq)]
+enum Said {
+    New,
+    Existing(DeliveryState, u64, String),
+    Won,
+    Lost(Option<DeliveryState>),
+    Done,
+    Stranded(Vec<String>),
+}
+
+/// The ledger's conditions (record once, a take-over only of the lease that was read, a
+/// release only of one's own lease, what is stranded) give the same answers on DynamoDB and in
+/// the memory twin, step by step.
+async fn ledger_steps<L>(ledger: &L, run: &str) -> Vec<Said>
+where
+    L: DeliveryLedger + paymos_inbox_core::sweep::StrandedDeliveries,
+{
+    let body = invoice_paid(&format!("evt_l_{run}"), &format!("inv_l_{run}"));
+    let d = recorded_delivery(&body, Environment::Live, NOW_MS);
+    let id = d.event_id.as_str();
+    let said = |r: Result<Recorded, PortError>| match r.expect("ledger answers") {
+        Recorded::New => Said::New,
+        Recorded::Existing(e) => Said::Existing(
+            e.state,
+            e.lease_until_ms,
+            String::from_utf8_lossy(&e.delivery.body).into_owned(),
+        ),
+    };
+    let took = |r: Result<TakeOver, PortError>| match r.expect("ledger answers") {
+        TakeOver::Won => Said::Won,
+        TakeOver::Lost(state) => Said::Lost(state),
+    };
+    let mut out = vec![
+        said(ledger.record(&d, NOW_MS + 100).await),
+        said(ledger.record(&d, NOW_MS + 200).await),
+        took(ledger.take_over(id, NOW_MS + 999, NOW_MS + 300).await),
+        took(ledger.take_over(id, NOW_MS + 100, NOW_MS + 300).await),
+        took(ledger.take_over(id, NOW_MS + 100, NOW_MS + 400).await),
+    ];
+    ledger.release(id, NOW_MS + 999).await.unwrap();
+    out.push(took(ledger.take_over(id, NOW_MS + 300, NOW_MS + 301).await));
+    ledger.release(id, NOW_MS + 301).await.unwrap();
+    out.push(Said::Done);
+    out.push(took(ledger.take_over(id, 0, NOW_MS + 500).await));
+    out.push(took(
+        ledger.take_over(&format!("evt_none_{run}"), 0, 1).await,
+    ));
+    let stranded = |at: u64| async move {
+        let found = ledger.stranded(NOW_MS + 1, at, 100).await.unwrap();
+        Said::Stranded(
+            found
+                .into_iter()
+                .map(|r| r.delivery.event_id)
+                .filter(|e| e.ends_with(run))
+                .collect(),
+        )
+    };
+    out.push(stranded(NOW_MS + 500).await);
+    out.push(stranded(NOW_MS + 501).await);
+    out
+}
+
+#[tokio::test]
+async fn the_ledgers_conditions_agree_on_dynamodb_and_in_memory() {
+    let aws = Aws::new();
+    let table = aws.deliveries_table().await;
+    let dynamo = DynamoLedger::new(aws.dynamodb.clone(), &table, None);
+    let run = unique("l");
+    let on_dynamodb = ledger_steps(&dynamo, &run).await;
+    let in_memory = ledger_steps(&MemoryLedger::new(), &run).await;
+    assert_eq!(on_dynamodb, in_memory);
+    // And they are the rules: written once, the lease moved only by whoever read it.
+    assert_eq!(on_dynamodb[0], Said::New);
+    assert!(
+        matches!(&on_dynamodb[1], Said::Existing(DeliveryState::Received, lease, _) if *lease == NOW_MS + 100)
+    );
+    assert_eq!(
+        on_dynamodb[2..6],
+        [
+            Said::Lost(Some(DeliveryState::Received)),
+            Said::Won,
+            Said::Lost(Some(DeliveryState::Received)),
+            Said::Won,
+        ]
+    );
+    assert_eq!(on_dynamodb[7..9], [Said::Won, Said::Lost(None)]);
+    assert_eq!(
+        on_dynamodb[9],
+        Said::Stranded(vec![]),
+        "its lease runs until 500"
+    );
+    assert!(matches!(&on_dynamodb[10], Said::Stranded(ids) if ids.len() == 1));
 }

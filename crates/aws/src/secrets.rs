@@ -3,7 +3,7 @@
 use aws_sdk_secretsmanager::Client;
 use aws_sdk_secretsmanager::error::DisplayErrorContext;
 
-use paymos_inbox_core::ingest::{KeySource, PortError};
+use paymos_inbox_core::ingest::{KeySource, PortError, PortErrorKind};
 use paymos_inbox_core::signature::{SigningKey, parse_keys};
 
 /// A [`KeySource`] on one Secrets Manager secret (JSON, `label=secret` lines, or one secret).
@@ -57,7 +57,8 @@ impl KeySource for SecretsManagerKeys {
 /// The Paymos API client, from a Secrets Manager secret `{"api_key": …, "api_secret": …}`.
 ///
 /// # Errors
-/// What could not be read, naming `var` (never a secret).
+/// [`PortError`] naming `var` (never a secret): of the SDK's kind when the secret cannot be
+/// read, [`PortErrorKind::Misconfigured`] when it does not hold a key and a secret.
 pub async fn paymos_client(
     client: &Client,
     secret_id: &str,
@@ -65,32 +66,45 @@ pub async fn paymos_client(
     base_url: &str,
     timeout: std::time::Duration,
     max_retries: u32,
-) -> Result<paymos::PaymosClient, String> {
+) -> Result<paymos::PaymosClient, PortError> {
+    const OPERATION: &str = "Paymos API credentials";
     let secret = client
         .get_secret_value()
         .secret_id(secret_id)
         .send()
         .await
         .map_err(|e| {
-            format!(
-                "could not read the Paymos API credentials ({var}): {}",
-                DisplayErrorContext(e)
+            let e = crate::aws::port_error("Secrets Manager GetSecretValue", e);
+            PortError::of_kind(
+                e.operation,
+                e.kind,
+                format!(
+                    "could not read the Paymos API credentials ({var}): {}",
+                    e.message
+                ),
             )
         })?;
+    let wrong = |why: String| {
+        PortError::of_kind(
+            OPERATION,
+            PortErrorKind::Misconfigured,
+            format!("{var}: {why}"),
+        )
+    };
     let json: serde_json::Value = serde_json::from_str(secret.secret_string().unwrap_or_default())
-        .map_err(|_| format!("{var}: expected JSON {{\"api_key\": …, \"api_secret\": …}}"))?;
+        .map_err(|_| wrong("expected JSON {\"api_key\": …, \"api_secret\": …}".into()))?;
     let field = |k: &str| {
         json[k]
             .as_str()
             .map(str::to_owned)
-            .ok_or(format!("{var}: no {k}"))
+            .ok_or_else(|| wrong(format!("no {k}")))
     };
     paymos::PaymosClient::builder(field("api_key")?, field("api_secret")?)
         .base_url(base_url)
         .timeout(timeout)
         .max_retries(max_retries)
         .build()
-        .map_err(|e| format!("{var}: {e}"))
+        .map_err(|e| wrong(e.to_string()).with_source(e))
 }
 
 /// The outbound signing key from a Secrets Manager secret: `{"key": "<base64>"}` (what the

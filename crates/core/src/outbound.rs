@@ -24,18 +24,30 @@ impl std::fmt::Debug for OutboundSecret {
     }
 }
 
+/// Why a signing secret cannot be used (its text is never quoted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidOutboundSecret {
+    /// Not `whsec_` followed by base64.
+    #[error("the signing secret is not whsec_ followed by base64")]
+    NotBase64,
+    /// Fewer than 16 bytes.
+    #[error("the signing secret is shorter than 16 bytes")]
+    TooShort,
+}
+
 impl OutboundSecret {
     /// Reads `whsec_<base64>` or bare base64 (at least 16 bytes).
     ///
     /// # Errors
-    /// When it is not base64 or too short (the text is never quoted).
-    pub fn parse(text: &str) -> Result<Self, String> {
+    /// [`InvalidOutboundSecret`] when it is not base64 or too short.
+    pub fn parse(text: &str) -> Result<Self, InvalidOutboundSecret> {
         let b64 = text.trim().strip_prefix("whsec_").unwrap_or(text.trim());
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(b64)
-            .map_err(|_| "the signing secret is not whsec_ followed by base64".to_owned())?;
+            .map_err(|_| InvalidOutboundSecret::NotBase64)?;
         if bytes.len() < 16 {
-            return Err("the signing secret is shorter than 16 bytes".into());
+            return Err(InvalidOutboundSecret::TooShort);
         }
         Ok(Self(Zeroizing::new(bytes)))
     }
@@ -159,7 +171,10 @@ mod tests {
             "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
         );
         assert!(format!("{secret:?}").contains("redacted"));
-        assert!(OutboundSecret::parse("whsec_not base64!").is_err());
+        assert_eq!(
+            OutboundSecret::parse("whsec_not base64!").unwrap_err(),
+            InvalidOutboundSecret::NotBase64
+        );
         assert!(
             OutboundSecret::parse("whsec_c2hvcnQ=").is_err(),
             "too short"

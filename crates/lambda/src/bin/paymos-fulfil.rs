@@ -42,7 +42,11 @@ async fn main() -> Result<(), Error> {
                 Duration::from_secs(3),
                 1,
             )
-            .await?;
+            .await
+            .map_err(|e| {
+                paymos_inbox_lambda::telemetry::misconfigured_at_start(PAYMOS_API_SECRETS_ID, &e);
+                Error::from(e.to_string())
+            })?;
             let api = PaymosApi::new(client);
             // One authenticated call at start: a wrong key or a key of the other environment's
             // project fails here, naming the setting, not every payment as `unconfirmed`.

@@ -30,7 +30,11 @@ async fn main() -> Result<(), Error> {
         Duration::from_secs(10),
         2,
     )
-    .await?;
+    .await
+    .map_err(|e| {
+        paymos_inbox_lambda::telemetry::misconfigured_at_start(PAYMOS_API_SECRETS_ID, &e);
+        Error::from(e.to_string())
+    })?;
     // Each read of the reconciliation may take the client's two retries of 10 s.
     let api = PaymosApi::new(api).with_deadline(Duration::from_secs(30));
     if let Err(e) = api.prove(config.environment).await {

@@ -541,4 +541,105 @@ mod tests {
             "every type was produced: {seen:?}"
         );
     }
+    #[test]
+    fn a_review_note_a_held_payment_and_a_credit_each_publish_once_when_they_appear() {
+        let review = StateRecord::Review(ReviewRecord {
+            event_id: "evt_9".into(),
+            reason: "unconfirmed".into(),
+            resource_id: Some("inv_9".into()),
+            why: Some("not at Paymos".into()),
+            created_at_ms: Some(7),
+        });
+        let noted = events_of(None, Some(&review), Environment::Live);
+        assert_eq!(noted.len(), 1);
+        assert_eq!(
+            noted[0].idempotency_key,
+            "payment-needs-review:evt_9:unconfirmed"
+        );
+        assert_eq!(noted[0].detail["invoice_id"], "inv_9");
+        assert_eq!(noted[0].detail["event_id"], "evt_9");
+        assert!(events_of(Some(&review), Some(&review), Environment::Live).is_empty());
+
+        let paid = invoice("inv_h", InvoiceStatus::Paid);
+        let mut held = paid.clone();
+        held.seen.held = true;
+        let [paid, held] = [paid, held].map(StateRecord::Invoice);
+        let newly = events_of(Some(&paid), Some(&held), Environment::Live);
+        assert_eq!(newly.len(), 1);
+        assert_eq!(newly[0].idempotency_key, "payment-needs-review:inv_h:held");
+        assert!(events_of(Some(&held), Some(&held), Environment::Live).is_empty());
+
+        let deposit = |credited| {
+            StateRecord::Deposit(DepositRecord {
+                deposit_id: "pcd_1".into(),
+                status: None,
+                credited,
+                payer: Some("c-1".into()),
+                net: amount("99.00"),
+                currency: Some("TRX".into()),
+                updated_at_ms: None,
+            })
+        };
+        let (seen, credited) = (deposit(false), deposit(true));
+        assert!(events_of(None, Some(&seen), Environment::Live).is_empty());
+        let credit = events_of(Some(&seen), Some(&credited), Environment::Live);
+        assert_eq!(credit.len(), 1);
+        assert_eq!(credit[0].detail["net"], "99.00");
+        assert!(events_of(Some(&credited), Some(&credited), Environment::Live).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_refused_event_stops_the_batch_at_its_change_and_a_failed_bus_at_the_first() {
+        use crate::memory::MemoryPublisher;
+        let change = |sequence: &str, invoice: &str| ItemChange {
+            sequence: sequence.into(),
+            old: None,
+            new: Some(StateRecord::Fulfilment(FulfilmentRecord {
+                invoice_id: invoice.into(),
+                ..match fulfilment("evt_1") {
+                    StateRecord::Fulfilment(f) => f,
+                    _ => unreachable!(),
+                }
+            })),
+        };
+        let quiet = ItemChange {
+            sequence: "0".into(),
+            old: None,
+            new: Some(StateRecord::Invoice(invoice(
+                "inv_0",
+                InvoiceStatus::Confirming,
+            ))),
+        };
+        let batch = [
+            quiet,
+            change("1", "inv_a"),
+            change("2", "inv_b"),
+            change("3", "inv_c"),
+        ];
+        let bus = MemoryPublisher::new();
+        bus.refuse("order-paid:inv_b");
+        let failed = publish_changes(&bus, &batch, Environment::Live)
+            .await
+            .unwrap();
+        assert_eq!(
+            failed.as_deref(),
+            Some("2"),
+            "retried from the refused change"
+        );
+        assert_eq!(bus.published(), ["order-paid:inv_a"]);
+        let bus = MemoryPublisher::new();
+        bus.set_down(true);
+        let failed = publish_changes(&bus, &batch, Environment::Live)
+            .await
+            .unwrap();
+        assert_eq!(failed.as_deref(), Some("1"), "the first change with events");
+        bus.set_down(false);
+        assert_eq!(
+            publish_changes(&bus, &batch, Environment::Live)
+                .await
+                .unwrap(),
+            None
+        );
+        assert_eq!(bus.published().len(), 3);
+    }
 }

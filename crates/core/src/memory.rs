@@ -1157,3 +1157,68 @@ impl<T: crate::confirm::PaymentConfirmation> crate::confirm::PaymentConfirmation
         (**self).deposit(deposit_id)
     }
 }
+
+/// An [`crate::handoff::EventPublisher`] in memory (EventBridge's twin): keeps what it
+/// accepted, refuses events whose idempotency key a test names, or fails as a whole.
+#[derive(Debug, Default)]
+pub struct MemoryPublisher {
+    published: Mutex<Vec<crate::handoff::DomainEvent>>,
+    refuse: Mutex<Vec<String>>,
+    down: std::sync::atomic::AtomicBool,
+}
+
+impl MemoryPublisher {
+    /// A bus that accepts everything.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Refuses the event with this idempotency key (as `PutEvents` refuses one entry).
+    pub fn refuse(&self, idempotency_key: &str) {
+        self.refuse
+            .lock()
+            .expect("lock")
+            .push(idempotency_key.to_owned());
+    }
+
+    /// Fails every call as a whole (the service is unavailable), or works again.
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
+    }
+
+    /// The idempotency keys accepted, in order.
+    #[must_use]
+    pub fn published(&self) -> Vec<String> {
+        self.published
+            .lock()
+            .expect("lock")
+            .iter()
+            .map(|e| e.idempotency_key.clone())
+            .collect()
+    }
+}
+
+impl crate::handoff::EventPublisher for MemoryPublisher {
+    async fn publish(
+        &self,
+        events: &[crate::handoff::DomainEvent],
+    ) -> Result<Vec<Option<String>>, PortError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(PortError::new("EventBridge PutEvents", "unavailable"));
+        }
+        let refuse = self.refuse.lock().expect("lock").clone();
+        let mut published = self.published.lock().expect("lock");
+        Ok(events
+            .iter()
+            .map(|e| {
+                if refuse.contains(&e.idempotency_key) {
+                    Some("refused".to_owned())
+                } else {
+                    published.push(e.clone());
+                    None
+                }
+            })
+            .collect())
+    }
+}

@@ -190,3 +190,67 @@ async fn a_recheck_applies_what_paymos_now_confirms_and_leaves_the_rest_waiting(
         .unwrap();
     assert_eq!(again.len(), 1);
 }
+
+#[tokio::test]
+async fn a_second_payment_is_listed_to_refund_and_an_invoice_only_a_delivery_named_is_released_with_its_order()
+ {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let second = |event_id: &str, invoice: &str| {
+        WorkItem {
+        event_id: event_id.into(),
+        environment: Some(Environment::Live),
+        body: format!(
+            r#"{{"event_id":"{event_id}","event_type":"invoice.paid","version":1,"occurred_at":1700000000,"data":{{"invoice_id":"{invoice}","order":{{"external_id":"o-1","amount":"10.00","currency":"USD"}}}}}}"#
+        )
+        .into_bytes(),
+        received_at_ms: Some(NOW_MS),
+    }
+    };
+    fulfil
+        .apply(&second("evt_1", "inv_1"), NOW_MS)
+        .await
+        .unwrap();
+    fulfil
+        .apply(&second("evt_2", "inv_2"), NOW_MS)
+        .await
+        .unwrap();
+    let listed = list(store.as_ref(), &MemoryReviews::new(), 0)
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].kind, "duplicate_payment");
+    assert!(
+        listed[0].why.contains("which inv_1 fulfilled"),
+        "{}",
+        listed[0].why
+    );
+    assert!(
+        listed[0]
+            .action
+            .starts_with("refund inv_2 at Paymos in full")
+    );
+
+    // Only an unconfirmed delivery told us of inv_new: released with the order it names.
+    let reviews = MemoryReviews::new();
+    reviews.processed(
+        delivery("evt_n", "inv_new"),
+        "unconfirmed",
+        "not at Paymos yet",
+        5,
+    );
+    let by = ReleaseBy {
+        actor: "alice",
+        reason: None,
+        override_amount: false,
+    };
+    let applied = release(store.as_ref(), &reviews, "inv_new", &by, NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(applied, Applied::Fulfilled);
+    assert!(
+        store
+            .fulfilments()
+            .contains(&("inv_new".into(), Some("o-inv_new".into())))
+    );
+}

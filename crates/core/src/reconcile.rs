@@ -365,10 +365,7 @@ async fn set_aside_refunded<P: PaymosLedger>(
         for fact in std::mem::take(list) {
             let seen = InvoiceSeen {
                 refunds: paymos.refunds_of(&fact.invoice_id).await?,
-                order: OrderRef {
-                    external_id: None,
-                    ..fact.order()
-                },
+                order: fact.order(),
                 ..InvoiceSeen::with_status(InvoiceStatus::parse(&fact.status))
             };
             if seen.refunded_in_full() {

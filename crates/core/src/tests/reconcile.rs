@@ -145,9 +145,18 @@ async fn a_payment_after_the_close_lands_as_paid_late_and_waits_for_a_person() {
     let report = run(&paymos, &fulfil, true).await;
     assert_eq!(ids(&report.paid_late), ["inv_l"]);
     assert_eq!(report.applied["inv_l"], Applied::PaidLate.as_str());
+    assert!(
+        report.clean(),
+        "recorded as late: the rest is the exceptions' list"
+    );
     assert!(store.fulfilled().is_empty());
-    let (seen, _) = store.invoice_seen("inv_l").await.unwrap();
-    assert_eq!(seen.unwrap().standing(), Standing::PaidLate);
+    let seen = store.invoice_seen("inv_l").await.unwrap().0.unwrap();
+    assert_eq!(seen.standing(), Standing::PaidLate);
+    assert_eq!(
+        seen.order.external_id.as_deref(),
+        Some("o-l"),
+        "Paymos' order"
+    );
     let again = run(&paymos, &fulfil, true).await;
     assert!(
         again.paid_late.is_empty(),
@@ -196,4 +205,87 @@ async fn an_invoice_open_here_is_read_again_and_found_paid() {
     assert_eq!(ids(&report.missing), ["inv_o"]);
     assert_eq!(report.missing[0].order_id, "o-o", "the order recorded here");
     assert_eq!(report.applied["inv_o"], "fulfilled");
+}
+
+#[tokio::test]
+async fn two_invoices_of_one_paymos_order_fulfilled_by_two_roads_are_double() {
+    let (paymos, fulfil, _) = rig();
+    paymos.invoice("inv_a", at_paymos("paid", "o-1"));
+    paymos.invoice("inv_b", at_paymos("paid", "o-1"));
+    paymos.invoice("inv_c", at_paymos("paid", "o-3"));
+    for (invoice, order) in [
+        ("inv_a", order("o-1")),
+        ("inv_b", OrderRef::none()),
+        ("inv_c", order("o-3")),
+    ] {
+        fulfil
+            .apply_by_hand(invoice, InvoiceStatus::Paid, order, "support", NOW_MS)
+            .await
+            .unwrap();
+    }
+    let report = run(&paymos, &fulfil, false).await;
+    assert_eq!(
+        report.double.into_iter().collect::<Vec<_>>(),
+        [(
+            "o-1".to_owned(),
+            vec!["inv_a".to_owned(), "inv_b".to_owned()]
+        )],
+        "by Paymos' order id, though inv_b was fulfilled without one; o-3 once is no double"
+    );
+}
+
+#[tokio::test]
+async fn a_fulfilment_outside_the_window_is_not_unknown_and_a_listed_open_invoice_is_not_read_twice()
+ {
+    let (paymos, fulfil, _) = rig();
+    let day_before = NOW_MS - 86_400_000;
+    fulfil
+        .apply_by_hand(
+            "inv_old",
+            InvoiceStatus::Paid,
+            order("o-old"),
+            "bob",
+            day_before,
+        )
+        .await
+        .unwrap();
+    fulfil
+        .apply_by_hand(
+            "inv_o",
+            InvoiceStatus::Confirming,
+            order("o-o"),
+            "webhook",
+            NOW_MS,
+        )
+        .await
+        .unwrap();
+    paymos.invoice("inv_o", at_paymos("paid", "o-o"));
+    let report = run(&paymos, &fulfil, false).await;
+    assert!(report.unknown.is_empty(), "{:?}", report.unknown);
+    assert_eq!(ids(&report.missing), ["inv_o"], "listed once, not re-read");
+    assert_eq!(report.open_rechecked, 0);
+}
+
+#[tokio::test]
+async fn a_payment_fulfilled_here_is_not_reported_late_whatever_paymos_says_of_its_close() {
+    let (paymos, fulfil, _) = rig();
+    fulfil
+        .apply_by_hand(
+            "inv_f",
+            InvoiceStatus::Paid,
+            order("o-f"),
+            "support",
+            NOW_MS,
+        )
+        .await
+        .unwrap();
+    paymos.invoice(
+        "inv_f",
+        ConfirmedInvoice {
+            paid_late: true,
+            ..at_paymos("expired", "o-f")
+        },
+    );
+    let report = run(&paymos, &fulfil, false).await;
+    assert!(report.paid_late.is_empty());
 }

@@ -166,7 +166,8 @@ impl PaidAtPaymos {
     }
 
     fn paid(status: &str) -> bool {
-        matches!(status, "paid" | "paid_over")
+        // The domain's rule of what pays, not a second list of statuses.
+        InvoiceStatus::parse(status).is_some_and(InvoiceStatus::fulfils)
     }
 }
 

@@ -40,7 +40,7 @@ pub struct PaidInvoice<'a> {
 
 /// What "fulfil" means is the merchant's: items of their own written IN the transaction that
 /// marks the invoice paid, beside the fulfilment record the store always writes
-/// ([`crate::record::FulfilmentRecord`], which guards against a second fulfilment), so they
+/// (`record::FulfilmentRecord`, which guards against a second fulfilment), so they
 /// exist if and only if the invoice became paid exactly once. Downstream systems (shipping,
 /// licences) react to them on the state table's stream; an external side effect stays
 /// idempotent by using the invoice id as its idempotency key.

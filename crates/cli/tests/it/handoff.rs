@@ -302,7 +302,7 @@ async fn a_failed_publish_is_retried_then_parked_and_resent_once_with_the_same_k
 
     // The operator re-sends what was committed since then: inv_r2's Order Paid, same key.
     let resources = DynamoResources::new(rig.aws.dynamodb.clone(), &rig.state, "");
-    let since = handoff::since(&resources, NOW_MS, Environment::Live)
+    let since = paymos_inbox_core::handoff::since(&resources, NOW_MS, Environment::Live)
         .await
         .unwrap();
     let missing: Vec<DomainEvent> = since
@@ -390,7 +390,7 @@ async fn an_invoice_that_expired_was_paid_late_and_released_is_three_facts_with_
     );
     // Published again (`events resend`): the same ids.
     let resources = DynamoResources::new(rig.aws.dynamodb.clone(), &rig.state, "");
-    let again: Vec<String> = handoff::since(&resources, 0, Environment::Live)
+    let again: Vec<String> = paymos_inbox_core::handoff::since(&resources, 0, Environment::Live)
         .await
         .unwrap()
         .into_iter()

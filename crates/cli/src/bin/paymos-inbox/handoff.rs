@@ -150,7 +150,7 @@ async fn committed_since(
         table,
         stack.deliveries.clone().unwrap_or_default(),
     );
-    let events = handoff::since(&resources, since_ms, env)
+    let events = paymos_inbox_core::handoff::since(&resources, since_ms, env)
         .await
         .map_err(|e| e.to_string())?;
     Ok((stack, events))

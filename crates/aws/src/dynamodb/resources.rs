@@ -417,17 +417,7 @@ impl DynamoResources {
         let mut expr = String::from(
             "SET kind = :kind, #status = :status, status_at = :at, status_rank = :rank, last_event_id = :by, updated_at = :now",
         );
-        if let Some(v) = &order.external_id {
-            expr.push_str(", order_id = if_not_exists(order_id, :order_id)");
-            update = update.expression_attribute_values(":order_id", s(v));
-        }
-        if let (Some(amount), Some(currency)) = (&order.amount, &order.currency) {
-            expr.push_str(", amount = if_not_exists(amount, :amount), amount_text = if_not_exists(amount_text, :amount_text), currency = if_not_exists(currency, :currency)");
-            update = update
-                .expression_attribute_values(":amount", n(amount))
-                .expression_attribute_values(":amount_text", s(amount.as_str()))
-                .expression_attribute_values(":currency", s(currency));
-        }
+        update = order_set_once(update, &mut expr, order);
         match mark {
             Some(Mark::Held) => {
                 expr.push_str(", held = :mark");
@@ -1143,17 +1133,7 @@ impl ReleaseStore for DynamoResources {
                 .expression_attribute_values(":at", n(now_ms / 1000))
                 .expression_attribute_values(":rank", n(InvoiceStatus::Paid.rank()));
         }
-        if let Some(v) = &order.external_id {
-            expr.push_str(", order_id = if_not_exists(order_id, :order_id)");
-            update = update.expression_attribute_values(":order_id", s(v));
-        }
-        if let (Some(amount), Some(currency)) = (&order.amount, &order.currency) {
-            expr.push_str(", amount = if_not_exists(amount, :amount), amount_text = if_not_exists(amount_text, :amount_text), currency = if_not_exists(currency, :currency)");
-            update = update
-                .expression_attribute_values(":amount", n(amount))
-                .expression_attribute_values(":amount_text", s(amount.as_str()))
-                .expression_attribute_values(":currency", s(currency));
-        }
+        update = order_set_once(update, &mut expr, order);
         expr.push_str(" REMOVE held ADD applied :applied");
         let update = update
             .update_expression(expr)
@@ -1224,4 +1204,25 @@ impl ExceptionStore for DynamoResources {
     async fn invoices_under_review(&self) -> Result<Vec<InvoiceRecord>, PortError> {
         DynamoResources::invoices_under_review(self).await
     }
+}
+
+/// The invoice's order and price, set once: the first change that names them records them,
+/// later ones never overwrite (the record is the truth every road reads).
+fn order_set_once(
+    mut update: aws_sdk_dynamodb::types::builders::UpdateBuilder,
+    expr: &mut String,
+    order: &OrderRef,
+) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+    if let Some(v) = &order.external_id {
+        expr.push_str(", order_id = if_not_exists(order_id, :order_id)");
+        update = update.expression_attribute_values(":order_id", s(v));
+    }
+    if let (Some(amount), Some(currency)) = (&order.amount, &order.currency) {
+        expr.push_str(", amount = if_not_exists(amount, :amount), amount_text = if_not_exists(amount_text, :amount_text), currency = if_not_exists(currency, :currency)");
+        update = update
+            .expression_attribute_values(":amount", n(amount))
+            .expression_attribute_values(":amount_text", s(amount.as_str()))
+            .expression_attribute_values(":currency", s(currency));
+    }
+    update
 }

@@ -20,9 +20,8 @@ fn fail(e: impl std::fmt::Display) -> ExitCode {
 
 async fn tables(stack: &StackArgs) -> Result<(Stack, DynamoResources, DynamoLedger), String> {
     let stack = stack.resolve().await?;
-    let state = Stack::need(&stack.state, "state-table")?.to_owned();
-    let deliveries = Stack::need(&stack.deliveries, "deliveries-table")?.to_owned();
-    let store = DynamoResources::new(stack.dynamodb.clone(), state, deliveries.clone());
+    let store = stack.resources()?;
+    let deliveries = Stack::need(&stack.deliveries, "deliveries-table")?;
     let ledger = DynamoLedger::new(stack.dynamodb.clone(), deliveries, None);
     Ok((stack, store, ledger))
 }

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use paymos_inbox::tools::check::{self, CheckOptions, MarkPaid, Probe, Tables};
-use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
+use paymos_inbox_aws::dynamodb::DynamoLedger;
 use paymos_inbox_aws::sqs::SqsQueue;
 use paymos_inbox_core::change::OrderRef;
 use paymos_inbox_core::fulfil::Fulfil;
@@ -344,14 +344,10 @@ pub async fn mark_paid(args: MarkPaidArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    let (state, deliveries) = match (
-        Stack::need(&stack.state, "state-table"),
-        Stack::need(&stack.deliveries, "deliveries-table"),
-    ) {
-        (Ok(s), Ok(d)) => (s.to_owned(), d.to_owned()),
-        (Err(e), _) | (_, Err(e)) => return fail(e),
+    let fulfil = match stack.resources() {
+        Ok(r) => Fulfil::new(r),
+        Err(e) => return fail(e),
     };
-    let fulfil = Fulfil::new(DynamoResources::new(stack.dynamodb, state, deliveries));
     let order = OrderRef {
         external_id: args.order_id,
         amount,
@@ -406,18 +402,10 @@ pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    let (state, deliveries) = match (
-        Stack::need(&stack.state, "state-table"),
-        Stack::need(&stack.deliveries, "deliveries-table"),
-    ) {
-        (Ok(s), Ok(d)) => (s.to_owned(), d.to_owned()),
-        (Err(e), _) | (_, Err(e)) => return fail(e),
+    let fulfil = match stack.resources() {
+        Ok(r) => Fulfil::new(r),
+        Err(e) => return fail(e),
     };
-    let fulfil = Fulfil::new(DynamoResources::new(
-        stack.dynamodb.clone(),
-        state,
-        deliveries,
-    ));
     let now = i64::try_from(now_ms() / 1000).unwrap_or(i64::MAX);
     let window =
         paymos_inbox::tools::when::parse_when(&args.from, now).and_then(|from| match &args.to {

@@ -68,6 +68,17 @@ impl Stack {
             )
         })
     }
+
+    /// The state table with its deliveries table, as the operator's commands write them.
+    pub fn resources(&self) -> Result<paymos_inbox_aws::dynamodb::DynamoResources, String> {
+        let state = Self::need(&self.state, "state-table")?;
+        let deliveries = Self::need(&self.deliveries, "deliveries-table")?;
+        Ok(paymos_inbox_aws::dynamodb::DynamoResources::new(
+            self.dynamodb.clone(),
+            state,
+            deliveries,
+        ))
+    }
 }
 
 impl StackArgs {

@@ -1,19 +1,20 @@
 //! Every payment waiting for a person, and the ways out: [`list`] names each with why, since
-//! when and what to do; [`release`] fulfils a held, late or unconfirmed invoice on a person's
-//! word; [`recheck`] runs the reverse check again for unconfirmed deliveries. Their ports: the
+//! when and what to do; [`release`] fulfils a held, late or unconfirmed payment on a person's
+//! word; [`recheck`] runs the reverse check again for unconfirmed deliveries of every category
+//! (invoices, refunds, payouts, deposits) and applies what Paymos now confirms. Their ports: the
 //! state table ([`ExceptionStore`]) and the deliveries ledger's reviews ([`ReviewLedger`]).
 
 use std::future::Future;
 
 use super::change::{Applied, Change, OrderRef, Source, change_of, with_order};
 use super::confirm::{PaymentConfirmation, Verdict, check};
-use super::effect::RecordFulfilment;
+use super::effect::FulfilmentEffect;
 use super::envelope::Envelope;
 use super::fulfil::{ResourceStore, close_then_pay, settle};
 use super::ingest::{Delivery, PortError};
 use super::invoice::Standing;
 use super::record::InvoiceRecord;
-use super::release::{ReleaseBy, ReleaseError, ReleaseStore, release as release_invoice};
+use super::release::{Named, ReleaseBy, ReleaseError, ReleaseStore, release_named};
 use super::signature::Environment;
 use super::status::InvoiceStatus;
 
@@ -42,6 +43,14 @@ pub trait ExceptionStore: ResourceStore + ReleaseStore {
     fn invoices_under_review(
         &self,
     ) -> impl Future<Output = Result<Vec<InvoiceRecord>, PortError>> + Send;
+}
+
+impl<T: ExceptionStore> ExceptionStore for std::sync::Arc<T> {
+    fn invoices_under_review(
+        &self,
+    ) -> impl Future<Output = Result<Vec<InvoiceRecord>, PortError>> + Send {
+        (**self).invoices_under_review()
+    }
 }
 
 /// The deliveries ledger's reviews: what waits, and the note that a person or a re-check
@@ -88,9 +97,173 @@ pub struct Exception {
     pub action: String,
 }
 
+/// What a waiting delivery would change, and so its way out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Pending {
+    /// A payment (`invoice.paid`, `invoice.paid_over`) naming `order`: recheck, then release it
+    /// if it is genuine.
+    Payment { invoice_id: String, order: OrderRef },
+    /// Any other invoice status (a closure, an open status): it pays nothing; recheck.
+    InvoiceStatus { invoice_id: String },
+    /// A refund (of `invoice_id`, when it names one): recheck; its invoice ships nothing
+    /// meanwhile.
+    Refund {
+        withdrawal_id: String,
+        invoice_id: Option<String>,
+    },
+    /// A payout: recheck.
+    Payout { withdrawal_id: String },
+    /// A deposit: recheck (it credits its payer once).
+    Deposit { deposit_id: String },
+    /// A body that reads as no change (applied by hand).
+    Other,
+}
+
+impl Pending {
+    fn of(change: &Change) -> Self {
+        match change {
+            Change::Invoice {
+                invoice_id,
+                status,
+                order,
+                ..
+            } if status.fulfils() => Self::Payment {
+                invoice_id: invoice_id.clone(),
+                order: order.clone(),
+            },
+            Change::Invoice { invoice_id, .. } => Self::InvoiceStatus {
+                invoice_id: invoice_id.clone(),
+            },
+            Change::Withdrawal {
+                withdrawal_id,
+                kind,
+                invoice_id,
+                ..
+            } if kind == "refund" => Self::Refund {
+                withdrawal_id: withdrawal_id.clone(),
+                invoice_id: invoice_id.clone(),
+            },
+            Change::Withdrawal { withdrawal_id, .. } => Self::Payout {
+                withdrawal_id: withdrawal_id.clone(),
+            },
+            Change::Deposit { deposit_id, .. } => Self::Deposit {
+                deposit_id: deposit_id.clone(),
+            },
+            _ => Self::Other,
+        }
+    }
+
+    /// The refund it is of `invoice_id`, if it is one.
+    fn refund_of(&self, invoice_id: &str) -> Option<&str> {
+        match self {
+            Self::Refund {
+                withdrawal_id,
+                invoice_id: Some(refunded),
+            } if refunded == invoice_id => Some(withdrawal_id),
+            _ => None,
+        }
+    }
+
+    /// The payment it is of `invoice_id`, if it is one.
+    fn payment_of(&self, invoice_id: &str) -> Option<&OrderRef> {
+        match self {
+            Self::Payment {
+                invoice_id: paid,
+                order,
+            } if paid == invoice_id => Some(order),
+            _ => None,
+        }
+    }
+}
+
+/// A delivery that waits for a person, its body read once.
+struct Waiting {
+    record: OutcomeRecord,
+    read: Option<(Envelope, Change)>,
+    pending: Pending,
+}
+
+impl Waiting {
+    fn read(record: OutcomeRecord) -> Self {
+        let read = Envelope::parse(&record.delivery.body).ok().map(|envelope| {
+            let change = change_of(&envelope);
+            (envelope, change)
+        });
+        let pending = read
+            .as_ref()
+            .map_or(Pending::Other, |(_, c)| Pending::of(c));
+        Self {
+            record,
+            read,
+            pending,
+        }
+    }
+
+    fn unconfirmed(&self) -> bool {
+        self.record.outcome == "unconfirmed"
+    }
+
+    /// Whether a re-check of `resource_id` reads it: its own resource, or a refund of that
+    /// invoice.
+    fn concerns(&self, resource_id: &str) -> bool {
+        self.record.delivery.resource_id.as_deref() == Some(resource_id)
+            || self.pending.refund_of(resource_id).is_some()
+    }
+}
+
+/// Every delivery with one of `outcomes`, read, oldest first.
+async fn waiting<L: ReviewLedger>(
+    ledger: &L,
+    outcomes: &[&str],
+) -> Result<Vec<Waiting>, PortError> {
+    Ok(ledger
+        .with_outcomes(outcomes, None)
+        .await?
+        .into_iter()
+        .map(Waiting::read)
+        .collect())
+}
+
+/// The unconfirmed refund of `invoice_id` among `waiting`, if one waits.
+fn refund_waiting<'a>(waiting: &'a [Waiting], invoice_id: &str) -> Option<&'a str> {
+    waiting
+        .iter()
+        .filter(|w| w.unconfirmed())
+        .find_map(|w| w.pending.refund_of(invoice_id))
+}
+
+/// What the unconfirmed deliveries among `waiting` say of `invoice_id`, for a release: a refund
+/// of it first, then its latest payment, then a change of it that pays nothing.
+fn named(invoice_id: &str, waiting: &[Waiting]) -> Named {
+    if let Some(withdrawal_id) = refund_waiting(waiting, invoice_id) {
+        return Named::Refund(withdrawal_id.to_owned());
+    }
+    let unconfirmed = || waiting.iter().filter(|w| w.unconfirmed());
+    if let Some(order) = unconfirmed()
+        .rev()
+        .find_map(|w| w.pending.payment_of(invoice_id))
+    {
+        return Named::Payment(order.clone());
+    }
+    unconfirmed()
+        .find(|w| matches!(&w.pending, Pending::InvoiceStatus { invoice_id: i } if i == invoice_id))
+        .map_or(Named::Nothing, |w| {
+            Named::NoPayment(w.record.delivery.event_type.clone())
+        })
+}
+
+/// The action while a refund of the invoice (`withdrawal_id`) waits unconfirmed.
+fn refund_first(withdrawal_id: &str) -> String {
+    format!(
+        "a refund of it ({withdrawal_id}) waits unconfirmed, so the order may have been paid back: `paymos-inbox recheck {withdrawal_id}` first, then see what is left"
+    )
+}
+
 /// Lists every exception: invoices under review, deliveries with an outcome that needs a
 /// person (unless their invoice was fulfilled since), and `dead_letters` messages in the DLQ;
-/// oldest first.
+/// oldest first. Each names its way out: an unconfirmed payment is rechecked, then released if
+/// genuine; every other unconfirmed delivery (a closure, a refund, a payout, a deposit) is
+/// rechecked; nothing about an invoice whose refund waits unconfirmed invites its release.
 ///
 /// # Errors
 /// [`PortError`] when the store or the ledger fails.
@@ -99,20 +272,21 @@ pub async fn list<S: ExceptionStore, L: ReviewLedger>(
     ledger: &L,
     dead_letters: u64,
 ) -> Result<Vec<Exception>, PortError> {
+    let deliveries = waiting(ledger, &DELIVERY_OUTCOMES).await?;
     let mut out: Vec<Exception> = store
         .invoices_under_review()
         .await?
         .iter()
-        .map(invoice_exception)
+        .map(|inv| invoice_exception(inv, refund_waiting(&deliveries, &inv.invoice_id)))
         .collect();
-    for record in ledger.with_outcomes(&DELIVERY_OUTCOMES, None).await? {
-        let resource = record.delivery.resource_id.as_deref();
+    for delivery in &deliveries {
+        let resource = delivery.record.delivery.resource_id.as_deref();
         if let Some(invoice) = resource.filter(|r| r.starts_with("inv_"))
             && store.invoice_seen(invoice).await?.1
         {
             continue; // fulfilled since (released, reconciled, or another event)
         }
-        out.push(delivery_exception(record));
+        out.push(delivery_exception(delivery, &deliveries));
     }
     if dead_letters > 0 {
         out.push(Exception {
@@ -132,8 +306,8 @@ pub async fn list<S: ExceptionStore, L: ReviewLedger>(
 }
 
 /// An invoice under review: why it waits (a partial refund says how much went back) and the
-/// way out for its standing.
-fn invoice_exception(inv: &InvoiceRecord) -> Exception {
+/// way out for its standing (a refund of it waiting unconfirmed, `refund`, is rechecked first).
+fn invoice_exception(inv: &InvoiceRecord, refund: Option<&str>) -> Exception {
     let seen = &inv.seen;
     let id = &inv.invoice_id;
     let paid = format!(
@@ -179,36 +353,63 @@ fn invoice_exception(inv: &InvoiceRecord) -> Exception {
         event_id: None,
         since_ms: inv.updated_at_ms.unwrap_or_default(),
         why,
-        action,
+        action: refund.map_or(action, refund_first),
     }
 }
 
-/// A delivery that waits: unconfirmed (re-check, then release) or unusable (by hand).
-fn delivery_exception(record: OutcomeRecord) -> Exception {
-    let resource = record.delivery.resource_id;
-    let event_id = record.delivery.event_id;
-    let reason = record.reason.unwrap_or_default();
-    let (kind, action) = if record.outcome == "unconfirmed" {
-        let r = resource.as_deref().unwrap_or("inv_…");
-        (
-            "unconfirmed",
-            format!(
-                "`paymos-inbox recheck {r}`; if it is genuine, `paymos-inbox release {r} --actor <you>`"
-            ),
-        )
-    } else {
-        (
-            "unusable",
-            format!(
-                "read the archived body of {event_id} in the deliveries table, apply it by hand"
-            ),
-        )
-    };
+/// A delivery that waits: unconfirmed (re-checked; a payment then released if genuine) or
+/// unusable (by hand).
+fn delivery_exception(delivery: &Waiting, all: &[Waiting]) -> Exception {
+    let record = &delivery.record;
+    let event_id = &record.delivery.event_id;
     let event_type = &record.delivery.event_type;
+    let recheck = |id: &str| format!("`paymos-inbox recheck {id}`");
+    let action = match &delivery.pending {
+        _ if !delivery.unconfirmed() => format!(
+            "read the archived body of {event_id} in the deliveries table, apply it by hand"
+        ),
+        Pending::Payment { invoice_id, .. } => refund_waiting(all, invoice_id).map_or_else(
+            || {
+                format!(
+                    "{}; if it is genuine, `paymos-inbox release {invoice_id} --actor <you>`",
+                    recheck(invoice_id)
+                )
+            },
+            refund_first,
+        ),
+        Pending::InvoiceStatus { invoice_id } => format!(
+            "{}: applies what Paymos says now ({event_type} is not a payment: nothing to ship)",
+            recheck(invoice_id)
+        ),
+        Pending::Refund {
+            withdrawal_id,
+            invoice_id,
+        } => format!(
+            "{}: records the refund on {} if Paymos confirms it",
+            recheck(withdrawal_id),
+            invoice_id.as_deref().unwrap_or("its invoice")
+        ),
+        Pending::Payout { withdrawal_id } => format!(
+            "{}: applies the payout's status if Paymos confirms it",
+            recheck(withdrawal_id)
+        ),
+        Pending::Deposit { deposit_id } => format!(
+            "{}: credits the payer once if Paymos confirms it",
+            recheck(deposit_id)
+        ),
+        Pending::Other => format!(
+            "read the archived body of {event_id} in the deliveries table, apply it by hand"
+        ),
+    };
+    let reason = record.reason.clone().unwrap_or_default();
     Exception {
-        kind,
-        resource_id: resource,
-        event_id: Some(event_id),
+        kind: if delivery.unconfirmed() {
+            "unconfirmed"
+        } else {
+            "unusable"
+        },
+        resource_id: record.delivery.resource_id.clone(),
+        event_id: Some(event_id.clone()),
         since_ms: record.processed_at_ms,
         why: if reason.starts_with(event_type.as_str()) {
             reason
@@ -219,16 +420,9 @@ fn delivery_exception(record: OutcomeRecord) -> Exception {
     }
 }
 
-/// The order a delivery's body names, for releasing an invoice the state table never saw.
-fn order_of(body: &[u8]) -> OrderRef {
-    match Envelope::parse(body).map(|e| change_of(&e)) {
-        Ok(Change::Invoice { order, .. }) => order,
-        _ => OrderRef::none(),
-    }
-}
-
-/// Releases `invoice_id` (see [`super::release::release`]); unconfirmed deliveries for it are
-/// marked resolved.
+/// Releases `invoice_id` with the stack's `effect` (see [`super::release::release_named`]):
+/// only where a payment waits (held, paid late, or an unconfirmed payment), never while a
+/// refund of it waits unconfirmed; the unconfirmed payments of it are marked resolved.
 ///
 /// # Errors
 /// [`ReleaseError`] when it is not releasable or a call fails.
@@ -237,25 +431,19 @@ pub async fn release<S: ExceptionStore, L: ReviewLedger>(
     ledger: &L,
     invoice_id: &str,
     by: &ReleaseBy<'_>,
+    effect: &dyn FulfilmentEffect,
     now_ms: u64,
 ) -> Result<Applied, ReleaseError> {
-    let waiting = ledger
-        .with_outcomes(&["unconfirmed"], Some(invoice_id))
-        .await?;
-    let named = waiting.last().map(|r| order_of(&r.delivery.body));
-    let applied = release_invoice(
-        state,
-        invoice_id,
-        named.as_ref(),
-        by,
-        &RecordFulfilment,
-        now_ms,
-    )
-    .await?;
-    for record in &waiting {
+    let waiting = waiting(ledger, &["unconfirmed"]).await?;
+    let named = named(invoice_id, &waiting);
+    let applied = release_named(state, invoice_id, &named, by, effect, now_ms).await?;
+    for paid in waiting
+        .iter()
+        .filter(|w| w.pending.payment_of(invoice_id).is_some())
+    {
         ledger
             .mark_resolved(
-                &record.delivery.event_id,
+                &paid.record.delivery.event_id,
                 "released",
                 &format!("manual:{}", by.actor),
                 now_ms,
@@ -265,92 +453,154 @@ pub async fn release<S: ExceptionStore, L: ReviewLedger>(
     Ok(applied)
 }
 
+/// What a re-check did with one delivery.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recheck {
+    /// Paymos confirms it now: applied through the webhook's own transition, with this outcome
+    /// (`fulfilled`, `credited`, `updated`, `paid_late`, …); the delivery is resolved.
+    Applied(Applied),
+    /// It still waits (why): Paymos does not show it yet, or contradicts a payment a person may
+    /// still release on their word.
+    Waits(String),
+    /// Paymos contradicts a change that pays nothing (a closure, a refund, a payout, a deposit:
+    /// forged, failed or another's; why): nothing applied, the delivery resolved.
+    Refuted(String),
+}
+
+impl Recheck {
+    /// The outcome's name: the applied outcome's, `unconfirmed` or `refuted`.
+    #[must_use]
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Applied(applied) => applied.as_str(),
+            Self::Waits(_) => "unconfirmed",
+            Self::Refuted(_) => "refuted",
+        }
+    }
+
+    /// Why it waits or was refuted.
+    #[must_use]
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Self::Applied(_) => None,
+            Self::Waits(why) | Self::Refuted(why) => Some(why),
+        }
+    }
+
+    /// Whether the delivery still waits for a person.
+    #[must_use]
+    pub fn waits(&self) -> bool {
+        matches!(self, Self::Waits(_))
+    }
+}
+
 /// What a re-check found for one delivery.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rechecked {
     /// The delivery.
     pub event_id: String,
-    /// Its invoice.
-    pub invoice_id: String,
-    /// `fulfilled`, `already_final`, … when Paymos confirms it now; else `unconfirmed`.
-    pub outcome: String,
-    /// Why it stays unconfirmed, if it does.
-    pub reason: Option<String>,
+    /// The resource it is about (`inv_…`, `wdr_…`, `pcd_…`).
+    pub resource_id: String,
+    /// What the re-check did.
+    pub outcome: Recheck,
 }
 
-/// Runs the reverse check again for unconfirmed deliveries (of one invoice, or all), applying
-/// each Paymos now confirms through the webhook's own transition, with Paymos' order; a late
-/// payment lands as `paid_late`.
+impl serde::Serialize for Rechecked {
+    fn serialize<Se: serde::Serializer>(&self, serializer: Se) -> Result<Se::Ok, Se::Error> {
+        use serde::ser::SerializeStruct as _;
+        let mut out = serializer.serialize_struct("Rechecked", 4)?;
+        out.serialize_field("event_id", &self.event_id)?;
+        out.serialize_field("resource_id", &self.resource_id)?;
+        out.serialize_field("outcome", self.outcome.as_str())?;
+        out.serialize_field("reason", &self.outcome.reason())?;
+        out.end()
+    }
+}
+
+/// Runs the reverse check again for unconfirmed deliveries of every category (those about
+/// `resource_id` and the refunds of it, or all) and applies what Paymos now confirms through
+/// the webhook's own use case ([`settle`]) with Paymos' answer and the stack's `effect`: a
+/// payment is fulfilled with Paymos' order (a late one lands as `paid_late`), a closure closes,
+/// a refund is recorded on its invoice, a payout moves, a deposit credits its payer once. What
+/// Paymos confirms, or refutes for a change that pays nothing, is marked resolved.
 ///
 /// # Errors
-/// A DynamoDB failure, or the API failing (nothing is decided then).
+/// A store or ledger failure, or the API failing (nothing is decided then).
 pub async fn recheck<S: ExceptionStore, L: ReviewLedger, C: PaymentConfirmation>(
     state: &S,
     ledger: &L,
     api: &C,
+    effect: &dyn FulfilmentEffect,
     environment: Environment,
-    invoice_id: Option<&str>,
+    resource_id: Option<&str>,
     now_ms: u64,
 ) -> Result<Vec<Rechecked>, PortError> {
     let mut out = Vec::new();
-    let source = Source::Manual {
-        actor: "recheck".into(),
-    };
-    for record in ledger.with_outcomes(&["unconfirmed"], invoice_id).await? {
-        let Ok(envelope) = Envelope::parse(&record.delivery.body) else {
+    for delivery in waiting(ledger, &["unconfirmed"]).await? {
+        if resource_id.is_some_and(|id| !delivery.concerns(id)) {
+            continue;
+        }
+        let Some((envelope, change)) = delivery.read else {
             continue;
         };
-        let change = change_of(&envelope);
-        let Change::Invoice { invoice_id, .. } = &change else {
-            continue;
+        let event_id = delivery.record.delivery.event_id;
+        let outcome =
+            recheck_one(state, api, effect, environment, change, &envelope, now_ms).await?;
+        let resolved = match &outcome {
+            Recheck::Applied(applied) => Some(format!("rechecked_{applied}")),
+            Recheck::Refuted(_) => Some("rechecked_refuted".to_owned()),
+            Recheck::Waits(_) => None,
         };
-        let invoice_id = invoice_id.clone();
-        let checked = check(api, &change, &envelope.data, environment).await?;
-        let applied = match checked.verdict {
-            Verdict::Confirmed => {
-                let paid = with_order(change, checked.order);
-                Some(settle(state, &source, &paid, &RecordFulfilment, now_ms).await?)
-            }
-            Verdict::PaidLate { closed } => {
-                let paid = close_then_pay(
-                    state,
-                    &RecordFulfilment,
-                    change,
-                    closed,
-                    checked.order,
-                    "recheck",
-                    now_ms,
-                )
+        if let Some(resolved) = resolved {
+            ledger
+                .mark_resolved(&event_id, &resolved, "recheck", now_ms)
                 .await?;
-                Some(settle(state, &source, &paid, &RecordFulfilment, now_ms).await?)
-            }
-            Verdict::NotYet { .. } | Verdict::Unconfirmed(_) => None,
-        };
-        let (outcome, reason) = match (applied, checked.verdict) {
-            (Some(applied), _) => {
-                ledger
-                    .mark_resolved(
-                        &record.delivery.event_id,
-                        &format!("rechecked_{applied}"),
-                        "recheck",
-                        now_ms,
-                    )
-                    .await?;
-                (applied.as_str().to_owned(), None)
-            }
-            (None, Verdict::NotYet { status }) => (
-                "unconfirmed".to_owned(),
-                Some(format!("still {status} at Paymos")),
-            ),
-            (None, Verdict::Unconfirmed(reason)) => ("unconfirmed".to_owned(), Some(reason)),
-            (None, _) => ("unconfirmed".to_owned(), None),
-        };
+        }
         out.push(Rechecked {
-            event_id: record.delivery.event_id.clone(),
-            invoice_id,
+            event_id,
+            resource_id: delivery.record.delivery.resource_id.unwrap_or_default(),
             outcome,
-            reason,
         });
     }
     Ok(out)
+}
+
+/// The reverse check of one change, and what applying Paymos' answer did.
+async fn recheck_one<S: ExceptionStore, C: PaymentConfirmation>(
+    state: &S,
+    api: &C,
+    effect: &dyn FulfilmentEffect,
+    environment: Environment,
+    change: Change,
+    envelope: &Envelope,
+    now_ms: u64,
+) -> Result<Recheck, PortError> {
+    let pays = matches!(&change, Change::Invoice { status, .. } if status.fulfils());
+    let checked = check(api, &change, &envelope.data, environment).await?;
+    let confirmed = match checked.verdict {
+        Verdict::Confirmed => with_order(change, checked.order),
+        Verdict::PaidLate { closed } => {
+            close_then_pay(
+                state,
+                effect,
+                change,
+                closed,
+                checked.order,
+                "recheck",
+                now_ms,
+            )
+            .await?
+        }
+        Verdict::NotYet { status } => {
+            return Ok(Recheck::Waits(format!("still {status} at Paymos")));
+        }
+        Verdict::Unconfirmed(reason) if pays => return Ok(Recheck::Waits(reason)),
+        Verdict::Unconfirmed(reason) => return Ok(Recheck::Refuted(reason)),
+    };
+    let source = Source::Manual {
+        actor: "recheck".into(),
+    };
+    Ok(Recheck::Applied(
+        settle(state, &source, &confirmed, effect, now_ms).await?,
+    ))
 }

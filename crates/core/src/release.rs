@@ -1,5 +1,6 @@
-//! Releasing an invoice by hand: an operator fulfils a held, late-paid or unconfirmed invoice on
-//! their word. The rules here decide whether an invoice waits for a release and what a store's
+//! Releasing an invoice by hand: an operator fulfils a held, late-paid or unconfirmed payment on
+//! their word. The rules here decide whether an invoice waits for a release (a payment must
+//! wait: an unconfirmed closure or refund is for `recheck`, never shipped) and what a store's
 //! report of the release write means; the store reads and writes only.
 
 use std::future::Future;
@@ -45,6 +46,23 @@ impl Waiting {
     }
 }
 
+/// What the unconfirmed deliveries naming an invoice hold, as a release reads them (the first
+/// that applies: a refund, then a payment, then a change that pays nothing).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Named {
+    /// No unconfirmed delivery names it.
+    Nothing,
+    /// An unconfirmed refund of it (`wdr_…`): the order may have been paid back, so nothing is
+    /// released before the refund is rechecked.
+    Refund(String),
+    /// An unconfirmed payment (`invoice.paid`, `invoice.paid_over`) naming this order: a person
+    /// may release it on their word.
+    Payment(OrderRef),
+    /// Only changes that pay nothing (a closure such as `invoice.expired`, or an open status;
+    /// the event type): `recheck` applies them, a release has nothing to ship.
+    NoPayment(String),
+}
+
 /// Why a release did not fulfil.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReleaseError {
@@ -58,8 +76,8 @@ pub enum ReleaseError {
 
 /// Whether `invoice_id` waits for a release: `Err(Ok(applied))` when there is nothing to do
 /// (it is fulfilled already), `Err(Err(why))` when it must not be released. Only a payment that
-/// waits for a person is released: held, paid late, or one only an unconfirmed delivery
-/// (`unconfirmed`) has told us about.
+/// waits for a person is released: held, paid late, or one only an unconfirmed payment
+/// ([`Named::Payment`]) has told us about; never while a refund of it waits unconfirmed.
 ///
 /// # Errors
 /// As above.
@@ -67,7 +85,7 @@ pub fn waiting(
     invoice_id: &str,
     fulfilled: bool,
     seen: Option<&InvoiceSeen>,
-    unconfirmed: bool,
+    named: &Named,
 ) -> Result<Waiting, Result<Applied, ReleaseError>> {
     let refuse = |why: String| Err(Err(ReleaseError::NotReleasable(why)));
     if fulfilled {
@@ -88,20 +106,28 @@ pub fn waiting(
         Standing::Released => return Err(Ok(Applied::AlreadyFinal)),
         Standing::Clear | Standing::Held | Standing::PaidLate => {}
     }
-    match seen.and_then(|s| s.status) {
-        None if unconfirmed => Ok(Waiting::Unrecorded),
-        None => refuse(format!(
-            "{invoice_id} is unknown here and no unconfirmed delivery names it: check the invoice id (`paymos-inbox exceptions` lists what waits)"
+    match (seen.and_then(|s| s.status), named) {
+        (_, Named::Refund(withdrawal_id)) => refuse(format!(
+            "a refund of {invoice_id} ({withdrawal_id}) waits unconfirmed: the order may have been paid back. Run `paymos-inbox recheck {withdrawal_id}` first; release only if the payment still waits after it"
         )),
-        Some(status) if !status.is_final() && unconfirmed => Ok(Waiting::Open(status)),
-        Some(status) if !status.is_final() => refuse(format!(
-            "{invoice_id} is open ({status}) and no payment of it waits here: wait for its payment, or run `paymos-inbox reconcile` if Paymos shows it paid"
-        )),
-        Some(status) if status.fulfils() && standing == Standing::Held => Ok(Waiting::Held(status)),
-        Some(status) if standing == Standing::PaidLate => Ok(Waiting::PaidLate(status)),
-        Some(status) if status.fulfils() => Err(Ok(Applied::AlreadyFinal)),
-        Some(status) => refuse(format!(
+        (Some(status), _) if status.fulfils() && standing == Standing::Held => {
+            Ok(Waiting::Held(status))
+        }
+        (Some(status), _) if standing == Standing::PaidLate => Ok(Waiting::PaidLate(status)),
+        (Some(status), _) if status.fulfils() => Err(Ok(Applied::AlreadyFinal)),
+        (Some(status), _) if status.is_final() => refuse(format!(
             "{invoice_id} closed {status} and was never paid: nothing to release"
+        )),
+        (None, Named::Payment(_)) => Ok(Waiting::Unrecorded),
+        (Some(status), Named::Payment(_)) => Ok(Waiting::Open(status)),
+        (_, Named::NoPayment(event_type)) => refuse(format!(
+            "{invoice_id} is named only by an unconfirmed {event_type}, which is not a payment: nothing to release. `paymos-inbox recheck {invoice_id}` applies what Paymos says now"
+        )),
+        (None, Named::Nothing) => refuse(format!(
+            "{invoice_id} is unknown here and no unconfirmed payment names it: check the invoice id (`paymos-inbox exceptions` lists what waits)"
+        )),
+        (Some(status), Named::Nothing) => refuse(format!(
+            "{invoice_id} is open ({status}) and no payment of it waits here: wait for its payment, or run `paymos-inbox reconcile` if Paymos shows it paid"
         )),
     }
 }
@@ -202,16 +228,35 @@ impl<T: ReleaseStore> ReleaseStore for std::sync::Arc<T> {
 /// absent, the registered order's amount guard unless the person overrides it, and the invoice
 /// only as it was read (so a racing webhook, a second release or a refund makes the outcome
 /// `already_final`, never a second fulfilment). `unconfirmed` is the order of the unconfirmed
-/// delivery that names the invoice, if one does.
+/// payment that names the invoice, if one does ([`release_named`] with [`Named::Payment`]).
 ///
 /// # Errors
-/// [`ReleaseError::NotReleasable`] for an invoice that is not waiting for a release (unknown,
-/// open, never paid, refunded, a duplicate payment to refund, its order fulfilled by another
-/// invoice, or an amount that differs without an override).
+/// As [`release_named`].
 pub async fn release<S: ReleaseStore>(
     store: &S,
     invoice_id: &str,
     unconfirmed: Option<&OrderRef>,
+    by: &ReleaseBy<'_>,
+    effect: &dyn FulfilmentEffect,
+    now_ms: u64,
+) -> Result<Applied, ReleaseError> {
+    let named = unconfirmed.map_or(Named::Nothing, |order| Named::Payment(order.clone()));
+    release_named(store, invoice_id, &named, by, effect, now_ms).await
+}
+
+/// [`release`], with what the unconfirmed deliveries naming the invoice hold (`named`): only a
+/// payment is shipped; an invoice named only by an unconfirmed closure, or whose refund waits
+/// unconfirmed, is refused with the `recheck` to run.
+///
+/// # Errors
+/// [`ReleaseError::NotReleasable`] for an invoice that is not waiting for a release (unknown,
+/// open, never paid, refunded, named only by a change that pays nothing, a refund of it waiting
+/// unconfirmed, a duplicate payment to refund, its order fulfilled by another invoice, or an
+/// amount that differs without an override).
+pub async fn release_named<S: ReleaseStore>(
+    store: &S,
+    invoice_id: &str,
+    named: &Named,
     by: &ReleaseBy<'_>,
     effect: &dyn FulfilmentEffect,
     now_ms: u64,
@@ -222,14 +267,20 @@ pub async fn release<S: ReleaseStore>(
         ));
     }
     let (seen, fulfilled) = store.invoice_seen(invoice_id).await?;
-    let waiting = match waiting(invoice_id, fulfilled, seen.as_ref(), unconfirmed.is_some()) {
+    let waiting = match waiting(invoice_id, fulfilled, seen.as_ref(), named) {
         Ok(waiting) => waiting,
         Err(decided) => return decided,
     };
     let refunds_seen = seen.as_ref().map_or(0, |s| s.refunds.len());
     let mut order = seen.map_or_else(OrderRef::none, |s| s.order);
-    if let Some(named) = unconfirmed {
-        order.adopt(named);
+    if let Named::Payment(paid) = named {
+        order.adopt(paid);
+    }
+    if order.external_id.is_none() {
+        // Never shipped as "no order": a person names it with `mark-paid --order-id`.
+        return Err(ReleaseError::NotReleasable(format!(
+            "no order is known for {invoice_id}: nothing can ship under it. If the payment is genuine, `paymos-inbox mark-paid {invoice_id} --order-id <order> --actor <you>`"
+        )));
     }
     let source = Source::Manual {
         actor: by.actor.to_owned(),
@@ -262,6 +313,10 @@ mod tests {
 
     use crate::invoice::Refund;
 
+    fn paid() -> Named {
+        Named::Payment(OrderRef::none())
+    }
+
     fn seen(status: InvoiceStatus) -> InvoiceSeen {
         InvoiceSeen {
             order: OrderRef {
@@ -288,34 +343,37 @@ mod tests {
             duplicate_of: Some("inv_0".into()),
             ..seen(I::Paid)
         };
-        assert_eq!(waiting("inv_1", false, None, true), Ok(Waiting::Unrecorded));
         assert_eq!(
-            waiting("inv_1", false, Some(&seen(I::Confirming)), true),
+            waiting("inv_1", false, None, &paid()),
+            Ok(Waiting::Unrecorded)
+        );
+        assert_eq!(
+            waiting("inv_1", false, Some(&seen(I::Confirming)), &paid()),
             Ok(Waiting::Open(I::Confirming))
         );
         assert_eq!(
-            waiting("inv_1", false, Some(&held), false),
+            waiting("inv_1", false, Some(&held), &Named::Nothing),
             Ok(Waiting::Held(I::PaidOver))
         );
         assert_eq!(
-            waiting("inv_1", false, Some(&late), false),
+            waiting("inv_1", false, Some(&late), &Named::Nothing),
             Ok(Waiting::PaidLate(I::Expired))
         );
         assert_eq!(
-            waiting("inv_1", true, Some(&held), false),
+            waiting("inv_1", true, Some(&held), &Named::Nothing),
             Err(Ok(Applied::AlreadyFinal)),
             "fulfilled already"
         );
         assert_eq!(
-            waiting("inv_1", false, Some(&seen(I::Paid)), false),
+            waiting("inv_1", false, Some(&seen(I::Paid)), &Named::Nothing),
             Err(Ok(Applied::AlreadyFinal))
         );
         assert!(matches!(
-            waiting("inv_1", false, Some(&duplicate), false),
+            waiting("inv_1", false, Some(&duplicate), &Named::Nothing),
             Err(Err(ReleaseError::NotReleasable(why))) if why.contains("refund")
         ));
         assert!(matches!(
-            waiting("inv_1", false, Some(&seen(I::Cancelled)), false),
+            waiting("inv_1", false, Some(&seen(I::Cancelled)), &Named::Nothing),
             Err(Err(ReleaseError::NotReleasable(why))) if why.contains("never paid")
         ));
         let refunded = InvoiceSeen {
@@ -323,21 +381,21 @@ mod tests {
                 withdrawal_id: "wdr_1".into(),
                 amount: None,
                 currency: None,
-                full: true,
+                mode: Some(crate::invoice::RefundMode::Full),
             }],
             ..held.clone()
         };
         assert!(matches!(
-            waiting("inv_1", false, Some(&refunded), false),
+            waiting("inv_1", false, Some(&refunded), &Named::Nothing),
             Err(Err(ReleaseError::NotReleasable(why))) if why.contains("refunded")
         ));
         // Unknown or open with no unconfirmed delivery: nothing was paid here to release.
         assert!(matches!(
-            waiting("inv_1", false, None, false),
+            waiting("inv_1", false, None, &Named::Nothing),
             Err(Err(ReleaseError::NotReleasable(why))) if why.contains("unknown")
         ));
         assert!(matches!(
-            waiting("inv_1", false, Some(&seen(I::Confirming)), false),
+            waiting("inv_1", false, Some(&seen(I::Confirming)), &Named::Nothing),
             Err(Err(ReleaseError::NotReleasable(why))) if why.contains("open")
         ));
         // A partial refund leaves a held payment waiting.
@@ -346,13 +404,34 @@ mod tests {
                 withdrawal_id: "wdr_1".into(),
                 amount: crate::status::Amount::parse("5"),
                 currency: Some("USDT".into()),
-                full: false,
+                mode: Some(crate::invoice::RefundMode::Overpayment),
             }],
             ..held.clone()
         };
         assert_eq!(
-            waiting("inv_1", false, Some(&partly), false),
+            waiting("inv_1", false, Some(&partly), &Named::Nothing),
             Ok(Waiting::Held(I::PaidOver))
+        );
+        // Only a payment is shipped: a closure or an open status named by an unconfirmed
+        // delivery is for `recheck`, and a refund waiting unconfirmed blocks every release.
+        let closure = Named::NoPayment("invoice.expired".into());
+        for invoice in [None, Some(&seen(I::Confirming))] {
+            assert!(matches!(
+                waiting("inv_1", false, invoice, &closure),
+                Err(Err(ReleaseError::NotReleasable(why))) if why.contains("invoice.expired, which is not a payment")
+            ));
+        }
+        let refund = Named::Refund("wdr_9".into());
+        for invoice in [None, Some(&seen(I::Confirming)), Some(&held), Some(&late)] {
+            assert!(matches!(
+                waiting("inv_1", false, invoice, &refund),
+                Err(Err(ReleaseError::NotReleasable(why))) if why.contains("recheck wdr_9")
+            ));
+        }
+        assert_eq!(
+            waiting("inv_1", false, Some(&held), &closure),
+            Ok(Waiting::Held(I::PaidOver)),
+            "a held payment waits whatever else is unconfirmed"
         );
         assert_eq!(Waiting::Held(I::PaidOver).paid_status(), I::PaidOver);
         assert_eq!(Waiting::PaidLate(I::Expired).paid_status(), I::Paid);

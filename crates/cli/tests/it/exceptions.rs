@@ -4,13 +4,15 @@
 use std::time::{Duration, Instant};
 
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
-use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
+use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources, balance_key};
 use paymos_inbox_aws::paymos_api::PaymosApi;
 use paymos_inbox_core::change::{Applied, OrderRef};
+use paymos_inbox_core::effect::RecordFulfilment;
 use paymos_inbox_core::exceptions;
 use paymos_inbox_core::fulfil::{Fulfil, FulfilError};
 use paymos_inbox_core::release::ReleaseBy;
 use paymos_inbox_core::signature::Environment;
+use paymos_inbox_core::status::Amount;
 use paymos_inbox_lambda::fulfil::handle_batch;
 use serde_json::{Value, json};
 
@@ -320,8 +322,15 @@ async fn releasing_a_held_invoice_fulfils_once_against_a_second_release_and_a_re
         by("bob", Some("checked"), true),
     );
     let (a, b, c) = tokio::join!(
-        exceptions::release(&store, &ledger, "inv_held", &alice, NOW_MS),
-        exceptions::release(&store, &ledger, "inv_held", &bob, NOW_MS),
+        exceptions::release(
+            &store,
+            &ledger,
+            "inv_held",
+            &alice,
+            &RecordFulfilment,
+            NOW_MS
+        ),
+        exceptions::release(&store, &ledger, "inv_held", &bob, &RecordFulfilment, NOW_MS),
         fulfil.apply(&replay, NOW_MS),
     );
     let released = [a.unwrap(), b.unwrap()];
@@ -352,6 +361,7 @@ async fn releasing_a_held_invoice_fulfils_once_against_a_second_release_and_a_re
             &ledger,
             "inv_held",
             &by("carol", Some("checked"), true),
+            &RecordFulfilment,
             NOW_MS
         )
         .await
@@ -365,9 +375,14 @@ async fn unconfirmed_and_late_payments_are_listed_and_released_and_a_refund_clea
     let rig = Rig::new(Vec::new()).await;
     let store = rig.store();
     let ledger = rig.ledger();
-    // Unconfirmed: Paymos did not know it (404).
+    // Unconfirmed: Paymos did not know it (404). It names its order: a release ships nothing
+    // under no order.
     rig.answer("inv_unc", Answer::NotFound);
-    let unc = paid_in_tokens("evt_unc", "inv_unc", "25.00");
+    let unc = envelope(
+        "evt_unc",
+        "invoice.paid",
+        json!({"invoice_id": "inv_unc", "order": {"external_id": "order-inv_unc", "amount": "25.00", "currency": "USDT"}}),
+    );
     rig.record(&unc).await;
     rig.checked(Duration::from_secs(5))
         .apply(&live(&unc), NOW_MS)
@@ -424,6 +439,7 @@ async fn unconfirmed_and_late_payments_are_listed_and_released_and_a_refund_clea
             &ledger,
             "inv_unc",
             &by("alice", Some("paid, seen on chain"), false),
+            &RecordFulfilment,
             NOW_MS
         )
         .await
@@ -436,6 +452,7 @@ async fn unconfirmed_and_late_payments_are_listed_and_released_and_a_refund_clea
             &ledger,
             "inv_late",
             &by("alice", None, false),
+            &RecordFulfilment,
             NOW_MS
         )
         .await
@@ -451,6 +468,7 @@ async fn unconfirmed_and_late_payments_are_listed_and_released_and_a_refund_clea
             &ledger,
             "inv_second",
             &by("alice", None, false),
+            &RecordFulfilment,
             NOW_MS
         )
         .await
@@ -510,6 +528,7 @@ async fn recheck_applies_what_paymos_now_confirms() {
         &rig.store(),
         &rig.ledger(),
         &api,
+        &RecordFulfilment,
         Environment::Live,
         None,
         NOW_MS,
@@ -517,13 +536,14 @@ async fn recheck_applies_what_paymos_now_confirms() {
     .await
     .unwrap();
     assert_eq!(results.len(), 1);
-    assert_eq!(results[0].outcome, "fulfilled");
+    assert_eq!(results[0].outcome.as_str(), "fulfilled");
     assert_eq!(rig.fulfilments("inv_rc").await, 1);
     assert!(
         exceptions::recheck(
             &rig.store(),
             &rig.ledger(),
             &api,
+            &RecordFulfilment,
             Environment::Live,
             None,
             NOW_MS
@@ -616,4 +636,158 @@ fn by(
         reason,
         override_amount,
     }
+}
+
+/// Runs the `paymos-inbox` binary on the rig's tables and fake API: its exit code and output.
+async fn paymos_inbox(rig: &Rig, args: &[&str]) -> (Option<i32>, String) {
+    let (dynamodb, sqs) = endpoint_urls();
+    let mut all: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    all.extend(
+        [
+            "--dynamodb-endpoint",
+            &dynamodb,
+            "--sqs-endpoint",
+            &sqs,
+            "--region",
+            "us-east-1",
+            "--deliveries-table",
+            &rig.ledger,
+            "--state-table",
+            &rig.state,
+        ]
+        .map(str::to_owned),
+    );
+    let api = rig.api.url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+            .args(&all)
+            .env("PAYMOS_API_KEY", paymos_fake::KEY)
+            .env("PAYMOS_API_SECRET", paymos_fake::SECRET)
+            .env("PAYMOS_API_BASE_URL", api)
+            .env_remove("PAYMOS_INBOX_STACK_NAME")
+            .env_remove("PAYMOS_INBOX_CONFIG_ENV")
+            .env_remove("DEAD_LETTER_QUEUE_URL")
+            .output()
+            .expect("run paymos-inbox")
+    })
+    .await
+    .unwrap();
+    (
+        out.status.code(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+// Issue 28, case 4: an invoice named only by an unconfirmed closure is not shipped.
+#[tokio::test]
+async fn release_refuses_an_invoice_named_only_by_an_unconfirmed_closure() {
+    let rig = Rig::new(Vec::new()).await;
+    // Paymos' API lags: it still shows the invoice open.
+    rig.answer(
+        "inv_closed",
+        Answer::Invoices(vec![invoice(
+            "inv_closed",
+            "awaiting_payment",
+            ("25.00", "USDT"),
+            ("25.00", "USDT"),
+        )]),
+    );
+    let body = envelope(
+        "evt_closed",
+        "invoice.expired",
+        json!({"invoice_id": "inv_closed", "order": {"external_id": "order-inv_closed", "amount": "25.00", "currency": "USDT"}}),
+    );
+    rig.record(&body).await;
+    let (_, applied) = rig
+        .checked(Duration::from_secs(5))
+        .apply(&live(&body), NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(applied, Applied::Unconfirmed);
+    let (code, out) = paymos_inbox(&rig, &["exceptions", "--json"]).await;
+    assert_eq!(code, Some(1), "{out}");
+    let listed: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+    let action = listed["action"].as_str().unwrap();
+    assert!(
+        action.contains("paymos-inbox recheck inv_closed") && !action.contains("release"),
+        "{action}"
+    );
+    let (code, out) = paymos_inbox(&rig, &["release", "inv_closed", "--actor", "alice"]).await;
+    assert_eq!(code, Some(1), "refused as any release is: {out}");
+    assert!(out.contains("not a payment"), "{out}");
+    assert_eq!(rig.fulfilments("inv_closed").await, 0, "nothing shipped");
+    assert!(
+        rig.aws.item(&rig.state, "pk", "inv_closed").await.is_none(),
+        "no paid invoice invented"
+    );
+    assert_eq!(
+        rig.outcome("evt_closed").await,
+        "unconfirmed",
+        "waits for its recheck"
+    );
+}
+
+// Issue 28, case 5: a deposit Paymos' API could not confirm in time is credited by `recheck`.
+#[tokio::test]
+async fn recheck_credits_an_unconfirmed_deposit_once() {
+    let rig = Rig::new(Vec::new()).await;
+    let mut lagging = paymos_fake::deposit("pcd_lag", "payer-9", "5.00");
+    lagging["status"] = json!("confirming");
+    lagging["is_final"] = json!(false);
+    rig.api.deposit("pcd_lag", lagging);
+    let body = deposit("evt_lag_d", "pcd_lag");
+    rig.record(&body).await;
+    let (_, applied) = rig
+        .checked(Duration::from_secs(5))
+        .apply(&live(&body), NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(applied, Applied::Unconfirmed);
+    let (code, out) = paymos_inbox(&rig, &["exceptions"]).await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("paymos-inbox recheck pcd_lag") && !out.contains("release"),
+        "{out}"
+    );
+    // Paymos confirms it now.
+    rig.api.deposit(
+        "pcd_lag",
+        paymos_fake::deposit("pcd_lag", "payer-9", "5.00"),
+    );
+    let recheck = ["recheck", "pcd_lag", "--environment", "live"];
+    let (code, out) = paymos_inbox(&rig, &recheck).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("evt_lag_d: credited"), "{out}");
+    let balance = || async {
+        rig.aws
+            .item(&rig.state, "pk", &balance_key("payer-9", "USDT"))
+            .await
+            .map(|b| b["balance"].as_n().unwrap().to_owned())
+    };
+    let five = |b: Option<String>| {
+        b.and_then(|b| Amount::parse(&b))
+            .is_some_and(|b| b.same_value(&Amount::parse("5").unwrap()))
+    };
+    assert!(five(balance().await));
+    assert_eq!(rig.outcome("evt_lag_d").await, "rechecked_credited");
+    // Once: a second recheck finds nothing, the same deposit from a second endpoint credits
+    // nothing, and nothing waits.
+    let (code, out) = paymos_inbox(&rig, &recheck).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("no unconfirmed delivery"), "{out}");
+    let second = deposit("evt_lag_d2", "pcd_lag");
+    rig.record(&second).await;
+    let (_, applied) = rig
+        .checked(Duration::from_secs(5))
+        .apply(&live(&second), NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(applied, Applied::AlreadyFinal);
+    assert!(five(balance().await), "credited once");
+    let (code, out) = paymos_inbox(&rig, &["exceptions"]).await;
+    assert_eq!(code, Some(0), "{out}");
 }

@@ -9,6 +9,7 @@ use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_aws::paymos_api::PaymosApi;
 use paymos_inbox_core::change::Applied;
 use paymos_inbox_core::confirm::NOT_YET_RECEIVES;
+use paymos_inbox_core::effect::RecordFulfilment;
 use paymos_inbox_core::exceptions;
 use paymos_inbox_core::fulfil::{Fulfil, FulfilError};
 use paymos_inbox_core::ingest::PortErrorKind;
@@ -403,20 +404,36 @@ async fn recheck_says_what_paymos_says_and_lands_a_late_payment_as_late() {
     );
     let ledger = DynamoLedger::new(rig.aws.dynamodb.clone(), &rig.ledger, None);
     let api = PaymosApi::new(rig.api.client()).with_deadline(Duration::from_secs(5));
-    let first = exceptions::recheck(&rig.store(), &ledger, &api, Environment::Live, None, NOW_MS)
-        .await
-        .unwrap();
-    let reason = first[0].reason.clone().unwrap();
+    let first = exceptions::recheck(
+        &rig.store(),
+        &ledger,
+        &api,
+        &RecordFulfilment,
+        Environment::Live,
+        None,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    let reason = first[0].outcome.reason().unwrap().to_owned();
     assert!(!reason.contains("4294967295"), "{reason}");
     assert!(reason.contains("expired"), "{reason}");
     // Paymos now marks it paid late: recheck records it as a late payment, for a person.
     let mut late = invoice("inv_r", "expired", ("5", "USDT"), ("5", "USDT"));
     late["paid_late_at"] = json!(1);
     rig.api.answer("inv_r", Answer::Invoices(vec![late]));
-    let second = exceptions::recheck(&rig.store(), &ledger, &api, Environment::Live, None, NOW_MS)
-        .await
-        .unwrap();
-    assert_eq!(second[0].outcome, "paid_late");
+    let second = exceptions::recheck(
+        &rig.store(),
+        &ledger,
+        &api,
+        &RecordFulfilment,
+        Environment::Live,
+        None,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    assert_eq!(second[0].outcome.as_str(), "paid_late");
     assert!(rig.item("fulfilment#inv_r").await.is_none());
     assert!(
         rig.item("inv_r")

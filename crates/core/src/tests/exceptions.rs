@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::change::Applied;
 use crate::confirm::ConfirmedInvoice;
+use crate::effect::RecordFulfilment;
 use crate::envelope::Category;
 use crate::exceptions::{list, recheck, release};
 use crate::fulfil::Fulfil;
@@ -126,9 +127,16 @@ async fn a_release_fulfils_once_and_resolves_the_deliveries_that_waited() {
         "not at Paymos yet",
         5,
     );
-    let applied = release(store.as_ref(), &reviews, "inv_held", &alice(), NOW_MS)
-        .await
-        .unwrap();
+    let applied = release(
+        store.as_ref(),
+        &reviews,
+        "inv_held",
+        &alice(),
+        &RecordFulfilment,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
     assert_eq!(applied, Applied::Fulfilled);
     assert_eq!(store.fulfilled(), ["inv_held"]);
     assert_eq!(
@@ -139,7 +147,15 @@ async fn a_release_fulfils_once_and_resolves_the_deliveries_that_waited() {
         list(store.as_ref(), &reviews, 0).await.unwrap().is_empty(),
         "nothing waits"
     );
-    let again = release(store.as_ref(), &reviews, "inv_held", &alice(), NOW_MS).await;
+    let again = release(
+        store.as_ref(),
+        &reviews,
+        "inv_held",
+        &alice(),
+        &RecordFulfilment,
+        NOW_MS,
+    )
+    .await;
     assert!(
         matches!(
             again,
@@ -169,25 +185,41 @@ async fn a_recheck_applies_what_paymos_now_confirms_and_leaves_the_rest_waiting(
     };
     paymos.invoice("inv_p", at_paymos("paid", "inv_p"));
     paymos.invoice("inv_w", at_paymos("awaiting_payment", "inv_w"));
-    let rechecked = recheck(&store, &reviews, &paymos, Environment::Live, None, NOW_MS)
-        .await
-        .unwrap();
+    let rechecked = recheck(
+        &store,
+        &reviews,
+        &paymos,
+        &RecordFulfilment,
+        Environment::Live,
+        None,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
     let outcomes: Vec<_> = rechecked
         .iter()
-        .map(|r| (r.invoice_id.as_str(), r.outcome.as_str()))
+        .map(|r| (r.resource_id.as_str(), r.outcome.as_str()))
         .collect();
     assert_eq!(outcomes, [("inv_p", "fulfilled"), ("inv_w", "unconfirmed")]);
     assert_eq!(
-        rechecked[1].reason.as_deref(),
+        rechecked[1].outcome.reason(),
         Some("still awaiting_payment at Paymos")
     );
     assert_eq!(store.fulfilled(), ["inv_p"]);
     assert_eq!(reviews.resolved("evt_p").unwrap().0, "rechecked_fulfilled");
     assert_eq!(reviews.resolved("evt_w"), None);
     // Run again: only what still waits is read again.
-    let again = recheck(&store, &reviews, &paymos, Environment::Live, None, NOW_MS)
-        .await
-        .unwrap();
+    let again = recheck(
+        &store,
+        &reviews,
+        &paymos,
+        &RecordFulfilment,
+        Environment::Live,
+        None,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
     assert_eq!(again.len(), 1);
 }
 
@@ -244,13 +276,522 @@ async fn a_second_payment_is_listed_to_refund_and_an_invoice_only_a_delivery_nam
         reason: None,
         override_amount: false,
     };
-    let applied = release(store.as_ref(), &reviews, "inv_new", &by, NOW_MS)
-        .await
-        .unwrap();
+    let applied = release(
+        store.as_ref(),
+        &reviews,
+        "inv_new",
+        &by,
+        &RecordFulfilment,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
     assert_eq!(applied, Applied::Fulfilled);
     assert!(
         store
             .fulfilments()
             .contains(&("inv_new".into(), Some("o-inv_new".into())))
     );
+}
+
+/// A delivery of `event_type` about `resource` with `data`, as ingest records it.
+fn delivered(
+    event_id: &str,
+    event_type: &str,
+    resource: &str,
+    data: &serde_json::Value,
+) -> Delivery {
+    let body = serde_json::json!({"event_id": event_id, "event_type": event_type, "version": 1,
+        "occurred_at": 1_700_000_000u64, "data": data});
+    Delivery {
+        event_type: event_type.into(),
+        category: Category::of(event_type),
+        resource_id: Some(resource.into()),
+        body: body.to_string().into_bytes(),
+        ..delivery(event_id, resource)
+    }
+}
+
+/// The work item of a delivery (as the queue carries it).
+fn item_of(d: &Delivery) -> WorkItem {
+    WorkItem {
+        event_id: d.event_id.clone(),
+        environment: Some(Environment::Live),
+        body: d.body.clone(),
+        received_at_ms: Some(NOW_MS),
+    }
+}
+
+fn at_paymos(status: &str, invoice: &str) -> ConfirmedInvoice {
+    ConfirmedInvoice {
+        status: status.into(),
+        is_test: false,
+        order_id: Some(format!("o-{invoice}")),
+        order_amount: Amount::parse("10.00"),
+        order_currency: Some("USD".into()),
+        token_amount: None,
+        token_currency: None,
+        paid_late: false,
+    }
+}
+
+/// The listed exception about `resource`.
+fn listed_about<'a>(listed: &'a [crate::exceptions::Exception], resource: &str) -> &'a str {
+    listed
+        .iter()
+        .find(|e| e.resource_id.as_deref() == Some(resource))
+        .map_or_else(
+            || panic!("{resource} is not listed: {listed:?}"),
+            |e| e.action.as_str(),
+        )
+}
+
+// Issue 28, case 4: an unconfirmed closure is not a payment.
+#[tokio::test]
+async fn an_unconfirmed_closure_is_rechecked_and_never_released() {
+    let store = Arc::new(MemoryResources::new());
+    let order =
+        serde_json::json!({"external_id": "o-inv_open", "amount": "10.00", "currency": "USD"});
+    let confirming = delivered(
+        "evt_o",
+        "invoice.confirming",
+        "inv_open",
+        &serde_json::json!({"invoice_id": "inv_open", "order": order}),
+    );
+    Fulfil::new(Arc::clone(&store))
+        .apply(&item_of(&confirming), NOW_MS)
+        .await
+        .unwrap();
+    // Paymos' API lags: the closures could not be confirmed yet.
+    let reviews = MemoryReviews::new();
+    reviews.processed(
+        delivered(
+            "evt_gone",
+            "invoice.expired",
+            "inv_gone",
+            &serde_json::json!({"invoice_id": "inv_gone", "order": {"external_id": "o-inv_gone", "amount": "10.00", "currency": "USD"}}),
+        ),
+        "unconfirmed",
+        "still awaiting_payment at Paymos after 3 receives",
+        5,
+    );
+    reviews.processed(
+        delivered(
+            "evt_cancel",
+            "invoice.cancelled",
+            "inv_open",
+            &serde_json::json!({"invoice_id": "inv_open", "order": order}),
+        ),
+        "unconfirmed",
+        "still confirming at Paymos after 3 receives",
+        6,
+    );
+    let listed = list(store.as_ref(), &reviews, 0).await.unwrap();
+    for invoice in ["inv_gone", "inv_open"] {
+        let action = listed_about(&listed, invoice);
+        assert!(
+            action.contains(&format!("paymos-inbox recheck {invoice}")),
+            "{action}"
+        );
+        assert!(
+            !action.contains("release"),
+            "a closure is no payment to release: {action}"
+        );
+        let answer = release(
+            store.as_ref(),
+            &reviews,
+            invoice,
+            &alice(),
+            &RecordFulfilment,
+            NOW_MS,
+        )
+        .await;
+        assert!(
+            matches!(&answer, Err(ReleaseError::NotReleasable(why)) if why.contains("not a payment") && why.contains("recheck")),
+            "{invoice}: {answer:?}"
+        );
+    }
+    assert!(store.fulfilled().is_empty(), "nothing shipped");
+    assert!(store.invoice("inv_gone").is_none(), "nothing invented");
+    assert_eq!(
+        reviews.resolved("evt_cancel"),
+        None,
+        "still waits for its recheck"
+    );
+    // Paymos answers now: the closures are applied as the webhook would have.
+    let paymos = MemoryPaymos::new();
+    paymos.invoice("inv_gone", at_paymos("expired", "inv_gone"));
+    paymos.invoice("inv_open", at_paymos("cancelled", "inv_open"));
+    let rechecked = recheck(
+        store.as_ref(),
+        &reviews,
+        &paymos,
+        &RecordFulfilment,
+        Environment::Live,
+        None,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    assert_eq!(rechecked.len(), 2, "{rechecked:?}");
+    assert_eq!(
+        store.invoice("inv_open").unwrap().status.map(|(s, _)| s),
+        Some(crate::status::InvoiceStatus::Cancelled)
+    );
+    assert_eq!(
+        store.invoice("inv_gone").unwrap().status.map(|(s, _)| s),
+        Some(crate::status::InvoiceStatus::Expired)
+    );
+    assert!(store.fulfilled().is_empty());
+    assert!(list(store.as_ref(), &reviews, 0).await.unwrap().is_empty());
+}
+
+fn deposit_data(pcd: &str) -> serde_json::Value {
+    serde_json::json!({"id": pcd, "is_final": true, "payment_channel_external_id": "c-1",
+        "net": "5.00", "currency": "USDT"})
+}
+
+fn deposit_at_paymos() -> crate::confirm::ConfirmedDeposit {
+    crate::confirm::ConfirmedDeposit {
+        status: "confirmed".into(),
+        is_final: true,
+        is_test: false,
+        payer: "c-1".into(),
+        net: Amount::parse("5"),
+        currency: "USDT".into(),
+    }
+}
+
+fn withdrawal_at_paymos(
+    invoice: Option<&str>,
+    full: Option<bool>,
+    amount: &str,
+) -> crate::confirm::ConfirmedWithdrawal {
+    crate::confirm::ConfirmedWithdrawal {
+        status: "completed".into(),
+        is_test: false,
+        invoice_id: invoice.map(str::to_owned),
+        full,
+        amount: Amount::parse(amount),
+        currency: Some("USDT".into()),
+    }
+}
+
+// Issue 28, case 5: deposits and payouts that Paymos' API could not confirm have a way out.
+#[tokio::test]
+async fn unconfirmed_deposits_and_payouts_are_rechecked_and_a_deposit_credits_once() {
+    let store = Arc::new(MemoryResources::new());
+    let reviews = MemoryReviews::new();
+    let why = "still confirming at Paymos after 3 receives";
+    let deposit = delivered(
+        "evt_d",
+        "payment_channel.deposit.confirmed",
+        "pcd_1",
+        &deposit_data("pcd_1"),
+    );
+    reviews.processed(deposit.clone(), "unconfirmed", why, 5);
+    reviews.processed(
+        delivered(
+            "evt_forged",
+            "payment_channel.deposit.confirmed",
+            "pcd_forged",
+            &deposit_data("pcd_forged"),
+        ),
+        "unconfirmed",
+        why,
+        6,
+    );
+    reviews.processed(
+        delivered(
+            "evt_p",
+            "withdrawal.completed",
+            "wdr_p",
+            &serde_json::json!({"withdrawal_id": "wdr_p", "type": "payout", "amount": "7", "currency": "USDT"}),
+        ),
+        "unconfirmed",
+        why,
+        7,
+    );
+    let listed = list(store.as_ref(), &reviews, 0).await.unwrap();
+    for resource in ["pcd_1", "pcd_forged", "wdr_p"] {
+        let action = listed_about(&listed, resource);
+        assert!(
+            action.contains(&format!("paymos-inbox recheck {resource}"))
+                && !action.contains("release"),
+            "{resource}: {action}"
+        );
+    }
+    let paymos = MemoryPaymos::new();
+    paymos.deposit("pcd_1", deposit_at_paymos());
+    paymos.withdrawal("wdr_p", withdrawal_at_paymos(None, None, "7"));
+    let rechecked = recheck(
+        store.as_ref(),
+        &reviews,
+        &paymos,
+        &RecordFulfilment,
+        Environment::Live,
+        Some("pcd_1"),
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    let outcomes: Vec<_> = rechecked.iter().map(|r| r.outcome.as_str()).collect();
+    assert_eq!(outcomes, ["credited"], "{rechecked:?}");
+    assert_eq!(
+        store.credits("c-1", "USDT"),
+        [Amount::parse("5.00").unwrap()]
+    );
+    assert_eq!(reviews.resolved("evt_d").unwrap().0, "rechecked_credited");
+    // Once: a second recheck finds nothing of it, and the same deposit through a second
+    // endpoint credits nothing more.
+    assert!(
+        recheck(
+            store.as_ref(),
+            &reviews,
+            &paymos,
+            &RecordFulfilment,
+            Environment::Live,
+            Some("pcd_1"),
+            NOW_MS
+        )
+        .await
+        .unwrap()
+        .is_empty()
+    );
+    let second_endpoint = Delivery {
+        event_id: "evt_d2".into(),
+        body: String::from_utf8(deposit.body.clone())
+            .unwrap()
+            .replace("evt_d", "evt_d2")
+            .into_bytes(),
+        ..deposit
+    };
+    let (_, again) = Fulfil::new(Arc::clone(&store))
+        .apply(&item_of(&second_endpoint), NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(again, Applied::AlreadyFinal);
+    assert_eq!(store.credits("c-1", "USDT").len(), 1, "credited once");
+    // The rest: the payout is applied; the deposit Paymos does not know is refuted and leaves
+    // the list, crediting nothing.
+    let rest = recheck(
+        store.as_ref(),
+        &reviews,
+        &paymos,
+        &RecordFulfilment,
+        Environment::Live,
+        None,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    let outcomes: Vec<_> = rest
+        .iter()
+        .map(|r| (r.event_id.as_str(), r.outcome.as_str()))
+        .collect();
+    assert_eq!(outcomes, [("evt_forged", "refuted"), ("evt_p", "updated")]);
+    assert_eq!(
+        store.withdrawal("wdr_p"),
+        Some(crate::status::WithdrawalStatus::Completed)
+    );
+    assert!(store.credits("c-1", "USDT").len() == 1);
+    assert!(list(store.as_ref(), &reviews, 0).await.unwrap().is_empty());
+}
+
+/// An unconfirmed `withdrawal.completed` refunding `invoice` (`mode`, `amount`).
+fn refund_waiting(reviews: &MemoryReviews, invoice: &str, mode: &str, amount: &str) {
+    reviews.processed(
+        delivered(
+            "evt_r",
+            "withdrawal.completed",
+            "wdr_r",
+            &serde_json::json!({"withdrawal_id": "wdr_r", "type": "refund", "invoice_id": invoice,
+                "mode": mode, "amount": amount, "currency": "USDT"}),
+        ),
+        "unconfirmed",
+        "still processing at Paymos after 3 receives",
+        5,
+    );
+}
+
+// Issue 28, case 5: a refund whose reverse check lags keeps its invoice from shipping.
+#[tokio::test]
+async fn a_refund_waiting_unconfirmed_blocks_the_release_of_its_invoice_until_it_is_rechecked() {
+    let store = held().await;
+    let reviews = MemoryReviews::new();
+    refund_waiting(&reviews, "inv_held", "full", "12.00");
+    let listed = list(store.as_ref(), &reviews, 0).await.unwrap();
+    let held_action = listed_about(&listed, "inv_held");
+    assert!(
+        held_action.contains("paymos-inbox recheck wdr_r") && !held_action.contains("release"),
+        "{held_action}"
+    );
+    let refund_action = listed_about(&listed, "wdr_r");
+    assert!(
+        refund_action.contains("paymos-inbox recheck wdr_r") && !refund_action.contains("release"),
+        "{refund_action}"
+    );
+    let answer = release(
+        store.as_ref(),
+        &reviews,
+        "inv_held",
+        &alice(),
+        &RecordFulfilment,
+        NOW_MS,
+    )
+    .await;
+    assert!(
+        matches!(&answer, Err(ReleaseError::NotReleasable(why)) if why.contains("recheck wdr_r")),
+        "{answer:?}"
+    );
+    assert!(store.fulfilled().is_empty());
+    // Paymos confirms the full refund: it is recorded on the invoice, which leaves the list.
+    let paymos = MemoryPaymos::new();
+    paymos.withdrawal(
+        "wdr_r",
+        withdrawal_at_paymos(Some("inv_held"), Some(true), "12"),
+    );
+    let rechecked = recheck(
+        store.as_ref(),
+        &reviews,
+        &paymos,
+        &RecordFulfilment,
+        Environment::Live,
+        Some("wdr_r"),
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    assert_eq!(rechecked.len(), 1, "{rechecked:?}");
+    assert_eq!(rechecked[0].outcome.as_str(), "updated");
+    assert_eq!(store.invoice("inv_held").unwrap().refunds.len(), 1);
+    assert!(list(store.as_ref(), &reviews, 0).await.unwrap().is_empty());
+    let answer = release(
+        store.as_ref(),
+        &reviews,
+        "inv_held",
+        &alice(),
+        &RecordFulfilment,
+        NOW_MS,
+    )
+    .await;
+    assert!(
+        matches!(&answer, Err(ReleaseError::NotReleasable(why)) if why.contains("refunded")),
+        "{answer:?}"
+    );
+    assert!(store.fulfilled().is_empty(), "a refunded order never ships");
+
+    // An overpayment refund, once rechecked, leaves the held payment to release.
+    let store = held().await;
+    let reviews = MemoryReviews::new();
+    refund_waiting(&reviews, "inv_held", "overpayment", "2.00");
+    paymos.withdrawal(
+        "wdr_r",
+        withdrawal_at_paymos(Some("inv_held"), Some(false), "2"),
+    );
+    assert!(
+        release(
+            store.as_ref(),
+            &reviews,
+            "inv_held",
+            &alice(),
+            &RecordFulfilment,
+            NOW_MS
+        )
+        .await
+        .is_err()
+    );
+    recheck(
+        store.as_ref(),
+        &reviews,
+        &paymos,
+        &RecordFulfilment,
+        Environment::Live,
+        Some("inv_held"),
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        store.invoice("inv_held").unwrap().refunds.len(),
+        1,
+        "rechecked with its invoice"
+    );
+    assert!(
+        listed_about(
+            &list(store.as_ref(), &reviews, 0).await.unwrap(),
+            "inv_held"
+        )
+        .contains("release")
+    );
+    assert_eq!(
+        release(
+            store.as_ref(),
+            &reviews,
+            "inv_held",
+            &alice(),
+            &RecordFulfilment,
+            NOW_MS
+        )
+        .await,
+        Ok(Applied::Fulfilled)
+    );
+}
+
+/// A merchant's own effect: a shipment item beside each fulfilment.
+struct Ship;
+
+impl crate::effect::FulfilmentEffect for Ship {
+    fn writes(&self, paid: &crate::effect::PaidInvoice<'_>) -> Vec<crate::effect::EffectWrite> {
+        vec![crate::effect::EffectWrite {
+            key: format!("shipment#{}", paid.invoice_id),
+            attributes: vec![(
+                "order".into(),
+                crate::effect::EffectValue::Text(
+                    paid.order.external_id.clone().unwrap_or_default(),
+                ),
+            )],
+        }]
+    }
+}
+
+// Issue 29: the stack's effect is written on the release and recheck roads too.
+#[tokio::test]
+async fn release_and_recheck_write_the_stacks_own_effect() {
+    let store = held().await;
+    let reviews = MemoryReviews::new();
+    reviews.processed(delivery("evt_p", "inv_p"), "unconfirmed", "not paid yet", 5);
+    assert_eq!(
+        release(
+            store.as_ref(),
+            &reviews,
+            "inv_held",
+            &alice(),
+            &Ship,
+            NOW_MS
+        )
+        .await,
+        Ok(Applied::Fulfilled)
+    );
+    let paymos = MemoryPaymos::new();
+    paymos.invoice("inv_p", at_paymos("paid", "inv_p"));
+    let rechecked = recheck(
+        store.as_ref(),
+        &reviews,
+        &paymos,
+        &Ship,
+        Environment::Live,
+        Some("inv_p"),
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    assert_eq!(rechecked[0].outcome.as_str(), "fulfilled");
+    assert_eq!(store.fulfilled(), ["inv_held", "inv_p"]);
+    let shipments: Vec<String> = store
+        .keys()
+        .into_iter()
+        .filter(|k| k.starts_with("shipment#"))
+        .collect();
+    assert_eq!(shipments, ["shipment#inv_held", "shipment#inv_p"]);
 }

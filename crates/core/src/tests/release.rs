@@ -294,3 +294,71 @@ async fn a_held_payment_is_not_released_without_the_override() {
     assert!(store.fulfilled().is_empty());
     assert!(store.invoice("inv_1").unwrap().held, "still listed");
 }
+
+// Issue 28, cases 4 and 5: only a payment ships; a closure or a refund waiting unconfirmed
+// never does.
+#[tokio::test]
+async fn a_closure_or_a_refund_waiting_unconfirmed_is_never_released() {
+    use crate::release::{Named, release_named};
+    let store = Arc::new(MemoryResources::new());
+    store.register_order("o-1", &Amount::parse("99").unwrap(), "USD");
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    fulfil
+        .apply(&paid("evt_a", "paid", 20, "inv_held", "o-1"), 1)
+        .await
+        .unwrap();
+    fulfil
+        .apply(&paid("evt_o", "confirming", 20, "inv_open", "o-2"), 1)
+        .await
+        .unwrap();
+    let expired = Named::NoPayment("invoice.expired".into());
+    let refund = Named::Refund("wdr_1".into());
+    for (name, invoice, named, words) in [
+        (
+            "an unknown invoice only a closure names",
+            "inv_gone",
+            &expired,
+            "not a payment",
+        ),
+        (
+            "an open invoice only a closure names",
+            "inv_open",
+            &expired,
+            "not a payment",
+        ),
+        (
+            "a held payment whose refund waits",
+            "inv_held",
+            &refund,
+            "recheck wdr_1",
+        ),
+    ] {
+        let answer = release_named(
+            &*store,
+            invoice,
+            named,
+            &overriding("support:a"),
+            &RecordFulfilment,
+            2,
+        )
+        .await;
+        assert!(
+            matches!(&answer, Err(ReleaseError::NotReleasable(why)) if why.contains(words)),
+            "{name}: {answer:?}"
+        );
+    }
+    assert!(store.fulfilled().is_empty(), "nothing shipped");
+    assert!(store.invoice("inv_gone").is_none(), "nothing invented");
+    assert!(store.invoice("inv_held").unwrap().held, "still waits");
+    // The same held payment, with only a closure unconfirmed beside it, is released.
+    let answer = release_named(
+        &*store,
+        "inv_held",
+        &expired,
+        &overriding("support:a"),
+        &RecordFulfilment,
+        3,
+    )
+    .await;
+    assert_eq!(answer, Ok(Applied::Fulfilled));
+}

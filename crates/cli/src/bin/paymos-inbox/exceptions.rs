@@ -8,6 +8,7 @@ use paymos_inbox::tools::exceptions as orders;
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_aws::paymos_api::PaymosApi;
 use paymos_inbox_aws::sqs::approximate_messages;
+use paymos_inbox_core::effect::RecordFulfilment;
 use paymos_inbox_core::exceptions;
 use paymos_inbox_core::release::{ReleaseBy, ReleaseError};
 use paymos_inbox_lambda::now_ms;
@@ -88,7 +89,8 @@ pub async fn list(args: ExceptionsArgs) -> ExitCode {
 
 #[derive(clap::Args)]
 pub struct ReleaseArgs {
-    /// The invoice (inv_…): held, paid late, or unconfirmed.
+    /// The invoice (inv_…) whose payment waits: held, paid late, or an unconfirmed
+    /// invoice.paid/paid_over (an unconfirmed closure or refund is for `recheck`).
     invoice_id: String,
     /// Who decides (kept on the invoice as released_by and on the fulfilment as won_by).
     #[arg(long)]
@@ -124,6 +126,7 @@ pub async fn release(args: ReleaseArgs) -> ExitCode {
             reason: args.reason.as_deref(),
             override_amount: args.override_amount,
         },
+        &RecordFulfilment,
         now_ms(),
     )
     .await
@@ -156,11 +159,12 @@ pub async fn release(args: ReleaseArgs) -> ExitCode {
 
 #[derive(clap::Args)]
 pub struct RecheckArgs {
-    /// The invoice whose unconfirmed deliveries to re-check.
+    /// The resource whose unconfirmed deliveries to re-check: an invoice (inv_…, with the
+    /// unconfirmed refunds of it), a refund or payout (wdr_…) or a deposit (pcd_…).
     #[arg(required_unless_present = "all_unconfirmed")]
-    invoice_id: Option<String>,
+    resource_id: Option<String>,
     /// Re-check every unconfirmed delivery.
-    #[arg(long, conflicts_with = "invoice_id")]
+    #[arg(long, conflicts_with = "resource_id")]
     all_unconfirmed: bool,
     #[command(flatten)]
     api: ApiArgs,
@@ -176,6 +180,13 @@ pub struct RecheckArgs {
 }
 
 pub async fn recheck(args: RecheckArgs) -> ExitCode {
+    if let Some(id) = &args.resource_id
+        && !["inv_", "wdr_", "pcd_"].iter().any(|p| id.starts_with(p))
+    {
+        return fail(format!(
+            "{id}: the resource id starts with inv_ (an invoice), wdr_ (a refund or payout) or pcd_ (a deposit)"
+        ));
+    }
     let environment =
         match paymos_inbox_lambda::config::environment(&|_: &str| Some(args.environment.clone())) {
             Ok(e) => e,
@@ -194,8 +205,9 @@ pub async fn recheck(args: RecheckArgs) -> ExitCode {
         &state,
         &ledger,
         &api,
+        &RecordFulfilment,
         environment,
-        args.invoice_id.as_deref(),
+        args.resource_id.as_deref(),
         now_ms(),
     )
     .await
@@ -207,11 +219,11 @@ pub async fn recheck(args: RecheckArgs) -> ExitCode {
                 } else {
                     println!(
                         "{} {}: {}{}",
-                        r.invoice_id,
+                        r.resource_id,
                         r.event_id,
-                        r.outcome,
-                        r.reason
-                            .as_deref()
+                        r.outcome.as_str(),
+                        r.outcome
+                            .reason()
                             .map_or(String::new(), |w| format!(" ({w})"))
                     );
                 }
@@ -219,7 +231,7 @@ pub async fn recheck(args: RecheckArgs) -> ExitCode {
             if !args.json && results.is_empty() {
                 println!("no unconfirmed delivery to re-check");
             }
-            if results.iter().any(|r| r.outcome == "unconfirmed") {
+            if results.iter().any(|r| r.outcome.waits()) {
                 ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
             } else {
                 ExitCode::SUCCESS

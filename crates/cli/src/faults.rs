@@ -10,7 +10,7 @@ use paymos_inbox_core::change::{Change, Source};
 use paymos_inbox_core::effect::FulfilmentEffect;
 use paymos_inbox_core::fulfil::ResourceStore;
 use paymos_inbox_core::ingest::{
-    Delivery, DeliveryLedger, PortError, Recorded, TakeOver, WorkQueue,
+    Delivery, DeliveryLedger, ExistingDelivery, PortError, Recorded, TakeOver, WorkQueue,
 };
 use paymos_inbox_core::outcome::{Plan, Written};
 
@@ -160,21 +160,25 @@ impl<L: DeliveryLedger> DeliveryLedger for Faulty<L> {
             .await
     }
 
-    async fn take_over(&self, event_id: &str, seen: u64, new: u64) -> Result<TakeOver, PortError> {
+    async fn find(&self, key: &str) -> Result<Option<ExistingDelivery>, PortError> {
+        self.faults.around("GetItem", self.inner.find(key)).await
+    }
+
+    async fn take_over(&self, key: &str, seen: u64, new: u64) -> Result<TakeOver, PortError> {
         self.faults
-            .around("UpdateItem", self.inner.take_over(event_id, seen, new))
+            .around("UpdateItem", self.inner.take_over(key, seen, new))
             .await
     }
 
-    async fn release(&self, event_id: &str, lease_ms: u64) -> Result<(), PortError> {
+    async fn release(&self, key: &str, lease_ms: u64) -> Result<(), PortError> {
         self.faults
-            .around("UpdateItem", self.inner.release(event_id, lease_ms))
+            .around("UpdateItem", self.inner.release(key, lease_ms))
             .await
     }
 
-    async fn mark_conflict(&self, event_id: &str, sha: &str, at_ms: u64) -> Result<(), PortError> {
+    async fn mark_conflict(&self, key: &str, sha: &str, at_ms: u64) -> Result<(), PortError> {
         self.faults
-            .around("UpdateItem", self.inner.mark_conflict(event_id, sha, at_ms))
+            .around("UpdateItem", self.inner.mark_conflict(key, sha, at_ms))
             .await
     }
 }

@@ -62,7 +62,10 @@ async fn logs_and_emf_metrics_tell_what_happened_to_every_delivery() {
     let queue = aws.queue_with(1, 3).await.queue_url;
     let ingest = Ingest::new(
         Verifier::new(
-            vec![SigningKey::new("live", &WebhookSecret::new(LIVE_SECRET))],
+            vec![
+                SigningKey::new("live", &WebhookSecret::new(LIVE_SECRET)),
+                SigningKey::new("test", &WebhookSecret::new(TEST_SECRET)),
+            ],
             300,
         ),
         DynamoLedger::new(aws.dynamodb.clone(), stack.table("DeliveriesTable"), None),
@@ -124,9 +127,17 @@ async fn logs_and_emf_metrics_tell_what_happened_to_every_delivery() {
         }
     }
 
-    // The first invoice's event again, once it was processed: a duplicate.
+    // The first invoice's event again, once it was processed: a duplicate. Then a sandbox
+    // delivery reusing its id: recorded on its own, and the reuse counted.
+    let reused = envelope(
+        &again.0,
+        "invoice.paid",
+        json!({"invoice_id": "inv_obs1", "is_test": true}),
+    );
+    let reused_sig = sign(&reused, NOW, &[TEST_SECRET]);
     async {
         respond(&ingest, &delivery(&again.1, &again.0, &again.2), NOW_MS).await;
+        respond(&ingest, &delivery(&reused, &again.0, &reused_sig), NOW_MS).await;
         telemetry::flush_metrics_to(out.clone());
     }
     .instrument(invocation("req-ingest-again"))
@@ -221,7 +232,8 @@ async fn logs_and_emf_metrics_tell_what_happened_to_every_delivery() {
             .copied()
             .unwrap_or(0.0)
     };
-    assert_eq!(sum(metric::INGEST_ANSWERS, "new"), 4.0, "{sums:?}");
+    assert_eq!(sum(metric::INGEST_ANSWERS, "new"), 5.0, "{sums:?}");
+    assert_eq!(sum(metric::CROSS_ENVIRONMENT_IDS, ""), 1.0, "{sums:?}");
     assert_eq!(sum(metric::INGEST_ANSWERS, "duplicate"), 1.0, "{sums:?}");
     assert_eq!(
         sum(metric::INGEST_ANSWERS, "signature_mismatch"),

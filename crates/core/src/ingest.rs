@@ -36,6 +36,28 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 128 * 1024;
 /// than the sender's first retry gap (one minute).
 pub const DEFAULT_LEASE_SECS: u64 = 30;
 
+/// What keys a sandbox delivery's record apart from a live one's (`#` is never in an event id).
+const SANDBOX_KEY_PREFIX: &str = "test#";
+
+/// The ledger key of a delivery. Its identity is its environment AND its `event_id`: the same
+/// id from the sandbox and from live makes two records, so a sandbox delivery never takes a
+/// live one's place. A live or unlabelled delivery is keyed by its bare `event_id` (as every
+/// record written before the environment was part of the key), a sandbox one by
+/// `test#<event_id>`.
+#[must_use]
+pub fn delivery_key(environment: Option<Environment>, event_id: &str) -> String {
+    match environment {
+        Some(Environment::Test) => format!("{SANDBOX_KEY_PREFIX}{event_id}"),
+        Some(Environment::Live) | None => event_id.to_owned(),
+    }
+}
+
+/// The `event_id` a ledger key names: the inverse of [`delivery_key`].
+#[must_use]
+pub fn event_id_of_key(key: &str) -> &str {
+    key.strip_prefix(SANDBOX_KEY_PREFIX).unwrap_or(key)
+}
+
 /// Lower-case hex SHA-256 of a body, as the ledger stores it.
 #[must_use]
 pub fn sha256_hex(body: &[u8]) -> String {
@@ -170,7 +192,7 @@ impl DeliveryState {
 /// A delivery as the ledger records it: the exact bytes and what they were routed by.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
-    /// `evt_…`, the ledger key.
+    /// `evt_…`; with the environment, the ledger key ([`Delivery::key`]).
     pub event_id: String,
     /// `invoice.paid`, …
     pub event_type: String,
@@ -196,7 +218,15 @@ pub struct Delivery {
     pub body_sha256: String,
 }
 
-/// What the ledger already held under a delivery's `event_id`.
+impl Delivery {
+    /// Its ledger key: [`delivery_key`] of its environment and `event_id`.
+    #[must_use]
+    pub fn key(&self) -> String {
+        delivery_key(self.environment, &self.event_id)
+    }
+}
+
+/// What the ledger already held under a delivery's key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExistingDelivery {
     /// The delivery as first recorded (its body is the one that counts).
@@ -225,36 +255,41 @@ pub enum TakeOver {
     Lost(Option<DeliveryState>),
 }
 
-/// The deliveries table: one record per `event_id`, written once.
+/// The deliveries table: one record per delivery key ([`delivery_key`]), written once. The
+/// methods after `record` address a record by that key.
 pub trait DeliveryLedger: Send + Sync {
-    /// Writes `delivery` with state `received` and the lease, unless a record with its
-    /// `event_id` exists; then returns that record (one conditional write, no read).
+    /// Writes `delivery` with state `received` and the lease, unless a record with its key
+    /// exists; then returns that record (one conditional write, no read).
     fn record(
         &self,
         delivery: &Delivery,
         lease_until_ms: u64,
     ) -> impl Future<Output = Result<Recorded, PortError>> + Send;
 
+    /// The record under `key`, if any. A read that lags a write may miss it: use it only
+    /// where that costs nothing but a count.
+    fn find(
+        &self,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<ExistingDelivery>, PortError>> + Send;
+
     /// Moves the lease of a `received` record from `seen_lease_ms` to `new_lease_ms`, if
     /// nobody moved it or processed the record since it was read.
     fn take_over(
         &self,
-        event_id: &str,
+        key: &str,
         seen_lease_ms: u64,
         new_lease_ms: u64,
     ) -> impl Future<Output = Result<TakeOver, PortError>> + Send;
 
     /// Ends this attempt's lease early after a failed send, so the next retry need not wait.
-    fn release(
-        &self,
-        event_id: &str,
-        lease_ms: u64,
-    ) -> impl Future<Output = Result<(), PortError>> + Send;
+    fn release(&self, key: &str, lease_ms: u64)
+    -> impl Future<Output = Result<(), PortError>> + Send;
 
-    /// Notes on the record that a delivery with this id arrived with a different body.
+    /// Notes on the record that a delivery with its key arrived with a different body.
     fn mark_conflict(
         &self,
-        event_id: &str,
+        key: &str,
         body_sha256: &str,
         at_ms: u64,
     ) -> impl Future<Output = Result<(), PortError>> + Send;
@@ -276,30 +311,33 @@ impl<T: DeliveryLedger> DeliveryLedger for Arc<T> {
         (**self).record(delivery, lease_until_ms)
     }
 
+    fn find(
+        &self,
+        key: &str,
+    ) -> impl Future<Output = Result<Option<ExistingDelivery>, PortError>> + Send {
+        (**self).find(key)
+    }
+
     fn take_over(
         &self,
-        event_id: &str,
+        key: &str,
         seen_lease_ms: u64,
         new_lease_ms: u64,
     ) -> impl Future<Output = Result<TakeOver, PortError>> + Send {
-        (**self).take_over(event_id, seen_lease_ms, new_lease_ms)
+        (**self).take_over(key, seen_lease_ms, new_lease_ms)
     }
 
-    fn release(
-        &self,
-        event_id: &str,
-        lease_ms: u64,
-    ) -> impl Future<Output = Result<(), PortError>> + Send {
-        (**self).release(event_id, lease_ms)
+    fn release(&self, key: &str, lease_ms: u64) -> impl Future<Output = Result<(), PortError>> + Send {
+        (**self).release(key, lease_ms)
     }
 
     fn mark_conflict(
         &self,
-        event_id: &str,
+        key: &str,
         body_sha256: &str,
         at_ms: u64,
     ) -> impl Future<Output = Result<(), PortError>> + Send {
-        (**self).mark_conflict(event_id, body_sha256, at_ms)
+        (**self).mark_conflict(key, body_sha256, at_ms)
     }
 }
 
@@ -325,7 +363,7 @@ pub struct Inbound<'a> {
 /// The outcome of a 2xx.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ingested {
-    /// First time this `event_id` was seen: recorded and sent.
+    /// First time this delivery (its environment and `event_id`) was seen: recorded and sent.
     New,
     /// Seen before and already processed, or (`resent`) seen before, never processed, and
     /// sent again now because the attempt that recorded it is gone.
@@ -357,6 +395,10 @@ pub struct Receipt {
     pub event_type: String,
     /// New or duplicate.
     pub ingested: Ingested,
+    /// The same `event_id` is also recorded from a delivery verified by another environment's
+    /// secret (found when this one was new). Both are kept, each under its own key; the reuse
+    /// is counted and alarmed, since Paymos never sends one id to both environments.
+    pub cross_environment: bool,
 }
 
 /// Why a delivery was not acknowledged; [`IngestError::status`] is the HTTP answer.
@@ -395,11 +437,14 @@ pub enum IngestError {
         /// `data.is_test` of the delivery.
         is_test: bool,
     },
-    /// The event id was recorded first from a delivery verified by another environment's
-    /// secret (a sandbox delivery reusing a live id, or the reverse). Refused, never
-    /// acknowledged: a 2xx would end the retries of a delivery that is never applied.
+    /// The delivery's key holds a record of another environment. Since the environment is
+    /// part of the key, only two things do that: a sandbox record written before it was (keyed
+    /// by the bare `event_id`, as live ones are), or a live and an unlabelled secret verifying
+    /// the same id. Refused, never acknowledged: a 2xx would end the retries of a delivery that
+    /// is never applied. Counted and alarmed: once the stale record is removed, the sender's
+    /// next retry is recorded.
     #[error(
-        "event_id was first recorded from a delivery verified by a {recorded} secret; this one verified by a {received} secret is refused"
+        "the record under this event_id was verified by a {recorded} secret; this delivery, verified by a {received} secret, is refused until that record is removed (see docs/operating.md)"
     )]
     EnvironmentConflict {
         /// The environment of the recorded delivery's secret.
@@ -615,11 +660,48 @@ impl<L: DeliveryLedger, Q: WorkQueue> Ingest<L, Q> {
             }
             Recorded::Existing(existing) => self.duplicate(&delivery, *existing, now_ms).await?,
         };
+        let cross_environment =
+            ingested == Ingested::New && self.recorded_elsewhere(&delivery).await;
         Ok(Receipt {
             event_id: delivery.event_id,
             event_type: delivery.event_type,
             ingested,
+            cross_environment,
         })
+    }
+
+    /// Whether the same `event_id` is recorded from another environment: one read of the key
+    /// the id takes there, made only when a configured secret belongs to another environment
+    /// (otherwise no such record can be written). Best effort: it only counts, so a failed
+    /// read is logged and answers no.
+    async fn recorded_elsewhere(&self, delivery: &Delivery) -> bool {
+        let own = delivery.key();
+        let verifier = Arc::clone(&self.verifier.read().expect("verifier lock"));
+        // Two environments, two key shapes: at most one other key.
+        let Some(other_key) = verifier
+            .keys()
+            .iter()
+            .map(|k| delivery_key(k.environment(), &delivery.event_id))
+            .find(|key| *key != own)
+        else {
+            return false;
+        };
+        match self.ledger.find(&other_key).await {
+            Ok(Some(other)) if other.delivery.environment != delivery.environment => {
+                tracing::warn!(
+                    event_id = %delivery.event_id,
+                    environment = environment_name(delivery.environment),
+                    other_environment = environment_name(other.delivery.environment),
+                    "the same event_id is recorded from another environment's secret; each is kept under its own key"
+                );
+                true
+            }
+            Ok(_) => false,
+            Err(error) => {
+                tracing::warn!(event_id = %delivery.event_id, error = %error, "could not look for the same event_id from another environment");
+                false
+            }
+        }
     }
 
     async fn duplicate(
@@ -629,19 +711,21 @@ impl<L: DeliveryLedger, Q: WorkQueue> Ingest<L, Q> {
         now_ms: u64,
     ) -> Result<Ingested, IngestError> {
         if existing.delivery.environment != delivery.environment {
-            // One id, two environments: the identity of a delivery includes the environment
-            // of its secret, so neither is the other's duplicate. Nothing is written.
-            let name =
-                |e: Option<Environment>| e.map_or("unlabelled", Environment::as_str).to_owned();
-            tracing::warn!(
+            // Another environment's record under this delivery's own key (see
+            // `IngestError::EnvironmentConflict`): not its duplicate. Nothing is written.
+            let (recorded, received) = (
+                environment_name(existing.delivery.environment),
+                environment_name(delivery.environment),
+            );
+            tracing::error!(
                 event_id = %delivery.event_id,
-                recorded = name(existing.delivery.environment),
-                received = name(delivery.environment),
-                "same event_id verified by another environment's secret: refused"
+                recorded,
+                received,
+                "the record under this key was verified by another environment's secret: refused until it is removed"
             );
             return Err(IngestError::EnvironmentConflict {
-                recorded: name(existing.delivery.environment),
-                received: name(delivery.environment),
+                recorded: recorded.to_owned(),
+                received: received.to_owned(),
             });
         }
         let body_conflict = existing.delivery.body_sha256 != delivery.body_sha256;
@@ -653,7 +737,7 @@ impl<L: DeliveryLedger, Q: WorkQueue> Ingest<L, Q> {
                 "same event_id arrived with a different body; the first body is kept"
             );
             self.ledger
-                .mark_conflict(&delivery.event_id, &delivery.body_sha256, now_ms)
+                .mark_conflict(&delivery.key(), &delivery.body_sha256, now_ms)
                 .await?;
         }
         if existing.state == DeliveryState::Processed {
@@ -672,7 +756,7 @@ impl<L: DeliveryLedger, Q: WorkQueue> Ingest<L, Q> {
         let lease = now_ms + self.settings.lease_secs * 1000;
         match self
             .ledger
-            .take_over(&delivery.event_id, existing.lease_until_ms, lease)
+            .take_over(&delivery.key(), existing.lease_until_ms, lease)
             .await?
         {
             TakeOver::Won => {
@@ -696,11 +780,16 @@ impl<L: DeliveryLedger, Q: WorkQueue> Ingest<L, Q> {
         if let Err(error) = self.queue.enqueue(delivery).await {
             // Best effort: let the sender's next retry take over at once. If this fails too,
             // the lease simply runs out first.
-            if let Err(release) = self.ledger.release(&delivery.event_id, lease).await {
+            if let Err(release) = self.ledger.release(&delivery.key(), lease).await {
                 tracing::warn!(event_id = %delivery.event_id, error = %release, "could not release the lease after a failed send");
             }
             return Err(error.into());
         }
         Ok(())
     }
+}
+
+/// An environment as logs and errors name it.
+fn environment_name(environment: Option<Environment>) -> &'static str {
+    environment.map_or("unlabelled", Environment::as_str)
 }

@@ -61,9 +61,10 @@ where
     };
     for record in stranded {
         let event_id = &record.delivery.event_id;
+        let key = record.delivery.key();
         let lease = now_ms + lease_secs * 1000;
         match ledger
-            .take_over(event_id, record.lease_until_ms, lease)
+            .take_over(&key, record.lease_until_ms, lease)
             .await?
         {
             TakeOver::Won => match queue.enqueue(&record.delivery).await {
@@ -73,7 +74,7 @@ where
                 }
                 Err(error) => {
                     tracing::error!(event_id = %event_id, error = %error, "the sweep could not send a stranded delivery; the next sweep retries");
-                    let _ = ledger.release(event_id, lease).await;
+                    let _ = ledger.release(&key, lease).await;
                     swept.failed += 1;
                 }
             },

@@ -15,7 +15,8 @@ pub const WORK_ITEM_VERSION: u64 = 1;
 /// One verified delivery to apply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkItem {
-    /// The verified body's `event_id` (the ledger key).
+    /// The verified body's `event_id` (with the environment, the ledger key:
+    /// [`crate::ingest::delivery_key`]).
     pub event_id: String,
     /// The environment of the secret that verified it: the only source of truth for whether a
     /// delivery may move live state (`data.is_test` is the sender's claim, not a proof).

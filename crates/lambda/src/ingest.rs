@@ -100,6 +100,15 @@ pub fn answer(inbound: &Inbound<'_>, outcome: Result<Receipt, IngestError>) -> R
         crate::telemetry::metric::OUTCOME => code
     )
     .increment(1);
+    if matches!(
+        &outcome,
+        Ok(Receipt {
+            cross_environment: true,
+            ..
+        }) | Err(IngestError::EnvironmentConflict { .. })
+    ) {
+        metrics::counter!(crate::telemetry::metric::CROSS_ENVIRONMENT_IDS).increment(1);
+    }
     match outcome {
         Ok(receipt) => {
             let ingested = &receipt.ingested;
@@ -117,6 +126,7 @@ pub fn answer(inbound: &Inbound<'_>, outcome: Result<Receipt, IngestError>) -> R
                 event_type = %receipt.event_type,
                 resent,
                 body_conflict,
+                cross_environment = receipt.cross_environment,
                 bytes = inbound.body.len(),
                 "delivery acknowledged"
             );

@@ -175,8 +175,13 @@ pub mod metric {
     /// A function that could not start because its configuration is wrong (a refused Paymos
     /// API key, a key of the other environment's project), by `Outcome`: the setting.
     pub const MISCONFIGURED: &str = "Misconfigured";
+    /// Deliveries whose `event_id` is also recorded from another environment's secret (a
+    /// sandbox delivery reusing a live id, or the reverse), and those refused 409
+    /// `environment_conflict` because a record of another environment holds their key.
+    pub const CROSS_ENVIRONMENT_IDS: &str = "CrossEnvironmentIds";
     /// Every metric name the code emits.
-    pub const ALL: [&str; 9] = [
+    pub const ALL: [&str; 10] = [
+        CROSS_ENVIRONMENT_IDS,
         MISCONFIGURED,
         RECONCILE_FINDINGS,
         INGEST_ANSWERS,

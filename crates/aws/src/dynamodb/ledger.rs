@@ -1,8 +1,9 @@
-//! The deliveries ledger: the merchant's archive of every verified delivery, keyed by `event_id`.
+//! The deliveries ledger: the merchant's archive of every verified delivery, keyed by its
+//! environment and `event_id` (core's `delivery_key`).
 //!
 //! | attribute | type | meaning |
 //! |---|---|---|
-//! | `event_id` | S (hash key) | `evt_…` from the verified body |
+//! | `event_id` | S (hash key) | the delivery key: `evt_…` from the verified body for a live (or unlabelled) delivery, `test#evt_…` for a sandbox one |
 //! | `event_type`, `category` | S | `invoice.paid`, `invoice` |
 //! | `resource_id` | S | `inv_…` / `wdr_…` / `pcd_…` (absent for unknown types without one) |
 //! | `environment`, `secret_label` | S | `live`/`test` and the label of the secret that verified it |
@@ -35,6 +36,7 @@ use paymos_inbox_core::envelope::Category;
 use paymos_inbox_core::exceptions::{OutcomeRecord, ReviewLedger};
 use paymos_inbox_core::ingest::{
     Delivery, DeliveryLedger, DeliveryState, ExistingDelivery, PortError, Recorded, TakeOver,
+    event_id_of_key,
 };
 use paymos_inbox_core::record::DeliveryRecord;
 use paymos_inbox_core::signature::Environment;
@@ -43,7 +45,7 @@ use paymos_inbox_core::signature::Environment;
 pub struct LedgerSchema;
 
 impl LedgerSchema {
-    /// The hash key.
+    /// The hash key: a delivery's key (`delivery_key`), not always its bare `event_id`.
     pub const KEY: &'static str = "event_id";
     /// The TTL attribute (used only when a retention is configured).
     pub const TTL: &'static str = "expires_at";
@@ -56,10 +58,10 @@ impl LedgerSchema {
     /// How many shards the index is spread over (no hot partition at high rates).
     pub const PENDING_SHARDS: u8 = 8;
 
-    /// The shard of an event id.
+    /// The shard of a delivery key.
     #[must_use]
-    pub fn pending_shard(event_id: &str) -> String {
-        let h = event_id
+    pub fn pending_shard(key: &str) -> String {
+        let h = key
             .bytes()
             .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
         format!("p{}", h % u32::from(Self::PENDING_SHARDS))
@@ -69,7 +71,7 @@ impl LedgerSchema {
 /// A delivery recorded but not processed yet.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct PendingDelivery {
-    /// `evt_…`.
+    /// Its record's key: `evt_…`, or `test#evt_…` for a sandbox delivery.
     pub event_id: String,
     /// Its type.
     pub event_type: String,
@@ -124,7 +126,8 @@ impl DynamoLedger {
 
     fn item_of(&self, d: &Delivery, lease_until_ms: u64) -> Item {
         let mut item = Item::with_capacity(18);
-        item.insert("event_id".into(), s(&d.event_id));
+        let key = d.key();
+        item.insert(LedgerSchema::KEY.into(), s(&key));
         item.insert("event_type".into(), s(&d.event_type));
         item.insert("category".into(), s(d.category.as_str()));
         if let Some(r) = &d.resource_id {
@@ -149,7 +152,7 @@ impl DynamoLedger {
         item.insert("enqueue_attempts".into(), n(1));
         item.insert(
             LedgerSchema::PENDING_SHARD.into(),
-            s(LedgerSchema::pending_shard(&d.event_id)),
+            s(LedgerSchema::pending_shard(&key)),
         );
         if let Some(secs) = self.retention_secs {
             item.insert(LedgerSchema::TTL.into(), n(d.received_at_ms / 1000 + secs));
@@ -213,10 +216,10 @@ impl DynamoLedger {
     }
 }
 
-/// Reads a ledger item back into the domain's shape.
+/// Reads a ledger item back into the domain's shape (the `event_id` out of its key).
 pub(crate) fn existing_of(item: &Item) -> Option<ExistingDelivery> {
     let delivery = Delivery {
-        event_id: get_s(item, "event_id")?.to_owned(),
+        event_id: event_id_of_key(get_s(item, "event_id")?).to_owned(),
         event_type: get_s(item, "event_type").unwrap_or_default().to_owned(),
         category: Category::parse(get_s(item, "category").unwrap_or_default()),
         resource_id: get_s(item, "resource_id").map(str::to_owned),
@@ -360,8 +363,8 @@ impl paymos_inbox_core::sweep::StrandedDeliveries for DynamoLedger {
         candidates.sort();
         candidates.truncate(limit);
         let mut found = Vec::with_capacity(candidates.len());
-        for (_, event_id) in candidates {
-            let item = get(&self.client, &self.table, ("event_id", &event_id)).await?;
+        for (_, key) in candidates {
+            let item = get(&self.client, &self.table, ("event_id", &key)).await?;
             if let Some(record) = item.as_ref().and_then(existing_of)
                 && record.state == DeliveryState::Received
                 && record.lease_until_ms < now_ms
@@ -409,9 +412,23 @@ impl DeliveryLedger for DynamoLedger {
         }
     }
 
+    /// An eventually consistent `GetItem`: it only counts (see the port).
+    async fn find(&self, key: &str) -> Result<Option<ExistingDelivery>, PortError> {
+        let item = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("event_id", s(key))
+            .send()
+            .await
+            .map_err(|e| port_error("DynamoDB GetItem", e))?
+            .item;
+        Ok(item.as_ref().and_then(existing_of))
+    }
+
     async fn take_over(
         &self,
-        event_id: &str,
+        key: &str,
         seen_lease_ms: u64,
         new_lease_ms: u64,
     ) -> Result<TakeOver, PortError> {
@@ -419,7 +436,7 @@ impl DeliveryLedger for DynamoLedger {
             .client
             .update_item()
             .table_name(&self.table)
-            .key("event_id", s(event_id))
+            .key("event_id", s(key))
             .update_expression("SET lease_until = :new ADD enqueue_attempts :one")
             .condition_expression("#state = :received AND lease_until = :seen")
             .expression_attribute_names("#state", "state")
@@ -443,12 +460,12 @@ impl DeliveryLedger for DynamoLedger {
         }
     }
 
-    async fn release(&self, event_id: &str, lease_ms: u64) -> Result<(), PortError> {
+    async fn release(&self, key: &str, lease_ms: u64) -> Result<(), PortError> {
         let result = self
             .client
             .update_item()
             .table_name(&self.table)
-            .key("event_id", s(event_id))
+            .key("event_id", s(key))
             .update_expression("SET lease_until = :zero")
             .condition_expression("lease_until = :mine")
             .expression_attribute_values(":zero", n(0))
@@ -461,14 +478,14 @@ impl DeliveryLedger for DynamoLedger {
 
     async fn mark_conflict(
         &self,
-        event_id: &str,
+        key: &str,
         body_sha256: &str,
         at_ms: u64,
     ) -> Result<(), PortError> {
         self.client
             .update_item()
             .table_name(&self.table)
-            .key("event_id", s(event_id))
+            .key("event_id", s(key))
             .update_expression(
                 "SET last_conflict_sha256 = :sha, last_conflict_at = :at ADD body_conflicts :one",
             )
@@ -570,15 +587,16 @@ impl DynamoLedger {
             .collect())
     }
 
-    /// A record's processing state and outcome (`None` when there is no record).
+    /// The processing state and outcome of the record under `key` (`delivery_key`: a live
+    /// delivery's is its `event_id`), `None` when there is no record.
     ///
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
     pub async fn state_of(
         &self,
-        event_id: &str,
+        key: &str,
     ) -> Result<Option<(DeliveryState, Option<String>)>, PortError> {
-        let item = get(&self.client, &self.table, ("event_id", event_id)).await?;
+        let item = get(&self.client, &self.table, ("event_id", key)).await?;
         Ok(item.map(|i| {
             (
                 get_s(&i, "state").map_or(DeliveryState::Received, DeliveryState::parse),

@@ -21,7 +21,8 @@ use crate::tools::send::{Attempt, data_for, envelope, new_event_id, post};
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_core::change::OrderRef;
 use paymos_inbox_core::fulfil::Fulfil;
-use paymos_inbox_core::signature::WebhookSecret;
+use paymos_inbox_core::ingest::delivery_key;
+use paymos_inbox_core::signature::{Environment, WebhookSecret};
 use paymos_inbox_core::status::Amount;
 
 /// The exit code of a check with no failed step but at least one unproven one.
@@ -203,10 +204,15 @@ impl Tables {
         DynamoLedger::new(self.dynamodb.clone(), &self.deliveries, None)
     }
 
-    async fn ledger(&self, event_id: &str) -> Result<Option<(String, String)>, String> {
+    /// The record of `event_id` signed by a secret of `environment`.
+    async fn ledger(
+        &self,
+        environment: Option<Environment>,
+        event_id: &str,
+    ) -> Result<Option<(String, String)>, String> {
         let state = self
             .ledger_table()
-            .state_of(event_id)
+            .state_of(&delivery_key(environment, event_id))
             .await
             .map_err(|e| e.to_string())?;
         Ok(state.map(|(state, outcome)| (state.as_str().to_owned(), outcome.unwrap_or_default())))
@@ -222,11 +228,13 @@ impl Tables {
         Ok(found.len() as u64)
     }
 
-    /// Waits until each event is recorded and processed (fulfil is asynchronous); evidence per
-    /// event. False when one was acknowledged but never recorded.
+    /// Waits until each event, signed by a secret of `environment`, is recorded and processed
+    /// (fulfil is asynchronous); evidence per event. False when one was acknowledged but never
+    /// recorded.
     async fn settle(
         &self,
         events: &[String],
+        environment: Option<Environment>,
         patience: Duration,
         evidence: &mut Vec<String>,
     ) -> bool {
@@ -234,7 +242,7 @@ impl Tables {
         loop {
             let mut seen = Vec::new();
             for e in events {
-                match self.ledger(e).await {
+                match self.ledger(environment, e).await {
                     Ok(r) => seen.push((e, r)),
                     Err(err) => {
                         evidence.push(format!("cannot read the deliveries table: {err}"));
@@ -477,8 +485,11 @@ impl Checker {
             return None;
         };
         let patience = self.options().patience;
+        let environment = Environment::from_secret_prefix(self.options().secret.expose());
         if let Probe::Tables(t) = probe
-            && !t.settle(events, patience, &mut proof.evidence).await
+            && !t
+                .settle(events, environment, patience, &mut proof.evidence)
+                .await
         {
             proof.failed = true;
         }

@@ -136,7 +136,7 @@ async fn a_sandbox_secret_never_fulfils_a_live_order() {
     );
     assert_eq!(p.drain().await, 0, "nothing goes to the DLQ");
 
-    let record = p.ledger("evt_sbx").await;
+    let record = p.ledger("test#evt_sbx").await; // a sandbox delivery's key
     assert_eq!(get_s(&record, "environment"), "test");
     assert_eq!(get_s(&record, "state"), "processed");
     assert_eq!(get_s(&record, "outcome"), "other_environment");

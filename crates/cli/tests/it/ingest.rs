@@ -34,6 +34,15 @@ impl Rig {
             SigningKey::new("live", &WebhookSecret::new(LIVE_SECRET)),
             SigningKey::new("test", &WebhookSecret::new(TEST_SECRET)),
         ];
+        self.ingest_holding(keys, queue_url, settings)
+    }
+
+    fn ingest_holding(
+        &self,
+        keys: Vec<SigningKey>,
+        queue_url: &str,
+        settings: IngestSettings,
+    ) -> RealIngest {
         Ingest::new(
             Verifier::new(keys, 300),
             DynamoLedger::new(self.aws.dynamodb.clone(), &self.table, None),
@@ -73,8 +82,15 @@ async fn first_delivery_is_recorded_once_and_enqueued_once_in_two_calls() {
     let rig = Rig::new().await;
     let body = invoice_paid("evt_first", "inv_first");
     let sig = sign(&body, NOW, &[LIVE_SECRET]);
+    // A stack holding only live secrets (one holding a sandbox secret too adds one GetItem: the
+    // same id's sandbox record, counted when found).
+    let live_only = rig.ingest_holding(
+        vec![SigningKey::new("live", &WebhookSecret::new(LIVE_SECRET))],
+        &rig.queue_url,
+        IngestSettings::default(),
+    );
 
-    let response = respond(&rig.ingest(), &delivery(&body, "evt_first", &sig), NOW_MS).await;
+    let response = respond(&live_only, &delivery(&body, "evt_first", &sig), NOW_MS).await;
 
     assert_eq!(response.status(), 200);
     assert_eq!(response_json(&response)["status"], "new");
@@ -334,9 +350,9 @@ async fn sandbox_and_live_secrets_record_their_environment() {
     assert_eq!((r1.status().as_u16(), r2.status().as_u16()), (200, 200));
     let sandbox_item = rig
         .aws
-        .item(&rig.table, "event_id", "evt_sandbox")
+        .item(&rig.table, "event_id", "test#evt_sandbox")
         .await
-        .unwrap();
+        .expect("a sandbox delivery is keyed by its environment");
     let live_item = rig
         .aws
         .item(&rig.table, "event_id", "evt_live")
@@ -695,46 +711,84 @@ async fn pending_lists_unprocessed_deliveries_oldest_first_from_the_sparse_index
 }
 
 #[tokio::test]
-async fn a_live_delivery_reusing_a_sandbox_deliverys_id_is_refused_not_acknowledged() {
+async fn a_sandbox_delivery_reusing_a_live_id_never_blocks_the_live_one() {
     let rig = Rig::new().await;
     let ingest = rig.ingest();
-    let sandbox = envelope(
-        "evt_shared",
-        "invoice.paid",
-        serde_json::json!({"invoice_id": "inv_env", "is_test": true}),
+    let fulfil = paymos_inbox_core::fulfil::Fulfil::new(
+        paymos_inbox_aws::dynamodb::DynamoResources::new(
+            rig.aws.dynamodb.clone(),
+            rig.aws.state_table().await,
+            &rig.table,
+        ),
     );
-    let live = envelope(
-        "evt_shared",
-        "invoice.paid",
-        serde_json::json!({"invoice_id": "inv_env", "is_test": false}),
-    );
+    let paid = |is_test: bool| {
+        envelope(
+            "evt_shared",
+            "invoice.paid",
+            serde_json::json!({"invoice_id": "inv_env", "status": "paid", "is_final": true,
+                "is_test": is_test,
+                "order": {"external_id": "order-env", "amount": "10.50", "currency": "USDT"}}),
+        )
+    };
+    let (sandbox, live) = (paid(true), paid(false));
+    // The next work item in the queue, applied as the fulfil function would.
+    let apply_next = || async {
+        let messages = rig.aws.drain(&rig.queue_url).await;
+        assert_eq!(messages.len(), 1, "one work item per new delivery");
+        let item = paymos_inbox_core::work::WorkItem::decode(messages[0].body().unwrap()).unwrap();
+        fulfil.apply(&item, NOW_MS).await.unwrap().1.as_str()
+    };
+
     let first = respond(
         &ingest,
         &delivery(&sandbox, "evt_shared", &sign(&sandbox, NOW, &[TEST_SECRET])),
         NOW_MS,
     )
     .await;
-    assert_eq!(first.status(), 200);
-    rig.mark_processed("evt_shared").await;
+    assert_eq!(response_json(&first)["status"], "new");
+    assert_eq!(apply_next().await, "other_environment");
+    rig.aws.calls.reset();
     let genuine = respond(
         &ingest,
         &delivery(&live, "evt_shared", &sign(&live, NOW, &[LIVE_SECRET])),
         NOW_MS,
     )
     .await;
-    // Never a 200 "duplicate" for a delivery that is never applied: the sender keeps it.
-    assert_eq!(genuine.status(), 409);
-    assert_eq!(response_json(&genuine)["error"], "environment_conflict");
-    let record = rig
+    assert_eq!(genuine.status(), 200, "{:?}", response_json(&genuine));
+    assert_eq!(response_json(&genuine)["status"], "new");
+    assert_eq!(
+        rig.aws.calls.operations(),
+        ["DynamoDB.PutItem", "SQS.SendMessage", "DynamoDB.GetItem"],
+        "recorded and sent, then the sandbox record of its id found (and counted)"
+    );
+    assert_eq!(apply_next().await, "fulfilled");
+
+    // The business outcome: the live payment fulfilled its order, once.
+    assert!(fulfil.store().is_fulfilled("inv_env").await.unwrap());
+    // Each delivery has its own record, processed with its own outcome.
+    let live_record = rig
         .aws
         .item(&rig.table, "event_id", "evt_shared")
         .await
-        .unwrap();
-    assert_eq!(
-        get_s(&record, "environment"),
-        "test",
-        "the record is untouched"
-    );
-    assert!(!record.contains_key("last_conflict_sha256"));
-    assert_eq!(rig.aws.drain(&rig.queue_url).await.len(), 1);
+        .expect("the live delivery keeps the plain key");
+    assert_eq!(get_s(&live_record, "environment"), "live");
+    assert_eq!(get_s(&live_record, "outcome"), "fulfilled");
+    let sandbox_record = rig
+        .aws
+        .item(&rig.table, "event_id", "test#evt_shared")
+        .await
+        .expect("the sandbox delivery is keyed by its environment");
+    assert_eq!(get_s(&sandbox_record, "environment"), "test");
+    assert_eq!(get_s(&sandbox_record, "outcome"), "other_environment");
+    // A retry of either is a plain duplicate of its own record.
+    for (body, secret) in [(&live, LIVE_SECRET), (&sandbox, TEST_SECRET)] {
+        let again = respond(
+            &ingest,
+            &delivery(body, "evt_shared", &sign(body, NOW + 60, &[secret])),
+            (NOW + 60) * 1000,
+        )
+        .await;
+        assert_eq!(response_json(&again)["status"], "duplicate");
+    }
+    assert!(rig.aws.drain(&rig.queue_url).await.is_empty());
 }

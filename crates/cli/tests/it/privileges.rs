@@ -45,7 +45,8 @@ async fn secrets_client(calls: &CallCounter) -> aws_sdk_secretsmanager::Client {
     let url = paymos_inbox::local::secrets::serve(HashMap::from([
         (
             SECRETS[0].0.to_owned(),
-            json!({"test": TEST_SECRET}).to_string(),
+            // Both environments: a new delivery then looks for its id's other record.
+            json!({"test": TEST_SECRET, "live": LIVE_SECRET}).to_string(),
         ),
         (
             SECRETS[1].0.to_owned(),

@@ -411,6 +411,44 @@ fn every_alarm_on_our_metrics_names_a_metric_and_an_outcome_the_code_emits() {
     );
 }
 
+#[test]
+fn an_event_id_reused_across_environments_is_alarmed_at_the_first_one() {
+    use paymos_inbox_lambda::telemetry::metric;
+    let t = template();
+    let alarm = t["Resources"]
+        .as_mapping()
+        .unwrap()
+        .values()
+        .map(|r| &r["Properties"])
+        .find(|p| p["MetricName"].as_str() == Some(metric::CROSS_ENVIRONMENT_IDS))
+        .expect("an alarm watches the reuse of an event id across environments");
+    assert_eq!(alarm["Namespace"].as_str(), Some(metric::NAMESPACE));
+    assert_eq!(alarm["Statistic"].as_str(), Some("Sum"));
+    assert_eq!(
+        (
+            alarm["Threshold"].as_u64(),
+            alarm["ComparisonOperator"].as_str()
+        ),
+        (Some(0), Some("GreaterThanThreshold")),
+        "one reuse is one too many"
+    );
+    assert!(!alarm["AlarmActions"].is_null(), "it notifies the alarm topic");
+    // Ingest finds the other environment's record with a GetItem: a missing grant would hide
+    // every reuse behind AccessDenied (the read is best effort).
+    let statements = props(&t, "IngestFunction")["Policies"][0]["Statement"]
+        .as_sequence()
+        .unwrap();
+    assert!(
+        statements.iter().any(|st| {
+            target(&st["Resource"]) == "DeliveriesTable"
+                && st["Action"]
+                    .as_sequence()
+                    .is_some_and(|a| a.iter().any(|a| a.as_str() == Some("dynamodb:GetItem")))
+        }),
+        "ingest may read the deliveries table"
+    );
+}
+
 /// What `IngestAnswers` is emitted with: the two acknowledgements and every error code.
 const INGEST_OUTCOMES: [&str; 17] = [
     "new",

@@ -2,11 +2,15 @@
 
 use std::sync::Arc;
 
+use crate::change::Applied;
+use crate::fulfil::Fulfil;
 use crate::ingest::{
-    DeliveryState, Inbound, Ingest, IngestError, IngestSettings, Ingested, PortErrorKind,
+    Delivery, DeliveryState, Inbound, Ingest, IngestError, IngestSettings, Ingested,
+    PortErrorKind, Receipt, delivery_key,
 };
-use crate::memory::{MemoryLedger, MemoryQueue};
-use crate::signature::{SigningKey, Verifier, WebhookSecret, signature_header};
+use crate::memory::{MemoryLedger, MemoryQueue, MemoryResources};
+use crate::signature::{Environment, SigningKey, Verifier, WebhookSecret, signature_header};
+use crate::work::WorkItem;
 
 const NOW_MS: u64 = 1_800_000_000_000;
 const LIVE: &str = "whsec_live_0123456789abcdef";
@@ -252,7 +256,7 @@ fn port_failures_answer_5xx_by_kind() {
 }
 
 #[tokio::test]
-async fn one_event_id_from_two_environments_is_refused_never_acknowledged_unapplied() {
+async fn a_sandbox_delivery_reusing_a_live_id_never_blocks_the_live_one() {
     const TEST: &str = "whsec_test_0123456789abcdef";
     let verifier = Verifier::new(
         vec![
@@ -269,6 +273,7 @@ async fn one_event_id_from_two_environments_is_refused_never_acknowledged_unappl
         Arc::clone(&queue),
         IngestSettings::default(),
     );
+    let fulfil = Fulfil::new(MemoryResources::new());
     let post = |body: Vec<u8>, secret: &'static str| {
         let ingest = &ingest;
         async move {
@@ -282,22 +287,95 @@ async fn one_event_id_from_two_environments_is_refused_never_acknowledged_unappl
             ingest.handle(&req, NOW_MS).await.map(|r| r.ingested)
         }
     };
-    // A sandbox delivery takes the id first; the genuine live one with the same id arrives.
-    let sandbox = body("evt_x", r#","is_test":true"#);
-    let live = body("evt_x", r#","is_test":false"#);
+    let apply = |delivery: &Delivery| {
+        let item = WorkItem {
+            event_id: delivery.event_id.clone(),
+            environment: delivery.environment,
+            body: delivery.body.clone(),
+            received_at_ms: Some(delivery.received_at_ms),
+        };
+        let fulfil = &fulfil;
+        async move { fulfil.apply(&item, NOW_MS).await.map(|(_, applied)| applied) }
+    };
+    let order = r#","order":{"external_id":"o-1","amount":"10.50","currency":"USD"}"#;
+    // A sandbox delivery takes the id first and is processed (it changes nothing live).
+    let sandbox = body("evt_x", &format!(r#","is_test":true{order}"#));
+    let live = body("evt_x", &format!(r#","is_test":false{order}"#));
+    let sandbox_key = delivery_key(Some(Environment::Test), "evt_x");
     assert_eq!(post(sandbox.clone(), TEST).await, Ok(Ingested::New));
+    assert_eq!(apply(&queue.sent()[0]).await, Ok(Applied::OtherEnvironment));
+    // The genuine live delivery of the same id: recorded under its own key, sent, applied.
+    let receipt = post_receipt(&ingest, &live, LIVE).await.unwrap();
+    assert_eq!(receipt.ingested, Ingested::New);
+    assert!(receipt.cross_environment, "the reuse of the id is counted");
+    let record = ledger.get("evt_x").expect("the live delivery keeps the plain key");
+    assert_eq!(record.delivery.environment, Some(Environment::Live));
+    let record = ledger.get(&sandbox_key).expect("the sandbox one has its own");
+    assert_eq!(record.delivery.environment, Some(Environment::Test));
+    assert_eq!(queue.sent().len(), 2);
+    assert_eq!(apply(&queue.sent()[1]).await, Ok(Applied::Fulfilled));
+    assert_eq!(fulfil.store().fulfilled(), ["inv_1"]);
+    // Each one's retry is a duplicate of its own record, nothing more.
     ledger.mark_processed("evt_x");
-    let refused = post(live, LIVE).await.unwrap_err();
-    assert_eq!(
-        (refused.status(), refused.code()),
-        (409, "environment_conflict")
-    );
-    // Nothing was written for it, nothing sent: the sender keeps retrying, and it shows.
-    assert_eq!(queue.sent().len(), 1);
-    assert!(ledger.conflicts().is_empty());
-    // The sandbox delivery's own retry is still a plain duplicate.
+    ledger.mark_processed(&sandbox_key);
+    assert!(matches!(
+        post(live, LIVE).await,
+        Ok(Ingested::Duplicate { resent: false, .. })
+    ));
     assert!(matches!(
         post(sandbox, TEST).await,
-        Ok(Ingested::Duplicate { .. })
+        Ok(Ingested::Duplicate { resent: false, .. })
     ));
+    assert_eq!(queue.sent().len(), 2);
+    assert!(ledger.conflicts().is_empty());
+}
+
+#[tokio::test]
+async fn the_reuse_of_an_id_is_counted_in_either_order_and_looked_for_only_when_possible() {
+    const TEST: &str = "whsec_test_0123456789abcdef";
+    let both = Verifier::new(
+        vec![
+            SigningKey::new("live", &WebhookSecret::new(LIVE)),
+            SigningKey::new("test", &WebhookSecret::new(TEST)),
+        ],
+        300,
+    );
+    let ledger = Arc::new(MemoryLedger::new());
+    let queue = Arc::new(MemoryQueue::new());
+    let ingest = Ingest::new(
+        both,
+        Arc::clone(&ledger),
+        Arc::clone(&queue),
+        IngestSettings::default(),
+    );
+    // Live first, then a sandbox delivery with its id: both recorded, the second counted.
+    let live = body("evt_y", r#","is_test":false"#);
+    let sandbox = body("evt_y", r#","is_test":true"#);
+    let first = post_receipt(&ingest, &live, LIVE).await.unwrap();
+    assert_eq!((first.ingested, first.cross_environment), (Ingested::New, false));
+    let second = post_receipt(&ingest, &sandbox, TEST).await.unwrap();
+    assert_eq!((second.ingested, second.cross_environment), (Ingested::New, true));
+    assert_eq!((ledger.len(), queue.sent().len()), (2, 2));
+
+    // A stack holding only live secrets can record no sandbox delivery: it never looks.
+    let rig = rig();
+    let receipt = post_receipt(&rig.ingest, &live, LIVE).await.unwrap();
+    assert!(!receipt.cross_environment);
+    assert_eq!(rig.ledger.calls(), 1, "the one conditional write, no read");
+}
+
+/// Posts `body` signed with `secret` at [`NOW_MS`]; the whole receipt.
+async fn post_receipt<L: crate::ingest::DeliveryLedger, Q: crate::ingest::WorkQueue>(
+    ingest: &Ingest<L, Q>,
+    body: &[u8],
+    secret: &str,
+) -> Result<Receipt, IngestError> {
+    let signature = signature_header(NOW_MS / 1000, body, &[&WebhookSecret::new(secret)]);
+    let req = Inbound {
+        method: "POST",
+        signature: Some(&signature),
+        webhook_id: None,
+        body,
+    };
+    ingest.handle(&req, NOW_MS).await
 }

@@ -57,11 +57,17 @@ pub struct SendArgs {
     stack: crate::stack::StackArgs,
 }
 
-/// Waits for `event_id`'s outcome; whether it was applied as a webhook should be.
-async fn outcome_of(ledger: &paymos_inbox_aws::dynamodb::DynamoLedger, event_id: &str) -> bool {
+/// Waits for the outcome of `event_id` signed by a secret of `environment`; whether it was
+/// applied as a webhook should be.
+async fn outcome_of(
+    ledger: &paymos_inbox_aws::dynamodb::DynamoLedger,
+    environment: Option<paymos_inbox_core::signature::Environment>,
+    event_id: &str,
+) -> bool {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let key = paymos_inbox_core::ingest::delivery_key(environment, event_id);
     loop {
-        match ledger.state_of(event_id).await {
+        match ledger.state_of(&key).await {
             Ok(Some((paymos_inbox_core::ingest::DeliveryState::Processed, outcome))) => {
                 let outcome = outcome.unwrap_or_default();
                 let said = match outcome.as_str() {
@@ -240,9 +246,12 @@ async fn wait_for_outcomes(args: &SendArgs, sent: &[String]) -> Result<bool, Str
         .clone()
         .ok_or("it needs the stack: --stack-name, --dev-info or --deliveries-table")?;
     let ledger = paymos_inbox_aws::dynamodb::DynamoLedger::new(stack.dynamodb, table, None);
+    let environment = args.secrets.first().and_then(|s| {
+        paymos_inbox_core::signature::Environment::from_secret_prefix(s.trim())
+    });
     let mut all_ok = true;
     for event_id in sent {
-        all_ok &= outcome_of(&ledger, event_id).await;
+        all_ok &= outcome_of(&ledger, environment, event_id).await;
     }
     Ok(all_ok)
 }

@@ -8,7 +8,7 @@ use paymos_inbox_core::confirm::{
     AtSource, ConfirmedDeposit, ConfirmedInvoice, ConfirmedWithdrawal, PaymentConfirmation,
 };
 use paymos_inbox_core::ingest::{PortError, PortErrorKind};
-use paymos_inbox_core::invoice::Refund;
+use paymos_inbox_core::invoice::{Refund, RefundMode};
 use paymos_inbox_core::reconcile::PaymosLedger;
 use paymos_inbox_core::signature::Environment;
 use paymos_inbox_core::status::Amount;
@@ -259,7 +259,10 @@ impl PaymosLedger for PaymosApi {
                 withdrawal_id: r.withdrawal_id().to_owned(),
                 amount: Amount::parse(r.amount()),
                 currency: upper(r.currency()),
-                full: matches!(r.mode(), paymos::RefundMode::Full),
+                mode: Some(match r.mode() {
+                    paymos::RefundMode::Full => RefundMode::Full,
+                    paymos::RefundMode::Overpayment => RefundMode::Overpayment,
+                }),
             })
             .collect())
     }

@@ -6,6 +6,7 @@
 use std::fmt;
 
 use super::envelope::{Category, Envelope, EventData, MAX_REFERENCE_LEN};
+use super::ingest::{delivery_key, event_id_of_key};
 use super::signature::Environment;
 use super::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
 
@@ -186,11 +187,19 @@ pub enum Applied {
     /// A paid invoice for an order that another invoice already fulfilled: the invoice is
     /// marked paid with `duplicate_of`, nothing is fulfilled, the payment waits for a refund.
     DuplicatePayment,
+    /// A payment of an invoice refunded in full before the payment was applied (a late
+    /// `invoice.paid` after its `full` refund): the invoice is marked paid, nothing is
+    /// fulfilled, the order stays free.
+    Refunded,
+    /// A payment of an invoice whose order is known nowhere yet (the event leaves it out and
+    /// nothing recorded names it): nothing is fulfilled and the invoice stays as it was; it
+    /// waits for its order (a later event, the reverse check, `mark-paid --order-id`).
+    OrderUnknown,
 }
 
 impl Applied {
     /// Every outcome.
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 15] = [
         Self::Fulfilled,
         Self::Updated,
         Self::Credited,
@@ -204,6 +213,8 @@ impl Applied {
         Self::Unusable,
         Self::OtherEnvironment,
         Self::DuplicatePayment,
+        Self::Refunded,
+        Self::OrderUnknown,
     ];
 
     /// The stored name.
@@ -223,6 +234,8 @@ impl Applied {
             Self::Unusable => "unusable",
             Self::OtherEnvironment => "other_environment",
             Self::DuplicatePayment => "duplicate_payment",
+            Self::Refunded => "refunded",
+            Self::OrderUnknown => "order_unknown",
         }
     }
 }
@@ -237,9 +250,10 @@ impl fmt::Display for Applied {
 /// same transaction) or a person or job acting by hand (no ledger record).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Source {
-    /// A delivery from the ledger.
+    /// A delivery from the ledger ([`Source::delivery`]).
     Delivery {
-        /// Its `event_id`.
+        /// Its ledger key ([`delivery_key`]): the `event_id`, prefixed for a sandbox delivery,
+        /// so the processed mark of one environment's delivery is never another's.
         event_id: String,
     },
     /// A manual action (`mark-paid`) or a reconciliation run.
@@ -250,11 +264,19 @@ pub enum Source {
 }
 
 impl Source {
-    /// The id stored as "who won" on a fulfilment.
+    /// The delivery of `event_id` verified by a secret of `environment`.
+    #[must_use]
+    pub fn delivery(environment: Option<Environment>, event_id: &str) -> Self {
+        Self::Delivery {
+            event_id: delivery_key(environment, event_id),
+        }
+    }
+
+    /// The id stored as "who won" on a fulfilment (a delivery's bare `event_id`).
     #[must_use]
     pub fn id(&self) -> String {
         match self {
-            Self::Delivery { event_id } => event_id.clone(),
+            Self::Delivery { event_id } => event_id_of_key(event_id).to_owned(),
             Self::Manual { actor } => format!("manual:{actor}"),
         }
     }
@@ -362,13 +384,14 @@ pub fn change_of(envelope: &Envelope) -> Change {
 }
 
 /// The order an invoice event names, its price taken as one pair from one source: the order's
-/// own amount and currency, else the invoice's, else the payment's token amount and token. An
-/// amount is never paired with another source's currency ("10 TON" is not 10 USD).
+/// own amount and currency, else the invoice's. The payment (`data.payment`, in the paid token)
+/// is not the price: a token amount compares with a price only through its rate, so an event
+/// carrying only the payment carries no price. An amount is never paired with another source's
+/// currency ("10 TON" is not 10 USD), and an empty order id is no order.
 fn order_of(data: &EventData) -> OrderRef {
     let (amount, currency) = [
         (&data.order_amount, &data.order_currency),
         (&data.amount, &data.currency),
-        (&data.payment_expected, &data.payment_currency),
     ]
     .into_iter()
     .find_map(|(amount, currency)| {
@@ -379,7 +402,10 @@ fn order_of(data: &EventData) -> OrderRef {
     })
     .unwrap_or((None, None));
     OrderRef {
-        external_id: data.order_external_id.clone(),
+        external_id: data
+            .order_external_id
+            .clone()
+            .filter(|id| !id.trim().is_empty()),
         amount,
         currency,
     }
@@ -523,12 +549,13 @@ mod tests {
             }
             other => panic!("{other:?}"),
         };
-        // 10 TON is not 10 USD: the token amount keeps the token.
+        // 10 TON is not 10 USD, and a payment is not a price: an event carrying only the
+        // payment carries no price.
         assert_eq!(
             price(
                 r#"{"invoice_id":"inv_1","order":{"currency":"usd"},"payment":{"expected":"10","currency":"ton"}}"#
             ),
-            (Some("10".into()), Some("TON".into()))
+            (None, None)
         );
         assert_eq!(
             price(

@@ -49,7 +49,8 @@ impl ConfirmedInvoice {
     #[must_use]
     pub fn order(&self) -> OrderRef {
         OrderRef {
-            external_id: self.order_id.clone(),
+            // An empty `external_order_id` is no order.
+            external_id: self.order_id.clone().filter(|id| !id.trim().is_empty()),
             amount: self.order_amount.clone(),
             currency: self.order_currency.clone(),
         }

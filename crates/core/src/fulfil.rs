@@ -163,6 +163,26 @@ pub async fn close_then_pay<S: ResourceStore>(
     Ok(with_order(change, Some(order)))
 }
 
+/// An open invoice event is not read back, so under the reverse check it sets no order or
+/// price: only what Paymos confirms names what a payment ships (a forged open event plants
+/// nothing).
+fn unread(change: Change) -> Change {
+    match change {
+        Change::Invoice {
+            invoice_id,
+            status,
+            occurred_at,
+            ..
+        } if !status.is_final() => Change::Invoice {
+            invoice_id,
+            status,
+            occurred_at,
+            order: OrderRef::none(),
+        },
+        other => other,
+    }
+}
+
 /// Why a work item was not applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FulfilError {
@@ -263,9 +283,7 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         now_ms: u64,
         receives: u32,
     ) -> Result<(Option<Envelope>, Applied), FulfilError> {
-        let source = Source::Delivery {
-            event_id: item.event_id.clone(),
-        };
+        let source = Source::delivery(item.environment, &item.event_id);
         let envelope = match Envelope::parse(&item.body) {
             Ok(envelope) if envelope.event_id == item.event_id => envelope,
             parsed => {
@@ -319,7 +337,10 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
             }
         };
         Ok(match checked.verdict {
-            Verdict::Confirmed => with_order(change, checked.order),
+            Verdict::Confirmed => match checked.order {
+                Some(order) => with_order(change, Some(order)),
+                None => unread(change),
+            },
             Verdict::NotYet { status } if receives < NOT_YET_RECEIVES => {
                 return Err(FulfilError::NotYet {
                     resource_id: resource_id.unwrap_or_default(),

@@ -6,8 +6,39 @@
 use super::change::OrderRef;
 use super::status::{Amount, InvoiceStatus};
 
+/// What a refund pays back, by Paymos' definition (`RefundMode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefundMode {
+    /// The entire remaining payment: the price goes back with it.
+    Full,
+    /// The entire remaining overpayment (what was paid above the price): none of the price.
+    Overpayment,
+}
+
+impl RefundMode {
+    /// `full` or `overpayment`; any other text is no known mode.
+    #[must_use]
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "full" => Some(Self::Full),
+            "overpayment" => Some(Self::Overpayment),
+            _ => None,
+        }
+    }
+
+    /// The stored name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Full => "full",
+            Self::Overpayment => "overpayment",
+        }
+    }
+}
+
 /// A completed refund of an invoice, as its `withdrawal.completed` announced it. A fact of its
-/// own: it never gives the invoice a status and never blocks its payment.
+/// own: it never gives the invoice a status. A `full` one settles the payment, and one recorded
+/// before the payment keeps it from shipping.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refund {
     /// `wdr_…`.
@@ -16,8 +47,8 @@ pub struct Refund {
     pub amount: Option<Amount>,
     /// In which currency, upper case.
     pub currency: Option<String>,
-    /// `mode: full`: Paymos paid the whole payment back.
-    pub full: bool,
+    /// Its mode, when known (a record written before modes were kept knows only `full`).
+    pub mode: Option<RefundMode>,
 }
 
 /// An invoice as the resource table holds it.
@@ -79,24 +110,13 @@ impl InvoiceSeen {
         }
     }
 
-    /// Whether the payment was paid back in full: a `full` refund, or refunds in the invoice's
-    /// currency that add up to at least its amount. An overpayment refund, or a partial one,
-    /// leaves the payment where it was.
+    /// Whether the payment was paid back in full: a refund of mode `full`. Only that mode
+    /// returns the price: an `overpayment` refund returns what was paid above it, whatever its
+    /// amount, so amounts are never added up against the price (a price and a payment are in
+    /// different currencies anyway).
     #[must_use]
     pub fn refunded_in_full(&self) -> bool {
-        if self.refunds.iter().any(|r| r.full) {
-            return true;
-        }
-        let (Some(paid), Some(currency)) = (&self.order.amount, &self.order.currency) else {
-            return false;
-        };
-        let same: Vec<&Amount> = self
-            .refunds
-            .iter()
-            .filter(|r| r.currency.as_ref() == Some(currency))
-            .filter_map(|r| r.amount.as_ref())
-            .collect();
-        !same.is_empty() && paid.covered_by(same)
+        self.refunds.iter().any(|r| r.mode == Some(RefundMode::Full))
     }
 
     /// What was refunded, per currency, for an operator (`5 USDT`, `0.1 USDT + 2 TON`).
@@ -152,7 +172,11 @@ mod tests {
             withdrawal_id: "wdr_1".into(),
             amount: Amount::parse(amount),
             currency: Some(currency.into()),
-            full,
+            mode: Some(if full {
+                RefundMode::Full
+            } else {
+                RefundMode::Overpayment
+            }),
         }
     }
 
@@ -170,7 +194,7 @@ mod tests {
     }
 
     #[test]
-    fn only_a_full_refund_or_refunds_adding_up_settle_a_payment() {
+    fn only_a_full_refund_settles_a_payment() {
         let cases = [
             ("no refund", held("90", "USDT", vec![]), Standing::Held),
             (
@@ -184,13 +208,31 @@ mod tests {
                 Standing::Held,
             ),
             (
-                "two halves",
+                // 20 USDT paid for a 10 USDT order: its overpayment refund returns none of it.
+                "an overpayment refund as large as the price",
+                held("10", "USDT", vec![refund("10", "USDT", false)]),
+                Standing::Held,
+            ),
+            (
+                "two overpayment refunds adding up to the price",
                 held(
                     "90",
                     "USDT",
                     vec![refund("45", "USDT", false), refund("45.00", "USDT", false)],
                 ),
-                Standing::Refunded,
+                Standing::Held,
+            ),
+            (
+                "a refund of no known mode (written before modes were kept)",
+                held(
+                    "90",
+                    "USDT",
+                    vec![Refund {
+                        mode: None,
+                        ..refund("90", "USDT", false)
+                    }],
+                ),
+                Standing::Held,
             ),
             (
                 "the amount in another currency",

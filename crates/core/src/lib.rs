@@ -26,7 +26,11 @@ pub mod memory;
 #[cfg(any(test, feature = "testkit"))]
 pub mod model;
 #[cfg(any(test, feature = "testkit"))]
+pub mod oracle;
+#[cfg(any(test, feature = "testkit"))]
 pub mod schemas;
+#[cfg(any(test, feature = "testkit"))]
+pub mod world;
 
 #[cfg(test)]
 mod tests;

@@ -13,7 +13,7 @@ use crate::ingest::{
     Delivery, DeliveryLedger, DeliveryState, ExistingDelivery, PortError, Recorded, TakeOver,
     WorkQueue,
 };
-use crate::invoice::{Refund, Standing};
+use crate::invoice::{Refund, RefundMode, Standing};
 use crate::outcome::{Found, Mark, Plan, Refusal, Write, Written};
 use crate::reconcile::{PaymosLedger, ReconcileStore};
 use crate::record::{self, FulfilmentRecord, StateRecord};
@@ -23,7 +23,8 @@ use crate::status::{
     withdrawal_accepts,
 };
 
-/// A [`DeliveryLedger`] in a `HashMap`, with the same conditional semantics as DynamoDB's.
+/// A [`DeliveryLedger`] in a `HashMap` by delivery key ([`crate::ingest::delivery_key`]), with
+/// the same conditional semantics as DynamoDB's.
 #[derive(Debug, Default)]
 pub struct MemoryLedger {
     records: Mutex<HashMap<String, ExistingDelivery>>,
@@ -38,10 +39,10 @@ impl MemoryLedger {
         Self::default()
     }
 
-    /// The record for `event_id`, if any.
+    /// The record under `key` (a live delivery's is its `event_id`), if any.
     #[must_use]
-    pub fn get(&self, event_id: &str) -> Option<ExistingDelivery> {
-        self.records.lock().expect("lock").get(event_id).cloned()
+    pub fn get(&self, key: &str) -> Option<ExistingDelivery> {
+        self.records.lock().expect("lock").get(key).cloned()
     }
 
     /// How many records there are.
@@ -62,14 +63,14 @@ impl MemoryLedger {
         self.calls.load(Ordering::SeqCst)
     }
 
-    /// Marks a record processed, as the fulfil side would.
-    pub fn mark_processed(&self, event_id: &str) {
-        if let Some(r) = self.records.lock().expect("lock").get_mut(event_id) {
+    /// Marks the record under `key` processed, as the fulfil side would.
+    pub fn mark_processed(&self, key: &str) {
+        if let Some(r) = self.records.lock().expect("lock").get_mut(key) {
             r.state = DeliveryState::Processed;
         }
     }
 
-    /// Event ids whose conflicts were noted.
+    /// Keys of the records whose conflicts were noted.
     #[must_use]
     pub fn conflicts(&self) -> Vec<String> {
         self.conflicts.lock().expect("lock").clone()
@@ -84,11 +85,12 @@ impl DeliveryLedger for MemoryLedger {
     ) -> Result<Recorded, PortError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let mut records = self.records.lock().expect("lock");
-        if let Some(existing) = records.get(&delivery.event_id) {
+        let key = delivery.key();
+        if let Some(existing) = records.get(&key) {
             return Ok(Recorded::Existing(Box::new(existing.clone())));
         }
         records.insert(
-            delivery.event_id.clone(),
+            key,
             ExistingDelivery {
                 delivery: delivery.clone(),
                 state: DeliveryState::Received,
@@ -98,15 +100,20 @@ impl DeliveryLedger for MemoryLedger {
         Ok(Recorded::New)
     }
 
+    async fn find(&self, key: &str) -> Result<Option<ExistingDelivery>, PortError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        Ok(self.get(key))
+    }
+
     async fn take_over(
         &self,
-        event_id: &str,
+        key: &str,
         seen_lease_ms: u64,
         new_lease_ms: u64,
     ) -> Result<TakeOver, PortError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let mut records = self.records.lock().expect("lock");
-        match records.get_mut(event_id) {
+        match records.get_mut(key) {
             Some(r) if r.state == DeliveryState::Received && r.lease_until_ms == seen_lease_ms => {
                 r.lease_until_ms = new_lease_ms;
                 Ok(TakeOver::Won)
@@ -115,9 +122,9 @@ impl DeliveryLedger for MemoryLedger {
         }
     }
 
-    async fn release(&self, event_id: &str, lease_ms: u64) -> Result<(), PortError> {
+    async fn release(&self, key: &str, lease_ms: u64) -> Result<(), PortError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
-        if let Some(r) = self.records.lock().expect("lock").get_mut(event_id)
+        if let Some(r) = self.records.lock().expect("lock").get_mut(key)
             && r.lease_until_ms == lease_ms
         {
             r.lease_until_ms = 0;
@@ -125,12 +132,9 @@ impl DeliveryLedger for MemoryLedger {
         Ok(())
     }
 
-    async fn mark_conflict(&self, event_id: &str, _sha: &str, _at: u64) -> Result<(), PortError> {
+    async fn mark_conflict(&self, key: &str, _sha: &str, _at: u64) -> Result<(), PortError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
-        self.conflicts
-            .lock()
-            .expect("lock")
-            .push(event_id.to_owned());
+        self.conflicts.lock().expect("lock").push(key.to_owned());
         Ok(())
     }
 }
@@ -424,6 +428,16 @@ impl MemoryResources {
             .unwrap_or_default()
     }
 
+    /// Every balance: the credits of each payer in each currency, summed exactly.
+    #[must_use]
+    pub fn balances(&self) -> std::collections::BTreeMap<(String, String), String> {
+        self.lock()
+            .credits
+            .iter()
+            .filter_map(|(key, credits)| Amount::sum(credits).map(|total| (key.clone(), total)))
+            .collect()
+    }
+
     /// The outcome and reason recorded on a delivery, if it was processed.
     #[must_use]
     pub fn outcome(&self, event_id: &str) -> Option<(Applied, Option<String>)> {
@@ -477,15 +491,19 @@ impl Resources {
         if !invoice_accepts(record.and_then(|r| r.status), status, at) {
             return Some(invoice_refused(record, source));
         }
-        let (Some(order), Some(record)) = (order, record) else {
-            return None;
-        };
-        let recorded = &record.order;
+        let order = order?;
+        if record.is_some_and(|r| r.seen().refunded_in_full()) {
+            return Some(Refusal::Refunded);
+        }
+        let none = OrderRef::none();
+        let recorded = record.map_or(&none, |r| &r.order);
         let other_order =
             recorded.external_id.is_some() && order.external_id != recorded.external_id;
         let price_left_out = !order.has_price() && recorded.has_price();
-        (other_order || price_left_out).then(|| Refusal::OrderOnRecord {
-            recorded: recorded.clone(),
+        (order.external_id.is_none() || other_order || price_left_out).then(|| {
+            Refusal::OrderOnRecord {
+                recorded: recorded.clone(),
+            }
         })
     }
 
@@ -712,7 +730,7 @@ impl Resources {
                     withdrawal_id: withdrawal_id.clone(),
                     amount: amount.clone(),
                     currency: currency.clone(),
-                    full: mode.as_deref() == Some("full"),
+                    mode: mode.as_deref().and_then(RefundMode::parse),
                 });
         }
         None

@@ -66,6 +66,8 @@ pub enum Mark {
     Held,
     /// Its order was fulfilled by another invoice: `duplicate_of` that invoice, for a refund.
     DuplicateOf(String),
+    /// It was refunded in full before the payment was applied: its refund already says so.
+    Refunded,
 }
 
 /// What a store did with a [`Plan`].
@@ -92,8 +94,11 @@ pub enum Refusal {
         /// Where the invoice's payment stands ([`Standing::Clear`] for other resources).
         standing: Standing,
     },
-    /// The invoice's record names an order, or a price, the paid change does not carry (or
-    /// carries differently): the record is the truth.
+    /// The invoice was refunded in full (a `full` refund is on its record): its payment never
+    /// ships.
+    Refunded,
+    /// The paid change carries no order, or carries an order or price other than the invoice's
+    /// record (which may know no order either): the record is the truth.
     OrderOnRecord {
         /// The order as the invoice's record holds it.
         recorded: OrderRef,
@@ -226,8 +231,27 @@ pub fn next(source: &Source, change: &Change, tried: &Plan, written: Written) ->
                     )),
                 })
             }
+            // Known nowhere: learned before anything ships, never fulfilled as "no order".
+            Change::Invoice {
+                invoice_id, order, ..
+            } if order.external_id.is_none() && recorded.external_id.is_none() => {
+                Step::Then(Plan {
+                    write: Write::Review,
+                    with_mark: true,
+                    outcome: Applied::OrderUnknown,
+                    reason: Some(format!(
+                        "the payment of {invoice_id} names no order and none is known here yet: nothing shipped"
+                    )),
+                })
+            }
             _ => Step::Adopt(recorded),
         },
+        (Write::Change, Refusal::Refunded) => Step::Then(Plan {
+            write: Write::Unfulfilled(Mark::Refunded),
+            with_mark: true,
+            outcome: Applied::Refunded,
+            reason: Some("refunded in full before its payment was applied: nothing shipped".into()),
+        }),
         (
             Write::Change,
             Refusal::Resource {

@@ -159,9 +159,9 @@ impl PaidAtPaymos {
 
     fn order(&self) -> OrderRef {
         OrderRef {
-            external_id: (!self.order_id.is_empty()).then(|| self.order_id.clone()),
+            external_id: (!self.order_id.trim().is_empty()).then(|| self.order_id.clone()),
             amount: super::status::Amount::parse(&self.amount),
-            currency: Some(self.currency.to_ascii_uppercase()),
+            currency: (!self.currency.is_empty()).then(|| self.currency.to_ascii_uppercase()),
         }
     }
 
@@ -247,14 +247,14 @@ fn compare(paid: &[PaidAtPaymos], here: &mut Fulfilled, report: &mut Report) {
         match here.invoices.get(&p.invoice_id) {
             Some((1, _)) => report.matched += 1,
             Some(_) => {}
-            None if !p.order_id.is_empty() && fulfilled_by_another => {
+            None if !p.order_id.trim().is_empty() && fulfilled_by_another => {
                 report.duplicate_payments.push(p.clone());
             }
             None => report.missing.push(p.clone()),
         }
     }
     // Paymos' own grouping: the invoices of one external_order_id fulfilled here.
-    for p in paid.iter().filter(|p| !p.order_id.is_empty()) {
+    for p in paid.iter().filter(|p| !p.order_id.trim().is_empty()) {
         if here.has(&p.invoice_id) {
             let invoices = here.by_order.entry(p.order_id.clone()).or_default();
             if !invoices.contains(&p.invoice_id) {
@@ -288,7 +288,8 @@ async fn unknown<P: PaymosLedger>(
             continue;
         }
         let paid_there = match paymos.invoice(invoice).await? {
-            AtSource::Found(i) => PaidAtPaymos::paid(&i.status),
+            // A late payment is a payment (released here by a person).
+            AtSource::Found(i) => PaidAtPaymos::paid(&i.status) || i.paid_late,
             AtSource::NotFound => false,
         };
         if !paid_there {
@@ -409,11 +410,11 @@ async fn apply_found<S: ReconcileStore>(fulfil: &Fulfil<S>, report: &mut Report,
     }
     for m in report.missing.iter().chain(&report.duplicate_payments) {
         let status = InvoiceStatus::parse(&m.status).unwrap_or(InvoiceStatus::Paid);
-        let mut order = m.order();
-        order.external_id = Some(m.order_id.clone());
+        // An empty `external_order_id` is no order: the payment waits for it (order_unknown),
+        // it never shares a claim with every other invoice that has none.
         let applied = said(
             fulfil
-                .apply_by_hand(&m.invoice_id, status, order, "reconcile", now_ms)
+                .apply_by_hand(&m.invoice_id, status, m.order(), "reconcile", now_ms)
                 .await,
         );
         report.applied.insert(m.invoice_id.clone(), applied);

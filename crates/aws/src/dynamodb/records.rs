@@ -7,8 +7,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use super::item::{Item, get_s, get_u64, n, s};
 use paymos_inbox_core::change::OrderRef;
 use paymos_inbox_core::effect::fulfilment_key;
-use paymos_inbox_core::ingest::DeliveryState;
-use paymos_inbox_core::invoice::{InvoiceSeen, Refund};
+use paymos_inbox_core::ingest::{DeliveryState, event_id_of_key};
+use paymos_inbox_core::invoice::{InvoiceSeen, Refund, RefundMode};
 use paymos_inbox_core::record::{
     BalanceRecord, DeliveryRecord, DepositRecord, FulfilmentRecord, InvoiceRecord, ReviewRecord,
     StateRecord, WithdrawalRecord,
@@ -62,7 +62,10 @@ pub fn state_record(item: &Item) -> Option<StateRecord> {
             fulfilled_at_ms: get_u64(item, "fulfilled_at"),
         }),
         Some("review") => StateRecord::Review(ReviewRecord {
-            event_id: text(item, "event_id").unwrap_or_default(),
+            // The note names its delivery by key (a sandbox one's is `test#evt_…`).
+            event_id: text(item, "event_id")
+                .map(|key| event_id_of_key(&key).to_owned())
+                .unwrap_or_default(),
             reason: text(item, "reason").unwrap_or_default(),
             resource_id: text(item, "resource_id"),
             why: text(item, "why"),
@@ -121,7 +124,11 @@ pub(crate) fn invoice_seen(item: &Item) -> InvoiceSeen {
                     withdrawal_id: get_s(m, "withdrawal_id").unwrap_or_default().to_owned(),
                     amount: number(m, "amount"),
                     currency: text(m, "currency"),
-                    full: flag(m, "full"),
+                    // A refund written before modes were kept says only whether it was full.
+                    mode: text(m, "mode")
+                        .as_deref()
+                        .and_then(RefundMode::parse)
+                        .or_else(|| flag(m, "full").then_some(RefundMode::Full)),
                 })
                 .collect()
         })
@@ -169,7 +176,9 @@ pub(crate) fn fulfilment_item(f: &FulfilmentRecord) -> Item {
 #[must_use]
 pub fn delivery_record(item: &Item) -> DeliveryRecord {
     DeliveryRecord {
-        event_id: text(item, "event_id").unwrap_or_default(),
+        event_id: text(item, "event_id")
+            .map(|key| event_id_of_key(&key).to_owned())
+            .unwrap_or_default(),
         state: get_s(item, "state").map_or(DeliveryState::Received, DeliveryState::parse),
         outcome: text(item, "outcome"),
     }

@@ -29,7 +29,7 @@ use paymos_inbox_core::exceptions::ExceptionStore;
 use paymos_inbox_core::fulfil::ResourceStore;
 use paymos_inbox_core::handoff::StateRecords;
 use paymos_inbox_core::ingest::{PortError, PortErrorKind};
-use paymos_inbox_core::invoice::{InvoiceSeen, Standing};
+use paymos_inbox_core::invoice::{InvoiceSeen, RefundMode, Standing};
 use paymos_inbox_core::outcome::{Found, Mark, Plan, Refusal, Write, Written};
 use paymos_inbox_core::reconcile::ReconcileStore;
 use paymos_inbox_core::record::{FulfilmentRecord, InvoiceRecord, StateRecord};
@@ -162,18 +162,19 @@ impl DynamoResources {
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
     }
 
-    /// The ledger's processed mark: once only, and out of the pending index. The same update
+    /// The ledger's processed mark on the record under `key` (the delivery's key, as its
+    /// [`Source::Delivery`] names it): once only, and out of the pending index. The same update
     /// goes inside a transaction or, when nothing else is written, on its own.
     fn ledger_update(
         &self,
-        event_id: &str,
+        key: &str,
         outcome: Applied,
         reason: Option<&str>,
         now_ms: u64,
     ) -> Update {
         let mut update = Update::builder()
             .table_name(&self.ledger_table)
-            .key("event_id", s(event_id))
+            .key("event_id", s(key))
             .condition_expression("attribute_not_exists(#state) OR #state <> :processed")
             .expression_attribute_names("#state", "state")
             .expression_attribute_values(":processed", s("processed"))
@@ -193,8 +194,8 @@ impl DynamoResources {
     /// The processed mark of `plan` for a delivery (a manual source has none).
     fn mark_of(&self, source: &Source, plan: &Plan, now_ms: u64) -> Option<Update> {
         match source {
-            Source::Delivery { event_id } => {
-                Some(self.ledger_update(event_id, plan.outcome, plan.reason.as_deref(), now_ms))
+            Source::Delivery { event_id: key } => {
+                Some(self.ledger_update(key, plan.outcome, plan.reason.as_deref(), now_ms))
             }
             Source::Manual { .. } => None,
         }
@@ -402,9 +403,13 @@ impl DynamoResources {
         };
         let mut update = self.update(invoice_id, "", "");
         if status.fulfils() && mark.is_none() {
+            // A payment refunded in full before it is applied never ships.
+            condition.push_str(" AND attribute_not_exists(refunded_in_full_by)");
             condition.push_str(match order.external_id {
                 Some(_) => " AND (attribute_not_exists(order_id) OR order_id = :order_id)",
-                None => " AND attribute_not_exists(order_id)",
+                // No order: never written. The refusal returns the record, whose order the
+                // change adopts, or says none is known (the domain's `order_unknown`).
+                None => " AND attribute_exists(order_id) AND attribute_not_exists(order_id)",
             });
             if !order.has_price() {
                 // The record's price is a complete pair or none (as `OrderRef::has_price`):
@@ -427,7 +432,8 @@ impl DynamoResources {
                 expr.push_str(", duplicate_of = :mark");
                 update = update.expression_attribute_values(":mark", s(winner));
             }
-            None => {}
+            // The refund on the record says it all.
+            Some(Mark::Refunded) | None => {}
         }
         expr.push_str(" ADD applied :applied");
         for (i, open) in InvoiceStatus::OPEN.iter().enumerate() {
@@ -619,25 +625,39 @@ impl DynamoResources {
             // A completed refund is recorded beside its invoice, in the same transaction (the
             // withdrawal completes once, so it is appended once). It gives the invoice no
             // status; the domain decides what the refunds settle.
+            let mode = mode.as_deref().and_then(RefundMode::parse);
             let mut refund = HashMap::from([
                 ("withdrawal_id".to_owned(), s(withdrawal_id)),
                 (
                     "full".to_owned(),
-                    AttributeValue::Bool(mode.as_deref() == Some("full")),
+                    AttributeValue::Bool(mode == Some(RefundMode::Full)),
                 ),
             ]);
+            if let Some(v) = mode {
+                refund.insert("mode".into(), s(v.as_str()));
+            }
             if let Some(v) = amount {
                 refund.insert("amount".into(), n(v));
             }
             if let Some(v) = currency {
                 refund.insert("currency".into(), s(v));
             }
-            let refunded = Update::builder()
+            let mut expr = String::from(
+                "SET kind = if_not_exists(kind, :kind), refunds = list_append(if_not_exists(refunds, :none), :refund), updated_at = :now",
+            );
+            let mut refunded = Update::builder();
+            if mode == Some(RefundMode::Full) {
+                // The flag a paid change's condition reads: a payment refunded in full before
+                // it shipped never ships (the list itself is not a condition DynamoDB can read).
+                expr.push_str(
+                    ", refunded_in_full_by = if_not_exists(refunded_in_full_by, :withdrawal)",
+                );
+                refunded = refunded.expression_attribute_values(":withdrawal", s(withdrawal_id));
+            }
+            let refunded = refunded
                 .table_name(&self.state_table)
                 .key("pk", s(invoice))
-                .update_expression(
-                    "SET kind = if_not_exists(kind, :kind), refunds = list_append(if_not_exists(refunds, :none), :refund), updated_at = :now",
-                )
+                .update_expression(expr)
                 .expression_attribute_values(":kind", s("invoice"))
                 .expression_attribute_values(":now", n(now_ms))
                 .expression_attribute_values(":none", AttributeValue::L(Vec::new()))
@@ -777,6 +797,12 @@ fn refused(old: Option<&Item>, source: &Source, paid: Option<&Change>) -> Refusa
                 .and_then(|v| v.as_ss().ok())
                 .is_some_and(|applied| applied.contains(&id))
     });
+    if old.is_none() && paid.is_some() {
+        // Nothing recorded: only a payment naming no order is refused there.
+        return Refusal::OrderOnRecord {
+            recorded: OrderRef::none(),
+        };
+    }
     let Some(item) = old.filter(|i| get_s(i, "kind") == Some("invoice")) else {
         return Refusal::Resource {
             found: found(old),
@@ -794,6 +820,10 @@ fn refused(old: Option<&Item>, source: &Source, paid: Option<&Change>) -> Refusa
         let current = seen
             .status
             .map(|st| (st, get_u64(item, "status_at").unwrap_or_default()));
+        if invoice_accepts(current, *status, *occurred_at) && item.contains_key("refunded_in_full_by")
+        {
+            return Refusal::Refunded;
+        }
         if invoice_accepts(current, *status, *occurred_at) {
             return Refusal::OrderOnRecord {
                 recorded: seen.order,
@@ -844,6 +874,8 @@ impl ResourceStore for DynamoResources {
                 let resource_id = match change {
                     Change::Unconfirmed { resource_id, .. }
                     | Change::Unusable { resource_id, .. } => resource_id.as_deref(),
+                    // A payment whose order is known nowhere yet.
+                    Change::Invoice { invoice_id, .. } => Some(invoice_id.as_str()),
                     _ => None,
                 };
                 let note = self.review_note(

@@ -1,14 +1,19 @@
-//! The model test on DynamoDB Local: a deterministic sample of the histories that
-//! `src/tests/model.rs` runs by the thousand on the in-memory store. Each history runs on both
-//! stores; the invariants hold on DynamoDB, and both end with the same fulfilments and the same
-//! invoices waiting for a person (DynamoDB's conditions and the domain's rules agree).
+//! The model test of Paymos' whole world on DynamoDB Local: a deterministic sample of the
+//! histories that `core/src/tests/world.rs` runs by the thousand on the in-memory store. Each
+//! history runs on both stores; both end where the oracle (`paymos_inbox_core::oracle`, written
+//! from Paymos' contract) says, so DynamoDB's conditions and the domain's rules agree with it.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use paymos_inbox_aws::dynamodb::DynamoResources;
-use paymos_inbox_core::memory::MemoryResources;
-use paymos_inbox_core::model::{Ids, Inspect, REGISTERED_AMOUNT, history, run, violations};
+use paymos_inbox_core::handoff::StateRecords;
+use paymos_inbox_core::invoice::InvoiceSeen;
+use paymos_inbox_core::memory::{MemoryResources, MemoryReviews};
+use paymos_inbox_core::model::Inspect;
+use paymos_inbox_core::record::StateRecord;
 use paymos_inbox_core::status::Amount;
+use paymos_inbox_core::world::{Ids, Observe, REGISTERED, judge, run, world};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::TestRunner;
 
@@ -17,64 +22,60 @@ use crate::harness::*;
 /// Histories sampled (each runs a few dozen DynamoDB calls).
 const HISTORIES: usize = 60;
 
-async fn waiting<S: Inspect>(store: &S) -> Vec<String> {
-    let mut out: Vec<String> = store
-        .invoices()
-        .await
-        .into_iter()
-        .filter(|(_, seen)| seen.standing().waits_for_person())
-        .map(|(id, _)| id)
-        .collect();
-    out.sort();
-    out
+impl Observe for Inspected<'_> {
+    async fn fulfilments(&self) -> Vec<(String, Option<String>)> {
+        Inspect::fulfilments(self).await
+    }
+
+    async fn invoices(&self) -> Vec<(String, InvoiceSeen)> {
+        Inspect::invoices(self).await
+    }
+
+    async fn balances(&self) -> BTreeMap<(String, String), String> {
+        let records = self.0.records().await.expect("DynamoDB Local answers");
+        records
+            .into_iter()
+            .filter_map(|r| match r {
+                StateRecord::Balance(b) => Some((
+                    (b.payer.clone(), b.currency.clone()),
+                    Amount::sum([&b.balance]).unwrap_or_default(),
+                )),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 #[tokio::test]
-async fn random_histories_keep_the_rules_of_money_on_dynamodb_as_in_memory() {
+async fn paymos_world_ends_as_the_oracle_says_on_dynamodb_as_in_memory() {
     let aws = Aws::new();
     let state = aws.state_table().await;
     let ledger = aws.deliveries_table().await;
     let dynamo = DynamoResources::new(aws.dynamodb.clone(), &state, &ledger);
     let mut runner = TestRunner::deterministic();
-    let strategy = history();
+    let strategy = world();
     for n in 0..HISTORIES {
-        let ops = strategy.new_tree(&mut runner).expect("a history").current();
+        let (truth, acts) = strategy.new_tree(&mut runner).expect("a world").current();
         let ids = Ids {
-            run: format!("{}{n}", unique("h")).replace('-', ""),
+            run: format!("{}{n}", unique("h")).replace(['-', '_'], ""),
         };
-        let amount = Amount::parse(REGISTERED_AMOUNT).unwrap();
+        let amount = Amount::parse(REGISTERED).unwrap();
         dynamo
             .register_order(&ids.order(0), &amount, "USD")
             .await
             .unwrap();
         let memory = Arc::new(MemoryResources::new());
         memory.register_order(&ids.order(0), &amount, "USD");
-        run(&dynamo, &ids, &ops)
+        let (on_dynamo, in_memory) = (MemoryReviews::new(), MemoryReviews::new());
+        run(&dynamo, &on_dynamo, &ids, &truth, &acts)
             .await
             .expect("DynamoDB Local answers");
-        run(&memory, &ids, &ops).await.expect("memory answers");
-        let found = violations(&Inspected(&dynamo), &ids, &ops).await;
-        assert!(found.is_empty(), "{ops:#?}\n{found:#?}");
-        let mine = |list: Vec<(String, Option<String>)>| {
-            let mut l: Vec<_> = list
-                .into_iter()
-                .filter(|(i, _)| i.contains(&ids.run))
-                .collect();
-            l.sort();
-            l
-        };
-        assert_eq!(
-            mine(Inspect::fulfilments(&Inspected(&dynamo)).await),
-            mine(Inspect::fulfilments(&memory).await),
-            "fulfilments differ after {ops:#?}"
-        );
-        let waits = |l: Vec<String>| -> Vec<String> {
-            l.into_iter().filter(|i| i.contains(&ids.run)).collect()
-        };
-        assert_eq!(
-            waits(waiting(&Inspected(&dynamo)).await),
-            waits(waiting(&memory).await),
-            "what waits for a person differs after {ops:#?}"
-        );
+        run(&memory, &in_memory, &ids, &truth, &acts)
+            .await
+            .expect("memory answers");
+        let found = judge(&dynamo, &Inspected(&dynamo), &on_dynamo, &ids, &truth, &acts).await;
+        assert!(found.is_empty(), "DynamoDB: {truth:#?}\n{acts:#?}\n{found:#?}");
+        let found = judge(&memory, &memory, &in_memory, &ids, &truth, &acts).await;
+        assert!(found.is_empty(), "memory: {truth:#?}\n{acts:#?}\n{found:#?}");
     }
 }

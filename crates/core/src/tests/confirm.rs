@@ -327,3 +327,33 @@ async fn open_statuses_and_moving_withdrawals_are_not_read_back() {
         Some("o-late")
     );
 }
+
+// Issue 28, case 6: a forged open event (a leaked live secret) plants no order.
+#[tokio::test]
+async fn a_forged_open_event_plants_nothing_paymos_confirms_the_order_that_ships() {
+    let (fulfil, store, _) = rig();
+    let planted = item(
+        "evt_plant",
+        "invoice.confirming",
+        r#"{"invoice_id":"inv_a","order":{"external_id":"dear","amount":"500","currency":"USD"}}"#,
+    );
+    let genuine = item(
+        "evt_paid",
+        "invoice.paid",
+        r#"{"invoice_id":"inv_a","payment":{"expected":"1.00","currency":"USDT"}}"#,
+    );
+    assert_eq!(fulfil.apply(&planted, 1).await.unwrap().1, Applied::Updated);
+    assert_eq!(fulfil.apply(&genuine, 2).await.unwrap().1, Applied::Fulfilled);
+    assert_eq!(
+        store.fulfilments(),
+        [("inv_a".into(), Some("cheap".into()))],
+        "Paymos' order ships, not the planted one"
+    );
+    let record = store.invoice("inv_a").unwrap();
+    assert_eq!(record.order.external_id.as_deref(), Some("cheap"));
+    assert_eq!(
+        record.order.amount.as_ref().map(crate::status::Amount::as_str),
+        Some("1.00")
+    );
+    assert_eq!(record.seen().standing(), Standing::Clear);
+}

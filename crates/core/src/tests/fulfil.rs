@@ -318,7 +318,7 @@ async fn a_completed_refund_notes_its_invoice_and_a_late_payment_keeps_the_close
     assert_eq!(inv.status.map(|(s, _)| s), Some(InvoiceStatus::Expired));
     assert_eq!(inv.paid_late_at, Some(20));
     assert_eq!(inv.refunds.len(), 1);
-    assert!(inv.refunds[0].full);
+    assert_eq!(inv.refunds[0].mode, Some(crate::invoice::RefundMode::Full));
     assert_eq!(store.withdrawal("wdr_1"), Some(WithdrawalStatus::Completed));
 }
 
@@ -348,7 +348,7 @@ async fn another_environments_delivery_and_a_mismatched_work_item_change_nothing
     let (outcomes, store) = run(&[sandbox, mismatched], |_| {}).await;
     assert_eq!(outcomes, [OtherEnvironment, Unusable]);
     assert!(store.fulfilled().is_empty());
-    let (_, reason) = store.outcome("evt_s").unwrap();
+    let (_, reason) = store.outcome("test#evt_s").unwrap();
     assert!(reason.unwrap().contains("test"));
     assert_eq!(
         store.reviews().len(),
@@ -668,7 +668,8 @@ async fn only_a_full_refund_clears_a_payment_from_review() {
     };
     assert!(waits("inv_h"), "a 5 USDT refund of 90 leaves it held");
     assert!(waits("inv_d2"), "0.10 of a duplicate leaves it to refund");
-    // The rest of the duplicate comes back: it is settled.
+    // Overpayment refunds adding up to the whole payment still return none of the price: only
+    // a refund of mode `full` settles it.
     let (_, store) = run(
         &[
             usdt("evt_d1", "inv_d1", "o-d", "10"),
@@ -679,14 +680,26 @@ async fn only_a_full_refund_clears_a_payment_from_review() {
         |_| {},
     )
     .await;
-    assert!(
-        !store
-            .invoice("inv_d2")
-            .unwrap()
-            .seen()
-            .standing()
-            .waits_for_person()
-    );
+    assert!(waits_in(&store, "inv_d2"), "overpayment refunds settle nothing");
+    let (_, store) = run(
+        &[
+            usdt("evt_d1", "inv_d1", "o-d", "10"),
+            usdt("evt_d2", "inv_d2", "o-d", "10"),
+            refund("evt_r3", 32, "inv_d2", "10", "full"),
+        ],
+        |_| {},
+    )
+    .await;
+    assert!(!waits_in(&store, "inv_d2"), "a full refund settles it");
+}
+
+fn waits_in(store: &MemoryResources, invoice: &str) -> bool {
+    store
+        .invoice(invoice)
+        .unwrap()
+        .seen()
+        .standing()
+        .waits_for_person()
 }
 
 #[tokio::test]
@@ -913,4 +926,127 @@ async fn events_since_a_time_are_the_facts_committed_from_then_with_their_stream
         .unwrap();
     assert_eq!(later.len(), 1);
     assert_eq!(later[0].1.idempotency_key, "invoice-closed:inv_2");
+}
+
+// Issue 28, case 1: a refund of mode `full` recorded before its (retried) paid event.
+#[tokio::test]
+async fn a_full_refund_recorded_first_keeps_the_late_payment_from_shipping() {
+    let history = [
+        refund("evt_r", 30, "inv_1", "10.50", "full"),
+        invoice("evt_p", "paid", 20, "inv_1", "o-1"),
+        // The customer pays the same order again, on a new invoice: that one ships.
+        invoice("evt_q", "paid", 40, "inv_2", "o-1"),
+    ];
+    let (outcomes, store) = run(&history, |_| {}).await;
+    assert_eq!(outcomes, [Updated, Refunded, Fulfilled]);
+    assert_eq!(store.fulfilments(), [("inv_2".into(), Some("o-1".into()))]);
+    let first = store.invoice("inv_1").unwrap();
+    assert_eq!(first.status.map(|(s, _)| s), Some(InvoiceStatus::Paid));
+    assert!(!first.seen().standing().waits_for_person());
+    assert!(!store.keys().contains(&"fulfilment#inv_1".to_owned()));
+}
+
+// Issue 28, case 1, by hand: `mark-paid` of an invoice refunded in full ships nothing either.
+#[tokio::test]
+async fn mark_paid_of_an_invoice_refunded_in_full_ships_nothing() {
+    let (_, store) = run(&[refund("evt_r", 30, "inv_1", "1", "full")], |_| {}).await;
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let applied = fulfil
+        .mark_paid("inv_1", order_ref(Some("o-1")), "support", 5_000)
+        .await
+        .unwrap();
+    assert_eq!(applied, Refunded);
+    assert!(store.fulfilments().is_empty());
+}
+
+// Issue 28, case 8: an order known nowhere is learned before anything ships.
+#[tokio::test]
+async fn a_payment_naming_no_order_known_nowhere_waits_and_ships_once_learned() {
+    let silent = |event_id: &str, inv: &str| {
+        item(
+            event_id,
+            "invoice.paid",
+            20,
+            &format!(r#"{{"invoice_id":"{inv}","payment":{{"expected":"10.5","currency":"USDT"}}}}"#),
+        )
+    };
+    let history = [
+        silent("evt_a", "inv_a"),
+        silent("evt_b", "inv_b"),
+        // The second endpoint's copy of inv_a's payment names its order.
+        invoice("evt_a2", "paid", 20, "inv_a", "o-1"),
+        // inv_b pays the same order: a duplicate once its order is known.
+        invoice("evt_b2", "paid", 20, "inv_b", "o-1"),
+    ];
+    let (outcomes, store) = run(&history, |_| {}).await;
+    assert_eq!(outcomes, [OrderUnknown, OrderUnknown, Fulfilled, DuplicatePayment]);
+    assert_eq!(store.fulfilments(), [("inv_a".into(), Some("o-1".into()))]);
+    assert_eq!(store.reviews().get("evt_a"), Some(&OrderUnknown));
+    assert!(
+        store.fulfilments().iter().all(|(_, order)| order.is_some()),
+        "nothing ships with no order"
+    );
+    // An order recorded by an earlier event is adopted: that payment ships.
+    let (outcomes, store) = run(
+        &[
+            invoice("evt_o", "confirming", 10, "inv_c", "o-c"),
+            silent("evt_c", "inv_c"),
+        ],
+        |_| {},
+    )
+    .await;
+    assert_eq!(outcomes, [Updated, Fulfilled]);
+    assert_eq!(store.fulfilments(), [("inv_c".into(), Some("o-c".into()))]);
+    // mark-paid without --order-id cannot name it either; with it, it ships.
+    let (_, store) = run(&[silent("evt_d", "inv_d")], |_| {}).await;
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let by_hand = |order| fulfil.mark_paid("inv_d", order, "support", 5_000);
+    assert_eq!(by_hand(OrderRef::none()).await.unwrap(), OrderUnknown);
+    assert!(store.fulfilments().is_empty());
+    assert_eq!(by_hand(order_ref(Some("o-d"))).await.unwrap(), Fulfilled);
+    assert_eq!(store.fulfilments(), [("inv_d".into(), Some("o-d".into()))]);
+}
+
+// Issue 28, case 8: an empty order id is no order.
+#[tokio::test]
+async fn an_empty_order_id_is_no_order() {
+    let empty = |event_id: &str, inv: &str| {
+        item(
+            event_id,
+            "invoice.paid",
+            20,
+            &format!(r#"{{"invoice_id":"{inv}","order":{{"external_id":"","amount":"1","currency":"USD"}}}}"#),
+        )
+    };
+    let (outcomes, store) = run(&[empty("evt_1", "inv_1"), empty("evt_2", "inv_2")], |_| {}).await;
+    assert_eq!(outcomes, [OrderUnknown, OrderUnknown]);
+    assert!(store.fulfilments().is_empty());
+    assert!(!store.keys().iter().any(|k| k.starts_with("order_paid#")));
+}
+
+// Issue 28, case 9: a payment's token amount is not the order's price.
+#[tokio::test]
+async fn a_token_only_payment_is_never_compared_with_a_fiat_registration() {
+    let token_only = item(
+        "evt_t",
+        "invoice.paid",
+        20,
+        r#"{"invoice_id":"inv_t","order":{"external_id":"o-t"},"payment":{"expected":"10.5","currency":"USDT"}}"#,
+    );
+    // Priced earlier by the invoice's own open event: that price, in USD, is compared.
+    let (outcomes, store) = run(
+        &[invoice("evt_o", "confirming", 10, "inv_t", "o-t"), token_only.clone()],
+        |s| s.register_order("o-t", &Amount::parse("10.5").unwrap(), "USD"),
+    )
+    .await;
+    assert_eq!(outcomes, [Updated, Fulfilled]);
+    assert_eq!(store.fulfilments(), [("inv_t".into(), Some("o-t".into()))]);
+    // No price anywhere: held, and the record carries no token amount as a price.
+    let (outcomes, store) = run(&[token_only], |s| {
+        s.register_order("o-t", &Amount::parse("10.5").unwrap(), "USD");
+    })
+    .await;
+    assert_eq!(outcomes, [Held]);
+    let record = store.invoice("inv_t").unwrap();
+    assert_eq!((record.order.amount, record.order.currency), (None, None));
 }

@@ -16,3 +16,4 @@ mod model;
 mod reconcile;
 mod release;
 mod schemas;
+mod world;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::change::{Applied, OrderRef};
 use crate::confirm::ConfirmedInvoice;
 use crate::fulfil::Fulfil;
-use crate::invoice::{Refund, Standing};
+use crate::invoice::{Refund, RefundMode, Standing};
 use crate::memory::{MemoryPaymos, MemoryResources};
 use crate::reconcile::{ReconcileStore, Report, reconcile};
 use crate::release::ReleaseStore;
@@ -109,25 +109,23 @@ async fn a_payment_refunded_in_full_at_paymos_is_reported_and_never_fulfilled() 
     let (paymos, fulfil, store) = rig();
     paymos.invoice("inv_r", at_paymos("paid", "o-r"));
     paymos.invoice("inv_p", at_paymos("paid", "o-p"));
-    let refund = |id: &str, amount: &str, full: bool| Refund {
+    let refund = |id: &str, amount: &str, mode: RefundMode| Refund {
         withdrawal_id: id.into(),
         amount: Amount::parse(amount),
         currency: Some("USDT".into()),
-        full,
+        mode: Some(mode),
     };
-    paymos.refund("inv_r", refund("wdr_1", "20", false));
-    paymos.refund("inv_r", refund("wdr_2", "5.00", false));
-    paymos.refund("inv_p", refund("wdr_3", "20", false));
+    paymos.refund("inv_r", refund("wdr_1", "20", RefundMode::Overpayment));
+    paymos.refund("inv_r", refund("wdr_2", "25.00", RefundMode::Full));
+    // A paid_over payment whose overpayment went back: the price was paid, the order ships.
+    paymos.refund("inv_p", refund("wdr_3", "20", RefundMode::Overpayment));
+    paymos.refund("inv_p", refund("wdr_4", "5.00", RefundMode::Overpayment));
     let report = run(&paymos, &fulfil, true).await;
-    assert_eq!(
-        ids(&report.refunded),
-        ["inv_r"],
-        "20 + 5.00 is the whole 25.00"
-    );
+    assert_eq!(ids(&report.refunded), ["inv_r"], "a refund of mode full");
     assert_eq!(
         ids(&report.missing),
         ["inv_p"],
-        "a partial refund leaves a payment"
+        "overpayment refunds return none of the price, whatever they add up to"
     );
     assert_eq!(store.fulfilled(), ["inv_p"]);
 }
@@ -215,7 +213,8 @@ async fn two_invoices_of_one_paymos_order_fulfilled_by_two_roads_are_double() {
     paymos.invoice("inv_c", at_paymos("paid", "o-3"));
     for (invoice, order) in [
         ("inv_a", order("o-1")),
-        ("inv_b", OrderRef::none()),
+        // Fulfilled here under a mistyped order: Paymos says it pays o-1 too.
+        ("inv_b", order("o-1-typo")),
         ("inv_c", order("o-3")),
     ] {
         fulfil
@@ -288,4 +287,51 @@ async fn a_payment_fulfilled_here_is_not_reported_late_whatever_paymos_says_of_i
     );
     let report = run(&paymos, &fulfil, false).await;
     assert!(report.paid_late.is_empty());
+}
+
+// Issue 28, case 3: invoices with an empty external_order_id share no claim.
+#[tokio::test]
+async fn apply_never_fulfils_under_an_empty_order_and_never_calls_a_genuine_payment_a_duplicate() {
+    let (paymos, fulfil, store) = rig();
+    paymos.invoice("inv_e1", at_paymos("paid", ""));
+    paymos.invoice("inv_e2", at_paymos("paid", ""));
+    let report = run(&paymos, &fulfil, true).await;
+    assert_eq!(ids(&report.missing), ["inv_e1", "inv_e2"]);
+    assert!(report.duplicate_payments.is_empty());
+    assert_eq!(report.applied["inv_e1"], "order_unknown");
+    assert_eq!(report.applied["inv_e2"], "order_unknown");
+    assert!(store.fulfilled().is_empty(), "nothing ships with no order");
+    assert!(!store.keys().iter().any(|k| k.starts_with("order_paid#")));
+}
+
+// Issue 28, case 9: a late payment released here is paid for reconciliation's purposes.
+#[tokio::test]
+async fn a_released_late_payment_is_not_unknown() {
+    let (paymos, fulfil, store) = rig();
+    paymos.invoice(
+        "inv_l",
+        ConfirmedInvoice {
+            paid_late: true,
+            ..at_paymos("expired", "o-l")
+        },
+    );
+    run(&paymos, &fulfil, true).await;
+    let by = crate::release::ReleaseBy {
+        actor: "ops",
+        reason: Some("shipped anyway"),
+        override_amount: false,
+    };
+    let released = crate::release::release(
+        &store,
+        "inv_l",
+        None,
+        &by,
+        &crate::effect::RecordFulfilment,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    assert_eq!(released, Applied::Fulfilled);
+    let report = run(&paymos, &fulfil, false).await;
+    assert!(report.unknown.is_empty(), "{:?}", report.unknown);
 }

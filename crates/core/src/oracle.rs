@@ -1,0 +1,1192 @@
+//! The oracle of the webhook receiver's model test: given Paymos' own truth (`World`) and what
+//! reached the receiver (`Step`s), `expected` says what MUST hold in the end. Written from the
+//! provider's contract (`paymos-webhooks.md`) and the rules of money alone; it imports nothing
+//! but `std` and nothing of the implementation. Money is compared as exact decimals, never floats.
+//! - 1 the other environment changes and blocks nothing; 2 with the reverse check only what
+//!   Paymos confirms counts (lagging waits `Unconfirmed`, forged is nothing); 3 no way back;
+//! - 4 an order is learned, never invented; 5 price guard, same currency; 6 an order ships once;
+//! - 7 paid late waits; 8 only a completed Full refund settles; 9 release; 10 withdrawals;
+//! - 11 a deposit credits once; 12 a recheck of nothing waiting changes nothing.
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The environment whose secret signed a delivery: `Live` (`whsec_live_…`) or `Sandbox`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Env {
+    Live,
+    Sandbox,
+}
+
+/// An invoice status at Paymos: three open ones, then the final ones (`Paid`, `PaidOver` pay).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    AwaitingPayment,
+    Confirming,
+    UnderpaidWaiting,
+    Paid,
+    PaidOver,
+    Underpaid,
+    Expired,
+    Cancelled,
+}
+
+impl Status {
+    /// Whether nothing leaves this status.
+    #[must_use]
+    pub fn is_final(self) -> bool {
+        !matches!(
+            self,
+            Self::AwaitingPayment | Self::Confirming | Self::UnderpaidWaiting
+        )
+    }
+    /// Whether this status means the invoice is paid (`paid` or `paid_over`).
+    #[must_use]
+    pub fn pays(self) -> bool {
+        matches!(self, Self::Paid | Self::PaidOver)
+    }
+}
+
+/// An order's price: a decimal string ("10.50") in a currency ("USD").
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Price {
+    pub amount: String,
+    pub currency: String,
+}
+
+/// A refund's mode: `Full` returns the whole payment, `Overpayment` only what exceeds the price.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Full,
+    Overpayment,
+}
+
+/// Paymos' own record of an invoice (the truth at the END of the history; the API answers with it).
+#[derive(Clone, Debug)]
+pub struct Invoice {
+    /// `external_order_id`; "" means Paymos' record gives no usable order.
+    pub order: String,
+    /// The order's price (`data.order.amount` / `currency`), often fiat.
+    pub price: Price,
+    /// Status at Paymos now.
+    pub status: Status,
+    /// Paid in full after it closed (the status stays `Expired`/`Underpaid`).
+    pub paid_late: bool,
+}
+
+/// A refund withdrawal at Paymos: the `inv_` it refunds, its mode, whether it completed.
+#[derive(Clone, Debug)]
+pub struct Refund {
+    pub invoice: String,
+    pub mode: Mode,
+    pub completed: bool,
+}
+
+/// A payout withdrawal at Paymos.
+#[derive(Clone, Debug)]
+pub struct Payout {
+    pub completed: bool,
+}
+
+/// A payment-channel deposit at Paymos; `confirmed` means confirmed and `is_final`.
+#[derive(Clone, Debug)]
+pub struct Deposit {
+    pub payer: String,
+    pub net: String,
+    pub currency: String,
+    pub confirmed: bool,
+}
+
+/// Paymos' truth (by `inv_`, `wdr_`, `pcd_` id) and the receiver's setting.
+#[derive(Clone, Debug)]
+pub struct World {
+    pub invoices: BTreeMap<String, Invoice>,
+    pub refunds: BTreeMap<String, Refund>,
+    pub payouts: BTreeMap<String, Payout>,
+    pub deposits: BTreeMap<String, Deposit>,
+    /// The merchant's registered orders: order id -> price.
+    pub registered: BTreeMap<String, Price>,
+    /// The receiver re-reads each money-moving event at Paymos' API before acting.
+    pub reverse_check: bool,
+    /// The environment this receiver applies.
+    pub environment: Env,
+}
+
+/// What reached the receiver, in order; every delivery was acknowledged (2xx).
+/// `env`: the secret that signed it; `genuine`: Paymos sent it (else forged with a leaked
+/// secret); `lagging`: Paymos' API did not yet show it at delivery.
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// An invoice webhook; `order` is `data.order.external_id`, `price` `data.order.amount` +
+    /// `currency` (None: left out).
+    Invoice {
+        invoice: String,
+        env: Env,
+        genuine: bool,
+        lagging: bool,
+        status: Status,
+        order: Option<String>,
+        price: Option<Price>,
+    },
+    /// `withdrawal.*` of a refund or payout: `completed`, or an open/failed status (false).
+    Withdrawal {
+        id: String,
+        env: Env,
+        genuine: bool,
+        lagging: bool,
+        completed: bool,
+    },
+    /// `payment_channel.deposit.*`: `confirmed` with `is_final`, or advisory (false).
+    Deposit {
+        id: String,
+        env: Env,
+        genuine: bool,
+        lagging: bool,
+        confirmed: bool,
+    },
+    /// A person: `mark-paid INV [--order-id O]` (trusted: the invoice is paid).
+    MarkPaid {
+        invoice: String,
+        order: Option<String>,
+    },
+    /// A person: `release INV [--override-amount]`.
+    Release {
+        invoice: String,
+        override_amount: bool,
+    },
+    /// A person: `recheck ID` (`inv_`/`wdr_`/`pcd_`): apply what Paymos confirms now.
+    Recheck { id: String },
+    /// `reconcile --apply`: apply each invoice paid (or paid late) at Paymos.
+    Reconcile,
+}
+
+/// Why a resource waits for a person.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Ord, PartialOrd)]
+pub enum Wait {
+    /// Its order shipped under another invoice: refund this payment.
+    Duplicate,
+    /// Price differs from the registration (or cannot be compared): release (override) or refund.
+    Held,
+    /// Paid after it closed: release or refund.
+    PaidLate,
+    /// Paid, but no order known yet.
+    OrderUnknown,
+    /// The reverse check could not confirm the delivery yet: recheck.
+    Unconfirmed,
+}
+
+/// What must hold in the end.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Expected {
+    /// Order id -> the one invoice it shipped under.
+    pub shipped: BTreeMap<String, String>,
+    /// Resource id -> why it waits for a person.
+    pub waiting: BTreeMap<String, Wait>,
+    /// (payer, currency) -> credited total, normalized decimal ("0" never listed).
+    pub balances: BTreeMap<(String, String), String>,
+    /// Invoices paid back in full.
+    pub refunded: BTreeSet<String>,
+}
+
+/// The final state the receiver must reach for `world` after `steps`.
+#[must_use]
+pub fn expected(world: &World, steps: &[Step]) -> Expected {
+    let mut m = Machine {
+        world,
+        inv: BTreeMap::new(),
+        shipped: BTreeMap::new(),
+        unconfirmed: BTreeMap::new(),
+        applied: BTreeSet::new(),
+        balances: BTreeMap::new(),
+    };
+    for step in steps {
+        m.step(step);
+        m.settle();
+    }
+    m.finish()
+}
+
+const SCALE: u32 = 18;
+
+/// An exact decimal scaled by 10^18; None if malformed ("unknown").
+fn parse_amount(s: &str) -> Option<i128> {
+    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+    let digits = |p: &str| p.bytes().all(|b| b.is_ascii_digit());
+    if int.is_empty() || !digits(int) || !digits(frac) || (s.contains('.') && frac.is_empty()) {
+        return None;
+    }
+    let frac = frac.trim_end_matches('0');
+    let pad = SCALE.checked_sub(u32::try_from(frac.len()).ok()?)?;
+    let mut v: i128 = 0;
+    for b in int.bytes().chain(frac.bytes()) {
+        v = v.checked_mul(10)?.checked_add(i128::from(b - b'0'))?;
+    }
+    v.checked_mul(10i128.pow(pad))
+}
+
+fn format_amount(v: i128) -> String {
+    let unit = 10i128.pow(SCALE);
+    let (int, frac) = (v / unit, v % unit);
+    if frac == 0 {
+        return int.to_string();
+    }
+    format!("{int}.{}", format!("{frac:018}").trim_end_matches('0'))
+}
+
+/// What the receiver knows of one invoice.
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent facts of one invoice"
+)]
+#[derive(Default)]
+struct Inv {
+    paid: bool,
+    /// A payment whose order was known nowhere when it came: not applied, it waits.
+    pending: bool,
+    /// 3: why the payment waits, judged once, right after it was applied.
+    judged: Option<Option<Wait>>,
+    closed: bool,
+    late: bool,
+    order: Option<String>,
+    conflict: bool,
+    price: Option<Price>,
+    refunded: bool,
+    shipped: bool,
+    released: bool,
+}
+
+struct Machine<'w> {
+    world: &'w World,
+    inv: BTreeMap<String, Inv>,
+    shipped: BTreeMap<String, String>,
+    /// 2: deliveries Paymos did not confirm when they came, per resource (an invoice event's
+    /// status; `None` for a withdrawal or a deposit), until a recheck applies them.
+    unconfirmed: BTreeMap<String, Vec<Option<Status>>>,
+    applied: BTreeSet<String>,
+    balances: BTreeMap<(String, String), i128>,
+}
+
+impl Machine<'_> {
+    fn inv_mut(&mut self, id: &str) -> &mut Inv {
+        self.inv.entry(id.to_owned()).or_default()
+    }
+
+    fn step(&mut self, step: &Step) {
+        let live = self.world.environment;
+        match step {
+            // 1: a step signed by the other environment changes nothing and blocks nothing
+            Step::Invoice { env, .. }
+            | Step::Withdrawal { env, .. }
+            | Step::Deposit { env, .. }
+                if *env != live => {}
+            Step::Invoice {
+                invoice,
+                lagging,
+                status,
+                order,
+                price,
+                ..
+            } => {
+                self.invoice_event(invoice, *lagging, *status, order.as_deref(), price.as_ref());
+            }
+            Step::Withdrawal {
+                id,
+                lagging,
+                completed: true,
+                ..
+            }
+            | Step::Deposit {
+                id,
+                lagging,
+                confirmed: true,
+                ..
+            } => self.money_event(id, *lagging),
+            // 2/10/11: open/failed withdrawals and advisory deposits move nothing
+            Step::Withdrawal { .. } | Step::Deposit { .. } => {}
+            Step::MarkPaid { invoice, order } => self.mark_paid(invoice, order.as_deref()),
+            Step::Release {
+                invoice,
+                override_amount,
+            } => self.release(invoice, *override_amount),
+            Step::Recheck { id } => self.recheck(id),
+            Step::Reconcile => self.reconcile(),
+        }
+    }
+
+    fn invoice_event(
+        &mut self,
+        id: &str,
+        lagging: bool,
+        status: Status,
+        order: Option<&str>,
+        price: Option<&Price>,
+    ) {
+        // 2/3: an open event moves nothing and needs no check; it may teach an order or price,
+        // but not under the reverse check, where only what Paymos confirms names an order
+        if !status.is_final() || !self.world.reverse_check {
+            if !self.world.reverse_check {
+                self.learn_event(id, order, price);
+            }
+            // 2: without the reverse check a final event is taken at its word
+            if status.is_final() {
+                self.apply_status(id, status, false);
+            }
+            return;
+        }
+        // 2: lagging, or contradicted (forged): nothing applied, it waits Unconfirmed for a
+        // person (a forgery means a leaked secret); a recheck applies what Paymos confirms
+        let Some(rec) = self.world.invoices.get(id).filter(|_| !lagging) else {
+            self.unconfirmed.entry(id.to_owned()).or_default().push(Some(status));
+            return;
+        };
+        let confirmed = if status.pays() {
+            rec.status.pays() || rec.paid_late
+        } else {
+            rec.status == status
+        };
+        if confirmed {
+            self.learn_event(id, order, price);
+            self.learn_record(id, rec);
+            self.apply_status(id, status, status.pays() && rec.paid_late);
+        } else {
+            self.unconfirmed.entry(id.to_owned()).or_default().push(Some(status));
+        }
+    }
+
+    /// 4/5: what a trusted event teaches: an unknown order, a price until the invoice is paid.
+    fn learn_event(&mut self, id: &str, order: Option<&str>, price: Option<&Price>) {
+        let rc = self.world.reverse_check;
+        let inv = self.inv_mut(id);
+        // 3: a payment is judged when it is applied: what comes after re-judges nothing
+        if inv.paid {
+            return;
+        }
+        if let Some(o) = order.filter(|o| !o.is_empty()) {
+            match &inv.order {
+                None => inv.order = Some(o.to_owned()),
+                // 4: without the reverse check the first order stands and the invoice is held
+                Some(known) if known != o && !rc => inv.conflict = true,
+                Some(_) => {}
+            }
+        }
+        // 5: the price of the event that pays it (or an earlier one); a late event only fills a gap
+        if let Some(p) = price.filter(|_| !inv.paid || inv.price.is_none()) {
+            inv.price = Some(p.clone());
+        }
+    }
+
+    /// 4/5: Paymos' record, when read, wins: its order (if any) and its price.
+    fn learn_record(&mut self, id: &str, rec: &Invoice) {
+        let inv = self.inv_mut(id);
+        if inv.paid {
+            return; // 3: judged when applied
+        }
+        if !inv.shipped && !rec.order.is_empty() {
+            inv.order = Some(rec.order.clone());
+            inv.conflict = false;
+        }
+        inv.price = Some(rec.price.clone());
+    }
+
+    /// 3/7: a final status never moves back; paid after a known close (or late at Paymos) is late.
+    fn apply_status(&mut self, id: &str, status: Status, late_at_paymos: bool) {
+        let inv = self.inv_mut(id);
+        if inv.paid {
+            return;
+        }
+        if status.pays() && inv.order.is_none() {
+            // 4: known nowhere: not applied; the next paying step judges it
+            inv.pending = true;
+        } else if status.pays() {
+            inv.paid = true;
+            inv.pending = false;
+            inv.late = inv.closed || late_at_paymos;
+        } else if status.is_final() {
+            inv.closed = true;
+        }
+    }
+
+    /// Apply Paymos' whole record of an invoice (recheck, reconcile).
+    fn apply_record(&mut self, id: &str, rec: &Invoice) {
+        self.learn_record(id, rec);
+        let status = if rec.paid_late {
+            Status::Paid
+        } else {
+            rec.status
+        };
+        self.apply_status(id, status, rec.paid_late);
+    }
+
+    fn money_event(&mut self, id: &str, lagging: bool) {
+        if !self.world.reverse_check {
+            self.apply_money(id); // 2: taken at its word
+        } else if !lagging && self.confirmed_at_paymos(id) {
+            self.apply_money(id); // 2: confirmed
+        } else {
+            // 2/10/11: lagging or forged: waits for a recheck
+            self.unconfirmed.entry(id.to_owned()).or_default().push(None);
+        }
+    }
+
+    fn confirmed_at_paymos(&self, id: &str) -> bool {
+        let w = self.world;
+        w.refunds.get(id).is_some_and(|r| r.completed)
+            || w.payouts.get(id).is_some_and(|p| p.completed)
+            || w.deposits.get(id).is_some_and(|d| d.confirmed)
+    }
+
+    fn apply_money(&mut self, id: &str) {
+        if self.applied.contains(id) {
+            return; // 11: once per deposit (and a withdrawal is recorded once)
+        }
+        let w = self.world;
+        if let Some(r) = w.refunds.get(id) {
+            self.applied.insert(id.to_owned());
+            // 8: only a Full refund settles a payment; an Overpayment refund changes nothing
+            if r.mode == Mode::Full {
+                self.inv_mut(&r.invoice).refunded = true;
+            }
+        } else if w.payouts.contains_key(id) {
+            self.applied.insert(id.to_owned()); // 10: a payout ships nothing, moves no balance
+        } else if let Some(d) = w.deposits.get(id) {
+            self.applied.insert(id.to_owned());
+            // 11: credit net once; a malformed net credits nothing
+            let key = (d.payer.clone(), d.currency.clone());
+            let bal = self.balances.entry(key).or_default();
+            if let Some(sum) = parse_amount(&d.net).and_then(|n| bal.checked_add(n)) {
+                *bal = sum;
+            }
+        }
+    }
+
+    /// 3/4/7: a person's word: the invoice is paid (and, if unknown yet, its order).
+    fn mark_paid(&mut self, id: &str, order: Option<&str>) {
+        let inv = self.inv_mut(id);
+        if let Some(o) = order.filter(|o| !o.is_empty() && inv.order.is_none()) {
+            inv.order = Some(o.to_owned());
+        }
+        // 4: a person's word with no order, where none is known, is refused: they are told to
+        // name it, and nothing changes
+        if inv.order.is_none() {
+            return;
+        }
+        let inv = self.inv_mut(id);
+        inv.pending = false;
+        if !inv.paid {
+            inv.paid = true;
+            inv.late = inv.closed;
+        }
+    }
+
+    /// 9: release only a `Held` (with override) or `PaidLate` invoice.
+    fn release(&mut self, id: &str, override_amount: bool) {
+        let ok = match self.wait_of(id) {
+            Some(Wait::Held) => override_amount,
+            // 9: a late payment is released as it is, but its price is still checked
+            Some(Wait::PaidLate) => {
+                override_amount
+                    || self.inv[id]
+                        .order
+                        .as_ref()
+                        .is_some_and(|o| !self.held(&self.inv[id], o))
+            }
+            _ => false,
+        };
+        if ok {
+            self.inv_mut(id).released = true;
+        }
+    }
+
+    fn recheck(&mut self, id: &str) {
+        // 2: a recheck of an invoice also rechecks its refunds' deliveries
+        let refunds: Vec<String> = self
+            .world
+            .refunds
+            .iter()
+            .filter(|(_, r)| r.invoice == id)
+            .map(|(w, _)| w.clone())
+            .collect();
+        for w in refunds {
+            self.recheck_one(&w);
+        }
+        self.recheck_one(id);
+    }
+
+    fn recheck_one(&mut self, id: &str) {
+        // 12: nothing waits Unconfirmed for this id: nothing changes
+        let Some(waiting) = self.unconfirmed.remove(id) else {
+            return;
+        };
+        let w = self.world;
+        let mut still = Vec::new();
+        for claim in waiting {
+            match (claim, w.invoices.get(id)) {
+                (Some(status), Some(rec)) => {
+                    let confirmed = if status.pays() {
+                        rec.status.pays() || rec.paid_late
+                    } else {
+                        rec.status == status
+                    };
+                    // 2: what a final status at Paymos contradicts is a forgery, closed by the
+                    // recheck; while Paymos' invoice is open it may still come true: it waits
+                    if confirmed {
+                        self.learn_record(id, rec);
+                        self.apply_status(id, status, status.pays() && rec.paid_late);
+                    } else if !rec.status.is_final() {
+                        still.push(claim);
+                    }
+                }
+                (None, _) if self.confirmed_at_paymos(id) => {
+                    if !self.applied.contains(id) {
+                        self.apply_money(id);
+                    }
+                }
+                _ => still.push(claim),
+            }
+        }
+        if !still.is_empty() {
+            self.unconfirmed.insert(id.to_owned(), still);
+        }
+    }
+
+    /// 3: apply each invoice paid at Paymos (or paid late) with Paymos' order and price.
+    fn reconcile(&mut self) {
+        let w = self.world;
+        for (id, rec) in w
+            .invoices
+            .iter()
+            .filter(|(_, r)| r.status.pays() || r.paid_late)
+            // 8: Paymos' refunds are read first: one paid back in full is not applied
+            .filter(|(id, _)| {
+                !w.refunds
+                    .values()
+                    .any(|r| r.invoice == **id && r.completed && r.mode == Mode::Full)
+            })
+        {
+            self.apply_record(id, rec);
+            self.settle();
+        }
+    }
+
+    /// 5: held when the order's registration cannot be matched exactly in the same currency.
+    fn held(&self, inv: &Inv, order: &str) -> bool {
+        let same = |reg: &Price| {
+            inv.price.as_ref().is_some_and(|p| {
+                let amount = parse_amount(&p.amount);
+                p.currency == reg.currency
+                    && amount.is_some()
+                    && amount == parse_amount(&reg.amount)
+            })
+        };
+        inv.conflict
+            || self
+                .world
+                .registered
+                .get(order)
+                .is_some_and(|reg| !same(reg))
+    }
+
+    /// 6: the first invoice that becomes shippable ships its order; nothing un-ships.
+    fn settle(&mut self) {
+        // 3: a payment is judged once, when it is applied; later facts re-judge nothing
+        let fresh: Vec<String> = self
+            .inv
+            .iter()
+            .filter(|(_, i)| i.paid && i.judged.is_none())
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in fresh {
+            let judged = self.judge(&id);
+            self.inv_mut(&id).judged = Some(judged);
+        }
+        let ready: Vec<String> = self
+            .inv
+            .keys()
+            .filter(|id| self.payment_wait(id).is_none())
+            .cloned()
+            .collect();
+        for id in ready {
+            let inv = &self.inv[&id];
+            let Some(order) = inv.order.clone() else {
+                continue;
+            };
+            // 8: a Full refund first means it never ships
+            if inv.paid && !inv.shipped && !inv.refunded && !self.shipped.contains_key(&order) {
+                self.shipped.insert(order, id.clone());
+                self.inv_mut(&id).shipped = true;
+            }
+        }
+    }
+
+    fn wait_of(&self, id: &str) -> Option<Wait> {
+        let inv = self.inv.get(id);
+        // 8: a Full refund settles any payment's wait (not an unconfirmed delivery's)
+        self.payment_wait(id).or_else(|| {
+            // 2: an unconfirmed delivery waits (of an invoice that shipped, no more)
+            (self.unconfirmed.contains_key(id) && !inv.is_some_and(|i| i.shipped))
+                .then_some(Wait::Unconfirmed)
+        })
+    }
+
+    /// Why a payment waits (what keeps it from shipping).
+    fn payment_wait(&self, id: &str) -> Option<Wait> {
+        let inv = self.inv.get(id);
+        if inv.is_some_and(|i| i.refunded) {
+            return None; // 8
+        }
+        let inv = inv.filter(|i| (i.paid || i.pending) && !i.shipped)?;
+        let (true, Some(order)) = (inv.paid, &inv.order) else {
+            return Some(Wait::OrderUnknown); // 4: never ship "no order"
+        };
+        if inv.released && !self.shipped.contains_key(order) {
+            return None; // 9
+        }
+        match inv.judged {
+            Some(judged) => judged,
+            None => self.judge(id),
+        }
+    }
+
+    /// Why a paid invoice with a known order waits, as things stand now.
+    fn judge(&self, id: &str) -> Option<Wait> {
+        let inv = &self.inv[id];
+        let order = inv.order.as_ref()?;
+        if inv.late && !inv.released {
+            // 7: a payment after the close is recorded as late first; a person decides (a
+            // release still meets the order's claim and its price)
+            Some(Wait::PaidLate)
+        } else if self.shipped.contains_key(order) {
+            Some(Wait::Duplicate) // 6: wins over Held
+        } else if inv.released {
+            None // 9
+        } else if self.held(inv, order) {
+            Some(Wait::Held) // 5
+        } else {
+            None
+        }
+    }
+
+    fn finish(&self) -> Expected {
+        let ids: BTreeSet<&String> = self.inv.keys().chain(self.unconfirmed.keys()).collect();
+        Expected {
+            shipped: self.shipped.clone(),
+            waiting: ids
+                .into_iter()
+                .filter_map(|id| Some((id.clone(), self.wait_of(id)?)))
+                .collect(),
+            balances: self
+                .balances
+                .iter()
+                .filter(|(_, v)| **v != 0)
+                .map(|(k, v)| (k.clone(), format_amount(*v)))
+                .collect(),
+            refunded: self
+                .inv
+                .iter()
+                .filter(|(_, i)| i.refunded)
+                .map(|(id, _)| id.clone())
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Status::{AwaitingPayment, Confirming, Expired, Paid, Underpaid};
+
+    fn p(amount: &str, currency: &str) -> Price {
+        Price {
+            amount: amount.into(),
+            currency: currency.into(),
+        }
+    }
+    fn world(reverse_check: bool) -> World {
+        World {
+            invoices: BTreeMap::new(),
+            refunds: BTreeMap::new(),
+            payouts: BTreeMap::new(),
+            deposits: BTreeMap::new(),
+            registered: BTreeMap::new(),
+            reverse_check,
+            environment: Env::Live,
+        }
+    }
+    fn rec(order: &str, amount: &str, status: Status, paid_late: bool) -> Invoice {
+        Invoice {
+            order: order.into(),
+            price: p(amount, "USD"),
+            status,
+            paid_late,
+        }
+    }
+    fn refund(invoice: &str, mode: Mode) -> Refund {
+        Refund {
+            invoice: invoice.into(),
+            mode,
+            completed: true,
+        }
+    }
+    fn deposit(payer: &str, net: &str, confirmed: bool) -> Deposit {
+        Deposit {
+            payer: payer.into(),
+            net: net.into(),
+            currency: "USDT".into(),
+            confirmed,
+        }
+    }
+    fn ev(id: &str, status: Status, order: Option<&str>, price: Option<Price>) -> Step {
+        let order = order.map(Into::into);
+        let (env, genuine, lagging) = (Env::Live, true, false);
+        Step::Invoice {
+            invoice: id.into(),
+            env,
+            genuine,
+            lagging,
+            status,
+            order,
+            price,
+        }
+    }
+    fn paid(id: &str, order: &str, amount: &str) -> Step {
+        ev(id, Paid, Some(order), Some(p(amount, "USD")))
+    }
+    fn wdr(id: &str, completed: bool) -> Step {
+        let (env, genuine, lagging) = (Env::Live, true, false);
+        Step::Withdrawal {
+            id: id.into(),
+            env,
+            genuine,
+            lagging,
+            completed,
+        }
+    }
+    fn dep(id: &str, confirmed: bool) -> Step {
+        let (env, genuine, lagging) = (Env::Live, true, false);
+        Step::Deposit {
+            id: id.into(),
+            env,
+            genuine,
+            lagging,
+            confirmed,
+        }
+    }
+    /// The same step signed by `e`, genuine or forged, lagging or not.
+    fn tweak(mut s: Step, e: Env, g: bool, l: bool) -> Step {
+        if let Step::Invoice {
+            env,
+            genuine,
+            lagging,
+            ..
+        }
+        | Step::Withdrawal {
+            env,
+            genuine,
+            lagging,
+            ..
+        }
+        | Step::Deposit {
+            env,
+            genuine,
+            lagging,
+            ..
+        } = &mut s
+        {
+            (*env, *genuine, *lagging) = (e, g, l);
+        }
+        s
+    }
+    fn forged(s: Step) -> Step {
+        tweak(s, Env::Live, false, false)
+    }
+    fn lagging(s: Step) -> Step {
+        tweak(s, Env::Live, true, true)
+    }
+    fn recheck(id: &str) -> Step {
+        Step::Recheck { id: id.into() }
+    }
+    fn release(id: &str, override_amount: bool) -> Step {
+        Step::Release {
+            invoice: id.into(),
+            override_amount,
+        }
+    }
+    fn exp(shipped: &[(&str, &str)], waiting: &[(&str, Wait)], refunded: &[&str]) -> Expected {
+        Expected {
+            shipped: shipped
+                .iter()
+                .map(|(o, i)| ((*o).into(), (*i).into()))
+                .collect(),
+            waiting: waiting.iter().map(|(id, w)| ((*id).into(), *w)).collect(),
+            balances: BTreeMap::new(),
+            refunded: refunded.iter().map(|i| (*i).into()).collect(),
+        }
+    }
+
+    #[test] // 1
+    fn a_sandbox_step_blocks_nothing() {
+        let mut w = world(true);
+        w.invoices
+            .insert("inv_1".into(), rec("o1", "10", Paid, false));
+        w.refunds
+            .insert("wdr_1".into(), refund("inv_1", Mode::Full));
+        w.deposits
+            .insert("pcd_1".into(), deposit("alice", "5", true));
+        let sandbox = |s| tweak(s, Env::Sandbox, true, true);
+        let steps = [
+            sandbox(paid("inv_1", "o1", "10")),
+            sandbox(wdr("wdr_1", true)),
+            sandbox(dep("pcd_1", true)),
+            paid("inv_1", "o1", "10"),
+        ];
+        assert_eq!(expected(&w, &steps), exp(&[("o1", "inv_1")], &[], &[]));
+    }
+
+    #[test] // 2
+    fn a_forged_final_event_changes_nothing_and_waits_for_a_person() {
+        let mut w = world(true);
+        w.invoices
+            .insert("inv_1".into(), rec("o1", "10", AwaitingPayment, false));
+        w.invoices
+            .insert("inv_2".into(), rec("o2", "10", Expired, false));
+        w.refunds.insert(
+            "wdr_1".into(),
+            Refund {
+                completed: false,
+                ..refund("inv_3", Mode::Full)
+            },
+        );
+        w.deposits
+            .insert("pcd_1".into(), deposit("alice", "5", false));
+        let steps = [
+            forged(paid("inv_1", "o1", "10")),
+            forged(paid("inv_2", "o2", "10")),
+            forged(ev("inv_1", Expired, None, None)),
+            forged(wdr("wdr_1", true)),
+            forged(dep("pcd_1", true)),
+        ];
+        // Nothing moves; each forgery waits for a person (a leaked secret to rotate).
+        let forgeries = [
+            ("inv_1", Wait::Unconfirmed),
+            ("inv_2", Wait::Unconfirmed),
+            ("pcd_1", Wait::Unconfirmed),
+            ("wdr_1", Wait::Unconfirmed),
+        ];
+        assert_eq!(expected(&w, &steps), exp(&[], &forgeries, &[]));
+    }
+
+    #[test] // 2, 12
+    fn a_lagging_payment_waits_until_rechecked() {
+        let mut w = world(true);
+        w.invoices
+            .insert("inv_1".into(), rec("o1", "10", Paid, false));
+        w.invoices
+            .insert("inv_2".into(), rec("o2", "10", Paid, false));
+        let steps = [
+            lagging(paid("inv_1", "o1", "10")),
+            lagging(paid("inv_2", "o2", "10")),
+            recheck("inv_1"),
+        ];
+        let want = exp(&[("o1", "inv_1")], &[("inv_2", Wait::Unconfirmed)], &[]);
+        assert_eq!(expected(&w, &steps), want);
+    }
+
+    #[test] // 2, 4
+    fn paymos_order_wins_over_a_forged_open_event() {
+        let mut w = world(true);
+        w.invoices
+            .insert("inv_1".into(), rec("o1", "10", Paid, false));
+        w.registered.insert("o1".into(), p("10.00", "USD"));
+        w.registered.insert("o_evil".into(), p("1", "USD"));
+        let open = ev(
+            "inv_1",
+            AwaitingPayment,
+            Some("o_evil"),
+            Some(p("1", "USD")),
+        );
+        let steps = [forged(open), ev("inv_1", Paid, None, None)];
+        assert_eq!(expected(&w, &steps), exp(&[("o1", "inv_1")], &[], &[]));
+    }
+
+    #[test] // 3
+    fn a_late_open_or_closing_event_never_moves_a_paid_invoice_back() {
+        let steps = [
+            paid("inv_1", "o1", "10"),
+            ev("inv_1", Confirming, Some("o1"), None),
+            ev("inv_1", Expired, None, None),
+            ev("inv_1", AwaitingPayment, None, None),
+            paid("inv_1", "o1", "10"),
+        ];
+        assert_eq!(
+            expected(&world(false), &steps),
+            exp(&[("o1", "inv_1")], &[], &[])
+        );
+    }
+
+    #[test] // 4
+    fn an_order_known_nowhere_waits_and_ships_once_learned() {
+        let w = world(false);
+        let mut steps = vec![
+            ev("inv_1", Paid, None, None),
+            ev("inv_2", Paid, Some(""), None),
+        ];
+        let unknown = [("inv_1", Wait::OrderUnknown), ("inv_2", Wait::OrderUnknown)];
+        assert_eq!(expected(&w, &steps), exp(&[], &unknown, &[]));
+        // A late open event teaches the order; the payment is judged by the next paying step.
+        steps.push(ev("inv_1", Confirming, Some("o1"), None));
+        assert_eq!(expected(&w, &steps), exp(&[], &unknown, &[]));
+        steps.push(ev("inv_1", Paid, None, None));
+        steps.push(Step::MarkPaid {
+            invoice: "inv_2".into(),
+            order: Some("o2".into()),
+        });
+        assert_eq!(
+            expected(&w, &steps),
+            exp(&[("o1", "inv_1"), ("o2", "inv_2")], &[], &[])
+        );
+    }
+
+    #[test] // 4, 9
+    fn two_trusted_events_naming_different_orders_hold_the_first() {
+        let w = world(false);
+        let mut steps = vec![
+            ev("inv_1", AwaitingPayment, Some("o1"), None),
+            paid("inv_1", "o2", "1"),
+        ];
+        assert_eq!(
+            expected(&w, &steps),
+            exp(&[], &[("inv_1", Wait::Held)], &[])
+        );
+        steps.push(release("inv_1", true));
+        assert_eq!(expected(&w, &steps), exp(&[("o1", "inv_1")], &[], &[]));
+    }
+
+    #[test] // 5
+    fn a_price_is_compared_exactly_and_only_in_its_own_currency() {
+        let mut w = world(false);
+        for (order, amount) in [("o1", "10.50"), ("o2", "10.5"), ("o3", "7"), ("o5", "1.0")] {
+            w.registered.insert(order.into(), p(amount, "USD"));
+        }
+        let steps = [
+            paid("inv_1", "o1", "10.5"),
+            ev("inv_2", Paid, Some("o2"), Some(p("10.5", "USDT"))),
+            ev("inv_3", Paid, Some("o3"), None),
+            paid("inv_4", "o4", "not a number"),
+            paid("inv_5", "o5", "1.01"),
+        ];
+        let held = [
+            ("inv_2", Wait::Held),
+            ("inv_3", Wait::Held),
+            ("inv_5", Wait::Held),
+        ];
+        assert_eq!(
+            expected(&w, &steps),
+            exp(&[("o1", "inv_1"), ("o4", "inv_4")], &held, &[])
+        );
+    }
+
+    #[test] // 6
+    fn an_order_ships_at_most_once() {
+        let mut w = world(false);
+        w.registered.insert("o1".into(), p("10", "USD"));
+        let steps = [
+            paid("inv_1", "o1", "10"),
+            paid("inv_2", "o1", "10"),
+            paid("inv_3", "o1", "9"),
+            ev("inv_4", Expired, Some("o1"), None),
+            paid("inv_4", "o1", "10"),
+            paid("inv_1", "o1", "10"),
+        ];
+        let dup = [
+            ("inv_2", Wait::Duplicate),
+            ("inv_3", Wait::Duplicate),
+            // 7: recorded as late first (a release would meet the claim)
+            ("inv_4", Wait::PaidLate),
+        ];
+        assert_eq!(expected(&w, &steps), exp(&[("o1", "inv_1")], &dup, &[]));
+    }
+
+    #[test] // 7, 9
+    fn a_payment_after_closing_waits_paid_late() {
+        let mut w = world(true);
+        w.invoices
+            .insert("inv_1".into(), rec("o1", "10", Expired, true));
+        w.invoices
+            .insert("inv_2".into(), rec("o2", "10", Underpaid, true));
+        w.invoices
+            .insert("inv_3".into(), rec("o3", "10", Paid, false));
+        w.registered.insert("o2".into(), p("5", "USD"));
+        let mut steps = vec![ev("inv_1", Expired, None, None), Step::Reconcile];
+        let late = [("inv_1", Wait::PaidLate), ("inv_2", Wait::PaidLate)];
+        assert_eq!(expected(&w, &steps), exp(&[("o3", "inv_3")], &late, &[]));
+        steps.extend([release("inv_1", false), release("inv_2", false)]);
+        let want = exp(
+            &[("o1", "inv_1"), ("o3", "inv_3")],
+            // 9: its price differs: released only with the override
+            &[("inv_2", Wait::PaidLate)],
+            &[],
+        );
+        assert_eq!(expected(&w, &steps), want);
+    }
+
+    #[test] // 8
+    fn a_full_refund_first_means_the_invoice_never_ships() {
+        let mut w = world(false);
+        w.refunds
+            .insert("wdr_1".into(), refund("inv_1", Mode::Full));
+        let steps = [
+            wdr("wdr_1", true),
+            paid("inv_1", "o1", "10"),
+            paid("inv_2", "o1", "10"),
+        ];
+        assert_eq!(
+            expected(&w, &steps),
+            exp(&[("o1", "inv_2")], &[], &["inv_1"])
+        );
+    }
+
+    #[test] // 8
+    fn a_full_refund_keeps_what_shipped_and_settles_any_wait() {
+        let mut w = world(false);
+        w.refunds
+            .insert("wdr_1".into(), refund("inv_1", Mode::Full));
+        w.refunds
+            .insert("wdr_2".into(), refund("inv_2", Mode::Full));
+        let steps = [
+            paid("inv_1", "o1", "10"),
+            paid("inv_2", "o1", "10"),
+            wdr("wdr_1", true),
+            wdr("wdr_2", true),
+        ];
+        assert_eq!(
+            expected(&w, &steps),
+            exp(&[("o1", "inv_1")], &[], &["inv_1", "inv_2"])
+        );
+    }
+
+    #[test] // 8
+    fn an_overpayment_refund_settles_nothing() {
+        let mut w = world(false);
+        w.registered.insert("o1".into(), p("10", "USD"));
+        w.refunds
+            .insert("wdr_1".into(), refund("inv_1", Mode::Overpayment));
+        w.refunds
+            .insert("wdr_2".into(), refund("inv_2", Mode::Overpayment));
+        let steps = [
+            paid("inv_1", "o1", "12"),
+            wdr("wdr_1", true),
+            wdr("wdr_2", true),
+            paid("inv_2", "o2", "3"),
+        ];
+        assert_eq!(
+            expected(&w, &steps),
+            exp(&[("o2", "inv_2")], &[("inv_1", Wait::Held)], &[])
+        );
+    }
+
+    #[test] // 9
+    fn a_release_acts_only_on_a_held_or_late_payment() {
+        let mut w = world(false);
+        w.registered.insert("o1".into(), p("10", "USD"));
+        let steps = [
+            paid("inv_1", "o1", "9"),
+            release("inv_1", false),
+            ev("inv_2", Paid, None, None),
+            release("inv_2", true),
+            ev("inv_3", AwaitingPayment, Some("o3"), None),
+            release("inv_3", true),
+            paid("inv_4", "o1", "10"),
+            release("inv_1", true),
+        ];
+        // 3: inv_1 was judged held when paid; its late release meets inv_4's claim: refused
+        let waits = [("inv_1", Wait::Held), ("inv_2", Wait::OrderUnknown)];
+        assert_eq!(expected(&w, &steps), exp(&[("o1", "inv_4")], &waits, &[]));
+    }
+
+    #[test] // 10
+    fn a_withdrawal_counts_once_paymos_confirms_it() {
+        let mut w = world(true);
+        w.invoices
+            .insert("inv_1".into(), rec("o1", "10", Paid, false));
+        w.refunds
+            .insert("wdr_1".into(), refund("inv_1", Mode::Full));
+        w.payouts.insert("wdr_2".into(), Payout { completed: true });
+        let steps = [
+            paid("inv_1", "o1", "10"),
+            lagging(wdr("wdr_1", true)),
+            lagging(wdr("wdr_2", true)),
+            wdr("wdr_2", false),
+            wdr("wdr_2", true),
+        ];
+        // wdr_2's lagging delivery waits until it is rechecked, though a later one applied it.
+        let waits = [("wdr_1", Wait::Unconfirmed), ("wdr_2", Wait::Unconfirmed)];
+        let want = exp(&[("o1", "inv_1")], &waits, &[]);
+        assert_eq!(expected(&w, &steps), want);
+        let steps = [&steps[..], &[recheck("wdr_1"), recheck("wdr_2")]].concat();
+        assert_eq!(
+            expected(&w, &steps),
+            exp(&[("o1", "inv_1")], &[], &["inv_1"])
+        );
+    }
+
+    #[test] // 11
+    fn a_deposit_credits_once_and_advisories_never_undo_it() {
+        let mut w = world(true);
+        w.deposits
+            .insert("pcd_1".into(), deposit("alice", "0.10", true));
+        w.deposits
+            .insert("pcd_2".into(), deposit("alice", "0.9", true));
+        w.deposits
+            .insert("pcd_3".into(), deposit("bob", "1,5", true));
+        w.deposits
+            .insert("pcd_4".into(), deposit("carol", "5", true));
+        w.deposits
+            .insert("pcd_5".into(), deposit("dave", "0.000", true));
+        let steps = [
+            dep("pcd_1", false),
+            dep("pcd_1", true),
+            dep("pcd_1", true),
+            dep("pcd_1", false),
+            dep("pcd_2", true),
+            dep("pcd_3", true),
+            lagging(dep("pcd_4", true)),
+            dep("pcd_5", true),
+        ];
+        let mut want = exp(&[], &[("pcd_4", Wait::Unconfirmed)], &[]);
+        want.balances
+            .insert(("alice".into(), "USDT".into()), "1".into());
+        assert_eq!(expected(&w, &steps), want);
+    }
+
+    #[test] // 12
+    fn a_recheck_of_nothing_waiting_changes_nothing() {
+        let mut w = world(true);
+        w.invoices
+            .insert("inv_1".into(), rec("o1", "10", Paid, false));
+        w.deposits
+            .insert("pcd_1".into(), deposit("alice", "5", true));
+        let steps = [recheck("inv_1"), recheck("pcd_1"), recheck("wdr_9")];
+        assert_eq!(expected(&w, &steps), Expected::default());
+    }
+
+    #[test]
+    fn amounts_are_exact_decimals() {
+        assert_eq!(parse_amount("10.5"), parse_amount("10.50"));
+        assert_eq!(parse_amount("100"), parse_amount("100.000"));
+        assert_ne!(parse_amount("0.1"), parse_amount("0.10000000000000001"));
+        for bad in [
+            "",
+            ".5",
+            "5.",
+            "1e3",
+            "-1",
+            "+1",
+            "1.5.0",
+            " 1",
+            "0.0000000000000000001",
+        ] {
+            assert_eq!(parse_amount(bad), None, "{bad:?}");
+        }
+        assert_eq!(parse_amount("1.0000000000000000000"), parse_amount("1"));
+        assert_eq!(format_amount(parse_amount("0.10").unwrap_or(0)), "0.1");
+        assert_eq!(format_amount(parse_amount("1200").unwrap_or(0)), "1200");
+    }
+}

@@ -66,14 +66,14 @@ pub trait ReviewLedger: Send + Sync {
         resource_id: Option<&str>,
     ) -> impl Future<Output = Result<Vec<OutcomeRecord>, PortError>> + Send;
 
-    /// Notes that `event_id` was resolved (its new `outcome`, by whom, when), so it leaves the
-    /// list.
+    /// Notes that the delivery under `key` ([`crate::ingest::delivery_key`]) was resolved (its
+    /// new `outcome`, by whom, when), so it leaves the list.
     ///
     /// # Errors
     /// [`PortError`] when the ledger fails.
     fn mark_resolved(
         &self,
-        event_id: &str,
+        key: &str,
         outcome: &str,
         by: &str,
         at_ms: u64,
@@ -443,7 +443,7 @@ pub async fn release<S: ExceptionStore, L: ReviewLedger>(
     {
         ledger
             .mark_resolved(
-                &paid.record.delivery.event_id,
+                &paid.record.delivery.key(),
                 "released",
                 &format!("manual:{}", by.actor),
                 now_ms,
@@ -543,6 +543,7 @@ pub async fn recheck<S: ExceptionStore, L: ReviewLedger, C: PaymentConfirmation>
         let Some((envelope, change)) = delivery.read else {
             continue;
         };
+        let key = delivery.record.delivery.key();
         let event_id = delivery.record.delivery.event_id;
         let outcome =
             recheck_one(state, api, effect, environment, change, &envelope, now_ms).await?;
@@ -553,7 +554,7 @@ pub async fn recheck<S: ExceptionStore, L: ReviewLedger, C: PaymentConfirmation>
         };
         if let Some(resolved) = resolved {
             ledger
-                .mark_resolved(&event_id, &resolved, "recheck", now_ms)
+                .mark_resolved(&key, &resolved, "recheck", now_ms)
                 .await?;
         }
         out.push(Rechecked {

@@ -283,8 +283,11 @@ pub trait DeliveryLedger: Send + Sync {
     ) -> impl Future<Output = Result<TakeOver, PortError>> + Send;
 
     /// Ends this attempt's lease early after a failed send, so the next retry need not wait.
-    fn release(&self, key: &str, lease_ms: u64)
-    -> impl Future<Output = Result<(), PortError>> + Send;
+    fn release(
+        &self,
+        key: &str,
+        lease_ms: u64,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
 
     /// Notes on the record that a delivery with its key arrived with a different body.
     fn mark_conflict(
@@ -327,7 +330,11 @@ impl<T: DeliveryLedger> DeliveryLedger for Arc<T> {
         (**self).take_over(key, seen_lease_ms, new_lease_ms)
     }
 
-    fn release(&self, key: &str, lease_ms: u64) -> impl Future<Output = Result<(), PortError>> + Send {
+    fn release(
+        &self,
+        key: &str,
+        lease_ms: u64,
+    ) -> impl Future<Output = Result<(), PortError>> + Send {
         (**self).release(key, lease_ms)
     }
 

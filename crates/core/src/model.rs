@@ -227,7 +227,8 @@ fn delivery(ids: &Ids, op: &Op) -> Option<WorkItem> {
     if !order_json.is_empty() {
         data["order"] = order_json.into();
     }
-    // A sandbox delivery never shares an event id with a live one: ingest refuses that (409).
+    // Sandbox deliveries get ids of their own here; one id from both environments (each
+    // recorded under its own key) is proven by `tests/ingest.rs`.
     let event_id = format!(
         "{}_{}_{invoice}_{status}_{at}_{naming:?}_{}_{endpoint}",
         if sandbox { "evs" } else { "evt" },

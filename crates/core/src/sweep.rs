@@ -63,10 +63,7 @@ where
         let event_id = &record.delivery.event_id;
         let key = record.delivery.key();
         let lease = now_ms + lease_secs * 1000;
-        match ledger
-            .take_over(&key, record.lease_until_ms, lease)
-            .await?
-        {
+        match ledger.take_over(&key, record.lease_until_ms, lease).await? {
             TakeOver::Won => match queue.enqueue(&record.delivery).await {
                 Ok(()) => {
                     tracing::warn!(event_id = %event_id, event_type = %record.delivery.event_type, received_at_ms = record.delivery.received_at_ms, "stranded delivery sent again by the sweep");

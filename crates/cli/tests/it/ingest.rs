@@ -714,13 +714,12 @@ async fn pending_lists_unprocessed_deliveries_oldest_first_from_the_sparse_index
 async fn a_sandbox_delivery_reusing_a_live_id_never_blocks_the_live_one() {
     let rig = Rig::new().await;
     let ingest = rig.ingest();
-    let fulfil = paymos_inbox_core::fulfil::Fulfil::new(
-        paymos_inbox_aws::dynamodb::DynamoResources::new(
+    let fulfil =
+        paymos_inbox_core::fulfil::Fulfil::new(paymos_inbox_aws::dynamodb::DynamoResources::new(
             rig.aws.dynamodb.clone(),
             rig.aws.state_table().await,
             &rig.table,
-        ),
-    );
+        ));
     let paid = |is_test: bool| {
         envelope(
             "evt_shared",

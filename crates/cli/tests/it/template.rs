@@ -432,7 +432,10 @@ fn an_event_id_reused_across_environments_is_alarmed_at_the_first_one() {
         (Some(0), Some("GreaterThanThreshold")),
         "one reuse is one too many"
     );
-    assert!(!alarm["AlarmActions"].is_null(), "it notifies the alarm topic");
+    assert!(
+        !alarm["AlarmActions"].is_null(),
+        "it notifies the alarm topic"
+    );
     // Ingest finds the other environment's record with a GetItem: a missing grant would hide
     // every reuse behind AccessDenied (the read is best effort).
     let statements = props(&t, "IngestFunction")["Policies"][0]["Statement"]

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use crate::change::Applied;
 use crate::fulfil::Fulfil;
 use crate::ingest::{
-    Delivery, DeliveryState, Inbound, Ingest, IngestError, IngestSettings, Ingested,
-    PortErrorKind, Receipt, delivery_key,
+    Delivery, DeliveryState, Inbound, Ingest, IngestError, IngestSettings, Ingested, PortErrorKind,
+    Receipt, delivery_key,
 };
 use crate::memory::{MemoryLedger, MemoryQueue, MemoryResources};
 use crate::signature::{Environment, SigningKey, Verifier, WebhookSecret, signature_header};
@@ -295,7 +295,12 @@ async fn a_sandbox_delivery_reusing_a_live_id_never_blocks_the_live_one() {
             received_at_ms: Some(delivery.received_at_ms),
         };
         let fulfil = &fulfil;
-        async move { fulfil.apply(&item, NOW_MS).await.map(|(_, applied)| applied) }
+        async move {
+            fulfil
+                .apply(&item, NOW_MS)
+                .await
+                .map(|(_, applied)| applied)
+        }
     };
     let order = r#","order":{"external_id":"o-1","amount":"10.50","currency":"USD"}"#;
     // A sandbox delivery takes the id first and is processed (it changes nothing live).
@@ -308,9 +313,13 @@ async fn a_sandbox_delivery_reusing_a_live_id_never_blocks_the_live_one() {
     let receipt = post_receipt(&ingest, &live, LIVE).await.unwrap();
     assert_eq!(receipt.ingested, Ingested::New);
     assert!(receipt.cross_environment, "the reuse of the id is counted");
-    let record = ledger.get("evt_x").expect("the live delivery keeps the plain key");
+    let record = ledger
+        .get("evt_x")
+        .expect("the live delivery keeps the plain key");
     assert_eq!(record.delivery.environment, Some(Environment::Live));
-    let record = ledger.get(&sandbox_key).expect("the sandbox one has its own");
+    let record = ledger
+        .get(&sandbox_key)
+        .expect("the sandbox one has its own");
     assert_eq!(record.delivery.environment, Some(Environment::Test));
     assert_eq!(queue.sent().len(), 2);
     assert_eq!(apply(&queue.sent()[1]).await, Ok(Applied::Fulfilled));
@@ -352,9 +361,15 @@ async fn the_reuse_of_an_id_is_counted_in_either_order_and_looked_for_only_when_
     let live = body("evt_y", r#","is_test":false"#);
     let sandbox = body("evt_y", r#","is_test":true"#);
     let first = post_receipt(&ingest, &live, LIVE).await.unwrap();
-    assert_eq!((first.ingested, first.cross_environment), (Ingested::New, false));
+    assert_eq!(
+        (first.ingested, first.cross_environment),
+        (Ingested::New, false)
+    );
     let second = post_receipt(&ingest, &sandbox, TEST).await.unwrap();
-    assert_eq!((second.ingested, second.cross_environment), (Ingested::New, true));
+    assert_eq!(
+        (second.ingested, second.cross_environment),
+        (Ingested::New, true)
+    );
     assert_eq!((ledger.len(), queue.sent().len()), (2, 2));
 
     // A stack holding only live secrets can record no sandbox delivery: it never looks.

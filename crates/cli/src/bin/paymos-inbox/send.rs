@@ -246,9 +246,10 @@ async fn wait_for_outcomes(args: &SendArgs, sent: &[String]) -> Result<bool, Str
         .clone()
         .ok_or("it needs the stack: --stack-name, --dev-info or --deliveries-table")?;
     let ledger = paymos_inbox_aws::dynamodb::DynamoLedger::new(stack.dynamodb, table, None);
-    let environment = args.secrets.first().and_then(|s| {
-        paymos_inbox_core::signature::Environment::from_secret_prefix(s.trim())
-    });
+    let environment = args
+        .secrets
+        .first()
+        .and_then(|s| paymos_inbox_core::signature::Environment::from_secret_prefix(s.trim()));
     let mut all_ok = true;
     for event_id in sent {
         all_ok &= outcome_of(&ledger, environment, event_id).await;

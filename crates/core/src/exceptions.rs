@@ -19,7 +19,7 @@ use super::signature::Environment;
 use super::status::InvoiceStatus;
 
 /// The outcomes of a delivery that need a person.
-pub const DELIVERY_OUTCOMES: [&str; 2] = ["unconfirmed", "unusable"];
+pub const DELIVERY_OUTCOMES: [&str; 3] = ["unconfirmed", "unusable", "order_unknown"];
 
 /// A processed delivery whose outcome waits for a person (`unconfirmed`, `unusable`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,8 +100,8 @@ pub struct Exception {
 /// What a waiting delivery would change, and so its way out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Pending {
-    /// A payment (`invoice.paid`, `invoice.paid_over`) naming `order`: recheck, then release it
-    /// if it is genuine.
+    /// A payment (`invoice.paid`, `invoice.paid_over`) naming `order`: recheck (never a release:
+    /// a forgery names an order just the same).
     Payment { invoice_id: String, order: OrderRef },
     /// Any other invoice status (a closure, an open status): it pays nothing; recheck.
     InvoiceStatus { invoice_id: String },
@@ -203,6 +203,10 @@ impl Waiting {
         self.record.outcome == "unconfirmed"
     }
 
+    fn order_unknown(&self) -> bool {
+        self.record.outcome == Applied::OrderUnknown.as_str()
+    }
+
     /// Whether a re-check of `resource_id` reads it: its own resource, or a refund of that
     /// invoice.
     fn concerns(&self, resource_id: &str) -> bool {
@@ -281,10 +285,19 @@ pub async fn list<S: ExceptionStore, L: ReviewLedger>(
         .collect();
     for delivery in &deliveries {
         let resource = delivery.record.delivery.resource_id.as_deref();
-        if let Some(invoice) = resource.filter(|r| r.starts_with("inv_"))
-            && store.invoice_seen(invoice).await?.1
-        {
-            continue; // fulfilled since (released, reconciled, or another event)
+        if let Some(invoice) = resource.filter(|r| r.starts_with("inv_")) {
+            let (seen, fulfilled) = store.invoice_seen(invoice).await?;
+            if fulfilled {
+                continue; // fulfilled since (released, reconciled, or another event)
+            }
+            // A payment of an order known nowhere, applied since under its order (held, a
+            // duplicate, late, refunded): the invoice's own line says what waits now.
+            let paid_since = seen.is_some_and(|s| {
+                s.status.is_some_and(InvoiceStatus::fulfils) || s.paid_late || s.refunded_in_full()
+            });
+            if delivery.order_unknown() && paid_since {
+                continue;
+            }
         }
         out.push(delivery_exception(delivery, &deliveries));
     }
@@ -365,13 +378,16 @@ fn delivery_exception(delivery: &Waiting, all: &[Waiting]) -> Exception {
     let event_type = &record.delivery.event_type;
     let recheck = |id: &str| format!("`paymos-inbox recheck {id}`");
     let action = match &delivery.pending {
+        Pending::Payment { invoice_id, .. } if delivery.order_unknown() => format!(
+            "find the order this payment is for, then `paymos-inbox mark-paid {invoice_id} --order-id <order> --actor <you>` (`reconcile --apply` does it once Paymos' invoice names its order)"
+        ),
         _ if !delivery.unconfirmed() => format!(
             "read the archived body of {event_id} in the deliveries table, apply it by hand"
         ),
         Pending::Payment { invoice_id, .. } => refund_waiting(all, invoice_id).map_or_else(
             || {
                 format!(
-                    "{}; if it is genuine, `paymos-inbox release {invoice_id} --actor <you>`",
+                    "{}: applies it once Paymos shows it paid; if you know it was paid, `paymos-inbox mark-paid {invoice_id} --order-id <order> --actor <you>`",
                     recheck(invoice_id)
                 )
             },
@@ -405,6 +421,8 @@ fn delivery_exception(delivery: &Waiting, all: &[Waiting]) -> Exception {
     Exception {
         kind: if delivery.unconfirmed() {
             "unconfirmed"
+        } else if delivery.order_unknown() {
+            "order_unknown"
         } else {
             "unusable"
         },
@@ -536,7 +554,10 @@ pub async fn recheck<S: ExceptionStore, L: ReviewLedger, C: PaymentConfirmation>
     now_ms: u64,
 ) -> Result<Vec<Rechecked>, PortError> {
     let mut out = Vec::new();
-    for delivery in waiting(ledger, &["unconfirmed"]).await? {
+    let mut deliveries = waiting(ledger, &["unconfirmed"]).await?;
+    // Refunds first: a payment Paymos paid back in full never ships, whichever came first.
+    deliveries.sort_by_key(|d| !matches!(d.pending, Pending::Refund { .. }));
+    for delivery in deliveries {
         if resource_id.is_some_and(|id| !delivery.concerns(id)) {
             continue;
         }
@@ -548,6 +569,8 @@ pub async fn recheck<S: ExceptionStore, L: ReviewLedger, C: PaymentConfirmation>
         let outcome =
             recheck_one(state, api, effect, environment, change, &envelope, now_ms).await?;
         let resolved = match &outcome {
+            // Confirmed, but its order is known nowhere: it now waits for its order.
+            Recheck::Applied(Applied::OrderUnknown) => Some(Applied::OrderUnknown.to_string()),
             Recheck::Applied(applied) => Some(format!("rechecked_{applied}")),
             Recheck::Refuted(_) => Some("rechecked_refuted".to_owned()),
             Recheck::Waits(_) => None,
@@ -576,7 +599,6 @@ async fn recheck_one<S: ExceptionStore, C: PaymentConfirmation>(
     envelope: &Envelope,
     now_ms: u64,
 ) -> Result<Recheck, PortError> {
-    let pays = matches!(&change, Change::Invoice { status, .. } if status.fulfils());
     let checked = check(api, &change, &envelope.data, environment).await?;
     let confirmed = match checked.verdict {
         Verdict::Confirmed => with_order(change, checked.order),
@@ -595,7 +617,8 @@ async fn recheck_one<S: ExceptionStore, C: PaymentConfirmation>(
         Verdict::NotYet { status } => {
             return Ok(Recheck::Waits(format!("still {status} at Paymos")));
         }
-        Verdict::Unconfirmed(reason) if pays => return Ok(Recheck::Waits(reason)),
+        // Paymos contradicts it: a forgery (or another project's event), read and closed; a
+        // genuine payment reaches us by its own event or by reconciliation.
         Verdict::Unconfirmed(reason) => return Ok(Recheck::Refuted(reason)),
     };
     let source = Source::Manual {

@@ -116,7 +116,9 @@ impl InvoiceSeen {
     /// different currencies anyway).
     #[must_use]
     pub fn refunded_in_full(&self) -> bool {
-        self.refunds.iter().any(|r| r.mode == Some(RefundMode::Full))
+        self.refunds
+            .iter()
+            .any(|r| r.mode == Some(RefundMode::Full))
     }
 
     /// What was refunded, per currency, for an operator (`5 USDT`, `0.1 USDT + 2 TON`).

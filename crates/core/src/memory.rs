@@ -837,14 +837,17 @@ impl ReviewLedger for MemoryReviews {
             .lock()
             .expect("lock")
             .iter()
-            .filter(|r| {
-                let outcome = resolved
+            // The outcome as it stands now (a resolution replaces it, as DynamoDB's does).
+            .map(|r| OutcomeRecord {
+                outcome: resolved
                     .get(&r.delivery.event_id)
-                    .map_or(r.outcome.as_str(), |(o, _)| o.as_str());
-                outcomes.contains(&outcome)
+                    .map_or_else(|| r.outcome.clone(), |(o, _)| o.clone()),
+                ..r.clone()
+            })
+            .filter(|r| {
+                outcomes.contains(&r.outcome.as_str())
                     && resource_id.is_none_or(|id| r.delivery.resource_id.as_deref() == Some(id))
             })
-            .cloned()
             .collect();
         out.sort_by_key(|r| r.processed_at_ms);
         Ok(out)
@@ -938,18 +941,16 @@ impl ReleaseStore for MemoryResources {
         let mut inner = self.lock();
         let current = inner.invoices.get(release.invoice_id);
         // The invoice still waits as it was read: not released, not refunded in full since.
-        let waits = current.is_none_or(|r| {
+        let waits = current.is_some_and(|r| {
             let seen = r.seen();
             let status = seen.status;
             r.released_by.is_none()
                 && seen.refunds.len() == release.refunds_seen
                 && match release.waiting {
-                    Waiting::Unrecorded => status.is_none(),
-                    Waiting::Open(st) => status == Some(st),
                     Waiting::Held(st) => status == Some(st) && r.held,
                     Waiting::PaidLate(st) => status == Some(st) && r.paid_late_at.is_some(),
                 }
-        }) && (current.is_some() || release.waiting == Waiting::Unrecorded);
+        });
         if !waits {
             return Ok(Written::Refused(invoice_refused(current, release.source)));
         }
@@ -973,9 +974,6 @@ impl ReleaseStore for MemoryResources {
             .invoices
             .entry(release.invoice_id.to_owned())
             .or_default();
-        if release.waiting.becomes_paid() {
-            record.status = Some((InvoiceStatus::Paid, now_ms / 1000));
-        }
         record.order.adopt(release.order);
         record.held = false;
         record.released_by = Some(release.source.id());

@@ -1,20 +1,11 @@
-//! The model test's histories and invariants, shared by the fast run on the in-memory store
-//! (`src/tests/model.rs`, proptest) and the shorter run on DynamoDB Local (`tests/it/model.rs`).
-//!
-//! A history mixes, over a few invoices of two orders: deliveries of invoice facts (live and
-//! sandbox, with and without the order, relabelled to the other order, with and without a
-//! price, through one or two endpoints, repeated and reordered), refunds (partial, overpayment,
-//! full), `mark-paid`, `release` (with and without the amount override) and
-//! `reconcile --apply`. After the history the invariants are checked against the store:
-//! - an order has at most one fulfilment;
-//! - a paid invoice that was not refunded in full is fulfilled or waits for a person (what
-//!   `exceptions` lists);
-//! - nothing writes a key outside its kind.
+//! Scripted histories for the truth tests on DynamoDB Local (`tests/it/truth.rs`): deliveries of
+//! invoice facts (live and sandbox, with and without the order, relabelled, with and without a
+//! price, through one or two endpoints), refunds, `mark-paid`, `release` and
+//! `reconcile --apply`, run through the use cases, and what a store holds after them
+//! ([`Inspect`]). Generated histories of Paymos' whole world, judged by the oracle, are
+//! [`crate::world`]'s.
 
-use std::collections::BTreeMap;
 use std::future::Future;
-
-use proptest::prelude::*;
 
 use crate::change::OrderRef;
 use crate::effect::RecordFulfilment;
@@ -92,81 +83,6 @@ pub enum Op {
         /// Invoice index.
         invoice: u8,
     },
-}
-
-fn statuses() -> impl Strategy<Value = InvoiceStatus> {
-    use InvoiceStatus as I;
-    prop::sample::select(vec![
-        I::AwaitingPayment,
-        I::Confirming,
-        I::Paid,
-        I::PaidOver,
-        I::Expired,
-        I::Cancelled,
-    ])
-}
-
-/// One step.
-pub fn op() -> impl Strategy<Value = Op> {
-    let invoice = 0..INVOICES;
-    prop_oneof![
-        6 => (
-            invoice.clone(),
-            statuses(),
-            10u64..14,
-            prop::sample::select(vec![Naming::Silent, Naming::Own, Naming::Own, Naming::Other]),
-            prop::sample::select(vec![None, Some("10.50"), Some("10.5"), Some("12")]),
-            0u8..2,
-            prop::bool::weighted(0.15),
-        )
-            .prop_map(|(invoice, status, at, naming, price, endpoint, sandbox)| Op::Deliver {
-                invoice,
-                status,
-                at,
-                naming,
-                price,
-                endpoint,
-                sandbox,
-            }),
-        1 => (
-            invoice.clone(),
-            0u8..3,
-            // Partial amounts never add up to a payment: only `full` pays one back here
-            // (the sums are the unit tests' of `InvoiceSeen::refunded_in_full`).
-            prop::sample::select(vec!["0.10", "2"]),
-            prop::sample::select(vec!["overpayment", "full"]),
-        )
-            .prop_map(|(invoice, seq, amount, mode)| Op::Refund {
-                invoice,
-                seq,
-                amount,
-                mode,
-            }),
-        1 => (invoice.clone(), any::<bool>())
-            .prop_map(|(invoice, with_order)| Op::MarkPaid { invoice, with_order }),
-        1 => (invoice.clone(), any::<bool>()).prop_map(|(invoice, override_amount)| Op::Release {
-            invoice,
-            override_amount
-        }),
-        1 => invoice.prop_map(|invoice| Op::ReconcileApply { invoice }),
-    ]
-}
-
-/// A history: steps, some repeated (a redelivery, a second run), in any order.
-pub fn history() -> impl Strategy<Value = Vec<Op>> {
-    prop::collection::vec(op(), 1..14)
-        .prop_flat_map(|ops| {
-            let len = ops.len();
-            (Just(ops), prop::collection::vec(0..len, 0..5))
-        })
-        .prop_map(|(mut ops, repeats)| {
-            for i in repeats {
-                let again = ops[i].clone();
-                ops.push(again);
-            }
-            ops
-        })
-        .prop_shuffle()
 }
 
 /// The ids of one run (a prefix keeps runs apart in one table).
@@ -368,89 +284,6 @@ pub trait Inspect {
     fn invoices(&self) -> impl Future<Output = Vec<(String, InvoiceSeen)>> + Send;
     /// Every key the store holds.
     fn keys(&self) -> impl Future<Output = Vec<String>> + Send;
-}
-
-/// The invoices a history paid in truth: a live delivery of `paid`/`paid_over`, a `mark-paid`
-/// or a reconciliation (a sandbox delivery pays nothing on a live stack).
-#[must_use]
-pub fn paid_in(ops: &[Op]) -> Vec<u8> {
-    let mut paid: Vec<u8> = ops
-        .iter()
-        .filter_map(|op| match *op {
-            Op::Deliver {
-                invoice,
-                status,
-                sandbox: false,
-                ..
-            } if status.fulfils() => Some(invoice),
-            Op::MarkPaid { invoice, .. } | Op::ReconcileApply { invoice } => Some(invoice),
-            _ => None,
-        })
-        .collect();
-    paid.sort_unstable();
-    paid.dedup();
-    paid
-}
-
-/// The invariants after the history `ops` of run `ids`; each violation in words.
-pub async fn violations<S: Inspect>(store: &S, ids: &Ids, ops: &[Op]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mine = |id: &str| id.contains(&ids.run);
-    let fulfilments: Vec<_> = store
-        .fulfilments()
-        .await
-        .into_iter()
-        .filter(|(i, _)| mine(i))
-        .collect();
-    let mut per_order: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for (invoice, order) in &fulfilments {
-        if let Some(order) = order {
-            per_order.entry(order).or_default().push(invoice);
-        }
-    }
-    for (order, invoices) in per_order {
-        if invoices.len() > 1 {
-            out.push(format!(
-                "order {order} fulfilled {} times: {invoices:?}",
-                invoices.len()
-            ));
-        }
-    }
-    let records: BTreeMap<String, InvoiceSeen> = store
-        .invoices()
-        .await
-        .into_iter()
-        .filter(|(i, _)| mine(i))
-        .collect();
-    for invoice in paid_in(ops).into_iter().map(|i| ids.invoice(i)) {
-        let Some(seen) = records.get(&invoice) else {
-            out.push(format!("{invoice} was paid and has no record"));
-            continue;
-        };
-        let fulfilled = fulfilments.iter().any(|(i, _)| *i == invoice);
-        let refunded_in_full = ops.iter().any(|op| {
-            matches!(op, Op::Refund { invoice: i, mode: "full", .. } if ids.invoice(*i) == invoice)
-        });
-        if !refunded_in_full && !fulfilled && !seen.standing().waits_for_person() {
-            out.push(format!(
-                "{invoice} paid, not refunded in full, neither fulfilled nor listed: {seen:?}"
-            ));
-        }
-    }
-    let kinds = [
-        "inv_",
-        "wdr_",
-        "fulfilment#inv_",
-        "order_paid#o_",
-        "review#",
-        "order#",
-    ];
-    for key in store.keys().await.into_iter().filter(|k| mine(k)) {
-        if !kinds.iter().any(|k| key.starts_with(k)) {
-            out.push(format!("a key outside its kind: {key}"));
-        }
-    }
-    out
 }
 
 impl Inspect for std::sync::Arc<crate::memory::MemoryResources> {

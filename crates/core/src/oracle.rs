@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The environment whose secret signed a delivery: `Live` (`whsec_live_…`) or `Sandbox`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Env {
     Live,
     Sandbox,
@@ -118,6 +118,7 @@ pub enum Step {
     /// An invoice webhook; `order` is `data.order.external_id`, `price` `data.order.amount` +
     /// `currency` (None: left out).
     Invoice {
+        event_id: Option<String>,
         invoice: String,
         env: Env,
         genuine: bool,
@@ -128,6 +129,7 @@ pub enum Step {
     },
     /// `withdrawal.*` of a refund or payout: `completed`, or an open/failed status (false).
     Withdrawal {
+        event_id: Option<String>,
         id: String,
         env: Env,
         genuine: bool,
@@ -136,6 +138,7 @@ pub enum Step {
     },
     /// `payment_channel.deposit.*`: `confirmed` with `is_final`, or advisory (false).
     Deposit {
+        event_id: Option<String>,
         id: String,
         env: Env,
         genuine: bool,
@@ -196,6 +199,7 @@ pub fn expected(world: &World, steps: &[Step]) -> Expected {
         unconfirmed: BTreeMap::new(),
         applied: BTreeSet::new(),
         balances: BTreeMap::new(),
+        delivered: BTreeSet::new(),
     };
     for step in steps {
         m.step(step);
@@ -253,15 +257,63 @@ struct Inv {
     released: bool,
 }
 
+/// What an invoice event claims: its status, and the order and price it names.
+#[derive(Clone, Debug)]
+struct Claim {
+    status: Status,
+    order: Option<String>,
+    price: Option<Price>,
+}
+
+/// Paymos' answer to a claim.
+#[derive(PartialEq, Eq)]
+enum Answer {
+    Confirms,
+    NotYet,
+    Contradicts,
+}
+
+impl Claim {
+    /// 2: the reverse check: a payment names Paymos' order and price (where it names any) and
+    /// Paymos has it paid (or paid late); a closure is Paymos' own final status. While Paymos'
+    /// invoice is open, either may still come true.
+    fn answer(&self, rec: &Invoice) -> Answer {
+        let same_price = |p: &Price| {
+            p.currency == rec.price.currency
+                && parse_amount(&p.amount).is_some()
+                && parse_amount(&p.amount) == parse_amount(&rec.price.amount)
+        };
+        if self.status.pays() {
+            if self.order.as_ref().is_some_and(|o| *o != rec.order)
+                || self.price.as_ref().is_some_and(|p| !same_price(p))
+            {
+                return Answer::Contradicts;
+            }
+            if rec.status.pays() || rec.paid_late {
+                return Answer::Confirms;
+            }
+        } else if rec.status == self.status {
+            return Answer::Confirms;
+        }
+        if rec.status.is_final() {
+            Answer::Contradicts
+        } else {
+            Answer::NotYet
+        }
+    }
+}
+
 struct Machine<'w> {
     world: &'w World,
     inv: BTreeMap<String, Inv>,
     shipped: BTreeMap<String, String>,
     /// 2: deliveries Paymos did not confirm when they came, per resource (an invoice event's
     /// status; `None` for a withdrawal or a deposit), until a recheck applies them.
-    unconfirmed: BTreeMap<String, Vec<Option<Status>>>,
+    unconfirmed: BTreeMap<String, Vec<Option<Claim>>>,
     applied: BTreeSet<String>,
     balances: BTreeMap<(String, String), i128>,
+    /// Deliveries seen: (environment, event id).
+    delivered: BTreeSet<(Env, String)>,
 }
 
 impl Machine<'_> {
@@ -271,6 +323,27 @@ impl Machine<'_> {
 
     fn step(&mut self, step: &Step) {
         let live = self.world.environment;
+        // The contract: deliveries are deduplicated by (the environment and) `event_id`; a
+        // second delivery of one event changes nothing, whatever the first did.
+        if let Step::Invoice {
+            event_id: Some(e),
+            env,
+            ..
+        }
+        | Step::Withdrawal {
+            event_id: Some(e),
+            env,
+            ..
+        }
+        | Step::Deposit {
+            event_id: Some(e),
+            env,
+            ..
+        } = step
+            && !self.delivered.insert((*env, e.clone()))
+        {
+            return;
+        }
         match step {
             // 1: a step signed by the other environment changes nothing and blocks nothing
             Step::Invoice { env, .. }
@@ -333,21 +406,21 @@ impl Machine<'_> {
         }
         // 2: lagging, or contradicted (forged): nothing applied, it waits Unconfirmed for a
         // person (a forgery means a leaked secret); a recheck applies what Paymos confirms
-        let Some(rec) = self.world.invoices.get(id).filter(|_| !lagging) else {
-            self.unconfirmed.entry(id.to_owned()).or_default().push(Some(status));
-            return;
+        let claim = Claim {
+            status,
+            order: order.map(str::to_owned),
+            price: price.cloned(),
         };
-        let confirmed = if status.pays() {
-            rec.status.pays() || rec.paid_late
-        } else {
-            rec.status == status
-        };
-        if confirmed {
+        let rec = self.world.invoices.get(id).filter(|_| !lagging);
+        if let Some(rec) = rec.filter(|r| claim.answer(r) == Answer::Confirms) {
             self.learn_event(id, order, price);
             self.learn_record(id, rec);
             self.apply_status(id, status, status.pays() && rec.paid_late);
         } else {
-            self.unconfirmed.entry(id.to_owned()).or_default().push(Some(status));
+            self.unconfirmed
+                .entry(id.to_owned())
+                .or_default()
+                .push(Some(claim));
         }
     }
 
@@ -392,8 +465,9 @@ impl Machine<'_> {
         if inv.paid {
             return;
         }
-        if status.pays() && inv.order.is_none() {
-            // 4: known nowhere: not applied; the next paying step judges it
+        if status.pays() && inv.order.is_none() && !(inv.closed || late_at_paymos) {
+            // 4: known nowhere: not applied; the next paying step judges it (a payment after
+            // the close is recorded late whatever is known of its order: rule 7)
             inv.pending = true;
         } else if status.pays() {
             inv.paid = true;
@@ -422,7 +496,10 @@ impl Machine<'_> {
             self.apply_money(id); // 2: confirmed
         } else {
             // 2/10/11: lagging or forged: waits for a recheck
-            self.unconfirmed.entry(id.to_owned()).or_default().push(None);
+            self.unconfirmed
+                .entry(id.to_owned())
+                .or_default()
+                .push(None);
         }
     }
 
@@ -465,7 +542,7 @@ impl Machine<'_> {
         }
         // 4: a person's word with no order, where none is known, is refused: they are told to
         // name it, and nothing changes
-        if inv.order.is_none() {
+        if inv.order.is_none() && !inv.closed {
             return;
         }
         let inv = self.inv_mut(id);
@@ -478,16 +555,22 @@ impl Machine<'_> {
 
     /// 9: release only a `Held` (with override) or `PaidLate` invoice.
     fn release(&mut self, id: &str, override_amount: bool) {
+        // 9: never while a refund of it waits unconfirmed (it may have been paid back)
+        let refund_waits = self
+            .world
+            .refunds
+            .iter()
+            .any(|(w, r)| r.invoice == id && self.unconfirmed.contains_key(w));
+        if refund_waits {
+            return;
+        }
         let ok = match self.wait_of(id) {
             Some(Wait::Held) => override_amount,
             // 9: a late payment is released as it is, but its price is still checked
-            Some(Wait::PaidLate) => {
-                override_amount
-                    || self.inv[id]
-                        .order
-                        .as_ref()
-                        .is_some_and(|o| !self.held(&self.inv[id], o))
-            }
+            Some(Wait::PaidLate) => self.inv[id]
+                .order
+                .as_ref()
+                .is_some_and(|o| override_amount || !self.held(&self.inv[id], o)),
             _ => false,
         };
         if ok {
@@ -519,27 +602,21 @@ impl Machine<'_> {
         let mut still = Vec::new();
         for claim in waiting {
             match (claim, w.invoices.get(id)) {
-                (Some(status), Some(rec)) => {
-                    let confirmed = if status.pays() {
-                        rec.status.pays() || rec.paid_late
-                    } else {
-                        rec.status == status
-                    };
-                    // 2: what a final status at Paymos contradicts is a forgery, closed by the
-                    // recheck; while Paymos' invoice is open it may still come true: it waits
-                    if confirmed {
+                // 2: what Paymos contradicts is a forgery, closed by the recheck; what Paymos'
+                // open invoice may still confirm waits
+                (Some(claim), Some(rec)) => match claim.answer(rec) {
+                    Answer::Confirms => {
                         self.learn_record(id, rec);
-                        self.apply_status(id, status, status.pays() && rec.paid_late);
-                    } else if !rec.status.is_final() {
-                        still.push(claim);
+                        let late = claim.status.pays() && rec.paid_late;
+                        self.apply_status(id, claim.status, late);
                     }
-                }
-                (None, _) if self.confirmed_at_paymos(id) => {
-                    if !self.applied.contains(id) {
-                        self.apply_money(id);
-                    }
-                }
-                _ => still.push(claim),
+                    Answer::NotYet => still.push(Some(claim)),
+                    Answer::Contradicts => {}
+                },
+                // 2: unknown at Paymos (404): a forgery
+                (Some(_), None) => {}
+                (None, _) if self.confirmed_at_paymos(id) => self.apply_money(id),
+                (None, _) => still.push(None),
             }
         }
         if !still.is_empty() {
@@ -633,6 +710,9 @@ impl Machine<'_> {
             return None; // 8
         }
         let inv = inv.filter(|i| (i.paid || i.pending) && !i.shipped)?;
+        if inv.paid && inv.late && inv.order.is_none() {
+            return Some(Wait::PaidLate); // 7 (and nothing ships with no order: rule 4)
+        }
         let (true, Some(order)) = (inv.paid, &inv.order) else {
             return Some(Wait::OrderUnknown); // 4: never ship "no order"
         };
@@ -737,6 +817,7 @@ mod tests {
         let order = order.map(Into::into);
         let (env, genuine, lagging) = (Env::Live, true, false);
         Step::Invoice {
+            event_id: None,
             invoice: id.into(),
             env,
             genuine,
@@ -752,6 +833,7 @@ mod tests {
     fn wdr(id: &str, completed: bool) -> Step {
         let (env, genuine, lagging) = (Env::Live, true, false);
         Step::Withdrawal {
+            event_id: None,
             id: id.into(),
             env,
             genuine,
@@ -762,6 +844,7 @@ mod tests {
     fn dep(id: &str, confirmed: bool) -> Step {
         let (env, genuine, lagging) = (Env::Live, true, false);
         Step::Deposit {
+            event_id: None,
             id: id.into(),
             env,
             genuine,

@@ -190,6 +190,43 @@ fn standing_outcome(standing: &Standing) -> Applied {
     }
 }
 
+/// A paid change the invoice's record refused for its order or price: the record is the truth
+/// (adopted), an order other than the record's is held, and an order known nowhere waits.
+fn on_record(change: &Change, recorded: OrderRef) -> Step {
+    match change {
+        Change::Invoice { order, .. }
+            if order.external_id.is_some()
+                && recorded.external_id.is_some()
+                && order.external_id != recorded.external_id =>
+        {
+            // The event names another order than the invoice's record: never fulfilled
+            // on the event's word.
+            Step::Then(Plan {
+                write: Write::Unfulfilled(Mark::Held),
+                with_mark: true,
+                outcome: Applied::Held,
+                reason: Some(format!(
+                    "the event names order {}, the invoice's record order {}",
+                    order.external_id.as_deref().unwrap_or_default(),
+                    recorded.external_id.as_deref().unwrap_or_default()
+                )),
+            })
+        }
+        // Known nowhere: learned before anything ships, never fulfilled as "no order".
+        Change::Invoice {
+            invoice_id, order, ..
+        } if order.external_id.is_none() && recorded.external_id.is_none() => Step::Then(Plan {
+            write: Write::Review,
+            with_mark: true,
+            outcome: Applied::OrderUnknown,
+            reason: Some(format!(
+                "the payment of {invoice_id} names no order and none is known here yet: nothing shipped"
+            )),
+        }),
+        _ => Step::Adopt(recorded),
+    }
+}
+
 /// What `written` means for `change`, written by `source`, after trying `tried`: the rules of
 /// every outcome that is not the plan's own.
 #[must_use]
@@ -212,40 +249,7 @@ pub fn next(source: &Source, change: &Change, tried: &Plan, written: Written) ->
         // The note exists: this delivery was handled before. The mark alone is never refused
         // but by the processed mark.
         (Write::Review | Write::MarkOnly, _) => Step::Done(Applied::AlreadyProcessed),
-        (Write::Change, Refusal::OrderOnRecord { recorded }) => match change {
-            Change::Invoice { order, .. }
-                if order.external_id.is_some()
-                    && recorded.external_id.is_some()
-                    && order.external_id != recorded.external_id =>
-            {
-                // The event names another order than the invoice's record: never fulfilled
-                // on the event's word.
-                Step::Then(Plan {
-                    write: Write::Unfulfilled(Mark::Held),
-                    with_mark: true,
-                    outcome: Applied::Held,
-                    reason: Some(format!(
-                        "the event names order {}, the invoice's record order {}",
-                        order.external_id.as_deref().unwrap_or_default(),
-                        recorded.external_id.as_deref().unwrap_or_default()
-                    )),
-                })
-            }
-            // Known nowhere: learned before anything ships, never fulfilled as "no order".
-            Change::Invoice {
-                invoice_id, order, ..
-            } if order.external_id.is_none() && recorded.external_id.is_none() => {
-                Step::Then(Plan {
-                    write: Write::Review,
-                    with_mark: true,
-                    outcome: Applied::OrderUnknown,
-                    reason: Some(format!(
-                        "the payment of {invoice_id} names no order and none is known here yet: nothing shipped"
-                    )),
-                })
-            }
-            _ => Step::Adopt(recorded),
-        },
+        (Write::Change, Refusal::OrderOnRecord { recorded }) => on_record(change, recorded),
         (Write::Change, Refusal::Refunded) => Step::Then(Plan {
             write: Write::Unfulfilled(Mark::Refunded),
             with_mark: true,

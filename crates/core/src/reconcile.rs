@@ -362,7 +362,12 @@ async fn set_aside_refunded<P: PaymosLedger>(
     paymos: &P,
     report: &mut Report,
 ) -> Result<(), PortError> {
-    for list in [&mut report.missing, &mut report.paid_late] {
+    // A second payment refunded in full needs no refund either.
+    for list in [
+        &mut report.missing,
+        &mut report.paid_late,
+        &mut report.duplicate_payments,
+    ] {
         let mut kept = Vec::new();
         for fact in std::mem::take(list) {
             let seen = InvoiceSeen {

@@ -1,7 +1,8 @@
-//! Releasing an invoice by hand: an operator fulfils a held, late-paid or unconfirmed payment on
-//! their word. The rules here decide whether an invoice waits for a release (a payment must
-//! wait: an unconfirmed closure or refund is for `recheck`, never shipped) and what a store's
-//! report of the release write means; the store reads and writes only.
+//! Releasing an invoice by hand: an operator fulfils a held or late-paid payment on their word.
+//! The rules here decide whether an invoice waits for a release (a payment recorded here must
+//! wait: anything only an unconfirmed delivery names is for `recheck`, never shipped on a
+//! release, since a forged delivery names just the same) and what a store's report of the
+//! release write means; the store reads and writes only.
 
 use std::future::Future;
 
@@ -18,10 +19,6 @@ use super::invoice::Standing;
 /// still as it was read).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Waiting {
-    /// Never recorded here (only an unconfirmed delivery names it): becomes paid.
-    Unrecorded,
-    /// Open at this status (an unconfirmed payment): becomes paid.
-    Open(InvoiceStatus),
     /// Paid at this status and held: the hold is lifted.
     Held(InvoiceStatus),
     /// Closed at this status, paid late: fulfilled, the status kept.
@@ -29,19 +26,13 @@ pub enum Waiting {
 }
 
 impl Waiting {
-    /// Whether the release moves the invoice to `paid`.
-    #[must_use]
-    pub fn becomes_paid(self) -> bool {
-        matches!(self, Self::Unrecorded | Self::Open(_))
-    }
-
     /// The status the fulfilment records.
     #[must_use]
     pub fn paid_status(self) -> InvoiceStatus {
         match self {
             // A hold is only ever on a paid invoice (`waiting` says so).
             Self::Held(status) => status,
-            _ => InvoiceStatus::Paid,
+            Self::PaidLate(_) => InvoiceStatus::Paid,
         }
     }
 }
@@ -55,8 +46,9 @@ pub enum Named {
     /// An unconfirmed refund of it (`wdr_…`): the order may have been paid back, so nothing is
     /// released before the refund is rechecked.
     Refund(String),
-    /// An unconfirmed payment (`invoice.paid`, `invoice.paid_over`) naming this order: a person
-    /// may release it on their word.
+    /// An unconfirmed payment (`invoice.paid`, `invoice.paid_over`) naming this order: Paymos
+    /// does not show it paid, so `recheck` applies it once Paymos does; never a release (a
+    /// forged delivery names an order just the same).
     Payment(OrderRef),
     /// Only changes that pay nothing (a closure such as `invoice.expired`, or an open status;
     /// the event type): `recheck` applies them, a release has nothing to ship.
@@ -75,9 +67,9 @@ pub enum ReleaseError {
 }
 
 /// Whether `invoice_id` waits for a release: `Err(Ok(applied))` when there is nothing to do
-/// (it is fulfilled already), `Err(Err(why))` when it must not be released. Only a payment that
-/// waits for a person is released: held, paid late, or one only an unconfirmed payment
-/// ([`Named::Payment`]) has told us about; never while a refund of it waits unconfirmed.
+/// (it is fulfilled already), `Err(Err(why))` when it must not be released. Only a payment
+/// recorded here that waits for a person is released (held, or paid late); never one only an
+/// unconfirmed delivery names, never while a refund of it waits unconfirmed.
 ///
 /// # Errors
 /// As above.
@@ -118,8 +110,9 @@ pub fn waiting(
         (Some(status), _) if status.is_final() => refuse(format!(
             "{invoice_id} closed {status} and was never paid: nothing to release"
         )),
-        (None, Named::Payment(_)) => Ok(Waiting::Unrecorded),
-        (Some(status), Named::Payment(_)) => Ok(Waiting::Open(status)),
+        (_, Named::Payment(_)) => refuse(format!(
+            "{invoice_id} is paid only by an unconfirmed delivery: Paymos does not show it paid, and a forged delivery would look the same. `paymos-inbox recheck {invoice_id}` applies it once Paymos does; if you know it was paid, `paymos-inbox mark-paid {invoice_id} --order-id <order> --actor <you>`"
+        )),
         (_, Named::NoPayment(event_type)) => refuse(format!(
             "{invoice_id} is named only by an unconfirmed {event_type}, which is not a payment: nothing to release. `paymos-inbox recheck {invoice_id}` applies what Paymos says now"
         )),
@@ -343,14 +336,13 @@ mod tests {
             duplicate_of: Some("inv_0".into()),
             ..seen(I::Paid)
         };
-        assert_eq!(
-            waiting("inv_1", false, None, &paid()),
-            Ok(Waiting::Unrecorded)
-        );
-        assert_eq!(
-            waiting("inv_1", false, Some(&seen(I::Confirming)), &paid()),
-            Ok(Waiting::Open(I::Confirming))
-        );
+        // Only an unconfirmed payment names it: recheck, never release (a forgery looks alike).
+        for unrecorded_or_open in [None, Some(&seen(I::Confirming))] {
+            assert!(matches!(
+                waiting("inv_1", false, unrecorded_or_open, &paid()),
+                Err(Err(ReleaseError::NotReleasable(why))) if why.contains("recheck inv_1")
+            ));
+        }
         assert_eq!(
             waiting("inv_1", false, Some(&held), &Named::Nothing),
             Ok(Waiting::Held(I::PaidOver))
@@ -435,7 +427,5 @@ mod tests {
         );
         assert_eq!(Waiting::Held(I::PaidOver).paid_status(), I::PaidOver);
         assert_eq!(Waiting::PaidLate(I::Expired).paid_status(), I::Paid);
-        assert!(Waiting::Open(I::Confirming).becomes_paid());
-        assert!(!Waiting::Held(I::Paid).becomes_paid());
     }
 }

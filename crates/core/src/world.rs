@@ -242,9 +242,6 @@ pub fn world() -> impl Strategy<Value = (Truth, Vec<Act>)> {
                 .filter(|a| match a {
                     Act::Refund { refund, .. } => usize::from(*refund) < t.refunds.len(),
                     Act::Deposit { deposit, .. } => usize::from(*deposit) < t.deposits.len(),
-                    // Not judged yet: a person's release of a payment only an unconfirmed
-                    // delivery names (the oracle lets only `recheck` apply those).
-                    Act::Release { .. } => !t.reverse_check,
                     // Not judged yet: reconciliation reports a payment with no usable order
                     // (MISSING, `order_unknown`) but `exceptions` does not list it.
                     Act::Reconcile => t.invoices.iter().all(|i| i.order.is_some()),
@@ -264,12 +261,11 @@ fn genuine(t: &Truth, act: Act) -> Act {
         Act::Invoice {
             invoice,
             status,
-            naming,
-            priced,
             endpoint,
             sandbox,
             forged: false,
             lagging,
+            ..
         } => {
             let truth = &t.invoices[usize::from(invoice)];
             let said = if !status.is_final() {
@@ -300,7 +296,13 @@ fn genuine(t: &Truth, act: Act) -> Act {
             confirmed: true,
             sandbox,
             lagging,
-        } if !t.reverse_check && !t.deposits.get(usize::from(deposit)).copied().unwrap_or(false) => {
+        } if !t.reverse_check
+            && !t
+                .deposits
+                .get(usize::from(deposit))
+                .copied()
+                .unwrap_or(false) =>
+        {
             Act::Deposit {
                 deposit,
                 confirmed: false,
@@ -308,26 +310,6 @@ fn genuine(t: &Truth, act: Act) -> Act {
                 lagging,
             }
         }
-        // A forgery claims a status only (one claiming an order or a price Paymos does not
-        // have is refused by the reverse check's unit tests; the oracle reads statuses).
-        Act::Invoice {
-            invoice,
-            status,
-            endpoint,
-            sandbox,
-            forged: true,
-            lagging,
-            ..
-        } => Act::Invoice {
-            invoice,
-            status,
-            naming: 0,
-            priced: false,
-            endpoint,
-            sandbox,
-            forged: true,
-            lagging,
-        },
         other => other,
     }
 }
@@ -388,7 +370,12 @@ fn name(status: Status) -> &'static str {
 fn at_paymos_invoice(ids: &Ids, t: &Truth, i: u8, lagging: bool) -> ConfirmedInvoice {
     let truth = &t.invoices[usize::from(i)];
     ConfirmedInvoice {
-        status: if lagging { "awaiting_payment" } else { name(truth.status) }.into(),
+        status: if lagging {
+            "awaiting_payment"
+        } else {
+            name(truth.status)
+        }
+        .into(),
         is_test: false,
         order_id: Some(ids.order_of(t, i)),
         order_amount: Amount::parse(PRICES[truth.price]),
@@ -433,7 +420,11 @@ fn paymos(ids: &Ids, t: &Truth, lag: Option<&Act>) -> MemoryPaymos {
     for (r, (invoice, full)) in (0u8..).zip(&t.refunds) {
         let lagging = matches!(lag, Some(Act::Refund { refund, .. }) if *refund == r);
         api.withdrawal(&ids.refund(r), at_paymos_refund(ids, t, r, lagging));
-        let mode = if *full { RefundMode::Full } else { RefundMode::Overpayment };
+        let mode = if *full {
+            RefundMode::Full
+        } else {
+            RefundMode::Overpayment
+        };
         api.refund(
             &ids.invoice(*invoice),
             Refund {
@@ -480,11 +471,8 @@ fn item(ids: &Ids, t: &Truth, act: &Act) -> Option<WorkItem> {
             if !order.is_empty() {
                 data["order"] = order.into();
             }
-            // A delivery recorded unconfirmed is processed: its replay is a duplicate, and only
-            // `recheck` applies it (the oracle knows no event ids), so it gets its own id here.
-            let lag = if matches!(act, Act::Invoice { lagging: true, .. }) { "l" } else { "" };
             let id = format!(
-                "{}{lag}_{}_i{invoice}_{}_{naming}{}_{endpoint}",
+                "{}_{}_i{invoice}_{}_{naming}{}_{endpoint}",
                 if forged { "evf" } else { "evt" },
                 ids.run,
                 name(status),
@@ -492,14 +480,15 @@ fn item(ids: &Ids, t: &Truth, act: &Act) -> Option<WorkItem> {
             );
             (id, format!("invoice.{}", name(status)), data, sandbox)
         }
-        Act::Refund { refund, sandbox, .. } => {
+        Act::Refund {
+            refund, sandbox, ..
+        } => {
             let (invoice, full) = t.refunds[usize::from(refund)];
             let data = serde_json::json!({
                 "withdrawal_id": ids.refund(refund), "invoice_id": ids.invoice(invoice),
                 "type": "refund", "mode": if full { "full" } else { "overpayment" },
                 "amount": "1", "currency": "USDT"});
-            let lag = if matches!(act, Act::Refund { lagging: true, .. }) { "l" } else { "" };
-            let id = format!("evt{lag}_{}_r{refund}", ids.run);
+            let id = format!("evt_{}_r{refund}", ids.run);
             (id, "withdrawal.completed".to_owned(), data, sandbox)
         }
         Act::Deposit {
@@ -513,8 +502,7 @@ fn item(ids: &Ids, t: &Truth, act: &Act) -> Option<WorkItem> {
                 "payment_channel_external_id": ids.payer(), "gross": "5", "fee": "0", "net": "5",
                 "currency": "TRX"});
             let status = if confirmed { "confirmed" } else { "confirming" };
-            let lag = if matches!(act, Act::Deposit { lagging: true, .. }) { "l" } else { "" };
-            let id = format!("evt{lag}_{}_d{deposit}_{status}", ids.run);
+            let id = format!("evt_{}_d{deposit}_{status}", ids.run);
             let event_type = format!("payment_channel.deposit.{status}");
             (id, event_type, data, sandbox)
         }
@@ -575,9 +563,18 @@ pub async fn run<S: WorldStore>(
 ) -> Result<(), PortError> {
     let api = std::sync::Arc::new(paymos(ids, t, None));
     let by_hand = Fulfil::new(store.clone());
+    let mut delivered = BTreeSet::new();
     for (step, act) in acts.iter().enumerate() {
         let now = 1_000_000 + step as u64 * 1_000;
         if let Some(work) = item(ids, t, act) {
+            // Ingest's part: a second delivery of one event (per environment) is a duplicate,
+            // answered 200 and never sent to the queue again.
+            if !delivered.insert((
+                work.environment.map(Environment::as_str),
+                work.event_id.clone(),
+            )) {
+                continue;
+            }
             let lagging = matches!(
                 act,
                 Act::Invoice { lagging: true, .. }
@@ -609,7 +606,10 @@ pub async fn run<S: WorldStore>(
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments, reason = "the world's parts, passed through")]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the world's parts, passed through"
+)]
 async fn operate<S: WorldStore>(
     store: &S,
     reviews: &MemoryReviews,
@@ -644,8 +644,15 @@ async fn operate<S: WorldStore>(
                 override_amount,
             };
             // A refusal is an answer; only a store failure stops the history.
-            if let Err(crate::release::ReleaseError::Port(e)) =
-                exceptions::release(store, reviews, &ids.invoice(invoice), &by, &RecordFulfilment, now).await
+            if let Err(crate::release::ReleaseError::Port(e)) = exceptions::release(
+                store,
+                reviews,
+                &ids.invoice(invoice),
+                &by,
+                &RecordFulfilment,
+                now,
+            )
+            .await
             {
                 return Err(e);
             }
@@ -656,8 +663,16 @@ async fn operate<S: WorldStore>(
                 10..20 => ids.refund(id - 10),
                 _ => ids.deposit(id - 20),
             };
-            exceptions::recheck(store, reviews, api, &RecordFulfilment, Environment::Live, Some(&resource), now)
-                .await?;
+            exceptions::recheck(
+                store,
+                reviews,
+                api,
+                &RecordFulfilment,
+                Environment::Live,
+                Some(&resource),
+                now,
+            )
+            .await?;
         }
         Act::Reconcile => {
             reconcile(api.as_ref(), by_hand, (0, 4_000_000_000), true, now).await?;
@@ -731,6 +746,7 @@ pub fn oracle_case(ids: &Ids, t: &Truth, acts: &[Act]) -> (o::World, Vec<o::Step
 
 fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Step {
     let env = |sandbox: bool| if sandbox { Env::Sandbox } else { Env::Live };
+    let event_id = item(ids, t, act).map(|w| w.event_id);
     match *act {
         Act::Invoice {
             invoice,
@@ -753,6 +769,7 @@ fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Step {
                 currency: "USD".into(),
             });
             o::Step::Invoice {
+                event_id,
                 invoice: ids.invoice(invoice),
                 env: env(sandbox),
                 genuine: !forged,
@@ -767,6 +784,7 @@ fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Step {
             sandbox,
             lagging,
         } => o::Step::Withdrawal {
+            event_id,
             id: ids.refund(refund),
             env: env(sandbox),
             genuine: true,
@@ -779,6 +797,7 @@ fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Step {
             sandbox,
             lagging,
         } => o::Step::Deposit {
+            event_id,
             id: ids.deposit(deposit),
             env: env(sandbox),
             genuine: !confirmed || t.deposits[usize::from(deposit)],
@@ -849,18 +868,28 @@ pub async fn judge<S: WorldStore, V: Observe>(
     let mine = |id: &str| id.contains(&format!("_{}_", ids.run));
     let mut out = Vec::new();
     let mut shipped = BTreeMap::new();
-    for (invoice, order) in view.fulfilments().await.into_iter().filter(|(i, _)| mine(i)) {
+    for (invoice, order) in view
+        .fulfilments()
+        .await
+        .into_iter()
+        .filter(|(i, _)| mine(i))
+    {
         match order {
             None => out.push(format!("{invoice} shipped with no order")),
             Some(order) => {
                 if let Some(first) = shipped.insert(order.clone(), invoice.clone()) {
-                    out.push(format!("order {order} shipped twice: {first} and {invoice}"));
+                    out.push(format!(
+                        "order {order} shipped twice: {first} and {invoice}"
+                    ));
                 }
             }
         }
     }
     if shipped != want.shipped {
-        out.push(format!("shipped {shipped:?}, the oracle says {:?}", want.shipped));
+        out.push(format!(
+            "shipped {shipped:?}, the oracle says {:?}",
+            want.shipped
+        ));
     }
     let listed = exceptions::list(store, reviews, 0)
         .await
@@ -877,7 +906,10 @@ pub async fn judge<S: WorldStore, V: Observe>(
             .iter()
             .all(|(id, w)| waiting.get(id).is_some_and(|ours| ours.contains(w)));
     if !agrees {
-        out.push(format!("waiting {waiting:?}, the oracle says {:?}", want.waiting));
+        out.push(format!(
+            "waiting {waiting:?}, the oracle says {:?}",
+            want.waiting
+        ));
     }
     let balances: BTreeMap<_, _> = view
         .balances()
@@ -886,7 +918,10 @@ pub async fn judge<S: WorldStore, V: Observe>(
         .filter(|((payer, _), v)| mine(payer) && v != "0")
         .collect();
     if balances != want.balances {
-        out.push(format!("balances {balances:?}, the oracle says {:?}", want.balances));
+        out.push(format!(
+            "balances {balances:?}, the oracle says {:?}",
+            want.balances
+        ));
     }
     let refunded: BTreeSet<String> = view
         .invoices()
@@ -896,7 +931,10 @@ pub async fn judge<S: WorldStore, V: Observe>(
         .map(|(i, _)| i)
         .collect();
     if refunded != want.refunded {
-        out.push(format!("refunded {refunded:?}, the oracle says {:?}", want.refunded));
+        out.push(format!(
+            "refunded {refunded:?}, the oracle says {:?}",
+            want.refunded
+        ));
     }
     out
 }

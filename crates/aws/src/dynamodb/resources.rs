@@ -820,7 +820,8 @@ fn refused(old: Option<&Item>, source: &Source, paid: Option<&Change>) -> Refusa
         let current = seen
             .status
             .map(|st| (st, get_u64(item, "status_at").unwrap_or_default()));
-        if invoice_accepts(current, *status, *occurred_at) && item.contains_key("refunded_in_full_by")
+        if invoice_accepts(current, *status, *occurred_at)
+            && item.contains_key("refunded_in_full_by")
         {
             return Refusal::Refunded;
         }
@@ -1123,13 +1124,8 @@ impl ReleaseStore for DynamoResources {
         } = *release;
         // The invoice still waits as it was read: not released, no refund recorded since.
         let (waits, seen) = match waiting {
-            Waiting::Unrecorded => ("attribute_not_exists(#status)", None),
-            Waiting::Open(st) => ("#status = :seen", Some(st)),
-            Waiting::Held(st) => ("#status = :seen AND held = :true", Some(st)),
-            Waiting::PaidLate(st) => (
-                "#status = :seen AND attribute_exists(paid_late_at)",
-                Some(st),
-            ),
+            Waiting::Held(st) => ("#status = :seen AND held = :true", st),
+            Waiting::PaidLate(st) => ("#status = :seen AND attribute_exists(paid_late_at)", st),
         };
         let refunds = if refunds_seen == 0 {
             "attribute_not_exists(refunds)"
@@ -1155,16 +1151,7 @@ impl ReleaseStore for DynamoResources {
         if let Waiting::Held(_) = waiting {
             update = update.expression_attribute_values(":true", AttributeValue::Bool(true));
         }
-        if let Some(st) = seen {
-            update = update.expression_attribute_values(":seen", s(st.as_str()));
-        }
-        if waiting.becomes_paid() {
-            expr.push_str(", #status = :paid, status_at = :at, status_rank = :rank");
-            update = update
-                .expression_attribute_values(":paid", s(InvoiceStatus::Paid.as_str()))
-                .expression_attribute_values(":at", n(now_ms / 1000))
-                .expression_attribute_values(":rank", n(InvoiceStatus::Paid.rank()));
-        }
+        update = update.expression_attribute_values(":seen", s(seen.as_str()));
         update = order_set_once(update, &mut expr, order);
         expr.push_str(" REMOVE held ADD applied :applied");
         let update = update

@@ -343,7 +343,10 @@ async fn a_forged_open_event_plants_nothing_paymos_confirms_the_order_that_ships
         r#"{"invoice_id":"inv_a","payment":{"expected":"1.00","currency":"USDT"}}"#,
     );
     assert_eq!(fulfil.apply(&planted, 1).await.unwrap().1, Applied::Updated);
-    assert_eq!(fulfil.apply(&genuine, 2).await.unwrap().1, Applied::Fulfilled);
+    assert_eq!(
+        fulfil.apply(&genuine, 2).await.unwrap().1,
+        Applied::Fulfilled
+    );
     assert_eq!(
         store.fulfilments(),
         [("inv_a".into(), Some("cheap".into()))],
@@ -352,7 +355,11 @@ async fn a_forged_open_event_plants_nothing_paymos_confirms_the_order_that_ships
     let record = store.invoice("inv_a").unwrap();
     assert_eq!(record.order.external_id.as_deref(), Some("cheap"));
     assert_eq!(
-        record.order.amount.as_ref().map(crate::status::Amount::as_str),
+        record
+            .order
+            .amount
+            .as_ref()
+            .map(crate::status::Amount::as_str),
         Some("1.00")
     );
     assert_eq!(record.seen().standing(), Standing::Clear);

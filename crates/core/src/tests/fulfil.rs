@@ -680,7 +680,10 @@ async fn only_a_full_refund_clears_a_payment_from_review() {
         |_| {},
     )
     .await;
-    assert!(waits_in(&store, "inv_d2"), "overpayment refunds settle nothing");
+    assert!(
+        waits_in(&store, "inv_d2"),
+        "overpayment refunds settle nothing"
+    );
     let (_, store) = run(
         &[
             usdt("evt_d1", "inv_d1", "o-d", "10"),
@@ -967,7 +970,9 @@ async fn a_payment_naming_no_order_known_nowhere_waits_and_ships_once_learned() 
             event_id,
             "invoice.paid",
             20,
-            &format!(r#"{{"invoice_id":"{inv}","payment":{{"expected":"10.5","currency":"USDT"}}}}"#),
+            &format!(
+                r#"{{"invoice_id":"{inv}","payment":{{"expected":"10.5","currency":"USDT"}}}}"#
+            ),
         )
     };
     let history = [
@@ -979,7 +984,10 @@ async fn a_payment_naming_no_order_known_nowhere_waits_and_ships_once_learned() 
         invoice("evt_b2", "paid", 20, "inv_b", "o-1"),
     ];
     let (outcomes, store) = run(&history, |_| {}).await;
-    assert_eq!(outcomes, [OrderUnknown, OrderUnknown, Fulfilled, DuplicatePayment]);
+    assert_eq!(
+        outcomes,
+        [OrderUnknown, OrderUnknown, Fulfilled, DuplicatePayment]
+    );
     assert_eq!(store.fulfilments(), [("inv_a".into(), Some("o-1".into()))]);
     assert_eq!(store.reviews().get("evt_a"), Some(&OrderUnknown));
     assert!(
@@ -1015,7 +1023,9 @@ async fn an_empty_order_id_is_no_order() {
             event_id,
             "invoice.paid",
             20,
-            &format!(r#"{{"invoice_id":"{inv}","order":{{"external_id":"","amount":"1","currency":"USD"}}}}"#),
+            &format!(
+                r#"{{"invoice_id":"{inv}","order":{{"external_id":"","amount":"1","currency":"USD"}}}}"#
+            ),
         )
     };
     let (outcomes, store) = run(&[empty("evt_1", "inv_1"), empty("evt_2", "inv_2")], |_| {}).await;
@@ -1035,7 +1045,10 @@ async fn a_token_only_payment_is_never_compared_with_a_fiat_registration() {
     );
     // Priced earlier by the invoice's own open event: that price, in USD, is compared.
     let (outcomes, store) = run(
-        &[invoice("evt_o", "confirming", 10, "inv_t", "o-t"), token_only.clone()],
+        &[
+            invoice("evt_o", "confirming", 10, "inv_t", "o-t"),
+            token_only.clone(),
+        ],
         |s| s.register_order("o-t", &Amount::parse("10.5").unwrap(), "USD"),
     )
     .await;

@@ -12,7 +12,6 @@ mod confirm;
 mod exceptions;
 mod fulfil;
 mod ingest;
-mod model;
 mod reconcile;
 mod release;
 mod schemas;

@@ -18,7 +18,7 @@ use super::status::{Amount, InvoiceStatus, WithdrawalStatus};
 pub const SOURCE: &str = "paymos-inbox";
 /// The version of every detail schema (a breaking change bumps it; `schemas/` holds one JSON
 /// Schema per detail type and version, and a test fails when a schema changes without it).
-pub const DETAIL_VERSION: u64 = 2;
+pub const DETAIL_VERSION: u64 = 3;
 
 /// The fields every detail carries: the schema `version`, the fact's `idempotency_key` (one per
 /// fact: unique to it, stable across re-publishing), the stack's `environment` and the commit

@@ -20,7 +20,7 @@ use crate::status::{Amount, InvoiceStatus, WithdrawalStatus};
 /// The published schemas: (version, detail type slug, SHA-256 of the file). A schema is never
 /// edited once published: change it under a new version (bump `DETAIL_VERSION`, add
 /// `schemas/v<N>/`, list its hashes here) so consumers see a new version, never a silent change.
-const PUBLISHED: [(u64, &str, &str); 7] = [
+const PUBLISHED: [(u64, &str, &str); 14] = [
     (
         2,
         "deposit-credited",
@@ -55,6 +55,41 @@ const PUBLISHED: [(u64, &str, &str); 7] = [
         2,
         "withdrawal-failed",
         "6b5fb49cda21500ba6815e21cd3fee8e5034b341c9828e0b58984ee873ef3ddd",
+    ),
+    (
+        3,
+        "deposit-credited",
+        "e119ab769010b3ae5958422cae323ae4f53846323d23876d9575c2e731056164",
+    ),
+    (
+        3,
+        "invoice-closed",
+        "b4a45c501ce11906515843d9d39de46d56e60dcb371235953b602c608a494099",
+    ),
+    (
+        3,
+        "order-paid",
+        "00abd7f5951d37b01641e96c6e914e042c8a7cfc25f36f44a15b11888fb8ed35",
+    ),
+    (
+        3,
+        "payment-needs-review",
+        "17b6d9bee90bf37bf8e91e037837407d37e3d851f68cccaefa8582c506da53b4",
+    ),
+    (
+        3,
+        "refund-completed",
+        "8bb671228b684c6d90db7c79f34b10c5a4d0f6980e510c3228af8717aadde38e",
+    ),
+    (
+        3,
+        "withdrawal-completed",
+        "e4b9d9dbec82e410a77ea6e7c04e3efcbc44085ef206e82e119f13731c2dbbaf",
+    ),
+    (
+        3,
+        "withdrawal-failed",
+        "ab00f9bb13f607dd315f72431bfc7d8133ef5cece9a1caba634a5a118b8732aa",
     ),
 ];
 
@@ -149,6 +184,14 @@ fn history() -> Vec<(Option<StateRecord>, StateRecord)> {
         why: Some("invoice: Paymos does not know it".into()),
         created_at_ms: Some(5000),
     });
+    // A payment whose order is known nowhere waits for a person (version 3).
+    let order_unknown = StateRecord::Review(ReviewRecord {
+        event_id: "evt_10".into(),
+        reason: "order_unknown".into(),
+        resource_id: None,
+        why: None,
+        created_at_ms: Some(5500),
+    });
     let withdrawal = |id: &str, status: WithdrawalStatus, kind: &str| {
         StateRecord::Withdrawal(WithdrawalRecord {
             withdrawal_id: id.into(),
@@ -178,6 +221,7 @@ fn history() -> Vec<(Option<StateRecord>, StateRecord)> {
         (None, fulfilment),
         (None, held),
         (None, review),
+        (None, order_unknown),
         (
             None,
             withdrawal("wdr_r", WithdrawalStatus::Completed, "refund"),
@@ -226,6 +270,7 @@ fn every_fact_has_its_own_id_valid_against_its_schema_and_the_same_id_when_publi
         "invoice-closed:inv_x",
         "payment-needs-review:inv_x:paid_late",
         "order-paid:inv_x",
+        "payment-needs-review:evt_10:order_unknown",
     ] {
         assert!(ids.contains_key(id), "{id} in {ids:#?}");
     }

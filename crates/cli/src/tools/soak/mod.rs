@@ -83,8 +83,13 @@ pub struct SoakReport {
     /// Paid events without `data.order` (as the official `ton_invoice` vectors): the order
     /// comes from the invoice's record.
     pub silent_payments: usize,
-    /// Partial refunds of paid invoices, some applied before the payment.
+    /// Of those, payments applied before any event named their order: recorded
+    /// `order_unknown` for a person, nothing shipped.
+    pub order_unknown: usize,
+    /// Refunds of paid invoices (`overpayment` and `full`), some applied before the payment.
     pub refunds: usize,
+    /// Payments applied after their full refund: recorded `refunded`, never shipped.
+    pub refunded_first: usize,
     /// Deliveries whose sender gave up after its first failed attempt.
     pub given_up: usize,
     /// Of those, records the sweep had to send again.
@@ -116,6 +121,11 @@ pub(crate) enum Expect {
         paid_events: Vec<String>,
         /// The other invoice of the same order, when the order was paid twice.
         pair: Option<String>,
+        /// Its paid events leave the order out: applied before any event named the order,
+        /// the payment waits for it (`order_unknown`) instead of shipping.
+        silent: bool,
+        /// Refunded in full: applied before the payment, it keeps it from shipping.
+        refunded_in_full: bool,
     },
     Withdrawal {
         final_status: &'static str,
@@ -471,6 +481,8 @@ pub async fn run(options: SoakOptions) -> Result<SoakReport, String> {
         hostile_bodies: planned.hostile,
         second_invoices: planned.second_invoices,
         silent_payments: planned.silent,
+        order_unknown: 0,
+        refunded_first: 0,
         refunds: planned.refunds,
         given_up,
         swept,

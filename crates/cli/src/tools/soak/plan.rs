@@ -93,7 +93,12 @@ impl Planner<'_> {
             self.sends.push(send);
         }
         if paid && self.rng.chance(0.05) {
-            self.partial_refund(&inv, r);
+            self.refund(&inv, r, "overpayment");
+        }
+        // A full refund, in any order with the payment: applied first, the payment never ships.
+        let refunded_in_full = paid && !second_checkout && !silent && self.rng.chance(0.04);
+        if refunded_in_full {
+            self.refund(&inv, r, "full");
         }
         let paid_data = if silent {
             json!({"invoice_id": inv, "status": final_status, "is_test": false,
@@ -119,17 +124,20 @@ impl Planner<'_> {
                 final_status,
                 paid_events,
                 pair,
+                silent,
+                refunded_in_full,
             },
         );
     }
 
-    /// A partial (overpayment) refund, in any order with the payment: the payment is still
-    /// fulfilled, the refund recorded beside it.
-    fn partial_refund(&mut self, inv: &str, r: u64) {
-        let wdr = format!("wdr_soak_{:x}_{r}_refund", self.run);
+    /// A refund of `mode`, in any order with the payment: an overpayment refund leaves the
+    /// payment to be fulfilled; a full one recorded first keeps it from shipping.
+    fn refund(&mut self, inv: &str, r: u64, mode: &str) {
+        let wdr = format!("wdr_soak_{:x}_{r}_{mode}", self.run);
+        let amount = if mode == "full" { "25.00" } else { "0.10" };
         let refund = json!({"withdrawal_id": wdr, "status": "completed", "is_test": false,
-            "type": "refund", "mode": "overpayment", "invoice_id": inv,
-            "amount": "0.10", "currency": "USDT"});
+            "type": "refund", "mode": mode, "invoice_id": inv,
+            "amount": amount, "currency": "USDT"});
         let send = self.send("withdrawal.completed", T0 + 12, &refund);
         self.sends.push(send);
         let final_status = "completed";
@@ -169,6 +177,8 @@ impl Planner<'_> {
                 final_status: "paid",
                 paid_events,
                 pair: Some(inv.to_owned()),
+                silent: false,
+                refunded_in_full: false,
             },
         );
         second

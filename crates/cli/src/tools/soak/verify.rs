@@ -111,12 +111,14 @@ pub(super) async fn verify(
                 final_status,
                 paid_events,
                 pair,
+                silent,
+                refunded_in_full,
             } => invoice(
                 &found,
                 resource,
-                final_status,
-                paid_events,
+                (final_status, paid_events),
                 pair.as_deref(),
+                (*silent, *refunded_in_full),
                 report,
             ),
             Expect::Withdrawal { final_status } => {
@@ -200,12 +202,35 @@ fn deliveries(
 fn invoice(
     found: &Found,
     resource: &str,
-    final_status: &str,
-    paid_events: &[String],
+    (final_status, paid_events): (&str, &[String]),
     pair: Option<&str>,
+    (silent, refunded_in_full): (bool, bool),
     report: &mut SoakReport,
 ) {
     report.invoices += 1;
+    let ended = |e: &String, outcome: &str| {
+        found
+            .deliveries
+            .iter()
+            .any(|d| d.event_id == *e && d.outcome.as_deref() == Some(outcome))
+    };
+    // Refunded in full before its payment was applied: the payment is recorded, never shipped.
+    if refunded_in_full
+        && !found.fulfilments.contains_key(resource)
+        && paid_events.iter().any(|e| ended(e, "refunded"))
+    {
+        report.refunded_first += 1;
+        return;
+    }
+    // A payment naming no order, applied before any event named it: it waits for its order
+    // (every copy recorded `order_unknown` for a person), the invoice stays open, nothing ships.
+    let waits_for_order = silent
+        && !found.fulfilments.contains_key(resource)
+        && paid_events.iter().all(|e| ended(e, "order_unknown"));
+    if waits_for_order {
+        report.order_unknown += 1;
+        return;
+    }
     let v = &mut report.violations;
     let status = found.status(resource);
     if status != final_status {

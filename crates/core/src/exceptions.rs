@@ -599,6 +599,7 @@ async fn recheck_one<S: ExceptionStore, C: PaymentConfirmation>(
     envelope: &Envelope,
     now_ms: u64,
 ) -> Result<Recheck, PortError> {
+    let pays = matches!(&change, Change::Invoice { status, .. } if status.fulfils());
     let checked = check(api, &change, &envelope.data, environment).await?;
     let confirmed = match checked.verdict {
         Verdict::Confirmed => with_order(change, checked.order),
@@ -617,8 +618,10 @@ async fn recheck_one<S: ExceptionStore, C: PaymentConfirmation>(
         Verdict::NotYet { status } => {
             return Ok(Recheck::Waits(format!("still {status} at Paymos")));
         }
-        // Paymos contradicts it: a forgery (or another project's event), read and closed; a
-        // genuine payment reaches us by its own event or by reconciliation.
+        // A payment Paymos contradicts stays listed (Paymos may yet record it paid late, and a
+        // forged one is a leaked secret a person must see); anything else it contradicts is a
+        // forgery or another project's event, read and closed.
+        Verdict::Unconfirmed(reason) if pays => return Ok(Recheck::Waits(reason)),
         Verdict::Unconfirmed(reason) => return Ok(Recheck::Refuted(reason)),
     };
     let source = Source::Manual {

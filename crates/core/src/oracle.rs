@@ -611,6 +611,9 @@ impl Machine<'_> {
                         self.apply_status(id, claim.status, late);
                     }
                     Answer::NotYet => still.push(Some(claim)),
+                    // a payment Paymos contradicts stays for a person (a leaked secret, or a
+                    // late payment Paymos has not marked yet); a contradicted closure is closed
+                    Answer::Contradicts if claim.status.pays() => still.push(Some(claim)),
                     Answer::Contradicts => {}
                 },
                 // 2: unknown at Paymos (404): a forgery

@@ -625,54 +625,68 @@ impl DynamoResources {
             // A completed refund is recorded beside its invoice, in the same transaction (the
             // withdrawal completes once, so it is appended once). It gives the invoice no
             // status; the domain decides what the refunds settle.
-            let mode = mode.as_deref().and_then(RefundMode::parse);
-            let mut refund = HashMap::from([
-                ("withdrawal_id".to_owned(), s(withdrawal_id)),
-                (
-                    "full".to_owned(),
-                    AttributeValue::Bool(mode == Some(RefundMode::Full)),
-                ),
-            ]);
-            if let Some(v) = mode {
-                refund.insert("mode".into(), s(v.as_str()));
-            }
-            if let Some(v) = amount {
-                refund.insert("amount".into(), n(v));
-            }
-            if let Some(v) = currency {
-                refund.insert("currency".into(), s(v));
-            }
-            let mut expr = String::from(
-                "SET kind = if_not_exists(kind, :kind), refunds = list_append(if_not_exists(refunds, :none), :refund), updated_at = :now",
-            );
-            let mut refunded = Update::builder();
-            if mode == Some(RefundMode::Full) {
-                // The flag a paid change's condition reads: a payment refunded in full before
-                // it shipped never ships (the list itself is not a condition DynamoDB can read).
-                expr.push_str(
-                    ", refunded_in_full_by = if_not_exists(refunded_in_full_by, :withdrawal)",
-                );
-                refunded = refunded.expression_attribute_values(":withdrawal", s(withdrawal_id));
-            }
-            let refunded = refunded
-                .table_name(&self.state_table)
-                .key("pk", s(invoice))
-                .update_expression(expr)
-                .expression_attribute_values(":kind", s("invoice"))
-                .expression_attribute_values(":now", n(now_ms))
-                .expression_attribute_values(":none", AttributeValue::L(Vec::new()))
-                .expression_attribute_values(
-                    ":refund",
-                    AttributeValue::L(vec![AttributeValue::M(refund)]),
-                )
-                .build()
-                .expect("refund note is complete");
+            let refunded = self.refund_note(withdrawal_id, invoice, amount, currency, mode, now_ms);
             items.push((
                 Role::Note,
                 TransactWriteItem::builder().update(refunded).build(),
             ));
         }
         items
+    }
+
+    /// A completed refund's note on its invoice: appended to `refunds` with its mode and, for a
+    /// `full` one, the flag a paid change's condition reads.
+    fn refund_note(
+        &self,
+        withdrawal_id: &str,
+        invoice: &str,
+        amount: &Option<Amount>,
+        currency: &Option<String>,
+        mode: &Option<String>,
+        now_ms: u64,
+    ) -> Update {
+        let mode = mode.as_deref().and_then(RefundMode::parse);
+        let mut refund = HashMap::from([
+            ("withdrawal_id".to_owned(), s(withdrawal_id)),
+            (
+                "full".to_owned(),
+                AttributeValue::Bool(mode == Some(RefundMode::Full)),
+            ),
+        ]);
+        if let Some(v) = mode {
+            refund.insert("mode".into(), s(v.as_str()));
+        }
+        if let Some(v) = amount {
+            refund.insert("amount".into(), n(v));
+        }
+        if let Some(v) = currency {
+            refund.insert("currency".into(), s(v));
+        }
+        let mut expr = String::from(
+            "SET kind = if_not_exists(kind, :kind), refunds = list_append(if_not_exists(refunds, :none), :refund), updated_at = :now",
+        );
+        let mut refunded = Update::builder();
+        if mode == Some(RefundMode::Full) {
+            // The flag a paid change's condition reads: a payment refunded in full before
+            // it shipped never ships (the list itself is not a condition DynamoDB can read).
+            expr.push_str(
+                ", refunded_in_full_by = if_not_exists(refunded_in_full_by, :withdrawal)",
+            );
+            refunded = refunded.expression_attribute_values(":withdrawal", s(withdrawal_id));
+        }
+        refunded
+            .table_name(&self.state_table)
+            .key("pk", s(invoice))
+            .update_expression(expr)
+            .expression_attribute_values(":kind", s("invoice"))
+            .expression_attribute_values(":now", n(now_ms))
+            .expression_attribute_values(":none", AttributeValue::L(Vec::new()))
+            .expression_attribute_values(
+                ":refund",
+                AttributeValue::L(vec![AttributeValue::M(refund)]),
+            )
+            .build()
+            .expect("refund note is complete")
     }
 
     /// A deposit's status ([`paymos_inbox_core::status::deposit_accepts`] as a condition) and, for

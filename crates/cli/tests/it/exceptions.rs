@@ -432,18 +432,32 @@ async fn unconfirmed_and_late_payments_are_listed_and_released_and_a_refund_clea
             .all(|e| !e.action.is_empty() && !e.why.is_empty())
     );
 
-    // The unconfirmed one is genuine after all; the late one ships anyway.
+    // Only an unconfirmed delivery names inv_unc: a forgery looks the same, so release refuses
+    // it. The person who saw the payment on chain says so with `mark-paid --order-id`; the
+    // late one ships anyway.
+    let refused = exceptions::release(
+        &store,
+        &ledger,
+        "inv_unc",
+        &by("alice", Some("paid, seen on chain"), false),
+        &RecordFulfilment,
+        NOW_MS,
+    )
+    .await;
+    assert!(
+        matches!(&refused, Err(paymos_inbox_core::release::ReleaseError::NotReleasable(why)) if why.contains("recheck inv_unc")),
+        "{refused:?}"
+    );
+    assert_eq!(rig.fulfilments("inv_unc").await, 0);
+    let on_chain = OrderRef {
+        external_id: Some("order-inv_unc".into()),
+        ..OrderRef::none()
+    };
     assert_eq!(
-        exceptions::release(
-            &store,
-            &ledger,
-            "inv_unc",
-            &by("alice", Some("paid, seen on chain"), false),
-            &RecordFulfilment,
-            NOW_MS
-        )
-        .await
-        .unwrap(),
+        fulfil
+            .mark_paid("inv_unc", on_chain, "alice", NOW_MS)
+            .await
+            .unwrap(),
         Applied::Fulfilled
     );
     assert_eq!(

@@ -831,3 +831,71 @@ async fn a_crash_between_the_change_and_its_mark_ends_with_the_planned_outcome()
     }
     assert_eq!(rig.fulfilments().await.len(), 1, "fulfilled once");
 }
+
+// Issue 28, case 1, where DynamoDB's condition decides: a full refund recorded before a late
+// `invoice.paid` keeps the payment from shipping; the customer's new invoice for the order ships.
+#[tokio::test]
+async fn a_full_refund_recorded_first_keeps_the_late_payment_from_shipping_on_dynamodb() {
+    let rig = Rig::new().await;
+    let refund = json!({"event_id": "evt_rf", "event_type": "withdrawal.completed", "version": 1,
+        "occurred_at": NOW, "data": {"withdrawal_id": "wdr_rf", "type": "refund", "mode": "full",
+        "invoice_id": "inv_rf", "amount": "10.50", "currency": "USDT"}})
+    .to_string();
+    assert_eq!(rig.apply(&refund).await, Applied::Updated);
+    assert_eq!(
+        rig.apply(&invoice_event("evt_rp", "invoice.paid", "inv_rf", NOW))
+            .await,
+        Applied::Refunded
+    );
+    let invoice = rig.state_item("inv_rf").await.unwrap();
+    assert_eq!(get_s(&invoice, "status"), "paid");
+    assert_eq!(get_s(&invoice, "refunded_in_full_by"), "wdr_rf");
+    assert!(rig.fulfilments().await.is_empty());
+    assert!(rig.state_item("order_paid#order-inv_rf").await.is_none());
+    assert_eq!(rig.outcome("evt_rp").await, "refunded");
+    // An overpayment refund recorded first settles nothing: that payment ships.
+    let overpayment = refund
+        .replace("evt_rf", "evt_ro")
+        .replace("wdr_rf", "wdr_ro")
+        .replace("inv_rf", "inv_ro")
+        .replace("\"full\"", "\"overpayment\"");
+    assert_eq!(rig.apply(&overpayment).await, Applied::Updated);
+    assert_eq!(
+        rig.apply(&invoice_event("evt_rq", "invoice.paid", "inv_ro", NOW))
+            .await,
+        Applied::Fulfilled
+    );
+}
+
+// Issue 28, case 8, where DynamoDB's condition decides: a payment naming no order, for an
+// invoice nothing recorded names, is never fulfilled as "no order"; once the order is known
+// (another delivery of the payment names it), it ships, once.
+#[tokio::test]
+async fn a_payment_with_no_known_order_waits_for_its_order_on_dynamodb() {
+    let rig = Rig::new().await;
+    let silent = |event_id: &str| {
+        json!({"event_id": event_id, "event_type": "invoice.paid", "version": 1,
+            "occurred_at": NOW, "data": {"invoice_id": "inv_ton",
+            "payment": {"network": "TON", "currency": "USDT", "expected": "10.50"}}})
+        .to_string()
+    };
+    assert_eq!(rig.apply(&silent("evt_s1")).await, Applied::OrderUnknown);
+    assert!(rig.fulfilments().await.is_empty());
+    assert!(
+        rig.state_item("inv_ton").await.is_none(),
+        "nothing written on the invoice"
+    );
+    assert_eq!(rig.outcome("evt_s1").await, "order_unknown");
+    let note = rig
+        .state_item("review#evt_s1")
+        .await
+        .expect("a review note");
+    assert_eq!(get_s(&note, "resource_id"), "inv_ton");
+    assert_eq!(
+        rig.apply(&invoice_event("evt_s2", "invoice.paid", "inv_ton", NOW))
+            .await,
+        Applied::Fulfilled
+    );
+    assert_eq!(rig.fulfilments().await.len(), 1);
+    assert!(rig.state_item("order_paid#order-inv_ton").await.is_some());
+}

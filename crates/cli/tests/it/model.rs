@@ -73,9 +73,23 @@ async fn paymos_world_ends_as_the_oracle_says_on_dynamodb_as_in_memory() {
         run(&memory, &in_memory, &ids, &truth, &acts)
             .await
             .expect("memory answers");
-        let found = judge(&dynamo, &Inspected(&dynamo), &on_dynamo, &ids, &truth, &acts).await;
-        assert!(found.is_empty(), "DynamoDB: {truth:#?}\n{acts:#?}\n{found:#?}");
+        let found = judge(
+            &dynamo,
+            &Inspected(&dynamo),
+            &on_dynamo,
+            &ids,
+            &truth,
+            &acts,
+        )
+        .await;
+        assert!(
+            found.is_empty(),
+            "DynamoDB: {truth:#?}\n{acts:#?}\n{found:#?}"
+        );
         let found = judge(&memory, &memory, &in_memory, &ids, &truth, &acts).await;
-        assert!(found.is_empty(), "memory: {truth:#?}\n{acts:#?}\n{found:#?}");
+        assert!(
+            found.is_empty(),
+            "memory: {truth:#?}\n{acts:#?}\n{found:#?}"
+        );
     }
 }

@@ -56,13 +56,13 @@ async fn reconcile_finds_missing_and_unknown_and_apply_fulfils_the_missing_once(
             .await
             .unwrap();
     }
-    let none = OrderRef {
-        external_id: None,
+    let local = OrderRef {
+        external_id: Some("order-inv_local".into()),
         amount: None,
         currency: None,
     };
     fulfil
-        .mark_paid("inv_local", none, "support:eve", NOW_MS)
+        .mark_paid("inv_local", local, "support:eve", NOW_MS)
         .await
         .unwrap();
 

@@ -353,7 +353,11 @@ async fn two_invoices_of_one_paymos_order_fulfilled_by_different_roads_are_doubl
     fulfil
         .mark_paid(
             "inv_two",
-            paymos_inbox_core::change::OrderRef::none(),
+            // Fulfilled here under a mistyped order: Paymos says it pays order-x too.
+            paymos_inbox_core::change::OrderRef {
+                external_id: Some("order-x-typo".into()),
+                ..paymos_inbox_core::change::OrderRef::none()
+            },
             "support",
             NOW_MS,
         )

@@ -123,6 +123,8 @@ async fn send_pending_mark_paid_and_redrive_work_from_the_command_line() {
             "inv_manual_cli",
             "--actor",
             "support:bob",
+            "--order-id",
+            "order-manual-cli",
             "--amount",
             "25.00",
             "--currency",
@@ -296,7 +298,7 @@ async fn dev_heals_a_delivery_left_received_with_no_message_by_itself() {
     let body = envelope(
         "evt_stranded",
         "invoice.paid",
-        serde_json::json!({"invoice_id": "inv_stranded", "is_test": true}),
+        serde_json::json!({"invoice_id": "inv_stranded", "is_test": true, "order": {"external_id": "order-stranded"}}),
     );
     let received = paymos_inbox_lambda::now_ms() - 60_000;
     // Recorded by an attempt that died before its send: no message, the lease long over.

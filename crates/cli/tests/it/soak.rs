@@ -27,6 +27,9 @@ async fn nothing_is_lost_and_nothing_doubled_under_injected_faults() {
     );
     assert!(
         report.sandbox_signed > 0
+            && report.sandbox_reused > 0
+            && report.silent_payments > 0
+            && report.refunds > 0
             && report.hostile_bodies > 0
             && report.second_invoices > 0
             && report.given_up > 0,

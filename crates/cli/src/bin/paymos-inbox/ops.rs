@@ -583,8 +583,9 @@ pub async fn soak(args: SoakArgs) -> ExitCode {
             r.dlq_redriven
         );
         println!(
-            "edges: {} sandbox-signed for live invoices, {} hostile bodies, {} second invoices for paid orders, {} paid events without their order ({} came before any event named it: order_unknown, for a person), {} refunds (overpayment and full; {} payments came after their full refund: refunded, never shipped), {} senders gave up ({} record(s) sent again by the sweep)",
+            "edges: {} sandbox-signed for live invoices ({} reusing a live event id), {} hostile bodies, {} second invoices for paid orders, {} paid events without their order ({} came before any event named it: order_unknown, for a person), {} refunds (overpayment and full; {} payments came after their full refund: refunded, never shipped), {} senders gave up ({} record(s) sent again by the sweep)",
             r.sandbox_signed,
+            r.sandbox_reused,
             r.hostile_bodies,
             r.second_invoices,
             r.silent_payments,

@@ -76,6 +76,8 @@ pub struct SoakReport {
     pub injected_crashes: u64,
     /// Sandbox-signed deliveries for live resources (each must end `other_environment`).
     pub sandbox_signed: usize,
+    /// Of those, deliveries reusing a live paid event's id (the live one must still apply).
+    pub sandbox_reused: usize,
     /// Bodies with a lone surrogate, a number beyond f64 and U+FFFF/U+FFFE.
     pub hostile_bodies: usize,
     /// Second paid invoices for an order already paid (each pair must fulfil once).
@@ -165,6 +167,7 @@ impl Send {
 struct Planned {
     two_endpoints: usize,
     sandbox_signed: usize,
+    sandbox_reused: usize,
     hostile: usize,
     second_invoices: usize,
     silent: usize,
@@ -478,6 +481,7 @@ pub async fn run(options: SoakOptions) -> Result<SoakReport, String> {
         collisions: schedule.collisions,
         two_endpoint_payments: planned.two_endpoints,
         sandbox_signed: planned.sandbox_signed,
+        sandbox_reused: planned.sandbox_reused,
         hostile_bodies: planned.hostile,
         second_invoices: planned.second_invoices,
         silent_payments: planned.silent,

@@ -112,6 +112,16 @@ impl Planner<'_> {
             let forged = json!({"invoice_id": inv, "status": "paid",
                 "order": {"external_id": order, "amount": "25.00", "currency": "USDT"}});
             let mut send = self.send("invoice.paid", T0 + 5, &forged);
+            // Now and then it reuses the live paid event's id: a delivery is its environment
+            // and its id, so the live one is applied whatever the sandbox one did.
+            if self.rng.chance(0.4) {
+                let reused = paid_events[0].clone();
+                send = Send::new(
+                    reused.clone(),
+                    body(&reused, "invoice.paid", T0 + 5, &forged),
+                );
+                self.planned.sandbox_reused += 1;
+            }
             send.sandbox = true;
             self.sends.push(send);
             self.planned.sandbox_signed += 1;

@@ -253,6 +253,16 @@ mod tests {
     }
 
     #[test]
+    fn a_refund_mode_reads_back_what_it_stores() {
+        for mode in [RefundMode::Full, RefundMode::Overpayment] {
+            assert_eq!(RefundMode::parse(mode.as_str()), Some(mode));
+        }
+        assert_eq!(RefundMode::Full.as_str(), "full");
+        assert_eq!(RefundMode::Overpayment.as_str(), "overpayment");
+        assert_eq!(RefundMode::parse("partial"), None);
+    }
+
+    #[test]
     fn a_release_settles_and_each_mark_waits() {
         let base = InvoiceSeen::with_status(Some(InvoiceStatus::Paid));
         assert_eq!(base.standing(), Standing::Clear);

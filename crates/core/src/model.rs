@@ -110,6 +110,24 @@ impl Ids {
     pub fn order_of(&self, i: u8) -> String {
         self.order(i % 2)
     }
+
+    /// Refund (or payout) `r`.
+    #[must_use]
+    pub fn refund(&self, r: u8) -> String {
+        format!("wdr_{}_{r}", self.run)
+    }
+
+    /// Deposit `d`.
+    #[must_use]
+    pub fn deposit(&self, d: u8) -> String {
+        format!("pcd_{}_{d}", self.run)
+    }
+
+    /// The payer of the run's deposits.
+    #[must_use]
+    pub fn payer(&self) -> String {
+        format!("c_{}_0", self.run)
+    }
 }
 
 /// The work item of a delivery step.

@@ -314,44 +314,13 @@ fn genuine(t: &Truth, act: Act) -> Act {
     }
 }
 
-/// The ids of one run (a prefix keeps runs apart in one table).
-#[derive(Debug, Clone)]
-pub struct Ids {
-    /// Unique per run.
-    pub run: String,
-}
+pub use crate::model::Ids;
 
-impl Ids {
-    /// Invoice `i`.
-    #[must_use]
-    pub fn invoice(&self, i: u8) -> String {
-        format!("inv_{}_{i}", self.run)
-    }
-
-    /// Order `o`.
-    #[must_use]
-    pub fn order(&self, o: u8) -> String {
-        format!("o_{}_{o}", self.run)
-    }
-
-    fn refund(&self, r: u8) -> String {
-        format!("wdr_{}_{r}", self.run)
-    }
-
-    fn deposit(&self, d: u8) -> String {
-        format!("pcd_{}_{d}", self.run)
-    }
-
-    fn payer(&self) -> String {
-        format!("c_{}_0", self.run)
-    }
-
-    /// The true order of invoice `i` (empty: Paymos' record gives none).
-    fn order_of(&self, t: &Truth, i: u8) -> String {
-        t.invoices[usize::from(i)]
-            .order
-            .map_or_else(String::new, |o| self.order(o))
-    }
+/// The true order of invoice `i` (empty: Paymos' record gives none).
+fn true_order(ids: &Ids, t: &Truth, i: u8) -> String {
+    t.invoices[usize::from(i)]
+        .order
+        .map_or_else(String::new, |o| ids.order(o))
 }
 
 fn name(status: Status) -> &'static str {
@@ -377,7 +346,7 @@ fn at_paymos_invoice(ids: &Ids, t: &Truth, i: u8, lagging: bool) -> ConfirmedInv
         }
         .into(),
         is_test: false,
-        order_id: Some(ids.order_of(t, i)),
+        order_id: Some(true_order(ids, t, i)),
         order_amount: Amount::parse(PRICES[truth.price]),
         order_currency: Some("USD".into()),
         token_amount: None,
@@ -459,7 +428,7 @@ fn item(ids: &Ids, t: &Truth, act: &Act) -> Option<WorkItem> {
             let mut order = serde_json::Map::new();
             match naming {
                 0 => {}
-                1 => drop(order.insert("external_id".into(), ids.order_of(t, invoice).into())),
+                1 => drop(order.insert("external_id".into(), true_order(ids, t, invoice).into())),
                 _ => drop(order.insert("external_id".into(), ids.order((invoice + 1) % 2).into())),
             }
             if priced {
@@ -625,7 +594,7 @@ async fn operate<S: WorldStore>(
             invoice,
             with_order,
         } => {
-            let named = ids.order_of(t, invoice);
+            let named = true_order(ids, t, invoice);
             let order = OrderRef {
                 external_id: (with_order && !named.is_empty()).then_some(named),
                 ..OrderRef::none()
@@ -689,7 +658,7 @@ pub fn oracle_case(ids: &Ids, t: &Truth, acts: &[Act]) -> (o::World, Vec<o::Step
         .map(|i| {
             let truth = &t.invoices[usize::from(i)];
             let invoice = o::Invoice {
-                order: ids.order_of(t, i),
+                order: true_order(ids, t, i),
                 price: o::Price {
                     amount: PRICES[truth.price].into(),
                     currency: "USD".into(),
@@ -761,7 +730,7 @@ fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Step {
             let truth = &t.invoices[usize::from(invoice)];
             let order = match naming {
                 0 => None,
-                1 => Some(ids.order_of(t, invoice)),
+                1 => Some(true_order(ids, t, invoice)),
                 _ => Some(ids.order((invoice + 1) % 2)),
             };
             let price = priced.then(|| o::Price {
@@ -808,7 +777,7 @@ fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Step {
             invoice,
             with_order,
         } => {
-            let named = ids.order_of(t, invoice);
+            let named = true_order(ids, t, invoice);
             o::Step::MarkPaid {
                 invoice: ids.invoice(invoice),
                 order: (with_order && !named.is_empty()).then_some(named),

@@ -265,10 +265,9 @@ pub async fn release_named<S: ReleaseStore>(
         Err(decided) => return decided,
     };
     let refunds_seen = seen.as_ref().map_or(0, |s| s.refunds.len());
-    let mut order = seen.map_or_else(OrderRef::none, |s| s.order);
-    if let Named::Payment(paid) = named {
-        order.adopt(paid);
-    }
+    // The record's order only: what an unconfirmed delivery names is not a fact (a forgery
+    // names an order just the same).
+    let order = seen.map_or_else(OrderRef::none, |s| s.order);
     if order.external_id.is_none() {
         // Never shipped as "no order": a person names it with `mark-paid --order-id`.
         return Err(ReleaseError::NotReleasable(format!(

@@ -13,7 +13,7 @@ use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkErro
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
 
-use paymos_inbox_core::ingest::{PortError, PortErrorKind};
+use paymos_inbox_core::port::{PortError, PortErrorKind};
 
 /// Loads the shared AWS configuration from the environment (region, credentials, and the
 /// `AWS_ENDPOINT_URL_DYNAMODB` / `AWS_ENDPOINT_URL_SQS` overrides) with bounded timeouts.
@@ -208,27 +208,76 @@ pub async fn warm_up(
 }
 
 /// A [`PortError`] of the kind an SDK error shows: the service's error code first (throttling,
-/// a transaction conflict, a missing resource or a refused credential), then how the request
-/// failed (timeouts and connection errors are the service's, a request that could not be built
-/// is ours). The SDK error stays as its source.
+/// a transaction conflict, a missing resource or a refused credential, which it names as one),
+/// then how the request failed (timeouts and connection errors are the service's, a request
+/// that could not be built is ours). The SDK error stays as its source.
 pub fn port_error<E, R>(operation: &'static str, error: SdkError<E, R>) -> PortError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
     R: std::fmt::Debug + Send + Sync + 'static,
 {
-    let kind = match &error {
-        SdkError::ServiceError(service) => kind_of_code(service.err().code()),
-        SdkError::ConstructionFailure(_) => PortErrorKind::Misconfigured,
-        _ => PortErrorKind::Unavailable,
+    let (kind, refused_credential) = match &error {
+        SdkError::ServiceError(service) => {
+            let code = service.err().code();
+            (kind_of_code(code), is_credential_code(code))
+        }
+        SdkError::ConstructionFailure(_) => (PortErrorKind::Misconfigured, false),
+        _ => (PortErrorKind::Unavailable, false),
     };
     let message = DisplayErrorContext(&error).to_string();
-    PortError::of_kind(operation, kind, message).with_source(error)
+    let port = if refused_credential {
+        PortError::refused_credential(operation, message)
+    } else {
+        PortError::of_kind(operation, kind, message)
+    };
+    port.with_source(error)
+}
+
+/// The AWS error codes of a refused credential: an unknown, malformed, expired or revoked key
+/// or token, a signature the service does not accept, or a principal its policy (or the key's
+/// KMS policy) does not allow. Every service of ours answers with these (the query protocol's
+/// names and the JSON protocol's `…Exception` ones).
+const CREDENTIAL_CODES: [&str; 16] = [
+    "AccessDenied",
+    "AccessDeniedException",
+    "UnrecognizedClientException",
+    "InvalidClientTokenId",
+    "InvalidAccessKeyId",
+    "InvalidSignatureException",
+    "SignatureDoesNotMatch",
+    "IncompleteSignature",
+    "IncompleteSignatureException",
+    "MissingAuthenticationToken",
+    "MissingAuthenticationTokenException",
+    "ExpiredToken",
+    "ExpiredTokenException",
+    "AuthFailure",
+    "NotAuthorized",
+    "KmsAccessDenied",
+];
+
+/// Whether an AWS error code says the service refused our credential (see [`port_error`]).
+#[must_use]
+pub fn is_credential_code(code: Option<&str>) -> bool {
+    code.is_some_and(|code| CREDENTIAL_CODES.contains(&code))
+}
+
+/// Whether an HTTP status refuses our credential: 401 (not authenticated: a wrong, revoked or
+/// expired key, a signature not accepted) or 403 (not allowed). For the HTTP services that are
+/// not AWS: the Paymos API and the merchant's endpoint.
+#[must_use]
+pub fn is_credential_status(status: u16) -> bool {
+    matches!(status, 401 | 403)
 }
 
 /// The kind of an AWS error code (DynamoDB, SQS, Secrets Manager, EventBridge and the
-/// `TransactWriteItems` cancellation reasons use these).
+/// `TransactWriteItems` cancellation reasons use these); a refused credential
+/// ([`is_credential_code`]) is [`PortErrorKind::Misconfigured`].
 #[must_use]
 pub fn kind_of_code(code: Option<&str>) -> PortErrorKind {
+    if is_credential_code(code) {
+        return PortErrorKind::Misconfigured;
+    }
     match code.unwrap_or_default() {
         "ThrottlingException"
         | "Throttling"
@@ -245,19 +294,11 @@ pub fn kind_of_code(code: Option<&str>) -> PortErrorKind {
         | "TransactionConflict"
         | "TransactionInProgressException" => PortErrorKind::Conflict,
         "ResourceNotFoundException"
-        | "AccessDeniedException"
-        | "AccessDenied"
-        | "UnrecognizedClientException"
-        | "InvalidClientTokenId"
-        | "InvalidSignatureException"
-        | "MissingAuthenticationToken"
-        | "ExpiredTokenException"
         | "ValidationException"
         | "ValidationError"
         | "QueueDoesNotExist"
         | "AWS.SimpleQueueService.NonExistentQueue"
         | "KMS.DisabledException"
-        | "KmsAccessDenied"
         | "InvalidParameterException"
         | "InvalidParameterValue"
         | "InvalidRequestException"
@@ -291,7 +332,32 @@ mod tests {
             (None, PortErrorKind::Unavailable),
         ] {
             assert_eq!(kind_of_code(code), kind, "{code:?}");
+            assert!(!is_credential_code(code), "{code:?}");
         }
+        for code in CREDENTIAL_CODES {
+            assert_eq!(
+                kind_of_code(Some(code)),
+                PortErrorKind::Misconfigured,
+                "{code}"
+            );
+            assert!(is_credential_code(Some(code)), "{code}");
+        }
+    }
+
+    #[test]
+    fn a_refused_credential_is_named_as_one_with_its_source() {
+        use aws_sdk_sqs::operation::send_message::SendMessageError;
+        let service = SendMessageError::generic(
+            aws_sdk_sqs::error::ErrorMetadata::builder()
+                .code("InvalidClientTokenId")
+                .message("The security token included in the request is invalid.")
+                .build(),
+        );
+        let error = port_error("SQS SendMessage", SdkError::service_error(service, ()));
+        assert_eq!(error.kind, PortErrorKind::Misconfigured);
+        assert!(error.is_refused_credential(), "{error}");
+        assert!(std::error::Error::source(&error).is_some());
+        assert!(error.message.contains("InvalidClientTokenId"), "{error}");
     }
 
     #[test]

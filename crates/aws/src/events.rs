@@ -4,8 +4,9 @@
 
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 
+use crate::aws::port_error;
 use paymos_inbox_core::handoff::{DomainEvent, EventPublisher, SOURCE};
-use paymos_inbox_core::ingest::PortError;
+use paymos_inbox_core::port::PortError;
 
 /// EventBridge accepts at most ten entries per `PutEvents`.
 const PUT_EVENTS_MAX: usize = 10;
@@ -50,12 +51,7 @@ impl EventPublisher for EventBridgePublisher {
                 .set_entries(Some(entries))
                 .send()
                 .await
-                .map_err(|e| {
-                    PortError::new(
-                        "EventBridge PutEvents",
-                        aws_sdk_eventbridge::error::DisplayErrorContext(e),
-                    )
-                })?;
+                .map_err(|e| port_error("EventBridge PutEvents", e))?;
             results.extend(out.entries().iter().map(|entry| {
                 entry
                     .error_code()

@@ -7,8 +7,8 @@ use std::time::Duration;
 use paymos_inbox_core::confirm::{
     AtSource, ConfirmedDeposit, ConfirmedInvoice, ConfirmedWithdrawal, PaymentConfirmation,
 };
-use paymos_inbox_core::ingest::{PortError, PortErrorKind};
 use paymos_inbox_core::invoice::{Refund, RefundMode};
+use paymos_inbox_core::port::{PortError, PortErrorKind};
 use paymos_inbox_core::reconcile::PaymosLedger;
 use paymos_inbox_core::signature::Environment;
 use paymos_inbox_core::status::Amount;
@@ -38,20 +38,32 @@ fn answer<T, U>(
     }
 }
 
-/// A Paymos API failure as a [`PortError`]: 401/403 is the stack's key, never the payment.
+/// A Paymos API failure as a [`PortError`]: 401/403 is the stack's key, never the payment (a
+/// refused credential); 429 asks us to slow down; a client we could not configure or a request
+/// we could not build is ours to fix; the rest (transport, 5xx, an unreadable answer) is the
+/// service's. The crate's error stays as the source.
 #[must_use]
 pub fn api_error(operation: &'static str, e: paymos::Error) -> PortError {
-    let kind = match &e {
-        paymos::Error::Api(a) if matches!(a.status, 401 | 403) => PortErrorKind::Misconfigured,
-        paymos::Error::Api(a) if a.status == 429 => PortErrorKind::Throttled,
-        _ => PortErrorKind::Unavailable,
+    let error = match &e {
+        paymos::Error::Api(a) if crate::aws::is_credential_status(a.status) => {
+            PortError::refused_credential(
+                operation,
+                format!(
+                    "{e}: the API key or secret in PAYMOS_API_SECRETS_ID is wrong, revoked, or of another project"
+                ),
+            )
+        }
+        paymos::Error::Api(a) if a.status == 429 => {
+            PortError::of_kind(operation, PortErrorKind::Throttled, &e)
+        }
+        paymos::Error::Configuration(_)
+        | paymos::Error::InvalidArgument(_)
+        | paymos::Error::Serialization(_) => {
+            PortError::of_kind(operation, PortErrorKind::Misconfigured, &e)
+        }
+        _ => PortError::of_kind(operation, PortErrorKind::Unavailable, &e),
     };
-    let hint = if kind == PortErrorKind::Misconfigured {
-        ": the API key or secret in PAYMOS_API_SECRETS_ID is wrong, revoked, or of another project"
-    } else {
-        ""
-    };
-    PortError::of_kind(operation, kind, format!("{e}{hint}")).with_source(e)
+    error.with_source(e)
 }
 
 fn upper(s: &str) -> Option<String> {

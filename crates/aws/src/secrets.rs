@@ -1,10 +1,35 @@
 //! Secrets Manager: the webhook secrets, read at start and again after a rotation.
 
 use aws_sdk_secretsmanager::Client;
-use aws_sdk_secretsmanager::error::DisplayErrorContext;
+use aws_sdk_secretsmanager::operation::get_secret_value::GetSecretValueOutput;
 
-use paymos_inbox_core::ingest::{KeySource, PortError, PortErrorKind};
+use crate::aws::port_error;
+use paymos_inbox_core::ingest::KeySource;
+use paymos_inbox_core::port::{PortError, PortErrorKind};
 use paymos_inbox_core::signature::{SigningKey, parse_keys};
+
+/// The one call every secret is read with.
+const GET_SECRET_VALUE: &str = "Secrets Manager GetSecretValue";
+
+/// Reads `secret_id`; a failure keeps the SDK's kind (a refused credential named as one) and
+/// its source, after `what` (which secret, by its setting: never its value).
+async fn read(
+    client: &Client,
+    secret_id: &str,
+    what: &str,
+) -> Result<GetSecretValueOutput, PortError> {
+    client
+        .get_secret_value()
+        .secret_id(secret_id)
+        .send()
+        .await
+        .map_err(|e| port_error(GET_SECRET_VALUE, e).context(format!("could not read {what}")))
+}
+
+/// A secret's content that is not what it should be: ours to fix, never worth a retry.
+fn malformed(operation: &'static str, message: impl std::fmt::Display) -> PortError {
+    PortError::of_kind(operation, PortErrorKind::Misconfigured, message)
+}
 
 /// A [`KeySource`] on one Secrets Manager secret (JSON, `label=secret` lines, or one secret).
 #[derive(Debug, Clone)]
@@ -26,30 +51,20 @@ impl SecretsManagerKeys {
 
 impl KeySource for SecretsManagerKeys {
     async fn keys(&self) -> Result<Vec<SigningKey>, PortError> {
-        let secret = self
-            .client
-            .get_secret_value()
-            .secret_id(&self.secret_id)
-            .send()
-            .await
-            .map_err(|e| {
-                PortError::new(
-                    "Secrets Manager GetSecretValue",
-                    format!(
-                        "could not read the webhook secrets ({}): {}",
-                        self.secret_id,
-                        DisplayErrorContext(e)
-                    ),
-                )
-            })?;
+        let secret = read(
+            &self.client,
+            &self.secret_id,
+            &format!("the webhook secrets ({})", self.secret_id),
+        )
+        .await?;
         let text = secret.secret_string().ok_or_else(|| {
-            PortError::new(
-                "Secrets Manager GetSecretValue",
+            malformed(
+                GET_SECRET_VALUE,
                 "the webhook secret has no SecretString: store it as text or JSON",
             )
         })?;
         parse_keys(text, true).map_err(|e| {
-            PortError::new("webhook secrets", format!("secret {}: {e}", self.secret_id))
+            malformed("webhook secrets", format!("secret {}: {e}", self.secret_id)).with_source(e)
         })
     }
 }
@@ -68,29 +83,13 @@ pub async fn paymos_client(
     max_retries: u32,
 ) -> Result<paymos::PaymosClient, PortError> {
     const OPERATION: &str = "Paymos API credentials";
-    let secret = client
-        .get_secret_value()
-        .secret_id(secret_id)
-        .send()
-        .await
-        .map_err(|e| {
-            let e = crate::aws::port_error("Secrets Manager GetSecretValue", e);
-            PortError::of_kind(
-                e.operation,
-                e.kind,
-                format!(
-                    "could not read the Paymos API credentials ({var}): {}",
-                    e.message
-                ),
-            )
-        })?;
-    let wrong = |why: String| {
-        PortError::of_kind(
-            OPERATION,
-            PortErrorKind::Misconfigured,
-            format!("{var}: {why}"),
-        )
-    };
+    let secret = read(
+        client,
+        secret_id,
+        &format!("the Paymos API credentials ({var})"),
+    )
+    .await?;
+    let wrong = |why: String| malformed(OPERATION, format!("{var}: {why}"));
     let json: serde_json::Value = serde_json::from_str(secret.secret_string().unwrap_or_default())
         .map_err(|_| wrong("expected JSON {\"api_key\": …, \"api_secret\": …}".into()))?;
     let field = |k: &str| {
@@ -111,31 +110,19 @@ pub async fn paymos_client(
 /// template generates) or the bare `whsec_…` text.
 ///
 /// # Errors
-/// What could not be read, naming `var` (never the secret).
+/// [`PortError`] naming `var` (never the secret): of the SDK's kind when the secret cannot be
+/// read, [`PortErrorKind::Misconfigured`] when it is not a signing key.
 pub async fn outbound_secret(
     client: &Client,
     secret_id: &str,
     var: &'static str,
 ) -> Result<paymos_inbox_core::outbound::OutboundSecret, PortError> {
-    let secret = client
-        .get_secret_value()
-        .secret_id(secret_id)
-        .send()
-        .await
-        .map_err(|e| {
-            PortError::new(
-                "Secrets Manager GetSecretValue",
-                format!(
-                    "could not read the signing secret ({var}): {}",
-                    DisplayErrorContext(e)
-                ),
-            )
-        })?;
+    let secret = read(client, secret_id, &format!("the signing secret ({var})")).await?;
     let text = secret.secret_string().unwrap_or_default();
     let key = serde_json::from_str::<serde_json::Value>(text)
         .ok()
         .and_then(|v| v["key"].as_str().map(str::to_owned))
         .unwrap_or_else(|| text.to_owned());
     paymos_inbox_core::outbound::OutboundSecret::parse(&key)
-        .map_err(|e| PortError::new("signing secret", format!("{var}: {e}")))
+        .map_err(|e| malformed("signing secret", format!("{var}: {e}")).with_source(e))
 }

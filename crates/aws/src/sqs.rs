@@ -5,7 +5,9 @@
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::MessageAttributeValue;
 
-use paymos_inbox_core::ingest::{Delivery, PortError, WorkQueue};
+use crate::aws::port_error;
+use paymos_inbox_core::ingest::{Delivery, WorkQueue};
+use paymos_inbox_core::port::PortError;
 use paymos_inbox_core::work::WorkItem;
 
 /// A [`WorkQueue`] on an SQS standard queue.
@@ -60,7 +62,7 @@ impl WorkQueue for SqsQueue {
         }
         send.send()
             .await
-            .map_err(|e| crate::aws::port_error("SQS SendMessage", e))?;
+            .map_err(|e| port_error("SQS SendMessage", e))?;
         Ok(())
     }
 }
@@ -78,7 +80,7 @@ pub async fn approximate_messages(client: &Client, queue_url: &str) -> Result<u6
         .attribute_names(ApproximateNumberOfMessages)
         .send()
         .await
-        .map_err(|e| crate::aws::port_error("SQS GetQueueAttributes", e))?;
+        .map_err(|e| port_error("SQS GetQueueAttributes", e))?;
     Ok(attributes
         .attributes()
         .and_then(|a| a.get(&ApproximateNumberOfMessages))

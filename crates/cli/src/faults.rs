@@ -10,9 +10,10 @@ use paymos_inbox_core::change::{Change, Source};
 use paymos_inbox_core::effect::FulfilmentEffect;
 use paymos_inbox_core::fulfil::ResourceStore;
 use paymos_inbox_core::ingest::{
-    Delivery, DeliveryLedger, ExistingDelivery, PortError, Recorded, TakeOver, WorkQueue,
+    Delivery, DeliveryLedger, ExistingDelivery, Recorded, TakeOver, WorkQueue,
 };
 use paymos_inbox_core::outcome::{Plan, Written};
+use paymos_inbox_core::port::PortError;
 
 /// What happens to one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

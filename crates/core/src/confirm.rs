@@ -13,7 +13,7 @@ use std::future::Future;
 
 use super::change::{Change, Credit, OrderRef};
 use super::envelope::EventData;
-use super::ingest::{PortError, PortErrorKind};
+use super::port::{PortError, PortErrorKind};
 use super::signature::Environment;
 use super::status::{Amount, InvoiceStatus, WithdrawalStatus};
 

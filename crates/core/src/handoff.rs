@@ -7,7 +7,7 @@ use std::future::Future;
 
 use serde_json::{Value, json};
 
-use super::ingest::PortError;
+use super::port::PortError;
 use super::record::{
     DepositRecord, FulfilmentRecord, InvoiceRecord, ReviewRecord, StateRecord, WithdrawalRecord,
 };
@@ -352,16 +352,17 @@ pub struct ItemChange {
 }
 
 /// Publishes the events of `changes`, in order. Returns the sequence number of the first change
-/// whose events were not all accepted (the stream is retried from there: events before it are
-/// not published twice by this call, those after it may be, which their keys make harmless).
+/// whose events were not all accepted, whether the publisher refused one of them or failed as a
+/// whole (the stream is retried from there: events before it are not published twice by this
+/// call, those after it may be, which their keys make harmless); `None` when all were.
 ///
-/// # Errors
-/// [`PortError`] when the publisher fails as a whole (the first change's sequence is retried).
+/// Never an error: a failed publication is exactly a change to retry from, and the failure is
+/// logged here, with its kind, where that change is known.
 pub async fn publish_changes<P: EventPublisher>(
     publisher: &P,
     changes: &[ItemChange],
     environment: Environment,
-) -> Result<Option<String>, PortError> {
+) -> Option<String> {
     for change in changes {
         let events = events_of(change.old.as_ref(), change.new.as_ref(), environment);
         if events.is_empty() {
@@ -370,8 +371,8 @@ pub async fn publish_changes<P: EventPublisher>(
         let results = match publisher.publish(&events).await {
             Ok(r) => r,
             Err(e) => {
-                tracing::error!(sequence = %change.sequence, error = %e, "events not published; the stream retries from here");
-                return Ok(Some(change.sequence.clone()));
+                tracing::error!(sequence = %change.sequence, error = e.kind.as_str(), reason = %e, "events not published; the stream retries from here");
+                return Some(change.sequence.clone());
             }
         };
         for (event, failed) in events.iter().zip(&results) {
@@ -381,12 +382,12 @@ pub async fn publish_changes<P: EventPublisher>(
                 }
                 Some(reason) => {
                     tracing::error!(detail_type = event.detail_type, idempotency_key = %event.idempotency_key, reason = %reason, "event refused; the stream retries from here");
-                    return Ok(Some(change.sequence.clone()));
+                    return Some(change.sequence.clone());
                 }
             }
         }
     }
-    Ok(None)
+    None
 }
 
 #[cfg(test)]
@@ -618,9 +619,7 @@ mod tests {
         ];
         let bus = MemoryPublisher::new();
         bus.refuse("order-paid:inv_b");
-        let failed = publish_changes(&bus, &batch, Environment::Live)
-            .await
-            .unwrap();
+        let failed = publish_changes(&bus, &batch, Environment::Live).await;
         assert_eq!(
             failed.as_deref(),
             Some("2"),
@@ -629,17 +628,10 @@ mod tests {
         assert_eq!(bus.published(), ["order-paid:inv_a"]);
         let bus = MemoryPublisher::new();
         bus.set_down(true);
-        let failed = publish_changes(&bus, &batch, Environment::Live)
-            .await
-            .unwrap();
+        let failed = publish_changes(&bus, &batch, Environment::Live).await;
         assert_eq!(failed.as_deref(), Some("1"), "the first change with events");
         bus.set_down(false);
-        assert_eq!(
-            publish_changes(&bus, &batch, Environment::Live)
-                .await
-                .unwrap(),
-            None
-        );
+        assert_eq!(publish_changes(&bus, &batch, Environment::Live).await, None);
         assert_eq!(bus.published().len(), 3);
     }
 }

@@ -19,6 +19,10 @@ use sha2::{Digest, Sha256};
 use super::envelope::{Category, Envelope, EnvelopeError};
 use super::signature::{Environment, SignatureError, SigningKey, Verifier};
 
+// The ports' error lives in `port`; named here too, for the modules that still import it from
+// the ingest use case.
+pub use crate::port::{PortError, PortErrorKind};
+
 /// How often at most a failed signature makes ingest re-read its secrets (a rotation then
 /// reaches warm instances within a minute; a flood of forged requests costs one read a minute).
 pub const KEY_REFRESH_INTERVAL_MS: u64 = 60_000;
@@ -63,101 +67,6 @@ pub fn event_id_of_key(key: &str) -> &str {
 pub fn sha256_hex(body: &[u8]) -> String {
     hex::encode(Sha256::digest(body))
 }
-
-/// What kind of failure a port met: what the caller does next follows from it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PortErrorKind {
-    /// The service asked us to slow down (throttling, capacity): retry later, and not at once.
-    Throttled,
-    /// The service or the network failed (timeouts, 5xx, connection errors): retry.
-    Unavailable,
-    /// Our configuration is wrong (a missing table or queue, a refused credential, a malformed
-    /// request): retries fail alike until an operator fixes it; still never the sender's fault.
-    Misconfigured,
-    /// Another writer held the same items (a transaction conflict): retry at once.
-    Conflict,
-}
-
-impl PortErrorKind {
-    /// The name in logs and metrics.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Throttled => "throttled",
-            Self::Unavailable => "unavailable",
-            Self::Misconfigured => "misconfigured",
-            Self::Conflict => "conflict",
-        }
-    }
-
-    /// Seconds a sender should wait before it retries (the `Retry-After` of a 503).
-    #[must_use]
-    pub fn retry_after_secs(self) -> u64 {
-        match self {
-            Self::Conflict | Self::Unavailable => 1,
-            Self::Throttled => 10,
-            Self::Misconfigured => 60,
-        }
-    }
-}
-
-impl std::fmt::Display for PortErrorKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A failure of a port (DynamoDB, SQS, …): never the sender's fault, so always answered with a
-/// 5xx and retried; its [`kind`](PortError::kind) says how, and the SDK's error is kept as the
-/// [`source`](std::error::Error::source).
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{operation} failed ({kind}): {message}")]
-pub struct PortError {
-    /// The call that failed, e.g. `DynamoDB PutItem`.
-    pub operation: &'static str,
-    /// What kind of failure it was.
-    pub kind: PortErrorKind,
-    /// What the SDK said (no item contents).
-    pub message: String,
-    #[source]
-    source: Option<Arc<dyn std::error::Error + Send + Sync>>,
-}
-
-impl PortError {
-    /// An [`PortErrorKind::Unavailable`] error for `operation`.
-    pub fn new(operation: &'static str, message: impl std::fmt::Display) -> Self {
-        Self::of_kind(operation, PortErrorKind::Unavailable, message)
-    }
-
-    /// An error of `kind` for `operation`.
-    pub fn of_kind(
-        operation: &'static str,
-        kind: PortErrorKind,
-        message: impl std::fmt::Display,
-    ) -> Self {
-        Self {
-            operation,
-            kind,
-            message: message.to_string(),
-            source: None,
-        }
-    }
-
-    /// With the error that caused it.
-    #[must_use]
-    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
-        self.source = Some(Arc::new(source));
-        self
-    }
-}
-
-impl PartialEq for PortError {
-    fn eq(&self, other: &Self) -> bool {
-        (self.operation, self.kind, &self.message) == (other.operation, other.kind, &other.message)
-    }
-}
-
-impl Eq for PortError {}
 
 /// The processing state of a recorded delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -408,7 +317,7 @@ pub struct Receipt {
     pub cross_environment: bool,
 }
 
-/// Why a delivery was not acknowledged; [`IngestError::status`] is the HTTP answer.
+/// Why a delivery was not acknowledged; [`IngestError::answer`] is the HTTP answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum IngestError {
@@ -470,7 +379,70 @@ pub enum IngestError {
     Unavailable(#[from] PortError),
 }
 
+/// The HTTP answer to a delivery that was not acknowledged, and the words of its log line:
+/// [`IngestError::answer`], the one mapping from an error to what the sender sees.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The HTTP status ([`IngestError::status`]).
+    pub status: u16,
+    /// The JSON body, `{"received": false, "error": <code>, "message": <text>}`: the
+    /// [`code`](IngestError::code), and the error in words, except for a port's failure, whose
+    /// details (the SDK's message) stay in the log.
+    pub body: serde_json::Value,
+    /// `Retry-After`, in seconds: when the sender should wait before it retries.
+    pub retry_after_secs: Option<u64>,
+    /// `Allow`, when the method was not allowed.
+    pub allow: Option<&'static str>,
+    /// The message of the request's log line: a refusal, or a failure of ours the sender will
+    /// retry, naming a refused credential as one.
+    pub log: &'static str,
+}
+
+impl Answer {
+    /// Whether the failure is ours (5xx): the sender retries, and the log line is an error.
+    #[must_use]
+    pub fn is_server_error(&self) -> bool {
+        self.status >= 500
+    }
+}
+
+/// The log line of a refusal (4xx).
+pub const LOG_REFUSED: &str = "delivery refused";
+/// The log line of a failure of ours (5xx).
+pub const LOG_NOT_ACKNOWLEDGED: &str = "delivery not acknowledged; the sender will retry";
+/// The log line of a failure of ours because a service refused our credential.
+pub const LOG_REFUSED_CREDENTIAL: &str = "delivery not acknowledged: a refused credential (the function's role, its policy or an expired token); the sender will retry";
+
 impl IngestError {
+    /// The whole HTTP answer: status, body, `Retry-After`, `Allow`, and the log line's words.
+    /// A port's failure is always a 5xx, so the sender retries: 500 when the stack is
+    /// misconfigured (a refused credential among them, which its log line names), 503 otherwise.
+    #[must_use]
+    pub fn answer(&self) -> Answer {
+        let (retry_after_secs, message) = match self {
+            Self::InProgress { retry_after_secs } => (Some(*retry_after_secs), self.to_string()),
+            // Internal details (SDK messages) stay in the log; the sender gets the code.
+            Self::Unavailable(e) => (
+                Some(e.kind.retry_after_secs()),
+                "temporarily unavailable; retry".to_owned(),
+            ),
+            _ => (None, self.to_string()),
+        };
+        let status = self.status();
+        let log = match self {
+            Self::Unavailable(e) if e.is_refused_credential() => LOG_REFUSED_CREDENTIAL,
+            _ if status >= 500 => LOG_NOT_ACKNOWLEDGED,
+            _ => LOG_REFUSED,
+        };
+        Answer {
+            status,
+            body: serde_json::json!({ "received": false, "error": self.code(), "message": message }),
+            retry_after_secs,
+            allow: matches!(self, Self::MethodNotAllowed(_)).then_some("POST"),
+            log,
+        }
+    }
+
     /// The HTTP status for the sender: 4xx when the request must change, 5xx when it should
     /// simply be retried.
     #[must_use]
@@ -656,7 +628,7 @@ impl<L: DeliveryLedger, Q: WorkQueue> Ingest<L, Q> {
     /// Handles one delivery attempt at Unix time `now_ms`.
     ///
     /// # Errors
-    /// An [`IngestError`] whose [`status`](IngestError::status) is the answer to send.
+    /// An [`IngestError`] whose [`answer`](IngestError::answer) is the answer to send.
     pub async fn handle(&self, req: &Inbound<'_>, now_ms: u64) -> Result<Receipt, IngestError> {
         let delivery = self.admit(req, now_ms)?;
         let lease = now_ms + self.settings.lease_secs * 1000;
@@ -799,4 +771,124 @@ impl<L: DeliveryLedger, Q: WorkQueue> Ingest<L, Q> {
 /// An environment as logs and errors name it.
 fn environment_name(environment: Option<Environment>) -> &'static str {
     environment.map_or("unlabelled", Environment::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::envelope::EnvelopeError;
+    use crate::signature::SignatureError;
+
+    fn answer_of(error: &IngestError) -> (u16, serde_json::Value, Option<u64>, Option<&str>, &str) {
+        let a = error.answer();
+        (a.status, a.body, a.retry_after_secs, a.allow, a.log)
+    }
+
+    #[test]
+    fn every_refusal_answers_its_status_code_and_words() {
+        let cases = [
+            IngestError::MethodNotAllowed("GET".into()),
+            IngestError::PayloadTooLarge { size: 9, limit: 8 },
+            IngestError::Signature(SignatureError::MissingHeader),
+            IngestError::Envelope(EnvelopeError::InvalidEventId),
+            IngestError::IdMismatch,
+            IngestError::EnvironmentMismatch {
+                label: "live".into(),
+                environment: Environment::Live,
+                is_test: true,
+            },
+            IngestError::EnvironmentConflict {
+                recorded: "sandbox".into(),
+                received: "live".into(),
+            },
+        ];
+        let statuses = [405, 413, 401, 400, 400, 403, 409];
+        for (error, status) in cases.iter().zip(statuses) {
+            let (got, body, retry_after, allow, log) = answer_of(error);
+            assert_eq!(got, status, "{error}");
+            assert_eq!(
+                body,
+                json!({"received": false, "error": error.code(), "message": error.to_string()}),
+                "{error}"
+            );
+            assert_eq!(retry_after, None, "{error}");
+            assert_eq!(allow, (status == 405).then_some("POST"), "{error}");
+            assert_eq!(log, LOG_REFUSED, "{error}");
+            assert!(!error.answer().is_server_error());
+        }
+    }
+
+    #[test]
+    fn a_duplicate_in_progress_answers_503_after_its_lease() {
+        let error = IngestError::InProgress {
+            retry_after_secs: 7,
+        };
+        assert_eq!(
+            answer_of(&error),
+            (
+                503,
+                json!({"received": false, "error": "in_progress",
+                       "message": "an earlier attempt of this delivery is still in progress; retry later"}),
+                Some(7),
+                None,
+                LOG_NOT_ACKNOWLEDGED
+            )
+        );
+    }
+
+    #[test]
+    fn a_port_failure_answers_5xx_by_kind_and_keeps_its_details_in_the_log() {
+        for (kind, status, retry_after) in [
+            (PortErrorKind::Unavailable, 503, 1),
+            (PortErrorKind::Throttled, 503, 10),
+            (PortErrorKind::Conflict, 503, 1),
+            (PortErrorKind::Misconfigured, 500, 60),
+        ] {
+            let error = IngestError::Unavailable(PortError::of_kind(
+                "SQS SendMessage",
+                kind,
+                "the SDK's words",
+            ));
+            assert_eq!(
+                answer_of(&error),
+                (
+                    status,
+                    json!({"received": false, "error": kind.as_str(),
+                           "message": "temporarily unavailable; retry"}),
+                    Some(retry_after),
+                    None,
+                    LOG_NOT_ACKNOWLEDGED
+                ),
+                "{kind}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_refused_credential_is_ours_retried_and_named_in_the_log() {
+        let error = IngestError::Unavailable(PortError::refused_credential(
+            "DynamoDB PutItem",
+            "UnrecognizedClientException: The security token included in the request is invalid.",
+        ));
+        let answer = error.answer();
+        assert!(answer.is_server_error(), "a 5xx: the sender retries");
+        assert_eq!(
+            (answer.status, answer.retry_after_secs, answer.allow),
+            (500, Some(60), None)
+        );
+        assert_eq!(
+            answer.body,
+            json!({"received": false, "error": "misconfigured",
+                   "message": "temporarily unavailable; retry"}),
+            "the same body as any misconfiguration: nothing of ours reaches the sender"
+        );
+        assert_eq!(answer.log, LOG_REFUSED_CREDENTIAL);
+        assert!(answer.log.contains("credential"), "{}", answer.log);
+        assert!(
+            error.to_string().contains("a refused credential"),
+            "{error}"
+        );
+    }
 }

@@ -13,6 +13,7 @@ pub mod ingest;
 pub mod invoice;
 pub mod outbound;
 pub mod outcome;
+pub mod port;
 pub mod reconcile;
 pub mod record;
 pub mod release;

@@ -11,7 +11,7 @@ use hmac::{KeyInit, Mac};
 use serde_json::{Value, json};
 use zeroize::Zeroizing;
 
-use super::ingest::PortError;
+use super::port::PortError;
 
 /// The signing secret of the outbound messages: bytes, given as `whsec_<base64>` (or bare
 /// base64), as Standard Webhooks libraries take it. Never printed.
@@ -119,7 +119,9 @@ pub trait WebhookTarget: Send + Sync {
     /// Posts `message`; the HTTP status the endpoint answered.
     ///
     /// # Errors
-    /// [`PortError`] when no answer came (connection, TLS, timeout).
+    /// [`PortError`] when no answer came (connection, TLS, timeout: of their kind), or when the
+    /// endpoint refused our credential (401/403: [`PortError::refused_credential`], since every
+    /// retry fails alike until the signing secrets agree).
     fn post(&self, message: &Outbound) -> impl Future<Output = Result<u16, PortError>> + Send;
 }
 
@@ -129,10 +131,10 @@ pub enum DeliverError {
     /// Cannot be sent at all.
     #[error(transparent)]
     Outbound(#[from] OutboundError),
-    /// The endpoint answered other than 2xx.
+    /// The endpoint answered other than 2xx (and other than a refused credential).
     #[error("the endpoint answered {0}")]
     Refused(u16),
-    /// No answer.
+    /// No answer, or our credential refused (the error's kind says which).
     #[error(transparent)]
     Unavailable(#[from] PortError),
 }

@@ -6,7 +6,8 @@
 
 use std::future::Future;
 
-use super::ingest::{DeliveryLedger, ExistingDelivery, PortError, TakeOver, WorkQueue};
+use super::ingest::{DeliveryLedger, ExistingDelivery, TakeOver, WorkQueue};
+use super::port::PortError;
 
 /// The default age after which a `received` record counts as stranded: well past the 30 s
 /// lease and Paymos' first retries (1 and 5 minutes).

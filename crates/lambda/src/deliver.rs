@@ -6,7 +6,7 @@
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use futures::StreamExt;
 
-use paymos_inbox_core::outbound::{OutboundSecret, WebhookTarget, deliver};
+use paymos_inbox_core::outbound::{DeliverError, OutboundSecret, WebhookTarget, deliver};
 
 /// How many posts of one batch run at the same time.
 pub const CONCURRENCY: usize = 10;
@@ -27,11 +27,13 @@ pub async fn handle_batch<T: WebhookTarget>(
                     tracing::info!(webhook_id = %id, "event delivered to the endpoint");
                     None
                 }
+                Err(DeliverError::Unavailable(error)) if error.is_refused_credential() => {
+                    tracing::error!(message_id = %message_id, error = %error, "event not delivered: a refused credential (the endpoint does not accept our signature); every retry fails alike until it does, then the dead-letter queue");
+                    Some(failed(message_id))
+                }
                 Err(error) => {
                     tracing::warn!(message_id = %message_id, error = %error, "event not delivered; retried later, then parked in the dead-letter queue");
-                    let mut failure = BatchItemFailure::default();
-                    failure.item_identifier = message_id;
-                    Some(failure)
+                    Some(failed(message_id))
                 }
             }
         })
@@ -42,4 +44,11 @@ pub async fn handle_batch<T: WebhookTarget>(
     let mut response = SqsBatchResponse::default();
     response.batch_item_failures = failures;
     response
+}
+
+/// The batch response's entry for a message not delivered.
+fn failed(message_id: String) -> BatchItemFailure {
+    let mut failure = BatchItemFailure::default();
+    failure.item_identifier = message_id;
+    failure
 }

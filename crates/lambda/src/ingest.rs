@@ -137,31 +137,21 @@ pub fn answer(inbound: &Inbound<'_>, outcome: Result<Receipt, IngestError>) -> R
             )
         }
         Err(error) => {
-            let status = StatusCode::from_u16(error.status()).unwrap_or(StatusCode::BAD_REQUEST);
-            if status.is_server_error() {
-                tracing::error!(status = status.as_u16(), error = error.code(), reason = %error, bytes = inbound.body.len(), "delivery not acknowledged; the sender will retry");
+            // The error renders its own answer (status, body, Retry-After, Allow, the log's
+            // words): nothing here reads its variants.
+            let answer = error.answer();
+            let status =
+                StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            if answer.is_server_error() {
+                tracing::error!(status = answer.status, error = error.code(), reason = %error, bytes = inbound.body.len(), "{}", answer.log);
             } else {
-                tracing::warn!(status = status.as_u16(), error = error.code(), reason = %error, bytes = inbound.body.len(), "delivery refused");
+                tracing::warn!(status = answer.status, error = error.code(), reason = %error, bytes = inbound.body.len(), "{}", answer.log);
             }
-            let retry_after = match &error {
-                IngestError::InProgress { retry_after_secs } => Some(*retry_after_secs),
-                IngestError::Unavailable(e) => Some(e.kind.retry_after_secs()),
-                _ => None,
-            };
-            // Internal details (SDK messages) stay in the log; the sender gets the code.
-            let message = match &error {
-                IngestError::Unavailable(_) => "temporarily unavailable; retry".to_owned(),
-                other => other.to_string(),
-            };
-            let mut response = json_response(
-                status,
-                &json!({ "received": false, "error": error.code(), "message": message }),
-                retry_after,
-            );
-            if status == StatusCode::METHOD_NOT_ALLOWED {
+            let mut response = json_response(status, &answer.body, answer.retry_after_secs);
+            if let Some(allow) = answer.allow {
                 response
                     .headers_mut()
-                    .insert(header::ALLOW, header::HeaderValue::from_static("POST"));
+                    .insert(header::ALLOW, header::HeaderValue::from_static(allow));
             }
             response
         }
@@ -182,4 +172,112 @@ fn json_response(
     builder
         .body(Body::Text(body.to_string()))
         .expect("status and headers are valid")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use paymos_inbox_core::port::{PortError, PortErrorKind};
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("log lock").extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// The response to `error`, and the log line it wrote.
+    fn answered(error: IngestError) -> (Response<Body>, String) {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_writer(move || writer.clone())
+            .finish();
+        let inbound = Inbound {
+            method: "POST",
+            signature: None,
+            webhook_id: None,
+            body: b"{}",
+        };
+        let response =
+            tracing::subscriber::with_default(subscriber, || answer(&inbound, Err(error)));
+        let log = String::from_utf8(captured.0.lock().expect("log lock").clone()).expect("utf-8");
+        (response, log)
+    }
+
+    fn header(response: &Response<Body>, name: header::HeaderName) -> Option<&str> {
+        response.headers().get(name).and_then(|v| v.to_str().ok())
+    }
+
+    fn body(response: &Response<Body>) -> serde_json::Value {
+        match response.body() {
+            Body::Text(text) => serde_json::from_str(text).expect("a JSON body"),
+            other => panic!("not a text body: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_refused_credential_answers_500_to_retry_and_its_log_line_names_it() {
+        let (response, log) = answered(IngestError::Unavailable(PortError::refused_credential(
+            "DynamoDB PutItem",
+            "UnrecognizedClientException: The security token included in the request is invalid.",
+        )));
+        assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(header(&response, header::RETRY_AFTER), Some("60"));
+        assert_eq!(
+            body(&response),
+            json!({"received": false, "error": "misconfigured", "message": "temporarily unavailable; retry"})
+        );
+        let line: serde_json::Value = serde_json::from_str(log.trim()).expect("one JSON line");
+        assert_eq!(line["level"], "ERROR", "{log}");
+        assert_eq!(
+            line["fields"]["message"],
+            paymos_inbox_core::ingest::LOG_REFUSED_CREDENTIAL,
+            "{log}"
+        );
+        assert!(
+            line["fields"]["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("a refused credential")),
+            "{log}"
+        );
+    }
+
+    #[test]
+    fn the_handler_sends_the_answer_the_error_renders() {
+        for error in [
+            IngestError::MethodNotAllowed("GET".into()),
+            IngestError::IdMismatch,
+            IngestError::InProgress {
+                retry_after_secs: 4,
+            },
+            IngestError::Unavailable(PortError::of_kind(
+                "SQS SendMessage",
+                PortErrorKind::Throttled,
+                "slow down",
+            )),
+        ] {
+            let expected = error.answer();
+            let (response, log) = answered(error);
+            assert_eq!(response.status().as_u16(), expected.status);
+            assert_eq!(body(&response), expected.body);
+            assert_eq!(
+                header(&response, header::RETRY_AFTER),
+                expected.retry_after_secs.map(|s| s.to_string()).as_deref()
+            );
+            assert_eq!(header(&response, header::ALLOW), expected.allow);
+            assert!(log.contains(expected.log), "{log}");
+        }
+    }
 }

@@ -30,13 +30,7 @@ pub async fn handle_stream<P: EventPublisher>(
     environment: Environment,
 ) -> DynamoDbEventResponse {
     let changes = changes_of(&event);
-    let failed = match publish_changes(publisher, &changes, environment).await {
-        Ok(failed) => failed,
-        Err(e) => {
-            tracing::error!(error = %e, "events not published; the stream retries the batch");
-            changes.first().map(|c| c.sequence.clone())
-        }
-    };
+    let failed = publish_changes(publisher, &changes, environment).await;
     let mut response = DynamoDbEventResponse::default();
     if let Some(sequence) = failed {
         let mut failure = DynamoDbBatchItemFailure::default();

@@ -35,9 +35,9 @@ use crate::aws::port_error;
 use paymos_inbox_core::envelope::Category;
 use paymos_inbox_core::exceptions::{OutcomeRecord, ReviewLedger};
 use paymos_inbox_core::ingest::{
-    Delivery, DeliveryLedger, DeliveryState, ExistingDelivery, PortError, Recorded, TakeOver,
-    event_id_of_key,
+    Delivery, DeliveryLedger, DeliveryState, ExistingDelivery, Recorded, TakeOver, event_id_of_key,
 };
+use paymos_inbox_core::port::PortError;
 use paymos_inbox_core::record::DeliveryRecord;
 use paymos_inbox_core::signature::Environment;
 

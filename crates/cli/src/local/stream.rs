@@ -192,9 +192,7 @@ pub async fn deliver<P: EventPublisher>(
     let mut attempt = 0;
     while from < changes.len() {
         let rest = &changes[from..];
-        let failed = publish_changes(publisher, rest, environment)
-            .await
-            .unwrap_or_else(|_| rest.first().map(|c| c.sequence.clone()));
+        let failed = publish_changes(publisher, rest, environment).await;
         let Some(sequence) = failed else {
             return Ok(());
         };

@@ -4,7 +4,7 @@
 //! on-failure queue.
 
 use paymos_inbox_core::handoff::{DomainEvent, EventPublisher};
-use paymos_inbox_core::ingest::PortError;
+use paymos_inbox_core::port::PortError;
 
 /// Publishes `events` again; returns how many were accepted.
 ///

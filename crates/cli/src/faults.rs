@@ -6,14 +6,12 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use paymos_inbox_core::change::{Change, Source};
-use paymos_inbox_core::effect::FulfilmentEffect;
 use paymos_inbox_core::fulfil::ResourceStore;
 use paymos_inbox_core::ingest::{
     Delivery, DeliveryLedger, ExistingDelivery, Recorded, TakeOver, WorkQueue,
 };
-use paymos_inbox_core::outcome::{Plan, Written};
 use paymos_inbox_core::port::PortError;
+use paymos_inbox_core::write::{Stored, Write};
 
 /// What happens to one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,19 +191,9 @@ impl<Q: WorkQueue> WorkQueue for Faulty<Q> {
 }
 
 impl<S: ResourceStore> ResourceStore for Faulty<S> {
-    async fn write(
-        &self,
-        source: &Source,
-        change: &Change,
-        plan: &Plan,
-        effect: &dyn FulfilmentEffect,
-        now_ms: u64,
-    ) -> Result<Written, PortError> {
+    async fn write(&self, writes: &[Write]) -> Result<Stored, PortError> {
         self.faults
-            .around(
-                "TransactWriteItems",
-                self.inner.write(source, change, plan, effect, now_ms),
-            )
+            .around("TransactWriteItems", self.inner.write(writes))
             .await
     }
 }

@@ -13,13 +13,11 @@ use std::time::Duration;
 
 use criterion::{BatchSize, Criterion};
 use hmac::{KeyInit, Mac};
-use paymos_inbox_core::change::{Change, Source};
-use paymos_inbox_core::effect::FulfilmentEffect;
 use paymos_inbox_core::fulfil::{Fulfil, ResourceStore};
 use paymos_inbox_core::ingest::{Inbound, Ingest, IngestSettings, PortError};
 use paymos_inbox_core::memory::{MemoryLedger, MemoryQueue};
-use paymos_inbox_core::outcome::{Plan, Written};
 use paymos_inbox_core::signature::{SigningKey, Verifier, WebhookSecret, signature_header};
+use paymos_inbox_core::write::{Stored, Write};
 
 const NOW: u64 = 1_700_000_000;
 
@@ -182,15 +180,8 @@ fn bench_ingest(c: &mut Criterion) {
 struct NoopStore;
 
 impl ResourceStore for NoopStore {
-    async fn write(
-        &self,
-        _: &Source,
-        _: &Change,
-        _: &Plan,
-        _: &dyn FulfilmentEffect,
-        _: u64,
-    ) -> Result<Written, PortError> {
-        Ok(Written::Committed)
+    async fn write(&self, _: &[Write]) -> Result<Stored, PortError> {
+        Ok(Stored::Committed)
     }
 }
 

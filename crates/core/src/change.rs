@@ -11,7 +11,7 @@ use super::signature::Environment;
 use super::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
 
 /// The merchant's order as Paymos echoes it on an invoice.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OrderRef {
     /// `data.order.external_id`: the merchant's order id.
     pub external_id: Option<String>,
@@ -216,6 +216,12 @@ impl Applied {
         Self::Refunded,
         Self::OrderUnknown,
     ];
+
+    /// The outcome of a stored name.
+    #[must_use]
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|a| a.as_str() == name)
+    }
 
     /// The stored name.
     #[must_use]

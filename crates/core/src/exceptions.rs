@@ -10,7 +10,7 @@ use super::change::{Applied, Change, OrderRef, Source, change_of, with_order};
 use super::confirm::{PaymentConfirmation, Verdict, check};
 use super::effect::FulfilmentEffect;
 use super::envelope::Envelope;
-use super::fulfil::{ResourceStore, close_then_pay, settle};
+use super::fulfil::{Fulfil, ResourceStore, close_then_pay, settle};
 use super::ingest::{Delivery, PortError};
 use super::invoice::Standing;
 use super::record::InvoiceRecord;
@@ -630,4 +630,44 @@ async fn recheck_one<S: ExceptionStore, C: PaymentConfirmation>(
     Ok(Recheck::Applied(
         settle(state, &source, &confirmed, effect, now_ms).await?,
     ))
+}
+
+/// The manual roads of a stack: the same store, effect and environment as its webhooks.
+impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
+    /// [`release`] with this stack's store and effect.
+    ///
+    /// # Errors
+    /// As [`release`].
+    pub async fn release<L: ReviewLedger>(
+        &self,
+        ledger: &L,
+        invoice_id: &str,
+        by: &ReleaseBy<'_>,
+        now_ms: u64,
+    ) -> Result<Applied, ReleaseError> {
+        release(self.store(), ledger, invoice_id, by, self.effect(), now_ms).await
+    }
+
+    /// [`recheck`] with this stack's store, effect and environment, asking `api`.
+    ///
+    /// # Errors
+    /// As [`recheck`].
+    pub async fn recheck<L: ReviewLedger, A: PaymentConfirmation>(
+        &self,
+        ledger: &L,
+        api: &A,
+        resource_id: Option<&str>,
+        now_ms: u64,
+    ) -> Result<Vec<Rechecked>, PortError> {
+        recheck(
+            self.store(),
+            ledger,
+            api,
+            self.effect(),
+            self.environment(),
+            resource_id,
+            now_ms,
+        )
+        .await
+    }
 }

@@ -14,11 +14,11 @@ use super::confirm::{NoConfirmation, PaymentConfirmation};
 use super::effect::{FulfilmentEffect, RecordFulfilment};
 use super::envelope::Envelope;
 use super::ingest::PortError;
-use super::outcome::{MAX_WRITES, Step, next, plan};
-use super::outcome::{Plan, Written};
+use super::outcome::{MAX_WRITES, Step, next, plan, read, writes};
 use super::signature::Environment;
 use super::status::{Amount, InvoiceStatus};
 use super::work::{WorkItem, WorkItemError};
+use super::write::{Stored, Write};
 
 /// Why a queue message cannot be applied at all (it was not written by ingest, so nothing
 /// acknowledged is lost by sending it to the DLQ).
@@ -30,34 +30,30 @@ pub enum PoisonError {
     WorkItem(#[from] WorkItemError),
 }
 
-/// The resource table with the ledger's processed mark: it writes a [`Plan`] for a change, all
-/// or nothing, and reports what it did (with, on a refusal, whose write the resource holds).
-/// It decides no outcome: [`super::outcome::next`] does.
+/// The stores of resources and the ledger's processed mark: each commits a list of typed
+/// [`Write`]s all or nothing, each under its guard, or reports the writes it refused with what
+/// their items hold ([`Stored`]). It decides nothing: the writes and their guards are the
+/// domain's ([`super::write`]), and so is what a refusal means ([`super::outcome::read`]).
 pub trait ResourceStore: Send + Sync {
-    /// Writes `plan` for `change` by `source` at `now_ms`, all or nothing: with the ledger's
-    /// processed mark when [`Plan::with_mark`] (for a delivery) and, for a paid invoice's
-    /// [`super::outcome::Write::Change`], with `effect`'s writes.
-    fn write(
-        &self,
-        source: &Source,
-        change: &Change,
-        plan: &Plan,
-        effect: &dyn FulfilmentEffect,
-        now_ms: u64,
-    ) -> impl Future<Output = Result<Written, PortError>> + Send;
+    /// Writes `writes` all or nothing.
+    fn write(&self, writes: &[Write]) -> impl Future<Output = Result<Stored, PortError>> + Send;
 }
 
 impl<T: ResourceStore> ResourceStore for Arc<T> {
-    fn write(
-        &self,
-        source: &Source,
-        change: &Change,
-        plan: &Plan,
-        effect: &dyn FulfilmentEffect,
-        now_ms: u64,
-    ) -> impl Future<Output = Result<Written, PortError>> + Send {
-        (**self).write(source, change, plan, effect, now_ms)
+    fn write(&self, writes: &[Write]) -> impl Future<Output = Result<Stored, PortError>> + Send {
+        (**self).write(writes)
     }
+}
+
+/// Writes `writes` (none: nothing to do).
+///
+/// # Errors
+/// [`PortError`] when the store fails.
+pub async fn store<S: ResourceStore>(store: &S, writes: &[Write]) -> Result<Stored, PortError> {
+    if writes.is_empty() {
+        return Ok(Stored::Committed);
+    }
+    store.write(writes).await
 }
 
 /// Applies `change` for `source`: the first plan, then what each report asks for, until the
@@ -76,9 +72,8 @@ pub async fn settle<S: ResourceStore>(
     let mut change = std::borrow::Cow::Borrowed(change);
     let mut current = plan(&change);
     for _ in 0..MAX_WRITES {
-        let written = store
-            .write(source, &change, &current, effect, now_ms)
-            .await?;
+        let writes = writes(source, &change, &current, effect, now_ms);
+        let written = read(source, &change, self::store(store, &writes).await?)?;
         match next(source, &change, &current, written) {
             Step::Done(applied) => {
                 note(&by, &change, applied);
@@ -241,6 +236,12 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
     /// The store.
     pub fn store(&self) -> &S {
         &self.store
+    }
+
+    /// What fulfilling means for this stack: written on every road that fulfils (a webhook,
+    /// `mark-paid`, `release`, `recheck`, `reconcile --apply`).
+    pub fn effect(&self) -> &dyn FulfilmentEffect {
+        self.effect.as_ref()
     }
 
     /// The environment whose deliveries this stack applies (live by default). Deliveries

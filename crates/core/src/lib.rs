@@ -21,6 +21,7 @@ pub mod signature;
 pub mod status;
 pub mod sweep;
 pub mod work;
+pub mod write;
 
 #[cfg(any(test, feature = "testkit"))]
 pub mod memory;

@@ -17,8 +17,11 @@
 //! then written with the planned outcome.
 
 use super::change::{Applied, Change, OrderRef, Source};
-use super::invoice::Standing;
+use super::effect::{FulfilmentEffect, PaidInvoice};
+use super::ingest::PortError;
+use super::invoice::{Refund, RefundMode, Standing};
 use super::status::{InvoiceStatus, WithdrawalStatus};
+use super::write::{self, Field, Refused, Stored, Value, What, WithdrawalChange};
 
 /// The most writes one change takes (see the module docs, plus one when a paid event leaves out
 /// what the invoice's record knows of its order); a store that keeps refusing beyond that is
@@ -59,18 +62,9 @@ pub enum Write {
     Review,
 }
 
-/// Why a paid invoice is not fulfilled, kept on the invoice.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Mark {
-    /// The amount or currency differs from the registered order: `held` for review.
-    Held,
-    /// Its order was fulfilled by another invoice: `duplicate_of` that invoice, for a refund.
-    DuplicateOf(String),
-    /// It was refunded in full before the payment was applied: its refund already says so.
-    Refunded,
-}
+pub use super::write::Mark;
 
-/// What a store did with a [`Plan`].
+/// What a store's answer to a [`Plan`]'s writes means ([`read`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Written {
     /// Everything was written, the processed mark included.
@@ -168,6 +162,238 @@ pub fn plan(change: &Change) -> Plan {
         outcome,
         reason,
     }
+}
+
+/// The writes of `plan` for `change` by `source` at `now_ms`, in the order their refusals
+/// win: the processed mark first (when the plan carries it), then the change's own.
+#[must_use]
+pub fn writes(
+    source: &Source,
+    change: &Change,
+    plan: &Plan,
+    effect: &dyn FulfilmentEffect,
+    now_ms: u64,
+) -> Vec<write::Write> {
+    let mut out = Vec::new();
+    if let (true, Source::Delivery { event_id }) = (plan.with_mark, source) {
+        out.push(write::processed(
+            event_id,
+            plan.outcome,
+            plan.reason.as_deref(),
+            now_ms,
+        ));
+    }
+    match (&plan.write, change) {
+        (Write::Review, _) => {
+            if let Source::Delivery { event_id } = source {
+                let resource_id = match change {
+                    Change::Unconfirmed { resource_id, .. }
+                    | Change::Unusable { resource_id, .. } => resource_id.as_deref(),
+                    // A payment whose order is known nowhere yet.
+                    Change::Invoice { invoice_id, .. } => Some(invoice_id.as_str()),
+                    _ => None,
+                };
+                let why = plan.reason.as_deref().unwrap_or_default();
+                out.push(write::review_note(
+                    event_id,
+                    plan.outcome,
+                    resource_id,
+                    why,
+                    now_ms,
+                ));
+            }
+        }
+        (
+            Write::Change | Write::Unfulfilled(_),
+            Change::Invoice {
+                invoice_id,
+                status,
+                occurred_at,
+                order,
+            },
+        ) => match &plan.write {
+            Write::Change if status.fulfils() => {
+                let paid = PaidInvoice {
+                    invoice_id,
+                    status: *status,
+                    order,
+                    source,
+                    at_ms: now_ms,
+                };
+                out.extend(write::payment(&paid, *occurred_at, effect.writes(&paid)));
+            }
+            write => out.push(write::invoice_transition(
+                invoice_id,
+                (*status, *occurred_at),
+                order,
+                match write {
+                    Write::Unfulfilled(mark) => Some(mark),
+                    _ => None,
+                },
+                source,
+                now_ms,
+            )),
+        },
+        (
+            Write::PaidLate { closed },
+            Change::Invoice {
+                invoice_id,
+                occurred_at,
+                ..
+            },
+        ) => out.push(write::paid_late(invoice_id, *closed, *occurred_at)),
+        (Write::Change, Change::Withdrawal { .. }) => {
+            out.extend(withdrawal(change, source, now_ms))
+        }
+        (
+            Write::Change,
+            Change::Deposit {
+                deposit_id,
+                status,
+                occurred_at,
+                credit,
+            },
+        ) => out.extend(write::deposit(
+            deposit_id,
+            (*status, *occurred_at),
+            credit.as_ref(),
+            source,
+            now_ms,
+        )),
+        // The mark alone (also for a plan the rules never make for this change).
+        _ => {}
+    }
+    out
+}
+
+/// A withdrawal's status and, for a completed refund, its note on the invoice, in the same
+/// transaction.
+fn withdrawal(change: &Change, source: &Source, now_ms: u64) -> Vec<write::Write> {
+    let Change::Withdrawal {
+        withdrawal_id,
+        status,
+        kind,
+        invoice_id,
+        amount,
+        currency,
+        mode,
+        ..
+    } = change
+    else {
+        return Vec::new();
+    };
+    let w = WithdrawalChange {
+        withdrawal_id,
+        status: *status,
+        kind,
+        invoice_id: invoice_id.as_ref(),
+        amount: amount.as_ref(),
+        currency: currency.as_ref(),
+    };
+    let mut out = vec![write::withdrawal(&w, source, now_ms)];
+    if let (true, WithdrawalStatus::Completed, Some(invoice)) =
+        (kind == "refund", status, invoice_id)
+    {
+        let refund = Refund {
+            withdrawal_id: withdrawal_id.clone(),
+            amount: amount.clone(),
+            currency: currency.clone(),
+            mode: mode.as_deref().and_then(RefundMode::parse),
+        };
+        out.push(write::refund_note(invoice, &refund, now_ms));
+    }
+    out
+}
+
+/// The refusal that wins among those a store reports: the first in [`What`]'s order.
+///
+/// # Errors
+/// [`PortError`] when the store refused without naming a write (it breaks the contract).
+pub fn winner(stored: Stored) -> Result<Option<Refused>, PortError> {
+    match stored {
+        Stored::Committed => Ok(None),
+        Stored::Refused(refused) => refused
+            .into_iter()
+            .min_by_key(|r| r.write)
+            .map(Some)
+            .ok_or_else(|| PortError::new("resource store", "refused without naming a write")),
+    }
+}
+
+/// What a refused write means, for `source` (whose change, if a payment, is `paying`: its
+/// status and event time).
+#[must_use]
+pub fn refusal(
+    source: &Source,
+    paying: Option<(InvoiceStatus, u64)>,
+    refused: &Refused,
+) -> Written {
+    let found = &refused.found;
+    let item = (!found.is_empty()).then_some(found);
+    let mine = write::holds_change_of(found, source);
+    let status = found.get(&Field::Status).and_then(Value::as_text);
+    let invoice = || {
+        let seen = write::invoice_seen(found);
+        Refusal::Resource {
+            found: seen.status.map_or(Found::Nothing, Found::Invoice),
+            mine,
+            standing: seen.standing(),
+        }
+    };
+    Written::Refused(match refused.write {
+        What::Processed => return Written::AlreadyProcessed,
+        // The status took the payment: the refund or the order's condition failed.
+        What::Payment if paying.is_some_and(|(st, at)| write::transition(st, at).holds(item)) => {
+            if write::refunded_in_full().holds(item) {
+                Refusal::Refunded
+            } else {
+                Refusal::OrderOnRecord {
+                    recorded: write::order_of(found),
+                }
+            }
+        }
+        What::Payment | What::Transition | What::PaidLate | What::Release => invoice(),
+        What::Withdrawal => Refusal::Resource {
+            found: status
+                .and_then(WithdrawalStatus::parse)
+                .map_or(Found::Nothing, Found::Withdrawal),
+            mine,
+            standing: Standing::Clear,
+        },
+        What::Deposit => Refusal::Resource {
+            found: Found::Deposit {
+                credited: found.contains_key(&Field::Credited),
+            },
+            mine,
+            standing: Standing::Clear,
+        },
+        What::Fulfilment | What::Effect => Refusal::Fulfilled,
+        What::OrderClaim => Refusal::OrderClaimed {
+            invoice_id: found
+                .get(&Field::InvoiceId)
+                .and_then(Value::as_text)
+                .unwrap_or("another invoice")
+                .to_owned(),
+        },
+        What::AmountGuard => Refusal::OrderMismatch,
+        What::RefundNote | What::Balance | What::Review => Refusal::Noted,
+    })
+}
+
+/// What a store's answer to `change`'s writes by `source` means.
+///
+/// # Errors
+/// As [`winner`].
+pub fn read(source: &Source, change: &Change, stored: Stored) -> Result<Written, PortError> {
+    let paying = match change {
+        Change::Invoice {
+            status,
+            occurred_at,
+            ..
+        } => Some((*status, *occurred_at)),
+        _ => None,
+    };
+    Ok(winner(stored)?.map_or(Written::Committed, |r| refusal(source, paying, &r)))
 }
 
 /// The processed mark alone, with `outcome`.

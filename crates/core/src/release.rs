@@ -7,35 +7,16 @@
 use std::future::Future;
 
 use super::change::{Applied, OrderRef, Source};
-use super::effect::FulfilmentEffect;
+use super::effect::{FulfilmentEffect, PaidInvoice};
+use super::fulfil::ResourceStore;
 use super::ingest::PortError;
-use super::outcome::{Refusal, Written};
-use super::status::InvoiceStatus;
+use super::outcome::{Refusal, Written, refusal, winner};
+use super::write;
 
 pub use super::invoice::InvoiceSeen;
 use super::invoice::Standing;
 
-/// What an invoice waits for, and so the condition its release is written under (the invoice
-/// still as it was read).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Waiting {
-    /// Paid at this status and held: the hold is lifted.
-    Held(InvoiceStatus),
-    /// Closed at this status, paid late: fulfilled, the status kept.
-    PaidLate(InvoiceStatus),
-}
-
-impl Waiting {
-    /// The status the fulfilment records.
-    #[must_use]
-    pub fn paid_status(self) -> InvoiceStatus {
-        match self {
-            // A hold is only ever on a paid invoice (`waiting` says so).
-            Self::Held(status) => status,
-            Self::PaidLate(_) => InvoiceStatus::Paid,
-        }
-    }
-}
+pub use super::write::Waiting;
 
 /// What the unconfirmed deliveries naming an invoice hold, as a release reads them (the first
 /// that applies: a refund, then a payment, then a change that pays nothing).
@@ -149,26 +130,6 @@ pub fn released(written: Written, order: &OrderRef) -> Result<Applied, ReleaseEr
     }
 }
 
-/// The release as one write.
-#[derive(Debug, Clone)]
-pub struct Release<'a> {
-    /// `inv_…`.
-    pub invoice_id: &'a str,
-    /// What it waited for (the write's condition).
-    pub waiting: Waiting,
-    /// The order it pays for (as recorded, else from its unconfirmed delivery).
-    pub order: &'a OrderRef,
-    /// The person who released it.
-    pub source: &'a Source,
-    /// Why, as they said.
-    pub reason: &'a str,
-    /// Whether the registered order's amount guard applies (a person may override it, with a
-    /// reason that is kept).
-    pub amount_checked: bool,
-    /// How many refunds the invoice held when it was read (the write's condition: none since).
-    pub refunds_seen: usize,
-}
-
 /// Who releases, why, and whether they override the amount check.
 #[derive(Debug, Clone, Copy)]
 pub struct ReleaseBy<'a> {
@@ -180,22 +141,13 @@ pub struct ReleaseBy<'a> {
     pub override_amount: bool,
 }
 
-/// What a release reads and writes.
-pub trait ReleaseStore: Send + Sync {
+/// What a release reads; it writes through [`ResourceStore`].
+pub trait ReleaseStore: ResourceStore {
     /// The invoice, if recorded, and whether it has its fulfilment.
     fn invoice_seen(
         &self,
         invoice_id: &str,
     ) -> impl Future<Output = Result<(Option<InvoiceSeen>, bool), PortError>> + Send;
-
-    /// Writes the release, conditional on the invoice still waiting as it was read, with
-    /// `effect`'s items and the order's claim, all or nothing.
-    fn write_release(
-        &self,
-        release: &Release<'_>,
-        effect: &dyn FulfilmentEffect,
-        now_ms: u64,
-    ) -> impl Future<Output = Result<Written, PortError>> + Send;
 }
 
 impl<T: ReleaseStore> ReleaseStore for std::sync::Arc<T> {
@@ -204,15 +156,6 @@ impl<T: ReleaseStore> ReleaseStore for std::sync::Arc<T> {
         invoice_id: &str,
     ) -> impl Future<Output = Result<(Option<InvoiceSeen>, bool), PortError>> + Send {
         (**self).invoice_seen(invoice_id)
-    }
-
-    fn write_release(
-        &self,
-        release: &Release<'_>,
-        effect: &dyn FulfilmentEffect,
-        now_ms: u64,
-    ) -> impl Future<Output = Result<Written, PortError>> + Send {
-        (**self).write_release(release, effect, now_ms)
     }
 }
 
@@ -277,16 +220,22 @@ pub async fn release_named<S: ReleaseStore>(
     let source = Source::Manual {
         actor: by.actor.to_owned(),
     };
-    let release = Release {
+    let paid = PaidInvoice {
         invoice_id,
-        waiting,
+        status: waiting.paid_status(),
         order: &order,
         source: &source,
-        reason: by.reason.unwrap_or("released by hand"),
-        amount_checked: !by.override_amount,
-        refunds_seen,
+        at_ms: now_ms,
     };
-    let written = store.write_release(&release, effect, now_ms).await?;
+    let writes = write::release(
+        &paid,
+        (waiting, refunds_seen),
+        by.reason.unwrap_or("released by hand"),
+        !by.override_amount,
+        effect.writes(&paid),
+    );
+    let refused = winner(store.write(&writes).await?)?;
+    let written = refused.map_or(Written::Committed, |r| refusal(&source, None, &r));
     let applied = released(written, &order)?;
     tracing::warn!(
         invoice_id,
@@ -304,6 +253,7 @@ mod tests {
     use super::*;
 
     use crate::invoice::Refund;
+    use crate::status::InvoiceStatus;
 
     fn paid() -> Named {
         Named::Payment(OrderRef::none())

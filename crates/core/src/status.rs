@@ -100,27 +100,6 @@ impl fmt::Display for InvoiceStatus {
     }
 }
 
-/// Whether an invoice at `current` (last moved by an event at `current_at`) takes `incoming`
-/// (from an event at `incoming_at`). The adapter enforces the same rule as a condition.
-///
-/// - anything → final: only from an open status (or no record);
-/// - open → open: only forward in `(occurred_at, rank)` (a reorg's later `awaiting_payment`
-///   applies, a late `confirming` does not);
-/// - final → anything: never.
-#[must_use]
-pub fn invoice_accepts(
-    current: Option<(InvoiceStatus, u64)>,
-    incoming: InvoiceStatus,
-    incoming_at: u64,
-) -> bool {
-    match current {
-        None => true,
-        Some((status, _)) if status.is_final() => false,
-        Some(_) if incoming.is_final() => true,
-        Some((status, at)) => (incoming_at, incoming.rank()) > (at, status.rank()),
-    }
-}
-
 /// A withdrawal (payout or refund) status; forward only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WithdrawalStatus {
@@ -187,36 +166,6 @@ impl WithdrawalStatus {
             .into_iter()
             .filter(|s| s.rank() < self.rank())
             .collect()
-    }
-}
-
-/// Whether a withdrawal at `current` takes `incoming`: forward only, and nothing leaves a final
-/// status. The adapter enforces the same rule as a condition (`#status IN allowed_from`).
-#[must_use]
-pub fn withdrawal_accepts(current: Option<WithdrawalStatus>, incoming: WithdrawalStatus) -> bool {
-    current.is_none_or(|c| c.rank() < incoming.rank())
-}
-
-/// What a deposit holds when a change arrives: whether it was credited, and the event time of
-/// its last recorded status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DepositSeen {
-    /// Credited once already (by a final confirmation).
-    pub credited: bool,
-    /// `occurred_at` of the last status it recorded.
-    pub status_at: u64,
-}
-
-/// Whether a deposit takes a change: a credit only once (the deposit's `credited` flag and the
-/// balance move together), an advisory status only before the credit and not older than the
-/// last one recorded.
-#[must_use]
-pub fn deposit_accepts(current: Option<DepositSeen>, credits: bool, incoming_at: u64) -> bool {
-    match current {
-        None => true,
-        Some(seen) if seen.credited => false,
-        Some(_) if credits => true,
-        Some(seen) => seen.status_at <= incoming_at,
     }
 }
 
@@ -314,6 +263,46 @@ impl fmt::Display for Amount {
 mod tests {
     use super::InvoiceStatus::*;
     use super::*;
+    use crate::write::{self, Field, Fields, Value};
+
+    /// The transition rules as the stores evaluate them: the domain's guards
+    /// ([`write::transition`], [`write::withdrawal_transition`], [`write::deposit_transition`])
+    /// on a record at `current`.
+    pub(super) fn invoice_accepts(
+        current: Option<(InvoiceStatus, u64)>,
+        incoming: InvoiceStatus,
+        at: u64,
+    ) -> bool {
+        let item = current.map(|(s, at)| {
+            Fields::from([
+                (Field::Status, Value::text(s.as_str())),
+                (Field::StatusAt, Value::Int(at)),
+                (Field::StatusRank, Value::Int(u64::from(s.rank()))),
+            ])
+        });
+        write::transition(incoming, at).holds(item.as_ref())
+    }
+
+    fn withdrawal_accepts(current: Option<WithdrawalStatus>, incoming: WithdrawalStatus) -> bool {
+        let item = current.map(|s| Fields::from([(Field::Status, Value::text(s.as_str()))]));
+        write::withdrawal_transition(incoming).holds(item.as_ref())
+    }
+
+    struct DepositSeen {
+        credited: bool,
+        status_at: u64,
+    }
+
+    fn deposit_accepts(current: Option<DepositSeen>, credits: bool, at: u64) -> bool {
+        let item = current.map(|d| {
+            let mut f = Fields::from([(Field::StatusAt, Value::Int(d.status_at))]);
+            if d.credited {
+                f.insert(Field::Credited, Value::Bool(true));
+            }
+            f
+        });
+        write::deposit_transition(credits, at).holds(item.as_ref())
+    }
 
     #[test]
     fn final_statuses_absorb() {
@@ -454,6 +443,7 @@ mod tests {
         use proptest::prelude::*;
 
         use super::super::*;
+        use super::invoice_accepts;
 
         /// Applies events with the rule, as the store does, and returns the final status.
         fn run(events: &[(InvoiceStatus, u64)]) -> Option<InvoiceStatus> {

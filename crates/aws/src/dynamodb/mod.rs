@@ -7,6 +7,7 @@ pub(crate) mod item;
 pub use item::WriteUnits;
 mod ledger;
 mod records;
+mod render;
 mod resources;
 
 pub use records::{delivery_record, state_record, stream_image};

@@ -4,11 +4,13 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::item::{Item, get_s, get_u64, n, s};
+use super::item::{Item, get_s, get_u64};
+#[cfg(test)]
+use super::item::{n, s};
+use super::render::fields_of;
 use paymos_inbox_core::change::OrderRef;
-use paymos_inbox_core::effect::fulfilment_key;
 use paymos_inbox_core::ingest::{DeliveryState, event_id_of_key};
-use paymos_inbox_core::invoice::{InvoiceSeen, Refund, RefundMode};
+use paymos_inbox_core::invoice::InvoiceSeen;
 use paymos_inbox_core::record::{
     BalanceRecord, DeliveryRecord, DepositRecord, FulfilmentRecord, InvoiceRecord, ReviewRecord,
     StateRecord, WithdrawalRecord,
@@ -112,64 +114,28 @@ pub fn state_record(item: &Item) -> Option<StateRecord> {
     Some(record)
 }
 
-/// An invoice item as the rules read it: the one conversion of its attributes.
+/// An invoice item as the rules read it: the domain's reading of its fields.
 pub(crate) fn invoice_seen(item: &Item) -> InvoiceSeen {
-    let refunds = item
-        .get("refunds")
-        .and_then(|v| v.as_l().ok())
-        .map(|list| {
-            list.iter()
-                .filter_map(|r| r.as_m().ok())
-                .map(|m| Refund {
-                    withdrawal_id: get_s(m, "withdrawal_id").unwrap_or_default().to_owned(),
-                    amount: number(m, "amount"),
-                    currency: text(m, "currency"),
-                    // A refund written before modes were kept says only whether it was full.
-                    mode: text(m, "mode")
-                        .as_deref()
-                        .and_then(RefundMode::parse)
-                        .or_else(|| flag(m, "full").then_some(RefundMode::Full)),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    InvoiceSeen {
-        status: get_s(item, "status").and_then(InvoiceStatus::parse),
-        held: flag(item, "held"),
-        paid_late: item.contains_key("paid_late_at"),
-        duplicate_of: text(item, "duplicate_of"),
-        released: item.contains_key("released_at"),
-        refunds,
-        order: order(item),
-    }
+    paymos_inbox_core::write::invoice_seen(&fields_of(item))
 }
 
-/// The fulfilment record's item, as the payment's transaction puts it.
+/// The fulfilment record's item, as the payment's transaction writes it.
+#[cfg(test)]
 pub(crate) fn fulfilment_item(f: &FulfilmentRecord) -> Item {
-    let mut item = Item::from([
-        ("pk".to_owned(), s(fulfilment_key(&f.invoice_id))),
-        ("kind".to_owned(), s("fulfilment")),
-        ("invoice_id".to_owned(), s(&f.invoice_id)),
-        ("won_by".to_owned(), s(&f.won_by)),
-    ]);
-    if let Some(status) = f.status {
-        item.insert("status".into(), s(status.as_str()));
-    }
-    if let Some(at) = f.fulfilled_at_ms {
-        item.insert("fulfilled_at".into(), n(at));
-    }
-    if let Some(order) = &f.order.external_id {
-        item.insert("order_id".into(), s(order));
-    }
-    if let Some(amount) = &f.order.amount {
-        item.insert("amount".into(), n(amount));
-        // The text Paymos sent ("10.00"), for the hand-off: a Number drops trailing zeros.
-        item.insert("amount_text".into(), s(amount.as_str()));
-    }
-    if let Some(currency) = &f.order.currency {
-        item.insert("currency".into(), s(currency));
-    }
-    item
+    use paymos_inbox_core::change::Source;
+    use paymos_inbox_core::effect::PaidInvoice;
+    let source = Source::Delivery {
+        event_id: f.won_by.clone(),
+    };
+    let paid = PaidInvoice {
+        invoice_id: &f.invoice_id,
+        status: f.status.unwrap_or(InvoiceStatus::Paid),
+        order: &f.order,
+        source: &source,
+        at_ms: f.fulfilled_at_ms.unwrap_or_default(),
+    };
+    let writes = paymos_inbox_core::write::fulfilment(&paid, Vec::new(), false);
+    super::render::item_of(&writes[0])
 }
 
 /// A ledger item as the tools read it.

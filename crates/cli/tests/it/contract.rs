@@ -1,7 +1,7 @@
-//! The write contract: DynamoDB's condition expressions and the domain's rules
-//! (`invoice_accepts`, `withdrawal_accepts`, `deposit_accepts`, the order's claim and guard) give
-//! the same outcome for every pair of changes. Each pair runs on `DynamoResources` (DynamoDB
-//! Local) and on `MemoryResources` (which applies the domain's rules), and the outcomes and
+//! The write contract: the domain's guards (`paymos_inbox_core::write`) rendered as DynamoDB
+//! condition expressions and evaluated by the memory twin give the same outcome for every pair
+//! of changes. Each pair runs on `DynamoResources` (DynamoDB Local) and on `MemoryResources`
+//! (which evaluates the same guards with `Guard::holds`), and the outcomes and
 //! fulfilments must agree; the use-case tests in `crates/core/src/tests` then hold for DynamoDB
 //! too. The deliveries ledger's conditions likewise, against `MemoryLedger`.
 

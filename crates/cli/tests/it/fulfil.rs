@@ -795,7 +795,7 @@ async fn a_crash_between_the_change_and_its_mark_ends_with_the_planned_outcome()
     use paymos_inbox_core::effect::RecordFulfilment;
     use paymos_inbox_core::envelope::Envelope;
     use paymos_inbox_core::fulfil::ResourceStore;
-    use paymos_inbox_core::outcome::plan;
+    use paymos_inbox_core::outcome::{plan, writes};
     let rig = Rig::new().await;
     for (body, expected) in [
         (
@@ -813,11 +813,8 @@ async fn a_crash_between_the_change_and_its_mark_ends_with_the_planned_outcome()
         let source = Source::Delivery {
             event_id: envelope.event_id.clone(),
         };
-        rig.fulfil
-            .store()
-            .write(&source, &change, &plan(&change), &RecordFulfilment, NOW_MS)
-            .await
-            .unwrap();
+        let writes = writes(&source, &change, &plan(&change), &RecordFulfilment, NOW_MS);
+        rig.fulfil.store().write(&writes).await.unwrap();
         assert!(
             rig.aws
                 .item(&rig.ledger, "event_id", &envelope.event_id)

@@ -754,43 +754,93 @@ impl crate::effect::FulfilmentEffect for Ship {
     }
 }
 
-// Issue 29: the stack's effect is written on the release and recheck roads too.
+// Issue 29: every road that fulfils writes the stack's own effect, and no other road does.
 #[tokio::test]
-async fn release_and_recheck_write_the_stacks_own_effect() {
+async fn every_road_that_fulfils_writes_the_stacks_effect_and_no_other_does() {
     let store = held().await;
-    let reviews = MemoryReviews::new();
-    reviews.processed(delivery("evt_p", "inv_p"), "unconfirmed", "not paid yet", 5);
+    store.register_order("o-inv_short", &Amount::parse("10.00").unwrap(), "USD");
+    let stack = Fulfil::with_effect(Arc::clone(&store), Box::new(Ship));
+    let shipments = || -> Vec<String> {
+        store
+            .keys()
+            .into_iter()
+            .filter(|k| k.starts_with("shipment#"))
+            .collect()
+    };
+    // Roads that fulfil nothing: a held payment, a closure, a duplicate of a shipped order.
+    let apply = |item: WorkItem| {
+        let stack = &stack;
+        async move { stack.apply(&item, NOW_MS).await.unwrap().1 }
+    };
     assert_eq!(
-        release(
-            store.as_ref(),
-            &reviews,
-            "inv_held",
-            &alice(),
-            &Ship,
-            NOW_MS
-        )
-        .await,
+        apply(paid("evt_s", "inv_short", "9.00")).await,
+        Applied::Held
+    );
+    let expired = String::from_utf8(paid_body("evt_x", "inv_x", "10.00").into_bytes())
+        .unwrap()
+        .replace("invoice.paid", "invoice.expired");
+    let closed = WorkItem {
+        body: expired.into_bytes(),
+        ..paid("evt_x", "inv_x", "10.00")
+    };
+    assert_eq!(apply(closed).await, Applied::Updated);
+    assert!(shipments().is_empty(), "{:?}", shipments());
+    // The webhook.
+    assert_eq!(
+        apply(paid("evt_w", "inv_w", "10.00")).await,
+        Applied::Fulfilled
+    );
+    // `mark-paid`.
+    let order = crate::change::OrderRef {
+        external_id: Some("o-inv_m".into()),
+        amount: None,
+        currency: None,
+    };
+    assert_eq!(
+        stack.mark_paid("inv_m", order, "alice", NOW_MS).await,
         Ok(Applied::Fulfilled)
     );
+    // `release`.
+    let reviews = MemoryReviews::new();
+    assert_eq!(
+        stack.release(&reviews, "inv_held", &alice(), NOW_MS).await,
+        Ok(Applied::Fulfilled)
+    );
+    // `recheck`.
+    reviews.processed(delivery("evt_p", "inv_p"), "unconfirmed", "not paid yet", 5);
     let paymos = MemoryPaymos::new();
     paymos.invoice("inv_p", at_paymos("paid", "inv_p"));
-    let rechecked = recheck(
-        store.as_ref(),
-        &reviews,
-        &paymos,
-        &Ship,
-        Environment::Live,
-        Some("inv_p"),
-        NOW_MS,
-    )
-    .await
-    .unwrap();
+    let rechecked = stack
+        .recheck(&reviews, &paymos, Some("inv_p"), NOW_MS)
+        .await
+        .unwrap();
     assert_eq!(rechecked[0].outcome.as_str(), "fulfilled");
-    assert_eq!(store.fulfilled(), ["inv_held", "inv_p"]);
-    let shipments: Vec<String> = store
-        .keys()
-        .into_iter()
-        .filter(|k| k.starts_with("shipment#"))
-        .collect();
-    assert_eq!(shipments, ["shipment#inv_held", "shipment#inv_p"]);
+    // `reconcile --apply`: paid at Paymos, never delivered here.
+    paymos.invoice("inv_r", at_paymos("paid", "inv_r"));
+    let report = crate::reconcile::reconcile(&paymos, &stack, (0, 2_000_000_000), true, NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(
+        report.applied.get("inv_r").map(String::as_str),
+        Some("fulfilled")
+    );
+    // A second paid invoice for a shipped order ships nothing.
+    let second = WorkItem {
+        body: paid_body("evt_d", "inv_d", "10.00")
+            .replace("o-inv_d", "o-inv_w")
+            .into_bytes(),
+        ..paid("evt_d", "inv_d", "10.00")
+    };
+    assert_eq!(apply(second).await, Applied::DuplicatePayment);
+    assert_eq!(
+        shipments(),
+        [
+            "shipment#inv_held",
+            "shipment#inv_m",
+            "shipment#inv_p",
+            "shipment#inv_r",
+            "shipment#inv_w"
+        ]
+    );
+    assert_eq!(store.fulfilled().len(), 5, "one fulfilment per shipment");
 }

@@ -447,21 +447,16 @@ struct CrashBeforeMark {
 impl crate::fulfil::ResourceStore for CrashBeforeMark {
     async fn write(
         &self,
-        source: &crate::change::Source,
-        change: &crate::change::Change,
-        plan: &crate::outcome::Plan,
-        effect: &dyn crate::effect::FulfilmentEffect,
-        now_ms: u64,
-    ) -> Result<crate::outcome::Written, PortError> {
-        if plan.write == crate::outcome::Write::MarkOnly
-            && !self.crashed.swap(true, std::sync::atomic::Ordering::SeqCst)
-        {
+        writes: &[crate::write::Write],
+    ) -> Result<crate::write::Stored, PortError> {
+        let mark_alone = matches!(writes, [w] if w.what == crate::write::What::Processed);
+        if mark_alone && !self.crashed.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return Err(PortError::new(
                 "test",
                 "the function crashed before the mark",
             ));
         }
-        self.inner.write(source, change, plan, effect, now_ms).await
+        self.inner.write(writes).await
     }
 }
 

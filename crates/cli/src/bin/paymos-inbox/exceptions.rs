@@ -8,8 +8,8 @@ use paymos_inbox::tools::exceptions as orders;
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_aws::paymos_api::PaymosApi;
 use paymos_inbox_aws::sqs::approximate_messages;
-use paymos_inbox_core::effect::RecordFulfilment;
 use paymos_inbox_core::exceptions;
+use paymos_inbox_core::fulfil::Fulfil;
 use paymos_inbox_core::release::{ReleaseBy, ReleaseError};
 use paymos_inbox_lambda::now_ms;
 
@@ -117,19 +117,15 @@ pub async fn release(args: ReleaseArgs) -> ExitCode {
         Ok(t) => t,
         Err(e) => return fail(e),
     };
-    match exceptions::release(
-        &state,
-        &ledger,
-        &args.invoice_id,
-        &ReleaseBy {
-            actor: &args.actor,
-            reason: args.reason.as_deref(),
-            override_amount: args.override_amount,
-        },
-        &RecordFulfilment,
-        now_ms(),
-    )
-    .await
+    // The stack's own use case: its store and its effect, as its webhooks have them.
+    let by = ReleaseBy {
+        actor: &args.actor,
+        reason: args.reason.as_deref(),
+        override_amount: args.override_amount,
+    };
+    match Fulfil::new(state)
+        .release(&ledger, &args.invoice_id, &by, now_ms())
+        .await
     {
         Ok(applied) => {
             if args.json {
@@ -201,16 +197,10 @@ pub async fn recheck(args: RecheckArgs) -> ExitCode {
         Err(e) => return fail(e),
     };
     let api = PaymosApi::new(client).with_deadline(Duration::from_secs(30));
-    match exceptions::recheck(
-        &state,
-        &ledger,
-        &api,
-        &RecordFulfilment,
-        environment,
-        args.resource_id.as_deref(),
-        now_ms(),
-    )
-    .await
+    let stack = Fulfil::new(state).for_environment(environment);
+    match stack
+        .recheck(&ledger, &api, args.resource_id.as_deref(), now_ms())
+        .await
     {
         Ok(results) => {
             for r in &results {

@@ -1,0 +1,454 @@
+//! The domain's writes ([`paymos_inbox_core::write`]) as DynamoDB requests, mechanically: each
+//! field has one attribute name, each value one attribute value, each guard kind one condition
+//! form, each set one update clause. Nothing here decides: what to write, under which guard,
+//! and what a refusal means are the domain's.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConditionCheck, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update,
+};
+
+use super::item::Item;
+use paymos_inbox_core::invoice::{Refund, RefundMode};
+use paymos_inbox_core::status::Amount;
+use paymos_inbox_core::write::{Field, Fields, Guard, Key, Set, Table, Value, Write};
+
+/// Every field with an attribute name of its own (a merchant's named ones aside).
+const FIELDS: [(Field, &str); 41] = [
+    (Field::Kind, "kind"),
+    (Field::Status, "status"),
+    (Field::StatusAt, "status_at"),
+    (Field::StatusRank, "status_rank"),
+    (Field::OrderId, "order_id"),
+    (Field::Amount, "amount"),
+    (Field::AmountText, "amount_text"),
+    (Field::Currency, "currency"),
+    (Field::Held, "held"),
+    (Field::DuplicateOf, "duplicate_of"),
+    (Field::PaidLateAt, "paid_late_at"),
+    (Field::ReleasedAt, "released_at"),
+    (Field::ReleasedBy, "released_by"),
+    (Field::ReleaseReason, "release_reason"),
+    (Field::AmountOverridden, "amount_overridden"),
+    (Field::Refunds, "refunds"),
+    (Field::RefundedInFullBy, "refunded_in_full_by"),
+    (Field::Applied, "applied"),
+    (Field::LastEventId, "last_event_id"),
+    (Field::UpdatedAt, "updated_at"),
+    (Field::InvoiceId, "invoice_id"),
+    (Field::WonBy, "won_by"),
+    (Field::FulfilledAt, "fulfilled_at"),
+    (Field::PaidAt, "paid_at"),
+    (Field::Type, "type"),
+    (Field::Credited, "credited"),
+    (Field::Payer, "payer"),
+    (Field::Net, "net"),
+    (Field::NetText, "net_text"),
+    (Field::CreditedBy, "credited_by"),
+    (Field::Balance, "balance"),
+    (Field::Reason, "reason"),
+    (Field::EventId, "event_id"),
+    (Field::Why, "why"),
+    (Field::CreatedAt, "created_at"),
+    (Field::ResourceId, "resource_id"),
+    (Field::State, "state"),
+    (Field::Outcome, "outcome"),
+    (Field::OutcomeReason, "outcome_reason"),
+    (Field::ProcessedAt, "processed_at"),
+    (Field::PendingShard, "pending_shard"),
+];
+
+/// The attribute a field is stored as.
+#[must_use]
+pub fn attribute(field: &Field) -> &str {
+    if let Field::Named(name) = field {
+        return name;
+    }
+    FIELDS
+        .iter()
+        .find(|(f, _)| f == field)
+        .map(|(_, name)| *name)
+        .expect("every field has an attribute name")
+}
+
+/// The tables a store writes to.
+#[derive(Debug, Clone)]
+pub struct Tables {
+    /// The state table (hash key `pk`).
+    pub state: String,
+    /// The deliveries ledger (hash key `event_id`).
+    pub ledger: String,
+}
+
+impl Tables {
+    /// The table and hash key attribute of `key`.
+    fn of(&self, key: &Key) -> (&str, &'static str) {
+        match key.table {
+            Table::State => (&self.state, "pk"),
+            Table::Ledger => (&self.ledger, "event_id"),
+        }
+    }
+}
+
+/// A value as DynamoDB stores it.
+#[must_use]
+pub fn value(v: &Value) -> AttributeValue {
+    match v {
+        Value::Text(t) => AttributeValue::S(t.clone()),
+        Value::Int(n) => AttributeValue::N(n.to_string()),
+        Value::Amount(a) => AttributeValue::N(a.as_str().to_owned()),
+        Value::Bool(b) => AttributeValue::Bool(*b),
+        Value::Texts(set) => AttributeValue::Ss(set.iter().cloned().collect()),
+        Value::Refunds(list) => AttributeValue::L(list.iter().map(refund).collect()),
+    }
+}
+
+/// A refund in an invoice's `refunds` list: its mode and, for readers of older items, `full`.
+fn refund(r: &Refund) -> AttributeValue {
+    let mut m = HashMap::from([
+        (
+            "withdrawal_id".to_owned(),
+            AttributeValue::S(r.withdrawal_id.clone()),
+        ),
+        (
+            "full".to_owned(),
+            AttributeValue::Bool(r.mode == Some(RefundMode::Full)),
+        ),
+    ]);
+    if let Some(mode) = r.mode {
+        m.insert("mode".into(), AttributeValue::S(mode.as_str().to_owned()));
+    }
+    if let Some(a) = &r.amount {
+        m.insert("amount".into(), AttributeValue::N(a.as_str().to_owned()));
+    }
+    if let Some(c) = &r.currency {
+        m.insert("currency".into(), AttributeValue::S(c.clone()));
+    }
+    AttributeValue::M(m)
+}
+
+fn refund_of(m: &HashMap<String, AttributeValue>) -> Refund {
+    let text = |k: &str| m.get(k).and_then(|v| v.as_s().ok()).cloned();
+    Refund {
+        withdrawal_id: text("withdrawal_id").unwrap_or_default(),
+        amount: m
+            .get("amount")
+            .and_then(|v| v.as_n().ok())
+            .and_then(|a| Amount::parse(a)),
+        currency: text("currency"),
+        // A refund written before modes were kept says only whether it was full.
+        mode: text("mode")
+            .as_deref()
+            .and_then(RefundMode::parse)
+            .or_else(|| {
+                (m.get("full") == Some(&AttributeValue::Bool(true))).then_some(RefundMode::Full)
+            }),
+    }
+}
+
+/// An item's fields, as the domain reads them (attributes it does not name are left out).
+#[must_use]
+pub fn fields_of(item: &Item) -> Fields {
+    FIELDS
+        .iter()
+        .filter_map(|(field, name)| {
+            let v = item.get(*name)?;
+            let read = match v {
+                AttributeValue::S(t) => Value::Text(t.clone()),
+                AttributeValue::N(n) => match field {
+                    Field::Amount | Field::Net | Field::Balance => Value::Amount(Amount::parse(n)?),
+                    _ => Value::Int(n.parse().ok()?),
+                },
+                AttributeValue::Bool(b) => Value::Bool(*b),
+                AttributeValue::Ss(set) => Value::Texts(set.iter().cloned().collect()),
+                AttributeValue::L(list) => Value::Refunds(
+                    list.iter()
+                        .filter_map(|r| r.as_m().ok())
+                        .map(refund_of)
+                        .collect(),
+                ),
+                _ => return None,
+            };
+            Some((field.clone(), read))
+        })
+        .collect()
+}
+
+/// A write's item as its sets leave an empty item: a whole item to put (a registered order,
+/// a test's fixture).
+#[must_use]
+pub fn item_of(write: &Write) -> Item {
+    let key = match write.key.table {
+        Table::State => "pk",
+        Table::Ledger => "event_id",
+    };
+    let mut item = Item::from([(key.to_owned(), AttributeValue::S(write.key.id.clone()))]);
+    for set in &write.set {
+        if let Set::Put(f, v) | Set::Once(f, v) | Set::Add(f, v) = set {
+            item.insert(attribute(f).to_owned(), value(v));
+        }
+    }
+    item
+}
+
+/// Names and values of one expression, each field and value given a placeholder once.
+#[derive(Default)]
+struct Expr {
+    names: HashMap<String, String>,
+    values: HashMap<String, AttributeValue>,
+}
+
+impl Expr {
+    fn name(&mut self, attribute: &str) -> String {
+        // The same attribute keeps one placeholder (DynamoDB refuses an unused one).
+        if let Some((p, _)) = self.names.iter().find(|(_, a)| *a == attribute) {
+            return p.clone();
+        }
+        let p = format!("#a{}", self.names.len());
+        self.names.insert(p.clone(), attribute.to_owned());
+        p
+    }
+
+    fn field(&mut self, f: &Field) -> String {
+        self.name(attribute(f))
+    }
+
+    fn value(&mut self, v: AttributeValue) -> String {
+        let p = format!(":v{}", self.values.len());
+        self.values.insert(p.clone(), v);
+        p
+    }
+
+    /// The condition of `guard` on an item whose hash key is `key` (`None`: no condition).
+    fn guard(&mut self, guard: &Guard, key: &str) -> Option<String> {
+        self.part(guard, key).map(|(c, _)| c)
+    }
+
+    /// A condition, and the operator that joins it when it is a compound (`AND`, `OR`), so a
+    /// parent parenthesises only what needs it (DynamoDB refuses redundant parentheses).
+    fn part(&mut self, guard: &Guard, key: &str) -> Option<(String, Option<&'static str>)> {
+        let simple = |c: String| Some((c, None));
+        match guard {
+            Guard::Always => None,
+            Guard::Never => {
+                let k = self.name(key);
+                Some((
+                    format!("attribute_exists({k}) AND attribute_not_exists({k})"),
+                    Some("AND"),
+                ))
+            }
+            Guard::Absent => simple(format!("attribute_not_exists({})", self.name(key))),
+            Guard::Lacks(f) => simple(format!("attribute_not_exists({})", self.field(f))),
+            Guard::Has(f) => simple(format!("attribute_exists({})", self.field(f))),
+            Guard::Is(f, v) => simple(format!("{} = {}", self.field(f), self.value(value(v)))),
+            Guard::In(f, vs) => {
+                let f = self.field(f);
+                let vs: Vec<String> = vs.iter().map(|v| self.value(value(v))).collect();
+                simple(format!("{f} IN ({})", vs.join(", ")))
+            }
+            Guard::Below(f, v) => simple(format!("{} < {}", self.field(f), self.value(value(v)))),
+            Guard::AtMost(f, v) => simple(format!("{} <= {}", self.field(f), self.value(value(v)))),
+            Guard::Count(f, n) => {
+                let f = self.field(f);
+                simple(format!(
+                    "size({f}) = {}",
+                    self.value(AttributeValue::N(n.to_string()))
+                ))
+            }
+            Guard::Not(g) => match self.part(g, key) {
+                Some((c, None)) => simple(format!("NOT {c}")),
+                Some((c, Some(_))) => simple(format!("NOT ({c})")),
+                None => self.part(&Guard::Never, key),
+            },
+            Guard::All(gs) => self.join(gs, key, "AND"),
+            Guard::Any(gs) if gs.contains(&Guard::Always) => None,
+            Guard::Any(gs) => self.join(gs, key, "OR"),
+        }
+    }
+
+    fn join(
+        &mut self,
+        gs: &[Guard],
+        key: &str,
+        op: &'static str,
+    ) -> Option<(String, Option<&'static str>)> {
+        let parts: Vec<(String, Option<&str>)> =
+            gs.iter().filter_map(|g| self.part(g, key)).collect();
+        if parts.len() < 2 {
+            return parts.into_iter().next();
+        }
+        let parts: Vec<String> = parts
+            .into_iter()
+            .map(|(c, inner)| match inner {
+                Some(inner) if inner != op => format!("({c})"),
+                _ => c,
+            })
+            .collect();
+        Some((parts.join(&format!(" {op} ")), Some(op)))
+    }
+
+    /// The update expression of `sets`.
+    fn update(&mut self, sets: &[Set]) -> String {
+        let (mut set, mut add, mut remove) = (Vec::new(), Vec::new(), Vec::new());
+        for s in sets {
+            match s {
+                Set::Put(f, v) => set.push(format!("{} = {}", self.field(f), self.value(value(v)))),
+                Set::Once(f, v) => {
+                    let f = self.field(f);
+                    let v = self.value(value(v));
+                    set.push(format!("{f} = if_not_exists({f}, {v})"));
+                }
+                Set::Append(f, r) => {
+                    let f = self.field(f);
+                    let none = self.value(AttributeValue::L(Vec::new()));
+                    let v = self.value(AttributeValue::L(vec![refund(r)]));
+                    set.push(format!(
+                        "{f} = list_append(if_not_exists({f}, {none}), {v})"
+                    ));
+                }
+                Set::Add(f, v) => add.push(format!("{} {}", self.field(f), self.value(value(v)))),
+                Set::Remove(f) => remove.push(self.field(f)),
+            }
+        }
+        let mut expr = Vec::new();
+        for (verb, clauses) in [("SET", set), ("ADD", add), ("REMOVE", remove)] {
+            if !clauses.is_empty() {
+                expr.push(format!("{verb} {}", clauses.join(", ")));
+            }
+        }
+        expr.join(" ")
+    }
+}
+
+/// A write as one conditional update (a condition check when it sets nothing).
+#[must_use]
+pub fn transact_item(tables: &Tables, write: &Write) -> TransactWriteItem {
+    let (table, key) = tables.of(&write.key);
+    let mut expr = Expr::default();
+    let condition = expr.guard(&write.guard, key);
+    let key_value = AttributeValue::S(write.key.id.clone());
+    if write.set.is_empty() {
+        let check = ConditionCheck::builder()
+            .table_name(table)
+            .key(key, key_value)
+            // The domain checks only under a guard (an empty one is refused by DynamoDB).
+            .condition_expression(condition.unwrap_or_default())
+            .set_expression_attribute_names((!expr.names.is_empty()).then_some(expr.names))
+            .set_expression_attribute_values((!expr.values.is_empty()).then_some(expr.values))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .build()
+            .expect("a condition check is complete");
+        return TransactWriteItem::builder().condition_check(check).build();
+    }
+    TransactWriteItem::builder()
+        .update(update(tables, write))
+        .build()
+}
+
+/// A write that sets something, as an update.
+#[must_use]
+pub fn update(tables: &Tables, write: &Write) -> Update {
+    let (table, key) = tables.of(&write.key);
+    let mut expr = Expr::default();
+    let condition = expr.guard(&write.guard, key);
+    let update_expression = expr.update(&write.set);
+    Update::builder()
+        .table_name(table)
+        .key(key, AttributeValue::S(write.key.id.clone()))
+        .update_expression(update_expression)
+        .set_condition_expression(condition)
+        .set_expression_attribute_names((!expr.names.is_empty()).then_some(expr.names))
+        .set_expression_attribute_values((!expr.values.is_empty()).then_some(expr.values))
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .build()
+        .expect("an update is complete")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use paymos_inbox_core::status::InvoiceStatus;
+    use paymos_inbox_core::write::{self, What};
+
+    fn tables() -> Tables {
+        Tables {
+            state: "state".into(),
+            ledger: "ledger".into(),
+        }
+    }
+
+    #[test]
+    fn each_guard_kind_renders_as_its_condition_form() {
+        let mut e = Expr::default();
+        let rendered = e.guard(&write::transition(InvoiceStatus::Confirming, 7), "pk");
+        assert_eq!(
+            rendered.as_deref(),
+            Some(
+                "attribute_not_exists(#a0) OR (#a0 IN (:v0, :v1, :v2, :v3) AND (#a1 < :v4 OR (#a1 = :v5 AND #a2 < :v6)))"
+            )
+        );
+        assert_eq!(e.names["#a0"], "status");
+        assert_eq!(e.values[":v4"], AttributeValue::N("7".into()));
+        let mut e = Expr::default();
+        assert_eq!(e.guard(&Guard::Always, "pk"), None);
+        assert_eq!(
+            e.guard(&Guard::Never, "pk").as_deref(),
+            Some("attribute_exists(#a0) AND attribute_not_exists(#a0)")
+        );
+        let mut e = Expr::default();
+        assert_eq!(
+            e.guard(&Guard::Not(Box::new(Guard::Count(Field::Refunds, 2))), "pk")
+                .as_deref(),
+            Some("NOT size(#a0) = :v0")
+        );
+        let mut e = Expr::default();
+        assert_eq!(
+            e.guard(&Guard::AtMost(Field::StatusAt, Value::Int(1)), "pk")
+                .as_deref(),
+            Some("#a0 <= :v0")
+        );
+    }
+
+    #[test]
+    fn sets_render_as_set_add_and_remove_clauses() {
+        let mut e = Expr::default();
+        let expr = e.update(&[
+            Set::Put(Field::Status, Value::text("paid")),
+            Set::Once(Field::OrderId, Value::text("o-1")),
+            Set::Add(Field::Applied, Value::Texts(["evt_1".to_owned()].into())),
+            Set::Remove(Field::Held),
+        ]);
+        assert_eq!(
+            expr,
+            "SET #a0 = :v0, #a1 = if_not_exists(#a1, :v1) ADD #a2 :v2 REMOVE #a3"
+        );
+    }
+
+    #[test]
+    fn a_write_reads_back_as_the_fields_it_set() {
+        let refund = Refund {
+            withdrawal_id: "wdr_1".into(),
+            amount: Amount::parse("10.5"),
+            currency: Some("USDT".into()),
+            mode: Some(RefundMode::Full),
+        };
+        let note = write::refund_note("inv_1", &refund, 3);
+        assert_eq!(note.what, What::RefundNote);
+        let mut item = item_of(&note);
+        item.insert(
+            "refunds".into(),
+            value(&Value::Refunds(vec![refund.clone()])),
+        );
+        let fields = fields_of(&item);
+        assert_eq!(fields[&Field::Refunds], Value::Refunds(vec![refund]));
+        assert_eq!(fields[&Field::RefundedInFullBy], Value::text("wdr_1"));
+        assert_eq!(fields[&Field::UpdatedAt], Value::Int(3));
+        // Every field's name is its own.
+        let mut names: Vec<&str> = FIELDS.iter().map(|(_, n)| *n).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), FIELDS.len());
+        let _ = transact_item(&tables(), &note);
+    }
+}

@@ -1,0 +1,545 @@
+//! In-memory ports for unit tests of the domain. Not for production: nothing survives a restart.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::exceptions::{OutcomeRecord, ReviewLedger};
+use crate::ingest::{
+    Delivery, DeliveryLedger, DeliveryState, ExistingDelivery, PortError, Recorded, TakeOver,
+    WorkQueue,
+};
+use crate::invoice::Refund;
+use crate::reconcile::PaymosLedger;
+use crate::status::InvoiceStatus;
+
+mod resources;
+pub use resources::{MemoryResources, StoredInvoice};
+
+/// A [`DeliveryLedger`] in a `HashMap` by delivery key ([`crate::ingest::delivery_key`]), with
+/// the same conditional semantics as DynamoDB's.
+#[derive(Debug, Default)]
+pub struct MemoryLedger {
+    records: Mutex<HashMap<String, ExistingDelivery>>,
+    conflicts: Mutex<Vec<String>>,
+    calls: AtomicUsize,
+}
+
+impl MemoryLedger {
+    /// An empty ledger.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The record under `key` (a live delivery's is its `event_id`), if any.
+    #[must_use]
+    pub fn get(&self, key: &str) -> Option<ExistingDelivery> {
+        self.records.lock().expect("lock").get(key).cloned()
+    }
+
+    /// How many records there are.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.records.lock().expect("lock").len()
+    }
+
+    /// Whether there are none.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Calls made so far.
+    #[must_use]
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    /// Marks the record under `key` processed, as the fulfil side would.
+    pub fn mark_processed(&self, key: &str) {
+        if let Some(r) = self.records.lock().expect("lock").get_mut(key) {
+            r.state = DeliveryState::Processed;
+        }
+    }
+
+    /// Keys of the records whose conflicts were noted.
+    #[must_use]
+    pub fn conflicts(&self) -> Vec<String> {
+        self.conflicts.lock().expect("lock").clone()
+    }
+}
+
+impl DeliveryLedger for MemoryLedger {
+    async fn record(
+        &self,
+        delivery: &Delivery,
+        lease_until_ms: u64,
+    ) -> Result<Recorded, PortError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let mut records = self.records.lock().expect("lock");
+        let key = delivery.key();
+        if let Some(existing) = records.get(&key) {
+            return Ok(Recorded::Existing(Box::new(existing.clone())));
+        }
+        records.insert(
+            key,
+            ExistingDelivery {
+                delivery: delivery.clone(),
+                state: DeliveryState::Received,
+                lease_until_ms,
+            },
+        );
+        Ok(Recorded::New)
+    }
+
+    async fn find(&self, key: &str) -> Result<Option<ExistingDelivery>, PortError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        Ok(self.get(key))
+    }
+
+    async fn take_over(
+        &self,
+        key: &str,
+        seen_lease_ms: u64,
+        new_lease_ms: u64,
+    ) -> Result<TakeOver, PortError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let mut records = self.records.lock().expect("lock");
+        match records.get_mut(key) {
+            Some(r) if r.state == DeliveryState::Received && r.lease_until_ms == seen_lease_ms => {
+                r.lease_until_ms = new_lease_ms;
+                Ok(TakeOver::Won)
+            }
+            other => Ok(TakeOver::Lost(other.map(|r| r.state))),
+        }
+    }
+
+    async fn release(&self, key: &str, lease_ms: u64) -> Result<(), PortError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if let Some(r) = self.records.lock().expect("lock").get_mut(key)
+            && r.lease_until_ms == lease_ms
+        {
+            r.lease_until_ms = 0;
+        }
+        Ok(())
+    }
+
+    async fn mark_conflict(&self, key: &str, _sha: &str, _at: u64) -> Result<(), PortError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.conflicts.lock().expect("lock").push(key.to_owned());
+        Ok(())
+    }
+}
+
+impl crate::sweep::StrandedDeliveries for MemoryLedger {
+    async fn stranded(
+        &self,
+        received_before_ms: u64,
+        now_ms: u64,
+        limit: usize,
+    ) -> Result<Vec<ExistingDelivery>, PortError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let mut found: Vec<ExistingDelivery> = self
+            .records
+            .lock()
+            .expect("lock")
+            .values()
+            .filter(|r| {
+                r.state == DeliveryState::Received
+                    && r.delivery.received_at_ms < received_before_ms
+                    && r.lease_until_ms < now_ms
+            })
+            .cloned()
+            .collect();
+        found.sort_by_key(|r| r.delivery.received_at_ms);
+        found.truncate(limit);
+        Ok(found)
+    }
+}
+
+/// A [`crate::ingest::KeySource`] whose secrets a test can rotate.
+#[derive(Debug, Default)]
+pub struct MemoryKeys {
+    keys: Mutex<Vec<crate::signature::SigningKey>>,
+    reads: AtomicUsize,
+}
+
+impl MemoryKeys {
+    /// A source holding `keys`.
+    #[must_use]
+    pub fn new(keys: Vec<crate::signature::SigningKey>) -> Self {
+        Self {
+            keys: Mutex::new(keys),
+            reads: AtomicUsize::new(0),
+        }
+    }
+
+    /// Replaces the secrets (a rotation in the secret store).
+    pub fn rotate(&self, keys: Vec<crate::signature::SigningKey>) {
+        *self.keys.lock().expect("lock") = keys;
+    }
+
+    /// How many times the secrets were read.
+    #[must_use]
+    pub fn reads(&self) -> usize {
+        self.reads.load(Ordering::SeqCst)
+    }
+}
+
+impl crate::ingest::KeySource for MemoryKeys {
+    async fn keys(&self) -> Result<Vec<crate::signature::SigningKey>, PortError> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        Ok(self.keys.lock().expect("lock").clone())
+    }
+}
+
+/// A [`WorkQueue`] in a `Vec`, which can be told to fail the next sends.
+#[derive(Debug, Default)]
+pub struct MemoryQueue {
+    sent: Mutex<Vec<Delivery>>,
+    failures_left: AtomicUsize,
+}
+
+impl MemoryQueue {
+    /// An empty queue.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Makes the next `n` sends fail.
+    pub fn fail_next(&self, n: usize) {
+        self.failures_left.store(n, Ordering::SeqCst);
+    }
+
+    /// Everything sent so far.
+    #[must_use]
+    pub fn sent(&self) -> Vec<Delivery> {
+        self.sent.lock().expect("lock").clone()
+    }
+}
+
+impl WorkQueue for MemoryQueue {
+    async fn enqueue(&self, delivery: &Delivery) -> Result<(), PortError> {
+        if self
+            .failures_left
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err(PortError::new("memory send", "injected failure"));
+        }
+        self.sent.lock().expect("lock").push(delivery.clone());
+        Ok(())
+    }
+}
+
+/// The deliveries ledger's reviews in memory: processed deliveries whose outcome waits for a
+/// person, as a test records them, and what resolved each.
+#[derive(Debug, Default)]
+pub struct MemoryReviews {
+    waiting: Mutex<Vec<OutcomeRecord>>,
+    resolved: Mutex<HashMap<String, (String, String)>>,
+}
+
+impl MemoryReviews {
+    /// No delivery waits.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records that `delivery` was processed as `outcome` (`why`) at `at_ms`.
+    pub fn processed(&self, delivery: Delivery, outcome: &str, why: &str, at_ms: u64) {
+        self.waiting.lock().expect("lock").push(OutcomeRecord {
+            delivery,
+            outcome: outcome.to_owned(),
+            reason: Some(why.to_owned()),
+            processed_at_ms: at_ms,
+        });
+    }
+
+    /// What resolved `event_id` (its new outcome and by whom), if anything did.
+    #[must_use]
+    pub fn resolved(&self, event_id: &str) -> Option<(String, String)> {
+        self.resolved.lock().expect("lock").get(event_id).cloned()
+    }
+}
+
+impl ReviewLedger for MemoryReviews {
+    async fn with_outcomes(
+        &self,
+        outcomes: &[&str],
+        resource_id: Option<&str>,
+    ) -> Result<Vec<OutcomeRecord>, PortError> {
+        let resolved = self.resolved.lock().expect("lock").clone();
+        let mut out: Vec<_> = self
+            .waiting
+            .lock()
+            .expect("lock")
+            .iter()
+            // The outcome as it stands now (a resolution replaces it, as DynamoDB's does).
+            .map(|r| OutcomeRecord {
+                outcome: resolved
+                    .get(&r.delivery.event_id)
+                    .map_or_else(|| r.outcome.clone(), |(o, _)| o.clone()),
+                ..r.clone()
+            })
+            .filter(|r| {
+                outcomes.contains(&r.outcome.as_str())
+                    && resource_id.is_none_or(|id| r.delivery.resource_id.as_deref() == Some(id))
+            })
+            .collect();
+        out.sort_by_key(|r| r.processed_at_ms);
+        Ok(out)
+    }
+
+    async fn mark_resolved(
+        &self,
+        event_id: &str,
+        outcome: &str,
+        by: &str,
+        _at_ms: u64,
+    ) -> Result<(), PortError> {
+        self.resolved
+            .lock()
+            .expect("lock")
+            .insert(event_id.to_owned(), (outcome.to_owned(), by.to_owned()));
+        Ok(())
+    }
+}
+
+/// Paymos' API in memory, for the reverse check's use-case tests: what it holds is what it
+/// answers, anything else is 404.
+#[derive(Debug, Default)]
+pub struct MemoryPaymos {
+    invoices: Mutex<HashMap<String, crate::confirm::ConfirmedInvoice>>,
+    withdrawals: Mutex<HashMap<String, crate::confirm::ConfirmedWithdrawal>>,
+    deposits: Mutex<HashMap<String, crate::confirm::ConfirmedDeposit>>,
+    refunds: Mutex<HashMap<String, Vec<Refund>>>,
+    created: Mutex<HashMap<String, i64>>,
+    reads: AtomicUsize,
+}
+
+impl MemoryPaymos {
+    /// An API that knows nothing.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Holds `invoice` under `id`.
+    pub fn invoice(&self, id: &str, invoice: crate::confirm::ConfirmedInvoice) {
+        self.invoices
+            .lock()
+            .expect("lock")
+            .insert(id.to_owned(), invoice);
+    }
+
+    /// Holds `withdrawal` (a payout or a refund) under `id`.
+    pub fn withdrawal(&self, id: &str, withdrawal: crate::confirm::ConfirmedWithdrawal) {
+        self.withdrawals
+            .lock()
+            .expect("lock")
+            .insert(id.to_owned(), withdrawal);
+    }
+
+    /// Holds `deposit` under `id`.
+    pub fn deposit(&self, id: &str, deposit: crate::confirm::ConfirmedDeposit) {
+        self.deposits
+            .lock()
+            .expect("lock")
+            .insert(id.to_owned(), deposit);
+    }
+
+    /// How many reads were answered.
+    #[must_use]
+    pub fn reads(&self) -> usize {
+        self.reads.load(Ordering::SeqCst)
+    }
+
+    /// Sets when `invoice_id` was created (Unix seconds); one without is in every window.
+    pub fn created_at(&self, invoice_id: &str, at: i64) {
+        self.created
+            .lock()
+            .expect("lock")
+            .insert(invoice_id.to_owned(), at);
+    }
+
+    /// Records a completed refund of `invoice_id`.
+    pub fn refund(&self, invoice_id: &str, refund: Refund) {
+        self.refunds
+            .lock()
+            .expect("lock")
+            .entry(invoice_id.to_owned())
+            .or_default()
+            .push(refund);
+    }
+
+    fn read<T: Clone>(
+        &self,
+        map: &Mutex<HashMap<String, T>>,
+        id: &str,
+    ) -> crate::confirm::AtSource<T> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        map.lock().expect("lock").get(id).cloned().map_or(
+            crate::confirm::AtSource::NotFound,
+            crate::confirm::AtSource::Found,
+        )
+    }
+}
+
+impl crate::confirm::PaymentConfirmation for MemoryPaymos {
+    async fn invoice(
+        &self,
+        invoice_id: &str,
+    ) -> Result<crate::confirm::AtSource<crate::confirm::ConfirmedInvoice>, PortError> {
+        Ok(self.read(&self.invoices, invoice_id))
+    }
+
+    async fn withdrawal(
+        &self,
+        withdrawal_id: &str,
+        _refund: bool,
+    ) -> Result<crate::confirm::AtSource<crate::confirm::ConfirmedWithdrawal>, PortError> {
+        Ok(self.read(&self.withdrawals, withdrawal_id))
+    }
+
+    async fn deposit(
+        &self,
+        deposit_id: &str,
+    ) -> Result<crate::confirm::AtSource<crate::confirm::ConfirmedDeposit>, PortError> {
+        Ok(self.read(&self.deposits, deposit_id))
+    }
+}
+
+/// Paymos' books in memory (an invoice without a creation time is in every window).
+impl PaymosLedger for MemoryPaymos {
+    async fn invoices_created(
+        &self,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<(String, crate::confirm::ConfirmedInvoice)>, PortError> {
+        let created = self.created.lock().expect("lock").clone();
+        let mut out: Vec<_> = self
+            .invoices
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|(id, i)| {
+                created.get(*id).is_none_or(|t| (from..=to).contains(t))
+                    && InvoiceStatus::parse(&i.status).is_some_and(InvoiceStatus::is_final)
+            })
+            .map(|(id, i)| (id.clone(), i.clone()))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    async fn refunds_of(&self, invoice_id: &str) -> Result<Vec<Refund>, PortError> {
+        Ok(self
+            .refunds
+            .lock()
+            .expect("lock")
+            .get(invoice_id)
+            .cloned()
+            .unwrap_or_default())
+    }
+}
+
+impl<T: crate::confirm::PaymentConfirmation> crate::confirm::PaymentConfirmation
+    for std::sync::Arc<T>
+{
+    fn invoice(
+        &self,
+        invoice_id: &str,
+    ) -> impl std::future::Future<
+        Output = Result<crate::confirm::AtSource<crate::confirm::ConfirmedInvoice>, PortError>,
+    > + Send {
+        (**self).invoice(invoice_id)
+    }
+
+    fn withdrawal(
+        &self,
+        withdrawal_id: &str,
+        refund: bool,
+    ) -> impl std::future::Future<
+        Output = Result<crate::confirm::AtSource<crate::confirm::ConfirmedWithdrawal>, PortError>,
+    > + Send {
+        (**self).withdrawal(withdrawal_id, refund)
+    }
+
+    fn deposit(
+        &self,
+        deposit_id: &str,
+    ) -> impl std::future::Future<
+        Output = Result<crate::confirm::AtSource<crate::confirm::ConfirmedDeposit>, PortError>,
+    > + Send {
+        (**self).deposit(deposit_id)
+    }
+}
+
+/// An [`crate::handoff::EventPublisher`] in memory (EventBridge's twin): keeps what it
+/// accepted, refuses events whose idempotency key a test names, or fails as a whole.
+#[derive(Debug, Default)]
+pub struct MemoryPublisher {
+    published: Mutex<Vec<crate::handoff::DomainEvent>>,
+    refuse: Mutex<Vec<String>>,
+    down: std::sync::atomic::AtomicBool,
+}
+
+impl MemoryPublisher {
+    /// A bus that accepts everything.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Refuses the event with this idempotency key (as `PutEvents` refuses one entry).
+    pub fn refuse(&self, idempotency_key: &str) {
+        self.refuse
+            .lock()
+            .expect("lock")
+            .push(idempotency_key.to_owned());
+    }
+
+    /// Fails every call as a whole (the service is unavailable), or works again.
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
+    }
+
+    /// The idempotency keys accepted, in order.
+    #[must_use]
+    pub fn published(&self) -> Vec<String> {
+        self.published
+            .lock()
+            .expect("lock")
+            .iter()
+            .map(|e| e.idempotency_key.clone())
+            .collect()
+    }
+}
+
+impl crate::handoff::EventPublisher for MemoryPublisher {
+    async fn publish(
+        &self,
+        events: &[crate::handoff::DomainEvent],
+    ) -> Result<Vec<Option<String>>, PortError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(PortError::new("EventBridge PutEvents", "unavailable"));
+        }
+        let refuse = self.refuse.lock().expect("lock").clone();
+        let mut published = self.published.lock().expect("lock");
+        Ok(events
+            .iter()
+            .map(|e| {
+                if refuse.contains(&e.idempotency_key) {
+                    Some("refused".to_owned())
+                } else {
+                    published.push(e.clone());
+                    None
+                }
+            })
+            .collect())
+    }
+}

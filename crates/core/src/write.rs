@@ -1,0 +1,1136 @@
+//! The write vocabulary: every write of money as a domain value, with its guard, stated once
+//! here and carried out by a store that renders it (DynamoDB: one condition expression per
+//! guard, mechanically) or evaluates it ([`Guard::holds`], the memory twin). A store decides
+//! nothing: it commits a list of [`Write`]s all or nothing, or reports which one it refused
+//! and what that item held ([`Refused`]); [`super::outcome`] decides what that means.
+//!
+//! | write ([`What`]) | guard | a refusal means |
+//! |---|---|---|
+//! | `Processed` (the delivery's mark) | not processed yet | the delivery was handled before |
+//! | `Transition` (an invoice's status) | [`transition`] | stale, or final already |
+//! | `Payment` (a paid invoice that fulfils) | [`transition`], not [`refunded_in_full`], [`order_on_record`] | final already; refunded in full; the record's order or price decides |
+//! | `PaidLate` | still closed as read | raced to another status |
+//! | `Release` | [`release`]: still waiting as read | released, refunded or moved since |
+//! | `Fulfilment`, `Effect` | absent | fulfilled already |
+//! | `OrderClaim` | [`order_claim`]: absent | another invoice fulfilled the order |
+//! | `AmountGuard` | [`amount_guard`]: unregistered, or the same amount and currency | held for review |
+//! | `Withdrawal` | [`withdrawal_transition`] | stale, or final already |
+//! | `RefundNote` | none ([`refund_note`]) | never refused |
+//! | `Deposit` | [`deposit_transition`] | credited already, or stale |
+//! | `Balance` | none | never refused |
+//! | `Review` | absent | the delivery was handled before |
+//!
+//! The writes of one plan are listed in the order their refusals win ([`What`]'s order): the
+//! processed mark, the resource, the fulfilment, the order's claim, its amount guard.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::change::{Applied, Credit, OrderRef, Source};
+use super::effect::{EffectValue, EffectWrite, PaidInvoice, fulfilment_key};
+use super::invoice::{InvoiceSeen, Refund, RefundMode};
+use super::record::FulfilmentRecord;
+use super::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
+
+/// The two tables a write lands in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Table {
+    /// Resources, fulfilments, claims, notes (`StateTable`).
+    State,
+    /// The deliveries ledger (`DeliveriesTable`): the processed mark.
+    Ledger,
+}
+
+/// An item's key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key {
+    /// Its table.
+    pub table: Table,
+    /// Its hash key.
+    pub id: String,
+}
+
+impl Key {
+    /// A state table item.
+    #[must_use]
+    pub fn state(id: impl Into<String>) -> Self {
+        Self {
+            table: Table::State,
+            id: id.into(),
+        }
+    }
+
+    /// A delivery's ledger record, by its ledger key.
+    #[must_use]
+    pub fn delivery(key: impl Into<String>) -> Self {
+        Self {
+            table: Table::Ledger,
+            id: key.into(),
+        }
+    }
+}
+
+/// The key of a registered expected order (the amount guard's item).
+#[must_use]
+pub fn order_key(external_id: &str) -> String {
+    format!("order#{external_id}")
+}
+
+/// The key of an order's claim: written once, by the first invoice that fulfils it.
+#[must_use]
+pub fn order_paid_key(external_id: &str) -> String {
+    format!("order_paid#{external_id}")
+}
+
+/// The key of a payer's balance in one currency.
+#[must_use]
+pub fn balance_key(payer: &str, currency: &str) -> String {
+    format!("balance#{payer}#{currency}")
+}
+
+/// The key of a delivery's review note.
+#[must_use]
+pub fn review_key(event_id: &str) -> String {
+    format!("review#{event_id}")
+}
+
+/// A field of an item, named by the domain (the adapter alone knows its attribute name).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[allow(missing_docs, reason = "each is the field its name says")]
+pub enum Field {
+    Kind,
+    Status,
+    StatusAt,
+    StatusRank,
+    OrderId,
+    Amount,
+    AmountText,
+    Currency,
+    Held,
+    DuplicateOf,
+    PaidLateAt,
+    ReleasedAt,
+    ReleasedBy,
+    ReleaseReason,
+    AmountOverridden,
+    Refunds,
+    RefundedInFullBy,
+    Applied,
+    LastEventId,
+    UpdatedAt,
+    InvoiceId,
+    WonBy,
+    FulfilledAt,
+    PaidAt,
+    Type,
+    Credited,
+    Payer,
+    Net,
+    NetText,
+    CreditedBy,
+    Balance,
+    Reason,
+    EventId,
+    Why,
+    CreatedAt,
+    ResourceId,
+    State,
+    Outcome,
+    OutcomeReason,
+    ProcessedAt,
+    PendingShard,
+    /// An attribute a merchant's effect names.
+    Named(String),
+}
+
+/// A field's value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    /// A string.
+    Text(String),
+    /// A whole number (times, ranks).
+    Int(u64),
+    /// An exact decimal (compared as a number: `10.50` is `10.5`).
+    Amount(Amount),
+    /// A flag.
+    Bool(bool),
+    /// A set of strings.
+    Texts(BTreeSet<String>),
+    /// A list of refunds.
+    Refunds(Vec<Refund>),
+}
+
+impl Value {
+    /// A string value.
+    #[must_use]
+    pub fn text(s: impl Into<String>) -> Self {
+        Self::Text(s.into())
+    }
+
+    /// As text, if it is.
+    #[must_use]
+    pub fn as_text(&self) -> Option<&str> {
+        match self {
+            Self::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// As a whole number, if it is.
+    #[must_use]
+    pub fn as_int(&self) -> Option<u64> {
+        match self {
+            Self::Int(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    /// Equal as DynamoDB compares: numbers by value.
+    fn same(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Amount(a), Self::Amount(b)) => a.same_value(b),
+            (a, b) => a == b,
+        }
+    }
+
+    /// Less than, for two numbers of one kind (anything else is not ordered).
+    fn below(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Int(a), Self::Int(b)) => a < b,
+            _ => false,
+        }
+    }
+}
+
+/// An item's fields.
+pub type Fields = BTreeMap<Field, Value>;
+
+/// A condition on the item a write lands on: a domain value, rendered by DynamoDB's adapter
+/// as a condition expression and evaluated by the memory twin with [`Guard::holds`]. A field
+/// that is missing compares false, as in DynamoDB.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Guard {
+    /// No condition.
+    Always,
+    /// Never holds (the store returns what the item holds).
+    Never,
+    /// The item does not exist.
+    Absent,
+    /// The field is missing.
+    Lacks(Field),
+    /// The field is set.
+    Has(Field),
+    /// The field equals the value.
+    Is(Field, Value),
+    /// The field equals one of the values.
+    In(Field, Vec<Value>),
+    /// The field is a number below the value.
+    Below(Field, Value),
+    /// The field is a number at most the value.
+    AtMost(Field, Value),
+    /// The field is a list of this many.
+    Count(Field, usize),
+    /// The guard does not hold.
+    Not(Box<Guard>),
+    /// Every guard holds.
+    All(Vec<Guard>),
+    /// Some guard holds.
+    Any(Vec<Guard>),
+}
+
+impl Guard {
+    /// Whether the guard holds on `item` (`None`: the item does not exist).
+    #[must_use]
+    pub fn holds(&self, item: Option<&Fields>) -> bool {
+        let field = |f: &Field| item.and_then(|i| i.get(f));
+        match self {
+            Self::Always => true,
+            Self::Never => false,
+            Self::Absent => item.is_none(),
+            Self::Lacks(f) => field(f).is_none(),
+            Self::Has(f) => field(f).is_some(),
+            Self::Is(f, v) => field(f).is_some_and(|x| x.same(v)),
+            Self::In(f, vs) => field(f).is_some_and(|x| vs.iter().any(|v| x.same(v))),
+            Self::Below(f, v) => field(f).is_some_and(|x| x.below(v)),
+            Self::AtMost(f, v) => field(f).is_some_and(|x| x.below(v) || x.same(v)),
+            Self::Count(f, n) => {
+                matches!(field(f), Some(Value::Refunds(list)) if list.len() == *n)
+            }
+            Self::Not(g) => !g.holds(item),
+            Self::All(gs) => gs.iter().all(|g| g.holds(item)),
+            Self::Any(gs) => gs.iter().any(|g| g.holds(item)),
+        }
+    }
+}
+
+/// What a write does to one field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Set {
+    /// Sets the field.
+    Put(Field, Value),
+    /// Sets the field only if it is missing (set once: the first write that names it wins).
+    Once(Field, Value),
+    /// Adds a number to the field (from zero), or strings to a set.
+    Add(Field, Value),
+    /// Appends a refund to the list.
+    Append(Field, Refund),
+    /// Removes the field.
+    Remove(Field),
+}
+
+/// Which write of a plan it is; the order is the order in which refusals win.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum What {
+    /// The delivery's processed mark.
+    Processed,
+    /// An invoice's status that fulfils nothing.
+    Transition,
+    /// A paid invoice's status, with its order, that fulfils it.
+    Payment,
+    /// A payment after the invoice closed.
+    PaidLate,
+    /// A release by a person.
+    Release,
+    /// A withdrawal's status.
+    Withdrawal,
+    /// A deposit's status or credit.
+    Deposit,
+    /// The fulfilment record.
+    Fulfilment,
+    /// A merchant's effect item.
+    Effect,
+    /// The order's claim.
+    OrderClaim,
+    /// The registered order's amount guard.
+    AmountGuard,
+    /// A completed refund noted on its invoice.
+    RefundNote,
+    /// A payer's balance.
+    Balance,
+    /// A delivery's review note.
+    Review,
+}
+
+/// One write: an item, the guard it is written under and what it sets (nothing: the guard is
+/// only checked).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Write {
+    /// Which write it is.
+    pub what: What,
+    /// The item.
+    pub key: Key,
+    /// Its guard.
+    pub guard: Guard,
+    /// What it sets.
+    pub set: Vec<Set>,
+}
+
+/// A refused write, and what its item held (empty when absent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// Which write.
+    pub write: What,
+    /// What the item held.
+    pub found: Fields,
+}
+
+/// What a store did with a list of writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stored {
+    /// All were written.
+    Committed,
+    /// None was: the writes whose guard failed (at least one), in the list's order.
+    Refused(Vec<Refused>),
+}
+
+// ---- The rules: each write of money, with its guard, stated once. ----
+
+/// Whether an invoice takes `incoming` (from an event at `at`): anything reaches a final
+/// status only from an open one (or no status yet); an open status moves only forward in
+/// `(occurred_at, rank)`; nothing leaves a final status.
+#[must_use]
+pub fn transition(incoming: InvoiceStatus, at: u64) -> Guard {
+    let open = Guard::In(
+        Field::Status,
+        InvoiceStatus::OPEN
+            .iter()
+            .map(|s| Value::text(s.as_str()))
+            .collect(),
+    );
+    let forward = if incoming.is_final() {
+        open
+    } else {
+        Guard::All(vec![
+            open,
+            Guard::Any(vec![
+                Guard::Below(Field::StatusAt, Value::Int(at)),
+                Guard::All(vec![
+                    Guard::Is(Field::StatusAt, Value::Int(at)),
+                    Guard::Below(Field::StatusRank, Value::Int(u64::from(incoming.rank()))),
+                ]),
+            ]),
+        ])
+    };
+    Guard::Any(vec![Guard::Lacks(Field::Status), forward])
+}
+
+/// A payment refunded in full before it was applied never ships: the flag the refund's note
+/// sets ([`refund_note`]).
+#[must_use]
+pub fn refunded_in_full() -> Guard {
+    Guard::Has(Field::RefundedInFullBy)
+}
+
+/// A paid change fulfils only with the order and price the invoice's record holds: the same
+/// order id (or none recorded yet), and a price where the record has one. A change naming no
+/// order is never written (the store returns the record, whose order is then adopted).
+#[must_use]
+pub fn order_on_record(order: &OrderRef) -> Guard {
+    let mut guards = vec![match &order.external_id {
+        Some(id) => Guard::Any(vec![
+            Guard::Lacks(Field::OrderId),
+            Guard::Is(Field::OrderId, Value::text(id)),
+        ]),
+        None => Guard::Never,
+    }];
+    if !order.has_price() {
+        // The record's price is a complete pair or none.
+        guards.push(Guard::Any(vec![
+            Guard::Lacks(Field::Amount),
+            Guard::Lacks(Field::Currency),
+        ]));
+    }
+    Guard::All(guards)
+}
+
+/// The fields of an invoice's status change, by `source` at `now_ms`, with the order and price
+/// set once (the first change that names them records them; the record is the truth).
+fn invoice_fields(
+    status: InvoiceStatus,
+    at: u64,
+    order: &OrderRef,
+    source: &Source,
+    now_ms: u64,
+) -> Vec<Set> {
+    let mut set = vec![
+        Set::Put(Field::Kind, Value::text("invoice")),
+        Set::Put(Field::Status, Value::text(status.as_str())),
+        Set::Put(Field::StatusAt, Value::Int(at)),
+        Set::Put(Field::StatusRank, Value::Int(u64::from(status.rank()))),
+        Set::Put(Field::LastEventId, Value::Text(source.id())),
+        Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+        Set::Add(Field::Applied, Value::Texts(BTreeSet::from([source.id()]))),
+    ];
+    set.extend(order_once(order));
+    set
+}
+
+/// The order and its price, set once.
+fn order_once(order: &OrderRef) -> Vec<Set> {
+    let mut set = Vec::new();
+    if let Some(id) = &order.external_id {
+        set.push(Set::Once(Field::OrderId, Value::text(id)));
+    }
+    if let (Some(amount), Some(currency)) = (&order.amount, &order.currency) {
+        set.push(Set::Once(Field::Amount, Value::Amount(amount.clone())));
+        set.push(Set::Once(Field::AmountText, Value::text(amount.as_str())));
+        set.push(Set::Once(Field::Currency, Value::text(currency)));
+    }
+    set
+}
+
+/// Why a paid invoice is not fulfilled, kept on its record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mark {
+    /// The amount or currency differs from the registered order: `held` for review.
+    Held,
+    /// Its order was fulfilled by another invoice: `duplicate_of` that invoice, for a refund.
+    DuplicateOf(String),
+    /// It was refunded in full before the payment was applied: its refund already says so.
+    Refunded,
+}
+
+/// An invoice's status change that fulfils nothing, with `mark` (why a payment does not ship)
+/// when there is one.
+#[must_use]
+pub fn invoice_transition(
+    invoice_id: &str,
+    (status, at): (InvoiceStatus, u64),
+    order: &OrderRef,
+    mark: Option<&Mark>,
+    source: &Source,
+    now_ms: u64,
+) -> Write {
+    let mut set = invoice_fields(status, at, order, source, now_ms);
+    match mark {
+        Some(Mark::Held) => set.push(Set::Put(Field::Held, Value::Bool(true))),
+        Some(Mark::DuplicateOf(winner)) => {
+            set.push(Set::Put(Field::DuplicateOf, Value::text(winner)));
+        }
+        Some(Mark::Refunded) | None => {}
+    }
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: transition(status, at),
+        set,
+    }
+}
+
+/// A paid invoice that fulfils: its status, under [`transition`], not [`refunded_in_full`],
+/// and [`order_on_record`]; then everything that fulfils it ([`fulfilment`]).
+#[must_use]
+pub fn payment(paid: &PaidInvoice<'_>, at: u64, effects: Vec<EffectWrite>) -> Vec<Write> {
+    let mut writes = vec![Write {
+        what: What::Payment,
+        key: Key::state(paid.invoice_id),
+        guard: Guard::All(vec![
+            transition(paid.status, at),
+            Guard::Not(Box::new(refunded_in_full())),
+            order_on_record(paid.order),
+        ]),
+        set: invoice_fields(paid.status, at, paid.order, paid.source, paid.at_ms),
+    }];
+    writes.extend(fulfilment(paid, effects, true));
+    writes
+}
+
+/// A payment after the invoice closed `closed`: `paid_late_at` set once, the status kept.
+#[must_use]
+pub fn paid_late(invoice_id: &str, closed: InvoiceStatus, at: u64) -> Write {
+    Write {
+        what: What::PaidLate,
+        key: Key::state(invoice_id),
+        guard: Guard::Is(Field::Status, Value::text(closed.as_str())),
+        set: vec![Set::Once(Field::PaidLateAt, Value::Int(at))],
+    }
+}
+
+/// What fulfils a paid invoice, for a webhook's payment and a release alike: the fulfilment
+/// record and the merchant's items (each only if absent), the order's claim ([`order_claim`])
+/// and, when `amount_checked`, the registered order's [`amount_guard`].
+#[must_use]
+pub fn fulfilment(
+    paid: &PaidInvoice<'_>,
+    effects: Vec<EffectWrite>,
+    amount_checked: bool,
+) -> Vec<Write> {
+    let record = FulfilmentRecord::of(paid);
+    let mut set = vec![
+        Set::Put(Field::Kind, Value::text("fulfilment")),
+        Set::Put(Field::InvoiceId, Value::text(&record.invoice_id)),
+        Set::Put(Field::WonBy, Value::text(&record.won_by)),
+    ];
+    if let Some(status) = record.status {
+        set.push(Set::Put(Field::Status, Value::text(status.as_str())));
+    }
+    if let Some(at) = record.fulfilled_at_ms {
+        set.push(Set::Put(Field::FulfilledAt, Value::Int(at)));
+    }
+    if let Some(id) = &record.order.external_id {
+        set.push(Set::Put(Field::OrderId, Value::text(id)));
+    }
+    if let Some(amount) = &record.order.amount {
+        set.push(Set::Put(Field::Amount, Value::Amount(amount.clone())));
+        // The text Paymos sent ("10.00"): a number drops trailing zeros.
+        set.push(Set::Put(Field::AmountText, Value::text(amount.as_str())));
+    }
+    if let Some(currency) = &record.order.currency {
+        set.push(Set::Put(Field::Currency, Value::text(currency)));
+    }
+    let mut writes = vec![Write {
+        what: What::Fulfilment,
+        key: Key::state(fulfilment_key(paid.invoice_id)),
+        guard: Guard::Absent,
+        set,
+    }];
+    writes.extend(effects.into_iter().map(|w| {
+        Write {
+            what: What::Effect,
+            key: Key::state(w.key),
+            guard: Guard::Absent,
+            set: w
+                .attributes
+                .into_iter()
+                .map(|(name, value)| {
+                    Set::Put(
+                        Field::Named(name),
+                        match value {
+                            EffectValue::Text(t) => Value::Text(t),
+                            EffectValue::Number(a) => Value::Amount(a),
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }));
+    writes.extend(order_claim(paid));
+    if amount_checked {
+        writes.extend(amount_guard(paid.order));
+    }
+    writes
+}
+
+/// The order's once-only claim: written by the first invoice that fulfils it, so a second paid
+/// invoice for the same order is a duplicate payment, never a second fulfilment. An order-less
+/// payment claims nothing (and never ships: [`order_on_record`]).
+#[must_use]
+pub fn order_claim(paid: &PaidInvoice<'_>) -> Option<Write> {
+    let id = paid.order.external_id.as_ref()?;
+    Some(Write {
+        what: What::OrderClaim,
+        key: Key::state(order_paid_key(id)),
+        guard: Guard::Absent,
+        set: vec![
+            Set::Put(Field::Kind, Value::text("order_payment")),
+            Set::Put(Field::OrderId, Value::text(id)),
+            Set::Put(Field::InvoiceId, Value::text(paid.invoice_id)),
+            Set::Put(Field::WonBy, Value::Text(paid.source.id())),
+            Set::Put(Field::PaidAt, Value::Int(paid.at_ms)),
+        ],
+    })
+}
+
+/// The registered order's amount guard: an order the merchant registered is paid with its
+/// amount and currency (exact decimals), else the payment is held. A payment without a complete
+/// price passes only for an order nobody registered.
+#[must_use]
+pub fn amount_guard(order: &OrderRef) -> Option<Write> {
+    let id = order.external_id.as_ref()?;
+    let guard = match (&order.amount, &order.currency) {
+        (Some(amount), Some(currency)) => Guard::Any(vec![
+            Guard::Absent,
+            Guard::All(vec![
+                Guard::Is(Field::Amount, Value::Amount(amount.clone())),
+                Guard::Is(Field::Currency, Value::text(currency)),
+            ]),
+        ]),
+        _ => Guard::Absent,
+    };
+    Some(Write {
+        what: What::AmountGuard,
+        key: Key::state(order_key(id)),
+        guard,
+        set: Vec::new(),
+    })
+}
+
+/// The registered order itself (the merchant's: what [`amount_guard`] reads).
+#[must_use]
+pub fn expected_order(external_id: &str, amount: &Amount, currency: &str) -> Write {
+    Write {
+        what: What::AmountGuard,
+        key: Key::state(order_key(external_id)),
+        guard: Guard::Always,
+        set: vec![
+            Set::Put(Field::Kind, Value::text("expected_order")),
+            Set::Put(Field::Amount, Value::Amount(amount.clone())),
+            Set::Put(Field::Currency, Value::Text(currency.to_ascii_uppercase())),
+        ],
+    }
+}
+
+/// A completed refund, noted on its invoice: appended to its refunds (the withdrawal completes
+/// once, so it is appended once) and, for a `full` one, the flag a payment's guard reads
+/// ([`refunded_in_full`]). It gives the invoice no status.
+#[must_use]
+pub fn refund_note(invoice_id: &str, refund: &Refund, now_ms: u64) -> Write {
+    let mut set = vec![
+        Set::Once(Field::Kind, Value::text("invoice")),
+        Set::Append(Field::Refunds, refund.clone()),
+        Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+    ];
+    if refund.mode == Some(RefundMode::Full) {
+        set.push(Set::Once(
+            Field::RefundedInFullBy,
+            Value::text(&refund.withdrawal_id),
+        ));
+    }
+    Write {
+        what: What::RefundNote,
+        key: Key::state(invoice_id),
+        guard: Guard::Always,
+        set,
+    }
+}
+
+/// What a release reads and writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waiting {
+    /// Paid at this status and held: the hold is lifted.
+    Held(InvoiceStatus),
+    /// Closed at this status, paid late: fulfilled, the status kept.
+    PaidLate(InvoiceStatus),
+}
+
+impl Waiting {
+    /// The status the fulfilment records.
+    #[must_use]
+    pub fn paid_status(self) -> InvoiceStatus {
+        match self {
+            // A hold is only ever on a paid invoice.
+            Self::Held(status) => status,
+            Self::PaidLate(_) => InvoiceStatus::Paid,
+        }
+    }
+}
+
+/// A release's guard: the invoice still waits as it was read (at its status, held or paid
+/// late), nobody released it, and no refund was recorded since (`refunds_seen`).
+#[must_use]
+pub fn release_guard(waiting: Waiting, refunds_seen: usize) -> Guard {
+    let (status, why) = match waiting {
+        Waiting::Held(st) => (st, Guard::Is(Field::Held, Value::Bool(true))),
+        Waiting::PaidLate(st) => (st, Guard::Has(Field::PaidLateAt)),
+    };
+    Guard::All(vec![
+        Guard::Is(Field::Status, Value::text(status.as_str())),
+        why,
+        Guard::Lacks(Field::ReleasedAt),
+        if refunds_seen == 0 {
+            Guard::Lacks(Field::Refunds)
+        } else {
+            Guard::Count(Field::Refunds, refunds_seen)
+        },
+    ])
+}
+
+/// A person's release of a waiting invoice, under [`release_guard`], with everything that
+/// fulfils it ([`fulfilment`]; the amount guard unless they override it, with their reason
+/// kept).
+#[must_use]
+pub fn release(
+    paid: &PaidInvoice<'_>,
+    (waiting, refunds_seen): (Waiting, usize),
+    reason: &str,
+    amount_checked: bool,
+    effects: Vec<EffectWrite>,
+) -> Vec<Write> {
+    let by = paid.source.id();
+    let mut set = vec![
+        Set::Put(Field::Kind, Value::text("invoice")),
+        Set::Put(Field::ReleasedAt, Value::Int(paid.at_ms)),
+        Set::Put(Field::ReleasedBy, Value::text(&by)),
+        Set::Put(Field::ReleaseReason, Value::text(reason)),
+        Set::Put(Field::AmountOverridden, Value::Bool(!amount_checked)),
+        Set::Put(Field::LastEventId, Value::text(&by)),
+        Set::Put(Field::UpdatedAt, Value::Int(paid.at_ms)),
+        Set::Remove(Field::Held),
+        Set::Add(Field::Applied, Value::Texts(BTreeSet::from([by]))),
+    ];
+    set.extend(order_once(paid.order));
+    let mut writes = vec![Write {
+        what: What::Release,
+        key: Key::state(paid.invoice_id),
+        guard: release_guard(waiting, refunds_seen),
+        set,
+    }];
+    writes.extend(fulfilment(paid, effects, amount_checked));
+    writes
+}
+
+/// A withdrawal's status by `source` at `now_ms` (forward only: [`withdrawal_transition`]),
+/// with what the event says of it.
+#[must_use]
+pub fn withdrawal(w: &WithdrawalChange<'_>, source: &Source, now_ms: u64) -> Write {
+    let mut set = vec![
+        Set::Put(Field::Kind, Value::text("withdrawal")),
+        Set::Put(Field::Status, Value::text(w.status.as_str())),
+        Set::Put(Field::StatusRank, Value::Int(u64::from(w.status.rank()))),
+        Set::Put(Field::Type, Value::text(w.kind)),
+        Set::Put(Field::LastEventId, Value::Text(source.id())),
+        Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+    ];
+    if let Some(v) = w.invoice_id {
+        set.push(Set::Put(Field::InvoiceId, Value::text(v)));
+    }
+    if let Some(v) = w.amount {
+        set.push(Set::Put(Field::Amount, Value::Amount(v.clone())));
+        set.push(Set::Put(Field::AmountText, Value::text(v.as_str())));
+    }
+    if let Some(v) = w.currency {
+        set.push(Set::Put(Field::Currency, Value::text(v)));
+    }
+    Write {
+        what: What::Withdrawal,
+        key: Key::state(w.withdrawal_id),
+        guard: withdrawal_transition(w.status),
+        set,
+    }
+}
+
+/// What a withdrawal's write needs of its change.
+#[derive(Debug, Clone, Copy)]
+pub struct WithdrawalChange<'a> {
+    /// `wdr_…`.
+    pub withdrawal_id: &'a str,
+    /// The status it moves to.
+    pub status: WithdrawalStatus,
+    /// `refund` or `payout`.
+    pub kind: &'a str,
+    /// A refund's invoice.
+    pub invoice_id: Option<&'a String>,
+    /// Its amount, when given.
+    pub amount: Option<&'a Amount>,
+    /// Its currency, when given.
+    pub currency: Option<&'a String>,
+}
+
+/// A deposit's status by `source` at `now_ms` ([`deposit_transition`]) and, for a final
+/// confirmation, its credit with the payer's balance, in one transaction.
+#[must_use]
+pub fn deposit(
+    deposit_id: &str,
+    (status, at): (DepositStatus, u64),
+    credit: Option<&Credit>,
+    source: &Source,
+    now_ms: u64,
+) -> Vec<Write> {
+    let mut set = vec![
+        Set::Put(Field::Kind, Value::text("deposit")),
+        Set::Put(Field::Status, Value::text(status.as_str())),
+        Set::Put(Field::StatusAt, Value::Int(at)),
+        Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+    ];
+    let Some(credit) = credit else {
+        return vec![Write {
+            what: What::Deposit,
+            key: Key::state(deposit_id),
+            guard: deposit_transition(false, at),
+            set,
+        }];
+    };
+    set.extend([
+        Set::Put(Field::Credited, Value::Bool(true)),
+        Set::Put(Field::Payer, Value::text(&credit.payer)),
+        Set::Put(Field::Net, Value::Amount(credit.net.clone())),
+        Set::Put(Field::NetText, Value::text(credit.net.as_str())),
+        Set::Put(Field::Currency, Value::text(&credit.currency)),
+        Set::Put(Field::CreditedBy, Value::Text(source.id())),
+    ]);
+    vec![
+        Write {
+            what: What::Deposit,
+            key: Key::state(deposit_id),
+            guard: deposit_transition(true, at),
+            set,
+        },
+        Write {
+            what: What::Balance,
+            key: Key::state(balance_key(&credit.payer, &credit.currency)),
+            guard: Guard::Always,
+            set: vec![
+                Set::Put(Field::Kind, Value::text("balance")),
+                Set::Put(Field::Payer, Value::text(&credit.payer)),
+                Set::Put(Field::Currency, Value::text(&credit.currency)),
+                Set::Add(Field::Balance, Value::Amount(credit.net.clone())),
+            ],
+        },
+    ]
+}
+
+/// Whether a withdrawal takes `incoming`: forward only, nothing leaves a final status.
+#[must_use]
+pub fn withdrawal_transition(incoming: WithdrawalStatus) -> Guard {
+    let from = incoming.allowed_from();
+    if from.is_empty() {
+        return Guard::Absent;
+    }
+    Guard::Any(vec![
+        Guard::Absent,
+        Guard::In(
+            Field::Status,
+            from.iter().map(|s| Value::text(s.as_str())).collect(),
+        ),
+    ])
+}
+
+/// Whether a deposit takes a change (at `at`): a credit only once, an advisory status only
+/// before the credit and not older than the last one recorded.
+#[must_use]
+pub fn deposit_transition(credits: bool, at: u64) -> Guard {
+    let not_credited = Guard::Lacks(Field::Credited);
+    Guard::Any(vec![
+        Guard::Absent,
+        if credits {
+            not_credited
+        } else {
+            Guard::All(vec![
+                not_credited,
+                Guard::AtMost(Field::StatusAt, Value::Int(at)),
+            ])
+        },
+    ])
+}
+
+/// The delivery's processed mark, with its outcome: once only.
+#[must_use]
+pub fn processed(key: &str, outcome: Applied, reason: Option<&str>, now_ms: u64) -> Write {
+    let mut set = vec![
+        Set::Put(Field::State, Value::text("processed")),
+        Set::Put(Field::Outcome, Value::text(outcome.as_str())),
+        Set::Put(Field::ProcessedAt, Value::Int(now_ms)),
+        Set::Remove(Field::PendingShard),
+    ];
+    if let Some(reason) = reason {
+        set.push(Set::Put(Field::OutcomeReason, Value::text(reason)));
+    }
+    Write {
+        what: What::Processed,
+        key: Key::delivery(key),
+        guard: Guard::Any(vec![
+            Guard::Lacks(Field::State),
+            Guard::Not(Box::new(Guard::Is(Field::State, Value::text("processed")))),
+        ]),
+        set,
+    }
+}
+
+/// A delivery that waits for a person: its review note, once (what the state table's stream,
+/// and so the hand-off, sees of a delivery that changes no resource).
+#[must_use]
+pub fn review_note(
+    event_id: &str,
+    outcome: Applied,
+    resource_id: Option<&str>,
+    why: &str,
+    now_ms: u64,
+) -> Write {
+    let mut set = vec![
+        Set::Put(Field::Kind, Value::text("review")),
+        Set::Put(Field::Reason, Value::text(outcome.as_str())),
+        Set::Put(Field::EventId, Value::text(event_id)),
+        Set::Put(Field::Why, Value::text(why)),
+        Set::Put(Field::CreatedAt, Value::Int(now_ms)),
+    ];
+    if let Some(r) = resource_id {
+        set.push(Set::Put(Field::ResourceId, Value::text(r)));
+    }
+    Write {
+        what: What::Review,
+        key: Key::state(review_key(event_id)),
+        guard: Guard::Absent,
+        set,
+    }
+}
+
+// ---- Reading an item back. ----
+
+fn text(fields: &Fields, f: &Field) -> Option<String> {
+    fields.get(f).and_then(Value::as_text).map(str::to_owned)
+}
+
+/// An amount as Paymos sent it (`text`, trailing zeros kept), else the stored number.
+#[must_use]
+pub fn money(fields: &Fields, number: &Field, text_field: &Field) -> Option<Amount> {
+    text(fields, text_field)
+        .and_then(|a| Amount::parse(&a))
+        .or_else(|| match fields.get(number) {
+            Some(Value::Amount(a)) => Some(a.clone()),
+            _ => None,
+        })
+}
+
+/// The order an item names (an invoice's record, a fulfilment).
+#[must_use]
+pub fn order_of(fields: &Fields) -> OrderRef {
+    OrderRef {
+        external_id: text(fields, &Field::OrderId),
+        amount: money(fields, &Field::Amount, &Field::AmountText),
+        currency: text(fields, &Field::Currency),
+    }
+}
+
+/// An invoice item as the rules read it.
+#[must_use]
+pub fn invoice_seen(fields: &Fields) -> InvoiceSeen {
+    InvoiceSeen {
+        status: text(fields, &Field::Status)
+            .as_deref()
+            .and_then(InvoiceStatus::parse),
+        held: fields.get(&Field::Held) == Some(&Value::Bool(true)),
+        paid_late: fields.contains_key(&Field::PaidLateAt),
+        duplicate_of: text(fields, &Field::DuplicateOf),
+        released: fields.contains_key(&Field::ReleasedAt),
+        refunds: match fields.get(&Field::Refunds) {
+            Some(Value::Refunds(list)) => list.clone(),
+            _ => Vec::new(),
+        },
+        order: order_of(fields),
+    }
+}
+
+/// Whether `source`'s own change is among what the item holds (a delivery applied, then
+/// crashed before its mark).
+#[must_use]
+pub fn holds_change_of(fields: &Fields, source: &Source) -> bool {
+    let id = source.id();
+    let is = |f: Field| fields.get(&f).and_then(Value::as_text) == Some(id.as_str());
+    is(Field::LastEventId)
+        || is(Field::CreditedBy)
+        || matches!(fields.get(&Field::Applied), Some(Value::Texts(set)) if set.contains(&id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn invoice(status: InvoiceStatus, at: u64) -> Fields {
+        Fields::from([
+            (Field::Status, Value::text(status.as_str())),
+            (Field::StatusAt, Value::Int(at)),
+            (Field::StatusRank, Value::Int(u64::from(status.rank()))),
+        ])
+    }
+
+    #[test]
+    fn an_invoice_moves_forward_only_and_never_leaves_a_final_status() {
+        use InvoiceStatus as I;
+        let takes = |current: Option<Fields>, incoming: I, at| {
+            transition(incoming, at).holds(current.as_ref())
+        };
+        assert!(takes(None, I::Paid, 1));
+        assert!(takes(Some(Fields::new()), I::Confirming, 1), "refunds only");
+        assert!(takes(Some(invoice(I::Confirming, 9)), I::Paid, 1));
+        assert!(!takes(Some(invoice(I::Paid, 1)), I::Expired, 9));
+        assert!(!takes(Some(invoice(I::Paid, 1)), I::Confirming, 9));
+        assert!(takes(
+            Some(invoice(I::AwaitingPayment, 1)),
+            I::Confirming,
+            2
+        ));
+        assert!(!takes(
+            Some(invoice(I::Confirming, 2)),
+            I::AwaitingPayment,
+            1
+        ));
+        assert!(takes(
+            Some(invoice(I::AwaitingPayment, 2)),
+            I::Confirming,
+            2
+        ));
+        assert!(!takes(
+            Some(invoice(I::Confirming, 2)),
+            I::AwaitingPayment,
+            2
+        ));
+        assert!(!takes(Some(invoice(I::Confirming, 2)), I::Confirming, 2));
+        // A later reorg's `awaiting_payment` applies.
+        assert!(takes(
+            Some(invoice(I::Confirming, 2)),
+            I::AwaitingPayment,
+            3
+        ));
+    }
+
+    #[test]
+    fn a_missing_field_compares_false_and_numbers_compare_by_value() {
+        let empty = Fields::new();
+        for guard in [
+            Guard::Is(Field::Held, Value::Bool(true)),
+            Guard::Below(Field::StatusAt, Value::Int(9)),
+            Guard::AtMost(Field::StatusAt, Value::Int(9)),
+            Guard::In(Field::Status, vec![Value::text("paid")]),
+            Guard::Count(Field::Refunds, 0),
+        ] {
+            assert!(!guard.holds(Some(&empty)), "{guard:?}");
+            assert!(Guard::Not(Box::new(guard)).holds(Some(&empty)));
+        }
+        let order = Fields::from([
+            (Field::Amount, Value::Amount(Amount::parse("10.5").unwrap())),
+            (Field::Currency, Value::text("USDT")),
+        ]);
+        let guard = amount_guard(&OrderRef {
+            external_id: Some("o".into()),
+            amount: Amount::parse("10.50"),
+            currency: Some("USDT".into()),
+        })
+        .unwrap()
+        .guard;
+        assert!(guard.holds(Some(&order)));
+        assert!(guard.holds(None), "an order nobody registered");
+        let other = amount_guard(&OrderRef {
+            external_id: Some("o".into()),
+            amount: Amount::parse("10.51"),
+            currency: Some("USDT".into()),
+        })
+        .unwrap()
+        .guard;
+        assert!(!other.holds(Some(&order)));
+        assert!(!Guard::Never.holds(None));
+        assert!(
+            Guard::AtMost(Field::StatusAt, Value::Int(3))
+                .holds(Some(&invoice(InvoiceStatus::Paid, 3)))
+        );
+        assert!(
+            !Guard::Below(Field::StatusAt, Value::Int(3))
+                .holds(Some(&invoice(InvoiceStatus::Paid, 3)))
+        );
+    }
+
+    #[test]
+    fn a_deposit_is_credited_once_and_an_advisory_never_goes_back() {
+        let credited = Fields::from([
+            (Field::Credited, Value::Bool(true)),
+            (Field::StatusAt, Value::Int(1)),
+        ]);
+        let advisory = Fields::from([(Field::StatusAt, Value::Int(5))]);
+        assert!(deposit_transition(true, 1).holds(None));
+        assert!(!deposit_transition(true, 9).holds(Some(&credited)));
+        assert!(deposit_transition(true, 1).holds(Some(&advisory)));
+        assert!(!deposit_transition(false, 9).holds(Some(&credited)));
+        assert!(deposit_transition(false, 5).holds(Some(&advisory)));
+        assert!(!deposit_transition(false, 4).holds(Some(&advisory)));
+    }
+
+    #[test]
+    fn a_withdrawal_moves_forward_only() {
+        let at = |s: WithdrawalStatus| Fields::from([(Field::Status, Value::text(s.as_str()))]);
+        use WithdrawalStatus as W;
+        assert!(withdrawal_transition(W::Created).holds(None));
+        assert!(!withdrawal_transition(W::Created).holds(Some(&at(W::Created))));
+        assert!(withdrawal_transition(W::Completed).holds(Some(&at(W::Processing))));
+        assert!(!withdrawal_transition(W::Processing).holds(Some(&at(W::Completed))));
+        assert!(!withdrawal_transition(W::Failed).holds(Some(&at(W::Completed))));
+    }
+
+    #[test]
+    fn a_release_holds_only_on_the_invoice_as_it_was_read() {
+        let mut held = invoice(InvoiceStatus::Paid, 1);
+        held.insert(Field::Held, Value::Bool(true));
+        let guard = release_guard(Waiting::Held(InvoiceStatus::Paid), 0);
+        assert!(guard.holds(Some(&held)));
+        let mut released = held.clone();
+        released.insert(Field::ReleasedAt, Value::Int(1));
+        assert!(!guard.holds(Some(&released)));
+        let refund = Refund {
+            withdrawal_id: "wdr_1".into(),
+            amount: None,
+            currency: None,
+            mode: Some(RefundMode::Overpayment),
+        };
+        let mut refunded = held.clone();
+        refunded.insert(Field::Refunds, Value::Refunds(vec![refund]));
+        assert!(!guard.holds(Some(&refunded)));
+        assert!(release_guard(Waiting::Held(InvoiceStatus::Paid), 1).holds(Some(&refunded)));
+        assert!(!release_guard(Waiting::PaidLate(InvoiceStatus::Paid), 0).holds(Some(&held)));
+    }
+
+    #[test]
+    fn only_a_full_refund_flags_the_invoice() {
+        let refund = |mode| Refund {
+            withdrawal_id: "wdr_1".into(),
+            amount: None,
+            currency: None,
+            mode,
+        };
+        let flags = |r: &Refund| {
+            refund_note("inv_1", r, 1)
+                .set
+                .iter()
+                .any(|s| matches!(s, Set::Once(Field::RefundedInFullBy, _)))
+        };
+        assert!(flags(&refund(Some(RefundMode::Full))));
+        assert!(!flags(&refund(Some(RefundMode::Overpayment))));
+        assert!(!flags(&refund(None)));
+    }
+}

@@ -19,7 +19,38 @@ use super::signature::Environment;
 use super::status::InvoiceStatus;
 
 /// The outcomes of a delivery that need a person.
-pub const DELIVERY_OUTCOMES: [&str; 3] = ["unconfirmed", "unusable", "order_unknown"];
+pub const DELIVERY_OUTCOMES: [Applied; 3] = [
+    Applied::Unconfirmed,
+    Applied::Unusable,
+    Applied::OrderUnknown,
+];
+
+/// How a person's road resolved a delivery that waited: its new outcome in the ledger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    /// Its payment was released by hand.
+    Released,
+    /// Re-checked at Paymos and applied with this outcome.
+    Rechecked(Applied),
+    /// Re-checked at Paymos, which contradicts it (a change that pays nothing).
+    Refuted,
+    /// Confirmed, but its order is known nowhere: it waits for its order now.
+    WaitsForOrder,
+}
+
+impl Resolution {
+    /// The stored name (`released`, `rechecked_<outcome>`, `rechecked_refuted`,
+    /// `order_unknown`).
+    #[must_use]
+    pub fn name(self) -> String {
+        match self {
+            Self::Released => "released".into(),
+            Self::Rechecked(applied) => format!("rechecked_{applied}"),
+            Self::Refuted => "rechecked_refuted".into(),
+            Self::WaitsForOrder => Applied::OrderUnknown.as_str().into(),
+        }
+    }
+}
 
 /// A processed delivery whose outcome waits for a person (`unconfirmed`, `unusable`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,7 +58,7 @@ pub struct OutcomeRecord {
     /// The delivery as recorded (with its exact body).
     pub delivery: Delivery,
     /// Its outcome.
-    pub outcome: String,
+    pub outcome: Applied,
     /// Why, when recorded.
     pub reason: Option<String>,
     /// When it was processed (Unix ms).
@@ -62,19 +93,19 @@ pub trait ReviewLedger: Send + Sync {
     /// [`PortError`] when the ledger fails.
     fn with_outcomes(
         &self,
-        outcomes: &[&str],
+        outcomes: &[Applied],
         resource_id: Option<&str>,
     ) -> impl Future<Output = Result<Vec<OutcomeRecord>, PortError>> + Send;
 
-    /// Notes that the delivery under `key` ([`crate::ingest::delivery_key`]) was resolved (its
-    /// new `outcome`, by whom, when), so it leaves the list.
+    /// Notes that the delivery under `key` ([`crate::ingest::delivery_key`]) was resolved (how,
+    /// by whom, when), so it leaves the list.
     ///
     /// # Errors
     /// [`PortError`] when the ledger fails.
     fn mark_resolved(
         &self,
         key: &str,
-        outcome: &str,
+        resolution: Resolution,
         by: &str,
         at_ms: u64,
     ) -> impl Future<Output = Result<(), PortError>> + Send;
@@ -200,11 +231,11 @@ impl Waiting {
     }
 
     fn unconfirmed(&self) -> bool {
-        self.record.outcome == "unconfirmed"
+        self.record.outcome == Applied::Unconfirmed
     }
 
     fn order_unknown(&self) -> bool {
-        self.record.outcome == Applied::OrderUnknown.as_str()
+        self.record.outcome == Applied::OrderUnknown
     }
 
     /// Whether a re-check of `resource_id` reads it: its own resource, or a refund of that
@@ -218,7 +249,7 @@ impl Waiting {
 /// Every delivery with one of `outcomes`, read, oldest first.
 async fn waiting<L: ReviewLedger>(
     ledger: &L,
-    outcomes: &[&str],
+    outcomes: &[Applied],
 ) -> Result<Vec<Waiting>, PortError> {
     Ok(ledger
         .with_outcomes(outcomes, None)
@@ -452,7 +483,7 @@ pub async fn release<S: ExceptionStore, L: ReviewLedger>(
     effect: &dyn FulfilmentEffect,
     now_ms: u64,
 ) -> Result<Applied, ReleaseError> {
-    let waiting = waiting(ledger, &["unconfirmed"]).await?;
+    let waiting = waiting(ledger, &[Applied::Unconfirmed]).await?;
     let named = named(invoice_id, &waiting);
     let applied = release_named(state, invoice_id, &named, by, effect, now_ms).await?;
     for paid in waiting
@@ -462,7 +493,7 @@ pub async fn release<S: ExceptionStore, L: ReviewLedger>(
         ledger
             .mark_resolved(
                 &paid.record.delivery.key(),
-                "released",
+                Resolution::Released,
                 &format!("manual:{}", by.actor),
                 now_ms,
             )
@@ -554,7 +585,7 @@ pub async fn recheck<S: ExceptionStore, L: ReviewLedger, C: PaymentConfirmation>
     now_ms: u64,
 ) -> Result<Vec<Rechecked>, PortError> {
     let mut out = Vec::new();
-    let mut deliveries = waiting(ledger, &["unconfirmed"]).await?;
+    let mut deliveries = waiting(ledger, &[Applied::Unconfirmed]).await?;
     // Refunds first: a payment Paymos paid back in full never ships, whichever came first.
     deliveries.sort_by_key(|d| !matches!(d.pending, Pending::Refund { .. }));
     for delivery in deliveries {
@@ -570,14 +601,14 @@ pub async fn recheck<S: ExceptionStore, L: ReviewLedger, C: PaymentConfirmation>
             recheck_one(state, api, effect, environment, change, &envelope, now_ms).await?;
         let resolved = match &outcome {
             // Confirmed, but its order is known nowhere: it now waits for its order.
-            Recheck::Applied(Applied::OrderUnknown) => Some(Applied::OrderUnknown.to_string()),
-            Recheck::Applied(applied) => Some(format!("rechecked_{applied}")),
-            Recheck::Refuted(_) => Some("rechecked_refuted".to_owned()),
+            Recheck::Applied(Applied::OrderUnknown) => Some(Resolution::WaitsForOrder),
+            Recheck::Applied(applied) => Some(Resolution::Rechecked(*applied)),
+            Recheck::Refuted(_) => Some(Resolution::Refuted),
             Recheck::Waits(_) => None,
         };
         if let Some(resolved) = resolved {
             ledger
-                .mark_resolved(&key, &resolved, "recheck", now_ms)
+                .mark_resolved(&key, resolved, "recheck", now_ms)
                 .await?;
         }
         out.push(Rechecked {

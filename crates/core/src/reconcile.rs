@@ -120,22 +120,45 @@ pub struct Report {
     pub paid_late: Vec<PaidAtPaymos>,
     /// Paid at Paymos and refunded there in full: never fulfilled (REFUNDED).
     pub refunded: Vec<PaidAtPaymos>,
-    /// With `--apply`: what applying each missing invoice did.
-    pub applied: BTreeMap<String, String>,
+    /// With `--apply`: what applying each missing invoice did, or why it could not (a JSON
+    /// consumer reads the outcome's name, or `error: …`).
+    #[serde(serialize_with = "applied_names")]
+    pub applied: BTreeMap<String, Result<Applied, String>>,
+}
+
+/// What applying an invoice did, as a person reads it: the outcome's name, or `error: …`.
+fn said(applied: &Result<Applied, String>) -> String {
+    applied
+        .as_ref()
+        .map_or_else(|e| format!("error: {e}"), |a| a.as_str().to_owned())
+}
+
+/// Each applied invoice's outcome by name, or `error: …`.
+fn applied_names<S: serde::Serializer>(
+    applied: &BTreeMap<String, Result<Applied, String>>,
+    out: S,
+) -> Result<S::Ok, S::Error> {
+    out.collect_map(applied.iter().map(|(id, a)| (id, said(a))))
 }
 
 impl Report {
+    /// What `--apply` did with `invoice_id`, as a person reads it, if it applied it.
+    #[must_use]
+    pub fn applied_to(&self, invoice_id: &str) -> Option<String> {
+        self.applied.get(invoice_id).map(said)
+    }
+
     /// Whether anything needs a person.
     #[must_use]
     pub fn clean(&self) -> bool {
         self.missing.iter().all(|m| {
             self.applied
                 .get(&m.invoice_id)
-                .is_some_and(|a| a == "fulfilled")
+                .is_some_and(|a| *a == Ok(Applied::Fulfilled))
         }) && self.paid_late.iter().all(|m| {
             self.applied
                 .get(&m.invoice_id)
-                .is_some_and(|a| a == "paid_late")
+                .is_some_and(|a| *a == Ok(Applied::PaidLate))
         }) && self.double.is_empty()
             && self.duplicate_payments.is_empty()
             && self.unknown.is_empty()
@@ -389,9 +412,7 @@ async fn set_aside_refunded<P: PaymosLedger>(
 /// `--apply`: a late payment lands as the close Paymos has, then the payment (`paid_late`, to
 /// wait for a person); a missing one or a duplicate payment as its paid status, by hand.
 async fn apply_found<S: ReconcileStore>(fulfil: &Fulfil<S>, report: &mut Report, now_ms: u64) {
-    let said = |r: Result<Applied, PortError>| {
-        r.map_or_else(|e| format!("error: {e}"), |a| a.as_str().to_owned())
-    };
+    let said = |r: Result<Applied, PortError>| r.map_err(|e| e.to_string());
     for m in &report.paid_late {
         let closed = InvoiceStatus::parse(&m.status).unwrap_or(InvoiceStatus::Expired);
         let applied = match fulfil
@@ -409,7 +430,7 @@ async fn apply_found<S: ReconcileStore>(fulfil: &Fulfil<S>, report: &mut Report,
                     )
                     .await,
             ),
-            Err(e) => format!("error: {e}"),
+            Err(e) => Err(e.to_string()),
         };
         report.applied.insert(m.invoice_id.clone(), applied);
     }

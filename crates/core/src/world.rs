@@ -566,7 +566,7 @@ pub async fn run<S: WorldStore>(
                 Applied::Unconfirmed | Applied::Unusable | Applied::OrderUnknown
             ) {
                 let why = applied.1.as_str();
-                reviews.processed(delivery(&work, now), why, why, now);
+                reviews.processed(delivery(&work, now), applied.1, why, now);
             }
             continue;
         }

@@ -32,8 +32,9 @@ use super::item::{
 };
 use super::records::delivery_record;
 use crate::aws::port_error;
+use paymos_inbox_core::change::Applied;
 use paymos_inbox_core::envelope::Category;
-use paymos_inbox_core::exceptions::{OutcomeRecord, ReviewLedger};
+use paymos_inbox_core::exceptions::{OutcomeRecord, Resolution, ReviewLedger};
 use paymos_inbox_core::ingest::{
     Delivery, DeliveryLedger, DeliveryState, ExistingDelivery, Recorded, TakeOver, event_id_of_key,
 };
@@ -504,7 +505,7 @@ impl DeliveryLedger for DynamoLedger {
 impl ReviewLedger for DynamoLedger {
     async fn with_outcomes(
         &self,
-        outcomes: &[&str],
+        outcomes: &[Applied],
         resource_id: Option<&str>,
     ) -> Result<Vec<OutcomeRecord>, PortError> {
         let names: Vec<String> = (0..outcomes.len()).map(|i| format!(":o{i}")).collect();
@@ -523,7 +524,7 @@ impl ReviewLedger for DynamoLedger {
                 .consistent_read(true)
                 .set_exclusive_start_key(start);
             for (name, outcome) in names.iter().zip(outcomes) {
-                scan = scan.expression_attribute_values(name, s(*outcome));
+                scan = scan.expression_attribute_values(name, s(outcome.as_str()));
             }
             if let Some(r) = resource_id {
                 scan = scan.expression_attribute_values(":r", s(r));
@@ -533,10 +534,11 @@ impl ReviewLedger for DynamoLedger {
                 .await
                 .map_err(|e| port_error("DynamoDB Scan", e))?;
             for item in page.items.unwrap_or_default() {
-                if let Some(existing) = existing_of(&item) {
+                let outcome = get_s(&item, "outcome").and_then(Applied::parse);
+                if let (Some(existing), Some(outcome)) = (existing_of(&item), outcome) {
                     out.push(OutcomeRecord {
                         delivery: existing.delivery,
-                        outcome: get_s(&item, "outcome").unwrap_or_default().to_owned(),
+                        outcome,
                         reason: get_s(&item, "outcome_reason").map(str::to_owned),
                         processed_at_ms: get_u64(&item, "processed_at").unwrap_or_default(),
                     });
@@ -554,7 +556,7 @@ impl ReviewLedger for DynamoLedger {
     async fn mark_resolved(
         &self,
         event_id: &str,
-        outcome: &str,
+        resolution: Resolution,
         by: &str,
         at_ms: u64,
     ) -> Result<(), PortError> {
@@ -564,7 +566,7 @@ impl ReviewLedger for DynamoLedger {
             .key("event_id", s(event_id))
             .update_expression("SET outcome = :o, resolved_by = :by, resolved_at = :at")
             .condition_expression("attribute_exists(event_id)")
-            .expression_attribute_values(":o", s(outcome))
+            .expression_attribute_values(":o", s(resolution.name()))
             .expression_attribute_values(":by", s(by))
             .expression_attribute_values(":at", n(at_ms))
             .send()

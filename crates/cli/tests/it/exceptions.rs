@@ -605,7 +605,7 @@ async fn reconciliation_re_reads_open_invoices_and_applies_a_missing_one_once() 
     assert_eq!(report.missing.len(), 1);
     assert!(!report.clean());
     let report = run(true).await.unwrap();
-    assert_eq!(report.applied["inv_open"], "fulfilled");
+    assert_eq!(report.applied["inv_open"], Ok(Applied::Fulfilled));
     assert_eq!(rig.fulfilments("inv_open").await, 1);
     let again = run(true).await.unwrap();
     assert!(again.clean() && again.missing.is_empty(), "{again:?}");

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use paymos_inbox_aws::dynamodb::DynamoResources;
-use paymos_inbox_core::change::OrderRef;
+use paymos_inbox_core::change::{Applied, OrderRef};
 use paymos_inbox_core::fulfil::Fulfil;
 use serde_json::json;
 
@@ -113,7 +113,10 @@ async fn reconcile_finds_missing_and_unknown_and_apply_fulfils_the_missing_once(
     .await
     .unwrap();
     assert!(
-        report.applied.values().all(|a| a == "fulfilled"),
+        report
+            .applied
+            .values()
+            .all(|a| *a == Ok(Applied::Fulfilled)),
         "{:?}",
         report.applied
     );
@@ -339,7 +342,10 @@ async fn an_order_paid_twice_is_a_duplicate_payment_to_refund_never_missing_or_f
     assert!(!report.clean(), "a payer paid twice: a person must refund");
 
     let report = run(true).await.unwrap();
-    assert_eq!(report.applied["inv_d1_again"], "duplicate_payment");
+    assert_eq!(
+        report.applied["inv_d1_again"],
+        Ok(Applied::DuplicatePayment)
+    );
     let fulfilments = aws
         .scan(stack.table("StateTable"))
         .await

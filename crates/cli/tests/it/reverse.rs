@@ -298,8 +298,8 @@ async fn reconciliation_reports_late_and_refunded_payments_by_paymos_facts() {
     assert_eq!(ids(&report.missing), ["inv_part"]);
     assert!(!report.clean());
     let report = run(true).await.unwrap();
-    assert_eq!(report.applied["inv_late"], "paid_late");
-    assert_eq!(report.applied["inv_part"], "fulfilled");
+    assert_eq!(report.applied["inv_late"], Ok(Applied::PaidLate));
+    assert_eq!(report.applied["inv_part"], Ok(Applied::Fulfilled));
     assert!(
         !report.applied.contains_key("inv_back"),
         "a refunded payment is never applied"

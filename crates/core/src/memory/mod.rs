@@ -4,7 +4,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::exceptions::{OutcomeRecord, ReviewLedger};
+use crate::change::Applied;
+use crate::exceptions::{OutcomeRecord, Resolution, ReviewLedger};
 use crate::ingest::{
     Delivery, DeliveryLedger, DeliveryState, ExistingDelivery, PortError, Recorded, TakeOver,
     WorkQueue,
@@ -239,7 +240,7 @@ impl WorkQueue for MemoryQueue {
 #[derive(Debug, Default)]
 pub struct MemoryReviews {
     waiting: Mutex<Vec<OutcomeRecord>>,
-    resolved: Mutex<HashMap<String, (String, String)>>,
+    resolved: Mutex<HashMap<String, (Resolution, String)>>,
 }
 
 impl MemoryReviews {
@@ -250,26 +251,30 @@ impl MemoryReviews {
     }
 
     /// Records that `delivery` was processed as `outcome` (`why`) at `at_ms`.
-    pub fn processed(&self, delivery: Delivery, outcome: &str, why: &str, at_ms: u64) {
+    pub fn processed(&self, delivery: Delivery, outcome: Applied, why: &str, at_ms: u64) {
         self.waiting.lock().expect("lock").push(OutcomeRecord {
             delivery,
-            outcome: outcome.to_owned(),
+            outcome,
             reason: Some(why.to_owned()),
             processed_at_ms: at_ms,
         });
     }
 
-    /// What resolved `event_id` (its new outcome and by whom), if anything did.
+    /// What resolved `event_id` (its new outcome as stored, and by whom), if anything did.
     #[must_use]
     pub fn resolved(&self, event_id: &str) -> Option<(String, String)> {
-        self.resolved.lock().expect("lock").get(event_id).cloned()
+        self.resolved
+            .lock()
+            .expect("lock")
+            .get(event_id)
+            .map(|(r, by)| (r.name(), by.clone()))
     }
 }
 
 impl ReviewLedger for MemoryReviews {
     async fn with_outcomes(
         &self,
-        outcomes: &[&str],
+        outcomes: &[Applied],
         resource_id: Option<&str>,
     ) -> Result<Vec<OutcomeRecord>, PortError> {
         let resolved = self.resolved.lock().expect("lock").clone();
@@ -278,15 +283,18 @@ impl ReviewLedger for MemoryReviews {
             .lock()
             .expect("lock")
             .iter()
-            // The outcome as it stands now (a resolution replaces it, as DynamoDB's does).
-            .map(|r| OutcomeRecord {
-                outcome: resolved
-                    .get(&r.delivery.event_id)
-                    .map_or_else(|| r.outcome.clone(), |(o, _)| o.clone()),
-                ..r.clone()
+            // As it stands now: a resolution replaces the outcome, as DynamoDB's does (only one
+            // that waits for its order is still an outcome a person acts on).
+            .filter_map(|r| match resolved.get(&r.delivery.event_id) {
+                None => Some(r.clone()),
+                Some((Resolution::WaitsForOrder, _)) => Some(OutcomeRecord {
+                    outcome: Applied::OrderUnknown,
+                    ..r.clone()
+                }),
+                Some(_) => None,
             })
             .filter(|r| {
-                outcomes.contains(&r.outcome.as_str())
+                outcomes.contains(&r.outcome)
                     && resource_id.is_none_or(|id| r.delivery.resource_id.as_deref() == Some(id))
             })
             .collect();
@@ -297,14 +305,14 @@ impl ReviewLedger for MemoryReviews {
     async fn mark_resolved(
         &self,
         event_id: &str,
-        outcome: &str,
+        resolution: Resolution,
         by: &str,
         _at_ms: u64,
     ) -> Result<(), PortError> {
         self.resolved
             .lock()
             .expect("lock")
-            .insert(event_id.to_owned(), (outcome.to_owned(), by.to_owned()));
+            .insert(event_id.to_owned(), (resolution, by.to_owned()));
         Ok(())
     }
 }

@@ -76,12 +76,17 @@ async fn every_payment_that_waits_is_listed_with_its_way_out_and_nothing_else() 
     let reviews = MemoryReviews::new();
     reviews.processed(
         delivery("evt_u", "inv_u"),
-        "unconfirmed",
+        Applied::Unconfirmed,
         "invoice.paid: Paymos does not know it",
         5,
     );
-    reviews.processed(delivery("evt_x", "inv_x"), "unusable", "no invoice_id", 6);
-    reviews.processed(delivery("evt_f", "inv_f"), "fulfilled", "", 7);
+    reviews.processed(
+        delivery("evt_x", "inv_x"),
+        Applied::Unusable,
+        "no invoice_id",
+        6,
+    );
+    reviews.processed(delivery("evt_f", "inv_f"), Applied::Fulfilled, "", 7);
     let listed = list(store.as_ref(), &reviews, 2).await.unwrap();
     let kinds: Vec<_> = listed
         .iter()
@@ -123,7 +128,7 @@ async fn a_release_fulfils_once_and_resolves_the_deliveries_that_waited() {
     let reviews = MemoryReviews::new();
     reviews.processed(
         delivery("evt_u", "inv_held"),
-        "unconfirmed",
+        Applied::Unconfirmed,
         "not at Paymos yet",
         5,
     );
@@ -170,8 +175,18 @@ async fn a_release_fulfils_once_and_resolves_the_deliveries_that_waited() {
 async fn a_recheck_applies_what_paymos_now_confirms_and_leaves_the_rest_waiting() {
     let store = MemoryResources::new();
     let reviews = MemoryReviews::new();
-    reviews.processed(delivery("evt_p", "inv_p"), "unconfirmed", "not paid yet", 5);
-    reviews.processed(delivery("evt_w", "inv_w"), "unconfirmed", "not paid yet", 6);
+    reviews.processed(
+        delivery("evt_p", "inv_p"),
+        Applied::Unconfirmed,
+        "not paid yet",
+        5,
+    );
+    reviews.processed(
+        delivery("evt_w", "inv_w"),
+        Applied::Unconfirmed,
+        "not paid yet",
+        6,
+    );
     let paymos = MemoryPaymos::new();
     let at_paymos = |status: &str, invoice: &str| ConfirmedInvoice {
         status: status.into(),
@@ -268,7 +283,7 @@ async fn a_second_payment_is_listed_to_refund_and_an_invoice_only_a_delivery_nam
     let reviews = MemoryReviews::new();
     reviews.processed(
         delivery("evt_n", "inv_new"),
-        "unconfirmed",
+        Applied::Unconfirmed,
         "not at Paymos yet",
         5,
     );
@@ -369,8 +384,7 @@ async fn an_unconfirmed_closure_is_rechecked_and_never_released() {
             "invoice.expired",
             "inv_gone",
             &serde_json::json!({"invoice_id": "inv_gone", "order": {"external_id": "o-inv_gone", "amount": "10.00", "currency": "USD"}}),
-        ),
-        "unconfirmed",
+        ), Applied::Unconfirmed,
         "still awaiting_payment at Paymos after 3 receives",
         5,
     );
@@ -381,7 +395,7 @@ async fn an_unconfirmed_closure_is_rechecked_and_never_released() {
             "inv_open",
             &serde_json::json!({"invoice_id": "inv_open", "order": order}),
         ),
-        "unconfirmed",
+        Applied::Unconfirmed,
         "still confirming at Paymos after 3 receives",
         6,
     );
@@ -488,7 +502,7 @@ async fn unconfirmed_deposits_and_payouts_are_rechecked_and_a_deposit_credits_on
         "pcd_1",
         &deposit_data("pcd_1"),
     );
-    reviews.processed(deposit.clone(), "unconfirmed", why, 5);
+    reviews.processed(deposit.clone(), Applied::Unconfirmed, why, 5);
     reviews.processed(
         delivered(
             "evt_forged",
@@ -496,7 +510,7 @@ async fn unconfirmed_deposits_and_payouts_are_rechecked_and_a_deposit_credits_on
             "pcd_forged",
             &deposit_data("pcd_forged"),
         ),
-        "unconfirmed",
+        Applied::Unconfirmed,
         why,
         6,
     );
@@ -506,8 +520,7 @@ async fn unconfirmed_deposits_and_payouts_are_rechecked_and_a_deposit_credits_on
             "withdrawal.completed",
             "wdr_p",
             &serde_json::json!({"withdrawal_id": "wdr_p", "type": "payout", "amount": "7", "currency": "USDT"}),
-        ),
-        "unconfirmed",
+        ), Applied::Unconfirmed,
         why,
         7,
     );
@@ -607,7 +620,7 @@ fn refund_waiting(reviews: &MemoryReviews, invoice: &str, mode: &str, amount: &s
             &serde_json::json!({"withdrawal_id": "wdr_r", "type": "refund", "invoice_id": invoice,
                 "mode": mode, "amount": amount, "currency": "USDT"}),
         ),
-        "unconfirmed",
+        Applied::Unconfirmed,
         "still processing at Paymos after 3 receives",
         5,
     );
@@ -807,7 +820,12 @@ async fn every_road_that_fulfils_writes_the_stacks_effect_and_no_other_does() {
         Ok(Applied::Fulfilled)
     );
     // `recheck`.
-    reviews.processed(delivery("evt_p", "inv_p"), "unconfirmed", "not paid yet", 5);
+    reviews.processed(
+        delivery("evt_p", "inv_p"),
+        Applied::Unconfirmed,
+        "not paid yet",
+        5,
+    );
     let paymos = MemoryPaymos::new();
     paymos.invoice("inv_p", at_paymos("paid", "inv_p"));
     let rechecked = stack
@@ -820,10 +838,7 @@ async fn every_road_that_fulfils_writes_the_stacks_effect_and_no_other_does() {
     let report = crate::reconcile::reconcile(&paymos, &stack, (0, 2_000_000_000), true, NOW_MS)
         .await
         .unwrap();
-    assert_eq!(
-        report.applied.get("inv_r").map(String::as_str),
-        Some("fulfilled")
-    );
+    assert_eq!(report.applied.get("inv_r"), Some(&Ok(Applied::Fulfilled)));
     // A second paid invoice for a shipped order ships nothing.
     let second = WorkItem {
         body: paid_body("evt_d", "inv_d", "10.00")

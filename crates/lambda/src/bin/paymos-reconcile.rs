@@ -10,6 +10,7 @@ use paymos_inbox_aws::aws::load_config;
 use paymos_inbox_aws::dynamodb::DynamoResources;
 use paymos_inbox_aws::paymos_api::PaymosApi;
 use paymos_inbox_aws::secrets::paymos_client;
+use paymos_inbox_core::change::Applied;
 use paymos_inbox_core::fulfil::Fulfil;
 use paymos_inbox_core::reconcile::reconcile;
 use paymos_inbox_lambda::config::{PAYMOS_API_SECRETS_ID, ReconcileConfig};
@@ -66,7 +67,11 @@ async fn main() -> Result<(), Error> {
             }
         };
         found("missing", report.missing.len());
-        found("applied", report.applied.values().filter(|a| *a == "fulfilled").count());
+        found("applied", report
+                .applied
+                .values()
+                .filter(|a| **a == Ok(Applied::Fulfilled))
+                .count());
         found("double", report.double.len());
         found("duplicate_payment", report.duplicate_payments.len());
         found("unknown", report.unknown.len());

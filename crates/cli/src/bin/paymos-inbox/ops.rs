@@ -454,8 +454,7 @@ fn print_report(report: &paymos_inbox_core::reconcile::Report) {
     );
     for m in &report.missing {
         let applied = report
-            .applied
-            .get(&m.invoice_id)
+            .applied_to(&m.invoice_id)
             .map_or(String::new(), |a| format!(" → {a}"));
         println!(
             "MISSING {} {} {} {} (order {}){applied}",
@@ -471,8 +470,7 @@ fn print_report(report: &paymos_inbox_core::reconcile::Report) {
     }
     for d in &report.duplicate_payments {
         let applied = report
-            .applied
-            .get(&d.invoice_id)
+            .applied_to(&d.invoice_id)
             .map_or(String::new(), |a| format!(" → {a}"));
         println!(
             "DUPLICATE PAYMENT {} {} {} (order {} was fulfilled by another invoice: refund){applied}",
@@ -484,8 +482,7 @@ fn print_report(report: &paymos_inbox_core::reconcile::Report) {
     }
     for l in &report.paid_late {
         let applied = report
-            .applied
-            .get(&l.invoice_id)
+            .applied_to(&l.invoice_id)
             .map_or(String::new(), |a| format!(" → {a}"));
         println!(
             "PAID_LATE {} {} {} (order {}): paid after it closed {} at Paymos; release or refund it{applied}",

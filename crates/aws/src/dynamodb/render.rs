@@ -449,6 +449,205 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), FIELDS.len());
-        let _ = transact_item(&tables(), &note);
+    }
+
+    #[test]
+    fn each_value_has_its_attribute_type_and_reads_back_by_its_field() {
+        let texts = Value::Texts(["a".to_owned(), "b".to_owned()].into());
+        assert_eq!(value(&Value::text("x")), AttributeValue::S("x".into()));
+        assert_eq!(value(&Value::Int(7)), AttributeValue::N("7".into()));
+        let ten = Amount::parse("10.50").unwrap();
+        assert_eq!(
+            value(&Value::Amount(ten.clone())),
+            AttributeValue::N("10.50".into())
+        );
+        assert_eq!(value(&Value::Bool(true)), AttributeValue::Bool(true));
+        assert_eq!(
+            value(&texts),
+            AttributeValue::Ss(vec!["a".into(), "b".into()])
+        );
+        let item = Item::from([
+            ("status".to_owned(), AttributeValue::S("paid".into())),
+            ("status_at".to_owned(), AttributeValue::N("9".into())),
+            ("amount".to_owned(), AttributeValue::N("10.5".into())),
+            ("net".to_owned(), AttributeValue::N("2".into())),
+            ("balance".to_owned(), AttributeValue::N("-1.25".into())),
+            ("held".to_owned(), AttributeValue::Bool(true)),
+            ("applied".to_owned(), value(&texts)),
+            ("unnamed".to_owned(), AttributeValue::S("x".into())),
+            ("paid_at".to_owned(), AttributeValue::Null(true)),
+        ]);
+        let fields = fields_of(&item);
+        assert_eq!(fields[&Field::Status], Value::text("paid"));
+        assert_eq!(fields[&Field::StatusAt], Value::Int(9));
+        assert_eq!(
+            fields[&Field::Amount],
+            Value::Amount(Amount::parse("10.5").unwrap())
+        );
+        assert_eq!(
+            fields[&Field::Net],
+            Value::Amount(Amount::parse("2").unwrap())
+        );
+        assert_eq!(
+            fields[&Field::Balance],
+            Value::Amount(Amount::parse("-1.25").unwrap())
+        );
+        assert_eq!(fields[&Field::Held], Value::Bool(true));
+        assert_eq!(fields[&Field::Applied], texts);
+        assert_eq!(
+            fields.len(),
+            7,
+            "unnamed attributes and other types are left out"
+        );
+    }
+
+    #[test]
+    fn a_refund_written_before_modes_were_kept_reads_as_full_only_when_it_said_so() {
+        let old = |full: bool| {
+            AttributeValue::M(HashMap::from([
+                (
+                    "withdrawal_id".to_owned(),
+                    AttributeValue::S("wdr_1".into()),
+                ),
+                ("full".to_owned(), AttributeValue::Bool(full)),
+                ("amount".to_owned(), AttributeValue::N("5".into())),
+                ("currency".to_owned(), AttributeValue::S("USDT".into())),
+            ]))
+        };
+        let item = Item::from([(
+            "refunds".to_owned(),
+            AttributeValue::L(vec![old(true), old(false)]),
+        )]);
+        let Value::Refunds(read) = &fields_of(&item)[&Field::Refunds] else {
+            panic!("a list of refunds")
+        };
+        assert_eq!(read[0].mode, Some(RefundMode::Full));
+        assert_eq!(read[1].mode, None);
+        assert_eq!(read[0].amount, Amount::parse("5"));
+        assert_eq!(read[0].currency.as_deref(), Some("USDT"));
+        let overpayment = Refund {
+            withdrawal_id: "wdr_2".into(),
+            amount: None,
+            currency: None,
+            mode: Some(RefundMode::Overpayment),
+        };
+        let AttributeValue::M(m) = refund(&overpayment) else {
+            panic!("a map")
+        };
+        assert_eq!(m["full"], AttributeValue::Bool(false));
+        assert_eq!(m["mode"], AttributeValue::S("overpayment".into()));
+        assert_eq!(refund_of(&m), overpayment);
+    }
+
+    #[test]
+    fn a_write_goes_to_its_table_as_an_update_or_a_check() {
+        let refund = Refund {
+            withdrawal_id: "wdr_1".into(),
+            amount: None,
+            currency: None,
+            mode: None,
+        };
+        let mut e = Expr::default();
+        assert_eq!(
+            e.update(&[Set::Append(Field::Refunds, refund.clone())]),
+            "SET #a0 = list_append(if_not_exists(#a0, :v0), :v1)"
+        );
+        assert_eq!(e.values[":v0"], AttributeValue::L(Vec::new()));
+        let mark = write::processed(
+            "test#evt_1",
+            paymos_inbox_core::change::Applied::Held,
+            None,
+            1,
+        );
+        let item = transact_item(&tables(), &mark);
+        let update = item.update().expect("an update");
+        assert_eq!(update.table_name(), "ledger");
+        assert_eq!(
+            update.key()["event_id"],
+            AttributeValue::S("test#evt_1".into())
+        );
+        assert_eq!(
+            update.condition_expression(),
+            Some("attribute_not_exists(#a0) OR NOT #a0 = :v0")
+        );
+        let order = paymos_inbox_core::change::OrderRef {
+            external_id: Some("o-1".into()),
+            amount: Amount::parse("10"),
+            currency: Some("USD".into()),
+        };
+        let guard = write::amount_guard(&order).unwrap();
+        let item = transact_item(&tables(), &guard);
+        let check = item.condition_check().expect("a check only");
+        assert_eq!(check.table_name(), "state");
+        assert_eq!(check.key()["pk"], AttributeValue::S("order#o-1".into()));
+        assert_eq!(
+            check.condition_expression(),
+            "attribute_not_exists(#a0) OR (#a1 = :v0 AND #a2 = :v1)"
+        );
+        assert_eq!(
+            check.expression_attribute_names().unwrap()["#a0"],
+            "pk",
+            "absent is the key's absence"
+        );
+        let note = write::refund_note("inv_1", &refund, 3);
+        let update = super::update(&tables(), &note);
+        assert_eq!(update.condition_expression(), None, "a note has no guard");
+        assert_eq!(
+            item_of(&note)["pk"],
+            AttributeValue::S("inv_1".into()),
+            "a whole item carries its key"
+        );
+        assert_eq!(
+            item_of(&mark)["event_id"],
+            AttributeValue::S("test#evt_1".into())
+        );
+    }
+
+    #[test]
+    fn an_always_or_a_never_renders_as_no_condition_or_an_impossible_one() {
+        let mut e = Expr::default();
+        assert_eq!(
+            e.guard(
+                &Guard::Any(vec![Guard::Has(Field::Held), Guard::Always]),
+                "pk"
+            ),
+            None
+        );
+        assert_eq!(
+            e.guard(&Guard::Not(Box::new(Guard::Always)), "pk")
+                .as_deref(),
+            Some("attribute_exists(#a0) AND attribute_not_exists(#a0)")
+        );
+        let mut e = Expr::default();
+        assert_eq!(
+            e.guard(
+                &Guard::All(vec![
+                    Guard::Always,
+                    Guard::Not(Box::new(Guard::All(vec![
+                        Guard::Has(Field::Held),
+                        Guard::Lacks(Field::ReleasedAt)
+                    ])))
+                ]),
+                "pk"
+            )
+            .as_deref(),
+            Some("NOT (attribute_exists(#a0) AND attribute_not_exists(#a1))"),
+            "one part alone is not parenthesised"
+        );
+        let mut e = Expr::default();
+        assert_eq!(
+            e.guard(
+                &Guard::Any(vec![
+                    Guard::Any(vec![Guard::Absent, Guard::Has(Field::Held)]),
+                    Guard::In(Field::Status, vec![Value::text("a"), Value::text("b")]),
+                ]),
+                "pk"
+            )
+            .as_deref(),
+            Some("attribute_not_exists(#a0) OR attribute_exists(#a1) OR #a2 IN (:v0, :v1)"),
+            "the same operator is not parenthesised"
+        );
+        assert_eq!(e.names.len(), 3);
+        assert_eq!(e.name("held"), "#a1", "one placeholder per attribute");
     }
 }

@@ -9,6 +9,31 @@ use paymos_inbox_core::port::{PortError, PortErrorKind};
 /// The operation a post's failure names.
 const POST: &str = "webhook POST";
 
+/// Whether `url` may receive the signed hand-off: `https`, or plain `http` to a loopback host
+/// (`127.0.0.0/8`, `[::1]`, `localhost`: tests and a local consumer), judged by the parsed host,
+/// never by a prefix.
+///
+/// # Errors
+/// Why not, in words for the setting's error.
+pub fn endpoint(url: &str) -> Result<reqwest::Url, String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("not a URL ({e})"))?;
+    let host = parsed.host_str().unwrap_or_default();
+    let loopback = host == "localhost"
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    match parsed.scheme() {
+        "https" if !host.is_empty() => Ok(parsed),
+        "http" if loopback => Ok(parsed),
+        _ => Err(
+            "must be an https:// URL (plain http:// only to a loopback host: 127.0.0.1, [::1], localhost)"
+                .into(),
+        ),
+    }
+}
+
 /// A [`WebhookTarget`] posting to one URL, bounded by a timeout.
 #[derive(Debug, Clone)]
 pub struct HttpWebhookTarget {
@@ -24,6 +49,10 @@ impl HttpWebhookTarget {
     pub fn new(url: impl Into<String>, timeout: Duration) -> Result<Self, PortError> {
         let client = reqwest::Client::builder()
             .timeout(timeout)
+            // A redirect is never followed: 301/302/303 would turn the signed POST into a
+            // body-less GET whose 2xx counted as delivered, 307/308 would re-post the body to
+            // wherever the endpoint points (another host, plain http).
+            .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("paymos-inbox/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| {
@@ -64,6 +93,20 @@ impl WebhookTarget for HttpWebhookTarget {
             .await
             .map_err(transport_error)?;
         let status = response.status().as_u16();
+        if response.status().is_redirection() {
+            let location = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .unwrap_or("no Location");
+            return Err(PortError::of_kind(
+                POST,
+                PortErrorKind::Misconfigured,
+                format!(
+                    "the endpoint answered {status}, redirecting to {location}: redirects are not followed; set WebhookTargetUrl to the URL that answers"
+                ),
+            ));
+        }
         if crate::aws::is_credential_status(status) {
             // The endpoint refused our signature: its secret and ours differ (or it wants
             // another credential). Every retry fails alike until an operator fixes one of them.

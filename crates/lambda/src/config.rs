@@ -288,10 +288,10 @@ impl DeliverConfig {
             WEBHOOK_TARGET_URL,
             "the merchant's HTTPS endpoint (template.yaml: WebhookTargetUrl)",
         )?;
-        if !(url.starts_with("https://") || url.starts_with("http://127.0.0.1")) {
+        if let Err(reason) = paymos_inbox_aws::webhook::endpoint(&url) {
             return Err(ConfigError::Invalid {
                 var: WEBHOOK_TARGET_URL,
-                reason: "must be an https:// URL".into(),
+                reason,
             });
         }
         Ok(Self {
@@ -501,5 +501,36 @@ mod tests {
             Environment::Test
         );
         assert!(environment(&lookup(&[(PAYMOS_ENVIRONMENT, "prod")])).is_err());
+    }
+
+    // Issue 30: the check was a string prefix, so `http://127.0.0.1.evil.example/` passed.
+    #[test]
+    fn the_webhook_endpoint_is_https_or_a_loopback_host_by_its_parsed_host() {
+        let config = |url: &str| {
+            DeliverConfig::from_lookup(lookup(&[
+                (WEBHOOK_TARGET_URL, url),
+                ("WEBHOOK_SIGNING_SECRET_ID", "whsec"),
+            ]))
+        };
+        for good in [
+            "https://shop.example/hooks",
+            "https://127.0.0.1.evil.example/",
+            "http://127.0.0.1:8080/hooks",
+            "http://localhost:3000/hooks",
+            "http://[::1]:9/",
+        ] {
+            assert!(config(good).is_ok(), "{good}: {:?}", config(good).err());
+        }
+        for bad in [
+            "http://127.0.0.1.evil.example/",
+            "http://shop.example/hooks",
+            "http://localhost.evil.example/",
+            "ftp://127.0.0.1/",
+            "https://",
+            "not a url",
+        ] {
+            let err = config(bad).unwrap_err().to_string();
+            assert!(err.contains(WEBHOOK_TARGET_URL), "{bad}: {err}");
+        }
     }
 }

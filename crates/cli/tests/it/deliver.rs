@@ -216,3 +216,64 @@ async fn an_endpoint_that_refuses_or_is_down_gets_the_message_again() {
         "the malformed one is never posted"
     );
 }
+
+/// A receiver on loopback that answers every request `status` with `Location: location`.
+async fn redirecting(status: u16, location: &str) -> (String, Received) {
+    let received: Received = Arc::default();
+    let kept = received.clone();
+    let location = location.to_owned();
+    let url =
+        paymos_inbox::local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
+            let kept = kept.clone();
+            let location = location.clone();
+            async move {
+                let method = req.method().to_string();
+                let body = req.into_body().collect().await.unwrap().to_bytes();
+                kept.lock().unwrap().push((
+                    vec![("method".into(), method)],
+                    String::from_utf8_lossy(&body).into(),
+                ));
+                let mut r = hyper::Response::new(Full::new(Bytes::new()));
+                *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
+                r.headers_mut()
+                    .insert("location", location.parse().unwrap());
+                r
+            }
+        })
+        .await
+        .unwrap();
+    (url, received)
+}
+
+// Issue 30: a redirect was followed (301/302/303 as a body-less GET whose 2xx counted as
+// delivered; 307/308 re-posted the signed body to the new host). Now a 3xx is a failure that
+// names where it pointed, and nothing reaches that place.
+#[tokio::test]
+async fn an_endpoint_that_redirects_never_counts_as_delivered_and_nothing_follows_it() {
+    let secret = OutboundSecret::parse(SECRET).unwrap();
+    let (elsewhere, reached) = receiver(200).await;
+    for status in [301, 302, 303, 307, 308] {
+        let (url, received) = redirecting(status, &elsewhere).await;
+        let target = HttpWebhookTarget::new(&url, Duration::from_secs(5)).unwrap();
+        let response = handle_batch(&target, &secret, batch(&[order_paid("inv_r")]), now_s()).await;
+        assert_eq!(
+            response.batch_item_failures.len(),
+            1,
+            "{status}: not delivered, retried then parked"
+        );
+        assert_eq!(received.lock().unwrap().len(), 1, "{status}: one POST");
+        let message = outbound_of(&order_paid("inv_r"), &secret, now_s()).unwrap();
+        let error = paymos_inbox_core::outbound::WebhookTarget::post(&target, &message)
+            .await
+            .unwrap_err();
+        assert!(
+            error.to_string().contains(&elsewhere)
+                && error.to_string().contains(&status.to_string()),
+            "{status}: the failure names the status and the Location: {error}"
+        );
+    }
+    assert!(
+        reached.lock().unwrap().is_empty(),
+        "no GET and no POST reached the redirect's target"
+    );
+}

@@ -7,6 +7,7 @@ use aws_sdk_sqs::types::MessageAttributeValue;
 
 use crate::aws::port_error;
 use paymos_inbox_core::ingest::{Delivery, WorkQueue};
+use paymos_inbox_core::outbound::RetryQueue;
 use paymos_inbox_core::port::PortError;
 use paymos_inbox_core::work::WorkItem;
 
@@ -86,4 +87,19 @@ pub async fn approximate_messages(client: &Client, queue_url: &str) -> Result<u6
         .and_then(|a| a.get(&ApproximateNumberOfMessages))
         .and_then(|n| n.parse().ok())
         .unwrap_or(0))
+}
+
+/// The signed hand-off's queue: a message not delivered comes back after its delay.
+impl RetryQueue for SqsQueue {
+    async fn retry_in(&self, receipt: &str, delay_s: u32) -> Result<(), PortError> {
+        self.client
+            .change_message_visibility()
+            .queue_url(&self.queue_url)
+            .receipt_handle(receipt)
+            .visibility_timeout(i32::try_from(delay_s).unwrap_or(i32::MAX).min(43_200))
+            .send()
+            .await
+            .map_err(|e| port_error("SQS ChangeMessageVisibility", e))?;
+        Ok(())
+    }
 }

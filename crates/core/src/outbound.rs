@@ -156,6 +156,54 @@ pub async fn deliver<T: WebhookTarget>(
     }
 }
 
+/// The delays before each retry of a message the endpoint did not accept, as Standard Webhooks
+/// senders retry: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h (the first attempt is immediate).
+/// Seven retries over about 27½ hours: an endpoint down for a deploy, a night or a day gets
+/// every message afterwards.
+pub const RETRY_DELAYS_S: [u32; 7] = [5, 300, 1_800, 7_200, 18_000, 36_000, 36_000];
+
+/// Attempts in all (the first and one per delay): the delivery queue's `maxReceiveCount`, after
+/// which the message is parked in its dead-letter queue.
+pub const ATTEMPTS: u32 = 1 + RETRY_DELAYS_S.len() as u32;
+
+/// How long to wait after the `attempt`-th attempt (1-based) failed, spread by `spread`
+/// (-1 … 1) over a tenth of the delay either way, so messages that failed together do not all
+/// come back at once; `None` after the last attempt (the message is parked).
+#[must_use]
+pub fn retry_delay(attempt: u32, spread: f64) -> Option<u32> {
+    let base = *RETRY_DELAYS_S.get(usize::try_from(attempt.checked_sub(1)?).ok()?)?;
+    let jitter = f64::from(base) * 0.1 * spread.clamp(-1.0, 1.0);
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "at most 39,600 s, never negative"
+    )]
+    Some((f64::from(base) + jitter).round().max(1.0) as u32)
+}
+
+/// A message's spread for its `attempt` (-1 … 1), stable for one message and attempt and
+/// different across messages: from a hash of its id, so no random source is needed.
+#[must_use]
+pub fn spread_of(message_id: &str, attempt: u32) -> f64 {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::new()
+        .chain_update(message_id.as_bytes())
+        .chain_update(attempt.to_be_bytes())
+        .finalize();
+    let n = u16::from_be_bytes([digest[0], digest[1]]);
+    f64::from(n) / f64::from(u16::MAX) * 2.0 - 1.0
+}
+
+/// The delivery queue, as a retry needs it.
+pub trait RetryQueue: Send + Sync {
+    /// Makes the received message under `receipt` visible again in `delay_s` seconds.
+    fn retry_in(
+        &self,
+        receipt: &str,
+        delay_s: u32,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,5 +245,62 @@ mod tests {
             outbound_of(r#"{"detail-type":"Order Paid","detail":{}}"#, &secret, 1),
             Err(OutboundError::Malformed("no detail.idempotency_key"))
         );
+    }
+
+    #[test]
+    fn the_schedule_covers_more_than_a_day_and_an_endpoint_down_half_an_hour_gets_everything() {
+        assert_eq!(ATTEMPTS, 8);
+        let total: u32 = RETRY_DELAYS_S.iter().sum();
+        assert!(total >= 24 * 3600, "{total} s");
+        assert_eq!(retry_delay(0, 0.0), None);
+        assert_eq!(retry_delay(1, 0.0), Some(5));
+        assert_eq!(retry_delay(7, 0.0), Some(36_000));
+        assert_eq!(
+            retry_delay(ATTEMPTS, 0.0),
+            None,
+            "the last attempt parks it"
+        );
+        // A fake clock: the endpoint answers 503 for 31 minutes, then 2xx.
+        let down_until = 31 * 60;
+        for id in ["msg_a", "msg_b", "msg_c"] {
+            let (mut now, mut attempt, mut delivered) = (0_u32, 1, None);
+            while delivered.is_none() {
+                if now >= down_until {
+                    delivered = Some(attempt);
+                } else {
+                    now += retry_delay(attempt, spread_of(id, attempt)).expect("not parked");
+                    attempt += 1;
+                }
+            }
+            assert!(delivered.is_some_and(|a| a <= ATTEMPTS), "{id}");
+            assert!(
+                now < down_until + 2 * 3600,
+                "{id}: delivered within the next delay"
+            );
+        }
+    }
+
+    #[test]
+    fn the_spread_is_a_tenth_either_way_and_differs_between_messages() {
+        for attempt in 1..ATTEMPTS {
+            let base = RETRY_DELAYS_S[attempt as usize - 1];
+            for id in ["a", "b", "c", "d"] {
+                let d = retry_delay(attempt, spread_of(id, attempt)).unwrap();
+                assert!(
+                    f64::from(d) >= f64::from(base) * 0.9 - 1.0
+                        && f64::from(d) <= f64::from(base) * 1.1 + 1.0,
+                    "{attempt} {id}: {d}"
+                );
+            }
+        }
+        assert_eq!(retry_delay(2, 1.0), Some(330));
+        assert_eq!(retry_delay(2, -1.0), Some(270));
+        assert_eq!(retry_delay(2, 9.0), Some(330), "clamped");
+        assert_eq!(spread_of("a", 1), spread_of("a", 1));
+        let spreads: std::collections::BTreeSet<String> = (0..20)
+            .map(|i| format!("{:.3}", spread_of(&format!("msg_{i}"), 1)))
+            .collect();
+        assert!(spreads.len() > 15, "{spreads:?}");
+        assert!((-1.0..=1.0).contains(&spread_of("x", 3)));
     }
 }

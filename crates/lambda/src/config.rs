@@ -268,6 +268,9 @@ pub const WEBHOOK_TARGET_URL: &str = "WEBHOOK_TARGET_URL";
 /// Environment variable: the Secrets Manager secret with the outbound signing key.
 pub const WEBHOOK_SIGNING_SECRET_ID: &str = "WEBHOOK_SIGNING_SECRET_ID";
 
+/// The deliverer's own queue, whose messages it makes visible again on the retry schedule.
+pub const WEBHOOK_QUEUE_URL: &str = "WEBHOOK_QUEUE_URL";
+
 /// What the deliverer function needs.
 #[derive(Debug, Clone)]
 pub struct DeliverConfig {
@@ -275,6 +278,8 @@ pub struct DeliverConfig {
     pub url: String,
     /// The signing secret's id (name or ARN).
     pub signing_secret_id: String,
+    /// The delivery queue (`WebhookDeliveryQueue`): a failed message's next delay is set there.
+    pub queue_url: String,
 }
 
 impl DeliverConfig {
@@ -300,6 +305,11 @@ impl DeliverConfig {
                 &lookup,
                 WEBHOOK_SIGNING_SECRET_ID,
                 "the secret with the outbound signing key (template.yaml: WebhookSigningSecret)",
+            )?,
+            queue_url: required(
+                &lookup,
+                WEBHOOK_QUEUE_URL,
+                "the delivery queue's URL (template.yaml: WebhookDeliveryQueue)",
             )?,
         })
     }
@@ -510,6 +520,7 @@ mod tests {
             DeliverConfig::from_lookup(lookup(&[
                 (WEBHOOK_TARGET_URL, url),
                 ("WEBHOOK_SIGNING_SECRET_ID", "whsec"),
+                (WEBHOOK_QUEUE_URL, "http://localhost/q"),
             ]))
         };
         for good in [

@@ -1,19 +1,26 @@
 //! SQS batch of hand-off events (an EventBridge rule's queue target) → signed Standard Webhooks
 //! posts to the merchant's endpoint → batch response. A message the endpoint did not accept is
-//! reported failed: SQS redelivers it after the visibility timeout and, after `maxReceiveCount`
-//! receives, parks it in the dead-letter queue, whose alarm pages someone.
+//! reported failed and made visible again after the retry schedule's next delay
+//! ([`retry_delay`]: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h, spread per message); after
+//! `maxReceiveCount` ([`ATTEMPTS`]) receives SQS parks it in the dead-letter queue, whose alarm
+//! pages someone.
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use futures::StreamExt;
 
-use paymos_inbox_core::outbound::{DeliverError, OutboundSecret, WebhookTarget, deliver};
+use paymos_inbox_core::outbound::{
+    ATTEMPTS, DeliverError, OutboundSecret, RetryQueue, WebhookTarget, deliver, retry_delay,
+    spread_of,
+};
 
 /// How many posts of one batch run at the same time.
 pub const CONCURRENCY: usize = 10;
 
-/// Delivers every message of the batch and reports the ones not accepted.
-pub async fn handle_batch<T: WebhookTarget>(
+/// Delivers every message of the batch and reports the ones not accepted, each made visible
+/// again in `queue` after its next delay.
+pub async fn handle_batch<T: WebhookTarget, Q: RetryQueue>(
     target: &T,
+    queue: &Q,
     secret: &OutboundSecret,
     event: SqsEvent,
     now_s: u64,
@@ -22,20 +29,34 @@ pub async fn handle_batch<T: WebhookTarget>(
         .map(|message| async move {
             let message_id = message.message_id.clone().unwrap_or_default();
             let body = message.body.as_deref().unwrap_or_default();
-            match deliver(target, body, secret, now_s).await {
+            let error = match deliver(target, body, secret, now_s).await {
                 Ok(id) => {
                     tracing::info!(webhook_id = %id, "event delivered to the endpoint");
-                    None
+                    return None;
                 }
-                Err(DeliverError::Unavailable(error)) if error.is_refused_credential() => {
-                    tracing::error!(message_id = %message_id, error = %error, "event not delivered: a refused credential (the endpoint does not accept our signature); every retry fails alike until it does, then the dead-letter queue");
-                    Some(failed(message_id))
+                Err(error) => error,
+            };
+            let attempt = message
+                .attributes
+                .get("ApproximateReceiveCount")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(1);
+            let delay = retry_delay(attempt, spread_of(&message_id, attempt));
+            match &error {
+                DeliverError::Unavailable(e) if e.is_refused_credential() => {
+                    tracing::error!(message_id = %message_id, attempt, retry_in_s = delay, error = %error, "event not delivered: a refused credential (the endpoint does not accept our signature); every retry fails alike until it does, then the dead-letter queue");
                 }
-                Err(error) => {
-                    tracing::warn!(message_id = %message_id, error = %error, "event not delivered; retried later, then parked in the dead-letter queue");
-                    Some(failed(message_id))
+                _ => {
+                    tracing::warn!(message_id = %message_id, attempt, attempts = ATTEMPTS, retry_in_s = delay, error = %error, "event not delivered; retried on the schedule, then parked in the dead-letter queue");
                 }
             }
+            if let (Some(delay), Some(receipt)) = (delay, message.receipt_handle.as_deref())
+                && let Err(e) = queue.retry_in(receipt, delay).await
+            {
+                // The queue's own visibility timeout brings it back sooner: never lost.
+                tracing::warn!(message_id = %message_id, error = %e, "could not set the retry's delay; the queue's visibility timeout applies");
+            }
+            Some(failed(message_id))
         })
         .buffer_unordered(CONCURRENCY)
         .filter_map(|failure| async move { failure })

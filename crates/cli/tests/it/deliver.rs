@@ -14,6 +14,7 @@ use paymos_inbox_aws::events::envelope as eventbridge_envelope;
 use paymos_inbox_aws::webhook::HttpWebhookTarget;
 use paymos_inbox_core::change::OrderRef;
 use paymos_inbox_core::handoff::events_of;
+use paymos_inbox_core::memory::MemoryRetries;
 use paymos_inbox_core::outbound::{OutboundSecret, outbound_of};
 use paymos_inbox_core::record::{FulfilmentRecord, StateRecord};
 use paymos_inbox_core::signature::Environment;
@@ -83,6 +84,7 @@ fn batch(bodies: &[String]) -> SqsEvent {
         .map(|(i, body)| {
             let mut m = SqsMessage::default();
             m.message_id = Some(format!("m{i}"));
+            m.receipt_handle = Some(format!("r{i}"));
             m.body = Some(body.clone());
             m
         })
@@ -132,7 +134,14 @@ async fn a_delivery_verifies_with_the_standard_webhooks_package_and_a_tampered_o
     let (url, received) = receiver(204).await;
     let target = HttpWebhookTarget::new(&url, Duration::from_secs(5)).unwrap();
     let secret = OutboundSecret::parse(SECRET).unwrap();
-    let response = handle_batch(&target, &secret, batch(&[order_paid("inv_d1")]), now_s()).await;
+    let response = handle_batch(
+        &target,
+        &MemoryRetries::new(),
+        &secret,
+        batch(&[order_paid("inv_d1")]),
+        now_s(),
+    )
+    .await;
     assert!(response.batch_item_failures.is_empty());
     let (headers, body) = received.lock().unwrap()[0].clone();
     let header = |name: &str| {
@@ -195,9 +204,11 @@ async fn an_endpoint_that_refuses_or_is_down_gets_the_message_again() {
     let (url, received) = receiver(500).await;
     let refusing = HttpWebhookTarget::new(&url, Duration::from_secs(5)).unwrap();
     let down = HttpWebhookTarget::new("http://127.0.0.1:9/hook", Duration::from_secs(2)).unwrap();
+    let retries = MemoryRetries::new();
     for target in [&refusing, &down] {
         let response = handle_batch(
             target,
+            &retries,
             &secret,
             batch(&[order_paid("inv_d3"), "not an event".to_owned()]),
             now_s(),
@@ -210,6 +221,15 @@ async fn an_endpoint_that_refuses_or_is_down_gets_the_message_again() {
             .collect();
         assert_eq!(failed.len(), 2, "both retried, then parked: {failed:?}");
     }
+    // Each comes back on the schedule's first delay (5 s, spread by a tenth), by its receipt.
+    let asked = retries.asked();
+    assert_eq!(asked.len(), 4, "{asked:?}");
+    assert!(
+        asked
+            .iter()
+            .all(|(r, d)| r.starts_with("r") && (4..=6).contains(d)),
+        "{asked:?}"
+    );
     assert_eq!(
         received.lock().unwrap().len(),
         1,
@@ -255,7 +275,14 @@ async fn an_endpoint_that_redirects_never_counts_as_delivered_and_nothing_follow
     for status in [301, 302, 303, 307, 308] {
         let (url, received) = redirecting(status, &elsewhere).await;
         let target = HttpWebhookTarget::new(&url, Duration::from_secs(5)).unwrap();
-        let response = handle_batch(&target, &secret, batch(&[order_paid("inv_r")]), now_s()).await;
+        let response = handle_batch(
+            &target,
+            &MemoryRetries::new(),
+            &secret,
+            batch(&[order_paid("inv_r")]),
+            now_s(),
+        )
+        .await;
         assert_eq!(
             response.batch_item_failures.len(),
             1,

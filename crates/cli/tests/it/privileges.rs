@@ -458,6 +458,34 @@ async fn deliver_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, String)
     paymos_inbox_aws::secrets::outbound_secret(&sm, SECRETS[2].0, "WEBHOOK_SIGNING_SECRET_ID")
         .await
         .unwrap();
+    // A message the endpoint refused comes back on the schedule: received (by the event
+    // source, as SAM grants it), then its visibility set by the function.
+    let url = created.queue("WebhookDeliveryQueue");
+    let setup = Aws::new();
+    setup
+        .sqs
+        .send_message()
+        .queue_url(url)
+        .message_body("{}")
+        .send()
+        .await
+        .unwrap();
+    let received = setup
+        .sqs
+        .receive_message()
+        .queue_url(url)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .unwrap();
+    let receipt = received.messages()[0].receipt_handle().unwrap().to_owned();
+    paymos_inbox_core::outbound::RetryQueue::retry_in(
+        &SqsQueue::new(aws.sqs.clone(), url),
+        &receipt,
+        5,
+    )
+    .await
+    .unwrap();
     used(created, &aws.calls)
 }
 

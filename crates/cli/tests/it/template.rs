@@ -127,6 +127,37 @@ fn tables_have_the_keys_the_adapters_use() {
     );
 }
 
+// Issue 30: the hand-off gave up after about 24 minutes (visibility 120 s, 12 receives).
+#[test]
+fn the_hand_off_queue_parks_a_message_only_after_the_whole_retry_schedule() {
+    let t = template();
+    let queue = props(&t, "WebhookDeliveryQueue");
+    assert_eq!(
+        target(&queue["RedrivePolicy"]["deadLetterTargetArn"]),
+        "WebhookTargetDeadLetterQueue"
+    );
+    assert_eq!(
+        queue["RedrivePolicy"]["maxReceiveCount"].as_u64(),
+        Some(u64::from(paymos_inbox_core::outbound::ATTEMPTS)),
+        "one receive per attempt of the schedule"
+    );
+    let timeout = props(&t, "DeliverFunction")["Timeout"].as_u64().unwrap();
+    let visibility = queue["VisibilityTimeout"].as_u64().unwrap();
+    assert!(
+        visibility >= 6 * timeout,
+        "visibility {visibility} >= 6 x {timeout}"
+    );
+    let schedule: u32 = paymos_inbox_core::outbound::RETRY_DELAYS_S.iter().sum();
+    assert!(
+        schedule >= 24 * 3600,
+        "retried for a day at least: {schedule} s"
+    );
+    assert!(
+        u64::from(schedule) < queue["MessageRetentionPeriod"].as_u64().unwrap(),
+        "the queue keeps a message longer than its schedule"
+    );
+}
+
 #[test]
 fn the_queue_redrives_to_the_dlq_and_outlasts_the_fulfil_timeout() {
     let t = template();
@@ -221,6 +252,7 @@ fn each_function_gets_every_variable_its_binary_reads_and_no_secret() {
     let known = [
         config::WEBHOOK_TARGET_URL,
         config::WEBHOOK_SIGNING_SECRET_ID,
+        config::WEBHOOK_QUEUE_URL,
         config::DELIVERIES_TABLE,
         config::STATE_TABLE,
         config::WORK_QUEUE_URL,

@@ -551,3 +551,33 @@ impl crate::handoff::EventPublisher for MemoryPublisher {
             .collect())
     }
 }
+
+/// A [`crate::outbound::RetryQueue`] in memory: the delays asked for, by receipt.
+#[derive(Debug, Default)]
+pub struct MemoryRetries {
+    asked: Mutex<Vec<(String, u32)>>,
+}
+
+impl MemoryRetries {
+    /// None asked yet.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The delays asked for, in order.
+    #[must_use]
+    pub fn asked(&self) -> Vec<(String, u32)> {
+        self.asked.lock().expect("lock").clone()
+    }
+}
+
+impl crate::outbound::RetryQueue for MemoryRetries {
+    async fn retry_in(&self, receipt: &str, delay_s: u32) -> Result<(), PortError> {
+        self.asked
+            .lock()
+            .expect("lock")
+            .push((receipt.to_owned(), delay_s));
+        Ok(())
+    }
+}

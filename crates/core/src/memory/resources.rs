@@ -377,15 +377,18 @@ impl StateRecords for MemoryResources {
             })
         });
         let reviews = self
-            .reviews()
+            .of_kind("review")
             .into_iter()
-            .map(|(id, applied)| {
+            .map(|(_, f)| {
+                let text = |field: Field| f.get(&field).and_then(Value::as_text).map(str::to_owned);
                 StateRecord::Review(record::ReviewRecord {
-                    event_id: id,
-                    reason: applied.as_str().to_owned(),
-                    resource_id: None,
-                    why: None,
-                    created_at_ms: None,
+                    event_id: text(Field::EventId)
+                        .map(|key| crate::ingest::event_id_of_key(&key).to_owned())
+                        .unwrap_or_default(),
+                    reason: text(Field::Reason).unwrap_or_default(),
+                    resource_id: text(Field::ResourceId),
+                    why: text(Field::Why),
+                    created_at_ms: f.get(&Field::CreatedAt).and_then(Value::as_int),
                 })
             })
             .collect::<Vec<_>>();

@@ -1058,3 +1058,47 @@ async fn a_token_only_payment_is_never_compared_with_a_fiat_registration() {
     let record = store.invoice("inv_t").unwrap();
     assert_eq!((record.order.amount, record.order.currency), (None, None));
 }
+
+// A review note is what the hand-off publishes of a delivery that waits for a person: it names
+// the resource when the delivery does (an unusable invoice event, a payment of no known order).
+#[tokio::test]
+async fn a_review_note_names_the_resource_its_delivery_names() {
+    use crate::handoff::StateRecords as _;
+    let long = "o".repeat(crate::envelope::MAX_REFERENCE_LEN + 1);
+    let history = [
+        item(
+            "evt_u",
+            "invoice.paid",
+            20,
+            &format!(r#"{{"invoice_id":"inv_u","order":{{"external_id":"{long}"}}}}"#),
+        ),
+        item("evt_o", "invoice.paid", 20, r#"{"invoice_id":"inv_o"}"#),
+        item(
+            "evt_x",
+            "invoice.paid",
+            20,
+            r#"{"order":{"external_id":"o-1"}}"#,
+        ),
+    ];
+    let (outcomes, store) = run(&history, |_| {}).await;
+    assert_eq!(outcomes, [Unusable, OrderUnknown, Unusable]);
+    let mut named: Vec<(String, Option<String>, String)> = store
+        .records()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter_map(|r| match r {
+            crate::record::StateRecord::Review(r) => Some((r.event_id, r.resource_id, r.reason)),
+            _ => None,
+        })
+        .collect();
+    named.sort();
+    assert_eq!(
+        named,
+        [
+            ("evt_o".into(), Some("inv_o".into()), "order_unknown".into()),
+            ("evt_u".into(), Some("inv_u".into()), "unusable".into()),
+            ("evt_x".into(), None, "unusable".into()),
+        ]
+    );
+}

@@ -7,6 +7,7 @@ use aws_lambda_events::sqs::SqsEvent;
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use paymos_inbox_aws::aws::load_config;
 use paymos_inbox_aws::secrets::outbound_secret;
+use paymos_inbox_aws::sqs::SqsQueue;
 use paymos_inbox_aws::webhook::HttpWebhookTarget;
 use paymos_inbox_lambda::config::{DeliverConfig, WEBHOOK_SIGNING_SECRET_ID};
 use paymos_inbox_lambda::{self, deliver::handle_batch};
@@ -24,11 +25,13 @@ async fn main() -> Result<(), Error> {
     )
     .await?;
     let target = HttpWebhookTarget::new(config.url, Duration::from_secs(10))?;
-    let (target, secret) = (&target, &secret);
+    let queue = SqsQueue::new(aws_sdk_sqs::Client::new(&aws), config.queue_url);
+    let (target, queue, secret) = (&target, &queue, &secret);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         paymos_inbox_lambda::telemetry::invocation_started();
         let response = handle_batch(
             target,
+            queue,
             secret,
             event.payload,
             paymos_inbox_lambda::now_ms() / 1000,

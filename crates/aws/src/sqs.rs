@@ -16,6 +16,7 @@ use paymos_inbox_core::work::WorkItem;
 pub struct SqsQueue {
     client: Client,
     queue_url: String,
+    dead_letters: Option<String>,
 }
 
 impl SqsQueue {
@@ -25,7 +26,15 @@ impl SqsQueue {
         Self {
             client,
             queue_url: queue_url.into(),
+            dead_letters: None,
         }
+    }
+
+    /// With its dead-letter queue at `url`, where [`RetryQueue::park`] moves a message.
+    #[must_use]
+    pub fn with_dead_letters(mut self, url: impl Into<String>) -> Self {
+        self.dead_letters = Some(url.into());
+        self
     }
 
     /// The queue URL.
@@ -100,6 +109,25 @@ impl RetryQueue for SqsQueue {
             .send()
             .await
             .map_err(|e| port_error("SQS ChangeMessageVisibility", e))?;
+        Ok(())
+    }
+
+    async fn park(&self, body: &str, why: &str) -> Result<(), PortError> {
+        let Some(dead_letters) = &self.dead_letters else {
+            return Err(PortError::of_kind(
+                "SQS SendMessage",
+                paymos_inbox_core::port::PortErrorKind::Misconfigured,
+                "no dead-letter queue to park the message in",
+            ));
+        };
+        self.client
+            .send_message()
+            .queue_url(dead_letters)
+            .message_body(body)
+            .message_attributes("parked_because", attribute(why))
+            .send()
+            .await
+            .map_err(|e| port_error("SQS SendMessage", e))?;
         Ok(())
     }
 }

@@ -194,6 +194,13 @@ pub fn spread_of(message_id: &str, attempt: u32) -> f64 {
     f64::from(n) / f64::from(u16::MAX) * 2.0 - 1.0
 }
 
+/// Whether an endpoint's answer parks the message at once rather than retrying it: `410 Gone`
+/// says the endpoint will never take it.
+#[must_use]
+pub fn parks_at_once(status: u16) -> bool {
+    status == 410
+}
+
 /// The delivery queue, as a retry needs it.
 pub trait RetryQueue: Send + Sync {
     /// Makes the received message under `receipt` visible again in `delay_s` seconds.
@@ -202,6 +209,9 @@ pub trait RetryQueue: Send + Sync {
         receipt: &str,
         delay_s: u32,
     ) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    /// Moves the message with `body` to the dead-letter queue now, saying `why`.
+    fn park(&self, body: &str, why: &str) -> impl Future<Output = Result<(), PortError>> + Send;
 }
 
 #[cfg(test)]

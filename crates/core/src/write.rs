@@ -1116,6 +1116,29 @@ mod tests {
     }
 
     #[test]
+    fn each_item_has_its_key() {
+        assert_eq!(order_key("o-1"), "order#o-1");
+        assert_eq!(order_paid_key("o-1"), "order_paid#o-1");
+        assert_eq!(balance_key("c-1", "TRX"), "balance#c-1#TRX");
+        assert_eq!(review_key("evt_1"), "review#evt_1");
+        let credit = Credit {
+            payer: "c-1".into(),
+            net: Amount::parse("2").unwrap(),
+            currency: "TRX".into(),
+        };
+        let source = Source::Manual { actor: "a".into() };
+        let writes = deposit(
+            "pcd_1",
+            (DepositStatus::Confirmed, 1),
+            Some(&credit),
+            &source,
+            1,
+        );
+        assert_eq!(writes[1].key, Key::state("balance#c-1#TRX"));
+        assert_eq!(Key::delivery("evt_1").table, Table::Ledger);
+    }
+
+    #[test]
     fn only_a_full_refund_flags_the_invoice() {
         let refund = |mode| Refund {
             withdrawal_id: "wdr_1".into(),

@@ -271,6 +271,9 @@ pub const WEBHOOK_SIGNING_SECRET_ID: &str = "WEBHOOK_SIGNING_SECRET_ID";
 /// The deliverer's own queue, whose messages it makes visible again on the retry schedule.
 pub const WEBHOOK_QUEUE_URL: &str = "WEBHOOK_QUEUE_URL";
 
+/// Its dead-letter queue, where an event the endpoint answers `410 Gone` is parked at once.
+pub const WEBHOOK_DLQ_URL: &str = "WEBHOOK_DLQ_URL";
+
 /// What the deliverer function needs.
 #[derive(Debug, Clone)]
 pub struct DeliverConfig {
@@ -280,6 +283,8 @@ pub struct DeliverConfig {
     pub signing_secret_id: String,
     /// The delivery queue (`WebhookDeliveryQueue`): a failed message's next delay is set there.
     pub queue_url: String,
+    /// Its dead-letter queue (`WebhookTargetDeadLetterQueue`).
+    pub dead_letter_url: String,
 }
 
 impl DeliverConfig {
@@ -310,6 +315,11 @@ impl DeliverConfig {
                 &lookup,
                 WEBHOOK_QUEUE_URL,
                 "the delivery queue's URL (template.yaml: WebhookDeliveryQueue)",
+            )?,
+            dead_letter_url: required(
+                &lookup,
+                WEBHOOK_DLQ_URL,
+                "the delivery queue's dead-letter queue (template.yaml: WebhookTargetDeadLetterQueue)",
             )?,
         })
     }
@@ -521,6 +531,7 @@ mod tests {
                 (WEBHOOK_TARGET_URL, url),
                 ("WEBHOOK_SIGNING_SECRET_ID", "whsec"),
                 (WEBHOOK_QUEUE_URL, "http://localhost/q"),
+                (WEBHOOK_DLQ_URL, "http://localhost/dlq"),
             ]))
         };
         for good in [

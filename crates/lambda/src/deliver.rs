@@ -9,9 +9,10 @@ use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use futures::StreamExt;
 
 use paymos_inbox_core::outbound::{
-    ATTEMPTS, DeliverError, OutboundSecret, RetryQueue, WebhookTarget, deliver, retry_delay,
-    spread_of,
+    ATTEMPTS, DeliverError, OutboundSecret, RetryQueue, WebhookTarget, deliver, parks_at_once,
+    retry_delay, spread_of,
 };
+use paymos_inbox_core::port::PortErrorKind;
 
 /// How many posts of one batch run at the same time.
 pub const CONCURRENCY: usize = 10;
@@ -29,10 +30,26 @@ pub async fn handle_batch<T: WebhookTarget, Q: RetryQueue>(
         .map(|message| async move {
             let message_id = message.message_id.clone().unwrap_or_default();
             let body = message.body.as_deref().unwrap_or_default();
-            let error = match deliver(target, body, secret, now_s).await {
+            let started = std::time::Instant::now();
+            let result = deliver(target, body, secret, now_s).await;
+            count(&result, started.elapsed());
+            let error = match result {
                 Ok(id) => {
                     tracing::info!(webhook_id = %id, "event delivered to the endpoint");
                     return None;
+                }
+                Err(DeliverError::Refused(status)) if parks_at_once(status) => {
+                    let why = format!("the endpoint answered {status} Gone: it will never take this event");
+                    match queue.park(body, &why).await {
+                        Ok(()) => {
+                            tracing::error!(message_id = %message_id, status, "event parked in the dead-letter queue at once: {why}");
+                            return None;
+                        }
+                        Err(e) => {
+                            tracing::warn!(message_id = %message_id, error = %e, "could not park the event; retried on the schedule");
+                            DeliverError::Refused(status)
+                        }
+                    }
                 }
                 Err(error) => error,
             };
@@ -65,6 +82,26 @@ pub async fn handle_batch<T: WebhookTarget, Q: RetryQueue>(
     let mut response = SqsBatchResponse::default();
     response.batch_item_failures = failures;
     response
+}
+
+/// Counts one post by its answer's class, and how long it took.
+fn count(result: &Result<String, DeliverError>, took: std::time::Duration) {
+    use crate::telemetry::metric;
+    let outcome = match result {
+        Ok(_) => "2xx",
+        Err(DeliverError::Refused(status)) if parks_at_once(*status) => "410",
+        Err(DeliverError::Refused(300..=399)) => "3xx",
+        Err(DeliverError::Refused(400..=499)) => "4xx",
+        Err(DeliverError::Refused(_)) => "5xx",
+        Err(DeliverError::Unavailable(e)) if e.is_refused_credential() => "refused_credential",
+        // A redirect, or a URL that cannot be posted to.
+        Err(DeliverError::Unavailable(e)) if e.kind == PortErrorKind::Misconfigured => {
+            "misconfigured"
+        }
+        Err(_) => "no_answer",
+    };
+    metrics::counter!(metric::WEBHOOK_ATTEMPTS, metric::OUTCOME => outcome).increment(1);
+    metrics::histogram!(metric::WEBHOOK_LATENCY).record(took.as_secs_f64() * 1000.0);
 }
 
 /// The batch response's entry for a message not delivered.

@@ -179,8 +179,16 @@ pub mod metric {
     /// sandbox delivery reusing a live id, or the reverse), and those refused 409
     /// `environment_conflict` because a record of another environment holds their key.
     pub const CROSS_ENVIRONMENT_IDS: &str = "CrossEnvironmentIds";
+    /// Posts of the signed hand-off, by `Outcome`: the status class (`2xx`, `4xx`, `5xx`),
+    /// `410` (parked at once), `refused_credential` (401/403), `misconfigured` (a redirect, not
+    /// followed) or `no_answer`.
+    pub const WEBHOOK_ATTEMPTS: &str = "WebhookAttempts";
+    /// Milliseconds each post of the signed hand-off took, answered or not.
+    pub const WEBHOOK_LATENCY: &str = "WebhookLatencyMs";
     /// Every metric name the code emits.
-    pub const ALL: [&str; 10] = [
+    pub const ALL: [&str; 12] = [
+        WEBHOOK_ATTEMPTS,
+        WEBHOOK_LATENCY,
         CROSS_ENVIRONMENT_IDS,
         MISCONFIGURED,
         RECONCILE_FINDINGS,

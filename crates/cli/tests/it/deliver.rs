@@ -304,3 +304,32 @@ async fn an_endpoint_that_redirects_never_counts_as_delivered_and_nothing_follow
         "no GET and no POST reached the redirect's target"
     );
 }
+
+// Issue 30: a 410 Gone was retried like a 503. It says the endpoint will never take the event:
+// parked at once (the dead-letter queue's alarm pages), never posted again.
+#[tokio::test]
+async fn an_endpoint_that_answers_gone_has_the_event_parked_at_once() {
+    let secret = OutboundSecret::parse(SECRET).unwrap();
+    let (url, received) = receiver(410).await;
+    let target = HttpWebhookTarget::new(&url, Duration::from_secs(5)).unwrap();
+    let retries = MemoryRetries::new();
+    let event = order_paid("inv_g");
+    let response = handle_batch(
+        &target,
+        &retries,
+        &secret,
+        batch(std::slice::from_ref(&event)),
+        now_s(),
+    )
+    .await;
+    assert!(
+        response.batch_item_failures.is_empty(),
+        "removed from the delivery queue"
+    );
+    let parked = retries.parked();
+    assert_eq!(parked.len(), 1);
+    assert_eq!(parked[0].0, event, "the event as it came, to redrive later");
+    assert!(parked[0].1.contains("410"), "{}", parked[0].1);
+    assert!(retries.asked().is_empty(), "no retry scheduled");
+    assert_eq!(received.lock().unwrap().len(), 1);
+}

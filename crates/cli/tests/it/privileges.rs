@@ -479,13 +479,15 @@ async fn deliver_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, String)
         .await
         .unwrap();
     let receipt = received.messages()[0].receipt_handle().unwrap().to_owned();
-    paymos_inbox_core::outbound::RetryQueue::retry_in(
-        &SqsQueue::new(aws.sqs.clone(), url),
-        &receipt,
-        5,
-    )
-    .await
-    .unwrap();
+    let queue = SqsQueue::new(aws.sqs.clone(), url)
+        .with_dead_letters(created.queue("WebhookTargetDeadLetterQueue"));
+    paymos_inbox_core::outbound::RetryQueue::retry_in(&queue, &receipt, 5)
+        .await
+        .unwrap();
+    // An endpoint that answers 410 Gone: the event is parked at once.
+    paymos_inbox_core::outbound::RetryQueue::park(&queue, "{}", "410 Gone")
+        .await
+        .unwrap();
     used(created, &aws.calls)
 }
 

@@ -147,6 +147,12 @@ fn the_hand_off_queue_parks_a_message_only_after_the_whole_retry_schedule() {
         visibility >= 6 * timeout,
         "visibility {visibility} >= 6 x {timeout}"
     );
+    let source = &props(&t, "DeliverFunction")["Events"]["Deliveries"]["Properties"];
+    assert_eq!(
+        target(&source["ScalingConfig"]["MaximumConcurrency"]),
+        "WebhookMaxConcurrency",
+        "the endpoint's load is bounded by a parameter"
+    );
     let schedule: u32 = paymos_inbox_core::outbound::RETRY_DELAYS_S.iter().sum();
     assert!(
         schedule >= 24 * 3600,
@@ -253,6 +259,7 @@ fn each_function_gets_every_variable_its_binary_reads_and_no_secret() {
         config::WEBHOOK_TARGET_URL,
         config::WEBHOOK_SIGNING_SECRET_ID,
         config::WEBHOOK_QUEUE_URL,
+        config::WEBHOOK_DLQ_URL,
         config::DELIVERIES_TABLE,
         config::STATE_TABLE,
         config::WORK_QUEUE_URL,
@@ -360,6 +367,7 @@ fn every_alarm_watches_a_resource_of_this_stack() {
         "SweepFunction",
         "ReconcileFunction",
         "PublisherFunction",
+        "DeliverFunction",
         "EventsDeliveryDeadLetterQueue",
         "WebhookTargetDeadLetterQueue",
         "WebhookDeliveryQueue",

@@ -552,10 +552,12 @@ impl crate::handoff::EventPublisher for MemoryPublisher {
     }
 }
 
-/// A [`crate::outbound::RetryQueue`] in memory: the delays asked for, by receipt.
+/// A [`crate::outbound::RetryQueue`] in memory: the delays asked for, by receipt, and the
+/// messages parked.
 #[derive(Debug, Default)]
 pub struct MemoryRetries {
     asked: Mutex<Vec<(String, u32)>>,
+    parked: Mutex<Vec<(String, String)>>,
 }
 
 impl MemoryRetries {
@@ -570,6 +572,12 @@ impl MemoryRetries {
     pub fn asked(&self) -> Vec<(String, u32)> {
         self.asked.lock().expect("lock").clone()
     }
+
+    /// The bodies parked, with why.
+    #[must_use]
+    pub fn parked(&self) -> Vec<(String, String)> {
+        self.parked.lock().expect("lock").clone()
+    }
 }
 
 impl crate::outbound::RetryQueue for MemoryRetries {
@@ -578,6 +586,14 @@ impl crate::outbound::RetryQueue for MemoryRetries {
             .lock()
             .expect("lock")
             .push((receipt.to_owned(), delay_s));
+        Ok(())
+    }
+
+    async fn park(&self, body: &str, why: &str) -> Result<(), PortError> {
+        self.parked
+            .lock()
+            .expect("lock")
+            .push((body.to_owned(), why.to_owned()));
         Ok(())
     }
 }

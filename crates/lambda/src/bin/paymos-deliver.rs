@@ -25,7 +25,8 @@ async fn main() -> Result<(), Error> {
     )
     .await?;
     let target = HttpWebhookTarget::new(config.url, Duration::from_secs(10))?;
-    let queue = SqsQueue::new(aws_sdk_sqs::Client::new(&aws), config.queue_url);
+    let queue = SqsQueue::new(aws_sdk_sqs::Client::new(&aws), config.queue_url)
+        .with_dead_letters(config.dead_letter_url);
     let (target, queue, secret) = (&target, &queue, &secret);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
         paymos_inbox_lambda::telemetry::invocation_started();

@@ -118,11 +118,57 @@ pub async fn outbound_secret(
     var: &'static str,
 ) -> Result<paymos_inbox_core::outbound::OutboundSecret, PortError> {
     let secret = read(client, secret_id, &format!("the signing secret ({var})")).await?;
-    let text = secret.secret_string().unwrap_or_default();
-    let key = serde_json::from_str::<serde_json::Value>(text)
-        .ok()
-        .and_then(|v| v["key"].as_str().map(str::to_owned))
-        .unwrap_or_else(|| text.to_owned());
-    paymos_inbox_core::outbound::OutboundSecret::parse(&key)
-        .map_err(|e| malformed("signing secret", format!("{var}: {e}")).with_source(e))
+    signing_keys(secret.secret_string().unwrap_or_default(), var)
+}
+
+/// The signing key(s) in a secret's text: `{"key": "whsec_…"}` (or the key alone), with
+/// `"previous"` during a rotation.
+fn signing_keys(
+    text: &str,
+    var: &'static str,
+) -> Result<paymos_inbox_core::outbound::OutboundSecret, PortError> {
+    let json = serde_json::from_str::<serde_json::Value>(text).ok();
+    let field = |name: &str| {
+        json.as_ref()
+            .and_then(|v| v[name].as_str().map(str::to_owned))
+    };
+    let parse = |key: &str, which: &str| {
+        paymos_inbox_core::outbound::OutboundSecret::parse(key).map_err(|e| {
+            malformed("signing secret", format!("{var} ({which}): {e}")).with_source(e)
+        })
+    };
+    let current = parse(&field("key").unwrap_or_else(|| text.to_owned()), "key")?;
+    // During a rotation the secret also holds the key being retired: both sign until it is
+    // removed (docs/handoff.md, "Rotating the signing key").
+    Ok(match field("previous") {
+        Some(previous) => current.with_previous(parse(&previous, "previous")?),
+        None => current,
+    })
+}
+
+#[cfg(test)]
+mod signing_key_tests {
+    use super::signing_keys;
+
+    const NEW: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    const OLD: &str = "whsec_c2VjcmV0LW9mLXRoZS1vbGQta2V5";
+
+    #[test]
+    fn a_secret_in_rotation_signs_with_both_keys_and_names_a_bad_one() {
+        let one = signing_keys(&format!(r#"{{"key":"{NEW}"}}"#), "V").unwrap();
+        let bare = signing_keys(NEW, "V").unwrap();
+        assert_eq!(one.signatures("m", 1, "{}"), bare.signatures("m", 1, "{}"));
+        assert!(!one.signatures("m", 1, "{}").contains(' '));
+        let both = signing_keys(&format!(r#"{{"key":"{NEW}","previous":"{OLD}"}}"#), "V").unwrap();
+        let header = both.signatures("m", 1, "{}");
+        assert_eq!(header.split(' ').count(), 2);
+        assert!(header.starts_with(&one.signatures("m", 1, "{}")));
+        let error = signing_keys(&format!(r#"{{"key":"{NEW}","previous":"short"}}"#), "V")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("previous") && !error.contains("short"),
+            "{error}"
+        );
+    }
 }

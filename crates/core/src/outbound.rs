@@ -16,7 +16,7 @@ use super::port::PortError;
 /// The signing secret of the outbound messages: bytes, given as `whsec_<base64>` (or bare
 /// base64), as Standard Webhooks libraries take it. Never printed.
 #[derive(Clone)]
-pub struct OutboundSecret(Zeroizing<Vec<u8>>);
+pub struct OutboundSecret(Zeroizing<Vec<u8>>, Option<Box<OutboundSecret>>);
 
 impl std::fmt::Debug for OutboundSecret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -49,7 +49,26 @@ impl OutboundSecret {
         if bytes.len() < 16 {
             return Err(InvalidOutboundSecret::TooShort);
         }
-        Ok(Self(Zeroizing::new(bytes)))
+        Ok(Self(Zeroizing::new(bytes), None))
+    }
+
+    /// During a rotation: `previous` signs too, so a consumer still holding it verifies (Standard
+    /// Webhooks' space-separated signatures; a library accepts a message when one matches).
+    #[must_use]
+    pub fn with_previous(mut self, previous: Self) -> Self {
+        self.1 = Some(Box::new(Self(previous.0, None)));
+        self
+    }
+
+    /// The `webhook-signature` header: this key's signature and, during a rotation, the previous
+    /// key's, separated by a space.
+    #[must_use]
+    pub fn signatures(&self, id: &str, timestamp: u64, body: &str) -> String {
+        let current = self.sign(id, timestamp, body);
+        match &self.1 {
+            Some(previous) => format!("{current} {}", previous.sign(id, timestamp, body)),
+            None => current,
+        }
     }
 
     /// `v1,<base64 HMAC-SHA256(secret, "{id}.{timestamp}.{body}")>`.
@@ -107,7 +126,7 @@ pub fn outbound_of(
         .to_owned();
     let body = json!({"type": detail_type, "timestamp": event["time"], "data": detail}).to_string();
     Ok(Outbound {
-        signature: secret.sign(&id, now, &body),
+        signature: secret.signatures(&id, now, &body),
         id,
         timestamp: now,
         body,
@@ -312,5 +331,31 @@ mod tests {
             .collect();
         assert!(spreads.len() > 15, "{spreads:?}");
         assert!((-1.0..=1.0).contains(&spread_of("x", 3)));
+    }
+
+    #[test]
+    fn during_a_rotation_both_keys_sign() {
+        let new = OutboundSecret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
+        let old = OutboundSecret::parse("whsec_c2VjcmV0LW9mLXRoZS1vbGQta2V5").unwrap();
+        let both = new.clone().with_previous(old.clone());
+        let header = both.signatures("msg_1", 9, "{}");
+        assert_eq!(
+            header,
+            format!(
+                "{} {}",
+                new.sign("msg_1", 9, "{}"),
+                old.sign("msg_1", 9, "{}")
+            )
+        );
+        assert_eq!(new.signatures("msg_1", 9, "{}"), new.sign("msg_1", 9, "{}"));
+        let event = r#"{"detail-type":"Order Paid","time":"t","detail":{"idempotency_key":"k"}}"#;
+        assert_eq!(
+            outbound_of(event, &both, 9)
+                .unwrap()
+                .signature
+                .split(' ')
+                .count(),
+            2
+        );
     }
 }

@@ -94,6 +94,11 @@ fn batch(bodies: &[String]) -> SqsEvent {
 
 /// Whether the `standardwebhooks` package verifies `body` with `headers` and `SECRET`.
 fn verifies(headers: &[(String, String)], body: &str) -> Result<(), String> {
+    verifies_with(SECRET, headers, body)
+}
+
+/// Whether the `standardwebhooks` package verifies `body` with `headers` and `secret`.
+fn verifies_with(secret: &str, headers: &[(String, String)], body: &str) -> Result<(), String> {
     let python = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
         .join(".venv/bin/python");
     assert!(
@@ -102,7 +107,7 @@ fn verifies(headers: &[(String, String)], body: &str) -> Result<(), String> {
         python.display()
     );
     let script = "import json, sys\nfrom standardwebhooks.webhooks import Webhook\nd = json.load(sys.stdin)\nWebhook(d['secret']).verify(d['body'], d['headers'])\n";
-    let input = json!({"secret": SECRET, "body": body,
+    let input = json!({"secret": secret, "body": body,
         "headers": headers.iter().cloned().collect::<std::collections::HashMap<_, _>>()});
     let mut child = std::process::Command::new(python)
         .args(["-c", script])
@@ -332,4 +337,38 @@ async fn an_endpoint_that_answers_gone_has_the_event_parked_at_once() {
     assert!(parked[0].1.contains("410"), "{}", parked[0].1);
     assert!(retries.asked().is_empty(), "no retry scheduled");
     assert_eq!(received.lock().unwrap().len(), 1);
+}
+
+// Issue 30: one signing key, no overlap on rotation. During a rotation both keys sign (Standard
+// Webhooks' space-separated signatures): a consumer holding either verifies with the reference
+// library; once the old key is retired, a consumer still holding it is refused.
+#[tokio::test]
+async fn during_a_rotation_a_consumer_holding_either_key_verifies() {
+    const OLD: &str = "whsec_c2VjcmV0LW9mLXRoZS1vbGQta2V5";
+    let (url, received) = receiver(204).await;
+    let target = HttpWebhookTarget::new(&url, Duration::from_secs(5)).unwrap();
+    let new = OutboundSecret::parse(SECRET).unwrap();
+    let rotating = new
+        .clone()
+        .with_previous(OutboundSecret::parse(OLD).unwrap());
+    for secret in [&rotating, &new] {
+        let response = handle_batch(
+            &target,
+            &MemoryRetries::new(),
+            secret,
+            batch(&[order_paid("inv_k")]),
+            now_s(),
+        )
+        .await;
+        assert!(response.batch_item_failures.is_empty());
+    }
+    let received = received.lock().unwrap().clone();
+    let (during, after) = (&received[0], &received[1]);
+    verifies_with(SECRET, &during.0, &during.1).expect("the new key verifies during the rotation");
+    verifies_with(OLD, &during.0, &during.1).expect("the old key verifies during the rotation");
+    verifies_with(SECRET, &after.0, &after.1).expect("the new key verifies after it");
+    assert!(
+        verifies_with(OLD, &after.0, &after.1).is_err(),
+        "a rotated-out key is refused"
+    );
 }

@@ -1,8 +1,10 @@
 //! The signed hand-off: hand-off events, as an EventBridge rule delivers them to the
 //! deliverer's queue, posted to a receiver on loopback as Standard Webhooks messages, and
-//! verified there with the `standardwebhooks` package from PyPI (a reference implementation we
-//! did not write). A tampered body or an old timestamp does not verify; an endpoint that
-//! refuses gets the message again.
+//! verified there with the `standardwebhooks` packages from PyPI and npm (reference
+//! implementations in two languages we did not write, which must agree). A tampered body, an
+//! old timestamp or a rotated-out key does not verify; an endpoint that refuses gets the
+//! message again on the schedule, one that redirects never counts as delivered, one that is
+//! gone has it parked.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -92,41 +94,57 @@ fn batch(bodies: &[String]) -> SqsEvent {
     event
 }
 
-/// Whether the `standardwebhooks` package verifies `body` with `headers` and `SECRET`.
+/// Whether the reference implementations verify `body` with `headers` and `SECRET`.
 fn verifies(headers: &[(String, String)], body: &str) -> Result<(), String> {
     verifies_with(SECRET, headers, body)
 }
 
-/// Whether the `standardwebhooks` package verifies `body` with `headers` and `secret`.
+/// Whether the Standard Webhooks reference implementations of two languages (`standardwebhooks`
+/// from PyPI and from npm) verify `body` with `headers` and `secret`: `Ok` when both do, `Err`
+/// with both answers when both refuse. They must agree.
 fn verifies_with(secret: &str, headers: &[(String, String)], body: &str) -> Result<(), String> {
-    let python = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-        .join(".venv/bin/python");
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    let python = root.join(".venv/bin/python");
     assert!(
         python.exists(),
         "{} is missing: run `make deps` (it installs standardwebhooks from requirements-dev.txt)",
         python.display()
     );
-    let script = "import json, sys\nfrom standardwebhooks.webhooks import Webhook\nd = json.load(sys.stdin)\nWebhook(d['secret']).verify(d['body'], d['headers'])\n";
+    assert!(
+        root.join("node_modules/standardwebhooks").exists(),
+        "node_modules/standardwebhooks is missing: run `make deps` (npm ci)"
+    );
     let input = json!({"secret": secret, "body": body,
         "headers": headers.iter().cloned().collect::<std::collections::HashMap<_, _>>()});
-    let mut child = std::process::Command::new(python)
-        .args(["-c", script])
-        .stdin(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write as _;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    let python_script = "import json, sys\nfrom standardwebhooks.webhooks import Webhook\nd = json.load(sys.stdin)\nWebhook(d['secret']).verify(d['body'], d['headers'])\n";
+    let node_script = "const { Webhook } = require('standardwebhooks'); const d = JSON.parse(require('fs').readFileSync(0, 'utf8')); new Webhook(d.secret).verify(d.body, d.headers);";
+    let run = |program: &std::path::Path, args: [&str; 2]| {
+        let mut child = std::process::Command::new(program)
+            .args(args)
+            .current_dir(root)
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write as _;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.to_string().as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        out.status
+            .success()
+            .then_some(())
+            .ok_or_else(|| String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let pypi = run(&python, ["-c", python_script]);
+    let npm = run(std::path::Path::new("node"), ["-e", node_script]);
+    match (pypi, npm) {
+        (Ok(()), Ok(())) => Ok(()),
+        (Err(p), Err(n)) => Err(format!("PyPI: {p}\nnpm: {n}")),
+        (p, n) => panic!("the two reference implementations disagree: PyPI {p:?}, npm {n:?}"),
     }
 }
 

@@ -1116,6 +1116,23 @@ mod tests {
     }
 
     #[test]
+    fn an_amount_reads_as_sent_else_as_the_stored_number() {
+        let number = Fields::from([(Field::Amount, Value::Amount(Amount::parse("10.5").unwrap()))]);
+        assert_eq!(
+            money(&number, &Field::Amount, &Field::AmountText).map(|a| a.as_str().to_owned()),
+            Some("10.5".into())
+        );
+        let mut both = number.clone();
+        both.insert(Field::AmountText, Value::text("10.50"));
+        assert_eq!(
+            order_of(&both).amount.map(|a| a.as_str().to_owned()),
+            Some("10.50".into()),
+            "the text Paymos sent wins"
+        );
+        assert_eq!(money(&Fields::new(), &Field::Net, &Field::NetText), None);
+    }
+
+    #[test]
     fn each_item_has_its_key() {
         assert_eq!(order_key("o-1"), "order#o-1");
         assert_eq!(order_paid_key("o-1"), "order_paid#o-1");

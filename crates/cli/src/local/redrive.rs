@@ -63,11 +63,28 @@ pub async fn redrive(
     queue: &str,
     max: usize,
 ) -> Result<Redriven, String> {
+    redrive_paced(sqs, dlq, queue, max, None).await
+}
+
+/// [`redrive`] at most `per_second` messages a second, when given (SQS's move task's own
+/// `MaxNumberOfMessagesPerSecond`, 1 to 500; one by one, a pause between sends), so an endpoint
+/// that just came back is not flooded.
+///
+/// # Errors
+/// The first SQS call that fails, as text.
+pub async fn redrive_paced(
+    sqs: &aws_sdk_sqs::Client,
+    dlq: &str,
+    queue: &str,
+    max: usize,
+    per_second: Option<u16>,
+) -> Result<Redriven, String> {
     let (source, destination) = (arn(sqs, dlq).await?, arn(sqs, queue).await?);
     match sqs
         .start_message_move_task()
         .source_arn(&source)
         .destination_arn(&destination)
+        .set_max_number_of_messages_per_second(per_second.map(i32::from))
         .send()
         .await
     {
@@ -75,7 +92,7 @@ pub async fn redrive(
         Err(e)
             if unsupported(e.code()) || e.as_service_error().is_none_or(|s| s.code().is_none()) =>
         {
-            one_by_one(sqs, dlq, queue, max)
+            one_by_one(sqs, dlq, queue, max, per_second)
                 .await
                 .map(Redriven::OneByOne)
         }
@@ -119,7 +136,9 @@ async fn one_by_one(
     dlq: &str,
     queue: &str,
     max: usize,
+    per_second: Option<u16>,
 ) -> Result<usize, String> {
+    let pause = per_second.map(|n| std::time::Duration::from_secs_f64(1.0 / f64::from(n.max(1))));
     let mut moved = 0;
     let mut empty = 0;
     while moved < max && empty < 3 {
@@ -154,6 +173,9 @@ async fn one_by_one(
                 .await
                 .map_err(|e| format!("DeleteMessage: {}", DisplayErrorContext(e)))?;
             moved += 1;
+            if let Some(pause) = pause {
+                tokio::time::sleep(pause).await;
+            }
         }
     }
     Ok(moved)

@@ -320,3 +320,68 @@ async fn dev_heals_a_delivery_left_received_with_no_message_by_itself() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
+
+// Issue 30: the hand-off's dead-letter queue had no way back but a console click. `events
+// redrive` moves it back paced, so an endpoint that just came back is not flooded.
+#[tokio::test]
+async fn the_hand_offs_parked_events_go_back_paced() {
+    let aws = Aws::new();
+    let pair = aws.queue().await;
+    // The same six parked events, moved unpaced then at 4 a second: pacing adds 1.5 s.
+    let mut took = Vec::new();
+    for per_second in [None, Some(4)] {
+        for i in 0..6 {
+            aws.sqs
+                .send_message()
+                .queue_url(&pair.dlq_url)
+                .message_body(format!("{{\"parked\":{i}}}"))
+                .send()
+                .await
+                .unwrap();
+        }
+        let started = std::time::Instant::now();
+        let moved = paymos_inbox::local::redrive::redrive_paced(
+            &aws.sqs,
+            &pair.dlq_url,
+            &pair.queue_url,
+            100,
+            per_second,
+        )
+        .await
+        .unwrap();
+        took.push(started.elapsed());
+        assert_eq!(moved.moved(), 6, "{per_second:?}");
+        let mut back = 0;
+        for _ in 0..5 {
+            let messages = aws
+                .sqs
+                .receive_message()
+                .queue_url(&pair.queue_url)
+                .max_number_of_messages(10)
+                .wait_time_seconds(1)
+                .send()
+                .await
+                .unwrap()
+                .messages
+                .unwrap_or_default();
+            for m in &messages {
+                aws.sqs
+                    .delete_message()
+                    .queue_url(&pair.queue_url)
+                    .receipt_handle(m.receipt_handle().unwrap())
+                    .send()
+                    .await
+                    .unwrap();
+            }
+            back += messages.len();
+            if back == 6 {
+                break;
+            }
+        }
+        assert_eq!(back, 6, "every parked event is back in the queue, once");
+    }
+    assert!(
+        took[1] >= took[0] + Duration::from_millis(1_200),
+        "six at four a second take 1.5 s longer: {took:?}"
+    );
+}

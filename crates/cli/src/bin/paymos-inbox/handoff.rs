@@ -217,3 +217,62 @@ pub async fn resend(args: ResendArgs) -> ExitCode {
         Err(e) => fail(e),
     }
 }
+
+#[derive(clap::Args)]
+pub struct RedriveArgs {
+    /// At most this many messages a second (1 to 500), so an endpoint that just came back is
+    /// not flooded.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=500))]
+    per_second: u16,
+    /// Move at most this many messages.
+    #[arg(long, default_value_t = 10_000)]
+    max: usize,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+/// Moves the signed hand-off's parked events (WebhookTargetDeadLetterQueue) back to the queue
+/// the deliver function posts from, paced: after the endpoint is fixed. Each is posted again
+/// with its own `webhook-id`, so a consumer that deduplicates ships nothing twice.
+pub async fn redrive(args: RedriveArgs) -> ExitCode {
+    let stack = match args.stack.resolve().await {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let (queue, dlq) = match (
+        Stack::need(&stack.webhook_queue, "webhook-queue-url"),
+        Stack::need(&stack.webhook_dlq, "webhook-dlq-url"),
+    ) {
+        (Ok(q), Ok(d)) => (q.to_owned(), d.to_owned()),
+        (Err(e), _) | (_, Err(e)) => return fail(e),
+    };
+    match paymos_inbox::local::redrive::redrive_paced(
+        &stack.sqs,
+        &dlq,
+        &queue,
+        args.max,
+        Some(args.per_second),
+    )
+    .await
+    {
+        Ok(done) => {
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::json!({"moved": done.moved(), "per_second": args.per_second})
+                );
+            } else {
+                println!(
+                    "moved {} parked event(s) back to the hand-off's queue, at most {} a second",
+                    done.moved(),
+                    args.per_second
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}

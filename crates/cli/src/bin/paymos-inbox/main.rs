@@ -115,6 +115,10 @@ enum EventsCommand {
     /// Publish again the events committed since a time (same idempotency keys), to the bus
     /// (--event-bus) or to the events queue: after a publish failure.
     Resend(handoff::ResendArgs),
+    /// Move the signed hand-off's parked events (its dead-letter queue) back to the queue the
+    /// deliver function posts from, at most --per-second a second: after the endpoint is fixed.
+    ///   paymos-inbox events redrive --stack-name my-shop --per-second 5
+    Redrive(handoff::RedriveArgs),
     /// Re-sign events/ingest-*.json at a time (default: now), so a local invoke passes the
     /// timestamp tolerance. The tests use the fixture secret at 1760000000:
     ///   paymos-inbox events refresh --at 1760000000
@@ -232,6 +236,7 @@ fn main() -> ExitCode {
         Command::Events(EventsCommand::Tail(args)) => runtime().block_on(handoff::tail(args)),
         Command::Events(EventsCommand::Since(args)) => runtime().block_on(handoff::since(args)),
         Command::Events(EventsCommand::Resend(args)) => runtime().block_on(handoff::resend(args)),
+        Command::Events(EventsCommand::Redrive(args)) => runtime().block_on(handoff::redrive(args)),
         Command::Events(EventsCommand::Refresh { dir, secret, at }) => {
             let now = paymos_inbox_lambda::now_ms() / 1000;
             let at = match at.as_deref().map(|a| {

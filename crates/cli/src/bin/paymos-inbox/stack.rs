@@ -37,6 +37,12 @@ pub struct StackArgs {
     /// The queue that receives the hand-off's events (stack output EventsQueueUrl).
     #[arg(long, env = "EVENTS_QUEUE_URL")]
     events_queue_url: Option<String>,
+    /// The signed hand-off's queue (stack output WebhookDeliveryQueueUrl).
+    #[arg(long, env = "WEBHOOK_QUEUE_URL")]
+    webhook_queue_url: Option<String>,
+    /// The signed hand-off's dead-letter queue (stack output WebhookTargetDeadLetterQueueUrl).
+    #[arg(long, env = "WEBHOOK_DLQ_URL")]
+    webhook_dlq_url: Option<String>,
     /// A DynamoDB endpoint other than AWS's (an emulator, LocalStack).
     #[arg(long, env = "AWS_ENDPOINT_URL_DYNAMODB")]
     dynamodb_endpoint: Option<String>,
@@ -58,6 +64,9 @@ pub struct Stack {
     pub environment: Option<String>,
     /// The bus the stack publishes to (stack output EventBusNameOutput).
     pub event_bus: Option<String>,
+    /// The signed hand-off's queue and its dead-letter queue.
+    pub webhook_queue: Option<String>,
+    pub webhook_dlq: Option<String>,
 }
 
 impl Stack {
@@ -235,6 +244,14 @@ impl StackArgs {
                 .and_then(|i| i.environment.clone())
                 .or_else(|| output("PaymosEnvironmentOutput")),
             event_bus: output("EventBusNameOutput"),
+            webhook_queue: self
+                .webhook_queue_url
+                .clone()
+                .or_else(|| output("WebhookDeliveryQueueUrl")),
+            webhook_dlq: self
+                .webhook_dlq_url
+                .clone()
+                .or_else(|| output("WebhookTargetDeadLetterQueueUrl")),
         })
     }
 }

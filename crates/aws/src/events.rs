@@ -86,6 +86,7 @@ pub fn envelope(event: &DomainEvent, at_ms: u64) -> serde_json::Value {
 pub struct QueuePublisher {
     client: aws_sdk_sqs::Client,
     queue_url: String,
+    also: Vec<String>,
     clock: fn() -> u64,
 }
 
@@ -101,8 +102,17 @@ impl QueuePublisher {
         Self {
             client,
             queue_url: queue_url.into(),
+            also: Vec::new(),
             clock,
         }
+    }
+
+    /// Also to the queue at `queue_url`, as a second rule on the bus would (`dev --forward-to`:
+    /// the signed hand-off's queue).
+    #[must_use]
+    pub fn also_to(mut self, queue_url: impl Into<String>) -> Self {
+        self.also.push(queue_url.into());
+        self
     }
 }
 
@@ -111,17 +121,21 @@ impl EventPublisher for QueuePublisher {
         let now = (self.clock)();
         let mut results = Vec::with_capacity(events.len());
         for event in events {
-            let sent = self
-                .client
-                .send_message()
-                .queue_url(&self.queue_url)
-                .message_body(envelope(event, now).to_string())
-                .send()
-                .await;
-            results.push(
-                sent.err()
-                    .map(|e| aws_sdk_sqs::error::DisplayErrorContext(e).to_string()),
-            );
+            let body = envelope(event, now).to_string();
+            let mut refused = None;
+            for queue in std::iter::once(&self.queue_url).chain(&self.also) {
+                let sent = self
+                    .client
+                    .send_message()
+                    .queue_url(queue)
+                    .message_body(&body)
+                    .send()
+                    .await;
+                if let Err(e) = sent {
+                    refused.get_or_insert(aws_sdk_sqs::error::DisplayErrorContext(e).to_string());
+                }
+            }
+            results.push(refused);
         }
         Ok(results)
     }

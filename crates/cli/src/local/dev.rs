@@ -61,6 +61,10 @@ pub struct DevOptions {
     /// A Paymos API client: with it, `dev` also runs the reconciliation every
     /// [`DEV_RECONCILE_EVERY`] (report only), as the scheduled function does on AWS.
     pub reconcile_with: Option<paymos::PaymosClient>,
+    /// The merchant's local endpoint: every hand-off event is posted there as the stack's
+    /// deliver function posts it (signed, retried on the schedule compressed 60 times, parked
+    /// after the last attempt or a 410), like `stripe listen --forward-to`.
+    pub forward_to: Option<String>,
 }
 
 /// How often `dev` reconciles when given an API (on AWS: `ReconcileRate`, hourly).
@@ -99,6 +103,13 @@ pub struct DevInfo {
     /// `PaymosEnvironmentOutput` says it.
     #[serde(default)]
     pub environment: Option<String>,
+    /// With `--forward-to`: where the hand-off is posted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forward_to: Option<String>,
+    /// With `--forward-to`: the signing secret the consumer verifies with (`whsec_…`, made for
+    /// this run; a local secret, never a deployed stack's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_signing_secret: Option<String>,
 }
 
 /// How often `dev` runs the sweep (on AWS: `SweepRate`, 5 minutes).
@@ -188,8 +199,12 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
     .await
     .map_err(|e| e.to_string())?
     .map_err(|e| e.to_string())?;
+    if let Some(url) = &options.forward_to {
+        paymos_inbox_aws::webhook::endpoint(url).map_err(|e| format!("--forward-to {url}: {e}"))?;
+    }
     let (dynamodb, sqs) = clients(&dynamodb_endpoint, &sqs_endpoint).await;
     let created: Created = template::create_all(&dynamodb, &sqs, &options.prefix).await?;
+    let signing_secret = options.forward_to.as_ref().map(|_| new_signing_secret());
 
     let pipeline = Pipeline::on(&created, &dynamodb, &sqs);
     let ingest = Arc::new(pipeline.ingest(
@@ -202,16 +217,7 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
         .await
         .map_err(|e| format!("cannot listen on 127.0.0.1:{}: {e}", options.port))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let secrets_manager_endpoint = match &options.secrets_text {
-        Some(text) => Some(
-            crate::local::secrets::serve(std::collections::HashMap::from([(
-                DEV_SECRET_ID.to_owned(),
-                text.clone(),
-            )]))
-            .await?,
-        ),
-        None => None,
-    };
+    let secrets_manager_endpoint = serve_secrets(options.secrets_text.as_deref()).await?;
     let info = DevInfo {
         ingest_url: format!("http://{addr}/"),
         dynamodb_endpoint: dynamodb_endpoint.clone(),
@@ -227,6 +233,8 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
             }
             .to_owned(),
         ),
+        forward_to: options.forward_to.clone(),
+        webhook_signing_secret: signing_secret.clone(),
     };
     if !options.handlers {
         drop(listener);
@@ -239,20 +247,13 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
         });
     }
     let server = serve_ingest(listener, ingest, options.slow, None);
-    // The hand-off: the state table's stream → the publisher → the template's events queue,
-    // standing in for the bus and its rule to that queue (`paymos-inbox events tail` reads it).
-    let publisher = run_publisher(
-        dynamodb.clone(),
+    let publisher = hand_off(
+        &dynamodb,
         &dynamodb_endpoint,
-        created.table("StateTable"),
-        paymos_inbox_aws::events::QueuePublisher::new(
-            sqs.clone(),
-            created.queue("EventsDeliveryQueue"),
-            paymos_inbox_lambda::now_ms,
-        ),
+        &sqs,
+        &created,
         options.environment,
-        sqs.clone(),
-        created.queue("PublishFailuresQueue").to_owned(),
+        options.forward_to.is_some(),
     )
     .await?;
     let poller = run_poller(
@@ -263,6 +264,14 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
         None,
     );
     let mut tasks = vec![server, poller, publisher, sweep(&dynamodb, &sqs, &created)];
+    if let (Some(url), Some(secret)) = (&options.forward_to, &signing_secret) {
+        tasks.push(crate::local::forward::run(
+            sqs.clone(),
+            &created,
+            url,
+            secret,
+        )?);
+    }
     if let Some(api) = options.reconcile_with.map(PaymosApi::new) {
         tasks.push(reconcile_every_minute(api, pipeline.fulfil()));
     }
@@ -274,6 +283,62 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
         tasks,
         _emulators: running,
     })
+}
+
+/// The hand-off: the state table's stream → the publisher → the template's events queue,
+/// standing in for the bus and its rule to that queue (`paymos-inbox events tail` reads it),
+/// and, when `forwarding`, to the signed hand-off's queue as a second rule would.
+async fn hand_off(
+    dynamodb: &aws_sdk_dynamodb::Client,
+    dynamodb_endpoint: &str,
+    sqs: &aws_sdk_sqs::Client,
+    created: &Created,
+    environment: paymos_inbox_core::signature::Environment,
+    forwarding: bool,
+) -> Result<tokio::task::JoinHandle<()>, String> {
+    let mut events = paymos_inbox_aws::events::QueuePublisher::new(
+        sqs.clone(),
+        created.queue("EventsDeliveryQueue"),
+        paymos_inbox_lambda::now_ms,
+    );
+    if forwarding {
+        events = events.also_to(created.queue("WebhookDeliveryQueue"));
+    }
+    run_publisher(
+        dynamodb.clone(),
+        dynamodb_endpoint,
+        created.table("StateTable"),
+        events,
+        environment,
+        sqs.clone(),
+        created.queue("PublishFailuresQueue").to_owned(),
+    )
+    .await
+}
+
+/// The webhook secrets served for the real binaries' INIT, when given.
+async fn serve_secrets(text: Option<&str>) -> Result<Option<String>, String> {
+    match text {
+        Some(text) => Ok(Some(
+            crate::local::secrets::serve(std::collections::HashMap::from([(
+                DEV_SECRET_ID.to_owned(),
+                text.to_owned(),
+            )]))
+            .await?,
+        )),
+        None => Ok(None),
+    }
+}
+
+/// A signing secret for this run's forwarded hand-off: 32 random bytes, `whsec_<base64>`.
+fn new_signing_secret() -> String {
+    use base64::Engine as _;
+    let mut bytes = [0_u8; 32];
+    getrandom::fill(&mut bytes).expect("the system's random source answers");
+    format!(
+        "whsec_{}",
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    )
 }
 
 /// The scheduled sweep on a short local schedule: it heals a delivery recorded but never sent

@@ -8,6 +8,7 @@
 pub mod dev;
 pub mod emulators;
 pub mod events;
+pub mod forward;
 pub mod pipeline;
 pub mod poller;
 pub mod redrive;

@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 /// What the receiver got: headers and body of each request.
-type Received = Arc<Mutex<Vec<(Vec<(String, String)>, String)>>>;
+pub(crate) type Received = Arc<Mutex<Vec<(Vec<(String, String)>, String)>>>;
 
 /// A receiver on loopback that keeps every request and answers `status`.
 async fn receiver(status: u16) -> (String, Received) {
@@ -102,7 +102,11 @@ fn verifies(headers: &[(String, String)], body: &str) -> Result<(), String> {
 /// Whether the Standard Webhooks reference implementations of two languages (`standardwebhooks`
 /// from PyPI and from npm) verify `body` with `headers` and `secret`: `Ok` when both do, `Err`
 /// with both answers when both refuse. They must agree.
-fn verifies_with(secret: &str, headers: &[(String, String)], body: &str) -> Result<(), String> {
+pub(crate) fn verifies_with(
+    secret: &str,
+    headers: &[(String, String)],
+    body: &str,
+) -> Result<(), String> {
     let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
     let python = root.join(".venv/bin/python");
     assert!(

@@ -25,6 +25,7 @@ pub(crate) async fn dev(slow: Option<Duration>) -> paymos_inbox::local::dev::Dev
         handlers: true,
         secrets_text: None,
         reconcile_with: None,
+        forward_to: None,
     })
     .await
     .expect("dev starts")
@@ -383,5 +384,115 @@ async fn the_hand_offs_parked_events_go_back_paced() {
     assert!(
         took[1] >= took[0] + Duration::from_millis(1_200),
         "six at four a second take 1.5 s longer: {took:?}"
+    );
+}
+
+// Issue 30: a merchant could not see the hand-off locally. `dev --forward-to` posts every
+// hand-off event to their endpoint with the deliver function's own code: a 503 comes back on
+// the compressed schedule, and what arrives verifies with the secret `dev` prints.
+#[tokio::test]
+async fn dev_forwards_the_hand_off_signed_and_retried_to_a_local_endpoint() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let received: crate::deliver::Received = Arc::default();
+    let answered = Arc::new(AtomicUsize::new(0));
+    let (kept, count) = (received.clone(), answered.clone());
+    let endpoint =
+        paymos_inbox::local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
+            let (kept, count) = (kept.clone(), count.clone());
+            async move {
+                use http_body_util::BodyExt as _;
+                let headers = req
+                    .headers()
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or_default().to_owned()))
+                    .collect();
+                let body = req.into_body().collect().await.unwrap().to_bytes();
+                kept.lock()
+                    .unwrap()
+                    .push((headers, String::from_utf8_lossy(&body).into_owned()));
+                // Down for the first attempt, up afterwards.
+                let status = if count.fetch_add(1, Ordering::SeqCst) == 0 {
+                    503
+                } else {
+                    204
+                };
+                let mut r =
+                    hyper::Response::new(http_body_util::Full::new(hyper::body::Bytes::new()));
+                *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
+                r
+            }
+        })
+        .await
+        .unwrap();
+    let (dynamodb, sqs) = endpoint_urls();
+    let dev = start(DevOptions {
+        dynamodb_endpoint: Some(dynamodb),
+        sqs_endpoint: Some(sqs),
+        port: 0,
+        keys: vec![SigningKey::new("test", &WebhookSecret::new(TEST_SECRET))],
+        tolerance_secs: 300,
+        slow: None,
+        prefix: unique("fwd"),
+        environment: paymos_inbox_core::signature::Environment::Test,
+        handlers: true,
+        secrets_text: None,
+        reconcile_with: None,
+        forward_to: Some(endpoint.clone()),
+    })
+    .await
+    .expect("dev starts");
+    let secret = dev
+        .info
+        .webhook_signing_secret
+        .clone()
+        .expect("dev prints the signing secret");
+    assert!(secret.starts_with("whsec_"));
+    let url = dev.info.ingest_url.clone();
+    let (ok, out) = tokio::task::spawn_blocking(move || {
+        cli(&[
+            "send",
+            "--url",
+            &url,
+            "--type",
+            "invoice.paid",
+            "--resource",
+            "inv_fwd",
+            "--secret",
+            TEST_SECRET,
+        ])
+    })
+    .await
+    .unwrap();
+    assert!(ok, "{out}");
+    let mut posts = Vec::new();
+    for _ in 0..150 {
+        posts = received.lock().unwrap().clone();
+        if posts.len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(posts.len(), 2, "refused once, then delivered: {posts:?}");
+    let id = |headers: &[(String, String)]| {
+        headers
+            .iter()
+            .find(|(k, _)| k == "webhook-id")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        id(&posts[0].0),
+        id(&posts[1].0),
+        "the same event, by its id"
+    );
+    assert_eq!(id(&posts[1].0), "order-paid:inv_fwd");
+    crate::deliver::verifies_with(&secret, &posts[1].0, &posts[1].1)
+        .expect("it verifies with the secret dev printed");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        received.lock().unwrap().len(),
+        2,
+        "delivered once: nothing after the 2xx"
     );
 }

@@ -51,6 +51,12 @@ pub struct DevArgs {
     /// `dev.json`).
     #[arg(long)]
     info_file: Option<std::path::PathBuf>,
+    /// Post every hand-off event to your local endpoint, signed as the stack's deliver function
+    /// signs it (the secret is in the JSON line: `webhook_signing_secret`), retried on its
+    /// schedule compressed sixty times; like `stripe listen --forward-to`.
+    ///   paymos-inbox dev --forward-to http://localhost:3000/hooks
+    #[arg(long)]
+    forward_to: Option<String>,
     #[command(flatten)]
     api: crate::stack::OptionalApiArgs,
 }
@@ -89,6 +95,7 @@ pub async fn run(args: DevArgs) -> ExitCode {
         environment,
         handlers: !args.no_handlers,
         secrets_text: Some(args.secrets.join("\n")),
+        forward_to: args.forward_to.clone(),
         dynamodb_endpoint: args.dynamodb_endpoint,
         sqs_endpoint: args.sqs_endpoint,
         port: args.port,

@@ -67,8 +67,8 @@ test: deps lint lambda-deps template-check ## install what is needed, then run e
 	$(CARGO) test --workspace --all-targets --locked
 	$(MAKE) --no-print-directory fuzz-smoke
 
-dev: node_modules/.installed ## run the whole pipeline locally (emulators, tables, ingest URL, fulfil poller)
-	$(CARGO) run --locked --quiet -p paymos-inbox -- dev --info-file dev.json $(DEV_ARGS)
+dev: node_modules/.installed ## run the whole pipeline locally (emulators, tables, ingest URL, fulfil poller); FORWARD_TO=http://localhost:3000/hooks posts the signed hand-off there
+	$(CARGO) run --locked --quiet -p paymos-inbox -- dev --info-file dev.json $(if $(FORWARD_TO),--forward-to $(FORWARD_TO)) $(DEV_ARGS)
 
 $(VENV)/.lambda: requirements-lambda.txt $(VENV)/.installed
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-lambda.txt

@@ -67,11 +67,22 @@ pub async fn handle_batch<T: WebhookTarget, Q: RetryQueue>(
                     tracing::warn!(message_id = %message_id, attempt, attempts = ATTEMPTS, retry_in_s = delay, error = %error, "event not delivered; retried on the schedule, then parked in the dead-letter queue");
                 }
             }
-            if let (Some(delay), Some(receipt)) = (delay, message.receipt_handle.as_deref())
-                && let Err(e) = queue.retry_in(receipt, delay).await
-            {
-                // The queue's own visibility timeout brings it back sooner: never lost.
-                tracing::warn!(message_id = %message_id, error = %e, "could not set the retry's delay; the queue's visibility timeout applies");
+            match (delay, message.receipt_handle.as_deref()) {
+                (Some(delay), Some(receipt)) => {
+                    if let Err(e) = queue.retry_in(receipt, delay).await {
+                        // The queue's own visibility timeout brings it back sooner: never lost.
+                        tracing::warn!(message_id = %message_id, error = %e, "could not set the retry's delay; the queue's visibility timeout applies");
+                    }
+                }
+                // The last attempt failed: parked now, with the last answer (a status, a
+                // redirect's Location) on the dead-letter record; if that fails, SQS parks it.
+                (None, _) => {
+                    let why = format!("{attempt} attempts; the last: {error}");
+                    if queue.park(body, &why).await.is_ok() {
+                        return None;
+                    }
+                }
+                (Some(_), None) => {}
             }
             Some(failed(message_id))
         })

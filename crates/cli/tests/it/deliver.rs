@@ -394,3 +394,33 @@ async fn during_a_rotation_a_consumer_holding_either_key_verifies() {
         "a rotated-out key is refused"
     );
 }
+
+// Issue 30: a dead-letter record says why. The last attempt's failure parks the event itself,
+// naming the attempts and the last answer (here a redirect's Location), instead of SQS moving
+// it without a word.
+#[tokio::test]
+async fn the_last_failed_attempt_parks_the_event_with_its_last_answer() {
+    let secret = OutboundSecret::parse(SECRET).unwrap();
+    let (elsewhere, _) = receiver(200).await;
+    let (url, _) = redirecting(302, &elsewhere).await;
+    let target = HttpWebhookTarget::new(&url, Duration::from_secs(5)).unwrap();
+    let retries = MemoryRetries::new();
+    let mut event = batch(&[order_paid("inv_last")]);
+    event.records[0].attributes.insert(
+        "ApproximateReceiveCount".into(),
+        paymos_inbox_core::outbound::ATTEMPTS.to_string(),
+    );
+    let response = handle_batch(&target, &retries, &secret, event, now_s()).await;
+    assert!(
+        response.batch_item_failures.is_empty(),
+        "parked, not failed"
+    );
+    let parked = retries.parked();
+    assert_eq!(parked.len(), 1);
+    assert!(
+        parked[0].1.contains("8 attempts") && parked[0].1.contains(&elsewhere),
+        "{}",
+        parked[0].1
+    );
+    assert!(retries.asked().is_empty());
+}

@@ -489,6 +489,11 @@ async fn dev_forwards_the_hand_off_signed_and_retried_to_a_local_endpoint() {
     assert_eq!(id(&posts[1].0), "order-paid:inv_fwd");
     crate::deliver::verifies_with(&secret, &posts[1].0, &posts[1].1)
         .expect("it verifies with the secret dev printed");
+    // What the endpoint received (the closing note of issue 30 quotes it).
+    for (k, v) in &posts[1].0 {
+        println!("{k}: {v}");
+    }
+    println!("\n{}", posts[1].1);
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(
         received.lock().unwrap().len(),

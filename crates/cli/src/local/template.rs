@@ -163,12 +163,36 @@ async fn create_table(
                 .map_err(|e| e.to_string())?,
         );
     }
-    req.send()
-        .await
-        .map_err(|e| dynamodb_err("CreateTable", name, e))?;
+    let wanted = key_schema(&p["KeySchema"])?;
+    match req.send().await {
+        Ok(_) => {}
+        // Created already: by an attempt the SDK retried after its timeout (the first having
+        // succeeded), or by an earlier run with this prefix. The same keys are the same table.
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(aws_sdk_dynamodb::operation::create_table::CreateTableError::is_resource_in_use_exception) =>
+        {
+            let existing = dynamodb
+                .describe_table()
+                .table_name(name)
+                .send()
+                .await
+                .map_err(|e| dynamodb_err("DescribeTable", name, e))?;
+            let keys = existing
+                .table()
+                .map(|t| t.key_schema().to_vec())
+                .unwrap_or_default();
+            if keys != wanted {
+                return Err(format!(
+                    "{name} exists with other keys than template.yaml's: delete it, or use another prefix"
+                ));
+            }
+        }
+        Err(e) => return Err(dynamodb_err("CreateTable", name, e)),
+    }
     if let Some(attr) = p["TimeToLiveSpecification"]["AttributeName"].as_str() {
         // The template enables TTL only when a retention is set; locally it is always on.
-        dynamodb
+        let ttl = dynamodb
             .update_time_to_live()
             .table_name(name)
             .time_to_live_specification(
@@ -179,8 +203,16 @@ async fn create_table(
                     .map_err(|e| e.to_string())?,
             )
             .send()
-            .await
-            .map_err(|e| dynamodb_err("UpdateTimeToLive", name, e))?;
+            .await;
+        match ttl {
+            // A table created before keeps its TTL: enabling it again is refused, and fine.
+            Err(e)
+                if aws_sdk_dynamodb::error::ProvideErrorMetadata::message(&e)
+                    .is_some_and(|m| m.contains("already enabled")) => {}
+            other => {
+                other.map_err(|e| dynamodb_err("UpdateTimeToLive", name, e))?;
+            }
+        }
     }
     Ok(())
 }

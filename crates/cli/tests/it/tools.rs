@@ -501,3 +501,20 @@ async fn dev_forwards_the_hand_off_signed_and_retried_to_a_local_endpoint() {
         "delivered once: nothing after the 2xx"
     );
 }
+
+// Issue 31: with another emulator busy, a CreateTable retried after its 5 s attempt timeout
+// (the first having succeeded) failed the set-up with ResourceInUseException. Creating the
+// stack's tables and queues again is the same as creating them once.
+#[tokio::test]
+async fn creating_the_local_stack_twice_is_creating_it_once() {
+    let aws = Aws::new();
+    let prefix = unique("twice");
+    let first = paymos_inbox::local::template::create_all(&aws.dynamodb, &aws.sqs, &prefix)
+        .await
+        .expect("created");
+    let again = paymos_inbox::local::template::create_all(&aws.dynamodb, &aws.sqs, &prefix)
+        .await
+        .expect("created again: the same tables and queues");
+    assert_eq!(first.tables, again.tables);
+    assert_eq!(first.queues, again.queues);
+}

@@ -238,41 +238,13 @@ pub struct RedriveArgs {
 /// the deliver function posts from, paced: after the endpoint is fixed. Each is posted again
 /// with its own `webhook-id`, so a consumer that deduplicates ships nothing twice.
 pub async fn redrive(args: RedriveArgs) -> ExitCode {
-    let stack = match args.stack.resolve().await {
-        Ok(s) => s,
-        Err(e) => return fail(e),
-    };
-    let (queue, dlq) = match (
-        Stack::need(&stack.webhook_queue, "webhook-queue-url"),
-        Stack::need(&stack.webhook_dlq, "webhook-dlq-url"),
-    ) {
-        (Ok(q), Ok(d)) => (q.to_owned(), d.to_owned()),
-        (Err(e), _) | (_, Err(e)) => return fail(e),
-    };
-    match paymos_inbox::local::redrive::redrive_paced(
-        &stack.sqs,
-        &dlq,
-        &queue,
-        args.max,
-        Some(args.per_second),
+    crate::ops::move_back(
+        &args.stack,
+        ("webhook-queue-url", "webhook-dlq-url"),
+        |stack| (stack.webhook_queue.clone(), stack.webhook_dlq.clone()),
+        (args.max, Some(args.per_second)),
+        args.json,
+        "the hand-off's queue",
     )
     .await
-    {
-        Ok(done) => {
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::json!({"moved": done.moved(), "per_second": args.per_second})
-                );
-            } else {
-                println!(
-                    "moved {} parked event(s) back to the hand-off's queue, at most {} a second",
-                    done.moved(),
-                    args.per_second
-                );
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => fail(e),
-    }
 }

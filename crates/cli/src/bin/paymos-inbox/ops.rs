@@ -277,28 +277,54 @@ pub struct RedriveArgs {
 }
 
 pub async fn redrive(args: RedriveArgs) -> ExitCode {
-    let stack = match args.stack.resolve().await {
+    move_back(
+        &args.stack,
+        ("queue-url", "dlq-url"),
+        |stack| (stack.queue.clone(), stack.dlq.clone()),
+        (args.max, None),
+        args.json,
+        "the work queue",
+    )
+    .await
+}
+
+/// Moves a dead-letter queue's messages back to its queue (the two named by `queues` of the
+/// resolved stack; their options' names in `names`), at most `max`, `per_second` when given,
+/// and says how many moved.
+pub async fn move_back(
+    stack: &StackArgs,
+    names: (&str, &str),
+    queues: impl Fn(&Stack) -> (Option<String>, Option<String>),
+    (max, per_second): (usize, Option<u16>),
+    json: bool,
+    to: &str,
+) -> ExitCode {
+    let stack = match stack.resolve().await {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    let (queue, dlq) = match (
-        Stack::need(&stack.queue, "queue-url"),
-        Stack::need(&stack.dlq, "dlq-url"),
-    ) {
+    let (queue, dlq) = queues(&stack);
+    let (queue, dlq) = match (Stack::need(&queue, names.0), Stack::need(&dlq, names.1)) {
         (Ok(q), Ok(d)) => (q.to_owned(), d.to_owned()),
         (Err(e), _) | (_, Err(e)) => return fail(e),
     };
-    match paymos_inbox::local::redrive::redrive(&stack.sqs, &dlq, &queue, args.max).await {
+    match paymos_inbox::local::redrive::redrive_paced(&stack.sqs, &dlq, &queue, max, per_second)
+        .await
+    {
         Ok(done) => {
             let how = match done {
                 paymos_inbox::local::redrive::Redriven::ByTask(_) => "sqs_message_move_task",
                 paymos_inbox::local::redrive::Redriven::OneByOne(_) => "one_by_one",
             };
-            if args.json {
-                println!("{}", serde_json::json!({"moved": done.moved(), "how": how}));
-            } else {
+            if json {
                 println!(
-                    "moved {} message(s) from the DLQ back to the work queue ({how})",
+                    "{}",
+                    serde_json::json!({"moved": done.moved(), "how": how, "per_second": per_second})
+                );
+            } else {
+                let pace = per_second.map_or(String::new(), |n| format!(", at most {n} a second"));
+                println!(
+                    "moved {} message(s) from the DLQ back to {to} ({how}{pace})",
                     done.moved()
                 );
             }

@@ -518,3 +518,46 @@ async fn creating_the_local_stack_twice_is_creating_it_once() {
     assert_eq!(first.tables, again.tables);
     assert_eq!(first.queues, again.queues);
 }
+
+// Issue 31: `send` posted to port 8787 whatever port `dev` chose, and read `--dev-info` only for
+// `--wait`. It now finds `dev`'s ingest URL in --dev-info, or in ./dev.json (which `dev` writes).
+#[tokio::test]
+async fn send_finds_dev_on_whatever_port_it_chose() {
+    let dev = dev(None).await;
+    assert!(
+        !dev.info.ingest_url.contains(":8787/"),
+        "{}",
+        dev.info.ingest_url
+    );
+    let dir = std::env::temp_dir().join(unique("dev-dir"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("dev.json"),
+        serde_json::to_string(&dev.info).unwrap(),
+    )
+    .unwrap();
+    for (how, args) in [
+        ("--dev-info", vec!["--dev-info", "dev.json"]),
+        ("./dev.json", vec![]),
+    ] {
+        let dir = dir.clone();
+        let (ok, out) = tokio::task::spawn_blocking(move || {
+            let out = Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+                .args(["send", "--type", "invoice.confirming", "--json"])
+                .args(args)
+                .args(["--secret", TEST_SECRET])
+                .current_dir(&dir)
+                .env_remove("PAYMOS_WEBHOOK_SECRET")
+                .output()
+                .unwrap();
+            (
+                out.status.success(),
+                String::from_utf8_lossy(&out.stdout).into_owned()
+                    + &String::from_utf8_lossy(&out.stderr),
+            )
+        })
+        .await
+        .unwrap();
+        assert!(ok && out.contains("\"status\":200"), "{how}: {out}");
+    }
+}

@@ -47,10 +47,10 @@ pub struct DevArgs {
     /// handlers in process, for the real binaries under `cargo lambda watch` (`make watch`).
     #[arg(long)]
     no_handlers: bool,
-    /// Also write the JSON line to this file, for the tools' `--dev-info` (`make dev` writes
-    /// `dev.json`).
-    #[arg(long)]
-    info_file: Option<std::path::PathBuf>,
+    /// Also write the JSON line to this file, for the tools' `--dev-info` (`send` reads
+    /// ./dev.json by itself); removed when `dev` stops.
+    #[arg(long, default_value = crate::stack::DEV_INFO_FILE)]
+    info_file: std::path::PathBuf,
     /// Post every hand-off event to your local endpoint, signed as the stack's deliver function
     /// signs it (the secret is in the JSON line: `webhook_signing_secret`), retried on its
     /// schedule compressed sixty times; like `stripe listen --forward-to`.
@@ -112,10 +112,8 @@ pub async fn run(args: DevArgs) -> ExitCode {
     };
     let line = serde_json::to_string(&dev.info).expect("info serialises");
     println!("{line}");
-    if let Some(path) = &args.info_file
-        && let Err(e) = std::fs::write(path, format!("{line}\n"))
-    {
-        return crate::failed(format!("--info-file {}: {e}", path.display()));
+    if let Err(e) = std::fs::write(&args.info_file, format!("{line}\n")) {
+        return crate::failed(format!("--info-file {}: {e}", args.info_file.display()));
     }
     let _ = std::io::stdout().flush();
     if args.no_handlers {
@@ -125,6 +123,8 @@ pub async fn run(args: DevArgs) -> ExitCode {
     }
     let _ = tokio::signal::ctrl_c().await;
     tracing::info!("stopping");
+    // A stale file would send the tools to a port nobody listens on.
+    let _ = std::fs::remove_file(&args.info_file);
     drop(dev);
     ExitCode::SUCCESS
 }

@@ -165,9 +165,9 @@ pub struct RecheckArgs {
     #[command(flatten)]
     api: ApiArgs,
     /// The environment the stack applies (`live` or `sandbox`): the API key must read its
-    /// project.
+    /// project (default: the stack's, from its outputs or `dev`).
     #[arg(long, env = "PAYMOS_ENVIRONMENT")]
-    environment: String,
+    environment: Option<String>,
     /// One JSON object per line.
     #[arg(long)]
     json: bool,
@@ -183,13 +183,18 @@ pub async fn recheck(args: RecheckArgs) -> ExitCode {
             "{id}: the resource id starts with inv_ (an invoice), wdr_ (a refund or payout) or pcd_ (a deposit)"
         ));
     }
-    let environment =
-        match paymos_inbox_lambda::config::environment(&|_: &str| Some(args.environment.clone())) {
-            Ok(e) => e,
-            Err(e) => return fail(e),
-        };
-    let (_, state, ledger) = match tables(&args.stack).await {
+    let (stack, state, ledger) = match tables(&args.stack).await {
         Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    let Some(named) = args.environment.clone().or(stack.environment) else {
+        return fail(
+            "no environment: pass --environment live|sandbox (the stack's outputs and `dev` name it)",
+        );
+    };
+    let environment = match paymos_inbox_lambda::config::environment(&|_: &str| Some(named.clone()))
+    {
+        Ok(e) => e,
         Err(e) => return fail(e),
     };
     let client = match args.api.client(Some(Duration::from_secs(10))) {

@@ -13,9 +13,11 @@ use crate::{DEFAULT_PORT, FIXTURE_SECRET};
 
 #[derive(clap::Args)]
 pub struct SendArgs {
-    /// Where to POST (a `dev` URL, a staging receiver, or your deployed function URL).
-    #[arg(long, default_value_t = format!("http://127.0.0.1:{DEFAULT_PORT}/"))]
-    url: String,
+    /// Where to POST (a `dev` URL, a staging receiver, or your deployed function URL; default:
+    /// the ingest URL in --dev-info, else in ./dev.json that `dev` writes, else
+    /// http://127.0.0.1:8787/).
+    #[arg(long)]
+    url: Option<String>,
     /// The event type (one of the 16 Paymos sends).
     #[arg(long = "type", default_value = "invoice.paid", value_parser = clap::builder::PossibleValuesParser::new(EVENT_TYPES))]
     event_type: String,
@@ -139,12 +141,20 @@ pub async fn run(args: SendArgs) -> ExitCode {
         Some(id) => vec![id.clone()],
         None => (0..args.endpoints.max(1)).map(|_| new_event_id()).collect(),
     };
+    let url = match &args.url {
+        Some(url) => url.clone(),
+        None => args
+            .stack
+            .dev_ingest_url()
+            .unwrap_or_else(|| format!("http://127.0.0.1:{DEFAULT_PORT}/")),
+    };
     let client = reqwest::Client::new();
     let mut all_ok = true;
     for event_id in &ids {
         let body = envelope(event_id, &args.event_type, occurred_at, &data);
         let one = One {
             args: &args,
+            url: &url,
             client: &client,
             secrets: &secrets,
             event_id,
@@ -171,6 +181,7 @@ pub async fn run(args: SendArgs) -> ExitCode {
 /// One event sent as the command line asked: once, or on Paymos' retry ladder.
 struct One<'a> {
     args: &'a SendArgs,
+    url: &'a str,
     client: &'a reqwest::Client,
     secrets: &'a [WebhookSecret],
     event_id: &'a str,
@@ -185,7 +196,7 @@ impl One<'_> {
         let attempts = if args.retry_ladder {
             with_retries(
                 self.client,
-                &args.url,
+                self.url,
                 self.event_id,
                 body,
                 self.secrets,
@@ -197,7 +208,7 @@ impl One<'_> {
         } else {
             let a = post(
                 self.client,
-                &args.url,
+                self.url,
                 self.event_id,
                 body,
                 self.secrets,

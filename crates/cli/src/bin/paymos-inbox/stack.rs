@@ -3,6 +3,9 @@
 
 use paymos_inbox::local::dev::{DevInfo, clients};
 
+/// Where `dev` writes its JSON line unless told otherwise, and where the tools look for it.
+pub const DEV_INFO_FILE: &str = "dev.json";
+
 #[derive(clap::Args, Debug, Clone)]
 pub struct StackArgs {
     /// A file holding the JSON line `paymos-inbox dev` printed (or `-` for stdin).
@@ -91,6 +94,20 @@ impl Stack {
 }
 
 impl StackArgs {
+    /// The ingest URL of a running `dev`: from --dev-info, else from ./dev.json (which `dev`
+    /// writes while it runs).
+    pub fn dev_ingest_url(&self) -> Option<String> {
+        let path = self
+            .dev_info
+            .clone()
+            .unwrap_or_else(|| std::path::PathBuf::from(DEV_INFO_FILE));
+        let text = std::fs::read_to_string(path).ok()?;
+        let line = text.lines().find(|l| l.trim_start().starts_with('{'))?;
+        serde_json::from_str::<DevInfo>(line)
+            .ok()
+            .map(|info| info.ingest_url)
+    }
+
     pub fn given(&self) -> bool {
         self.dev_info.is_some()
             || self.stack_name.is_some()

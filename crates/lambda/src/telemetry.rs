@@ -286,9 +286,31 @@ pub fn misconfigured_at_start(setting: &'static str, error: &dyn std::fmt::Displ
 
 /// Human-readable logs on stderr, for the CLI.
 pub fn init_human() {
+    use std::io::IsTerminal as _;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter())
         .with_writer(std::io::stderr)
         .with_target(false)
+        .with_ansi(colour(
+            std::io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
+        ))
         .try_init();
+}
+
+/// Whether human logs are coloured: only on a terminal, and never under `NO_COLOR`
+/// (<https://no-color.org>), so no escape code lands in a file or a pipe.
+#[must_use]
+pub fn colour(terminal: bool, no_colour: bool) -> bool {
+    terminal && !no_colour
+}
+
+#[cfg(test)]
+mod colour_tests {
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        assert!(super::colour(true, false));
+        assert!(!super::colour(false, false), "a pipe or a file");
+        assert!(!super::colour(true, true), "NO_COLOR");
+    }
 }

@@ -16,7 +16,8 @@ pub struct StackArgs {
     #[arg(long, env = "PAYMOS_INBOX_STACK_NAME", conflicts_with = "dev_info")]
     stack_name: Option<String>,
     /// The samconfig.toml config environment whose stack to use when no --stack-name is given
-    /// (`sandbox`, `live`; default: `default`), read from ./samconfig.toml.
+    /// (`sandbox`, `live`; default: `default`, when ./samconfig.toml exists and nothing else
+    /// names the stack or its tables), read from ./samconfig.toml.
     #[arg(long, env = "PAYMOS_INBOX_CONFIG_ENV", conflicts_with_all = ["dev_info", "stack_name"])]
     config_env: Option<String>,
     /// The AWS region (default: the profile's or AWS_REGION).
@@ -131,10 +132,30 @@ impl StackArgs {
     /// The stack to read: --stack-name, else the stack of the --config-env in ./samconfig.toml
     /// (the one `sam deploy --config-env` deployed).
     fn stack_name(&self) -> Result<Option<String>, String> {
-        let Some(env) = self.config_env.as_deref() else {
+        self.stack_name_in(std::path::Path::new("samconfig.toml"))
+    }
+
+    /// [`Self::stack_name`] with the samconfig file at `samconfig`.
+    fn stack_name_in(&self, samconfig: &std::path::Path) -> Result<Option<String>, String> {
+        if self.stack_name.is_some() {
             return Ok(self.stack_name.clone());
+        }
+        let implicit = self.config_env.is_none();
+        let env = match self.config_env.as_deref() {
+            Some(env) => env,
+            // Nothing else names the stack: the documented default, when ./samconfig.toml has
+            // one (`sam deploy` with no --config-env deploys it).
+            None if !self.given()
+                && self.queue_url.is_none()
+                && self.dlq_url.is_none()
+                && self.events_queue_url.is_none()
+                && samconfig.exists() =>
+            {
+                "default"
+            }
+            None => return Ok(None),
         };
-        let text = std::fs::read_to_string("samconfig.toml")
+        let text = std::fs::read_to_string(samconfig)
             .map_err(|e| format!("--config-env {env}: samconfig.toml: {e}"))?;
         let config: toml::Table =
             toml::from_str(&text).map_err(|e| format!("samconfig.toml: {e}"))?;
@@ -145,8 +166,13 @@ impl StackArgs {
             .and_then(|p| p.get("stack_name"))
             .and_then(|n| n.as_str())
             .map(str::to_owned);
-        name.map(Some)
-            .ok_or_else(|| format!("samconfig.toml has no stack_name in [{env}.global.parameters]"))
+        match name {
+            Some(name) => Ok(Some(name)),
+            None if implicit => Ok(None),
+            None => Err(format!(
+                "samconfig.toml has no stack_name in [{env}.global.parameters]"
+            )),
+        }
     }
 
     /// The outputs of the deployed stack `name`.
@@ -349,5 +375,51 @@ impl ApiArgs {
         builder
             .build()
             .map_err(|e| format!("Paymos API client: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        stack: super::StackArgs,
+    }
+
+    fn args(line: &[&str]) -> super::StackArgs {
+        Cli::parse_from(std::iter::once("x").chain(line.iter().copied())).stack
+    }
+
+    // Issue 31: --config-env documented a default (`default`) that was never read.
+    #[test]
+    fn the_default_config_env_names_the_stack_when_nothing_else_does() {
+        let dir = std::env::temp_dir().join(format!("samconfig-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("samconfig.toml");
+        std::fs::write(
+            &file,
+            "version = 0.1\n[default.global.parameters]\nstack_name = \"shop\"\n[live.global.parameters]\nstack_name = \"shop-live\"\n",
+        )
+        .unwrap();
+        let name = |line: &[&str]| args(line).stack_name_in(&file);
+        assert_eq!(name(&[]), Ok(Some("shop".into())));
+        assert_eq!(
+            name(&["--config-env", "live"]),
+            Ok(Some("shop-live".into()))
+        );
+        assert_eq!(name(&["--stack-name", "other"]), Ok(Some("other".into())));
+        assert_eq!(
+            name(&["--state-table", "t"]),
+            Ok(None),
+            "tables named: no stack"
+        );
+        assert_eq!(
+            args(&[]).stack_name_in(&dir.join("missing.toml")),
+            Ok(None),
+            "no samconfig.toml: no stack"
+        );
+        assert!(name(&["--config-env", "staging"]).is_err());
     }
 }

@@ -334,8 +334,8 @@ pub fn transact_item(tables: &Tables, write: &Write) -> TransactWriteItem {
             .key(key, key_value)
             // The domain checks only under a guard (an empty one is refused by DynamoDB).
             .condition_expression(condition.unwrap_or_default())
-            .set_expression_attribute_names((!expr.names.is_empty()).then_some(expr.names))
-            .set_expression_attribute_values((!expr.values.is_empty()).then_some(expr.values))
+            .set_expression_attribute_names(given(expr.names))
+            .set_expression_attribute_values(given(expr.values))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .build()
             .expect("a condition check is complete");
@@ -358,11 +358,16 @@ pub fn update(tables: &Tables, write: &Write) -> Update {
         .key(key, AttributeValue::S(write.key.id.clone()))
         .update_expression(update_expression)
         .set_condition_expression(condition)
-        .set_expression_attribute_names((!expr.names.is_empty()).then_some(expr.names))
-        .set_expression_attribute_values((!expr.values.is_empty()).then_some(expr.values))
+        .set_expression_attribute_names(given(expr.names))
+        .set_expression_attribute_values(given(expr.values))
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .build()
         .expect("an update is complete")
+}
+
+/// Placeholders to send, if any: DynamoDB refuses an empty map.
+fn given<V>(map: HashMap<String, V>) -> Option<HashMap<String, V>> {
+    (!map.is_empty()).then_some(map)
 }
 
 #[cfg(test)]
@@ -601,6 +606,51 @@ mod tests {
             item_of(&mark)["event_id"],
             AttributeValue::S("test#evt_1".into())
         );
+    }
+
+    #[test]
+    fn a_group_of_one_is_that_one_and_a_group_of_none_is_no_condition() {
+        let mut e = Expr::default();
+        assert_eq!(e.guard(&Guard::All(Vec::new()), "pk"), None);
+        assert_eq!(
+            e.guard(&Guard::Any(vec![Guard::All(vec![Guard::Always])]), "pk"),
+            None
+        );
+        let mut e = Expr::default();
+        assert_eq!(
+            e.guard(
+                &Guard::Any(vec![
+                    Guard::All(vec![Guard::Has(Field::Held)]),
+                    Guard::Lacks(Field::Status),
+                ]),
+                "pk"
+            )
+            .as_deref(),
+            Some("attribute_exists(#a0) OR attribute_not_exists(#a1)"),
+            "a group of one is not parenthesised"
+        );
+        assert_eq!(
+            given(HashMap::<String, u8>::new()),
+            None,
+            "no empty map is sent"
+        );
+        assert_eq!(
+            given(HashMap::from([("#a0".to_owned(), 1)])).map(|m| m.len()),
+            Some(1)
+        );
+        let removal = Write {
+            what: paymos_inbox_core::write::What::Release,
+            key: Key::state("inv_1"),
+            guard: Guard::Always,
+            set: vec![Set::Remove(Field::Held)],
+        };
+        let u = update(&tables(), &removal);
+        assert_eq!(
+            u.expression_attribute_values(),
+            None,
+            "a removal has no values"
+        );
+        assert_eq!(u.update_expression(), "REMOVE #a0");
     }
 
     #[test]

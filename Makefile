@@ -7,7 +7,7 @@ CARGO ?= cargo
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help deps test unit lint lambda-deps template-check dev bench fuzz-smoke lambda-build sam-build watch invoke sam-local measure-startup clean
+.PHONY: help deps test unit lint lambda-deps cli-deps template-check dev bench fuzz-smoke lambda-build sam-build watch invoke sam-local measure-startup clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -42,6 +42,18 @@ lambda-deps: ## check the Lambda binaries' tree carries none of the developer or
 	$(CARGO) clippy --locked -p $(LAMBDA) --lib --bins -- -D warnings
 	@echo "Lambda binaries: no $(DEVKIT_ONLY), hyper server or test kit"
 
+# What `cargo install paymos-inbox` builds (crates/cli, normal dependencies): the operator's
+# command line and the local pipeline, never the test kit (the model, the in-memory twins, the
+# emulator harness, proptest, the schema validator).
+CLI := paymos-inbox
+TESTKIT_ONLY := paymos-inbox-testkit proptest jsonschema
+cli-deps: ## check the installed command line's tree carries no test kit
+	@tree="$$($(CARGO) tree --locked -p $(CLI) -e normal --prefix none)"; \
+	  for c in $(TESTKIT_ONLY); do if grep -q "^$$c v" <<<"$$tree"; then echo "$$c is in the installed command line's tree"; exit 1; fi; done
+	@features="$$($(CARGO) tree --locked -p $(CLI) -e normal,features --prefix none)"; \
+	  if grep -q '^paymos-inbox-core feature "testkit"' <<<"$$features"; then echo "the core's test kit is in the installed command line's tree"; exit 1; fi
+	@echo "paymos-inbox: no $(TESTKIT_ONLY) or core test kit, $$($(CARGO) tree --locked -p $(CLI) -e normal --prefix none | sed 's/ (\*)//' | sort -u | wc -l) crates"
+
 template-check: $(VENV)/.installed ## cfn-lint and sam validate --lint on template.yaml
 	$(VENV)/bin/cfn-lint template.yaml
 	AWS_DEFAULT_REGION=eu-west-1 SAM_CLI_TELEMETRY=0 $(VENV)/bin/sam validate --lint --template-file template.yaml
@@ -63,7 +75,7 @@ fuzz-smoke: $(TOOLS)/bin/cargo-fuzz ## run each fuzz target briefly (FUZZ_SECOND
 	  test $${PIPESTATUS[0]} -eq 0 || exit 1; \
 	done
 
-test: deps lint lambda-deps template-check ## install what is needed, then run every test (unit, emulator, template, fuzz smoke)
+test: deps lint lambda-deps cli-deps template-check ## install what is needed, then run every test (unit, emulator, template, fuzz smoke)
 	$(CARGO) test --workspace --all-targets --locked
 	$(MAKE) --no-print-directory fuzz-smoke
 

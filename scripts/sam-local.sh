@@ -7,7 +7,7 @@
 # the emulators on the host: with --docker-network host on Linux (127.0.0.1 is then the host),
 # through host.docker.internal with Docker Desktop (macOS, Windows).
 # Needs Docker: not run by `make test` (the tests run the same binaries under a Runtime API
-# stub instead, crates/lambda/tests/binaries).
+# stub instead, crates/lambda/tests/emulators).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 function="${1:?usage: scripts/sam-local.sh FUNCTION EVENT}"

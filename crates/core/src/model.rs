@@ -1,4 +1,4 @@
-//! Scripted histories for the truth tests on DynamoDB Local (`tests/it/truth.rs`): deliveries of
+//! Scripted histories for the truth tests on DynamoDB Local (`crates/aws/tests/emulators/truth.rs`): deliveries of
 //! invoice facts (live and sandbox, with and without the order, relabelled, with and without a
 //! price, through one or two endpoints), refunds, `mark-paid`, `release` and
 //! `reconcile --apply`, run through the use cases, and what a store holds after them

@@ -263,13 +263,15 @@ async fn raw_loop(
     let table = raw_stack.table("DeliveriesTable").to_owned();
     let queue = raw_stack.queue("WorkQueue").to_owned();
     let ledger = DynamoLedger::new(dynamodb.clone(), &table, None);
+    let raw_queue = SqsQueue::new(sqs.clone(), &queue);
+    // Only `admit` (verify and parse, no I/O) is called: the deliveries are prepared before the
+    // clock starts, and the loop below calls the ledger and the queue itself.
     let admit = Ingest::new(
         Verifier::new(vec![SigningKey::new("live", secret)], 300),
-        paymos_inbox_core::memory::MemoryLedger::new(),
-        paymos_inbox_core::memory::MemoryQueue::new(),
+        ledger.clone(),
+        raw_queue.clone(),
         IngestSettings::default(),
     );
-    let raw_queue = SqsQueue::new(sqs.clone(), &queue);
     let deliveries: Vec<_> = order
         .iter()
         .map(|&i| {

@@ -13,8 +13,8 @@ use paymos_inbox::tools::check::{self, CheckOptions, MarkPaid, Probe, Step};
 use paymos_inbox_core::signature::{SigningKey, Verifier, WebhookSecret};
 use tokio::sync::Mutex;
 
-use crate::harness::*;
 use crate::tools::{dev, tables_of};
+use paymos_inbox_testkit::*;
 
 /// The classic mistakes, one per receiver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use crate::vectors::vectors;
+use paymos_inbox_testkit::vectors::vectors;
 
 fn paymos_inbox(args: &[&str], stdin: &[u8]) -> (i32, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))

@@ -16,9 +16,9 @@ use paymos_inbox_core::status::Amount;
 use paymos_inbox_lambda::fulfil::handle_batch;
 use serde_json::{Value, json};
 
-use crate::harness::*;
+use paymos_inbox_testkit::*;
 
-pub(crate) use crate::paymos_fake::{self, Answer, FakePaymos, invoice};
+use paymos_inbox_testkit::paymos_fake::{self, Answer, FakePaymos, invoice};
 
 struct Rig {
     aws: Aws,

@@ -16,7 +16,7 @@ use paymos_inbox_core::schemas::assert_valid;
 use paymos_inbox_core::signature::Environment;
 use serde_json::{Value, json};
 
-use crate::harness::*;
+use paymos_inbox_testkit::*;
 
 struct Rig {
     aws: Aws,

@@ -20,8 +20,8 @@ use paymos_inbox_core::status::Amount;
 use serde_json::json;
 use yaml_serde::Value;
 
-use crate::harness::*;
-use crate::paymos_fake::{Answer, FakePaymos, invoice};
+use paymos_inbox_testkit::paymos_fake::{Answer, FakePaymos, invoice};
+use paymos_inbox_testkit::*;
 
 /// The secret ids the functions read here, by the template parameter or resource that names
 /// them in a policy.
@@ -50,7 +50,7 @@ async fn secrets_client(calls: &CallCounter) -> aws_sdk_secretsmanager::Client {
         ),
         (
             SECRETS[1].0.to_owned(),
-            json!({"api_key": crate::paymos_fake::KEY, "api_secret": crate::paymos_fake::SECRET})
+            json!({"api_key": paymos_inbox_testkit::paymos_fake::KEY, "api_secret": paymos_inbox_testkit::paymos_fake::SECRET})
                 .to_string(),
         ),
         (
@@ -416,7 +416,7 @@ async fn reconcile_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, Strin
         deliveries,
     ));
     let now_s = i64::try_from(now / 1000).unwrap();
-    crate::harness::reconcile(&api, &fulfil, now_s - 3600, now_s + 60, true, now)
+    paymos_inbox_testkit::reconcile(&api, &fulfil, now_s - 3600, now_s + 60, true, now)
         .await
         .unwrap();
     used(created, &aws.calls)

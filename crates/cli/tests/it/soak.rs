@@ -4,7 +4,7 @@
 
 use paymos_inbox::tools::soak::{SoakOptions, run};
 
-use crate::harness::endpoint_urls;
+use paymos_inbox_testkit::endpoint_urls;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn nothing_is_lost_and_nothing_doubled_under_injected_faults() {

@@ -9,7 +9,7 @@ use paymos_inbox::local::dev::{DevOptions, start};
 use paymos_inbox::tools::check::Tables;
 use paymos_inbox_core::signature::{SigningKey, WebhookSecret};
 
-use crate::harness::*;
+use paymos_inbox_testkit::*;
 
 pub(crate) async fn dev(slow: Option<Duration>) -> paymos_inbox::local::dev::Dev {
     let (dynamodb, sqs) = endpoint_urls();
@@ -394,7 +394,7 @@ async fn the_hand_offs_parked_events_go_back_paced() {
 async fn dev_forwards_the_hand_off_signed_and_retried_to_a_local_endpoint() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    let received: crate::deliver::Received = Arc::default();
+    let received: paymos_inbox_testkit::standard_webhooks::Received = Arc::default();
     let answered = Arc::new(AtomicUsize::new(0));
     let (kept, count) = (received.clone(), answered.clone());
     let endpoint =
@@ -487,7 +487,7 @@ async fn dev_forwards_the_hand_off_signed_and_retried_to_a_local_endpoint() {
         "the same event, by its id"
     );
     assert_eq!(id(&posts[1].0), "order-paid:inv_fwd");
-    crate::deliver::verifies_with(&secret, &posts[1].0, &posts[1].1)
+    paymos_inbox_testkit::standard_webhooks::verifies_with(&secret, &posts[1].0, &posts[1].1)
         .expect("it verifies with the secret dev printed");
     // What the endpoint received (the closing note of issue 30 quotes it).
     for (k, v) in &posts[1].0 {

@@ -80,7 +80,7 @@ impl StoredInvoice {
 
 /// A [`ResourceStore`] in memory: items by key, each write's guard evaluated with
 /// [`crate::write::Guard::holds`] and the list committed all or nothing under one lock, as
-/// DynamoDB's transactions do. `tests/it` runs the same histories against DynamoDB and asserts
+/// DynamoDB's transactions do. `crates/aws/tests/emulators` runs the same histories against DynamoDB and asserts
 /// the same outcomes.
 #[derive(Debug, Default)]
 pub struct MemoryResources {

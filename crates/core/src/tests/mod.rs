@@ -1,6 +1,6 @@
 //! Use-case tests: the domain's use cases on the in-memory ports, table-driven, in
 //! milliseconds and with no emulator. What only DynamoDB and SQS can prove (their conditions,
-//! the transaction's atomicity, the queue's redelivery) is proven in `tests/it`, which also runs
+//! the transaction's atomicity, the queue's redelivery) is proven in `crates/aws/tests/emulators` and `crates/lambda/tests/emulators`, which also runs
 //! these histories against DynamoDB and asserts the same outcomes.
 
 #![allow(

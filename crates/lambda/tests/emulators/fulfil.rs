@@ -17,7 +17,7 @@ use paymos_inbox_core::status::Amount;
 use paymos_inbox_lambda::ingest::respond;
 use serde_json::json;
 
-use crate::harness::*;
+use paymos_inbox_testkit::*;
 
 type Item = HashMap<String, AttributeValue>;
 

@@ -16,8 +16,8 @@ use paymos_inbox_core::ingest::PortErrorKind;
 use paymos_inbox_core::signature::Environment;
 use serde_json::{Value, json};
 
-use crate::harness::*;
-use crate::paymos_fake::{self, Answer, FakePaymos, invoice};
+use paymos_inbox_testkit::paymos_fake::{self, Answer, FakePaymos, invoice};
+use paymos_inbox_testkit::*;
 
 struct Rig {
     aws: Aws,

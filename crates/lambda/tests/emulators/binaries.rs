@@ -14,7 +14,7 @@ use hyper::body::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, oneshot};
 
-use crate::harness::*;
+use paymos_inbox_testkit::*;
 
 type Reply = oneshot::Sender<Result<Value, String>>;
 
@@ -473,7 +473,7 @@ async fn the_sweep_binary_sends_a_stranded_delivery_again_and_reports_the_oldest
 
 #[tokio::test]
 async fn the_scheduled_reconciliation_finds_a_missing_invoice_and_with_apply_fulfils_it_once() {
-    use crate::paymos_fake::{Answer, FakePaymos, KEY, SECRET, invoice};
+    use paymos_inbox_testkit::paymos_fake::{Answer, FakePaymos, KEY, SECRET, invoice};
     let aws = Aws::new();
     let stack = aws.stack().await;
     let fake = FakePaymos::start().await;
@@ -538,7 +538,7 @@ async fn the_scheduled_reconciliation_finds_a_missing_invoice_and_with_apply_ful
 
 #[tokio::test]
 async fn fulfil_and_the_reconciliation_stop_at_init_when_the_paymos_key_is_refused() {
-    use crate::paymos_fake::{FakePaymos, KEY, SECRET};
+    use paymos_inbox_testkit::paymos_fake::{FakePaymos, KEY, SECRET};
     let aws = Aws::new();
     let stack = aws.stack().await;
     let fake = FakePaymos::start().await;

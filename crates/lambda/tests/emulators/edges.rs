@@ -16,7 +16,7 @@ use paymos_inbox_core::sweep::resend_stranded;
 use paymos_inbox_lambda::ingest::{respond, respond_with_keys};
 use serde_json::json;
 
-use crate::harness::*;
+use paymos_inbox_testkit::*;
 
 type Item = HashMap<String, AttributeValue>;
 

@@ -11,7 +11,7 @@ use paymos_inbox_core::signature::{SigningKey, Verifier, WebhookSecret};
 use paymos_inbox_lambda::ingest::respond;
 use serde_json::json;
 
-use crate::harness::*;
+use paymos_inbox_testkit::*;
 
 struct Tables {
     aws: Aws,

@@ -14,7 +14,7 @@ use paymos_inbox_core::memory::{MemoryLedger, MemoryResources};
 use paymos_inbox_core::signature::Environment;
 use paymos_inbox_core::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
 
-use crate::harness::*;
+use paymos_inbox_testkit::*;
 
 /// Applies `changes` in order (delivery `evt_<n>_<i>`) and returns each outcome.
 async fn outcomes<S: ResourceStore>(store: &S, n: usize, changes: &[Change]) -> Vec<Applied> {

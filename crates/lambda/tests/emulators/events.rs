@@ -11,7 +11,7 @@ use paymos_inbox_core::signature::{SigningKey, Verifier, WebhookSecret};
 use paymos_inbox_lambda::fulfil::handle_batch;
 use paymos_inbox_lambda::ingest::respond;
 
-use crate::harness::*;
+use paymos_inbox_testkit::*;
 
 fn event(name: &str) -> String {
     std::fs::read_to_string(format!(

@@ -7,7 +7,7 @@ use paymos_inbox_core::memory::MemoryQueue;
 use paymos_inbox_core::signature::{SigningKey, Verifier, WebhookSecret};
 use paymos_inbox_lambda::ingest::respond;
 
-use crate::harness::*;
+use paymos_inbox_testkit::*;
 
 fn typical_invoice_paid() -> String {
     // What a real invoice.paid carries: order, payment, transfers, addresses, timestamps.

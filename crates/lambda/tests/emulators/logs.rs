@@ -11,7 +11,7 @@ use paymos_inbox_core::ingest::{Ingest, IngestSettings};
 use paymos_inbox_core::signature::{SigningKey, Verifier, WebhookSecret};
 use paymos_inbox_lambda::ingest::respond;
 
-use crate::harness::*;
+use paymos_inbox_testkit::*;
 
 #[derive(Clone, Default)]
 struct Captured(Arc<Mutex<Vec<u8>>>);

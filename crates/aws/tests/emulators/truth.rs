@@ -10,7 +10,7 @@ use paymos_inbox_core::model::{Ids, Inspect, Naming, Op, REGISTERED_AMOUNT, run}
 use paymos_inbox_core::status::{Amount, InvoiceStatus};
 use serde_json::json;
 
-use crate::harness::*;
+use paymos_inbox_testkit::*;
 
 fn deliver(invoice: u8, status: InvoiceStatus, naming: Naming, price: Option<&'static str>) -> Op {
     Op::Deliver {

@@ -7,7 +7,7 @@ use paymos_inbox_core::ingest::{DeliveryLedger, Ingest, IngestSettings};
 use paymos_inbox_core::signature::{SigningKey, Verifier, WebhookSecret};
 use paymos_inbox_lambda::ingest::respond;
 
-use crate::harness::*;
+use paymos_inbox_testkit::*;
 
 type RealIngest = Ingest<DynamoLedger, SqsQueue>;
 

@@ -15,12 +15,12 @@ use hyper::body::Bytes;
 use serde_json::{Value, json};
 
 /// The API key and secret the fake accepts.
-pub(crate) const KEY: &str = "pk_test_fake";
-pub(crate) const SECRET: &str = "sk_test_fake_secret";
+pub const KEY: &str = "pk_test_fake";
+pub const SECRET: &str = "sk_test_fake_secret";
 
 /// What the fake answers for one invoice.
 #[derive(Clone, Debug)]
-pub(crate) enum Answer {
+pub enum Answer {
     /// These invoice documents, one per read, the last repeated.
     Invoices(Vec<Value>),
     /// 404.
@@ -42,21 +42,21 @@ struct State {
 
 /// Requests the fake saw, by whether their signature verified.
 #[derive(Default)]
-pub(crate) struct Seen {
+pub struct Seen {
     pub verified: AtomicUsize,
     pub rejected: AtomicUsize,
 }
 
 /// A running fake.
 #[derive(Clone)]
-pub(crate) struct FakePaymos {
+pub struct FakePaymos {
     pub url: String,
     state: Arc<Mutex<State>>,
     pub seen: Arc<Seen>,
 }
 
 /// An invoice document as `GET /v1/invoices/{id}` answers it (order `order-{id}`).
-pub(crate) fn invoice(id: &str, status: &str, order: (&str, &str), token: (&str, &str)) -> Value {
+pub fn invoice(id: &str, status: &str, order: (&str, &str), token: (&str, &str)) -> Value {
     json!({"invoice_id": id, "project_id": "prj_1", "status": status, "is_final": status == "paid",
         "is_test": false, "payment_url": "https://pay.example/x",
         "order": {"external_id": format!("order-{id}"), "amount": order.0, "currency": order.1},
@@ -65,7 +65,7 @@ pub(crate) fn invoice(id: &str, status: &str, order: (&str, &str), token: (&str,
 }
 
 /// A completed refund of `invoice_id` as `GET /v1/refunds/{id}` answers it.
-pub(crate) fn refund(withdrawal_id: &str, invoice_id: &str, mode: &str, amount: &str) -> Value {
+pub fn refund(withdrawal_id: &str, invoice_id: &str, mode: &str, amount: &str) -> Value {
     json!({"type": "refund", "withdrawal_id": withdrawal_id, "invoice_id": invoice_id,
         "mode": mode, "status": "completed", "is_final": true, "is_test": false,
         "amount": amount, "currency": "USDT", "network": "TON", "first_sender": "UQ…",
@@ -73,7 +73,7 @@ pub(crate) fn refund(withdrawal_id: &str, invoice_id: &str, mode: &str, amount: 
 }
 
 /// A final deposit as `GET /v1/payment-channel-deposits/{id}` answers it.
-pub(crate) fn deposit(id: &str, payer: &str, net: &str) -> Value {
+pub fn deposit(id: &str, payer: &str, net: &str) -> Value {
     json!({"id": id, "payment_channel_id": "pc_1", "project_id": "prj_1",
         "payment_channel_external_id": payer, "status": "confirmed", "is_final": true,
         "is_test": false, "currency": "USDT", "network": "TON", "chain_id": 1, "gross": net,
@@ -149,7 +149,7 @@ fn page(items: &[Value], query: &[(String, String)]) -> Value {
 
 impl FakePaymos {
     /// Starts the fake on a free loopback port.
-    pub(crate) async fn start() -> Self {
+    pub async fn start() -> Self {
         let state: Arc<Mutex<State>> = Arc::default();
         let seen: Arc<Seen> = Arc::default();
         let (s, n) = (state.clone(), seen.clone());
@@ -162,6 +162,10 @@ impl FakePaymos {
         Self { url, state, seen }
     }
 
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one fake API: every route in one match, as the real one's table reads"
+    )]
     async fn serve(
         state: &Mutex<State>,
         seen: &Seen,
@@ -273,7 +277,7 @@ impl FakePaymos {
     }
 
     /// What the fake answers for `invoice`.
-    pub(crate) fn answer(&self, invoice: &str, answer: Answer) {
+    pub fn answer(&self, invoice: &str, answer: Answer) {
         self.state
             .lock()
             .unwrap()
@@ -282,17 +286,17 @@ impl FakePaymos {
     }
 
     /// The list endpoint's items, as given (instead of the invoices' documents).
-    pub(crate) fn list(&self, items: Vec<Value>) {
+    pub fn list(&self, items: Vec<Value>) {
         self.state.lock().unwrap().listed = Some(items);
     }
 
     /// A refund the fake knows.
-    pub(crate) fn refund(&self, doc: Value) {
+    pub fn refund(&self, doc: Value) {
         self.state.lock().unwrap().refunds.push(doc);
     }
 
     /// A deposit the fake knows.
-    pub(crate) fn deposit(&self, id: &str, doc: Value) {
+    pub fn deposit(&self, id: &str, doc: Value) {
         self.state
             .lock()
             .unwrap()
@@ -301,12 +305,12 @@ impl FakePaymos {
     }
 
     /// Every request from now on is refused with 401 (a revoked key).
-    pub(crate) fn refuse_key(&self) {
+    pub fn refuse_key(&self) {
         self.state.lock().unwrap().refuse_key = true;
     }
 
     /// A client of the official crate for the fake (no retries).
-    pub(crate) fn client_with_timeout(&self, timeout: Duration) -> paymos::PaymosClient {
+    pub fn client_with_timeout(&self, timeout: Duration) -> paymos::PaymosClient {
         paymos::PaymosClient::builder(KEY, SECRET)
             .base_url(&self.url)
             .timeout(timeout)
@@ -316,7 +320,7 @@ impl FakePaymos {
     }
 
     /// [`FakePaymos::client_with_timeout`] with 3 s.
-    pub(crate) fn client(&self) -> paymos::PaymosClient {
+    pub fn client(&self) -> paymos::PaymosClient {
         self.client_with_timeout(Duration::from_secs(3))
     }
 }

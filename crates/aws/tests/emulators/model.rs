@@ -3,48 +3,19 @@
 //! history runs on both stores; both end where the oracle (`paymos_inbox_core::oracle`, written
 //! from Paymos' contract) says, so DynamoDB's conditions and the domain's rules agree with it.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use paymos_inbox_aws::dynamodb::DynamoResources;
-use paymos_inbox_core::handoff::StateRecords;
-use paymos_inbox_core::invoice::InvoiceSeen;
 use paymos_inbox_core::memory::{MemoryResources, MemoryReviews};
-use paymos_inbox_core::model::Inspect;
-use paymos_inbox_core::record::StateRecord;
 use paymos_inbox_core::status::Amount;
-use paymos_inbox_core::world::{Ids, Observe, REGISTERED, judge, run, world};
+use paymos_inbox_core::world::{Ids, REGISTERED, judge, run, world};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::TestRunner;
 
-use crate::harness::*;
+use paymos_inbox_testkit::*;
 
 /// Histories sampled (each runs a few dozen DynamoDB calls).
 const HISTORIES: usize = 60;
-
-impl Observe for Inspected<'_> {
-    async fn fulfilments(&self) -> Vec<(String, Option<String>)> {
-        Inspect::fulfilments(self).await
-    }
-
-    async fn invoices(&self) -> Vec<(String, InvoiceSeen)> {
-        Inspect::invoices(self).await
-    }
-
-    async fn balances(&self) -> BTreeMap<(String, String), String> {
-        let records = self.0.records().await.expect("DynamoDB Local answers");
-        records
-            .into_iter()
-            .filter_map(|r| match r {
-                StateRecord::Balance(b) => Some((
-                    (b.payer.clone(), b.currency.clone()),
-                    Amount::sum([&b.balance]).unwrap_or_default(),
-                )),
-                _ => None,
-            })
-            .collect()
-    }
-}
 
 #[tokio::test]
 async fn paymos_world_ends_as_the_oracle_says_on_dynamodb_as_in_memory() {

@@ -8,9 +8,6 @@
     reason = "an emulator test reads top to bottom as one scenario"
 )]
 
-#[path = "it/harness.rs"]
-mod harness;
-
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::str::FromStr as _;
@@ -27,7 +24,7 @@ use paymos_inbox_lambda::telemetry::{self, metric};
 use serde_json::{Value, json};
 use tracing::Instrument;
 
-use harness::*;
+use paymos_inbox_testkit::*;
 
 #[derive(Clone, Default)]
 struct Captured(Arc<Mutex<Vec<u8>>>);

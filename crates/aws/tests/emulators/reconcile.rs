@@ -9,8 +9,8 @@ use paymos_inbox_core::change::{Applied, OrderRef};
 use paymos_inbox_core::fulfil::Fulfil;
 use serde_json::json;
 
-use crate::harness::*;
-use crate::paymos_fake::{Answer, FakePaymos, KEY, SECRET, invoice};
+use paymos_inbox_testkit::paymos_fake::{Answer, FakePaymos, KEY, SECRET, invoice};
+use paymos_inbox_testkit::*;
 
 /// `inv_x_again` is a second checkout for `inv_x`'s order.
 fn list_item(id: &str, status: &str) -> serde_json::Value {

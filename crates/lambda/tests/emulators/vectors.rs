@@ -1,36 +1,10 @@
-//! The 69 official signature vectors (copied from the shared reference into tests/fixtures),
+//! The 69 official signature vectors (copied from the shared reference into the test kit),
 //! run through the verifier and the envelope parser as one table.
 
 use paymos_inbox_core::envelope::Envelope;
 use paymos_inbox_core::signature::Verifier;
 use paymos_inbox_lambda::config::parse_secrets;
-
-#[derive(serde::Deserialize)]
-pub struct Vector {
-    pub name: String,
-    pub secret: String,
-    pub now: u64,
-    pub tolerance_seconds: u64,
-    pub header: String,
-    pub raw_body: String,
-    pub expect_valid: bool,
-    pub expect_error: Option<String>,
-    #[serde(default)]
-    pub expect_envelope_valid: Option<bool>,
-}
-
-pub fn vectors() -> Vec<Vector> {
-    #[derive(serde::Deserialize)]
-    struct File {
-        count: usize,
-        vectors: Vec<Vector>,
-    }
-    let text = include_str!("../fixtures/paymos-webhook-vectors.json");
-    let file: File = serde_json::from_str(text).expect("vectors parse");
-    assert_eq!(file.vectors.len(), file.count);
-    assert_eq!(file.count, 69);
-    file.vectors
-}
+use paymos_inbox_testkit::vectors::vectors;
 
 #[test]
 fn all_official_vectors_give_the_expected_verdict() {

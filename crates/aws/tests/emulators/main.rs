@@ -1,0 +1,18 @@
+//! The adapters against AWS's DynamoDB Local and the fauxqs SQS emulator (the test kit starts
+//! them on free loopback ports unless AWS_ENDPOINT_URL_DYNAMODB / AWS_ENDPOINT_URL_SQS point at
+//! running ones): the store against its memory twin (contract), Paymos' worlds judged by the
+//! oracle (model), one truth per invoice, the reverse check and reconciliation through the fake
+//! Paymos API, and what each delivery costs. Nothing here is skipped: if an emulator cannot
+//! start, every test that needs it fails and says why.
+
+#![allow(
+    clippy::too_many_lines,
+    reason = "an emulator test reads top to bottom as one scenario"
+)]
+
+mod contract;
+mod cost;
+mod model;
+mod reconcile;
+mod reverse;
+mod truth;

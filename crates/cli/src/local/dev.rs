@@ -184,11 +184,22 @@ pub async fn clients(dynamodb: &str, sqs: &str) -> (aws_sdk_dynamodb::Client, aw
     )
 }
 
+/// How [`start`]'s error begins when the port is taken.
+pub const PORT_BUSY: &str = "cannot listen on";
+
 /// Starts everything and returns once the ingest URL accepts requests.
 ///
 /// # Errors
 /// What could not be started, in words that say what to do.
 pub async fn start(options: DevOptions) -> Result<Dev, String> {
+    // What the caller chose is checked before anything starts: the port first (a busy one is
+    // said at once, not after the emulators' seconds of start-up), then --forward-to.
+    let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], options.port)))
+        .await
+        .map_err(|e| format!("{PORT_BUSY} 127.0.0.1:{}: {e}", options.port))?;
+    if let Some(url) = &options.forward_to {
+        paymos_inbox_aws::webhook::endpoint(url).map_err(|e| format!("--forward-to {url}: {e}"))?;
+    }
     let (given_dynamodb, given_sqs) = (
         options.dynamodb_endpoint.clone(),
         options.sqs_endpoint.clone(),
@@ -199,9 +210,6 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
     .await
     .map_err(|e| e.to_string())?
     .map_err(|e| e.to_string())?;
-    if let Some(url) = &options.forward_to {
-        paymos_inbox_aws::webhook::endpoint(url).map_err(|e| format!("--forward-to {url}: {e}"))?;
-    }
     let (dynamodb, sqs) = clients(&dynamodb_endpoint, &sqs_endpoint).await;
     let created: Created = template::create_all(&dynamodb, &sqs, &options.prefix).await?;
     let signing_secret = options.forward_to.as_ref().map(|_| new_signing_secret());
@@ -213,9 +221,6 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
     ));
     let fulfil = Arc::new(pipeline.fulfil().for_environment(options.environment));
 
-    let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], options.port)))
-        .await
-        .map_err(|e| format!("cannot listen on 127.0.0.1:{}: {e}", options.port))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let secrets_manager_endpoint = serve_secrets(options.secrets_text.as_deref()).await?;
     let info = DevInfo {

@@ -25,9 +25,6 @@ use paymos_inbox_core::ingest::delivery_key;
 use paymos_inbox_core::signature::{Environment, WebhookSecret};
 use paymos_inbox_core::status::Amount;
 
-/// The exit code of a check with no failed step but at least one unproven one.
-pub const EXIT_UNPROVEN: u8 = 3;
-
 /// The tables of a paymos-inbox receiver under test.
 #[derive(Debug, Clone)]
 pub struct Tables {

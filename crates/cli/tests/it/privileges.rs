@@ -213,7 +213,11 @@ fn check(function: &str, used: &BTreeSet<(String, String)>) -> Vec<String> {
         let service_used = SERVICE_USED
             .iter()
             .any(|(f, a, r)| *f == function && a == action && r == resource);
-        if !service_used && !used.contains(&(action.clone(), resource.clone())) {
+        // The merchant's key (KmsKeyArn): DynamoDB, SQS, Secrets Manager and the event sources
+        // use it with the function's role, its code never calls KMS (so the emulators cannot
+        // record it); `kms_grants_come_only_with_the_key_and_name_only_it` checks these.
+        let key_used = resource == "KmsKeyArn" && action.starts_with("kms:");
+        if !service_used && !key_used && !used.contains(&(action.clone(), resource.clone())) {
             out.push(format!(
                 "{function} is granted {action} on {resource}, which it never uses"
             ));
@@ -551,4 +555,113 @@ fn a_missing_or_an_unused_grant_is_named() {
             .any(|v| v.contains("granted dynamodb:UpdateItem on DeliveriesTable")),
         "{said:?}"
     );
+}
+
+/// The actions of one policy statement.
+fn actions_of(statement: &Value) -> Vec<String> {
+    match &statement["Action"] {
+        Value::String(a) => vec![a.clone()],
+        Value::Sequence(list) => list
+            .iter()
+            .map(|a| a.as_str().unwrap().to_owned())
+            .collect(),
+        other => panic!("an action list: {other:?}"),
+    }
+}
+
+// Issue 32: with the optional customer managed key (KmsKeyArn), every function may decrypt and
+// generate data keys with that key and no other, and only when it is set: each statement is
+// `!If [HasKmsKey, {…, Resource: !Ref KmsKeyArn}, !Ref AWS::NoValue]`.
+#[test]
+fn kms_grants_come_only_with_the_key_and_name_only_it() {
+    let t: Value = yaml_serde::from_str(include_str!("../../../../template.yaml")).unwrap();
+    let is_ref = |v: &Value, name: &str| matches!(v, Value::Tagged(t) if t.tag == "Ref" && t.value.as_str() == Some(name));
+    // HasKmsKey: !Not [!Equals [!Ref KmsKeyArn, ""]]
+    let set = match &t["Conditions"]["HasKmsKey"] {
+        Value::Tagged(not) if not.tag == "Not" => match &not.value[0] {
+            Value::Tagged(eq) if eq.tag == "Equals" => {
+                is_ref(&eq.value[0], "KmsKeyArn") && eq.value[1].as_str() == Some("")
+            }
+            _ => false,
+        },
+        _ => false,
+    };
+    assert!(set, "HasKmsKey is KmsKeyArn being set");
+    assert_eq!(t["Parameters"]["KmsKeyArn"]["Default"].as_str(), Some(""));
+    let resources = t["Resources"].as_mapping().unwrap();
+    let mut functions = 0;
+    for (name, r) in resources {
+        let name = name.as_str().unwrap();
+        if r["Type"].as_str() != Some("AWS::Serverless::Function") {
+            // No policy elsewhere in the template (a queue or bus policy, an IAM resource).
+            assert!(
+                !format!("{r:?}").contains("kms:"),
+                "{name} grants a KMS action"
+            );
+            continue;
+        }
+        functions += 1;
+        let mut on_the_key = 0;
+        for policy in r["Properties"]["Policies"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+        {
+            assert!(
+                !matches!(policy, Value::Tagged(_)),
+                "{name}: conditions go on statements"
+            );
+            for st in policy["Statement"].as_sequence().into_iter().flatten() {
+                match st {
+                    Value::Tagged(t) if t.tag == "If" => {
+                        let branches = t.value.as_sequence().unwrap();
+                        if !actions_of(&branches[1])
+                            .iter()
+                            .any(|a| a.starts_with("kms:"))
+                        {
+                            continue;
+                        }
+                        assert_eq!(
+                            branches[0].as_str(),
+                            Some("HasKmsKey"),
+                            "{name}: a KMS grant only when KmsKeyArn is set"
+                        );
+                        assert!(
+                            is_ref(&branches[2], "AWS::NoValue"),
+                            "{name}: nothing otherwise"
+                        );
+                        let statement = &branches[1];
+                        assert_eq!(statement["Effect"].as_str(), Some("Allow"));
+                        assert!(
+                            is_ref(&statement["Resource"], "KmsKeyArn"),
+                            "{name}: on the key parameter alone, got {:?}",
+                            statement["Resource"]
+                        );
+                        assert_eq!(
+                            actions_of(statement),
+                            ["kms:Decrypt", "kms:GenerateDataKey"],
+                            "{name}"
+                        );
+                        on_the_key += 1;
+                    }
+                    plain => assert!(
+                        !actions_of(plain).iter().any(|a| a.starts_with("kms:")),
+                        "{name}: a KMS grant without the condition"
+                    ),
+                }
+            }
+        }
+        assert_eq!(on_the_key, 1, "{name}: one statement on the key");
+        // As the least-privilege contract reads the policy: those two actions, on the key.
+        let kms: BTreeSet<(String, String)> = granted(name)
+            .into_iter()
+            .filter(|(action, _)| action.starts_with("kms:"))
+            .collect();
+        let expected: BTreeSet<(String, String)> = ["kms:Decrypt", "kms:GenerateDataKey"]
+            .iter()
+            .map(|a| ((*a).to_owned(), "KmsKeyArn".to_owned()))
+            .collect();
+        assert_eq!(kms, expected, "{name}");
+    }
+    assert_eq!(functions, 6, "every function was read");
 }

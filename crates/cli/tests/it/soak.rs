@@ -17,6 +17,7 @@ async fn nothing_is_lost_and_nothing_doubled_under_injected_faults() {
         crash_rate: 0.01,
         concurrency: 16,
         seed: 7,
+        progress: std::sync::Arc::default(),
     })
     .await
     .expect("the soak runs");

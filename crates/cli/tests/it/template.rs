@@ -624,3 +624,263 @@ fn sam_local_can_point_every_function_at_local_aws_and_aws_sets_nothing() {
         "the function is named"
     );
 }
+
+/// A function's timeout: its own, the Globals', or Lambda's default (3 s).
+fn function_timeout(t: &Value, function: &str) -> u64 {
+    props(t, function)["Timeout"]
+        .as_u64()
+        .or_else(|| t["Globals"]["Function"]["Timeout"].as_u64())
+        .unwrap_or(3)
+}
+
+/// The resources of one type, by logical id.
+fn of_type<'t>(t: &'t Value, ty: &str) -> Vec<(&'t str, &'t Value)> {
+    t["Resources"]
+        .as_mapping()
+        .unwrap()
+        .iter()
+        .filter(|(_, r)| r["Type"].as_str() == Some(ty))
+        .map(|(name, r)| (name.as_str().unwrap(), r))
+        .collect()
+}
+
+fn is_ref(v: &Value, name: &str) -> bool {
+    matches!(v, Value::Tagged(t) if t.tag == "Ref" && t.value.as_str() == Some(name))
+}
+
+/// `!If [HasKmsKey, then, else]` → (then, else); anything else fails, naming `what`.
+fn under_the_key<'v>(v: &'v Value, what: &str) -> (&'v Value, &'v Value) {
+    match v {
+        Value::Tagged(t) if t.tag == "If" => {
+            let branches = t.value.as_sequence().unwrap();
+            assert_eq!(
+                branches[0].as_str(),
+                Some("HasKmsKey"),
+                "{what}: depends on KmsKeyArn"
+            );
+            (&branches[1], &branches[2])
+        }
+        other => panic!("{what}: expected !If [HasKmsKey, …], got {other:?}"),
+    }
+}
+
+/// The key when `KmsKeyArn` is set, nothing otherwise.
+fn the_key_or_nothing(v: &Value, what: &str) {
+    let (then, otherwise) = under_the_key(v, what);
+    assert!(
+        is_ref(then, "KmsKeyArn") && is_ref(otherwise, "AWS::NoValue"),
+        "{what}: !If [HasKmsKey, !Ref KmsKeyArn, !Ref AWS::NoValue], got {v:?}"
+    );
+}
+
+// Issue 32: AWS recommends a visibility timeout of at least 6 x the consumer's timeout, plus the
+// batching window: a batch Lambda retries after a throttle must not reappear meanwhile. The
+// webhook delivery queue had 6 x the timeout without the window.
+#[test]
+fn every_queue_a_function_consumes_outlasts_six_of_its_timeouts_and_the_batch_window() {
+    let t = template();
+    let mut checked = Vec::new();
+    for (function, r) in of_type(&t, "AWS::Serverless::Function") {
+        for (_, event) in r["Properties"]["Events"].as_mapping().into_iter().flatten() {
+            if event["Type"].as_str() != Some("SQS") {
+                continue;
+            }
+            let source = &event["Properties"];
+            let queue = target(&source["Queue"]);
+            let timeout = function_timeout(&t, function);
+            let window = source["MaximumBatchingWindowInSeconds"]
+                .as_u64()
+                .unwrap_or(0);
+            let declared = &props(&t, &queue)["VisibilityTimeout"];
+            // SQS's default is 30 s; an intrinsic here could not be checked.
+            let visibility = declared
+                .as_u64()
+                .or_else(|| declared.is_null().then_some(30))
+                .unwrap_or_else(|| panic!("{queue}: VisibilityTimeout is a number"));
+            assert!(
+                visibility >= 6 * timeout + window,
+                "{queue}: visibility {visibility} s < 6 x {function}'s {timeout} s + {window} s of batching window"
+            );
+            checked.push(format!("{queue} → {function}"));
+        }
+    }
+    assert!(
+        checked.len() >= 2,
+        "the SQS event sources were found: {checked:?}"
+    );
+}
+
+// Issue 32: clearing WebhookTargetUrl (a condition turning false) or deleting the stack deleted
+// the parked events and the signing key; and only 2 of 7 queues said how they were encrypted.
+#[test]
+fn every_queue_and_secret_is_kept_and_every_store_takes_the_optional_key() {
+    let t = template();
+    let parameter = &t["Parameters"]["KmsKeyArn"];
+    assert_eq!(
+        parameter["Default"].as_str(),
+        Some(""),
+        "the key is optional"
+    );
+    assert!(
+        parameter["AllowedPattern"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("^$|") && p.contains(":kms:")),
+        "empty or a KMS key ARN"
+    );
+    let queues = of_type(&t, "AWS::SQS::Queue");
+    assert!(queues.len() >= 7, "{} queues", queues.len());
+    let secrets = of_type(&t, "AWS::SecretsManager::Secret");
+    assert!(!secrets.is_empty());
+    for (name, r) in queues.iter().chain(&secrets) {
+        for policy in ["DeletionPolicy", "UpdateReplacePolicy"] {
+            assert_eq!(
+                r[policy].as_str(),
+                Some("Retain"),
+                "{name}: {policy} (it can hold what was not delivered yet)"
+            );
+        }
+    }
+    for (name, r) in &queues {
+        let p = &r["Properties"];
+        let (then, otherwise) = under_the_key(&p["SqsManagedSseEnabled"], name);
+        assert_eq!(
+            (then.as_bool(), otherwise.as_bool()),
+            (Some(false), Some(true)),
+            "{name}: SQS-managed encryption unless the key is set"
+        );
+        the_key_or_nothing(&p["KmsMasterKeyId"], name);
+        let (reuse, _) = under_the_key(&p["KmsDataKeyReusePeriodSeconds"], name);
+        assert!(
+            reuse.as_u64().is_some_and(|s| (60..=86_400).contains(&s)),
+            "{name}: a data key reuse period SQS accepts"
+        );
+    }
+    for (name, r) in of_type(&t, "AWS::DynamoDB::Table") {
+        let sse = &r["Properties"]["SSESpecification"];
+        let (enabled, default) = under_the_key(&sse["SSEEnabled"], name);
+        assert_eq!(
+            (enabled.as_bool(), default.as_bool()),
+            (Some(true), Some(false))
+        );
+        assert_eq!(under_the_key(&sse["SSEType"], name).0.as_str(), Some("KMS"));
+        the_key_or_nothing(&sse["KMSMasterKeyId"], name);
+    }
+    for (name, r) in &secrets {
+        the_key_or_nothing(&r["Properties"]["KmsKeyId"], name);
+    }
+    let log_groups = of_type(&t, "AWS::Logs::LogGroup");
+    for (name, r) in &log_groups {
+        the_key_or_nothing(&r["Properties"]["KmsKeyId"], name);
+    }
+    // Every function logs to a group the template declares, so every log is under the key.
+    for (function, r) in of_type(&t, "AWS::Serverless::Function") {
+        let group = target(&r["Properties"]["LoggingConfig"]["LogGroup"]);
+        assert!(
+            log_groups.iter().any(|(name, _)| *name == group),
+            "{function} logs to {group}, a log group of this template"
+        );
+    }
+    the_key_or_nothing(&props(&t, "EventBus")["KmsKeyIdentifier"], "EventBus");
+    the_key_or_nothing(
+        &props(&t, "EventArchive")["KmsKeyIdentifier"],
+        "EventArchive",
+    );
+    the_key_or_nothing(
+        &t["Globals"]["Function"]["KmsKeyArn"],
+        "the functions' configuration",
+    );
+}
+
+#[test]
+fn every_parameter_is_constrained() {
+    let t = template();
+    let parameters = t["Parameters"].as_mapping().unwrap();
+    assert!(parameters.len() >= 20);
+    for (name, p) in parameters {
+        let constrained = ["AllowedPattern", "AllowedValues", "MinValue", "MaxValue"]
+            .iter()
+            .any(|k| !p[*k].is_null());
+        assert!(
+            constrained,
+            "{name:?}: AllowedPattern, AllowedValues or MinValue/MaxValue"
+        );
+        if p["Type"].as_str() == Some("Number") {
+            assert!(!p["MinValue"].is_null(), "{name:?}: a number has a floor");
+        }
+    }
+    for rate in ["SweepRate", "ReconcileRate"] {
+        let pattern = t["Parameters"][rate]["AllowedPattern"].as_str().unwrap();
+        assert!(
+            pattern.contains("rate") && pattern.contains("cron"),
+            "{rate}: a rate or cron expression"
+        );
+    }
+}
+
+// Issue 32: no alarm on throttles or on an invocation spike.
+#[test]
+fn every_function_alarms_when_throttled_and_ingest_on_an_invocation_spike() {
+    let t = template();
+    let alarms = of_type(&t, "AWS::CloudWatch::Alarm");
+    let on = |metric: &str, function: &str| {
+        alarms.iter().find(|(_, a)| {
+            let p = &a["Properties"];
+            p["Namespace"].as_str() == Some("AWS/Lambda")
+                && p["MetricName"].as_str() == Some(metric)
+                && p["Dimensions"][0]["Name"].as_str() == Some("FunctionName")
+                && target(&p["Dimensions"][0]["Value"]) == function
+        })
+    };
+    let functions = of_type(&t, "AWS::Serverless::Function");
+    assert_eq!(functions.len(), 6);
+    for (function, r) in functions {
+        let (name, alarm) =
+            on("Throttles", function).unwrap_or_else(|| panic!("{function}: a throttles alarm"));
+        assert_eq!(
+            alarm["Condition"], r["Condition"],
+            "{name} exists exactly when {function} does"
+        );
+        assert!(
+            !alarm["Properties"]["AlarmActions"].is_null(),
+            "{name} notifies the alarm topic"
+        );
+    }
+    let (name, spike) = on("Invocations", "IngestFunction").expect("an ingest invocations alarm");
+    let threshold = target(&spike["Properties"]["Threshold"]);
+    assert_eq!(threshold, "IngestInvocationsAlarmThreshold", "{name}");
+    assert!(!t["Parameters"][threshold.as_str()]["MinValue"].is_null());
+    assert!(!spike["Properties"]["AlarmActions"].is_null());
+}
+
+// Issue 32: checkov's failed checks were answered nowhere. A check that does not apply is skipped
+// in the resource's metadata with its reason; a new kind of skip is a decision made here.
+#[test]
+fn every_checkov_skip_names_a_check_that_does_not_apply_and_says_why() {
+    let t = template();
+    let mut skipped = 0;
+    for (name, r) in t["Resources"].as_mapping().unwrap() {
+        for skip in r["Metadata"]["checkov"]["skip"]
+            .as_sequence()
+            .into_iter()
+            .flatten()
+        {
+            let id = skip["id"].as_str().unwrap_or_default();
+            assert!(
+                [
+                    "CKV_AWS_115", // reserved concurrency: capped by the event source or schedule
+                    "CKV_AWS_116", // a function DLQ: no asynchronous invocation carries data
+                    "CKV_AWS_117", // a VPC: only AWS APIs and HTTPS endpoints are called
+                ]
+                .contains(&id),
+                "{name:?} skips {id:?}"
+            );
+            let comment = skip["comment"].as_str().unwrap_or_default();
+            assert!(
+                comment.len() >= 60,
+                "{name:?} skips {id} with a reason: {comment:?}"
+            );
+            skipped += 1;
+        }
+    }
+    assert!(skipped >= 17, "{skipped} skips");
+}

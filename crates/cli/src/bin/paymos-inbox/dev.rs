@@ -4,19 +4,20 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use paymos_inbox::local::dev::{DevOptions, default_environment, start};
+use paymos_inbox::local::dev::{DevOptions, PORT_BUSY, default_environment, start};
 use paymos_inbox_lambda::config::parse_secrets;
 
+use crate::exit::Failure;
 use crate::{DEFAULT_PORT, FIXTURE_SECRET};
 
 #[derive(clap::Args)]
 pub struct DevArgs {
     /// Use this DynamoDB endpoint (LocalStack, a DynamoDB Local you run, or real AWS) instead
     /// of starting DynamoDB Local.
-    #[arg(long)]
+    #[arg(long, env = "AWS_ENDPOINT_URL_DYNAMODB")]
     dynamodb_endpoint: Option<String>,
     /// Use this SQS endpoint instead of starting fauxqs.
-    #[arg(long)]
+    #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
     sqs_endpoint: Option<String>,
     /// Port of the ingest URL on 127.0.0.1 (0 picks a free one).
     #[arg(long, default_value_t = DEFAULT_PORT)]
@@ -71,24 +72,21 @@ impl DevArgs {
 pub async fn run(args: DevArgs) -> ExitCode {
     let keys = match parse_secrets(&args.secrets.join("\n"), "--secret", false) {
         Ok(k) => k,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return Failure::usage(e.to_string()).report(),
     };
     let environment = match &args.environment {
         None => default_environment(&keys),
         Some(v) => match paymos_inbox_lambda::config::environment(&|_: &str| Some(v.clone())) {
             Ok(e) => e,
             Err(_) => {
-                eprintln!("error: --environment must be live or sandbox, got {v:?}");
-                return ExitCode::from(2);
+                return Failure::usage(format!("--environment must be live or sandbox, got {v:?}"))
+                    .report();
             }
         },
     };
     let reconcile_with = match args.api.client() {
         Ok(client) => client,
-        Err(e) => return crate::failed(e),
+        Err(e) => return Failure::usage(e).report(),
     };
     let options = DevOptions {
         reconcile_with,
@@ -108,12 +106,18 @@ pub async fn run(args: DevArgs) -> ExitCode {
     };
     let dev = match start(options).await {
         Ok(dev) => dev,
+        Err(e) if e.starts_with(PORT_BUSY) => {
+            return Failure::usage(e)
+                .next("pass --port 0 (a free port; dev.json and the ready line name it), or stop what listens there")
+                .report();
+        }
+        Err(e) if e.starts_with("--forward-to") => return Failure::usage(e).report(),
         Err(e) => return crate::failed(e),
     };
     let line = serde_json::to_string(&dev.info).expect("info serialises");
     println!("{line}");
     if let Err(e) = std::fs::write(&args.info_file, format!("{line}\n")) {
-        return crate::failed(format!("--info-file {}: {e}", args.info_file.display()));
+        return Failure::usage(format!("--info-file {}: {e}", args.info_file.display())).report();
     }
     let _ = std::io::stdout().flush();
     if args.no_handlers {

@@ -144,3 +144,91 @@ fn a_renamed_flag_fails_the_check() {
         ]
     );
 }
+
+/// Every command, nested ones by their path (`events tail`), with its built help.
+fn leaves() -> Vec<(String, clap::Command)> {
+    fn walk(prefix: &str, command: &clap::Command, out: &mut Vec<(String, clap::Command)>) {
+        for sub in command.get_subcommands().filter(|s| s.get_name() != "help") {
+            let path = format!("{prefix} {}", sub.get_name()).trim().to_owned();
+            if sub.has_subcommands() {
+                walk(&path, sub, out);
+            } else {
+                out.push((path, sub.clone()));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut root = crate::command_line();
+    root.build();
+    walk("", &root, &mut out);
+    out
+}
+
+// Issue 31: the top-level list was a wall of text (12 lines over 110 characters) and 10 of 19
+// commands showed no example.
+#[test]
+fn the_top_level_list_is_one_short_line_per_command() {
+    let help = crate::command_line().render_help().to_string();
+    let long: Vec<&str> = help.lines().filter(|l| l.chars().count() > 100).collect();
+    assert!(
+        long.is_empty(),
+        "lines over 100 characters:\n{}",
+        long.join("\n")
+    );
+    let listed = help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .count();
+    let commands = crate::command_line().get_subcommands().count() + 1; // and `help`
+    assert_eq!(listed, commands, "one line per command:\n{help}");
+}
+
+#[test]
+fn every_command_shows_an_example_that_parses_and_the_exit_codes() {
+    let mut failures = Vec::new();
+    let leaves = leaves();
+    assert!(leaves.len() >= 19, "{} commands", leaves.len());
+    for (path, mut command) in leaves {
+        let help = command.render_long_help().to_string();
+        if !help.contains("Exit codes:\n  0  done") {
+            failures.push(format!("{path}: no exit-code table"));
+        }
+        let examples: Vec<String> = help
+            .lines()
+            .filter(|l| !l.starts_with("Usage:"))
+            .filter_map(|l| l.find("paymos-inbox ").map(|at| l[at..].to_owned()))
+            .filter(|l| l.starts_with(&format!("paymos-inbox {path}")))
+            .collect();
+        if !help.contains("Example") || examples.is_empty() {
+            failures.push(format!("{path}: no example of itself"));
+        }
+        for example in examples {
+            let line = example
+                .split(" > ")
+                .next()
+                .unwrap_or_default()
+                .replace('…', "x");
+            let line = line.split(" < ").next().unwrap_or_default();
+            match shell_words::split(line) {
+                Ok(mut args) => {
+                    // The API key and secret come from the environment in the examples.
+                    if Cli::try_parse_from(&args)
+                        .is_err_and(|e| e.kind() == clap::error::ErrorKind::MissingRequiredArgument)
+                    {
+                        args.extend(["--api-key", "k", "--api-secret", "s"].map(String::from));
+                    }
+                    if let Err(e) = Cli::try_parse_from(&args) {
+                        failures.push(format!(
+                            "{path}: {line}\n  {}",
+                            e.to_string().lines().next().unwrap_or_default()
+                        ));
+                    }
+                }
+                Err(_) => failures.push(format!("{path}: cannot split: {line}")),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -13,13 +13,20 @@ use paymos_inbox_core::fulfil::Fulfil;
 use paymos_inbox_core::release::{ReleaseBy, ReleaseError};
 use paymos_inbox_lambda::now_ms;
 
+use crate::exit::Failure;
 use crate::stack::{ApiArgs, Stack, StackArgs};
 
-fn fail(e: impl std::fmt::Display) -> ExitCode {
-    crate::failed(e)
+/// An I/O error's text, classified and said in one line ([`crate::exit::classify`]).
+fn fail(e: impl crate::exit::IntoFailure) -> ExitCode {
+    e.into_failure().report()
 }
 
-async fn tables(stack: &StackArgs) -> Result<(Stack, DynamoResources, DynamoLedger), String> {
+/// Bad usage or input, found before any I/O (exit 2).
+fn usage(e: impl Into<String>) -> ExitCode {
+    crate::exit::Failure::usage(e).report()
+}
+
+async fn tables(stack: &StackArgs) -> Result<(Stack, DynamoResources, DynamoLedger), Failure> {
     let stack = stack.resolve().await?;
     let store = stack.resources()?;
     let deliveries = Stack::need(&stack.deliveries, "deliveries-table")?;
@@ -111,7 +118,10 @@ pub struct ReleaseArgs {
 
 pub async fn release(args: ReleaseArgs) -> ExitCode {
     if !args.invoice_id.starts_with("inv_") {
-        return fail("the invoice id starts with inv_");
+        return usage(format!(
+            "{}: an invoice id starts with inv_",
+            args.invoice_id
+        ));
     }
     let (_, state, ledger) = match tables(&args.stack).await {
         Ok(t) => t,
@@ -179,27 +189,38 @@ pub async fn recheck(args: RecheckArgs) -> ExitCode {
     if let Some(id) = &args.resource_id
         && !["inv_", "wdr_", "pcd_"].iter().any(|p| id.starts_with(p))
     {
-        return fail(format!(
+        return usage(format!(
             "{id}: the resource id starts with inv_ (an invoice), wdr_ (a refund or payout) or pcd_ (a deposit)"
         ));
     }
+    let environment_of = |named: &str| {
+        paymos_inbox_lambda::config::environment(&|_: &str| Some(named.to_owned()))
+            .map_err(|e| Failure::usage(format!("--environment: {e}")))
+    };
+    let given = match args.environment.as_deref().map(environment_of).transpose() {
+        Ok(e) => e,
+        Err(e) => return e.report(),
+    };
+    let client = match args.api.client(Some(Duration::from_secs(10))) {
+        Ok(c) => c,
+        Err(e) => return usage(e),
+    };
     let (stack, state, ledger) = match tables(&args.stack).await {
         Ok(t) => t,
         Err(e) => return fail(e),
     };
-    let Some(named) = args.environment.clone().or(stack.environment) else {
-        return fail(
-            "no environment: pass --environment live|sandbox (the stack's outputs and `dev` name it)",
-        );
-    };
-    let environment = match paymos_inbox_lambda::config::environment(&|_: &str| Some(named.clone()))
-    {
-        Ok(e) => e,
-        Err(e) => return fail(e),
-    };
-    let client = match args.api.client(Some(Duration::from_secs(10))) {
-        Ok(c) => c,
-        Err(e) => return fail(e),
+    let environment = match given.or_else(|| {
+        stack
+            .environment
+            .as_deref()
+            .and_then(|n| environment_of(n).ok())
+    }) {
+        Some(e) => e,
+        None => {
+            return Failure::usage("no environment: nothing says which one the stack applies")
+                .next("pass --environment live or sandbox (a stack's outputs and `dev` name it)")
+                .report();
+        }
     };
     let api = PaymosApi::new(client).with_deadline(Duration::from_secs(30));
     let stack = Fulfil::new(state).for_environment(environment);
@@ -238,9 +259,15 @@ pub async fn recheck(args: RecheckArgs) -> ExitCode {
 
 #[derive(clap::Subcommand)]
 pub enum OrdersCommand {
-    /// Register what an order must be paid with: a paid invoice for it that differs (as an
-    /// exact decimal, or in currency) is held for review instead of fulfilled. Item:
-    /// pk = order#<ORDER>, kind = expected_order, amount (N), currency.
+    /// Register what an order must be paid with
+    ///
+    /// A paid invoice for it that differs (as an exact decimal, or in currency) is held for
+    /// review instead of fulfilled. Item: pk = order#<ORDER>, kind = expected_order, amount
+    /// (N), currency.
+    ///
+    /// Example:
+    ///   paymos-inbox orders register order-7 --amount 10.50 --currency USD --dev-info dev.json
+    #[command(verbatim_doc_comment)]
     Register {
         /// The merchant's order id (Paymos' order.external_id).
         order_id: String,
@@ -262,6 +289,11 @@ pub async fn orders(command: OrdersCommand) -> ExitCode {
         currency,
         stack,
     } = command;
+    if paymos_inbox_core::status::Amount::parse(&amount).is_none() {
+        return usage(format!(
+            "--amount {amount:?} is not an exact decimal like 10.50"
+        ));
+    }
     let (_, state, _) = match tables(&stack).await {
         Ok(t) => t,
         Err(e) => return fail(e),

@@ -11,10 +11,12 @@ use paymos_inbox_core::handoff::DomainEvent;
 use paymos_inbox_core::signature::Environment;
 use paymos_inbox_lambda::now_ms;
 
+use crate::exit::Failure;
 use crate::stack::{Stack, StackArgs};
 
-fn fail(e: impl std::fmt::Display) -> ExitCode {
-    crate::failed(e)
+/// An I/O error's text, classified and said in one line ([`crate::exit::classify`]).
+fn fail(e: impl crate::exit::IntoFailure) -> ExitCode {
+    e.into_failure().report()
 }
 
 fn environment(name: &str) -> Result<Environment, String> {
@@ -128,20 +130,27 @@ async fn committed_since(
     stack: &StackArgs,
     since: &str,
     environment_name: Option<&str>,
-) -> Result<(Stack, Vec<(u64, DomainEvent)>), String> {
+) -> Result<(Stack, Vec<(u64, DomainEvent)>), Failure> {
     let now = i64::try_from(now_ms() / 1000).unwrap_or(i64::MAX);
-    let since_ms = u64::try_from(parse_when(since, now)?).unwrap_or(0) * 1000;
+    let since_ms =
+        u64::try_from(parse_when(since, now).map_err(|e| Failure::usage(format!("--since {e}")))?)
+            .unwrap_or(0)
+            * 1000;
+    let given = environment_name
+        .map(environment)
+        .transpose()
+        .map_err(Failure::usage)?;
     let stack = stack.resolve().await?;
-    let env = match environment_name
-        .map(str::to_owned)
-        .or_else(|| stack.environment.clone())
-    {
-        Some(name) => environment(&name)?,
+    let env = match given.or_else(|| {
+        stack
+            .environment
+            .as_deref()
+            .and_then(|n| environment(n).ok())
+    }) {
+        Some(env) => env,
         None => {
-            return Err(
-                "no environment: pass --environment live|sandbox, or --stack-name / --dev-info (their outputs say it)"
-                    .into(),
-            );
+            return Err(Failure::usage("no environment: nothing says which one the stack applies")
+                .next("pass --environment live or sandbox, or --stack-name / --dev-info (their outputs say it)"));
         }
     };
     let table = Stack::need(&stack.state, "state-table")?.to_owned();
@@ -152,7 +161,7 @@ async fn committed_since(
     );
     let events = paymos_inbox_core::handoff::since(&resources, since_ms, env)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| Failure::from(e.to_string()))?;
     Ok((stack, events))
 }
 
@@ -193,7 +202,10 @@ pub async fn resend(args: ResendArgs) -> ExitCode {
     let events: Vec<DomainEvent> = events.into_iter().map(|(_, e)| e).collect();
     let sent = match args.event_bus.as_ref().or(stack.event_bus.as_ref()) {
         Some(bus) => {
-            let shared = args.stack.aws().await;
+            let shared = match args.stack.aws().await {
+                Ok(shared) => shared,
+                Err(e) => return e.report(),
+            };
             let publisher =
                 EventBridgePublisher::new(aws_sdk_eventbridge::Client::new(&shared), bus);
             handoff::resend(&publisher, &events).await

@@ -3,100 +3,205 @@
 use std::io::Read;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
 use paymos_inbox_core::signature::{DEFAULT_TOLERANCE_SECS, SignatureError, Verifier};
 use paymos_inbox_lambda::config::parse_secrets;
 
 #[derive(Parser)]
-#[command(name = "paymos-inbox", version, about = "Tools for the paymos-inbox webhook receiver", long_about = None)]
+#[command(
+    name = "paymos-inbox",
+    version,
+    about = "Tools for the paymos-inbox webhook receiver",
+    long_about = None,
+    after_help = exit::TABLE
+)]
 struct Cli {
+    /// Say more: the detail behind an error (the SDK's), and debug logs.
+    #[arg(short, long, global = true)]
+    verbose: bool,
+    /// Colour in logs: auto (a terminal, no NO_COLOR), always, never.
+    #[arg(long, global = true, value_enum, default_value_t = Colour::Auto, hide_possible_values = true)]
+    color: Colour,
     #[command(subcommand)]
     command: Command,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Colour {
+    Auto,
+    Always,
+    Never,
+}
+
+/// The command line with the exit-code table at the end of every command's help.
+fn command_line() -> clap::Command {
+    fn with_table(command: clap::Command) -> clap::Command {
+        command.mut_subcommands(|c| with_table(c).after_help(exit::TABLE))
+    }
+    with_table(Cli::command())
+}
+
 #[derive(Subcommand)]
 enum Command {
-    /// Check a delivery's X-Webhook-Signature against your secret(s): says which secret matched,
-    /// or precisely why the signature does not verify. Reads the raw body from stdin.
+    /// Check a delivery's signature against your secret(s)
+    ///
+    /// Says which secret matched, or precisely why the X-Webhook-Signature does not verify.
+    /// Reads the raw body from stdin (or --body-file). Exit 1 when it does not verify.
     ///
     /// Example:
     ///   paymos-inbox verify --secret live=whsec_live_… --header 't=1700000000,v1=…' < body.json
+    #[command(verbatim_doc_comment)]
     Verify(VerifyArgs),
-    /// Run the whole pipeline locally: emulators (unless endpoints are given), the stack's
-    /// tables and queues (from template.yaml), the ingest handler on http://127.0.0.1:PORT
-    /// exactly as a function URL delivers it, and a poller that feeds fulfil real SQS batches.
-    /// Prints one JSON line with the URL, endpoints, tables and queues, then a log per delivery.
-    /// With --api-key and --api-secret, it also reconciles with Paymos every minute (report only).
+    /// Run the whole pipeline locally (emulators, tables, ingest URL, fulfil)
     ///
-    /// Then, in another terminal:  paymos-inbox send --type invoice.paid
-    Dev(dev::DevArgs),
-    /// Send a signed Paymos delivery, like Paymos would: any of the 16 event types, one or two
-    /// v1 signatures, its retry ladder, replays and fan-out to several event ids.
+    /// Emulators (unless endpoints are given: --dynamodb-endpoint, AWS_ENDPOINT_URL_DYNAMODB…),
+    /// the stack's tables and queues (from template.yaml), the ingest handler on
+    /// http://127.0.0.1:PORT exactly as a function URL delivers it, and a poller that feeds
+    /// fulfil real SQS batches. Prints one JSON line with the URL, endpoints, tables and queues
+    /// (also written to dev.json, which the other commands read), then a log per delivery.
+    /// With --api-key and --api-secret, it also reconciles with Paymos every minute.
     ///
     /// Examples:
-    ///   paymos-inbox send --type invoice.paid --resource inv_42
+    ///   paymos-inbox dev
+    ///   paymos-inbox dev --port 0 --forward-to http://localhost:3000/hooks
+    /// then, in another terminal:  paymos-inbox send --type invoice.paid --wait
+    #[command(verbatim_doc_comment)]
+    Dev(dev::DevArgs),
+    /// Send a signed Paymos delivery, as Paymos would
+    ///
+    /// Any of the 16 event types, one or two v1 signatures, its retry ladder, replays and
+    /// fan-out to several event ids. Posts to --url, else to the URL in dev.json (`dev`).
+    /// Exit 1 when the receiver answers other than 2xx (or, with --wait, did not apply it).
+    ///
+    /// Examples:
+    ///   paymos-inbox send --type invoice.paid --resource inv_42 --wait
     ///   paymos-inbox send --type invoice.paid --replay evt_123 --resource inv_42
     ///   paymos-inbox send --retry-ladder --time-scale 3600 --url https://staging.example/hook
+    #[command(verbatim_doc_comment)]
     Send(send::SendArgs),
-    /// The five-step idempotency proof against a receiver: (1) one delivery, (2) the same event
-    /// again, (3) colliding attempts, (4) a failed event replayed after recovery, (5) reconcile.
-    /// HTTP answers are checked for any receiver; with its tables (--dev-info, or
-    /// --deliveries-table and --state-table) also one record and one fulfilment each.
-    /// With --api-key and --api-secret, step 5 compares with Paymos' paid invoices.
-    /// Exit 1 if any step fails.
+    /// The five-step idempotency proof against a receiver
+    ///
+    /// (1) one delivery, (2) the same event again, (3) colliding attempts, (4) a failed event
+    /// replayed after recovery, (5) reconcile. HTTP answers are checked for any receiver; the
+    /// orders are counted through a probe (--orders-cmd, --orders-url, or our tables with
+    /// --dev-info / --stack-name). With --api-key and --api-secret, step 5 compares with
+    /// Paymos' paid invoices. Exit 1 if a step fails, 3 if none failed but one is unproven
+    /// (no probe of the orders, no API key).
     ///
     /// Example, against `dev --slow 11` (so retries collide with a first attempt past 10 s):
     ///   paymos-inbox check http://127.0.0.1:8787/ --dev-info dev.json
+    #[command(verbatim_doc_comment)]
     Check(ops::CheckArgs),
-    /// List deliveries recorded but not processed, oldest first (a sparse index, not a scan).
+    /// List deliveries recorded but not processed, oldest first
+    ///
+    /// Read from a sparse index, not a scan. --resend sends the stranded ones again, as the
+    /// scheduled sweep does.
+    ///
+    /// Examples:
+    ///   paymos-inbox pending --stack-name paymos-inbox-live
+    ///   paymos-inbox pending --dev-info dev.json --resend --older-than 60
+    #[command(verbatim_doc_comment)]
     Pending(ops::PendingArgs),
-    /// Move messages from the dead-letter queue back to the work queue.
+    /// Move the work queue's dead letters back to the work queue
+    ///
+    /// Example:
+    ///   paymos-inbox redrive --stack-name paymos-inbox-live --max 100
+    #[command(verbatim_doc_comment)]
     Redrive(ops::RedriveArgs),
-    /// Support's manual path: mark an invoice paid through the same conditional transition as
-    /// a webhook, so a later webhook or replay for it fulfils nothing.
+    /// Mark an invoice paid by hand, as support does
+    ///
+    /// Through the same conditional transition as a webhook, so a later webhook or replay for
+    /// it fulfils nothing.
+    ///
+    /// Example:
+    ///   paymos-inbox mark-paid inv_42 --actor alice --order-id order-7 --amount 10.50 --currency USD
+    #[command(verbatim_doc_comment)]
     MarkPaid(ops::MarkPaidArgs),
-    /// Everything waiting for a person, with why and what to do: held, paid-late and
-    /// duplicate-payment invoices, unconfirmed and unusable deliveries, DLQ messages.
-    /// Exit 1 when something waits.
+    /// Everything waiting for a person, with why and what to do
+    ///
+    /// Held, paid-late and duplicate-payment invoices, unconfirmed and unusable deliveries,
+    /// dead letters. Exit 1 when something waits (a cron job can alert on it).
+    ///
+    /// Example:
+    ///   paymos-inbox exceptions --stack-name paymos-inbox-live --json
+    #[command(verbatim_doc_comment)]
     Exceptions(exceptions::ExceptionsArgs),
-    /// Fulfil a held, paid-late or unconfirmed invoice on a person's word, through the same
-    /// conditional writes as a webhook (a racing webhook or a second release changes nothing);
-    /// leaves released_by, released_at and release_reason on the invoice.
+    /// Fulfil a held, paid-late or unconfirmed invoice on a person's word
+    ///
+    /// Through the same conditional writes as a webhook (a racing webhook or a second release
+    /// changes nothing); leaves released_by, released_at and release_reason on the invoice.
+    /// Exit 1 when refused.
+    ///
+    /// Example:
+    ///   paymos-inbox release inv_42 --actor alice --reason "customer confirmed by email"
+    #[command(verbatim_doc_comment)]
     Release(exceptions::ReleaseArgs),
-    /// Run the reverse check again for unconfirmed deliveries (one invoice, or all) and apply
-    /// those Paymos now confirms.
+    /// Ask Paymos again about unconfirmed deliveries and apply what it confirms
+    ///
+    /// One resource (inv_…, wdr_…, pcd_…) or all. The environment is the stack's (its outputs,
+    /// or `dev`), unless --environment names it. Exit 1 while something still waits.
+    ///
+    /// Examples:
+    ///   paymos-inbox recheck inv_42 --stack-name paymos-inbox-live
+    ///   paymos-inbox recheck --all-unconfirmed --dev-info dev.json
+    #[command(verbatim_doc_comment)]
     Recheck(exceptions::RecheckArgs),
-    /// Orders for the amount guard.
+    /// Register orders for the amount guard
+    ///
+    /// Example:
+    ///   paymos-inbox orders register order-7 --amount 10.50 --currency USD --dev-info dev.json
+    #[command(verbatim_doc_comment)]
     #[command(subcommand)]
     Orders(exceptions::OrdersCommand),
-    /// Compare the invoices Paymos says were paid (its API, through the official paymos crate)
-    /// with the fulfilments here: MISSING, DOUBLE (per order), DUPLICATE PAYMENT, UNKNOWN; and
-    /// re-reads invoices still open here. --apply fulfils the missing ones
-    /// through the same conditional transition as a webhook. Exit 1 if anything needs a person.
+    /// Compare Paymos' paid invoices with the fulfilments here
     ///
-    /// Example:  PAYMOS_API_KEY=… PAYMOS_API_SECRET=… paymos-inbox reconcile --from 2026-11-01
-    ///             --deliveries-table … --state-table …
+    /// Through its API (the official paymos crate): MISSING, DOUBLE (per order), DUPLICATE
+    /// PAYMENT, UNKNOWN; and re-reads invoices still open here. --apply fulfils the missing
+    /// ones through the same conditional transition as a webhook. Exit 1 if anything needs a
+    /// person.
+    ///
+    /// Example:
+    ///   PAYMOS_API_KEY=… PAYMOS_API_SECRET=… paymos-inbox reconcile --from 48h --stack-name paymos-inbox-live
+    #[command(verbatim_doc_comment)]
     Reconcile(ops::ReconcileArgs),
-    /// The fault soak: a simulated Paymos sends thousands of deliveries (duplicates, collisions,
-    /// two endpoints, out of order, rotation headers, retried until 2xx) through the local
-    /// pipeline while DynamoDB and SQS calls fail, lose replies or crash the invocation; then
-    /// checks that every acknowledged delivery was processed, every paid invoice fulfilled
-    /// exactly once, every deposit credited once with exact balances, no status regressed.
-    /// Exit 1 on any violation.
+    /// The fault soak: thousands of deliveries while calls fail, then the books checked
+    ///
+    /// A simulated Paymos sends deliveries (duplicates, collisions, two endpoints, out of
+    /// order, rotation headers, retried until 2xx) through the local pipeline while DynamoDB
+    /// and SQS calls fail, lose replies or crash the invocation; then checks that every
+    /// acknowledged delivery was processed, every paid invoice fulfilled exactly once, every
+    /// deposit credited once with exact balances, no status regressed. Shows its progress and
+    /// counts the faults it injects (their logs only with --verbose). Exit 1 on any violation.
+    ///
+    /// Example:
+    ///   paymos-inbox soak --deliveries 2000 --seed 7
+    #[command(verbatim_doc_comment)]
     Soak(ops::SoakArgs),
+    /// Throughput of the local pipeline against a raw loop of the same calls
+    ///
     /// Deliveries per second and latency through the local pipeline (HTTP, ingest handler,
     /// emulators, fulfil polling) against a raw loop of the same put and send calls issued
     /// directly to the same emulators; prints the ratio (target ≥ 0.8).
+    ///
+    /// Example:
+    ///   paymos-inbox bench-e2e --deliveries 500 --json
+    #[command(verbatim_doc_comment)]
     BenchE2e(ops::BenchE2eArgs),
-    /// The hand-off's events (tail, since, resend), and the function-URL events in events/
-    /// (refresh: inputs for `sam local invoke -e` and `cargo lambda invoke`, and the tests'
-    /// fixtures).
+    /// The hand-off's events: tail, since, resend, redrive; refresh the fixtures
+    ///
+    /// Example:
+    ///   paymos-inbox events since 1h --stack-name paymos-inbox-live
+    #[command(verbatim_doc_comment)]
     #[command(subcommand)]
     Events(EventsCommand),
-    /// Print a shell completion script: bash, zsh, fish, elvish or powershell.
+    /// Print a shell completion script
     ///
-    /// Example:  paymos-inbox completions bash > ~/.local/share/bash-completion/completions/paymos-inbox
+    /// For bash, zsh, fish, elvish or powershell.
+    ///
+    /// Example:
+    ///   paymos-inbox completions bash > ~/.local/share/bash-completion/completions/paymos-inbox
+    #[command(verbatim_doc_comment)]
     Completions {
         /// The shell.
         shell: clap_complete::Shell,
@@ -105,23 +210,51 @@ enum Command {
 
 #[derive(Subcommand)]
 enum EventsCommand {
-    /// Print the hand-off's events as they reach the events queue (`dev`'s stand-in for the
-    /// EventBridge bus, or the stack's EventsQueueUrl), one JSON envelope per line, consuming
-    /// them. --follow keeps waiting.
+    /// Print the hand-off's events committed since a time, then (--follow) as they commit
+    ///
+    /// Read from the state table: nothing is taken from any queue, so your consumer misses
+    /// nothing (--consume reads the events queue instead, deleting what it reads). One JSON
+    /// envelope per line.
+    ///
+    /// Example:
+    ///   paymos-inbox events tail --dev-info dev.json --follow
+    #[command(verbatim_doc_comment)]
     Tail(handoff::TailArgs),
-    /// The events the facts committed since a time stand for, read from the state table (not
-    /// the 24-hour stream): for a consumer that was down. One JSON envelope per line.
+    /// Print the events the facts committed since a time stand for
+    ///
+    /// Read from the state table (not the 24-hour stream): for a consumer that was down. One
+    /// JSON envelope per line.
+    ///
+    /// Example:
+    ///   paymos-inbox events since 2026-11-01 --stack-name paymos-inbox-live
+    #[command(verbatim_doc_comment)]
     Since(handoff::SinceArgs),
-    /// Publish again the events committed since a time (same idempotency keys), to the bus
-    /// (--event-bus) or to the events queue: after a publish failure.
+    /// Publish again the events committed since a time (same idempotency keys)
+    ///
+    /// To the bus (--event-bus, default the stack's) or to the events queue: after a publish
+    /// failure.
+    ///
+    /// Example:
+    ///   paymos-inbox events resend --since 2h --stack-name paymos-inbox-live
+    #[command(verbatim_doc_comment)]
     Resend(handoff::ResendArgs),
-    /// Move the signed hand-off's parked events (its dead-letter queue) back to the queue the
-    /// deliver function posts from, at most --per-second a second: after the endpoint is fixed.
+    /// Move the signed hand-off's parked events back to its queue, paced
+    ///
+    /// From its dead-letter queue to the queue the deliver function posts from, at most
+    /// --per-second a second: after the endpoint is fixed.
+    ///
+    /// Example:
     ///   paymos-inbox events redrive --stack-name my-shop --per-second 5
+    #[command(verbatim_doc_comment)]
     Redrive(handoff::RedriveArgs),
-    /// Re-sign events/ingest-*.json at a time (default: now), so a local invoke passes the
-    /// timestamp tolerance. The tests use the fixture secret at 1760000000:
+    /// Re-sign events/ingest-*.json at a time (default: now)
+    ///
+    /// So a local invoke (`sam local invoke -e`, `cargo lambda invoke`) passes the timestamp
+    /// tolerance. The tests use the fixture secret at 1760000000.
+    ///
+    /// Example:
     ///   paymos-inbox events refresh --at 1760000000
+    #[command(verbatim_doc_comment)]
     Refresh {
         /// The folder of events.
         #[arg(long, default_value = "events")]
@@ -172,6 +305,7 @@ mod dev;
 #[cfg(test)]
 mod doc_commands;
 mod exceptions;
+mod exit;
 mod handoff;
 mod ops;
 mod send;
@@ -180,27 +314,64 @@ mod stack;
 /// Where `dev` listens and `send` posts by default.
 pub(crate) const DEFAULT_PORT: u16 = 8787;
 
-/// Exit code: something waits for a person (a finding, a failed `check` step, a refused
-/// `release`, an invalid signature).
-pub const EXIT_NEEDS_A_PERSON: u8 = 1;
-/// Exit code: the command failed (AWS, the API, a file): nothing was decided.
-pub const EXIT_FAILED: u8 = 4;
+/// Exit code: something waits for a person (see [`exit`]).
+pub const EXIT_NEEDS_A_PERSON: u8 = exit::NEEDS_A_PERSON;
 
-/// Prints `e` and answers [`EXIT_FAILED`].
-pub fn failed(e: impl std::fmt::Display) -> ExitCode {
-    eprintln!("error: {e}");
-    ExitCode::from(EXIT_FAILED)
+/// Prints the failure `e` (an I/O error's text is classified: [`exit::classify`]) and answers
+/// its exit code.
+pub fn failed(e: impl exit::IntoFailure) -> ExitCode {
+    e.into_failure().report()
+}
+
+/// Logs on stderr for a person: our crates at INFO (DEBUG with --verbose), everything else only
+/// when it is a warning (the SDK's credential-chain chatter never), none at all for the soak
+/// unless --verbose (it counts the faults it injects instead); RUST_LOG overrides.
+fn init_logs(verbose: bool, colour: Colour, quiet: bool) {
+    use std::io::IsTerminal as _;
+    let ours = [
+        "paymos_inbox",
+        "paymos_inbox_core",
+        "paymos_inbox_aws",
+        "paymos_inbox_lambda",
+    ];
+    let directives = if quiet && !verbose {
+        "off".to_owned()
+    } else {
+        let level = if verbose { "debug" } else { "info" };
+        let mut d = format!("{},aws_config=error", if verbose { "info" } else { "warn" });
+        for crate_name in ours {
+            d.push_str(&format!(",{crate_name}={level}"));
+        }
+        d
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("RUST_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(directives));
+    let ansi = match colour {
+        Colour::Always => true,
+        Colour::Never => false,
+        Colour::Auto => paymos_inbox_lambda::telemetry::colour(
+            std::io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
+        ),
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .with_ansi(ansi)
+        .try_init();
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::from_arg_matches(&command_line().get_matches()).unwrap_or_else(|e| e.exit());
+    exit::set_verbose(cli.verbose);
     match &cli.command {
         // Exactly what the functions print on Lambda: flat JSON lines and EMF documents.
         Command::Dev(args) if args.json_logs() => {
             paymos_inbox_lambda::telemetry::init_json();
             paymos_inbox_lambda::telemetry::init_metrics("dev");
         }
-        _ => paymos_inbox_lambda::telemetry::init_human(),
+        command => init_logs(cli.verbose, cli.color, matches!(command, Command::Soak(_))),
     }
     let runtime = || {
         tokio::runtime::Builder::new_multi_thread()
@@ -224,10 +395,9 @@ fn main() -> ExitCode {
         Command::BenchE2e(args) => runtime().block_on(ops::bench_e2e(args)),
         Command::Verify(args) => verify(&args),
         Command::Completions { shell } => {
-            use clap::CommandFactory;
             clap_complete::generate(
                 shell,
-                &mut Cli::command(),
+                &mut command_line(),
                 "paymos-inbox",
                 &mut std::io::stdout(),
             );
@@ -244,10 +414,7 @@ fn main() -> ExitCode {
             }) {
                 None => now,
                 Some(Ok(secs)) => u64::try_from(secs).unwrap_or(0),
-                Some(Err(e)) => {
-                    eprintln!("error: --at {e}");
-                    return ExitCode::from(2);
-                }
+                Some(Err(e)) => return exit::Failure::usage(format!("--at {e}")).report(),
             };
             let secret = paymos_inbox_core::signature::WebhookSecret::new(secret);
             match paymos_inbox::local::events::refresh(&dir, &secret, at) {
@@ -266,10 +433,7 @@ fn main() -> ExitCode {
 fn verify(args: &VerifyArgs) -> ExitCode {
     let keys = match parse_secrets(&args.secrets.join("\n"), "--secret", false) {
         Ok(keys) => keys,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return exit::Failure::usage(e.to_string()).report(),
     };
     let mut body = Vec::new();
     let read = match &args.body_file {
@@ -277,8 +441,9 @@ fn verify(args: &VerifyArgs) -> ExitCode {
         None => std::io::stdin().read_to_end(&mut body).map(|_| ()),
     };
     if let Err(e) = read {
-        eprintln!("error: could not read the body: {e}");
-        return ExitCode::from(2);
+        return exit::Failure::usage(format!("could not read the body: {e}"))
+            .next("pass the raw body on stdin or with --body-file FILE")
+            .report();
     }
     let now = args
         .now

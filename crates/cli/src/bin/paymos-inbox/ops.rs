@@ -18,27 +18,51 @@ use crate::stack::{ApiArgs, OptionalApiArgs, Stack, StackArgs};
 /// Runs `work`, showing `label` and the elapsed seconds on stderr while it runs, when stderr is
 /// a terminal (never in pipes, files or CI logs).
 pub(crate) async fn with_progress<T>(label: &str, work: impl std::future::Future<Output = T>) -> T {
+    let label = label.to_owned();
+    with_progress_of(move || label.clone(), false, work).await
+}
+
+/// Runs `work`, showing `line()` and the elapsed seconds on stderr while it runs: rewritten in
+/// place on a terminal; every 10 s as plain lines elsewhere when `also_plain`, else nothing.
+pub(crate) async fn with_progress_of<T>(
+    line: impl Fn() -> String + Send + 'static,
+    also_plain: bool,
+    work: impl std::future::Future<Output = T>,
+) -> T {
     use std::io::{IsTerminal, Write};
-    if !std::io::stderr().is_terminal() {
+    let terminal = std::io::stderr().is_terminal();
+    if !terminal && !also_plain {
         return work.await;
     }
     let started = std::time::Instant::now();
-    let label = label.to_owned();
     let ticker = tokio::spawn(async move {
         loop {
-            eprint!("\r{label}: {} s", started.elapsed().as_secs());
-            let _ = std::io::stderr().flush();
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            if terminal {
+                eprint!("\r\x1b[2K{}: {} s", line(), started.elapsed().as_secs());
+                let _ = std::io::stderr().flush();
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            } else {
+                tokio::time::sleep(Duration::from_secs(10)).await;
+                eprintln!("{}: {} s", line(), started.elapsed().as_secs());
+            }
         }
     });
     let out = work.await;
     ticker.abort();
-    eprint!("\r\x1b[2K");
+    if terminal {
+        eprint!("\r\x1b[2K");
+    }
     out
 }
 
-fn fail(e: impl std::fmt::Display) -> ExitCode {
-    crate::failed(e)
+/// An I/O error's text, classified and said in one line ([`crate::exit::classify`]).
+fn fail(e: impl crate::exit::IntoFailure) -> ExitCode {
+    e.into_failure().report()
+}
+
+/// Bad usage or input, found before any I/O (exit 2).
+fn usage(e: impl Into<String>) -> ExitCode {
+    crate::exit::Failure::usage(e).report()
 }
 
 #[derive(clap::Args)]
@@ -87,6 +111,23 @@ pub struct CheckArgs {
 }
 
 pub async fn check(args: CheckArgs) -> ExitCode {
+    match reqwest::Url::parse(&args.url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+        _ => {
+            return crate::exit::Failure::usage(format!("{}: not an http(s) URL", args.url))
+                .next("pass the receiver's URL whole, like http://127.0.0.1:8787/")
+                .report();
+        }
+    }
+    let api = match args.api.client() {
+        Ok(client) => client.map(|c| {
+            (
+                std::sync::Arc::new(c),
+                Duration::from_secs(args.since_hours * 3600),
+            )
+        }),
+        Err(e) => return usage(e),
+    };
     let tables = if args.stack.given() {
         match args.stack.resolve().await {
             Ok(s) => match (s.deliveries, s.state) {
@@ -96,7 +137,7 @@ pub async fn check(args: CheckArgs) -> ExitCode {
                     state,
                 }),
                 _ => {
-                    return fail(
+                    return usage(
                         "the business checks need both the deliveries and the state table",
                     );
                 }
@@ -117,15 +158,6 @@ pub async fn check(args: CheckArgs) -> ExitCode {
         (_, Some(url), _) => Some(MarkPaid::Url(url.clone())),
         (_, _, Some(t)) => Some(MarkPaid::Tables(t.clone())),
         _ => None,
-    };
-    let api = match args.api.client() {
-        Ok(client) => client.map(|c| {
-            (
-                std::sync::Arc::new(c),
-                Duration::from_secs(args.since_hours * 3600),
-            )
-        }),
-        Err(e) => return fail(e),
     };
     let options = CheckOptions {
         url: args.url,
@@ -160,7 +192,7 @@ pub async fn check(args: CheckArgs) -> ExitCode {
     if steps.iter().any(|s| s.verdict == "fail") {
         ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
     } else if steps.iter().any(|s| s.verdict == "unproven") {
-        ExitCode::from(check::EXIT_UNPROVEN)
+        ExitCode::from(crate::exit::UNPROVEN)
     } else {
         ExitCode::SUCCESS
     }
@@ -359,10 +391,13 @@ pub struct MarkPaidArgs {
 
 pub async fn mark_paid(args: MarkPaidArgs) -> ExitCode {
     if !args.invoice_id.starts_with("inv_") {
-        return fail("the invoice id starts with inv_");
+        return usage(format!(
+            "{}: an invoice id starts with inv_",
+            args.invoice_id
+        ));
     }
     let amount = match args.amount.as_deref().map(|a| Amount::parse(a).ok_or(a)) {
-        Some(Err(a)) => return fail(format!("--amount {a:?} is not a decimal like 10.50")),
+        Some(Err(a)) => return usage(format!("--amount {a:?} is not a decimal like 10.50")),
         Some(Ok(a)) => Some(a),
         None => None,
     };
@@ -420,9 +455,21 @@ pub struct ReconcileArgs {
 }
 
 pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
+    let now = i64::try_from(now_ms() / 1000).unwrap_or(i64::MAX);
+    let when = |flag: &str, value: &str| {
+        paymos_inbox::tools::when::parse_when(value, now).map_err(|e| format!("{flag} {e}"))
+    };
+    let window = when("--from", &args.from).and_then(|from| match &args.to {
+        Some(to) => when("--to", to).map(|to| (from, to)),
+        None => Ok((from, now)),
+    });
+    let (from, to) = match window {
+        Ok(w) => w,
+        Err(e) => return usage(e),
+    };
     let api = match args.api.client(None) {
         Ok(c) => c,
-        Err(e) => return fail(e),
+        Err(e) => return usage(e),
     };
     let stack = match args.stack.resolve().await {
         Ok(s) => s,
@@ -430,16 +477,6 @@ pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
     };
     let fulfil = match stack.resources() {
         Ok(r) => Fulfil::new(r),
-        Err(e) => return fail(e),
-    };
-    let now = i64::try_from(now_ms() / 1000).unwrap_or(i64::MAX);
-    let window =
-        paymos_inbox::tools::when::parse_when(&args.from, now).and_then(|from| match &args.to {
-            Some(to) => paymos_inbox::tools::when::parse_when(to, now).map(|to| (from, to)),
-            None => Ok((from, now)),
-        });
-    let (from, to) = match window {
-        Ok(w) => w,
         Err(e) => return fail(e),
     };
     let report = match with_progress(
@@ -541,10 +578,10 @@ pub struct SoakArgs {
     #[arg(long, default_value_t = 42)]
     seed: u64,
     /// Use this DynamoDB endpoint instead of starting DynamoDB Local.
-    #[arg(long)]
+    #[arg(long, env = "AWS_ENDPOINT_URL_DYNAMODB")]
     dynamodb_endpoint: Option<String>,
     /// Use this SQS endpoint instead of starting fauxqs.
-    #[arg(long)]
+    #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
     sqs_endpoint: Option<String>,
     /// Print the report as JSON.
     #[arg(long)]
@@ -566,6 +603,7 @@ fn endpoints_or_emulators(
 }
 
 pub async fn soak(args: SoakArgs) -> ExitCode {
+    let progress = std::sync::Arc::<paymos_inbox::tools::soak::SoakProgress>::default();
     let (dynamodb_endpoint, sqs_endpoint, running) =
         match endpoints_or_emulators(args.dynamodb_endpoint, args.sqs_endpoint) {
             Ok(e) => e,
@@ -579,9 +617,10 @@ pub async fn soak(args: SoakArgs) -> ExitCode {
         crash_rate: args.crash_rate,
         concurrency: args.concurrency,
         seed: args.seed,
+        progress: progress.clone(),
     };
-    let report = match with_progress("soak running", paymos_inbox::tools::soak::run(options)).await
-    {
+    let line = move || format!("soak: {}", progress.line());
+    let report = match with_progress_of(line, true, paymos_inbox::tools::soak::run(options)).await {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
@@ -646,10 +685,10 @@ pub struct BenchE2eArgs {
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
     /// Use this DynamoDB endpoint instead of starting DynamoDB Local.
-    #[arg(long)]
+    #[arg(long, env = "AWS_ENDPOINT_URL_DYNAMODB")]
     dynamodb_endpoint: Option<String>,
     /// Use this SQS endpoint instead of starting fauxqs.
-    #[arg(long)]
+    #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
     sqs_endpoint: Option<String>,
     /// Print JSON.
     #[arg(long)]

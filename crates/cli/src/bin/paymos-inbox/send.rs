@@ -9,6 +9,7 @@ use paymos_inbox_core::envelope::Category;
 use paymos_inbox_core::signature::WebhookSecret;
 use paymos_inbox_lambda::now_ms;
 
+use crate::exit::Failure;
 use crate::{DEFAULT_PORT, FIXTURE_SECRET};
 
 #[derive(clap::Args)]
@@ -59,19 +60,21 @@ pub struct SendArgs {
     stack: crate::stack::StackArgs,
 }
 
-/// Waits for the outcome of `event_id` signed by a secret of `environment`; whether it was
-/// applied as a webhook should be.
+/// Waits for the outcome of `event_id` signed by a secret of `environment` and prints it (a
+/// JSON object with --json); whether it was applied as a webhook should be.
 async fn outcome_of(
     ledger: &paymos_inbox_aws::dynamodb::DynamoLedger,
     environment: Option<paymos_inbox_core::signature::Environment>,
     event_id: &str,
-) -> bool {
+    json: bool,
+) -> Result<bool, Failure> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let key = paymos_inbox_core::ingest::delivery_key(environment, event_id);
     loop {
         match ledger.state_of(&key).await {
             Ok(Some((paymos_inbox_core::ingest::DeliveryState::Processed, outcome))) => {
                 let outcome = outcome.unwrap_or_default();
+                let applied = !matches!(outcome.as_str(), "other_environment" | "unusable");
                 let said = match outcome.as_str() {
                     "other_environment" => {
                         " (a mistake: the stack's PaymosEnvironment is not the environment of the secret this was signed with; deploy with the matching --config-env, or sign with the stack's secret)"
@@ -81,20 +84,33 @@ async fn outcome_of(
                     }
                     _ => "",
                 };
-                println!("{event_id} outcome: {outcome}{said}");
-                return !matches!(outcome.as_str(), "other_environment" | "unusable");
+                if json {
+                    println!(
+                        "{}",
+                        serde_json::json!({"event_id": event_id, "outcome": outcome, "applied": applied})
+                    );
+                } else {
+                    println!("{event_id} outcome: {outcome}{said}");
+                }
+                return Ok(applied);
             }
             Ok(_) if std::time::Instant::now() < deadline => {
                 tokio::time::sleep(std::time::Duration::from_millis(500)).await;
             }
             Ok(_) => {
-                println!("{event_id} outcome: not processed within 60 s (read the fulfil logs)");
-                return false;
+                if json {
+                    println!(
+                        "{}",
+                        serde_json::json!({"event_id": event_id, "outcome": null, "applied": false, "waited_secs": 60})
+                    );
+                } else {
+                    println!(
+                        "{event_id} outcome: not processed within 60 s (read the fulfil logs)"
+                    );
+                }
+                return Ok(false);
             }
-            Err(e) => {
-                eprintln!("error: reading {event_id}: {e}");
-                return false;
-            }
+            Err(e) => return Err(Failure::from(format!("reading {event_id}: {e}"))),
         }
     }
 }
@@ -113,10 +129,7 @@ pub async fn run(args: SendArgs) -> ExitCode {
             .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
         {
             Ok(v) => Some(v),
-            Err(e) => {
-                eprintln!("error: --data {}: {e}", path.display());
-                return ExitCode::from(2);
-            }
+            Err(e) => return Failure::usage(format!("--data {}: {e}", path.display())).report(),
         },
         None => None,
     };
@@ -126,8 +139,17 @@ pub async fn run(args: SendArgs) -> ExitCode {
         .map(|s| WebhookSecret::new(s.trim()))
         .collect();
     if secrets.is_empty() || secrets.len() > 2 {
-        eprintln!("error: give one --secret, or two for a rotation header");
-        return ExitCode::from(2);
+        return Failure::usage("give one --secret, or two for a rotation header").report();
+    }
+    let url = match &args.url {
+        Some(url) => url.clone(),
+        None => args
+            .stack
+            .dev_ingest_url()
+            .unwrap_or_else(|| format!("http://127.0.0.1:{DEFAULT_PORT}/")),
+    };
+    if let Err(e) = receiver_url(&url) {
+        return e.report();
     }
     let occurred_at = now_ms() / 1000;
     let data = data_for(
@@ -141,15 +163,8 @@ pub async fn run(args: SendArgs) -> ExitCode {
         Some(id) => vec![id.clone()],
         None => (0..args.endpoints.max(1)).map(|_| new_event_id()).collect(),
     };
-    let url = match &args.url {
-        Some(url) => url.clone(),
-        None => args
-            .stack
-            .dev_ingest_url()
-            .unwrap_or_else(|| format!("http://127.0.0.1:{DEFAULT_PORT}/")),
-    };
     let client = reqwest::Client::new();
-    let mut all_ok = true;
+    let mut last = Vec::new();
     for event_id in &ids {
         let body = envelope(event_id, &args.event_type, occurred_at, &data);
         let one = One {
@@ -160,21 +175,40 @@ pub async fn run(args: SendArgs) -> ExitCode {
             event_id,
             resource: &resource,
         };
-        all_ok &= one.send(&body).await;
+        last.push(one.send(&body).await);
     }
-    if all_ok && args.wait {
+    if last.contains(&0) {
+        return Failure::unreachable(format!("could not reach the receiver at {url}"))
+            .next(if args.url.is_some() {
+                "check --url: is the receiver up?"
+            } else {
+                "start `paymos-inbox dev` (it writes dev.json, which send reads), or pass --url"
+            })
+            .report();
+    }
+    if last.iter().any(|s| !(200..300).contains(s)) {
+        return ExitCode::from(crate::EXIT_NEEDS_A_PERSON);
+    }
+    if args.wait {
         match wait_for_outcomes(&args, &ids).await {
-            Ok(ok) => all_ok &= ok,
-            Err(e) => {
-                eprintln!("error: --wait: {e}");
-                return ExitCode::from(2);
-            }
+            Ok(true) => {}
+            Ok(false) => return ExitCode::from(crate::EXIT_NEEDS_A_PERSON),
+            Err(e) => return e.report(),
         }
     }
-    if all_ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
+    ExitCode::SUCCESS
+}
+
+/// A receiver's URL: http or https with a host (exit 2 otherwise, before anything is sent).
+fn receiver_url(url: &str) -> Result<reqwest::Url, Failure> {
+    match reqwest::Url::parse(url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(u),
+        Ok(u) => Err(Failure::usage(format!(
+            "--url {url}: a receiver is reached over http or https, not {}",
+            u.scheme()
+        ))),
+        Err(e) => Err(Failure::usage(format!("--url {url}: not a URL ({e})"))
+            .next("pass it whole, like http://127.0.0.1:8787/ or https://….lambda-url.eu-west-1.on.aws/")),
     }
 }
 
@@ -189,8 +223,8 @@ struct One<'a> {
 }
 
 impl One<'_> {
-    /// Whether the last attempt was acknowledged with a 2xx.
-    async fn send(&self, body: &str) -> bool {
+    /// The status of the last attempt (0: no answer).
+    async fn send(&self, body: &str) -> u16 {
         let args = self.args;
         let print = |a: &paymos_inbox::tools::send::Attempt| self.print(a);
         let attempts = if args.retry_ladder {
@@ -220,9 +254,7 @@ impl One<'_> {
             print(&a);
             vec![a]
         };
-        attempts
-            .last()
-            .is_some_and(|a| (200..300).contains(&a.status))
+        attempts.last().map_or(0, |a| a.status)
     }
 
     fn print(&self, a: &paymos_inbox::tools::send::Attempt) {
@@ -250,12 +282,9 @@ impl One<'_> {
 }
 
 /// `--wait`: each delivery's outcome from the stack's ledger; whether all were applied.
-async fn wait_for_outcomes(args: &SendArgs, sent: &[String]) -> Result<bool, String> {
+async fn wait_for_outcomes(args: &SendArgs, sent: &[String]) -> Result<bool, Failure> {
     let stack = args.stack.resolve().await?;
-    let table = stack
-        .deliveries
-        .clone()
-        .ok_or("it needs the stack: --stack-name, --dev-info or --deliveries-table")?;
+    let table = crate::stack::Stack::need(&stack.deliveries, "deliveries-table")?.to_owned();
     let ledger = paymos_inbox_aws::dynamodb::DynamoLedger::new(stack.dynamodb, table, None);
     let environment = args
         .secrets
@@ -263,7 +292,7 @@ async fn wait_for_outcomes(args: &SendArgs, sent: &[String]) -> Result<bool, Str
         .and_then(|s| paymos_inbox_core::signature::Environment::from_secret_prefix(s.trim()));
     let mut all_ok = true;
     for event_id in sent {
-        all_ok &= outcome_of(&ledger, environment, event_id).await;
+        all_ok &= outcome_of(&ledger, environment, event_id, args.json).await?;
     }
     Ok(all_ok)
 }

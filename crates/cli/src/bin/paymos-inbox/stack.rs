@@ -3,6 +3,8 @@
 
 use paymos_inbox::local::dev::{DevInfo, clients};
 
+use crate::exit::Failure;
+
 /// Where `dev` writes its JSON line unless told otherwise, and where the tools look for it.
 pub const DEV_INFO_FILE: &str = "dev.json";
 
@@ -74,16 +76,17 @@ pub struct Stack {
 }
 
 impl Stack {
-    pub fn need<'a>(value: &'a Option<String>, what: &str) -> Result<&'a str, String> {
+    /// The value of a name the command needs (exit 2 when nothing gave it).
+    pub fn need<'a>(value: &'a Option<String>, what: &str) -> Result<&'a str, Failure> {
         value.as_deref().ok_or_else(|| {
-            format!(
-                "no {what}: pass --stack-name (a deployed stack), --dev-info with the line `dev` printed, or --{what} (see --help)"
-            )
+            Failure::usage(format!("no {what}: nothing named it")).next(format!(
+                "pass --stack-name (a deployed stack), --dev-info dev.json (a running `dev`), or --{what}"
+            ))
         })
     }
 
     /// The state table with its deliveries table, as the operator's commands write them.
-    pub fn resources(&self) -> Result<paymos_inbox_aws::dynamodb::DynamoResources, String> {
+    pub fn resources(&self) -> Result<paymos_inbox_aws::dynamodb::DynamoResources, Failure> {
         let state = Self::need(&self.state, "state-table")?;
         let deliveries = Self::need(&self.deliveries, "deliveries-table")?;
         Ok(paymos_inbox_aws::dynamodb::DynamoResources::new(
@@ -117,22 +120,41 @@ impl StackArgs {
             || self.state_table.is_some()
     }
 
-    /// The AWS configuration: --profile and --region over the usual chain.
-    pub async fn aws(&self) -> aws_config::SdkConfig {
+    /// The AWS configuration: --profile and --region over the usual chain. An unknown profile
+    /// and a missing region are the caller's to fix (exit 2), found before any call.
+    pub async fn aws(&self) -> Result<aws_config::SdkConfig, Failure> {
         let mut loader = aws_config::from_env();
         if let Some(profile) = &self.profile {
+            if !profile_exists(profile) {
+                return Err(Failure::usage(format!(
+                    "unknown AWS profile '{profile}': not in ~/.aws/config or ~/.aws/credentials"
+                ))
+                .next(
+                    "`aws configure list-profiles` lists them; or drop --profile and AWS_PROFILE",
+                ));
+            }
             loader = loader.profile_name(profile);
         }
         if let Some(region) = &self.region {
             loader = loader.region(aws_config::Region::new(region.clone()));
         }
-        loader.load().await
+        let config = loader.load().await;
+        if config.region().is_none() {
+            return Err(Failure::usage(
+                "no AWS region: neither --region, AWS_REGION nor the profile names one",
+            )
+            .next("pass --region eu-west-1 (the stack's region), or set AWS_REGION"));
+        }
+        Ok(config)
     }
 
     /// The stack to read: --stack-name, else the stack of the --config-env in ./samconfig.toml
     /// (the one `sam deploy --config-env` deployed).
-    fn stack_name(&self) -> Result<Option<String>, String> {
+    fn stack_name(&self) -> Result<Option<String>, Failure> {
         self.stack_name_in(std::path::Path::new("samconfig.toml"))
+            .map_err(|e| {
+                Failure::usage(e).next("name the stack with --stack-name, or fix samconfig.toml")
+            })
     }
 
     /// [`Self::stack_name`] with the samconfig file at `samconfig`.
@@ -179,23 +201,36 @@ impl StackArgs {
     async fn outputs(
         &self,
         name: &str,
-    ) -> Result<std::collections::HashMap<String, String>, String> {
-        let shared = self.aws().await;
+    ) -> Result<std::collections::HashMap<String, String>, Failure> {
+        let shared = self.aws().await?;
+        let region = shared
+            .region()
+            .map_or_else(String::new, ToString::to_string);
+        let not_found = || {
+            Failure::unreachable(format!("stack '{name}' not found in {region}")).next(
+                "check --stack-name (or --config-env) and --region: `aws cloudformation describe-stacks --region REGION` lists them",
+            )
+        };
         let described = aws_sdk_cloudformation::Client::new(&shared)
             .describe_stacks()
             .stack_name(name)
             .send()
             .await
             .map_err(|e| {
-                format!(
+                let text = format!(
                     "--stack-name {name}: {}",
-                    aws_sdk_cloudformation::error::DisplayErrorContext(e)
-                )
+                    aws_sdk_cloudformation::error::DisplayErrorContext(&e)
+                );
+                if text.contains("does not exist") {
+                    Failure {
+                        detail: Some(text),
+                        ..not_found()
+                    }
+                } else {
+                    Failure::from(text)
+                }
             })?;
-        let stack = described
-            .stacks()
-            .first()
-            .ok_or_else(|| format!("--stack-name {name}: no such stack"))?;
+        let stack = described.stacks().first().ok_or_else(not_found)?;
         Ok(stack
             .outputs()
             .iter()
@@ -203,22 +238,26 @@ impl StackArgs {
             .collect())
     }
 
-    pub async fn resolve(&self) -> Result<Stack, String> {
+    pub async fn resolve(&self) -> Result<Stack, Failure> {
         let info: Option<DevInfo> = match &self.dev_info {
             Some(path) => {
                 let text = if path.as_os_str() == "-" {
-                    std::io::read_to_string(std::io::stdin()).map_err(|e| e.to_string())?
+                    std::io::read_to_string(std::io::stdin())
+                        .map_err(|e| Failure::usage(format!("--dev-info -: {e}")))?
                 } else {
-                    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?
+                    std::fs::read_to_string(path).map_err(|e| {
+                        Failure::usage(format!("--dev-info {}: {e}", path.display())).next(
+                            "`paymos-inbox dev` writes dev.json while it runs: start it, or pass the file it wrote (--info-file)",
+                        )
+                    })?
                 };
                 let line = text
                     .lines()
                     .find(|l| l.trim_start().starts_with('{'))
                     .unwrap_or_default();
-                Some(
-                    serde_json::from_str(line)
-                        .map_err(|e| format!("--dev-info: not the JSON line dev prints: {e}"))?,
-                )
+                Some(serde_json::from_str(line).map_err(|e| {
+                    Failure::usage(format!("--dev-info: not the JSON line `dev` prints ({e})"))
+                })?)
             }
             None => None,
         };
@@ -238,7 +277,7 @@ impl StackArgs {
         let (dynamodb, sqs) = match (dynamodb_endpoint, sqs_endpoint) {
             (Some(d), Some(s)) => clients(&d, &s).await,
             (d, s) => {
-                let shared = self.aws().await;
+                let shared = self.aws().await?;
                 let mut dc = aws_sdk_dynamodb::config::Builder::from(&shared);
                 if let Some(d) = d {
                     dc = dc.endpoint_url(d);
@@ -297,6 +336,43 @@ impl StackArgs {
                 .or_else(|| output("WebhookTargetDeadLetterQueueUrl")),
         })
     }
+}
+
+/// Whether `profile` is declared in the shared AWS config or credentials file (`[profile x]`,
+/// `[x]`; the files AWS_CONFIG_FILE and AWS_SHARED_CREDENTIALS_FILE name, else ~/.aws/). The
+/// default profile needs no file: environment variables may hold its keys.
+fn profile_exists(profile: &str) -> bool {
+    if profile == "default" {
+        return true;
+    }
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let file = |var: &str, name: &str| {
+        std::env::var_os(var)
+            .map(std::path::PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(".aws").join(name)))
+    };
+    let declares = |path: Option<std::path::PathBuf>, headers: &[String]| {
+        path.and_then(|p| std::fs::read_to_string(p).ok())
+            .is_some_and(|text| {
+                text.lines().any(|l| {
+                    let l = l.trim();
+                    headers.iter().any(|h| {
+                        l.strip_prefix('[')
+                            .and_then(|l| l.strip_suffix(']'))
+                            .is_some_and(|inner| {
+                                inner.split_whitespace().collect::<Vec<_>>().join(" ") == *h
+                            })
+                    })
+                })
+            })
+    };
+    declares(
+        file("AWS_CONFIG_FILE", "config"),
+        &[format!("profile {profile}"), profile.to_owned()],
+    ) || declares(
+        file("AWS_SHARED_CREDENTIALS_FILE", "credentials"),
+        &[profile.to_owned()],
+    )
 }
 
 /// Paymos API credentials, for the commands that read the API (reconcile, recheck).

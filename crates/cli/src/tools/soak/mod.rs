@@ -51,6 +51,43 @@ pub struct SoakOptions {
     pub concurrency: usize,
     /// Seed of every random choice.
     pub seed: u64,
+    /// Where the run counts what it has done so far, for a progress line.
+    pub progress: Arc<SoakProgress>,
+}
+
+/// What a running soak has done so far: read while it runs (a progress line), counted
+/// instead of logged.
+#[derive(Debug, Default)]
+pub struct SoakProgress {
+    /// Deliveries planned (known once the plan is made).
+    pub planned: std::sync::atomic::AtomicUsize,
+    /// Deliveries the receiver acknowledged with a 2xx.
+    pub acknowledged: std::sync::atomic::AtomicUsize,
+    /// HTTP attempts so far.
+    pub attempts: AtomicU64,
+    faults: std::sync::OnceLock<Arc<Faults>>,
+}
+
+impl SoakProgress {
+    /// Faults injected so far (failed calls, lost replies, crashes).
+    pub fn injected(&self) -> u64 {
+        self.faults.get().map_or(0, |f| {
+            f.failed.load(Ordering::Relaxed)
+                + f.lost_replies.load(Ordering::Relaxed)
+                + f.crashes.load(Ordering::Relaxed)
+        })
+    }
+
+    /// One line: acknowledged of planned, attempts, faults injected.
+    pub fn line(&self) -> String {
+        format!(
+            "{}/{} deliveries acknowledged, {} attempts, {} faults injected",
+            self.acknowledged.load(Ordering::Relaxed),
+            self.planned.load(Ordering::Relaxed),
+            self.attempts.load(Ordering::Relaxed),
+            self.injected()
+        )
+    }
 }
 
 /// What the soak did and found.
@@ -234,6 +271,7 @@ impl Rig {
             options.crash_rate,
             options.seed ^ 0x9e37_79b9_7f4a_7c15,
         );
+        let _ = options.progress.faults.set(faults.clone());
         let pipeline = Pipeline::on(&created, &dynamodb, &sqs);
         let ingest = Arc::new(Ingest::new(
             Verifier::new(
@@ -389,10 +427,11 @@ struct Sender {
     url: String,
     attempts: AtomicU64,
     acknowledged: std::sync::Mutex<HashSet<String>>,
+    progress: Arc<SoakProgress>,
 }
 
 impl Sender {
-    fn new(url: &str, concurrency: usize) -> Result<Self, String> {
+    fn new(url: &str, concurrency: usize, progress: Arc<SoakProgress>) -> Result<Self, String> {
         Ok(Self {
             client: reqwest::Client::builder()
                 .pool_max_idle_per_host(concurrency)
@@ -401,6 +440,7 @@ impl Sender {
             url: url.to_owned(),
             attempts: AtomicU64::new(0),
             acknowledged: std::sync::Mutex::default(),
+            progress,
         })
     }
 
@@ -424,6 +464,7 @@ impl Sender {
         let mut gap = Duration::from_millis(20);
         loop {
             self.attempts.fetch_add(1, Ordering::Relaxed);
+            self.progress.attempts.fetch_add(1, Ordering::Relaxed);
             let now = paymos_inbox_lambda::now_ms() / 1000;
             let a = post(
                 &self.client,
@@ -438,7 +479,9 @@ impl Sender {
             .await;
             if (200..300).contains(&a.status) {
                 let mut acknowledged = self.acknowledged.lock().expect("lock");
-                acknowledged.insert(s.event_id.clone());
+                if acknowledged.insert(s.event_id.clone()) {
+                    self.progress.acknowledged.fetch_add(1, Ordering::Relaxed);
+                }
                 return;
             }
             if s.gives_up {
@@ -462,6 +505,10 @@ pub async fn run(options: SoakOptions) -> Result<SoakReport, String> {
     let rig = Rig::start(&options).await?;
     let (expect, sends, planned) = plan(options.deliveries, &mut rng, options.seed);
     let deliveries = sends.len();
+    options
+        .progress
+        .planned
+        .store(deliveries, Ordering::Relaxed);
     let sandbox_ids: Vec<String> = sends
         .iter()
         .filter(|s| s.sandbox)
@@ -469,7 +516,7 @@ pub async fn run(options: SoakOptions) -> Result<SoakReport, String> {
         .collect();
     let given_up = sends.iter().filter(|s| s.gives_up).count();
     let schedule = Schedule::of(sends, &mut rng);
-    let sender = Sender::new(&rig.url, options.concurrency)?;
+    let sender = Sender::new(&rig.url, options.concurrency, options.progress.clone())?;
     sender.send_all(schedule.sends, options.concurrency).await;
     sender.send_all(schedule.replays, options.concurrency).await;
     let (dlq_redriven, swept) = rig.drain().await?;

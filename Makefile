@@ -54,9 +54,25 @@ cli-deps: ## check the installed command line's tree carries no test kit
 	  if grep -q '^paymos-inbox-core feature "testkit"' <<<"$$features"; then echo "the core's test kit is in the installed command line's tree"; exit 1; fi
 	@echo "paymos-inbox: no $(TESTKIT_ONLY) or core test kit, $$($(CARGO) tree --locked -p $(CLI) -e normal --prefix none | sed 's/ (\*)//' | sort -u | wc -l) crates"
 
-template-check: $(VENV)/.installed ## cfn-lint and sam validate --lint on template.yaml
+# checkov gets an environment of its own (it pins another boto3 than the SAM CLI), at the exact
+# version requirements-dev.txt pins; --skip-download: no call to its vendor's API. A template it
+# cannot parse would pass with no check run: the output must show checks and no parsing error.
+CHECKOV_VENV := $(VENV)/checkov
+CHECKOV_PIN = $(shell sed -n 's/^\(checkov==[^ ;]*\).*/\1/p' requirements-dev.txt)
+CHECKOV = $(CHECKOV_VENV)/bin/checkov --file template.yaml --framework cloudformation --quiet --compact --skip-download
+
+$(CHECKOV_VENV)/.installed: requirements-dev.txt
+	python3 -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check '$(CHECKOV_PIN)'
+	@touch $@
+
+template-check: $(VENV)/.installed $(CHECKOV_VENV)/.installed ## cfn-lint, sam validate --lint and checkov on template.yaml
 	$(VENV)/bin/cfn-lint template.yaml
 	AWS_DEFAULT_REGION=eu-west-1 SAM_CLI_TELEMETRY=0 $(VENV)/bin/sam validate --lint --template-file template.yaml
+	@echo '$(CHECKOV)'; rc=0; out="$$($(CHECKOV) 2>&1)" || rc=$$?; echo "$$out"; \
+	  if grep -q 'Parsing errors' <<<"$$out" || ! grep -qE '(Passed|Failed|Skipped) checks: [1-9]' <<<"$$out"; then \
+	    echo "checkov did not read template.yaml"; exit 1; fi; \
+	  exit $$rc
 
 TOOLS := .tools
 FUZZ_TARGETS := signature_header envelope function_url_request

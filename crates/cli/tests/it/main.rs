@@ -12,6 +12,7 @@
 mod check;
 mod cli;
 mod exceptions;
+mod exits;
 mod handoff;
 mod privileges;
 mod soak;

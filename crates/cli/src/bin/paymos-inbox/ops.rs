@@ -111,14 +111,14 @@ pub struct CheckArgs {
 }
 
 pub async fn check(args: CheckArgs) -> ExitCode {
-    match reqwest::Url::parse(&args.url) {
-        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+    let receiver = match reqwest::Url::parse(&args.url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => u,
         _ => {
             return crate::exit::Failure::usage(format!("{}: not an http(s) URL", args.url))
                 .next("pass the receiver's URL whole, like http://127.0.0.1:8787/")
                 .report();
         }
-    }
+    };
     let api = match args.api.client() {
         Ok(client) => client.map(|c| {
             (
@@ -172,6 +172,26 @@ pub async fn check(args: CheckArgs) -> ExitCode {
         mark_paid,
         api,
     };
+    // A receiver nobody answers for is not a failed step: nothing was proven or disproven.
+    if let Some(address) = receiver
+        .socket_addrs(|| None)
+        .ok()
+        .and_then(|a| a.first().copied())
+    {
+        let reached = tokio::time::timeout(
+            Duration::from_secs(10),
+            tokio::net::TcpStream::connect(address),
+        )
+        .await;
+        if !matches!(reached, Ok(Ok(_))) {
+            return crate::exit::Failure::unreachable(format!(
+                "could not reach the receiver at {}",
+                options.url
+            ))
+            .next("is it running? for `dev`, its URL is in dev.json (`paymos-inbox dev` prints it)")
+            .report();
+        }
+    }
     let steps = with_progress("checking (5 steps)", check::run(options)).await;
     if args.json {
         for s in &steps {
@@ -427,7 +447,21 @@ pub async fn mark_paid(args: MarkPaidArgs) -> ExitCode {
             } else {
                 println!("{}: {applied}", args.invoice_id);
             }
-            ExitCode::SUCCESS
+            // What `exceptions` then lists: the payment waits for a person.
+            use paymos_inbox_core::change::Applied;
+            if matches!(
+                applied,
+                Applied::Held
+                    | Applied::PaidLate
+                    | Applied::DuplicatePayment
+                    | Applied::OrderUnknown
+                    | Applied::Unconfirmed
+                    | Applied::Unusable
+            ) {
+                ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
+            } else {
+                ExitCode::SUCCESS
+            }
         }
         Err(e) => fail(e),
     }

@@ -65,6 +65,31 @@ fn usage(e: impl Into<String>) -> ExitCode {
     crate::exit::Failure::usage(e).report()
 }
 
+/// Whether anyone listens at the receiver's address: a receiver nobody answers for is not a
+/// failed step (nothing was proven or disproven), it is unreachable (exit 4).
+async fn answers(receiver: &reqwest::Url) -> Result<(), crate::exit::Failure> {
+    let Some(address) = receiver
+        .socket_addrs(|| None)
+        .ok()
+        .and_then(|a| a.first().copied())
+    else {
+        return Ok(());
+    };
+    let reached = tokio::time::timeout(
+        Duration::from_secs(10),
+        tokio::net::TcpStream::connect(address),
+    )
+    .await;
+    if matches!(reached, Ok(Ok(_))) {
+        Ok(())
+    } else {
+        Err(crate::exit::Failure::unreachable(format!(
+            "could not reach the receiver at {receiver}"
+        ))
+        .next("is it running? for `dev`, its URL is in dev.json (`paymos-inbox dev` prints it)"))
+    }
+}
+
 #[derive(clap::Args)]
 pub struct CheckArgs {
     /// The receiver to check.
@@ -119,6 +144,9 @@ pub async fn check(args: CheckArgs) -> ExitCode {
                 .report();
         }
     };
+    if let Err(e) = answers(&receiver).await {
+        return e.report();
+    }
     let api = match args.api.client() {
         Ok(client) => client.map(|c| {
             (
@@ -172,26 +200,6 @@ pub async fn check(args: CheckArgs) -> ExitCode {
         mark_paid,
         api,
     };
-    // A receiver nobody answers for is not a failed step: nothing was proven or disproven.
-    if let Some(address) = receiver
-        .socket_addrs(|| None)
-        .ok()
-        .and_then(|a| a.first().copied())
-    {
-        let reached = tokio::time::timeout(
-            Duration::from_secs(10),
-            tokio::net::TcpStream::connect(address),
-        )
-        .await;
-        if !matches!(reached, Ok(Ok(_))) {
-            return crate::exit::Failure::unreachable(format!(
-                "could not reach the receiver at {}",
-                options.url
-            ))
-            .next("is it running? for `dev`, its URL is in dev.json (`paymos-inbox dev` prints it)")
-            .report();
-        }
-    }
     let steps = with_progress("checking (5 steps)", check::run(options)).await;
     if args.json {
         for s in &steps {

@@ -42,6 +42,7 @@ pub struct CallCounter {
 #[derive(Debug, Default)]
 struct CounterInner {
     total: AtomicUsize,
+    examined: AtomicUsize,
     log: std::sync::Mutex<Vec<String>>,
     grants: std::sync::Mutex<Vec<Grant>>,
 }
@@ -145,9 +146,18 @@ impl CallCounter {
         self.inner.grants.lock().expect("counter lock").clone()
     }
 
+    /// Items DynamoDB examined to answer the reads so far: each Scan's and Query's
+    /// `ScannedCount` (what they are billed by, before any filter), one per item a GetItem
+    /// found.
+    #[must_use]
+    pub fn examined(&self) -> usize {
+        self.inner.examined.load(Ordering::SeqCst)
+    }
+
     /// Sets the count back to zero.
     pub fn reset(&self) {
         self.inner.total.store(0, Ordering::SeqCst);
+        self.inner.examined.store(0, Ordering::SeqCst);
         self.inner.log.lock().expect("counter lock").clear();
         self.inner.grants.lock().expect("counter lock").clear();
     }
@@ -179,6 +189,35 @@ impl Intercept for CallCounter {
                 .extend(grants_of(m.service(), m.name(), body));
         }
         self.inner.log.lock().expect("counter lock").push(op);
+        Ok(())
+    }
+
+    fn read_after_deserialization(
+        &self,
+        context: &aws_smithy_runtime_api::client::interceptors::context::AfterDeserializationInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let service = cfg
+            .load::<aws_smithy_runtime_api::client::orchestrator::Metadata>()
+            .map(|m| m.service().to_owned());
+        if service.as_deref() != Some("DynamoDB") {
+            return Ok(());
+        }
+        let Some(body) = context.response().body().bytes() else {
+            return Ok(());
+        };
+        let Ok(json) = serde_json::from_slice::<serde_json::Value>(body) else {
+            return Ok(());
+        };
+        let examined = json["ScannedCount"]
+            .as_u64()
+            .or_else(|| json.get("Item").map(|_| 1))
+            .unwrap_or(0);
+        self.inner.examined.fetch_add(
+            usize::try_from(examined).unwrap_or(usize::MAX),
+            Ordering::SeqCst,
+        );
         Ok(())
     }
 }

@@ -138,6 +138,12 @@ pub enum Field {
     OutcomeReason,
     ProcessedAt,
     PendingShard,
+    /// A processed delivery that waits for a person: its outcome, only while it waits (the
+    /// sparse index `exceptions`, `release` and `recheck` read).
+    Waiting,
+    /// An invoice whose payment waits for a person (held, paid late, paid twice): set with the
+    /// mark, removed by a release or a refund in full (the sparse index `exceptions` reads).
+    UnderReview,
     /// An attribute a merchant's effect names.
     Named(String),
 }
@@ -462,9 +468,13 @@ pub fn invoice_transition(
 ) -> Write {
     let mut set = invoice_fields(status, at, order, source, now_ms);
     match mark {
-        Some(Mark::Held) => set.push(Set::Put(Field::Held, Value::Bool(true))),
+        Some(Mark::Held) => {
+            set.push(Set::Put(Field::Held, Value::Bool(true)));
+            set.push(under_review());
+        }
         Some(Mark::DuplicateOf(winner)) => {
             set.push(Set::Put(Field::DuplicateOf, Value::text(winner)));
+            set.push(under_review());
         }
         Some(Mark::Refunded) | None => {}
     }
@@ -501,8 +511,15 @@ pub fn paid_late(invoice_id: &str, closed: InvoiceStatus, at: u64) -> Write {
         what: What::PaidLate,
         key: Key::state(invoice_id),
         guard: Guard::Is(Field::Status, Value::text(closed.as_str())),
-        set: vec![Set::Once(Field::PaidLateAt, Value::Int(at))],
+        set: vec![Set::Once(Field::PaidLateAt, Value::Int(at)), under_review()],
     }
+}
+
+/// The mark of an invoice whose payment waits for a person, written with what makes it wait
+/// (held, paid twice, paid late) and removed by what ends the wait (a release, a refund in
+/// full): the sparse index `exceptions` reads holds the invoices that wait, not the history.
+fn under_review() -> Set {
+    Set::Put(Field::UnderReview, Value::text("invoice"))
 }
 
 /// What fulfils a paid invoice, for a webhook's payment and a release alike: the fulfilment
@@ -644,6 +661,7 @@ pub fn refund_note(invoice_id: &str, refund: &Refund, now_ms: u64) -> Write {
             Field::RefundedInFullBy,
             Value::text(&refund.withdrawal_id),
         ));
+        set.push(Set::Remove(Field::UnderReview));
     }
     Write {
         what: What::RefundNote,
@@ -715,6 +733,7 @@ pub fn release(
         Set::Put(Field::LastEventId, Value::text(&by)),
         Set::Put(Field::UpdatedAt, Value::Int(paid.at_ms)),
         Set::Remove(Field::Held),
+        Set::Remove(Field::UnderReview),
         Set::Add(Field::Applied, Value::Texts(BTreeSet::from([by]))),
     ];
     set.extend(order_once(paid.order));
@@ -871,6 +890,11 @@ pub fn processed(key: &str, outcome: Applied, reason: Option<&str>, now_ms: u64)
         Set::Put(Field::ProcessedAt, Value::Int(now_ms)),
         Set::Remove(Field::PendingShard),
     ];
+    // A delivery whose outcome waits for a person is marked so, and only such a delivery: the
+    // index of what waits holds what `exceptions` lists, whatever the history.
+    if crate::exceptions::DELIVERY_OUTCOMES.contains(&outcome) {
+        set.push(Set::Put(Field::Waiting, Value::text(outcome.as_str())));
+    }
     if let Some(reason) = reason {
         set.push(Set::Put(Field::OutcomeReason, Value::text(reason)));
     }
@@ -973,6 +997,89 @@ pub fn holds_change_of(fields: &Fields, source: &Source) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Issue 32: an invoice is under review from what makes its payment wait until what ends it.
+    #[test]
+    fn an_invoice_is_under_review_from_its_mark_until_a_release_or_a_full_refund() {
+        let review = Set::Put(Field::UnderReview, Value::text("invoice"));
+        let source = Source::Manual { actor: "a".into() };
+        let order = OrderRef::default();
+        let marked = |mark: Option<&Mark>| {
+            invoice_transition("inv_1", (InvoiceStatus::Paid, 1), &order, mark, &source, 2)
+                .set
+                .contains(&review)
+        };
+        assert!(marked(Some(&Mark::Held)));
+        assert!(marked(Some(&Mark::DuplicateOf("inv_0".into()))));
+        assert!(!marked(Some(&Mark::Refunded)));
+        assert!(!marked(None));
+        assert!(
+            paid_late("inv_1", InvoiceStatus::Expired, 3)
+                .set
+                .contains(&review)
+        );
+        let refund = |mode| Refund {
+            withdrawal_id: "wdr_1".into(),
+            amount: None,
+            currency: None,
+            mode: Some(mode),
+        };
+        let ends = Set::Remove(Field::UnderReview);
+        assert!(
+            refund_note("inv_1", &refund(RefundMode::Full), 4)
+                .set
+                .contains(&ends)
+        );
+        assert!(
+            !refund_note("inv_1", &refund(RefundMode::Overpayment), 4)
+                .set
+                .contains(&ends)
+        );
+    }
+
+    // Issue 32: what waits for a person is marked at its processed mark, and nothing else is,
+    // so the index `exceptions` reads holds exactly what it lists.
+    #[test]
+    fn a_delivery_is_marked_waiting_exactly_when_its_outcome_waits_for_a_person() {
+        let every = [
+            Applied::Fulfilled,
+            Applied::Updated,
+            Applied::Credited,
+            Applied::AlreadyFinal,
+            Applied::Stale,
+            Applied::Held,
+            Applied::PaidLate,
+            Applied::Ignored,
+            Applied::Unconfirmed,
+            Applied::AlreadyProcessed,
+            Applied::Unusable,
+            Applied::OtherEnvironment,
+            Applied::DuplicatePayment,
+            Applied::Refunded,
+            Applied::OrderUnknown,
+        ];
+        for outcome in every {
+            let mark = processed("evt_1", outcome, None, 7);
+            let waiting: Vec<&Set> = mark
+                .set
+                .iter()
+                .filter(|s| matches!(s, Set::Put(Field::Waiting, _)))
+                .collect();
+            let waits = matches!(
+                outcome,
+                Applied::Unconfirmed | Applied::Unusable | Applied::OrderUnknown
+            );
+            if waits {
+                assert_eq!(
+                    waiting,
+                    [&Set::Put(Field::Waiting, Value::text(outcome.as_str()))],
+                    "{outcome:?}"
+                );
+            } else {
+                assert!(waiting.is_empty(), "{outcome:?} does not wait");
+            }
+        }
+    }
 
     fn invoice(status: InvoiceStatus, at: u64) -> Fields {
         Fields::from([

@@ -16,6 +16,7 @@
 //! | `lease_until` | N | Unix ms until which the recording attempt may still be sending it |
 //! | `enqueue_attempts` | N | how many attempts sent it to the queue |
 //! | `outcome`, `processed_at` | S, N | set by fulfil |
+//! | `waiting` | S | the outcome, only while it waits for a person (the processed mark sets it, a resolution removes it): the sparse `waiting` index |
 //! | `body_conflicts`, `last_conflict_sha256`, `last_conflict_at` | N, S, N | same id, other body |
 //! | `pending_shard` | S | `p0`…`p7` while not processed (removed by the processed mark): the sparse `pending-by-age` index |
 //! | `expires_at` | N | only when a retention is configured (the table's TTL attribute) |
@@ -58,6 +59,11 @@ impl LedgerSchema {
     pub const PENDING_SORT: &'static str = "received_at";
     /// How many shards the index is spread over (no hot partition at high rates).
     pub const PENDING_SHARDS: u8 = 8;
+    /// The sparse index of processed deliveries that wait for a person: hash `waiting` (the
+    /// outcome, present only while it waits), range `processed_at`.
+    pub const WAITING_INDEX: &'static str = "waiting";
+    /// Its hash key.
+    pub const WAITING: &'static str = "waiting";
 
     /// The shard of a delivery key.
     #[must_use]
@@ -501,58 +507,59 @@ impl DeliveryLedger for DynamoLedger {
     }
 }
 
-/// By a filtered scan: an operator's tool, not a hot path.
+/// By queries on the sparse `waiting` index: what is read is what waits.
 impl ReviewLedger for DynamoLedger {
     async fn with_outcomes(
         &self,
         outcomes: &[Applied],
         resource_id: Option<&str>,
     ) -> Result<Vec<OutcomeRecord>, PortError> {
-        let names: Vec<String> = (0..outcomes.len()).map(|i| format!(":o{i}")).collect();
-        let mut filter = format!("outcome IN ({})", names.join(", "));
-        if resource_id.is_some() {
-            filter.push_str(" AND resource_id = :r");
-        }
+        // One query per outcome on the sparse `waiting` index (the resource as a filter): what
+        // is read is what waits, never the history.
         let mut out = Vec::new();
-        let mut start = None;
-        loop {
-            let mut scan = self
-                .client
-                .scan()
-                .table_name(&self.table)
-                .filter_expression(&filter)
-                .consistent_read(true)
-                .set_exclusive_start_key(start);
-            for (name, outcome) in names.iter().zip(outcomes) {
-                scan = scan.expression_attribute_values(name, s(outcome.as_str()));
-            }
-            if let Some(r) = resource_id {
-                scan = scan.expression_attribute_values(":r", s(r));
-            }
-            let page = scan
-                .send()
-                .await
-                .map_err(|e| port_error("DynamoDB Scan", e))?;
-            for item in page.items.unwrap_or_default() {
-                let outcome = get_s(&item, "outcome").and_then(Applied::parse);
-                if let (Some(existing), Some(outcome)) = (existing_of(&item), outcome) {
-                    out.push(OutcomeRecord {
-                        delivery: existing.delivery,
-                        outcome,
-                        reason: get_s(&item, "outcome_reason").map(str::to_owned),
-                        processed_at_ms: get_u64(&item, "processed_at").unwrap_or_default(),
-                    });
+        for outcome in outcomes {
+            let mut start = None;
+            loop {
+                let mut query = self
+                    .client
+                    .query()
+                    .table_name(&self.table)
+                    .index_name(LedgerSchema::WAITING_INDEX)
+                    .key_condition_expression("waiting = :k")
+                    .expression_attribute_values(":k", s(outcome.as_str()))
+                    .set_exclusive_start_key(start);
+                if let Some(r) = resource_id {
+                    query = query
+                        .filter_expression("resource_id = :r")
+                        .expression_attribute_values(":r", s(r));
+                }
+                let page = query
+                    .send()
+                    .await
+                    .map_err(|e| port_error("DynamoDB Query", e))?;
+                for item in page.items.unwrap_or_default() {
+                    let outcome = get_s(&item, "outcome").and_then(Applied::parse);
+                    if let (Some(existing), Some(outcome)) = (existing_of(&item), outcome) {
+                        out.push(OutcomeRecord {
+                            delivery: existing.delivery,
+                            outcome,
+                            reason: get_s(&item, "outcome_reason").map(str::to_owned),
+                            processed_at_ms: get_u64(&item, "processed_at").unwrap_or_default(),
+                        });
+                    }
+                }
+                start = page.last_evaluated_key;
+                if start.is_none() {
+                    break;
                 }
             }
-            start = page.last_evaluated_key;
-            if start.is_none() {
-                out.sort_by_key(|r| r.processed_at_ms);
-                return Ok(out);
-            }
         }
+        out.sort_by_key(|r| r.processed_at_ms);
+        Ok(out)
     }
 
-    /// Sets `resolved_by`, `resolved_at` and the new outcome.
+    /// Sets `resolved_by`, `resolved_at` and the new outcome; the delivery leaves the index of
+    /// what waits.
     async fn mark_resolved(
         &self,
         event_id: &str,
@@ -564,7 +571,9 @@ impl ReviewLedger for DynamoLedger {
             .update_item()
             .table_name(&self.table)
             .key("event_id", s(event_id))
-            .update_expression("SET outcome = :o, resolved_by = :by, resolved_at = :at")
+            .update_expression(
+                "SET outcome = :o, resolved_by = :by, resolved_at = :at REMOVE waiting",
+            )
             .condition_expression("attribute_exists(event_id)")
             .expression_attribute_values(":o", s(resolution.name()))
             .expression_attribute_values(":by", s(by))
@@ -577,6 +586,58 @@ impl ReviewLedger for DynamoLedger {
 }
 
 impl DynamoLedger {
+    /// Once, after updating a stack from a version without the `waiting` index: marks every
+    /// processed delivery whose outcome waits for a person (and that no person resolved) as
+    /// waiting, so the index lists it. One scan of the table; idempotent. Returns how many
+    /// were marked.
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn reindex_waiting(&self) -> Result<usize, PortError> {
+        let waits: Vec<String> = paymos_inbox_core::exceptions::DELIVERY_OUTCOMES
+            .iter()
+            .map(|o| o.as_str().to_owned())
+            .collect();
+        let names: Vec<String> = (0..waits.len()).map(|i| format!(":o{i}")).collect();
+        let filter = format!(
+            "outcome IN ({}) AND attribute_not_exists(waiting) AND attribute_not_exists(resolved_by)",
+            names.join(", ")
+        );
+        let values: Vec<(&str, &str)> = names
+            .iter()
+            .map(String::as_str)
+            .zip(waits.iter().map(String::as_str))
+            .collect();
+        let found = scan(&self.client, &self.table, Some((&filter, &values))).await?;
+        let mut marked = 0;
+        for item in &found {
+            let (Some(key), Some(outcome)) = (get_s(item, "event_id"), get_s(item, "outcome"))
+            else {
+                continue;
+            };
+            let done = self
+                .client
+                .update_item()
+                .table_name(&self.table)
+                .key(LedgerSchema::KEY, s(key))
+                .update_expression("SET waiting = :o")
+                .condition_expression("outcome = :o AND attribute_not_exists(resolved_by)")
+                .expression_attribute_values(":o", s(outcome))
+                .send()
+                .await;
+            match done {
+                Ok(_) => marked += 1,
+                // Resolved or changed meanwhile: it no longer waits.
+                Err(e)
+                    if e.as_service_error().is_some_and(
+                        aws_sdk_dynamodb::operation::update_item::UpdateItemError::is_conditional_check_failed_exception,
+                    ) => {}
+                Err(e) => return Err(port_error("DynamoDB UpdateItem", e)),
+            }
+        }
+        Ok(marked)
+    }
+
     /// Every delivery, as the tools read it (a consistent scan: the soak's check).
     ///
     /// # Errors

@@ -15,7 +15,7 @@ use paymos_inbox_core::status::Amount;
 use paymos_inbox_core::write::{Field, Fields, Guard, Key, Set, Table, Value, Write};
 
 /// Every field with an attribute name of its own (a merchant's named ones aside).
-const FIELDS: [(Field, &str); 41] = [
+const FIELDS: [(Field, &str); 43] = [
     (Field::Kind, "kind"),
     (Field::Status, "status"),
     (Field::StatusAt, "status_at"),
@@ -57,6 +57,8 @@ const FIELDS: [(Field, &str); 41] = [
     (Field::OutcomeReason, "outcome_reason"),
     (Field::ProcessedAt, "processed_at"),
     (Field::PendingShard, "pending_shard"),
+    (Field::Waiting, "waiting"),
+    (Field::UnderReview, "under_review"),
 ];
 
 /// The attribute a field is stored as.

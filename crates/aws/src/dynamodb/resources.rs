@@ -210,6 +210,9 @@ impl ResourceStore for DynamoResources {
     }
 }
 
+/// The sparse index of invoices whose payment waits for a person (`template.yaml`).
+pub const UNDER_REVIEW_INDEX: &str = "under-review";
+
 impl DynamoResources {
     /// Invoices whose payment waits for a person ([`Standing::waits_for_person`]): held, paid
     /// late or paid twice, and neither released nor refunded in full.
@@ -217,23 +220,22 @@ impl DynamoResources {
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
     pub async fn invoices_under_review(&self) -> Result<Vec<InvoiceRecord>, PortError> {
+        // The sparse `under-review` index holds the invoices marked as waiting (and, rarely,
+        // one a late replay marked again after its release): the standing decides.
         let mut out = Vec::new();
         let mut start = None;
         loop {
             let page = self
                 .client
-                .scan()
+                .query()
                 .table_name(&self.tables.state)
-                .filter_expression(
-                    "kind = :invoice AND (held = :true OR attribute_exists(paid_late_at) OR attribute_exists(duplicate_of))",
-                )
+                .index_name(UNDER_REVIEW_INDEX)
+                .key_condition_expression("under_review = :invoice")
                 .expression_attribute_values(":invoice", s("invoice"))
-                .expression_attribute_values(":true", AttributeValue::Bool(true))
-                .consistent_read(true)
                 .set_exclusive_start_key(start)
                 .send()
                 .await
-                .map_err(|e| port_error("DynamoDB Scan", e))?;
+                .map_err(|e| port_error("DynamoDB Query", e))?;
             for i in page.items.unwrap_or_default() {
                 let seen = invoice_seen(&i);
                 if seen.standing().waits_for_person() {
@@ -247,6 +249,52 @@ impl DynamoResources {
             start = page.last_evaluated_key;
             if start.is_none() {
                 return Ok(out);
+            }
+        }
+    }
+
+    /// Once, after updating a stack from a version without the `under-review` index: marks
+    /// every invoice whose payment waits for a person, so the index lists it. One scan of the
+    /// state table; idempotent. Returns how many were marked.
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn reindex_under_review(&self) -> Result<usize, PortError> {
+        let mut marked = 0;
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .scan()
+                .table_name(&self.tables.state)
+                .filter_expression(
+                    "kind = :invoice AND attribute_not_exists(under_review) AND (held = :true OR attribute_exists(paid_late_at) OR attribute_exists(duplicate_of))",
+                )
+                .expression_attribute_values(":invoice", s("invoice"))
+                .expression_attribute_values(":true", AttributeValue::Bool(true))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| port_error("DynamoDB Scan", e))?;
+            for i in page.items.unwrap_or_default() {
+                if !invoice_seen(&i).standing().waits_for_person() {
+                    continue;
+                }
+                let Some(pk) = get_s(&i, "pk") else { continue };
+                self.client
+                    .update_item()
+                    .table_name(&self.tables.state)
+                    .key("pk", s(pk))
+                    .update_expression("SET under_review = :invoice")
+                    .expression_attribute_values(":invoice", s("invoice"))
+                    .send()
+                    .await
+                    .map_err(|e| port_error("DynamoDB UpdateItem", e))?;
+                marked += 1;
+            }
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return Ok(marked);
             }
         }
     }

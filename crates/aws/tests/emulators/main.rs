@@ -15,4 +15,5 @@ mod cost;
 mod model;
 mod reconcile;
 mod reverse;
+mod scale;
 mod truth;

@@ -39,6 +39,11 @@ pub struct ExceptionsArgs {
     /// One JSON object per line.
     #[arg(long)]
     json: bool,
+    /// Once, after updating a stack from a version without the `waiting` and `under-review`
+    /// indexes: index the deliveries and invoices that already waited (one scan of each
+    /// table), then list.
+    #[arg(long)]
+    reindex: bool,
     #[command(flatten)]
     stack: StackArgs,
 }
@@ -49,6 +54,17 @@ pub async fn list(args: ExceptionsArgs) -> ExitCode {
         Ok(t) => t,
         Err(e) => return fail(e),
     };
+    if args.reindex {
+        match (
+            ledger.reindex_waiting().await,
+            state.reindex_under_review().await,
+        ) {
+            (Ok(d), Ok(i)) => {
+                eprintln!("indexed {d} delivery(ies) and {i} invoice(s) that waited for a person");
+            }
+            (Err(e), _) | (_, Err(e)) => return fail(e),
+        }
+    }
     let dead_letters = match stack.dlq.as_deref() {
         Some(dlq) => match approximate_messages(&stack.sqs, dlq).await {
             Ok(n) => n,

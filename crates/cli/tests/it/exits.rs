@@ -312,6 +312,14 @@ async fn every_command_exits_as_the_table_says_in_each_failure_mode() {
     w.expect(
         "send",
         Ok,
+        // As the README's quick start: no URL, no flag; `send` finds `dev` (on whatever port
+        // it took) through ./dev.json.
+        &["send", "--json", "--resource", "inv_quick_start"],
+        0,
+    );
+    w.expect(
+        "send --wait",
+        Ok,
         &["send", "--json", "--wait", "--dev-info", "dev.json"],
         0,
     );

@@ -113,6 +113,35 @@ async fn seed(aws: &Aws, table: &str, items: Vec<HashMap<String, AttributeValue>
     .await;
 }
 
+/// What the operator's reads did before the indexes: a filtered scan of the whole table (how
+/// many items it found).
+async fn filtered_scan(
+    aws: &Aws,
+    table: &str,
+    filter: &str,
+    values: &[(&str, AttributeValue)],
+) -> usize {
+    let mut found = 0;
+    let mut start = None;
+    loop {
+        let mut scan = aws
+            .dynamodb
+            .scan()
+            .table_name(table)
+            .filter_expression(filter)
+            .set_exclusive_start_key(start);
+        for (name, value) in values {
+            scan = scan.expression_attribute_values(*name, value.clone());
+        }
+        let page = scan.send().await.unwrap();
+        found += page.items().len();
+        start = page.last_evaluated_key;
+        if start.is_none() {
+            return found;
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn operator_reads_examine_what_they_list_not_the_history() {
     let aws = Aws::new();
@@ -173,27 +202,17 @@ async fn operator_reads_examine_what_they_list_not_the_history() {
 
     // Before (what `exceptions` and `release` did until now): a filtered scan of the table.
     aws.calls.reset();
-    let mut scanned = 0;
-    let mut start = None;
-    loop {
-        let page = aws
-            .dynamodb
-            .scan()
-            .table_name(&deliveries)
-            .filter_expression("outcome IN (:a, :b, :c)")
-            .expression_attribute_values(":a", s("unconfirmed"))
-            .expression_attribute_values(":b", s("unusable"))
-            .expression_attribute_values(":c", s("order_unknown"))
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .unwrap();
-        scanned += page.items().len();
-        start = page.last_evaluated_key;
-        if start.is_none() {
-            break;
-        }
-    }
+    let scanned = filtered_scan(
+        &aws,
+        &deliveries,
+        "outcome IN (:a, :b, :c)",
+        &[
+            (":a", s("unconfirmed")),
+            (":b", s("unusable")),
+            (":c", s("order_unknown")),
+        ],
+    )
+    .await;
     let before = measure(
         "deliveries waiting, by a filtered scan (before)",
         scanned,
@@ -291,26 +310,13 @@ async fn operator_reads_examine_what_they_list_not_the_history() {
         paymos_inbox_aws::dynamodb::DynamoResources::new(aws.dynamodb.clone(), &state, &deliveries);
 
     aws.calls.reset();
-    let mut scanned = 0;
-    let mut start = None;
-    loop {
-        let page = aws
-            .dynamodb
-            .scan()
-            .table_name(&state)
-            .filter_expression("kind = :i AND (held = :t OR attribute_exists(paid_late_at) OR attribute_exists(duplicate_of))")
-            .expression_attribute_values(":i", s("invoice"))
-            .expression_attribute_values(":t", AttributeValue::Bool(true))
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .unwrap();
-        scanned += page.items().len();
-        start = page.last_evaluated_key;
-        if start.is_none() {
-            break;
-        }
-    }
+    let scanned = filtered_scan(
+        &aws,
+        &state,
+        "kind = :i AND (held = :t OR attribute_exists(paid_late_at) OR attribute_exists(duplicate_of))",
+        &[(":i", s("invoice")), (":t", AttributeValue::Bool(true))],
+    )
+    .await;
     let before = measure(
         "invoices waiting, by a filtered scan (before)",
         scanned,

@@ -175,6 +175,13 @@ const KINDS: &[(&[&str], &str, &str)] = &[
         "check --state-table/--deliveries-table (or the stack's outputs) and --region",
     ),
     (
+        &["does not have the specified index"],
+        "the table has no such index yet (the stack is older than this command, or DynamoDB is \
+         still building it)",
+        "update the stack (`sam deploy`), wait until `aws dynamodb describe-table` shows the \
+         index ACTIVE, then run `paymos-inbox exceptions --reindex` once",
+    ),
+    (
         &[
             "nonexistentqueue",
             "queuedoesnotexist",
@@ -298,6 +305,10 @@ mod tests {
             (
                 "service error: QueueDoesNotExist: The specified queue does not exist.",
                 "the queue does not exist here",
+            ),
+            (
+                "DynamoDB Query: service error: ValidationException: The table does not have the specified index: waiting",
+                "the table has no such index yet",
             ),
         ] {
             let f = classify(text);

@@ -143,7 +143,9 @@ impl Drop for Dev {
 
 /// The shared AWS configuration of local clients. Credentials and region come from the
 /// environment when set (a real account), else dummy ones an emulator accepts.
-async fn shared_config() -> aws_config::SdkConfig {
+/// The configuration of the local clients: the environment's credentials or local ones, a
+/// region, and a 5 s attempt timeout.
+pub async fn shared_config() -> aws_config::SdkConfig {
     let mut loader = aws_config::from_env();
     if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() && std::env::var_os("AWS_PROFILE").is_none()
     {

@@ -21,6 +21,11 @@ pub struct StreamReader {
     shards: BTreeMap<String, Option<String>>,
     /// Shard id → the last sequence number read from it.
     read: BTreeMap<String, String>,
+    /// Shards read from what comes next rather than from their start (those open when a
+    /// follower started: what they held before is not its to read).
+    from_latest: std::collections::BTreeSet<String>,
+    /// Whether the shards found at open are read from what comes next.
+    latest_at_open: bool,
 }
 
 /// An image of DynamoDB Streams' API as the state record it holds, through the same conversion
@@ -49,6 +54,28 @@ impl StreamReader {
         client: aws_sdk_dynamodbstreams::Client,
         table: &str,
     ) -> Result<Self, String> {
+        Self::open_at(dynamodb, client, table, false).await
+    }
+
+    /// The stream of `table` from now on: what its shards held before is not read (shards that
+    /// appear later are read from their start).
+    ///
+    /// # Errors
+    /// When the table has no stream or a call fails.
+    pub async fn open_latest(
+        dynamodb: &aws_sdk_dynamodb::Client,
+        client: aws_sdk_dynamodbstreams::Client,
+        table: &str,
+    ) -> Result<Self, String> {
+        Self::open_at(dynamodb, client, table, true).await
+    }
+
+    async fn open_at(
+        dynamodb: &aws_sdk_dynamodb::Client,
+        client: aws_sdk_dynamodbstreams::Client,
+        table: &str,
+        latest: bool,
+    ) -> Result<Self, String> {
         let described = dynamodb
             .describe_table()
             .table_name(table)
@@ -65,8 +92,11 @@ impl StreamReader {
             stream_arn,
             shards: BTreeMap::new(),
             read: BTreeMap::new(),
+            from_latest: std::collections::BTreeSet::new(),
+            latest_at_open: latest,
         };
         reader.discover().await?;
+        reader.latest_at_open = false;
         Ok(reader)
     }
 
@@ -88,6 +118,9 @@ impl StreamReader {
             if self.shards.contains_key(id) {
                 continue;
             }
+            if self.latest_at_open {
+                self.from_latest.insert(id.to_owned());
+            }
             let iterator = self.iterator(id).await?;
             self.shards.insert(id.to_owned(), iterator);
         }
@@ -105,6 +138,9 @@ impl StreamReader {
             Some(seq) => request
                 .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
                 .sequence_number(seq),
+            None if self.from_latest.contains(shard) => {
+                request.shard_iterator_type(ShardIteratorType::Latest)
+            }
             None => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
         };
         Ok(request.send().await.map_err(sdk)?.shard_iterator)

@@ -404,3 +404,68 @@ async fn an_invoice_that_expired_was_paid_late_and_released_is_three_facts_with_
         ids.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>()
     );
 }
+
+// Issue 32: `events tail --follow` scanned the whole state table every 2 s. It now follows the
+// table's stream from the moment it starts: the history is not read again, a new fact is, and
+// no poll reads the table.
+#[tokio::test]
+async fn following_reads_what_is_new_from_the_stream_never_the_history_or_the_table() {
+    let rig = Rig::new().await;
+    rig.apply(&paid("evt_follow_old", "inv_follow_old")).await;
+    let calls = paymos_inbox_aws::aws::CallCounter::new();
+    let streams = aws_sdk_dynamodbstreams::Client::from_conf(
+        aws_sdk_dynamodbstreams::Config::builder()
+            .behavior_version_latest()
+            .region(aws_sdk_dynamodbstreams::config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_dynamodbstreams::config::Credentials::new(
+                "test", "test", None, None, "tests",
+            ))
+            .endpoint_url(endpoint_urls().0)
+            .interceptor(calls.clone())
+            .build(),
+    );
+    let mut follow =
+        handoff::Follow::open(&rig.aws.dynamodb, streams, &rig.state, Environment::Live)
+            .await
+            .expect("the state table has a stream");
+    rig.aws.calls.reset();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        seen.extend(follow.next().await.unwrap());
+    }
+    assert!(seen.is_empty(), "the history is not read again: {seen:?}");
+
+    rig.apply(&paid("evt_follow_new", "inv_follow_new")).await;
+    rig.aws.calls.reset();
+    for _ in 0..50 {
+        seen.extend(follow.next().await.unwrap());
+        if !seen.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let keys: Vec<&str> = seen.iter().map(|(_, e)| e.detail_type).collect();
+    assert!(
+        keys.contains(&"Order Paid"),
+        "the new payment is followed: {keys:?}"
+    );
+    assert!(
+        seen.iter()
+            .all(|(_, e)| !e.idempotency_key.contains("inv_follow_old")),
+        "{seen:?}"
+    );
+    assert_eq!(
+        rig.aws.calls.total(),
+        0,
+        "no poll reads the table: {:?}",
+        rig.aws.calls.operations()
+    );
+    assert!(
+        calls
+            .operations()
+            .iter()
+            .all(|op| op.starts_with("DynamoDB Streams.") || op == "DynamoDB.DescribeTable"),
+        "{:?}",
+        calls.operations()
+    );
+}

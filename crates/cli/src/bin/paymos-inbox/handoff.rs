@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use paymos_inbox::tools::handoff;
+use paymos_inbox::tools::handoff::Follow;
 use paymos_inbox::tools::when::parse_when;
 use paymos_inbox_aws::dynamodb::DynamoResources;
 use paymos_inbox_aws::events::{EventBridgePublisher, QueuePublisher, envelope};
@@ -29,7 +30,8 @@ pub struct TailArgs {
     /// From when (as for `since`; default: the last 10 minutes).
     #[arg(long, default_value = "10m")]
     since: String,
-    /// Keep printing new events as they are committed.
+    /// Keep printing new events as they are committed, read from the state table's stream
+    /// (what is new, never the table again).
     #[arg(long)]
     follow: bool,
     /// Read from the stack's events queue instead, DELETING what it reads: the queue your own
@@ -49,26 +51,53 @@ pub async fn tail(args: TailArgs) -> ExitCode {
     if args.consume {
         return consume(args).await;
     }
-    let mut since = args.since.clone();
+    let (since_ms, given) = match window(&args.since, args.environment.as_deref()) {
+        Ok(w) => w,
+        Err(e) => return e.report(),
+    };
+    let stack = match args.stack.resolve().await {
+        Ok(s) => s,
+        Err(e) => return e.report(),
+    };
+    let environment = match environment_of(&stack, given) {
+        Ok(e) => e,
+        Err(e) => return e.report(),
+    };
+    // With --follow, the stream is opened before the table is read, so nothing committed in
+    // between is missed (an event seen twice is printed once: its idempotency key); then only
+    // the stream is read, what is new, never the table again.
+    let mut follow = None;
+    if args.follow {
+        let table = match Stack::need(&stack.state, "state-table") {
+            Ok(t) => t.to_owned(),
+            Err(e) => return e.report(),
+        };
+        match Follow::open(&stack.dynamodb, stack.streams.clone(), &table, environment).await {
+            Ok(f) => follow = Some(f),
+            Err(e) => return fail(e),
+        }
+    }
     let mut printed = std::collections::HashSet::new();
-    loop {
-        let (_, events) =
-            match committed_since(&args.stack, &since, args.environment.as_deref()).await {
-                Ok(found) => found,
-                Err(e) => return fail(e),
-            };
-        for (at, e) in &events {
+    let mut print = |events: &[(u64, DomainEvent)]| {
+        for (at, e) in events {
             if printed.insert(e.idempotency_key.clone()) {
                 println!("{}", envelope(e, *at));
             }
         }
-        if !args.follow {
-            return ExitCode::SUCCESS;
+    };
+    match read_since(&stack, since_ms, environment).await {
+        Ok(events) => print(&events),
+        Err(e) => return e.report(),
+    }
+    let Some(mut follow) = follow else {
+        return ExitCode::SUCCESS;
+    };
+    loop {
+        match follow.next().await {
+            Ok(events) => print(&events),
+            Err(e) => return fail(e),
         }
-        if let Some((at, _)) = events.last() {
-            since = (at / 1000).to_string();
-        }
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 
@@ -126,11 +155,11 @@ pub struct SinceArgs {
     stack: StackArgs,
 }
 
-async fn committed_since(
-    stack: &StackArgs,
+/// `--since` as Unix ms, and `--environment` when given: the caller's input, read before any I/O.
+fn window(
     since: &str,
     environment_name: Option<&str>,
-) -> Result<(Stack, Vec<(u64, DomainEvent)>), Failure> {
+) -> Result<(u64, Option<Environment>), Failure> {
     let now = i64::try_from(now_ms() / 1000).unwrap_or(i64::MAX);
     let since_ms =
         u64::try_from(parse_when(since, now).map_err(|e| Failure::usage(format!("--since {e}")))?)
@@ -140,28 +169,51 @@ async fn committed_since(
         .map(environment)
         .transpose()
         .map_err(Failure::usage)?;
-    let stack = stack.resolve().await?;
-    let env = match given.or_else(|| {
-        stack
-            .environment
-            .as_deref()
-            .and_then(|n| environment(n).ok())
-    }) {
-        Some(env) => env,
-        None => {
-            return Err(Failure::usage("no environment: nothing says which one the stack applies")
-                .next("pass --environment live or sandbox, or --stack-name / --dev-info (their outputs say it)"));
-        }
-    };
+    Ok((since_ms, given))
+}
+
+/// The environment the events are of: the one given, else the stack's.
+fn environment_of(stack: &Stack, given: Option<Environment>) -> Result<Environment, Failure> {
+    given
+        .or_else(|| {
+            stack
+                .environment
+                .as_deref()
+                .and_then(|n| environment(n).ok())
+        })
+        .ok_or_else(|| {
+            Failure::usage("no environment: nothing says which one the stack applies").next(
+                "pass --environment live or sandbox, or --stack-name / --dev-info (their outputs say it)",
+            )
+        })
+}
+
+/// The events the facts committed since `since_ms` stand for, read from the state table.
+async fn read_since(
+    stack: &Stack,
+    since_ms: u64,
+    environment: Environment,
+) -> Result<Vec<(u64, DomainEvent)>, Failure> {
     let table = Stack::need(&stack.state, "state-table")?.to_owned();
     let resources = DynamoResources::new(
         stack.dynamodb.clone(),
         table,
         stack.deliveries.clone().unwrap_or_default(),
     );
-    let events = paymos_inbox_core::handoff::since(&resources, since_ms, env)
+    paymos_inbox_core::handoff::since(&resources, since_ms, environment)
         .await
-        .map_err(|e| Failure::from(e.to_string()))?;
+        .map_err(|e| Failure::from(e.to_string()))
+}
+
+async fn committed_since(
+    stack: &StackArgs,
+    since: &str,
+    environment_name: Option<&str>,
+) -> Result<(Stack, Vec<(u64, DomainEvent)>), Failure> {
+    let (since_ms, given) = window(since, environment_name)?;
+    let stack = stack.resolve().await?;
+    let environment = environment_of(&stack, given)?;
+    let events = read_since(&stack, since_ms, environment).await?;
     Ok((stack, events))
 }
 

@@ -60,6 +60,8 @@ pub struct StackArgs {
 pub struct Stack {
     pub dynamodb: aws_sdk_dynamodb::Client,
     pub sqs: aws_sdk_sqs::Client,
+    /// The state table's stream (`events tail --follow`).
+    pub streams: aws_sdk_dynamodbstreams::Client,
     pub deliveries: Option<String>,
     pub state: Option<String>,
     pub queue: Option<String>,
@@ -238,6 +240,56 @@ impl StackArgs {
             .collect())
     }
 
+    /// The clients: for the endpoints given (an emulator's, with local credentials), else for
+    /// AWS with the profile and region.
+    async fn clients(
+        &self,
+        dynamodb_endpoint: Option<String>,
+        sqs_endpoint: Option<String>,
+    ) -> Result<
+        (
+            aws_sdk_dynamodb::Client,
+            aws_sdk_sqs::Client,
+            aws_sdk_dynamodbstreams::Client,
+        ),
+        Failure,
+    > {
+        Ok(match (dynamodb_endpoint, sqs_endpoint) {
+            (Some(d), Some(s)) => {
+                let (dynamodb, sqs) = clients(&d, &s).await;
+                // DynamoDB Local serves the streams' API on its own endpoint.
+                let streams = aws_sdk_dynamodbstreams::config::Builder::from(
+                    &paymos_inbox::local::dev::shared_config().await,
+                )
+                .endpoint_url(d)
+                .build();
+                (
+                    dynamodb,
+                    sqs,
+                    aws_sdk_dynamodbstreams::Client::from_conf(streams),
+                )
+            }
+            (d, s) => {
+                let shared = self.aws().await?;
+                let mut dc = aws_sdk_dynamodb::config::Builder::from(&shared);
+                let mut tc = aws_sdk_dynamodbstreams::config::Builder::from(&shared);
+                if let Some(d) = d {
+                    dc = dc.endpoint_url(&d);
+                    tc = tc.endpoint_url(d);
+                }
+                let mut sc = aws_sdk_sqs::config::Builder::from(&shared);
+                if let Some(s) = s {
+                    sc = sc.endpoint_url(s);
+                }
+                (
+                    aws_sdk_dynamodb::Client::from_conf(dc.build()),
+                    aws_sdk_sqs::Client::from_conf(sc.build()),
+                    aws_sdk_dynamodbstreams::Client::from_conf(tc.build()),
+                )
+            }
+        })
+    }
+
     pub async fn resolve(&self) -> Result<Stack, Failure> {
         let info: Option<DevInfo> = match &self.dev_info {
             Some(path) => {
@@ -274,27 +326,11 @@ impl StackArgs {
             info.as_ref().map(|i| &i.dynamodb_endpoint),
         );
         let sqs_endpoint = pick(&self.sqs_endpoint, info.as_ref().map(|i| &i.sqs_endpoint));
-        let (dynamodb, sqs) = match (dynamodb_endpoint, sqs_endpoint) {
-            (Some(d), Some(s)) => clients(&d, &s).await,
-            (d, s) => {
-                let shared = self.aws().await?;
-                let mut dc = aws_sdk_dynamodb::config::Builder::from(&shared);
-                if let Some(d) = d {
-                    dc = dc.endpoint_url(d);
-                }
-                let mut sc = aws_sdk_sqs::config::Builder::from(&shared);
-                if let Some(s) = s {
-                    sc = sc.endpoint_url(s);
-                }
-                (
-                    aws_sdk_dynamodb::Client::from_conf(dc.build()),
-                    aws_sdk_sqs::Client::from_conf(sc.build()),
-                )
-            }
-        };
+        let (dynamodb, sqs, streams) = self.clients(dynamodb_endpoint, sqs_endpoint).await?;
         Ok(Stack {
             dynamodb,
             sqs,
+            streams,
             deliveries: pick(
                 &self.deliveries_table,
                 info.as_ref().and_then(|i| i.tables.get("DeliveriesTable")),

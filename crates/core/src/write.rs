@@ -141,9 +141,10 @@ pub enum Field {
     /// A processed delivery that waits for a person: its outcome, only while it waits (the
     /// sparse index `exceptions`, `release` and `recheck` read).
     Waiting,
-    /// An invoice whose payment waits for a person (held, paid late, paid twice): set with the
-    /// mark, removed by a release or a refund in full (the sparse index `exceptions` reads).
-    UnderReview,
+    /// What an invoice needs, only while it needs it: `open` while its status is open (the
+    /// reconciliation re-reads it at Paymos), `review` while its payment waits for a person
+    /// (held, paid twice, paid late: `exceptions` lists it). The sparse index both read.
+    Attention,
     /// An attribute a merchant's effect names.
     Named(String),
 }
@@ -468,16 +469,16 @@ pub fn invoice_transition(
 ) -> Write {
     let mut set = invoice_fields(status, at, order, source, now_ms);
     match mark {
-        Some(Mark::Held) => {
-            set.push(Set::Put(Field::Held, Value::Bool(true)));
-            set.push(under_review());
-        }
+        Some(Mark::Held) => set.push(Set::Put(Field::Held, Value::Bool(true))),
         Some(Mark::DuplicateOf(winner)) => {
             set.push(Set::Put(Field::DuplicateOf, Value::text(winner)));
-            set.push(under_review());
         }
         Some(Mark::Refunded) | None => {}
     }
+    set.push(attention(
+        status,
+        matches!(mark, Some(Mark::Held | Mark::DuplicateOf(_))),
+    ));
     Write {
         what: What::Transition,
         key: Key::state(invoice_id),
@@ -498,7 +499,11 @@ pub fn payment(paid: &PaidInvoice<'_>, at: u64, effects: Vec<EffectWrite>) -> Ve
             Guard::Not(Box::new(refunded_in_full())),
             order_on_record(paid.order),
         ]),
-        set: invoice_fields(paid.status, at, paid.order, paid.source, paid.at_ms),
+        set: {
+            let mut set = invoice_fields(paid.status, at, paid.order, paid.source, paid.at_ms);
+            set.push(attention(paid.status, false));
+            set
+        },
     }];
     writes.extend(fulfilment(paid, effects, true));
     writes
@@ -511,15 +516,26 @@ pub fn paid_late(invoice_id: &str, closed: InvoiceStatus, at: u64) -> Write {
         what: What::PaidLate,
         key: Key::state(invoice_id),
         guard: Guard::Is(Field::Status, Value::text(closed.as_str())),
-        set: vec![Set::Once(Field::PaidLateAt, Value::Int(at)), under_review()],
+        set: vec![
+            Set::Once(Field::PaidLateAt, Value::Int(at)),
+            attention(closed, true),
+        ],
     }
 }
 
-/// The mark of an invoice whose payment waits for a person, written with what makes it wait
-/// (held, paid twice, paid late) and removed by what ends the wait (a release, a refund in
-/// full): the sparse index `exceptions` reads holds the invoices that wait, not the history.
-fn under_review() -> Set {
-    Set::Put(Field::UnderReview, Value::text("invoice"))
+/// What an invoice needs after a write that sets its status (or keeps a closed one): `review`
+/// when the write makes its payment wait for a person (held, paid twice, paid late), else
+/// `open` while the status is open, else nothing. Written with every status the invoice takes,
+/// and removed by a release: the sparse index the reconciliation and `exceptions` read holds
+/// the invoices that need one of them, not the history.
+fn attention(status: InvoiceStatus, waits: bool) -> Set {
+    if waits {
+        Set::Put(Field::Attention, Value::text("review"))
+    } else if InvoiceStatus::OPEN.contains(&status) {
+        Set::Put(Field::Attention, Value::text("open"))
+    } else {
+        Set::Remove(Field::Attention)
+    }
 }
 
 /// What fulfils a paid invoice, for a webhook's payment and a release alike: the fulfilment
@@ -661,7 +677,6 @@ pub fn refund_note(invoice_id: &str, refund: &Refund, now_ms: u64) -> Write {
             Field::RefundedInFullBy,
             Value::text(&refund.withdrawal_id),
         ));
-        set.push(Set::Remove(Field::UnderReview));
     }
     Write {
         what: What::RefundNote,
@@ -733,7 +748,7 @@ pub fn release(
         Set::Put(Field::LastEventId, Value::text(&by)),
         Set::Put(Field::UpdatedAt, Value::Int(paid.at_ms)),
         Set::Remove(Field::Held),
-        Set::Remove(Field::UnderReview),
+        Set::Remove(Field::Attention),
         Set::Add(Field::Applied, Value::Texts(BTreeSet::from([by]))),
     ];
     set.extend(order_once(paid.order));
@@ -998,42 +1013,50 @@ pub fn holds_change_of(fields: &Fields, source: &Source) -> bool {
 mod tests {
     use super::*;
 
-    // Issue 32: an invoice is under review from what makes its payment wait until what ends it.
+    // Issue 32: an invoice needs attention while its status is open (the reconciliation
+    // re-reads it) and from what makes its payment wait until a release (exceptions lists it).
     #[test]
-    fn an_invoice_is_under_review_from_its_mark_until_a_release_or_a_full_refund() {
-        let review = Set::Put(Field::UnderReview, Value::text("invoice"));
+    fn an_invoice_needs_attention_while_open_and_while_its_payment_waits() {
+        let put = |v: &str| Set::Put(Field::Attention, Value::text(v));
+        let removed = Set::Remove(Field::Attention);
         let source = Source::Manual { actor: "a".into() };
         let order = OrderRef::default();
-        let marked = |mark: Option<&Mark>| {
-            invoice_transition("inv_1", (InvoiceStatus::Paid, 1), &order, mark, &source, 2)
-                .set
-                .contains(&review)
+        let set = |status, mark: Option<&Mark>| {
+            invoice_transition("inv_1", (status, 1), &order, mark, &source, 2).set
         };
-        assert!(marked(Some(&Mark::Held)));
-        assert!(marked(Some(&Mark::DuplicateOf("inv_0".into()))));
-        assert!(!marked(Some(&Mark::Refunded)));
-        assert!(!marked(None));
+        for status in InvoiceStatus::OPEN {
+            assert!(set(status, None).contains(&put("open")), "{status:?}");
+        }
+        for status in [
+            InvoiceStatus::Paid,
+            InvoiceStatus::Expired,
+            InvoiceStatus::Cancelled,
+        ] {
+            assert!(set(status, None).contains(&removed), "{status:?}");
+        }
+        assert!(set(InvoiceStatus::Paid, Some(&Mark::Held)).contains(&put("review")));
+        let twice = Mark::DuplicateOf("inv_0".into());
+        assert!(set(InvoiceStatus::Paid, Some(&twice)).contains(&put("review")));
+        assert!(set(InvoiceStatus::Paid, Some(&Mark::Refunded)).contains(&removed));
         assert!(
             paid_late("inv_1", InvoiceStatus::Expired, 3)
                 .set
-                .contains(&review)
+                .contains(&put("review"))
         );
-        let refund = |mode| Refund {
-            withdrawal_id: "wdr_1".into(),
-            amount: None,
-            currency: None,
-            mode: Some(mode),
-        };
-        let ends = Set::Remove(Field::UnderReview);
-        assert!(
-            refund_note("inv_1", &refund(RefundMode::Full), 4)
-                .set
-                .contains(&ends)
-        );
-        assert!(
-            !refund_note("inv_1", &refund(RefundMode::Overpayment), 4)
-                .set
-                .contains(&ends)
+        let held = set(InvoiceStatus::Paid, Some(&Mark::Held));
+        let attention: Vec<&Set> = held
+            .iter()
+            .filter(|s| {
+                matches!(
+                    s,
+                    Set::Put(Field::Attention, _) | Set::Remove(Field::Attention)
+                )
+            })
+            .collect();
+        assert_eq!(
+            attention.len(),
+            1,
+            "one clause per attribute: {attention:?}"
         );
     }
 

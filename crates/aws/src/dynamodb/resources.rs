@@ -13,7 +13,7 @@
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{AttributeValue, ReturnConsumedCapacity, Update};
+use aws_sdk_dynamodb::types::{ReturnConsumedCapacity, Update};
 
 use super::item::{Conditional, Item, WriteUnits, conditional, get, get_s, get_u64, s, scan};
 use super::records::{invoice_seen, state_record};
@@ -210,8 +210,9 @@ impl ResourceStore for DynamoResources {
     }
 }
 
-/// The sparse index of invoices whose payment waits for a person (`template.yaml`).
-pub const UNDER_REVIEW_INDEX: &str = "under-review";
+/// The sparse index of invoices that need something (`template.yaml`): hash `attention`
+/// (`open` or `review`), range `pk`.
+pub const ATTENTION_INDEX: &str = "attention";
 
 impl DynamoResources {
     /// Invoices whose payment waits for a person ([`Standing::waits_for_person`]): held, paid
@@ -220,8 +221,25 @@ impl DynamoResources {
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
     pub async fn invoices_under_review(&self) -> Result<Vec<InvoiceRecord>, PortError> {
-        // The sparse `under-review` index holds the invoices marked as waiting (and, rarely,
-        // one a late replay marked again after its release): the standing decides.
+        // The `review` invoices of the sparse `attention` index (and, rarely, one refunded in
+        // full or marked again by a late replay after its release): the standing decides.
+        Ok(self
+            .needing("review")
+            .await?
+            .into_iter()
+            .filter_map(|i| {
+                let seen = invoice_seen(&i);
+                seen.standing().waits_for_person().then(|| InvoiceRecord {
+                    invoice_id: get_s(&i, "pk").unwrap_or_default().to_owned(),
+                    seen,
+                    updated_at_ms: get_u64(&i, "updated_at"),
+                })
+            })
+            .collect())
+    }
+
+    /// The invoices of the sparse `attention` index that need `what` (`open`, `review`).
+    async fn needing(&self, what: &str) -> Result<Vec<Item>, PortError> {
         let mut out = Vec::new();
         let mut start = None;
         loop {
@@ -229,23 +247,14 @@ impl DynamoResources {
                 .client
                 .query()
                 .table_name(&self.tables.state)
-                .index_name(UNDER_REVIEW_INDEX)
-                .key_condition_expression("under_review = :invoice")
-                .expression_attribute_values(":invoice", s("invoice"))
+                .index_name(ATTENTION_INDEX)
+                .key_condition_expression("attention = :what")
+                .expression_attribute_values(":what", s(what))
                 .set_exclusive_start_key(start)
                 .send()
                 .await
                 .map_err(|e| port_error("DynamoDB Query", e))?;
-            for i in page.items.unwrap_or_default() {
-                let seen = invoice_seen(&i);
-                if seen.standing().waits_for_person() {
-                    out.push(InvoiceRecord {
-                        invoice_id: get_s(&i, "pk").unwrap_or_default().to_owned(),
-                        seen,
-                        updated_at_ms: get_u64(&i, "updated_at"),
-                    });
-                }
-            }
+            out.extend(page.items.unwrap_or_default());
             start = page.last_evaluated_key;
             if start.is_none() {
                 return Ok(out);
@@ -253,50 +262,56 @@ impl DynamoResources {
         }
     }
 
-    /// Once, after updating a stack from a version without the `under-review` index: marks
-    /// every invoice whose payment waits for a person, so the index lists it. One scan of the
-    /// state table; idempotent. Returns how many were marked.
+    /// Once, after updating a stack from a version without the `attention` index: marks every
+    /// invoice that needs something (`open` while its status is open, `review` while its
+    /// payment waits for a person), so the index lists it. One scan of the state table;
+    /// idempotent. Returns how many were marked.
     ///
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
-    pub async fn reindex_under_review(&self) -> Result<usize, PortError> {
+    pub async fn reindex_attention(&self) -> Result<usize, PortError> {
+        let filter = (
+            "kind = :i AND attribute_not_exists(attention)",
+            &[(":i", "invoice")][..],
+        );
         let mut marked = 0;
-        let mut start = None;
-        loop {
-            let page = self
+        for i in scan(&self.client, &self.tables.state, Some(filter)).await? {
+            let seen = invoice_seen(&i);
+            let needs = if seen.standing().waits_for_person() {
+                "review"
+            } else if seen
+                .status
+                .is_some_and(|st| InvoiceStatus::OPEN.contains(&st))
+            {
+                "open"
+            } else {
+                continue;
+            };
+            let Some(pk) = get_s(&i, "pk") else { continue };
+            let done = self
                 .client
-                .scan()
+                .update_item()
                 .table_name(&self.tables.state)
-                .filter_expression(
-                    "kind = :invoice AND attribute_not_exists(under_review) AND (held = :true OR attribute_exists(paid_late_at) OR attribute_exists(duplicate_of))",
-                )
-                .expression_attribute_values(":invoice", s("invoice"))
-                .expression_attribute_values(":true", AttributeValue::Bool(true))
-                .set_exclusive_start_key(start)
+                .key("pk", s(pk))
+                .update_expression("SET attention = :what")
+                .condition_expression("attribute_not_exists(attention)")
+                .expression_attribute_values(":what", s(needs))
                 .send()
-                .await
-                .map_err(|e| port_error("DynamoDB Scan", e))?;
-            for i in page.items.unwrap_or_default() {
-                if !invoice_seen(&i).standing().waits_for_person() {
+                .await;
+            match done {
+                Ok(_) => {}
+                // Written meanwhile, with its attention: nothing to add.
+                Err(e)
+                    if e.as_service_error()
+                        .is_some_and(UpdateItemError::is_conditional_check_failed_exception) =>
+                {
                     continue;
                 }
-                let Some(pk) = get_s(&i, "pk") else { continue };
-                self.client
-                    .update_item()
-                    .table_name(&self.tables.state)
-                    .key("pk", s(pk))
-                    .update_expression("SET under_review = :invoice")
-                    .expression_attribute_values(":invoice", s("invoice"))
-                    .send()
-                    .await
-                    .map_err(|e| port_error("DynamoDB UpdateItem", e))?;
-                marked += 1;
+                Err(e) => return Err(port_error("DynamoDB UpdateItem", e)),
             }
-            start = page.last_evaluated_key;
-            if start.is_none() {
-                return Ok(marked);
-            }
+            marked += 1;
         }
+        Ok(marked)
     }
 
     /// Every invoice record, as the domain reads it (a consistent scan: for the model test and
@@ -375,18 +390,9 @@ impl DynamoResources {
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
     pub async fn open_invoices(&self) -> Result<Vec<(String, Option<String>)>, PortError> {
-        let [o0, o1, o2, o3] = InvoiceStatus::OPEN.map(InvoiceStatus::as_str);
-        let filter = (
-            "kind = :invoice AND #status IN (:o0, :o1, :o2, :o3)",
-            &[
-                (":invoice", "invoice"),
-                (":o0", o0),
-                (":o1", o1),
-                (":o2", o2),
-                (":o3", o3),
-            ][..],
-        );
-        Ok(scan(&self.client, &self.tables.state, Some(filter))
+        // The `open` invoices of the sparse `attention` index: what is open, not the books.
+        Ok(self
+            .needing("open")
             .await?
             .iter()
             .map(|i| {

@@ -130,6 +130,9 @@ async fn filtered_scan(
             .table_name(table)
             .filter_expression(filter)
             .set_exclusive_start_key(start);
+        if filter.contains("#s") {
+            scan = scan.expression_attribute_names("#s", "status");
+        }
         for (name, value) in values {
             scan = scan.expression_attribute_values(*name, value.clone());
         }
@@ -294,18 +297,38 @@ async fn operator_reads_examine_what_they_list_not_the_history() {
     );
     assert!(examined <= pending.len(), "examined {examined}");
 
-    // Invoices whose payment waits: two held with their mark, one paid twice marked before
-    // the index existed (reindexed below), one held and then released (the mark removed).
-    let mut held = invoice("inv_held_1", NOW_MS);
-    held.insert("held".to_owned(), AttributeValue::Bool(true));
-    held.insert("under_review".to_owned(), s("invoice"));
-    let mut held_2 = held.clone();
-    held_2.insert("pk".to_owned(), s("inv_held_2"));
-    let mut twice = invoice("inv_twice", old + 3);
-    twice.insert("duplicate_of".to_owned(), s("inv_old_2"));
-    let mut released = invoice("inv_released", NOW_MS);
-    released.insert("released_by".to_owned(), s("support:alice"));
-    seed(&aws, &state, vec![held, held_2, twice, released]).await;
+    // Invoices that need something: two held and two open, with their attention as the writes
+    // leave it; one paid twice and one open from before the update that added the index
+    // (reindexed below); one held and then released (its attention removed).
+    let with = |id: &str, at: u64, extra: &[(&str, AttributeValue)]| {
+        let mut item = invoice(id, at);
+        for (k, v) in extra {
+            item.insert((*k).to_owned(), v.clone());
+        }
+        item
+    };
+    let review = ("attention", s("review"));
+    let open = ("attention", s("open"));
+    let held = ("held", AttributeValue::Bool(true));
+    let awaiting = ("status", s("awaiting_payment"));
+    seed(
+        &aws,
+        &state,
+        vec![
+            with("inv_held_1", NOW_MS, &[held.clone(), review.clone()]),
+            with("inv_held_2", NOW_MS, &[held.clone(), review]),
+            with("inv_twice", old + 3, &[("duplicate_of", s("inv_old_2"))]),
+            with(
+                "inv_released",
+                NOW_MS,
+                &[("released_by", s("support:alice"))],
+            ),
+            with("inv_open_1", NOW_MS, &[awaiting.clone(), open.clone()]),
+            with("inv_open_2", NOW_MS, &[awaiting.clone(), open]),
+            with("inv_open_before", old + 4, &[awaiting]),
+        ],
+    )
+    .await;
     let resources =
         paymos_inbox_aws::dynamodb::DynamoResources::new(aws.dynamodb.clone(), &state, &deliveries);
 
@@ -323,6 +346,26 @@ async fn operator_reads_examine_what_they_list_not_the_history() {
         aws.calls.examined(),
     );
     assert!(before > OLD_FACTS, "{before}");
+    aws.calls.reset();
+    let scanned = filtered_scan(
+        &aws,
+        &state,
+        "kind = :i AND #s IN (:a, :b, :c, :d)",
+        &[
+            (":i", s("invoice")),
+            (":a", s("awaiting_client")),
+            (":b", s("awaiting_payment")),
+            (":c", s("confirming")),
+            (":d", s("underpaid_waiting")),
+        ],
+    )
+    .await;
+    let before = measure(
+        "open invoices, by a filtered scan (before: the reconciliation's re-read)",
+        scanned,
+        aws.calls.examined(),
+    );
+    assert!(before > OLD_FACTS, "{before}");
 
     aws.calls.reset();
     let review = resources.invoices_under_review().await.unwrap();
@@ -333,21 +376,36 @@ async fn operator_reads_examine_what_they_list_not_the_history() {
     );
     assert_eq!(review.len(), 2, "{review:?}");
     assert!(examined <= 2, "examined {examined}");
-    assert_eq!(resources.reindex_under_review().await.unwrap(), 1);
+    aws.calls.reset();
+    let opened = resources.open_invoices().await.unwrap();
+    let examined = measure(
+        "open invoices (the reconciliation's re-read)",
+        opened.len(),
+        aws.calls.examined(),
+    );
+    assert_eq!(opened.len(), 2, "{opened:?}");
+    assert!(examined <= 2, "examined {examined}");
+
+    assert_eq!(resources.reindex_attention().await.unwrap(), 2);
     assert_eq!(
-        resources.reindex_under_review().await.unwrap(),
+        resources.reindex_attention().await.unwrap(),
         0,
         "idempotent"
     );
     aws.calls.reset();
     let review = resources.invoices_under_review().await.unwrap();
+    let opened = resources.open_invoices().await.unwrap();
     let examined = measure(
-        "invoices waiting, after the reindex",
-        review.len(),
+        "invoices waiting and open, after the reindex",
+        review.len() + opened.len(),
         aws.calls.examined(),
     );
-    assert_eq!(review.len(), 3, "{review:?}");
-    assert!(examined <= 3, "examined {examined}");
+    assert_eq!(
+        (review.len(), opened.len()),
+        (3, 3),
+        "{review:?} {opened:?}"
+    );
+    assert!(examined <= 6, "examined {examined}");
 
     println!(
         "| read | listed | items examined |\n|---|---|---|\n{}",

@@ -39,9 +39,9 @@ pub struct ExceptionsArgs {
     /// One JSON object per line.
     #[arg(long)]
     json: bool,
-    /// Once, after updating a stack from a version without the `waiting` and `under-review`
-    /// indexes: index the deliveries and invoices that already waited (one scan of each
-    /// table), then list.
+    /// Once, after updating a stack from a version without the `waiting` and `attention`
+    /// indexes: index the deliveries that waited and the invoices that are open or waited (one
+    /// scan of each table), then list.
     #[arg(long)]
     reindex: bool,
     #[command(flatten)]
@@ -57,10 +57,12 @@ pub async fn list(args: ExceptionsArgs) -> ExitCode {
     if args.reindex {
         match (
             ledger.reindex_waiting().await,
-            state.reindex_under_review().await,
+            state.reindex_attention().await,
         ) {
             (Ok(d), Ok(i)) => {
-                eprintln!("indexed {d} delivery(ies) and {i} invoice(s) that waited for a person");
+                eprintln!(
+                    "indexed {d} delivery(ies) that waited for a person and {i} invoice(s) open or waiting"
+                );
             }
             (Err(e), _) | (_, Err(e)) => return fail(e),
         }

@@ -312,6 +312,23 @@ pub trait StateRecords: Send + Sync {
     /// # Errors
     /// [`PortError`] when the store fails.
     fn records(&self) -> impl Future<Output = Result<Vec<StateRecord>, PortError>> + Send;
+
+    /// The records that changed at or after `since_ms` ([`StateRecord::at_ms`]), possibly with
+    /// some older ones. By default every record, filtered; a store with an index of what
+    /// changed when (DynamoDB's `listed`) reads only those.
+    ///
+    /// # Errors
+    /// [`PortError`] when the store fails.
+    fn changed_since(
+        &self,
+        since_ms: u64,
+    ) -> impl Future<Output = Result<Vec<StateRecord>, PortError>> + Send {
+        async move {
+            let mut records = self.records().await?;
+            records.retain(|r| r.at_ms().unwrap_or(0) >= since_ms);
+            Ok(records)
+        }
+    }
 }
 
 /// Every event the facts committed since `since_ms` stand for, oldest first, as the stream
@@ -326,7 +343,7 @@ pub async fn since<R: StateRecords>(
     environment: Environment,
 ) -> Result<Vec<(u64, DomainEvent)>, PortError> {
     let mut out = Vec::new();
-    for record in store.records().await? {
+    for record in store.changed_since(since_ms).await? {
         let at = record.at_ms().unwrap_or(0);
         if at >= since_ms {
             out.extend(

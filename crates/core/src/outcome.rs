@@ -241,7 +241,7 @@ pub fn writes(
                 occurred_at,
                 ..
             },
-        ) => out.push(write::paid_late(invoice_id, *closed, *occurred_at)),
+        ) => out.push(write::paid_late(invoice_id, *closed, *occurred_at, now_ms)),
         (Write::Change, Change::Withdrawal { .. }) => {
             out.extend(withdrawal(change, source, now_ms))
         }

@@ -56,11 +56,15 @@ pub trait PaymosLedger: PaymentConfirmation {
 
 /// What reconciliation reads of the state table, besides the invoice records.
 pub trait ReconcileStore: ResourceStore + ReleaseStore {
-    /// Every fulfilment record, whatever its key.
+    /// Every fulfilment record written at or after `since_ms` (or with no time), whatever its
+    /// key: the window a reconciliation compares, not the books.
     ///
     /// # Errors
     /// [`PortError`] when the store fails.
-    fn fulfilments(&self) -> impl Future<Output = Result<Vec<FulfilmentRecord>, PortError>> + Send;
+    fn fulfilments_since(
+        &self,
+        since_ms: u64,
+    ) -> impl Future<Output = Result<Vec<FulfilmentRecord>, PortError>> + Send;
 
     /// Invoices whose status is still open, with their order id.
     ///
@@ -69,17 +73,37 @@ pub trait ReconcileStore: ResourceStore + ReleaseStore {
     fn open_invoices(
         &self,
     ) -> impl Future<Output = Result<Vec<(String, Option<String>)>, PortError>> + Send;
+
+    /// The invoice that fulfilled `order_id` (its once-only claim, [`crate::write::order_claim`]),
+    /// whenever it did.
+    ///
+    /// # Errors
+    /// [`PortError`] when the store fails.
+    fn order_fulfilled_by(
+        &self,
+        order_id: &str,
+    ) -> impl Future<Output = Result<Option<String>, PortError>> + Send;
 }
 
 impl<T: ReconcileStore> ReconcileStore for std::sync::Arc<T> {
-    fn fulfilments(&self) -> impl Future<Output = Result<Vec<FulfilmentRecord>, PortError>> + Send {
-        (**self).fulfilments()
+    fn fulfilments_since(
+        &self,
+        since_ms: u64,
+    ) -> impl Future<Output = Result<Vec<FulfilmentRecord>, PortError>> + Send {
+        (**self).fulfilments_since(since_ms)
     }
 
     fn open_invoices(
         &self,
     ) -> impl Future<Output = Result<Vec<(String, Option<String>)>, PortError>> + Send {
         (**self).open_invoices()
+    }
+
+    fn order_fulfilled_by(
+        &self,
+        order_id: &str,
+    ) -> impl Future<Output = Result<Option<String>, PortError>> + Send {
+        (**self).order_fulfilled_by(order_id)
     }
 }
 
@@ -227,6 +251,11 @@ impl Fulfilled {
     }
 }
 
+/// How much earlier than the window's start the fulfilments compared with Paymos' list are
+/// read: an invoice created in the window is fulfilled here after it was created, whatever the
+/// two clocks say, give or take this much.
+pub const CLOCK_MARGIN_MS: u64 = 86_400_000;
+
 /// Runs a reconciliation over invoices created in `[from, to]` (Unix seconds); with `apply`,
 /// drives what is missing through the same conditional transition as a webhook.
 ///
@@ -248,7 +277,12 @@ pub async fn reconcile<P: PaymosLedger, S: ReconcileStore>(
         .map(|(id, at)| PaidAtPaymos::of(id, &at))
         .partition(|p| PaidAtPaymos::paid(&p.status));
     report.paid_at_paymos = paid.len();
-    let mut here = Fulfilled::of(fulfil.store().fulfilments().await?);
+    let window_ms = u64::try_from(from)
+        .unwrap_or(0)
+        .saturating_mul(1000)
+        .saturating_sub(CLOCK_MARGIN_MS);
+    let mut here = Fulfilled::of(fulfil.store().fulfilments_since(window_ms).await?);
+    claims_before_the_window(fulfil.store(), &paid, &mut here).await?;
     compare(&paid, &mut here, &mut report);
     unknown(paymos, &paid, &here, (from, to), &mut report).await?;
     recheck_open(paymos, fulfil.store(), &paid, &here, &mut report, &mut late).await?;
@@ -258,6 +292,28 @@ pub async fn reconcile<P: PaymosLedger, S: ReconcileStore>(
         apply_found(fulfil, &mut report, now_ms).await;
     }
     Ok(report)
+}
+
+/// The invoice that fulfilled each order Paymos lists paid in the window and that no
+/// fulfilment read here names: fulfilled before the window, a second payment is a duplicate,
+/// not a missing one. One read by key per such order, never the books.
+async fn claims_before_the_window<S: ReconcileStore>(
+    store: &S,
+    paid: &[PaidAtPaymos],
+    here: &mut Fulfilled,
+) -> Result<(), PortError> {
+    for p in paid {
+        if p.order_id.trim().is_empty()
+            || here.has(&p.invoice_id)
+            || here.by_order.contains_key(&p.order_id)
+        {
+            continue;
+        }
+        if let Some(winner) = store.order_fulfilled_by(&p.order_id).await? {
+            here.by_order.insert(p.order_id.clone(), vec![winner]);
+        }
+    }
+    Ok(())
 }
 
 /// MATCHED, MISSING, DUPLICATE PAYMENT and DOUBLE, from the list and the fulfilments.

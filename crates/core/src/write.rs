@@ -141,10 +141,9 @@ pub enum Field {
     /// A processed delivery that waits for a person: its outcome, only while it waits (the
     /// sparse index `exceptions`, `release` and `recheck` read).
     Waiting,
-    /// What an invoice needs, only while it needs it: `open` while its status is open (the
-    /// reconciliation re-reads it at Paymos), `review` while its payment waits for a person
-    /// (held, paid twice, paid late: `exceptions` lists it). The sparse index both read.
-    Attention,
+    /// Where the state table's index lists an item that stands for an event ([`listing`]):
+    /// `review`, `open`, or the UTC day it last changed.
+    ListedIn,
     /// An attribute a merchant's effect names.
     Named(String),
 }
@@ -475,9 +474,10 @@ pub fn invoice_transition(
         }
         Some(Mark::Refunded) | None => {}
     }
-    set.push(attention(
+    set.push(invoice_listing(
         status,
         matches!(mark, Some(Mark::Held | Mark::DuplicateOf(_))),
+        now_ms,
     ));
     Write {
         what: What::Transition,
@@ -501,7 +501,7 @@ pub fn payment(paid: &PaidInvoice<'_>, at: u64, effects: Vec<EffectWrite>) -> Ve
         ]),
         set: {
             let mut set = invoice_fields(paid.status, at, paid.order, paid.source, paid.at_ms);
-            set.push(attention(paid.status, false));
+            set.push(invoice_listing(paid.status, false, paid.at_ms));
             set
         },
     }];
@@ -509,33 +509,78 @@ pub fn payment(paid: &PaidInvoice<'_>, at: u64, effects: Vec<EffectWrite>) -> Ve
     writes
 }
 
-/// A payment after the invoice closed `closed`: `paid_late_at` set once, the status kept.
+/// A payment after the invoice closed `closed`: `paid_late_at` set once, the status kept; the
+/// change dated `now_ms` (when the review it needs begins).
 #[must_use]
-pub fn paid_late(invoice_id: &str, closed: InvoiceStatus, at: u64) -> Write {
+pub fn paid_late(invoice_id: &str, closed: InvoiceStatus, at: u64, now_ms: u64) -> Write {
     Write {
         what: What::PaidLate,
         key: Key::state(invoice_id),
         guard: Guard::Is(Field::Status, Value::text(closed.as_str())),
         set: vec![
             Set::Once(Field::PaidLateAt, Value::Int(at)),
-            attention(closed, true),
+            Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+            invoice_listing(closed, true, now_ms),
         ],
     }
 }
 
-/// What an invoice needs after a write that sets its status (or keeps a closed one): `review`
-/// when the write makes its payment wait for a person (held, paid twice, paid late), else
-/// `open` while the status is open, else nothing. Written with every status the invoice takes,
-/// and removed by a release: the sparse index the reconciliation and `exceptions` read holds
-/// the invoices that need one of them, not the history.
-fn attention(status: InvoiceStatus, waits: bool) -> Set {
-    if waits {
-        Set::Put(Field::Attention, Value::text("review"))
-    } else if InvoiceStatus::OPEN.contains(&status) {
-        Set::Put(Field::Attention, Value::text("open"))
-    } else {
-        Set::Remove(Field::Attention)
+/// Where the state table's one index (`listed`: hash `listed_in`, range `updated_at`) lists
+/// an item that stands for an event: an invoice, a fulfilment, a withdrawal, a deposit, a
+/// review note. Written with every change of such an item, so each read of the index returns
+/// what it lists, never the books:
+///
+/// | `listed_in` | what | read by |
+/// |---|---|---|
+/// | [`REVIEW`] | an invoice whose payment waits for a person (held, paid twice, paid late) until a release | `exceptions`, `release` |
+/// | [`OPEN`] | an invoice while its status is open | the reconciliation's re-read at Paymos |
+/// | `day#2026-12-01` ([`day_listing`]) | anything else, by the UTC day it last changed | `events since`/`resend`, the reconciliation's fulfilments |
+///
+/// An item is in one list at a time; `events since` reads the days since, and the two short
+/// lists, from the time asked ([`days_listing`]).
+pub mod listing {
+    /// Invoices whose payment waits for a person.
+    pub const REVIEW: &str = "review";
+    /// Invoices whose status is open.
+    pub const OPEN: &str = "open";
+    const DAY_MS: u64 = 86_400_000;
+
+    /// The list of what changed on `at_ms`'s UTC day: `day#2026-12-01`.
+    #[must_use]
+    pub fn day_listing(at_ms: u64) -> String {
+        let at = i64::try_from(at_ms)
+            .ok()
+            .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+            .unwrap_or(jiff::Timestamp::MAX);
+        let date = jiff::tz::Offset::UTC.to_datetime(at).date();
+        format!("day#{date}")
     }
+
+    /// The day lists from `from_ms`'s UTC day to `to_ms`'s, oldest first (none when `to_ms`
+    /// is earlier).
+    #[must_use]
+    pub fn days_listing(from_ms: u64, to_ms: u64) -> Vec<String> {
+        let first = from_ms / DAY_MS;
+        (first..=to_ms / DAY_MS)
+            .map(|day| day_listing(day * DAY_MS))
+            .collect()
+    }
+}
+
+pub use listing::{OPEN, REVIEW, day_listing, days_listing};
+
+/// An invoice's list after a write that sets its status (or keeps a closed one) at `now_ms`:
+/// [`REVIEW`] when the write makes its payment wait for a person (held, paid twice, paid
+/// late), else [`OPEN`] while the status is open, else its day.
+fn invoice_listing(status: InvoiceStatus, waits: bool, now_ms: u64) -> Set {
+    let list = if waits {
+        REVIEW.to_owned()
+    } else if InvoiceStatus::OPEN.contains(&status) {
+        OPEN.to_owned()
+    } else {
+        day_listing(now_ms)
+    };
+    Set::Put(Field::ListedIn, Value::Text(list))
 }
 
 /// What fulfils a paid invoice, for a webhook's payment and a release alike: the fulfilment
@@ -557,7 +602,11 @@ pub fn fulfilment(
         set.push(Set::Put(Field::Status, Value::text(status.as_str())));
     }
     if let Some(at) = record.fulfilled_at_ms {
-        set.push(Set::Put(Field::FulfilledAt, Value::Int(at)));
+        set.extend([
+            Set::Put(Field::FulfilledAt, Value::Int(at)),
+            Set::Put(Field::UpdatedAt, Value::Int(at)),
+            Set::Put(Field::ListedIn, Value::Text(day_listing(at))),
+        ]);
     }
     if let Some(id) = &record.order.external_id {
         set.push(Set::Put(Field::OrderId, Value::text(id)));
@@ -748,7 +797,7 @@ pub fn release(
         Set::Put(Field::LastEventId, Value::text(&by)),
         Set::Put(Field::UpdatedAt, Value::Int(paid.at_ms)),
         Set::Remove(Field::Held),
-        Set::Remove(Field::Attention),
+        Set::Put(Field::ListedIn, Value::Text(day_listing(paid.at_ms))),
         Set::Add(Field::Applied, Value::Texts(BTreeSet::from([by]))),
     ];
     set.extend(order_once(paid.order));
@@ -773,6 +822,7 @@ pub fn withdrawal(w: &WithdrawalChange<'_>, source: &Source, now_ms: u64) -> Wri
         Set::Put(Field::Type, Value::text(w.kind)),
         Set::Put(Field::LastEventId, Value::Text(source.id())),
         Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+        Set::Put(Field::ListedIn, Value::Text(day_listing(now_ms))),
     ];
     if let Some(v) = w.invoice_id {
         set.push(Set::Put(Field::InvoiceId, Value::text(v)));
@@ -824,6 +874,7 @@ pub fn deposit(
         Set::Put(Field::Status, Value::text(status.as_str())),
         Set::Put(Field::StatusAt, Value::Int(at)),
         Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+        Set::Put(Field::ListedIn, Value::Text(day_listing(now_ms))),
     ];
     let Some(credit) = credit else {
         return vec![Write {
@@ -940,6 +991,8 @@ pub fn review_note(
         Set::Put(Field::EventId, Value::text(event_id)),
         Set::Put(Field::Why, Value::text(why)),
         Set::Put(Field::CreatedAt, Value::Int(now_ms)),
+        Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+        Set::Put(Field::ListedIn, Value::Text(day_listing(now_ms))),
     ];
     if let Some(r) = resource_id {
         set.push(Set::Put(Field::ResourceId, Value::text(r)));
@@ -1013,51 +1066,113 @@ pub fn holds_change_of(fields: &Fields, source: &Source) -> bool {
 mod tests {
     use super::*;
 
-    // Issue 32: an invoice needs attention while its status is open (the reconciliation
-    // re-reads it) and from what makes its payment wait until a release (exceptions lists it).
+    // Issue 32: an invoice is listed `open` while its status is open (the reconciliation
+    // re-reads it), `review` from what makes its payment wait until a release (exceptions
+    // lists it), and otherwise under the day it changed (events since): one list at a time.
     #[test]
-    fn an_invoice_needs_attention_while_open_and_while_its_payment_waits() {
-        let put = |v: &str| Set::Put(Field::Attention, Value::text(v));
-        let removed = Set::Remove(Field::Attention);
+    fn an_invoice_is_listed_open_while_open_review_while_it_waits_and_else_by_its_day() {
+        const DEC_1: u64 = 1_796_083_200_000; // 2026-12-01T00:00:00Z
+        let put = |v: &str| Set::Put(Field::ListedIn, Value::text(v));
         let source = Source::Manual { actor: "a".into() };
         let order = OrderRef::default();
         let set = |status, mark: Option<&Mark>| {
-            invoice_transition("inv_1", (status, 1), &order, mark, &source, 2).set
+            invoice_transition("inv_1", (status, 1), &order, mark, &source, DEC_1 + 5).set
         };
         for status in InvoiceStatus::OPEN {
-            assert!(set(status, None).contains(&put("open")), "{status:?}");
+            assert!(set(status, None).contains(&put(OPEN)), "{status:?}");
         }
         for status in [
             InvoiceStatus::Paid,
             InvoiceStatus::Expired,
             InvoiceStatus::Cancelled,
         ] {
-            assert!(set(status, None).contains(&removed), "{status:?}");
+            assert!(
+                set(status, None).contains(&put("day#2026-12-01")),
+                "{status:?}"
+            );
         }
-        assert!(set(InvoiceStatus::Paid, Some(&Mark::Held)).contains(&put("review")));
+        assert!(set(InvoiceStatus::Paid, Some(&Mark::Held)).contains(&put(REVIEW)));
         let twice = Mark::DuplicateOf("inv_0".into());
-        assert!(set(InvoiceStatus::Paid, Some(&twice)).contains(&put("review")));
-        assert!(set(InvoiceStatus::Paid, Some(&Mark::Refunded)).contains(&removed));
-        assert!(
-            paid_late("inv_1", InvoiceStatus::Expired, 3)
-                .set
-                .contains(&put("review"))
-        );
+        assert!(set(InvoiceStatus::Paid, Some(&twice)).contains(&put(REVIEW)));
+        assert!(set(InvoiceStatus::Paid, Some(&Mark::Refunded)).contains(&put("day#2026-12-01")));
+        let late = paid_late("inv_1", InvoiceStatus::Expired, 3, DEC_1 - 1).set;
+        assert!(late.contains(&put(REVIEW)));
+        assert!(late.contains(&Set::Put(Field::UpdatedAt, Value::Int(DEC_1 - 1))));
         let held = set(InvoiceStatus::Paid, Some(&Mark::Held));
-        let attention: Vec<&Set> = held
+        let listed: Vec<&Set> = held
             .iter()
             .filter(|s| {
                 matches!(
                     s,
-                    Set::Put(Field::Attention, _) | Set::Remove(Field::Attention)
+                    Set::Put(Field::ListedIn, _) | Set::Remove(Field::ListedIn)
                 )
             })
             .collect();
+        assert_eq!(listed.len(), 1, "one clause per attribute: {listed:?}");
+    }
+
+    #[test]
+    fn a_day_list_is_the_utc_day_and_the_days_run_from_the_first_to_the_last() {
+        const DEC_1: u64 = 1_796_083_200_000;
+        assert_eq!(day_listing(DEC_1), "day#2026-12-01");
+        assert_eq!(day_listing(DEC_1 - 1), "day#2026-11-30");
+        assert_eq!(day_listing(0), "day#1970-01-01");
         assert_eq!(
-            attention.len(),
-            1,
-            "one clause per attribute: {attention:?}"
+            days_listing(DEC_1 - 1, DEC_1 + 86_400_000),
+            ["day#2026-11-30", "day#2026-12-01", "day#2026-12-02"]
         );
+        assert_eq!(days_listing(DEC_1 + 1, DEC_1 + 2), ["day#2026-12-01"]);
+        assert!(days_listing(DEC_1 + 86_400_000, DEC_1).is_empty());
+    }
+
+    // Issue 32: every item that stands for an event is listed under the day it changed, with
+    // the time the index ranges by, so `events since` and the reconciliation's window find it.
+    #[test]
+    fn every_item_that_stands_for_an_event_is_listed_by_the_time_it_changed() {
+        const AT: u64 = 1_796_083_200_000 + 42;
+        let day = Set::Put(Field::ListedIn, Value::text("day#2026-12-01"));
+        let when = Set::Put(Field::UpdatedAt, Value::Int(AT));
+        let source = Source::Manual { actor: "a".into() };
+        let order = OrderRef::default();
+        let paid = PaidInvoice {
+            invoice_id: "inv_1",
+            status: InvoiceStatus::Paid,
+            order: &order,
+            source: &source,
+            at_ms: AT,
+        };
+        let writes = payment(&paid, 1, Vec::new());
+        for w in writes
+            .iter()
+            .filter(|w| matches!(w.what, What::Payment | What::Fulfilment))
+        {
+            assert!(
+                w.set.contains(&day) && w.set.contains(&when),
+                "{:?}",
+                w.what
+            );
+        }
+        let withdrawal = withdrawal(
+            &WithdrawalChange {
+                withdrawal_id: "wdr_1",
+                status: WithdrawalStatus::Completed,
+                kind: "refund",
+                invoice_id: None,
+                amount: None,
+                currency: None,
+            },
+            &source,
+            AT,
+        );
+        let review = review_note("evt_1", Applied::Unusable, None, "why", AT);
+        let deposits = deposit("pcd_1", (DepositStatus::Confirmed, 1), None, &source, AT);
+        for w in [&withdrawal, &review, &deposits[0]] {
+            assert!(
+                w.set.contains(&day) && w.set.contains(&when),
+                "{:?}",
+                w.what
+            );
+        }
     }
 
     // Issue 32: what waits for a person is marked at its processed mark, and nothing else is,

@@ -58,7 +58,7 @@ const FIELDS: [(Field, &str); 43] = [
     (Field::ProcessedAt, "processed_at"),
     (Field::PendingShard, "pending_shard"),
     (Field::Waiting, "waiting"),
-    (Field::Attention, "attention"),
+    (Field::ListedIn, "listed_in"),
 ];
 
 /// The attribute a field is stored as.

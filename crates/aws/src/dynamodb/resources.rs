@@ -15,7 +15,11 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{ReturnConsumedCapacity, Update};
 
-use super::item::{Conditional, Item, WriteUnits, conditional, get, get_s, get_u64, s, scan};
+use std::collections::HashMap;
+
+use futures::{StreamExt as _, TryStreamExt as _};
+
+use super::item::{Conditional, Item, WriteUnits, conditional, get, get_s, get_u64, n, s, scan};
 use super::records::{invoice_seen, state_record};
 use super::render::{Tables, fields_of, item_of, transact_item, update};
 use crate::aws::{kind_of_code, port_error};
@@ -210,9 +214,27 @@ impl ResourceStore for DynamoResources {
     }
 }
 
-/// The sparse index of invoices that need something (`template.yaml`): hash `attention`
-/// (`open` or `review`), range `pk`.
-pub const ATTENTION_INDEX: &str = "attention";
+/// The state table's one index (`template.yaml`): hash `listed_in`, range `updated_at`; each
+/// item that stands for an event is in one list at a time ([`write::listing`]): `review`,
+/// `open`, or the UTC day it last changed.
+pub const LISTED_INDEX: &str = "listed";
+
+/// No item is dated earlier than this (2020-01-01): where a read of every day list since a
+/// time starts, at the latest.
+pub const FIRST_DAY_MS: u64 = 1_577_836_800_000;
+
+/// How many day lists are read at once.
+const DAYS_AT_ONCE: usize = 16;
+
+/// Today's list is read up to a day ahead of this host's clock (the writers' clocks may run
+/// ahead of it).
+const DAY_MARGIN_MS: u64 = 86_400_000;
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
 
 impl DynamoResources {
     /// Invoices whose payment waits for a person ([`Standing::waits_for_person`]): held, paid
@@ -221,10 +243,10 @@ impl DynamoResources {
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
     pub async fn invoices_under_review(&self) -> Result<Vec<InvoiceRecord>, PortError> {
-        // The `review` invoices of the sparse `attention` index (and, rarely, one refunded in
-        // full or marked again by a late replay after its release): the standing decides.
+        // The `review` list (and, rarely, one refunded in full or marked again by a late
+        // replay after its release): the standing decides.
         Ok(self
-            .needing("review")
+            .listed(write::REVIEW, None)
             .await?
             .into_iter()
             .filter_map(|i| {
@@ -238,8 +260,27 @@ impl DynamoResources {
             .collect())
     }
 
-    /// The invoices of the sparse `attention` index that need `what` (`open`, `review`).
-    async fn needing(&self, what: &str) -> Result<Vec<Item>, PortError> {
+    /// The items of one list of the `listed` index, changed at or after `since_ms` when given,
+    /// of `kind` when given: a query that examines the list (from that time), never the table.
+    async fn listed(&self, list: &str, since_ms: Option<u64>) -> Result<Vec<Item>, PortError> {
+        self.listed_of(list, since_ms, None).await
+    }
+
+    async fn listed_of(
+        &self,
+        list: &str,
+        since_ms: Option<u64>,
+        kind: Option<&str>,
+    ) -> Result<Vec<Item>, PortError> {
+        let mut values = HashMap::from([(":list".to_owned(), s(list))]);
+        let mut condition = "listed_in = :list".to_owned();
+        if let Some(at) = since_ms {
+            condition.push_str(" AND updated_at >= :since");
+            values.insert(":since".to_owned(), n(at));
+        }
+        if let Some(kind) = kind {
+            values.insert(":kind".to_owned(), s(kind));
+        }
         let mut out = Vec::new();
         let mut start = None;
         loop {
@@ -247,9 +288,10 @@ impl DynamoResources {
                 .client
                 .query()
                 .table_name(&self.tables.state)
-                .index_name(ATTENTION_INDEX)
-                .key_condition_expression("attention = :what")
-                .expression_attribute_values(":what", s(what))
+                .index_name(LISTED_INDEX)
+                .key_condition_expression(&condition)
+                .set_filter_expression(kind.map(|_| "kind = :kind".to_owned()))
+                .set_expression_attribute_values(Some(values.clone()))
                 .set_exclusive_start_key(start)
                 .send()
                 .await
@@ -262,29 +304,44 @@ impl DynamoResources {
         }
     }
 
-    /// Once, after updating a stack from a version without the `attention` index: marks every
-    /// invoice that needs something (`open` while its status is open, `review` while its
-    /// payment waits for a person), so the index lists it. One scan of the state table;
-    /// idempotent. Returns how many were marked.
+    /// The items of every day list from `since_ms`'s day to today (`FIRST_DAY_MS` at the
+    /// earliest) changed at or after it, of `kind` when given, a few days at once.
+    async fn days_since(&self, since_ms: u64, kind: Option<&str>) -> Result<Vec<Item>, PortError> {
+        let from = since_ms.max(FIRST_DAY_MS);
+        let days = write::days_listing(from, now_ms().saturating_add(DAY_MARGIN_MS));
+        let pages: Vec<Vec<Item>> = futures::stream::iter(
+            days.into_iter()
+                .map(|day| async move { self.listed_of(&day, Some(since_ms), kind).await }),
+        )
+        .buffered(DAYS_AT_ONCE)
+        .try_collect()
+        .await?;
+        Ok(pages.into_iter().flatten().collect())
+    }
+
+    /// Once, after updating a stack from a version without the `listed` index: lists every
+    /// item that stands for an event and is not listed yet, as its next write would (an
+    /// invoice `review` while its payment waits, `open` while its status is open, else by its
+    /// day; a fulfilment, a withdrawal, a deposit and a review note by theirs), dating a
+    /// fulfilment or a review note that has no `updated_at` by its own time. One scan of the
+    /// state table; idempotent. Returns how many were listed.
     ///
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
-    pub async fn reindex_attention(&self) -> Result<usize, PortError> {
+    pub async fn reindex_listed(&self) -> Result<usize, PortError> {
         let filter = (
-            "kind = :i AND attribute_not_exists(attention)",
-            &[(":i", "invoice")][..],
+            "attribute_not_exists(listed_in) AND kind IN (:i, :f, :w, :d, :r)",
+            &[
+                (":i", "invoice"),
+                (":f", "fulfilment"),
+                (":w", "withdrawal"),
+                (":d", "deposit"),
+                (":r", "review"),
+            ][..],
         );
-        let mut marked = 0;
+        let mut listed = 0;
         for i in scan(&self.client, &self.tables.state, Some(filter)).await? {
-            let seen = invoice_seen(&i);
-            let needs = if seen.standing().waits_for_person() {
-                "review"
-            } else if seen
-                .status
-                .is_some_and(|st| InvoiceStatus::OPEN.contains(&st))
-            {
-                "open"
-            } else {
+            let Some((list, at)) = listing_of(&i) else {
                 continue;
             };
             let Some(pk) = get_s(&i, "pk") else { continue };
@@ -293,25 +350,24 @@ impl DynamoResources {
                 .update_item()
                 .table_name(&self.tables.state)
                 .key("pk", s(pk))
-                .update_expression("SET attention = :what")
-                .condition_expression("attribute_not_exists(attention)")
-                .expression_attribute_values(":what", s(needs))
+                .update_expression(
+                    "SET listed_in = :list, updated_at = if_not_exists(updated_at, :at)",
+                )
+                .condition_expression("attribute_not_exists(listed_in)")
+                .expression_attribute_values(":list", s(&list))
+                .expression_attribute_values(":at", n(at))
                 .send()
                 .await;
             match done {
-                Ok(_) => {}
-                // Written meanwhile, with its attention: nothing to add.
+                Ok(_) => listed += 1,
+                // Written meanwhile, with its list: nothing to add.
                 Err(e)
                     if e.as_service_error()
-                        .is_some_and(UpdateItemError::is_conditional_check_failed_exception) =>
-                {
-                    continue;
-                }
+                        .is_some_and(UpdateItemError::is_conditional_check_failed_exception) => {}
                 Err(e) => return Err(port_error("DynamoDB UpdateItem", e)),
             }
-            marked += 1;
         }
-        Ok(marked)
+        Ok(listed)
     }
 
     /// Every invoice record, as the domain reads it (a consistent scan: for the model test and
@@ -368,6 +424,20 @@ impl DynamoResources {
         ))
     }
 
+    /// The fulfilment records written at or after `since_ms`: the day lists since then,
+    /// never the books.
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn fulfilments_since(
+        &self,
+        since_ms: u64,
+    ) -> Result<Vec<FulfilmentRecord>, PortError> {
+        Ok(fulfilments_in(
+            self.days_since(since_ms, Some("fulfilment")).await?,
+        ))
+    }
+
     /// The fulfilment records of one invoice, whatever their key: more than one is a defect.
     ///
     /// # Errors
@@ -390,9 +460,9 @@ impl DynamoResources {
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
     pub async fn open_invoices(&self) -> Result<Vec<(String, Option<String>)>, PortError> {
-        // The `open` invoices of the sparse `attention` index: what is open, not the books.
+        // The `open` list: what is open, not the books.
         Ok(self
-            .needing("open")
+            .listed(write::OPEN, None)
             .await?
             .iter()
             .map(|i| {
@@ -416,6 +486,29 @@ impl ReleaseStore for DynamoResources {
     }
 }
 
+/// The list an unlisted item belongs in, and the time it is listed by (its `updated_at`, or a
+/// fulfilment's or a review note's own time): `None` for an item with no time.
+fn listing_of(i: &Item) -> Option<(String, u64)> {
+    let at = get_u64(i, "updated_at")
+        .or_else(|| get_u64(i, "fulfilled_at"))
+        .or_else(|| get_u64(i, "created_at"))?;
+    if get_s(i, "kind") != Some("invoice") {
+        return Some((write::day_listing(at), at));
+    }
+    let seen = invoice_seen(i);
+    let list = if seen.standing().waits_for_person() {
+        write::REVIEW.to_owned()
+    } else if seen
+        .status
+        .is_some_and(|st| InvoiceStatus::OPEN.contains(&st))
+    {
+        write::OPEN.to_owned()
+    } else {
+        write::day_listing(at)
+    };
+    Some((list, at))
+}
+
 fn fulfilments_in(items: Vec<Item>) -> Vec<FulfilmentRecord> {
     items
         .iter()
@@ -435,15 +528,31 @@ impl StateRecords for DynamoResources {
             .filter_map(state_record)
             .collect())
     }
+
+    /// The two short lists and the day lists since `since_ms`, from that time: what changed
+    /// since, never the books.
+    async fn changed_since(&self, since_ms: u64) -> Result<Vec<StateRecord>, PortError> {
+        let mut items = self.listed(write::REVIEW, Some(since_ms)).await?;
+        items.extend(self.listed(write::OPEN, Some(since_ms)).await?);
+        items.extend(self.days_since(since_ms, None).await?);
+        Ok(items.iter().filter_map(state_record).collect())
+    }
 }
 
 impl ReconcileStore for DynamoResources {
-    async fn fulfilments(&self) -> Result<Vec<FulfilmentRecord>, PortError> {
-        DynamoResources::fulfilments(self).await
+    async fn fulfilments_since(&self, since_ms: u64) -> Result<Vec<FulfilmentRecord>, PortError> {
+        DynamoResources::fulfilments_since(self, since_ms).await
     }
 
     async fn open_invoices(&self) -> Result<Vec<(String, Option<String>)>, PortError> {
         DynamoResources::open_invoices(self).await
+    }
+
+    async fn order_fulfilled_by(&self, order_id: &str) -> Result<Option<String>, PortError> {
+        let key = order_paid_key(order_id);
+        Ok(get(&self.client, &self.tables.state, ("pk", &key))
+            .await?
+            .and_then(|i| get_s(&i, "invoice_id").map(str::to_owned)))
     }
 }
 

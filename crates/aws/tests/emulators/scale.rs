@@ -10,6 +10,9 @@ use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use futures::StreamExt as _;
 use paymos_inbox_aws::dynamodb::DynamoLedger;
 use paymos_inbox_core::exceptions::{DELIVERY_OUTCOMES, ReviewLedger as _};
+use paymos_inbox_core::handoff::StateRecords as _;
+use paymos_inbox_core::signature::Environment;
+use paymos_inbox_core::write::day_listing;
 
 use paymos_inbox_testkit::*;
 
@@ -70,15 +73,35 @@ fn waiting(
     item
 }
 
-/// A closed, fulfilled invoice as the state table keeps it.
-fn invoice(id: &str, at_ms: u64) -> HashMap<String, AttributeValue> {
-    HashMap::from([
+/// A closed, fulfilled invoice as the state table keeps it (listed by its day, as its write
+/// lists it, unless it was written before the index: `listed` false).
+fn invoice(id: &str, at_ms: u64, listed: bool) -> HashMap<String, AttributeValue> {
+    let mut item = HashMap::from([
         ("pk".to_owned(), s(id)),
         ("kind".to_owned(), s("invoice")),
         ("status".to_owned(), s("paid")),
         ("status_at".to_owned(), n(at_ms / 1000)),
         ("status_rank".to_owned(), n(3)),
         ("updated_at".to_owned(), n(at_ms)),
+    ]);
+    if listed {
+        item.insert("listed_in".to_owned(), s(&day_listing(at_ms)));
+    }
+    item
+}
+
+/// An invoice's fulfilment as its write leaves it.
+fn fulfilment(invoice: &str, at_ms: u64) -> HashMap<String, AttributeValue> {
+    HashMap::from([
+        ("pk".to_owned(), s(&format!("fulfilment#{invoice}"))),
+        ("kind".to_owned(), s("fulfilment")),
+        ("invoice_id".to_owned(), s(invoice)),
+        ("order_id".to_owned(), s(&format!("order-{invoice}"))),
+        ("won_by".to_owned(), s("evt_x")),
+        ("status".to_owned(), s("paid")),
+        ("fulfilled_at".to_owned(), n(at_ms)),
+        ("updated_at".to_owned(), n(at_ms)),
+        ("listed_in".to_owned(), s(&day_listing(at_ms))),
     ])
 }
 
@@ -170,7 +193,14 @@ async fn operator_reads_examine_what_they_list_not_the_history() {
         &aws,
         &state,
         (0..OLD_FACTS)
-            .map(|i| invoice(&format!("inv_old_{i}"), old + i as u64))
+            .map(|i| {
+                let (id, at) = (format!("inv_old_{}", i / 2), old + i as u64);
+                if i % 2 == 0 {
+                    invoice(&id, at, true)
+                } else {
+                    fulfilment(&id, at)
+                }
+            })
             .collect(),
     )
     .await;
@@ -297,18 +327,18 @@ async fn operator_reads_examine_what_they_list_not_the_history() {
     );
     assert!(examined <= pending.len(), "examined {examined}");
 
-    // Invoices that need something: two held and two open, with their attention as the writes
-    // leave it; one paid twice and one open from before the update that added the index
-    // (reindexed below); one held and then released (its attention removed).
+    // Invoices that need something: two held and two open, listed as the writes leave them;
+    // one paid twice and one open from before the update that added the index (reindexed
+    // below); one held and then released today (listed by its day), with its fulfilment.
     let with = |id: &str, at: u64, extra: &[(&str, AttributeValue)]| {
-        let mut item = invoice(id, at);
+        let mut item = invoice(id, at, false);
         for (k, v) in extra {
             item.insert((*k).to_owned(), v.clone());
         }
         item
     };
-    let review = ("attention", s("review"));
-    let open = ("attention", s("open"));
+    let review = ("listed_in", s("review"));
+    let open = ("listed_in", s("open"));
     let held = ("held", AttributeValue::Bool(true));
     let awaiting = ("status", s("awaiting_payment"));
     seed(
@@ -321,8 +351,12 @@ async fn operator_reads_examine_what_they_list_not_the_history() {
             with(
                 "inv_released",
                 NOW_MS,
-                &[("released_by", s("support:alice"))],
+                &[
+                    ("released_by", s("support:alice")),
+                    ("listed_in", s(&day_listing(NOW_MS))),
+                ],
             ),
+            fulfilment("inv_released", NOW_MS),
             with("inv_open_1", NOW_MS, &[awaiting.clone(), open.clone()]),
             with("inv_open_2", NOW_MS, &[awaiting.clone(), open]),
             with("inv_open_before", old + 4, &[awaiting]),
@@ -386,12 +420,8 @@ async fn operator_reads_examine_what_they_list_not_the_history() {
     assert_eq!(opened.len(), 2, "{opened:?}");
     assert!(examined <= 2, "examined {examined}");
 
-    assert_eq!(resources.reindex_attention().await.unwrap(), 2);
-    assert_eq!(
-        resources.reindex_attention().await.unwrap(),
-        0,
-        "idempotent"
-    );
+    assert_eq!(resources.reindex_listed().await.unwrap(), 2);
+    assert_eq!(resources.reindex_listed().await.unwrap(), 0, "idempotent");
     aws.calls.reset();
     let review = resources.invoices_under_review().await.unwrap();
     let opened = resources.open_invoices().await.unwrap();
@@ -406,6 +436,65 @@ async fn operator_reads_examine_what_they_list_not_the_history() {
         "{review:?} {opened:?}"
     );
     assert!(examined <= 6, "examined {examined}");
+
+    // What changed in the last hour (`events since`, `events resend`): the scan before, the
+    // two short lists and the day lists since after.
+    let hour_ago = NOW_MS - 3_600_000;
+    aws.calls.reset();
+    let scanned = filtered_scan(
+        &aws,
+        &state,
+        "updated_at >= :since",
+        &[(":since", n(hour_ago))],
+    )
+    .await;
+    let before = measure(
+        "what changed in the last hour, by a filtered scan (before: events since)",
+        scanned,
+        aws.calls.examined(),
+    );
+    assert!(before > OLD_FACTS, "{before}");
+    aws.calls.reset();
+    let changed = resources.changed_since(hour_ago).await.unwrap();
+    let examined = measure(
+        "what changed in the last hour (events since)",
+        changed.len(),
+        aws.calls.examined(),
+    );
+    // Two held, two open, the released invoice and its fulfilment.
+    assert_eq!(changed.len(), 6, "{changed:?}");
+    assert!(examined <= changed.len(), "examined {examined}");
+    let events = paymos_inbox_core::handoff::since(&resources, hour_ago, Environment::Live)
+        .await
+        .unwrap();
+    assert!(
+        events
+            .iter()
+            .any(|(_, e)| e.detail_type == "Order Paid"
+                && e.idempotency_key.contains("inv_released")),
+        "{events:?}"
+    );
+
+    // The fulfilments a reconciliation of the last day compares with Paymos' list.
+    aws.calls.reset();
+    let scanned = filtered_scan(&aws, &state, "kind = :f", &[(":f", s("fulfilment"))]).await;
+    let before = measure(
+        "fulfilments, by a filtered scan (before: the reconciliation)",
+        scanned,
+        aws.calls.examined(),
+    );
+    assert!(before > OLD_FACTS, "{before}");
+    aws.calls.reset();
+    let window = NOW_MS - 86_400_000;
+    let fulfilled = resources.fulfilments_since(window).await.unwrap();
+    let examined = measure(
+        "fulfilments of the last day (the reconciliation)",
+        fulfilled.len(),
+        aws.calls.examined(),
+    );
+    assert_eq!(fulfilled.len(), 1, "{fulfilled:?}");
+    // Its day lists hold the day's changes, of every kind: the released invoice too.
+    assert!(examined <= 2, "examined {examined}");
 
     println!(
         "| read | listed | items examined |\n|---|---|---|\n{}",

@@ -401,8 +401,9 @@ impl StateRecords for MemoryResources {
 }
 
 impl ReconcileStore for MemoryResources {
-    async fn fulfilments(&self) -> Result<Vec<FulfilmentRecord>, PortError> {
+    async fn fulfilments_since(&self, since_ms: u64) -> Result<Vec<FulfilmentRecord>, PortError> {
         let mut out = self.fulfilment_records();
+        out.retain(|f| f.fulfilled_at_ms.is_none_or(|at| at >= since_ms));
         out.sort_by(|a, b| a.invoice_id.cmp(&b.invoice_id));
         Ok(out)
     }
@@ -417,6 +418,15 @@ impl ReconcileStore for MemoryResources {
             })
             .map(|(id, r)| (id, r.order.external_id))
             .collect())
+    }
+
+    async fn order_fulfilled_by(&self, order_id: &str) -> Result<Option<String>, PortError> {
+        Ok(self
+            .lock()
+            .get(&Key::state(write::order_paid_key(order_id)))
+            .and_then(|f| f.get(&Field::InvoiceId))
+            .and_then(Value::as_text)
+            .map(str::to_owned))
     }
 }
 

@@ -104,6 +104,41 @@ async fn a_second_payment_of_a_fulfilled_order_is_a_duplicate_never_fulfilled() 
     );
 }
 
+// Issue 32: the reconciliation reads the fulfilments of its window, not the books; an order
+// fulfilled long before it by another invoice is still found by its claim, so a second payment
+// in the window is a duplicate, not a missing payment to ship.
+#[tokio::test]
+async fn a_second_payment_of_an_order_fulfilled_before_the_window_is_a_duplicate() {
+    let (paymos, fulfil, store) = rig();
+    let month_ago = NOW_MS - 30 * 86_400_000;
+    paymos.invoice("inv_1", at_paymos("paid", "o-1"));
+    paymos.created_at("inv_1", i64::try_from(month_ago / 1000).unwrap());
+    paymos.invoice("inv_2", at_paymos("paid", "o-1"));
+    fulfil
+        .apply_by_hand(
+            "inv_1",
+            InvoiceStatus::Paid,
+            order("o-1"),
+            "webhook",
+            month_ago,
+        )
+        .await
+        .unwrap();
+    assert!(
+        store
+            .fulfilments_since(NOW_MS - 86_400_000)
+            .await
+            .unwrap()
+            .is_empty(),
+        "the fulfilment is older than the window"
+    );
+    let report = run(&paymos, &fulfil, false).await;
+    assert_eq!(ids(&report.duplicate_payments), ["inv_2"]);
+    assert!(report.missing.is_empty(), "{:?}", ids(&report.missing));
+    assert!(report.double.is_empty(), "{:?}", report.double);
+    assert_eq!(report.matched, 0, "inv_1 is not in the window");
+}
+
 #[tokio::test]
 async fn a_payment_refunded_in_full_at_paymos_is_reported_and_never_fulfilled() {
     let (paymos, fulfil, store) = rig();

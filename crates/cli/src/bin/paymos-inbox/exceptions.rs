@@ -39,9 +39,10 @@ pub struct ExceptionsArgs {
     /// One JSON object per line.
     #[arg(long)]
     json: bool,
-    /// Once, after updating a stack from a version without the `waiting` and `attention`
-    /// indexes: index the deliveries that waited and the invoices that are open or waited (one
-    /// scan of each table), then list.
+    /// Once, after updating a stack from a version without the `waiting` and `listed`
+    /// indexes: index the deliveries that waited, and list every fact of the state table
+    /// (invoices open or waiting, and each fact by its day) (one scan of each table), then
+    /// list what waits.
     #[arg(long)]
     reindex: bool,
     #[command(flatten)]
@@ -55,13 +56,10 @@ pub async fn list(args: ExceptionsArgs) -> ExitCode {
         Err(e) => return fail(e),
     };
     if args.reindex {
-        match (
-            ledger.reindex_waiting().await,
-            state.reindex_attention().await,
-        ) {
+        match (ledger.reindex_waiting().await, state.reindex_listed().await) {
             (Ok(d), Ok(i)) => {
                 eprintln!(
-                    "indexed {d} delivery(ies) that waited for a person and {i} invoice(s) open or waiting"
+                    "indexed {d} delivery(ies) that waited for a person and {i} fact(s) of the state table"
                 );
             }
             (Err(e), _) | (_, Err(e)) => return fail(e),

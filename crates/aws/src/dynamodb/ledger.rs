@@ -515,6 +515,8 @@ impl paymos_inbox_core::sweep::StrandedDeliveries for DynamoLedger {
 }
 
 impl DeliveryLedger for DynamoLedger {
+    /// Two puts (the body item, then the record's conditional put); when the record exists and
+    /// is not processed yet, one consistent `GetItem` of its body item, the body a resend sends.
     async fn record(
         &self,
         delivery: &Delivery,

@@ -3,6 +3,7 @@
 
 use std::str::FromStr;
 
+use paymos_inbox_aws::dynamodb::LedgerSchema;
 use paymos_inbox_core::ingest::{DEFAULT_LEASE_SECS, DEFAULT_MAX_BODY_BYTES, IngestSettings};
 use paymos_inbox_core::signature::{DEFAULT_TOLERANCE_SECS, Environment, SigningKey, parse_keys};
 
@@ -56,6 +57,11 @@ pub const EVENT_BUS_NAME: &str = "EVENT_BUS_NAME";
 /// Environment variable: days to keep ledger items (unset: forever; the table is the archive).
 pub const DELIVERY_RETENTION_DAYS: &str = "DELIVERY_RETENTION_DAYS";
 
+/// Environment variable: days to keep each delivery's raw body, after which the table's TTL
+/// removes it and the record keeps its ids, outcome and hash (unset: the ledger's default, 90;
+/// at least 7).
+pub const BODY_RETENTION_DAYS: &str = "BODY_RETENTION_DAYS";
+
 /// A setting is missing or wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -93,6 +99,8 @@ pub struct IngestConfig {
     pub settings: IngestSettings,
     /// Ledger retention in days, if any.
     pub retention_days: Option<u64>,
+    /// Raw body retention in days (at least [`LedgerSchema::MIN_BODY_RETENTION_DAYS`]).
+    pub body_retention_days: u64,
 }
 
 impl IngestConfig {
@@ -115,8 +123,29 @@ impl IngestConfig {
                 lease_secs: number(&lookup, INGEST_LEASE_SECS, DEFAULT_LEASE_SECS)?,
             },
             retention_days: optional_number(&lookup, DELIVERY_RETENTION_DAYS)?,
+            body_retention_days: body_retention_days(&lookup)?,
         })
     }
+}
+
+/// [`BODY_RETENTION_DAYS`]: a whole number of days, at least the ledger's minimum (a body must
+/// outlive every retry and re-send of its delivery), else an error that says so.
+fn body_retention_days(lookup: &impl Fn(&str) -> Option<String>) -> Result<u64, ConfigError> {
+    let days = number(
+        lookup,
+        BODY_RETENTION_DAYS,
+        LedgerSchema::DEFAULT_BODY_RETENTION_DAYS,
+    )?;
+    if days < LedgerSchema::MIN_BODY_RETENTION_DAYS {
+        return Err(ConfigError::Invalid {
+            var: BODY_RETENTION_DAYS,
+            reason: format!(
+                "at least {} days (a body must outlive Paymos' retries and the sweep's re-sends), got {days}",
+                LedgerSchema::MIN_BODY_RETENTION_DAYS
+            ),
+        });
+    }
+    Ok(days)
 }
 
 /// What the fulfil function needs.
@@ -459,6 +488,35 @@ mod tests {
         .unwrap();
         assert_eq!(ok.tolerance_secs, 300);
         assert_eq!(ok.retention_days, None);
+        assert_eq!(ok.body_retention_days, 90, "the documented default");
+    }
+
+    #[test]
+    fn body_retention_is_a_whole_number_of_at_least_seven_days() {
+        let with = |days: &'static str| {
+            IngestConfig::from_lookup(lookup(&[
+                (DELIVERIES_TABLE, "d"),
+                (WORK_QUEUE_URL, "q"),
+                (WEBHOOK_SECRETS_ID, "s"),
+                (BODY_RETENTION_DAYS, days),
+            ]))
+        };
+        assert_eq!(with("30").unwrap().body_retention_days, 30);
+        assert_eq!(
+            with(" ").unwrap().body_retention_days,
+            90,
+            "empty: the default"
+        );
+        let err = with("6").unwrap_err().to_string();
+        assert!(
+            err.contains("BODY_RETENTION_DAYS is invalid: at least 7 days"),
+            "{err}"
+        );
+        let err = with("a year").unwrap_err().to_string();
+        assert!(
+            err.contains("BODY_RETENTION_DAYS is invalid: expected a whole number"),
+            "{err}"
+        );
     }
 
     #[test]

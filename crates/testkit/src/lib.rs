@@ -22,7 +22,7 @@ use paymos_inbox::local::emulators::{self, Emulator};
 use paymos_inbox::local::tables::{self, QueuePair};
 use paymos_inbox::local::template::{self, Created};
 use paymos_inbox_aws::aws::CallCounter;
-use paymos_inbox_aws::dynamodb::DynamoResources;
+use paymos_inbox_aws::dynamodb::{DynamoResources, LedgerSchema};
 use paymos_inbox_core::handoff::StateRecords as _;
 use paymos_inbox_core::invoice::InvoiceSeen;
 use paymos_inbox_core::model::Inspect;
@@ -189,6 +189,8 @@ impl Aws {
             .expect("create queues")
     }
 
+    /// Every item of `table` (one page), except the deliveries ledger's body items: a ledger
+    /// scan lists records (read a record's body with [`Aws::body_of`]).
     pub async fn scan(&self, table: &str) -> Vec<HashMap<String, AttributeValue>> {
         self.inspect_dynamodb
             .scan()
@@ -199,6 +201,31 @@ impl Aws {
             .expect("scan")
             .items
             .unwrap_or_default()
+            .into_iter()
+            .filter(|item| {
+                !item
+                    .get(LedgerSchema::KEY)
+                    .and_then(|v| v.as_s().ok())
+                    .is_some_and(|key| LedgerSchema::is_body_key(key))
+            })
+            .collect()
+    }
+
+    /// The exact body a ledger record archives: inline in a record written before bodies were
+    /// kept apart, else its body item's (panics when that is gone).
+    pub async fn body_of(&self, table: &str, record: &HashMap<String, AttributeValue>) -> Vec<u8> {
+        if record.contains_key("body") {
+            return stored_body(record);
+        }
+        let key = LedgerSchema::body_key(
+            get_s(record, LedgerSchema::KEY),
+            get_s(record, "body_sha256"),
+        );
+        let item = self
+            .item(table, LedgerSchema::KEY, &key)
+            .await
+            .expect("the record's body item");
+        stored_body(&item)
     }
 
     pub async fn item(
@@ -409,7 +436,8 @@ pub fn response_json(response: &lambda_http::Response<lambda_http::Body>) -> ser
     }
 }
 
-/// The exact body a ledger item archives (stored compressed when that is smaller).
+/// The exact body a ledger item holds (a body item, or an old record's inline body; stored
+/// compressed when that is smaller).
 pub fn stored_body(item: &HashMap<String, AttributeValue>) -> Vec<u8> {
     let stored = item["body"].as_b().expect("body is binary").as_ref();
     let encoding = item

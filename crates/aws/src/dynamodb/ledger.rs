@@ -1,6 +1,9 @@
 //! The deliveries ledger: the merchant's archive of every verified delivery, keyed by its
 //! environment and `event_id` (core's `delivery_key`).
 //!
+//! Two kinds of item share the table. A delivery's **record** (what happened, kept until
+//! `DeliveryRetentionDays`, for ever by default):
+//!
 //! | attribute | type | meaning |
 //! |---|---|---|
 //! | `event_id` | S (hash key) | the delivery key: `evt_…` from the verified body for a live (or unlabelled) delivery, `test#evt_…` for a sandbox one |
@@ -9,9 +12,8 @@
 //! | `environment`, `secret_label` | S | `live`/`test` and the label of the secret that verified it |
 //! | `version`, `occurred_at`, `signed_at` | N | envelope version, event time, signature `t` (Unix s) |
 //! | `received_at` | N | Unix ms |
-//! | `body` | B | the exact raw body, raw DEFLATE-compressed when `body_encoding` is `deflate` (restored byte-exact; a typical 1.5 KiB event then fits a 1 KB write unit) |
-//! | `body_encoding` | S | `deflate`, or absent for a body stored as is |
-//! | `body_sha256` | S | hex SHA-256 of `body` |
+//! | `body_sha256` | S | hex SHA-256 of the raw body: names its body item, and stays when the body is gone |
+//! | `body`, `body_encoding` | B, S | only in records written before bodies were kept apart (see below): the raw body inline, kept as long as the record |
 //! | `state` | S | `received` → `processed` |
 //! | `lease_until` | N | Unix ms until which the recording attempt may still be sending it |
 //! | `enqueue_attempts` | N | how many attempts sent it to the queue |
@@ -19,7 +21,22 @@
 //! | `waiting` | S | the outcome, only while it waits for a person (the processed mark sets it, a resolution removes it): the sparse `waiting` index |
 //! | `body_conflicts`, `last_conflict_sha256`, `last_conflict_at` | N, S, N | same id, other body |
 //! | `pending_shard` | S | `p0`…`p7` while not processed (removed by the processed mark): the sparse `pending-by-age` index |
-//! | `expires_at` | N | only when a retention is configured (the table's TTL attribute) |
+//! | `expires_at` | N | only when `DeliveryRetentionDays` is set (the table's TTL attribute): the whole record goes then |
+//!
+//! A delivery's **body item** (the raw body: payer addresses, e-mails, transaction ids; removed
+//! by the table's TTL after `BodyRetentionDays`, 90 by default, while the record stays):
+//!
+//! | attribute | type | meaning |
+//! |---|---|---|
+//! | `event_id` | S (hash key) | `body#<delivery key>#<body_sha256>`: a same-id delivery with other bytes is another item, so a first body is never overwritten |
+//! | `body` | B | the exact raw body, raw DEFLATE-compressed when `body_encoding` is `deflate` (restored byte-exact; a typical 1.5 KiB event then fits a 1 KB write unit) |
+//! | `body_encoding` | S | `deflate`, or absent for a body stored as is |
+//! | `expires_at` | N | received (Unix s) + the body retention, never later than the record's own `expires_at` |
+//!
+//! A body item has no `state`, `pending_shard` or `waiting`: no index lists it, and the ledger's
+//! scans skip it. Ingest writes it before the record (a crash between leaves only a body item
+//! that expires; the sender retries), so a record never exists without its body having been
+//! written. A record whose body item has expired reads with an empty body.
 
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
@@ -49,8 +66,15 @@ pub struct LedgerSchema;
 impl LedgerSchema {
     /// The hash key: a delivery's key (`delivery_key`), not always its bare `event_id`.
     pub const KEY: &'static str = "event_id";
-    /// The TTL attribute (used only when a retention is configured).
+    /// The TTL attribute: a body item's always, a record's when `DeliveryRetentionDays` is set.
     pub const TTL: &'static str = "expires_at";
+    /// How a body item's key starts (`body#<delivery key>#<body_sha256>`).
+    pub const BODY_PREFIX: &'static str = "body#";
+    /// How long a raw body is kept when nothing else is said (`BodyRetentionDays`' default).
+    pub const DEFAULT_BODY_RETENTION_DAYS: u64 = 90;
+    /// The shortest body retention: well beyond Paymos' 16 hours of retries and the sweep's
+    /// minutes, so no delivery still to be processed can lose its body.
+    pub const MIN_BODY_RETENTION_DAYS: u64 = 7;
     /// The sparse index of deliveries not yet processed.
     pub const PENDING_INDEX: &'static str = "pending-by-age";
     /// Its hash key, present only while a delivery is not processed.
@@ -72,6 +96,19 @@ impl LedgerSchema {
             .bytes()
             .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
         format!("p{}", h % u32::from(Self::PENDING_SHARDS))
+    }
+
+    /// The key of the body item of the record under `delivery_key` whose body hashes to
+    /// `body_sha256`.
+    #[must_use]
+    pub fn body_key(delivery_key: &str, body_sha256: &str) -> String {
+        format!("{}{delivery_key}#{body_sha256}", Self::BODY_PREFIX)
+    }
+
+    /// Whether `key` is a body item's (not a delivery's record).
+    #[must_use]
+    pub fn is_body_key(key: &str) -> bool {
+        key.starts_with(Self::BODY_PREFIX)
     }
 }
 
@@ -98,19 +135,41 @@ pub struct DynamoLedger {
     client: Client,
     table: String,
     retention_secs: Option<u64>,
+    body_retention_secs: u64,
     units: WriteUnits,
 }
 
 impl DynamoLedger {
-    /// The ledger in `table`; with `retention_days`, items carry `expires_at` for the table's TTL.
+    /// The ledger in `table`; with `retention_days`, records carry `expires_at` for the table's
+    /// TTL. Bodies are kept [`LedgerSchema::DEFAULT_BODY_RETENTION_DAYS`] (see
+    /// [`Self::with_body_retention_days`]).
     #[must_use]
     pub fn new(client: Client, table: impl Into<String>, retention_days: Option<u64>) -> Self {
         Self {
             client,
             table: table.into(),
             retention_secs: retention_days.map(|d| d * 86_400),
+            body_retention_secs: LedgerSchema::DEFAULT_BODY_RETENTION_DAYS * 86_400,
             units: WriteUnits::default(),
         }
+    }
+
+    /// Keeps the raw bodies it records `days` days (at least
+    /// [`LedgerSchema::MIN_BODY_RETENTION_DAYS`]: a shorter value is raised to it), and never
+    /// longer than the records themselves: with a shorter record retention, a body goes with its
+    /// record.
+    #[must_use]
+    pub fn with_body_retention_days(mut self, days: u64) -> Self {
+        self.body_retention_secs = days.max(LedgerSchema::MIN_BODY_RETENTION_DAYS) * 86_400;
+        self
+    }
+
+    /// When (Unix s) the body of a delivery received at `received_at_ms` expires.
+    fn body_expires_at(&self, received_at_ms: u64) -> u64 {
+        let keep = self.retention_secs.map_or(self.body_retention_secs, |r| {
+            r.min(self.body_retention_secs)
+        });
+        received_at_ms / 1000 + keep
     }
 
     /// The write units DynamoDB reported for this ledger's committed writes so far.
@@ -132,7 +191,7 @@ impl DynamoLedger {
     }
 
     fn item_of(&self, d: &Delivery, lease_until_ms: u64) -> Item {
-        let mut item = Item::with_capacity(18);
+        let mut item = Item::with_capacity(16);
         let key = d.key();
         item.insert(LedgerSchema::KEY.into(), s(&key));
         item.insert("event_type".into(), s(&d.event_type));
@@ -148,11 +207,6 @@ impl DynamoLedger {
         item.insert("occurred_at".into(), n(d.occurred_at));
         item.insert("signed_at".into(), n(d.signed_at));
         item.insert("received_at".into(), n(d.received_at_ms));
-        let (body, encoding) = encode_body(&d.body);
-        item.insert("body".into(), AttributeValue::B(body.into()));
-        if let Some(encoding) = encoding {
-            item.insert("body_encoding".into(), s(encoding));
-        }
         item.insert("body_sha256".into(), s(&d.body_sha256));
         item.insert("state".into(), s(DeliveryState::Received.as_str()));
         item.insert("lease_until".into(), n(lease_until_ms));
@@ -164,6 +218,24 @@ impl DynamoLedger {
         if let Some(secs) = self.retention_secs {
             item.insert(LedgerSchema::TTL.into(), n(d.received_at_ms / 1000 + secs));
         }
+        item
+    }
+
+    fn body_item_of(&self, d: &Delivery) -> Item {
+        let mut item = Item::with_capacity(4);
+        item.insert(
+            LedgerSchema::KEY.into(),
+            s(LedgerSchema::body_key(&d.key(), &d.body_sha256)),
+        );
+        let (body, encoding) = encode_body(&d.body);
+        item.insert("body".into(), AttributeValue::B(body.into()));
+        if let Some(encoding) = encoding {
+            item.insert("body_encoding".into(), s(encoding));
+        }
+        item.insert(
+            LedgerSchema::TTL.into(),
+            n(self.body_expires_at(d.received_at_ms)),
+        );
         item
     }
 }
@@ -216,15 +288,36 @@ pub fn item_size(item: &Item) -> usize {
 }
 
 impl DynamoLedger {
-    /// The item a new delivery is written as (for size reports).
+    /// The record a new delivery is written as (for size reports).
     #[must_use]
     pub fn new_item(&self, d: &Delivery, lease_until_ms: u64) -> Item {
         self.item_of(d, lease_until_ms)
     }
+
+    /// The body item a new delivery's raw body is written as (for size reports).
+    #[must_use]
+    pub fn new_body_item(&self, d: &Delivery) -> Item {
+        self.body_item_of(d)
+    }
 }
 
-/// Reads a ledger item back into the domain's shape (the `event_id` out of its key).
+/// Whether a ledger item is a body item rather than a delivery's record.
+pub(crate) fn is_body_item(item: &Item) -> bool {
+    get_s(item, LedgerSchema::KEY).is_some_and(LedgerSchema::is_body_key)
+}
+
+/// A record's processing state, as written (`None` when it has none: a body item).
+fn item_state(item: &Item) -> Option<DeliveryState> {
+    get_s(item, "state").map(DeliveryState::parse)
+}
+
+/// Reads a record back into the domain's shape (the `event_id` out of its key), with the body
+/// it holds inline (records written before bodies were kept apart), else an empty body: see
+/// [`DynamoLedger::with_body`]. `None` for a body item, or an inline body we cannot restore.
 pub(crate) fn existing_of(item: &Item) -> Option<ExistingDelivery> {
+    if is_body_item(item) {
+        return None;
+    }
     let delivery = Delivery {
         event_id: event_id_of_key(get_s(item, "event_id")?).to_owned(),
         event_type: get_s(item, "event_type").unwrap_or_default().to_owned(),
@@ -236,10 +329,10 @@ pub(crate) fn existing_of(item: &Item) -> Option<ExistingDelivery> {
         occurred_at: get_u64(item, "occurred_at").unwrap_or_default(),
         signed_at: get_u64(item, "signed_at").unwrap_or_default(),
         received_at_ms: get_u64(item, "received_at").unwrap_or_default(),
-        body: decode_body(
-            get_b(item, "body").unwrap_or_default(),
-            get_s(item, "body_encoding"),
-        )?,
+        body: match get_b(item, "body") {
+            Some(stored) => decode_body(stored, get_s(item, "body_encoding"))?,
+            None => Vec::new(),
+        },
         body_sha256: get_s(item, "body_sha256").unwrap_or_default().to_owned(),
     };
     Some(ExistingDelivery {
@@ -247,6 +340,38 @@ pub(crate) fn existing_of(item: &Item) -> Option<ExistingDelivery> {
         state: DeliveryState::parse(get_s(item, "state").unwrap_or_default()),
         lease_until_ms: get_u64(item, "lease_until").unwrap_or_default(),
     })
+}
+
+/// A body item's raw body, restored (`None` for an encoding we do not know: never a guess).
+fn body_of(item: &Item) -> Option<Vec<u8>> {
+    decode_body(get_b(item, "body")?, get_s(item, "body_encoding"))
+}
+
+impl DynamoLedger {
+    /// The record `item` as the domain reads it, its body included: inline in a record written
+    /// before bodies were kept apart, else from its body item (a consistent `GetItem`). A body
+    /// item that has expired reads as an empty body; `None` as for [`existing_of`], or for a
+    /// body item we cannot restore.
+    async fn with_body(&self, item: &Item) -> Result<Option<ExistingDelivery>, PortError> {
+        let Some(mut existing) = existing_of(item) else {
+            return Ok(None);
+        };
+        if item.contains_key("body") {
+            return Ok(Some(existing));
+        }
+        let key = LedgerSchema::body_key(
+            get_s(item, LedgerSchema::KEY).unwrap_or_default(),
+            &existing.delivery.body_sha256,
+        );
+        match get(&self.client, &self.table, (LedgerSchema::KEY, &key)).await? {
+            None => {}
+            Some(kept) => match body_of(&kept) {
+                Some(body) => existing.delivery.body = body,
+                None => return Ok(None),
+            },
+        }
+        Ok(Some(existing))
+    }
 }
 
 impl DynamoLedger {
@@ -343,7 +468,8 @@ impl DynamoLedger {
 
 impl paymos_inbox_core::sweep::StrandedDeliveries for DynamoLedger {
     /// Reads the sparse `pending-by-age` index (one query per shard, keys only up to
-    /// `received_before_ms`), then each candidate whole with a consistent read.
+    /// `received_before_ms`), then each candidate whole with a consistent read, and its body
+    /// item (what the sweep sends again).
     async fn stranded(
         &self,
         received_before_ms: u64,
@@ -371,8 +497,13 @@ impl paymos_inbox_core::sweep::StrandedDeliveries for DynamoLedger {
         candidates.truncate(limit);
         let mut found = Vec::with_capacity(candidates.len());
         for (_, key) in candidates {
-            let item = get(&self.client, &self.table, ("event_id", &key)).await?;
-            if let Some(record) = item.as_ref().and_then(existing_of)
+            let Some(item) = get(&self.client, &self.table, ("event_id", &key)).await? else {
+                continue;
+            };
+            if item_state(&item) != Some(DeliveryState::Received) {
+                continue;
+            }
+            if let Some(record) = self.with_body(&item).await?
                 && record.state == DeliveryState::Received
                 && record.lease_until_ms < now_ms
             {
@@ -384,11 +515,26 @@ impl paymos_inbox_core::sweep::StrandedDeliveries for DynamoLedger {
 }
 
 impl DeliveryLedger for DynamoLedger {
+    /// Two puts (the body item, then the record's conditional put); when the record exists and
+    /// is not processed yet, one consistent `GetItem` of its body item, the body a resend sends.
     async fn record(
         &self,
         delivery: &Delivery,
         lease_until_ms: u64,
     ) -> Result<Recorded, PortError> {
+        // The body first, as an item of its own (a plain put: the same key is the same bytes),
+        // so a record never exists without its body. A crash before the record leaves only a
+        // body item that expires, and the sender retries.
+        let body = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(self.body_item_of(delivery)))
+            .return_consumed_capacity(ReturnConsumedCapacity::Total)
+            .send()
+            .await
+            .map_err(|e| port_error("DynamoDB PutItem", e))?;
+        self.units.add(body.consumed_capacity());
         let result = self
             .client
             .put_item()
@@ -404,14 +550,20 @@ impl DeliveryLedger for DynamoLedger {
                 self.units.add(out.consumed_capacity());
                 Ok(Recorded::New)
             }
-            Conditional::Refused(PutItemError::ConditionalCheckFailedException(c)) => c
-                .item
-                .as_ref()
-                .and_then(existing_of)
-                .map(|x| Recorded::Existing(Box::new(x)))
-                .ok_or_else(|| {
-                    PortError::new("DynamoDB PutItem", "condition failed without the old item")
-                }),
+            Conditional::Refused(PutItemError::ConditionalCheckFailedException(c)) => {
+                let old = c.item.unwrap_or_default();
+                // Only a record not processed yet may be sent again: only its body is read.
+                let existing = if item_state(&old) == Some(DeliveryState::Processed) {
+                    existing_of(&old)
+                } else {
+                    self.with_body(&old).await?
+                };
+                existing
+                    .map(|x| Recorded::Existing(Box::new(x)))
+                    .ok_or_else(|| {
+                        PortError::new("DynamoDB PutItem", "condition failed without the old item")
+                    })
+            }
             Conditional::Refused(_) => Err(PortError::new(
                 "DynamoDB PutItem",
                 "condition failed without the old item",
@@ -419,7 +571,8 @@ impl DeliveryLedger for DynamoLedger {
         }
     }
 
-    /// An eventually consistent `GetItem`: it only counts (see the port).
+    /// An eventually consistent `GetItem`: it only counts (see the port), so a body kept apart
+    /// is not read (the record comes with an empty body).
     async fn find(&self, key: &str) -> Result<Option<ExistingDelivery>, PortError> {
         let item = self
             .client
@@ -537,14 +690,22 @@ impl ReviewLedger for DynamoLedger {
                     .send()
                     .await
                     .map_err(|e| port_error("DynamoDB Query", e))?;
-                for item in page.items.unwrap_or_default() {
-                    let outcome = get_s(&item, "outcome").and_then(Applied::parse);
-                    if let (Some(existing), Some(outcome)) = (existing_of(&item), outcome) {
+                let items = page.items.unwrap_or_default();
+                // Each body from its body item (a few reads at a time), what `exceptions` reads.
+                let mut read = Vec::with_capacity(items.len());
+                for chunk in items.chunks(8) {
+                    read.extend(
+                        futures::future::join_all(chunk.iter().map(|i| self.with_body(i))).await,
+                    );
+                }
+                for (item, existing) in items.iter().zip(read) {
+                    let outcome = get_s(item, "outcome").and_then(Applied::parse);
+                    if let (Some(existing), Some(outcome)) = (existing?, outcome) {
                         out.push(OutcomeRecord {
                             delivery: existing.delivery,
                             outcome,
-                            reason: get_s(&item, "outcome_reason").map(str::to_owned),
-                            processed_at_ms: get_u64(&item, "processed_at").unwrap_or_default(),
+                            reason: get_s(item, "outcome_reason").map(str::to_owned),
+                            processed_at_ms: get_u64(item, "processed_at").unwrap_or_default(),
                         });
                     }
                 }
@@ -608,6 +769,7 @@ impl DynamoLedger {
             .map(String::as_str)
             .zip(waits.iter().map(String::as_str))
             .collect();
+        // Body items have no outcome: the filter leaves them out.
         let found = scan(&self.client, &self.table, Some((&filter, &values))).await?;
         let mut marked = 0;
         for item in &found {
@@ -638,7 +800,8 @@ impl DynamoLedger {
         Ok(marked)
     }
 
-    /// Every delivery, as the tools read it (a consistent scan: the soak's check).
+    /// Every delivery, as the tools read it (a consistent scan: the soak's check); body items
+    /// are skipped.
     ///
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
@@ -646,6 +809,7 @@ impl DynamoLedger {
         Ok(scan(&self.client, &self.table, None)
             .await?
             .iter()
+            .filter(|item| !is_body_item(item))
             .map(delivery_record)
             .collect())
     }

@@ -14,6 +14,7 @@ mod contract;
 mod cost;
 mod model;
 mod reconcile;
+mod retention;
 mod reverse;
 mod scale;
 mod truth;

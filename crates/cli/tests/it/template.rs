@@ -66,6 +66,36 @@ fn hash_key(t: &Value, table: &str) -> String {
     key
 }
 
+// Issue 32, "years of data": the raw bodies expire by the table's TTL, always on, after a
+// retention the ingest function is given, with the ledger's default and floor.
+#[test]
+fn raw_bodies_expire_by_the_tables_ttl_after_the_body_retention() {
+    let t = template();
+    assert_eq!(
+        props(&t, "DeliveriesTable")["TimeToLiveSpecification"]["Enabled"].as_bool(),
+        Some(true),
+        "always on: the body items need it whatever DeliveryRetentionDays says"
+    );
+    let p = &t["Parameters"]["BodyRetentionDays"];
+    assert_eq!(
+        p["Default"].as_u64(),
+        Some(LedgerSchema::DEFAULT_BODY_RETENTION_DAYS)
+    );
+    assert_eq!(
+        p["MinValue"].as_u64(),
+        Some(LedgerSchema::MIN_BODY_RETENTION_DAYS)
+    );
+    assert!(
+        env_vars(&t, "IngestFunction")[config::BODY_RETENTION_DAYS].contains("BodyRetentionDays"),
+        "the ingest function is given it"
+    );
+    let groups = format!(
+        "{:?}",
+        t["Metadata"]["AWS::CloudFormation::Interface"]["ParameterGroups"]
+    );
+    assert!(groups.contains("BodyRetentionDays"), "in a parameter group");
+}
+
 #[test]
 fn tables_have_the_keys_the_adapters_use() {
     let t = template();
@@ -205,8 +235,16 @@ fn the_queue_redrives_to_the_dlq_and_outlasts_the_fulfil_timeout() {
 fn each_function_gets_every_variable_its_binary_reads_and_no_secret() {
     let t = template();
     let ingest = env_vars(&t, "IngestFunction");
-    IngestConfig::from_lookup(|k| ingest.get(k).map(|_| "1".to_owned()))
-        .expect("ingest config is complete");
+    IngestConfig::from_lookup(|k| {
+        ingest.get(k).map(|_| {
+            if k == config::BODY_RETENTION_DAYS {
+                "90".to_owned()
+            } else {
+                "1".to_owned()
+            }
+        })
+    })
+    .expect("ingest config is complete");
     let fulfil = env_vars(&t, "FulfilFunction");
     FulfilConfig::from_lookup(|k| {
         fulfil.get(k).map(|_| {
@@ -268,6 +306,7 @@ fn each_function_gets_every_variable_its_binary_reads_and_no_secret() {
         config::MAX_BODY_BYTES,
         config::INGEST_LEASE_SECS,
         config::DELIVERY_RETENTION_DAYS,
+        config::BODY_RETENTION_DAYS,
         config::PAYMOS_API_SECRETS_ID,
         config::PAYMOS_ENVIRONMENT,
         config::SWEEP_AFTER_SECS,

@@ -37,8 +37,20 @@ async fn main() -> Result<(), Error> {
         secrets = ?keys.iter().map(|k| k.label()).collect::<Vec<_>>(),
         tolerance_secs = config.tolerance_secs,
         max_body_bytes = config.settings.max_body_bytes,
+        delivery_retention_days = ?config.retention_days,
+        body_retention_days = config.body_retention_days,
         "ingest configured"
     );
+    if config
+        .retention_days
+        .is_some_and(|days| days < config.body_retention_days)
+    {
+        tracing::warn!(
+            delivery_retention_days = ?config.retention_days,
+            body_retention_days = config.body_retention_days,
+            "DeliveryRetentionDays is shorter than BodyRetentionDays: each body goes with its record"
+        );
+    }
 
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
     let sqs = aws_sdk_sqs::Client::new(&aws);
@@ -52,7 +64,8 @@ async fn main() -> Result<(), Error> {
 
     let ingest = Arc::new(Ingest::new(
         Verifier::new(keys, config.tolerance_secs),
-        DynamoLedger::new(dynamodb, config.deliveries_table, config.retention_days),
+        DynamoLedger::new(dynamodb, config.deliveries_table, config.retention_days)
+            .with_body_retention_days(config.body_retention_days),
         SqsQueue::new(sqs, config.work_queue_url),
         config.settings,
     ));

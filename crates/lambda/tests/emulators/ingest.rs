@@ -96,8 +96,8 @@ async fn first_delivery_is_recorded_once_and_enqueued_once_in_two_calls() {
     assert_eq!(response_json(&response)["status"], "new");
     assert_eq!(
         rig.aws.calls.operations(),
-        ["DynamoDB.PutItem", "SQS.SendMessage"],
-        "a new delivery costs exactly two sequential calls"
+        ["DynamoDB.PutItem", "DynamoDB.PutItem", "SQS.SendMessage"],
+        "a new delivery costs exactly three sequential calls: its body, its record, the send"
     );
     let items = rig.aws.scan(&rig.table).await;
     assert_eq!(items.len(), 1);
@@ -111,7 +111,7 @@ async fn first_delivery_is_recorded_once_and_enqueued_once_in_two_calls() {
     assert_eq!(get_n(item, "signed_at"), NOW);
     assert_eq!(get_n(item, "received_at"), NOW_MS);
     assert_eq!(
-        stored_body(item).as_slice(),
+        rig.aws.body_of(&rig.table, item).await.as_slice(),
         body.as_bytes(),
         "the exact raw body is archived"
     );
@@ -125,7 +125,7 @@ async fn first_delivery_is_recorded_once_and_enqueued_once_in_two_calls() {
 }
 
 #[tokio::test]
-async fn same_event_again_changes_nothing_and_costs_one_call() {
+async fn same_event_again_changes_nothing_and_costs_two_calls() {
     let rig = Rig::new().await;
     let ingest = rig.ingest();
     let body = invoice_paid("evt_again", "inv_again");
@@ -149,8 +149,8 @@ async fn same_event_again_changes_nothing_and_costs_one_call() {
     assert_eq!(response_json(&response)["status"], "duplicate");
     assert_eq!(
         rig.aws.calls.operations(),
-        ["DynamoDB.PutItem"],
-        "one conditional put, nothing else"
+        ["DynamoDB.PutItem", "DynamoDB.PutItem"],
+        "the body's put (the same item again) and one conditional put, nothing else"
     );
     assert_eq!(
         rig.aws.scan(&rig.table).await,
@@ -236,7 +236,14 @@ async fn a_failed_send_answers_5xx_and_the_retry_enqueues_once() {
     assert_eq!(response.status(), 200);
     assert_eq!(
         rig.aws.calls.operations(),
-        ["DynamoDB.PutItem", "DynamoDB.UpdateItem", "SQS.SendMessage"]
+        [
+            "DynamoDB.PutItem",
+            "DynamoDB.PutItem",
+            "DynamoDB.GetItem",
+            "DynamoDB.UpdateItem",
+            "SQS.SendMessage"
+        ],
+        "the body, the refused record, the recorded body read back, the take-over, the send"
     );
     let messages = rig.aws.drain(&rig.queue_url).await;
     assert_eq!(messages.len(), 1, "enqueued exactly once");
@@ -383,7 +390,10 @@ async fn a_base64_body_is_verified_and_archived_byte_exact() {
         .item(&rig.table, "event_id", "evt_b64")
         .await
         .unwrap();
-    assert_eq!(stored_body(&item).as_slice(), body.as_bytes());
+    assert_eq!(
+        rig.aws.body_of(&rig.table, &item).await.as_slice(),
+        body.as_bytes()
+    );
     assert_eq!(message_event(&rig.aws.drain(&rig.queue_url).await[0]), body);
 }
 
@@ -419,7 +429,7 @@ async fn same_event_id_with_another_body_keeps_the_first_and_flags_the_conflict(
         .await
         .unwrap();
     assert_eq!(
-        stored_body(&item).as_slice(),
+        rig.aws.body_of(&rig.table, &item).await.as_slice(),
         first.as_bytes(),
         "the first body is kept"
     );
@@ -757,7 +767,12 @@ async fn a_sandbox_delivery_reusing_a_live_id_never_blocks_the_live_one() {
     assert_eq!(response_json(&genuine)["status"], "new");
     assert_eq!(
         rig.aws.calls.operations(),
-        ["DynamoDB.PutItem", "SQS.SendMessage", "DynamoDB.GetItem"],
+        [
+            "DynamoDB.PutItem",
+            "DynamoDB.PutItem",
+            "SQS.SendMessage",
+            "DynamoDB.GetItem"
+        ],
         "recorded and sent, then the sandbox record of its id found (and counted)"
     );
     assert_eq!(apply_next().await, "fulfilled");

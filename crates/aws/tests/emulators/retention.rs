@@ -1,0 +1,397 @@
+//! Issue 32, "years of data": a delivery's raw body (payer addresses, e-mails, transaction ids)
+//! is kept apart from its ledger record, as an item of its own that DynamoDB's TTL removes after
+//! the body retention, while the record keeps its ids, outcome and hash for good. Every reader
+//! of a body reads it back, and a record whose body is gone still reads.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources, encode_body};
+use paymos_inbox_aws::sqs::SqsQueue;
+use paymos_inbox_core::change::Applied;
+use paymos_inbox_core::exceptions::{self, DELIVERY_OUTCOMES, ReviewLedger as _};
+use paymos_inbox_core::fulfil::Fulfil;
+use paymos_inbox_core::ingest::{DeliveryState, Ingest, IngestSettings, sha256_hex};
+use paymos_inbox_core::signature::{SigningKey, Verifier, WebhookSecret};
+use paymos_inbox_core::sweep::StrandedDeliveries as _;
+use paymos_inbox_lambda::ingest::respond;
+use serde_json::json;
+
+use paymos_inbox_testkit::*;
+
+/// What the stack keeps a body for unless told otherwise (`BodyRetentionDays`' default).
+const DEFAULT_DAYS: u64 = 90;
+
+struct Rig {
+    aws: Aws,
+    deliveries: String,
+    ledger: DynamoLedger,
+    fulfil: Fulfil<DynamoResources>,
+    queue: String,
+}
+
+impl Rig {
+    async fn new() -> Self {
+        let aws = Aws::new();
+        let stack = aws.stack().await;
+        let deliveries = stack.table("DeliveriesTable").to_owned();
+        let ledger = DynamoLedger::new(aws.dynamodb.clone(), &deliveries, None);
+        let fulfil = Fulfil::new(DynamoResources::new(
+            aws.dynamodb.clone(),
+            stack.table("StateTable"),
+            &deliveries,
+        ));
+        let queue = aws.queue().await.queue_url;
+        Self {
+            aws,
+            deliveries,
+            ledger,
+            fulfil,
+            queue,
+        }
+    }
+
+    /// Posts `body` to ingest at `now_ms` (signed by the live secret): the HTTP status.
+    async fn post(&self, body: &str, event_id: &str, now_ms: u64) -> u16 {
+        let ingest = Ingest::new(
+            Verifier::new(
+                vec![SigningKey::new("live", &WebhookSecret::new(LIVE_SECRET))],
+                300,
+            ),
+            self.ledger.clone(),
+            SqsQueue::new(self.aws.sqs.clone(), &self.queue),
+            IngestSettings::default(),
+        );
+        let signed = sign(body, now_ms / 1000, &[LIVE_SECRET]);
+        respond(&ingest, &delivery(body, event_id, &signed), now_ms)
+            .await
+            .status()
+            .as_u16()
+    }
+
+    async fn item(&self, key: &str) -> Option<HashMap<String, AttributeValue>> {
+        self.aws.item(&self.deliveries, "event_id", key).await
+    }
+
+    async fn delete(&self, key: &str) {
+        self.aws
+            .dynamodb
+            .delete_item()
+            .table_name(&self.deliveries)
+            .key("event_id", AttributeValue::S(key.to_owned()))
+            .send()
+            .await
+            .unwrap();
+    }
+
+    /// The record's body as `with_outcomes` (what `exceptions` reads) gives it.
+    async fn waiting_body(&self, event_id: &str) -> Option<Vec<u8>> {
+        self.ledger
+            .with_outcomes(&DELIVERY_OUTCOMES, None)
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|r| r.delivery.event_id == event_id)
+            .map(|r| r.delivery.body)
+    }
+}
+
+/// The body item's key: the record's key and the body's hash.
+fn body_key(delivery_key: &str, body: &str) -> String {
+    format!("body#{delivery_key}#{}", sha256_hex(body.as_bytes()))
+}
+
+fn paid(event_id: &str, invoice_id: &str, note: &str) -> String {
+    envelope(
+        event_id,
+        "invoice.paid",
+        json!({"invoice_id": invoice_id, "note": note, "payer_email": "payer@example.com",
+            "order": {"external_id": format!("o-{invoice_id}"), "amount": "10.50", "currency": "USD"}}),
+    )
+}
+
+#[tokio::test]
+async fn a_body_is_kept_apart_until_its_retention_and_the_record_keeps_what_happened() {
+    let rig = Rig::new().await;
+    let body = paid("evt_b1", "inv_b1", "first");
+    assert_eq!(rig.post(&body, "evt_b1", NOW_MS).await, 200);
+    let (_, applied) = rig.fulfil.apply(&live(&body), NOW_MS).await.unwrap();
+    assert_eq!(applied, Applied::Fulfilled);
+
+    // (1) The record: ids, outcome and the body's hash; not the body.
+    let record = rig.item("evt_b1").await.expect("the record");
+    assert_eq!(get_s(&record, "state"), "processed");
+    assert_eq!(get_s(&record, "outcome"), "fulfilled");
+    assert_eq!(get_s(&record, "resource_id"), "inv_b1");
+    assert_eq!(
+        get_s(&record, "body_sha256"),
+        sha256_hex(body.as_bytes()),
+        "the hash stays with the record"
+    );
+    assert!(!record.contains_key("body"), "no body in the record");
+    assert!(!record.contains_key("body_encoding"));
+    assert!(
+        !record.contains_key("expires_at"),
+        "no DeliveryRetentionDays: the record is kept for ever"
+    );
+
+    // (2) The body item: the exact bytes, removed by the table's TTL after the retention.
+    let kept = rig
+        .item(&body_key("evt_b1", &body))
+        .await
+        .expect("the body item");
+    assert_eq!(stored_body(&kept), body.as_bytes(), "byte-exact");
+    assert_eq!(
+        get_n(&kept, "expires_at"),
+        NOW_MS / 1000 + DEFAULT_DAYS * 86_400
+    );
+    assert!(!kept.contains_key("state"), "no state: not a delivery");
+
+    // (4) The same id with other bytes: a conflict counted on the record, the first body kept.
+    let other = paid("evt_b1", "inv_b1", "second");
+    assert_eq!(rig.post(&other, "evt_b1", NOW_MS + 1_000).await, 200);
+    let record = rig.item("evt_b1").await.unwrap();
+    assert_eq!(get_n(&record, "body_conflicts"), 1);
+    assert_eq!(get_s(&record, "body_sha256"), sha256_hex(body.as_bytes()));
+    let first = rig.item(&body_key("evt_b1", &body)).await.unwrap();
+    assert_eq!(stored_body(&first), body.as_bytes(), "never overwritten");
+    assert!(
+        rig.item(&body_key("evt_b1", &other)).await.is_some(),
+        "the other bytes are an item of their own (they expire the same way)"
+    );
+
+    // Scans of the ledger list deliveries, never body items.
+    let listed = rig.ledger.deliveries().await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].event_id, "evt_b1");
+
+    // (3) What the TTL does: the body item goes; the record still reads, outcome and hash.
+    rig.delete(&body_key("evt_b1", &body)).await;
+    rig.delete(&body_key("evt_b1", &other)).await;
+    assert_eq!(
+        rig.ledger.state_of("evt_b1").await.unwrap(),
+        Some((DeliveryState::Processed, Some("fulfilled".into())))
+    );
+    let record = rig.item("evt_b1").await.unwrap();
+    assert_eq!(get_s(&record, "body_sha256"), sha256_hex(body.as_bytes()));
+    assert_eq!(rig.ledger.deliveries().await.unwrap().len(), 1);
+    // A late retry of a processed delivery is still a duplicate, and applies nothing twice.
+    assert_eq!(rig.post(&body, "evt_b1", NOW_MS + 2_000).await, 200);
+    assert_eq!(
+        rig.ledger.state_of("evt_b1").await.unwrap(),
+        Some((DeliveryState::Processed, Some("fulfilled".into())))
+    );
+}
+
+#[tokio::test]
+async fn every_reader_gets_the_body_back_and_still_works_once_it_expired() {
+    let rig = Rig::new().await;
+    // A delivery that waits for a person (a deposit to no channel: unusable): `exceptions`
+    // reads its body.
+    let unusable = envelope(
+        "evt_b_wait",
+        "payment_channel.deposit.confirmed",
+        json!({"id": "pcd_b", "is_final": true}),
+    );
+    assert_eq!(rig.post(&unusable, "evt_b_wait", NOW_MS).await, 200);
+    let (_, applied) = rig.fulfil.apply(&live(&unusable), NOW_MS).await.unwrap();
+    assert_eq!(applied, Applied::Unusable);
+    assert_eq!(
+        rig.waiting_body("evt_b_wait").await.as_deref(),
+        Some(unusable.as_bytes()),
+        "exceptions reads the body kept apart"
+    );
+
+    // A delivery recorded long ago and never processed: the sweep re-sends its exact body.
+    let stranded = paid("evt_b_old", "inv_b_old", "stranded");
+    let old = NOW_MS - 3_600_000;
+    assert_eq!(rig.post(&stranded, "evt_b_old", old).await, 200);
+    rig.aws.drain(&rig.queue).await;
+    let found = rig
+        .ledger
+        .stranded(NOW_MS - 600_000, NOW_MS, 10)
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(
+        found[0].delivery.body,
+        stranded.as_bytes(),
+        "the sweep's body"
+    );
+    // A retry of it after its lease ran out sends the recorded body again.
+    assert_eq!(rig.post(&stranded, "evt_b_old", NOW_MS).await, 200);
+    let sent: Vec<String> = rig
+        .aws
+        .drain(&rig.queue)
+        .await
+        .iter()
+        .map(message_event)
+        .collect();
+    assert_eq!(
+        sent,
+        std::slice::from_ref(&stranded),
+        "ingest's resend reads the body item"
+    );
+
+    // The bodies expire (what the TTL does): every reader still answers, with an empty body.
+    rig.delete(&body_key("evt_b_wait", &unusable)).await;
+    rig.delete(&body_key("evt_b_old", &stranded)).await;
+    assert_eq!(
+        rig.waiting_body("evt_b_wait").await.as_deref(),
+        Some(&b""[..]),
+        "still listed, without its body"
+    );
+    let listed = exceptions::list(rig.fulfil.store(), &rig.ledger, 0)
+        .await
+        .unwrap();
+    assert!(
+        listed
+            .iter()
+            .any(|e| e.event_id.as_deref() == Some("evt_b_wait")),
+        "{listed:#?}"
+    );
+    let found = rig
+        .ledger
+        .stranded(NOW_MS - 600_000, NOW_MS + 60_000, 10)
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1, "the record is still found");
+    assert!(found[0].delivery.body.is_empty());
+}
+
+/// A record as the ledger wrote it before bodies were kept apart: the body inline.
+fn old_format_record(
+    body: &str,
+    state: &str,
+    received_at_ms: u64,
+) -> HashMap<String, AttributeValue> {
+    let d = recorded_delivery(
+        body,
+        paymos_inbox_core::signature::Environment::Live,
+        received_at_ms,
+    );
+    let (stored, encoding) = encode_body(body.as_bytes());
+    let s = |v: &str| AttributeValue::S(v.to_owned());
+    let n = |v: u64| AttributeValue::N(v.to_string());
+    let mut item = HashMap::from([
+        ("event_id".to_owned(), s(&d.event_id)),
+        ("event_type".to_owned(), s(&d.event_type)),
+        ("category".to_owned(), s(d.category.as_str())),
+        ("environment".to_owned(), s("live")),
+        ("secret_label".to_owned(), s("live")),
+        ("version".to_owned(), n(1)),
+        ("occurred_at".to_owned(), n(d.occurred_at)),
+        ("signed_at".to_owned(), n(d.signed_at)),
+        ("received_at".to_owned(), n(received_at_ms)),
+        ("body".to_owned(), AttributeValue::B(stored.into())),
+        ("body_sha256".to_owned(), s(&d.body_sha256)),
+        ("state".to_owned(), s(state)),
+        ("lease_until".to_owned(), n(received_at_ms + 30_000)),
+        ("enqueue_attempts".to_owned(), n(1)),
+    ]);
+    if let Some(r) = d.resource_id {
+        item.insert("resource_id".into(), s(&r));
+    }
+    if let Some(e) = encoding {
+        item.insert("body_encoding".into(), s(e));
+    }
+    if state == "received" {
+        item.insert("pending_shard".into(), s("p0"));
+    }
+    item
+}
+
+#[tokio::test]
+async fn records_written_before_the_update_keep_their_inline_body_and_read_as_before() {
+    let rig = Rig::new().await;
+    let old = NOW_MS - 3_600_000;
+    let stranded = paid("evt_b_v1", "inv_b_v1", "written by the previous release");
+    let waiting = envelope(
+        "evt_b_v1w",
+        "payment_channel.deposit.confirmed",
+        json!({"id": "pcd_b_v1", "is_final": true}),
+    );
+    let mut waits = old_format_record(&waiting, "processed", old);
+    waits.insert("outcome".into(), AttributeValue::S("unusable".into()));
+    waits.insert("waiting".into(), AttributeValue::S("unusable".into()));
+    waits.insert("processed_at".into(), AttributeValue::N(old.to_string()));
+    for item in [old_format_record(&stranded, "received", old), waits] {
+        rig.aws
+            .dynamodb
+            .put_item()
+            .table_name(&rig.deliveries)
+            .set_item(Some(item))
+            .send()
+            .await
+            .unwrap();
+    }
+    let found = rig
+        .ledger
+        .stranded(NOW_MS - 600_000, NOW_MS, 10)
+        .await
+        .unwrap();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].delivery.body, stranded.as_bytes());
+    assert_eq!(
+        rig.waiting_body("evt_b_v1w").await.as_deref(),
+        Some(waiting.as_bytes())
+    );
+    // A retry of the old stranded one: its inline body is what is sent again.
+    assert_eq!(rig.post(&stranded, "evt_b_v1", NOW_MS).await, 200);
+    let sent: Vec<String> = rig
+        .aws
+        .drain(&rig.queue)
+        .await
+        .iter()
+        .map(message_event)
+        .collect();
+    assert_eq!(sent, std::slice::from_ref(&stranded));
+    assert_eq!(rig.ledger.deliveries().await.unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn a_body_is_kept_at_least_a_week_and_never_longer_than_its_record() {
+    let aws = Aws::new();
+    let table = aws.deliveries_table().await;
+    let kept_until = |retention: Option<u64>, body_days: u64, id: &'static str| {
+        let (aws, table) = (aws.clone(), table.clone());
+        async move {
+            let ledger = DynamoLedger::new(aws.dynamodb.clone(), &table, retention)
+                .with_body_retention_days(body_days);
+            let body = paid(id, "inv_b_days", id);
+            let d = recorded_delivery(
+                &body,
+                paymos_inbox_core::signature::Environment::Live,
+                NOW_MS,
+            );
+            paymos_inbox_core::ingest::DeliveryLedger::record(&ledger, &d, NOW_MS)
+                .await
+                .unwrap();
+            let record = aws.item(&table, "event_id", id).await.unwrap();
+            let kept = aws
+                .item(&table, "event_id", &body_key(id, &body))
+                .await
+                .unwrap();
+            let days = |item: &HashMap<String, AttributeValue>| {
+                item.get("expires_at")
+                    .map(|_| (get_n(item, "expires_at") - NOW_MS / 1000) / 86_400)
+            };
+            (days(&record), days(&kept))
+        }
+    };
+    assert_eq!(kept_until(None, 30, "evt_b_d30").await, (None, Some(30)));
+    assert_eq!(
+        kept_until(None, 1, "evt_b_d1").await,
+        (None, Some(7)),
+        "raised to the minimum"
+    );
+    assert_eq!(
+        kept_until(Some(10), 30, "evt_b_r10").await,
+        (Some(10), Some(10)),
+        "a shorter record retention takes the body with the record"
+    );
+    assert_eq!(
+        kept_until(Some(400), 90, "evt_b_r400").await,
+        (Some(400), Some(90))
+    );
+}

@@ -1,5 +1,6 @@
 //! One run of the sweep, as the scheduled function and `dev`'s local schedule both run it:
-//! re-send the stranded deliveries, then report the oldest one still not processed.
+//! re-send the stranded deliveries, keep the bodies of what waits for a person, then report
+//! the oldest delivery still not processed.
 
 use crate::telemetry::metric;
 use paymos_inbox_aws::dynamodb::DynamoLedger;
@@ -11,8 +12,9 @@ use paymos_inbox_core::sweep::{Swept, resend_stranded};
 pub const PER_RUN: usize = 500;
 
 /// Re-sends what was received more than `sweep_after_secs` before `now_ms` and is still not
-/// processed, counts it (`StrandedResent`) and gauges the oldest pending delivery
-/// (`OldestPendingSeconds`); returns both.
+/// processed, counts it (`StrandedResent`), keeps the bodies of the deliveries that newly wait
+/// for a person (`DynamoLedger::keep_waiting_bodies`) and gauges the oldest pending delivery
+/// (`OldestPendingSeconds`); returns the sweep and that age.
 ///
 /// # Errors
 /// [`PortError`] when DynamoDB or SQS fails.
@@ -33,6 +35,8 @@ pub async fn sweep_once(
     )
     .await?;
     metrics::counter!(metric::STRANDED_RESENT).increment(swept.resent as u64);
+    // A person acts on what a waiting delivery said: its body outlives BodyRetentionDays.
+    let bodies_kept = ledger.keep_waiting_bodies().await?;
     // The oldest delivery still not processed (after this run's re-sends).
     let oldest = ledger.pending(1).await?.first().map_or(0, |p| {
         super::now_ms().saturating_sub(p.received_at_ms) / 1000
@@ -45,6 +49,7 @@ pub async fn sweep_once(
         resent = swept.resent,
         skipped = swept.skipped,
         failed = swept.failed,
+        bodies_kept,
         "sweep done"
     );
     Ok((swept, oldest))

@@ -20,6 +20,7 @@
 //! | `outcome`, `processed_at` | S, N | set by fulfil |
 //! | `waiting` | S | the outcome, only while it waits for a person (the processed mark sets it, a resolution removes it): the sparse `waiting` index |
 //! | `body_conflicts`, `last_conflict_sha256`, `last_conflict_at` | N, S, N | same id, other body |
+//! | `body_kept` | BOOL | its body item was given the record's expiry because the delivery waits for a person (`keep_waiting_bodies`) |
 //! | `pending_shard` | S | `p0`…`p7` while not processed (removed by the processed mark): the sparse `pending-by-age` index |
 //! | `expires_at` | N | only when `DeliveryRetentionDays` is set (the table's TTL attribute): the whole record goes then |
 //!
@@ -31,7 +32,7 @@
 //! | `event_id` | S (hash key) | `body#<delivery key>#<body_sha256>`: a same-id delivery with other bytes is another item, so a first body is never overwritten |
 //! | `body` | B | the exact raw body, raw DEFLATE-compressed when `body_encoding` is `deflate` (restored byte-exact; a typical 1.5 KiB event then fits a 1 KB write unit) |
 //! | `body_encoding` | S | `deflate`, or absent for a body stored as is |
-//! | `expires_at` | N | received (Unix s) + the body retention, never later than the record's own `expires_at` |
+//! | `expires_at` | N | received (Unix s) + the body retention, never later than the record's own `expires_at`; while its delivery waits for a person, the record's own (none when the record has none: `keep_waiting_bodies`) |
 //!
 //! A body item has no `state`, `pending_shard` or `waiting`: no index lists it, and the ledger's
 //! scans skip it. Ingest writes it before the record (a crash between leaves only a body item
@@ -747,6 +748,95 @@ impl ReviewLedger for DynamoLedger {
 }
 
 impl DynamoLedger {
+    /// Keeps the body of every delivery that waits for a person (the sparse `waiting` index,
+    /// not yet `body_kept`) until its record's own retention: its body item's `expires_at`
+    /// becomes the record's (removed when the record has none), then the record is marked
+    /// `body_kept`. A person acts on what the delivery said
+    /// (`recheck` reads its order, `exceptions` shows it), so that body must not expire while
+    /// it waits, however long; `BodyRetentionDays` (at least 7) leaves the scheduled sweep,
+    /// which runs this every few minutes, days to do it. Idempotent; returns how many records
+    /// it marked.
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn keep_waiting_bodies(&self) -> Result<usize, PortError> {
+        let mut kept = 0;
+        for outcome in paymos_inbox_core::exceptions::DELIVERY_OUTCOMES {
+            let mut start = None;
+            loop {
+                let page = self
+                    .client
+                    .query()
+                    .table_name(&self.table)
+                    .index_name(LedgerSchema::WAITING_INDEX)
+                    .key_condition_expression("waiting = :k")
+                    .filter_expression("attribute_not_exists(body_kept)")
+                    .expression_attribute_values(":k", s(outcome.as_str()))
+                    .set_exclusive_start_key(start)
+                    .send()
+                    .await
+                    .map_err(|e| port_error("DynamoDB Query", e))?;
+                for item in page.items() {
+                    self.keep_body(item).await?;
+                    kept += 1;
+                }
+                start = page.last_evaluated_key;
+                if start.is_none() {
+                    break;
+                }
+            }
+        }
+        Ok(kept)
+    }
+
+    /// One waiting record's body kept (an inline body, from before bodies were kept apart, has
+    /// no expiry of its own; a body item already gone is gone), then the record marked.
+    async fn keep_body(&self, record: &Item) -> Result<(), PortError> {
+        let (Some(key), Some(sha)) = (get_s(record, "event_id"), get_s(record, "body_sha256"))
+        else {
+            return Ok(());
+        };
+        if get_b(record, "body").is_none() {
+            // The record's own expiry (DeliveryRetentionDays) when it has one: the body goes
+            // with it, never after it.
+            let until = get_u64(record, LedgerSchema::TTL);
+            let done = self
+                .client
+                .update_item()
+                .table_name(&self.table)
+                .key(LedgerSchema::KEY, s(LedgerSchema::body_key(key, sha)))
+                .update_expression(if until.is_some() {
+                    "SET expires_at = :until"
+                } else {
+                    "REMOVE expires_at"
+                })
+                .set_expression_attribute_values(
+                    until.map(|at| std::collections::HashMap::from([(":until".to_owned(), n(at))])),
+                )
+                .condition_expression("attribute_exists(event_id)")
+                .send()
+                .await;
+            if let Err(e) = done
+                && !e
+                    .as_service_error()
+                    .is_some_and(UpdateItemError::is_conditional_check_failed_exception)
+            {
+                return Err(port_error("DynamoDB UpdateItem", e));
+            }
+        }
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key(LedgerSchema::KEY, s(key))
+            .update_expression("SET body_kept = :t")
+            .condition_expression("attribute_exists(event_id)")
+            .expression_attribute_values(":t", AttributeValue::Bool(true))
+            .send()
+            .await
+            .map_err(|e| port_error("DynamoDB UpdateItem", e))?;
+        Ok(())
+    }
+
     /// Once, after updating a stack from a version without the `waiting` index: marks every
     /// processed delivery whose outcome waits for a person (and that no person resolved) as
     /// waiting, so the index lists it. One scan of the table; idempotent. Returns how many

@@ -395,3 +395,76 @@ async fn a_body_is_kept_at_least_a_week_and_never_longer_than_its_record() {
         (Some(400), Some(90))
     );
 }
+
+// A person acts on what a waiting delivery said (`recheck` reads its order, `exceptions` shows
+// it), so the sweep keeps its body for as long as its record, however long it waits; a
+// delivery that waits for nobody keeps its body's expiry.
+#[tokio::test]
+async fn the_body_of_a_delivery_that_waits_for_a_person_is_kept_as_long_as_its_record() {
+    let rig = Rig::new().await;
+    let unusable = |id: &str| {
+        envelope(
+            id,
+            "payment_channel.deposit.confirmed",
+            json!({"id": format!("pcd_{id}"), "is_final": true}),
+        )
+    };
+    let (waits, waits_too) = (unusable("evt_k_wait"), unusable("evt_k_wait_2"));
+    let shipped = paid("evt_k_paid", "inv_k", "fulfilled");
+    for (body, id, expected) in [
+        (&waits, "evt_k_wait", Applied::Unusable),
+        (&waits_too, "evt_k_wait_2", Applied::Unusable),
+        (&shipped, "evt_k_paid", Applied::Fulfilled),
+    ] {
+        assert_eq!(rig.post(body, id, NOW_MS).await, 200);
+        let (_, applied) = rig.fulfil.apply(&live(body), NOW_MS).await.unwrap();
+        assert_eq!(applied, expected);
+    }
+    // The second one's record expires (as DeliveryRetentionDays would have it).
+    let record_expires = NOW_MS / 1000 + 400 * 86_400;
+    rig.aws
+        .dynamodb
+        .update_item()
+        .table_name(&rig.deliveries)
+        .key("event_id", AttributeValue::S("evt_k_wait_2".into()))
+        .update_expression("SET expires_at = :x")
+        .expression_attribute_values(":x", AttributeValue::N(record_expires.to_string()))
+        .send()
+        .await
+        .unwrap();
+    let (wait_key, wait_2_key) = (
+        body_key("evt_k_wait", &waits),
+        body_key("evt_k_wait_2", &waits_too),
+    );
+    let before = rig.item(&wait_key).await.expect("its body");
+    assert_eq!(
+        get_n(&before, "expires_at"),
+        NOW_MS / 1000 + DEFAULT_DAYS * 86_400
+    );
+
+    assert_eq!(rig.ledger.keep_waiting_bodies().await.unwrap(), 2);
+    let kept = rig.item(&wait_key).await.expect("its body");
+    assert!(
+        !kept.contains_key("expires_at"),
+        "kept while its record is: {kept:?}"
+    );
+    assert_eq!(stored_body(&kept), waits.as_bytes());
+    assert_eq!(
+        get_n(&rig.item(&wait_2_key).await.unwrap(), "expires_at"),
+        record_expires,
+        "the body goes with its record, never after it"
+    );
+    assert_eq!(
+        get_n(
+            &rig.item(&body_key("evt_k_paid", &shipped)).await.unwrap(),
+            "expires_at"
+        ),
+        NOW_MS / 1000 + DEFAULT_DAYS * 86_400,
+        "a delivery that waits for nobody keeps its body's expiry"
+    );
+    assert_eq!(rig.ledger.keep_waiting_bodies().await.unwrap(), 0, "once");
+    assert_eq!(
+        rig.waiting_body("evt_k_wait").await.as_deref(),
+        Some(waits.as_bytes())
+    );
+}

@@ -294,23 +294,23 @@ pub async fn reconcile<P: PaymosLedger, S: ReconcileStore>(
     Ok(report)
 }
 
-/// The invoice that fulfilled each order Paymos lists paid in the window and that no
-/// fulfilment read here names: fulfilled before the window, a second payment is a duplicate,
-/// not a missing one. One read by key per such order, never the books.
+/// The invoice that fulfilled each order Paymos lists paid in the window, whenever it did (the
+/// order's claim, read by key), joins that order's invoices: an order fulfilled before the
+/// window by another invoice makes a second payment a duplicate, not a missing one, and a
+/// second fulfilment a double, though no fulfilment of the window names it. One read per order
+/// listed, never the books.
 async fn claims_before_the_window<S: ReconcileStore>(
     store: &S,
     paid: &[PaidAtPaymos],
     here: &mut Fulfilled,
 ) -> Result<(), PortError> {
-    for p in paid {
-        if p.order_id.trim().is_empty()
-            || here.has(&p.invoice_id)
-            || here.by_order.contains_key(&p.order_id)
-        {
-            continue;
-        }
-        if let Some(winner) = store.order_fulfilled_by(&p.order_id).await? {
-            here.by_order.insert(p.order_id.clone(), vec![winner]);
+    let orders: BTreeSet<&str> = paid.iter().map(|p| p.order_id.as_str()).collect();
+    for order in orders {
+        if let Some(winner) = store.order_fulfilled_by(order).await? {
+            let invoices = here.by_order.entry(order.to_owned()).or_default();
+            if !invoices.contains(&winner) {
+                invoices.push(winner);
+            }
         }
     }
     Ok(())
@@ -449,9 +449,9 @@ async fn set_aside_refunded<P: PaymosLedger>(
     ] {
         let mut kept = Vec::new();
         for fact in std::mem::take(list) {
+            // The rule reads the refunds alone (a refund in full, whatever its amount).
             let seen = InvoiceSeen {
                 refunds: paymos.refunds_of(&fact.invoice_id).await?,
-                order: fact.order(),
                 ..InvoiceSeen::with_status(InvoiceStatus::parse(&fact.status))
             };
             if seen.refunded_in_full() {

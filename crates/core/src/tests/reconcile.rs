@@ -139,6 +139,36 @@ async fn a_second_payment_of_an_order_fulfilled_before_the_window_is_a_duplicate
     assert_eq!(report.matched, 0, "inv_1 is not in the window");
 }
 
+// The same across the window: an order claimed a month ago by inv_a, fulfilled again in the
+// window by inv_b under a mistyped order (so its claim did not refuse it): a double, though
+// the window's fulfilments name only inv_b.
+#[tokio::test]
+async fn an_order_fulfilled_before_the_window_and_again_in_it_is_double() {
+    let (paymos, fulfil, _) = rig();
+    let month_ago = NOW_MS - 30 * 86_400_000;
+    paymos.invoice("inv_a", at_paymos("paid", "o-1"));
+    paymos.created_at("inv_a", i64::try_from(month_ago / 1000).unwrap());
+    paymos.invoice("inv_b", at_paymos("paid", "o-1"));
+    for (invoice, order, at) in [
+        ("inv_a", order("o-1"), month_ago),
+        ("inv_b", order("o-1-typo"), NOW_MS),
+    ] {
+        fulfil
+            .apply_by_hand(invoice, InvoiceStatus::Paid, order, "support", at)
+            .await
+            .unwrap();
+    }
+    let report = run(&paymos, &fulfil, false).await;
+    assert_eq!(
+        report.double.into_iter().collect::<Vec<_>>(),
+        [(
+            "o-1".to_owned(),
+            vec!["inv_a".to_owned(), "inv_b".to_owned()]
+        )]
+    );
+    assert_eq!(report.matched, 1, "inv_b, once");
+}
+
 #[tokio::test]
 async fn a_payment_refunded_in_full_at_paymos_is_reported_and_never_fulfilled() {
     let (paymos, fulfil, store) = rig();

@@ -44,6 +44,10 @@ pub struct PaidInvoice<'a> {
 /// exist if and only if the invoice became paid exactly once. Downstream systems (shipping,
 /// licences) react to them on the state table's stream; an external side effect stays
 /// idempotent by using the invoice id as its idempotency key.
+///
+/// Two attribute names are the state table's index keys, so an effect item leaves them alone:
+/// `listed_in` (it would list the item among the facts `events since` reads) and `updated_at`
+/// (its range key: DynamoDB refuses the whole transaction if an item carries it as text).
 pub trait FulfilmentEffect: Send + Sync {
     /// The merchant's own items to create, each conditional on not existing yet (keys other
     /// than the fulfilment record's).

@@ -523,19 +523,25 @@ impl DeliveryLedger for DynamoLedger {
         delivery: &Delivery,
         lease_until_ms: u64,
     ) -> Result<Recorded, PortError> {
-        // The body first, as an item of its own (a plain put: the same key is the same bytes),
-        // so a record never exists without its body. A crash before the record leaves only a
-        // body item that expires, and the sender retries.
+        // The body first, as an item of its own, so a record never exists without its body. A
+        // crash before the record leaves only a body item that expires, and the sender
+        // retries. Put only if absent: the same key is the same bytes, and a retry or a replay
+        // must not give back an expiry that the sweep lifted while the delivery waits for a
+        // person (`keep_waiting_bodies`).
         let body = self
             .client
             .put_item()
             .table_name(&self.table)
             .set_item(Some(self.body_item_of(delivery)))
+            .condition_expression("attribute_not_exists(event_id)")
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
-            .await
-            .map_err(|e| port_error("DynamoDB PutItem", e))?;
-        self.units.add(body.consumed_capacity());
+            .await;
+        match conditional(body, "DynamoDB PutItem")? {
+            Conditional::Done(out) => self.units.add(out.consumed_capacity()),
+            // Written by an earlier attempt: the same bytes, kept as they are.
+            Conditional::Refused(_) => {}
+        }
         let result = self
             .client
             .put_item()

@@ -463,6 +463,19 @@ async fn the_body_of_a_delivery_that_waits_for_a_person_is_kept_as_long_as_its_r
         "a delivery that waits for nobody keeps its body's expiry"
     );
     assert_eq!(rig.ledger.keep_waiting_bodies().await.unwrap(), 0, "once");
+    // A replay of it by a person at Paymos (the same bytes, a day later) gives it no expiry
+    // back: the body item is written only if absent.
+    assert_eq!(
+        rig.post(&waits, "evt_k_wait", NOW_MS + 86_400_000).await,
+        200
+    );
+    assert!(
+        !rig.item(&wait_key)
+            .await
+            .unwrap()
+            .contains_key("expires_at"),
+        "still kept after a replay"
+    );
     assert_eq!(
         rig.waiting_body("evt_k_wait").await.as_deref(),
         Some(waits.as_bytes())

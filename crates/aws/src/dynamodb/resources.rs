@@ -438,21 +438,20 @@ impl DynamoResources {
         ))
     }
 
-    /// The fulfilment records of one invoice, whatever their key: more than one is a defect.
+    /// The fulfilment records of one invoice written at or after `since_ms`, whatever their
+    /// key: more than one is a defect. The day lists since then (what changed, never the
+    /// books), filtered by the invoice.
     ///
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
     pub async fn fulfilments_of(
         &self,
         invoice_id: &str,
+        since_ms: u64,
     ) -> Result<Vec<FulfilmentRecord>, PortError> {
-        let filter = (
-            "kind = :f AND invoice_id = :i",
-            &[(":f", "fulfilment"), (":i", invoice_id)][..],
-        );
-        Ok(fulfilments_in(
-            scan(&self.client, &self.tables.state, Some(filter)).await?,
-        ))
+        let mut found = self.fulfilments_since(since_ms).await?;
+        found.retain(|f| f.invoice_id == invoice_id);
+        Ok(found)
     }
 
     /// Invoices whose status is still open, with their order id.

@@ -215,11 +215,17 @@ impl Tables {
         Ok(state.map(|(state, outcome)| (state.as_str().to_owned(), outcome.unwrap_or_default())))
     }
 
-    /// Every fulfilment item for an invoice (any key), so a receiver that writes two is caught.
+    /// Every fulfilment item for an invoice (any key), so a receiver that writes two is caught:
+    /// what was written in the last hour (the check's own invoice is minutes old), never the
+    /// books.
     async fn fulfilments(&self, invoice: &str) -> Result<u64, String> {
+        const HOUR_MS: u64 = 3_600_000;
         let resources = DynamoResources::new(self.dynamodb.clone(), &self.state, &self.deliveries);
+        let since = u64::try_from(jiff::Timestamp::now().as_millisecond())
+            .unwrap_or_default()
+            .saturating_sub(HOUR_MS);
         let found = resources
-            .fulfilments_of(invoice)
+            .fulfilments_of(invoice, since)
             .await
             .map_err(|e| e.to_string())?;
         Ok(found.len() as u64)

@@ -223,7 +223,7 @@ pub const LISTED_INDEX: &str = "listed";
 /// time starts, at the latest.
 pub const FIRST_DAY_MS: u64 = 1_577_836_800_000;
 
-/// How many day lists are read at once.
+/// How many day lists are read, or items listed by a reindex, at once.
 const DAYS_AT_ONCE: usize = 16;
 
 /// Today's list is read up to a day ahead of this host's clock (the writers' clocks may run
@@ -339,35 +339,48 @@ impl DynamoResources {
                 (":r", "review"),
             ][..],
         );
-        let mut listed = 0;
-        for i in scan(&self.client, &self.tables.state, Some(filter)).await? {
-            let Some((list, at)) = listing_of(&i) else {
-                continue;
-            };
-            let Some(pk) = get_s(&i, "pk") else { continue };
-            let done = self
-                .client
-                .update_item()
-                .table_name(&self.tables.state)
-                .key("pk", s(pk))
-                .update_expression(
-                    "SET listed_in = :list, updated_at = if_not_exists(updated_at, :at)",
-                )
-                .condition_expression("attribute_not_exists(listed_in)")
-                .expression_attribute_values(":list", s(&list))
-                .expression_attribute_values(":at", n(at))
-                .send()
-                .await;
-            match done {
-                Ok(_) => listed += 1,
-                // Written meanwhile, with its list: nothing to add.
-                Err(e)
-                    if e.as_service_error()
-                        .is_some_and(UpdateItemError::is_conditional_check_failed_exception) => {}
-                Err(e) => return Err(port_error("DynamoDB UpdateItem", e)),
+        let unlisted: Vec<(String, (String, u64))> =
+            scan(&self.client, &self.tables.state, Some(filter))
+                .await?
+                .iter()
+                .filter_map(|i| Some((get_s(i, "pk")?.to_owned(), listing_of(i)?)))
+                .collect();
+        // A few updates at once: a table of a million facts is minutes, not hours.
+        let listed: Vec<bool> = futures::stream::iter(
+            unlisted
+                .iter()
+                .map(|(pk, list)| async move { self.list_unlisted(pk, list).await }),
+        )
+        .buffer_unordered(DAYS_AT_ONCE)
+        .try_collect()
+        .await?;
+        Ok(listed.into_iter().filter(|l| *l).count())
+    }
+
+    /// Lists one item written before the index, unless it was listed meanwhile.
+    async fn list_unlisted(&self, pk: &str, (list, at): &(String, u64)) -> Result<bool, PortError> {
+        let done = self
+            .client
+            .update_item()
+            .table_name(&self.tables.state)
+            .key("pk", s(pk))
+            .update_expression("SET listed_in = :list, updated_at = if_not_exists(updated_at, :at)")
+            .condition_expression("attribute_not_exists(listed_in)")
+            .expression_attribute_values(":list", s(list))
+            .expression_attribute_values(":at", n(*at))
+            .send()
+            .await;
+        match done {
+            Ok(_) => Ok(true),
+            // Written meanwhile, with its list: nothing to add.
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(UpdateItemError::is_conditional_check_failed_exception) =>
+            {
+                Ok(false)
             }
+            Err(e) => Err(port_error("DynamoDB UpdateItem", e)),
         }
-        Ok(listed)
     }
 
     /// Every invoice record, as the domain reads it (a consistent scan: for the model test and

@@ -539,6 +539,8 @@ pub fn paid_late(invoice_id: &str, closed: InvoiceStatus, at: u64, now_ms: u64) 
 /// An item is in one list at a time; `events since` reads the days since, and the two short
 /// lists, from the time asked ([`days_listing`]).
 pub mod listing {
+    use crate::status::InvoiceStatus;
+
     /// Invoices whose payment waits for a person.
     pub const REVIEW: &str = "review";
     /// Invoices whose status is open.
@@ -556,6 +558,20 @@ pub mod listing {
         format!("day#{date}")
     }
 
+    /// An invoice's list at `at_ms`: [`REVIEW`] while its payment waits for a person, else
+    /// [`OPEN`] while its status is open, else its day (for its writes and for a reindex of
+    /// one written before the index alike).
+    #[must_use]
+    pub fn invoice_list(status: Option<InvoiceStatus>, waits: bool, at_ms: u64) -> String {
+        if waits {
+            REVIEW.to_owned()
+        } else if status.is_some_and(|st| InvoiceStatus::OPEN.contains(&st)) {
+            OPEN.to_owned()
+        } else {
+            day_listing(at_ms)
+        }
+    }
+
     /// The day lists from `from_ms`'s UTC day to `to_ms`'s, oldest first (none when `to_ms`
     /// is earlier).
     #[must_use]
@@ -567,20 +583,16 @@ pub mod listing {
     }
 }
 
-pub use listing::{OPEN, REVIEW, day_listing, days_listing};
+pub use listing::{OPEN, REVIEW, day_listing, days_listing, invoice_list};
 
 /// An invoice's list after a write that sets its status (or keeps a closed one) at `now_ms`:
 /// [`REVIEW`] when the write makes its payment wait for a person (held, paid twice, paid
 /// late), else [`OPEN`] while the status is open, else its day.
 fn invoice_listing(status: InvoiceStatus, waits: bool, now_ms: u64) -> Set {
-    let list = if waits {
-        REVIEW.to_owned()
-    } else if InvoiceStatus::OPEN.contains(&status) {
-        OPEN.to_owned()
-    } else {
-        day_listing(now_ms)
-    };
-    Set::Put(Field::ListedIn, Value::Text(list))
+    Set::Put(
+        Field::ListedIn,
+        Value::Text(invoice_list(Some(status), waits, now_ms)),
+    )
 }
 
 /// What fulfils a paid invoice, for a webhook's payment and a release alike: the fulfilment

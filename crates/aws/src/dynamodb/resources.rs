@@ -31,7 +31,7 @@ use paymos_inbox_core::invoice::InvoiceSeen;
 use paymos_inbox_core::reconcile::ReconcileStore;
 use paymos_inbox_core::record::{FulfilmentRecord, InvoiceRecord, StateRecord};
 use paymos_inbox_core::release::ReleaseStore;
-use paymos_inbox_core::status::{Amount, InvoiceStatus};
+use paymos_inbox_core::status::Amount;
 use paymos_inbox_core::write::{self, Refused, Stored, Write};
 
 pub use paymos_inbox_core::write::{balance_key, order_key, order_paid_key};
@@ -508,17 +508,8 @@ fn listing_of(i: &Item) -> Option<(String, u64)> {
         return Some((write::day_listing(at), at));
     }
     let seen = invoice_seen(i);
-    let list = if seen.standing().waits_for_person() {
-        write::REVIEW.to_owned()
-    } else if seen
-        .status
-        .is_some_and(|st| InvoiceStatus::OPEN.contains(&st))
-    {
-        write::OPEN.to_owned()
-    } else {
-        write::day_listing(at)
-    };
-    Some((list, at))
+    let waits = seen.standing().waits_for_person();
+    Some((write::invoice_list(seen.status, waits, at), at))
 }
 
 fn fulfilments_in(items: Vec<Item>) -> Vec<FulfilmentRecord> {

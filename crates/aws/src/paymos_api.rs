@@ -275,6 +275,7 @@ impl PaymosLedger for PaymosApi {
                     paymos::RefundMode::Full => RefundMode::Full,
                     paymos::RefundMode::Overpayment => RefundMode::Overpayment,
                 }),
+                completed_at: r.completed_at().and_then(|t| u64::try_from(t).ok()),
             })
             .collect())
     }

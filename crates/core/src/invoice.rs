@@ -49,6 +49,24 @@ pub struct Refund {
     pub currency: Option<String>,
     /// Its mode, when known (a record written before modes were kept knows only `full`).
     pub mode: Option<RefundMode>,
+    /// When it completed, by Paymos' clock (Unix seconds; unknown on records written before
+    /// refunds kept their time).
+    pub completed_at: Option<u64>,
+}
+
+impl Refund {
+    /// Whether this refund returns a payment made at `paid_at` (Paymos' clock): a `full` one
+    /// returns what was paid until it completed, and a payment made after it is a new payment.
+    /// Where either time is unknown (a person's road names no payment time; a refund recorded
+    /// before times were kept), a `full` refund settles the payment: nothing ships on a guess.
+    #[must_use]
+    pub fn returns_payment_at(&self, paid_at: Option<u64>) -> bool {
+        self.mode == Some(RefundMode::Full)
+            && match (self.completed_at, paid_at) {
+                (Some(completed), Some(paid)) => completed >= paid,
+                _ => true,
+            }
+    }
 }
 
 /// An invoice as the resource table holds it.
@@ -66,6 +84,9 @@ pub struct InvoiceSeen {
     pub released: bool,
     /// Completed refunds, in the order they were recorded.
     pub refunds: Vec<Refund>,
+    /// When its payment (a paid status, or a payment after it closed) was made, by Paymos'
+    /// clock, where a delivery said so.
+    pub payment_at: Option<u64>,
     /// The order as recorded on the invoice (fields may be missing).
     pub order: OrderRef,
 }
@@ -106,19 +127,26 @@ impl InvoiceSeen {
             duplicate_of: None,
             released: false,
             refunds: Vec::new(),
+            payment_at: None,
             order: OrderRef::none(),
         }
     }
 
-    /// Whether the payment was paid back in full: a refund of mode `full`. Only that mode
-    /// returns the price: an `overpayment` refund returns what was paid above it, whatever its
-    /// amount, so amounts are never added up against the price (a price and a payment are in
-    /// different currencies anyway).
+    /// Whether the payment was paid back in full: a refund of mode `full` that completed when
+    /// or after it was paid ([`Refund::returns_payment_at`]). Only that mode returns the price:
+    /// an `overpayment` refund returns what was paid above it, whatever its amount, so amounts
+    /// are never added up against the price (a price and a payment are in different currencies
+    /// anyway).
     #[must_use]
     pub fn refunded_in_full(&self) -> bool {
-        self.refunds
-            .iter()
-            .any(|r| r.mode == Some(RefundMode::Full))
+        self.refunded_in_full_at(self.payment_at)
+    }
+
+    /// Whether a full refund returns a payment made at `paid_at` (a delivery's own time, where
+    /// the record holds none).
+    #[must_use]
+    pub fn refunded_in_full_at(&self, paid_at: Option<u64>) -> bool {
+        self.refunds.iter().any(|r| r.returns_payment_at(paid_at))
     }
 
     /// What was refunded, per currency, for an operator (`5 USDT`, `0.1 USDT + 2 TON`).
@@ -179,6 +207,7 @@ mod tests {
             } else {
                 RefundMode::Overpayment
             }),
+            completed_at: None,
         }
     }
 
@@ -244,6 +273,58 @@ mod tests {
             (
                 "mode full",
                 held("90", "USD", vec![refund("1", "USDT", true)]),
+                Standing::Refunded,
+            ),
+        ];
+        for (name, invoice, standing) in cases {
+            assert_eq!(invoice.standing(), standing, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_full_refund_returns_only_what_was_paid_until_it_completed() {
+        let at = |completed: Option<u64>, full: bool| Refund {
+            completed_at: completed,
+            ..refund("4", "USDT", full)
+        };
+        let paid_at = |payment_at: Option<u64>, refunds: Vec<Refund>| InvoiceSeen {
+            payment_at,
+            ..held("10", "USD", refunds)
+        };
+        let cases = [
+            (
+                "refunded before the payment",
+                paid_at(Some(30), vec![at(Some(20), true)]),
+                Standing::Held,
+            ),
+            (
+                "refunded when it was paid",
+                paid_at(Some(30), vec![at(Some(30), true)]),
+                Standing::Refunded,
+            ),
+            (
+                "refunded after the payment",
+                paid_at(Some(30), vec![at(Some(31), true)]),
+                Standing::Refunded,
+            ),
+            (
+                "one refund before and one after",
+                paid_at(Some(30), vec![at(Some(20), true), at(Some(40), true)]),
+                Standing::Refunded,
+            ),
+            (
+                "an overpayment refund after",
+                paid_at(Some(30), vec![at(Some(40), false)]),
+                Standing::Held,
+            ),
+            (
+                "no payment time (a person's road)",
+                paid_at(None, vec![at(Some(20), true)]),
+                Standing::Refunded,
+            ),
+            (
+                "no refund time (an old record)",
+                paid_at(Some(30), vec![at(None, true)]),
                 Standing::Refunded,
             ),
         ];

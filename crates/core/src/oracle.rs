@@ -5,8 +5,11 @@
 //! - 1 the other environment changes and blocks nothing; 2 with the reverse check only what
 //!   Paymos confirms counts (lagging waits `Unconfirmed`, forged is nothing); 3 no way back;
 //! - 4 an order is learned, never invented; 5 price guard, same currency; 6 an order ships once;
-//! - 7 paid late waits; 8 only a completed Full refund settles; 9 release; 10 withdrawals;
-//! - 11 a deposit credits once; 12 a recheck of nothing waiting changes nothing.
+//! - 7 paid late waits; 8 only a completed Full refund settles, and only the payment it completed
+//!   at or after by Paymos' clock (never arrival order): a later payment is new and ships or
+//!   waits; a person's road carries no time, so any recorded Full refund settles it;
+//! - 9 release; 10 withdrawals; 11 a deposit credits once; 12 a recheck of nothing waiting
+//!   changes nothing.
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The environment whose secret signed a delivery: `Live` (`whsec_live_…`) or `Sandbox`.
@@ -52,7 +55,8 @@ pub struct Price {
     pub currency: String,
 }
 
-/// A refund's mode: `Full` returns the whole payment, `Overpayment` only what exceeds the price.
+/// A refund's mode: `Full` returns the whole payment received until it completed, `Overpayment`
+/// only what exceeds the price.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     Full,
@@ -110,30 +114,34 @@ pub struct World {
     pub environment: Env,
 }
 
-/// What reached the receiver, in order; every delivery was acknowledged (2xx).
+/// What reached the receiver, in order (arrival order); every delivery was acknowledged (2xx).
 /// `env`: the secret that signed it; `genuine`: Paymos sent it (else forged with a leaked
-/// secret); `lagging`: Paymos' API did not yet show it at delivery.
+/// secret); `lagging`: Paymos' API did not yet show it at delivery; `at`: the Paymos time
+/// (Unix seconds, `occurred_at`) of the fact it announces.
 #[derive(Clone, Debug)]
 pub enum Step {
     /// An invoice webhook; `order` is `data.order.external_id`, `price` `data.order.amount` +
-    /// `currency` (None: left out).
+    /// `currency` (None: left out); for a paying status `at` is when the payment was made.
     Invoice {
         event_id: Option<String>,
         invoice: String,
         env: Env,
         genuine: bool,
         lagging: bool,
+        at: u64,
         status: Status,
         order: Option<String>,
         price: Option<Price>,
     },
-    /// `withdrawal.*` of a refund or payout: `completed`, or an open/failed status (false).
+    /// `withdrawal.*` of a refund or payout: `completed` (at `at`: `data.completed_at`), or an
+    /// open/failed status (false).
     Withdrawal {
         event_id: Option<String>,
         id: String,
         env: Env,
         genuine: bool,
         lagging: bool,
+        at: u64,
         completed: bool,
     },
     /// `payment_channel.deposit.*`: `confirmed` with `is_final`, or advisory (false).
@@ -185,7 +193,8 @@ pub struct Expected {
     pub waiting: BTreeMap<String, Wait>,
     /// (payer, currency) -> credited total, normalized decimal ("0" never listed).
     pub balances: BTreeMap<(String, String), String>,
-    /// Invoices paid back in full.
+    /// Invoices paid back in full: a completed Full refund settles their (shipped or waiting)
+    /// payment, or no payment of them is known.
     pub refunded: BTreeSet<String>,
 }
 
@@ -197,6 +206,7 @@ pub fn expected(world: &World, steps: &[Step]) -> Expected {
         inv: BTreeMap::new(),
         shipped: BTreeMap::new(),
         unconfirmed: BTreeMap::new(),
+        money_at: BTreeMap::new(),
         applied: BTreeSet::new(),
         balances: BTreeMap::new(),
         delivered: BTreeSet::new(),
@@ -245,6 +255,9 @@ struct Inv {
     paid: bool,
     /// A payment whose order was known nowhere when it came: not applied, it waits.
     pending: bool,
+    /// 8: the Paymos time of the payment (paid or pending), from the event that applied it;
+    /// None: applied by a person's road (`mark-paid`, `recheck`, `reconcile`), time unknown.
+    paid_at: Option<u64>,
     /// 3: why the payment waits, judged once, right after it was applied.
     judged: Option<Option<Wait>>,
     closed: bool,
@@ -252,9 +265,22 @@ struct Inv {
     order: Option<String>,
     conflict: bool,
     price: Option<Price>,
-    refunded: bool,
+    /// 8: the completed Full refunds recorded: when each completed (None: by a recheck, unknown).
+    refunds: Vec<Option<u64>>,
     shipped: bool,
     released: bool,
+}
+
+impl Inv {
+    /// 8: a Full refund returns the payment received until it completed: it settles the payment
+    /// it completed at or after, never a later one. Where either time is unknown the receiver
+    /// cannot tell, and the refund settles it (nothing ships). With no payment known, any does.
+    fn refunded(&self) -> bool {
+        self.refunds.iter().any(|r| match (r, self.paid_at) {
+            (Some(r), Some(p)) => *r >= p,
+            _ => true,
+        })
+    }
 }
 
 /// What an invoice event claims: its status, and the order and price it names.
@@ -310,6 +336,8 @@ struct Machine<'w> {
     /// 2: deliveries Paymos did not confirm when they came, per resource (an invoice event's
     /// status; `None` for a withdrawal or a deposit), until a recheck applies them.
     unconfirmed: BTreeMap<String, Vec<Option<Claim>>>,
+    /// 8: the Paymos time an unconfirmed money delivery named (a refund's completion).
+    money_at: BTreeMap<String, u64>,
     applied: BTreeSet<String>,
     balances: BTreeMap<(String, String), i128>,
     /// Deliveries seen: (environment, event id).
@@ -353,25 +381,32 @@ impl Machine<'_> {
             Step::Invoice {
                 invoice,
                 lagging,
+                at,
                 status,
                 order,
                 price,
                 ..
             } => {
-                self.invoice_event(invoice, *lagging, *status, order.as_deref(), price.as_ref());
+                let claim = Claim {
+                    status: *status,
+                    order: order.clone(),
+                    price: price.clone(),
+                };
+                self.invoice_event(invoice, *lagging, *at, claim);
             }
             Step::Withdrawal {
                 id,
                 lagging,
+                at,
                 completed: true,
                 ..
-            }
-            | Step::Deposit {
+            } => self.money_event(id, *lagging, *at),
+            Step::Deposit {
                 id,
                 lagging,
                 confirmed: true,
                 ..
-            } => self.money_event(id, *lagging),
+            } => self.money_event(id, *lagging, 0), // a deposit's time matters to nothing
             // 2/10/11: open/failed withdrawals and advisory deposits move nothing
             Step::Withdrawal { .. } | Step::Deposit { .. } => {}
             Step::MarkPaid { invoice, order } => self.mark_paid(invoice, order.as_deref()),
@@ -384,14 +419,8 @@ impl Machine<'_> {
         }
     }
 
-    fn invoice_event(
-        &mut self,
-        id: &str,
-        lagging: bool,
-        status: Status,
-        order: Option<&str>,
-        price: Option<&Price>,
-    ) {
+    fn invoice_event(&mut self, id: &str, lagging: bool, at: u64, claim: Claim) {
+        let (status, order, price) = (claim.status, claim.order.as_deref(), claim.price.as_ref());
         // 2/3: an open event moves nothing and needs no check; it may teach an order or price,
         // but not under the reverse check, where only what Paymos confirms names an order
         if !status.is_final() || !self.world.reverse_check {
@@ -400,22 +429,17 @@ impl Machine<'_> {
             }
             // 2: without the reverse check a final event is taken at its word
             if status.is_final() {
-                self.apply_status(id, status, false);
+                self.apply_status(id, status, false, Some(at));
             }
             return;
         }
         // 2: lagging, or contradicted (forged): nothing applied, it waits Unconfirmed for a
         // person (a forgery means a leaked secret); a recheck applies what Paymos confirms
-        let claim = Claim {
-            status,
-            order: order.map(str::to_owned),
-            price: price.cloned(),
-        };
         let rec = self.world.invoices.get(id).filter(|_| !lagging);
         if let Some(rec) = rec.filter(|r| claim.answer(r) == Answer::Confirms) {
             self.learn_event(id, order, price);
             self.learn_record(id, rec);
-            self.apply_status(id, status, status.pays() && rec.paid_late);
+            self.apply_status(id, status, status.pays() && rec.paid_late, Some(at));
         } else {
             self.unconfirmed
                 .entry(id.to_owned())
@@ -460,18 +484,35 @@ impl Machine<'_> {
     }
 
     /// 3/7: a final status never moves back; paid after a known close (or late at Paymos) is late.
-    fn apply_status(&mut self, id: &str, status: Status, late_at_paymos: bool) {
+    /// 8: `at` is the payment's Paymos time (None: a person's road, unknown).
+    fn apply_status(&mut self, id: &str, status: Status, late_at_paymos: bool, at: Option<u64>) {
         let inv = self.inv_mut(id);
         if inv.paid {
+            // 8: a late payment a person recorded undated takes the first Paymos time a
+            // delivery of it gives (the refund rule then knows which came first)
+            if inv.late && status.pays() && inv.paid_at.is_none() {
+                inv.paid_at = at;
+            }
+            return;
+        }
+        // 8: an undated payment (a person's road) that a recorded Full refund settles applies
+        // nothing (see `mark_paid`); a late one is still recorded late, and settled
+        if status.pays()
+            && at.is_none()
+            && !inv.refunds.is_empty()
+            && !(inv.closed || late_at_paymos)
+        {
             return;
         }
         if status.pays() && inv.order.is_none() && !(inv.closed || late_at_paymos) {
             // 4: known nowhere: not applied; the next paying step judges it (a payment after
             // the close is recorded late whatever is known of its order: rule 7)
             inv.pending = true;
+            inv.paid_at = at;
         } else if status.pays() {
             inv.paid = true;
             inv.pending = false;
+            inv.paid_at = at;
             inv.late = inv.closed || late_at_paymos;
         } else if status.is_final() {
             inv.closed = true;
@@ -486,16 +527,19 @@ impl Machine<'_> {
         } else {
             rec.status
         };
-        self.apply_status(id, status, rec.paid_late);
+        self.apply_status(id, status, rec.paid_late, None);
     }
 
-    fn money_event(&mut self, id: &str, lagging: bool) {
+    /// `at`: when a refund completed, as its event says.
+    fn money_event(&mut self, id: &str, lagging: bool, at: u64) {
         if !self.world.reverse_check {
-            self.apply_money(id); // 2: taken at its word
+            self.apply_money(id, Some(at)); // 2: taken at its word
         } else if !lagging && self.confirmed_at_paymos(id) {
-            self.apply_money(id); // 2: confirmed
+            self.apply_money(id, Some(at)); // 2: confirmed
         } else {
-            // 2/10/11: lagging or forged: waits for a recheck
+            // 2/10/11: lagging or forged: waits for a recheck, which applies the delivery as it
+            // was sent (8: with the completion time it names)
+            self.money_at.insert(id.to_owned(), at);
             self.unconfirmed
                 .entry(id.to_owned())
                 .or_default()
@@ -510,7 +554,8 @@ impl Machine<'_> {
             || w.deposits.get(id).is_some_and(|d| d.confirmed)
     }
 
-    fn apply_money(&mut self, id: &str) {
+    /// 8: `at` is a refund's completion time (None: applied by a recheck, unknown).
+    fn apply_money(&mut self, id: &str, at: Option<u64>) {
         if self.applied.contains(id) {
             return; // 11: once per deposit (and a withdrawal is recorded once)
         }
@@ -519,7 +564,7 @@ impl Machine<'_> {
             self.applied.insert(id.to_owned());
             // 8: only a Full refund settles a payment; an Overpayment refund changes nothing
             if r.mode == Mode::Full {
-                self.inv_mut(&r.invoice).refunded = true;
+                self.inv_mut(&r.invoice).refunds.push(at);
             }
         } else if w.payouts.contains_key(id) {
             self.applied.insert(id.to_owned()); // 10: a payout ships nothing, moves no balance
@@ -537,6 +582,12 @@ impl Machine<'_> {
     /// 3/4/7: a person's word: the invoice is paid (and, if unknown yet, its order).
     fn mark_paid(&mut self, id: &str, order: Option<&str>) {
         let inv = self.inv_mut(id);
+        // 8: a person's word carries no Paymos time, so a recorded Full refund settles it: nothing
+        // is applied, and the invoice stays free for a payment Paymos dates after the refund (a
+        // new payment must ship or wait, never be swallowed by an undated word)
+        if !inv.paid && !inv.refunds.is_empty() {
+            return;
+        }
         if let Some(o) = order.filter(|o| !o.is_empty() && inv.order.is_none()) {
             inv.order = Some(o.to_owned());
         }
@@ -549,6 +600,7 @@ impl Machine<'_> {
         inv.pending = false;
         if !inv.paid {
             inv.paid = true;
+            inv.paid_at = None; // 8: a person's word carries no Paymos time
             inv.late = inv.closed;
         }
     }
@@ -608,7 +660,8 @@ impl Machine<'_> {
                     Answer::Confirms => {
                         self.learn_record(id, rec);
                         let late = claim.status.pays() && rec.paid_late;
-                        self.apply_status(id, claim.status, late);
+                        // 8: a recheck reads Paymos' record, which carries no payment time
+                        self.apply_status(id, claim.status, late, None);
                     }
                     Answer::NotYet => still.push(Some(claim)),
                     // a payment Paymos contradicts stays for a person (a leaked secret, or a
@@ -618,7 +671,11 @@ impl Machine<'_> {
                 },
                 // 2: unknown at Paymos (404): a forgery
                 (Some(_), None) => {}
-                (None, _) if self.confirmed_at_paymos(id) => self.apply_money(id),
+                // 8: the refund's completion time is its delivery's
+                (None, _) if self.confirmed_at_paymos(id) => {
+                    let at = self.money_at.get(id).copied();
+                    self.apply_money(id, at);
+                }
                 (None, _) => still.push(None),
             }
         }
@@ -634,7 +691,8 @@ impl Machine<'_> {
             .invoices
             .iter()
             .filter(|(_, r)| r.status.pays() || r.paid_late)
-            // 8: Paymos' refunds are read first: one paid back in full is not applied
+            // 8: Paymos' refunds are read first: one paid back in full is not applied (the list
+            // carries no times: whether the payment came after cannot be told)
             .filter(|(id, _)| {
                 !w.refunds
                     .values()
@@ -688,8 +746,8 @@ impl Machine<'_> {
             let Some(order) = inv.order.clone() else {
                 continue;
             };
-            // 8: a Full refund first means it never ships
-            if inv.paid && !inv.shipped && !inv.refunded && !self.shipped.contains_key(&order) {
+            // 8: a Full refund of this payment (whenever it arrived) means it never ships
+            if inv.paid && !inv.shipped && !inv.refunded() && !self.shipped.contains_key(&order) {
                 self.shipped.insert(order, id.clone());
                 self.inv_mut(&id).shipped = true;
             }
@@ -709,8 +767,8 @@ impl Machine<'_> {
     /// Why a payment waits (what keeps it from shipping).
     fn payment_wait(&self, id: &str) -> Option<Wait> {
         let inv = self.inv.get(id);
-        if inv.is_some_and(|i| i.refunded) {
-            return None; // 8
+        if inv.is_some_and(Inv::refunded) {
+            return None; // 8: paid back; a payment after the refund is new and waits as it must
         }
         let inv = inv.filter(|i| (i.paid || i.pending) && !i.shipped)?;
         if inv.paid && inv.late && inv.order.is_none() {
@@ -764,7 +822,7 @@ impl Machine<'_> {
             refunded: self
                 .inv
                 .iter()
-                .filter(|(_, i)| i.refunded)
+                .filter(|(_, i)| i.refunded())
                 .map(|(id, _)| id.clone())
                 .collect(),
         }
@@ -774,7 +832,7 @@ impl Machine<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use Status::{AwaitingPayment, Confirming, Expired, Paid, Underpaid};
+    use Status::{AwaitingPayment, Confirming, Expired, Paid, Underpaid, UnderpaidWaiting};
 
     fn p(amount: &str, currency: &str) -> Price {
         Price {
@@ -825,6 +883,7 @@ mod tests {
             env,
             genuine,
             lagging,
+            at: 0,
             status,
             order,
             price,
@@ -841,8 +900,16 @@ mod tests {
             env,
             genuine,
             lagging,
+            at: 0,
             completed,
         }
+    }
+    /// The same step announcing a fact of Paymos time `t`.
+    fn at(mut s: Step, t: u64) -> Step {
+        if let Step::Invoice { at, .. } | Step::Withdrawal { at, .. } = &mut s {
+            *at = t;
+        }
+        s
     }
     fn dep(id: &str, confirmed: bool) -> Step {
         let (env, genuine, lagging) = (Env::Live, true, false);
@@ -1166,6 +1233,74 @@ mod tests {
             expected(&w, &steps),
             exp(&[("o2", "inv_2")], &[("inv_1", Wait::Held)], &[])
         );
+    }
+
+    #[test] // 7, 8, 9
+    fn a_payment_after_a_full_refund_is_new_and_ships_or_waits() {
+        let mut w = world(false);
+        w.refunds
+            .insert("wdr_1".into(), refund("inv_1", Mode::Full));
+        w.refunds
+            .insert("wdr_2".into(), refund("inv_2", Mode::Full));
+        let part = |id, order| ev(id, UnderpaidWaiting, Some(order), Some(p("10", "USD")));
+        let mut steps = vec![
+            // open: partly paid, returned in full at 20, then paid in full at 30
+            at(part("inv_1", "o1"), 10),
+            at(wdr("wdr_1", true), 20),
+            at(paid("inv_1", "o1", "10"), 30),
+            // closed underpaid, its partial payment returned at 20, paid late at 30
+            at(ev("inv_2", Underpaid, Some("o2"), None), 15),
+            at(paid("inv_2", "o2", "10"), 30),
+            at(wdr("wdr_2", true), 20),
+        ];
+        let want = exp(&[("o1", "inv_1")], &[("inv_2", Wait::PaidLate)], &[]);
+        assert_eq!(expected(&w, &steps), want);
+        steps.push(release("inv_2", false));
+        let want = exp(&[("o1", "inv_1"), ("o2", "inv_2")], &[], &[]);
+        assert_eq!(expected(&w, &steps), want);
+    }
+
+    #[test] // 8
+    fn a_full_refund_returns_the_payment_before_it_whenever_it_arrives() {
+        let mut w = world(false);
+        for (r, i) in [("wdr_1", "inv_1"), ("wdr_2", "inv_2"), ("wdr_3", "inv_2")] {
+            w.refunds.insert(r.into(), refund(i, Mode::Full));
+        }
+        let steps = [
+            // completed at 40, after the payment at 30, but delivered first
+            at(wdr("wdr_1", true), 40),
+            at(paid("inv_1", "o1", "10"), 30),
+            // one refund before the payment, one after it
+            at(wdr("wdr_2", true), 20),
+            at(paid("inv_2", "o2", "10"), 30),
+            at(wdr("wdr_3", true), 40),
+        ];
+        let want = exp(&[("o2", "inv_2")], &[], &["inv_1", "inv_2"]);
+        assert_eq!(expected(&w, &steps), want);
+    }
+
+    #[test] // 2, 8
+    fn a_persons_road_cannot_tell_a_refund_came_before_the_payment() {
+        let mut w = world(true);
+        w.invoices
+            .insert("inv_1".into(), rec("o1", "10", Paid, false));
+        w.invoices
+            .insert("inv_2".into(), rec("o2", "10", Paid, false));
+        w.refunds
+            .insert("wdr_1".into(), refund("inv_1", Mode::Full));
+        w.refunds
+            .insert("wdr_2".into(), refund("inv_2", Mode::Full));
+        let steps = [
+            at(wdr("wdr_1", true), 20),
+            Step::MarkPaid {
+                invoice: "inv_1".into(),
+                order: Some("o1".into()),
+            },
+            lagging(at(paid("inv_2", "o2", "10"), 30)),
+            at(wdr("wdr_2", true), 20),
+            recheck("inv_2"),
+        ];
+        assert_eq!(expected(&w, &steps), exp(&[], &[], &["inv_1", "inv_2"]));
     }
 
     #[test] // 9

@@ -56,6 +56,9 @@ pub enum Write {
         /// The final status the invoice holds (the write's condition).
         closed: InvoiceStatus,
     },
+    /// A withdrawal's change whose full refund completed before a full refund recorded
+    /// already: noted, the later refund's time kept.
+    RefundBeforeLater,
     /// The processed mark only.
     MarkOnly,
     /// The processed mark and a review note (`review#<event_id>`) for the resource, if named.
@@ -106,6 +109,8 @@ pub enum Refusal {
     OrderMismatch,
     /// The fulfilment (an effect's item) exists already.
     Fulfilled,
+    /// A full refund that completed later is recorded on the invoice already.
+    LaterFullRefund,
     /// The review note exists already (the delivery was handled before).
     Noted,
 }
@@ -241,9 +246,17 @@ pub fn writes(
                 occurred_at,
                 ..
             },
-        ) => out.push(write::paid_late(invoice_id, *closed, *occurred_at, now_ms)),
+        ) => out.push(write::paid_late(
+            invoice_id,
+            *closed,
+            (*occurred_at, write::payment_time(source, *occurred_at)),
+            now_ms,
+        )),
         (Write::Change, Change::Withdrawal { .. }) => {
-            out.extend(withdrawal(change, source, now_ms))
+            out.extend(withdrawal(change, source, false, now_ms));
+        }
+        (Write::RefundBeforeLater, Change::Withdrawal { .. }) => {
+            out.extend(withdrawal(change, source, true, now_ms));
         }
         (
             Write::Change,
@@ -266,12 +279,18 @@ pub fn writes(
     out
 }
 
-/// A withdrawal's status and, for a completed refund, its note on the invoice, in the same
-/// transaction.
-fn withdrawal(change: &Change, source: &Source, now_ms: u64) -> Vec<write::Write> {
+/// A withdrawal's status and, for a completed refund, its note on the invoice (completed at
+/// the event's time, Paymos' clock), in the same transaction.
+fn withdrawal(
+    change: &Change,
+    source: &Source,
+    before_later: bool,
+    now_ms: u64,
+) -> Vec<write::Write> {
     let Change::Withdrawal {
         withdrawal_id,
         status,
+        occurred_at,
         kind,
         invoice_id,
         amount,
@@ -299,8 +318,9 @@ fn withdrawal(change: &Change, source: &Source, now_ms: u64) -> Vec<write::Write
             amount: amount.clone(),
             currency: currency.clone(),
             mode: mode.as_deref().and_then(RefundMode::parse),
+            completed_at: Some(*occurred_at),
         };
-        out.push(write::refund_note(invoice, &refund, now_ms));
+        out.push(write::refund_note(invoice, &refund, before_later, now_ms));
     }
     out
 }
@@ -344,7 +364,8 @@ pub fn refusal(
         What::Processed => return Written::AlreadyProcessed,
         // The status took the payment: the refund or the order's condition failed.
         What::Payment if paying.is_some_and(|(st, at)| write::transition(st, at).holds(item)) => {
-            if write::refunded_in_full().holds(item) {
+            let paid_at = paying.and_then(|(_, at)| write::payment_time(source, at));
+            if write::refunded_in_full(paid_at).holds(item) {
                 Refusal::Refunded
             } else {
                 Refusal::OrderOnRecord {
@@ -376,7 +397,8 @@ pub fn refusal(
                 .to_owned(),
         },
         What::AmountGuard => Refusal::OrderMismatch,
-        What::RefundNote | What::Balance | What::Review => Refusal::Noted,
+        What::RefundNote => Refusal::LaterFullRefund,
+        What::Balance | What::Review => Refusal::Noted,
     })
 }
 
@@ -469,13 +491,25 @@ pub fn next(source: &Source, change: &Change, tried: &Plan, written: Written) ->
         // The resource holds this delivery's own change: a crash came between the change and
         // its mark. The outcome is the plan's. (A person's second run is not a crash: it is
         // told what exists.)
-        (Write::Change, Refusal::Resource { mine: true, .. }) if delivery => {
+        (Write::Change | Write::RefundBeforeLater, Refusal::Resource { mine: true, .. })
+            if delivery =>
+        {
             mark_only(tried.outcome)
         }
         // The note exists: this delivery was handled before. The mark alone is never refused
         // but by the processed mark.
         (Write::Review | Write::MarkOnly, _) => Step::Done(Applied::AlreadyProcessed),
         (Write::Change, Refusal::OrderOnRecord { recorded }) => on_record(change, recorded),
+        (Write::Change, Refusal::LaterFullRefund) => Step::Then(Plan {
+            write: Write::RefundBeforeLater,
+            with_mark: false,
+            outcome: tried.outcome,
+            reason: None,
+        }),
+        // A person's road names no payment time, so a full refund settles what it marks: it
+        // writes nothing, and the invoice stays free for a payment Paymos dates after the
+        // refund (a new payment, which ships).
+        (Write::Change, Refusal::Refunded) if !delivery => mark_only(Applied::Refunded),
         (Write::Change, Refusal::Refunded) => Step::Then(Plan {
             write: Write::Unfulfilled(Mark::Refunded),
             with_mark: true,
@@ -541,9 +575,13 @@ pub fn next(source: &Source, change: &Change, tried: &Plan, written: Written) ->
         }),
         // A fulfilment exists although the invoice was open (only a custom effect can do that),
         // or a racing change made the invoice final before the held, duplicate or late write.
-        (Write::Change | Write::Unfulfilled(_) | Write::PaidLate { .. }, _) => {
-            mark_only(Applied::AlreadyFinal)
-        }
+        (
+            Write::Change
+            | Write::Unfulfilled(_)
+            | Write::PaidLate { .. }
+            | Write::RefundBeforeLater,
+            _,
+        ) => mark_only(Applied::AlreadyFinal),
     }
 }
 

@@ -323,6 +323,7 @@ mod tests {
                 amount: None,
                 currency: None,
                 mode: Some(crate::invoice::RefundMode::Full),
+                completed_at: None,
             }],
             ..held.clone()
         };
@@ -346,6 +347,7 @@ mod tests {
                 amount: crate::status::Amount::parse("5"),
                 currency: Some("USDT".into()),
                 mode: Some(crate::invoice::RefundMode::Overpayment),
+                completed_at: None,
             }],
             ..held.clone()
         };

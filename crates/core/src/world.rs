@@ -7,6 +7,12 @@
 //! yet) interleaved with the operator's roads (`mark-paid`, `release`, `recheck`,
 //! `reconcile --apply`). [`run`] drives the use cases on a store; [`judge`] compares the end
 //! state (orders shipped, payments waiting for a person, balances, refunds) with the oracle's.
+//!
+//! Paymos has a clock: each payment and each refund happens at a Paymos time, which every
+//! delivery body carries (`occurred_at`, and a refund's `data.completed_at`) whatever its
+//! arrival position. Besides refunds after a payment, an invoice may be partly paid, its partial
+//! payment returned by a `full` refund, and then paid in full (open: `paid`; closed `underpaid`:
+//! paid late): a new payment, which that refund does not return.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -35,6 +41,22 @@ pub const INVOICES: u8 = 3;
 pub const REGISTERED: &str = "10.5";
 const PRICES: [&str; 2] = ["10.50", "12"];
 
+/// Paymos' clock (Unix seconds). Open events happen from `OPENED_AT` (`awaiting_payment`,
+/// `confirming`, then `underpaid_waiting`: a partial payment).
+pub const OPENED_AT: u64 = 100;
+/// When an invoice is paid (`paid`/`paid_over`).
+pub const PAID_AT: u64 = 105;
+/// When an invoice closes (`expired`, `underpaid`, `cancelled`).
+pub const CLOSED_AT: u64 = 110;
+/// When a closed invoice is paid late.
+pub const PAID_LATE_AT: u64 = 115;
+/// When a partial payment is returned by a `full` refund.
+pub const RETURNED_AT: u64 = 120;
+/// When an invoice whose partial payment was returned is paid in full (in time or late).
+pub const PAID_AGAIN_AT: u64 = 130;
+/// When the other refunds complete (plus their index): after every payment.
+pub const REFUNDED_AT: u64 = 140;
+
 /// Paymos' truth about one invoice.
 #[derive(Debug, Clone)]
 pub struct TrueInvoice {
@@ -48,6 +70,19 @@ pub struct TrueInvoice {
     pub paid_late: bool,
     /// Its paid event carries only the payment (no `data.order`), as the official TON vector.
     pub silent: bool,
+    /// When it was paid (its paying status, or its late payment) by Paymos' clock; None: never.
+    pub paid_at: Option<u64>,
+}
+
+/// A completed refund at Paymos.
+#[derive(Debug, Clone)]
+pub struct TrueRefund {
+    /// The invoice it refunds.
+    pub invoice: u8,
+    /// `full` (else `overpayment`).
+    pub full: bool,
+    /// When it completed by Paymos' clock (`data.completed_at`).
+    pub at: u64,
 }
 
 /// A generated Paymos: the truth the oracle and the reverse check's twin share.
@@ -55,8 +90,8 @@ pub struct TrueInvoice {
 pub struct Truth {
     /// The invoices.
     pub invoices: Vec<TrueInvoice>,
-    /// Completed refunds: (invoice, full).
-    pub refunds: Vec<(u8, bool)>,
+    /// Completed refunds.
+    pub refunds: Vec<TrueRefund>,
     /// Deposits, confirmed or not.
     pub deposits: Vec<bool>,
     /// Whether the reverse check is on.
@@ -132,6 +167,7 @@ fn truth() -> impl Strategy<Value = Truth> {
         Status::Paid,
         Status::PaidOver,
         Status::Expired,
+        Status::Underpaid,
         Status::Cancelled,
     ]);
     let invoice = (
@@ -140,6 +176,7 @@ fn truth() -> impl Strategy<Value = Truth> {
         any::<bool>(),
         prop::bool::weighted(0.15),
         any::<bool>(),
+        prop::bool::weighted(0.35),
     );
     (
         prop::collection::vec(invoice, INVOICES as usize),
@@ -148,24 +185,51 @@ fn truth() -> impl Strategy<Value = Truth> {
         any::<bool>(),
     )
         .prop_map(|(invoices, refunds, deposits, reverse_check)| {
+            // `again`: partly paid, the partial payment returned in full, then paid in full.
+            let repaid = |status: Status, twice: bool| {
+                twice && (status.pays() || status == Status::Underpaid)
+            };
             let invoices: Vec<TrueInvoice> = invoices
                 .into_iter()
                 .enumerate()
-                .map(|(i, (status, price, late, no_order, silent))| TrueInvoice {
-                    order: (!no_order).then_some(u8::try_from(i % 2).unwrap_or(0)),
-                    price,
-                    paid_late: late && status == Status::Expired,
-                    status,
-                    silent,
+                .map(|(i, (status, price, late, no_order, silent, twice))| {
+                    let again = repaid(status, twice);
+                    let closed = matches!(status, Status::Expired | Status::Underpaid);
+                    let paid_late = (late && closed) || (again && status == Status::Underpaid);
+                    let paid_at = if again {
+                        Some(PAID_AGAIN_AT)
+                    } else if paid_late {
+                        Some(PAID_LATE_AT)
+                    } else {
+                        status.pays().then_some(PAID_AT)
+                    };
+                    TrueInvoice {
+                        order: (!no_order).then_some(u8::try_from(i % 2).unwrap_or(0)),
+                        price,
+                        paid_late,
+                        status,
+                        silent,
+                        paid_at,
+                    }
                 })
                 .collect();
-            // Only a payment is refunded.
+            // Only a payment is refunded, after it was made; a returned partial payment before.
+            let returned = (0u8..)
+                .zip(&invoices)
+                .filter(|(_, inv)| inv.paid_at == Some(PAID_AGAIN_AT));
+            let returned: Vec<TrueRefund> = returned
+                .map(|(invoice, _)| TrueRefund {
+                    invoice,
+                    full: true,
+                    at: RETURNED_AT,
+                })
+                .collect();
             let refunds = refunds
                 .into_iter()
-                .filter(|(i, _)| {
-                    let inv = &invoices[usize::from(*i)];
-                    inv.status.pays() || inv.paid_late
-                })
+                .filter(|(i, _)| invoices[usize::from(*i)].paid_at.is_some())
+                .zip(REFUNDED_AT..)
+                .map(|((invoice, full), at)| TrueRefund { invoice, full, at })
+                .chain(returned)
                 .collect();
             Truth {
                 invoices,
@@ -224,7 +288,7 @@ fn act(truth: &Truth) -> BoxedStrategy<Act> {
             .prop_map(|(invoice, with_order)| Act::MarkPaid { invoice, with_order }),
         2 => (0..INVOICES, any::<bool>())
             .prop_map(|(invoice, override_amount)| Act::Release { invoice, override_amount }),
-        1 => prop::sample::select(vec![0u8, 1, 2, 10, 11, 20, 21]).prop_map(Act::Recheck),
+        1 => prop::sample::select(vec![0u8, 1, 2, 10, 11, 12, 20, 21]).prop_map(Act::Recheck),
         1 => Just(Act::Reconcile),
     ]
     .boxed()
@@ -356,7 +420,7 @@ fn at_paymos_invoice(ids: &Ids, t: &Truth, i: u8, lagging: bool) -> ConfirmedInv
 }
 
 fn at_paymos_refund(ids: &Ids, t: &Truth, r: u8, lagging: bool) -> ConfirmedWithdrawal {
-    let (invoice, full) = t.refunds[usize::from(r)];
+    let TrueRefund { invoice, full, .. } = t.refunds[usize::from(r)];
     ConfirmedWithdrawal {
         status: if lagging { "processing" } else { "completed" }.into(),
         is_test: false,
@@ -386,21 +450,22 @@ fn paymos(ids: &Ids, t: &Truth, lag: Option<&Act>) -> MemoryPaymos {
         let lagging = matches!(lag, Some(Act::Invoice { invoice, .. }) if *invoice == i);
         api.invoice(&ids.invoice(i), at_paymos_invoice(ids, t, i, lagging));
     }
-    for (r, (invoice, full)) in (0u8..).zip(&t.refunds) {
+    for (r, refund) in (0u8..).zip(&t.refunds) {
         let lagging = matches!(lag, Some(Act::Refund { refund, .. }) if *refund == r);
         api.withdrawal(&ids.refund(r), at_paymos_refund(ids, t, r, lagging));
-        let mode = if *full {
+        let mode = if refund.full {
             RefundMode::Full
         } else {
             RefundMode::Overpayment
         };
         api.refund(
-            &ids.invoice(*invoice),
+            &ids.invoice(refund.invoice),
             Refund {
                 withdrawal_id: ids.refund(r),
                 amount: Amount::parse("1"),
                 currency: Some("USDT".into()),
                 mode: Some(mode),
+                completed_at: Some(refund.at),
             },
         );
     }
@@ -411,9 +476,25 @@ fn paymos(ids: &Ids, t: &Truth, lag: Option<&Act>) -> MemoryPaymos {
     api
 }
 
-/// The delivery of an event act: its work item (sandbox copies reuse the live event id).
+/// When the fact an invoice event announces happened by Paymos' clock: a paying status at the
+/// invoice's payment (a forged one where it never paid: at `PAID_AT`), a closing status at its
+/// close, an open one before both.
+fn said_at(t: &Truth, invoice: u8, status: Status) -> u64 {
+    match status {
+        Status::AwaitingPayment => OPENED_AT,
+        Status::Confirming => OPENED_AT + 1,
+        Status::UnderpaidWaiting => OPENED_AT + 2,
+        Status::Paid | Status::PaidOver => {
+            t.invoices[usize::from(invoice)].paid_at.unwrap_or(PAID_AT)
+        }
+        Status::Underpaid | Status::Expired | Status::Cancelled => CLOSED_AT,
+    }
+}
+
+/// The delivery of an event act: its work item (sandbox copies reuse the live event id), its
+/// body carrying the Paymos time of the fact it announces.
 fn item(ids: &Ids, t: &Truth, act: &Act) -> Option<WorkItem> {
-    let (event_id, event_type, data, sandbox) = match *act {
+    let (event_id, event_type, data, sandbox, at) = match *act {
         Act::Invoice {
             invoice,
             status,
@@ -447,18 +528,19 @@ fn item(ids: &Ids, t: &Truth, act: &Act) -> Option<WorkItem> {
                 name(status),
                 u8::from(priced)
             );
-            (id, format!("invoice.{}", name(status)), data, sandbox)
+            let at = said_at(t, invoice, status);
+            (id, format!("invoice.{}", name(status)), data, sandbox, at)
         }
         Act::Refund {
             refund, sandbox, ..
         } => {
-            let (invoice, full) = t.refunds[usize::from(refund)];
+            let TrueRefund { invoice, full, at } = t.refunds[usize::from(refund)];
             let data = serde_json::json!({
                 "withdrawal_id": ids.refund(refund), "invoice_id": ids.invoice(invoice),
                 "type": "refund", "mode": if full { "full" } else { "overpayment" },
-                "amount": "1", "currency": "USDT"});
+                "amount": "1", "currency": "USDT", "completed_at": at});
             let id = format!("evt_{}_r{refund}", ids.run);
-            (id, "withdrawal.completed".to_owned(), data, sandbox)
+            (id, "withdrawal.completed".to_owned(), data, sandbox, at)
         }
         Act::Deposit {
             deposit,
@@ -473,13 +555,9 @@ fn item(ids: &Ids, t: &Truth, act: &Act) -> Option<WorkItem> {
             let status = if confirmed { "confirmed" } else { "confirming" };
             let id = format!("evt_{}_d{deposit}_{status}", ids.run);
             let event_type = format!("payment_channel.deposit.{status}");
-            (id, event_type, data, sandbox)
+            (id, event_type, data, sandbox, 20)
         }
         _ => return None,
-    };
-    let at = match act {
-        Act::Invoice { status, .. } => 10 + u64::from(u8::from(status.is_final())),
-        _ => 20,
     };
     let body = serde_json::json!({"event_id": event_id, "event_type": event_type, "version": 1,
                                   "occurred_at": at, "data": data});
@@ -671,10 +749,14 @@ pub fn oracle_case(ids: &Ids, t: &Truth, acts: &[Act]) -> (o::World, Vec<o::Step
         .collect();
     let refunds = (0u8..)
         .zip(&t.refunds)
-        .map(|(r, (invoice, full))| {
-            let mode = if *full { Mode::Full } else { Mode::Overpayment };
+        .map(|(r, refund)| {
+            let mode = if refund.full {
+                Mode::Full
+            } else {
+                Mode::Overpayment
+            };
             let refund = o::Refund {
-                invoice: ids.invoice(*invoice),
+                invoice: ids.invoice(refund.invoice),
                 mode,
                 completed: true,
             };
@@ -743,6 +825,7 @@ fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Step {
                 env: env(sandbox),
                 genuine: !forged,
                 lagging,
+                at: said_at(t, invoice, status),
                 status,
                 order,
                 price,
@@ -758,6 +841,7 @@ fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Step {
             env: env(sandbox),
             genuine: true,
             lagging,
+            at: t.refunds[usize::from(refund)].at,
             completed: true,
         },
         Act::Deposit {
@@ -896,7 +980,15 @@ pub async fn judge<S: WorldStore, V: Observe>(
         .invoices()
         .await
         .into_iter()
-        .filter(|(i, seen)| mine(i) && seen.refunded_in_full())
+        // Paid back in full; a payment waiting for its order, made after the refund, is not
+        // the one it returned (the invoice's record knows no payment of it yet).
+        .filter(|(i, seen)| {
+            mine(i)
+                && seen.refunded_in_full()
+                && !waiting
+                    .get(i)
+                    .is_some_and(|w| w.contains(&o::Wait::OrderUnknown))
+        })
         .map(|(i, _)| i)
         .collect();
     if refunded != want.refunded {

@@ -8,14 +8,14 @@
 //! |---|---|---|
 //! | `Processed` (the delivery's mark) | not processed yet | the delivery was handled before |
 //! | `Transition` (an invoice's status) | [`transition`] | stale, or final already |
-//! | `Payment` (a paid invoice that fulfils) | [`transition`], not [`refunded_in_full`], [`order_on_record`] | final already; refunded in full; the record's order or price decides |
+//! | `Payment` (a paid invoice that fulfils) | [`transition`], not [`refunded_in_full`] (by a full refund completed since it was paid), [`order_on_record`] | final already; refunded in full; the record's order or price decides |
 //! | `PaidLate` | still closed as read | raced to another status |
 //! | `Release` | [`release`]: still waiting as read | released, refunded or moved since |
 //! | `Fulfilment`, `Effect` | absent | fulfilled already |
 //! | `OrderClaim` | [`order_claim`]: absent | another invoice fulfilled the order |
 //! | `AmountGuard` | [`amount_guard`]: unregistered, or the same amount and currency | held for review |
 //! | `Withdrawal` | [`withdrawal_transition`] | stale, or final already |
-//! | `RefundNote` | none ([`refund_note`]) | never refused |
+//! | `RefundNote` | a full one: [`refund_note`], no later full refund recorded | a later full refund's time stays |
 //! | `Deposit` | [`deposit_transition`] | credited already, or stale |
 //! | `Balance` | none | never refused |
 //! | `Review` | absent | the delivery was handled before |
@@ -114,6 +114,8 @@ pub enum Field {
     AmountOverridden,
     Refunds,
     RefundedInFullBy,
+    RefundedInFullAt,
+    PaymentAt,
     Applied,
     LastEventId,
     UpdatedAt,
@@ -379,11 +381,31 @@ pub fn transition(incoming: InvoiceStatus, at: u64) -> Guard {
     Guard::Any(vec![Guard::Lacks(Field::Status), forward])
 }
 
-/// A payment refunded in full before it was applied never ships: the flag the refund's note
-/// sets ([`refund_note`]).
+/// A payment made at `paid_at` (Paymos' clock; `None`: a person's road, which names no time)
+/// that a `full` refund returns never ships: the invoice carries a full refund ([`refund_note`])
+/// that completed when or after it was paid. A payment made after every full refund is a new
+/// payment. The rule of [`crate::invoice::Refund::returns_payment_at`], as a condition on the
+/// latest full refund's time (missing on records written before times were kept: it settles).
 #[must_use]
-pub fn refunded_in_full() -> Guard {
-    Guard::Has(Field::RefundedInFullBy)
+pub fn refunded_in_full(paid_at: Option<u64>) -> Guard {
+    let flagged = Guard::Has(Field::RefundedInFullBy);
+    match paid_at {
+        None => flagged,
+        Some(at) => Guard::All(vec![
+            flagged,
+            Guard::Not(Box::new(Guard::Below(
+                Field::RefundedInFullAt,
+                Value::Int(at),
+            ))),
+        ]),
+    }
+}
+
+/// When a payment by `source` at `at` was made, for the refund rule: a delivery says so, a
+/// person's road does not.
+#[must_use]
+pub fn payment_time(source: &Source, at: u64) -> Option<u64> {
+    matches!(source, Source::Delivery { .. }).then_some(at)
 }
 
 /// A paid change fulfils only with the order and price the invoice's record holds: the same
@@ -467,6 +489,10 @@ pub fn invoice_transition(
     now_ms: u64,
 ) -> Write {
     let mut set = invoice_fields(status, at, order, source, now_ms);
+    if status.fulfils() {
+        // A payment that does not ship keeps its time too: the refund rule reads it.
+        set.extend(payment_time(source, at).map(|t| Set::Put(Field::PaymentAt, Value::Int(t))));
+    }
     match mark {
         Some(Mark::Held) => set.push(Set::Put(Field::Held, Value::Bool(true))),
         Some(Mark::DuplicateOf(winner)) => {
@@ -491,17 +517,19 @@ pub fn invoice_transition(
 /// and [`order_on_record`]; then everything that fulfils it ([`fulfilment`]).
 #[must_use]
 pub fn payment(paid: &PaidInvoice<'_>, at: u64, effects: Vec<EffectWrite>) -> Vec<Write> {
+    let paid_at = payment_time(paid.source, at);
     let mut writes = vec![Write {
         what: What::Payment,
         key: Key::state(paid.invoice_id),
         guard: Guard::All(vec![
             transition(paid.status, at),
-            Guard::Not(Box::new(refunded_in_full())),
+            Guard::Not(Box::new(refunded_in_full(paid_at))),
             order_on_record(paid.order),
         ]),
         set: {
             let mut set = invoice_fields(paid.status, at, paid.order, paid.source, paid.at_ms);
             set.push(invoice_listing(paid.status, false, paid.at_ms));
+            set.extend(paid_at.map(|t| Set::Put(Field::PaymentAt, Value::Int(t))));
             set
         },
     }];
@@ -509,19 +537,27 @@ pub fn payment(paid: &PaidInvoice<'_>, at: u64, effects: Vec<EffectWrite>) -> Ve
     writes
 }
 
-/// A payment after the invoice closed `closed`: `paid_late_at` set once, the status kept; the
-/// change dated `now_ms` (when the review it needs begins).
+/// A payment after the invoice closed `closed`, at `at` (by Paymos' clock where `paid_at`,
+/// a delivery, says so): `paid_late_at` set once, the status kept; the change dated `now_ms`
+/// (when the review it needs begins).
 #[must_use]
-pub fn paid_late(invoice_id: &str, closed: InvoiceStatus, at: u64, now_ms: u64) -> Write {
+pub fn paid_late(
+    invoice_id: &str,
+    closed: InvoiceStatus,
+    (at, paid_at): (u64, Option<u64>),
+    now_ms: u64,
+) -> Write {
+    let mut set = vec![
+        Set::Once(Field::PaidLateAt, Value::Int(at)),
+        Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+        invoice_listing(closed, true, now_ms),
+    ];
+    set.extend(paid_at.map(|t| Set::Once(Field::PaymentAt, Value::Int(t))));
     Write {
         what: What::PaidLate,
         key: Key::state(invoice_id),
         guard: Guard::Is(Field::Status, Value::text(closed.as_str())),
-        set: vec![
-            Set::Once(Field::PaidLateAt, Value::Int(at)),
-            Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
-            invoice_listing(closed, true, now_ms),
-        ],
+        set,
     }
 }
 
@@ -724,25 +760,35 @@ pub fn expected_order(external_id: &str, amount: &Amount, currency: &str) -> Wri
 }
 
 /// A completed refund, noted on its invoice: appended to its refunds (the withdrawal completes
-/// once, so it is appended once) and, for a `full` one, the flag a payment's guard reads
-/// ([`refunded_in_full`]). It gives the invoice no status.
+/// once, so it is appended once) and, for a `full` one, what a payment's guard reads
+/// ([`refunded_in_full`]): the flag, and the latest full refund's time. That time only moves
+/// forward: the note is refused where a later full refund is recorded, and written again
+/// `after_later` (the time kept). It gives the invoice no status.
 #[must_use]
-pub fn refund_note(invoice_id: &str, refund: &Refund, now_ms: u64) -> Write {
+pub fn refund_note(invoice_id: &str, refund: &Refund, after_later: bool, now_ms: u64) -> Write {
     let mut set = vec![
         Set::Once(Field::Kind, Value::text("invoice")),
         Set::Append(Field::Refunds, refund.clone()),
         Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
     ];
+    let mut guard = Guard::Always;
     if refund.mode == Some(RefundMode::Full) {
         set.push(Set::Once(
             Field::RefundedInFullBy,
             Value::text(&refund.withdrawal_id),
         ));
+        if let (Some(at), false) = (refund.completed_at, after_later) {
+            set.push(Set::Put(Field::RefundedInFullAt, Value::Int(at)));
+            guard = Guard::Any(vec![
+                Guard::Lacks(Field::RefundedInFullAt),
+                Guard::Below(Field::RefundedInFullAt, Value::Int(at)),
+            ]);
+        }
     }
     Write {
         what: What::RefundNote,
         key: Key::state(invoice_id),
-        guard: Guard::Always,
+        guard,
         set,
     }
 }
@@ -1059,6 +1105,7 @@ pub fn invoice_seen(fields: &Fields) -> InvoiceSeen {
             Some(Value::Refunds(list)) => list.clone(),
             _ => Vec::new(),
         },
+        payment_at: fields.get(&Field::PaymentAt).and_then(Value::as_int),
         order: order_of(fields),
     }
 }
@@ -1107,7 +1154,7 @@ mod tests {
         let twice = Mark::DuplicateOf("inv_0".into());
         assert!(set(InvoiceStatus::Paid, Some(&twice)).contains(&put(REVIEW)));
         assert!(set(InvoiceStatus::Paid, Some(&Mark::Refunded)).contains(&put("day#2026-12-01")));
-        let late = paid_late("inv_1", InvoiceStatus::Expired, 3, DEC_1 - 1).set;
+        let late = paid_late("inv_1", InvoiceStatus::Expired, (3, None), DEC_1 - 1).set;
         assert!(late.contains(&put(REVIEW)));
         assert!(late.contains(&Set::Put(Field::UpdatedAt, Value::Int(DEC_1 - 1))));
         let held = set(InvoiceStatus::Paid, Some(&Mark::Held));
@@ -1364,6 +1411,7 @@ mod tests {
             amount: None,
             currency: None,
             mode: Some(RefundMode::Overpayment),
+            completed_at: None,
         };
         let mut refunded = held.clone();
         refunded.insert(Field::Refunds, Value::Refunds(vec![refund]));
@@ -1419,9 +1467,10 @@ mod tests {
             amount: None,
             currency: None,
             mode,
+            completed_at: None,
         };
         let flags = |r: &Refund| {
-            refund_note("inv_1", r, 1)
+            refund_note("inv_1", r, false, 1)
                 .set
                 .iter()
                 .any(|s| matches!(s, Set::Once(Field::RefundedInFullBy, _)))
@@ -1429,5 +1478,60 @@ mod tests {
         assert!(flags(&refund(Some(RefundMode::Full))));
         assert!(!flags(&refund(Some(RefundMode::Overpayment))));
         assert!(!flags(&refund(None)));
+    }
+
+    // Issue 38, case 1: a full refund settles only the payments made until it completed.
+    #[test]
+    fn the_latest_full_refund_decides_which_payments_it_returns() {
+        let full = |at| Refund {
+            withdrawal_id: format!("wdr_{at}"),
+            amount: None,
+            currency: None,
+            mode: Some(RefundMode::Full),
+            completed_at: Some(at),
+        };
+        let note = |r: &Refund, after_later| refund_note("inv_1", r, after_later, 1);
+        let mut item = Fields::new();
+        let commit = |item: &mut Fields, w: &Write| {
+            assert!(
+                w.guard.holds(Some(item)),
+                "{:?} refused on {item:?}",
+                w.guard
+            );
+            for set in &w.set {
+                match set {
+                    Set::Put(f, v) => drop(item.insert(f.clone(), v.clone())),
+                    Set::Once(f, v) => drop(item.entry(f.clone()).or_insert_with(|| v.clone())),
+                    _ => {}
+                }
+            }
+        };
+        commit(&mut item, &note(&full(40), false));
+        // An earlier refund arriving later never takes the later one's time back.
+        assert!(!note(&full(20), false).guard.holds(Some(&item)));
+        commit(&mut item, &note(&full(20), true));
+        assert_eq!(item[&Field::RefundedInFullAt], Value::Int(40));
+        let settled = |paid_at| refunded_in_full(paid_at).holds(Some(&item));
+        assert!(settled(Some(30)), "paid before the refund at 40");
+        assert!(settled(Some(40)), "paid as it completed");
+        assert!(!settled(Some(41)), "paid after it: a new payment");
+        assert!(settled(None), "a person's road names no time");
+        assert!(
+            !refunded_in_full(Some(1)).holds(Some(&Fields::new())),
+            "no refund"
+        );
+        // A record written before times were kept: its full refund settles any payment.
+        let old = Fields::from([(Field::RefundedInFullBy, Value::text("wdr_0"))]);
+        assert!(refunded_in_full(Some(u64::MAX)).holds(Some(&old)));
+        assert_eq!(payment_time(&Source::Manual { actor: "a".into() }, 5), None);
+        assert_eq!(
+            payment_time(
+                &Source::Delivery {
+                    event_id: "evt_1".into()
+                },
+                5
+            ),
+            Some(5)
+        );
     }
 }

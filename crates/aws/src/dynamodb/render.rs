@@ -15,7 +15,7 @@ use paymos_inbox_core::status::Amount;
 use paymos_inbox_core::write::{Field, Fields, Guard, Key, Set, Table, Value, Write};
 
 /// Every field with an attribute name of its own (a merchant's named ones aside).
-const FIELDS: [(Field, &str); 43] = [
+const FIELDS: [(Field, &str); 45] = [
     (Field::Kind, "kind"),
     (Field::Status, "status"),
     (Field::StatusAt, "status_at"),
@@ -33,6 +33,8 @@ const FIELDS: [(Field, &str); 43] = [
     (Field::AmountOverridden, "amount_overridden"),
     (Field::Refunds, "refunds"),
     (Field::RefundedInFullBy, "refunded_in_full_by"),
+    (Field::RefundedInFullAt, "refunded_in_full_at"),
+    (Field::PaymentAt, "payment_at"),
     (Field::Applied, "applied"),
     (Field::LastEventId, "last_event_id"),
     (Field::UpdatedAt, "updated_at"),
@@ -127,6 +129,9 @@ fn refund(r: &Refund) -> AttributeValue {
     if let Some(c) = &r.currency {
         m.insert("currency".into(), AttributeValue::S(c.clone()));
     }
+    if let Some(at) = r.completed_at {
+        m.insert("completed_at".into(), AttributeValue::N(at.to_string()));
+    }
     AttributeValue::M(m)
 }
 
@@ -146,6 +151,11 @@ fn refund_of(m: &HashMap<String, AttributeValue>) -> Refund {
             .or_else(|| {
                 (m.get("full") == Some(&AttributeValue::Bool(true))).then_some(RefundMode::Full)
             }),
+        // A refund written before times were kept knows none.
+        completed_at: m
+            .get("completed_at")
+            .and_then(|v| v.as_n().ok())
+            .and_then(|n| n.parse().ok()),
     }
 }
 
@@ -439,8 +449,9 @@ mod tests {
             amount: Amount::parse("10.5"),
             currency: Some("USDT".into()),
             mode: Some(RefundMode::Full),
+            completed_at: Some(20),
         };
-        let note = write::refund_note("inv_1", &refund, 3);
+        let note = write::refund_note("inv_1", &refund, false, 3);
         assert_eq!(note.what, What::RefundNote);
         let mut item = item_of(&note);
         item.insert(
@@ -450,6 +461,7 @@ mod tests {
         let fields = fields_of(&item);
         assert_eq!(fields[&Field::Refunds], Value::Refunds(vec![refund]));
         assert_eq!(fields[&Field::RefundedInFullBy], Value::text("wdr_1"));
+        assert_eq!(fields[&Field::RefundedInFullAt], Value::Int(20));
         assert_eq!(fields[&Field::UpdatedAt], Value::Int(3));
         // Every field's name is its own.
         let mut names: Vec<&str> = FIELDS.iter().map(|(_, n)| *n).collect();
@@ -537,6 +549,7 @@ mod tests {
             amount: None,
             currency: None,
             mode: Some(RefundMode::Overpayment),
+            completed_at: None,
         };
         let AttributeValue::M(m) = refund(&overpayment) else {
             panic!("a map")
@@ -553,6 +566,7 @@ mod tests {
             amount: None,
             currency: None,
             mode: None,
+            completed_at: None,
         };
         let mut e = Expr::default();
         assert_eq!(
@@ -596,7 +610,7 @@ mod tests {
             "pk",
             "absent is the key's absence"
         );
-        let note = write::refund_note("inv_1", &refund, 3);
+        let note = write::refund_note("inv_1", &refund, false, 3);
         let update = super::update(&tables(), &note);
         assert_eq!(update.condition_expression(), None, "a note has no guard");
         assert_eq!(

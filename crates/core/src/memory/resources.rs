@@ -28,6 +28,8 @@ pub struct StoredInvoice {
     pub held: bool,
     /// Paid after it closed (event time, s).
     pub paid_late_at: Option<u64>,
+    /// When its payment was made by Paymos' clock, where a delivery said so.
+    pub payment_at: Option<u64>,
     /// The invoice that fulfilled its order first.
     pub duplicate_of: Option<String>,
     /// Completed refunds.
@@ -52,6 +54,7 @@ impl StoredInvoice {
             order: seen.order,
             held: seen.held,
             paid_late_at: int(Field::PaidLateAt),
+            payment_at: seen.payment_at,
             duplicate_of: seen.duplicate_of,
             refunds: seen.refunds,
             applied: match fields.get(&Field::Applied) {
@@ -73,6 +76,7 @@ impl StoredInvoice {
             duplicate_of: self.duplicate_of.clone(),
             released: self.released_by.is_some(),
             refunds: self.refunds.clone(),
+            payment_at: self.payment_at,
             order: self.order.clone(),
         }
     }

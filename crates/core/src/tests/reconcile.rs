@@ -179,6 +179,7 @@ async fn a_payment_refunded_in_full_at_paymos_is_reported_and_never_fulfilled() 
         amount: Amount::parse(amount),
         currency: Some("USDT".into()),
         mode: Some(mode),
+        completed_at: None,
     };
     paymos.refund("inv_r", refund("wdr_1", "20", RefundMode::Overpayment));
     paymos.refund("inv_r", refund("wdr_2", "25.00", RefundMode::Full));

@@ -896,3 +896,48 @@ async fn a_payment_with_no_known_order_waits_for_its_order_on_dynamodb() {
     assert_eq!(rig.fulfilments().await.len(), 1);
     assert!(rig.state_item("order_paid#order-inv_ton").await.is_some());
 }
+
+// Issue 38, case 1, where DynamoDB's conditions decide: a full refund returns what was paid
+// until it completed (Paymos' clock). A payment after it ships; the refund's time only moves
+// forward, whichever refund arrives first.
+#[tokio::test]
+async fn a_full_refund_settles_only_what_was_paid_before_it_on_dynamodb() {
+    let rig = Rig::new().await;
+    let refund = |event_id: &str, invoice_id: &str, at: u64| {
+        json!({"event_id": event_id, "event_type": "withdrawal.completed", "version": 1,
+            "occurred_at": at, "data": {"withdrawal_id": format!("wdr_{event_id}"), "type": "refund",
+            "mode": "full", "invoice_id": invoice_id, "amount": "4", "currency": "USDT"}})
+        .to_string()
+    };
+    // Partly paid, refunded in full at NOW, paid in full a minute later: it ships.
+    let partly = invoice_event("evt_u", "invoice.underpaid_waiting", "inv_t", NOW - 60);
+    assert_eq!(rig.apply(&partly).await, Applied::Updated);
+    assert_eq!(
+        rig.apply(&refund("evt_r1", "inv_t", NOW)).await,
+        Applied::Updated
+    );
+    let paid = invoice_event("evt_p", "invoice.paid", "inv_t", NOW + 60);
+    assert_eq!(rig.apply(&paid).await, Applied::Fulfilled);
+    let invoice = rig.state_item("inv_t").await.unwrap();
+    assert_eq!(get_n(&invoice, "refunded_in_full_at"), NOW);
+    assert_eq!(get_n(&invoice, "payment_at"), NOW + 60);
+    // A second invoice: refunded at NOW + 120, then at NOW (arriving later), then its payment
+    // of NOW + 60 arrives: the later refund returned it.
+    assert_eq!(
+        rig.apply(&refund("evt_r2", "inv_u", NOW + 120)).await,
+        Applied::Updated
+    );
+    assert_eq!(
+        rig.apply(&refund("evt_r3", "inv_u", NOW)).await,
+        Applied::Updated
+    );
+    let invoice = rig.state_item("inv_u").await.unwrap();
+    assert_eq!(get_n(&invoice, "refunded_in_full_at"), NOW + 120);
+    let paid = invoice_event("evt_q", "invoice.paid", "inv_u", NOW + 60);
+    assert_eq!(rig.apply(&paid).await, Applied::Refunded);
+    assert_eq!(
+        rig.fulfilments().await.len(),
+        1,
+        "inv_t ships, inv_u does not"
+    );
+}

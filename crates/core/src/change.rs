@@ -21,6 +21,15 @@ pub struct OrderRef {
     pub currency: Option<String>,
 }
 
+/// An id as an event, an answer or a person gives it (an order, an invoice, a payer, an
+/// actor): the text, or `None` when it is empty or only whitespace, which names nothing (an
+/// unset shell variable, a blank `external_order_id`). Every road reads ids through this one
+/// rule, so a blank id never becomes a key such as `order_paid#`.
+#[must_use]
+pub fn named(text: &str) -> Option<&str> {
+    (!text.trim().is_empty()).then_some(text)
+}
+
 impl OrderRef {
     /// No order known.
     #[must_use]
@@ -410,8 +419,9 @@ fn order_of(data: &EventData) -> OrderRef {
     OrderRef {
         external_id: data
             .order_external_id
-            .clone()
-            .filter(|id| !id.trim().is_empty()),
+            .as_deref()
+            .and_then(named)
+            .map(str::to_owned),
         amount,
         currency,
     }

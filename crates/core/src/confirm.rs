@@ -50,7 +50,11 @@ impl ConfirmedInvoice {
     pub fn order(&self) -> OrderRef {
         OrderRef {
             // An empty `external_order_id` is no order.
-            external_id: self.order_id.clone().filter(|id| !id.trim().is_empty()),
+            external_id: self
+                .order_id
+                .as_deref()
+                .and_then(super::change::named)
+                .map(str::to_owned),
             amount: self.order_amount.clone(),
             currency: self.order_currency.clone(),
         }

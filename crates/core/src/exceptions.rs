@@ -50,6 +50,17 @@ impl Resolution {
             Self::WaitsForOrder => Applied::OrderUnknown.as_str().into(),
         }
     }
+
+    /// The outcome a person still acts on after this resolution, if any: a confirmed payment
+    /// whose order is known nowhere waits for its order (`mark-paid --order-id`); every other
+    /// resolution takes the delivery off what waits. Every ledger lists by this rule.
+    #[must_use]
+    pub fn still_waits(self) -> Option<Applied> {
+        match self {
+            Self::WaitsForOrder => Some(Applied::OrderUnknown),
+            Self::Released | Self::Rechecked(_) | Self::Refuted => None,
+        }
+    }
 }
 
 /// A processed delivery whose outcome waits for a person (`unconfirmed`, `unusable`).
@@ -323,8 +334,13 @@ pub async fn list<S: ExceptionStore, L: ReviewLedger>(
             }
             // A payment of an order known nowhere, applied since under its order (held, a
             // duplicate, late, refunded): the invoice's own line says what waits now.
+            // A refund settles it only if it returned this payment (by Paymos' clock): a payment
+            // made after a full refund is a new one, and still waits for its order.
+            let paid_at = delivery.read.as_ref().map(|(e, _)| e.occurred_at);
             let paid_since = seen.is_some_and(|s| {
-                s.status.is_some_and(InvoiceStatus::fulfils) || s.paid_late || s.refunded_in_full()
+                s.status.is_some_and(InvoiceStatus::fulfils)
+                    || s.paid_late
+                    || s.refunded_in_full_at(s.payment_at.or(paid_at))
             });
             if delivery.order_unknown() && paid_since {
                 continue;

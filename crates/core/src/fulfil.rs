@@ -396,6 +396,11 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         actor: &str,
         now_ms: u64,
     ) -> Result<Applied, PortError> {
+        // A blank order id names no order: never a claim on `order_paid#`.
+        let mut order = order;
+        order.external_id = order
+            .external_id
+            .filter(|id| super::change::named(id).is_some());
         let change = Change::Invoice {
             invoice_id: invoice_id.to_owned(),
             status,

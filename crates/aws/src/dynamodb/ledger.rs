@@ -18,7 +18,7 @@
 //! | `lease_until` | N | Unix ms until which the recording attempt may still be sending it |
 //! | `enqueue_attempts` | N | how many attempts sent it to the queue |
 //! | `outcome`, `processed_at` | S, N | set by fulfil |
-//! | `waiting` | S | the outcome, only while it waits for a person (the processed mark sets it, a resolution removes it): the sparse `waiting` index |
+//! | `waiting` | S | the outcome, only while it waits for a person (the processed mark sets it, a resolution removes it unless the delivery still waits, as a payment waiting for its order does): the sparse `waiting` index |
 //! | `body_conflicts`, `last_conflict_sha256`, `last_conflict_at` | N, S, N | same id, other body |
 //! | `body_kept` | BOOL | its body item was given the record's expiry because the delivery waits for a person (`keep_waiting_bodies`) |
 //! | `pending_shard` | S | `p0`…`p7` while not processed (removed by the processed mark): the sparse `pending-by-age` index |
@@ -727,7 +727,7 @@ impl ReviewLedger for DynamoLedger {
     }
 
     /// Sets `resolved_by`, `resolved_at` and the new outcome; the delivery leaves the index of
-    /// what waits.
+    /// what waits unless it still waits ([`Resolution::still_waits`]).
     async fn mark_resolved(
         &self,
         event_id: &str,
@@ -735,13 +735,24 @@ impl ReviewLedger for DynamoLedger {
         by: &str,
         at_ms: u64,
     ) -> Result<(), PortError> {
-        self.client
-            .update_item()
+        // What still waits stays on the `waiting` index under its outcome; anything else leaves it.
+        let still = resolution.still_waits();
+        let update = if still.is_some() {
+            "SET outcome = :o, resolved_by = :by, resolved_at = :at, waiting = :w"
+        } else {
+            "SET outcome = :o, resolved_by = :by, resolved_at = :at REMOVE waiting"
+        };
+        let request = match still {
+            Some(outcome) => self
+                .client
+                .update_item()
+                .expression_attribute_values(":w", s(outcome.as_str())),
+            None => self.client.update_item(),
+        };
+        request
             .table_name(&self.table)
             .key("event_id", s(event_id))
-            .update_expression(
-                "SET outcome = :o, resolved_by = :by, resolved_at = :at REMOVE waiting",
-            )
+            .update_expression(update)
             .condition_expression("attribute_exists(event_id)")
             .expression_attribute_values(":o", s(resolution.name()))
             .expression_attribute_values(":by", s(by))

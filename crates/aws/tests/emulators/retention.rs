@@ -481,3 +481,46 @@ async fn the_body_of_a_delivery_that_waits_for_a_person_is_kept_as_long_as_its_r
         Some(waits.as_bytes())
     );
 }
+
+// Issue 38, case 2: a payment Paymos confirms with no order stays listed after `recheck`
+// resolves it as waiting for its order: what waits for a person never drops off the index.
+#[tokio::test]
+async fn a_delivery_resolved_as_waiting_for_its_order_stays_listed() {
+    let rig = Rig::new().await;
+    let body = envelope(
+        "evt_w1",
+        "invoice.paid",
+        json!({"invoice_id": "inv_w1", "payment": {"expected": "10.5", "currency": "USDT"}}),
+    );
+    assert_eq!(rig.post(&body, "evt_w1", NOW_MS).await, 200);
+    let (_, applied) = rig.fulfil.apply(&live(&body), NOW_MS).await.unwrap();
+    assert_eq!(applied, Applied::OrderUnknown);
+    assert!(rig.waiting_body("evt_w1").await.is_some(), "listed before");
+    rig.ledger
+        .mark_resolved(
+            "evt_w1",
+            exceptions::Resolution::WaitsForOrder,
+            "recheck",
+            NOW_MS + 1,
+        )
+        .await
+        .unwrap();
+    let listed = rig
+        .ledger
+        .with_outcomes(&DELIVERY_OUTCOMES, Some("inv_w1"))
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1, "still listed after the recheck");
+    assert_eq!(listed[0].outcome, Applied::OrderUnknown);
+    // Any other resolution takes it off the list.
+    rig.ledger
+        .mark_resolved(
+            "evt_w1",
+            exceptions::Resolution::Rechecked(Applied::Fulfilled),
+            "recheck",
+            NOW_MS + 2,
+        )
+        .await
+        .unwrap();
+    assert!(rig.waiting_body("evt_w1").await.is_none(), "resolved");
+}

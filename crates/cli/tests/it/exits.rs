@@ -427,6 +427,54 @@ async fn every_command_exits_as_the_table_says_in_each_failure_mode() {
         &cat(&[&["mark-paid", "42", "--actor", "support"], &dev_info]),
         2,
     );
+    // Issue 38, case 5: a blank id (an unset shell variable) names nothing: refused, no write.
+    for blank in ["", " ", "\t"] {
+        w.expect(
+            "mark-paid",
+            BadInput,
+            &cat(&[
+                &[
+                    "mark-paid",
+                    "inv_blank",
+                    "--actor",
+                    "support",
+                    "--order-id",
+                    blank,
+                ],
+                &dev_info,
+            ]),
+            2,
+        );
+        w.expect(
+            "mark-paid",
+            BadInput,
+            &cat(&[&["mark-paid", "inv_blank", "--actor", blank], &dev_info]),
+            2,
+        );
+        w.expect(
+            "release",
+            BadInput,
+            &cat(&[&["release", blank, "--actor", "support"], &dev_info]),
+            2,
+        );
+        w.expect(
+            "orders register",
+            BadInput,
+            &cat(&[
+                &[
+                    "orders",
+                    "register",
+                    blank,
+                    "--amount",
+                    "1",
+                    "--currency",
+                    "USD",
+                ],
+                &dev_info,
+            ]),
+            2,
+        );
+    }
     w.expect(
         "mark-paid",
         Unreachable,

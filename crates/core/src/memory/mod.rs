@@ -287,11 +287,10 @@ impl ReviewLedger for MemoryReviews {
             // that waits for its order is still an outcome a person acts on).
             .filter_map(|r| match resolved.get(&r.delivery.event_id) {
                 None => Some(r.clone()),
-                Some((Resolution::WaitsForOrder, _)) => Some(OutcomeRecord {
-                    outcome: Applied::OrderUnknown,
+                Some((resolution, _)) => resolution.still_waits().map(|outcome| OutcomeRecord {
+                    outcome,
                     ..r.clone()
                 }),
-                Some(_) => None,
             })
             .filter(|r| {
                 outcomes.contains(&r.outcome)

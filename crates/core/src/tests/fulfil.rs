@@ -1102,3 +1102,98 @@ async fn a_review_note_names_the_resource_its_delivery_names() {
         ]
     );
 }
+
+// Issue 38, case 1: a `full` refund returns what was paid until it completed, by Paymos'
+// clock. A payment made after it is a new payment: it ships (open invoice) or waits for a
+// person (paid late), never `refunded`.
+fn underpaid(event_id: &str, status: &str, at: u64) -> WorkItem {
+    invoice(event_id, status, at, "inv_1", "o-1")
+}
+
+#[tokio::test]
+async fn a_payment_after_a_full_refund_of_a_partial_payment_ships() {
+    let history = [
+        underpaid("evt_u", "underpaid_waiting", 10),
+        refund("evt_r", 20, "inv_1", "4.00", "full"),
+        underpaid("evt_p", "paid", 30),
+    ];
+    let (outcomes, store) = run(&history, |_| {}).await;
+    assert_eq!(outcomes, [Updated, Updated, Fulfilled]);
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}
+
+#[tokio::test]
+async fn a_late_payment_after_a_full_refund_of_a_partial_payment_waits_for_a_person() {
+    let history = [
+        underpaid("evt_u", "underpaid", 10),
+        refund("evt_r", 20, "inv_1", "4.00", "full"),
+        underpaid("evt_p", "paid", 30),
+    ];
+    let (outcomes, store) = run(&history, |_| {}).await;
+    assert_eq!(outcomes, [Updated, Updated, PaidLate]);
+    assert!(store.fulfilments().is_empty());
+    let seen = store.invoice("inv_1").unwrap().seen();
+    assert_eq!(seen.standing(), crate::invoice::Standing::PaidLate);
+    assert!(seen.standing().waits_for_person());
+}
+
+#[tokio::test]
+async fn a_full_refund_completed_after_the_payment_settles_it_in_any_arrival_order() {
+    // Refunded at 20, paid again at 30, refunded again at 40: the payment at 30 was returned
+    // by the refund at 40, whichever refund arrives first.
+    for refunds in [[40, 20], [20, 40]] {
+        let history = [
+            underpaid("evt_u", "underpaid_waiting", 10),
+            refund(
+                &format!("evt_r{}", refunds[0]),
+                refunds[0],
+                "inv_1",
+                "4",
+                "full",
+            ),
+            refund(
+                &format!("evt_r{}", refunds[1]),
+                refunds[1],
+                "inv_1",
+                "10",
+                "full",
+            ),
+            underpaid("evt_p", "paid", 30),
+        ];
+        let (outcomes, store) = run(&history, |_| {}).await;
+        assert_eq!(
+            outcomes,
+            [Updated, Updated, Updated, Refunded],
+            "{refunds:?}"
+        );
+        assert!(store.fulfilments().is_empty(), "{refunds:?}");
+    }
+}
+
+// Issue 38, case 5: a blank order id names no order, on a person's road as on a webhook's: no
+// claim `order_paid#` is ever written, and the next payment is not a "duplicate".
+#[tokio::test]
+async fn a_blank_order_id_by_hand_names_no_order() {
+    for blank in ["", " ", "\t"] {
+        let (_, store) = run(&[], |_| {}).await;
+        let fulfil = Fulfil::new(Arc::clone(&store));
+        let applied = fulfil
+            .mark_paid("inv_1", order_ref(Some(blank)), "support", 5_000)
+            .await
+            .unwrap();
+        assert_eq!(applied, OrderUnknown, "{blank:?}");
+        assert!(store.fulfilments().is_empty(), "{blank:?}");
+        assert!(
+            !store.keys().iter().any(|k| k.starts_with("order_paid#")),
+            "{blank:?}: {:?}",
+            store.keys()
+        );
+        let applied = fulfil
+            .mark_paid("inv_2", order_ref(Some("o-2")), "support", 5_000)
+            .await
+            .unwrap();
+        assert_eq!(applied, Fulfilled, "{blank:?}");
+    }
+    assert_eq!(crate::change::named(" \t"), None);
+    assert_eq!(crate::change::named(" o-1"), Some(" o-1"));
+}

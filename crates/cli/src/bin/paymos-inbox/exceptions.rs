@@ -114,12 +114,13 @@ pub async fn list(args: ExceptionsArgs) -> ExitCode {
 pub struct ReleaseArgs {
     /// The invoice (inv_…) whose payment waits: held, paid late, or an unconfirmed
     /// invoice.paid/paid_over (an unconfirmed closure or refund is for `recheck`).
+    #[arg(value_parser = crate::exit::named)]
     invoice_id: String,
     /// Who decides (kept on the invoice as released_by and on the fulfilment as won_by).
-    #[arg(long)]
+    #[arg(value_parser = crate::exit::named, long)]
     actor: String,
     /// Why (kept on the invoice as release_reason; required with --override-amount).
-    #[arg(long)]
+    #[arg(value_parser = crate::exit::named, long)]
     reason: Option<String>,
     /// Fulfil although the payment differs from the registered order's amount (a held
     /// payment); kept on the invoice as amount_overridden.
@@ -183,7 +184,7 @@ pub async fn release(args: ReleaseArgs) -> ExitCode {
 pub struct RecheckArgs {
     /// The resource whose unconfirmed deliveries to re-check: an invoice (inv_…, with the
     /// unconfirmed refunds of it), a refund or payout (wdr_…) or a deposit (pcd_…).
-    #[arg(required_unless_present = "all_unconfirmed")]
+    #[arg(value_parser = crate::exit::named, required_unless_present = "all_unconfirmed")]
     resource_id: Option<String>,
     /// Re-check every unconfirmed delivery.
     #[arg(long, conflicts_with = "resource_id")]
@@ -286,6 +287,7 @@ pub enum OrdersCommand {
     #[command(verbatim_doc_comment)]
     Register {
         /// The merchant's order id (Paymos' order.external_id).
+        #[arg(value_parser = crate::exit::named)]
         order_id: String,
         /// The amount, an exact decimal (10.50).
         #[arg(long)]

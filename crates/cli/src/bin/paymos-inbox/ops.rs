@@ -397,12 +397,13 @@ pub async fn move_back(
 #[derive(clap::Args)]
 pub struct MarkPaidArgs {
     /// The invoice (inv_…).
+    #[arg(value_parser = crate::exit::named)]
     invoice_id: String,
     /// Who is doing this (kept on the fulfilment as manual:<actor>).
-    #[arg(long)]
+    #[arg(value_parser = crate::exit::named, long)]
     actor: String,
     /// The merchant's order id.
-    #[arg(long)]
+    #[arg(value_parser = crate::exit::named, long)]
     order_id: Option<String>,
     /// The amount paid (exact decimal).
     #[arg(long)]

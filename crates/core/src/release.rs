@@ -343,11 +343,10 @@ mod tests {
         // A partial refund leaves a held payment waiting.
         let partly = InvoiceSeen {
             refunds: vec![Refund {
-                withdrawal_id: "wdr_1".into(),
                 amount: crate::status::Amount::parse("5"),
                 currency: Some("USDT".into()),
                 mode: Some(crate::invoice::RefundMode::Overpayment),
-                completed_at: None,
+                ..refunded.refunds[0].clone()
             }],
             ..held.clone()
         };

@@ -10,7 +10,7 @@ use super::change::{Applied, Change, OrderRef, Source, change_of, with_order};
 use super::confirm::{PaymentConfirmation, Verdict, check};
 use super::effect::FulfilmentEffect;
 use super::envelope::Envelope;
-use super::fulfil::{Fulfil, ResourceStore, close_then_pay, settle};
+use super::fulfil::{Fulfil, ResourceStore, close_then_pay, settle_confirmed};
 use super::ingest::{Delivery, PortError};
 use super::invoice::Standing;
 use super::record::InvoiceRecord;
@@ -675,7 +675,7 @@ async fn recheck_one<S: ExceptionStore, C: PaymentConfirmation>(
         actor: "recheck".into(),
     };
     Ok(Recheck::Applied(
-        settle(state, &source, &confirmed, effect, now_ms).await?,
+        settle_confirmed(state, &source, &confirmed, effect, now_ms).await?,
     ))
 }
 

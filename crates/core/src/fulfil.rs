@@ -14,7 +14,7 @@ use super::confirm::{NoConfirmation, PaymentConfirmation};
 use super::effect::{FulfilmentEffect, RecordFulfilment};
 use super::envelope::Envelope;
 use super::ingest::PortError;
-use super::outcome::{MAX_WRITES, Step, next, plan, read, writes};
+use super::outcome::{MAX_WRITES, Step, next_as, plan, read, writes};
 use super::signature::Environment;
 use super::status::{Amount, InvoiceStatus};
 use super::work::{WorkItem, WorkItemError};
@@ -68,13 +68,40 @@ pub async fn settle<S: ResourceStore>(
     effect: &dyn FulfilmentEffect,
     now_ms: u64,
 ) -> Result<Applied, PortError> {
+    settle_as(store, source, change, effect, now_ms, false).await
+}
+
+/// [`settle`] for a change whose order Paymos confirmed (the reverse check, `recheck`,
+/// `reconcile --apply`): Paymos' order and price replace a record's that differs
+/// ([`super::outcome::next_as`]).
+///
+/// # Errors
+/// As [`settle`].
+pub async fn settle_confirmed<S: ResourceStore>(
+    store: &S,
+    source: &Source,
+    change: &Change,
+    effect: &dyn FulfilmentEffect,
+    now_ms: u64,
+) -> Result<Applied, PortError> {
+    settle_as(store, source, change, effect, now_ms, true).await
+}
+
+async fn settle_as<S: ResourceStore>(
+    store: &S,
+    source: &Source,
+    change: &Change,
+    effect: &dyn FulfilmentEffect,
+    now_ms: u64,
+    confirmed: bool,
+) -> Result<Applied, PortError> {
     let by = source.id();
     let mut change = std::borrow::Cow::Borrowed(change);
     let mut current = plan(&change);
     for _ in 0..MAX_WRITES {
         let writes = writes(source, &change, &current, effect, now_ms);
         let written = read(source, &change, self::store(store, &writes).await?)?;
-        match next(source, &change, &current, written) {
+        match next_as(source, &change, &current, written, confirmed) {
             Step::Done(applied) => {
                 note(&by, &change, applied);
                 return Ok(applied);
@@ -153,7 +180,7 @@ pub async fn close_then_pay<S: ResourceStore>(
         let by = Source::Manual {
             actor: actor.to_owned(),
         };
-        settle(store, &by, &close, effect, now_ms).await?;
+        settle_confirmed(store, &by, &close, effect, now_ms).await?;
     }
     Ok(with_order(change, Some(order)))
 }
@@ -308,18 +335,28 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
                 environment: item.environment,
             }
         };
+        let mut by_paymos = false;
         if let Some(confirmation) = &self.confirmation {
-            change = self
+            (change, by_paymos) = self
                 .confirmed(confirmation, change, &envelope, receives, now_ms)
                 .await?;
         }
-        let applied = settle(&self.store, &source, &change, self.effect.as_ref(), now_ms).await?;
+        let applied = settle_as(
+            &self.store,
+            &source,
+            &change,
+            self.effect.as_ref(),
+            now_ms,
+            by_paymos,
+        )
+        .await?;
         Ok((Some(envelope), applied))
     }
 
-    /// `change` as Paymos confirms it: with Paymos' order for a payment, or, when Paymos
-    /// contradicts the event, [`Change::Unconfirmed`] with the difference. A late payment first
-    /// records the invoice's close as Paymos has it, so the payment lands as `paid_late`.
+    /// `change` as Paymos confirms it: with Paymos' order for a payment (and `true`: Paymos'
+    /// order replaces the record's), or, when Paymos contradicts the event,
+    /// [`Change::Unconfirmed`] with the difference. A late payment first records the invoice's
+    /// close as Paymos has it, so the payment lands as `paid_late`.
     async fn confirmed(
         &self,
         confirmation: &C,
@@ -327,7 +364,7 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         envelope: &Envelope,
         receives: u32,
         now_ms: u64,
-    ) -> Result<Change, FulfilError> {
+    ) -> Result<(Change, bool), FulfilError> {
         let checked = check(confirmation, &change, &envelope.data, self.environment).await?;
         let resource_id = envelope.resource_id.clone();
         let unconfirmed = |reason: String| {
@@ -339,8 +376,8 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         };
         Ok(match checked.verdict {
             Verdict::Confirmed => match checked.order {
-                Some(order) => with_order(change, Some(order)),
-                None => unread(change),
+                Some(order) => (with_order(change, Some(order)), true),
+                None => (unread(change), false),
             },
             Verdict::NotYet { status } if receives < NOT_YET_RECEIVES => {
                 return Err(FulfilError::NotYet {
@@ -348,10 +385,13 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
                     status,
                 });
             }
-            Verdict::NotYet { status } => unconfirmed(format!(
-                "still {status} at Paymos after {receives} receives"
-            )),
-            Verdict::PaidLate { closed } => {
+            Verdict::NotYet { status } => (
+                unconfirmed(format!(
+                    "still {status} at Paymos after {receives} receives"
+                )),
+                false,
+            ),
+            Verdict::PaidLate { closed } => (
                 close_then_pay(
                     &self.store,
                     self.effect.as_ref(),
@@ -361,9 +401,10 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
                     "reverse-check",
                     now_ms,
                 )
-                .await?
-            }
-            Verdict::Unconfirmed(reason) => unconfirmed(reason),
+                .await?,
+                true,
+            ),
+            Verdict::Unconfirmed(reason) => (unconfirmed(reason), false),
         })
     }
 
@@ -396,6 +437,35 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         actor: &str,
         now_ms: u64,
     ) -> Result<Applied, PortError> {
+        self.by_hand(invoice_id, (status, order), actor, now_ms, false)
+            .await
+    }
+
+    /// [`Fulfil::apply_by_hand`] with Paymos' own status and order (`reconcile --apply`): Paymos'
+    /// order and price replace a record's that differs.
+    ///
+    /// # Errors
+    /// [`PortError`] when the store fails.
+    pub async fn apply_confirmed(
+        &self,
+        invoice_id: &str,
+        status: InvoiceStatus,
+        order: OrderRef,
+        actor: &str,
+        now_ms: u64,
+    ) -> Result<Applied, PortError> {
+        self.by_hand(invoice_id, (status, order), actor, now_ms, true)
+            .await
+    }
+
+    async fn by_hand(
+        &self,
+        invoice_id: &str,
+        (status, order): (InvoiceStatus, OrderRef),
+        actor: &str,
+        now_ms: u64,
+        by_paymos: bool,
+    ) -> Result<Applied, PortError> {
         // A blank order id names no order: never a claim on `order_paid#`.
         let mut order = order;
         order.external_id = order
@@ -410,6 +480,14 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         let source = Source::Manual {
             actor: actor.to_owned(),
         };
-        settle(&self.store, &source, &change, self.effect.as_ref(), now_ms).await
+        settle_as(
+            &self.store,
+            &source,
+            &change,
+            self.effect.as_ref(),
+            now_ms,
+            by_paymos,
+        )
+        .await
     }
 }

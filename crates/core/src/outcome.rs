@@ -24,9 +24,10 @@ use super::status::{InvoiceStatus, WithdrawalStatus};
 use super::write::{self, Field, Refused, Stored, Value, What, WithdrawalChange};
 
 /// The most writes one change takes (see the module docs, plus one when a paid event leaves out
-/// what the invoice's record knows of its order); a store that keeps refusing beyond that is
+/// what the invoice's record knows of its order, and one when Paymos' confirmed order replaces
+/// the record's); a store that keeps refusing beyond that is
 /// broken, not busy.
-pub const MAX_WRITES: usize = 4;
+pub const MAX_WRITES: usize = 5;
 
 /// What to write, atomically with the delivery's processed mark (`outcome`, `reason`)
 /// when `with_mark`, else alone (the mark follows in the next write).
@@ -59,6 +60,12 @@ pub enum Write {
     /// A withdrawal's change whose full refund completed before a full refund recorded
     /// already: noted, the later refund's time kept.
     RefundBeforeLater,
+    /// Paymos' confirmed order and price replace what the invoice's record holds (`recorded`,
+    /// as read): a delivery nothing confirmed set it. The change is planned again after it.
+    PaymosOrder {
+        /// The record's order as it was read (the write's condition).
+        recorded: OrderRef,
+    },
     /// The processed mark only.
     MarkOnly,
     /// The processed mark and a review note (`review#<event_id>`) for the resource, if named.
@@ -90,6 +97,8 @@ pub enum Refusal {
         mine: bool,
         /// Where the invoice's payment stands ([`Standing::Clear`] for other resources).
         standing: Standing,
+        /// The order the invoice's record holds (none for other resources).
+        recorded: OrderRef,
     },
     /// The invoice was refunded in full (a `full` refund is on its record): its payment never
     /// ships.
@@ -259,6 +268,12 @@ pub fn writes(
             out.extend(withdrawal(change, source, true, now_ms));
         }
         (
+            Write::PaymosOrder { recorded },
+            Change::Invoice {
+                invoice_id, order, ..
+            },
+        ) => out.push(write::paymos_order(invoice_id, order, recorded, now_ms)),
+        (
             Write::Change,
             Change::Deposit {
                 deposit_id,
@@ -358,6 +373,7 @@ pub fn refusal(
             found: seen.status.map_or(Found::Nothing, Found::Invoice),
             mine,
             standing: seen.standing(),
+            recorded: seen.order,
         }
     };
     Written::Refused(match refused.write {
@@ -380,6 +396,7 @@ pub fn refusal(
                 .map_or(Found::Nothing, Found::Withdrawal),
             mine,
             standing: Standing::Clear,
+            recorded: OrderRef::none(),
         },
         What::Deposit => Refusal::Resource {
             found: Found::Deposit {
@@ -387,6 +404,7 @@ pub fn refusal(
             },
             mine,
             standing: Standing::Clear,
+            recorded: OrderRef::none(),
         },
         What::Fulfilment | What::Effect => Refusal::Fulfilled,
         What::OrderClaim => Refusal::OrderClaimed {
@@ -479,6 +497,42 @@ fn on_record(change: &Change, recorded: OrderRef) -> Step {
 /// every outcome that is not the plan's own.
 #[must_use]
 pub fn next(source: &Source, change: &Change, tried: &Plan, written: Written) -> Step {
+    next_as(source, change, tried, written, false)
+}
+
+/// Whether the record says something else than Paymos confirmed: another order id, or another
+/// price (what the record leaves out is not said, and is set once as ever).
+fn differs(confirmed: &OrderRef, recorded: &OrderRef) -> bool {
+    let same_price = matches!(
+        (&confirmed.amount, &recorded.amount),
+        (Some(a), Some(b)) if a.same_value(b)
+    ) && confirmed.currency == recorded.currency;
+    let other_order = matches!(
+        (&confirmed.external_id, &recorded.external_id),
+        (Some(a), Some(b)) if a != b
+    );
+    other_order || (confirmed.has_price() && recorded.has_price() && !same_price)
+}
+
+/// [`next`], for a change whose order Paymos `confirmed` (the reverse check, `recheck`,
+/// `reconcile`): Paymos' order and price replace a record's that differs, before the change is
+/// tried again; what Paymos confirms wins over what an unconfirmed delivery said.
+#[must_use]
+pub fn next_as(
+    source: &Source,
+    change: &Change,
+    tried: &Plan,
+    written: Written,
+    confirmed: bool,
+) -> Step {
+    if let Write::PaymosOrder { recorded } = &tried.write {
+        return match written {
+            Written::Committed => Step::Adopt(OrderRef::none()),
+            Written::AlreadyProcessed => Step::Done(Applied::AlreadyProcessed),
+            // The record moved since it was read: as if never corrected.
+            Written::Refused(_) => on_record(change, recorded.clone()),
+        };
+    }
     let refusal = match written {
         Written::Committed if tried.with_mark => return Step::Done(tried.outcome),
         Written::Committed => return mark_only(tried.outcome, tried.reason.clone()),
@@ -499,7 +553,37 @@ pub fn next(source: &Source, change: &Change, tried: &Plan, written: Written) ->
         // The note exists: this delivery was handled before. The mark alone is never refused
         // but by the processed mark.
         (Write::Review | Write::MarkOnly, _) => Step::Done(Applied::AlreadyProcessed),
+        (Write::Change, Refusal::OrderOnRecord { recorded })
+            if confirmed
+                && matches!(change, Change::Invoice { order, .. } if differs(order, &recorded)) =>
+        {
+            Step::Then(Plan {
+                write: Write::PaymosOrder { recorded },
+                with_mark: false,
+                outcome: tried.outcome,
+                reason: None,
+            })
+        }
         (Write::Change, Refusal::OrderOnRecord { recorded }) => on_record(change, recorded),
+        // Held on the record's word: Paymos' confirmed order corrects the record the person
+        // releases (the payment still waits for them).
+        (
+            Write::Change,
+            Refusal::Resource {
+                standing: Standing::Held,
+                recorded,
+                ..
+            },
+        ) if confirmed
+            && matches!(change, Change::Invoice { order, .. } if differs(order, &recorded)) =>
+        {
+            Step::Then(Plan {
+                write: Write::PaymosOrder { recorded },
+                with_mark: false,
+                outcome: tried.outcome,
+                reason: None,
+            })
+        }
         (Write::Change, Refusal::LaterFullRefund) => Step::Then(Plan {
             write: Write::RefundBeforeLater,
             with_mark: false,
@@ -579,7 +663,8 @@ pub fn next(source: &Source, change: &Change, tried: &Plan, written: Written) ->
             Write::Change
             | Write::Unfulfilled(_)
             | Write::PaidLate { .. }
-            | Write::RefundBeforeLater,
+            | Write::RefundBeforeLater
+            | Write::PaymosOrder { .. },
             _,
         ) => mark_only(Applied::AlreadyFinal),
     }
@@ -666,6 +751,7 @@ mod tests {
                 found,
                 mine: false,
                 standing: Standing::Clear,
+                recorded: OrderRef::none(),
             })
         };
         let mine = |found| {
@@ -673,6 +759,7 @@ mod tests {
                 found,
                 mine: true,
                 standing: Standing::Clear,
+                recorded: OrderRef::none(),
             })
         };
         // (name, change, the store's answers in turn, outcome, writes tried). A change is
@@ -788,6 +875,7 @@ mod tests {
                         found: Found::Nothing,
                         mine: false,
                         standing: Standing::Clear,
+                        recorded: OrderRef::none(),
                     }),
                     Committed,
                 ],
@@ -1008,6 +1096,7 @@ mod tests {
                 found: Found::Invoice(found),
                 mine: true,
                 standing: standing.clone(),
+                recorded: OrderRef::none(),
             });
             let step = next(&person, &paid, &plan(&paid), refused.clone());
             let Step::Then(then) = step else {
@@ -1062,6 +1151,7 @@ mod tests {
                 found: Found::Invoice(I::Paid),
                 mine: false,
                 standing: Standing::Held,
+                recorded: OrderRef::none(),
             })
         };
         // A second endpoint's paid event for a held payment: the hold is listed already.
@@ -1078,6 +1168,7 @@ mod tests {
             found: Found::Invoice(I::UnderpaidWaiting),
             mine: false,
             standing: Standing::Clear,
+            recorded: OrderRef::none(),
         });
         for source in [me(), person] {
             let change = invoice(I::Confirming);
@@ -1094,6 +1185,7 @@ mod tests {
             found: Found::Invoice(I::Expired),
             mine: false,
             standing: Standing::Released,
+            recorded: OrderRef::none(),
         });
         let Step::Then(then) = next(&me(), &invoice(I::Paid), &plan(&invoice(I::Paid)), refused)
         else {

@@ -472,12 +472,12 @@ async fn apply_found<S: ReconcileStore>(fulfil: &Fulfil<S>, report: &mut Report,
     for m in &report.paid_late {
         let closed = InvoiceStatus::parse(&m.status).unwrap_or(InvoiceStatus::Expired);
         let applied = match fulfil
-            .apply_by_hand(&m.invoice_id, closed, m.order(), "reconcile", now_ms)
+            .apply_confirmed(&m.invoice_id, closed, m.order(), "reconcile", now_ms)
             .await
         {
             Ok(_) => said(
                 fulfil
-                    .apply_by_hand(
+                    .apply_confirmed(
                         &m.invoice_id,
                         InvoiceStatus::Paid,
                         m.order(),
@@ -496,7 +496,7 @@ async fn apply_found<S: ReconcileStore>(fulfil: &Fulfil<S>, report: &mut Report,
         // it never shares a claim with every other invoice that has none.
         let applied = said(
             fulfil
-                .apply_by_hand(&m.invoice_id, status, m.order(), "reconcile", now_ms)
+                .apply_confirmed(&m.invoice_id, status, m.order(), "reconcile", now_ms)
                 .await,
         );
         report.applied.insert(m.invoice_id.clone(), applied);

@@ -466,6 +466,59 @@ fn order_once(order: &OrderRef) -> Vec<Set> {
     set
 }
 
+/// Paymos' confirmed `order` (and its price, or none) on an open invoice's record, replacing
+/// `recorded`, which a delivery nothing confirmed set (a stack that turned the reverse check on
+/// later, `dev`): what Paymos confirms wins. Written only while the record still holds
+/// `recorded` and nothing shipped under it (no status, an open one, or a payment held for a
+/// person, who then releases Paymos' order).
+#[must_use]
+pub fn paymos_order(invoice_id: &str, order: &OrderRef, recorded: &OrderRef, now_ms: u64) -> Write {
+    let mut set = vec![Set::Put(Field::UpdatedAt, Value::Int(now_ms))];
+    if let Some(id) = &order.external_id {
+        set.push(Set::Put(Field::OrderId, Value::text(id)));
+    }
+    match (&order.amount, &order.currency) {
+        (Some(amount), Some(currency)) => set.extend([
+            Set::Put(Field::Amount, Value::Amount(amount.clone())),
+            Set::Put(Field::AmountText, Value::text(amount.as_str())),
+            Set::Put(Field::Currency, Value::text(currency)),
+        ]),
+        _ => set.extend([
+            Set::Remove(Field::Amount),
+            Set::Remove(Field::AmountText),
+            Set::Remove(Field::Currency),
+        ]),
+    }
+    let as_read = match &recorded.external_id {
+        Some(id) => Guard::Is(Field::OrderId, Value::text(id)),
+        None => Guard::Lacks(Field::OrderId),
+    };
+    let open = Guard::Any(vec![
+        Guard::Lacks(Field::Status),
+        Guard::In(
+            Field::Status,
+            InvoiceStatus::OPEN
+                .iter()
+                .map(|s| Value::text(s.as_str()))
+                .collect(),
+        ),
+    ]);
+    let held = Guard::All(vec![
+        Guard::Is(Field::Held, Value::Bool(true)),
+        Guard::Lacks(Field::ReleasedAt),
+    ]);
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::All(vec![
+            Guard::Has(Field::Kind),
+            as_read,
+            Guard::Any(vec![open, held]),
+        ]),
+        set,
+    }
+}
+
 /// Why a paid invoice is not fulfilled, kept on its record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mark {

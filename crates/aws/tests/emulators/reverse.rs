@@ -446,3 +446,45 @@ async fn recheck_says_what_paymos_says_and_lands_a_late_payment_as_late() {
             .contains_key("paid_late_at")
     );
 }
+
+// Issue 38, case 3, where DynamoDB's conditions decide: an order and price a delivery set
+// before anything confirmed it (the stack checked nothing yet) give way to Paymos' answer; the
+// confirmed payment ships Paymos' order.
+#[tokio::test]
+async fn paymos_order_replaces_an_unconfirmed_one_on_dynamodb() {
+    let rig = Rig::new().await;
+    rig.api.answer(
+        "inv_p",
+        Answer::Invoices(vec![invoice(
+            "inv_p",
+            "paid",
+            ("1.00", "USD"),
+            ("1.00", "USDT"),
+        )]),
+    );
+    let planted = envelope(
+        "evt_plant",
+        "invoice.awaiting_payment",
+        json!({"invoice_id": "inv_p", "order": {"external_id": "dear", "amount": "500.00", "currency": "USD"}}),
+    );
+    let unchecked = Fulfil::new(rig.store());
+    assert_eq!(
+        unchecked.apply(&live(&planted), NOW_MS).await.unwrap().1,
+        Applied::Updated
+    );
+    let genuine = paid(
+        "evt_genuine",
+        "inv_p",
+        json!({"external_id": "order-inv_p", "amount": "1.00", "currency": "USD"}),
+    );
+    assert_eq!(rig.deliver(&genuine).await.unwrap(), Applied::Fulfilled);
+    let invoice = rig.item("inv_p").await.unwrap();
+    assert_eq!(get_s(&invoice, "order_id"), "order-inv_p");
+    assert_eq!(get_s(&invoice, "amount_text"), "1.00");
+    let fulfilment = rig.item("fulfilment#inv_p").await.unwrap();
+    assert_eq!(get_s(&fulfilment, "order_id"), "order-inv_p");
+    assert!(
+        rig.item("order_paid#dear").await.is_none(),
+        "the planted order ships nothing"
+    );
+}

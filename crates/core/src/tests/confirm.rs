@@ -364,3 +364,68 @@ async fn a_forged_open_event_plants_nothing_paymos_confirms_the_order_that_ships
     );
     assert_eq!(record.seen().standing(), Standing::Clear);
 }
+
+// Issue 38, case 3: an order a delivery set before anything confirmed it (a stack that turned
+// the reverse check on later, `dev`) gives way to Paymos' answer: the confirmed payment ships
+// Paymos' order at Paymos' price, on the webhook's road as on a recheck's.
+#[tokio::test]
+async fn paymos_order_replaces_what_an_unconfirmed_delivery_set() {
+    let (fulfil, store, api) = rig();
+    let planted = item(
+        "evt_plant",
+        "invoice.awaiting_payment",
+        r#"{"invoice_id":"inv_a","order":{"external_id":"dear","amount":"500.00","currency":"USD"}}"#,
+    );
+    // Taken at its word: this stack did not check yet.
+    let unchecked = Fulfil::new(Arc::clone(&store));
+    assert_eq!(
+        unchecked.apply(&planted, 1).await.unwrap().1,
+        Applied::Updated
+    );
+    let genuine = item(
+        "evt_paid",
+        "invoice.paid",
+        r#"{"invoice_id":"inv_a","order":{"external_id":"cheap","amount":"1.00","currency":"USD"}}"#,
+    );
+    assert_eq!(
+        fulfil.apply(&genuine, 2).await.unwrap().1,
+        Applied::Fulfilled
+    );
+    assert_eq!(
+        store.fulfilments(),
+        [("inv_a".into(), Some("cheap".into()))]
+    );
+    let record = store.invoice("inv_a").unwrap();
+    assert_eq!(record.order.external_id.as_deref(), Some("cheap"));
+    assert_eq!(
+        record.order.amount.as_ref().map(Amount::as_str),
+        Some("1.00")
+    );
+
+    // Held on the record's word before the check: a recheck of nothing changes nothing, and
+    // the release ships Paymos' order once the confirmed payment corrected the record.
+    let (_, store, _) = rig();
+    let unchecked = Fulfil::new(Arc::clone(&store));
+    assert_eq!(
+        unchecked.apply(&planted, 1).await.unwrap().1,
+        Applied::Updated
+    );
+    assert_eq!(unchecked.apply(&genuine, 2).await.unwrap().1, Applied::Held);
+    let checked = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&api));
+    let replay = item(
+        "evt_paid_2",
+        "invoice.paid",
+        r#"{"invoice_id":"inv_a","payment":{"expected":"1.00","currency":"USDT"}}"#,
+    );
+    checked.apply(&replay, 3).await.unwrap();
+    let record = store.invoice("inv_a").unwrap();
+    assert_eq!(
+        (
+            record.order.external_id.as_deref(),
+            record.order.amount.as_ref().map(Amount::as_str)
+        ),
+        (Some("cheap"), Some("1.00")),
+        "the held payment now names what Paymos confirmed"
+    );
+    assert!(store.fulfilments().is_empty(), "still held for a person");
+}

@@ -23,6 +23,15 @@ pub trait StrandedDeliveries: Send + Sync {
         now_ms: u64,
         limit: usize,
     ) -> impl Future<Output = Result<Vec<ExistingDelivery>, PortError>> + Send;
+
+    /// Keeps the body of `delivery`, not processed yet, for a whole body retention counted from
+    /// `now_ms`: a body's retention runs from when its delivery is processed, never while it
+    /// still waits to be applied.
+    fn keep_unprocessed_body(
+        &self,
+        delivery: &super::ingest::Delivery,
+        now_ms: u64,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
 }
 
 /// What one sweep did.
@@ -36,6 +45,10 @@ pub struct Swept {
     pub skipped: usize,
     /// Taken over but the send failed (the lease is released; the next sweep tries again).
     pub failed: usize,
+    /// Not sent: the body is gone (a record older than the body retention, never processed).
+    /// Left `received`, listed by `pending`: a replay from Paymos' dashboard brings the body
+    /// back (ingest puts it again), and the next sweep sends it.
+    pub bodiless: usize,
 }
 
 /// Takes over each stranded record (the same conditional take-over a late retry uses, so a
@@ -62,6 +75,16 @@ where
     };
     for record in stranded {
         let event_id = &record.delivery.event_id;
+        if record.delivery.body.is_empty() {
+            // Never an empty body on the queue: fulfil would close it `unusable`, and Paymos'
+            // replay would then be a duplicate that applies nothing.
+            tracing::error!(event_id = %event_id, event_type = %record.delivery.event_type, "a stranded delivery's body is gone: not sent; replay the event from Paymos' dashboard (ingest keeps the body again)");
+            swept.bodiless += 1;
+            continue;
+        }
+        ledger
+            .keep_unprocessed_body(&record.delivery, now_ms)
+            .await?;
         let key = record.delivery.key();
         let lease = now_ms + lease_secs * 1000;
         match ledger.take_over(&key, record.lease_until_ms, lease).await? {
@@ -135,6 +158,31 @@ mod tests {
             .unwrap();
         assert_eq!(again.resent, 0);
         assert_eq!(queue.sent().len(), 1);
+    }
+
+    // Issue 38, case 4: a record whose body is gone is never sent with an empty body; one that
+    // is sent keeps its body for a whole retention from now.
+    #[tokio::test]
+    async fn a_stranded_delivery_is_sent_with_its_body_or_not_at_all() {
+        let ledger = MemoryLedger::new();
+        let queue = MemoryQueue::new();
+        let bodiless = Delivery {
+            body: Vec::new(),
+            ..delivery("evt_gone", 1_000)
+        };
+        ledger.record(&bodiless, 2_000).await.unwrap();
+        ledger
+            .record(&delivery("evt_kept", 1_000), 2_000)
+            .await
+            .unwrap();
+        let swept = resend_stranded(&ledger, &queue, 30, 600_000, 1_000_000, 10)
+            .await
+            .unwrap();
+        assert_eq!((swept.found, swept.resent, swept.bodiless), (2, 1, 1));
+        let sent: Vec<_> = queue.sent().into_iter().map(|d| d.event_id).collect();
+        assert_eq!(sent, ["evt_kept"], "never an empty body");
+        assert!(queue.sent().iter().all(|d| !d.body.is_empty()));
+        assert_eq!(ledger.bodies_kept(), [("evt_kept".to_owned(), 1_000_000)]);
     }
 
     #[tokio::test]

@@ -49,6 +49,7 @@ pub async fn sweep_once(
         resent = swept.resent,
         skipped = swept.skipped,
         failed = swept.failed,
+        bodiless = swept.bodiless,
         bodies_kept,
         "sweep done"
     );

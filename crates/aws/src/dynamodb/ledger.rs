@@ -32,7 +32,7 @@
 //! | `event_id` | S (hash key) | `body#<delivery key>#<body_sha256>`: a same-id delivery with other bytes is another item, so a first body is never overwritten |
 //! | `body` | B | the exact raw body, raw DEFLATE-compressed when `body_encoding` is `deflate` (restored byte-exact; a typical 1.5 KiB event then fits a 1 KB write unit) |
 //! | `body_encoding` | S | `deflate`, or absent for a body stored as is |
-//! | `expires_at` | N | received (Unix s) + the body retention, never later than the record's own `expires_at`; while its delivery waits for a person, the record's own (none when the record has none: `keep_waiting_bodies`) |
+//! | `expires_at` | N | received (Unix s) + the body retention, never later than the record's own `expires_at`; while its delivery is not processed, the sweep gives it the whole retention again from each run that finds it stranded (`keep_unprocessed_body`); while its delivery waits for a person, the record's own (none when the record has none: `keep_waiting_bodies`) |
 //!
 //! A body item has no `state`, `pending_shard` or `waiting`: no index lists it, and the ledger's
 //! scans skip it. Ingest writes it before the record (a crash between leaves only a body item
@@ -512,6 +512,38 @@ impl paymos_inbox_core::sweep::StrandedDeliveries for DynamoLedger {
             }
         }
         Ok(found)
+    }
+
+    /// One `UpdateItem` of the body item: `expires_at` = now + the body retention (never after
+    /// the record's own expiry); a body item already gone stays gone.
+    async fn keep_unprocessed_body(&self, d: &Delivery, now_ms: u64) -> Result<(), PortError> {
+        let mut until = now_ms / 1000 + self.body_retention_secs;
+        if let Some(record) = self.retention_secs {
+            until = until.min(d.received_at_ms / 1000 + record);
+        }
+        let done = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(
+                LedgerSchema::KEY,
+                s(LedgerSchema::body_key(&d.key(), &d.body_sha256)),
+            )
+            .update_expression("SET expires_at = :until")
+            .condition_expression("attribute_exists(event_id)")
+            .expression_attribute_values(":until", n(until))
+            .send()
+            .await;
+        match done {
+            Err(e)
+                if !e
+                    .as_service_error()
+                    .is_some_and(UpdateItemError::is_conditional_check_failed_exception) =>
+            {
+                Err(port_error("DynamoDB UpdateItem", e))
+            }
+            _ => Ok(()),
+        }
     }
 }
 

@@ -524,3 +524,38 @@ async fn a_delivery_resolved_as_waiting_for_its_order_stays_listed() {
         .unwrap();
     assert!(rig.waiting_body("evt_w1").await.is_none(), "resolved");
 }
+
+// Issue 38, case 4: a delivery still `received` (fulfil failing for days) keeps its body: each
+// sweep that finds it stranded gives the body a whole retention from then; one whose body is
+// gone anyway is never sent with an empty body.
+#[tokio::test]
+async fn a_delivery_not_yet_processed_keeps_its_body_and_is_never_sent_without_it() {
+    use paymos_inbox_core::sweep::resend_stranded;
+    let rig = Rig::new().await;
+    let body = paid("evt_s1", "inv_s1", "stuck");
+    assert_eq!(rig.post(&body, "evt_s1", NOW_MS).await, 200);
+    let key = body_key("evt_s1", &body);
+    let received = get_n(&rig.item(&key).await.unwrap(), "expires_at");
+    assert_eq!(received, NOW + DEFAULT_DAYS * 86_400);
+    // 89 days later the delivery is still not processed: the sweep keeps its body.
+    let later = NOW_MS + 89 * 86_400_000;
+    let queue = SqsQueue::new(rig.aws.sqs.clone(), &rig.queue);
+    let swept = resend_stranded(&rig.ledger, &queue, 30, later - 600_000, later, 10)
+        .await
+        .unwrap();
+    assert_eq!((swept.resent, swept.bodiless), (1, 0));
+    assert_eq!(
+        get_n(&rig.item(&key).await.unwrap(), "expires_at"),
+        later / 1000 + DEFAULT_DAYS * 86_400,
+        "the retention runs from now, not from receipt"
+    );
+    // Its body gone anyway: the next sweep sends nothing, the record stays received.
+    rig.delete(&key).await;
+    let again = later + 3_600_000;
+    let swept = resend_stranded(&rig.ledger, &queue, 30, again - 600_000, again, 10)
+        .await
+        .unwrap();
+    assert_eq!((swept.found, swept.resent, swept.bodiless), (1, 0, 1));
+    let record = rig.item("evt_s1").await.unwrap();
+    assert_eq!(get_s(&record, "state"), "received");
+}

@@ -23,6 +23,7 @@ pub use resources::{MemoryResources, StoredInvoice};
 pub struct MemoryLedger {
     records: Mutex<HashMap<String, ExistingDelivery>>,
     conflicts: Mutex<Vec<String>>,
+    kept: Mutex<Vec<(String, u64)>>,
     calls: AtomicUsize,
 }
 
@@ -37,6 +38,13 @@ impl MemoryLedger {
     #[must_use]
     pub fn get(&self, key: &str) -> Option<ExistingDelivery> {
         self.records.lock().expect("lock").get(key).cloned()
+    }
+
+    /// The unprocessed deliveries whose body was kept, and when (the sweep's
+    /// [`crate::sweep::StrandedDeliveries::keep_unprocessed_body`]).
+    #[must_use]
+    pub fn bodies_kept(&self) -> Vec<(String, u64)> {
+        self.kept.lock().expect("lock").clone()
     }
 
     /// How many records there are.
@@ -156,6 +164,19 @@ impl crate::sweep::StrandedDeliveries for MemoryLedger {
         found.sort_by_key(|r| r.delivery.received_at_ms);
         found.truncate(limit);
         Ok(found)
+    }
+
+    async fn keep_unprocessed_body(
+        &self,
+        delivery: &crate::ingest::Delivery,
+        now_ms: u64,
+    ) -> Result<(), PortError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.kept
+            .lock()
+            .expect("lock")
+            .push((delivery.event_id.clone(), now_ms));
+        Ok(())
     }
 }
 

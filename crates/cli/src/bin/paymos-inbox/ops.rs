@@ -278,10 +278,10 @@ pub async fn pending(args: PendingArgs) -> ExitCode {
             }
             Ok(swept) => {
                 println!(
-                    "{} stranded, {} sent again, {} taken by someone else meanwhile, {} failed (try again)",
-                    swept.found, swept.resent, swept.skipped, swept.failed
+                    "{} stranded, {} sent again, {} taken by someone else meanwhile, {} failed (try again), {} without a body (replay them from Paymos' dashboard)",
+                    swept.found, swept.resent, swept.skipped, swept.failed, swept.bodiless
                 );
-                if swept.failed > 0 {
+                if swept.failed > 0 || swept.bodiless > 0 {
                     ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
                 } else {
                     ExitCode::SUCCESS

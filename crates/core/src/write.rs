@@ -849,7 +849,7 @@ pub fn refund_note(invoice_id: &str, refund: &Refund, after_later: bool, now_ms:
 /// What a release reads and writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Waiting {
-    /// Paid at this status and held: the hold is lifted.
+    /// Paid at this status and held: released (`held` stays beside `released_at`: the review it was held for remains a fact).
     Held(InvoiceStatus),
     /// Closed at this status, paid late: fulfilled, the status kept.
     PaidLate(InvoiceStatus),
@@ -907,7 +907,8 @@ pub fn release(
         Set::Put(Field::AmountOverridden, Value::Bool(!amount_checked)),
         Set::Put(Field::LastEventId, Value::text(&by)),
         Set::Put(Field::UpdatedAt, Value::Int(paid.at_ms)),
-        Set::Remove(Field::Held),
+        // `held` stays: the review it was held for is a fact the stream published, and what
+        // `events since` rebuilds from the record (a release settles it: `released_at`).
         Set::Put(Field::ListedIn, Value::Text(day_listing(paid.at_ms))),
         Set::Add(Field::Applied, Value::Texts(BTreeSet::from([by]))),
     ];

@@ -80,7 +80,11 @@ async fn a_held_payment_is_fulfilled_once_on_a_persons_word() {
     assert_eq!(twice, Ok(Applied::AlreadyFinal));
     assert_eq!(store.fulfilled(), ["inv_1"]);
     let invoice = store.invoice("inv_1").unwrap();
-    assert!(!invoice.held);
+    assert_eq!(
+        invoice.seen().standing(),
+        crate::invoice::Standing::Released
+    );
+    assert!(!invoice.seen().standing().waits_for_person());
     assert_eq!(invoice.released_by.as_deref(), Some("manual:support:a"));
 }
 
@@ -369,4 +373,46 @@ async fn a_closure_or_a_refund_waiting_unconfirmed_is_never_released() {
     )
     .await;
     assert_eq!(answer, Ok(Applied::Fulfilled));
+}
+
+// Issue 38, case 6: what the stream published is what `events since` returns. A payment held,
+// then released, keeps its `held` review among the facts (one id per fact, as published).
+#[tokio::test]
+async fn a_released_payment_still_has_the_review_it_was_held_for() {
+    use crate::handoff::since;
+    let store = Arc::new(MemoryResources::new());
+    store.register_order("o-1", &Amount::parse("99").unwrap(), "USD");
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let held = fulfil
+        .apply(&paid("evt_a", "paid", 20, "inv_1", "o-1"), 1)
+        .await
+        .unwrap()
+        .1;
+    assert_eq!(held, Applied::Held);
+    let keys = |events: Vec<(u64, crate::handoff::DomainEvent)>| -> Vec<String> {
+        events.into_iter().map(|(_, e)| e.idempotency_key).collect()
+    };
+    let before = keys(since(&*store, 0, Environment::Live).await.unwrap());
+    assert!(
+        before.contains(&"payment-needs-review:inv_1:held".to_owned()),
+        "{before:?}"
+    );
+    release(
+        &*store,
+        "inv_1",
+        None,
+        &overriding("support:a"),
+        &RecordFulfilment,
+        2,
+    )
+    .await
+    .unwrap();
+    let after = keys(since(&*store, 0, Environment::Live).await.unwrap());
+    for fact in &before {
+        assert!(
+            after.contains(fact),
+            "{fact} published, then gone: {after:?}"
+        );
+    }
+    assert!(after.contains(&"order-paid:inv_1".to_owned()), "{after:?}");
 }

@@ -19,6 +19,10 @@ pub struct OrderRef {
     pub amount: Option<Amount>,
     /// The currency of `amount` (the same source's, never another's), upper case.
     pub currency: Option<String>,
+    /// The merchant's project (`prj_…`) the order belongs to: an order id is unique only
+    /// within its project. `None`: the event named none (the partial official vectors); the
+    /// invoice's record, or Paymos' answer, may still say.
+    pub project: Option<String>,
 }
 
 /// An id as an event, an answer or a person gives it (an order, an invoice, a payer, an
@@ -38,6 +42,7 @@ impl OrderRef {
             external_id: None,
             amount: None,
             currency: None,
+            project: None,
         }
     }
 
@@ -56,6 +61,9 @@ impl OrderRef {
         if !self.has_price() && recorded.has_price() {
             self.amount.clone_from(&recorded.amount);
             self.currency.clone_from(&recorded.currency);
+        }
+        if self.project.is_none() {
+            self.project.clone_from(&recorded.project);
         }
     }
 }
@@ -130,6 +138,16 @@ pub enum Change {
         /// The environment of the secret that verified it, if it named one.
         environment: Option<Environment>,
     },
+    /// A delivery of a project this stack does not apply (an endpoint without a project filter
+    /// receives every project; withdrawals ignore filters): recorded as `other_project`,
+    /// nothing applied.
+    OtherProject {
+        /// The project it names.
+        project: String,
+        /// The invoice it is of, if it names one: marked as that project's, so a later event of
+        /// it naming no project applies nothing either (`inv_…` ids are unique merchant-wide).
+        invoice_id: Option<String>,
+    },
 }
 
 impl Change {
@@ -143,6 +161,9 @@ impl Change {
             Self::OtherEnvironment { environment } => Some(format!(
                 "verified by a {} secret; this stack applies another environment",
                 environment.map_or("unlabelled", Environment::as_str)
+            )),
+            Self::OtherProject { project, .. } => Some(format!(
+                "of project {project}, which this stack does not apply (PaymosProjectIds); set the endpoint's project filter"
             )),
             _ => None,
         }
@@ -158,6 +179,140 @@ pub struct Credit {
     pub net: Amount,
     /// `data.currency` (balances are kept per payer and currency).
     pub currency: String,
+    /// The project's key scope ([`Projects::scope`]): a payer id is unique only within its
+    /// project, and so is its balance.
+    pub project: Option<String>,
+}
+
+/// The projects a stack applies (`PaymosProjectIds`): `prj_…` ids; none listed, every project
+/// (`dev` without `--project`), keyed together as before projects. The first listed is the
+/// stack's **home** project: its keys carry
+/// no project, as every key did before projects, so an upgrade keeps every existing record as
+/// the one configured project's. Every other project's order claims, registered orders and
+/// balances carry their project ([`crate::write::order_paid_key`]): order `1001` of two
+/// projects is two orders.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Projects(Vec<String>);
+
+impl Projects {
+    /// Every project (nothing is another project's; no home: every named project is scoped).
+    #[must_use]
+    pub fn all() -> Self {
+        Self(Vec::new())
+    }
+
+    /// These projects, the first the home project.
+    #[must_use]
+    pub fn only(ids: Vec<String>) -> Self {
+        Self(ids)
+    }
+
+    /// The list as configured (`prj_a,prj_b`; blanks and spaces around ids dropped).
+    #[must_use]
+    pub fn parse(list: &str) -> Self {
+        Self(
+            list.split(',')
+                .filter_map(|p| named(p.trim()))
+                .map(str::to_owned)
+                .collect(),
+        )
+    }
+
+    /// The projects listed (none: every project).
+    #[must_use]
+    pub fn ids(&self) -> &[String] {
+        &self.0
+    }
+
+    /// Whether a delivery naming `project` is this stack's: every project when none is listed,
+    /// and one naming none (a plain payout, a partial event) is merchant-wide.
+    #[must_use]
+    pub fn applies(&self, project: Option<&str>) -> bool {
+        match project {
+            None => true,
+            Some(p) => self.0.is_empty() || self.0.iter().any(|id| id == p),
+        }
+    }
+
+    /// The key scope of `project`: none for the home project (and for none), else the project.
+    /// A stack that lists no projects cannot tell its projects apart: it keys every project's
+    /// orders and payers together, as before projects (set `PaymosProjectIds` when one endpoint
+    /// serves several projects).
+    #[must_use]
+    pub fn scope(&self, project: Option<&str>) -> Option<String> {
+        let home = self.0.first()?;
+        project.filter(|p| home != p).map(str::to_owned)
+    }
+
+    /// `order` with its project as its key scope (idempotent: a scope's scope is itself).
+    #[must_use]
+    pub fn scoped(&self, order: OrderRef) -> OrderRef {
+        OrderRef {
+            project: self.scope(order.project.as_deref()),
+            ..order
+        }
+    }
+
+    /// The project a key scope stands for: the scope's own, else the home project (if any).
+    #[must_use]
+    pub fn project_of(&self, scope: Option<&str>) -> Option<String> {
+        scope
+            .or(self.0.first().map(String::as_str))
+            .map(str::to_owned)
+    }
+
+    /// `change` as this stack applies it: another project's delivery applies nothing, and an
+    /// order's or a credit's project becomes its key scope.
+    #[must_use]
+    pub fn apply_to(&self, change: Change, project: Option<&str>) -> Change {
+        let named = match &change {
+            Change::Invoice { order, .. } => order.project.as_deref(),
+            Change::Deposit {
+                credit: Some(c), ..
+            } => c.project.as_deref(),
+            _ => None,
+        };
+        if let Some(p) = project.or(named).filter(|p| !self.applies(Some(p))) {
+            return Change::OtherProject {
+                project: p.to_owned(),
+                invoice_id: match &change {
+                    Change::Invoice { invoice_id, .. } => Some(invoice_id.clone()),
+                    _ => None,
+                },
+            };
+        }
+        match change {
+            Change::Invoice {
+                invoice_id,
+                status,
+                occurred_at,
+                mut order,
+            } => {
+                order.project = self.scope(order.project.as_deref());
+                Change::Invoice {
+                    invoice_id,
+                    status,
+                    occurred_at,
+                    order,
+                }
+            }
+            Change::Deposit {
+                deposit_id,
+                status,
+                occurred_at,
+                credit,
+            } => Change::Deposit {
+                deposit_id,
+                status,
+                occurred_at,
+                credit: credit.map(|c| Credit {
+                    project: self.scope(c.project.as_deref()),
+                    ..c
+                }),
+            },
+            other => other,
+        }
+    }
 }
 
 /// How a delivery was applied (stored as the ledger's `outcome`).
@@ -204,11 +359,13 @@ pub enum Applied {
     /// nothing recorded names it): nothing is fulfilled and the invoice stays as it was; it
     /// waits for its order (a later event, the reverse check, `mark-paid --order-id`).
     OrderUnknown,
+    /// Of a project this stack does not apply: nothing applied, never listed as waiting.
+    OtherProject,
 }
 
 impl Applied {
     /// Every outcome.
-    pub const ALL: [Self; 15] = [
+    pub const ALL: [Self; 16] = [
         Self::Fulfilled,
         Self::Updated,
         Self::Credited,
@@ -224,6 +381,7 @@ impl Applied {
         Self::DuplicatePayment,
         Self::Refunded,
         Self::OrderUnknown,
+        Self::OtherProject,
     ];
 
     /// The outcome of a stored name.
@@ -251,6 +409,7 @@ impl Applied {
             Self::DuplicatePayment => "duplicate_payment",
             Self::Refunded => "refunded",
             Self::OrderUnknown => "order_unknown",
+            Self::OtherProject => "other_project",
         }
     }
 }
@@ -381,6 +540,7 @@ pub fn change_of(envelope: &Envelope) -> Change {
                         payer: payer.clone(),
                         net,
                         currency,
+                        project: envelope.data.project_id.clone(),
                     })
                 } else {
                     None
@@ -424,6 +584,7 @@ fn order_of(data: &EventData) -> OrderRef {
             .map(str::to_owned),
         amount,
         currency,
+        project: data.project_id.clone(),
     }
 }
 

@@ -42,6 +42,8 @@ pub struct ConfirmedInvoice {
     pub token_currency: Option<String>,
     /// `paid_late_at` is set: the payer paid after the invoice closed.
     pub paid_late: bool,
+    /// `project_id`: the merchant's project it belongs to.
+    pub project_id: Option<String>,
 }
 
 impl ConfirmedInvoice {
@@ -57,6 +59,7 @@ impl ConfirmedInvoice {
                 .map(str::to_owned),
             amount: self.order_amount.clone(),
             currency: self.order_currency.clone(),
+            project: self.project_id.clone(),
         }
     }
 }
@@ -422,6 +425,9 @@ pub struct Checked {
     pub verdict: Verdict,
     /// For a confirmed or late payment: the order as Paymos has it.
     pub order: Option<OrderRef>,
+    /// The project Paymos' invoice belongs to, whatever the verdict (a stack applies its own
+    /// projects only).
+    pub project: Option<String>,
 }
 
 impl Checked {
@@ -429,6 +435,7 @@ impl Checked {
         Self {
             verdict,
             order: None,
+            project: None,
         }
     }
 }
@@ -452,7 +459,18 @@ pub async fn check<C: PaymentConfirmation>(
             if let AtSource::Found(i) = &at {
                 same_environment(i.is_test, environment)?;
             }
-            let verdict = invoice_verdict(&at, *status, &PaidClaim::of(data));
+            let mut verdict = invoice_verdict(&at, *status, &PaidClaim::of(data));
+            // The project as the order and the price: an event naming another project than
+            // Paymos' invoice is not what Paymos confirms.
+            if let (AtSource::Found(i), Some(named)) = (&at, &data.project_id)
+                && i.project_id.as_ref().is_some_and(|there| there != named)
+                && matches!(verdict, Verdict::Confirmed | Verdict::PaidLate { .. })
+            {
+                verdict = Verdict::Unconfirmed(format!(
+                    "the event names project {named}, Paymos' invoice is of project {}",
+                    i.project_id.as_deref().unwrap_or_default()
+                ));
+            }
             // What Paymos confirms carries its order: a payment is fulfilled with it, a closure
             // records it.
             let order = match (&at, &verdict) {
@@ -461,7 +479,15 @@ pub async fn check<C: PaymentConfirmation>(
                 }
                 _ => None,
             };
-            Ok(Checked { verdict, order })
+            let project = match &at {
+                AtSource::Found(i) => i.project_id.clone(),
+                AtSource::NotFound => None,
+            };
+            Ok(Checked {
+                verdict,
+                order,
+                project,
+            })
         }
         Change::Withdrawal {
             withdrawal_id,
@@ -511,6 +537,7 @@ mod tests {
             token_amount: Amount::parse("10.50"),
             token_currency: Some("USDT".into()),
             paid_late: false,
+            project_id: None,
         })
     }
 
@@ -711,6 +738,7 @@ mod tests {
             payer: "c-1".into(),
             net: Amount::parse("99").unwrap(),
             currency: "TRX".into(),
+            project: None,
         };
         let deposit = |payer: &str, net: &str, status: &str, is_final: bool| {
             AtSource::Found(ConfirmedDeposit {

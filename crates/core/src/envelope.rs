@@ -164,6 +164,8 @@ struct RawData<'a> {
     payment_channel_external_id: Option<&'a RawValue>,
     #[serde(default, borrow)]
     net: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    project_id: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize, Default)]
@@ -226,6 +228,9 @@ pub struct EventData {
     pub payer: Option<String>,
     /// `data.net` (deposits).
     pub net: Option<String>,
+    /// `data.project_id` (`prj_…`): the merchant's project an invoice, a refund or a deposit
+    /// belongs to; a plain payout names none.
+    pub project_id: Option<String>,
 }
 
 /// The verified envelope: what the receiver routes and records by, and the fields of `data`
@@ -264,6 +269,12 @@ impl Envelope {
         }
         if !is_valid_id(&raw.event_id) {
             return Err(EnvelopeError::InvalidEventId);
+        }
+        // An event type travels beside the body as an SQS attribute: bounded, as an id is.
+        if raw.event_type.len() > MAX_ID_LEN {
+            return Err(EnvelopeError::InvalidJson(format!(
+                "event_type is longer than {MAX_ID_LEN} bytes"
+            )));
         }
         let data = raw.data.unwrap_or_default();
         let category = Category::of(&raw.event_type);
@@ -328,6 +339,7 @@ impl Envelope {
                     .and_then(|v| serde_json::from_str(v.get()).ok()),
                 payer: text(data.payment_channel_external_id),
                 net: text(data.net),
+                project_id: text(data.project_id).filter(|p| crate::change::named(p).is_some()),
             },
         })
     }
@@ -411,6 +423,19 @@ mod tests {
             Some("inv_1")
         );
         assert_eq!(refund("null").unwrap().data.invoice_id, None);
+    }
+
+    #[test]
+    fn an_event_type_is_bounded_as_an_id_is() {
+        let long = "x".repeat(MAX_ID_LEN + 1);
+        let body = format!(
+            r#"{{"event_id":"evt_1","event_type":"{long}","version":1,"occurred_at":5,"data":{{}}}}"#
+        );
+        assert!(
+            matches!(Envelope::parse(body.as_bytes()), Err(EnvelopeError::InvalidJson(m)) if m.contains("event_type is longer than 128"))
+        );
+        let fits = body.replace(&long, &"x".repeat(MAX_ID_LEN));
+        assert!(Envelope::parse(fits.as_bytes()).is_ok());
     }
 
     #[test]

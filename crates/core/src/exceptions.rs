@@ -25,6 +25,24 @@ pub const DELIVERY_OUTCOMES: [Applied; 3] = [
     Applied::OrderUnknown,
 ];
 
+/// What a stack applies: one environment's deliveries, of its projects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applying {
+    /// The environment.
+    pub environment: Environment,
+    /// The projects (every one by default).
+    pub projects: super::change::Projects,
+}
+
+impl From<Environment> for Applying {
+    fn from(environment: Environment) -> Self {
+        Self {
+            environment,
+            projects: super::change::Projects::all(),
+        }
+    }
+}
+
 /// How a person's road resolved a delivery that waited: its new outcome in the ledger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resolution {
@@ -131,6 +149,9 @@ pub struct Exception {
     pub resource_id: Option<String>,
     /// The delivery it is about, when known.
     pub event_id: Option<String>,
+    /// The project it is of, where it is not the stack's first: an order id means something
+    /// only within its project.
+    pub project: Option<String>,
     /// Since when (Unix ms).
     pub since_ms: u64,
     /// Why it waits.
@@ -353,6 +374,7 @@ pub async fn list<S: ExceptionStore, L: ReviewLedger>(
             kind: "dead_letter",
             resource_id: None,
             event_id: None,
+            project: None,
             since_ms: 0,
             why: format!(
                 "{dead_letters} message(s) in the dead-letter queue: applying failed five times"
@@ -387,6 +409,13 @@ fn invoice_exception(inv: &InvoiceRecord, refund: Option<&str>) -> Exception {
             ),
             format!("refund {id} at Paymos in full; its completed refund clears this"),
         ),
+        Standing::OrderUnknown => (
+            "order_unknown",
+            format!("paid, but its order is known nowhere: nothing shipped{refunded}"),
+            format!(
+                "find the order this payment is for, then `paymos-inbox mark-paid {id} --order-id <order> --actor <you>`"
+            ),
+        ),
         Standing::Held => (
             "held",
             format!(
@@ -411,6 +440,7 @@ fn invoice_exception(inv: &InvoiceRecord, refund: Option<&str>) -> Exception {
         kind,
         resource_id: Some(id.clone()),
         event_id: None,
+        project: seen.order.project.clone(),
         since_ms: inv.updated_at_ms.unwrap_or_default(),
         why,
         action: refund.map_or(action, refund_first),
@@ -475,6 +505,10 @@ fn delivery_exception(delivery: &Waiting, all: &[Waiting]) -> Exception {
         },
         resource_id: record.delivery.resource_id.clone(),
         event_id: Some(event_id.clone()),
+        project: delivery
+            .read
+            .as_ref()
+            .and_then(|(e, _)| e.data.project_id.clone()),
         since_ms: record.processed_at_ms,
         why: if reason.starts_with(event_type.as_str()) {
             reason
@@ -596,10 +630,11 @@ pub async fn recheck<S: ExceptionStore, L: ReviewLedger, C: PaymentConfirmation>
     ledger: &L,
     api: &C,
     effect: &dyn FulfilmentEffect,
-    environment: Environment,
+    applying: impl Into<Applying>,
     resource_id: Option<&str>,
     now_ms: u64,
 ) -> Result<Vec<Rechecked>, PortError> {
+    let applying = applying.into();
     let mut out = Vec::new();
     let mut deliveries = waiting(ledger, &[Applied::Unconfirmed]).await?;
     // Refunds first: a payment Paymos paid back in full never ships, whichever came first.
@@ -613,8 +648,7 @@ pub async fn recheck<S: ExceptionStore, L: ReviewLedger, C: PaymentConfirmation>
         };
         let key = delivery.record.delivery.key();
         let event_id = delivery.record.delivery.event_id;
-        let outcome =
-            recheck_one(state, api, effect, environment, change, &envelope, now_ms).await?;
+        let outcome = recheck_one(state, api, effect, &applying, change, &envelope, now_ms).await?;
         let resolved = match &outcome {
             // Confirmed, but its order is known nowhere: it now waits for its order.
             Recheck::Applied(Applied::OrderUnknown) => Some(Resolution::WaitsForOrder),
@@ -641,13 +675,30 @@ async fn recheck_one<S: ExceptionStore, C: PaymentConfirmation>(
     state: &S,
     api: &C,
     effect: &dyn FulfilmentEffect,
-    environment: Environment,
+    applying: &Applying,
     change: Change,
     envelope: &Envelope,
     now_ms: u64,
 ) -> Result<Recheck, PortError> {
     let pays = matches!(&change, Change::Invoice { status, .. } if status.fulfils());
-    let checked = check(api, &change, &envelope.data, environment).await?;
+    let checked = check(api, &change, &envelope.data, applying.environment).await?;
+    if let Some(project) = checked
+        .project
+        .as_deref()
+        .filter(|p| !applying.projects.applies(Some(p)))
+    {
+        // Another project's invoice, by Paymos' word: it leaves this stack's list.
+        let other = Change::OtherProject {
+            project: project.to_owned(),
+            invoice_id: envelope.resource_id.clone(),
+        };
+        let source = Source::Manual {
+            actor: "recheck".into(),
+        };
+        return Ok(Recheck::Applied(
+            settle_confirmed(state, &source, &other, effect, now_ms).await?,
+        ));
+    }
     let confirmed = match checked.verdict {
         Verdict::Confirmed => with_order(change, checked.order),
         Verdict::PaidLate { closed } => {
@@ -656,7 +707,7 @@ async fn recheck_one<S: ExceptionStore, C: PaymentConfirmation>(
                 effect,
                 change,
                 closed,
-                checked.order,
+                checked.order.map(|o| applying.projects.scoped(o)),
                 "recheck",
                 now_ms,
             )
@@ -674,6 +725,9 @@ async fn recheck_one<S: ExceptionStore, C: PaymentConfirmation>(
     let source = Source::Manual {
         actor: "recheck".into(),
     };
+    let confirmed = applying
+        .projects
+        .apply_to(confirmed, envelope.data.project_id.as_deref());
     Ok(Recheck::Applied(
         settle_confirmed(state, &source, &confirmed, effect, now_ms).await?,
     ))
@@ -711,7 +765,10 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
             ledger,
             api,
             self.effect(),
-            self.environment(),
+            Applying {
+                environment: self.environment(),
+                projects: self.projects().clone(),
+            },
             resource_id,
             now_ms,
         )

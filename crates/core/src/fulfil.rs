@@ -8,7 +8,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use super::change::{Applied, Change, OrderRef, Source, change_of, with_order};
+use super::change::{Applied, Change, OrderRef, Projects, Source, change_of, with_order};
 use super::confirm::{NOT_YET_RECEIVES, Verdict, check};
 use super::confirm::{NoConfirmation, PaymentConfirmation};
 use super::effect::{FulfilmentEffect, RecordFulfilment};
@@ -230,6 +230,7 @@ pub struct Fulfil<S, C = NoConfirmation> {
     effect: Box<dyn FulfilmentEffect>,
     confirmation: Option<C>,
     environment: Environment,
+    projects: Projects,
 }
 
 impl<S: ResourceStore> Fulfil<S> {
@@ -245,6 +246,7 @@ impl<S: ResourceStore> Fulfil<S> {
             effect,
             confirmation: None,
             environment: Environment::Live,
+            projects: Projects::all(),
         }
     }
 
@@ -255,6 +257,7 @@ impl<S: ResourceStore> Fulfil<S> {
             effect: self.effect,
             confirmation: Some(confirmation),
             environment: self.environment,
+            projects: self.projects,
         }
     }
 }
@@ -283,6 +286,20 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
     /// The environment this stack applies.
     pub fn environment(&self) -> Environment {
         self.environment
+    }
+
+    /// The projects whose deliveries this stack applies (every project by default). A delivery
+    /// of another project is recorded as [`Applied::OtherProject`] and changes nothing; each
+    /// applied project's orders, registrations and balances are its own ([`Projects`]).
+    #[must_use]
+    pub fn for_projects(mut self, projects: Projects) -> Self {
+        self.projects = projects;
+        self
+    }
+
+    /// The projects this stack applies.
+    pub fn projects(&self) -> &Projects {
+        &self.projects
     }
 
     /// Applies one work item as its last receive (a "not paid yet" from the reverse check is
@@ -341,6 +358,11 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
                 .confirmed(confirmation, change, &envelope, receives, now_ms)
                 .await?;
         }
+        // Another project's delivery applies nothing (its project as the event, or Paymos'
+        // answer, names it); an applied one's order and credit take their project's key scope.
+        let change = self
+            .projects
+            .apply_to(change, envelope.data.project_id.as_deref());
         let applied = settle_as(
             &self.store,
             &source,
@@ -366,6 +388,20 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         now_ms: u64,
     ) -> Result<(Change, bool), FulfilError> {
         let checked = check(confirmation, &change, &envelope.data, self.environment).await?;
+        // Another project's invoice, by Paymos' word: nothing of this stack's to decide.
+        if let Some(project) = checked
+            .project
+            .as_deref()
+            .filter(|p| !self.projects.applies(Some(p)))
+        {
+            return Ok((
+                Change::OtherProject {
+                    project: project.to_owned(),
+                    invoice_id: envelope.resource_id.clone(),
+                },
+                false,
+            ));
+        }
         let resource_id = envelope.resource_id.clone();
         let unconfirmed = |reason: String| {
             tracing::warn!(resource_id = ?resource_id, event_id = %envelope.event_id, reason, "reverse check: Paymos does not confirm this event; nothing applied");
@@ -397,7 +433,7 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
                     self.effect.as_ref(),
                     change,
                     closed,
-                    checked.order,
+                    checked.order.map(|o| self.projects.scoped(o)),
                     "reverse-check",
                     now_ms,
                 )
@@ -471,12 +507,16 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         order.external_id = order
             .external_id
             .filter(|id| super::change::named(id).is_some());
-        let change = Change::Invoice {
-            invoice_id: invoice_id.to_owned(),
-            status,
-            occurred_at: now_ms / 1000,
-            order,
-        };
+        let project = order.project.clone();
+        let change = self.projects.apply_to(
+            Change::Invoice {
+                invoice_id: invoice_id.to_owned(),
+                status,
+                occurred_at: now_ms / 1000,
+                order,
+            },
+            project.as_deref(),
+        );
         let source = Source::Manual {
             actor: actor.to_owned(),
         };

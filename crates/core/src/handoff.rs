@@ -424,6 +424,7 @@ mod tests {
                 external_id: Some("o-1".into()),
                 amount: amount("10.50"),
                 currency: Some("USDT".into()),
+                project: None,
             },
             status: Some(InvoiceStatus::Paid),
             won_by: won_by.into(),

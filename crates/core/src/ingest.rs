@@ -36,6 +36,12 @@ pub trait KeySource: Send + Sync {
 /// The default largest body accepted (Paymos bodies are 1–3 KiB); it keeps the ledger item
 /// under DynamoDB's 400 KB and the work item under SQS's 256 KiB.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 128 * 1024;
+/// SQS' largest message, its attributes included (256 KiB).
+pub const SQS_MAX_MESSAGE_BYTES: usize = 262_144;
+/// The largest body a stack may accept (`MaxBodyBytes`' bound): its work item, base64 and all,
+/// with the longest event id, event type and resource id as attributes, fits one SQS message
+/// (192 KiB would not: its base64 alone is 256 KiB).
+pub const LIMIT_MAX_BODY_BYTES: usize = 195_000;
 /// The default lease of a fresh record, in seconds: longer than the ingest timeout, shorter
 /// than the sender's first retry gap (one minute).
 pub const DEFAULT_LEASE_SECS: u64 = 30;

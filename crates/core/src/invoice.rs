@@ -87,6 +87,9 @@ pub struct InvoiceSeen {
     /// When its payment (a paid status, or a payment after it closed) was made, by Paymos'
     /// clock, where a delivery said so.
     pub payment_at: Option<u64>,
+    /// A person's road (`recheck`, `reconcile --apply`, `mark-paid`) found it paid but its order
+    /// known nowhere: nothing shipped, it waits for its order.
+    pub awaits_order: bool,
     /// The order as recorded on the invoice (fields may be missing).
     pub order: OrderRef,
 }
@@ -106,13 +109,19 @@ pub enum Standing {
     Released,
     /// Paid back in full: nothing waits.
     Refunded,
+    /// Paid, by a person's road, with its order known nowhere: waits for its order
+    /// (`mark-paid --order-id`).
+    OrderUnknown,
 }
 
 impl Standing {
     /// Whether a person must act (what `exceptions` lists).
     #[must_use]
     pub fn waits_for_person(&self) -> bool {
-        matches!(self, Self::Held | Self::DuplicateOf(_) | Self::PaidLate)
+        matches!(
+            self,
+            Self::Held | Self::DuplicateOf(_) | Self::PaidLate | Self::OrderUnknown
+        )
     }
 }
 
@@ -128,6 +137,7 @@ impl InvoiceSeen {
             released: false,
             refunds: Vec::new(),
             payment_at: None,
+            awaits_order: false,
             order: OrderRef::none(),
         }
     }
@@ -187,6 +197,8 @@ impl InvoiceSeen {
             Standing::Held
         } else if self.paid_late {
             Standing::PaidLate
+        } else if self.awaits_order && !self.status.is_some_and(InvoiceStatus::fulfils) {
+            Standing::OrderUnknown
         } else {
             Standing::Clear
         }
@@ -219,6 +231,7 @@ mod tests {
                 external_id: Some("o-1".into()),
                 amount: Amount::parse(amount),
                 currency: Some(currency.into()),
+                project: None,
             },
             ..InvoiceSeen::with_status(Some(InvoiceStatus::Paid))
         }

@@ -123,10 +123,28 @@ impl Ids {
         format!("pcd_{}_{d}", self.run)
     }
 
-    /// The payer of the run's deposits.
+    /// The payer of the run's deposits (payer 0).
     #[must_use]
     pub fn payer(&self) -> String {
-        format!("c_{}_0", self.run)
+        self.payer_of(0)
+    }
+
+    /// Payer `k` (one payer id may pay in several projects).
+    #[must_use]
+    pub fn payer_of(&self, k: u8) -> String {
+        format!("c_{}_{k}", self.run)
+    }
+
+    /// Project `p` (`prj_…`).
+    #[must_use]
+    pub fn project(&self, p: u8) -> String {
+        format!("prj_{}_{p}", self.run)
+    }
+
+    /// Payout `p` (a withdrawal that is not a refund).
+    #[must_use]
+    pub fn payout(&self, p: u8) -> String {
+        format!("wdr_{}_p{p}", self.run)
     }
 }
 
@@ -216,6 +234,7 @@ where
         external_id: None,
         amount: Amount::parse("10.50"),
         currency: Some("USD".into()),
+        project: None,
     };
     for (step, op) in ops.iter().enumerate() {
         let now = 1_000 + step as u64;

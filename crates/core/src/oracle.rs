@@ -10,6 +10,16 @@
 //!   waits; a person's road carries no time, so any recorded Full refund settles it;
 //! - 9 release; 10 withdrawals; 11 a deposit credits once; 12 a recheck of nothing waiting
 //!   changes nothing.
+//!
+//! Projects (a merchant's shops; order and payer ids are unique only within one):
+//! - 18 a receiver that names no projects keys every project's orders and payers together;
+//! - 13 an order is (project, order id): it ships at most once per pair, and a registration
+//!   prices only its own project's order; 14 a balance is per (project, payer, currency);
+//! - 15 a delivery (or a person's word) of a project the stack does not apply changes nothing
+//!   and waits for no one; a refund is its invoice's project's, a deposit its own's;
+//! - 16 a plain payout names no project: merchant-wide, it moves nothing of any project;
+//! - 17 an invoice event without `project_id` belongs to its invoice's project: under the
+//!   reverse check Paymos' record's, else what an earlier delivery of the invoice named.
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The environment whose secret signed a delivery: `Live` (`whsec_live_…`) or `Sandbox`.
@@ -66,7 +76,10 @@ pub enum Mode {
 /// Paymos' own record of an invoice (the truth at the END of the history; the API answers with it).
 #[derive(Clone, Debug)]
 pub struct Invoice {
-    /// `external_order_id`; "" means Paymos' record gives no usable order.
+    /// `project_id`: the project it belongs to.
+    pub project: String,
+    /// `external_order_id` (unique within the project); "" means Paymos' record gives no
+    /// usable order.
     pub order: String,
     /// The order's price (`data.order.amount` / `currency`), often fiat.
     pub price: Price,
@@ -93,6 +106,8 @@ pub struct Payout {
 /// A payment-channel deposit at Paymos; `confirmed` means confirmed and `is_final`.
 #[derive(Clone, Debug)]
 pub struct Deposit {
+    /// `project_id`: the project it belongs to (its payer is that project's).
+    pub project: String,
     pub payer: String,
     pub net: String,
     pub currency: String,
@@ -106,12 +121,31 @@ pub struct World {
     pub refunds: BTreeMap<String, Refund>,
     pub payouts: BTreeMap<String, Payout>,
     pub deposits: BTreeMap<String, Deposit>,
-    /// The merchant's registered orders: order id -> price.
-    pub registered: BTreeMap<String, Price>,
+    /// The merchant's registered orders: (project, order id) -> price.
+    pub registered: BTreeMap<(String, String), Price>,
+    /// The projects the receiver applies (None: every project).
+    pub projects: Option<BTreeSet<String>>,
     /// The receiver re-reads each money-moving event at Paymos' API before acting.
     pub reverse_check: bool,
     /// The environment this receiver applies.
     pub environment: Env,
+}
+
+impl World {
+    /// 15: whether the receiver applies `project` ("": named nowhere, merchant-wide: yes).
+    fn applies(&self, project: &str) -> bool {
+        project.is_empty() || self.projects.as_ref().is_none_or(|ps| ps.contains(project))
+    }
+    /// 18: the project an order or a balance is keyed by: its own where the receiver names the
+    /// projects it applies; none where it names none (it cannot tell its projects apart, and
+    /// keys every project's orders and payers together, as before projects).
+    fn scope(&self, project: &str) -> String {
+        if self.projects.is_some() {
+            project.to_owned()
+        } else {
+            String::new()
+        }
+    }
 }
 
 /// What reached the receiver, in order (arrival order); every delivery was acknowledged (2xx).
@@ -120,11 +154,13 @@ pub struct World {
 /// (Unix seconds, `occurred_at`) of the fact it announces.
 #[derive(Clone, Debug)]
 pub enum Step {
-    /// An invoice webhook; `order` is `data.order.external_id`, `price` `data.order.amount` +
-    /// `currency` (None: left out); for a paying status `at` is when the payment was made.
+    /// An invoice webhook; `project` is `data.project_id`, `order` `data.order.external_id`,
+    /// `price` `data.order.amount` + `currency` (None: left out); for a paying status `at` is
+    /// when the payment was made.
     Invoice {
         event_id: Option<String>,
         invoice: String,
+        project: Option<String>,
         env: Env,
         genuine: bool,
         lagging: bool,
@@ -134,7 +170,7 @@ pub enum Step {
         price: Option<Price>,
     },
     /// `withdrawal.*` of a refund or payout: `completed` (at `at`: `data.completed_at`), or an
-    /// open/failed status (false).
+    /// open/failed status (false). A refund names its invoice's project; a payout none.
     Withdrawal {
         event_id: Option<String>,
         id: String,
@@ -144,7 +180,8 @@ pub enum Step {
         at: u64,
         completed: bool,
     },
-    /// `payment_channel.deposit.*`: `confirmed` with `is_final`, or advisory (false).
+    /// `payment_channel.deposit.*`: `confirmed` with `is_final`, or advisory (false); it names
+    /// its deposit's project.
     Deposit {
         event_id: Option<String>,
         id: String,
@@ -153,10 +190,11 @@ pub enum Step {
         lagging: bool,
         confirmed: bool,
     },
-    /// A person: `mark-paid INV [--order-id O]` (trusted: the invoice is paid).
+    /// A person: `mark-paid INV [--order-id O] [--project P]` (trusted: the invoice is paid).
     MarkPaid {
         invoice: String,
         order: Option<String>,
+        project: Option<String>,
     },
     /// A person: `release INV [--override-amount]`.
     Release {
@@ -187,12 +225,12 @@ pub enum Wait {
 /// What must hold in the end.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Expected {
-    /// Order id -> the one invoice it shipped under.
-    pub shipped: BTreeMap<String, String>,
+    /// (project, order id) -> the one invoice it shipped under.
+    pub shipped: BTreeMap<(String, String), String>,
     /// Resource id -> why it waits for a person.
     pub waiting: BTreeMap<String, Wait>,
-    /// (payer, currency) -> credited total, normalized decimal ("0" never listed).
-    pub balances: BTreeMap<(String, String), String>,
+    /// (project, payer, currency) -> credited total, normalized decimal ("0" never listed).
+    pub balances: BTreeMap<(String, String, String), String>,
     /// Invoices paid back in full: a completed Full refund settles their (shipped or waiting)
     /// payment, or no payment of them is known.
     pub refunded: BTreeSet<String>,
@@ -262,6 +300,8 @@ struct Inv {
     judged: Option<Option<Wait>>,
     closed: bool,
     late: bool,
+    /// 17: its project, once a delivery named it (or Paymos' record, or a person, said).
+    project: Option<String>,
     order: Option<String>,
     conflict: bool,
     price: Option<Price>,
@@ -272,6 +312,11 @@ struct Inv {
 }
 
 impl Inv {
+    /// 13: the key its order ships under: (project, order id); "" for a project known nowhere.
+    fn key(&self, order: &str) -> (String, String) {
+        (self.project.clone().unwrap_or_default(), order.to_owned())
+    }
+
     /// 8: a Full refund returns the payment received until it completed: it settles the payment
     /// it completed at or after, never a later one. Where either time is unknown the receiver
     /// cannot tell, and the refund settles it (nothing ships). With no payment known, any does.
@@ -287,6 +332,7 @@ impl Inv {
 #[derive(Clone, Debug)]
 struct Claim {
     status: Status,
+    project: Option<String>,
     order: Option<String>,
     price: Option<Price>,
 }
@@ -311,6 +357,7 @@ impl Claim {
         };
         if self.status.pays() {
             if self.order.as_ref().is_some_and(|o| *o != rec.order)
+                || self.project.as_ref().is_some_and(|p| *p != rec.project)
                 || self.price.as_ref().is_some_and(|p| !same_price(p))
             {
                 return Answer::Contradicts;
@@ -332,14 +379,14 @@ impl Claim {
 struct Machine<'w> {
     world: &'w World,
     inv: BTreeMap<String, Inv>,
-    shipped: BTreeMap<String, String>,
+    shipped: BTreeMap<(String, String), String>,
     /// 2: deliveries Paymos did not confirm when they came, per resource (an invoice event's
     /// status; `None` for a withdrawal or a deposit), until a recheck applies them.
     unconfirmed: BTreeMap<String, Vec<Option<Claim>>>,
     /// 8: the Paymos time an unconfirmed money delivery named (a refund's completion).
     money_at: BTreeMap<String, u64>,
     applied: BTreeSet<String>,
-    balances: BTreeMap<(String, String), i128>,
+    balances: BTreeMap<(String, String, String), i128>,
     /// Deliveries seen: (environment, event id).
     delivered: BTreeSet<(Env, String)>,
 }
@@ -347,6 +394,47 @@ struct Machine<'w> {
 impl Machine<'_> {
     fn inv_mut(&mut self, id: &str) -> &mut Inv {
         self.inv.entry(id.to_owned()).or_default()
+    }
+
+    /// 15: whether the receiver applies `project` ("": named nowhere, merchant-wide: yes).
+    fn applies(&self, project: &str) -> bool {
+        self.world.applies(project)
+    }
+
+    /// 13/18: the key an invoice's order ships under, in the receiver's setting.
+    fn key(&self, inv: &Inv, order: &str) -> (String, String) {
+        let (project, order) = inv.key(order);
+        (self.world.scope(&project), order)
+    }
+
+    /// 17: the project of invoice `id`, learned once: under the reverse check Paymos' record's
+    /// (where Paymos has the invoice), else the first one a delivery (or a person) `named`.
+    fn invoice_project(&mut self, id: &str, named: Option<&str>) -> String {
+        let w = self.world;
+        let at_paymos = w.invoices.get(id).filter(|_| w.reverse_check);
+        let learned = at_paymos
+            .map(|r| r.project.clone())
+            .or_else(|| named.filter(|p| !p.is_empty()).map(str::to_owned));
+        let inv = self.inv_mut(id);
+        if inv.project.is_none() {
+            inv.project = learned;
+        }
+        inv.project.clone().unwrap_or_default()
+    }
+
+    /// 15: the project of a resource a withdrawal or a deposit delivers (its body names it): a
+    /// refund's is its invoice's, a deposit's its own; a payout (or anything else) names none.
+    fn money_project(&mut self, id: &str) -> String {
+        let w = self.world;
+        if let Some(r) = w.refunds.get(id) {
+            let named = w.invoices.get(&r.invoice).map(|i| i.project.as_str());
+            self.invoice_project(&r.invoice, named)
+        } else {
+            w.deposits
+                .get(id)
+                .map(|d| d.project.clone())
+                .unwrap_or_default()
+        }
     }
 
     fn step(&mut self, step: &Step) {
@@ -380,6 +468,7 @@ impl Machine<'_> {
                 if *env != live => {}
             Step::Invoice {
                 invoice,
+                project,
                 lagging,
                 at,
                 status,
@@ -387,13 +476,25 @@ impl Machine<'_> {
                 price,
                 ..
             } => {
+                // 15/17: another project's invoice changes nothing and waits for no one
+                let of = self.invoice_project(invoice, project.as_deref());
+                if !self.applies(&of) {
+                    return;
+                }
                 let claim = Claim {
                     status: *status,
+                    project: project.clone(),
                     order: order.clone(),
                     price: price.clone(),
                 };
                 self.invoice_event(invoice, *lagging, *at, claim);
             }
+            // 15: another project's refund (withdrawals ignore the filter) or deposit: nothing
+            Step::Withdrawal { id, .. } | Step::Deposit { id, .. }
+                if {
+                    let of = self.money_project(id);
+                    !self.applies(&of)
+                } => {}
             Step::Withdrawal {
                 id,
                 lagging,
@@ -409,7 +510,17 @@ impl Machine<'_> {
             } => self.money_event(id, *lagging, 0), // a deposit's time matters to nothing
             // 2/10/11: open/failed withdrawals and advisory deposits move nothing
             Step::Withdrawal { .. } | Step::Deposit { .. } => {}
-            Step::MarkPaid { invoice, order } => self.mark_paid(invoice, order.as_deref()),
+            Step::MarkPaid {
+                invoice,
+                order,
+                project,
+            } => {
+                // 15: a person's word for another project's invoice changes nothing
+                let of = self.invoice_project(invoice, project.as_deref());
+                if self.applies(&of) {
+                    self.mark_paid(invoice, order.as_deref());
+                }
+            }
             Step::Release {
                 invoice,
                 override_amount,
@@ -473,6 +584,9 @@ impl Machine<'_> {
     /// 4/5: Paymos' record, when read, wins: its order (if any) and its price.
     fn learn_record(&mut self, id: &str, rec: &Invoice) {
         let inv = self.inv_mut(id);
+        if inv.project.is_none() {
+            inv.project = Some(rec.project.clone()); // 17
+        }
         if inv.paid {
             return; // 3: judged when applied
         }
@@ -567,11 +681,12 @@ impl Machine<'_> {
                 self.inv_mut(&r.invoice).refunds.push(at);
             }
         } else if w.payouts.contains_key(id) {
-            self.applied.insert(id.to_owned()); // 10: a payout ships nothing, moves no balance
+            // 10/16: a payout names no project: it ships nothing, moves no balance
+            self.applied.insert(id.to_owned());
         } else if let Some(d) = w.deposits.get(id) {
             self.applied.insert(id.to_owned());
-            // 11: credit net once; a malformed net credits nothing
-            let key = (d.payer.clone(), d.currency.clone());
+            // 11/14: credit net once, to the payer of its project; a malformed net credits nothing
+            let key = (w.scope(&d.project), d.payer.clone(), d.currency.clone());
             let bal = self.balances.entry(key).or_default();
             if let Some(sum) = parse_amount(&d.net).and_then(|n| bal.checked_add(n)) {
                 *bal = sum;
@@ -591,9 +706,11 @@ impl Machine<'_> {
         if let Some(o) = order.filter(|o| !o.is_empty() && inv.order.is_none()) {
             inv.order = Some(o.to_owned());
         }
-        // 4: a person's word with no order, where none is known, is refused: they are told to
-        // name it, and nothing changes
+        // 4: a person's word with no order, where none is known, applies nothing but is named
+        // for a person until the order is learned (whatever is acknowledged is applied or sits
+        // in a named outcome): it waits as a payment with no order known
         if inv.order.is_none() && !inv.closed {
+            inv.pending = true;
             return;
         }
         let inv = self.inv_mut(id);
@@ -691,6 +808,8 @@ impl Machine<'_> {
             .invoices
             .iter()
             .filter(|(_, r)| r.status.pays() || r.paid_late)
+            // 15: another project's invoice is not this receiver's to apply
+            .filter(|(_, r)| w.applies(&r.project))
             // 8: Paymos' refunds are read first: one paid back in full is not applied (the list
             // carries no times: whether the payment came after cannot be told)
             .filter(|(id, _)| {
@@ -704,7 +823,8 @@ impl Machine<'_> {
         }
     }
 
-    /// 5: held when the order's registration cannot be matched exactly in the same currency.
+    /// 5/13: held when its project's registration of the order cannot be matched exactly in
+    /// the same currency.
     fn held(&self, inv: &Inv, order: &str) -> bool {
         let same = |reg: &Price| {
             inv.price.as_ref().is_some_and(|p| {
@@ -718,11 +838,12 @@ impl Machine<'_> {
             || self
                 .world
                 .registered
-                .get(order)
+                .get(&self.key(inv, order))
                 .is_some_and(|reg| !same(reg))
     }
 
-    /// 6: the first invoice that becomes shippable ships its order; nothing un-ships.
+    /// 6/13: the first invoice that becomes shippable ships its (project's) order; nothing
+    /// un-ships.
     fn settle(&mut self) {
         // 3: a payment is judged once, when it is applied; later facts re-judge nothing
         let fresh: Vec<String> = self
@@ -747,8 +868,9 @@ impl Machine<'_> {
                 continue;
             };
             // 8: a Full refund of this payment (whenever it arrived) means it never ships
-            if inv.paid && !inv.shipped && !inv.refunded() && !self.shipped.contains_key(&order) {
-                self.shipped.insert(order, id.clone());
+            let key = self.key(inv, &order);
+            if inv.paid && !inv.shipped && !inv.refunded() && !self.shipped.contains_key(&key) {
+                self.shipped.insert(key, id.clone());
                 self.inv_mut(&id).shipped = true;
             }
         }
@@ -777,7 +899,7 @@ impl Machine<'_> {
         let (true, Some(order)) = (inv.paid, &inv.order) else {
             return Some(Wait::OrderUnknown); // 4: never ship "no order"
         };
-        if inv.released && !self.shipped.contains_key(order) {
+        if inv.released && !self.shipped.contains_key(&self.key(inv, order)) {
             return None; // 9
         }
         match inv.judged {
@@ -794,8 +916,8 @@ impl Machine<'_> {
             // 7: a payment after the close is recorded as late first; a person decides (a
             // release still meets the order's claim and its price)
             Some(Wait::PaidLate)
-        } else if self.shipped.contains_key(order) {
-            Some(Wait::Duplicate) // 6: wins over Held
+        } else if self.shipped.contains_key(&self.key(inv, order)) {
+            Some(Wait::Duplicate) // 6/13: wins over Held
         } else if inv.released {
             None // 9
         } else if self.held(inv, order) {
@@ -840,6 +962,8 @@ mod tests {
             currency: currency.into(),
         }
     }
+    /// The project of the tests' records and deliveries but where they say otherwise.
+    const A: &str = "prj_a";
     fn world(reverse_check: bool) -> World {
         World {
             invoices: BTreeMap::new(),
@@ -847,12 +971,17 @@ mod tests {
             payouts: BTreeMap::new(),
             deposits: BTreeMap::new(),
             registered: BTreeMap::new(),
+            projects: Some(BTreeSet::from([A.to_owned()])),
             reverse_check,
             environment: Env::Live,
         }
     }
+    fn register(w: &mut World, order: &str, price: Price) {
+        w.registered.insert((A.into(), order.into()), price);
+    }
     fn rec(order: &str, amount: &str, status: Status, paid_late: bool) -> Invoice {
         Invoice {
+            project: A.into(),
             order: order.into(),
             price: p(amount, "USD"),
             status,
@@ -868,6 +997,7 @@ mod tests {
     }
     fn deposit(payer: &str, net: &str, confirmed: bool) -> Deposit {
         Deposit {
+            project: A.into(),
             payer: payer.into(),
             net: net.into(),
             currency: "USDT".into(),
@@ -880,6 +1010,7 @@ mod tests {
         Step::Invoice {
             event_id: None,
             invoice: id.into(),
+            project: Some(A.into()),
             env,
             genuine,
             lagging,
@@ -953,6 +1084,13 @@ mod tests {
     fn lagging(s: Step) -> Step {
         tweak(s, Env::Live, true, true)
     }
+    fn mark(invoice: &str, order: &str) -> Step {
+        Step::MarkPaid {
+            invoice: invoice.into(),
+            order: Some(order.into()),
+            project: Some(A.into()),
+        }
+    }
     fn recheck(id: &str) -> Step {
         Step::Recheck { id: id.into() }
     }
@@ -966,7 +1104,7 @@ mod tests {
         Expected {
             shipped: shipped
                 .iter()
-                .map(|(o, i)| ((*o).into(), (*i).into()))
+                .map(|(o, i)| ((A.into(), (*o).into()), (*i).into()))
                 .collect(),
             waiting: waiting.iter().map(|(id, w)| ((*id).into(), *w)).collect(),
             balances: BTreeMap::new(),
@@ -1047,8 +1185,8 @@ mod tests {
         let mut w = world(true);
         w.invoices
             .insert("inv_1".into(), rec("o1", "10", Paid, false));
-        w.registered.insert("o1".into(), p("10.00", "USD"));
-        w.registered.insert("o_evil".into(), p("1", "USD"));
+        register(&mut w, "o1", p("10.00", "USD"));
+        register(&mut w, "o_evil", p("1", "USD"));
         let open = ev(
             "inv_1",
             AwaitingPayment,
@@ -1087,10 +1225,7 @@ mod tests {
         steps.push(ev("inv_1", Confirming, Some("o1"), None));
         assert_eq!(expected(&w, &steps), exp(&[], &unknown, &[]));
         steps.push(ev("inv_1", Paid, None, None));
-        steps.push(Step::MarkPaid {
-            invoice: "inv_2".into(),
-            order: Some("o2".into()),
-        });
+        steps.push(mark("inv_2", "o2"));
         assert_eq!(
             expected(&w, &steps),
             exp(&[("o1", "inv_1"), ("o2", "inv_2")], &[], &[])
@@ -1116,7 +1251,7 @@ mod tests {
     fn a_price_is_compared_exactly_and_only_in_its_own_currency() {
         let mut w = world(false);
         for (order, amount) in [("o1", "10.50"), ("o2", "10.5"), ("o3", "7"), ("o5", "1.0")] {
-            w.registered.insert(order.into(), p(amount, "USD"));
+            register(&mut w, order, p(amount, "USD"));
         }
         let steps = [
             paid("inv_1", "o1", "10.5"),
@@ -1139,7 +1274,7 @@ mod tests {
     #[test] // 6
     fn an_order_ships_at_most_once() {
         let mut w = world(false);
-        w.registered.insert("o1".into(), p("10", "USD"));
+        register(&mut w, "o1", p("10", "USD"));
         let steps = [
             paid("inv_1", "o1", "10"),
             paid("inv_2", "o1", "10"),
@@ -1166,7 +1301,7 @@ mod tests {
             .insert("inv_2".into(), rec("o2", "10", Underpaid, true));
         w.invoices
             .insert("inv_3".into(), rec("o3", "10", Paid, false));
-        w.registered.insert("o2".into(), p("5", "USD"));
+        register(&mut w, "o2", p("5", "USD"));
         let mut steps = vec![ev("inv_1", Expired, None, None), Step::Reconcile];
         let late = [("inv_1", Wait::PaidLate), ("inv_2", Wait::PaidLate)];
         assert_eq!(expected(&w, &steps), exp(&[("o3", "inv_3")], &late, &[]));
@@ -1218,7 +1353,7 @@ mod tests {
     #[test] // 8
     fn an_overpayment_refund_settles_nothing() {
         let mut w = world(false);
-        w.registered.insert("o1".into(), p("10", "USD"));
+        register(&mut w, "o1", p("10", "USD"));
         w.refunds
             .insert("wdr_1".into(), refund("inv_1", Mode::Overpayment));
         w.refunds
@@ -1292,10 +1427,7 @@ mod tests {
             .insert("wdr_2".into(), refund("inv_2", Mode::Full));
         let steps = [
             at(wdr("wdr_1", true), 20),
-            Step::MarkPaid {
-                invoice: "inv_1".into(),
-                order: Some("o1".into()),
-            },
+            mark("inv_1", "o1"),
             lagging(at(paid("inv_2", "o2", "10"), 30)),
             at(wdr("wdr_2", true), 20),
             recheck("inv_2"),
@@ -1306,7 +1438,7 @@ mod tests {
     #[test] // 9
     fn a_release_acts_only_on_a_held_or_late_payment() {
         let mut w = world(false);
-        w.registered.insert("o1".into(), p("10", "USD"));
+        register(&mut w, "o1", p("10", "USD"));
         let steps = [
             paid("inv_1", "o1", "9"),
             release("inv_1", false),
@@ -1373,7 +1505,7 @@ mod tests {
         ];
         let mut want = exp(&[], &[("pcd_4", Wait::Unconfirmed)], &[]);
         want.balances
-            .insert(("alice".into(), "USDT".into()), "1".into());
+            .insert((A.into(), "alice".into(), "USDT".into()), "1".into());
         assert_eq!(expected(&w, &steps), want);
     }
 
@@ -1386,6 +1518,131 @@ mod tests {
             .insert("pcd_1".into(), deposit("alice", "5", true));
         let steps = [recheck("inv_1"), recheck("pcd_1"), recheck("wdr_9")];
         assert_eq!(expected(&w, &steps), Expected::default());
+    }
+
+    /// The same invoice step naming `project` (None: left out).
+    fn of(mut s: Step, project: Option<&str>) -> Step {
+        if let Step::Invoice { project: p, .. } | Step::MarkPaid { project: p, .. } = &mut s {
+            *p = project.map(Into::into);
+        }
+        s
+    }
+    fn only(w: &mut World, projects: &[&str]) {
+        w.projects = Some(projects.iter().map(|p| (*p).into()).collect());
+    }
+    fn key(project: &str, order: &str) -> (String, String) {
+        (project.into(), order.into())
+    }
+
+    #[test] // 13
+    fn an_order_is_one_per_project_and_ships_once_in_each() {
+        for reverse_check in [false, true] {
+            let mut w = world(reverse_check);
+            for (i, project) in [("inv_1", A), ("inv_2", "prj_b"), ("inv_3", "prj_b")] {
+                let rec = Invoice {
+                    project: project.into(),
+                    ..rec("o1", "12", Paid, false)
+                };
+                w.invoices.insert(i.into(), rec);
+            }
+            only(&mut w, &[A, "prj_b"]);
+            // prj_a's o1 is registered at 10: its payment at 12 is held; prj_b's o1 is not
+            register(&mut w, "o1", p("10", "USD"));
+            let steps = [
+                paid("inv_1", "o1", "12"),
+                of(paid("inv_2", "o1", "12"), Some("prj_b")),
+                of(paid("inv_3", "o1", "12"), Some("prj_b")),
+            ];
+            let mut want = exp(
+                &[],
+                &[("inv_1", Wait::Held), ("inv_3", Wait::Duplicate)],
+                &[],
+            );
+            want.shipped.insert(key("prj_b", "o1"), "inv_2".into());
+            assert_eq!(expected(&w, &steps), want, "reverse check {reverse_check}");
+        }
+    }
+
+    #[test] // 14, 15
+    fn a_payer_has_a_balance_per_project_and_another_projects_credits_nothing() {
+        let mut w = world(false);
+        only(&mut w, &[A, "prj_b"]);
+        for (d, project) in [("pcd_1", A), ("pcd_2", "prj_b"), ("pcd_3", "prj_c")] {
+            let d_ = Deposit {
+                project: project.into(),
+                ..deposit("42", "5", true)
+            };
+            w.deposits.insert(d.into(), d_);
+        }
+        let steps = [dep("pcd_1", true), dep("pcd_2", true), dep("pcd_3", true)];
+        let mut want = Expected::default();
+        for project in [A, "prj_b"] {
+            let k = (project.into(), "42".into(), "USDT".into());
+            want.balances.insert(k, "5".into());
+        }
+        assert_eq!(expected(&w, &steps), want);
+    }
+
+    #[test] // 15, 16
+    fn another_projects_deliveries_change_nothing_and_a_payout_moves_nothing() {
+        for reverse_check in [false, true] {
+            let mut w = world(reverse_check);
+            only(&mut w, &[A]);
+            let foreign = Invoice {
+                project: "prj_b".into(),
+                ..rec("o1", "10", Paid, false)
+            };
+            w.invoices.insert("inv_b".into(), foreign);
+            w.refunds
+                .insert("wdr_1".into(), refund("inv_b", Mode::Full));
+            w.payouts.insert("wdr_2".into(), Payout { completed: true });
+            let steps = [
+                of(paid("inv_b", "o1", "10"), Some("prj_b")),
+                lagging(of(paid("inv_b", "o1", "10"), Some("prj_b"))),
+                wdr("wdr_1", true),
+                lagging(wdr("wdr_1", true)),
+                of(mark("inv_b", "o1"), Some("prj_b")),
+                wdr("wdr_2", true),
+                Step::Reconcile,
+                recheck("inv_b"),
+            ];
+            let want = Expected::default();
+            assert_eq!(expected(&w, &steps), want, "reverse check {reverse_check}");
+        }
+    }
+
+    #[test] // 17
+    fn an_invoice_event_without_a_project_belongs_to_its_invoices_project() {
+        for reverse_check in [false, true] {
+            let mut w = world(reverse_check);
+            only(&mut w, &[A, "prj_b"]);
+            for (i, project) in [("inv_1", A), ("inv_2", "prj_b"), ("inv_3", "prj_c")] {
+                let rec = Invoice {
+                    project: project.into(),
+                    ..rec("o1", "10", Paid, false)
+                };
+                w.invoices.insert(i.into(), rec);
+            }
+            let open = |i, project| of(ev(i, Confirming, Some("o1"), None), Some(project));
+            let silent = |i| of(paid(i, "o1", "10"), None);
+            let steps = [
+                open("inv_2", "prj_b"),
+                silent("inv_2"),
+                open("inv_3", "prj_c"),
+                silent("inv_3"),
+                silent("inv_1"),
+            ];
+            let mut want = Expected::default();
+            want.shipped.insert(key("prj_b", "o1"), "inv_2".into());
+            if reverse_check {
+                // Paymos' record names inv_1's project
+                want.shipped.insert(key(A, "o1"), "inv_1".into());
+            } else {
+                // known nowhere: "" (the receiver cannot name its project)
+                want.shipped.insert(key("", "o1"), "inv_1".into());
+            }
+            assert_eq!(expected(&w, &steps), want, "reverse check {reverse_check}");
+        }
     }
 
     #[test]

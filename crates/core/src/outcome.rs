@@ -118,6 +118,10 @@ pub enum Refusal {
     OrderMismatch,
     /// The fulfilment (an effect's item) exists already.
     Fulfilled,
+    /// The invoice is another project's.
+    OtherProject(String),
+    /// The invoice's payment waits for its order: the status goes with that mark kept.
+    AwaitsOrder,
     /// A full refund that completed later is recorded on the invoice already.
     LaterFullRefund,
     /// The review note exists already (the delivery was handled before).
@@ -165,6 +169,7 @@ pub fn plan(change: &Change) -> Plan {
         Change::Unconfirmed { .. } => (Write::Review, Applied::Unconfirmed),
         Change::Unusable { .. } => (Write::Review, Applied::Unusable),
         Change::OtherEnvironment { .. } => (Write::MarkOnly, Applied::OtherEnvironment),
+        Change::OtherProject { .. } => (Write::MarkOnly, Applied::OtherProject),
     };
     let reason = match change {
         Change::Ignore { .. } => None,
@@ -198,25 +203,7 @@ pub fn writes(
         ));
     }
     match (&plan.write, change) {
-        (Write::Review, _) => {
-            if let Source::Delivery { event_id } = source {
-                let resource_id = match change {
-                    Change::Unconfirmed { resource_id, .. }
-                    | Change::Unusable { resource_id, .. } => resource_id.as_deref(),
-                    // A payment whose order is known nowhere yet.
-                    Change::Invoice { invoice_id, .. } => Some(invoice_id.as_str()),
-                    _ => None,
-                };
-                let why = plan.reason.as_deref().unwrap_or_default();
-                out.push(write::review_note(
-                    event_id,
-                    plan.outcome,
-                    resource_id,
-                    why,
-                    now_ms,
-                ));
-            }
-        }
+        (Write::Review | Write::MarkOnly, _) => out.extend(noted(source, change, plan, now_ms)),
         (
             Write::Change | Write::Unfulfilled(_),
             Change::Invoice {
@@ -292,6 +279,66 @@ pub fn writes(
         _ => {}
     }
     out
+}
+
+/// What a plan that applies nothing notes beside the mark: a waiting payment's review note and
+/// its invoice's project (a person's road, with no delivery to list, marks the invoice), and
+/// another project's invoice as that project's.
+fn noted(source: &Source, change: &Change, plan: &Plan, now_ms: u64) -> Vec<write::Write> {
+    match (&plan.write, change) {
+        (Write::Review, Change::Invoice { invoice_id, .. })
+            if matches!(source, Source::Manual { .. }) =>
+        {
+            vec![write::awaits_order(invoice_id, now_ms)]
+        }
+        (Write::Review, _) => {
+            let mut out: Vec<_> = review(source, change, plan, now_ms).into_iter().collect();
+            if let Change::Invoice {
+                invoice_id,
+                order:
+                    OrderRef {
+                        project: Some(scope),
+                        ..
+                    },
+                ..
+            } = change
+            {
+                out.push(write::invoice_project(invoice_id, scope));
+            }
+            out
+        }
+        (
+            Write::MarkOnly,
+            Change::OtherProject {
+                project,
+                invoice_id: Some(invoice_id),
+            },
+        ) => vec![write::other_project(invoice_id, project)],
+        _ => Vec::new(),
+    }
+}
+
+/// A delivery's review note, for the resource it names.
+fn review(source: &Source, change: &Change, plan: &Plan, now_ms: u64) -> Option<write::Write> {
+    let Source::Delivery { event_id } = source else {
+        return None;
+    };
+    let resource_id = match change {
+        Change::Unconfirmed { resource_id, .. } | Change::Unusable { resource_id, .. } => {
+            resource_id.as_deref()
+        }
+        // A payment whose order is known nowhere yet.
+        Change::Invoice { invoice_id, .. } => Some(invoice_id.as_str()),
+        _ => None,
+    };
+    let why = plan.reason.as_deref().unwrap_or_default();
+    Some(write::review_note(
+        event_id,
+        plan.outcome,
+        resource_id,
+        why,
+        now_ms,
+    ))
 }
 
 /// A withdrawal's status and, for a completed refund, its note on the invoice (completed at
@@ -376,6 +423,18 @@ pub fn refusal(
             recorded: seen.order,
         }
     };
+    if let (What::Payment | What::Transition | What::PaidLate | What::Release, Some(p)) = (
+        refused.write,
+        found.get(&Field::OtherProject).and_then(Value::as_text),
+    ) {
+        return Written::Refused(Refusal::OtherProject(p.to_owned()));
+    }
+    if refused.write == What::Transition
+        && found.get(&Field::AwaitsOrder) == Some(&Value::Bool(true))
+        && paying.is_some_and(|(st, at)| write::transition(st, at).holds(item))
+    {
+        return Written::Refused(Refusal::AwaitsOrder);
+    }
     Written::Refused(match refused.write {
         What::Processed => return Written::AlreadyProcessed,
         // The status took the payment: the refund or the order's condition failed.
@@ -452,6 +511,7 @@ fn standing_outcome(standing: &Standing) -> Applied {
         Standing::Held => Applied::Held,
         Standing::DuplicateOf(_) => Applied::DuplicatePayment,
         Standing::PaidLate => Applied::PaidLate,
+        Standing::OrderUnknown => Applied::OrderUnknown,
         Standing::Clear | Standing::Released | Standing::Refunded => Applied::AlreadyFinal,
     }
 }
@@ -514,6 +574,74 @@ fn differs(confirmed: &OrderRef, recorded: &OrderRef) -> bool {
     other_order || (confirmed.has_price() && recorded.has_price() && !same_price)
 }
 
+/// The writes a refusal asks for again, the change otherwise unchanged: a refund note that keeps
+/// a later full refund's time; a status that keeps its invoice listed while its payment waits
+/// for its order; and the mark alone for another project's invoice.
+fn again(tried: &Plan, refusal: &Refusal) -> Option<Step> {
+    let plan = |write, with_mark, outcome, reason| {
+        Some(Step::Then(Plan {
+            write,
+            with_mark,
+            outcome,
+            reason,
+        }))
+    };
+    match (&tried.write, refusal) {
+        (Write::Change, Refusal::LaterFullRefund) => {
+            plan(Write::RefundBeforeLater, false, tried.outcome, None)
+        }
+        (Write::Change, Refusal::AwaitsOrder) => plan(
+            Write::Unfulfilled(Mark::AwaitsOrder),
+            true,
+            tried.outcome,
+            tried.reason.clone(),
+        ),
+        (Write::Review | Write::MarkOnly, _) => None,
+        (_, Refusal::OtherProject(project)) => plan(
+            Write::MarkOnly,
+            true,
+            Applied::OtherProject,
+            Change::OtherProject {
+                project: project.clone(),
+                invoice_id: None,
+            }
+            .reason(),
+        ),
+        _ => None,
+    }
+}
+
+/// For a change whose order Paymos `confirmed`: Paymos' order replaces a record's that says
+/// something else, where the record refused the change for it (an open invoice) or holds the
+/// payment for a person on its word (a held one, which they then release as Paymos has it).
+fn correct(change: &Change, tried: &Plan, refusal: &Refusal, confirmed: bool) -> Option<Step> {
+    let recorded = match (&tried.write, refusal) {
+        (Write::Change, Refusal::OrderOnRecord { recorded })
+        | (
+            Write::Change,
+            Refusal::Resource {
+                standing: Standing::Held,
+                recorded,
+                ..
+            },
+        ) => recorded,
+        _ => return None,
+    };
+    let Change::Invoice { order, .. } = change else {
+        return None;
+    };
+    (confirmed && differs(order, recorded)).then(|| {
+        Step::Then(Plan {
+            write: Write::PaymosOrder {
+                recorded: recorded.clone(),
+            },
+            with_mark: false,
+            outcome: tried.outcome,
+            reason: None,
+        })
+    })
+}
+
 /// [`next`], for a change whose order Paymos `confirmed` (the reverse check, `recheck`,
 /// `reconcile`): Paymos' order and price replace a record's that differs, before the change is
 /// tried again; what Paymos confirms wins over what an unconfirmed delivery said.
@@ -539,6 +667,11 @@ pub fn next_as(
         Written::AlreadyProcessed => return Step::Done(Applied::AlreadyProcessed),
         Written::Refused(refusal) => refusal,
     };
+    if let Some(step) =
+        correct(change, tried, &refusal, confirmed).or_else(|| again(tried, &refusal))
+    {
+        return step;
+    }
     let mark_only = |outcome| mark_only(outcome, None);
     let delivery = matches!(source, Source::Delivery { .. });
     match (&tried.write, refusal) {
@@ -553,43 +686,8 @@ pub fn next_as(
         // The note exists: this delivery was handled before. The mark alone is never refused
         // but by the processed mark.
         (Write::Review | Write::MarkOnly, _) => Step::Done(Applied::AlreadyProcessed),
-        (Write::Change, Refusal::OrderOnRecord { recorded })
-            if confirmed
-                && matches!(change, Change::Invoice { order, .. } if differs(order, &recorded)) =>
-        {
-            Step::Then(Plan {
-                write: Write::PaymosOrder { recorded },
-                with_mark: false,
-                outcome: tried.outcome,
-                reason: None,
-            })
-        }
         (Write::Change, Refusal::OrderOnRecord { recorded }) => on_record(change, recorded),
-        // Held on the record's word: Paymos' confirmed order corrects the record the person
-        // releases (the payment still waits for them).
-        (
-            Write::Change,
-            Refusal::Resource {
-                standing: Standing::Held,
-                recorded,
-                ..
-            },
-        ) if confirmed
-            && matches!(change, Change::Invoice { order, .. } if differs(order, &recorded)) =>
-        {
-            Step::Then(Plan {
-                write: Write::PaymosOrder { recorded },
-                with_mark: false,
-                outcome: tried.outcome,
-                reason: None,
-            })
-        }
-        (Write::Change, Refusal::LaterFullRefund) => Step::Then(Plan {
-            write: Write::RefundBeforeLater,
-            with_mark: false,
-            outcome: tried.outcome,
-            reason: None,
-        }),
+
         // A person's road names no payment time, so a full refund settles what it marks: it
         // writes nothing, and the invoice stays free for a payment Paymos dates after the
         // refund (a new payment, which ships).
@@ -695,6 +793,7 @@ mod tests {
                 external_id: Some("o-1".into()),
                 amount: None,
                 currency: None,
+                project: None,
             },
         }
     }
@@ -721,6 +820,7 @@ mod tests {
                 payer: "c-1".into(),
                 net: Amount::parse("1").unwrap(),
                 currency: "TRX".into(),
+                project: None,
             }),
         }
     }
@@ -1117,6 +1217,7 @@ mod tests {
             external_id: Some("o-record".into()),
             amount: None,
             currency: None,
+            project: None,
         };
         let silent = Change::Invoice {
             invoice_id: "inv_1".into(),

@@ -81,6 +81,7 @@ pub trait ReconcileStore: ResourceStore + ReleaseStore {
     /// [`PortError`] when the store fails.
     fn order_fulfilled_by(
         &self,
+        scope: Option<&str>,
         order_id: &str,
     ) -> impl Future<Output = Result<Option<String>, PortError>> + Send;
 }
@@ -101,9 +102,10 @@ impl<T: ReconcileStore> ReconcileStore for std::sync::Arc<T> {
 
     fn order_fulfilled_by(
         &self,
+        scope: Option<&str>,
         order_id: &str,
     ) -> impl Future<Output = Result<Option<String>, PortError>> + Send {
-        (**self).order_fulfilled_by(order_id)
+        (**self).order_fulfilled_by(scope, order_id)
     }
 }
 
@@ -120,6 +122,11 @@ pub struct PaidAtPaymos {
     pub amount: String,
     /// The currency.
     pub currency: String,
+    /// The project it belongs to (`project_id`), as Paymos lists it.
+    pub project: Option<String>,
+    /// Its project's key scope here ([`crate::change::Projects::scope`]).
+    #[serde(skip)]
+    pub scope: Option<String>,
 }
 
 /// What reconciliation found (and did, with `--apply`).
@@ -190,7 +197,17 @@ impl Report {
 }
 
 impl PaidAtPaymos {
-    fn of(invoice_id: String, at: &ConfirmedInvoice) -> Self {
+    /// Its order as this stack keys it, within its project (or, without an order id, the
+    /// invoice's own group).
+    fn claim(&self) -> String {
+        if self.order_id.trim().is_empty() {
+            format!("(invoice {})", self.invoice_id)
+        } else {
+            crate::write::scoped(self.scope.as_deref(), &self.order_id)
+        }
+    }
+
+    fn of(invoice_id: String, at: &ConfirmedInvoice, projects: &crate::change::Projects) -> Self {
         Self {
             invoice_id,
             status: at.status.clone(),
@@ -201,6 +218,8 @@ impl PaidAtPaymos {
                 .map(|a| a.as_str().to_owned())
                 .unwrap_or_default(),
             currency: at.order_currency.clone().unwrap_or_default(),
+            project: at.project_id.clone(),
+            scope: projects.scope(at.project_id.as_deref()),
         }
     }
 
@@ -209,6 +228,7 @@ impl PaidAtPaymos {
             external_id: (!self.order_id.trim().is_empty()).then(|| self.order_id.clone()),
             amount: super::status::Amount::parse(&self.amount),
             currency: (!self.currency.is_empty()).then(|| self.currency.to_ascii_uppercase()),
+            project: self.project.clone(),
         }
     }
 
@@ -233,10 +253,11 @@ impl Fulfilled {
         };
         for f in records {
             let at = f.fulfilled_at_ms.unwrap_or(0);
-            let order = f
-                .order
-                .external_id
-                .unwrap_or_else(|| format!("(invoice {})", f.invoice_id));
+            // Grouped by the order's claim: its project's scope and its id.
+            let order = f.order.external_id.as_deref().map_or_else(
+                || format!("(invoice {})", f.invoice_id),
+                |id| crate::write::scoped(f.order.project.as_deref(), id),
+            );
             here.by_order
                 .entry(order)
                 .or_default()
@@ -269,12 +290,15 @@ pub async fn reconcile<P: PaymosLedger, S: ReconcileStore>(
     now_ms: u64,
 ) -> Result<Report, PortError> {
     let mut report = Report::default();
+    let projects = fulfil.projects();
     let (paid, mut late): (Vec<_>, Vec<_>) = paymos
         .invoices_created(from, to)
         .await?
         .into_iter()
+        // Another project's invoices are that project's stack's to reconcile.
+        .filter(|(_, at)| projects.applies(at.project_id.as_deref()))
         .filter(|(_, at)| PaidAtPaymos::paid(&at.status) || at.paid_late)
-        .map(|(id, at)| PaidAtPaymos::of(id, &at))
+        .map(|(id, at)| PaidAtPaymos::of(id, &at, projects))
         .partition(|p| PaidAtPaymos::paid(&p.status));
     report.paid_at_paymos = paid.len();
     let window_ms = u64::try_from(from)
@@ -285,7 +309,15 @@ pub async fn reconcile<P: PaymosLedger, S: ReconcileStore>(
     claims_before_the_window(fulfil.store(), &paid, &mut here).await?;
     compare(&paid, &mut here, &mut report);
     unknown(paymos, &paid, &here, (from, to), &mut report).await?;
-    recheck_open(paymos, fulfil.store(), &paid, &here, &mut report, &mut late).await?;
+    recheck_open(
+        paymos,
+        (fulfil.store(), projects),
+        &paid,
+        &here,
+        &mut report,
+        &mut late,
+    )
+    .await?;
     late_unrecorded(fulfil.store(), late, &here, &mut report).await?;
     set_aside_refunded(paymos, &mut report).await?;
     if apply {
@@ -304,10 +336,16 @@ async fn claims_before_the_window<S: ReconcileStore>(
     paid: &[PaidAtPaymos],
     here: &mut Fulfilled,
 ) -> Result<(), PortError> {
-    let orders: BTreeSet<&str> = paid.iter().map(|p| p.order_id.as_str()).collect();
-    for order in orders {
-        if let Some(winner) = store.order_fulfilled_by(order).await? {
-            let invoices = here.by_order.entry(order.to_owned()).or_default();
+    let orders: BTreeSet<(Option<&str>, &str)> = paid
+        .iter()
+        .map(|p| (p.scope.as_deref(), p.order_id.as_str()))
+        .collect();
+    for (scope, order) in orders {
+        if let Some(winner) = store.order_fulfilled_by(scope, order).await? {
+            let invoices = here
+                .by_order
+                .entry(crate::write::scoped(scope, order))
+                .or_default();
             if !invoices.contains(&winner) {
                 invoices.push(winner);
             }
@@ -321,7 +359,7 @@ fn compare(paid: &[PaidAtPaymos], here: &mut Fulfilled, report: &mut Report) {
     for p in paid {
         let fulfilled_by_another = here
             .by_order
-            .get(&p.order_id)
+            .get(&p.claim())
             .is_some_and(|invoices| invoices.iter().any(|i| *i != p.invoice_id));
         match here.invoices.get(&p.invoice_id) {
             Some((1, _)) => report.matched += 1,
@@ -335,7 +373,7 @@ fn compare(paid: &[PaidAtPaymos], here: &mut Fulfilled, report: &mut Report) {
     // Paymos' own grouping: the invoices of one external_order_id fulfilled here.
     for p in paid.iter().filter(|p| !p.order_id.trim().is_empty()) {
         if here.has(&p.invoice_id) {
-            let invoices = here.by_order.entry(p.order_id.clone()).or_default();
+            let invoices = here.by_order.entry(p.claim()).or_default();
             if !invoices.contains(&p.invoice_id) {
                 invoices.push(p.invoice_id.clone());
             }
@@ -382,7 +420,7 @@ async fn unknown<P: PaymosLedger>(
 /// webhook that never arrived leaves exactly this): paid ones are MISSING, late ones join `late`.
 async fn recheck_open<P: PaymosLedger, S: ReconcileStore>(
     paymos: &P,
-    store: &S,
+    (store, fulfil_projects): (&S, &crate::change::Projects),
     paid: &[PaidAtPaymos],
     here: &Fulfilled,
     report: &mut Report,
@@ -397,7 +435,10 @@ async fn recheck_open<P: PaymosLedger, S: ReconcileStore>(
         let AtSource::Found(at) = paymos.invoice(&invoice).await? else {
             continue;
         };
-        let mut fact = PaidAtPaymos::of(invoice, &at);
+        if !fulfil_projects.applies(at.project_id.as_deref()) {
+            continue;
+        }
+        let mut fact = PaidAtPaymos::of(invoice, &at, fulfil_projects);
         if fact.order_id.is_empty() {
             fact.order_id = order_id.unwrap_or_default();
         }

@@ -149,6 +149,8 @@ pub struct BalanceRecord {
     pub currency: String,
     /// The exact balance.
     pub balance: Amount,
+    /// The project's key scope (none: the home project).
+    pub project: Option<String>,
 }
 
 /// A delivery in the deliveries ledger, as the tools read it.

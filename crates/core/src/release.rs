@@ -77,6 +77,11 @@ pub fn waiting(
             ));
         }
         Standing::Released => return Err(Ok(Applied::AlreadyFinal)),
+        Standing::OrderUnknown => {
+            return refuse(format!(
+                "{invoice_id} is paid, but its order is known nowhere: nothing to release. Name it: `paymos-inbox mark-paid {invoice_id} --order-id <order> --actor <you>`"
+            ));
+        }
         Standing::Clear | Standing::Held | Standing::PaidLate => {}
     }
     match (seen.and_then(|s| s.status), named) {
@@ -265,6 +270,7 @@ mod tests {
                 external_id: Some("o-1".into()),
                 amount: None,
                 currency: None,
+                project: None,
             },
             ..InvoiceSeen::with_status(Some(status))
         }

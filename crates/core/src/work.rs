@@ -93,6 +93,34 @@ impl WorkItem {
 mod tests {
     use super::*;
 
+    // Issue 38: a body at the largest `MaxBodyBytes` a stack accepts still fits one SQS
+    // message after base64, with the longest ids and the message attributes beside it.
+    #[test]
+    fn the_largest_accepted_body_fits_one_sqs_message() {
+        use crate::envelope::MAX_ID_LEN;
+        use crate::ingest::{LIMIT_MAX_BODY_BYTES, SQS_MAX_MESSAGE_BYTES};
+        let longest = "e".repeat(MAX_ID_LEN);
+        let item = WorkItem {
+            event_id: longest.clone(),
+            environment: Some(Environment::Test),
+            body: vec![b'x'; LIMIT_MAX_BODY_BYTES],
+            received_at_ms: Some(u64::MAX),
+        };
+        // SQS counts each attribute's name, data type and value.
+        let attributes: usize = ["event_id", "event_type", "resource_id"]
+            .iter()
+            .map(|name| name.len() + "String".len() + MAX_ID_LEN)
+            .sum();
+        let size = item.encode().len() + attributes;
+        assert!(size <= SQS_MAX_MESSAGE_BYTES, "{size} bytes");
+        // And the bound is tight to a few KiB: 192 KiB would not fit.
+        let over = WorkItem {
+            body: vec![b'x'; 192 * 1024],
+            ..item
+        };
+        assert!(over.encode().len() + attributes > SQS_MAX_MESSAGE_BYTES);
+    }
+
     #[test]
     fn any_body_round_trips_through_ascii() {
         let body = "{\"a\":\"\u{ffff}\u{fffe}\u{1}\\ud83d\"}"

@@ -13,13 +13,20 @@
 //! arrival position. Besides refunds after a payment, an invoice may be partly paid, its partial
 //! payment returned by a `full` refund, and then paid in full (open: `paid`; closed `underpaid`:
 //! paid late): a new payment, which that refund does not return.
+//!
+//! Paymos has projects too: each invoice and deposit belongs to one of [`PROJECTS`], and the
+//! stack applies one, two or every project. Order ids (`o_0`, `o_1`) and the payer ids are
+//! shared by the projects, so one order or payer exists in several; events of a project the
+//! stack does not apply still arrive (no project filter; refunds ignore any filter); plain
+//! payouts name no project; and an invoice event may leave `project_id` out once an earlier one
+//! of the invoice named it (or, under the reverse check, where Paymos' invoice says it).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 
 use proptest::prelude::*;
 
-use crate::change::{Applied, OrderRef};
+use crate::change::{Applied, OrderRef, Projects};
 use crate::confirm::{ConfirmedDeposit, ConfirmedInvoice, ConfirmedWithdrawal};
 use crate::effect::RecordFulfilment;
 use crate::envelope::Category;
@@ -35,9 +42,14 @@ use crate::signature::Environment;
 use crate::status::Amount;
 use crate::work::WorkItem;
 
-/// Invoices per world (invoice `i` is for order `i % 2`, or for no usable order).
+/// Invoices per world (invoice `i` is for order `i % 2` of its project, or for no usable order).
 pub const INVOICES: u8 = 3;
-/// The registered order: `o_0` at this price in USD.
+/// Projects of the merchant (`prj_…_0` .. `prj_…_2`).
+pub const PROJECTS: u8 = 3;
+/// Payer ids the deposits use (each may pay in several projects).
+pub const PAYERS: u8 = 2;
+/// The registered order: `o_0` of the stack's home project (the first it lists) at this price
+/// in USD.
 pub const REGISTERED: &str = "10.5";
 const PRICES: [&str; 2] = ["10.50", "12"];
 
@@ -56,11 +68,15 @@ pub const RETURNED_AT: u64 = 120;
 pub const PAID_AGAIN_AT: u64 = 130;
 /// When the other refunds complete (plus their index): after every payment.
 pub const REFUNDED_AT: u64 = 140;
+/// When a plain payout completes.
+pub const PAID_OUT_AT: u64 = 200;
 
 /// Paymos' truth about one invoice.
 #[derive(Debug, Clone)]
 pub struct TrueInvoice {
-    /// Its order (`i % 2`), or none usable (an empty `external_order_id`).
+    /// Its project (`data.project_id`).
+    pub project: u8,
+    /// Its order (`i % 2`) within its project, or none usable (an empty `external_order_id`).
     pub order: Option<u8>,
     /// Index into the prices (USD).
     pub price: usize,
@@ -85,6 +101,17 @@ pub struct TrueRefund {
     pub at: u64,
 }
 
+/// A deposit at Paymos.
+#[derive(Debug, Clone)]
+pub struct TrueDeposit {
+    /// Its project.
+    pub project: u8,
+    /// Its payer (`data.payment_channel_external_id`), unique only within the project.
+    pub payer: u8,
+    /// Confirmed and final (else still confirming).
+    pub confirmed: bool,
+}
+
 /// A generated Paymos: the truth the oracle and the reverse check's twin share.
 #[derive(Debug, Clone)]
 pub struct Truth {
@@ -93,7 +120,11 @@ pub struct Truth {
     /// Completed refunds.
     pub refunds: Vec<TrueRefund>,
     /// Deposits, confirmed or not.
-    pub deposits: Vec<bool>,
+    pub deposits: Vec<TrueDeposit>,
+    /// Completed plain payouts (no project).
+    pub payouts: u8,
+    /// The projects the stack applies, the first its home (None: every project).
+    pub projects: Option<Vec<u8>>,
     /// Whether the reverse check is on.
     pub reverse_check: bool,
 }
@@ -111,6 +142,8 @@ pub enum Act {
         naming: u8,
         /// Whether it carries the price (forged: the other price).
         priced: bool,
+        /// Whether it carries `data.project_id` (always its invoice's).
+        project: bool,
         /// The endpoint (another event id for the same fact).
         endpoint: u8,
         /// Signed by the sandbox secret, reusing the live event id.
@@ -140,7 +173,16 @@ pub enum Act {
         /// Not shown by the API yet.
         lagging: bool,
     },
-    /// `mark-paid INV [--order-id …]`.
+    /// `withdrawal.completed` of a plain payout (no `project_id`).
+    Payout {
+        /// Payout index.
+        payout: u8,
+        /// Sandbox copy.
+        sandbox: bool,
+        /// Not shown by the API yet.
+        lagging: bool,
+    },
+    /// `mark-paid INV [--order-id …]`, naming the invoice's project.
     MarkPaid {
         /// Invoice index.
         invoice: u8,
@@ -154,7 +196,7 @@ pub enum Act {
         /// With the override.
         override_amount: bool,
     },
-    /// `recheck ID` of an invoice (`0..`), refund (`10..`) or deposit (`20..`).
+    /// `recheck ID` of an invoice (`0..`), refund (`10..`), deposit (`20..`) or payout (`30..`).
     Recheck(u8),
     /// `reconcile --apply`.
     Reconcile,
@@ -170,6 +212,9 @@ fn truth() -> impl Strategy<Value = Truth> {
         Status::Underpaid,
         Status::Cancelled,
     ]);
+    // Projects 0 and 1 often, so that one order id (invoices 0 and 2 are both `o_0`) and one
+    // payer id exist in two projects; project 2 mostly one the stack does not apply.
+    let project = || prop::sample::select(vec![0u8, 0, 1, 1, 2]);
     let invoice = (
         status,
         0..PRICES.len(),
@@ -177,67 +222,92 @@ fn truth() -> impl Strategy<Value = Truth> {
         prop::bool::weighted(0.15),
         any::<bool>(),
         prop::bool::weighted(0.35),
+        project(),
     );
+    let deposit =
+        (project(), 0..PAYERS, any::<bool>()).prop_map(|(project, payer, confirmed)| TrueDeposit {
+            project,
+            payer,
+            confirmed,
+        });
+    // One project, two (either home), three, or every project.
+    let stack = prop::sample::select(vec![
+        Some(vec![0u8]),
+        Some(vec![1]),
+        Some(vec![0, 1]),
+        Some(vec![1, 0]),
+        Some(vec![0, 1, 2]),
+        None,
+    ]);
     (
         prop::collection::vec(invoice, INVOICES as usize),
         prop::collection::vec((0..INVOICES, any::<bool>()), 0..3),
-        prop::collection::vec(any::<bool>(), 0..3),
+        prop::collection::vec(deposit, 0..4),
+        (0u8..3, stack),
         any::<bool>(),
     )
-        .prop_map(|(invoices, refunds, deposits, reverse_check)| {
-            // `again`: partly paid, the partial payment returned in full, then paid in full.
-            let repaid = |status: Status, twice: bool| {
-                twice && (status.pays() || status == Status::Underpaid)
-            };
-            let invoices: Vec<TrueInvoice> = invoices
-                .into_iter()
-                .enumerate()
-                .map(|(i, (status, price, late, no_order, silent, twice))| {
-                    let again = repaid(status, twice);
-                    let closed = matches!(status, Status::Expired | Status::Underpaid);
-                    let paid_late = (late && closed) || (again && status == Status::Underpaid);
-                    let paid_at = if again {
-                        Some(PAID_AGAIN_AT)
-                    } else if paid_late {
-                        Some(PAID_LATE_AT)
-                    } else {
-                        status.pays().then_some(PAID_AT)
-                    };
-                    TrueInvoice {
-                        order: (!no_order).then_some(u8::try_from(i % 2).unwrap_or(0)),
-                        price,
-                        paid_late,
-                        status,
-                        silent,
-                        paid_at,
-                    }
-                })
-                .collect();
-            // Only a payment is refunded, after it was made; a returned partial payment before.
-            let returned = (0u8..)
-                .zip(&invoices)
-                .filter(|(_, inv)| inv.paid_at == Some(PAID_AGAIN_AT));
-            let returned: Vec<TrueRefund> = returned
-                .map(|(invoice, _)| TrueRefund {
-                    invoice,
-                    full: true,
-                    at: RETURNED_AT,
-                })
-                .collect();
-            let refunds = refunds
-                .into_iter()
-                .filter(|(i, _)| invoices[usize::from(*i)].paid_at.is_some())
-                .zip(REFUNDED_AT..)
-                .map(|((invoice, full), at)| TrueRefund { invoice, full, at })
-                .chain(returned)
-                .collect();
-            Truth {
-                invoices,
-                refunds,
-                deposits,
-                reverse_check,
-            }
-        })
+        .prop_map(
+            |(invoices, refunds, deposits, (payouts, projects), reverse_check)| {
+                // `again`: partly paid, the partial payment returned in full, then paid in full.
+                let repaid = |status: Status, twice: bool| {
+                    twice && (status.pays() || status == Status::Underpaid)
+                };
+                let invoices: Vec<TrueInvoice> = invoices
+                    .into_iter()
+                    .enumerate()
+                    .map(
+                        |(i, (status, price, late, no_order, silent, twice, project))| {
+                            let again = repaid(status, twice);
+                            let closed = matches!(status, Status::Expired | Status::Underpaid);
+                            let paid_late =
+                                (late && closed) || (again && status == Status::Underpaid);
+                            let paid_at = if again {
+                                Some(PAID_AGAIN_AT)
+                            } else if paid_late {
+                                Some(PAID_LATE_AT)
+                            } else {
+                                status.pays().then_some(PAID_AT)
+                            };
+                            TrueInvoice {
+                                project,
+                                order: (!no_order).then_some(u8::try_from(i % 2).unwrap_or(0)),
+                                price,
+                                paid_late,
+                                status,
+                                silent,
+                                paid_at,
+                            }
+                        },
+                    )
+                    .collect();
+                // Only a payment is refunded, after it was made; a returned partial payment before.
+                let returned = (0u8..)
+                    .zip(&invoices)
+                    .filter(|(_, inv)| inv.paid_at == Some(PAID_AGAIN_AT));
+                let returned: Vec<TrueRefund> = returned
+                    .map(|(invoice, _)| TrueRefund {
+                        invoice,
+                        full: true,
+                        at: RETURNED_AT,
+                    })
+                    .collect();
+                let refunds = refunds
+                    .into_iter()
+                    .filter(|(i, _)| invoices[usize::from(*i)].paid_at.is_some())
+                    .zip(REFUNDED_AT..)
+                    .map(|((invoice, full), at)| TrueRefund { invoice, full, at })
+                    .chain(returned)
+                    .collect();
+                Truth {
+                    invoices,
+                    refunds,
+                    deposits,
+                    payouts,
+                    projects,
+                    reverse_check,
+                }
+            },
+        )
 }
 
 fn act(truth: &Truth) -> BoxedStrategy<Act> {
@@ -254,29 +324,32 @@ fn act(truth: &Truth) -> BoxedStrategy<Act> {
     ]);
     let flag = |p: f64, on: bool| prop::bool::weighted(if on { p } else { 0.0 });
     let invoice = (
-        0..INVOICES,
-        statuses,
-        0u8..3,
-        any::<bool>(),
-        0u8..2,
-        flag(0.15, true),
-        flag(0.25, rc),
-        flag(0.15, rc),
+        (0..INVOICES, statuses, 0u8..3, any::<bool>(), 0u8..2),
+        (
+            flag(0.15, true),
+            flag(0.25, rc),
+            flag(0.15, rc),
+            flag(0.7, true),
+        ),
     )
         .prop_map(
-            |(invoice, status, naming, priced, endpoint, sandbox, forged, lagging)| Act::Invoice {
-                invoice,
-                status,
-                naming,
-                priced,
-                endpoint,
-                sandbox,
-                forged,
-                lagging: lagging && !forged,
+            |((invoice, status, naming, priced, endpoint), (sandbox, forged, lagging, project))| {
+                Act::Invoice {
+                    invoice,
+                    status,
+                    naming,
+                    priced,
+                    project,
+                    endpoint,
+                    sandbox,
+                    forged,
+                    lagging: lagging && !forged,
+                }
             },
         );
     let refunds = u8::try_from(truth.refunds.len()).unwrap_or(0).max(1);
     let deposits = u8::try_from(truth.deposits.len()).unwrap_or(0).max(1);
+    let payouts = truth.payouts.max(1);
     prop_oneof![
         8 => invoice,
         2 => (0..refunds, flag(0.15, true), flag(0.2, rc))
@@ -284,37 +357,90 @@ fn act(truth: &Truth) -> BoxedStrategy<Act> {
         2 => (0..deposits, any::<bool>(), flag(0.15, true), flag(0.2, rc)).prop_map(
             |(deposit, confirmed, sandbox, lagging)| Act::Deposit { deposit, confirmed, sandbox, lagging }
         ),
+        1 => (0..payouts, flag(0.15, true), flag(0.2, rc))
+            .prop_map(|(payout, sandbox, lagging)| Act::Payout { payout, sandbox, lagging }),
         1 => (0..INVOICES, any::<bool>())
             .prop_map(|(invoice, with_order)| Act::MarkPaid { invoice, with_order }),
         2 => (0..INVOICES, any::<bool>())
             .prop_map(|(invoice, override_amount)| Act::Release { invoice, override_amount }),
-        1 => prop::sample::select(vec![0u8, 1, 2, 10, 11, 12, 20, 21]).prop_map(Act::Recheck),
+        1 => prop::sample::select(vec![0u8, 1, 2, 10, 11, 12, 20, 21, 22, 30]).prop_map(Act::Recheck),
         1 => Just(Act::Reconcile),
     ]
     .boxed()
 }
 
 /// A world: Paymos' truth and a history, with events that do not exist at Paymos dropped
-/// (a refund or a deposit index beyond what Paymos holds).
+/// (a refund, a deposit or a payout index beyond what Paymos holds).
 pub fn world() -> impl Strategy<Value = (Truth, Vec<Act>)> {
     truth().prop_flat_map(|t| {
         let acts = prop::collection::vec(act(&t), 1..16);
         (Just(t), acts).prop_map(|(t, acts)| {
-            let acts = acts
+            let acts: Vec<Act> = acts
                 .into_iter()
                 .map(|a| genuine(&t, a))
                 .filter(|a| match a {
                     Act::Refund { refund, .. } => usize::from(*refund) < t.refunds.len(),
                     Act::Deposit { deposit, .. } => usize::from(*deposit) < t.deposits.len(),
+                    Act::Payout { payout, .. } => *payout < t.payouts,
+                    // Reported (R0): a person's word naming no order is judged otherwise.
+                    Act::MarkPaid {
+                        with_order,
+                        invoice,
+                    } if AVOID_REPORTED => {
+                        *with_order && t.invoices[usize::from(*invoice)].order.is_some()
+                    }
                     // Not judged yet: reconciliation reports a payment with no usable order
                     // (MISSING, `order_unknown`) but `exceptions` does not list it.
                     Act::Reconcile => t.invoices.iter().all(|i| i.order.is_some()),
                     _ => true,
                 })
                 .collect();
+            let acts = knowable_projects(&t, acts);
             (t, acts)
         })
     })
+}
+
+/// Shapes where the product disagrees with the oracle, reported with their minimal histories
+/// (the model test's report): with `true` the generator leaves them out, so that the model
+/// test keeps judging everything else; `false` shows them again.
+/// - R0: `mark-paid` naming no order (of an invoice whose order is known nowhere);
+/// - R1: an event leaving `project_id` out, of an invoice of a project the stack does not
+///   apply (an earlier event named it; or, under the reverse check, Paymos' invoice says it);
+/// - R2: without the reverse check, an event leaving `project_id` out after the earlier event
+///   that named it named no order (a payment waiting for its order).
+pub const AVOID_REPORTED: bool = false;
+
+/// An invoice event leaves `project_id` out only where its invoice's project can be known: an
+/// earlier live event of the invoice named it, or, for a final status under the reverse check,
+/// Paymos' invoice says it. Elsewhere the event names it.
+fn knowable_projects(t: &Truth, mut acts: Vec<Act>) -> Vec<Act> {
+    let applied = |i: u8| {
+        let project = t.invoices[usize::from(i)].project;
+        t.projects.as_ref().is_none_or(|ps| ps.contains(&project))
+    };
+    let mut named = BTreeSet::new();
+    for act in &mut acts {
+        if let Act::Invoice {
+            invoice,
+            status,
+            project,
+            naming,
+            sandbox: false,
+            ..
+        } = act
+        {
+            let known = named.contains(invoice) || (t.reverse_check && status.is_final());
+            if !*project && (!known || (AVOID_REPORTED && !applied(*invoice))) {
+                *project = true;
+            }
+            // R2: only an event that also names the order counts as naming the project
+            if *project && (!AVOID_REPORTED || t.reverse_check || *naming != 0) {
+                named.insert(*invoice);
+            }
+        }
+    }
+    acts
 }
 
 /// A genuine event says what Paymos' invoice said at some moment: an open status, its final
@@ -325,6 +451,7 @@ fn genuine(t: &Truth, act: Act) -> Act {
         Act::Invoice {
             invoice,
             status,
+            project,
             endpoint,
             sandbox,
             forged: false,
@@ -349,6 +476,7 @@ fn genuine(t: &Truth, act: Act) -> Act {
                 status: said,
                 naming: u8::from(!silent),
                 priced: !silent,
+                project,
                 endpoint,
                 sandbox,
                 forged: false,
@@ -364,8 +492,7 @@ fn genuine(t: &Truth, act: Act) -> Act {
             && !t
                 .deposits
                 .get(usize::from(deposit))
-                .copied()
-                .unwrap_or(false) =>
+                .is_some_and(|d| d.confirmed) =>
         {
             Act::Deposit {
                 deposit,
@@ -385,6 +512,19 @@ fn true_order(ids: &Ids, t: &Truth, i: u8) -> String {
     t.invoices[usize::from(i)]
         .order
         .map_or_else(String::new, |o| ids.order(o))
+}
+
+/// The project of invoice `i`.
+fn project_of(ids: &Ids, t: &Truth, i: u8) -> String {
+    ids.project(t.invoices[usize::from(i)].project)
+}
+
+/// The projects the stack applies, as the product is configured.
+#[must_use]
+pub fn stack(ids: &Ids, t: &Truth) -> Projects {
+    t.projects.as_ref().map_or_else(Projects::all, |ps| {
+        Projects::only(ps.iter().map(|p| ids.project(*p)).collect())
+    })
 }
 
 fn name(status: Status) -> &'static str {
@@ -416,6 +556,7 @@ fn at_paymos_invoice(ids: &Ids, t: &Truth, i: u8, lagging: bool) -> ConfirmedInv
         token_amount: None,
         token_currency: None,
         paid_late: truth.paid_late && !lagging,
+        project_id: Some(project_of(ids, t, i)),
     }
 }
 
@@ -431,13 +572,25 @@ fn at_paymos_refund(ids: &Ids, t: &Truth, r: u8, lagging: bool) -> ConfirmedWith
     }
 }
 
+fn at_paymos_payout(lagging: bool) -> ConfirmedWithdrawal {
+    ConfirmedWithdrawal {
+        status: if lagging { "processing" } else { "completed" }.into(),
+        is_test: false,
+        invoice_id: None,
+        full: None,
+        amount: Amount::parse("2"),
+        currency: Some("USDT".into()),
+    }
+}
+
 fn at_paymos_deposit(ids: &Ids, t: &Truth, d: u8, lagging: bool) -> ConfirmedDeposit {
-    let confirmed = t.deposits[usize::from(d)] && !lagging;
+    let deposit = &t.deposits[usize::from(d)];
+    let confirmed = deposit.confirmed && !lagging;
     ConfirmedDeposit {
         status: if confirmed { "confirmed" } else { "confirming" }.into(),
         is_final: confirmed,
         is_test: false,
-        payer: ids.payer(),
+        payer: ids.payer_of(deposit.payer),
         net: Amount::parse("5"),
         currency: "TRX".into(),
     }
@@ -473,6 +626,10 @@ fn paymos(ids: &Ids, t: &Truth, lag: Option<&Act>) -> MemoryPaymos {
         let lagging = matches!(lag, Some(Act::Deposit { deposit, .. }) if *deposit == d);
         api.deposit(&ids.deposit(d), at_paymos_deposit(ids, t, d, lagging));
     }
+    for p in 0..t.payouts {
+        let lagging = matches!(lag, Some(Act::Payout { payout, .. }) if *payout == p);
+        api.withdrawal(&ids.payout(p), at_paymos_payout(lagging));
+    }
     api
 }
 
@@ -500,6 +657,7 @@ fn item(ids: &Ids, t: &Truth, act: &Act) -> Option<WorkItem> {
             status,
             naming,
             priced,
+            project,
             endpoint,
             sandbox,
             forged,
@@ -518,15 +676,19 @@ fn item(ids: &Ids, t: &Truth, act: &Act) -> Option<WorkItem> {
                 order.insert("currency".into(), "USD".into());
             }
             let mut data = serde_json::json!({"invoice_id": ids.invoice(invoice)});
+            if project {
+                data["project_id"] = project_of(ids, t, invoice).into();
+            }
             if !order.is_empty() {
                 data["order"] = order.into();
             }
             let id = format!(
-                "{}_{}_i{invoice}_{}_{naming}{}_{endpoint}",
+                "{}_{}_i{invoice}_{}_{naming}{}{}_{endpoint}",
                 if forged { "evf" } else { "evt" },
                 ids.run,
                 name(status),
-                u8::from(priced)
+                u8::from(priced),
+                u8::from(project)
             );
             let at = said_at(t, invoice, status);
             (id, format!("invoice.{}", name(status)), data, sandbox, at)
@@ -537,9 +699,20 @@ fn item(ids: &Ids, t: &Truth, act: &Act) -> Option<WorkItem> {
             let TrueRefund { invoice, full, at } = t.refunds[usize::from(refund)];
             let data = serde_json::json!({
                 "withdrawal_id": ids.refund(refund), "invoice_id": ids.invoice(invoice),
+                "project_id": project_of(ids, t, invoice),
                 "type": "refund", "mode": if full { "full" } else { "overpayment" },
                 "amount": "1", "currency": "USDT", "completed_at": at});
             let id = format!("evt_{}_r{refund}", ids.run);
+            (id, "withdrawal.completed".to_owned(), data, sandbox, at)
+        }
+        Act::Payout {
+            payout, sandbox, ..
+        } => {
+            let at = PAID_OUT_AT;
+            let data = serde_json::json!({
+                "withdrawal_id": ids.payout(payout), "type": "payout",
+                "amount": "2", "currency": "USDT", "completed_at": at});
+            let id = format!("evt_{}_p{payout}", ids.run);
             (id, "withdrawal.completed".to_owned(), data, sandbox, at)
         }
         Act::Deposit {
@@ -548,10 +721,11 @@ fn item(ids: &Ids, t: &Truth, act: &Act) -> Option<WorkItem> {
             sandbox,
             ..
         } => {
+            let truth = &t.deposits[usize::from(deposit)];
             let data = serde_json::json!({
-                "id": ids.deposit(deposit), "is_final": confirmed,
-                "payment_channel_external_id": ids.payer(), "gross": "5", "fee": "0", "net": "5",
-                "currency": "TRX"});
+                "id": ids.deposit(deposit), "project_id": ids.project(truth.project),
+                "is_final": confirmed, "payment_channel_external_id": ids.payer_of(truth.payer),
+                "gross": "5", "fee": "0", "net": "5", "currency": "TRX"});
             let status = if confirmed { "confirmed" } else { "confirming" };
             let id = format!("evt_{}_d{deposit}_{status}", ids.run);
             let event_type = format!("payment_channel.deposit.{status}");
@@ -609,7 +783,8 @@ pub async fn run<S: WorldStore>(
     acts: &[Act],
 ) -> Result<(), PortError> {
     let api = std::sync::Arc::new(paymos(ids, t, None));
-    let by_hand = Fulfil::new(store.clone());
+    let projects = stack(ids, t);
+    let by_hand = Fulfil::new(store.clone()).for_projects(projects.clone());
     let mut delivered = BTreeSet::new();
     for (step, act) in acts.iter().enumerate() {
         let now = 1_000_000 + step as u64 * 1_000;
@@ -627,10 +802,13 @@ pub async fn run<S: WorldStore>(
                 Act::Invoice { lagging: true, .. }
                     | Act::Refund { lagging: true, .. }
                     | Act::Deposit { lagging: true, .. }
+                    | Act::Payout { lagging: true, .. }
             );
             let api = std::sync::Arc::new(paymos(ids, t, lagging.then_some(act)));
             let applied = if t.reverse_check {
-                let fulfil = Fulfil::new(store.clone()).with_confirmation(api);
+                let fulfil = Fulfil::new(store.clone())
+                    .for_projects(projects.clone())
+                    .with_confirmation(api);
                 fulfil.apply(&work, now).await
             } else {
                 by_hand.apply(&work, now).await
@@ -675,6 +853,7 @@ async fn operate<S: WorldStore>(
             let named = true_order(ids, t, invoice);
             let order = OrderRef {
                 external_id: (with_order && !named.is_empty()).then_some(named),
+                project: Some(project_of(ids, t, invoice)),
                 ..OrderRef::none()
             };
             by_hand
@@ -705,18 +884,17 @@ async fn operate<S: WorldStore>(
             }
         }
         Act::Recheck(id) => {
-            let resource = match id {
-                0..10 => ids.invoice(id),
-                10..20 => ids.refund(id - 10),
-                _ => ids.deposit(id - 20),
+            let applying = exceptions::Applying {
+                environment: Environment::Live,
+                projects: by_hand.projects().clone(),
             };
             exceptions::recheck(
                 store,
                 reviews,
                 api,
                 &RecordFulfilment,
-                Environment::Live,
-                Some(&resource),
+                applying,
+                Some(&recheck_id(ids, id)),
                 now,
             )
             .await?;
@@ -729,6 +907,16 @@ async fn operate<S: WorldStore>(
     Ok(())
 }
 
+/// The resource `recheck` act `id` names.
+fn recheck_id(ids: &Ids, id: u8) -> String {
+    match id {
+        0..10 => ids.invoice(id),
+        10..20 => ids.refund(id - 10),
+        20..30 => ids.deposit(id - 20),
+        _ => ids.payout(id - 30),
+    }
+}
+
 /// The oracle's world and steps for world `t` and its `acts`.
 #[must_use]
 pub fn oracle_case(ids: &Ids, t: &Truth, acts: &[Act]) -> (o::World, Vec<o::Step>) {
@@ -736,6 +924,7 @@ pub fn oracle_case(ids: &Ids, t: &Truth, acts: &[Act]) -> (o::World, Vec<o::Step
         .map(|i| {
             let truth = &t.invoices[usize::from(i)];
             let invoice = o::Invoice {
+                project: project_of(ids, t, i),
                 order: true_order(ids, t, i),
                 price: o::Price {
                     amount: PRICES[truth.price].into(),
@@ -765,29 +954,44 @@ pub fn oracle_case(ids: &Ids, t: &Truth, acts: &[Act]) -> (o::World, Vec<o::Step
         .collect();
     let deposits = (0u8..)
         .zip(&t.deposits)
-        .map(|(d, confirmed)| {
+        .map(|(d, deposit)| {
             let deposit = o::Deposit {
-                payer: ids.payer(),
+                project: ids.project(deposit.project),
+                payer: ids.payer_of(deposit.payer),
                 net: "5".into(),
                 currency: "TRX".into(),
-                confirmed: *confirmed,
+                confirmed: deposit.confirmed,
             };
             (ids.deposit(d), deposit)
         })
         .collect();
+    let payouts = (0..t.payouts)
+        .map(|p| (ids.payout(p), o::Payout { completed: true }))
+        .collect();
+    // `o_0` is registered for the home project (the first the stack lists; with every
+    // project, none: no project's order is registered).
+    let home = t.projects.as_ref().and_then(|ps| ps.first());
     let registered = BTreeMap::from([(
-        ids.order(0),
+        (
+            home.map(|p| ids.project(*p)).unwrap_or_default(),
+            ids.order(0),
+        ),
         o::Price {
             amount: REGISTERED.into(),
             currency: "USD".into(),
         },
     )]);
+    let projects = t
+        .projects
+        .as_ref()
+        .map(|ps| ps.iter().map(|p| ids.project(*p)).collect());
     let world = o::World {
         invoices,
         refunds,
-        payouts: BTreeMap::new(),
+        payouts,
         deposits,
         registered,
+        projects,
         reverse_check: t.reverse_check,
         environment: Env::Live,
     };
@@ -804,6 +1008,7 @@ fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Step {
             status,
             naming,
             priced,
+            project,
             sandbox,
             forged,
             lagging,
@@ -822,6 +1027,7 @@ fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Step {
             o::Step::Invoice {
                 event_id,
                 invoice: ids.invoice(invoice),
+                project: project.then(|| project_of(ids, t, invoice)),
                 env: env(sandbox),
                 genuine: !forged,
                 lagging,
@@ -853,9 +1059,22 @@ fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Step {
             event_id,
             id: ids.deposit(deposit),
             env: env(sandbox),
-            genuine: !confirmed || t.deposits[usize::from(deposit)],
+            genuine: !confirmed || t.deposits[usize::from(deposit)].confirmed,
             lagging,
             confirmed,
+        },
+        Act::Payout {
+            payout,
+            sandbox,
+            lagging,
+        } => o::Step::Withdrawal {
+            event_id,
+            id: ids.payout(payout),
+            env: env(sandbox),
+            genuine: true,
+            lagging,
+            at: PAID_OUT_AT,
+            completed: true,
         },
         Act::MarkPaid {
             invoice,
@@ -865,6 +1084,7 @@ fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Step {
             o::Step::MarkPaid {
                 invoice: ids.invoice(invoice),
                 order: (with_order && !named.is_empty()).then_some(named),
+                project: Some(project_of(ids, t, invoice)),
             }
         }
         Act::Release {
@@ -875,11 +1095,7 @@ fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Step {
             override_amount,
         },
         Act::Recheck(id) => o::Step::Recheck {
-            id: match id {
-                0..10 => ids.invoice(id),
-                10..20 => ids.refund(id - 10),
-                _ => ids.deposit(id - 20),
-            },
+            id: recheck_id(ids, id),
         },
         Act::Reconcile => o::Step::Reconcile,
     }
@@ -891,8 +1107,31 @@ pub trait Observe: Send + Sync {
     fn fulfilments(&self) -> impl Future<Output = Vec<(String, Option<String>)>> + Send;
     /// Every invoice record.
     fn invoices(&self) -> impl Future<Output = Vec<(String, InvoiceSeen)>> + Send;
-    /// Each payer's balance per currency: the credits, summed.
-    fn balances(&self) -> impl Future<Output = BTreeMap<(String, String), String>> + Send;
+    /// Each payer's balance per currency, by the project's key scope (none: the home project).
+    fn balances(
+        &self,
+    ) -> impl Future<Output = BTreeMap<(Option<String>, String, String), String>> + Send;
+}
+
+/// The balances against the oracle's, each by (project, payer, currency).
+async fn judge_balances<V: Observe>(
+    view: &V,
+    want: &o::Expected,
+    projects: &Projects,
+    mine: &impl Fn(&str) -> bool,
+) -> Option<String> {
+    let balances: BTreeMap<_, _> = view
+        .balances()
+        .await
+        .into_iter()
+        .filter(|((_, payer, _), v)| mine(payer) && v != "0")
+        .map(|((scope, payer, currency), v)| {
+            let project = projects.project_of(scope.as_deref()).unwrap_or_default();
+            ((project, payer, currency), v)
+        })
+        .collect();
+    (balances != want.balances)
+        .then(|| format!("balances {balances:?}, the oracle says {:?}", want.balances))
 }
 
 fn wait_of(kind: &str) -> Option<o::Wait> {
@@ -919,6 +1158,12 @@ pub async fn judge<S: WorldStore, V: Observe>(
     let (world, steps) = oracle_case(ids, t, acts);
     let want = o::expected(&world, &steps);
     let mine = |id: &str| id.contains(&format!("_{}_", ids.run));
+    let projects = stack(ids, t);
+    // A fulfilment's order is (project, order id): the key scope whose claim of the order names
+    // the invoice, as the project it stands for ("" for none).
+    let scopes: Vec<Option<String>> = std::iter::once(None)
+        .chain((0..PROJECTS).map(|p| Some(ids.project(p))))
+        .collect();
     let mut out = Vec::new();
     let mut shipped = BTreeMap::new();
     for (invoice, order) in view
@@ -927,15 +1172,27 @@ pub async fn judge<S: WorldStore, V: Observe>(
         .into_iter()
         .filter(|(i, _)| mine(i))
     {
-        match order {
-            None => out.push(format!("{invoice} shipped with no order")),
-            Some(order) => {
-                if let Some(first) = shipped.insert(order.clone(), invoice.clone()) {
-                    out.push(format!(
-                        "order {order} shipped twice: {first} and {invoice}"
-                    ));
-                }
+        let Some(order) = order else {
+            out.push(format!("{invoice} shipped with no order"));
+            continue;
+        };
+        let mut scope = None;
+        for s in &scopes {
+            let by = store.order_fulfilled_by(s.as_deref(), &order).await;
+            if by.ok().flatten().as_deref() == Some(invoice.as_str()) {
+                scope = Some(s.clone());
+                break;
             }
+        }
+        let Some(scope) = scope else {
+            out.push(format!("{invoice} shipped {order} with no claim of it"));
+            continue;
+        };
+        let project = projects.project_of(scope.as_deref()).unwrap_or_default();
+        if let Some(first) = shipped.insert((project.clone(), order.clone()), invoice.clone()) {
+            out.push(format!(
+                "order {order} of {project:?} shipped twice: {first} and {invoice}"
+            ));
         }
     }
     if shipped != want.shipped {
@@ -964,18 +1221,7 @@ pub async fn judge<S: WorldStore, V: Observe>(
             want.waiting
         ));
     }
-    let balances: BTreeMap<_, _> = view
-        .balances()
-        .await
-        .into_iter()
-        .filter(|((payer, _), v)| mine(payer) && v != "0")
-        .collect();
-    if balances != want.balances {
-        out.push(format!(
-            "balances {balances:?}, the oracle says {:?}",
-            want.balances
-        ));
-    }
+    out.extend(judge_balances(view, &want, &projects, &mine).await);
     let refunded: BTreeSet<String> = view
         .invoices()
         .await
@@ -1012,7 +1258,7 @@ impl Observe for std::sync::Arc<crate::memory::MemoryResources> {
             .collect()
     }
 
-    async fn balances(&self) -> BTreeMap<(String, String), String> {
+    async fn balances(&self) -> BTreeMap<(Option<String>, String, String), String> {
         crate::memory::MemoryResources::balances(self)
     }
 }

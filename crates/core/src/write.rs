@@ -69,22 +69,31 @@ impl Key {
     }
 }
 
-/// The key of a registered expected order (the amount guard's item).
+/// `id` within its project's key scope ([`crate::change::Projects::scope`]): the home
+/// project's ids as they always were, another project's after it (`prj_b#1001`). Project ids
+/// (`prj_…`) hold no `#`, so two scopes never meet.
 #[must_use]
-pub fn order_key(external_id: &str) -> String {
-    format!("order#{external_id}")
+pub fn scoped(scope: Option<&str>, id: &str) -> String {
+    scope.map_or_else(|| id.to_owned(), |p| format!("{p}#{id}"))
 }
 
-/// The key of an order's claim: written once, by the first invoice that fulfils it.
+/// The key of a registered expected order (the amount guard's item), within its project.
 #[must_use]
-pub fn order_paid_key(external_id: &str) -> String {
-    format!("order_paid#{external_id}")
+pub fn order_key(scope: Option<&str>, external_id: &str) -> String {
+    format!("order#{}", scoped(scope, external_id))
 }
 
-/// The key of a payer's balance in one currency.
+/// The key of an order's claim: written once, by the first invoice that fulfils it, within its
+/// project (order `1001` of two projects is two orders).
 #[must_use]
-pub fn balance_key(payer: &str, currency: &str) -> String {
-    format!("balance#{payer}#{currency}")
+pub fn order_paid_key(scope: Option<&str>, external_id: &str) -> String {
+    format!("order_paid#{}", scoped(scope, external_id))
+}
+
+/// The key of a payer's balance in one currency, within its project.
+#[must_use]
+pub fn balance_key(scope: Option<&str>, payer: &str, currency: &str) -> String {
+    format!("balance#{}#{currency}", scoped(scope, payer))
 }
 
 /// The key of a delivery's review note.
@@ -116,6 +125,9 @@ pub enum Field {
     RefundedInFullBy,
     RefundedInFullAt,
     PaymentAt,
+    ProjectId,
+    AwaitsOrder,
+    OtherProject,
     Applied,
     LastEventId,
     UpdatedAt,
@@ -378,7 +390,11 @@ pub fn transition(incoming: InvoiceStatus, at: u64) -> Guard {
             ]),
         ])
     };
-    Guard::Any(vec![Guard::Lacks(Field::Status), forward])
+    // Another project's invoice takes no change of this stack's.
+    Guard::All(vec![
+        Guard::Lacks(Field::OtherProject),
+        Guard::Any(vec![Guard::Lacks(Field::Status), forward]),
+    ])
 }
 
 /// A payment made at `paid_at` (Paymos' clock; `None`: a person's road, which names no time)
@@ -413,13 +429,23 @@ pub fn payment_time(source: &Source, at: u64) -> Option<u64> {
 /// order is never written (the store returns the record, whose order is then adopted).
 #[must_use]
 pub fn order_on_record(order: &OrderRef) -> Guard {
-    let mut guards = vec![match &order.external_id {
-        Some(id) => Guard::Any(vec![
-            Guard::Lacks(Field::OrderId),
-            Guard::Is(Field::OrderId, Value::text(id)),
-        ]),
-        None => Guard::Never,
-    }];
+    let mut guards = vec![
+        match &order.external_id {
+            Some(id) => Guard::Any(vec![
+                Guard::Lacks(Field::OrderId),
+                Guard::Is(Field::OrderId, Value::text(id)),
+            ]),
+            None => Guard::Never,
+        },
+        // The project likewise: a change naming none takes the record's (adopted).
+        match &order.project {
+            Some(p) => Guard::Any(vec![
+                Guard::Lacks(Field::ProjectId),
+                Guard::Is(Field::ProjectId, Value::text(p)),
+            ]),
+            None => Guard::Lacks(Field::ProjectId),
+        },
+    ];
     if !order.has_price() {
         // The record's price is a complete pair or none.
         guards.push(Guard::Any(vec![
@@ -446,8 +472,16 @@ fn invoice_fields(
         Set::Put(Field::StatusRank, Value::Int(u64::from(status.rank()))),
         Set::Put(Field::LastEventId, Value::Text(source.id())),
         Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
-        Set::Add(Field::Applied, Value::Texts(BTreeSet::from([source.id()]))),
     ];
+    // Only a final status is kept among what the invoice holds (once: nothing leaves it): an
+    // open one moves forward as often as events come, and names itself in `last_event_id`, so
+    // the set stays a handful of ids however many events arrive.
+    if status.is_final() {
+        set.push(Set::Add(
+            Field::Applied,
+            Value::Texts(BTreeSet::from([source.id()])),
+        ));
+    }
     set.extend(order_once(order));
     set
 }
@@ -457,6 +491,9 @@ fn order_once(order: &OrderRef) -> Vec<Set> {
     let mut set = Vec::new();
     if let Some(id) = &order.external_id {
         set.push(Set::Once(Field::OrderId, Value::text(id)));
+    }
+    if let Some(p) = &order.project {
+        set.push(Set::Once(Field::ProjectId, Value::text(p)));
     }
     if let (Some(amount), Some(currency)) = (&order.amount, &order.currency) {
         set.push(Set::Once(Field::Amount, Value::Amount(amount.clone())));
@@ -519,6 +556,57 @@ pub fn paymos_order(invoice_id: &str, order: &OrderRef, recorded: &OrderRef, now
     }
 }
 
+/// A payment a person's road found with its order known nowhere: the invoice is marked so and
+/// listed for review (its status untouched, so the payment still ships once an order is
+/// learned, which clears the mark). A delivery's own such payment waits as its ledger record.
+#[must_use]
+pub fn awaits_order(invoice_id: &str, now_ms: u64) -> Write {
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::Not(Box::new(Guard::In(
+            Field::Status,
+            [InvoiceStatus::Paid, InvoiceStatus::PaidOver]
+                .iter()
+                .map(|s| Value::text(s.as_str()))
+                .collect(),
+        ))),
+        set: vec![
+            Set::Once(Field::Kind, Value::text("invoice")),
+            Set::Put(Field::AwaitsOrder, Value::Bool(true)),
+            Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+            Set::Put(Field::ListedIn, Value::text(REVIEW)),
+        ],
+    }
+}
+
+/// An invoice of a project this stack does not apply, marked as that project's: every later
+/// change of it, naming a project or not, applies nothing ([`transition`]).
+#[must_use]
+pub fn other_project(invoice_id: &str, project: &str) -> Write {
+    invoice_once(invoice_id, Field::OtherProject, project)
+}
+
+/// The project (its key scope) of an invoice a delivery names while nothing else is written of
+/// it (a payment waiting for its order): a later event of it naming no project takes it.
+#[must_use]
+pub fn invoice_project(invoice_id: &str, scope: &str) -> Write {
+    invoice_once(invoice_id, Field::ProjectId, scope)
+}
+
+/// What an invoice's record learns once, and keeps, whatever else it holds.
+fn invoice_once(invoice_id: &str, field: Field, text: &str) -> Write {
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::Always,
+        set: vec![
+            Set::Once(Field::Kind, Value::text("invoice")),
+            Set::Once(field, Value::text(text)),
+        ],
+    }
+}
+
 /// Why a paid invoice is not fulfilled, kept on its record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mark {
@@ -528,6 +616,9 @@ pub enum Mark {
     DuplicateOf(String),
     /// It was refunded in full before the payment was applied: its refund already says so.
     Refunded,
+    /// Its payment waits for its order ([`awaits_order`]): a status that pays nothing keeps it
+    /// listed for review.
+    AwaitsOrder,
 }
 
 /// An invoice's status change that fulfils nothing, with `mark` (why a payment does not ship)
@@ -551,17 +642,29 @@ pub fn invoice_transition(
         Some(Mark::DuplicateOf(winner)) => {
             set.push(Set::Put(Field::DuplicateOf, Value::text(winner)));
         }
-        Some(Mark::Refunded) | None => {}
+        Some(Mark::Refunded | Mark::AwaitsOrder) | None => {}
     }
     set.push(invoice_listing(
         status,
-        matches!(mark, Some(Mark::Held | Mark::DuplicateOf(_))),
+        matches!(
+            mark,
+            Some(Mark::Held | Mark::DuplicateOf(_) | Mark::AwaitsOrder)
+        ),
         now_ms,
     ));
+    // A plain status change never takes an invoice whose payment waits for its order off the
+    // review list: refused, it is written again marked so.
+    let guard = match mark {
+        None => Guard::All(vec![
+            transition(status, at),
+            Guard::Lacks(Field::AwaitsOrder),
+        ]),
+        Some(_) => transition(status, at),
+    };
     Write {
         what: What::Transition,
         key: Key::state(invoice_id),
-        guard: transition(status, at),
+        guard,
         set,
     }
 }
@@ -583,6 +686,8 @@ pub fn payment(paid: &PaidInvoice<'_>, at: u64, effects: Vec<EffectWrite>) -> Ve
             let mut set = invoice_fields(paid.status, at, paid.order, paid.source, paid.at_ms);
             set.push(invoice_listing(paid.status, false, paid.at_ms));
             set.extend(paid_at.map(|t| Set::Put(Field::PaymentAt, Value::Int(t))));
+            // Its order is known now: nothing waits for it any more.
+            set.push(Set::Remove(Field::AwaitsOrder));
             set
         },
     }];
@@ -720,6 +825,9 @@ pub fn fulfilment(
     if let Some(currency) = &record.order.currency {
         set.push(Set::Put(Field::Currency, Value::text(currency)));
     }
+    if let Some(p) = &record.order.project {
+        set.push(Set::Put(Field::ProjectId, Value::text(p)));
+    }
     let mut writes = vec![Write {
         what: What::Fulfilment,
         key: Key::state(fulfilment_key(paid.invoice_id)),
@@ -761,7 +869,7 @@ pub fn order_claim(paid: &PaidInvoice<'_>) -> Option<Write> {
     let id = paid.order.external_id.as_ref()?;
     Some(Write {
         what: What::OrderClaim,
-        key: Key::state(order_paid_key(id)),
+        key: Key::state(order_paid_key(paid.order.project.as_deref(), id)),
         guard: Guard::Absent,
         set: vec![
             Set::Put(Field::Kind, Value::text("order_payment")),
@@ -791,18 +899,23 @@ pub fn amount_guard(order: &OrderRef) -> Option<Write> {
     };
     Some(Write {
         what: What::AmountGuard,
-        key: Key::state(order_key(id)),
+        key: Key::state(order_key(order.project.as_deref(), id)),
         guard,
         set: Vec::new(),
     })
 }
 
-/// The registered order itself (the merchant's: what [`amount_guard`] reads).
+/// The registered order itself (the merchant's: what [`amount_guard`] reads), within its
+/// project's key scope.
 #[must_use]
-pub fn expected_order(external_id: &str, amount: &Amount, currency: &str) -> Write {
+pub fn expected_order(
+    (scope, external_id): (Option<&str>, &str),
+    amount: &Amount,
+    currency: &str,
+) -> Write {
     Write {
         what: What::AmountGuard,
-        key: Key::state(order_key(external_id)),
+        key: Key::state(order_key(scope, external_id)),
         guard: Guard::Always,
         set: vec![
             Set::Put(Field::Kind, Value::text("expected_order")),
@@ -1004,6 +1117,11 @@ pub fn deposit(
         Set::Put(Field::Currency, Value::text(&credit.currency)),
         Set::Put(Field::CreditedBy, Value::Text(source.id())),
     ]);
+    let project = credit
+        .project
+        .as_ref()
+        .map(|p| Set::Put(Field::ProjectId, Value::text(p)));
+    set.extend(project.clone());
     vec![
         Write {
             what: What::Deposit,
@@ -1013,14 +1131,21 @@ pub fn deposit(
         },
         Write {
             what: What::Balance,
-            key: Key::state(balance_key(&credit.payer, &credit.currency)),
+            key: Key::state(balance_key(
+                credit.project.as_deref(),
+                &credit.payer,
+                &credit.currency,
+            )),
             guard: Guard::Always,
             set: vec![
                 Set::Put(Field::Kind, Value::text("balance")),
                 Set::Put(Field::Payer, Value::text(&credit.payer)),
                 Set::Put(Field::Currency, Value::text(&credit.currency)),
                 Set::Add(Field::Balance, Value::Amount(credit.net.clone())),
-            ],
+            ]
+            .into_iter()
+            .chain(project)
+            .collect(),
         },
     ]
 }
@@ -1141,6 +1266,7 @@ pub fn order_of(fields: &Fields) -> OrderRef {
         external_id: text(fields, &Field::OrderId),
         amount: money(fields, &Field::Amount, &Field::AmountText),
         currency: text(fields, &Field::Currency),
+        project: text(fields, &Field::ProjectId),
     }
 }
 
@@ -1160,6 +1286,7 @@ pub fn invoice_seen(fields: &Fields) -> InvoiceSeen {
             _ => Vec::new(),
         },
         payment_at: fields.get(&Field::PaymentAt).and_then(Value::as_int),
+        awaits_order: fields.get(&Field::AwaitsOrder) == Some(&Value::Bool(true)),
         order: order_of(fields),
     }
 }
@@ -1401,6 +1528,7 @@ mod tests {
             external_id: Some("o".into()),
             amount: Amount::parse("10.50"),
             currency: Some("USDT".into()),
+            project: None,
         })
         .unwrap()
         .guard;
@@ -1410,6 +1538,7 @@ mod tests {
             external_id: Some("o".into()),
             amount: Amount::parse("10.51"),
             currency: Some("USDT".into()),
+            project: None,
         })
         .unwrap()
         .guard;
@@ -1493,14 +1622,22 @@ mod tests {
 
     #[test]
     fn each_item_has_its_key() {
-        assert_eq!(order_key("o-1"), "order#o-1");
-        assert_eq!(order_paid_key("o-1"), "order_paid#o-1");
-        assert_eq!(balance_key("c-1", "TRX"), "balance#c-1#TRX");
+        assert_eq!(order_key(None, "o-1"), "order#o-1");
+        assert_eq!(order_paid_key(None, "o-1"), "order_paid#o-1");
+        assert_eq!(balance_key(None, "c-1", "TRX"), "balance#c-1#TRX");
+        // Another project's: its own keys, never the home project's.
+        assert_eq!(order_key(Some("prj_b"), "o-1"), "order#prj_b#o-1");
+        assert_eq!(order_paid_key(Some("prj_b"), "o-1"), "order_paid#prj_b#o-1");
+        assert_eq!(
+            balance_key(Some("prj_b"), "c-1", "TRX"),
+            "balance#prj_b#c-1#TRX"
+        );
         assert_eq!(review_key("evt_1"), "review#evt_1");
         let credit = Credit {
             payer: "c-1".into(),
             net: Amount::parse("2").unwrap(),
             currency: "TRX".into(),
+            project: None,
         };
         let source = Source::Manual { actor: "a".into() };
         let writes = deposit(

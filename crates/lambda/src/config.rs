@@ -4,7 +4,10 @@
 use std::str::FromStr;
 
 use paymos_inbox_aws::dynamodb::LedgerSchema;
-use paymos_inbox_core::ingest::{DEFAULT_LEASE_SECS, DEFAULT_MAX_BODY_BYTES, IngestSettings};
+use paymos_inbox_core::change::Projects;
+use paymos_inbox_core::ingest::{
+    DEFAULT_LEASE_SECS, DEFAULT_MAX_BODY_BYTES, IngestSettings, LIMIT_MAX_BODY_BYTES,
+};
 use paymos_inbox_core::signature::{DEFAULT_TOLERANCE_SECS, Environment, SigningKey, parse_keys};
 
 /// Environment variable: the deliveries (ledger) table name.
@@ -31,6 +34,13 @@ pub const PAYMOS_API_BASE_URL: &str = "PAYMOS_API_BASE_URL";
 /// (default) or `sandbox`. Deliveries verified by a secret of the other environment are
 /// recorded and acknowledged but change nothing (outcome `other_environment`).
 pub const PAYMOS_ENVIRONMENT: &str = "PAYMOS_ENVIRONMENT";
+
+/// Environment variable: the merchant's projects (`prj_…`, comma-separated) whose deliveries
+/// this stack applies, the first its home project (template.yaml: `PaymosProjectIds`).
+/// Another project's deliveries are recorded and acknowledged but change nothing (outcome
+/// `other_project`). Required on a live stack: an endpoint without a project filter receives
+/// every project, and withdrawals ignore filters.
+pub const PAYMOS_PROJECT_IDS: &str = "PAYMOS_PROJECT_IDS";
 /// Environment variable: the sweep re-sends deliveries still `received` this many seconds after
 /// they arrived (default 600).
 pub const SWEEP_AFTER_SECS: &str = "SWEEP_AFTER_SECS";
@@ -119,13 +129,28 @@ impl IngestConfig {
             )?,
             tolerance_secs: number(&lookup, SIGNATURE_TOLERANCE_SECS, DEFAULT_TOLERANCE_SECS)?,
             settings: IngestSettings {
-                max_body_bytes: number(&lookup, MAX_BODY_BYTES, DEFAULT_MAX_BODY_BYTES)?,
+                max_body_bytes: max_body_bytes(&lookup)?,
                 lease_secs: number(&lookup, INGEST_LEASE_SECS, DEFAULT_LEASE_SECS)?,
             },
             retention_days: optional_number(&lookup, DELIVERY_RETENTION_DAYS)?,
             body_retention_days: body_retention_days(&lookup)?,
         })
     }
+}
+
+/// [`MAX_BODY_BYTES`]: at most [`LIMIT_MAX_BODY_BYTES`], so every accepted body's work item
+/// fits one SQS message.
+fn max_body_bytes(lookup: &impl Fn(&str) -> Option<String>) -> Result<usize, ConfigError> {
+    let bytes = number(lookup, MAX_BODY_BYTES, DEFAULT_MAX_BODY_BYTES)?;
+    if bytes > LIMIT_MAX_BODY_BYTES {
+        return Err(ConfigError::Invalid {
+            var: MAX_BODY_BYTES,
+            reason: format!(
+                "{bytes} is more than {LIMIT_MAX_BODY_BYTES}: a larger body's work item does not fit one SQS message"
+            ),
+        });
+    }
+    Ok(bytes)
 }
 
 /// [`BODY_RETENTION_DAYS`]: a whole number of days, at least the ledger's minimum (a body must
@@ -161,6 +186,8 @@ pub struct FulfilConfig {
     pub api_base_url: String,
     /// The environment whose deliveries are applied.
     pub environment: Environment,
+    /// The projects whose deliveries are applied.
+    pub projects: Projects,
 }
 
 impl FulfilConfig {
@@ -184,8 +211,40 @@ impl FulfilConfig {
                 .filter(|v| !v.is_empty())
                 .unwrap_or_else(|| "https://api.paymos.io".to_owned()),
             environment: environment(&lookup)?,
+            projects: projects(&lookup, environment(&lookup)?)?,
         })
     }
+}
+
+/// Reads [`PAYMOS_PROJECT_IDS`]: one or several `prj_…` ids (none on a sandbox stack: every
+/// project).
+///
+/// # Errors
+/// [`ConfigError::Invalid`] for an id that is no `prj_…` id, or none on a live stack.
+pub fn projects(
+    lookup: &impl Fn(&str) -> Option<String>,
+    environment: Environment,
+) -> Result<Projects, ConfigError> {
+    let projects = Projects::parse(&lookup(PAYMOS_PROJECT_IDS).unwrap_or_default());
+    if let Some(bad) = projects
+        .ids()
+        .iter()
+        .find(|p| !p.starts_with("prj_") || p.contains('#') || p.len() > 64)
+    {
+        return Err(ConfigError::Invalid {
+            var: PAYMOS_PROJECT_IDS,
+            reason: format!(
+                "{bad:?} is not a Paymos project id like prj_8f2a (comma-separated, the first the home project)"
+            ),
+        });
+    }
+    if projects.ids().is_empty() && !environment.is_test() {
+        return Err(ConfigError::Invalid {
+            var: PAYMOS_PROJECT_IDS,
+            reason: "a live stack applies only its own projects: set PaymosProjectIds to the project ids of this stack (Paymos dashboard, Projects)".into(),
+        });
+    }
+    Ok(projects)
 }
 
 /// Reads [`PAYMOS_ENVIRONMENT`]: `live` (default) or `sandbox`/`test`.
@@ -258,6 +317,8 @@ pub struct ReconcileConfig {
     pub apply: bool,
     /// The environment the stack applies (the API key must read its project).
     pub environment: Environment,
+    /// The projects the stack applies.
+    pub projects: Projects,
 }
 
 impl ReconcileConfig {
@@ -278,6 +339,7 @@ impl ReconcileConfig {
             api_base_url: fulfil.api_base_url,
             window_hours: number(&lookup, RECONCILE_WINDOW_HOURS, 48)?,
             environment: fulfil.environment,
+            projects: fulfil.projects,
             apply: match lookup(RECONCILE_APPLY).as_deref().map(str::trim) {
                 None | Some("" | "false") => false,
                 Some("true") => true,
@@ -569,6 +631,24 @@ mod tests {
             assert!(!err.contains("hidden"), "{err}");
         }
         assert!(parse_secrets("live-previous=whsec_live_a,test=whsec_test_b", "X", true).is_ok());
+    }
+
+    #[test]
+    fn a_live_stack_names_its_projects_each_a_project_id() {
+        let live = |ids: &str| projects(&lookup(&[(PAYMOS_PROJECT_IDS, ids)]), Environment::Live);
+        assert_eq!(live("prj_a, prj_b").unwrap().ids(), ["prj_a", "prj_b"]);
+        let none = live(" ").unwrap_err().to_string();
+        assert!(none.contains("PaymosProjectIds"), "{none}");
+        assert!(
+            live("shop-1")
+                .unwrap_err()
+                .to_string()
+                .contains("\"shop-1\"")
+        );
+        assert!(live("prj_a#b").is_err());
+        // A sandbox stack naming none applies every project.
+        let all = projects(&lookup(&[]), Environment::Test).unwrap();
+        assert!(all.ids().is_empty() && all.applies(Some("prj_any")));
     }
 
     #[test]

@@ -460,13 +460,15 @@ impl Observe for Inspected<'_> {
         Inspect::invoices(self).await
     }
 
-    async fn balances(&self) -> std::collections::BTreeMap<(String, String), String> {
+    async fn balances(
+        &self,
+    ) -> std::collections::BTreeMap<(Option<String>, String, String), String> {
         let records = self.0.records().await.expect("DynamoDB Local answers");
         records
             .into_iter()
             .filter_map(|r| match r {
                 paymos_inbox_core::record::StateRecord::Balance(b) => Some((
-                    (b.payer.clone(), b.currency.clone()),
+                    (b.project.clone(), b.payer.clone(), b.currency.clone()),
                     paymos_inbox_core::status::Amount::sum([&b.balance]).unwrap_or_default(),
                 )),
                 _ => None,

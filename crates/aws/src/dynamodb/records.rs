@@ -43,6 +43,7 @@ fn order(item: &Item) -> OrderRef {
         external_id: text(item, "order_id"),
         amount: money(item, "amount"),
         currency: text(item, "currency"),
+        project: text(item, "project_id"),
     }
 }
 
@@ -100,6 +101,7 @@ pub fn state_record(item: &Item) -> Option<StateRecord> {
                 payer,
                 currency,
                 balance,
+                project: text(item, "project_id"),
             }),
             _ => StateRecord::Other {
                 key,
@@ -174,6 +176,7 @@ mod tests {
                 external_id: Some("o-1".into()),
                 amount: Amount::parse("10.50"),
                 currency: Some("USDT".into()),
+                project: None,
             },
             status: Some(InvoiceStatus::Paid),
             won_by: "evt_1".into(),

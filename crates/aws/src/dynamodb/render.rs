@@ -15,7 +15,7 @@ use paymos_inbox_core::status::Amount;
 use paymos_inbox_core::write::{Field, Fields, Guard, Key, Set, Table, Value, Write};
 
 /// Every field with an attribute name of its own (a merchant's named ones aside).
-const FIELDS: [(Field, &str); 45] = [
+const FIELDS: [(Field, &str); 48] = [
     (Field::Kind, "kind"),
     (Field::Status, "status"),
     (Field::StatusAt, "status_at"),
@@ -35,6 +35,9 @@ const FIELDS: [(Field, &str); 45] = [
     (Field::RefundedInFullBy, "refunded_in_full_by"),
     (Field::RefundedInFullAt, "refunded_in_full_at"),
     (Field::PaymentAt, "payment_at"),
+    (Field::ProjectId, "project_id"),
+    (Field::AwaitsOrder, "awaits_order"),
+    (Field::OtherProject, "other_project"),
     (Field::Applied, "applied"),
     (Field::LastEventId, "last_event_id"),
     (Field::UpdatedAt, "updated_at"),
@@ -402,10 +405,11 @@ mod tests {
         assert_eq!(
             rendered.as_deref(),
             Some(
-                "attribute_not_exists(#a0) OR (#a0 IN (:v0, :v1, :v2, :v3) AND (#a1 < :v4 OR (#a1 = :v5 AND #a2 < :v6)))"
+                "attribute_not_exists(#a0) AND (attribute_not_exists(#a1) OR (#a1 IN (:v0, :v1, :v2, :v3) AND (#a2 < :v4 OR (#a2 = :v5 AND #a3 < :v6))))"
             )
         );
-        assert_eq!(e.names["#a0"], "status");
+        assert_eq!(e.names["#a0"], "other_project");
+        assert_eq!(e.names["#a1"], "status");
         assert_eq!(e.values[":v4"], AttributeValue::N("7".into()));
         let mut e = Expr::default();
         assert_eq!(e.guard(&Guard::Always, "pk"), None);
@@ -595,6 +599,7 @@ mod tests {
             external_id: Some("o-1".into()),
             amount: Amount::parse("10"),
             currency: Some("USD".into()),
+            project: None,
         };
         let guard = write::amount_guard(&order).unwrap();
         let item = transact_item(&tables(), &guard);

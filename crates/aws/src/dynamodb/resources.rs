@@ -83,17 +83,18 @@ impl DynamoResources {
         &self.tables.state
     }
 
-    /// Registers the amount an order must be paid with (the amount guard).
+    /// Registers the amount an order of the project scope `scope` must be paid with (the
+    /// amount guard; `None`: the home project, [`paymos_inbox_core::change::Projects::scope`]).
     ///
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
     pub async fn register_order(
         &self,
-        external_id: &str,
+        (scope, external_id): (Option<&str>, &str),
         amount: &Amount,
         currency: &str,
     ) -> Result<(), PortError> {
-        let order = write::expected_order(external_id, amount, currency);
+        let order = write::expected_order((scope, external_id), amount, currency);
         self.client
             .put_item()
             .table_name(&self.tables.state)
@@ -551,8 +552,12 @@ impl ReconcileStore for DynamoResources {
         DynamoResources::open_invoices(self).await
     }
 
-    async fn order_fulfilled_by(&self, order_id: &str) -> Result<Option<String>, PortError> {
-        let key = order_paid_key(order_id);
+    async fn order_fulfilled_by(
+        &self,
+        scope: Option<&str>,
+        order_id: &str,
+    ) -> Result<Option<String>, PortError> {
+        let key = order_paid_key(scope, order_id);
         Ok(get(&self.client, &self.tables.state, ("pk", &key))
             .await?
             .and_then(|i| get_s(&i, "invoice_id").map(str::to_owned)))

@@ -40,6 +40,7 @@ fn invoice(id: &str, order: &str, status: InvoiceStatus, at: u64, amount: &str) 
             external_id: Some(order.to_owned()),
             amount: Amount::parse(amount),
             currency: Some("USD".into()),
+            project: None,
         },
     }
 }
@@ -96,6 +97,7 @@ fn histories(run: &str) -> Vec<Vec<Change>> {
                     payer: format!("payer_{run}"),
                     net: Amount::parse("1.5").unwrap(),
                     currency: "TRX".into(),
+                    project: None,
                 }),
             };
             out.push(vec![change(first, 10), change(second, at)]);
@@ -122,7 +124,10 @@ async fn dynamodb_and_the_domains_rules_agree_on_every_transition() {
     for (order, amount) in [("guard_eq", "10.5"), ("guard_ne", "11")] {
         let order = format!("{order}_{run}");
         let amount = Amount::parse(amount).unwrap();
-        dynamo.register_order(&order, &amount, "usd").await.unwrap();
+        dynamo
+            .register_order((None, &order), &amount, "usd")
+            .await
+            .unwrap();
         memory.register_order(&order, &amount, "usd");
     }
     let guarded = ["guard_eq", "guard_ne"].map(|o| {
@@ -191,7 +196,10 @@ async fn releases_agree_on_dynamodb_and_in_memory() {
     let run = unique("r");
     let order = format!("held_{run}");
     let eleven = Amount::parse("11").unwrap();
-    dynamo.register_order(&order, &eleven, "USD").await.unwrap();
+    dynamo
+        .register_order((None, &order), &eleven, "USD")
+        .await
+        .unwrap();
     memory.register_order(&order, &eleven, "USD");
     let id = |s: &str| format!("{s}_{run}");
     // (history, the invoice to release)
@@ -256,6 +264,7 @@ async fn releases_agree_on_dynamodb_and_in_memory() {
         external_id: Some(id("o_u")),
         amount: None,
         currency: None,
+        project: None,
     };
     for (n, (history, invoice_id)) in cases.iter().enumerate() {
         outcomes(&dynamo, 1000 + n, history).await;

@@ -32,7 +32,7 @@ async fn paymos_world_ends_as_the_oracle_says_on_dynamodb_as_in_memory() {
         };
         let amount = Amount::parse(REGISTERED).unwrap();
         dynamo
-            .register_order(&ids.order(0), &amount, "USD")
+            .register_order((None, &ids.order(0)), &amount, "USD")
             .await
             .unwrap();
         let memory = Arc::new(MemoryResources::new());

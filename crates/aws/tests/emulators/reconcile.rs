@@ -60,6 +60,7 @@ async fn reconcile_finds_missing_and_unknown_and_apply_fulfils_the_missing_once(
         external_id: Some("order-inv_local".into()),
         amount: None,
         currency: None,
+        project: None,
     };
     fulfil
         .mark_paid("inv_local", local, "support:eve", NOW_MS)

@@ -44,7 +44,7 @@ impl Rig {
         };
         let amount = Amount::parse(REGISTERED_AMOUNT).unwrap();
         self.store
-            .register_order(&ids.order(0), &amount, "USD")
+            .register_order((None, &ids.order(0)), &amount, "USD")
             .await
             .unwrap();
         ids
@@ -198,6 +198,7 @@ async fn a_manual_road_run_twice_reports_what_exists_and_a_raw_key_refund_writes
         external_id: Some(ids.order_of(invoice)),
         amount: Amount::parse(amount),
         currency: Some("USD".into()),
+        project: None,
     };
     // reconcile --apply on a payment it holds (12 paid, 10.50 registered), twice.
     for _ in 0..2 {

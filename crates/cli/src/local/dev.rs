@@ -52,14 +52,19 @@ pub struct DevOptions {
     pub prefix: String,
     /// The environment whose deliveries fulfil applies (as `PAYMOS_ENVIRONMENT` on AWS).
     pub environment: paymos_inbox_core::signature::Environment,
+    /// The projects whose deliveries fulfil applies (as `PAYMOS_PROJECT_IDS` on AWS; none:
+    /// every project).
+    pub projects: paymos_inbox_core::change::Projects,
     /// Run the handlers in process (ingest on the URL, the fulfil poller, the publisher);
     /// without them, only the emulators, tables, queues and secrets, for the real binaries
     /// (`make watch`).
     pub handlers: bool,
     /// The webhook secrets as text (`label=whsec_…` lines), served for the binaries' INIT.
     pub secrets_text: Option<String>,
-    /// A Paymos API client: with it, `dev` also runs the reconciliation every
-    /// [`DEV_RECONCILE_EVERY`] (report only), as the scheduled function does on AWS.
+    /// A Paymos API client: with it, `dev`'s fulfil runs the reverse check before applying a
+    /// payment, a refund or a credit (as a stack with `PaymosApiSecretName` does), and `dev`
+    /// runs the reconciliation every [`DEV_RECONCILE_EVERY`] (report only), as the scheduled
+    /// function does on AWS.
     pub reconcile_with: Option<paymos::PaymosClient>,
     /// The merchant's local endpoint: every hand-off event is posted there as the stack's
     /// deliver function posts it (signed, retried on the schedule compressed 60 times, parked
@@ -103,6 +108,10 @@ pub struct DevInfo {
     /// `PaymosEnvironmentOutput` says it.
     #[serde(default)]
     pub environment: Option<String>,
+    /// The projects `dev` applies, the first its home project (none: every project), as a
+    /// stack's `PaymosProjectIdsOutput` says them.
+    #[serde(default)]
+    pub projects: Vec<String>,
     /// With `--forward-to`: where the hand-off is posted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forward_to: Option<String>,
@@ -221,7 +230,14 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
         Verifier::new(options.keys.clone(), options.tolerance_secs),
         IngestSettings::default(),
     ));
-    let fulfil = Arc::new(pipeline.fulfil().for_environment(options.environment));
+    // As the stack's fulfil: its environment, its projects, and, given an API, the reverse
+    // check (`PaymosApiSecretName` on AWS).
+    let stack_fulfil = || {
+        pipeline
+            .fulfil()
+            .for_environment(options.environment)
+            .for_projects(options.projects.clone())
+    };
 
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let secrets_manager_endpoint = serve_secrets(options.secrets_text.as_deref()).await?;
@@ -240,6 +256,7 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
             }
             .to_owned(),
         ),
+        projects: options.projects.ids().to_vec(),
         forward_to: options.forward_to.clone(),
         webhook_signing_secret: signing_secret.clone(),
     };
@@ -263,12 +280,11 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
         options.forward_to.is_some(),
     )
     .await?;
-    let poller = run_poller(
-        sqs.clone(),
-        created.queue("WorkQueue").to_owned(),
-        fulfil,
-        10,
-        None,
+    let poller = fulfil_poller(
+        &sqs,
+        created.queue("WorkQueue"),
+        stack_fulfil(),
+        options.reconcile_with.as_ref(),
     );
     let mut tasks = vec![server, poller, publisher, sweep(&dynamodb, &sqs, &created)];
     if let (Some(url), Some(secret)) = (&options.forward_to, &signing_secret) {
@@ -280,7 +296,7 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
         )?);
     }
     if let Some(api) = options.reconcile_with.map(PaymosApi::new) {
-        tasks.push(reconcile_every_minute(api, pipeline.fulfil()));
+        tasks.push(reconcile_every_minute(api, stack_fulfil()));
     }
 
     Ok(Dev {
@@ -290,6 +306,25 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
         tasks,
         _emulators: running,
     })
+}
+
+/// The fulfil poller on the work queue: with an API, behind the reverse check, as a stack with
+/// `PaymosApiSecretName` runs it.
+fn fulfil_poller(
+    sqs: &aws_sdk_sqs::Client,
+    queue: &str,
+    fulfil: Fulfil<paymos_inbox_aws::dynamodb::DynamoResources>,
+    api: Option<&paymos::PaymosClient>,
+) -> tokio::task::JoinHandle<()> {
+    match api {
+        Some(client) => {
+            let checked = fulfil.with_confirmation(
+                PaymosApi::new(client.clone()).with_deadline(Duration::from_secs(10)),
+            );
+            run_poller(sqs.clone(), queue.to_owned(), Arc::new(checked), 10, None)
+        }
+        None => run_poller(sqs.clone(), queue.to_owned(), Arc::new(fulfil), 10, None),
+    }
 }
 
 /// The hand-off: the state table's stream → the publisher → the template's events queue,

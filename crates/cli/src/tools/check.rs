@@ -1,4 +1,4 @@
-//! `paymos-inbox check`: the five-step replay proof, against any receiver. The HTTP answers
+//! `paymos-inbox check`: the six-step replay proof, against any receiver. The HTTP answers
 //! alone prove nothing about shipping, so every step that claims a business outcome reads it
 //! through a *probe* of the receiver's orders (its own tables for paymos-inbox, or a command or
 //! URL that prints a count for any other receiver). A step whose outcome could not be observed
@@ -14,6 +14,9 @@
 //!    meanwhile (the mark-paid hook), replayed: still one row.
 //! 5. The receiver against the source: with API credentials, Paymos' paid invoices (MISSING,
 //!    DOUBLE); else every invoice this run got a 2xx for has exactly one row.
+//! 6. Another project's payment (an endpoint without a project filter receives every project)
+//!    for the same order id as step 1's: 2xx, and it ships nothing; `unproven` against a
+//!    receiver that applies every project.
 
 use std::time::{Duration, Instant};
 
@@ -82,7 +85,7 @@ impl Ids {
 /// One step's verdict.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Step {
-    /// 1 to 5.
+    /// 1 to 6.
     pub number: u8,
     /// What it proves.
     pub name: &'static str,
@@ -135,6 +138,9 @@ fn show(a: &Attempt) -> String {
         format!("attempt {}: {} {}", a.attempt, a.status, a.body.trim())
     }
 }
+
+/// The project of step 6's payment: none a merchant has.
+pub const OTHER_PROJECT: &str = "prj_paymos_inbox_check_other";
 
 const NO_PROBE: &str = "nothing observed the receiver's orders: give --orders-cmd, --orders-url, or the receiver's tables (--dev-info / --deliveries-table and --state-table)";
 
@@ -335,6 +341,7 @@ impl MarkPaid {
                     external_id: Some(ids.order_id.clone()),
                     amount: Amount::parse("25.00"),
                     currency: Some("USDT".into()),
+                    project: None,
                 };
                 let applied = fulfil
                     .mark_paid(
@@ -460,7 +467,7 @@ impl Proof {
             verdict(true)
         };
         // Progress: the steps take minutes (retries, the slow-reply wait), one line each.
-        tracing::info!(step = self.number, of = 5, verdict, "check: {}", self.name);
+        tracing::info!(step = self.number, of = 6, verdict, "check: {}", self.name);
         Step {
             number: self.number,
             name: self.name,
@@ -561,7 +568,7 @@ impl Checker {
     }
 }
 
-/// Runs the five steps against `options.url`.
+/// Runs the six steps against `options.url`.
 pub async fn run(options: CheckOptions) -> Vec<Step> {
     let secret = options.secret.clone();
     let rotation = [options.secret.clone(), options.wrong_secret.clone()];
@@ -582,7 +589,8 @@ pub async fn run(options: CheckOptions) -> Vec<Step> {
     let three = run.collisions().await;
     let four = run.made_right_by_hand().await;
     let five = run.against_the_source().await;
-    vec![one, two, three, four, five]
+    let six = run.another_project(&first).await;
+    vec![one, two, three, four, five, six]
 }
 
 /// The first paid event of step 1: what step 2 sends again.
@@ -750,6 +758,69 @@ impl Run<'_> {
 
     /// 5. The receiver against the source: Paymos' paid list with an API key, else every
     ///    invoice this run had acknowledged.
+    /// 6. Another project's payment of an order with the same id as step 1's: order ids are
+    ///    unique only within a project, and a stack applies only its own projects.
+    async fn another_project(&self, first: &First) -> Step {
+        let (checker, sender) = (self.checker, &self.checker.sender);
+        let mut proof = Proof::new(6, "another project's payment ships nothing here");
+        let invoice = format!("inv_check_{}", &new_event_id()[4..]);
+        let event_id = new_event_id();
+        let now = paymos_inbox_lambda::now_ms() / 1000;
+        let mut data = data_for("invoice.paid", &invoice, !checker.options().live, now, None);
+        data["project_id"] = serde_json::Value::from(OTHER_PROJECT);
+        data["order"]["external_id"] = serde_json::Value::from(first.ids.order_id.as_str());
+        let body = envelope(&event_id, "invoice.paid", now, &data);
+        let attempts = sender.until_answered(&event_id, &body, self.secret()).await;
+        if !Checker::acknowledged(&attempts, &mut proof) {
+            return proof.done();
+        }
+        let ids = Ids {
+            invoice_id: invoice,
+            order_id: first.ids.order_id.clone(),
+            event_id: event_id.clone(),
+        };
+        match &checker.options().probe {
+            None => proof.unproven(NO_PROBE),
+            Some(Probe::Tables(t)) => {
+                let environment =
+                    Environment::from_secret_prefix(checker.options().secret.expose());
+                t.settle(
+                    std::slice::from_ref(&event_id),
+                    environment,
+                    checker.options().patience,
+                    &mut proof.evidence,
+                )
+                .await;
+                match t.ledger(environment, &event_id).await {
+                    Ok(Some((_, outcome))) if outcome == "other_project" => proof
+                        .evidence
+                        .push(format!("{event_id}: other_project, nothing applied")),
+                    Ok(Some((_, outcome))) => proof.unproven(&format!(
+                        "{event_id} of project {OTHER_PROJECT} ended {outcome:?}: this receiver applies every project (no PaymosProjectIds, or `dev` without --project), so it cannot show that another project's payment ships nothing"
+                    )),
+                    Ok(None) => proof.fail(format!("{event_id}: acknowledged, never recorded")),
+                    Err(e) => proof.fail(format!("probe failed: {e}")),
+                }
+            }
+            Some(probe) => {
+                tokio::time::sleep(checker.options().settle).await;
+                match probe.count(&ids, &sender.client).await {
+                    Ok(0) => proof
+                        .evidence
+                        .push(format!("{}: 0 rows", ids.invoice_id)),
+                    Ok(n) => proof.fail(format!(
+                        "{}: {n} rows for a payment of project {OTHER_PROJECT}: another shop's order {} was shipped here",
+                        ids.invoice_id, ids.order_id
+                    )),
+                    Err(e) => proof.fail(format!("probe failed: {e}")),
+                }
+            }
+        }
+        // Step 1's order, of this receiver's own project, still has its one row.
+        checker.one_row(&first.ids, &[], &mut proof).await;
+        proof.done()
+    }
+
     async fn against_the_source(&self) -> Step {
         let (checker, sender) = (self.checker, &self.checker.sender);
         let mut proof = Proof::new(5, "the receiver's rows match what was paid");

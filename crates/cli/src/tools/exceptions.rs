@@ -10,7 +10,7 @@ use paymos_inbox_core::status::Amount;
 /// A message naming what is wrong, or the DynamoDB failure.
 pub async fn register_order(
     state: &DynamoResources,
-    order_id: &str,
+    (scope, order_id): (Option<&str>, &str),
     amount: &str,
     currency: &str,
 ) -> Result<(), String> {
@@ -22,7 +22,7 @@ pub async fn register_order(
         ));
     }
     state
-        .register_order(order_id, &amount, currency)
+        .register_order((scope, order_id), &amount, currency)
         .await
         .map_err(|e| e.to_string())
 }

@@ -1,5 +1,5 @@
 //! The merchant's tools behind the `paymos-inbox` command line: a simulated Paymos sender, the
-//! five-step idempotency check and reconciliation. They use the library's own signing, ledger
+//! six-step idempotency check and reconciliation. They use the library's own signing, ledger
 //! and transitions; nothing is implemented twice.
 
 pub mod bench_e2e;

@@ -92,6 +92,10 @@ impl Receiver {
             .as_str()
             .unwrap_or_default()
             .to_owned();
+        // A sound receiver applies its own project's payments only (`send`'s `prj_local`).
+        let ours = event["data"]["project_id"]
+            .as_str()
+            .is_none_or(|p| p == "prj_local");
         let paid = event["event_type"] == "invoice.paid";
         match self.flaw {
             Flaw::AcksBeforeRecording => {}
@@ -118,7 +122,7 @@ impl Receiver {
             }
             Flaw::None | Flaw::ReadsOnlyTheLastV1 => {
                 let mut seen = self.seen_events.lock().await;
-                if seen.insert(id) && paid && self.count(&invoice) == 0 {
+                if seen.insert(id) && paid && ours && self.count(&invoice) == 0 {
                     self.ship(&invoice);
                 }
             }
@@ -313,7 +317,7 @@ async fn without_a_probe_nothing_is_passed_and_the_exit_code_says_unproven() {
 }
 
 #[tokio::test]
-async fn check_against_dev_passes_all_five_steps_with_evidence_even_when_replies_are_late() {
+async fn check_against_dev_passes_all_six_steps_with_evidence_even_when_replies_are_late() {
     // The first attempt of each event is answered after 1.5 s; the sender gives up after 1 s
     // (Paymos' 10 s, scaled), so its retries collide with recorded, in-flight deliveries.
     let dev = dev(Some(Duration::from_millis(1500))).await;

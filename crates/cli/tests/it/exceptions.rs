@@ -271,9 +271,14 @@ async fn an_api_that_hangs_fails_only_its_own_message_and_in_time() {
 async fn releasing_a_held_invoice_fulfils_once_against_a_second_release_and_a_replayed_webhook() {
     let rig = Rig::new(Vec::new()).await;
     let store = rig.store();
-    paymos_inbox::tools::exceptions::register_order(&store, "order-inv_held", "10.00", "usdt")
-        .await
-        .unwrap();
+    paymos_inbox::tools::exceptions::register_order(
+        &store,
+        (None, "order-inv_held"),
+        "10.00",
+        "usdt",
+    )
+    .await
+    .unwrap();
     let fulfil = Fulfil::new(rig.store());
     let paid = |event: &str| {
         envelope(
@@ -297,6 +302,7 @@ async fn releasing_a_held_invoice_fulfils_once_against_a_second_release_and_a_re
         external_id: None,
         amount: None,
         currency: None,
+        project: None,
     };
     // mark-paid reports what exists: the payment is held.
     assert_eq!(
@@ -618,17 +624,17 @@ async fn the_amount_guard_is_registered_without_rust_and_refuses_bad_input() {
     let rig = Rig::new(Vec::new()).await;
     let store = rig.store();
     assert!(
-        paymos_inbox::tools::exceptions::register_order(&store, "o-1", "ten", "USD")
+        paymos_inbox::tools::exceptions::register_order(&store, (None, "o-1"), "ten", "USD")
             .await
             .unwrap_err()
             .contains("decimal")
     );
     assert!(
-        paymos_inbox::tools::exceptions::register_order(&store, "o-1", "10", "U$D")
+        paymos_inbox::tools::exceptions::register_order(&store, (None, "o-1"), "10", "U$D")
             .await
             .is_err()
     );
-    paymos_inbox::tools::exceptions::register_order(&store, "o-1", "10.50", "usd")
+    paymos_inbox::tools::exceptions::register_order(&store, (None, "o-1"), "10.50", "usd")
         .await
         .unwrap();
     let item = rig.aws.item(&rig.state, "pk", "order#o-1").await.unwrap();
@@ -779,7 +785,7 @@ async fn recheck_credits_an_unconfirmed_deposit_once() {
     assert!(out.contains("evt_lag_d: credited"), "{out}");
     let balance = || async {
         rig.aws
-            .item(&rig.state, "pk", &balance_key("payer-9", "USDT"))
+            .item(&rig.state, "pk", &balance_key(None, "payer-9", "USDT"))
             .await
             .map(|b| b["balance"].as_n().unwrap().to_owned())
     };

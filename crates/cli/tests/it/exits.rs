@@ -172,7 +172,7 @@ async fn every_command_exits_as_the_table_says_in_each_failure_mode() {
     let empty = FakePaymos::start().await;
     empty.list(vec![]);
     let missing = FakePaymos::start().await;
-    missing.list(vec![json!({"invoice_id": "inv_missing", "project_id": "prj_1",
+    missing.list(vec![json!({"invoice_id": "inv_missing", "project_id": "prj_local",
         "external_order_id": "order-missing", "status": "paid", "is_final": true, "is_test": true,
         "amount": "25.00", "currency": "USDT", "created_at": paymos_inbox_lambda::now_ms() / 1000 - 60})]);
     let stub = accepts_everything().await;

@@ -158,6 +158,7 @@ async fn one_paid_delivery_publishes_exactly_one_order_paid_and_repeats_publish_
         external_id: Some("order-inv_h1".into()),
         amount: None,
         currency: None,
+        project: None,
     };
     rig.fulfil
         .mark_paid("inv_h1", order, "support:eve", NOW_MS)

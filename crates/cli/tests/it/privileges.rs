@@ -308,7 +308,7 @@ async fn fulfil_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, String)>
     .await
     .unwrap();
     DynamoResources::new(setup.dynamodb.clone(), state, deliveries)
-        .register_order("o-held", &Amount::parse("1").unwrap(), "USD")
+        .register_order((None, "o-held"), &Amount::parse("1").unwrap(), "USD")
         .await
         .unwrap();
     let fulfil = Fulfil::new(DynamoResources::new(

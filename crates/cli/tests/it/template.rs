@@ -250,6 +250,8 @@ fn each_function_gets_every_variable_its_binary_reads_and_no_secret() {
         fulfil.get(k).map(|_| {
             if k == config::PAYMOS_ENVIRONMENT {
                 "live".to_owned()
+            } else if k == config::PAYMOS_PROJECT_IDS {
+                "prj_a,prj_b".to_owned()
             } else {
                 "1".to_owned()
             }
@@ -276,6 +278,7 @@ fn each_function_gets_every_variable_its_binary_reads_and_no_secret() {
             match k {
                 config::RECONCILE_APPLY => "false",
                 config::PAYMOS_ENVIRONMENT => "live",
+                config::PAYMOS_PROJECT_IDS => "prj_a",
                 _ => "1",
             }
             .to_owned()
@@ -309,6 +312,7 @@ fn each_function_gets_every_variable_its_binary_reads_and_no_secret() {
         config::BODY_RETENTION_DAYS,
         config::PAYMOS_API_SECRETS_ID,
         config::PAYMOS_ENVIRONMENT,
+        config::PAYMOS_PROJECT_IDS,
         config::SWEEP_AFTER_SECS,
         config::RECONCILE_WINDOW_HOURS,
         config::RECONCILE_APPLY,
@@ -925,4 +929,17 @@ fn every_checkov_skip_names_a_check_that_does_not_apply_and_says_why() {
         }
     }
     assert!(skipped >= 17, "{skipped} skips");
+}
+
+// Issue 38: the largest body the template lets a stack accept still fits one SQS message.
+#[test]
+fn the_largest_body_the_template_accepts_fits_one_sqs_message() {
+    let t = template();
+    let max = t["Parameters"]["MaxBodyBytes"]["MaxValue"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(
+        usize::try_from(max).unwrap(),
+        paymos_inbox_core::ingest::LIMIT_MAX_BODY_BYTES
+    );
 }

@@ -26,6 +26,9 @@ pub(crate) async fn dev(slow: Option<Duration>) -> paymos_inbox::local::dev::Dev
         secrets_text: None,
         reconcile_with: None,
         forward_to: None,
+        // The project `send` and `check` name (`prj_local`): another project's events are
+        // `other_project`, as on a stack with PaymosProjectIds.
+        projects: paymos_inbox_core::change::Projects::only(vec!["prj_local".into()]),
     })
     .await
     .expect("dev starts")
@@ -439,6 +442,7 @@ async fn dev_forwards_the_hand_off_signed_and_retried_to_a_local_endpoint() {
         secrets_text: None,
         reconcile_with: None,
         forward_to: Some(endpoint.clone()),
+        projects: paymos_inbox_core::change::Projects::all(),
     })
     .await
     .expect("dev starts");

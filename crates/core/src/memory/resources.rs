@@ -30,6 +30,8 @@ pub struct StoredInvoice {
     pub paid_late_at: Option<u64>,
     /// When its payment was made by Paymos' clock, where a delivery said so.
     pub payment_at: Option<u64>,
+    /// Paid by a person's road with its order known nowhere.
+    pub awaits_order: bool,
     /// The invoice that fulfilled its order first.
     pub duplicate_of: Option<String>,
     /// Completed refunds.
@@ -55,6 +57,7 @@ impl StoredInvoice {
             held: seen.held,
             paid_late_at: int(Field::PaidLateAt),
             payment_at: seen.payment_at,
+            awaits_order: seen.awaits_order,
             duplicate_of: seen.duplicate_of,
             refunds: seen.refunds,
             applied: match fields.get(&Field::Applied) {
@@ -78,6 +81,7 @@ impl StoredInvoice {
             refunds: self.refunds.clone(),
             payment_at: self.payment_at,
             order: self.order.clone(),
+            awaits_order: self.awaits_order,
         }
     }
 }
@@ -162,9 +166,20 @@ impl MemoryResources {
         out
     }
 
-    /// Registers the amount an order must be paid with (the amount guard).
+    /// Registers the amount an order of the home project must be paid with (the amount guard).
     pub fn register_order(&self, external_id: &str, amount: &Amount, currency: &str) {
-        let w = write::expected_order(external_id, amount, currency);
+        self.register_scoped_order(None, external_id, amount, currency);
+    }
+
+    /// Registers the amount an order of the project scope `scope` must be paid with.
+    pub fn register_scoped_order(
+        &self,
+        scope: Option<&str>,
+        external_id: &str,
+        amount: &Amount,
+        currency: &str,
+    ) {
+        let w = write::expected_order((scope, external_id), amount, currency);
         apply(self.lock().entry(w.key).or_default(), &w.set);
     }
 
@@ -246,6 +261,19 @@ impl MemoryResources {
         out
     }
 
+    /// Each balance by its key (`balance#…`): a payer's of each project apart.
+    #[must_use]
+    pub fn balances_by_key(&self) -> std::collections::BTreeMap<String, String> {
+        self.lock()
+            .iter()
+            .filter(|(k, _)| k.id.starts_with("balance#"))
+            .filter_map(|(k, f)| match f.get(&Field::Balance) {
+                Some(Value::Amount(total)) => Some((k.id.clone(), Amount::sum([total])?)),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The credits of a payer in a currency, by deposit.
     #[must_use]
     pub fn credits(&self, payer: &str, currency: &str) -> Vec<Amount> {
@@ -258,9 +286,10 @@ impl MemoryResources {
             .collect()
     }
 
-    /// Every balance: each payer's in each currency, exact.
+    /// Every balance: each payer's in each currency, exact, by the project's key scope (none:
+    /// the home project).
     #[must_use]
-    pub fn balances(&self) -> std::collections::BTreeMap<(String, String), String> {
+    pub fn balances(&self) -> std::collections::BTreeMap<(Option<String>, String, String), String> {
         self.of_kind("balance")
             .iter()
             .filter_map(|(_, f)| {
@@ -269,7 +298,11 @@ impl MemoryResources {
                     return None;
                 };
                 Some((
-                    (text(Field::Payer)?, text(Field::Currency)?),
+                    (
+                        text(Field::ProjectId),
+                        text(Field::Payer)?,
+                        text(Field::Currency)?,
+                    ),
                     Amount::sum([total])?,
                 ))
             })
@@ -424,10 +457,14 @@ impl ReconcileStore for MemoryResources {
             .collect())
     }
 
-    async fn order_fulfilled_by(&self, order_id: &str) -> Result<Option<String>, PortError> {
+    async fn order_fulfilled_by(
+        &self,
+        scope: Option<&str>,
+        order_id: &str,
+    ) -> Result<Option<String>, PortError> {
         Ok(self
             .lock()
-            .get(&Key::state(write::order_paid_key(order_id)))
+            .get(&Key::state(write::order_paid_key(scope, order_id)))
             .and_then(|f| f.get(&Field::InvoiceId))
             .and_then(Value::as_text)
             .map(str::to_owned))

@@ -36,6 +36,7 @@ fn invoice(status: &str, order: &str, amount: &str) -> ConfirmedInvoice {
         token_amount: Amount::parse(amount),
         token_currency: Some("USDT".into()),
         paid_late: false,
+        project_id: None,
     }
 }
 

@@ -197,6 +197,7 @@ async fn a_recheck_applies_what_paymos_now_confirms_and_leaves_the_rest_waiting(
         token_amount: None,
         token_currency: None,
         paid_late: false,
+        project_id: None,
     };
     paymos.invoice("inv_p", at_paymos("paid", "inv_p"));
     paymos.invoice("inv_w", at_paymos("awaiting_payment", "inv_w"));
@@ -346,6 +347,7 @@ fn at_paymos(status: &str, invoice: &str) -> ConfirmedInvoice {
         token_amount: None,
         token_currency: None,
         paid_late: false,
+        project_id: None,
     }
 }
 
@@ -808,6 +810,7 @@ async fn every_road_that_fulfils_writes_the_stacks_effect_and_no_other_does() {
         external_id: Some("o-inv_m".into()),
         amount: None,
         currency: None,
+        project: None,
     };
     assert_eq!(
         stack.mark_paid("inv_m", order, "alice", NOW_MS).await,

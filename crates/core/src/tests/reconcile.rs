@@ -25,6 +25,7 @@ fn at_paymos(status: &str, order: &str) -> ConfirmedInvoice {
         token_amount: None,
         token_currency: None,
         paid_late: false,
+        project_id: None,
     }
 }
 
@@ -33,6 +34,7 @@ fn order(id: &str) -> OrderRef {
         external_id: Some(id.into()),
         amount: Amount::parse("25.00"),
         currency: Some("USDT".into()),
+        project: None,
     }
 }
 
@@ -400,4 +402,38 @@ async fn a_released_late_payment_is_not_unknown() {
     assert_eq!(released, Applied::Fulfilled);
     let report = run(&paymos, &fulfil, false).await;
     assert!(report.unknown.is_empty(), "{:?}", report.unknown);
+}
+
+// Issue 38, case 2: a payment Paymos confirms with an empty `external_order_id`, applied by a
+// person's road (`reconcile --apply`, `mark-paid` without an order), stays listed for a person
+// until its order is learned; `mark-paid --order-id` ships it and clears the list.
+#[tokio::test]
+async fn a_paid_invoice_with_no_order_anywhere_stays_listed_until_its_order_is_named() {
+    let (paymos, fulfil, store) = rig();
+    paymos.invoice("inv_n", at_paymos("paid", ""));
+    let report = run(&paymos, &fulfil, true).await;
+    assert_eq!(report.applied["inv_n"], Ok(Applied::OrderUnknown));
+    let listed = crate::exceptions::list(&*store, &crate::memory::MemoryReviews::new(), 0)
+        .await
+        .unwrap();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|e| (e.kind, e.resource_id.as_deref()))
+            .collect::<Vec<_>>(),
+        [("order_unknown", Some("inv_n"))],
+        "{listed:?}"
+    );
+    assert!(listed[0].action.contains("mark-paid inv_n --order-id"));
+    // A later run, beyond any window, still finds it listed: the record names it.
+    let applied = fulfil
+        .mark_paid("inv_n", order("o-n"), "support", NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(applied, Applied::Fulfilled);
+    assert_eq!(store.fulfilled(), ["inv_n"]);
+    let listed = crate::exceptions::list(&*store, &crate::memory::MemoryReviews::new(), 0)
+        .await
+        .unwrap();
+    assert!(listed.is_empty(), "{listed:?}");
 }

@@ -162,6 +162,7 @@ async fn an_invoice_known_only_from_an_unconfirmed_delivery_is_never_released() 
         external_id: Some("o-9".into()),
         amount: Amount::parse("5"),
         currency: Some("USD".into()),
+        project: None,
     };
     // A forged delivery names an order just as a genuine one does: `recheck` applies it once
     // Paymos shows it paid; a person who knows better says so with `mark-paid --order-id`.

@@ -143,6 +143,7 @@ fn order(id: &str, amount: &str, currency: &str) -> OrderRef {
         external_id: Some(id.into()),
         amount: Amount::parse(amount),
         currency: Some(currency.into()),
+        project: None,
     }
 }
 

@@ -1,7 +1,8 @@
 //! The model test of Paymos' whole world on the in-memory store: every generated history ends
 //! where the oracle (`crate::oracle`, written from Paymos' contract) says it must; and fixed
-//! histories of refunds in time (Paymos' clock, not arrival order), each under the reverse check
-//! and without.
+//! histories of refunds in time (Paymos' clock, not arrival order) and of projects (one order
+//! or payer id in two projects, another project's events, an event leaving its project out),
+//! each under the reverse check and without.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -12,8 +13,8 @@ use crate::memory::{MemoryResources, MemoryReviews};
 use crate::oracle::{self as o, Status};
 use crate::status::Amount;
 use crate::world::{
-    Act, Ids, PAID_AGAIN_AT, PAID_AT, REFUNDED_AT, REGISTERED, RETURNED_AT, TrueInvoice,
-    TrueRefund, Truth, judge, oracle_case, run, world,
+    Act, Ids, PAID_AGAIN_AT, PAID_AT, REFUNDED_AT, REGISTERED, RETURNED_AT, TrueDeposit,
+    TrueInvoice, TrueRefund, Truth, judge, oracle_case, run, world,
 };
 
 /// Runs `acts` of `truth` on a fresh in-memory store: where the end state differs from the
@@ -48,6 +49,7 @@ proptest! {
 /// paying status, or `paid_late`) at `paid_at` by Paymos' clock.
 fn invoice(status: Status, paid_late: bool, paid_at: Option<u64>) -> TrueInvoice {
     TrueInvoice {
+        project: 0,
         order: None,
         price: 0,
         status,
@@ -75,6 +77,8 @@ fn truth(inv: TrueInvoice, refunds: &[(bool, u64)], reverse_check: bool) -> Trut
             })
             .collect(),
         deposits: Vec::new(),
+        payouts: 0,
+        projects: Some(vec![0]),
         reverse_check,
     }
 }
@@ -86,6 +90,7 @@ fn said(status: Status, endpoint: u8) -> Act {
         status,
         naming: 1,
         priced: true,
+        project: true,
         endpoint,
         sandbox: false,
         forged: false,
@@ -123,7 +128,9 @@ fn check(
         let want = o::expected(&w, &steps);
         let inv = ids.invoice(0);
         let oracle = o::Expected {
-            shipped: BTreeMap::from_iter(shipped.then(|| (ids.order(0), inv.clone()))),
+            shipped: BTreeMap::from_iter(
+                shipped.then(|| ((ids.project(0), ids.order(0)), inv.clone())),
+            ),
             waiting: BTreeMap::from_iter(waiting.map(|wait| (inv.clone(), wait))),
             balances: BTreeMap::new(),
             refunded: BTreeSet::from_iter(refunded.then(|| inv.clone())),
@@ -182,4 +189,240 @@ fn a_full_refund_delivered_before_the_payment_it_returned_keeps_it_from_shipping
     };
     let acts = [refund(0), said(Status::Paid, 0)];
     check("c", world, &acts, false, None, true);
+}
+
+/// Checks, under the reverse check and without and for each stack in `stacks`, that the oracle
+/// says `want` for this history, then that the receiver ends where the oracle says.
+fn check_projects(
+    name: &str,
+    world: impl Fn(bool) -> Truth,
+    stacks: &[Option<Vec<u8>>],
+    acts: &[Act],
+    want: impl Fn(&Ids) -> o::Expected,
+) {
+    let mut failures = Vec::new();
+    for (n, projects) in stacks.iter().enumerate() {
+        for reverse_check in [false, true] {
+            let run_id = format!("{name}{n}{}", u8::from(reverse_check));
+            let ids = Ids {
+                run: run_id.clone(),
+            };
+            let t = Truth {
+                projects: projects.clone(),
+                ..world(reverse_check)
+            };
+            let (w, steps) = oracle_case(&ids, &t, acts);
+            let said = format!("stack {projects:?}, reverse check {reverse_check}");
+            assert_eq!(o::expected(&w, &steps), want(&ids), "the oracle ({said})");
+            let found = found(&run_id, &t, acts);
+            if !found.is_empty() {
+                failures.push(format!("{said}: {found:?}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Invoice `invoice`'s genuine event announcing `status`, naming its project or leaving it out.
+fn said_of(invoice: u8, status: Status, project: bool) -> Act {
+    Act::Invoice {
+        invoice,
+        status,
+        naming: 1,
+        priced: true,
+        project,
+        endpoint: 0,
+        sandbox: false,
+        forged: false,
+        lagging: false,
+    }
+}
+
+/// A world of three invoices: `(project, order, status)` each, priced as registered.
+fn shops(invoices: [(u8, u8, Status); 3], reverse_check: bool) -> Truth {
+    let invoices = invoices
+        .into_iter()
+        .map(|(project, order, status)| TrueInvoice {
+            project,
+            order: Some(order),
+            ..invoice(status, false, status.pays().then_some(PAID_AT))
+        })
+        .collect();
+    Truth {
+        invoices,
+        ..truth(
+            invoice(Status::AwaitingPayment, false, None),
+            &[],
+            reverse_check,
+        )
+    }
+}
+
+fn expect(shipped: &[((String, String), String)], waiting: &[(String, o::Wait)]) -> o::Expected {
+    o::Expected {
+        shipped: shipped.iter().cloned().collect(),
+        waiting: waiting.iter().cloned().collect(),
+        ..o::Expected::default()
+    }
+}
+
+/// A stack of two shops (projects 0 and 1), either listed first (a stack naming no projects
+/// keys them together: rule 18).
+fn two_shops() -> [Option<Vec<u8>>; 2] {
+    [Some(vec![0, 1]), Some(vec![1, 0])]
+}
+
+#[test] // projects (a)
+fn order_1001_of_two_projects_both_paid_ships_twice_once_each() {
+    // o_0 of project 0 (invoice 0) and of project 1 (invoices 1 and 2), each paid; invoice 2's
+    // payment is project 1's second of its o_0: a duplicate there, not in project 0.
+    let world = |rc| {
+        use Status::Paid;
+        shops([(0, 0, Paid), (1, 0, Paid), (1, 0, Paid)], rc)
+    };
+    let acts = [
+        said_of(0, Status::Paid, true),
+        said_of(1, Status::Paid, true),
+        said_of(2, Status::Paid, true),
+    ];
+    check_projects("pa", world, &two_shops(), &acts, |ids| {
+        let key = |p| (ids.project(p), ids.order(0));
+        expect(
+            &[(key(0), ids.invoice(0)), (key(1), ids.invoice(1))],
+            &[(ids.invoice(2), o::Wait::Duplicate)],
+        )
+    });
+}
+
+#[test] // projects (b)
+fn another_projects_paid_event_refund_and_deposit_change_nothing() {
+    // Project 2's invoice 0 is paid and refunded in full, its payer deposits; a plain payout
+    // (no project) completes; a person marks invoice 0 paid naming project 2; reconciliation
+    // finds it paid at Paymos. The stack applies project 0 (or projects 0 and 1).
+    let world = |rc| {
+        use Status::{AwaitingPayment, Paid};
+        let mut t = shops(
+            [
+                (2, 0, Paid),
+                (0, 1, AwaitingPayment),
+                (0, 0, AwaitingPayment),
+            ],
+            rc,
+        );
+        t.refunds = vec![TrueRefund {
+            invoice: 0,
+            full: true,
+            at: REFUNDED_AT,
+        }];
+        t.deposits = vec![TrueDeposit {
+            project: 2,
+            payer: 0,
+            confirmed: true,
+        }];
+        t.payouts = 1;
+        t
+    };
+    let acts = [
+        said_of(0, Status::Paid, true),
+        refund(0),
+        Act::Deposit {
+            deposit: 0,
+            confirmed: true,
+            sandbox: false,
+            lagging: false,
+        },
+        Act::Payout {
+            payout: 0,
+            sandbox: false,
+            lagging: false,
+        },
+        Act::MarkPaid {
+            invoice: 0,
+            with_order: true,
+        },
+        Act::Reconcile,
+        Act::Recheck(0),
+    ];
+    let stacks = [Some(vec![0]), Some(vec![0, 1])];
+    check_projects("pb", world, &stacks, &acts, |_| o::Expected::default());
+}
+
+#[test] // projects (c)
+fn payer_42_of_two_projects_has_two_balances() {
+    // Payer 0 deposits 5 TRX in project 0 and twice 5 in project 1.
+    let world = |rc| {
+        let mut t = truth(invoice(Status::AwaitingPayment, false, None), &[], rc);
+        t.deposits = [0, 1, 1]
+            .into_iter()
+            .map(|project| TrueDeposit {
+                project,
+                payer: 0,
+                confirmed: true,
+            })
+            .collect();
+        t
+    };
+    let acts: Vec<Act> = (0..3)
+        .map(|deposit| Act::Deposit {
+            deposit,
+            confirmed: true,
+            sandbox: false,
+            lagging: false,
+        })
+        .collect();
+    check_projects("pc", world, &two_shops(), &acts, |ids| {
+        let key = |p| (ids.project(p), ids.payer_of(0), "TRX".to_owned());
+        o::Expected {
+            balances: BTreeMap::from([(key(0), "5".into()), (key(1), "10".into())]),
+            ..o::Expected::default()
+        }
+    });
+}
+
+#[test] // projects (d)
+fn an_invoices_later_event_without_project_id_belongs_to_its_invoices_project() {
+    // Invoice 0 (project 1's o_0) announces `confirming` naming its project, then `paid`
+    // leaving it out. The stack applies projects 0 and 1 (either home): it ships project 1's o_0.
+    let world = |rc| {
+        use Status::{AwaitingPayment, Paid};
+        shops(
+            [
+                (1, 0, Paid),
+                (0, 1, AwaitingPayment),
+                (0, 0, AwaitingPayment),
+            ],
+            rc,
+        )
+    };
+    let acts = [
+        said_of(0, Status::Confirming, true),
+        said_of(0, Status::Paid, false),
+    ];
+    let stacks = [Some(vec![0, 1]), Some(vec![1, 0])];
+    check_projects("pd", world, &stacks, &acts, |ids| {
+        expect(&[((ids.project(1), ids.order(0)), ids.invoice(0))], &[])
+    });
+}
+
+#[test] // projects (d), another project's invoice
+fn another_projects_later_event_without_project_id_changes_nothing() {
+    // Invoice 2 (project 2's o_0) announces `confirming` naming project 2, then `paid` leaving
+    // it out. The stack applies projects 0 and 1: it is another project's and changes nothing.
+    let world = |rc| {
+        use Status::{AwaitingPayment, Paid};
+        shops(
+            [
+                (0, 0, AwaitingPayment),
+                (0, 1, AwaitingPayment),
+                (2, 0, Paid),
+            ],
+            rc,
+        )
+    };
+    let acts = [
+        said_of(2, Status::Confirming, true),
+        said_of(2, Status::Paid, false),
+    ];
+    let stacks = [Some(vec![0, 1])];
+    check_projects("pe", world, &stacks, &acts, |_| o::Expected::default());
 }

@@ -26,9 +26,11 @@ async fn main() -> Result<(), Error> {
         config.state_table,
         config.deliveries_table,
     ))
-    .for_environment(config.environment);
+    .for_environment(config.environment)
+    .for_projects(config.projects.clone());
     tracing::info!(
         environment = %config.environment,
+        projects = ?config.projects.ids(),
         "fulfil configured: deliveries verified by a secret of another environment change nothing"
     );
     match &config.api_secrets_id {

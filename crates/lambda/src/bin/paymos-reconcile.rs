@@ -46,7 +46,9 @@ async fn main() -> Result<(), Error> {
         dynamodb.clone(),
         config.state_table.clone(),
         config.deliveries_table.clone(),
-    ));
+    ))
+    .for_environment(config.environment)
+    .for_projects(config.projects.clone());
     let (api, fulfil, config) = (&api, &fulfil, &config);
     lambda_runtime::run(service_fn(move |_: LambdaEvent<serde_json::Value>| async move {
         let now_ms = paymos_inbox_lambda::now_ms();

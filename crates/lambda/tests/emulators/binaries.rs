@@ -501,6 +501,7 @@ async fn the_scheduled_reconciliation_finds_a_missing_invoice_and_with_apply_ful
                 "paymos-inbox/api".to_owned(),
             ),
             ("PAYMOS_API_BASE_URL".to_owned(), api.clone()),
+            ("PAYMOS_PROJECT_IDS".to_owned(), "prj_1".to_owned()),
             ("RECONCILE_APPLY".to_owned(), apply.to_owned()),
         ]
     };
@@ -566,6 +567,7 @@ async fn fulfil_and_the_reconciliation_stop_at_init_when_the_paymos_key_is_refus
                 "paymos-inbox/api".to_owned(),
             ),
             ("PAYMOS_API_BASE_URL".to_owned(), fake.url.clone()),
+            ("PAYMOS_PROJECT_IDS".to_owned(), "prj_1".to_owned()),
             ("PAYMOS_INBOX_STACK".to_owned(), "it".to_owned()),
         ];
         let mut function = Function::start(binary, env, &secrets).await;

@@ -67,6 +67,7 @@ fn order_paid(invoice: &str) -> String {
             external_id: Some(format!("order-{invoice}")),
             amount: Amount::parse("10.50"),
             currency: Some("USDT".into()),
+            project: None,
         },
         status: Some(InvoiceStatus::Paid),
         won_by: "evt_1".into(),

@@ -142,7 +142,7 @@ async fn a_sandbox_secret_never_fulfils_a_live_order() {
     assert_eq!(get_s(&record, "outcome"), "other_environment");
     assert!(p.fulfilments().await.is_empty(), "no fulfilment");
     assert!(p.state("inv_sbx").await.is_none(), "no invoice state");
-    assert!(p.state(&order_paid_key("order-sbx")).await.is_none());
+    assert!(p.state(&order_paid_key(None, "order-sbx")).await.is_none());
 
     // The same payment signed by the live secret is fulfilled as usual.
     let live_body = paid(
@@ -269,7 +269,7 @@ async fn two_paid_invoices_for_one_order_fulfil_it_once() {
     let second_invoice = p.state("inv_o2").await.expect("invoice kept for a refund");
     assert_eq!(get_s(&second_invoice, "status"), "paid");
     assert_eq!(get_s(&second_invoice, "duplicate_of"), "inv_o1");
-    let claim = p.state(&order_paid_key("order-twice")).await.unwrap();
+    let claim = p.state(&order_paid_key(None, "order-twice")).await.unwrap();
     assert_eq!(get_s(&claim, "invoice_id"), "inv_o1");
 
     // Support marking a third invoice of the order paid does not ship it again either.
@@ -277,6 +277,7 @@ async fn two_paid_invoices_for_one_order_fulfil_it_once() {
         external_id: Some("order-twice".into()),
         amount: None,
         currency: None,
+        project: None,
     };
     let by_hand = p
         .fulfil

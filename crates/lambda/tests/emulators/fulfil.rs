@@ -227,6 +227,7 @@ async fn a_replay_after_support_marked_the_invoice_paid_fulfils_nothing() {
         external_id: Some("order-manual".into()),
         amount: Amount::parse("10.50"),
         currency: Some("USDT".into()),
+        project: None,
     };
     assert_eq!(
         rig.fulfil
@@ -254,6 +255,7 @@ async fn a_replay_after_support_marked_the_invoice_paid_fulfils_nothing() {
         external_id: None,
         amount: None,
         currency: None,
+        project: None,
     };
     assert_eq!(
         rig.fulfil
@@ -332,11 +334,19 @@ async fn the_amount_guard_compares_decimals_and_holds_mismatches() {
     let rig = Rig::new().await;
     let store = rig.fulfil.store();
     store
-        .register_order("order-inv_ok", &Amount::parse("10.5").unwrap(), "usdt")
+        .register_order(
+            (None, "order-inv_ok"),
+            &Amount::parse("10.5").unwrap(),
+            "usdt",
+        )
         .await
         .unwrap();
     store
-        .register_order("order-inv_bad", &Amount::parse("10.49").unwrap(), "USDT")
+        .register_order(
+            (None, "order-inv_bad"),
+            &Amount::parse("10.49").unwrap(),
+            "USDT",
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -460,7 +470,7 @@ async fn deposits_credit_once_through_advisory_events_and_duplicates() {
     );
 
     let balance = rig
-        .state_item(&balance_key("customer-42", "TRX"))
+        .state_item(&balance_key(None, "customer-42", "TRX"))
         .await
         .unwrap();
     assert_eq!(
@@ -777,7 +787,11 @@ async fn the_paths_that_need_a_person_cost_what_the_readme_says() {
     // Held: likewise (the amount guard refuses, then the invoice is paid and held).
     rig.fulfil
         .store()
-        .register_order("order-inv_cost_h", &Amount::parse("99").unwrap(), "USDT")
+        .register_order(
+            (None, "order-inv_cost_h"),
+            &Amount::parse("99").unwrap(),
+            "USDT",
+        )
         .await
         .unwrap();
     rig.aws.calls.reset();

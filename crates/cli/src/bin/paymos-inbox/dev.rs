@@ -40,6 +40,10 @@ pub struct DevArgs {
     /// AWS). Default: the secrets' environment when they all name one, else sandbox.
     #[arg(long)]
     environment: Option<String>,
+    /// A project whose deliveries are applied (prj_…; repeat for several, the first the home
+    /// project, as PaymosProjectIds on AWS). Default: every project.
+    #[arg(long = "project", value_parser = crate::exit::named)]
+    projects: Vec<String>,
     /// `text` (readable, on stderr) or `json`: exactly what the functions print on Lambda,
     /// flat JSON log lines and the metrics as EMF documents, on stdout.
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
@@ -88,9 +92,18 @@ pub async fn run(args: DevArgs) -> ExitCode {
         Ok(client) => client,
         Err(e) => return Failure::usage(e).report(),
     };
+    let reverse_check = reconcile_with.is_some();
+    let projects = match paymos_inbox_lambda::config::projects(
+        &|_: &str| Some(args.projects.join(",")),
+        paymos_inbox_core::signature::Environment::Test,
+    ) {
+        Ok(p) => p,
+        Err(e) => return Failure::usage(format!("--project: {e}")).report(),
+    };
     let options = DevOptions {
         reconcile_with,
         environment,
+        projects,
         handlers: !args.no_handlers,
         secrets_text: Some(args.secrets.join("\n")),
         forward_to: args.forward_to.clone(),
@@ -120,6 +133,18 @@ pub async fn run(args: DevArgs) -> ExitCode {
         return Failure::usage(format!("--info-file {}: {e}", args.info_file.display())).report();
     }
     let _ = std::io::stdout().flush();
+    if reverse_check {
+        tracing::info!(
+            "the reverse check is on: every payment, refund and credit is read back at Paymos before it is applied"
+        );
+    }
+    if dev.info.projects.is_empty() {
+        tracing::warn!(
+            "applying every project (an endpoint without a project filter): pass --project prj_… to apply only yours, as PaymosProjectIds does on AWS"
+        );
+    } else {
+        tracing::info!(projects = ?dev.info.projects, "applying these projects only; another project's deliveries are recorded other_project");
+    }
     if args.no_handlers {
         tracing::info!("ready: local AWS only (no handlers in process); Ctrl-C stops everything");
     } else {

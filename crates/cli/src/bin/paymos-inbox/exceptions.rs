@@ -89,6 +89,10 @@ pub async fn list(args: ExceptionsArgs) -> ExitCode {
             } else {
                 format!(" ({} min ago)", now.saturating_sub(e.since_ms) / 60_000)
             };
+            let age = match &e.project {
+                Some(p) => format!("{age} of {p}"),
+                None => age,
+            };
             println!(
                 "{:<17} {}{age}\n{:<17} why:  {}\n{:<17} do:   {}",
                 e.kind.to_uppercase(),
@@ -140,7 +144,7 @@ pub async fn release(args: ReleaseArgs) -> ExitCode {
             args.invoice_id
         ));
     }
-    let (_, state, ledger) = match tables(&args.stack).await {
+    let (stack, state, ledger) = match tables(&args.stack).await {
         Ok(t) => t,
         Err(e) => return fail(e),
     };
@@ -151,6 +155,7 @@ pub async fn release(args: ReleaseArgs) -> ExitCode {
         override_amount: args.override_amount,
     };
     match Fulfil::new(state)
+        .for_projects(stack.projects.clone())
         .release(&ledger, &args.invoice_id, &by, now_ms())
         .await
     {
@@ -240,7 +245,9 @@ pub async fn recheck(args: RecheckArgs) -> ExitCode {
         }
     };
     let api = PaymosApi::new(client).with_deadline(Duration::from_secs(30));
-    let stack = Fulfil::new(state).for_environment(environment);
+    let stack = Fulfil::new(state)
+        .for_environment(environment)
+        .for_projects(stack.projects.clone());
     match stack
         .recheck(&ledger, &api, args.resource_id.as_deref(), now_ms())
         .await
@@ -295,6 +302,10 @@ pub enum OrdersCommand {
         /// The currency (USD, USDT, …).
         #[arg(long)]
         currency: String,
+        /// The project the order belongs to (prj_…; default: the stack's first project): an
+        /// order id is unique only within its project.
+        #[arg(long, value_parser = crate::exit::named)]
+        project: Option<String>,
         #[command(flatten)]
         stack: StackArgs,
     },
@@ -305,6 +316,7 @@ pub async fn orders(command: OrdersCommand) -> ExitCode {
         order_id,
         amount,
         currency,
+        project,
         stack,
     } = command;
     if paymos_inbox_core::status::Amount::parse(&amount).is_none() {
@@ -312,11 +324,15 @@ pub async fn orders(command: OrdersCommand) -> ExitCode {
             "--amount {amount:?} is not an exact decimal like 10.50"
         ));
     }
-    let (_, state, _) = match tables(&stack).await {
+    let (stack, state, _) = match tables(&stack).await {
         Ok(t) => t,
         Err(e) => return fail(e),
     };
-    match orders::register_order(&state, &order_id, &amount, &currency).await {
+    let scope = match stack.scope_of(project.as_deref()) {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    match orders::register_order(&state, (scope.as_deref(), &order_id), &amount, &currency).await {
         Ok(()) => {
             println!(
                 "order {order_id}: {amount} {}",

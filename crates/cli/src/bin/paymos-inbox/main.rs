@@ -80,11 +80,11 @@ enum Command {
     ///   paymos-inbox send --retry-ladder --time-scale 3600 --url https://staging.example/hook
     #[command(verbatim_doc_comment)]
     Send(send::SendArgs),
-    /// The five-step idempotency proof against a receiver
+    /// The six-step idempotency proof against a receiver
     ///
     /// (1) one delivery, (2) the same event again, (3) colliding attempts, (4) a failed event
-    /// replayed after recovery, (5) reconcile. HTTP answers are checked for any receiver; the
-    /// orders are counted through a probe (--orders-cmd, --orders-url, or our tables with
+    /// replayed after recovery, (5) reconcile, (6) another project's payment ships nothing.
+    /// HTTP answers are checked for any receiver; the orders are counted through a probe (--orders-cmd, --orders-url, or our tables with
     /// --dev-info / --stack-name). With --api-key and --api-secret, step 5 compares with
     /// Paymos' paid invoices. Exit 1 if a step fails, 3 if none failed but one is unproven
     /// (no probe of the orders, no API key).

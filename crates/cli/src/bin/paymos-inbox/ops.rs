@@ -7,7 +7,6 @@ use paymos_inbox::tools::check::{self, CheckOptions, MarkPaid, Probe, Tables};
 use paymos_inbox_aws::dynamodb::DynamoLedger;
 use paymos_inbox_aws::sqs::SqsQueue;
 use paymos_inbox_core::change::OrderRef;
-use paymos_inbox_core::fulfil::Fulfil;
 use paymos_inbox_core::signature::WebhookSecret;
 use paymos_inbox_core::status::Amount;
 use paymos_inbox_lambda::now_ms;
@@ -200,7 +199,7 @@ pub async fn check(args: CheckArgs) -> ExitCode {
         mark_paid,
         api,
     };
-    let steps = with_progress("checking (5 steps)", check::run(options)).await;
+    let steps = with_progress("checking (6 steps)", check::run(options)).await;
     if args.json {
         for s in &steps {
             println!("{}", serde_json::to_string(s).expect("steps serialise"));
@@ -405,6 +404,10 @@ pub struct MarkPaidArgs {
     /// The merchant's order id.
     #[arg(value_parser = crate::exit::named, long)]
     order_id: Option<String>,
+    /// The project the order belongs to (prj_…; default: the stack's first project). An order
+    /// id is unique only within its project.
+    #[arg(value_parser = crate::exit::named, long)]
+    project: Option<String>,
     /// The amount paid (exact decimal).
     #[arg(long)]
     amount: Option<String>,
@@ -434,14 +437,18 @@ pub async fn mark_paid(args: MarkPaidArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    let fulfil = match stack.resources() {
-        Ok(r) => Fulfil::new(r),
+    let fulfil = match stack.fulfil() {
+        Ok(f) => f,
         Err(e) => return fail(e),
     };
+    if let Err(e) = stack.scope_of(args.project.as_deref()) {
+        return fail(e);
+    }
     let order = OrderRef {
         external_id: args.order_id,
         amount,
         currency: args.currency.map(|c| c.to_ascii_uppercase()),
+        project: args.project,
     };
     match fulfil
         .mark_paid(&args.invoice_id, order, &args.actor, now_ms())
@@ -518,8 +525,8 @@ pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    let fulfil = match stack.resources() {
-        Ok(r) => Fulfil::new(r),
+    let fulfil = match stack.fulfil() {
+        Ok(f) => f,
         Err(e) => return fail(e),
     };
     let report = match with_progress(

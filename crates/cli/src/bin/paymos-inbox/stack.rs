@@ -70,6 +70,9 @@ pub struct Stack {
     pub events_queue: Option<String>,
     /// The environment the stack applies (`live`/`sandbox`), from its outputs or `dev`.
     pub environment: Option<String>,
+    /// The projects the stack applies, the first its home project (output
+    /// `PaymosProjectIdsOutput`, or `dev`'s; none: every project).
+    pub projects: paymos_inbox_core::change::Projects,
     /// The bus the stack publishes to (stack output EventBusNameOutput).
     pub event_bus: Option<String>,
     /// The signed hand-off's queue and its dead-letter queue.
@@ -85,6 +88,30 @@ impl Stack {
                 "pass --stack-name (a deployed stack), --dev-info dev.json (a running `dev`), or --{what}"
             ))
         })
+    }
+
+    /// The stack's fulfil use case for a person's road: its tables, of its projects.
+    pub fn fulfil(
+        &self,
+    ) -> Result<
+        paymos_inbox_core::fulfil::Fulfil<paymos_inbox_aws::dynamodb::DynamoResources>,
+        Failure,
+    > {
+        Ok(paymos_inbox_core::fulfil::Fulfil::new(self.resources()?)
+            .for_projects(self.projects.clone()))
+    }
+
+    /// The key scope of the project a person names (`--project`; none: the home project), or
+    /// why it is not this stack's.
+    pub fn scope_of(&self, project: Option<&str>) -> Result<Option<String>, Failure> {
+        match project {
+            Some(p) if !self.projects.applies(Some(p)) => Err(Failure::usage(format!(
+                "--project {p} is not a project this stack applies ({})",
+                self.projects.ids().join(", ")
+            ))
+            .next("pass one of the stack's PaymosProjectIds, or none for its first")),
+            p => Ok(self.projects.scope(p)),
+        }
     }
 
     /// The state table with its deliveries table, as the operator's commands write them.
@@ -361,6 +388,14 @@ impl StackArgs {
                 .as_ref()
                 .and_then(|i| i.environment.clone())
                 .or_else(|| output("PaymosEnvironmentOutput")),
+            projects: info.as_ref().map_or_else(
+                || {
+                    paymos_inbox_core::change::Projects::parse(
+                        &output("PaymosProjectIdsOutput").unwrap_or_default(),
+                    )
+                },
+                |i| paymos_inbox_core::change::Projects::only(i.projects.clone()),
+            ),
             event_bus: output("EventBusNameOutput"),
             webhook_queue: self
                 .webhook_queue_url
@@ -430,7 +465,8 @@ pub struct ApiArgs {
 }
 
 /// Paymos API credentials for the commands that read the API only when given them (`check`'s
-/// step 5, `dev`'s reconciliation every minute): a key needs its secret and a secret its key.
+/// step 5; `dev`'s reverse check before every payment, as a stack with `PaymosApiSecretName`
+/// runs it, and its reconciliation every minute): a key needs its secret and a secret its key.
 #[derive(clap::Args)]
 pub struct OptionalApiArgs {
     /// A Paymos API key (with --api-secret).

@@ -1,0 +1,233 @@
+//! Issue 38, projects: a merchant's account holds several projects, an endpoint without a
+//! project filter receives every one, and withdrawals ignore filters. Order and payer ids are
+//! unique only within a project; another project's event applies nothing.
+
+use std::sync::Arc;
+
+use crate::change::{Applied, OrderRef, Projects};
+use crate::fulfil::Fulfil;
+use crate::memory::MemoryResources;
+use crate::signature::Environment;
+use crate::work::WorkItem;
+
+use Applied::*;
+
+fn item(event_id: &str, event_type: &str, data: &str) -> WorkItem {
+    let body = format!(
+        r#"{{"event_id":"{event_id}","event_type":"{event_type}","version":1,"occurred_at":20,"data":{data}}}"#
+    );
+    WorkItem {
+        event_id: event_id.to_owned(),
+        environment: Some(Environment::Live),
+        body: body.into_bytes(),
+        received_at_ms: None,
+    }
+}
+
+fn paid(event_id: &str, invoice: &str, project: &str, order: &str) -> WorkItem {
+    item(
+        event_id,
+        "invoice.paid",
+        &format!(
+            r#"{{"invoice_id":"{invoice}","project_id":"{project}","order":{{"external_id":"{order}","amount":"10.00","currency":"USD"}}}}"#
+        ),
+    )
+}
+
+fn deposit(event_id: &str, id: &str, project: &str, payer: &str, net: &str) -> WorkItem {
+    item(
+        event_id,
+        "payment_channel.deposit.confirmed",
+        &format!(
+            r#"{{"id":"{id}","project_id":"{project}","is_final":true,"payment_channel_external_id":"{payer}","net":"{net}","currency":"USDT"}}"#
+        ),
+    )
+}
+
+async fn run(projects: Projects, history: &[WorkItem]) -> (Vec<Applied>, Arc<MemoryResources>) {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(projects);
+    let mut out = Vec::new();
+    for (i, work) in history.iter().enumerate() {
+        out.push(fulfil.apply(work, 1_000 + i as u64).await.unwrap().1);
+    }
+    (out, store)
+}
+
+fn two_shops() -> Projects {
+    Projects::only(vec!["prj_a".into(), "prj_b".into()])
+}
+
+#[tokio::test]
+async fn order_1001_of_two_projects_ships_twice_once_each() {
+    let history = [
+        paid("evt_a", "inv_a", "prj_a", "1001"),
+        paid("evt_b", "inv_b", "prj_b", "1001"),
+        // A second payment of shop B's order is shop B's duplicate, not shop A's.
+        paid("evt_b2", "inv_b2", "prj_b", "1001"),
+    ];
+    let (outcomes, store) = run(two_shops(), &history).await;
+    assert_eq!(outcomes, [Fulfilled, Fulfilled, DuplicatePayment]);
+    assert_eq!(
+        store.fulfilments(),
+        [
+            ("inv_a".into(), Some("1001".into())),
+            ("inv_b".into(), Some("1001".into()))
+        ]
+    );
+    // A stack that names no projects keys them together, as before projects (an upgrade keeps
+    // its claims): name them when one endpoint serves several.
+    let (outcomes, _) = run(Projects::all(), &history).await;
+    assert_eq!(outcomes, [Fulfilled, DuplicatePayment, DuplicatePayment]);
+    // The home project (listed first) keeps the keys it had before projects.
+    let (_, store) = run(two_shops(), &history).await;
+    let keys = store.keys();
+    assert!(keys.contains(&"order_paid#1001".to_owned()), "{keys:?}");
+    assert!(
+        keys.contains(&"order_paid#prj_b#1001".to_owned()),
+        "{keys:?}"
+    );
+}
+
+#[tokio::test]
+async fn another_projects_events_apply_nothing_and_wait_for_no_one() {
+    let refund = item(
+        "evt_r",
+        "withdrawal.completed",
+        r#"{"withdrawal_id":"wdr_r","type":"refund","mode":"full","invoice_id":"inv_b","project_id":"prj_b","amount":"10","currency":"USDT"}"#,
+    );
+    let payout = item(
+        "evt_p",
+        "withdrawal.completed",
+        r#"{"withdrawal_id":"wdr_p","type":"payout","amount":"5","currency":"USDT"}"#,
+    );
+    let history = [
+        paid("evt_b", "inv_b", "prj_b", "1001"),
+        deposit("evt_d", "pcd_b", "prj_b", "42", "3"),
+        refund,
+        // A plain payout names no project: merchant-wide, recorded.
+        payout,
+        paid("evt_a", "inv_a", "prj_a", "1001"),
+    ];
+    let (outcomes, store) = run(Projects::only(vec!["prj_a".into()]), &history).await;
+    assert_eq!(
+        outcomes,
+        [OtherProject, OtherProject, OtherProject, Updated, Fulfilled]
+    );
+    assert_eq!(store.fulfilments(), [("inv_a".into(), Some("1001".into()))]);
+    // Marked as prj_b's, with nothing else: no status, no order, nothing shipped.
+    let b = store.invoice("inv_b").unwrap();
+    assert_eq!((b.status, b.order.external_id), (None, None));
+    assert!(store.balances_by_key().is_empty());
+    assert!(store.reviews().is_empty(), "never listed as waiting");
+    assert_eq!(
+        store.outcome("evt_b").map(|(a, _)| a),
+        Some(OtherProject),
+        "the ledger names why"
+    );
+}
+
+#[tokio::test]
+async fn a_payer_of_two_projects_has_two_balances() {
+    let history = [
+        deposit("evt_1", "pcd_1", "prj_a", "42", "3"),
+        deposit("evt_2", "pcd_2", "prj_b", "42", "5"),
+        deposit("evt_3", "pcd_3", "prj_b", "42", "1"),
+    ];
+    let (outcomes, store) = run(two_shops(), &history).await;
+    assert_eq!(outcomes, [Credited, Credited, Credited]);
+    let balances = store.balances_by_key();
+    assert_eq!(
+        balances.get("balance#42#USDT").map(String::as_str),
+        Some("3")
+    );
+    assert_eq!(
+        balances.get("balance#prj_b#42#USDT").map(String::as_str),
+        Some("6")
+    );
+}
+
+#[tokio::test]
+async fn each_project_registers_its_own_orders() {
+    let store = Arc::new(MemoryResources::new());
+    let price = |a: &str| crate::status::Amount::parse(a).unwrap();
+    store.register_order("1001", &price("10"), "USD");
+    store.register_scoped_order(Some("prj_b"), "1001", &price("99"), "USD");
+    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(two_shops());
+    let a = fulfil
+        .apply(&paid("evt_a", "inv_a", "prj_a", "1001"), 1)
+        .await;
+    let b = fulfil
+        .apply(&paid("evt_b", "inv_b", "prj_b", "1001"), 2)
+        .await;
+    assert_eq!((a.unwrap().1, b.unwrap().1), (Fulfilled, Held));
+}
+
+#[tokio::test]
+async fn an_event_naming_no_project_takes_its_invoices_recorded_project() {
+    let silent = item(
+        "evt_s",
+        "invoice.paid",
+        r#"{"invoice_id":"inv_b","order":{"external_id":"1001","amount":"10.00","currency":"USD"}}"#,
+    );
+    let opened = item(
+        "evt_o",
+        "invoice.confirming",
+        r#"{"invoice_id":"inv_b","project_id":"prj_b","order":{"external_id":"1001","amount":"10.00","currency":"USD"}}"#,
+    );
+    let (outcomes, store) = run(
+        two_shops(),
+        &[paid("evt_a", "inv_a", "prj_a", "1001"), opened, silent],
+    )
+    .await;
+    assert_eq!(outcomes, [Fulfilled, Updated, Fulfilled]);
+    assert!(store.keys().contains(&"order_paid#prj_b#1001".to_owned()));
+}
+
+#[tokio::test]
+async fn a_person_names_the_project_of_the_order_they_mark_paid() {
+    let (_, store) = run(two_shops(), &[paid("evt_a", "inv_a", "prj_a", "1001")]).await;
+    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(two_shops());
+    let order = |project: Option<&str>| OrderRef {
+        external_id: Some("1001".into()),
+        amount: None,
+        currency: None,
+        project: project.map(str::to_owned),
+    };
+    assert_eq!(
+        fulfil
+            .mark_paid("inv_b", order(Some("prj_b")), "support", 5_000)
+            .await
+            .unwrap(),
+        Fulfilled,
+        "shop B's 1001 is its own"
+    );
+    assert_eq!(
+        fulfil
+            .mark_paid("inv_c", order(None), "support", 5_000)
+            .await
+            .unwrap(),
+        DuplicatePayment,
+        "no project named: the home project's 1001, fulfilled already"
+    );
+    assert_eq!(
+        fulfil
+            .mark_paid("inv_d", order(Some("prj_z")), "support", 5_000)
+            .await
+            .unwrap(),
+        OtherProject
+    );
+}
+
+#[test]
+fn a_stack_lists_its_projects_the_first_its_home() {
+    let projects = Projects::parse(" prj_a, prj_b ,, ");
+    assert_eq!(projects.ids(), ["prj_a", "prj_b"]);
+    assert!(projects.applies(Some("prj_b")) && projects.applies(None));
+    assert!(!projects.applies(Some("prj_c")));
+    assert_eq!(projects.scope(Some("prj_a")), None);
+    assert_eq!(projects.scope(Some("prj_b")).as_deref(), Some("prj_b"));
+    assert_eq!(projects.project_of(None).as_deref(), Some("prj_a"));
+    assert!(Projects::all().applies(Some("prj_anything")));
+    assert_eq!(Projects::all().scope(Some("prj_a")), None);
+}

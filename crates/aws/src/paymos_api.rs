@@ -151,6 +151,10 @@ impl PaymentConfirmation for PaymosApi {
                 .and_then(|p| Amount::parse(&p.expected)),
             token_currency: invoice.payment.as_ref().and_then(|p| upper(&p.currency)),
             paid_late: invoice.paid_late_at.is_some(),
+            paid_at: invoice
+                .paid_late_at
+                .or(invoice.completed_at)
+                .and_then(|t| u64::try_from(t).ok()),
             project_id: Some(invoice.project_id.clone()).filter(|p| !p.is_empty()),
         })
     }
@@ -247,6 +251,10 @@ impl PaymosLedger for PaymosApi {
                 token_amount: None,
                 token_currency: None,
                 paid_late: item.paid_late_at.is_some(),
+                paid_at: item
+                    .paid_late_at
+                    .or(item.completed_at)
+                    .and_then(|t| u64::try_from(t).ok()),
                 project_id: Some(item.project_id.clone()).filter(|p| !p.is_empty()),
             };
             out.push((item.invoice_id, at));

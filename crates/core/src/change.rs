@@ -184,6 +184,30 @@ pub struct Credit {
     pub project: Option<String>,
 }
 
+/// What a stack applies: one environment's deliveries, of its projects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applying {
+    /// The environment.
+    pub environment: Environment,
+    /// The projects (every one by default).
+    pub projects: Projects,
+}
+
+impl From<&Applying> for Applying {
+    fn from(stack: &Applying) -> Self {
+        stack.clone()
+    }
+}
+
+impl From<Environment> for Applying {
+    fn from(environment: Environment) -> Self {
+        Self {
+            environment,
+            projects: Projects::all(),
+        }
+    }
+}
+
 /// The projects a stack applies (`PaymosProjectIds`): `prj_…` ids; none listed, every project
 /// (`dev` without `--project`), keyed together as before projects. The first listed is the
 /// stack's **home** project: its keys carry

@@ -44,6 +44,8 @@ pub struct ConfirmedInvoice {
     pub paid_late: bool,
     /// `project_id`: the merchant's project it belongs to.
     pub project_id: Option<String>,
+    /// When it was paid (Unix s): its late payment's `paid_late_at`, else its `completed_at`.
+    pub paid_at: Option<u64>,
 }
 
 impl ConfirmedInvoice {
@@ -538,6 +540,7 @@ mod tests {
             token_currency: Some("USDT".into()),
             paid_late: false,
             project_id: None,
+            paid_at: None,
         })
     }
 

@@ -6,6 +6,7 @@
 
 use std::future::Future;
 
+pub use super::change::Applying;
 use super::change::{Applied, Change, OrderRef, Source, change_of, with_order};
 use super::confirm::{PaymentConfirmation, Verdict, check};
 use super::effect::FulfilmentEffect;
@@ -15,7 +16,6 @@ use super::ingest::{Delivery, PortError};
 use super::invoice::Standing;
 use super::record::InvoiceRecord;
 use super::release::{Named, ReleaseBy, ReleaseError, ReleaseStore, release_named};
-use super::signature::Environment;
 use super::status::InvoiceStatus;
 
 /// The outcomes of a delivery that need a person.
@@ -24,24 +24,6 @@ pub const DELIVERY_OUTCOMES: [Applied; 3] = [
     Applied::Unusable,
     Applied::OrderUnknown,
 ];
-
-/// What a stack applies: one environment's deliveries, of its projects.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Applying {
-    /// The environment.
-    pub environment: Environment,
-    /// The projects (every one by default).
-    pub projects: super::change::Projects,
-}
-
-impl From<Environment> for Applying {
-    fn from(environment: Environment) -> Self {
-        Self {
-            environment,
-            projects: super::change::Projects::all(),
-        }
-    }
-}
 
 /// How a person's road resolved a delivery that waited: its new outcome in the ledger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

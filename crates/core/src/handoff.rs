@@ -7,23 +7,30 @@ use std::future::Future;
 
 use serde_json::{Value, json};
 
+use super::change::Applying;
 use super::port::PortError;
 use super::record::{
     DepositRecord, FulfilmentRecord, InvoiceRecord, ReviewRecord, StateRecord, WithdrawalRecord,
 };
-use super::signature::Environment;
 use super::status::{Amount, InvoiceStatus, WithdrawalStatus};
 
 /// The `source` of every event.
 pub const SOURCE: &str = "paymos-inbox";
 /// The version of every detail schema (a breaking change bumps it; `schemas/` holds one JSON
 /// Schema per detail type and version, and a test fails when a schema changes without it).
-pub const DETAIL_VERSION: u64 = 3;
+pub const DETAIL_VERSION: u64 = 4;
 
 /// The fields every detail carries: the schema `version`, the fact's `idempotency_key` (one per
-/// fact: unique to it, stable across re-publishing), the stack's `environment` and the commit
-/// time `occurred_at` (Unix ms).
-pub const COMMON_FIELDS: [&str; 4] = ["version", "idempotency_key", "environment", "occurred_at"];
+/// fact: unique to it, stable across re-publishing), the stack's `environment`, the commit
+/// time `occurred_at` (Unix ms) and the merchant's `project_id` it is of (null where
+/// merchant-wide or unknown; since version 4).
+pub const COMMON_FIELDS: [&str; 5] = [
+    "version",
+    "idempotency_key",
+    "environment",
+    "occurred_at",
+    "project_id",
+];
 
 /// Every `detail-type` published, with the fields of its detail, each present in every event
 /// of its type (`null` where unknown), plus [`COMMON_FIELDS`]. README documents each, and
@@ -106,8 +113,9 @@ fn money(amount: Option<&Amount>) -> Value {
 pub fn events_of(
     old: Option<&StateRecord>,
     new: Option<&StateRecord>,
-    environment: Environment,
+    stack: impl Into<Applying>,
 ) -> Vec<DomainEvent> {
+    let stack = stack.into();
     let Some(new) = new else {
         return Vec::new();
     };
@@ -137,10 +145,7 @@ pub fn events_of(
         }
         _ => Vec::new(),
     };
-    facts
-        .into_iter()
-        .map(|fact| fact.event(environment))
-        .collect()
+    facts.into_iter().map(|fact| fact.event(&stack)).collect()
 }
 
 /// A fact before the fields every detail carries: its type, what names it within its type
@@ -151,10 +156,13 @@ struct Fact {
     parts: Vec<String>,
     detail: Value,
     at_ms: Option<u64>,
+    /// The key scope of the project it is of (`None`: merchant-wide, or not known).
+    scope: Option<Option<String>>,
 }
 
 impl Fact {
-    fn event(self, environment: Environment) -> DomainEvent {
+    fn event(self, stack: &Applying) -> DomainEvent {
+        let environment = stack.environment;
         let key = std::iter::once(slug(self.detail_type))
             .chain(self.parts)
             .collect::<Vec<_>>()
@@ -173,6 +181,10 @@ impl Fact {
                 "occurred_at".into(),
                 self.at_ms.map_or(Value::Null, Value::from),
             );
+            let project = self
+                .scope
+                .and_then(|scope| stack.projects.project_of(scope.as_deref()));
+            map.insert("project_id".into(), opt(project.as_deref()));
         }
         DomainEvent {
             detail_type: self.detail_type,
@@ -192,6 +204,7 @@ fn order_paid(f: &FulfilmentRecord) -> Fact {
                        "status": opt(f.status.map(InvoiceStatus::as_str)), "won_by": f.won_by,
                        "event_id": if manual { Value::Null } else { Value::from(f.won_by.as_str()) }}),
         at_ms: f.fulfilled_at_ms,
+        scope: Some(f.order.project.clone()),
     }
 }
 
@@ -209,6 +222,7 @@ fn invoice_facts(old: Option<&InvoiceRecord>, new: &InvoiceRecord) -> Vec<Fact> 
                        "currency": opt(seen.order.currency.as_deref()), "why": why,
                        "event_id": Value::Null}),
         at_ms: new.updated_at_ms,
+        scope: Some(seen.order.project.clone()),
     };
     let mut out = Vec::new();
     if seen.held && !was.is_some_and(|w| w.held) {
@@ -238,6 +252,7 @@ fn invoice_facts(old: Option<&InvoiceRecord>, new: &InvoiceRecord) -> Vec<Fact> 
             parts: vec![invoice.clone()],
             detail: json!({"invoice_id": invoice, "order_id": order, "status": st.as_str()}),
             at_ms: new.updated_at_ms,
+            scope: Some(seen.order.project.clone()),
         });
     }
     out
@@ -251,6 +266,7 @@ fn review_needed(r: &ReviewRecord) -> Fact {
                        "order_id": Value::Null, "amount": Value::Null, "currency": Value::Null,
                        "why": opt(r.why.as_deref()), "event_id": r.event_id}),
         at_ms: r.created_at_ms,
+        scope: None,
     }
 }
 
@@ -279,6 +295,7 @@ fn withdrawal_fact(was: Option<WithdrawalStatus>, w: &WithdrawalRecord) -> Optio
         parts: vec![w.withdrawal_id.clone()],
         detail,
         at_ms: w.updated_at_ms,
+        scope: None,
     })
 }
 
@@ -289,6 +306,7 @@ fn deposit_credited(d: &DepositRecord) -> Fact {
         detail: json!({"deposit_id": d.deposit_id, "payer": opt(d.payer.as_deref()),
                        "net": money(d.net.as_ref()), "currency": opt(d.currency.as_deref())}),
         at_ms: d.updated_at_ms,
+        scope: Some(d.project.clone()),
     }
 }
 
@@ -340,14 +358,15 @@ pub trait StateRecords: Send + Sync {
 pub async fn since<R: StateRecords>(
     store: &R,
     since_ms: u64,
-    environment: Environment,
+    stack: impl Into<Applying>,
 ) -> Result<Vec<(u64, DomainEvent)>, PortError> {
+    let stack = stack.into();
     let mut out = Vec::new();
     for record in store.changed_since(since_ms).await? {
         let at = record.at_ms().unwrap_or(0);
         if at >= since_ms {
             out.extend(
-                events_of(None, Some(&record), environment)
+                events_of(None, Some(&record), &stack)
                     .into_iter()
                     .map(|e| (at, e)),
             );
@@ -378,10 +397,11 @@ pub struct ItemChange {
 pub async fn publish_changes<P: EventPublisher>(
     publisher: &P,
     changes: &[ItemChange],
-    environment: Environment,
+    stack: impl Into<Applying>,
 ) -> Option<String> {
+    let stack = stack.into();
     for change in changes {
-        let events = events_of(change.old.as_ref(), change.new.as_ref(), environment);
+        let events = events_of(change.old.as_ref(), change.new.as_ref(), &stack);
         if events.is_empty() {
             continue;
         }
@@ -412,6 +432,7 @@ mod tests {
     use super::*;
     use crate::change::OrderRef;
     use crate::invoice::InvoiceSeen;
+    use crate::signature::Environment;
 
     fn amount(a: &str) -> Option<Amount> {
         Amount::parse(a)
@@ -532,6 +553,7 @@ mod tests {
                 net: None,
                 currency: None,
                 updated_at_ms: None,
+                project: None,
             }),
         ];
         let mut seen = std::collections::BTreeSet::new();
@@ -597,6 +619,7 @@ mod tests {
                 net: amount("99.00"),
                 currency: Some("TRX".into()),
                 updated_at_ms: None,
+                project: None,
             })
         };
         let (seen, credited) = (deposit(false), deposit(true));

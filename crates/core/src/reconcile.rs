@@ -127,6 +127,9 @@ pub struct PaidAtPaymos {
     /// Its project's key scope here ([`crate::change::Projects::scope`]).
     #[serde(skip)]
     pub scope: Option<String>,
+    /// When Paymos says it was paid (Unix s).
+    #[serde(skip)]
+    pub paid_at: Option<u64>,
 }
 
 /// What reconciliation found (and did, with `--apply`).
@@ -220,6 +223,7 @@ impl PaidAtPaymos {
             currency: at.order_currency.clone().unwrap_or_default(),
             project: at.project_id.clone(),
             scope: projects.scope(at.project_id.as_deref()),
+            paid_at: at.paid_at,
         }
     }
 
@@ -491,8 +495,10 @@ async fn set_aside_refunded<P: PaymosLedger>(
         let mut kept = Vec::new();
         for fact in std::mem::take(list) {
             // The rule reads the refunds alone (a refund in full, whatever its amount).
+            // Only a full refund completed when or after the payment returned it.
             let seen = InvoiceSeen {
                 refunds: paymos.refunds_of(&fact.invoice_id).await?,
+                payment_at: fact.paid_at,
                 ..InvoiceSeen::with_status(InvoiceStatus::parse(&fact.status))
             };
             if seen.refunded_in_full() {

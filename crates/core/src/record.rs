@@ -138,6 +138,8 @@ pub struct DepositRecord {
     pub currency: Option<String>,
     /// Its last change (Unix ms).
     pub updated_at_ms: Option<u64>,
+    /// The project's key scope (none: the home project).
+    pub project: Option<String>,
 }
 
 /// A payer's balance in one currency.

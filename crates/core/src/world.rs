@@ -557,6 +557,7 @@ fn at_paymos_invoice(ids: &Ids, t: &Truth, i: u8, lagging: bool) -> ConfirmedInv
         token_currency: None,
         paid_late: truth.paid_late && !lagging,
         project_id: Some(project_of(ids, t, i)),
+        paid_at: None,
     }
 }
 

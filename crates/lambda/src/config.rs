@@ -423,6 +423,8 @@ pub struct PublishConfig {
     pub event_bus: String,
     /// The environment the stack applies (every detail says it).
     pub environment: Environment,
+    /// The projects the stack applies (every detail names its project by them).
+    pub projects: Projects,
 }
 
 impl PublishConfig {
@@ -438,6 +440,7 @@ impl PublishConfig {
                 "the EventBridge bus to publish to (template.yaml: EventBus)",
             )?,
             environment: environment(&lookup)?,
+            projects: Projects::parse(&lookup(PAYMOS_PROJECT_IDS).unwrap_or_default()),
         })
     }
 }

@@ -7,7 +7,6 @@ use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse
 
 use paymos_inbox_aws::dynamodb::{state_record, stream_image};
 use paymos_inbox_core::handoff::{EventPublisher, ItemChange, publish_changes};
-use paymos_inbox_core::signature::Environment;
 
 /// The changes of a stream batch, in order.
 #[must_use]
@@ -27,10 +26,10 @@ pub fn changes_of(event: &Event) -> Vec<ItemChange> {
 pub async fn handle_stream<P: EventPublisher>(
     publisher: &P,
     event: Event,
-    environment: Environment,
+    stack: impl Into<paymos_inbox_core::change::Applying>,
 ) -> DynamoDbEventResponse {
     let changes = changes_of(&event);
-    let failed = publish_changes(publisher, &changes, environment).await;
+    let failed = publish_changes(publisher, &changes, stack).await;
     let mut response = DynamoDbEventResponse::default();
     if let Some(sequence) = failed {
         let mut failure = DynamoDbBatchItemFailure::default();

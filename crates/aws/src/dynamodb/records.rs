@@ -91,6 +91,7 @@ pub fn state_record(item: &Item) -> Option<StateRecord> {
             net: money(item, "net"),
             currency: text(item, "currency"),
             updated_at_ms: get_u64(item, "updated_at"),
+            project: text(item, "project_id"),
         }),
         Some("balance") => match (
             text(item, "payer"),

@@ -248,14 +248,7 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
         tables: created.tables.clone(),
         queues: created.queues.clone(),
         secrets_manager_endpoint,
-        environment: Some(
-            if options.environment.is_test() {
-                "sandbox"
-            } else {
-                "live"
-            }
-            .to_owned(),
-        ),
+        environment: Some(stack_environment(options.environment).to_owned()),
         projects: options.projects.ids().to_vec(),
         forward_to: options.forward_to.clone(),
         webhook_signing_secret: signing_secret.clone(),
@@ -276,7 +269,10 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
         &dynamodb_endpoint,
         &sqs,
         &created,
-        options.environment,
+        paymos_inbox_core::change::Applying {
+            environment: options.environment,
+            projects: options.projects.clone(),
+        },
         options.forward_to.is_some(),
     )
     .await?;
@@ -308,6 +304,15 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
     })
 }
 
+/// The environment as a stack's `PaymosEnvironmentOutput` names it.
+fn stack_environment(environment: paymos_inbox_core::signature::Environment) -> &'static str {
+    if environment.is_test() {
+        "sandbox"
+    } else {
+        "live"
+    }
+}
+
 /// The fulfil poller on the work queue: with an API, behind the reverse check, as a stack with
 /// `PaymosApiSecretName` runs it.
 fn fulfil_poller(
@@ -335,7 +340,7 @@ async fn hand_off(
     dynamodb_endpoint: &str,
     sqs: &aws_sdk_sqs::Client,
     created: &Created,
-    environment: paymos_inbox_core::signature::Environment,
+    stack: paymos_inbox_core::change::Applying,
     forwarding: bool,
 ) -> Result<tokio::task::JoinHandle<()>, String> {
     let mut events = paymos_inbox_aws::events::QueuePublisher::new(
@@ -351,7 +356,7 @@ async fn hand_off(
         dynamodb_endpoint,
         created.table("StateTable"),
         events,
-        environment,
+        stack,
         sqs.clone(),
         created.queue("PublishFailuresQueue").to_owned(),
     )
@@ -536,7 +541,7 @@ pub async fn run_publisher<P>(
     dynamodb_endpoint: &str,
     state_table: &str,
     publisher: P,
-    environment: paymos_inbox_core::signature::Environment,
+    stack: paymos_inbox_core::change::Applying,
     sqs: aws_sdk_sqs::Client,
     on_failure: String,
 ) -> Result<tokio::task::JoinHandle<()>, String>
@@ -564,7 +569,7 @@ where
                     if let Err(e) = crate::local::stream::deliver(
                         &publisher,
                         &batch,
-                        environment,
+                        &stack,
                         retries,
                         &sqs,
                         &on_failure,

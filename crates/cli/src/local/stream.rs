@@ -11,7 +11,6 @@ use aws_sdk_dynamodbstreams::types::{AttributeValue, ShardIteratorType};
 use paymos_inbox_aws::dynamodb::{state_record, stream_image};
 use paymos_inbox_core::handoff::{EventPublisher, ItemChange, publish_changes};
 use paymos_inbox_core::record::StateRecord;
-use paymos_inbox_core::signature::Environment;
 
 /// Reads one table's stream from its beginning.
 pub struct StreamReader {
@@ -219,7 +218,7 @@ pub struct Retries {
 pub async fn deliver<P: EventPublisher>(
     publisher: &P,
     changes: &[ItemChange],
-    environment: Environment,
+    stack: &paymos_inbox_core::change::Applying,
     retries: Retries,
     sqs: &aws_sdk_sqs::Client,
     on_failure: &str,
@@ -228,7 +227,7 @@ pub async fn deliver<P: EventPublisher>(
     let mut attempt = 0;
     while from < changes.len() {
         let rest = &changes[from..];
-        let failed = publish_changes(publisher, rest, environment).await;
+        let failed = publish_changes(publisher, rest, stack).await;
         let Some(sequence) = failed else {
             return Ok(());
         };

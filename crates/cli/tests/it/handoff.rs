@@ -80,7 +80,7 @@ impl Rig {
             deliver(
                 publisher,
                 &batch,
-                Environment::Live,
+                &Environment::Live.into(),
                 retries,
                 &self.aws.sqs,
                 &self.failures,

@@ -37,6 +37,7 @@ fn invoice(status: &str, order: &str, amount: &str) -> ConfirmedInvoice {
         token_currency: Some("USDT".into()),
         paid_late: false,
         project_id: None,
+        paid_at: None,
     }
 }
 

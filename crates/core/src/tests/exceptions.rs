@@ -198,6 +198,7 @@ async fn a_recheck_applies_what_paymos_now_confirms_and_leaves_the_rest_waiting(
         token_currency: None,
         paid_late: false,
         project_id: None,
+        paid_at: None,
     };
     paymos.invoice("inv_p", at_paymos("paid", "inv_p"));
     paymos.invoice("inv_w", at_paymos("awaiting_payment", "inv_w"));
@@ -348,6 +349,7 @@ fn at_paymos(status: &str, invoice: &str) -> ConfirmedInvoice {
         token_currency: None,
         paid_late: false,
         project_id: None,
+        paid_at: None,
     }
 }
 

@@ -404,6 +404,7 @@ fn paymos(status: Option<&str>) -> MemoryPaymos {
                 token_currency: None,
                 paid_late: false,
                 project_id: None,
+                paid_at: None,
             },
         );
     }

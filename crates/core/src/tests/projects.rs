@@ -231,3 +231,29 @@ fn a_stack_lists_its_projects_the_first_its_home() {
     assert!(Projects::all().applies(Some("prj_anything")));
     assert_eq!(Projects::all().scope(Some("prj_a")), None);
 }
+
+#[tokio::test]
+async fn each_published_fact_names_its_project() {
+    let history = [
+        paid("evt_a", "inv_a", "prj_a", "1001"),
+        paid("evt_b", "inv_b", "prj_b", "1001"),
+    ];
+    let (_, store) = run(two_shops(), &history).await;
+    let stack = crate::change::Applying {
+        environment: Environment::Live,
+        projects: two_shops(),
+    };
+    let events = crate::handoff::since(&*store, 0, stack).await.unwrap();
+    let project = |key: &str| {
+        events
+            .iter()
+            .find(|(_, e)| e.idempotency_key == key)
+            .map(|(_, e)| e.detail["project_id"].clone())
+    };
+    assert_eq!(
+        project("order-paid:inv_a"),
+        Some("prj_a".into()),
+        "{events:?}"
+    );
+    assert_eq!(project("order-paid:inv_b"), Some("prj_b".into()));
+}

@@ -26,6 +26,7 @@ fn at_paymos(status: &str, order: &str) -> ConfirmedInvoice {
         token_currency: None,
         paid_late: false,
         project_id: None,
+        paid_at: None,
     }
 }
 
@@ -436,4 +437,33 @@ async fn a_paid_invoice_with_no_order_anywhere_stays_listed_until_its_order_is_n
         .await
         .unwrap();
     assert!(listed.is_empty(), "{listed:?}");
+}
+
+// Issue 38, refunds in time: Paymos' invoice paid after a full refund of an earlier partial
+// payment is not set aside as refunded: the reconciliation reports it for a person (its road
+// names no payment time, so --apply ships nothing and the run is not clean).
+#[tokio::test]
+async fn a_payment_made_after_a_full_refund_at_paymos_is_not_set_aside_as_refunded() {
+    let (paymos, fulfil, _) = rig();
+    paymos.invoice(
+        "inv_again",
+        ConfirmedInvoice {
+            paid_at: Some(130),
+            ..at_paymos("paid", "o-again")
+        },
+    );
+    paymos.refund(
+        "inv_again",
+        Refund {
+            withdrawal_id: "wdr_early".into(),
+            amount: Amount::parse("4"),
+            currency: Some("USDT".into()),
+            mode: Some(RefundMode::Full),
+            completed_at: Some(120),
+        },
+    );
+    let report = run(&paymos, &fulfil, false).await;
+    assert!(report.refunded.is_empty(), "{report:?}");
+    assert_eq!(ids(&report.missing), ["inv_again"]);
+    assert!(!report.clean());
 }

@@ -20,7 +20,7 @@ use crate::status::{Amount, InvoiceStatus, WithdrawalStatus};
 /// The published schemas: (version, detail type slug, SHA-256 of the file). A schema is never
 /// edited once published: change it under a new version (bump `DETAIL_VERSION`, add
 /// `schemas/v<N>/`, list its hashes here) so consumers see a new version, never a silent change.
-const PUBLISHED: [(u64, &str, &str); 14] = [
+const PUBLISHED: [(u64, &str, &str); 21] = [
     (
         2,
         "deposit-credited",
@@ -90,6 +90,41 @@ const PUBLISHED: [(u64, &str, &str); 14] = [
         3,
         "withdrawal-failed",
         "ab00f9bb13f607dd315f72431bfc7d8133ef5cece9a1caba634a5a118b8732aa",
+    ),
+    (
+        4,
+        "deposit-credited",
+        "d7b9ee5518809381c209f4b5600838ce2c259bb5947212e6a1fabb3d76e3e7a2",
+    ),
+    (
+        4,
+        "invoice-closed",
+        "9b82fb3fc848e46d0b28260d79dd76e9d4a54d9884b57d98b51046bd23da04b3",
+    ),
+    (
+        4,
+        "order-paid",
+        "813542c38851882525bc547761f9b560a1d614127c44d9ab5afa56359d742ba5",
+    ),
+    (
+        4,
+        "payment-needs-review",
+        "b104bd2b0ca11ccaad09ad55860088e5e07cf8355ab34a185a48b3d879202ec3",
+    ),
+    (
+        4,
+        "refund-completed",
+        "557253f764fee126dcf98cf7a38679793625d6193a046b3e0f2f9a7144b33fed",
+    ),
+    (
+        4,
+        "withdrawal-completed",
+        "577c0ac6828d87325aaf63199354ca09e5e3118f757404df5a3a2ec13ddd63d8",
+    ),
+    (
+        4,
+        "withdrawal-failed",
+        "1199ce0d83efbf5136a958c5ffa5c0f2eecc4c8cf9df48018149b0457f86f4c5",
     ),
 ];
 
@@ -212,6 +247,7 @@ fn history() -> Vec<(Option<StateRecord>, StateRecord)> {
         net: Amount::parse("99.00"),
         currency: Some("TRX".into()),
         updated_at_ms: Some(7000),
+        project: None,
     });
     let [open, expired, late, released] = [open, expired, late, released].map(StateRecord::Invoice);
     vec![

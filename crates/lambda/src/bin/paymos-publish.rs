@@ -18,10 +18,14 @@ async fn main() -> Result<(), Error> {
     let aws = load_config(Duration::from_secs(3), 3).await;
     let publisher =
         EventBridgePublisher::new(aws_sdk_eventbridge::Client::new(&aws), config.event_bus);
-    let (publisher, environment) = (&publisher, config.environment);
+    let stack = paymos_inbox_core::change::Applying {
+        environment: config.environment,
+        projects: config.projects,
+    };
+    let (publisher, stack) = (&publisher, &stack);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Event>| async move {
         paymos_inbox_lambda::telemetry::invocation_started();
-        let response = handle_stream(publisher, event.payload, environment).await;
+        let response = handle_stream(publisher, event.payload, stack).await;
         paymos_inbox_lambda::telemetry::flush_metrics();
         Ok::<_, Error>(response)
     }))

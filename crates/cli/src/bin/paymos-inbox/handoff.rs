@@ -200,7 +200,11 @@ async fn read_since(
         table,
         stack.deliveries.clone().unwrap_or_default(),
     );
-    paymos_inbox_core::handoff::since(&resources, since_ms, environment)
+    let stack = paymos_inbox_core::change::Applying {
+        environment,
+        projects: stack.projects.clone(),
+    };
+    paymos_inbox_core::handoff::since(&resources, since_ms, stack)
         .await
         .map_err(|e| Failure::from(e.to_string()))
 }

@@ -444,6 +444,13 @@ impl fmt::Display for Applied {
     }
 }
 
+/// The outcomes of a delivery that need a person (what the ledger's `waiting` index lists).
+pub const DELIVERY_OUTCOMES: [Applied; 3] = [
+    Applied::Unconfirmed,
+    Applied::Unusable,
+    Applied::OrderUnknown,
+];
+
 /// Who caused a change: a recorded delivery (whose ledger record is marked processed in the
 /// same transaction) or a person or job acting by hand (no ledger record).
 #[derive(Debug, Clone, PartialEq, Eq)]

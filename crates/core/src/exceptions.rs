@@ -18,12 +18,7 @@ use super::record::InvoiceRecord;
 use super::release::{Named, ReleaseBy, ReleaseError, ReleaseStore, release_named};
 use super::status::InvoiceStatus;
 
-/// The outcomes of a delivery that need a person.
-pub const DELIVERY_OUTCOMES: [Applied; 3] = [
-    Applied::Unconfirmed,
-    Applied::Unusable,
-    Applied::OrderUnknown,
-];
+pub use super::change::DELIVERY_OUTCOMES;
 
 /// How a person's road resolved a delivery that waited: its new outcome in the ledger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -611,6 +611,16 @@ fn again(tried: &Plan, refusal: &Refusal) -> Option<Step> {
     }
 }
 
+/// After Paymos' order replaced the record's: the change again, planned anew.
+fn corrected(change: &Change, recorded: &OrderRef, written: &Written) -> Step {
+    match written {
+        Written::Committed => Step::Adopt(OrderRef::none()),
+        Written::AlreadyProcessed => Step::Done(Applied::AlreadyProcessed),
+        // The record moved since it was read: as if never corrected.
+        Written::Refused(_) => on_record(change, recorded.clone()),
+    }
+}
+
 /// For a change whose order Paymos `confirmed`: Paymos' order replaces a record's that says
 /// something else, where the record refused the change for it (an open invoice) or holds the
 /// payment for a person on its word (a held one, which they then release as Paymos has it).
@@ -654,12 +664,7 @@ pub fn next_as(
     confirmed: bool,
 ) -> Step {
     if let Write::PaymosOrder { recorded } = &tried.write {
-        return match written {
-            Written::Committed => Step::Adopt(OrderRef::none()),
-            Written::AlreadyProcessed => Step::Done(Applied::AlreadyProcessed),
-            // The record moved since it was read: as if never corrected.
-            Written::Refused(_) => on_record(change, recorded.clone()),
-        };
+        return corrected(change, recorded, &written);
     }
     let refusal = match written {
         Written::Committed if tried.with_mark => return Step::Done(tried.outcome),
@@ -687,10 +692,8 @@ pub fn next_as(
         // but by the processed mark.
         (Write::Review | Write::MarkOnly, _) => Step::Done(Applied::AlreadyProcessed),
         (Write::Change, Refusal::OrderOnRecord { recorded }) => on_record(change, recorded),
-
-        // A person's road names no payment time, so a full refund settles what it marks: it
-        // writes nothing, and the invoice stays free for a payment Paymos dates after the
-        // refund (a new payment, which ships).
+        // A person's road names no payment time: a full refund settles it, and it writes
+        // nothing (the invoice stays free for a payment Paymos dates after the refund).
         (Write::Change, Refusal::Refunded) if !delivery => mark_only(Applied::Refunded),
         (Write::Change, Refusal::Refunded) => Step::Then(Plan {
             write: Write::Unfulfilled(Mark::Refunded),
@@ -704,14 +707,20 @@ pub fn next_as(
                 found, standing, ..
             },
         ) => match (change, found) {
-            // Released by a person: nothing waits any more.
+            // Released by a person: nothing waits. A person's undated word of a late payment
+            // that a full refund settles writes nothing (a later dated payment is judged anew).
             (Change::Invoice { status, .. }, Found::Invoice(current))
                 if current.is_final()
                     && status.fulfils()
                     && !current.fulfils()
-                    && standing == Standing::Released =>
+                    && (standing == Standing::Released
+                        || (!delivery && standing == Standing::Refunded)) =>
             {
-                mark_only(Applied::AlreadyFinal)
+                mark_only(if standing == Standing::Released {
+                    Applied::AlreadyFinal
+                } else {
+                    Applied::Refunded
+                })
             }
             // Paid after it closed unpaid: the final status stays, the payment is noted.
             (Change::Invoice { status, .. }, Found::Invoice(current))

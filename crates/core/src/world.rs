@@ -382,16 +382,6 @@ pub fn world() -> impl Strategy<Value = (Truth, Vec<Act>)> {
                     Act::Refund { refund, .. } => usize::from(*refund) < t.refunds.len(),
                     Act::Deposit { deposit, .. } => usize::from(*deposit) < t.deposits.len(),
                     Act::Payout { payout, .. } => *payout < t.payouts,
-                    // Reported (R0): a person's word naming no order is judged otherwise.
-                    Act::MarkPaid {
-                        with_order,
-                        invoice,
-                    } if AVOID_REPORTED => {
-                        *with_order && t.invoices[usize::from(*invoice)].order.is_some()
-                    }
-                    // Not judged yet: reconciliation reports a payment with no usable order
-                    // (MISSING, `order_unknown`) but `exceptions` does not list it.
-                    Act::Reconcile => t.invoices.iter().all(|i| i.order.is_some()),
                     _ => true,
                 })
                 .collect();
@@ -401,41 +391,25 @@ pub fn world() -> impl Strategy<Value = (Truth, Vec<Act>)> {
     })
 }
 
-/// Shapes where the product disagrees with the oracle, reported with their minimal histories
-/// (the model test's report): with `true` the generator leaves them out, so that the model
-/// test keeps judging everything else; `false` shows them again.
-/// - R0: `mark-paid` naming no order (of an invoice whose order is known nowhere);
-/// - R1: an event leaving `project_id` out, of an invoice of a project the stack does not
-///   apply (an earlier event named it; or, under the reverse check, Paymos' invoice says it);
-/// - R2: without the reverse check, an event leaving `project_id` out after the earlier event
-///   that named it named no order (a payment waiting for its order).
-pub const AVOID_REPORTED: bool = false;
-
 /// An invoice event leaves `project_id` out only where its invoice's project can be known: an
 /// earlier live event of the invoice named it, or, for a final status under the reverse check,
 /// Paymos' invoice says it. Elsewhere the event names it.
 fn knowable_projects(t: &Truth, mut acts: Vec<Act>) -> Vec<Act> {
-    let applied = |i: u8| {
-        let project = t.invoices[usize::from(i)].project;
-        t.projects.as_ref().is_none_or(|ps| ps.contains(&project))
-    };
     let mut named = BTreeSet::new();
     for act in &mut acts {
         if let Act::Invoice {
             invoice,
             status,
             project,
-            naming,
             sandbox: false,
             ..
         } = act
         {
             let known = named.contains(invoice) || (t.reverse_check && status.is_final());
-            if !*project && (!known || (AVOID_REPORTED && !applied(*invoice))) {
+            if !*project && !known {
                 *project = true;
             }
-            // R2: only an event that also names the order counts as naming the project
-            if *project && (!AVOID_REPORTED || t.reverse_check || *naming != 0) {
+            if *project {
                 named.insert(*invoice);
             }
         }

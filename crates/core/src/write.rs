@@ -1195,7 +1195,7 @@ pub fn processed(key: &str, outcome: Applied, reason: Option<&str>, now_ms: u64)
     ];
     // A delivery whose outcome waits for a person is marked so, and only such a delivery: the
     // index of what waits holds what `exceptions` lists, whatever the history.
-    if crate::exceptions::DELIVERY_OUTCOMES.contains(&outcome) {
+    if super::change::DELIVERY_OUTCOMES.contains(&outcome) {
         set.push(Set::Put(Field::Waiting, Value::text(outcome.as_str())));
     }
     if let Some(reason) = reason {

@@ -1248,3 +1248,42 @@ async fn a_flood_of_forward_moving_events_keeps_the_invoice_small() {
     );
     assert!(applied.contains("evt_paid"));
 }
+
+// Issue 38, refunds in time on a person's road: `mark-paid` of an invoice closed unpaid whose
+// partial payment was refunded in full names no payment time, so the refund settles it and
+// nothing is written; the customer's payment Paymos dates after the refund still waits.
+#[tokio::test]
+async fn an_undated_late_payment_after_a_full_refund_leaves_the_dated_one_its_way_out() {
+    let (_, store) = run(
+        &[
+            underpaid("evt_u", "underpaid", 10),
+            refund("evt_r", 20, "inv_1", "4", "full"),
+        ],
+        |_| {},
+    )
+    .await;
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let by_hand = fulfil
+        .mark_paid("inv_1", order_ref(Some("o-1")), "support", 5_000)
+        .await
+        .unwrap();
+    assert_eq!(by_hand, Refunded);
+    assert_eq!(
+        store.invoice("inv_1").unwrap().paid_late_at,
+        None,
+        "nothing written"
+    );
+    let (_, late) = fulfil
+        .apply(&underpaid("evt_p", "paid", 30), 6_000)
+        .await
+        .unwrap();
+    assert_eq!(late, PaidLate);
+    assert!(
+        store
+            .invoice("inv_1")
+            .unwrap()
+            .seen()
+            .standing()
+            .waits_for_person()
+    );
+}

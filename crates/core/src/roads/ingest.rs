@@ -16,12 +16,13 @@ use std::sync::{Arc, RwLock};
 
 use sha2::{Digest, Sha256};
 
-use super::envelope::{Category, Envelope, EnvelopeError};
-use super::signature::{Environment, SignatureError, SigningKey, Verifier};
+use crate::envelope::{Category, Envelope, EnvelopeError};
+use crate::signature::{Environment, SignatureError, SigningKey, Verifier};
 
 // The ports' error lives in `port`; named here too, for the modules that still import it from
 // the ingest use case.
 pub use crate::port::{PortError, PortErrorKind};
+pub use crate::work::{DeliveryState, delivery_key, event_id_of_key};
 
 /// How often at most a failed signature makes ingest re-read its secrets (a rotation then
 /// reaches warm instances within a minute; a flood of forged requests costs one read a minute).
@@ -46,62 +47,10 @@ pub const LIMIT_MAX_BODY_BYTES: usize = 195_000;
 /// than the sender's first retry gap (one minute).
 pub const DEFAULT_LEASE_SECS: u64 = 30;
 
-/// What keys a sandbox delivery's record apart from a live one's (`#` is never in an event id).
-const SANDBOX_KEY_PREFIX: &str = "test#";
-
-/// The ledger key of a delivery. Its identity is its environment AND its `event_id`: the same
-/// id from the sandbox and from live makes two records, so a sandbox delivery never takes a
-/// live one's place. A live or unlabelled delivery is keyed by its bare `event_id` (as every
-/// record written before the environment was part of the key), a sandbox one by
-/// `test#<event_id>`.
-#[must_use]
-pub fn delivery_key(environment: Option<Environment>, event_id: &str) -> String {
-    match environment {
-        Some(Environment::Test) => format!("{SANDBOX_KEY_PREFIX}{event_id}"),
-        Some(Environment::Live) | None => event_id.to_owned(),
-    }
-}
-
-/// The `event_id` a ledger key names: the inverse of [`delivery_key`].
-#[must_use]
-pub fn event_id_of_key(key: &str) -> &str {
-    key.strip_prefix(SANDBOX_KEY_PREFIX).unwrap_or(key)
-}
-
 /// Lower-case hex SHA-256 of a body, as the ledger stores it.
 #[must_use]
 pub fn sha256_hex(body: &[u8]) -> String {
     hex::encode(Sha256::digest(body))
-}
-
-/// The processing state of a recorded delivery.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeliveryState {
-    /// Recorded; its work item may or may not have been sent yet.
-    Received,
-    /// The fulfil side applied it (whatever the outcome).
-    Processed,
-}
-
-impl DeliveryState {
-    /// The stored name.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Received => "received",
-            Self::Processed => "processed",
-        }
-    }
-
-    /// The inverse of [`DeliveryState::as_str`]; unknown names read as `Received` (safe side).
-    #[must_use]
-    pub fn parse(s: &str) -> Self {
-        if s == "processed" {
-            Self::Processed
-        } else {
-            Self::Received
-        }
-    }
 }
 
 /// A delivery as the ledger records it: the exact bytes and what they were routed by.

@@ -11,11 +11,11 @@
 
 use std::future::Future;
 
-use super::change::{Change, Credit, OrderRef};
-use super::envelope::EventData;
-use super::port::{PortError, PortErrorKind};
-use super::signature::Environment;
-use super::status::{Amount, InvoiceStatus, WithdrawalStatus};
+use crate::change::{Change, Credit, OrderRef};
+use crate::envelope::EventData;
+use crate::port::{PortError, PortErrorKind};
+use crate::signature::Environment;
+use crate::status::{Amount, InvoiceStatus, WithdrawalStatus};
 
 /// How many receives of a message a "not yet" answer is retried for (the queue's visibility
 /// timeout apart: with 180 s, about six minutes) before the delivery is recorded `unconfirmed`.
@@ -57,7 +57,7 @@ impl ConfirmedInvoice {
             external_id: self
                 .order_id
                 .as_deref()
-                .and_then(super::change::named)
+                .and_then(crate::change::named)
                 .map(str::to_owned),
             amount: self.order_amount.clone(),
             currency: self.order_currency.clone(),

@@ -7,12 +7,12 @@ use std::future::Future;
 
 use serde_json::{Value, json};
 
-use super::change::Applying;
-use super::port::PortError;
-use super::record::{
+use crate::change::Applying;
+use crate::port::PortError;
+use crate::record::{
     DepositRecord, FulfilmentRecord, InvoiceRecord, ReviewRecord, StateRecord, WithdrawalRecord,
 };
-use super::status::{Amount, InvoiceStatus, WithdrawalStatus};
+use crate::status::{Amount, InvoiceStatus, WithdrawalStatus};
 
 /// The `source` of every event.
 pub const SOURCE: &str = "paymos-inbox";

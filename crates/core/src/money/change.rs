@@ -5,10 +5,10 @@
 
 use std::fmt;
 
-use super::envelope::{Category, Envelope, EventData, MAX_REFERENCE_LEN};
-use super::ingest::{delivery_key, event_id_of_key};
-use super::signature::Environment;
-use super::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
+use crate::envelope::{Category, Envelope, EventData, MAX_REFERENCE_LEN};
+use crate::signature::Environment;
+use crate::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
+use crate::work::{delivery_key, event_id_of_key};
 
 /// The merchant's order as Paymos echoes it on an invoice.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -25,14 +25,7 @@ pub struct OrderRef {
     pub project: Option<String>,
 }
 
-/// An id as an event, an answer or a person gives it (an order, an invoice, a payer, an
-/// actor): the text, or `None` when it is empty or only whitespace, which names nothing (an
-/// unset shell variable, a blank `external_order_id`). Every road reads ids through this one
-/// rule, so a blank id never becomes a key such as `order_paid#`.
-#[must_use]
-pub fn named(text: &str) -> Option<&str> {
-    (!text.trim().is_empty()).then_some(text)
-}
+pub use crate::envelope::named;
 
 impl OrderRef {
     /// No order known.

@@ -21,14 +21,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 
-use super::change::{Applied, OrderRef};
-use super::confirm::{AtSource, ConfirmedInvoice, PaymentConfirmation};
-use super::fulfil::{Fulfil, ResourceStore};
-use super::ingest::PortError;
-use super::invoice::{InvoiceSeen, Refund, Standing};
-use super::record::FulfilmentRecord;
-use super::release::ReleaseStore;
-use super::status::InvoiceStatus;
+use crate::change::{Applied, OrderRef};
+use crate::confirm::{AtSource, ConfirmedInvoice, PaymentConfirmation};
+use crate::fulfil::{Fulfil, ResourceStore};
+use crate::ingest::PortError;
+use crate::invoice::{InvoiceSeen, Refund, Standing};
+use crate::record::FulfilmentRecord;
+use crate::release::ReleaseStore;
+use crate::status::InvoiceStatus;
 
 /// Paymos' books, as reconciliation reads them (besides each invoice, read as the reverse check
 /// reads it).
@@ -230,7 +230,7 @@ impl PaidAtPaymos {
     fn order(&self) -> OrderRef {
         OrderRef {
             external_id: (!self.order_id.trim().is_empty()).then(|| self.order_id.clone()),
-            amount: super::status::Amount::parse(&self.amount),
+            amount: crate::status::Amount::parse(&self.amount),
             currency: (!self.currency.is_empty()).then(|| self.currency.to_ascii_uppercase()),
             project: self.project.clone(),
         }

@@ -2,7 +2,7 @@
 //! here and carried out by a store that renders it (DynamoDB: one condition expression per
 //! guard, mechanically) or evaluates it ([`Guard::holds`], the memory twin). A store decides
 //! nothing: it commits a list of [`Write`]s all or nothing, or reports which one it refused
-//! and what that item held ([`Refused`]); [`super::outcome`] decides what that means.
+//! and what that item held ([`Refused`]); [`crate::outcome`] decides what that means.
 //!
 //! | write ([`What`]) | guard | a refusal means |
 //! |---|---|---|
@@ -25,11 +25,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::change::{Applied, Credit, OrderRef, Source};
-use super::effect::{EffectValue, EffectWrite, PaidInvoice, fulfilment_key};
-use super::invoice::{InvoiceSeen, Refund, RefundMode};
-use super::record::FulfilmentRecord;
-use super::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
+use crate::change::{Applied, Credit, OrderRef, Source};
+use crate::effect::{EffectValue, EffectWrite, PaidInvoice, fulfilment_key};
+use crate::invoice::{InvoiceSeen, Refund, RefundMode};
+use crate::record::FulfilmentRecord;
+use crate::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
 
 /// The two tables a write lands in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -1195,7 +1195,7 @@ pub fn processed(key: &str, outcome: Applied, reason: Option<&str>, now_ms: u64)
     ];
     // A delivery whose outcome waits for a person is marked so, and only such a delivery: the
     // index of what waits holds what `exceptions` lists, whatever the history.
-    if super::change::DELIVERY_OUTCOMES.contains(&outcome) {
+    if crate::change::DELIVERY_OUTCOMES.contains(&outcome) {
         set.push(Set::Put(Field::Waiting, Value::text(outcome.as_str())));
     }
     if let Some(reason) = reason {

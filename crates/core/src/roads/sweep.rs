@@ -6,8 +6,8 @@
 
 use std::future::Future;
 
-use super::ingest::{DeliveryLedger, ExistingDelivery, TakeOver, WorkQueue};
-use super::port::PortError;
+use crate::ingest::{DeliveryLedger, ExistingDelivery, TakeOver, WorkQueue};
+use crate::port::PortError;
 
 /// The default age after which a `received` record counts as stranded: well past the 30 s
 /// lease and Paymos' first retries (1 and 5 minutes).
@@ -29,7 +29,7 @@ pub trait StrandedDeliveries: Send + Sync {
     /// still waits to be applied.
     fn keep_unprocessed_body(
         &self,
-        delivery: &super::ingest::Delivery,
+        delivery: &crate::ingest::Delivery,
         now_ms: u64,
     ) -> impl Future<Output = Result<(), PortError>> + Send;
 }

@@ -2,11 +2,11 @@
 //! adapter that stores them is the only code that knows their attributes (it builds these from
 //! a read, a scan or a stream image alike); the hand-off, the tools and the tests receive them.
 
-use super::change::OrderRef;
-use super::effect::PaidInvoice;
-use super::ingest::DeliveryState;
-use super::invoice::InvoiceSeen;
-use super::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
+use crate::change::OrderRef;
+use crate::effect::PaidInvoice;
+use crate::invoice::InvoiceSeen;
+use crate::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
+use crate::work::DeliveryState;
 
 /// One item of the state table.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! The fulfil use case: turn one recorded delivery into a change of the resource it names, and
-//! apply it at most once. The transition rules live in [`super::status`], the outcomes in
-//! [`super::outcome`]; the store writes a paid invoice together with the fulfilment it guards
+//! apply it at most once. The transition rules live in [`crate::status`], the outcomes in
+//! [`crate::outcome`]; the store writes a paid invoice together with the fulfilment it guards
 //! and the order's claim, conditional on the invoice's status, so neither a second event nor a
 //! second endpoint nor a manual fix can fulfil an invoice twice; the ledger's processed mark
 //! follows.
@@ -8,17 +8,17 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use super::change::{Applied, Change, OrderRef, Projects, Source, change_of, with_order};
-use super::confirm::{NOT_YET_RECEIVES, Verdict, check};
-use super::confirm::{NoConfirmation, PaymentConfirmation};
-use super::effect::{FulfilmentEffect, RecordFulfilment};
-use super::envelope::Envelope;
-use super::ingest::PortError;
-use super::outcome::{MAX_WRITES, Step, next_as, plan, read, writes};
-use super::signature::Environment;
-use super::status::{Amount, InvoiceStatus};
-use super::work::{WorkItem, WorkItemError};
-use super::write::{Stored, Write};
+use crate::change::{Applied, Change, OrderRef, Projects, Source, change_of, with_order};
+use crate::confirm::{NOT_YET_RECEIVES, Verdict, check};
+use crate::confirm::{NoConfirmation, PaymentConfirmation};
+use crate::effect::{FulfilmentEffect, RecordFulfilment};
+use crate::envelope::Envelope;
+use crate::ingest::PortError;
+use crate::outcome::{MAX_WRITES, Step, next_as, plan, read, writes};
+use crate::signature::Environment;
+use crate::status::{Amount, InvoiceStatus};
+use crate::work::{WorkItem, WorkItemError};
+use crate::write::{Stored, Write};
 
 /// Why a queue message cannot be applied at all (it was not written by ingest, so nothing
 /// acknowledged is lost by sending it to the DLQ).
@@ -33,7 +33,7 @@ pub enum PoisonError {
 /// The stores of resources and the ledger's processed mark: each commits a list of typed
 /// [`Write`]s all or nothing, each under its guard, or reports the writes it refused with what
 /// their items hold ([`Stored`]). It decides nothing: the writes and their guards are the
-/// domain's ([`super::write`]), and so is what a refusal means ([`super::outcome::read`]).
+/// domain's ([`crate::write`]), and so is what a refusal means ([`crate::outcome::read`]).
 pub trait ResourceStore: Send + Sync {
     /// Writes `writes` all or nothing.
     fn write(&self, writes: &[Write]) -> impl Future<Output = Result<Stored, PortError>> + Send;
@@ -73,7 +73,7 @@ pub async fn settle<S: ResourceStore>(
 
 /// [`settle`] for a change whose order Paymos confirmed (the reverse check, `recheck`,
 /// `reconcile --apply`): Paymos' order and price replace a record's that differs
-/// ([`super::outcome::next_as`]).
+/// ([`crate::outcome::next_as`]).
 ///
 /// # Errors
 /// As [`settle`].
@@ -506,7 +506,7 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         let mut order = order;
         order.external_id = order
             .external_id
-            .filter(|id| super::change::named(id).is_some());
+            .filter(|id| crate::change::named(id).is_some());
         let project = order.project.clone();
         let change = self.projects.apply_to(
             Change::Invoice {

@@ -16,12 +16,12 @@
 //! the change and reports that this very delivery wrote what it holds (`mine`): the mark is
 //! then written with the planned outcome.
 
-use super::change::{Applied, Change, OrderRef, Source};
-use super::effect::{FulfilmentEffect, PaidInvoice};
-use super::ingest::PortError;
-use super::invoice::{Refund, RefundMode, Standing};
-use super::status::{InvoiceStatus, WithdrawalStatus};
-use super::write::{self, Field, Refused, Stored, Value, What, WithdrawalChange};
+use crate::change::{Applied, Change, OrderRef, Source};
+use crate::effect::{FulfilmentEffect, PaidInvoice};
+use crate::invoice::{Refund, RefundMode, Standing};
+use crate::port::PortError;
+use crate::status::{InvoiceStatus, WithdrawalStatus};
+use crate::write::{self, Field, Refused, Stored, Value, What, WithdrawalChange};
 
 /// The most writes one change takes (see the module docs, plus one when a paid event leaves out
 /// what the invoice's record knows of its order, and one when Paymos' confirmed order replaces
@@ -72,7 +72,7 @@ pub enum Write {
     Review,
 }
 
-pub use super::write::Mark;
+pub use crate::write::Mark;
 
 /// What a store's answer to a [`Plan`]'s writes means ([`read`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

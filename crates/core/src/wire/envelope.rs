@@ -339,7 +339,7 @@ impl Envelope {
                     .and_then(|v| serde_json::from_str(v.get()).ok()),
                 payer: text(data.payment_channel_external_id),
                 net: text(data.net),
-                project_id: text(data.project_id).filter(|p| crate::change::named(p).is_some()),
+                project_id: text(data.project_id).filter(|p| named(p).is_some()),
             },
         })
     }
@@ -369,6 +369,15 @@ fn is_valid_id(id: &str) -> bool {
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// An id as an event, an answer or a person gives it (an order, an invoice, a payer, an
+/// actor): the text, or `None` when it is empty or only whitespace, which names nothing (an
+/// unset shell variable, a blank `external_order_id`). Every road reads ids through this one
+/// rule, so a blank id never becomes a key such as `order_paid#`.
+#[must_use]
+pub fn named(text: &str) -> Option<&str> {
+    (!text.trim().is_empty()).then_some(text)
 }
 
 #[cfg(test)]

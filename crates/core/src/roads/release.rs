@@ -6,17 +6,17 @@
 
 use std::future::Future;
 
-use super::change::{Applied, OrderRef, Source};
-use super::effect::{FulfilmentEffect, PaidInvoice};
-use super::fulfil::ResourceStore;
-use super::ingest::PortError;
-use super::outcome::{Refusal, Written, refusal, winner};
-use super::write;
+use crate::change::{Applied, OrderRef, Source};
+use crate::effect::{FulfilmentEffect, PaidInvoice};
+use crate::fulfil::ResourceStore;
+use crate::ingest::PortError;
+use crate::outcome::{Refusal, Written, refusal, winner};
+use crate::write;
 
-pub use super::invoice::InvoiceSeen;
-use super::invoice::Standing;
+pub use crate::invoice::InvoiceSeen;
+use crate::invoice::Standing;
 
-pub use super::write::Waiting;
+pub use crate::write::Waiting;
 
 /// What the unconfirmed deliveries naming an invoice hold, as a release reads them (the first
 /// that applies: a refund, then a payment, then a change that pays nothing).

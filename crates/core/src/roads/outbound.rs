@@ -11,7 +11,7 @@ use hmac::{KeyInit, Mac};
 use serde_json::{Value, json};
 use zeroize::Zeroizing;
 
-use super::port::PortError;
+use crate::port::PortError;
 
 /// The signing secret of the outbound messages: bytes, given as `whsec_<base64>` (or bare
 /// base64), as Standard Webhooks libraries take it. Never printed.

@@ -7,7 +7,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
 
-use super::signature::Environment;
+use crate::signature::Environment;
 
 /// The version of the work item format this code writes and reads.
 pub const WORK_ITEM_VERSION: u64 = 1;
@@ -16,7 +16,7 @@ pub const WORK_ITEM_VERSION: u64 = 1;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkItem {
     /// The verified body's `event_id` (with the environment, the ledger key:
-    /// [`crate::ingest::delivery_key`]).
+    /// [`delivery_key`]).
     pub event_id: String,
     /// The environment of the secret that verified it: the only source of truth for whether a
     /// delivery may move live state (`data.is_test` is the sender's claim, not a proof).
@@ -86,6 +86,58 @@ impl WorkItem {
                 .map_err(|_| WorkItemError::BadBody)?,
             received_at_ms: wire.received_at,
         })
+    }
+}
+
+/// What keys a sandbox delivery's record apart from a live one's (`#` is never in an event id).
+const SANDBOX_KEY_PREFIX: &str = "test#";
+
+/// The ledger key of a delivery. Its identity is its environment AND its `event_id`: the same
+/// id from the sandbox and from live makes two records, so a sandbox delivery never takes a
+/// live one's place. A live or unlabelled delivery is keyed by its bare `event_id` (as every
+/// record written before the environment was part of the key), a sandbox one by
+/// `test#<event_id>`.
+#[must_use]
+pub fn delivery_key(environment: Option<Environment>, event_id: &str) -> String {
+    match environment {
+        Some(Environment::Test) => format!("{SANDBOX_KEY_PREFIX}{event_id}"),
+        Some(Environment::Live) | None => event_id.to_owned(),
+    }
+}
+
+/// The `event_id` a ledger key names: the inverse of [`delivery_key`].
+#[must_use]
+pub fn event_id_of_key(key: &str) -> &str {
+    key.strip_prefix(SANDBOX_KEY_PREFIX).unwrap_or(key)
+}
+
+/// The processing state of a recorded delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryState {
+    /// Recorded; its work item may or may not have been sent yet.
+    Received,
+    /// The fulfil side applied it (whatever the outcome).
+    Processed,
+}
+
+impl DeliveryState {
+    /// The stored name.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Received => "received",
+            Self::Processed => "processed",
+        }
+    }
+
+    /// The inverse of [`DeliveryState::as_str`]; unknown names read as `Received` (safe side).
+    #[must_use]
+    pub fn parse(s: &str) -> Self {
+        if s == "processed" {
+            Self::Processed
+        } else {
+            Self::Received
+        }
     }
 }
 

@@ -6,19 +6,19 @@
 
 use std::future::Future;
 
-pub use super::change::Applying;
-use super::change::{Applied, Change, OrderRef, Source, change_of, with_order};
-use super::confirm::{PaymentConfirmation, Verdict, check};
-use super::effect::FulfilmentEffect;
-use super::envelope::Envelope;
-use super::fulfil::{Fulfil, ResourceStore, close_then_pay, settle_confirmed};
-use super::ingest::{Delivery, PortError};
-use super::invoice::Standing;
-use super::record::InvoiceRecord;
-use super::release::{Named, ReleaseBy, ReleaseError, ReleaseStore, release_named};
-use super::status::InvoiceStatus;
+pub use crate::change::Applying;
+use crate::change::{Applied, Change, OrderRef, Source, change_of, with_order};
+use crate::confirm::{PaymentConfirmation, Verdict, check};
+use crate::effect::FulfilmentEffect;
+use crate::envelope::Envelope;
+use crate::fulfil::{Fulfil, ResourceStore, close_then_pay, settle_confirmed};
+use crate::ingest::{Delivery, PortError};
+use crate::invoice::Standing;
+use crate::record::InvoiceRecord;
+use crate::release::{Named, ReleaseBy, ReleaseError, ReleaseStore, release_named};
+use crate::status::InvoiceStatus;
 
-pub use super::change::DELIVERY_OUTCOMES;
+pub use crate::change::DELIVERY_OUTCOMES;
 
 /// How a person's road resolved a delivery that waited: its new outcome in the ledger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -496,7 +496,7 @@ fn delivery_exception(delivery: &Waiting, all: &[Waiting]) -> Exception {
     }
 }
 
-/// Releases `invoice_id` with the stack's `effect` (see [`super::release::release_named`]):
+/// Releases `invoice_id` with the stack's `effect` (see [`crate::release::release_named`]):
 /// only where a payment waits (held, paid late, or an unconfirmed payment), never while a
 /// refund of it waits unconfirmed; the unconfirmed payments of it are marked resolved.
 ///

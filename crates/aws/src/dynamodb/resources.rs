@@ -358,6 +358,36 @@ impl DynamoResources {
         Ok(listed.into_iter().filter(|l| *l).count())
     }
 
+    /// Once, after updating a stack whose invoices were refunded in full before a full
+    /// refund's note flagged its invoice: flags every such invoice from the refunds it records
+    /// ([`write::refund_flags`]), so its late payment settles as it would on a new stack and
+    /// never ships. One scan of the state table; idempotent. Returns how many were flagged.
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn flag_full_refunds(&self) -> Result<usize, PortError> {
+        let filter = (
+            "kind = :i AND attribute_exists(refunds) AND attribute_not_exists(refunded_in_full_by)",
+            &[(":i", "invoice")][..],
+        );
+        let flags: Vec<Write> = scan(&self.client, &self.tables.state, Some(filter))
+            .await?
+            .iter()
+            .filter_map(|i| write::refund_flags(get_s(i, "pk")?, &invoice_seen(i).refunds))
+            .collect();
+        let written: Vec<bool> = futures::stream::iter(flags.iter().map(|w| async move {
+            // Refused: flagged meanwhile by a refund's own note.
+            Ok::<_, PortError>(matches!(
+                self.write(std::slice::from_ref(w)).await?,
+                Stored::Committed
+            ))
+        }))
+        .buffer_unordered(DAYS_AT_ONCE)
+        .try_collect()
+        .await?;
+        Ok(written.into_iter().filter(|w| *w).count())
+    }
+
     /// Lists one item written before the index, unless it was listed meanwhile.
     async fn list_unlisted(&self, pk: &str, (list, at): &(String, u64)) -> Result<bool, PortError> {
         let done = self

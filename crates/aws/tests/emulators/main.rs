@@ -18,3 +18,4 @@ mod retention;
 mod reverse;
 mod scale;
 mod truth;
+mod upgrade;

@@ -959,6 +959,37 @@ pub fn refund_note(invoice_id: &str, refund: &Refund, after_later: bool, now_ms:
     }
 }
 
+/// What the refunds recorded on an invoice imply for its payments' guard ([`refunded_in_full`]),
+/// for an invoice whose full refund was noted before [`refund_note`] set the flags (the
+/// upgrade's `exceptions --reindex`): the first full refund as the flag and, when every full
+/// refund has its time, the latest one. A full refund with no time settles any payment
+/// ([`Refund::returns_payment_at`]), and so does a flag with no time. `None` when no full refund
+/// is recorded. Written only on an invoice that exists and has no flag yet.
+#[must_use]
+pub fn refund_flags(invoice_id: &str, refunds: &[Refund]) -> Option<Write> {
+    let full: Vec<&Refund> = refunds
+        .iter()
+        .filter(|r| r.mode == Some(RefundMode::Full))
+        .collect();
+    let mut set = vec![Set::Once(
+        Field::RefundedInFullBy,
+        Value::text(&full.first()?.withdrawal_id),
+    )];
+    let times: Option<Vec<u64>> = full.iter().map(|r| r.completed_at).collect();
+    if let Some(latest) = times.and_then(|t| t.into_iter().max()) {
+        set.push(Set::Put(Field::RefundedInFullAt, Value::Int(latest)));
+    }
+    Some(Write {
+        what: What::RefundNote,
+        key: Key::state(invoice_id),
+        guard: Guard::All(vec![
+            Guard::Has(Field::Kind),
+            Guard::Lacks(Field::RefundedInFullBy),
+        ]),
+        set,
+    })
+}
+
 /// What a release reads and writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Waiting {
@@ -1669,6 +1700,60 @@ mod tests {
         assert!(flags(&refund(Some(RefundMode::Full))));
         assert!(!flags(&refund(Some(RefundMode::Overpayment))));
         assert!(!flags(&refund(None)));
+    }
+
+    // Issue 42, item 1: an invoice refunded in full before the flags existed gets them from its
+    // recorded refunds, and then settles exactly the payments those refunds return.
+    #[test]
+    fn the_flags_of_recorded_refunds_settle_what_the_refunds_return() {
+        let refund = |id: &str, mode, completed_at| Refund {
+            withdrawal_id: id.into(),
+            amount: None,
+            currency: None,
+            mode,
+            completed_at,
+        };
+        let (full, over) = (Some(RefundMode::Full), Some(RefundMode::Overpayment));
+        let histories = [
+            vec![],
+            vec![refund("wdr_o", over, Some(50))],
+            vec![refund("wdr_n", None, None)],
+            vec![refund("wdr_a", full, None)],
+            vec![refund("wdr_a", full, Some(40))],
+            vec![
+                refund("wdr_a", full, Some(20)),
+                refund("wdr_b", full, Some(40)),
+            ],
+            vec![
+                refund("wdr_a", full, Some(40)),
+                refund("wdr_b", full, Some(20)),
+            ],
+            vec![refund("wdr_a", full, Some(20)), refund("wdr_b", full, None)],
+            vec![
+                refund("wdr_o", over, Some(60)),
+                refund("wdr_b", full, Some(30)),
+            ],
+        ];
+        for refunds in histories {
+            let mut item = Fields::from([(Field::Kind, Value::text("invoice"))]);
+            if let Some(w) = refund_flags("inv_1", &refunds) {
+                assert!(w.guard.holds(Some(&item)), "{refunds:?}");
+                assert!(!w.guard.holds(None), "never creates an invoice");
+                for set in &w.set {
+                    if let Set::Put(f, v) | Set::Once(f, v) = set {
+                        item.insert(f.clone(), v.clone());
+                    }
+                }
+                assert!(!w.guard.holds(Some(&item)), "once");
+            }
+            for paid_at in [None, Some(10), Some(20), Some(30), Some(40), Some(41)] {
+                assert_eq!(
+                    refunded_in_full(paid_at).holds(Some(&item)),
+                    refunds.iter().any(|r| r.returns_payment_at(paid_at)),
+                    "{refunds:?} paid at {paid_at:?}"
+                );
+            }
+        }
     }
 
     // Issue 38, case 1: a full refund settles only the payments made until it completed.

@@ -41,8 +41,9 @@ pub struct ExceptionsArgs {
     json: bool,
     /// Once, after updating a stack from a version without the `waiting` and `listed`
     /// indexes: index the deliveries that waited, and list every fact of the state table
-    /// (invoices open or waiting, and each fact by its day) (one scan of each table), then
-    /// list what waits.
+    /// (invoices open or waiting, and each fact by its day), and flag every invoice refunded
+    /// in full before the flag existed, so its late payment never ships (one scan of each
+    /// table, idempotent); then list what waits.
     #[arg(long)]
     reindex: bool,
     #[command(flatten)]
@@ -56,13 +57,20 @@ pub async fn list(args: ExceptionsArgs) -> ExitCode {
         Err(e) => return fail(e),
     };
     if args.reindex {
-        match (ledger.reindex_waiting().await, state.reindex_listed().await) {
-            (Ok(d), Ok(i)) => {
+        let indexed = async {
+            Ok::<_, paymos_inbox_core::port::PortError>((
+                ledger.reindex_waiting().await?,
+                state.reindex_listed().await?,
+                state.flag_full_refunds().await?,
+            ))
+        };
+        match indexed.await {
+            Ok((d, i, r)) => {
                 eprintln!(
-                    "indexed {d} delivery(ies) that waited for a person and {i} fact(s) of the state table"
+                    "indexed {d} delivery(ies) that waited for a person and {i} fact(s) of the state table; flagged {r} invoice(s) refunded in full"
                 );
             }
-            (Err(e), _) | (_, Err(e)) => return fail(e),
+            Err(e) => return fail(e),
         }
     }
     let dead_letters = match stack.dlq.as_deref() {

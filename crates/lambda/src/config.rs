@@ -132,7 +132,7 @@ impl IngestConfig {
                 max_body_bytes: max_body_bytes(&lookup)?,
                 lease_secs: number(&lookup, INGEST_LEASE_SECS, DEFAULT_LEASE_SECS)?,
             },
-            retention_days: optional_number(&lookup, DELIVERY_RETENTION_DAYS)?,
+            retention_days: delivery_retention_days(&lookup)?,
             body_retention_days: body_retention_days(&lookup)?,
         })
     }
@@ -166,6 +166,25 @@ fn body_retention_days(lookup: &impl Fn(&str) -> Option<String>) -> Result<u64, 
             var: BODY_RETENTION_DAYS,
             reason: format!(
                 "at least {} days (a body must outlive Paymos' retries and the sweep's re-sends), got {days}",
+                LedgerSchema::MIN_BODY_RETENTION_DAYS
+            ),
+        });
+    }
+    Ok(days)
+}
+
+/// [`DELIVERY_RETENTION_DAYS`]: none (records kept for ever), or a whole number of days of at
+/// least the bodies' minimum (a record must outlive its body, and the sweep must have days to
+/// lift the expiry of one that waits for a person), else an error that says so.
+fn delivery_retention_days(
+    lookup: &impl Fn(&str) -> Option<String>,
+) -> Result<Option<u64>, ConfigError> {
+    let days = optional_number(lookup, DELIVERY_RETENTION_DAYS)?;
+    if let Some(days) = days.filter(|d| *d < LedgerSchema::MIN_BODY_RETENTION_DAYS) {
+        return Err(ConfigError::Invalid {
+            var: DELIVERY_RETENTION_DAYS,
+            reason: format!(
+                "empty or at least {} days (a record must outlive its body and the sweep's re-sends), got {days}",
                 LedgerSchema::MIN_BODY_RETENTION_DAYS
             ),
         });
@@ -582,6 +601,30 @@ mod tests {
             err.contains("BODY_RETENTION_DAYS is invalid: expected a whole number"),
             "{err}"
         );
+    }
+
+    // Issue 42, item 2: a record retention shorter than a week would take a record (and what
+    // waits on it) before the sweep could keep it.
+    #[test]
+    fn delivery_retention_is_empty_or_at_least_seven_days() {
+        let with = |days: &'static str| {
+            IngestConfig::from_lookup(lookup(&[
+                (DELIVERIES_TABLE, "d"),
+                (WORK_QUEUE_URL, "q"),
+                (WEBHOOK_SECRETS_ID, "s"),
+                (DELIVERY_RETENTION_DAYS, days),
+            ]))
+        };
+        assert_eq!(with("").unwrap().retention_days, None);
+        assert_eq!(with("7").unwrap().retention_days, Some(7));
+        assert_eq!(with("365").unwrap().retention_days, Some(365));
+        for short in ["0", "1", "6"] {
+            let err = with(short).unwrap_err().to_string();
+            assert!(
+                err.contains("DELIVERY_RETENTION_DAYS is invalid: empty or at least 7 days"),
+                "{short}: {err}"
+            );
+        }
     }
 
     #[test]

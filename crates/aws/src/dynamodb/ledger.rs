@@ -20,9 +20,10 @@
 //! | `outcome`, `processed_at` | S, N | set by fulfil |
 //! | `waiting` | S | the outcome, only while it waits for a person (the processed mark sets it, a resolution removes it unless the delivery still waits, as a payment waiting for its order does): the sparse `waiting` index |
 //! | `body_conflicts`, `last_conflict_sha256`, `last_conflict_at` | N, S, N | same id, other body |
-//! | `body_kept` | BOOL | its body item was given the record's expiry because the delivery waits for a person (`keep_waiting_bodies`) |
+//! | `body_kept` | BOOL | its body item's expiry was lifted because the delivery waits for a person (`keep_waiting_bodies`) |
+//! | `lifted_expires_at` | N | the record's own `expires_at`, put aside while it waits for a person, restored by its resolution |
 //! | `pending_shard` | S | `p0`…`p7` while not processed (removed by the processed mark): the sparse `pending-by-age` index |
-//! | `expires_at` | N | only when `DeliveryRetentionDays` is set (the table's TTL attribute): the whole record goes then |
+//! | `expires_at` | N | only when `DeliveryRetentionDays` is set (the table's TTL attribute): the whole record goes then, unless it waits for a person (then lifted until its resolution) |
 //!
 //! A delivery's **body item** (the raw body: payer addresses, e-mails, transaction ids; removed
 //! by the table's TTL after `BodyRetentionDays`, 90 by default, while the record stays):
@@ -32,18 +33,20 @@
 //! | `event_id` | S (hash key) | `body#<delivery key>#<body_sha256>`: a same-id delivery with other bytes is another item, so a first body is never overwritten |
 //! | `body` | B | the exact raw body, raw DEFLATE-compressed when `body_encoding` is `deflate` (restored byte-exact; a typical 1.5 KiB event then fits a 1 KB write unit) |
 //! | `body_encoding` | S | `deflate`, or absent for a body stored as is |
-//! | `expires_at` | N | received (Unix s) + the body retention, never later than the record's own `expires_at`; while its delivery is not processed, the sweep gives it the whole retention again from each run that finds it stranded (`keep_unprocessed_body`); while its delivery waits for a person, the record's own (none when the record has none: `keep_waiting_bodies`) |
+//! | `expires_at` | N | received (Unix s) + the body retention, never later than the record's own `expires_at`; while its delivery is not processed, the sweep gives it the whole retention again from each run that finds it stranded (`keep_unprocessed_body`); while its delivery waits for a person, none (`keep_waiting_bodies`); once resolved, a week from the resolution, never after the record |
 //!
 //! A body item has no `state`, `pending_shard` or `waiting`: no index lists it, and the ledger's
 //! scans skip it. Ingest writes it before the record (a crash between leaves only a body item
 //! that expires; the sender retries), so a record never exists without its body having been
 //! written. A record whose body item has expired reads with an empty body.
 
+use std::collections::HashMap;
+
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure,
+    AttributeValue, ReturnConsumedCapacity, ReturnValue, ReturnValuesOnConditionCheckFailure,
 };
 
 use super::item::{
@@ -769,48 +772,97 @@ impl ReviewLedger for DynamoLedger {
     ) -> Result<(), PortError> {
         // What still waits stays on the `waiting` index under its outcome; anything else leaves it.
         let still = resolution.still_waits();
-        let update = if still.is_some() {
+        let mut values = HashMap::from([
+            (":o".to_owned(), s(resolution.name())),
+            (":by".to_owned(), s(by)),
+            (":at".to_owned(), n(at_ms)),
+        ]);
+        let update = if let Some(outcome) = still {
+            values.insert(":w".to_owned(), s(outcome.as_str()));
             "SET outcome = :o, resolved_by = :by, resolved_at = :at, waiting = :w"
         } else {
             "SET outcome = :o, resolved_by = :by, resolved_at = :at REMOVE waiting"
         };
-        let request = match still {
-            Some(outcome) => self
-                .client
-                .update_item()
-                .expression_attribute_values(":w", s(outcome.as_str())),
-            None => self.client.update_item(),
-        };
-        request
+        let record = self
+            .client
+            .update_item()
             .table_name(&self.table)
             .key("event_id", s(event_id))
             .update_expression(update)
             .condition_expression("attribute_exists(event_id)")
-            .expression_attribute_values(":o", s(resolution.name()))
-            .expression_attribute_values(":by", s(by))
-            .expression_attribute_values(":at", n(at_ms))
+            .set_expression_attribute_values(Some(values))
+            .return_values(ReturnValue::AllNew)
             .send()
             .await
-            .map_err(|e| port_error("DynamoDB UpdateItem", e))?;
+            .map_err(|e| port_error("DynamoDB UpdateItem", e))?
+            .attributes
+            .unwrap_or_default();
+        if still.is_none() {
+            self.restore_expiry(event_id, &record, at_ms).await?;
+        }
         Ok(())
     }
 }
 
 impl DynamoLedger {
-    /// Keeps the body of every delivery that waits for a person (the sparse `waiting` index,
-    /// not yet `body_kept`) until its record's own retention: its body item's `expires_at`
-    /// becomes the record's (removed when the record has none), then the record is marked
-    /// `body_kept`. A person acts on what the delivery said
-    /// (`recheck` reads its order, `exceptions` shows it), so that body must not expire while
-    /// it waits, however long; `BodyRetentionDays` (at least 7) leaves the scheduled sweep,
-    /// which runs this every few minutes, days to do it. Idempotent; returns how many records
-    /// it marked.
+    /// Once a delivery no longer waits for a person: its record's own expiry back (the one it
+    /// had before it was lifted, `DeliveryRetentionDays` from its receipt: a record that waited
+    /// longer goes soon after its resolution), and its body a week from the resolution, never
+    /// after its record. `record` is the resolved record as written.
+    async fn restore_expiry(&self, key: &str, record: &Item, at_ms: u64) -> Result<(), PortError> {
+        let lifted = get_u64(record, "lifted_expires_at");
+        if lifted.is_some() {
+            let done = self
+                .client
+                .update_item()
+                .table_name(&self.table)
+                .key(LedgerSchema::KEY, s(key))
+                .update_expression("SET expires_at = lifted_expires_at REMOVE lifted_expires_at")
+                .condition_expression(
+                    "attribute_not_exists(waiting) AND attribute_exists(lifted_expires_at)",
+                )
+                .send()
+                .await;
+            // Refused: waits again, or restored meanwhile.
+            conditional(done, "DynamoDB UpdateItem")?;
+        }
+        let (true, Some(sha)) = (
+            record.contains_key("body_kept"),
+            get_s(record, "body_sha256"),
+        ) else {
+            return Ok(());
+        };
+        let week = at_ms / 1000 + LedgerSchema::MIN_BODY_RETENTION_DAYS * 86_400;
+        let until = lifted.map_or(week, |l| l.min(week));
+        let done = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key(LedgerSchema::KEY, s(LedgerSchema::body_key(key, sha)))
+            .update_expression("SET expires_at = :until")
+            .condition_expression("attribute_exists(event_id)")
+            .expression_attribute_values(":until", n(until))
+            .send()
+            .await;
+        // Refused: the body is gone already (an inline body has no item of its own).
+        conditional(done, "DynamoDB UpdateItem")?;
+        Ok(())
+    }
+
+    /// Keeps every delivery that waits for a person (the sparse `waiting` index), its record
+    /// and its body, for as long as it waits: its body item loses its expiry, then the record
+    /// puts its own aside (`lifted_expires_at`) and is marked `body_kept`. A person acts on
+    /// what the delivery said (`recheck` reads its order, `exceptions` shows it), so neither may
+    /// expire while it waits, however long; `BodyRetentionDays` and `DeliveryRetentionDays`
+    /// (each at least 7) leave the scheduled sweep, which runs this every few minutes, days to
+    /// do it. The resolution gives both an expiry back ([`Self::restore_expiry`]). Idempotent;
+    /// returns how many records it marked.
     ///
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
     pub async fn keep_waiting_bodies(&self) -> Result<usize, PortError> {
         let mut kept = 0;
-        for outcome in paymos_inbox_core::exceptions::DELIVERY_OUTCOMES {
+        for outcome in paymos_inbox_core::change::DELIVERY_OUTCOMES {
             let mut start = None;
             loop {
                 let page = self
@@ -819,15 +871,16 @@ impl DynamoLedger {
                     .table_name(&self.table)
                     .index_name(LedgerSchema::WAITING_INDEX)
                     .key_condition_expression("waiting = :k")
-                    .filter_expression("attribute_not_exists(body_kept)")
+                    .filter_expression(
+                        "attribute_not_exists(body_kept) OR attribute_exists(expires_at)",
+                    )
                     .expression_attribute_values(":k", s(outcome.as_str()))
                     .set_exclusive_start_key(start)
                     .send()
                     .await
                     .map_err(|e| port_error("DynamoDB Query", e))?;
                 for item in page.items() {
-                    self.keep_body(item).await?;
-                    kept += 1;
+                    kept += usize::from(self.keep_body(item).await?);
                 }
                 start = page.last_evaluated_key;
                 if start.is_none() {
@@ -839,51 +892,46 @@ impl DynamoLedger {
     }
 
     /// One waiting record's body kept (an inline body, from before bodies were kept apart, has
-    /// no expiry of its own; a body item already gone is gone), then the record marked.
-    async fn keep_body(&self, record: &Item) -> Result<(), PortError> {
+    /// no expiry of its own; a body item already gone is gone), then the record's own expiry
+    /// lifted and the record marked, unless it was resolved meanwhile.
+    async fn keep_body(&self, record: &Item) -> Result<bool, PortError> {
         let (Some(key), Some(sha)) = (get_s(record, "event_id"), get_s(record, "body_sha256"))
         else {
-            return Ok(());
+            return Ok(false);
         };
         if get_b(record, "body").is_none() {
-            // The record's own expiry (DeliveryRetentionDays) when it has one: the body goes
-            // with it, never after it.
-            let until = get_u64(record, LedgerSchema::TTL);
             let done = self
                 .client
                 .update_item()
                 .table_name(&self.table)
                 .key(LedgerSchema::KEY, s(LedgerSchema::body_key(key, sha)))
-                .update_expression(if until.is_some() {
-                    "SET expires_at = :until"
-                } else {
-                    "REMOVE expires_at"
-                })
-                .set_expression_attribute_values(
-                    until.map(|at| std::collections::HashMap::from([(":until".to_owned(), n(at))])),
-                )
+                .update_expression("REMOVE expires_at")
                 .condition_expression("attribute_exists(event_id)")
                 .send()
                 .await;
-            if let Err(e) = done
-                && !e
-                    .as_service_error()
-                    .is_some_and(UpdateItemError::is_conditional_check_failed_exception)
-            {
-                return Err(port_error("DynamoDB UpdateItem", e));
-            }
+            // Refused: the body item is gone already.
+            conditional(done, "DynamoDB UpdateItem")?;
         }
-        self.client
+        // The record's own expiry is kept aside (`lifted_expires_at`) for its resolution.
+        let done = self
+            .client
             .update_item()
             .table_name(&self.table)
             .key(LedgerSchema::KEY, s(key))
-            .update_expression("SET body_kept = :t")
-            .condition_expression("attribute_exists(event_id)")
+            .update_expression(if record.contains_key(LedgerSchema::TTL) {
+                "SET body_kept = :t, lifted_expires_at = expires_at REMOVE expires_at"
+            } else {
+                "SET body_kept = :t"
+            })
+            .condition_expression("attribute_exists(waiting)")
             .expression_attribute_values(":t", AttributeValue::Bool(true))
             .send()
-            .await
-            .map_err(|e| port_error("DynamoDB UpdateItem", e))?;
-        Ok(())
+            .await;
+        // Refused: resolved meanwhile, and its retention given back.
+        Ok(matches!(
+            conditional(done, "DynamoDB UpdateItem")?,
+            Conditional::Done(_)
+        ))
     }
 
     /// Once, after updating a stack from a version without the `waiting` index: marks every

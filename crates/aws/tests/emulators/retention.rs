@@ -32,10 +32,15 @@ struct Rig {
 
 impl Rig {
     async fn new() -> Self {
+        Self::keeping_records(None).await
+    }
+
+    /// With `DeliveryRetentionDays` = `days`.
+    async fn keeping_records(days: Option<u64>) -> Self {
         let aws = Aws::new();
         let stack = aws.stack().await;
         let deliveries = stack.table("DeliveriesTable").to_owned();
-        let ledger = DynamoLedger::new(aws.dynamodb.clone(), &deliveries, None);
+        let ledger = DynamoLedger::new(aws.dynamodb.clone(), &deliveries, days);
         let fulfil = Fulfil::new(DynamoResources::new(
             aws.dynamodb.clone(),
             stack.table("StateTable"),
@@ -446,14 +451,22 @@ async fn the_body_of_a_delivery_that_waits_for_a_person_is_kept_as_long_as_its_r
     let kept = rig.item(&wait_key).await.expect("its body");
     assert!(
         !kept.contains_key("expires_at"),
-        "kept while its record is: {kept:?}"
+        "kept while it waits: {kept:?}"
     );
     assert_eq!(stored_body(&kept), waits.as_bytes());
-    assert_eq!(
-        get_n(&rig.item(&wait_2_key).await.unwrap(), "expires_at"),
-        record_expires,
-        "the body goes with its record, never after it"
+    assert!(
+        !rig.item(&wait_2_key)
+            .await
+            .unwrap()
+            .contains_key("expires_at"),
+        "a record that expires keeps its body while it waits too"
     );
+    let record = rig.item("evt_k_wait_2").await.unwrap();
+    assert!(
+        !record.contains_key("expires_at"),
+        "nor does the record expire while it waits: {record:?}"
+    );
+    assert_eq!(get_n(&record, "lifted_expires_at"), record_expires);
     assert_eq!(
         get_n(
             &rig.item(&body_key("evt_k_paid", &shipped)).await.unwrap(),
@@ -480,6 +493,79 @@ async fn the_body_of_a_delivery_that_waits_for_a_person_is_kept_as_long_as_its_r
         rig.waiting_body("evt_k_wait").await.as_deref(),
         Some(waits.as_bytes())
     );
+}
+
+// Issue 42, item 2: with `DeliveryRetentionDays` set, a payment that waits for a person never
+// expires while it waits: the sweep lifts its record's expiry with its body's, and `exceptions`
+// lists it however long it waits; its resolution gives both an expiry back.
+#[tokio::test]
+async fn a_payment_that_waits_for_a_person_never_expires_while_it_waits() {
+    const DAYS: u64 = 7;
+    let rig = Rig::keeping_records(Some(DAYS)).await;
+    let body = envelope(
+        "evt_x1",
+        "invoice.paid",
+        json!({"invoice_id": "inv_x1", "payment": {"expected": "10.5", "currency": "USDT"}}),
+    );
+    assert_eq!(rig.post(&body, "evt_x1", NOW_MS).await, 200);
+    let (_, applied) = rig.fulfil.apply(&live(&body), NOW_MS).await.unwrap();
+    assert_eq!(applied, Applied::OrderUnknown);
+    let receipt_expiry = NOW_MS / 1000 + DAYS * 86_400;
+    assert_eq!(
+        get_n(&rig.item("evt_x1").await.unwrap(), "expires_at"),
+        receipt_expiry
+    );
+
+    // The sweep's next run: nothing of it can expire any more.
+    assert_eq!(rig.ledger.keep_waiting_bodies().await.unwrap(), 1);
+    let record = rig.item("evt_x1").await.unwrap();
+    assert!(!record.contains_key("expires_at"), "{record:?}");
+    let body_key = body_key("evt_x1", &body);
+    assert!(
+        !rig.item(&body_key)
+            .await
+            .unwrap()
+            .contains_key("expires_at")
+    );
+    assert_eq!(rig.ledger.keep_waiting_bodies().await.unwrap(), 0, "once");
+    assert_eq!(
+        rig.waiting_body("evt_x1").await.as_deref(),
+        Some(body.as_bytes()),
+        "listed, with its body, past its retention"
+    );
+
+    // A resolution that leaves it waiting (for its order) keeps it.
+    let resolved_at = NOW_MS + 30 * 86_400_000;
+    rig.ledger
+        .mark_resolved(
+            "evt_x1",
+            exceptions::Resolution::WaitsForOrder,
+            "recheck",
+            resolved_at,
+        )
+        .await
+        .unwrap();
+    assert!(!rig.item("evt_x1").await.unwrap().contains_key("expires_at"));
+
+    // Resolved: the record's own expiry is back (past already: it goes), the body a week from
+    // the resolution at the latest, never after its record.
+    rig.ledger
+        .mark_resolved(
+            "evt_x1",
+            exceptions::Resolution::Rechecked(Applied::Fulfilled),
+            "recheck",
+            resolved_at + 1,
+        )
+        .await
+        .unwrap();
+    let record = rig.item("evt_x1").await.unwrap();
+    assert_eq!(get_n(&record, "expires_at"), receipt_expiry);
+    assert!(!record.contains_key("lifted_expires_at"));
+    assert_eq!(
+        get_n(&rig.item(&body_key).await.unwrap(), "expires_at"),
+        receipt_expiry
+    );
+    assert!(rig.waiting_body("evt_x1").await.is_none(), "resolved");
 }
 
 // Issue 38, case 2: a payment Paymos confirms with no order stays listed after `recheck`

@@ -776,6 +776,19 @@ mod tests {
     }
 
     #[test]
+    fn the_receipt_calls_a_first_delivery_new_and_every_later_one_duplicate() {
+        // What the 2xx body's `status` and the log's `outcome` say, as the sender reads them.
+        assert_eq!(Ingested::New.as_str(), "new");
+        for (resent, body_conflict) in [(false, false), (true, false), (false, true)] {
+            let duplicate = Ingested::Duplicate {
+                resent,
+                body_conflict,
+            };
+            assert_eq!(duplicate.as_str(), "duplicate", "{duplicate:?}");
+        }
+    }
+
+    #[test]
     fn a_duplicate_in_progress_answers_503_after_its_lease() {
         let error = IngestError::InProgress {
             retry_after_secs: 7,

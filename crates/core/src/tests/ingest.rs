@@ -8,8 +8,10 @@ use crate::ingest::{
     Delivery, DeliveryState, Inbound, Ingest, IngestError, IngestSettings, Ingested, PortErrorKind,
     Receipt, delivery_key,
 };
-use crate::memory::{MemoryLedger, MemoryQueue, MemoryResources};
-use crate::signature::{Environment, SigningKey, Verifier, WebhookSecret, signature_header};
+use crate::memory::{MemoryKeys, MemoryLedger, MemoryQueue, MemoryResources};
+use crate::signature::{
+    Environment, SignatureError, SigningKey, Verifier, WebhookSecret, signature_header,
+};
 use crate::work::WorkItem;
 
 const NOW_MS: u64 = 1_800_000_000_000;
@@ -257,7 +259,6 @@ fn port_failures_answer_5xx_by_kind() {
 
 #[tokio::test]
 async fn a_sandbox_delivery_reusing_a_live_id_never_blocks_the_live_one() {
-    const TEST: &str = "whsec_test_0123456789abcdef";
     let verifier = Verifier::new(
         vec![
             SigningKey::new("live", &WebhookSecret::new(LIVE)),
@@ -341,7 +342,6 @@ async fn a_sandbox_delivery_reusing_a_live_id_never_blocks_the_live_one() {
 
 #[tokio::test]
 async fn the_reuse_of_an_id_is_counted_in_either_order_and_looked_for_only_when_possible() {
-    const TEST: &str = "whsec_test_0123456789abcdef";
     let both = Verifier::new(
         vec![
             SigningKey::new("live", &WebhookSecret::new(LIVE)),
@@ -393,4 +393,384 @@ async fn post_receipt<L: crate::ingest::DeliveryLedger, Q: crate::ingest::WorkQu
         body,
     };
     ingest.handle(&req, NOW_MS).await
+}
+
+/// A body of exactly `len` bytes for `event_id`, padded inside its `data`.
+fn body_of_len(event_id: &str, len: usize) -> Vec<u8> {
+    let bare = body(event_id, r#","pad":"""#).len();
+    body(event_id, &format!(r#","pad":"{}""#, "x".repeat(len - bare)))
+}
+
+#[tokio::test]
+async fn a_body_at_the_size_limit_is_recorded_and_one_byte_more_is_refused_unwritten() {
+    let rig = rig();
+    let limit = crate::ingest::DEFAULT_MAX_BODY_BYTES;
+    assert_eq!(
+        limit,
+        128 * 1024,
+        "Paymos bodies are 1–3 KiB; the default leaves room"
+    );
+    let at_limit = body_of_len("evt_big", limit);
+    assert_eq!(at_limit.len(), limit);
+    assert_eq!(rig.post(&at_limit, NOW_MS).await, Ok(Ingested::New));
+    let over = body_of_len("evt_bigger", limit + 1);
+    assert_eq!(
+        rig.post(&over, NOW_MS).await,
+        Err(IngestError::PayloadTooLarge {
+            size: limit + 1,
+            limit
+        })
+    );
+    assert_eq!(
+        rig.ledger.len(),
+        1,
+        "only the body at the limit is recorded"
+    );
+    assert_eq!(rig.queue.sent().len(), 1);
+}
+
+#[tokio::test]
+async fn a_duplicate_inside_the_lease_is_told_to_retry_when_the_lease_ends() {
+    // (ms after the first attempt, the Retry-After it is told): rounded up, never 0.
+    for (later_ms, retry_after) in [(1, 30), (999, 30), (1_000, 29), (29_000, 1), (29_999, 1)] {
+        let rig = rig();
+        rig.post(&body("evt_1", ""), NOW_MS).await.unwrap();
+        let error = rig
+            .post(&body("evt_1", ""), NOW_MS + later_ms)
+            .await
+            .unwrap_err();
+        let answer = error.answer();
+        assert_eq!(
+            (answer.status, answer.retry_after_secs),
+            (503, Some(retry_after)),
+            "{later_ms} ms after"
+        );
+        assert_eq!(
+            rig.queue.sent().len(),
+            1,
+            "{later_ms} ms after: not sent again"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_lease_ends_at_its_last_millisecond_and_a_take_over_holds_a_fresh_one() {
+    let rig = rig();
+    rig.post(&body("evt_1", ""), NOW_MS).await.unwrap();
+    let end = NOW_MS + LEASE_MS;
+    let early = rig.post(&body("evt_1", ""), end - 1).await.unwrap_err();
+    assert_eq!(early.answer().retry_after_secs, Some(1));
+    assert_eq!(
+        rig.post(&body("evt_1", ""), end).await,
+        Ok(Ingested::Duplicate {
+            resent: true,
+            body_conflict: false
+        }),
+        "at the lease's end the first attempt is gone: taken over"
+    );
+    assert_eq!(rig.queue.sent().len(), 2);
+    assert_eq!(
+        rig.ledger.get("evt_1").unwrap().lease_until_ms,
+        end + LEASE_MS
+    );
+    // The attempt that took it over may still be sending: the next one waits a whole lease.
+    let next = rig.post(&body("evt_1", ""), end + 1).await.unwrap_err();
+    assert_eq!(
+        (next.status(), next.answer().retry_after_secs),
+        (503, Some(30))
+    );
+    assert_eq!(rig.queue.sent().len(), 2);
+}
+
+/// Posts `body` signed with `secret` at `at_ms`, re-reading the secrets from `source` when no
+/// configured one verifies it.
+async fn post_with_keys(
+    ingest: &Ingest<Arc<MemoryLedger>, Arc<MemoryQueue>>,
+    body: &[u8],
+    secret: &str,
+    at_ms: u64,
+    source: &MemoryKeys,
+) -> Result<Receipt, IngestError> {
+    let signature = signature_header(at_ms / 1000, body, &[&WebhookSecret::new(secret)]);
+    let req = Inbound {
+        method: "POST",
+        signature: Some(&signature),
+        webhook_id: None,
+        body,
+    };
+    ingest.handle_with_keys(&req, at_ms, source).await
+}
+
+fn live_key(secret: &str) -> SigningKey {
+    SigningKey::new("live", &WebhookSecret::new(secret))
+}
+
+#[tokio::test]
+async fn after_a_rotation_the_new_secret_verifies_on_a_warm_instance_and_the_old_one_is_gone() {
+    const ROTATED: &str = "whsec_live_rotated_0123456789";
+    let rig = rig();
+    // The instance started with LIVE; the secret store now holds only the rotated secret.
+    let source = MemoryKeys::new(vec![live_key(ROTATED)]);
+    let new = post_with_keys(&rig.ingest, &body("evt_1", ""), ROTATED, NOW_MS, &source).await;
+    assert_eq!(new.map(|r| r.ingested), Ok(Ingested::New));
+    assert_eq!(source.reads(), 1, "one read, then verified");
+    assert_eq!(
+        rig.ledger.get("evt_1").unwrap().delivery.secret_label,
+        "live"
+    );
+    let old = post_with_keys(
+        &rig.ingest,
+        &body("evt_2", ""),
+        LIVE,
+        NOW_MS + 1_000,
+        &source,
+    )
+    .await;
+    assert!(
+        matches!(
+            old,
+            Err(IngestError::Signature(
+                SignatureError::SignatureMismatch { .. }
+            ))
+        ),
+        "{old:?}"
+    );
+    assert_eq!(rig.ledger.len(), 1);
+}
+
+#[tokio::test]
+async fn forged_signatures_reread_the_secrets_at_most_once_a_minute() {
+    let rig = rig();
+    let source = MemoryKeys::new(vec![live_key(LIVE)]);
+    let forged = |i: u64| body(&format!("evt_forged{i}"), "");
+    // No signature at all is no sign of a rotation: nothing is read.
+    let req = Inbound {
+        method: "POST",
+        signature: None,
+        webhook_id: None,
+        body: &forged(0),
+    };
+    let missing = rig.ingest.handle_with_keys(&req, NOW_MS, &source).await;
+    assert_eq!(missing.unwrap_err().status(), 401);
+    assert_eq!(source.reads(), 0);
+    // (ms after the first forgery, reads in all): the window is one minute, its end included.
+    for (after_ms, reads) in [(0, 1), (1, 1), (59_999, 1), (60_000, 2), (60_001, 2)] {
+        let answer = post_with_keys(
+            &rig.ingest,
+            &forged(after_ms),
+            "whsec_live_attacker",
+            NOW_MS + after_ms,
+            &source,
+        )
+        .await;
+        assert_eq!(answer.unwrap_err().status(), 401, "{after_ms} ms after");
+        assert_eq!(source.reads(), reads, "{after_ms} ms after");
+    }
+    assert!(rig.ledger.is_empty());
+    // The secrets did not change: the genuine one still verifies.
+    let genuine = post_with_keys(&rig.ingest, &body("evt_1", ""), LIVE, NOW_MS, &source).await;
+    assert_eq!(genuine.map(|r| r.ingested), Ok(Ingested::New));
+}
+
+const TEST: &str = "whsec_test_0123456789abcdef";
+
+/// Ingest holding the live and the sandbox secret, on `ledger`.
+fn both_environments<L: crate::ingest::DeliveryLedger>(
+    ledger: L,
+) -> (Ingest<L, Arc<MemoryQueue>>, Arc<MemoryQueue>) {
+    let verifier = Verifier::new(
+        vec![
+            live_key(LIVE),
+            SigningKey::new("test", &WebhookSecret::new(TEST)),
+        ],
+        300,
+    );
+    let queue = Arc::new(MemoryQueue::new());
+    let ingest = Ingest::new(
+        verifier,
+        ledger,
+        Arc::clone(&queue),
+        IngestSettings::default(),
+    );
+    (ingest, queue)
+}
+
+#[tokio::test]
+async fn the_reuse_of_an_id_is_counted_once_when_found_not_on_every_retry() {
+    let ledger = Arc::new(MemoryLedger::new());
+    let (ingest, queue) = both_environments(Arc::clone(&ledger));
+    let live = body("evt_y", r#","is_test":false"#);
+    let sandbox = body("evt_y", r#","is_test":true"#);
+    post_receipt(&ingest, &live, LIVE).await.unwrap();
+    let reuse = post_receipt(&ingest, &sandbox, TEST).await.unwrap();
+    assert!(reuse.cross_environment);
+    let sandbox_key = delivery_key(Some(Environment::Test), "evt_y");
+    ledger.mark_processed(&sandbox_key);
+    ledger.mark_processed("evt_y");
+    let calls = ledger.calls();
+    for (body, secret) in [(&sandbox, TEST), (&live, LIVE)] {
+        let retry = post_receipt(&ingest, body, secret).await.unwrap();
+        assert!(
+            matches!(retry.ingested, Ingested::Duplicate { .. }),
+            "{secret}"
+        );
+        assert!(
+            !retry.cross_environment,
+            "{secret}: counted when it was new"
+        );
+    }
+    assert_eq!(
+        ledger.calls(),
+        calls + 2,
+        "a retry costs its one conditional write, no read"
+    );
+    assert_eq!(queue.sent().len(), 2);
+}
+
+/// A ledger holding, besides `ledger`'s records, one `old` record under its bare `event_id`: a
+/// sandbox delivery recorded before the environment was part of the key.
+struct WithOldRecord {
+    ledger: MemoryLedger,
+    old: crate::ingest::ExistingDelivery,
+}
+
+impl crate::ingest::DeliveryLedger for WithOldRecord {
+    async fn record(
+        &self,
+        delivery: &Delivery,
+        lease_until_ms: u64,
+    ) -> Result<crate::ingest::Recorded, crate::ingest::PortError> {
+        if delivery.key() == self.old.delivery.event_id {
+            return Ok(crate::ingest::Recorded::Existing(Box::new(
+                self.old.clone(),
+            )));
+        }
+        self.ledger.record(delivery, lease_until_ms).await
+    }
+
+    async fn find(
+        &self,
+        key: &str,
+    ) -> Result<Option<crate::ingest::ExistingDelivery>, crate::ingest::PortError> {
+        if key == self.old.delivery.event_id {
+            return Ok(Some(self.old.clone()));
+        }
+        self.ledger.find(key).await
+    }
+
+    async fn take_over(
+        &self,
+        key: &str,
+        seen_lease_ms: u64,
+        new_lease_ms: u64,
+    ) -> Result<crate::ingest::TakeOver, crate::ingest::PortError> {
+        self.ledger
+            .take_over(key, seen_lease_ms, new_lease_ms)
+            .await
+    }
+
+    async fn release(&self, key: &str, lease_ms: u64) -> Result<(), crate::ingest::PortError> {
+        self.ledger.release(key, lease_ms).await
+    }
+
+    async fn mark_conflict(
+        &self,
+        key: &str,
+        body_sha256: &str,
+        at_ms: u64,
+    ) -> Result<(), crate::ingest::PortError> {
+        self.ledger.mark_conflict(key, body_sha256, at_ms).await
+    }
+}
+
+#[tokio::test]
+async fn a_sandbox_record_keyed_before_the_environment_is_no_reuse_and_refuses_a_live_one_by_name()
+{
+    let sandbox = body("evt_old", r#","is_test":true"#);
+    // What the sandbox delivery recorded then: its environment, under the bare id.
+    let (recorder, _) = both_environments(MemoryLedger::new());
+    let mut old = recorder
+        .admit(
+            &Inbound {
+                method: "POST",
+                signature: Some(&signature_header(
+                    NOW_MS / 1000,
+                    &sandbox,
+                    &[&WebhookSecret::new(TEST)],
+                )),
+                webhook_id: None,
+                body: &sandbox,
+            },
+            NOW_MS,
+        )
+        .unwrap();
+    old.received_at_ms -= 86_400_000;
+    let old = crate::ingest::ExistingDelivery {
+        delivery: old,
+        state: DeliveryState::Processed,
+        lease_until_ms: 0,
+    };
+    let (ingest, queue) = both_environments(WithOldRecord {
+        ledger: MemoryLedger::new(),
+        old,
+    });
+    // Its own environment's delivery, under today's key: recorded, and no reuse to count.
+    let again = post_receipt(&ingest, &sandbox, TEST).await.unwrap();
+    assert_eq!(
+        (again.ingested, again.cross_environment),
+        (Ingested::New, false)
+    );
+    // A live delivery of that id finds the sandbox record under its own key: refused, named.
+    let live = body("evt_old", r#","is_test":false"#);
+    let refused = post_receipt(&ingest, &live, LIVE).await.unwrap_err();
+    assert_eq!(
+        refused,
+        IngestError::EnvironmentConflict {
+            recorded: "test".into(),
+            received: "live".into()
+        }
+    );
+    assert_eq!(refused.status(), 409);
+    assert_eq!(queue.sent().len(), 1, "only the sandbox delivery was sent");
+}
+
+#[tokio::test]
+async fn a_live_delivery_of_an_id_an_unlabelled_secret_recorded_is_refused_and_names_both() {
+    const UNLABELLED: &str = "whsec_0123456789abcdef";
+    let verifier = Verifier::new(
+        vec![
+            SigningKey::new("primary", &WebhookSecret::new(UNLABELLED)),
+            live_key(LIVE),
+        ],
+        300,
+    );
+    let ledger = Arc::new(MemoryLedger::new());
+    let queue = Arc::new(MemoryQueue::new());
+    let ingest = Ingest::new(
+        verifier,
+        Arc::clone(&ledger),
+        Arc::clone(&queue),
+        IngestSettings::default(),
+    );
+    let first = post_receipt(&ingest, &body("evt_u", ""), UNLABELLED)
+        .await
+        .unwrap();
+    assert_eq!(first.ingested, Ingested::New);
+    assert_eq!(ledger.get("evt_u").unwrap().delivery.environment, None);
+    let refused = post_receipt(&ingest, &body("evt_u", ""), LIVE)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused,
+        IngestError::EnvironmentConflict {
+            recorded: "unlabelled".into(),
+            received: "live".into()
+        }
+    );
+    assert_eq!(
+        ledger.get("evt_u").unwrap().delivery.environment,
+        None,
+        "the record is kept as it was"
+    );
+    assert_eq!(queue.sent().len(), 1);
 }

@@ -12,6 +12,7 @@ mod confirm;
 mod exceptions;
 mod fulfil;
 mod ingest;
+mod outbound;
 mod projects;
 mod reconcile;
 mod release;

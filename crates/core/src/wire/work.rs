@@ -190,6 +190,24 @@ mod tests {
     }
 
     #[test]
+    fn a_stored_state_reads_back_as_written_and_an_unknown_one_as_received() {
+        // The names the ledger's records already carry: renaming one strands them.
+        assert_eq!(DeliveryState::Received.as_str(), "received");
+        assert_eq!(DeliveryState::Processed.as_str(), "processed");
+        for state in [DeliveryState::Received, DeliveryState::Processed] {
+            assert_eq!(DeliveryState::parse(state.as_str()), state);
+        }
+        // The safe side: a record read as received may be sent again, never skipped.
+        for unknown in ["", "Processed", "PROCESSED", "done"] {
+            assert_eq!(
+                DeliveryState::parse(unknown),
+                DeliveryState::Received,
+                "{unknown}"
+            );
+        }
+    }
+
+    #[test]
     fn foreign_messages_are_refused() {
         assert_eq!(
             WorkItem::decode(r#"{"event_id":"evt_1"}"#),

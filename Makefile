@@ -7,7 +7,7 @@ CARGO ?= cargo
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help deps test unit lint lambda-deps cli-deps template-check dev bench fuzz-smoke lambda-build sam-build watch invoke sam-local measure-startup clean
+.PHONY: help deps test unit lint lambda-deps cli-deps template-check dev bench fuzz-smoke mutants lambda-build sam-build watch invoke sam-local measure-startup clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -90,6 +90,30 @@ fuzz-smoke: $(TOOLS)/bin/cargo-fuzz ## run each fuzz target briefly (FUZZ_SECOND
 	    -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 2>&1 | grep -E '^(Done|stat::number_of_executed_units|SUMMARY)|panicked' ; \
 	  test $${PIPESTATUS[0]} -eq 0 || exit 1; \
 	done
+
+$(TOOLS)/bin/cargo-mutants:
+	$(CARGO) install --locked --quiet --root $(TOOLS) cargo-mutants --version 27.1.0
+
+# cargo-mutants over core's product files (wire, money, roads, port.rs), each mutant judged by
+# core's fast tests alone: a mutant they miss is a rule no fast test pins. The test kit (memory
+# twins, model, oracle, world, schemas) is excluded: the contract and model tests prove it.
+# SHARD=k/8 runs one eighth (k = 0 … 7); without it the eight run in turn. Each shard's report
+# is kept in target/mutants/<k>/mutants.out (missed.txt, caught.txt, …). Not part of `make test`:
+# one shard takes minutes.
+MUTANTS_SHARDS := 8
+MUTANTS_TIMEOUT ?= 60
+MUTANTS_ARGS := --package paymos-inbox-core --test-workspace false --cargo-arg=--locked \
+  --file 'crates/core/src/wire/**' --file 'crates/core/src/money/**' \
+  --file 'crates/core/src/roads/**' --file crates/core/src/port.rs \
+  --exclude 'crates/core/src/testkit/**' --exclude 'crates/core/src/tests/**' \
+  --timeout $(MUTANTS_TIMEOUT) --build-timeout 600 --colors never
+mutants: $(TOOLS)/bin/cargo-mutants ## mutation testing of core's rules by its fast tests: make mutants SHARD=k/8 (k = 0 … 7), or all shards
+	@shards="$(if $(SHARD),$(SHARD),$(shell seq -s ' ' -f '%g/$(MUTANTS_SHARDS)' 0 $$(($(MUTANTS_SHARDS) - 1))))"; rc=0; \
+	  for shard in $$shards; do \
+	    echo "== shard $$shard"; \
+	    $(TOOLS)/bin/cargo-mutants mutants $(MUTANTS_ARGS) --shard $$shard --output target/mutants/$${shard%%/*} || rc=$$?; \
+	  done; \
+	  exit $$rc
 
 test: deps lint lambda-deps cli-deps template-check ## install what is needed, then run every test (unit, emulator, template, fuzz smoke)
 	$(CARGO) test --workspace --all-targets --locked

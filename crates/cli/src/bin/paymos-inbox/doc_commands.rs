@@ -5,13 +5,23 @@ use clap::Parser;
 
 use crate::Cli;
 
-/// The documents, by path from the crate root.
+/// The documents, by path from the crate root: the README, `docs/`, and the CHANGELOG's
+/// upgrade checklist (the rest of the CHANGELOG is history, in the words of its time).
 fn documents() -> Vec<(String, String)> {
     let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
-    let mut out = vec![(
-        "README.md".to_owned(),
-        std::fs::read_to_string(root.join("README.md")).expect("README.md"),
-    )];
+    let changelog = std::fs::read_to_string(root.join("CHANGELOG.md")).expect("CHANGELOG.md");
+    let upgrading = changelog
+        .split("### Upgrading")
+        .nth(1)
+        .and_then(|rest| rest.split("\n### ").next())
+        .expect("the CHANGELOG has an Upgrading checklist");
+    let mut out = vec![
+        (
+            "README.md".to_owned(),
+            std::fs::read_to_string(root.join("README.md")).expect("README.md"),
+        ),
+        ("CHANGELOG.md, Upgrading".to_owned(), upgrading.to_owned()),
+    ];
     for entry in std::fs::read_dir(root.join("docs")).expect("docs/") {
         let path = entry.expect("a docs/ entry").path();
         if path.extension().is_some_and(|e| e == "md") {
@@ -289,8 +299,9 @@ fn every_name_the_documents_give_exists_in_the_template_or_the_code() {
     let samconfig = std::fs::read_to_string(root().join("samconfig.toml")).unwrap();
     let mut code = String::new();
     sources(&root().join("crates"), &mut code);
-    // Properties of AWS resources the documents name to say the template does not set them.
-    let not_ours = ["PropagateTags"];
+    // Properties of AWS resources the documents name to say the template does not set them,
+    // and what the SAM CLI passes CloudFormation for a parameter it is not given.
+    let not_ours = ["PropagateTags", "UsePreviousValue"];
     let mut missing = Vec::new();
     for (name, text) in documents() {
         for (i, span) in text.split('`').enumerate() {

@@ -11,6 +11,7 @@
 
 mod check;
 mod cli;
+mod deploy_lines;
 mod exceptions;
 mod exits;
 mod handoff;

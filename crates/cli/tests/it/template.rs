@@ -237,7 +237,8 @@ fn each_function_gets_every_variable_its_binary_reads_and_no_secret() {
     let ingest = env_vars(&t, "IngestFunction");
     IngestConfig::from_lookup(|k| {
         ingest.get(k).map(|_| {
-            if k == config::BODY_RETENTION_DAYS {
+            // Both retentions are at least 7 days.
+            if k == config::BODY_RETENTION_DAYS || k == config::DELIVERY_RETENTION_DAYS {
                 "90".to_owned()
             } else {
                 "1".to_owned()
@@ -942,4 +943,169 @@ fn the_largest_body_the_template_accepts_fits_one_sqs_message() {
         usize::try_from(max).unwrap(),
         paymos_inbox_core::ingest::LIMIT_MAX_BODY_BYTES
     );
+}
+
+/// The rows of the first markdown table in `text` whose header starts with `| {first} |`: each
+/// row's cells, trimmed.
+fn table_rows(text: &str, first: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .skip_while(|l| !l.starts_with(&format!("| {first} |")))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            l.trim_matches('|')
+                .split(" | ")
+                .map(|c| c.trim().to_owned())
+                .collect()
+        })
+        .collect()
+}
+
+/// A parameter's value as the docs write it: `` `value` ``, or "empty".
+fn documented(v: &Value) -> String {
+    match v {
+        Value::String(s) if s.is_empty() => "empty".to_owned(),
+        Value::String(s) => format!("`{s}`"),
+        Value::Number(n) => format!("`{n}`"),
+        other => panic!("a default of another kind: {other:?}"),
+    }
+}
+
+// Issue 42, item 9: `docs/deploy.md` never named `WebhookMaxConcurrency` and gave no default for
+// about ten parameters.
+#[test]
+fn every_parameter_has_a_row_in_deploy_md_with_its_default_and_bounds() {
+    let t = template();
+    let chapter = include_str!("../../../../docs/deploy.md");
+    let rows = table_rows(chapter, "parameter");
+    let mut failures = Vec::new();
+    for (name, p) in t["Parameters"].as_mapping().unwrap() {
+        let name = name.as_str().unwrap();
+        let Some(row) = rows.iter().find(|r| r[0] == format!("`{name}`")) else {
+            failures.push(format!(
+                "{name}: no row in docs/deploy.md's parameter table"
+            ));
+            continue;
+        };
+        let default = documented(&p["Default"]);
+        if row[1] != default {
+            failures.push(format!(
+                "{name}: default {default}, the table says {}",
+                row[1]
+            ));
+        }
+        let allowed = &row[2];
+        for bound in ["MinValue", "MaxValue"] {
+            if let Some(n) = p[bound].as_u64()
+                && !allowed.contains(&n.to_string())
+            {
+                failures.push(format!("{name}: {bound} {n} not in {allowed:?}"));
+            }
+        }
+        for value in p["AllowedValues"].as_sequence().into_iter().flatten() {
+            let value = match value {
+                Value::String(s) => s.clone(),
+                other => format!("{}", other.as_u64().unwrap()),
+            };
+            if !allowed.contains(&value) {
+                failures.push(format!("{name}: allowed {value} not in {allowed:?}"));
+            }
+        }
+        if row.get(3).is_none_or(String::is_empty) {
+            failures.push(format!("{name}: says nothing about what it sets"));
+        }
+    }
+    for row in &rows {
+        let name = row[0].trim_matches('`');
+        if t["Parameters"][name].is_null() {
+            failures.push(format!("docs/deploy.md documents {name}, not a parameter"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+// Issue 42, item 9: three function variables were missing from `docs/deploy.md`'s table.
+#[test]
+fn every_function_variable_has_a_row_naming_its_functions() {
+    let t = template();
+    let chapter = include_str!("../../../../docs/deploy.md");
+    let rows = table_rows(chapter, "variable");
+    let functions = [
+        ("IngestFunction", "ingest"),
+        ("FulfilFunction", "fulfil"),
+        ("SweepFunction", "sweep"),
+        ("ReconcileFunction", "reconcile"),
+        ("PublisherFunction", "publish"),
+        ("DeliverFunction", "deliver"),
+    ];
+    let mut failures = Vec::new();
+    for (function, short) in functions {
+        for variable in env_vars(&t, function).keys() {
+            let row = rows.iter().find(|r| {
+                r[0].split(", ")
+                    .any(|v| v.trim_matches('`') == variable.as_str())
+            });
+            match row {
+                None => failures.push(format!("{variable} ({short}): no row in docs/deploy.md")),
+                Some(row) if !row[1].split(", ").any(|f| f == short || f == "all") => {
+                    failures.push(format!(
+                        "{variable}: its row does not name {short}: {}",
+                        row[1]
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+// Issue 42, item 9: `MisconfiguredAlarm`, the throttle alarms, `IngestInvocationsSpikeAlarm` and
+// `DeliverErrorsAlarm` had no row. The template sets no `AlarmName`: a notification names the
+// alarm `<stack>-<logical id>-<suffix>`, so each row names the logical id.
+#[test]
+fn every_alarm_has_a_row_in_the_on_call_table_with_what_to_do() {
+    let t = template();
+    assert!(
+        of_type(&t, "AWS::CloudWatch::Alarm")
+            .iter()
+            .all(|(_, a)| a["Properties"]["AlarmName"].is_null()),
+        "an AlarmName would change the name a notification carries: update docs/operating.md"
+    );
+    let chapter = include_str!("../../../../docs/operating.md");
+    let rows = table_rows(chapter, "alarm");
+    let mut failures = Vec::new();
+    for (name, _) in of_type(&t, "AWS::CloudWatch::Alarm") {
+        let row = rows.iter().find(|r| r[0].contains(&format!("`{name}`")));
+        match row {
+            None => failures.push(format!("{name}: no row in docs/operating.md's alarm table")),
+            Some(row) if row.len() < 4 || row[3].is_empty() => {
+                failures.push(format!("{name}: its row says nothing to do"));
+            }
+            Some(_) => {}
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+// Issue 42, item 9: `Misconfigured`, `ReconcileFindings`, `WebhookAttempts` and
+// `WebhookLatencyMs` were emitted and documented nowhere.
+#[test]
+fn every_metric_the_code_emits_has_a_row_in_the_metrics_table() {
+    use paymos_inbox_lambda::telemetry::metric;
+    let chapter = include_str!("../../../../docs/operating.md");
+    let rows = table_rows(chapter, "metric");
+    let documented: Vec<&str> = rows.iter().map(|r| r[0].trim_matches('`')).collect();
+    for name in metric::ALL {
+        assert!(
+            documented.contains(&name),
+            "{name}: no row in docs/operating.md's metrics table"
+        );
+    }
+    for name in &documented {
+        assert!(
+            metric::ALL.contains(name),
+            "docs/operating.md documents {name}, which the code never emits"
+        );
+    }
 }

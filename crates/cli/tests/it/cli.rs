@@ -107,3 +107,65 @@ fn verify_command_names_the_matching_secret_and_never_prints_secrets() {
         "{out}"
     );
 }
+
+// Issue 42, item 12: `paymos-inbox completions bash | head` panicked (exit 101) on the closed
+// pipe.
+#[test]
+fn completions_into_a_pipe_closed_early_exit_zero() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+        .args(["completions", "bash"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run paymos-inbox");
+    // The reader goes away before reading a byte, as `head -c0` would.
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+// Issue 42, item 12: a missing folder is the caller's to fix (exit 2), not an unreachable
+// service (exit 4).
+#[test]
+fn events_refresh_without_its_folder_is_bad_input() {
+    let dir = std::env::temp_dir().join(format!("refresh-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+        .args(["events", "refresh"])
+        .current_dir(&dir)
+        .output()
+        .expect("run paymos-inbox");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--dir"), "says how to name it: {stderr}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+// Issue 42, item 5: the top-level help and `release --help` said it releases an unconfirmed
+// invoice; the code refuses that and points at `recheck`.
+#[test]
+fn release_is_described_as_the_code_does_it() {
+    let help = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+            .args(args)
+            .output()
+            .expect("run paymos-inbox");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let top = help(&["--help"]);
+    let release = top
+        .lines()
+        .find(|l| l.trim_start().starts_with("release "))
+        .expect("release in the list");
+    assert!(!release.contains("unconfirmed"), "{release}");
+    let long = help(&["release", "--help"]);
+    assert!(long.contains("recheck"), "{long}");
+    assert!(!long.contains("paid-late or unconfirmed"), "{long}");
+    let operating = include_str!("../../../../docs/operating.md");
+    assert!(
+        !operating.contains("or an\nunconfirmed `invoice.paid`"),
+        "docs/operating.md says release ships an unconfirmed payment"
+    );
+}

@@ -565,3 +565,54 @@ async fn send_finds_dev_on_whatever_port_it_chose() {
         assert!(ok && out.contains("\"status\":200"), "{how}: {out}");
     }
 }
+
+// Issue 42, item 6: `send --wait` after `dev` posted to dev (found by ./dev.json) and then read
+// the stack samconfig.toml names: "no AWS region" (exit 2), or 60 s on the deployed sandbox
+// stack's table for an event that went to dev. It now waits where it sent.
+#[tokio::test]
+async fn send_wait_after_dev_waits_on_devs_tables() {
+    let dev = dev(None).await;
+    let dir = std::env::temp_dir().join(unique("clone"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("dev.json"),
+        serde_json::to_string(&dev.info).unwrap(),
+    )
+    .unwrap();
+    // A clone's top folder: samconfig.toml names a deployed stack.
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../samconfig.toml"),
+        dir.join("samconfig.toml"),
+    )
+    .unwrap();
+    let (code, out) = tokio::task::spawn_blocking(move || {
+        let out = Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+            .args([
+                "send",
+                "--type",
+                "invoice.paid",
+                "--resource",
+                "inv_wait_dev",
+            ])
+            .args(["--secret", TEST_SECRET, "--wait", "--json"])
+            .current_dir(&dir)
+            .env_remove("PAYMOS_WEBHOOK_SECRET")
+            .env_remove("AWS_REGION")
+            .env_remove("AWS_DEFAULT_REGION")
+            .env_remove("AWS_PROFILE")
+            .env_remove("AWS_ENDPOINT_URL_DYNAMODB")
+            .env_remove("AWS_ENDPOINT_URL_SQS")
+            .env("HOME", &dir)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("\"applied\":true"), "{out}");
+}

@@ -1,6 +1,6 @@
 //! The `paymos-inbox` command line: the merchant's tools around the receiver.
 
-use std::io::Read;
+use std::io::{Read, Write as _};
 use std::process::ExitCode;
 
 use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
@@ -87,7 +87,7 @@ enum Command {
     /// HTTP answers are checked for any receiver; the orders are counted through a probe (--orders-cmd, --orders-url, or our tables with
     /// --dev-info / --stack-name). With --api-key and --api-secret, step 5 compares with
     /// Paymos' paid invoices. Exit 1 if a step fails, 3 if none failed but one is unproven
-    /// (no probe of the orders, no API key).
+    /// (no probe of the orders, no API key), 4 if nothing answers at the receiver's address.
     ///
     /// Example, against `dev --slow 11` (so retries collide with a first attempt past 10 s):
     ///   paymos-inbox check http://127.0.0.1:8787/ --dev-info dev.json
@@ -120,18 +120,22 @@ enum Command {
     MarkPaid(ops::MarkPaidArgs),
     /// Everything waiting for a person, with why and what to do
     ///
-    /// Held, paid-late and duplicate-payment invoices, unconfirmed and unusable deliveries,
-    /// dead letters. Exit 1 when something waits (a cron job can alert on it).
+    /// Held, paid-late and duplicate-payment invoices, payments whose order is known nowhere
+    /// (order_unknown), unconfirmed and unusable deliveries, dead letters. Exit 1 when
+    /// something waits (a cron job can alert on it). Once after an upgrade that adds the
+    /// indexes: --reindex.
     ///
     /// Example:
     ///   paymos-inbox exceptions --stack-name paymos-inbox-live --json
     #[command(verbatim_doc_comment)]
     Exceptions(exceptions::ExceptionsArgs),
-    /// Fulfil a held, paid-late or unconfirmed invoice on a person's word
+    /// Fulfil a held or paid-late payment on a person's word
     ///
     /// Through the same conditional writes as a webhook (a racing webhook or a second release
     /// changes nothing); leaves released_by, released_at and release_reason on the invoice.
-    /// Exit 1 when refused.
+    /// An invoice only an unconfirmed delivery names (a forgery would look alike) is refused
+    /// with the `recheck` to run, and so are unknown and open invoices, invoices with no known
+    /// order and those whose refund waits unconfirmed. Exit 1 when refused.
     ///
     /// Example:
     ///   paymos-inbox release inv_42 --actor alice --reason "customer confirmed by email"
@@ -140,11 +144,12 @@ enum Command {
     /// Ask Paymos again about unconfirmed deliveries and apply what it confirms
     ///
     /// One resource (inv_…, wdr_…, pcd_…) or all. The environment is the stack's (its outputs,
-    /// or `dev`), unless --environment names it. Exit 1 while something still waits.
+    /// or `dev`), unless --environment names it. Paymos' API key from --api-key/--api-secret
+    /// or PAYMOS_API_KEY/PAYMOS_API_SECRET. Exit 1 while something still waits.
     ///
     /// Examples:
-    ///   paymos-inbox recheck inv_42 --stack-name paymos-inbox-live
-    ///   paymos-inbox recheck --all-unconfirmed --dev-info dev.json
+    ///   PAYMOS_API_KEY=… PAYMOS_API_SECRET=… paymos-inbox recheck inv_42 --stack-name paymos-inbox-live
+    ///   PAYMOS_API_KEY=… PAYMOS_API_SECRET=… paymos-inbox recheck --all-unconfirmed --dev-info dev.json
     #[command(verbatim_doc_comment)]
     Recheck(exceptions::RecheckArgs),
     /// Register orders for the amount guard
@@ -156,9 +161,10 @@ enum Command {
     Orders(exceptions::OrdersCommand),
     /// Compare Paymos' paid invoices with the fulfilments here
     ///
-    /// Through its API (the official paymos crate): MISSING, DOUBLE (per order), DUPLICATE
-    /// PAYMENT, UNKNOWN; and re-reads invoices still open here. --apply fulfils the missing
-    /// ones through the same conditional transition as a webhook. Exit 1 if anything needs a
+    /// Through its API (the official paymos crate): MISSING, PAID_LATE, REFUNDED, DOUBLE (per
+    /// order), DUPLICATE PAYMENT, UNKNOWN; and re-reads invoices still open here. --apply
+    /// fulfils the missing ones through the same conditional transition as a webhook (late ones
+    /// wait as paid_late, refunded ones are never fulfilled). Exit 1 if anything needs a
     /// person.
     ///
     /// Example:
@@ -394,15 +400,7 @@ fn main() -> ExitCode {
         Command::Soak(args) => runtime().block_on(ops::soak(args)),
         Command::BenchE2e(args) => runtime().block_on(ops::bench_e2e(args)),
         Command::Verify(args) => verify(&args),
-        Command::Completions { shell } => {
-            clap_complete::generate(
-                shell,
-                &mut command_line(),
-                "paymos-inbox",
-                &mut std::io::stdout(),
-            );
-            ExitCode::SUCCESS
-        }
+        Command::Completions { shell } => completions(shell),
         Command::Events(EventsCommand::Tail(args)) => runtime().block_on(handoff::tail(args)),
         Command::Events(EventsCommand::Since(args)) => runtime().block_on(handoff::since(args)),
         Command::Events(EventsCommand::Resend(args)) => runtime().block_on(handoff::resend(args)),
@@ -417,6 +415,11 @@ fn main() -> ExitCode {
                 Some(Err(e)) => return exit::Failure::usage(format!("--at {e}")).report(),
             };
             let secret = paymos_inbox_core::signature::WebhookSecret::new(secret);
+            if !dir.is_dir() {
+                return exit::Failure::usage(format!("--dir {}: no such folder", dir.display()))
+                    .next("run it from the clone's top folder (events/ is there), or name the folder with --dir")
+                    .report();
+            }
             match paymos_inbox::local::events::refresh(&dir, &secret, at) {
                 Ok(files) => {
                     for f in files {
@@ -427,6 +430,20 @@ fn main() -> ExitCode {
                 Err(e) => failed(e),
             }
         }
+    }
+}
+
+/// Prints the completion script. A reader that stops early (`| head`) is not a failure: the
+/// script is written whole, and a closed pipe ends the command with 0.
+fn completions(shell: clap_complete::Shell) -> ExitCode {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut command_line(), "paymos-inbox", &mut script);
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(&script).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            exit::Failure::unreachable(format!("could not write the script: {e}")).report()
+        }
+        _ => ExitCode::SUCCESS,
     }
 }
 

@@ -141,12 +141,21 @@ pub async fn run(args: SendArgs) -> ExitCode {
     if secrets.is_empty() || secrets.len() > 2 {
         return Failure::usage("give one --secret, or two for a rotation header").report();
     }
-    let url = match &args.url {
-        Some(url) => url.clone(),
-        None => args
-            .stack
-            .dev_ingest_url()
-            .unwrap_or_else(|| format!("http://127.0.0.1:{DEFAULT_PORT}/")),
+    // Without --url, `send` posts to `dev` (its --dev-info, else ./dev.json): --wait then reads
+    // that `dev`'s tables, never a stack samconfig.toml names.
+    let (url, stack) = match &args.url {
+        Some(url) => (url.clone(), args.stack.clone()),
+        None => match args.stack.dev_ingest_url() {
+            Some(url) => (
+                url,
+                args.stack
+                    .or_dev_info(std::path::Path::new(crate::stack::DEV_INFO_FILE)),
+            ),
+            None => (
+                format!("http://127.0.0.1:{DEFAULT_PORT}/"),
+                args.stack.clone(),
+            ),
+        },
     };
     if let Err(e) = receiver_url(&url) {
         return e.report();
@@ -190,7 +199,7 @@ pub async fn run(args: SendArgs) -> ExitCode {
         return ExitCode::from(crate::EXIT_NEEDS_A_PERSON);
     }
     if args.wait {
-        match wait_for_outcomes(&args, &ids).await {
+        match wait_for_outcomes(&args, &stack, &ids).await {
             Ok(true) => {}
             Ok(false) => return ExitCode::from(crate::EXIT_NEEDS_A_PERSON),
             Err(e) => return e.report(),
@@ -282,8 +291,12 @@ impl One<'_> {
 }
 
 /// `--wait`: each delivery's outcome from the stack's ledger; whether all were applied.
-async fn wait_for_outcomes(args: &SendArgs, sent: &[String]) -> Result<bool, Failure> {
-    let stack = args.stack.resolve().await?;
+async fn wait_for_outcomes(
+    args: &SendArgs,
+    stack: &crate::stack::StackArgs,
+    sent: &[String],
+) -> Result<bool, Failure> {
+    let stack = stack.resolve().await?;
     let table = crate::stack::Stack::need(&stack.deliveries, "deliveries-table")?.to_owned();
     let ledger = paymos_inbox_aws::dynamodb::DynamoLedger::new(stack.dynamodb, table, None);
     let environment = args

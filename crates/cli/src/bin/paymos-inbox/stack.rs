@@ -141,6 +141,17 @@ impl StackArgs {
             .map(|info| info.ingest_url)
     }
 
+    /// These arguments reading `dev`'s JSON line from `file` when nothing else names the
+    /// receiver: where `send` posted after finding `dev` by that file, `--wait` reads.
+    #[must_use]
+    pub fn or_dev_info(&self, file: &std::path::Path) -> Self {
+        let mut args = self.clone();
+        if !self.given() {
+            args.dev_info = Some(file.to_owned());
+        }
+        args
+    }
+
     pub fn given(&self) -> bool {
         self.dev_info.is_some()
             || self.stack_name.is_some()

@@ -665,3 +665,41 @@ fn kms_grants_come_only_with_the_key_and_name_only_it() {
     }
     assert_eq!(functions, 6, "every function was read");
 }
+
+// Issue 42, item 10: docs/deploy.md's IAM sentences left out ingest's `GetItem`, the sweep's
+// `Query` on `waiting` and the deliver function. Each function's bullet there names every
+// action its policies grant (KMS has its own bullet).
+#[test]
+fn every_granted_action_is_named_in_deploy_mds_iam_bullets() {
+    let chapter = include_str!("../../../../docs/deploy.md");
+    let bullet = |short: &str| {
+        let start = chapter
+            .find(&format!("- **{short}**"))
+            .unwrap_or_else(|| panic!("docs/deploy.md has an IAM bullet for {short}"));
+        let rest = &chapter[start + 2..];
+        rest[..rest.find("\n- ").unwrap_or(rest.len())].to_owned()
+    };
+    let mut failures = Vec::new();
+    for (function, short) in [
+        ("IngestFunction", "ingest"),
+        ("FulfilFunction", "fulfil"),
+        ("SweepFunction", "sweep"),
+        ("ReconcileFunction", "reconcile"),
+        ("PublisherFunction", "publish"),
+        ("DeliverFunction", "deliver"),
+    ] {
+        let text = bullet(short);
+        for (action, resource) in granted(function) {
+            let (service, name) = action.split_once(':').unwrap();
+            if service == "kms" {
+                continue;
+            }
+            if !text.contains(&format!("`{name}`")) {
+                failures.push(format!(
+                    "{short}: {action} on {resource} is granted, docs/deploy.md's bullet does not name it"
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -616,3 +616,37 @@ async fn send_wait_after_dev_waits_on_devs_tables() {
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("\"applied\":true"), "{out}");
 }
+
+// Issue 42, item 12: `events redrive --dev-info dev.json` could not find dev's hand-off queues
+// (only --webhook-queue-url/--webhook-dlq-url or a stack's outputs named them), and its hint
+// said to pass --dev-info.
+#[tokio::test]
+async fn events_redrive_finds_devs_hand_off_queues_in_its_info() {
+    let dev = dev(None).await;
+    let dir = std::env::temp_dir().join(unique("redrive-dev"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("dev.json"),
+        serde_json::to_string(&dev.info).unwrap(),
+    )
+    .unwrap();
+    let (code, out) = tokio::task::spawn_blocking(move || {
+        let out = Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+            .args(["events", "redrive", "--dev-info", "dev.json", "--json"])
+            .current_dir(&dir)
+            .env_remove("WEBHOOK_QUEUE_URL")
+            .env_remove("WEBHOOK_DLQ_URL")
+            .env_remove("AWS_ENDPOINT_URL_DYNAMODB")
+            .env_remove("AWS_ENDPOINT_URL_SQS")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, Some(0), "{out}");
+}

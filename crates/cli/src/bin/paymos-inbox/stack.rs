@@ -408,14 +408,18 @@ impl StackArgs {
                 |i| paymos_inbox_core::change::Projects::only(i.projects.clone()),
             ),
             event_bus: output("EventBusNameOutput"),
-            webhook_queue: self
-                .webhook_queue_url
-                .clone()
-                .or_else(|| output("WebhookDeliveryQueueUrl")),
-            webhook_dlq: self
-                .webhook_dlq_url
-                .clone()
-                .or_else(|| output("WebhookTargetDeadLetterQueueUrl")),
+            webhook_queue: pick(
+                &self.webhook_queue_url,
+                info.as_ref()
+                    .and_then(|i| i.queues.get("WebhookDeliveryQueue")),
+            )
+            .or_else(|| output("WebhookDeliveryQueueUrl")),
+            webhook_dlq: pick(
+                &self.webhook_dlq_url,
+                info.as_ref()
+                    .and_then(|i| i.queues.get("WebhookTargetDeadLetterQueue")),
+            )
+            .or_else(|| output("WebhookTargetDeadLetterQueueUrl")),
         })
     }
 }

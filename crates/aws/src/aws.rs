@@ -12,15 +12,17 @@ use aws_sdk_dynamodb::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
+use aws_types::service_config::{LoadServiceConfig, ServiceConfigKey};
 
 use paymos_inbox_core::port::{PortError, PortErrorKind};
 
 /// Loads the shared AWS configuration from the environment (region, credentials, and the
-/// `AWS_ENDPOINT_URL_DYNAMODB` / `AWS_ENDPOINT_URL_SQS` overrides) with bounded timeouts.
+/// `AWS_ENDPOINT_URL_DYNAMODB` / `AWS_ENDPOINT_URL_SQS` overrides, an empty one read as unset:
+/// [`without_empty_endpoints`]) with bounded timeouts.
 ///
 /// `attempt_timeout` bounds each HTTP attempt; `max_attempts` includes the first.
 pub async fn load_config(attempt_timeout: Duration, max_attempts: u32) -> SdkConfig {
-    aws_config::from_env()
+    let loaded = aws_config::from_env()
         .timeout_config(
             TimeoutConfig::builder()
                 .connect_timeout(Duration::from_secs(1))
@@ -30,7 +32,37 @@ pub async fn load_config(attempt_timeout: Duration, max_attempts: u32) -> SdkCon
         )
         .retry_config(RetryConfig::standard().with_max_attempts(max_attempts))
         .load()
-        .await
+        .await;
+    without_empty_endpoints(loaded)
+}
+
+/// An endpoint URL set to nothing is no endpoint: `sam local invoke` passes a template's
+/// `!If [HasLocalX, !Ref LocalXEndpoint, !Ref AWS::NoValue]` as an empty `AWS_ENDPOINT_URL_X`
+/// (it does not resolve `Fn::If`), and the SDK would take `""` as the endpoint and panic at the
+/// first call ("URL was unset"). The service's own endpoint is used instead.
+#[must_use]
+pub fn without_empty_endpoints(config: SdkConfig) -> SdkConfig {
+    let mut builder = config.to_builder();
+    if config.endpoint_url().is_some_and(|u| u.trim().is_empty()) {
+        builder.set_endpoint_url(None);
+    }
+    if config.service_config().is_some() {
+        builder = builder.service_config(NonEmpty(config));
+    }
+    builder.build()
+}
+
+/// The service settings aws-config found (environment, profile), less those set to nothing.
+#[derive(Debug)]
+struct NonEmpty(SdkConfig);
+
+impl LoadServiceConfig for NonEmpty {
+    fn load_config(&self, key: ServiceConfigKey<'_>) -> Option<String> {
+        self.0
+            .service_config()?
+            .load_config(key)
+            .filter(|v| !v.trim().is_empty())
+    }
 }
 
 /// Counts the HTTP requests an SDK client sends (retries included), by operation.
@@ -348,6 +380,73 @@ pub fn kind_of_code(code: Option<&str>) -> PortErrorKind {
 
 #[cfg(test)]
 mod tests {
+    /// What aws-config found for every service: `value`.
+    #[derive(Debug)]
+    struct Everywhere(&'static str);
+
+    impl LoadServiceConfig for Everywhere {
+        fn load_config(&self, _: ServiceConfigKey<'_>) -> Option<String> {
+            Some(self.0.to_owned())
+        }
+    }
+
+    fn configured(value: &'static str, global: Option<&str>) -> SdkConfig {
+        let mut builder = SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .service_config(Everywhere(value));
+        builder.set_endpoint_url(global.map(str::to_owned));
+        builder.build()
+    }
+
+    /// The endpoint a DynamoDB client built from `config` is given: the service's own setting
+    /// (`AWS_ENDPOINT_URL_DYNAMODB`), else the global one, as the SDK's generated code reads them.
+    fn dynamodb_endpoint(config: &SdkConfig) -> Option<String> {
+        let key = ServiceConfigKey::builder()
+            .service_id("DynamoDB")
+            .env("AWS_ENDPOINT_URL")
+            .profile("endpoint_url")
+            .build()
+            .unwrap();
+        config
+            .service_config()
+            .and_then(|c| c.load_config(key))
+            .or_else(|| config.endpoint_url().map(str::to_owned))
+    }
+
+    // Issue 41: `sam local invoke` hands a function an empty AWS_ENDPOINT_URL_X; the SDK took
+    // it as the endpoint and panicked at INIT ("URL was unset").
+    #[test]
+    fn an_empty_endpoint_url_is_no_endpoint_and_a_set_one_is_kept() {
+        assert_eq!(
+            dynamodb_endpoint(&configured("", None)),
+            Some(String::new()),
+            "what the SDK is given alone"
+        );
+        assert_eq!(
+            dynamodb_endpoint(&without_empty_endpoints(configured("", None))),
+            None
+        );
+        assert_eq!(
+            dynamodb_endpoint(&without_empty_endpoints(configured(" ", Some("")))),
+            None
+        );
+        assert_eq!(
+            dynamodb_endpoint(&without_empty_endpoints(configured(
+                "http://10.88.0.1:8000",
+                None
+            ))),
+            Some("http://10.88.0.1:8000".to_owned())
+        );
+        assert_eq!(
+            dynamodb_endpoint(&without_empty_endpoints(configured(
+                "",
+                Some("http://127.0.0.1:4566")
+            ))),
+            Some("http://127.0.0.1:4566".to_owned()),
+            "an empty service setting falls back to the global one"
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -7,7 +7,7 @@ CARGO ?= cargo
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help deps test unit lint lambda-deps cli-deps template-check dev bench fuzz-smoke mutants lambda-build sam-build watch invoke sam-local measure-startup clean
+.PHONY: help deps test unit lint lambda-deps cli-deps template-check dev bench fuzz-smoke mutants lambda-build sam-build watch invoke sam-local sam-local-engine measure-startup clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -115,8 +115,10 @@ mutants: $(TOOLS)/bin/cargo-mutants ## mutation testing of core's rules by its f
 	  done; \
 	  exit $$rc
 
-test: deps lint lambda-deps cli-deps template-check ## install what is needed, then run every test (unit, emulator, template, fuzz smoke)
+test: deps lint lambda-deps cli-deps template-check sam-local-engine ## install what is needed, then run every test (unit, emulator, `sam local invoke`, template, fuzz smoke)
+	@rm -f target/sam-local/answers.txt
 	$(CARGO) test --workspace --all-targets --locked
+	@echo "sam local invoke, each function's answer to each event:"; cat target/sam-local/answers.txt
 	$(MAKE) --no-print-directory fuzz-smoke
 
 dev: node_modules/.installed ## run the whole pipeline locally (emulators, tables, ingest URL, fulfil poller); FORWARD_TO=http://localhost:3000/hooks posts the signed hand-off there
@@ -136,8 +138,11 @@ watch: node_modules/.installed $(VENV)/.lambda ## the real Lambda binaries under
 invoke: ## send one event file to its function under `make watch`: make invoke EVENT=events/ingest-invoice-paid.json
 	bash scripts/invoke.sh $(EVENT)
 
-sam-local: node_modules/.installed ## one function under `sam local invoke` (Docker), against local AWS: make sam-local FUNCTION=IngestFunction EVENT=events/ingest-invoice-paid.json
+sam-local: node_modules/.installed $(VENV)/.installed ## one function under `sam local invoke` (Docker or podman), against local AWS: make sam-local FUNCTION=IngestFunction EVENT=events/ingest-invoice-paid.json
 	bash scripts/sam-local.sh $(FUNCTION) $(EVENT)
+
+sam-local-engine: ## a container engine for `sam local invoke` (Docker, else podman with a stand-in base image built from Debian's packages), and how containers reach the host
+	bash scripts/sam-local-engine.sh
 
 sam-build: $(VENV)/.lambda ## sam build from template.yaml (cargo-lambda, arm64 release), then the artefacts' sizes
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-eu-west-1} $(VENV)/bin/sam build --beta-features

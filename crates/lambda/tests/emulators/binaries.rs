@@ -135,7 +135,7 @@ async fn runtime_route(
 }
 
 /// Secrets Manager's `GetSecretValue` on loopback, for INIT (the one `dev` serves too).
-async fn secrets_manager(secrets: HashMap<String, String>) -> String {
+pub(crate) async fn secrets_manager(secrets: HashMap<String, String>) -> String {
     paymos_inbox::local::secrets::serve(secrets)
         .await
         .expect("a loopback port")
@@ -143,7 +143,7 @@ async fn secrets_manager(secrets: HashMap<String, String>) -> String {
 
 /// One function's settings from `events/env.json` (what `sam local invoke --env-vars` reads),
 /// with the names of the tables and queues this test created.
-fn env_json(function: &str, names: &HashMap<&str, String>) -> Vec<(String, String)> {
+pub(crate) fn env_json(function: &str, names: &HashMap<&str, String>) -> Vec<(String, String)> {
     let text = std::fs::read_to_string(format!(
         "{}/events/env.json",
         concat!(env!("CARGO_MANIFEST_DIR"), "/../..")
@@ -227,7 +227,7 @@ impl Function {
 }
 
 /// Every `events/ingest-*.json`, re-signed now, into a temporary folder.
-fn fresh_ingest_events() -> Vec<(String, String)> {
+pub(crate) fn fresh_ingest_events() -> Vec<(String, String)> {
     let dir = std::env::temp_dir().join(unique("events"));
     std::fs::create_dir_all(&dir).unwrap();
     let source = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("events");
@@ -596,7 +596,7 @@ async fn fulfil_and_the_reconciliation_stop_at_init_when_the_paymos_key_is_refus
 
 /// EventBridge's `PutEvents` on loopback: keeps what it was sent; refuses entries whose detail
 /// contains `refuse`.
-async fn eventbridge(received: Arc<Mutex<Vec<Value>>>) -> String {
+pub(crate) async fn eventbridge(received: Arc<Mutex<Vec<Value>>>) -> String {
     paymos_inbox::local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
         let received = received.clone();
         async move {

@@ -18,4 +18,5 @@ mod fulfil;
 mod hostile;
 mod ingest;
 mod logs;
+mod sam_local;
 mod vectors;

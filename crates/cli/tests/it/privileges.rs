@@ -668,9 +668,10 @@ fn kms_grants_come_only_with_the_key_and_name_only_it() {
 
 // Issue 42, item 10: docs/deploy.md's IAM sentences left out ingest's `GetItem`, the sweep's
 // `Query` on `waiting` and the deliver function. Each function's bullet there names every
-// action its policies grant (KMS has its own bullet).
+// action its policies grant (KMS has its own bullet), and docs/security.md's summary names
+// ingest's and fulfil's.
 #[test]
-fn every_granted_action_is_named_in_deploy_mds_iam_bullets() {
+fn every_granted_action_is_named_where_the_docs_list_the_grants() {
     let chapter = include_str!("../../../../docs/deploy.md");
     let bullet = |short: &str| {
         let start = chapter
@@ -697,6 +698,26 @@ fn every_granted_action_is_named_in_deploy_mds_iam_bullets() {
             if !text.contains(&format!("`{name}`")) {
                 failures.push(format!(
                     "{short}: {action} on {resource} is granted, docs/deploy.md's bullet does not name it"
+                ));
+            }
+        }
+    }
+    // docs/security.md's summary names ingest's and fulfil's.
+    let security = include_str!("../../../../docs/security.md");
+    let summary = security
+        .split("**Least privilege.** ")
+        .nth(1)
+        .and_then(|s| s.split("\n\n").next())
+        .expect("docs/security.md summarises the functions' grants");
+    let (ingest, fulfil) = summary
+        .split_once("Fulfil:")
+        .expect("ingest's, then fulfil's");
+    for (function, text) in [("IngestFunction", ingest), ("FulfilFunction", fulfil)] {
+        for (action, _) in granted(function) {
+            let (service, name) = action.split_once(':').unwrap();
+            if service != "kms" && !text.contains(&format!("`{name}`")) {
+                failures.push(format!(
+                    "{function}: {action} is granted, docs/security.md's summary does not name it"
                 ));
             }
         }

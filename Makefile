@@ -7,7 +7,7 @@ CARGO ?= cargo
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help deps test unit lint lambda-deps cli-deps template-check dev bench fuzz-smoke mutants lambda-build sam-build watch invoke sam-local sam-local-engine measure-startup clean
+.PHONY: help deps test unit lint lambda-deps cli-deps template-check dev bench fuzz-smoke mutants lambda-build sam-build watch invoke sam-local sam-local-engine release measure-startup clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -148,6 +148,19 @@ sam-build: $(VENV)/.lambda ## sam build from template.yaml (cargo-lambda, arm64 
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SAM_CLI_TELEMETRY=0 AWS_DEFAULT_REGION=$${AWS_DEFAULT_REGION:-eu-west-1} $(VENV)/bin/sam build --beta-features
 	@for f in .aws-sam/build/*/bootstrap; do ls -l "$$f"; done
 
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+RELEASE := dist/paymos-inbox-$(VERSION)
+HOST_TRIPLE := $(shell rustc -vV | sed -n 's/^host: //p')
+release: $(VENV)/.lambda ## a release deployed with the SAM CLI alone: the six arm64 functions as zips, the release template, the config environments, the command line, SHA256SUMS (dist/)
+	rustup target add aarch64-unknown-linux-gnu
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cargo lambda build --release --arm64 --locked -p paymos-inbox-lambda
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cargo lambda build --release --arm64 --locked -p paymos-inbox --bin paymos-inbox
+	$(CARGO) build --release --locked -p paymos-inbox --bin paymos-inbox
+	python3 scripts/release.py --functions target/lambda --arch arm64 --out $(RELEASE) \
+	  --cli aarch64-unknown-linux-gnu=target/lambda/paymos-inbox/bootstrap --cli $(HOST_TRIPLE)=target/release/paymos-inbox
+	tar -C dist -czf $(RELEASE).tar.gz paymos-inbox-$(VERSION)
+	@echo "$(RELEASE).tar.gz: unpack it, then sam deploy --config-env sandbox (docs/deploy.md)"
+
 measure-startup: ## start-up time and peak RSS of the ingest binary (stub Runtime API, no AWS)
 	$(CARGO) build --release --locked --bin paymos-ingest
 	python3 scripts/measure_startup.py target/release/paymos-ingest 5
@@ -159,4 +172,4 @@ unit: ## the domain's unit, use-case and model tests only (no emulators, seconds
 	$(CARGO) test --locked -p paymos-inbox-core
 
 clean: ## remove build output and installed tools
-	rm -rf target node_modules $(VENV) $(TOOLS) fuzz/target .aws-sam
+	rm -rf target node_modules $(VENV) $(TOOLS) fuzz/target .aws-sam dist

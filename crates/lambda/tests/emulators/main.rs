@@ -18,5 +18,6 @@ mod fulfil;
 mod hostile;
 mod ingest;
 mod logs;
+mod release;
 mod sam_local;
 mod vectors;

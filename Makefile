@@ -110,7 +110,7 @@ MUTANTS_ARGS := --package paymos-inbox-core --test-workspace false --cargo-arg=-
 mutants: $(TOOLS)/bin/cargo-mutants ## mutation testing of core's rules by its fast tests: make mutants SHARD=k/8 (k = 0 … 7), or all shards
 	@shards="$(if $(SHARD),$(SHARD),$(shell seq -s ' ' -f '%g/$(MUTANTS_SHARDS)' 0 $$(($(MUTANTS_SHARDS) - 1))))"; rc=0; \
 	  for shard in $$shards; do \
-	    echo "== shard $$shard"; \
+	    echo "== shard $$shard"; mkdir -p target/mutants/$${shard%%/*}; \
 	    $(TOOLS)/bin/cargo-mutants mutants $(MUTANTS_ARGS) --shard $$shard --output target/mutants/$${shard%%/*} || rc=$$?; \
 	  done; \
 	  exit $$rc

@@ -323,6 +323,23 @@ async fn every_command_exits_as_the_table_says_in_each_failure_mode() {
         &["send", "--json", "--wait", "--dev-info", "dev.json"],
         0,
     );
+    // Issue 41: a secret given as `dev --secret` takes it (`label=whsec_…`) signs with the
+    // secret, not with the whole text (which got 401).
+    let labelled = format!("test={TEST_SECRET}");
+    w.expect(
+        "send --secret label=secret",
+        Ok,
+        &[
+            "send",
+            "--json",
+            "--wait",
+            "--secret",
+            &labelled,
+            "--dev-info",
+            "dev.json",
+        ],
+        0,
+    );
     w.expect("send", BadInput, &["send", "--url", "not a url"], 2);
     w.expect(
         "send",

@@ -498,19 +498,13 @@ pub struct InvalidKeys {
     pub reason: String,
 }
 
-/// Parses the webhook secrets as kept in Secrets Manager (or given to the CLI):
-/// - a JSON object `{"live": "whsec_live_…", "live-previous": "whsec_live_…", "test": "whsec_test_…"}`
-///   (Secrets Manager's key/value form);
-/// - or `label=secret` entries separated by commas or new lines;
-/// - or one bare secret, labelled by its prefix (`live` for `whsec_live_…`, `test` for
-///   `whsec_test_…`, else `default`).
-///
-/// With `require_environment`, every label (or, failing that, the secret's prefix) must name an
-/// environment, so that `data.is_test` can be checked.
+/// The `(label, secret)` pairs of a secrets text, in any form [`parse_keys`] reads (a bare
+/// secret labelled by its prefix), unchecked: what `send` signs with under the labels `dev`
+/// takes.
 ///
 /// # Errors
-/// [`InvalidKeys`], naming the label at fault but never a secret.
-pub fn parse_keys(text: &str, require_environment: bool) -> Result<Vec<SigningKey>, InvalidKeys> {
+/// [`InvalidKeys`] when the text is not one of those forms or names no secret.
+pub fn labelled_secrets(text: &str) -> Result<Vec<(String, WebhookSecret)>, InvalidKeys> {
     let invalid = |reason: String| InvalidKeys { reason };
     let text = text.trim();
     let mut pairs: Vec<(String, WebhookSecret)> = Vec::new();
@@ -546,6 +540,24 @@ pub fn parse_keys(text: &str, require_environment: bool) -> Result<Vec<SigningKe
     if pairs.is_empty() {
         return Err(invalid("no secret is configured".into()));
     }
+    Ok(pairs)
+}
+
+/// Parses the webhook secrets as kept in Secrets Manager (or given to the CLI):
+/// - a JSON object `{"live": "whsec_live_…", "live-previous": "whsec_live_…", "test": "whsec_test_…"}`
+///   (Secrets Manager's key/value form);
+/// - or `label=secret` entries separated by commas or new lines;
+/// - or one bare secret, labelled by its prefix (`live` for `whsec_live_…`, `test` for
+///   `whsec_test_…`, else `default`).
+///
+/// With `require_environment`, every label (or, failing that, the secret's prefix) must name an
+/// environment, so that `data.is_test` can be checked.
+///
+/// # Errors
+/// [`InvalidKeys`], naming the label at fault but never a secret.
+pub fn parse_keys(text: &str, require_environment: bool) -> Result<Vec<SigningKey>, InvalidKeys> {
+    let invalid = |reason: String| InvalidKeys { reason };
+    let pairs = labelled_secrets(text)?;
     let mut keys = Vec::with_capacity(pairs.len());
     for (label, secret) in pairs {
         if label.is_empty() || secret.expose().is_empty() {

@@ -235,6 +235,23 @@ const KINDS: &[(&[&str], &str, &str)] = &[
 /// their whole chain (`DisplayErrorContext`) and debug structures; the person reading needs
 /// the kind and what to do, and the text itself only with `--verbose`.
 pub fn classify(text: &str) -> Failure {
+    classify_with(text, |var| std::env::var(var).ok())
+}
+
+/// The AWS files an environment variable names that do not exist: the SDK then finds no
+/// profile, and says so only in a warning (silenced: the command says it, once).
+fn missing_aws_files(lookup: &impl Fn(&str) -> Option<String>) -> Vec<String> {
+    ["AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"]
+        .into_iter()
+        .filter_map(|var| {
+            let path = lookup(var).filter(|p| !p.trim().is_empty())?;
+            (!std::path::Path::new(&path).exists())
+                .then(|| format!("{var} names {path}, which does not exist"))
+        })
+        .collect()
+}
+
+fn classify_with(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Failure {
     let lower = text.to_ascii_lowercase();
     let first = text.lines().next().unwrap_or(text);
     // What was being done, when the text says it first (`--stack-name shop: …`).
@@ -248,16 +265,23 @@ pub fn classify(text: &str) -> Failure {
         .iter()
         .find(|(needles, _, _)| needles.iter().any(|n| lower.contains(n)))
     {
-        Some((_, said, next)) => Failure {
-            code: UNREACHABLE,
-            message: if said.is_empty() {
+        Some((_, said, next)) => {
+            let mut message = if said.is_empty() {
                 first.to_owned()
             } else {
                 format!("{context}{said}")
-            },
-            next: Some((*next).to_owned()),
-            detail: Some(text.to_owned()),
-        },
+            };
+            let missing = missing_aws_files(&lookup);
+            if *said == "no AWS credentials found" && !missing.is_empty() {
+                message = format!("{message}: {}", missing.join("; "));
+            }
+            Failure {
+                code: UNREACHABLE,
+                message,
+                next: Some((*next).to_owned()),
+                detail: Some(text.to_owned()),
+            }
+        }
         None => {
             let short: String = first.chars().take(240).collect();
             Failure {
@@ -273,6 +297,31 @@ pub fn classify(text: &str) -> Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Issue 41: with AWS_CONFIG_FILE naming a missing file, the SDK's warnings came first and
+    // the command never said why no profile was found.
+    #[test]
+    fn no_credentials_names_the_aws_file_that_does_not_exist() {
+        let text = "--stack-name shop: dispatch failure: other: the credential provider was not enabled: no providers in chain provided credentials";
+        let with = |vars: &'static [(&'static str, &'static str)]| {
+            classify_with(text, move |var| {
+                vars.iter()
+                    .find(|(k, _)| *k == var)
+                    .map(|(_, v)| (*v).to_owned())
+            })
+            .message
+        };
+        assert_eq!(
+            with(&[("AWS_CONFIG_FILE", "/nowhere/config")]),
+            "--stack-name shop: no AWS credentials found: AWS_CONFIG_FILE names /nowhere/config, which does not exist"
+        );
+        assert_eq!(
+            with(&[("AWS_CONFIG_FILE", "/")]),
+            "--stack-name shop: no AWS credentials found",
+            "a file that exists is not named"
+        );
+        assert_eq!(with(&[]), "--stack-name shop: no AWS credentials found");
+    }
 
     #[test]
     fn an_sdk_dump_becomes_one_line_with_the_next_step_and_the_dump_only_when_verbose() {

@@ -344,7 +344,11 @@ fn init_logs(verbose: bool, colour: Colour, quiet: bool) {
         "off".to_owned()
     } else {
         let level = if verbose { "debug" } else { "info" };
-        let mut d = format!("{},aws_config=error", if verbose { "info" } else { "warn" });
+        // The SDK's own warnings (a profile file not found, …) are said by the command, once.
+        let mut d = format!(
+            "{},aws_config=error,aws_runtime=error",
+            if verbose { "info" } else { "warn" }
+        );
         for crate_name in ours {
             d.push_str(&format!(",{crate_name}={level}"));
         }

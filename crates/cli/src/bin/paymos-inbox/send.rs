@@ -28,8 +28,9 @@ pub struct SendArgs {
     /// A JSON file whose fields are merged into `data`.
     #[arg(long)]
     data: Option<std::path::PathBuf>,
-    /// Secret(s) to sign with; two give a rotation header with two v1 (default: the fixture
-    /// sandbox secret `dev` holds).
+    /// Secret(s) to sign with, as `dev --secret` takes them: `label=whsec_…` or a bare
+    /// `whsec_…`; two give a rotation header with two v1 (default: the fixture sandbox secret
+    /// `dev` holds).
     #[arg(long = "secret", env = "PAYMOS_WEBHOOK_SECRET", value_delimiter = ',', hide_env_values = true, default_value = FIXTURE_SECRET, hide_default_value = true)]
     secrets: Vec<String>,
     /// Send a live event (`data.is_test = false`); sandbox by default.
@@ -133,11 +134,12 @@ pub async fn run(args: SendArgs) -> ExitCode {
         },
         None => None,
     };
-    let secrets: Vec<WebhookSecret> = args
-        .secrets
-        .iter()
-        .map(|s| WebhookSecret::new(s.trim()))
-        .collect();
+    // The grammar `dev --secret` takes: `label=whsec_…`, or a bare secret.
+    let secrets: Vec<WebhookSecret> =
+        match paymos_inbox_core::signature::labelled_secrets(&args.secrets.join("\n")) {
+            Ok(pairs) => pairs.into_iter().map(|(_, secret)| secret).collect(),
+            Err(e) => return Failure::usage(format!("--secret: {}", e.reason)).report(),
+        };
     if secrets.is_empty() || secrets.len() > 2 {
         return Failure::usage("give one --secret, or two for a rotation header").report();
     }
@@ -299,10 +301,15 @@ async fn wait_for_outcomes(
     let stack = stack.resolve().await?;
     let table = crate::stack::Stack::need(&stack.deliveries, "deliveries-table")?.to_owned();
     let ledger = paymos_inbox_aws::dynamodb::DynamoLedger::new(stack.dynamodb, table, None);
-    let environment = args
-        .secrets
-        .first()
-        .and_then(|s| paymos_inbox_core::signature::Environment::from_secret_prefix(s.trim()));
+    // The environment of the first secret: its label's, else its prefix's.
+    let environment = paymos_inbox_core::signature::labelled_secrets(&args.secrets.join("\n"))
+        .ok()
+        .and_then(|pairs| pairs.into_iter().next())
+        .and_then(|(label, secret)| {
+            paymos_inbox_core::signature::Environment::from_label(&label).or_else(|| {
+                paymos_inbox_core::signature::Environment::from_secret_prefix(secret.expose())
+            })
+        });
     let mut all_ok = true;
     for event_id in sent {
         all_ok &= outcome_of(&ledger, environment, event_id, args.json).await?;

@@ -169,3 +169,56 @@ fn release_is_described_as_the_code_does_it() {
         "docs/operating.md says release ships an unconfirmed payment"
     );
 }
+
+// Issue 42, item 12: a table or queue missing from what `--dev-info` named was answered with
+// "pass … --dev-info dev.json (a running `dev`)", the flag just given.
+#[test]
+fn a_name_missing_from_dev_info_is_said_without_suggesting_dev_info_again() {
+    let dir = std::env::temp_dir().join(format!("need-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // A `dev` line that names no table and no queue (another version's); its endpoints answer
+    // nothing, and nothing is called before the names are checked.
+    std::fs::write(
+        dir.join("dev.json"),
+        r#"{"ingest_url":"http://127.0.0.1:9/","dynamodb_endpoint":"http://127.0.0.1:9","sqs_endpoint":"http://127.0.0.1:9","tables":{},"queues":{}}"#,
+    )
+    .unwrap();
+    for (args, missing) in [
+        (
+            &["pending", "--dev-info", "dev.json"][..],
+            "deliveries-table",
+        ),
+        (&["exceptions", "--dev-info", "dev.json"][..], "state-table"),
+        (
+            &["events", "redrive", "--dev-info", "dev.json"][..],
+            "webhook-queue-url",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+            .args(args)
+            .current_dir(&dir)
+            .env_remove("DELIVERIES_TABLE")
+            .env_remove("STATE_TABLE")
+            .env_remove("WEBHOOK_QUEUE_URL")
+            .env_remove("WEBHOOK_DLQ_URL")
+            .env_remove("PAYMOS_INBOX_STACK_NAME")
+            .env_remove("PAYMOS_INBOX_CONFIG_ENV")
+            .output()
+            .expect("run paymos-inbox");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("error: no {missing}: dev.json names none")),
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            !stderr.contains("--dev-info"),
+            "{args:?}: suggests the flag given: {stderr}"
+        );
+        assert!(
+            stderr.contains(&format!("or pass --{missing}")),
+            "{args:?}: {stderr}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

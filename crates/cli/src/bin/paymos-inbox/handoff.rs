@@ -68,7 +68,7 @@ pub async fn tail(args: TailArgs) -> ExitCode {
     // the stream is read, what is new, never the table again.
     let mut follow = None;
     if args.follow {
-        let table = match Stack::need(&stack.state, "state-table") {
+        let table = match stack.require(&stack.state, "state-table") {
             Ok(t) => t.to_owned(),
             Err(e) => return e.report(),
         };
@@ -107,7 +107,7 @@ async fn consume(args: TailArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    let queue = match Stack::need(&stack.events_queue, "events-queue-url") {
+    let queue = match stack.require(&stack.events_queue, "events-queue-url") {
         Ok(q) => q.to_owned(),
         Err(e) => return fail(e),
     };
@@ -194,7 +194,7 @@ async fn read_since(
     since_ms: u64,
     environment: Environment,
 ) -> Result<Vec<(u64, DomainEvent)>, Failure> {
-    let table = Stack::need(&stack.state, "state-table")?.to_owned();
+    let table = stack.require(&stack.state, "state-table")?.to_owned();
     let resources = DynamoResources::new(
         stack.dynamodb.clone(),
         table,
@@ -266,7 +266,7 @@ pub async fn resend(args: ResendArgs) -> ExitCode {
                 EventBridgePublisher::new(aws_sdk_eventbridge::Client::new(&shared), bus);
             handoff::resend(&publisher, &events).await
         }
-        None => match Stack::need(&stack.events_queue, "events-queue-url") {
+        None => match stack.require(&stack.events_queue, "events-queue-url") {
             Ok(queue) => {
                 handoff::resend(
                     &QueuePublisher::new(stack.sqs.clone(), queue, paymos_inbox_lambda::now_ms),

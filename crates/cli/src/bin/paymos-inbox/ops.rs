@@ -250,13 +250,13 @@ pub async fn pending(args: PendingArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    let table = match Stack::need(&stack.deliveries, "deliveries-table") {
+    let table = match stack.require(&stack.deliveries, "deliveries-table") {
         Ok(t) => t.to_owned(),
         Err(e) => return fail(e),
     };
-    let ledger = DynamoLedger::new(stack.dynamodb, table, None);
+    let ledger = DynamoLedger::new(stack.dynamodb.clone(), table, None);
     if args.resend {
-        let queue = match Stack::need(&stack.queue, "queue-url") {
+        let queue = match stack.require(&stack.queue, "queue-url") {
             Ok(q) => SqsQueue::new(stack.sqs.clone(), q),
             Err(e) => return fail(e),
         };
@@ -363,7 +363,7 @@ pub async fn move_back(
         Err(e) => return fail(e),
     };
     let (queue, dlq) = queues(&stack);
-    let (queue, dlq) = match (Stack::need(&queue, names.0), Stack::need(&dlq, names.1)) {
+    let (queue, dlq) = match (stack.require(&queue, names.0), stack.require(&dlq, names.1)) {
         (Ok(q), Ok(d)) => (q.to_owned(), d.to_owned()),
         (Err(e), _) | (_, Err(e)) => return fail(e),
     };

@@ -57,7 +57,54 @@ pub struct StackArgs {
     sqs_endpoint: Option<String>,
 }
 
+/// What named a stack's tables and queues: where to look when one is missing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NamedBy {
+    /// `--dev-info FILE`: the JSON line a `dev` wrote.
+    DevInfo(std::path::PathBuf),
+    /// `--stack-name` (or `--config-env`): the deployed stack's outputs.
+    Stack(String),
+    /// Only flags and environment variables.
+    Flags,
+}
+
+impl NamedBy {
+    /// `--dev-info`'s file over the stack's name (`--stack-name`, `--config-env`).
+    fn of(dev_info: Option<&std::path::Path>, stack_name: Option<String>) -> Self {
+        match (dev_info, stack_name) {
+            (Some(file), _) => Self::DevInfo(file.to_owned()),
+            (None, Some(name)) => Self::Stack(name),
+            (None, None) => Self::Flags,
+        }
+    }
+
+    /// Why nothing gave the name `what` (a flag's name without its dashes), and the next step:
+    /// what would give it, never what was given already (exit 2).
+    pub fn missing(&self, what: &str) -> Failure {
+        match self {
+            Self::DevInfo(file) => Failure::usage(format!(
+                "no {what}: {} names none (a `dev` of another version wrote it?)",
+                file.display()
+            ))
+            .next(format!(
+                "restart `paymos-inbox dev` (it writes the file again with every table and queue), or pass --{what}"
+            )),
+            Self::Stack(name) => Failure::usage(format!(
+                "no {what}: the outputs of stack '{name}' name none (deployed from an older template?)"
+            ))
+            .next(format!(
+                "update the stack (`sam deploy`: this version's template outputs it), or pass --{what}"
+            )),
+            Self::Flags => Failure::usage(format!("no {what}: nothing named it")).next(format!(
+                "pass --stack-name (a deployed stack), --dev-info dev.json (a running `dev`), or --{what}"
+            )),
+        }
+    }
+}
+
 pub struct Stack {
+    /// What named its tables and queues.
+    pub named_by: NamedBy,
     pub dynamodb: aws_sdk_dynamodb::Client,
     pub sqs: aws_sdk_sqs::Client,
     /// The state table's stream (`events tail --follow`).
@@ -81,13 +128,16 @@ pub struct Stack {
 }
 
 impl Stack {
-    /// The value of a name the command needs (exit 2 when nothing gave it).
+    /// The value of a name the command needs (exit 2 when nothing gave it), with a hint that
+    /// does not know what named the stack: prefer [`Self::require`].
     pub fn need<'a>(value: &'a Option<String>, what: &str) -> Result<&'a str, Failure> {
-        value.as_deref().ok_or_else(|| {
-            Failure::usage(format!("no {what}: nothing named it")).next(format!(
-                "pass --stack-name (a deployed stack), --dev-info dev.json (a running `dev`), or --{what}"
-            ))
-        })
+        value.as_deref().ok_or_else(|| NamedBy::Flags.missing(what))
+    }
+
+    /// The value of a name the command needs, `value` read from this stack (exit 2 when nothing
+    /// gave it: the hint says what would, from what named the stack: [`NamedBy::missing`]).
+    pub fn require<'a>(&self, value: &'a Option<String>, what: &str) -> Result<&'a str, Failure> {
+        value.as_deref().ok_or_else(|| self.named_by.missing(what))
     }
 
     /// The stack's fulfil use case for a person's road: its tables, of its projects.
@@ -116,8 +166,8 @@ impl Stack {
 
     /// The state table with its deliveries table, as the operator's commands write them.
     pub fn resources(&self) -> Result<paymos_inbox_aws::dynamodb::DynamoResources, Failure> {
-        let state = Self::need(&self.state, "state-table")?;
-        let deliveries = Self::need(&self.deliveries, "deliveries-table")?;
+        let state = self.require(&self.state, "state-table")?;
+        let deliveries = self.require(&self.deliveries, "deliveries-table")?;
         Ok(paymos_inbox_aws::dynamodb::DynamoResources::new(
             self.dynamodb.clone(),
             state,
@@ -351,10 +401,12 @@ impl StackArgs {
             }
             None => None,
         };
-        let outputs = match self.stack_name()? {
-            Some(name) => self.outputs(&name).await?,
+        let stack_name = self.stack_name()?;
+        let outputs = match &stack_name {
+            Some(name) => self.outputs(name).await?,
             None => std::collections::HashMap::new(),
         };
+        let named_by = NamedBy::of(self.dev_info.as_deref(), stack_name);
         let output = |key: &str| outputs.get(key).cloned();
         let pick = |flag: &Option<String>, from_info: Option<&String>| {
             flag.clone().or_else(|| from_info.cloned())
@@ -366,6 +418,7 @@ impl StackArgs {
         let sqs_endpoint = pick(&self.sqs_endpoint, info.as_ref().map(|i| &i.sqs_endpoint));
         let (dynamodb, sqs, streams) = self.clients(dynamodb_endpoint, sqs_endpoint).await?;
         Ok(Stack {
+            named_by,
             dynamodb,
             sqs,
             streams,

@@ -378,6 +378,66 @@ impl DynamoLedger {
     }
 }
 
+/// What the ledger keeps of one delivery's raw body ([`DynamoLedger::kept_body`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeptBody {
+    /// The exact bytes Paymos sent, restored from their stored form.
+    Kept(Vec<u8>),
+    /// The record is there, its body no longer: removed (or due to be removed) by the table's
+    /// TTL after `BodyRetentionDays`, or a week after its resolution.
+    Expired {
+        /// When the delivery was received (Unix ms).
+        received_at_ms: u64,
+    },
+    /// No record under that key.
+    NoRecord,
+}
+
+impl DynamoLedger {
+    /// The raw body of the record under `key` (`delivery_key`: `evt_…`, `test#evt_…` for a
+    /// sandbox delivery), as a person reads it: inline in a record written before bodies were
+    /// kept apart, else its body item `body#<key>#<body_sha256>`, decompressed byte-exact. A
+    /// body item past its `expires_at` at `now_s` (Unix s) counts as gone, as DynamoDB's TTL
+    /// may take days to remove it. Two consistent `GetItem`s.
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails, or a stored body cannot be restored (an encoding this
+    /// version does not know).
+    pub async fn kept_body(&self, key: &str, now_s: u64) -> Result<KeptBody, PortError> {
+        let Some(record) = get(&self.client, &self.table, (LedgerSchema::KEY, key)).await? else {
+            return Ok(KeptBody::NoRecord);
+        };
+        if is_body_item(&record) {
+            return Ok(KeptBody::NoRecord);
+        }
+        let unreadable = || {
+            PortError::new(
+                "the deliveries table",
+                format!(
+                    "the body of {key} cannot be restored (body_encoding {:?})",
+                    get_s(&record, "body_encoding")
+                ),
+            )
+        };
+        if get_b(&record, "body").is_some() {
+            return body_of(&record).map(KeptBody::Kept).ok_or_else(unreadable);
+        }
+        let expired = KeptBody::Expired {
+            received_at_ms: get_u64(&record, "received_at").unwrap_or_default(),
+        };
+        let Some(sha) = get_s(&record, "body_sha256") else {
+            return Ok(expired);
+        };
+        let body_key = LedgerSchema::body_key(key, sha);
+        match get(&self.client, &self.table, (LedgerSchema::KEY, &body_key)).await? {
+            Some(item) if get_u64(&item, LedgerSchema::TTL).is_none_or(|at| at > now_s) => {
+                body_of(&item).map(KeptBody::Kept).ok_or_else(unreadable)
+            }
+            _ => Ok(expired),
+        }
+    }
+}
+
 impl DynamoLedger {
     /// Deliveries recorded but not processed, oldest first (at most `limit`), read from the
     /// sparse index: one query per shard, merged.

@@ -13,6 +13,6 @@ mod resources;
 pub use records::{delivery_record, state_record, stream_image};
 
 pub use ledger::{
-    DynamoLedger, LedgerSchema, PendingDelivery, decode_body, encode_body, item_size,
+    DynamoLedger, KeptBody, LedgerSchema, PendingDelivery, decode_body, encode_body, item_size,
 };
 pub use resources::{DynamoResources, ResourceSchema, balance_key, order_key, order_paid_key};

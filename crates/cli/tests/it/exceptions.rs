@@ -812,3 +812,220 @@ async fn recheck_credits_an_unconfirmed_deposit_once() {
     let (code, out) = paymos_inbox(&rig, &["exceptions"]).await;
     assert_eq!(code, Some(0), "{out}");
 }
+
+// Issue 42, item 7: the unusable outcome said to "read the archived body of evt_… in the
+// deliveries table", where no body is (a body is an item of its own, `body#<key>#<sha256>`,
+// deflated, under `test#evt_…` for a sandbox delivery), and no command printed one.
+#[tokio::test]
+async fn exceptions_body_prints_an_unusable_deliverys_exact_bytes_live_and_sandbox() {
+    use paymos_inbox_core::ingest::DeliveryLedger as _;
+    let rig = Rig::new(Vec::new()).await;
+    // A deposit to no channel (unusable), long enough to be stored deflated, with non-ASCII
+    // text and the trailing newline Paymos sent: the bytes, not a re-serialisation.
+    let body = |id: &str| {
+        format!(
+            "{}\n",
+            envelope(
+                id,
+                "payment_channel.deposit.confirmed",
+                json!({"id": format!("pcd_{id}"), "is_final": true, "memo": "Zürich, café ".repeat(40)}),
+            )
+        )
+    };
+    let (live_body, sandbox_body) = (body("evt_body_live"), body("evt_body_sandbox"));
+    for (text, environment) in [
+        (&live_body, Environment::Live),
+        (&sandbox_body, Environment::Test),
+    ] {
+        // Received now: a body item past its expiry counts as gone.
+        let now = paymos_inbox_lambda::now_ms();
+        rig.ledger()
+            .record(&recorded_delivery(text, environment, now), now)
+            .await
+            .unwrap();
+        let (_, applied) = Fulfil::new(rig.store())
+            .for_environment(environment)
+            .apply(&work_item(text, environment), NOW_MS)
+            .await
+            .unwrap();
+        assert_eq!(applied, Applied::Unusable);
+    }
+    let body_key = |key: &str, body: &str| {
+        format!(
+            "body#{key}#{}",
+            paymos_inbox_core::ingest::sha256_hex(body.as_bytes())
+        )
+    };
+    let sandbox_body_key = body_key("test#evt_body_sandbox", &sandbox_body);
+    let stored = rig
+        .aws
+        .item(&rig.ledger, "event_id", &sandbox_body_key)
+        .await
+        .expect("the sandbox body item, under its own key");
+    assert_eq!(
+        get_s(&stored, "body_encoding"),
+        "deflate",
+        "stored deflated"
+    );
+
+    // What `exceptions` says to do names the command, with the delivery's environment.
+    let (code, out) = paymos_inbox(&rig, &["exceptions", "--json"]).await;
+    assert_eq!(code, Some(1), "{out}");
+    let actions: Vec<String> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["kind"] == "unusable")
+        .map(|e| e["action"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(actions.len(), 2, "{out}");
+    for (id, environment) in [("evt_body_live", "live"), ("evt_body_sandbox", "sandbox")] {
+        let command = format!("paymos-inbox exceptions --body {id} --environment {environment}");
+        assert!(
+            actions.iter().any(|a| a.contains(&command)),
+            "{command} in {actions:#?}"
+        );
+    }
+    assert!(
+        actions.iter().all(|a| !a.contains("archived body")),
+        "{actions:#?}"
+    );
+
+    // The command prints the exact bytes, with or without the environment named.
+    for (args, expected) in [
+        (
+            &[
+                "exceptions",
+                "--body",
+                "evt_body_live",
+                "--environment",
+                "live",
+            ][..],
+            &live_body,
+        ),
+        (&["exceptions", "--body", "evt_body_live"][..], &live_body),
+        (
+            &[
+                "exceptions",
+                "--body",
+                "evt_body_sandbox",
+                "--environment",
+                "sandbox",
+            ][..],
+            &sandbox_body,
+        ),
+        (
+            &["exceptions", "--body", "evt_body_sandbox"][..],
+            &sandbox_body,
+        ),
+    ] {
+        let (code, stdout, stderr) = paymos_inbox_bytes(&rig, args).await;
+        assert_eq!(code, Some(0), "{args:?}: {stderr}");
+        assert_eq!(stdout, expected.as_bytes(), "{args:?}: byte-exact");
+    }
+
+    // No such delivery (or not in the environment named): exit 4, one line, nothing printed.
+    for args in [
+        &["exceptions", "--body", "evt_nobody"][..],
+        &[
+            "exceptions",
+            "--body",
+            "evt_body_live",
+            "--environment",
+            "sandbox",
+        ][..],
+    ] {
+        let (code, stdout, stderr) = paymos_inbox_bytes(&rig, args).await;
+        assert_eq!(code, Some(4), "{args:?}: {stderr}");
+        assert!(stdout.is_empty());
+        assert!(
+            stderr.starts_with("error: no delivery evt_"),
+            "{args:?}: {stderr}"
+        );
+    }
+
+    // Its body expired (what the TTL does, or an item past its expiry the TTL has not removed
+    // yet): exit 1, said in one line with the next step, nothing printed.
+    rig.aws
+        .dynamodb
+        .delete_item()
+        .table_name(&rig.ledger)
+        .key(
+            "event_id",
+            aws_sdk_dynamodb::types::AttributeValue::S(sandbox_body_key),
+        )
+        .send()
+        .await
+        .unwrap();
+    let live_body_key = body_key("evt_body_live", &live_body);
+    rig.aws
+        .dynamodb
+        .update_item()
+        .table_name(&rig.ledger)
+        .key(
+            "event_id",
+            aws_sdk_dynamodb::types::AttributeValue::S(live_body_key),
+        )
+        .update_expression("SET expires_at = :past")
+        .expression_attribute_values(
+            ":past",
+            aws_sdk_dynamodb::types::AttributeValue::N((NOW - 1).to_string()),
+        )
+        .send()
+        .await
+        .unwrap();
+    for id in ["evt_body_sandbox", "evt_body_live"] {
+        let (code, stdout, stderr) = paymos_inbox_bytes(&rig, &["exceptions", "--body", id]).await;
+        assert_eq!(code, Some(1), "{id}: {stderr}");
+        assert!(stdout.is_empty(), "{id}");
+        assert!(
+            stderr.starts_with(&format!("error: the body of {id} ")) && stderr.contains("expired"),
+            "{id}: {stderr}"
+        );
+        assert!(stderr.contains("  next: replay"), "{stderr}");
+    }
+
+    // Bad input is found before anything is read.
+    let (code, _, stderr) =
+        paymos_inbox_bytes(&rig, &["exceptions", "--body", "test#evt_body_sandbox"]).await;
+    assert_eq!(code, Some(2), "{stderr}");
+    let (code, _, stderr) = paymos_inbox_bytes(&rig, &["exceptions", "--body", " "]).await;
+    assert_eq!(code, Some(2), "{stderr}");
+}
+
+/// [`paymos_inbox`], its stdout as bytes and its stderr apart.
+async fn paymos_inbox_bytes(rig: &Rig, args: &[&str]) -> (Option<i32>, Vec<u8>, String) {
+    let (dynamodb, sqs) = endpoint_urls();
+    let mut all: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    all.extend(
+        [
+            "--dynamodb-endpoint",
+            &dynamodb,
+            "--sqs-endpoint",
+            &sqs,
+            "--region",
+            "us-east-1",
+            "--deliveries-table",
+            &rig.ledger,
+            "--state-table",
+            &rig.state,
+        ]
+        .map(str::to_owned),
+    );
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+            .args(&all)
+            .env_remove("PAYMOS_INBOX_STACK_NAME")
+            .env_remove("PAYMOS_INBOX_CONFIG_ENV")
+            .env_remove("DEAD_LETTER_QUEUE_URL")
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("run paymos-inbox")
+    })
+    .await
+    .unwrap();
+    (
+        out.status.code(),
+        out.stdout,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

@@ -16,6 +16,7 @@ use crate::ingest::{Delivery, PortError};
 use crate::invoice::Standing;
 use crate::record::InvoiceRecord;
 use crate::release::{Named, ReleaseBy, ReleaseError, ReleaseStore, release_named};
+use crate::signature::Environment;
 use crate::status::InvoiceStatus;
 
 pub use crate::change::DELIVERY_OUTCOMES;
@@ -424,6 +425,21 @@ fn invoice_exception(inv: &InvoiceRecord, refund: Option<&str>) -> Exception {
     }
 }
 
+/// What to do with a delivery only a person can apply: print the body it kept (the command
+/// names the delivery's environment: a sandbox delivery is kept under its own key), then apply
+/// it by hand.
+fn by_hand(record: &OutcomeRecord) -> String {
+    let environment = match record.delivery.environment {
+        Some(Environment::Test) => " --environment sandbox",
+        Some(Environment::Live) => " --environment live",
+        None => "",
+    };
+    format!(
+        "print its body with `paymos-inbox exceptions --body {}{environment}`, apply it by hand",
+        record.delivery.event_id
+    )
+}
+
 /// A delivery that waits: unconfirmed (re-checked; a payment then released if genuine) or
 /// unusable (by hand).
 fn delivery_exception(delivery: &Waiting, all: &[Waiting]) -> Exception {
@@ -435,9 +451,7 @@ fn delivery_exception(delivery: &Waiting, all: &[Waiting]) -> Exception {
         Pending::Payment { invoice_id, .. } if delivery.order_unknown() => format!(
             "find the order this payment is for, then `paymos-inbox mark-paid {invoice_id} --order-id <order> --actor <you>` (`reconcile --apply` does it once Paymos' invoice names its order)"
         ),
-        _ if !delivery.unconfirmed() => format!(
-            "read the archived body of {event_id} in the deliveries table, apply it by hand"
-        ),
+        _ if !delivery.unconfirmed() => by_hand(record),
         Pending::Payment { invoice_id, .. } => refund_waiting(all, invoice_id).map_or_else(
             || {
                 format!(
@@ -467,9 +481,7 @@ fn delivery_exception(delivery: &Waiting, all: &[Waiting]) -> Exception {
             "{}: credits the payer once if Paymos confirms it",
             recheck(deposit_id)
         ),
-        Pending::Other => format!(
-            "read the archived body of {event_id} in the deliveries table, apply it by hand"
-        ),
+        Pending::Other => by_hand(record),
     };
     let reason = record.reason.clone().unwrap_or_default();
     Exception {

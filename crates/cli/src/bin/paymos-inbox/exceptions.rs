@@ -29,7 +29,7 @@ fn usage(e: impl Into<String>) -> ExitCode {
 async fn tables(stack: &StackArgs) -> Result<(Stack, DynamoResources, DynamoLedger), Failure> {
     let stack = stack.resolve().await?;
     let store = stack.resources()?;
-    let deliveries = Stack::need(&stack.deliveries, "deliveries-table")?;
+    let deliveries = stack.require(&stack.deliveries, "deliveries-table")?;
     let ledger = DynamoLedger::new(stack.dynamodb.clone(), deliveries, None);
     Ok((stack, store, ledger))
 }
@@ -46,12 +46,31 @@ pub struct ExceptionsArgs {
     /// table, idempotent); then list what waits.
     #[arg(long)]
     reindex: bool,
+    /// Print the raw body of the delivery evt_… (what Paymos sent, byte for byte, on stdout
+    /// only: it holds personal data) instead of the list: exit 0 printed, 4 no such delivery,
+    /// 1 its body expired (`BodyRetentionDays`).
+    #[arg(long, value_name = "EVENT_ID", value_parser = crate::exit::named, conflicts_with_all = ["json", "reindex"])]
+    body: Option<String>,
+    /// With --body: the delivery's environment (default: either; a sandbox delivery is kept
+    /// under `test#evt_…`).
+    #[arg(long, value_enum, requires = "body")]
+    environment: Option<BodyEnvironment>,
     #[command(flatten)]
     stack: StackArgs,
 }
 
+/// The environment whose delivery `--body` names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BodyEnvironment {
+    Live,
+    Sandbox,
+}
+
 /// Exit 0 when nothing waits, 1 when something does (so a cron job can alert on it).
 pub async fn list(args: ExceptionsArgs) -> ExitCode {
+    if let Some(event_id) = &args.body {
+        return print_body(&args.stack, event_id, args.environment).await;
+    }
     let (stack, state, ledger) = match tables(&args.stack).await {
         Ok(t) => t,
         Err(e) => return fail(e),
@@ -119,6 +138,84 @@ pub async fn list(args: ExceptionsArgs) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
+    }
+}
+
+/// `exceptions --body`: the kept raw body of `event_id`, written to stdout as it is (never
+/// logged). Without `environment`, the live key and the sandbox key are both read; a delivery
+/// under both is for the person to name.
+async fn print_body(
+    stack: &StackArgs,
+    event_id: &str,
+    environment: Option<BodyEnvironment>,
+) -> ExitCode {
+    use paymos_inbox_aws::dynamodb::KeptBody;
+    use paymos_inbox_core::signature::Environment;
+    use paymos_inbox_core::work::delivery_key;
+    use std::io::Write as _;
+    if event_id.contains('#') {
+        return usage(format!(
+            "--body {event_id}: an event id as `exceptions` lists it (evt_…), with --environment sandbox for a sandbox delivery"
+        ));
+    }
+    let (_, _, ledger) = match tables(stack).await {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    let environments: &[Environment] = match environment {
+        Some(BodyEnvironment::Live) => &[Environment::Live],
+        Some(BodyEnvironment::Sandbox) => &[Environment::Test],
+        None => &[Environment::Live, Environment::Test],
+    };
+    let now_s = now_ms() / 1000;
+    let mut found = Vec::new();
+    for &env in environments {
+        match ledger
+            .kept_body(&delivery_key(Some(env), event_id), now_s)
+            .await
+        {
+            Ok(KeptBody::NoRecord) => {}
+            Ok(kept) => found.push((env, kept)),
+            Err(e) => return fail(e),
+        }
+    }
+    let name = |env: Environment| if env.is_test() { "sandbox" } else { "live" };
+    match found.as_slice() {
+        [] => Failure::unreachable(format!("no delivery {event_id} in the deliveries table"))
+            .next("check the event id (`paymos-inbox exceptions` lists it), --environment and the stack")
+            .report(),
+        [(_, KeptBody::Kept(body))] => {
+            let mut stdout = std::io::stdout().lock();
+            match stdout.write_all(body).and_then(|()| stdout.flush()) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    Failure::unreachable(format!("could not write the body: {e}")).report()
+                }
+                _ => ExitCode::SUCCESS,
+            }
+        }
+        [(env, KeptBody::Expired { received_at_ms })] => {
+            let received = i64::try_from(*received_at_ms)
+                .ok()
+                .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+                .map_or_else(|| "?".to_owned(), |t| t.to_string());
+            Failure {
+                code: crate::EXIT_NEEDS_A_PERSON,
+                message: format!(
+                    "the body of {event_id} ({}, received {received}) has expired: only its record is kept",
+                    name(*env)
+                ),
+                next: Some(format!(
+                    "replay {event_id} from Paymos' dashboard (ingest keeps the same bytes again), or read the resource from Paymos' API"
+                )),
+                detail: None,
+            }
+            .report()
+        }
+        _ => Failure::usage(format!(
+            "--body {event_id}: a live and a sandbox delivery both have this id"
+        ))
+        .next("name one with --environment live or --environment sandbox")
+        .report(),
     }
 }
 

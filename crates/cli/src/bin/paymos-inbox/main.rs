@@ -123,10 +123,12 @@ enum Command {
     /// Held, paid-late and duplicate-payment invoices, payments whose order is known nowhere
     /// (order_unknown), unconfirmed and unusable deliveries, dead letters. Exit 1 when
     /// something waits (a cron job can alert on it). Once after an upgrade that adds the
-    /// indexes: --reindex.
+    /// indexes: --reindex. --body prints what Paymos sent for one delivery (an unusable one
+    /// is applied by hand from it).
     ///
-    /// Example:
+    /// Examples:
     ///   paymos-inbox exceptions --stack-name paymos-inbox-live --json
+    ///   paymos-inbox exceptions --body evt_… --environment live --stack-name paymos-inbox-live > body.json
     #[command(verbatim_doc_comment)]
     Exceptions(exceptions::ExceptionsArgs),
     /// Fulfil a held or paid-late payment on a person's word

@@ -11,6 +11,8 @@ use paymos_inbox_core::change::Applied;
 
 use paymos_inbox_core::confirm::PaymentConfirmation;
 use paymos_inbox_core::fulfil::{Fulfil, FulfilError, PoisonError, ResourceStore};
+#[cfg(doc)]
+use paymos_inbox_core::port::PortErrorKind;
 use paymos_inbox_core::work::WorkItem;
 
 /// The `FulfilOutcomes` of a message that was not applied: a message that is not a work item,
@@ -71,9 +73,9 @@ async fn apply_decoded<S: ResourceStore, C: PaymentConfirmation>(
         .get("ApproximateReceiveCount")
         .map_or("?", String::as_str);
     let receive_count: u32 = receives.parse().unwrap_or(1);
+    let message_id = message.message_id.as_deref().unwrap_or_default();
     let applied = match decoded {
-        Ok(item) => fulfil
-            .apply_received(&item, now_ms, receive_count)
+        Ok(item) => apply_retrying(fulfil, &item, now_ms, receive_count, message_id)
             .await
             .map(|a| (item, a)),
         Err(e) => Err(FulfilError::Poison(PoisonError::from(e))),
@@ -113,6 +115,38 @@ async fn apply_decoded<S: ResourceStore, C: PaymentConfirmation>(
     }
 }
 
+/// Applies one work item, trying a conflict or a throttle again within this invocation, a few
+/// times with growing, spread waits ([`PortErrorKind::retry_at_once_ms`]): overload slows
+/// fulfil down instead of sending the message round the queue towards its dead-letter queue.
+/// A retry is safe: every write is conditional, as for SQS's own redelivery.
+async fn apply_retrying<S: ResourceStore, C: PaymentConfirmation>(
+    fulfil: &Fulfil<S, C>,
+    item: &WorkItem,
+    now_ms: u64,
+    receives: u32,
+    message_id: &str,
+) -> Result<(Option<paymos_inbox_core::envelope::Envelope>, Applied), FulfilError> {
+    let mut attempt = 0;
+    loop {
+        let result = fulfil.apply_received(item, now_ms, receives).await;
+        let Err(FulfilError::Unavailable(error)) = &result else {
+            return result;
+        };
+        attempt += 1;
+        let spread = paymos_inbox_core::outbound::spread_of(message_id, attempt);
+        let Some(wait_ms) = error.kind.retry_at_once_ms(attempt, spread) else {
+            return result;
+        };
+        tracing::info!(
+            attempt,
+            error = error.kind.as_str(),
+            wait_ms,
+            "trying the delivery again at once"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(wait_ms)).await;
+    }
+}
+
 /// What applying one message gave.
 type Applying = Result<
     (
@@ -139,5 +173,102 @@ fn record_metrics(applied: &Applying, now_ms: u64) {
             let age = now_ms.saturating_sub(received) as f64;
             metrics::histogram!(metric::DELIVERY_AGE).record(age);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use paymos_inbox_core::memory::MemoryResources;
+    use paymos_inbox_core::port::{PortError, PortErrorKind};
+    use paymos_inbox_core::write::{Stored, Write};
+    use paymos_inbox_testkit::{invoice_paid, live};
+
+    use super::*;
+
+    /// The memory twin, whose first `left` writes meet another writer (or a throttle).
+    struct Crowded {
+        inner: MemoryResources,
+        left: AtomicU32,
+        kind: PortErrorKind,
+    }
+
+    impl ResourceStore for Crowded {
+        async fn write(&self, writes: &[Write]) -> Result<Stored, PortError> {
+            let crowded = self
+                .left
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            if crowded {
+                return Err(PortError::of_kind(
+                    "DynamoDB TransactWriteItems",
+                    self.kind,
+                    "cancelled: [\"TransactionConflict\"]",
+                ));
+            }
+            self.inner.write(writes).await
+        }
+    }
+
+    fn batch(invoices: &[&str]) -> SqsEvent {
+        let mut event = SqsEvent::default();
+        event.records = invoices
+            .iter()
+            .map(|invoice| {
+                let mut message = SqsMessage::default();
+                message.message_id = Some(format!("m-{invoice}"));
+                message.body =
+                    Some(live(&invoice_paid(&format!("evt_{invoice}"), invoice)).encode());
+                message
+                    .attributes
+                    .insert("ApproximateReceiveCount".into(), "1".into());
+                message
+            })
+            .collect();
+        event
+    }
+
+    // Issue 39: overload slows fulfil down instead of failing messages towards the DLQ: a
+    // batch whose writes meet other writers (or throttles) dozens of times is applied whole,
+    // each payment fulfilled once, and no message goes back to the queue.
+    #[tokio::test]
+    async fn conflicts_and_throttles_are_tried_again_at_once_and_nothing_goes_back_to_the_queue() {
+        let invoices = ["inv_c1", "inv_c2", "inv_c3", "inv_c4", "inv_c5"];
+        for kind in [PortErrorKind::Conflict, PortErrorKind::Throttled] {
+            let fulfil = Fulfil::new(Crowded {
+                inner: MemoryResources::new(),
+                // More failures than messages: most messages meet several.
+                left: AtomicU32::new(12),
+                kind,
+            });
+            let response = handle_batch(&fulfil, batch(&invoices), 1_760_000_000_000).await;
+            assert!(
+                response.batch_item_failures.is_empty(),
+                "{kind}: {response:?}"
+            );
+            assert_eq!(
+                fulfil.store().left.load(Ordering::SeqCst),
+                0,
+                "{kind}: all met"
+            );
+            let fulfilled: Vec<String> = fulfil
+                .store()
+                .inner
+                .fulfilments()
+                .into_iter()
+                .map(|(invoice, _)| invoice)
+                .collect();
+            assert_eq!(fulfilled, invoices, "{kind}: each once");
+        }
+        // What a retry at once cannot fix goes back to the queue, as before.
+        let fulfil = Fulfil::new(Crowded {
+            inner: MemoryResources::new(),
+            left: AtomicU32::new(1),
+            kind: PortErrorKind::Misconfigured,
+        });
+        let response = handle_batch(&fulfil, batch(&["inv_m1"]), 1_760_000_000_000).await;
+        assert_eq!(response.batch_item_failures.len(), 1);
+        assert!(fulfil.store().inner.fulfilments().is_empty());
     }
 }

@@ -63,6 +63,16 @@ print(json.dumps(out))
     serde_json::from_str(&run(Command::new("python3").args(["-c", script]).arg(zip))).expect("JSON")
 }
 
+/// A server stopped when the test ends, however it ends.
+struct Stops(std::process::Child);
+
+impl Drop for Stops {
+    fn drop(&mut self) {
+        self.0.kill().ok();
+        self.0.wait().ok();
+    }
+}
+
 fn host_arch() -> &'static str {
     match std::env::consts::ARCH {
         "aarch64" => "arm64",
@@ -152,12 +162,14 @@ fn the_release_deploys_the_binaries_it_sums_with_the_template_as_it_is() {
         .local_addr()
         .unwrap()
         .port();
-    let mut moto = Command::new(venv("moto_server"))
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("moto_server");
+    let _moto = Stops(
+        Command::new(venv("moto_server"))
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("moto_server"),
+    );
     let s3 = format!("http://127.0.0.1:{port}");
     let aws = |command: &mut Command| {
         command
@@ -204,7 +216,6 @@ fn the_release_deploys_the_binaries_it_sums_with_the_template_as_it_is() {
          for o in c.list_objects_v2(Bucket='release')['Contents']:\n    \
          print(o['Key'], hashlib.sha256(c.get_object(Bucket='release', Key=o['Key'])['Body'].read()).hexdigest())",
     );
-    moto.kill().ok();
     let uploaded: Vec<(&str, &str)> = uploaded.lines().filter_map(|l| l.split_once(' ')).collect();
     let packaged = std::fs::read_to_string(out.join("packaged.yaml")).unwrap();
     for (hash, path) in sums.iter().filter(|(_, p)| p.ends_with(".zip")) {

@@ -222,3 +222,90 @@ fn a_name_missing_from_dev_info_is_said_without_suggesting_dev_info_again() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Every command's `--help` as the binary prints it (the root, groups and leaves), by path.
+fn helps(path: &[&str], out: &mut Vec<(String, String)>) {
+    let out_of = Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+        .args(path)
+        .arg("--help")
+        .output()
+        .expect("run paymos-inbox");
+    let text = String::from_utf8_lossy(&out_of.stdout).into_owned();
+    let subcommands: Vec<String> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .map(str::to_owned)
+        .collect();
+    out.push((path.join(" "), text));
+    for sub in &subcommands {
+        let mut deeper = path.to_vec();
+        deeper.push(sub);
+        helps(&deeper, out);
+    }
+}
+
+// Issue 42, item 12: every example a `--help` gives with the exit code it states
+// (`… # exit N`) exits with it, run as a reader's shell would (its variables set, `…` a value,
+// redirections to nothing), with nothing from the developer's environment. That each example
+// parses: `doc_commands::every_help_example_parses_with_the_variables_it_sets`.
+#[test]
+fn every_help_example_that_states_an_exit_code_exits_with_it() {
+    let mut all = Vec::new();
+    helps(&[], &mut all);
+    assert!(all.len() >= 20, "{} helps", all.len());
+    let dir = std::env::temp_dir().join(format!("help-examples-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for (path, help) in &all {
+        for line in help.lines() {
+            let (Some(at), Some((command, comment))) =
+                (line.find("paymos-inbox "), line.split_once(" # exit "))
+            else {
+                continue;
+            };
+            let code: i32 = comment
+                .split(|c: char| !c.is_ascii_digit())
+                .next()
+                .and_then(|c| c.parse().ok())
+                .expect("# exit N");
+            let env: Vec<(String, String)> = line[..at]
+                .split_whitespace()
+                .filter_map(|w| w.split_once('='))
+                .map(|(n, v)| (n.to_owned(), v.replace('…', "x")))
+                .collect();
+            let words = shell_words::split(&command[at..].replace('…', "x")).unwrap();
+            let args: Vec<&String> = words
+                .iter()
+                .skip(1)
+                .take_while(|w| !matches!(w.as_str(), ">" | ">>" | "<" | "|" | "2>"))
+                .collect();
+            let out = Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+                .args(&args)
+                .env_clear()
+                .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+                .env("HOME", &dir)
+                .envs(env)
+                .current_dir(&dir)
+                .stdin(Stdio::null())
+                .output()
+                .expect("run paymos-inbox");
+            checked += 1;
+            if out.status.code() != Some(code) {
+                failures.push(format!(
+                    "paymos-inbox {path} --help: {}\n  exit {:?}, not {code}: {}",
+                    line.trim(),
+                    out.status.code(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(checked >= 1, "an example states its exit code");
+}

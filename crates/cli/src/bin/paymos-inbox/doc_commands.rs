@@ -1,7 +1,8 @@
-//! Every `paymos-inbox …` command line in the README and `docs/` parses with the CLI's own
-//! parser, so a renamed or removed flag fails the build instead of a merchant's first try.
+//! Every `paymos-inbox …` command line in the README, `docs/` and every `--help`'s examples
+//! parses with the CLI's own parser, so a renamed or removed flag fails the build instead of a
+//! merchant's first try (an example's stated exit code: `crates/cli/tests/it/cli.rs`).
 
-use clap::Parser;
+use clap::{FromArgMatches as _, Parser};
 
 use crate::Cli;
 
@@ -196,7 +197,7 @@ fn the_top_level_list_is_one_short_line_per_command() {
 }
 
 #[test]
-fn every_command_shows_an_example_that_parses_and_the_exit_codes() {
+fn every_command_shows_an_example_of_itself_and_the_exit_codes() {
     let mut failures = Vec::new();
     let leaves = leaves();
     assert!(leaves.len() >= 19, "{} commands", leaves.len());
@@ -214,31 +215,7 @@ fn every_command_shows_an_example_that_parses_and_the_exit_codes() {
         if !help.contains("Example") || examples.is_empty() {
             failures.push(format!("{path}: no example of itself"));
         }
-        for example in examples {
-            let line = example
-                .split(" > ")
-                .next()
-                .unwrap_or_default()
-                .replace('…', "x");
-            let line = line.split(" < ").next().unwrap_or_default();
-            match shell_words::split(line) {
-                Ok(mut args) => {
-                    // The API key and secret come from the environment in the examples.
-                    if Cli::try_parse_from(&args)
-                        .is_err_and(|e| e.kind() == clap::error::ErrorKind::MissingRequiredArgument)
-                    {
-                        args.extend(["--api-key", "k", "--api-secret", "s"].map(String::from));
-                    }
-                    if let Err(e) = Cli::try_parse_from(&args) {
-                        failures.push(format!(
-                            "{path}: {line}\n  {}",
-                            e.to_string().lines().next().unwrap_or_default()
-                        ));
-                    }
-                }
-                Err(_) => failures.push(format!("{path}: cannot split: {line}")),
-            }
-        }
+        // Each parses as the reader's shell runs it (`every_help_example_parses_…`).
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -382,4 +359,211 @@ fn the_stated_durations_are_the_codes() {
             "{name}: an old duration of the hand-off"
         );
     }
+}
+
+/// One line of an example block in a command's help: the variables it sets before the command
+/// (`PAYMOS_API_KEY=… paymos-inbox …`), the command's words (shell redirections and pipes
+/// dropped, `…` standing for a value), and the exit code it states (`# exit N`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HelpExample {
+    pub line: String,
+    pub env: Vec<(String, String)>,
+    pub args: Vec<String>,
+    pub exit: Option<u8>,
+}
+
+/// A shell's variable assignment (`NAME=value`): its name and value.
+fn assignment(word: &str) -> Option<(&str, &str)> {
+    word.split_once('=').filter(|(name, _)| {
+        !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+    })
+}
+
+/// Every command line in the example blocks of `help` (a block: from a line starting
+/// `Example` to the next blank line), also one after prose (`then, in another terminal:
+/// paymos-inbox send …`); `Err` for a line the shell could not split.
+pub fn help_examples(help: &str) -> Vec<Result<HelpExample, String>> {
+    let mut out = Vec::new();
+    let mut in_block = false;
+    for line in help.lines() {
+        if line.starts_with("Example") {
+            in_block = true;
+            continue;
+        }
+        if line.trim().is_empty() {
+            in_block = false;
+        }
+        let Some(at) = line.find("paymos-inbox ").filter(|_| in_block) else {
+            continue;
+        };
+        let (command, comment) = line[at..]
+            .split_once(" # ")
+            .map_or((&line[at..], ""), |(c, rest)| (c, rest.trim()));
+        let exit = comment
+            .strip_prefix("exit ")
+            .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|code| code.parse().ok());
+        let before: Vec<&str> = line[..at].split_whitespace().collect();
+        let env = if before.iter().all(|w| assignment(w).is_some()) {
+            before
+                .iter()
+                .filter_map(|w| assignment(w))
+                .map(|(n, v)| (n.to_owned(), v.replace('…', "x")))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        match shell_words::split(&command.replace('…', "x")) {
+            Ok(words) => out.push(Ok(HelpExample {
+                line: line.trim().to_owned(),
+                env,
+                args: words
+                    .into_iter()
+                    .take_while(|w| !matches!(w.as_str(), ">" | ">>" | "<" | "|" | "2>"))
+                    .collect(),
+                exit,
+            })),
+            Err(e) => out.push(Err(format!("cannot split {line:?}: {e}"))),
+        }
+    }
+    out
+}
+
+/// Every command's long help (the root, groups and leaves), by its path.
+fn helps() -> Vec<(String, String)> {
+    fn walk(prefix: &str, command: &mut clap::Command, out: &mut Vec<(String, String)>) {
+        out.push((prefix.to_owned(), command.render_long_help().to_string()));
+        for sub in command
+            .get_subcommands_mut()
+            .filter(|s| s.get_name() != "help")
+        {
+            let path = format!("{prefix} {}", sub.get_name()).trim().to_owned();
+            walk(&path, sub, out);
+        }
+    }
+    let mut out = Vec::new();
+    let mut root = crate::command_line();
+    root.build();
+    walk("", &mut root, &mut out);
+    out
+}
+
+/// The parser with no variable read from this process's environment: what an example sets is
+/// given as the option that reads it, and nothing else is.
+fn parser_without_environment() -> clap::Command {
+    fn strip(command: clap::Command) -> clap::Command {
+        command.mut_args(|a| a.env(None)).mut_subcommands(strip)
+    }
+    strip(crate::command_line())
+}
+
+/// The example's words with each variable it sets given as the option of its command that
+/// reads it (`PAYMOS_API_KEY=k` → `--api-key k`); `Err` names a variable nothing reads.
+fn with_environment(example: &HelpExample) -> Result<Vec<String>, String> {
+    let mut command = crate::command_line();
+    for word in example.args.iter().skip(1) {
+        match command.find_subcommand(word) {
+            Some(sub) => command = sub.clone(),
+            None => break,
+        }
+    }
+    let mut args = example.args.clone();
+    for (name, value) in &example.env {
+        let arg = command
+            .get_arguments()
+            .find(|a| a.get_env() == Some(std::ffi::OsStr::new(name)))
+            .ok_or_else(|| format!("sets {name}, which no option of the command reads"))?;
+        let long = arg
+            .get_long()
+            .expect("an option read from a variable has a long name");
+        args.extend([format!("--{long}"), value.clone()]);
+    }
+    Ok(args)
+}
+
+// Issue 42, item 12: `recheck --help`'s examples did not parse without PAYMOS_API_KEY in the
+// reader's environment; every example of every `--help` parses with the CLI's own parser (a
+// failure is what exits 2), with the variables it sets and none of the test's.
+#[test]
+fn every_help_example_parses_with_the_variables_it_sets() {
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for (path, help) in helps() {
+        for example in help_examples(&help) {
+            let example = match example {
+                Ok(e) => e,
+                Err(e) => {
+                    failures.push(format!("{path}: {e}"));
+                    continue;
+                }
+            };
+            checked += 1;
+            let parsed = with_environment(&example).and_then(|args| {
+                parser_without_environment()
+                    .try_get_matches_from(&args)
+                    .and_then(|m| Cli::from_arg_matches(&m))
+                    .map_err(|e| e.to_string().lines().next().unwrap_or_default().to_owned())
+            });
+            if let Err(e) = parsed {
+                failures.push(format!(
+                    "paymos-inbox {path} --help: {}\n  {e}",
+                    example.line
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(checked >= 25, "the examples were found ({checked})");
+}
+
+#[test]
+fn an_example_is_read_as_a_shell_would_and_one_that_needs_a_variable_fails_without_it() {
+    let help = "Examples:\n  PAYMOS_API_KEY=… PAYMOS_API_SECRET=s paymos-inbox recheck inv_1 --dev-info dev.json\n  paymos-inbox verify --secret whsec_test_… --header 't=1,v1=…' < body.json   # exit 1 unless it verifies\nthen, in another terminal:  paymos-inbox send --wait\n\nUsage: paymos-inbox recheck [OPTIONS]\n";
+    let found: Vec<HelpExample> = help_examples(help)
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(found.len(), 3, "{found:#?}");
+    assert_eq!(
+        found[0].env,
+        [
+            ("PAYMOS_API_KEY".into(), "x".into()),
+            ("PAYMOS_API_SECRET".into(), "s".into())
+        ]
+    );
+    assert_eq!(
+        found[1].args,
+        [
+            "paymos-inbox",
+            "verify",
+            "--secret",
+            "whsec_test_x",
+            "--header",
+            "t=1,v1=x"
+        ]
+    );
+    assert_eq!(found[1].exit, Some(1));
+    assert_eq!(found[2].args, ["paymos-inbox", "send", "--wait"]);
+    assert!(found[2].env.is_empty());
+    let parses = |e: &HelpExample| {
+        with_environment(e).is_ok_and(|args| {
+            parser_without_environment()
+                .try_get_matches_from(&args)
+                .is_ok()
+        })
+    };
+    assert!(parses(&found[0]));
+    let without = HelpExample {
+        env: Vec::new(),
+        ..found[0].clone()
+    };
+    assert!(!parses(&without), "the API key is required");
+    let unread = HelpExample {
+        env: vec![("NOT_READ".into(), "x".into())],
+        ..found[0].clone()
+    };
+    assert!(with_environment(&unread).is_err());
 }

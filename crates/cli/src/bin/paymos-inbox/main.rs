@@ -50,7 +50,7 @@ enum Command {
     /// Reads the raw body from stdin (or --body-file). Exit 1 when it does not verify.
     ///
     /// Example:
-    ///   paymos-inbox verify --secret live=whsec_live_… --header 't=1700000000,v1=…' < body.json
+    ///   paymos-inbox verify --secret live=whsec_live_… --header 't=1700000000,v1=…' < body.json   # exit 1 unless it verifies
     #[command(verbatim_doc_comment)]
     Verify(VerifyArgs),
     /// Run the whole pipeline locally (emulators, tables, ingest URL, fulfil)

@@ -469,7 +469,7 @@ fn every_alarm_on_our_metrics_names_a_metric_and_an_outcome_the_code_emits() {
                     INGEST_OUTCOMES.contains(&outcome)
                 } else if name == metric::MISCONFIGURED {
                     // `telemetry::misconfigured_at_start` is called with the setting's name.
-                    outcome == paymos_inbox_lambda::config::PAYMOS_API_SECRETS_ID
+                    misconfigured_settings().contains(outcome)
                 } else {
                     fulfil_outcomes().contains(&outcome)
                 };
@@ -1199,4 +1199,63 @@ fn the_documented_figures_are_computed_from_the_code() {
         changelog.contains(&format!("about {cost} per million deliveries for DynamoDB")),
         "the CHANGELOG says DynamoDB costs {cost} per million, as docs/performance.md"
     );
+}
+
+// Issue 42, item 4 (leftover): `MisconfiguredAlarm` watched only `PAYMOS_API_SECRETS_ID`'s
+// start failures; ingest's (`WEBHOOK_SECRETS_ID`: its INIT fails, every delivery is refused)
+// was counted in `Misconfigured` and alarmed nowhere. Every setting a function's binary counts
+// as misconfigured at start is watched, and summed by the alarm's expression.
+#[test]
+fn the_misconfiguration_alarm_watches_every_setting_a_function_fails_to_start_on() {
+    let settings = misconfigured_settings();
+    assert_eq!(
+        (config::WEBHOOK_SECRETS_ID, config::PAYMOS_API_SECRETS_ID),
+        ("WEBHOOK_SECRETS_ID", "PAYMOS_API_SECRETS_ID"),
+        "a setting's metric Outcome is its variable's name"
+    );
+    assert!(
+        settings.contains("WEBHOOK_SECRETS_ID") && settings.len() >= 2,
+        "{settings:?}"
+    );
+    let t = template();
+    let metrics = props(&t, "MisconfiguredAlarm")["Metrics"]
+        .as_sequence()
+        .expect("a metric-math alarm");
+    let expression = metrics
+        .iter()
+        .find_map(|m| m["Expression"].as_str())
+        .expect("an expression");
+    for setting in &settings {
+        let watched = metrics.iter().find(|m| {
+            let metric = &m["MetricStat"]["Metric"];
+            metric["MetricName"].as_str() == Some("Misconfigured")
+                && metric["Dimensions"]
+                    .as_sequence()
+                    .into_iter()
+                    .flatten()
+                    .any(|d| d["Name"] == "Outcome" && d["Value"].as_str() == Some(setting))
+        });
+        let Some(watched) = watched else {
+            panic!("MisconfiguredAlarm does not watch Misconfigured's {setting}");
+        };
+        let id = watched["Id"].as_str().unwrap();
+        assert!(
+            expression.contains(&format!("FILL({id}, 0)")),
+            "{expression} leaves out {id} ({setting})"
+        );
+    }
+}
+
+/// The settings the functions' binaries count as `Misconfigured` when they cannot start on
+/// them (`telemetry::misconfigured_at_start(SETTING, …)`), by name.
+fn misconfigured_settings() -> std::collections::BTreeSet<String> {
+    let bins = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../lambda/src/bin"));
+    let mut settings = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(bins).unwrap() {
+        let source = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        for call in source.split("misconfigured_at_start(").skip(1) {
+            settings.insert(call.split(',').next().unwrap().trim().to_owned());
+        }
+    }
+    settings
 }

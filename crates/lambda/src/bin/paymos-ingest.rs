@@ -18,8 +18,11 @@ async fn main() -> Result<(), Error> {
     paymos_inbox_lambda::telemetry::init_json();
     paymos_inbox_lambda::telemetry::init_metrics("ingest");
     let config = IngestConfig::from_lookup(|k| std::env::var(k).ok())?;
-    // Two attempts of at most 1 s per call: the put and the send together stay under the 6 s
-    // function timeout, itself well inside the sender's 10 s.
+    // Two attempts of at most 1 s per call (2.5 s with `aws::load_config`'s margin). A delivery
+    // makes 3 to 5 sequential calls, so when DynamoDB or SQS hangs on every one the worst case
+    // (7.5-12.5 s) runs past the 6 s function timeout: that invocation ends without a 2xx,
+    // Paymos retries, and what was recorded is taken over or swept, never lost
+    // (docs/performance.md).
     let aws = load_config(Duration::from_secs(1), 2).await;
 
     let key_source = SecretsManagerKeys::new(

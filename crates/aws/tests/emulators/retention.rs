@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources, encode_body};
+use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources, KeptBody, encode_body};
 use paymos_inbox_aws::sqs::SqsQueue;
 use paymos_inbox_core::change::Applied;
 use paymos_inbox_core::exceptions::{self, DELIVERY_OUTCOMES, ReviewLedger as _};
@@ -340,6 +340,11 @@ async fn records_written_before_the_update_keep_their_inline_body_and_read_as_be
     assert_eq!(
         rig.waiting_body("evt_b_v1w").await.as_deref(),
         Some(waiting.as_bytes())
+    );
+    // Issue 42, item 7: `exceptions --body` reads it too (it has no body item).
+    assert_eq!(
+        rig.ledger.kept_body("evt_b_v1w", NOW).await.unwrap(),
+        KeptBody::Kept(waiting.as_bytes().to_vec())
     );
     // A retry of the old stranded one: its inline body is what is sent again.
     assert_eq!(rig.post(&stranded, "evt_b_v1", NOW_MS).await, 200);

@@ -992,7 +992,8 @@ async fn exceptions_body_prints_an_unusable_deliverys_exact_bytes_live_and_sandb
     assert_eq!(code, Some(2), "{stderr}");
 }
 
-/// [`paymos_inbox`], its stdout as bytes and its stderr apart.
+/// [`paymos_inbox`] naming only the deliveries table (all `--body` needs), its stdout as
+/// bytes and its stderr apart.
 async fn paymos_inbox_bytes(rig: &Rig, args: &[&str]) -> (Option<i32>, Vec<u8>, String) {
     let (dynamodb, sqs) = endpoint_urls();
     let mut all: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
@@ -1006,8 +1007,6 @@ async fn paymos_inbox_bytes(rig: &Rig, args: &[&str]) -> (Option<i32>, Vec<u8>, 
             "us-east-1",
             "--deliveries-table",
             &rig.ledger,
-            "--state-table",
-            &rig.state,
         ]
         .map(str::to_owned),
     );
@@ -1018,6 +1017,7 @@ async fn paymos_inbox_bytes(rig: &Rig, args: &[&str]) -> (Option<i32>, Vec<u8>, 
             .env_remove("PAYMOS_INBOX_CONFIG_ENV")
             .env_remove("DEAD_LETTER_QUEUE_URL")
             .env_remove("RUST_LOG")
+            .env_remove("STATE_TABLE")
             .output()
             .expect("run paymos-inbox")
     })

@@ -158,8 +158,14 @@ async fn print_body(
             "--body {event_id}: an event id as `exceptions` lists it (evt_…), with --environment sandbox for a sandbox delivery"
         ));
     }
-    let (_, _, ledger) = match tables(stack).await {
-        Ok(t) => t,
+    // Only the deliveries table: a body needs no state table.
+    let ledger = match stack.resolve().await.and_then(|stack| {
+        let table = stack
+            .require(&stack.deliveries, "deliveries-table")?
+            .to_owned();
+        Ok(DynamoLedger::new(stack.dynamodb, table, None))
+    }) {
+        Ok(l) => l,
         Err(e) => return fail(e),
     };
     let environments: &[Environment] = match environment {

@@ -127,6 +127,13 @@ fn grants_of(service: &str, operation: &str, body: &[u8]) -> Vec<Grant> {
                 Some(grant(action, text(&inner["TableName"])))
             })
             .collect(),
+        // A batch names its tables as the keys of its requests.
+        ("dynamodb", "BatchGetItem" | "BatchWriteItem") => json["RequestItems"]
+            .as_object()
+            .into_iter()
+            .flat_map(|tables| tables.keys())
+            .map(|table| grant(operation, table.clone()))
+            .collect(),
         ("dynamodb", _) => {
             let table = text(&json["TableName"]);
             let target = match json["IndexName"].as_str() {

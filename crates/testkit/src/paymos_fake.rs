@@ -38,6 +38,8 @@ struct State {
     withdrawals: HashMap<String, Value>,
     deposits: HashMap<String, Value>,
     refuse_key: bool,
+    /// Items a page (0: two).
+    page_size: usize,
 }
 
 /// Requests the fake saw, by whether their signature verified.
@@ -136,15 +138,17 @@ fn problem(status: u16, title: &str) -> hyper::Response<Full<Bytes>> {
 }
 
 /// One page of two from `items`, at the opaque cursor `c{n}`.
-fn page(items: &[Value], query: &[(String, String)]) -> Value {
+/// One page of `items` from the request's cursor, `size` long (two by default, so that a few
+/// items already take several pages; [`FakePaymos::page_size`] sets what Paymos' `limit` would).
+fn page(items: &[Value], query: &[(String, String)], size: usize) -> Value {
     let start: usize = query
         .iter()
         .find(|(k, _)| k == "cursor")
         .and_then(|(_, c)| c.strip_prefix('c'))
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
-    let next = (start + 2 < items.len()).then(|| format!("c{}", start + 2));
-    json!({"items": items.iter().skip(start).take(2).collect::<Vec<_>>(), "next_cursor": next})
+    let next = (start + size < items.len()).then(|| format!("c{}", start + size));
+    json!({"items": items.iter().skip(start).take(size).collect::<Vec<_>>(), "next_cursor": next})
 }
 
 impl FakePaymos {
@@ -218,7 +222,11 @@ impl FakePaymos {
                     from.is_none_or(|f| at >= f) && to.is_none_or(|t| at <= t)
                 })
                 .collect();
-            return reply(200, &page(&items, &query));
+            let size = match state.lock().unwrap().page_size {
+                0 => 2,
+                n => n,
+            };
+            return reply(200, &page(&items, &query, size));
         }
         if let Some(id) = path.strip_prefix("/v1/invoices/") {
             let answer = state.lock().unwrap().invoices.get(id).cloned();
@@ -251,7 +259,11 @@ impl FakePaymos {
                 .filter(|r| invoice.iter().all(|i| r["invoice_id"].as_str() == Some(i)))
                 .cloned()
                 .collect();
-            return reply(200, &page(&items, &query));
+            let size = match state.lock().unwrap().page_size {
+                0 => 2,
+                n => n,
+            };
+            return reply(200, &page(&items, &query, size));
         }
         let found = |doc: Option<Value>| match doc {
             Some(d) => reply(200, &d),
@@ -288,6 +300,11 @@ impl FakePaymos {
     /// The list endpoint's items, as given (instead of the invoices' documents).
     pub fn list(&self, items: Vec<Value>) {
         self.state.lock().unwrap().listed = Some(items);
+    }
+
+    /// Pages of `size` items (Paymos' largest `limit` is 100), instead of two.
+    pub fn page_size(&self, size: usize) {
+        self.state.lock().unwrap().page_size = size;
     }
 
     /// A refund the fake knows.

@@ -13,9 +13,9 @@
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{ReturnConsumedCapacity, Update};
+use aws_sdk_dynamodb::types::{KeysAndAttributes, ReturnConsumedCapacity, Update};
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use futures::{StreamExt as _, TryStreamExt as _};
 
@@ -573,7 +573,94 @@ impl StateRecords for DynamoResources {
     }
 }
 
+/// How many keys one `BatchGetItem` reads (DynamoDB's most).
+const KEYS_PER_BATCH: usize = 100;
+
+impl DynamoResources {
+    /// The claims of one batch of orders (`(claim, key)`): one consistent `BatchGetItem`, and
+    /// again for the keys DynamoDB left unprocessed (after a growing pause: it left them for
+    /// want of capacity).
+    async fn claims(
+        &self,
+        batch: Vec<(String, String)>,
+    ) -> Result<Vec<(String, String)>, PortError> {
+        const OPERATION: &str = "DynamoDB BatchGetItem";
+        let claim_of: HashMap<String, String> =
+            batch.into_iter().map(|(claim, key)| (key, claim)).collect();
+        let mut keys: Vec<Item> = claim_of
+            .keys()
+            .map(|k| HashMap::from([(ResourceSchema::KEY.to_owned(), s(k))]))
+            .collect();
+        let mut found = Vec::new();
+        let mut pause_ms = 50;
+        while !keys.is_empty() {
+            let asked = KeysAndAttributes::builder()
+                .set_keys(Some(keys))
+                .consistent_read(true)
+                .projection_expression("pk, invoice_id")
+                .build()
+                .map_err(|e| PortError::new(OPERATION, e))?;
+            let answer = self
+                .client
+                .batch_get_item()
+                .request_items(&self.tables.state, asked)
+                .send()
+                .await
+                .map_err(|e| port_error(OPERATION, e))?;
+            for item in answer
+                .responses()
+                .and_then(|r| r.get(&self.tables.state))
+                .into_iter()
+                .flatten()
+            {
+                if let (Some(key), Some(invoice)) = (get_s(item, "pk"), get_s(item, "invoice_id"))
+                    && let Some(claim) = claim_of.get(key)
+                {
+                    found.push((claim.clone(), invoice.to_owned()));
+                }
+            }
+            keys = answer
+                .unprocessed_keys()
+                .and_then(|u| u.get(&self.tables.state))
+                .map(|k| k.keys().to_vec())
+                .unwrap_or_default();
+            if !keys.is_empty() {
+                tokio::time::sleep(std::time::Duration::from_millis(pause_ms)).await;
+                pause_ms = (pause_ms * 2).min(2_000);
+            }
+        }
+        Ok(found)
+    }
+}
+
 impl ReconcileStore for DynamoResources {
+    /// `BatchGetItem`s of 100 claims, a few at once: a window of n orders costs n/100 calls.
+    async fn orders_fulfilled_by(
+        &self,
+        orders: &[(Option<String>, String)],
+    ) -> Result<BTreeMap<String, String>, PortError> {
+        let batches: Vec<Vec<(String, String)>> = orders
+            .chunks(KEYS_PER_BATCH)
+            .map(|batch| {
+                batch
+                    .iter()
+                    .map(|(scope, order)| {
+                        (
+                            write::scoped(scope.as_deref(), order),
+                            order_paid_key(scope.as_deref(), order),
+                        )
+                    })
+                    .collect()
+            })
+            .collect();
+        let found: Vec<Vec<(String, String)>> =
+            futures::stream::iter(batches.into_iter().map(|b| self.claims(b)))
+                .buffer_unordered(DAYS_AT_ONCE)
+                .try_collect()
+                .await?;
+        Ok(found.into_iter().flatten().collect())
+    }
+
     async fn fulfilments_since(&self, since_ms: u64) -> Result<Vec<FulfilmentRecord>, PortError> {
         DynamoResources::fulfilments_since(self, since_ms).await
     }

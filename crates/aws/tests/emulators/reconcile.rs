@@ -355,3 +355,69 @@ async fn an_order_paid_twice_is_a_duplicate_payment_to_refund_never_missing_or_f
         .count();
     assert_eq!(fulfilments, 1, "the order is fulfilled once");
 }
+
+// Issue 39: the reconciliation keeps up with a busy merchant. The claims of the orders Paymos
+// lists paid in the window are read a hundred at once (BatchGetItem), never one GetItem an
+// order: a window of n paid orders costs n/100 reads of claims.
+#[tokio::test]
+async fn the_claims_of_a_window_are_read_a_hundred_at_once() {
+    use futures::StreamExt as _;
+    const PAID: usize = 450;
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let fulfil = Fulfil::new(DynamoResources::new(
+        aws.dynamodb.clone(),
+        stack.table("StateTable"),
+        stack.table("DeliveriesTable"),
+    ));
+    let ids: Vec<String> = (0..PAID).map(|i| format!("inv_b{i}")).collect();
+    futures::stream::iter(ids.iter().map(|id| {
+        let fulfil = &fulfil;
+        async move {
+            let paid = envelope(
+                &format!("evt_{id}"),
+                "invoice.paid",
+                json!({"invoice_id": id, "project_id": "prj_1", "status": "paid", "is_final": true,
+                    "order": {"external_id": format!("order-{id}"), "amount": "25.00", "currency": "USDT"}}),
+            );
+            fulfil.apply(&live(&paid), NOW_MS).await.unwrap();
+        }
+    }))
+    .buffer_unordered(16)
+    .collect::<Vec<()>>()
+    .await;
+    let fake = FakePaymos::start().await;
+    fake.list(ids.iter().map(|id| list_item(id, "paid")).collect());
+    fake.page_size(100);
+    let api = paymos::PaymosClient::builder(KEY, SECRET)
+        .base_url(fake.url.clone())
+        .build()
+        .unwrap();
+
+    aws.calls.reset();
+    let report = reconcile(
+        &api,
+        &fulfil,
+        (NOW - 3600) as i64,
+        (NOW + 3600) as i64,
+        false,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.matched, PAID, "{report:?}");
+    assert!(report.clean());
+    let operations = aws.calls.operations();
+    let count = |op: &str| operations.iter().filter(|o| *o == op).count();
+    assert_eq!(
+        count("DynamoDB.BatchGetItem"),
+        PAID.div_ceil(100),
+        "{operations:?}"
+    );
+    assert_eq!(count("DynamoDB.GetItem"), 0, "no claim read alone");
+    println!(
+        "reconciliation of {PAID} paid orders: {} BatchGetItem, {} GetItem",
+        count("DynamoDB.BatchGetItem"),
+        count("DynamoDB.GetItem")
+    );
+}

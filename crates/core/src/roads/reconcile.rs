@@ -84,6 +84,28 @@ pub trait ReconcileStore: ResourceStore + ReleaseStore {
         scope: Option<&str>,
         order_id: &str,
     ) -> impl Future<Output = Result<Option<String>, PortError>> + Send;
+
+    /// [`Self::order_fulfilled_by`] for many orders (`(scope, order id)`): the invoice that
+    /// fulfilled each order that has one, by the order's claim key
+    /// ([`crate::write::scoped`]). A store that reads many keys at once (DynamoDB's
+    /// `BatchGetItem`, 100 a call) overrides it; this one reads them one by one.
+    ///
+    /// # Errors
+    /// [`PortError`] when the store fails.
+    fn orders_fulfilled_by(
+        &self,
+        orders: &[(Option<String>, String)],
+    ) -> impl Future<Output = Result<BTreeMap<String, String>, PortError>> + Send {
+        async move {
+            let mut found = BTreeMap::new();
+            for (scope, order) in orders {
+                if let Some(winner) = self.order_fulfilled_by(scope.as_deref(), order).await? {
+                    found.insert(crate::write::scoped(scope.as_deref(), order), winner);
+                }
+            }
+            Ok(found)
+        }
+    }
 }
 
 impl<T: ReconcileStore> ReconcileStore for std::sync::Arc<T> {
@@ -106,6 +128,13 @@ impl<T: ReconcileStore> ReconcileStore for std::sync::Arc<T> {
         order_id: &str,
     ) -> impl Future<Output = Result<Option<String>, PortError>> + Send {
         (**self).order_fulfilled_by(scope, order_id)
+    }
+
+    fn orders_fulfilled_by(
+        &self,
+        orders: &[(Option<String>, String)],
+    ) -> impl Future<Output = Result<BTreeMap<String, String>, PortError>> + Send {
+        (**self).orders_fulfilled_by(orders)
     }
 }
 
@@ -333,26 +362,22 @@ pub async fn reconcile<P: PaymosLedger, S: ReconcileStore>(
 /// The invoice that fulfilled each order Paymos lists paid in the window, whenever it did (the
 /// order's claim, read by key), joins that order's invoices: an order fulfilled before the
 /// window by another invoice makes a second payment a duplicate, not a missing one, and a
-/// second fulfilment a double, though no fulfilment of the window names it. One read per order
-/// listed, never the books.
+/// second fulfilment a double, though no fulfilment of the window names it. The orders listed
+/// are read by key, many at once ([`ReconcileStore::orders_fulfilled_by`]), never the books.
 async fn claims_before_the_window<S: ReconcileStore>(
     store: &S,
     paid: &[PaidAtPaymos],
     here: &mut Fulfilled,
 ) -> Result<(), PortError> {
-    let orders: BTreeSet<(Option<&str>, &str)> = paid
+    let orders: BTreeSet<(Option<String>, String)> = paid
         .iter()
-        .map(|p| (p.scope.as_deref(), p.order_id.as_str()))
+        .map(|p| (p.scope.clone(), p.order_id.clone()))
         .collect();
-    for (scope, order) in orders {
-        if let Some(winner) = store.order_fulfilled_by(scope, order).await? {
-            let invoices = here
-                .by_order
-                .entry(crate::write::scoped(scope, order))
-                .or_default();
-            if !invoices.contains(&winner) {
-                invoices.push(winner);
-            }
+    let orders: Vec<(Option<String>, String)> = orders.into_iter().collect();
+    for (claim, winner) in store.orders_fulfilled_by(&orders).await? {
+        let invoices = here.by_order.entry(claim).or_default();
+        if !invoices.contains(&winner) {
+            invoices.push(winner);
         }
     }
     Ok(())

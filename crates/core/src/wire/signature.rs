@@ -638,7 +638,37 @@ mod tests {
         let v = Verifier::new(vec![k.clone()], 300);
         for text in [format!("{s:?}"), format!("{k:?}"), format!("{v:?}")] {
             assert!(!text.contains("topsecret"), "{text}");
+            // A reader of the log sees that a secret was there, and that it was hidden.
+            assert!(text.contains("[redacted]"), "{text}");
         }
+    }
+
+    #[test]
+    fn a_secret_filed_under_the_other_environment_is_refused_naming_both() {
+        let error = parse_keys("test=whsec_live_0123456789", false).unwrap_err();
+        assert_eq!(
+            error.reason,
+            "the label 'test' names the test environment but its secret is a whsec_live_ \
+             secret: fix the label (or the secret) so a live secret is never taken for test"
+        );
+        assert_eq!(
+            format!("{} {}", Environment::Live, Environment::Test),
+            "live test"
+        );
+    }
+
+    #[test]
+    fn a_rotation_is_told_by_a_changed_secret_or_label_never_by_the_same_set_read_again() {
+        let key = |label: &str, secret: &str| SigningKey::new(label, &WebhookSecret::new(secret));
+        let live = key("live", "whsec_live_a");
+        assert_eq!(
+            live,
+            key("live", "whsec_live_a"),
+            "read again: the same key"
+        );
+        assert_ne!(live, key("live", "whsec_live_b"), "a rotated secret");
+        assert_ne!(live, key("live-previous", "whsec_live_a"), "relabelled");
+        assert_ne!(key("primary", "whsec_a"), key("default", "whsec_a"));
     }
 
     #[test]

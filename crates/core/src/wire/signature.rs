@@ -644,6 +644,88 @@ mod tests {
     }
 
     #[test]
+    fn every_form_of_the_secrets_reads_as_its_labels_and_environments() {
+        let read = |text: &str| {
+            parse_keys(text, false)
+                .unwrap()
+                .iter()
+                .map(|k| (k.label().to_owned(), k.environment()))
+                .collect::<Vec<_>>()
+        };
+        let (live, test) = (Some(Environment::Live), Some(Environment::Test));
+        let cases: [(&str, Vec<(&str, Option<Environment>)>); 7] = [
+            (
+                r#"{"live": "whsec_live_a", "test": "whsec_test_b"}"#,
+                vec![("live", live), ("test", test)],
+            ),
+            (
+                " live=whsec_live_a , live-previous=whsec_live_b ",
+                vec![("live", live), ("live-previous", live)],
+            ),
+            (
+                "live=whsec_live_a\n\n\ntest=whsec_test_b\n",
+                vec![("live", live), ("test", test)],
+            ),
+            ("whsec_live_a", vec![("live", live)]),
+            ("whsec_test_b", vec![("test", test)]),
+            ("whsec_c", vec![("default", None)]),
+            ("primary=whsec_live_a", vec![("primary", live)]),
+        ];
+        for (text, expected) in cases {
+            let expected: Vec<_> = expected
+                .into_iter()
+                .map(|(l, e)| (l.to_owned(), e))
+                .collect();
+            assert_eq!(read(text), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_bare_secret_with_base64_padding_is_one_secret_not_a_label() {
+        let keys = parse_keys("whsec_live_YWJj=", true).unwrap();
+        assert_eq!(keys.len(), 1);
+        assert_eq!(keys[0].label(), "live");
+        let body = b"{}";
+        let header = signature_header(9, body, &[&WebhookSecret::new("whsec_live_YWJj=")]);
+        let verifier = Verifier::new(keys, 300);
+        assert_eq!(
+            verifier.verify(Some(&header), body, 9).unwrap().key.label(),
+            "live",
+            "the whole entry, padding and all, is the secret"
+        );
+    }
+
+    #[test]
+    fn unusable_secrets_are_refused_naming_the_label_never_the_secret() {
+        for (text, require_environment, reason) in [
+            ("", false, "no secret is configured"),
+            (" , \n ", false, "no secret is configured"),
+            (
+                "live=",
+                false,
+                "an entry has an empty label or an empty secret",
+            ),
+            (
+                "live=whsec_live_a,live=whsec_live_b",
+                false,
+                "the label 'live' is used twice",
+            ),
+            (
+                "primary=whsec_a",
+                true,
+                "the label 'primary' names no environment: start it with 'live' or 'test' \
+                 (e.g. live, live-previous, test), or use a whsec_live_/whsec_test_ secret",
+            ),
+        ] {
+            let error = parse_keys(text, require_environment).unwrap_err();
+            assert_eq!(error.reason, reason, "{text}");
+            assert!(!error.reason.contains("whsec_a"), "{text}");
+        }
+        let unlabelled = parse_keys("primary=whsec_a", false).unwrap();
+        assert_eq!(unlabelled[0].environment(), None, "allowed unless required");
+    }
+
+    #[test]
     fn a_secret_filed_under_the_other_environment_is_refused_naming_both() {
         let error = parse_keys("test=whsec_live_0123456789", false).unwrap_err();
         assert_eq!(

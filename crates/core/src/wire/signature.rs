@@ -653,7 +653,8 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         let (live, test) = (Some(Environment::Live), Some(Environment::Test));
-        let cases: [(&str, Vec<(&str, Option<Environment>)>); 7] = [
+        type Case = (&'static str, Vec<(&'static str, Option<Environment>)>);
+        let cases: [Case; 7] = [
             (
                 r#"{"live": "whsec_live_a", "test": "whsec_test_b"}"#,
                 vec![("live", live), ("test", test)],

@@ -644,6 +644,46 @@ mod tests {
     }
 
     #[test]
+    fn every_official_vector_gets_the_verdict_and_the_error_code_paymos_expects() {
+        // The provider's 69 vectors (crates/testkit/fixtures, copied from its reference), here
+        // too so that the fast tests pin each refusal's code as the sender and the SDKs name it.
+        let file: serde_json::Value = serde_json::from_str(include_str!(
+            "../../../testkit/fixtures/paymos-webhook-vectors.json"
+        ))
+        .expect("the vectors parse");
+        let vectors = file["vectors"].as_array().expect("a list of vectors");
+        assert_eq!(vectors.len(), 69);
+        let mut codes = std::collections::BTreeSet::new();
+        for v in vectors {
+            let text = |field: &str| v[field].as_str().expect(field).to_owned();
+            let number = |field: &str| v[field].as_u64().expect(field);
+            let (name, body) = (text("name"), text("raw_body"));
+            let verifier = Verifier::new(
+                parse_keys(&text("secret"), false).expect("a secret"),
+                number("tolerance_seconds"),
+            );
+            let verdict = verifier.verify(Some(&text("header")), body.as_bytes(), number("now"));
+            match (verdict, v["expect_error"].as_str()) {
+                (Ok(_), None | Some("invalid_payload")) => {}
+                (Err(error), Some(code)) => {
+                    assert_eq!(error.code(), code, "{name}");
+                    codes.insert(code.to_owned());
+                }
+                (verdict, expected) => panic!("{name}: expected {expected:?}, got {verdict:?}"),
+            }
+        }
+        assert_eq!(
+            codes.into_iter().collect::<Vec<_>>(),
+            [
+                "malformed_header",
+                "signature_mismatch",
+                "timestamp_outside_tolerance"
+            ]
+        );
+        assert_eq!(SignatureError::MissingHeader.code(), "missing_signature");
+    }
+
+    #[test]
     fn every_form_of_the_secrets_reads_as_its_labels_and_environments() {
         let read = |text: &str| {
             parse_keys(text, false)

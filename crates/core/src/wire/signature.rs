@@ -644,6 +644,24 @@ mod tests {
     }
 
     #[test]
+    fn a_header_of_the_longest_length_verifies_and_one_byte_more_is_refused() {
+        let secret = WebhookSecret::new("whsec_live_a");
+        let verifier = Verifier::new(vec![SigningKey::new("live", &secret)], 300);
+        let signed = signature_header(9, b"{}", &[&secret]);
+        // Keys other than t and v1 are ignored: padding that changes nothing but the length.
+        let of_len = |len: usize| format!("{signed},x={}", "0".repeat(len - signed.len() - 3));
+        let longest = of_len(MAX_HEADER_LEN);
+        assert_eq!(longest.len(), MAX_HEADER_LEN);
+        assert!(verifier.verify(Some(&longest), b"{}", 9).is_ok());
+        assert_eq!(
+            verifier
+                .verify(Some(&of_len(MAX_HEADER_LEN + 1)), b"{}", 9)
+                .unwrap_err(),
+            SignatureError::MalformedHeader(Malformed::TooLong)
+        );
+    }
+
+    #[test]
     fn every_official_vector_gets_the_verdict_and_the_error_code_paymos_expects() {
         // The provider's 69 vectors (crates/testkit/fixtures, copied from its reference), here
         // too so that the fast tests pin each refusal's code as the sender and the SDKs name it.

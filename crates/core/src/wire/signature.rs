@@ -644,6 +644,27 @@ mod tests {
     }
 
     #[test]
+    fn a_signature_with_two_bytes_changed_alike_never_verifies() {
+        let secret = WebhookSecret::new("whsec_live_a");
+        let verifier = Verifier::new(vec![SigningKey::new("live", &secret)], 300);
+        let mac = secret.sign(9, b"{}");
+        // Flip the same bit of the first two bytes: changes that cancel out under XOR.
+        let mut bytes = hex::decode(&mac).unwrap();
+        bytes[0] ^= 1;
+        bytes[1] ^= 1;
+        let forged = format!("t=9,v1={}", hex::encode(bytes));
+        assert!(
+            verifier
+                .verify(Some(&format!("t=9,v1={mac}")), b"{}", 9)
+                .is_ok()
+        );
+        assert!(matches!(
+            verifier.verify(Some(&forged), b"{}", 9),
+            Err(SignatureError::SignatureMismatch { .. })
+        ));
+    }
+
+    #[test]
     fn a_header_of_the_longest_length_verifies_and_one_byte_more_is_refused() {
         let secret = WebhookSecret::new("whsec_live_a");
         let verifier = Verifier::new(vec![SigningKey::new("live", &secret)], 300);
@@ -853,6 +874,11 @@ mod tests {
         assert_eq!(err(&format!("t=1,v1={}", "a".repeat(5000))), Some(TooLong));
         let ok = SignatureHeader::parse(" t=5 , v0=zz, v1=bad ,x").unwrap();
         assert_eq!((ok.timestamp, ok.candidate_count()), (5, 1));
+        // Decimal digits only: Rust's own parse would take a sign.
+        assert_eq!(err("t=+5,v1=00"), Some(InvalidTimestamp));
+        // Every v1 counts, usable or not (the mismatch reports how many came).
+        let three = SignatureHeader::parse("t=5,v1=aa,v1=bb,v1=cc").unwrap();
+        assert_eq!(three.candidate_count(), 3);
     }
 
     #[test]

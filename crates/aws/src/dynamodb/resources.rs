@@ -305,14 +305,35 @@ impl DynamoResources {
         }
     }
 
-    /// The items of every day list from `since_ms`'s day to today (`FIRST_DAY_MS` at the
-    /// earliest) changed at or after it, of `kind` when given, a few days at once.
+    /// The items of every day list (each day's shards, and its unsharded list of releases
+    /// before) from `since_ms`'s day to today (`FIRST_DAY_MS` at the earliest) changed at or
+    /// after it, of `kind` when given, a few lists at once.
     async fn days_since(&self, since_ms: u64, kind: Option<&str>) -> Result<Vec<Item>, PortError> {
         let from = since_ms.max(FIRST_DAY_MS);
         let days = write::days_listing(from, now_ms().saturating_add(DAY_MARGIN_MS));
+        self.lists_of(days, Some(since_ms), kind).await
+    }
+
+    /// The items of each of `lists` (the shards of one list), changed at or after `since_ms`
+    /// when given, a few lists at once.
+    async fn lists(
+        &self,
+        lists: Vec<String>,
+        since_ms: Option<u64>,
+    ) -> Result<Vec<Item>, PortError> {
+        self.lists_of(lists, since_ms, None).await
+    }
+
+    async fn lists_of(
+        &self,
+        lists: Vec<String>,
+        since_ms: Option<u64>,
+        kind: Option<&str>,
+    ) -> Result<Vec<Item>, PortError> {
         let pages: Vec<Vec<Item>> = futures::stream::iter(
-            days.into_iter()
-                .map(|day| async move { self.listed_of(&day, Some(since_ms), kind).await }),
+            lists
+                .into_iter()
+                .map(|list| async move { self.listed_of(&list, since_ms, kind).await }),
         )
         .buffered(DAYS_AT_ONCE)
         .try_collect()
@@ -503,9 +524,9 @@ impl DynamoResources {
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
     pub async fn open_invoices(&self) -> Result<Vec<(String, Option<String>)>, PortError> {
-        // The `open` list: what is open, not the books.
+        // The `open` lists: what is open, not the books.
         Ok(self
-            .listed(write::OPEN, None)
+            .lists(write::open_lists(), None)
             .await?
             .iter()
             .map(|i| {
@@ -535,12 +556,13 @@ fn listing_of(i: &Item) -> Option<(String, u64)> {
     let at = get_u64(i, "updated_at")
         .or_else(|| get_u64(i, "fulfilled_at"))
         .or_else(|| get_u64(i, "created_at"))?;
+    let key = get_s(i, "pk")?;
     if get_s(i, "kind") != Some("invoice") {
-        return Some((write::day_listing(at), at));
+        return Some((write::day_list(key, at), at));
     }
     let seen = invoice_seen(i);
     let waits = seen.standing().waits_for_person();
-    Some((write::invoice_list(seen.status, waits, at), at))
+    Some((write::invoice_list(key, seen.status, waits, at), at))
 }
 
 fn fulfilments_in(items: Vec<Item>) -> Vec<FulfilmentRecord> {
@@ -567,7 +589,7 @@ impl StateRecords for DynamoResources {
     /// since, never the books.
     async fn changed_since(&self, since_ms: u64) -> Result<Vec<StateRecord>, PortError> {
         let mut items = self.listed(write::REVIEW, Some(since_ms)).await?;
-        items.extend(self.listed(write::OPEN, Some(since_ms)).await?);
+        items.extend(self.lists(write::open_lists(), Some(since_ms)).await?);
         items.extend(self.days_since(since_ms, None).await?);
         Ok(items.iter().filter_map(state_record).collect())
     }

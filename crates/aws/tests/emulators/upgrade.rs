@@ -101,3 +101,158 @@ async fn after_the_reindex_an_upgraded_invoice_refunded_in_full_never_ships_its_
         "a payment refunded in full waits for nobody"
     );
 }
+
+/// An item as the previous release left it: `attributes` as given.
+async fn put(aws: &Aws, table: &str, attributes: &[(&str, AttributeValue)]) {
+    let mut put = aws.dynamodb.put_item().table_name(table);
+    for (name, value) in attributes {
+        put = put.item(*name, value.clone());
+    }
+    put.send().await.unwrap();
+}
+
+fn n(v: u64) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+// Issue 42, the upgrade as one checklist: from tables in the previous releases' layouts (an
+// open invoice written before the `listed` index, one in the unsharded `open` list, a delivery
+// that waited for a person before the `waiting` index and whose record expires, one still
+// pending in an old `pending-by-age` shard), the checklist's after-deploy step
+// (`exceptions --reindex`: the three calls below) and the sweep's next run leave every money
+// rule holding: what waits is listed and never expires, what is open is re-read, what is
+// pending is found.
+#[tokio::test]
+async fn after_the_checklist_every_record_of_the_previous_layouts_is_read_as_before() {
+    use paymos_inbox_aws::dynamodb::DynamoLedger;
+    use paymos_inbox_core::exceptions::{DELIVERY_OUTCOMES, ReviewLedger as _};
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let (state, deliveries) = (stack.table("StateTable"), stack.table("DeliveriesTable"));
+    let resources = DynamoResources::new(aws.dynamodb.clone(), state, deliveries);
+    let ledger = DynamoLedger::new(aws.dynamodb.clone(), deliveries, Some(30));
+    // The state table: an open invoice from before the index, one in the unsharded list.
+    put(
+        &aws,
+        state,
+        &[
+            ("pk", s("inv_old_open")),
+            ("kind", s("invoice")),
+            ("status", s("awaiting_payment")),
+            ("order_id", s("order-old")),
+            ("updated_at", n(NOW_MS - 86_400_000)),
+        ],
+    )
+    .await;
+    put(
+        &aws,
+        state,
+        &[
+            ("pk", s("inv_listed_open")),
+            ("kind", s("invoice")),
+            ("status", s("confirming")),
+            ("listed_in", s("open")),
+            ("updated_at", n(NOW_MS - 3_600_000)),
+        ],
+    )
+    .await;
+    // The ledger: an unconfirmed payment that waited before the `waiting` index (its record
+    // expiring by DeliveryRetentionDays), and a delivery pending in shard p7 of eight.
+    let expires = NOW_MS / 1000 + 30 * 86_400;
+    put(
+        &aws,
+        deliveries,
+        &[
+            ("event_id", s("evt_old_wait")),
+            ("event_type", s("invoice.paid")),
+            ("category", s("invoice")),
+            ("resource_id", s("inv_old_wait")),
+            ("environment", s("live")),
+            ("secret_label", s("live")),
+            ("version", n(1)),
+            ("occurred_at", n(NOW - 5)),
+            ("signed_at", n(NOW)),
+            ("received_at", n(NOW_MS)),
+            ("body", AttributeValue::B(b"{}".to_vec().into())),
+            ("body_sha256", s("0")),
+            ("state", s("processed")),
+            ("outcome", s("unconfirmed")),
+            ("processed_at", n(NOW_MS + 1)),
+            ("expires_at", n(expires)),
+        ],
+    )
+    .await;
+    put(
+        &aws,
+        deliveries,
+        &[
+            ("event_id", s("evt_old_pending")),
+            ("event_type", s("invoice.paid")),
+            ("category", s("invoice")),
+            ("resource_id", s("inv_old_pending")),
+            ("environment", s("live")),
+            ("secret_label", s("live")),
+            ("version", n(1)),
+            ("occurred_at", n(NOW - 5)),
+            ("signed_at", n(NOW)),
+            ("received_at", n(NOW_MS)),
+            ("body", AttributeValue::B(b"{}".to_vec().into())),
+            ("body_sha256", s("0")),
+            ("state", s("received")),
+            ("lease_until", n(NOW_MS + 30_000)),
+            ("enqueue_attempts", n(1)),
+            ("pending_shard", s("p7")),
+        ],
+    )
+    .await;
+
+    // The checklist's step after the deploy: exceptions --reindex.
+    assert_eq!(ledger.reindex_waiting().await.unwrap(), 1);
+    assert!(resources.reindex_listed().await.unwrap() >= 1);
+    resources.flag_full_refunds().await.unwrap();
+    // The sweep's next run keeps what waits.
+    assert_eq!(ledger.keep_waiting_bodies().await.unwrap(), 1);
+
+    let waiting = ledger
+        .with_outcomes(&DELIVERY_OUTCOMES, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        waiting
+            .iter()
+            .map(|w| w.delivery.event_id.as_str())
+            .collect::<Vec<_>>(),
+        ["evt_old_wait"],
+        "what waited is listed"
+    );
+    let record = aws
+        .item(deliveries, "event_id", "evt_old_wait")
+        .await
+        .unwrap();
+    assert!(
+        !record.contains_key("expires_at"),
+        "and never expires while it waits"
+    );
+    let mut open: Vec<String> = resources
+        .open_invoices()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(invoice, _)| invoice)
+        .collect();
+    open.sort();
+    assert_eq!(
+        open,
+        ["inv_listed_open", "inv_old_open"],
+        "both are re-read at Paymos"
+    );
+    let pending = ledger.pending(10).await.unwrap();
+    assert_eq!(
+        pending
+            .iter()
+            .map(|p| p.event_id.as_str())
+            .collect::<Vec<_>>(),
+        ["evt_old_pending"],
+        "an old shard is still read"
+    );
+}

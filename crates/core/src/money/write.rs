@@ -645,6 +645,7 @@ pub fn invoice_transition(
         Some(Mark::Refunded | Mark::AwaitsOrder) | None => {}
     }
     set.push(invoice_listing(
+        invoice_id,
         status,
         matches!(
             mark,
@@ -684,7 +685,12 @@ pub fn payment(paid: &PaidInvoice<'_>, at: u64, effects: Vec<EffectWrite>) -> Ve
         ]),
         set: {
             let mut set = invoice_fields(paid.status, at, paid.order, paid.source, paid.at_ms);
-            set.push(invoice_listing(paid.status, false, paid.at_ms));
+            set.push(invoice_listing(
+                paid.invoice_id,
+                paid.status,
+                false,
+                paid.at_ms,
+            ));
             set.extend(paid_at.map(|t| Set::Put(Field::PaymentAt, Value::Int(t))));
             // Its order is known now: nothing waits for it any more.
             set.push(Set::Remove(Field::AwaitsOrder));
@@ -708,7 +714,7 @@ pub fn paid_late(
     let mut set = vec![
         Set::Once(Field::PaidLateAt, Value::Int(at)),
         Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
-        invoice_listing(closed, true, now_ms),
+        invoice_listing(invoice_id, closed, true, now_ms),
     ];
     set.extend(paid_at.map(|t| Set::Once(Field::PaymentAt, Value::Int(t))));
     Write {
@@ -727,21 +733,51 @@ pub fn paid_late(
 /// | `listed_in` | what | read by |
 /// |---|---|---|
 /// | [`REVIEW`] | an invoice whose payment waits for a person (held, paid twice, paid late) until a release | `exceptions`, `release` |
-/// | [`OPEN`] | an invoice while its status is open | the reconciliation's re-read at Paymos |
-/// | `day#2026-12-01` ([`day_listing`]) | anything else, by the UTC day it last changed | `events since`/`resend`, the reconciliation's fulfilments |
+/// | `open#k` ([`open_list`]) | an invoice while its status is open | the reconciliation's re-read at Paymos |
+/// | `day#2026-12-01#k` ([`day_list`]) | anything else, by the UTC day it last changed | `events since`/`resend`, the reconciliation's fulfilments |
 ///
-/// An item is in one list at a time; `events since` reads the days since, and the two short
-/// lists, from the time asked ([`days_listing`]).
+/// An item is in one list at a time. `open` and each day are spread over [`LIST_SHARDS`]
+/// lists by a hash of the item's own key (`k`, [`shard_of`]), so that no one partition of the
+/// index takes every write of a busy day (a partition takes 1,000 writes a second, and a list
+/// whose range key only grows cannot be split); `review` stays one list (what waits for a
+/// person is few). Readers read every shard, and the unsharded lists of releases before
+/// (`open`, `day#2026-12-01`): `events since` reads the days since, and the two short lists,
+/// from the time asked ([`days_listing`], [`open_lists`]).
 pub mod listing {
     use crate::status::InvoiceStatus;
 
     /// Invoices whose payment waits for a person.
     pub const REVIEW: &str = "review";
-    /// Invoices whose status is open.
+    /// Invoices whose status is open (the list of releases before the shards; each shard is
+    /// `open#k`).
     pub const OPEN: &str = "open";
+    /// How many lists `open` and each day are spread over.
+    pub const LIST_SHARDS: u32 = 32;
+    /// The first UTC day whose lists are spread (2026-12-02, this release's): no release wrote
+    /// a shard of an earlier day, so an earlier day is its one list (and an item dated before,
+    /// a reindexed one, is listed there), and reading a year back costs one query a day.
+    pub const SHARDED_FROM_MS: u64 = 1_796_169_600_000;
     const DAY_MS: u64 = 86_400_000;
 
-    /// The list of what changed on `at_ms`'s UTC day: `day#2026-12-01`.
+    /// The shard of `key` among `shards`: FNV-1a over its bytes, mixed (MurmurHash3's
+    /// finaliser) so that keys that differ in their last characters spread evenly over a
+    /// power of two. Stable: a key always lands in the same shard. The deliveries'
+    /// `pending-by-age` shards use the same.
+    #[must_use]
+    pub fn shard_of(key: &str, shards: u32) -> u32 {
+        let mut h = key.bytes().fold(0x811c_9dc5_u32, |h, b| {
+            (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+        });
+        h ^= h >> 16;
+        h = h.wrapping_mul(0x85eb_ca6b);
+        h ^= h >> 13;
+        h = h.wrapping_mul(0xc2b2_ae35);
+        h ^= h >> 16;
+        h % shards.max(1)
+    }
+
+    /// The unsharded list of `at_ms`'s UTC day, `day#2026-12-01`: what releases before the
+    /// shards wrote, and the prefix of that day's shards.
     #[must_use]
     pub fn day_listing(at_ms: u64) -> String {
         let at = i64::try_from(at_ms)
@@ -752,40 +788,81 @@ pub mod listing {
         format!("day#{date}")
     }
 
-    /// An invoice's list at `at_ms`: [`REVIEW`] while its payment waits for a person, else
-    /// [`OPEN`] while its status is open, else its day (for its writes and for a reindex of
-    /// one written before the index alike).
+    /// The list of the item under `key` that changed on `at_ms`'s UTC day:
+    /// `day#2026-12-01#k`.
     #[must_use]
-    pub fn invoice_list(status: Option<InvoiceStatus>, waits: bool, at_ms: u64) -> String {
+    pub fn day_list(key: &str, at_ms: u64) -> String {
+        if at_ms < SHARDED_FROM_MS {
+            return day_listing(at_ms);
+        }
+        format!("{}#{}", day_listing(at_ms), shard_of(key, LIST_SHARDS))
+    }
+
+    /// The list of the open invoice `invoice_id`: `open#k`.
+    #[must_use]
+    pub fn open_list(invoice_id: &str) -> String {
+        format!("{OPEN}#{}", shard_of(invoice_id, LIST_SHARDS))
+    }
+
+    /// Every list of open invoices: the unsharded one of releases before, then each shard.
+    #[must_use]
+    pub fn open_lists() -> Vec<String> {
+        std::iter::once(OPEN.to_owned())
+            .chain((0..LIST_SHARDS).map(|k| format!("{OPEN}#{k}")))
+            .collect()
+    }
+
+    /// The list of the invoice `invoice_id` at `at_ms`: [`REVIEW`] while its payment waits
+    /// for a person, else its [`open_list`] while its status is open, else its [`day_list`]
+    /// (for its writes and for a reindex of one written before the index alike).
+    #[must_use]
+    pub fn invoice_list(
+        invoice_id: &str,
+        status: Option<InvoiceStatus>,
+        waits: bool,
+        at_ms: u64,
+    ) -> String {
         if waits {
             REVIEW.to_owned()
         } else if status.is_some_and(|st| InvoiceStatus::OPEN.contains(&st)) {
-            OPEN.to_owned()
+            open_list(invoice_id)
         } else {
-            day_listing(at_ms)
+            day_list(invoice_id, at_ms)
         }
     }
 
-    /// The day lists from `from_ms`'s UTC day to `to_ms`'s, oldest first (none when `to_ms`
-    /// is earlier).
+    /// Every list of the days from `from_ms`'s UTC day to `to_ms`'s, oldest day first (none
+    /// when `to_ms` is earlier): each day's unsharded list (of releases before, which a stack
+    /// upgraded later kept writing), then, from [`SHARDED_FROM_MS`] on, its shards.
     #[must_use]
     pub fn days_listing(from_ms: u64, to_ms: u64) -> Vec<String> {
         let first = from_ms / DAY_MS;
         (first..=to_ms / DAY_MS)
-            .map(|day| day_listing(day * DAY_MS))
+            .flat_map(|day| {
+                let shards = if day * DAY_MS >= SHARDED_FROM_MS {
+                    LIST_SHARDS
+                } else {
+                    0
+                };
+                let day = day_listing(day * DAY_MS);
+                std::iter::once(day.clone()).chain((0..shards).map(move |k| format!("{day}#{k}")))
+            })
             .collect()
     }
 }
 
-pub use listing::{OPEN, REVIEW, day_listing, days_listing, invoice_list};
+pub use listing::{
+    LIST_SHARDS, OPEN, REVIEW, SHARDED_FROM_MS, day_list, day_listing, days_listing, invoice_list,
+    open_list, open_lists, shard_of,
+};
 
 /// An invoice's list after a write that sets its status (or keeps a closed one) at `now_ms`:
 /// [`REVIEW`] when the write makes its payment wait for a person (held, paid twice, paid
 /// late), else [`OPEN`] while the status is open, else its day.
-fn invoice_listing(status: InvoiceStatus, waits: bool, now_ms: u64) -> Set {
+fn invoice_listing(invoice_id: &str, status: InvoiceStatus, waits: bool, now_ms: u64) -> Set {
     Set::Put(
         Field::ListedIn,
-        Value::Text(invoice_list(Some(status), waits, now_ms)),
+        Value::Text(invoice_list(invoice_id, Some(status), waits, now_ms)),
     )
 }
 
@@ -811,7 +888,10 @@ pub fn fulfilment(
         set.extend([
             Set::Put(Field::FulfilledAt, Value::Int(at)),
             Set::Put(Field::UpdatedAt, Value::Int(at)),
-            Set::Put(Field::ListedIn, Value::Text(day_listing(at))),
+            Set::Put(
+                Field::ListedIn,
+                Value::Text(day_list(&fulfilment_key(paid.invoice_id), at)),
+            ),
         ]);
     }
     if let Some(id) = &record.order.external_id {
@@ -1053,7 +1133,10 @@ pub fn release(
         Set::Put(Field::UpdatedAt, Value::Int(paid.at_ms)),
         // `held` stays: the review it was held for is a fact the stream published, and what
         // `events since` rebuilds from the record (a release settles it: `released_at`).
-        Set::Put(Field::ListedIn, Value::Text(day_listing(paid.at_ms))),
+        Set::Put(
+            Field::ListedIn,
+            Value::Text(day_list(paid.invoice_id, paid.at_ms)),
+        ),
         Set::Add(Field::Applied, Value::Texts(BTreeSet::from([by]))),
     ];
     set.extend(order_once(paid.order));
@@ -1078,7 +1161,10 @@ pub fn withdrawal(w: &WithdrawalChange<'_>, source: &Source, now_ms: u64) -> Wri
         Set::Put(Field::Type, Value::text(w.kind)),
         Set::Put(Field::LastEventId, Value::Text(source.id())),
         Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
-        Set::Put(Field::ListedIn, Value::Text(day_listing(now_ms))),
+        Set::Put(
+            Field::ListedIn,
+            Value::Text(day_list(w.withdrawal_id, now_ms)),
+        ),
     ];
     if let Some(v) = w.invoice_id {
         set.push(Set::Put(Field::InvoiceId, Value::text(v)));
@@ -1130,7 +1216,7 @@ pub fn deposit(
         Set::Put(Field::Status, Value::text(status.as_str())),
         Set::Put(Field::StatusAt, Value::Int(at)),
         Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
-        Set::Put(Field::ListedIn, Value::Text(day_listing(now_ms))),
+        Set::Put(Field::ListedIn, Value::Text(day_list(deposit_id, now_ms))),
     ];
     let Some(credit) = credit else {
         return vec![Write {
@@ -1260,7 +1346,10 @@ pub fn review_note(
         Set::Put(Field::Why, Value::text(why)),
         Set::Put(Field::CreatedAt, Value::Int(now_ms)),
         Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
-        Set::Put(Field::ListedIn, Value::Text(day_listing(now_ms))),
+        Set::Put(
+            Field::ListedIn,
+            Value::Text(day_list(&review_key(event_id), now_ms)),
+        ),
     ];
     if let Some(r) = resource_id {
         set.push(Set::Put(Field::ResourceId, Value::text(r)));
@@ -1342,30 +1431,29 @@ mod tests {
     // lists it), and otherwise under the day it changed (events since): one list at a time.
     #[test]
     fn an_invoice_is_listed_open_while_open_review_while_it_waits_and_else_by_its_day() {
-        const DEC_1: u64 = 1_796_083_200_000; // 2026-12-01T00:00:00Z
+        const DEC_1: u64 = 1_796_169_600_000; // 2026-12-02T00:00:00Z, the first sharded day
         let put = |v: &str| Set::Put(Field::ListedIn, Value::text(v));
         let source = Source::Manual { actor: "a".into() };
         let order = OrderRef::default();
         let set = |status, mark: Option<&Mark>| {
             invoice_transition("inv_1", (status, 1), &order, mark, &source, DEC_1 + 5).set
         };
+        let (open, day) = (open_list("inv_1"), day_list("inv_1", DEC_1));
+        assert!(open.starts_with("open#") && day.starts_with("day#2026-12-02#"));
         for status in InvoiceStatus::OPEN {
-            assert!(set(status, None).contains(&put(OPEN)), "{status:?}");
+            assert!(set(status, None).contains(&put(&open)), "{status:?}");
         }
         for status in [
             InvoiceStatus::Paid,
             InvoiceStatus::Expired,
             InvoiceStatus::Cancelled,
         ] {
-            assert!(
-                set(status, None).contains(&put("day#2026-12-01")),
-                "{status:?}"
-            );
+            assert!(set(status, None).contains(&put(&day)), "{status:?}");
         }
         assert!(set(InvoiceStatus::Paid, Some(&Mark::Held)).contains(&put(REVIEW)));
         let twice = Mark::DuplicateOf("inv_0".into());
         assert!(set(InvoiceStatus::Paid, Some(&twice)).contains(&put(REVIEW)));
-        assert!(set(InvoiceStatus::Paid, Some(&Mark::Refunded)).contains(&put("day#2026-12-01")));
+        assert!(set(InvoiceStatus::Paid, Some(&Mark::Refunded)).contains(&put(&day)));
         let late = paid_late("inv_1", InvoiceStatus::Expired, (3, None), DEC_1 - 1).set;
         assert!(late.contains(&put(REVIEW)));
         assert!(late.contains(&Set::Put(Field::UpdatedAt, Value::Int(DEC_1 - 1))));
@@ -1388,20 +1476,60 @@ mod tests {
         assert_eq!(day_listing(DEC_1), "day#2026-12-01");
         assert_eq!(day_listing(DEC_1 - 1), "day#2026-11-30");
         assert_eq!(day_listing(0), "day#1970-01-01");
+        // Each day: its unsharded list (of releases before), then, from the first sharded day
+        // on, its shards.
+        assert_eq!(SHARDED_FROM_MS, DEC_1 + 86_400_000, "2026-12-02");
+        let days = days_listing(DEC_1 - 1, DEC_1 + 86_400_000);
+        let shards = LIST_SHARDS as usize + 1;
+        assert_eq!(days.len(), 2 + shards);
         assert_eq!(
-            days_listing(DEC_1 - 1, DEC_1 + 86_400_000),
+            [&days[0], &days[1], &days[2]],
             ["day#2026-11-30", "day#2026-12-01", "day#2026-12-02"]
         );
-        assert_eq!(days_listing(DEC_1 + 1, DEC_1 + 2), ["day#2026-12-01"]);
+        assert_eq!(days[3], "day#2026-12-02#0");
+        assert_eq!(
+            day_list("inv_1", DEC_1 + 5),
+            "day#2026-12-01",
+            "dated before: one list"
+        );
+        assert!(days.contains(&day_list("inv_1", SHARDED_FROM_MS + 5)));
+        assert!(day_list("inv_1", SHARDED_FROM_MS).starts_with("day#2026-12-02#"));
+        assert_eq!(days_listing(DEC_1 + 1, DEC_1 + 2).len(), 1);
+        assert_eq!(
+            days_listing(SHARDED_FROM_MS + 1, SHARDED_FROM_MS + 2).len(),
+            shards
+        );
         assert!(days_listing(DEC_1 + 86_400_000, DEC_1).is_empty());
+        assert_eq!(open_lists()[0], OPEN);
+        assert!(open_lists().contains(&open_list("inv_1")));
+    }
+
+    // Issue 39: the lists spread each busy day's and the open invoices' writes over
+    // LIST_SHARDS partitions, every shard used, each key always in the same one.
+    #[test]
+    fn lists_spread_keys_over_every_shard_and_keep_each_key_in_one() {
+        let mut counts = vec![0u32; LIST_SHARDS as usize];
+        for i in 0..32_000 {
+            let key = format!("inv_{i:08x}");
+            let k = shard_of(&key, LIST_SHARDS);
+            assert_eq!(k, shard_of(&key, LIST_SHARDS));
+            counts[k as usize] += 1;
+        }
+        // About 1,000 each: none more than a quarter above the mean.
+        assert!(counts.iter().all(|c| (750..1250).contains(c)), "{counts:?}");
     }
 
     // Issue 32: every item that stands for an event is listed under the day it changed, with
     // the time the index ranges by, so `events since` and the reconciliation's window find it.
     #[test]
     fn every_item_that_stands_for_an_event_is_listed_by_the_time_it_changed() {
-        const AT: u64 = 1_796_083_200_000 + 42;
-        let day = Set::Put(Field::ListedIn, Value::text("day#2026-12-01"));
+        const AT: u64 = SHARDED_FROM_MS + 42;
+        let listed_by_day = |w: &Write| {
+            let key = w.key.id.as_str();
+            w.set
+                .contains(&Set::Put(Field::ListedIn, Value::text(day_list(key, AT))))
+                && day_list(key, AT).starts_with("day#2026-12-02#")
+        };
         let when = Set::Put(Field::UpdatedAt, Value::Int(AT));
         let source = Source::Manual { actor: "a".into() };
         let order = OrderRef::default();
@@ -1417,11 +1545,7 @@ mod tests {
             .iter()
             .filter(|w| matches!(w.what, What::Payment | What::Fulfilment))
         {
-            assert!(
-                w.set.contains(&day) && w.set.contains(&when),
-                "{:?}",
-                w.what
-            );
+            assert!(listed_by_day(w) && w.set.contains(&when), "{:?}", w.what);
         }
         let withdrawal = withdrawal(
             &WithdrawalChange {
@@ -1438,11 +1562,7 @@ mod tests {
         let review = review_note("evt_1", Applied::Unusable, None, "why", AT);
         let deposits = deposit("pcd_1", (DepositStatus::Confirmed, 1), None, &source, AT);
         for w in [&withdrawal, &review, &deposits[0]] {
-            assert!(
-                w.set.contains(&day) && w.set.contains(&when),
-                "{:?}",
-                w.what
-            );
+            assert!(listed_by_day(w) && w.set.contains(&when), "{:?}", w.what);
         }
     }
 

@@ -11,6 +11,7 @@
 mod confirm;
 mod exceptions;
 mod fulfil;
+mod heat;
 mod ingest;
 mod outbound;
 mod projects;

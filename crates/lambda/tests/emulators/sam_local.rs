@@ -213,12 +213,15 @@ async fn sam_local_invoke_ingest_answers_every_event_as_on_aws() {
         ),
         ("ingest-id-mismatch.json", (400, "webhook_id_mismatch")),
     ]);
-    let events = fresh_ingest_events();
+    let mut resent = 0;
+    let mut events = fresh_ingest_events();
     assert_eq!(
         events.len(),
         expected.len(),
         "every file has an expected answer"
     );
+    // The paid invoice first, so that its repeat comes while the first attempt's lease runs.
+    events.sort_by_key(|(name, _)| name != "ingest-invoice-paid.json");
     for (name, event) in &events {
         let (status, body) =
             status_and_body(&sam.invoke("IngestFunction", name, event, &env).await);
@@ -230,19 +233,21 @@ async fn sam_local_invoke_ingest_answers_every_event_as_on_aws() {
             &body["error"]
         };
         assert_eq!(word, said, "{name}: {body}");
+        if name != "ingest-invoice-paid.json" {
+            continue;
+        }
+        // The same delivery again: recorded once; the sender is told to retry while the
+        // first attempt's lease runs (nothing fulfils it here), or, past it, that it is a
+        // duplicate (and its work item is sent again, as a retry past the lease must).
+        let (status, body) =
+            status_and_body(&sam.invoke("IngestFunction", name, event, &env).await);
+        assert!(
+            (status, body["error"].as_str()) == (503, Some("in_progress"))
+                || (status, body["status"].as_str()) == (200, Some("duplicate")),
+            "again: {status} {body}"
+        );
+        resent = usize::from(status == 200);
     }
-    // The same delivery again: recorded once; the sender is told so, or to retry while the
-    // first attempt's lease runs (nothing fulfils it here).
-    let (name, paid) = events
-        .iter()
-        .find(|(n, _)| n == "ingest-invoice-paid.json")
-        .unwrap();
-    let (status, body) = status_and_body(&sam.invoke("IngestFunction", name, paid, &env).await);
-    assert!(
-        (status, body["status"].as_str()) == (200, Some("duplicate"))
-            || (status, body["error"].as_str()) == (503, Some("in_progress")),
-        "again: {status} {body}"
-    );
     assert_eq!(
         aws.scan(stack.table("DeliveriesTable"))
             .await
@@ -252,7 +257,7 @@ async fn sam_local_invoke_ingest_answers_every_event_as_on_aws() {
         7,
         "the seven good ones, once each"
     );
-    assert_eq!(aws.drain(stack.queue("WorkQueue")).await.len(), 7);
+    assert_eq!(aws.drain(stack.queue("WorkQueue")).await.len(), 7 + resent);
 }
 
 #[tokio::test]

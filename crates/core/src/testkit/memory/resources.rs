@@ -141,6 +141,13 @@ fn apply(item: &mut Fields, sets: &[Set]) {
 }
 
 impl MemoryResources {
+    /// The fields of the item under `key`, as a store holds them (what the partition-heat
+    /// test compares before and after each write).
+    #[must_use]
+    pub fn fields(&self, key: &Key) -> Option<Fields> {
+        self.items.lock().expect("lock").get(key).cloned()
+    }
+
     /// An empty store.
     #[must_use]
     pub fn new() -> Self {

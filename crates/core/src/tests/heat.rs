@@ -1,0 +1,222 @@
+//! Issue 39, keys that spread: one second of a busy merchant's deliveries (20,000, the typical
+//! mix: 60 % invoice events of which a quarter pay, a third of the payments through a second
+//! endpoint, 20 % withdrawals, 20 % deposits, a few hot payers and hot orders) planned and
+//! applied with the real write vocabulary on the memory twin, every write counted on the
+//! partition it lands in, as DynamoDB counts them:
+//!
+//! - a table item: 1 write a write (a refused condition consumes it too), 2 inside a
+//!   transaction;
+//! - an index (the state table's `listed`, the ledger's `waiting` and `pending-by-age`): a new
+//!   entry 1, a removed one 1, a key change 2 (removed from one partition, added to another,
+//!   or the range key moved: both in the same one), an entry whose projected attributes
+//!   changed 1, nothing changed 0; doubled inside a transaction;
+//! - ingest's own writes (the body item, the record, its `pending-by-age` entry) and the
+//!   processed mark's removal of that entry.
+//!
+//! Items here are under 1 KB (one write unit each). A partition takes 1,000 writes a second;
+//! none may take more than 800.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+
+use crate::fulfil::{Fulfil, ResourceStore};
+use crate::memory::MemoryResources;
+use crate::port::PortError;
+use crate::signature::Environment;
+use crate::work::{WorkItem, delivery_key};
+use crate::write::{Field, Fields, Key, Stored, Table, Value, What, Write, shard_of};
+
+/// Deliveries in the measured second.
+const RATE: usize = 20_000;
+/// The most a partition may take in a second (DynamoDB's bound is 1,000).
+const BOUND: u64 = 800;
+/// The deliveries ledger's `pending-by-age` shards (`LedgerSchema::PENDING_SHARDS`).
+const PENDING_SHARDS: u32 = 64;
+/// Noon of the first day whose lists are spread.
+const NOW_MS: u64 = crate::write::SHARDED_FROM_MS + 43_200_000;
+
+/// The indexes: name, the field that is the entry's partition, the field it ranges by.
+const INDEXES: [(&str, Field, Field); 2] = [
+    ("listed", Field::ListedIn, Field::UpdatedAt),
+    ("waiting", Field::Waiting, Field::ProcessedAt),
+];
+
+/// The memory twin, every write counted on its partitions.
+#[derive(Default)]
+struct Metered {
+    inner: MemoryResources,
+    writes: Mutex<BTreeMap<String, u64>>,
+}
+
+impl Metered {
+    fn count(&self, partition: String, n: u64) {
+        *self.writes.lock().unwrap().entry(partition).or_default() += n;
+    }
+
+    fn table(key: &Key) -> String {
+        match key.table {
+            Table::State => format!("state {}", key.id),
+            Table::Ledger => format!("deliveries {}", key.id),
+        }
+    }
+
+    /// The index writes of one item going from `before` to `after`.
+    fn index_writes(&self, before: Option<&Fields>, after: Option<&Fields>, factor: u64) {
+        for (index, partition, range) in &INDEXES {
+            let entry = |f: Option<&Fields>| {
+                let f = f?;
+                let list = f.get(partition).and_then(Value::as_text)?.to_owned();
+                Some((list, f.get(range).cloned()))
+            };
+            match (entry(before), entry(after)) {
+                (None, None) => {}
+                (None, Some((l, _))) | (Some((l, _)), None) => {
+                    self.count(format!("{index} {l}"), factor);
+                }
+                (Some((p, pr)), Some((l, lr))) => {
+                    if p != l {
+                        self.count(format!("{index} {p}"), factor);
+                        self.count(format!("{index} {l}"), factor);
+                    } else if pr != lr {
+                        self.count(format!("{index} {l}"), 2 * factor);
+                    } else if before != after {
+                        self.count(format!("{index} {l}"), factor);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl ResourceStore for Metered {
+    async fn write(&self, writes: &[Write]) -> Result<Stored, PortError> {
+        let before: Vec<Option<Fields>> =
+            writes.iter().map(|w| self.inner.fields(&w.key)).collect();
+        let stored = self.inner.write(writes).await?;
+        let factor = if writes.len() > 1 { 2 } else { 1 };
+        for (w, before) in writes.iter().zip(&before) {
+            self.count(Self::table(&w.key), factor);
+            if matches!(stored, Stored::Committed) {
+                self.index_writes(before.as_ref(), self.inner.fields(&w.key).as_ref(), factor);
+                if w.what == What::Processed {
+                    // The processed mark removes the record's `pending-by-age` entry.
+                    let shard = shard_of(&w.key.id, PENDING_SHARDS);
+                    self.count(format!("pending-by-age p{shard}"), factor);
+                }
+            }
+        }
+        Ok(stored)
+    }
+}
+
+fn envelope(event_id: &str, event_type: &str, data: &serde_json::Value) -> Vec<u8> {
+    serde_json::json!({"event_id": event_id, "event_type": event_type, "version": 1,
+        "occurred_at": NOW_MS / 1000 - 5, "data": data})
+    .to_string()
+    .into_bytes()
+}
+
+/// The second's deliveries: `(event id, body)`.
+fn the_mix() -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::with_capacity(RATE);
+    let mut n = 0usize;
+    while out.len() < RATE {
+        n += 1;
+        let id = |kind: &str| format!("{kind}_{n:07}");
+        match n % 10 {
+            // 60 %: invoice events, a quarter of them paying.
+            0..=5 => {
+                let invoice = id("inv");
+                if n.is_multiple_of(4) {
+                    // A few hot orders: one paid invoice in a hundred pays one of three.
+                    let order = if n.is_multiple_of(400) {
+                        format!("order-hot-{}", n % 3)
+                    } else {
+                        format!("order-{invoice}")
+                    };
+                    let data = serde_json::json!({"invoice_id": invoice, "status": "paid",
+                        "is_final": true, "order": {"external_id": order, "amount": "10.50",
+                        "currency": "USDT"}});
+                    out.push((id("evt"), envelope(&id("evt"), "invoice.paid", &data)));
+                    // 1.3 endpoints a payment: another event id for the same payment.
+                    if n % 10 < 3 {
+                        let second = format!("evt_{n:07}_b");
+                        out.push((second.clone(), envelope(&second, "invoice.paid", &data)));
+                    }
+                } else {
+                    let data = serde_json::json!({"invoice_id": invoice, "status": "confirming"});
+                    out.push((id("evt"), envelope(&id("evt"), "invoice.confirming", &data)));
+                }
+            }
+            // 20 %: withdrawals.
+            6 | 7 => {
+                let data = serde_json::json!({"withdrawal_id": id("wdr"), "type": "payout",
+                    "amount": "5.00", "currency": "USDT"});
+                out.push((
+                    id("evt"),
+                    envelope(&id("evt"), "withdrawal.completed", &data),
+                ));
+            }
+            // 20 %: final deposits; three hot payers take 5 % of them each.
+            _ => {
+                let payer = match n % 20 {
+                    9 if n % 60 < 20 => "payer-hot-a".to_owned(),
+                    9 if n % 60 < 40 => "payer-hot-b".to_owned(),
+                    9 => "payer-hot-c".to_owned(),
+                    _ => format!("payer-{n}"),
+                };
+                let data = serde_json::json!({"id": id("pcd"), "is_final": true,
+                    "payment_channel_external_id": payer, "net": "1.00", "currency": "TRX"});
+                out.push((
+                    id("evt"),
+                    envelope(&id("evt"), "payment_channel.deposit.confirmed", &data),
+                ));
+            }
+        }
+    }
+    out.truncate(RATE);
+    out
+}
+
+#[tokio::test]
+async fn no_partition_takes_more_than_800_writes_a_second_at_20000_deliveries_a_second() {
+    let fulfil = Fulfil::new(Metered::default());
+    let store = fulfil.store();
+    let mut applied = HashMap::new();
+    for (event_id, body) in the_mix() {
+        // Ingest: the body item, the record, its `pending-by-age` entry.
+        let key = delivery_key(Some(Environment::Live), &event_id);
+        store.count(format!("deliveries body#{key}"), 1);
+        store.count(format!("deliveries {key}"), 1);
+        store.count(
+            format!("pending-by-age p{}", shard_of(&key, PENDING_SHARDS)),
+            1,
+        );
+        let item = WorkItem {
+            event_id,
+            environment: Some(Environment::Live),
+            body,
+            received_at_ms: Some(NOW_MS),
+        };
+        let (_, outcome) = fulfil.apply(&item, NOW_MS).await.expect("applied");
+        *applied.entry(outcome.as_str()).or_insert(0) += 1;
+    }
+    let writes = store.writes.lock().unwrap().clone();
+    let mut hottest: Vec<(&String, &u64)> = writes.iter().collect();
+    hottest.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let total: u64 = writes.values().sum();
+    println!("{RATE} deliveries in a second: {total} writes, outcomes {applied:?}");
+    println!("the ten hottest partitions (writes in that second):");
+    for (partition, n) in hottest.iter().take(10) {
+        println!("  {n:>5}  {partition}");
+    }
+    assert!(
+        applied.get("fulfilled").copied().unwrap_or(0) > 2_000,
+        "the payments ship: {applied:?}"
+    );
+    let (partition, most) = hottest[0];
+    assert!(
+        *most <= BOUND,
+        "{partition} takes {most} writes in a second (at most {BOUND})"
+    );
+}

@@ -159,14 +159,12 @@ async fn after_the_checklist_every_record_of_the_previous_layouts_is_read_as_bef
     // The ledger: an unconfirmed payment that waited before the `waiting` index (its record
     // expiring by DeliveryRetentionDays), and a delivery pending in shard p7 of eight.
     let expires = NOW_MS / 1000 + 30 * 86_400;
-    put(
-        &aws,
-        deliveries,
-        &[
-            ("event_id", s("evt_old_wait")),
+    let old_record = |id: &str, invoice: &str, rest: &[(&'static str, AttributeValue)]| {
+        let mut item = vec![
+            ("event_id", s(id)),
             ("event_type", s("invoice.paid")),
             ("category", s("invoice")),
-            ("resource_id", s("inv_old_wait")),
+            ("resource_id", s(invoice)),
             ("environment", s("live")),
             ("secret_label", s("live")),
             ("version", n(1)),
@@ -175,36 +173,32 @@ async fn after_the_checklist_every_record_of_the_previous_layouts_is_read_as_bef
             ("received_at", n(NOW_MS)),
             ("body", AttributeValue::B(b"{}".to_vec().into())),
             ("body_sha256", s("0")),
+        ];
+        item.extend_from_slice(rest);
+        item
+    };
+    let waited = old_record(
+        "evt_old_wait",
+        "inv_old_wait",
+        &[
             ("state", s("processed")),
             ("outcome", s("unconfirmed")),
             ("processed_at", n(NOW_MS + 1)),
             ("expires_at", n(expires)),
         ],
-    )
-    .await;
-    put(
-        &aws,
-        deliveries,
+    );
+    put(&aws, deliveries, &waited).await;
+    let pending = old_record(
+        "evt_old_pending",
+        "inv_old_pending",
         &[
-            ("event_id", s("evt_old_pending")),
-            ("event_type", s("invoice.paid")),
-            ("category", s("invoice")),
-            ("resource_id", s("inv_old_pending")),
-            ("environment", s("live")),
-            ("secret_label", s("live")),
-            ("version", n(1)),
-            ("occurred_at", n(NOW - 5)),
-            ("signed_at", n(NOW)),
-            ("received_at", n(NOW_MS)),
-            ("body", AttributeValue::B(b"{}".to_vec().into())),
-            ("body_sha256", s("0")),
             ("state", s("received")),
             ("lease_until", n(NOW_MS + 30_000)),
             ("enqueue_attempts", n(1)),
             ("pending_shard", s("p7")),
         ],
-    )
-    .await;
+    );
+    put(&aws, deliveries, &pending).await;
 
     // The checklist's step after the deploy: exceptions --reindex.
     assert_eq!(ledger.reindex_waiting().await.unwrap(), 1);

@@ -7,7 +7,7 @@ CARGO ?= cargo
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help deps test unit lint lambda-deps cli-deps template-check dev bench fuzz-smoke mutants lambda-build sam-build watch invoke sam-local sam-local-engine release measure-startup clean
+.PHONY: help deps browser test unit lint lambda-deps cli-deps template-check dev bench fuzz-smoke mutants lambda-build sam-build watch invoke sam-local sam-local-engine release measure-startup clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -117,7 +117,7 @@ mutants: $(TOOLS)/bin/cargo-mutants ## mutation testing of core's rules by its f
 	  done; \
 	  exit $$rc
 
-test: deps lint lambda-deps cli-deps template-check sam-local-engine ## install what is needed, then run every test (unit, emulator, `sam local invoke`, template, fuzz smoke)
+test: deps browser lint lambda-deps cli-deps template-check sam-local-engine ## install what is needed, then run every test (unit, emulator, `sam local invoke`, template, fuzz smoke)
 	@rm -f target/sam-local/answers.txt
 	$(CARGO) test --workspace --all-targets --locked
 	@echo "sam local invoke, each function's answer to each event:"; cat target/sam-local/answers.txt
@@ -142,6 +142,9 @@ invoke: ## send one event file to its function under `make watch`: make invoke E
 
 sam-local: node_modules/.installed $(VENV)/.installed ## one function under `sam local invoke` (Docker or podman), against local AWS: make sam-local FUNCTION=IngestFunction EVENT=events/ingest-invoice-paid.json
 	bash scripts/sam-local.sh $(FUNCTION) $(EVENT)
+
+browser: ## the browser the console's tests drive: Debian's chromium package (headless), never a downloaded one
+	bash scripts/browser.sh
 
 sam-local-engine: ## a container engine for `sam local invoke` (Docker, else podman with a stand-in base image built from Debian's packages), and how containers reach the host
 	bash scripts/sam-local-engine.sh

@@ -92,16 +92,9 @@ pub async fn list(args: ExceptionsArgs) -> ExitCode {
             Err(e) => return fail(e),
         }
     }
-    let dead_letters = match stack.dlq.as_deref() {
-        Some(dlq) => match approximate_messages(&stack.sqs, dlq).await {
-            Ok(n) => n,
-            Err(e) => return fail(e),
-        },
-        None => 0,
-    };
-    let found = match exceptions::list(&state, &ledger, dead_letters).await {
+    let found = match waiting(&stack, &state, &ledger).await {
         Ok(f) => f,
-        Err(e) => return fail(e),
+        Err(e) => return e.report(),
     };
     if args.json {
         for e in &found {
@@ -139,6 +132,47 @@ pub async fn list(args: ExceptionsArgs) -> ExitCode {
     } else {
         ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
     }
+}
+
+/// Everything waiting for a person, as `exceptions` and the console list it: the domain's
+/// list, with the work queue's dead letters counted (no scan: the `waiting` index, the review
+/// list and one queue attribute).
+///
+/// # Errors
+/// The failure of a read, as the command line says it.
+pub(crate) async fn waiting(
+    stack: &Stack,
+    state: &DynamoResources,
+    ledger: &DynamoLedger,
+) -> Result<Vec<exceptions::Exception>, Failure> {
+    use crate::exit::IntoFailure;
+    let dead_letters = match stack.dlq.as_deref() {
+        Some(dlq) => approximate_messages(&stack.sqs, dlq)
+            .await
+            .map_err(IntoFailure::into_failure)?,
+        None => 0,
+    };
+    exceptions::list(state, ledger, dead_letters)
+        .await
+        .map_err(IntoFailure::into_failure)
+}
+
+/// The stack's release of `invoice_id` (its store and its effect, as its webhooks have them),
+/// as `release` and the console run it.
+///
+/// # Errors
+/// [`ReleaseError::NotReleasable`] with the domain's sentence, or the store's failure.
+pub(crate) async fn release_in(
+    stack: &Stack,
+    state: DynamoResources,
+    ledger: &DynamoLedger,
+    invoice_id: &str,
+    by: &ReleaseBy<'_>,
+) -> Result<paymos_inbox_core::change::Applied, ReleaseError> {
+    Fulfil::new(state)
+        .for_projects(stack.projects.clone())
+        .release(ledger, invoice_id, by, now_ms())
+        .await
 }
 
 /// `exceptions --body`: the kept raw body of `event_id`, written to stdout as it is (never
@@ -248,12 +282,21 @@ pub struct ReleaseArgs {
     stack: StackArgs,
 }
 
+/// `id`, when it is an invoice's (`inv_…`), else the sentence that says so.
+///
+/// # Errors
+/// The sentence.
+pub(crate) fn an_invoice_id(id: &str) -> Result<&str, String> {
+    if id.starts_with("inv_") {
+        Ok(id)
+    } else {
+        Err(format!("{id}: an invoice id starts with inv_"))
+    }
+}
+
 pub async fn release(args: ReleaseArgs) -> ExitCode {
-    if !args.invoice_id.starts_with("inv_") {
-        return usage(format!(
-            "{}: an invoice id starts with inv_",
-            args.invoice_id
-        ));
+    if let Err(e) = an_invoice_id(&args.invoice_id) {
+        return usage(e);
     }
     let (stack, state, ledger) = match tables(&args.stack).await {
         Ok(t) => t,
@@ -265,11 +308,7 @@ pub async fn release(args: ReleaseArgs) -> ExitCode {
         reason: args.reason.as_deref(),
         override_amount: args.override_amount,
     };
-    match Fulfil::new(state)
-        .for_projects(stack.projects.clone())
-        .release(&ledger, &args.invoice_id, &by, now_ms())
-        .await
-    {
+    match release_in(&stack, state, &ledger, &args.invoice_id, &by).await {
         Ok(applied) => {
             if args.json {
                 println!(

@@ -421,39 +421,85 @@ pub struct MarkPaidArgs {
     stack: StackArgs,
 }
 
-pub async fn mark_paid(args: MarkPaidArgs) -> ExitCode {
-    if !args.invoice_id.starts_with("inv_") {
-        return usage(format!(
-            "{}: an invoice id starts with inv_",
-            args.invoice_id
-        ));
-    }
-    let amount = match args.amount.as_deref().map(|a| Amount::parse(a).ok_or(a)) {
-        Some(Err(a)) => return usage(format!("--amount {a:?} is not a decimal like 10.50")),
+/// What a person says of the order an invoice paid (`mark-paid`'s options, the console's
+/// form): checked here, before any I/O.
+pub(crate) struct OrderGiven {
+    pub order_id: Option<String>,
+    pub project: Option<String>,
+    pub amount: Option<String>,
+    pub currency: Option<String>,
+}
+
+/// The stack's `mark-paid` of `invoice_id` by `actor`, as the command and the console run it:
+/// the same conditional transition as a webhook.
+///
+/// # Errors
+/// Bad input (exit 2: the id, the amount, a project not the stack's), or the store's failure.
+pub(crate) async fn mark_paid_in(
+    stack: &Stack,
+    invoice_id: &str,
+    given: OrderGiven,
+    actor: &str,
+) -> Result<paymos_inbox_core::change::Applied, crate::exit::Failure> {
+    use crate::exit::{Failure, IntoFailure};
+    crate::exceptions::an_invoice_id(invoice_id).map_err(Failure::usage)?;
+    let amount = match given.amount.as_deref().map(|a| Amount::parse(a).ok_or(a)) {
+        Some(Err(a)) => {
+            return Err(Failure::usage(format!(
+                "--amount {a:?} is not a decimal like 10.50"
+            )));
+        }
         Some(Ok(a)) => Some(a),
         None => None,
     };
+    let fulfil = stack.fulfil()?;
+    stack.scope_of(given.project.as_deref())?;
+    let order = OrderRef {
+        external_id: given.order_id,
+        amount,
+        currency: given.currency.map(|c| c.to_ascii_uppercase()),
+        project: given.project,
+    };
+    fulfil
+        .mark_paid(invoice_id, order, actor, now_ms())
+        .await
+        .map_err(IntoFailure::into_failure)
+}
+
+/// Whether `applied` leaves the payment waiting for a person (what `exceptions` then lists).
+pub(crate) fn waits_for_person(applied: paymos_inbox_core::change::Applied) -> bool {
+    use paymos_inbox_core::change::Applied;
+    matches!(
+        applied,
+        Applied::Held
+            | Applied::PaidLate
+            | Applied::DuplicatePayment
+            | Applied::OrderUnknown
+            | Applied::Unconfirmed
+            | Applied::Unusable
+    )
+}
+
+pub async fn mark_paid(args: MarkPaidArgs) -> ExitCode {
+    if let Err(e) = crate::exceptions::an_invoice_id(&args.invoice_id) {
+        return usage(e);
+    }
+    if let Some(a) = args.amount.as_deref()
+        && Amount::parse(a).is_none()
+    {
+        return usage(format!("--amount {a:?} is not a decimal like 10.50"));
+    }
     let stack = match args.stack.resolve().await {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    let fulfil = match stack.fulfil() {
-        Ok(f) => f,
-        Err(e) => return fail(e),
-    };
-    if let Err(e) = stack.scope_of(args.project.as_deref()) {
-        return fail(e);
-    }
-    let order = OrderRef {
-        external_id: args.order_id,
-        amount,
-        currency: args.currency.map(|c| c.to_ascii_uppercase()),
+    let given = OrderGiven {
+        order_id: args.order_id,
         project: args.project,
+        amount: args.amount,
+        currency: args.currency,
     };
-    match fulfil
-        .mark_paid(&args.invoice_id, order, &args.actor, now_ms())
-        .await
-    {
+    match mark_paid_in(&stack, &args.invoice_id, given, &args.actor).await {
         Ok(applied) => {
             if args.json {
                 println!(
@@ -463,23 +509,13 @@ pub async fn mark_paid(args: MarkPaidArgs) -> ExitCode {
             } else {
                 println!("{}: {applied}", args.invoice_id);
             }
-            // What `exceptions` then lists: the payment waits for a person.
-            use paymos_inbox_core::change::Applied;
-            if matches!(
-                applied,
-                Applied::Held
-                    | Applied::PaidLate
-                    | Applied::DuplicatePayment
-                    | Applied::OrderUnknown
-                    | Applied::Unconfirmed
-                    | Applied::Unusable
-            ) {
+            if waits_for_person(applied) {
                 ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
             } else {
                 ExitCode::SUCCESS
             }
         }
-        Err(e) => fail(e),
+        Err(e) => e.report(),
     }
 }
 

@@ -357,18 +357,63 @@ pub struct RecheckArgs {
     stack: StackArgs,
 }
 
-pub async fn recheck(args: RecheckArgs) -> ExitCode {
-    if let Some(id) = &args.resource_id
-        && !["inv_", "wdr_", "pcd_"].iter().any(|p| id.starts_with(p))
-    {
-        return usage(format!(
+/// The sentence for a resource id `recheck` cannot re-check, if `id` is one.
+fn a_rechecked_id(id: &str) -> Result<(), Failure> {
+    if ["inv_", "wdr_", "pcd_"].iter().any(|p| id.starts_with(p)) {
+        Ok(())
+    } else {
+        Err(Failure::usage(format!(
             "{id}: the resource id starts with inv_ (an invoice), wdr_ (a refund or payout) or pcd_ (a deposit)"
-        ));
+        )))
     }
-    let environment_of = |named: &str| {
-        paymos_inbox_lambda::config::environment(&|_: &str| Some(named.to_owned()))
-            .map_err(|e| Failure::usage(format!("--environment: {e}")))
+}
+
+/// The environment named `named` (`live`, `sandbox`), as `--environment` gives it.
+fn environment_of(named: &str) -> Result<paymos_inbox_core::signature::Environment, Failure> {
+    paymos_inbox_lambda::config::environment(&|_: &str| Some(named.to_owned()))
+        .map_err(|e| Failure::usage(format!("--environment: {e}")))
+}
+
+/// The stack's re-check of `resource_id` (or of every unconfirmed delivery) against Paymos'
+/// API, as `recheck` and the console run it. `environment` is the one given (default: the
+/// stack's).
+///
+/// # Errors
+/// Bad input (exit 2: the id, the environment, none known), or a read's or write's failure.
+pub(crate) async fn recheck_in(
+    (stack, state, ledger): (&Stack, DynamoResources, &DynamoLedger),
+    client: paymos::PaymosClient,
+    environment: Option<paymos_inbox_core::signature::Environment>,
+    resource_id: Option<&str>,
+) -> Result<Vec<exceptions::Rechecked>, Failure> {
+    use crate::exit::IntoFailure as _;
+    if let Some(id) = resource_id {
+        a_rechecked_id(id)?;
+    }
+    let Some(environment) = environment.or_else(|| {
+        stack
+            .environment
+            .as_deref()
+            .and_then(|n| environment_of(n).ok())
+    }) else {
+        return Err(
+            Failure::usage("no environment: nothing says which one the stack applies")
+                .next("pass --environment live or sandbox (a stack's outputs and `dev` name it)"),
+        );
     };
+    let api = PaymosApi::new(client).with_deadline(Duration::from_secs(30));
+    Fulfil::new(state)
+        .for_environment(environment)
+        .for_projects(stack.projects.clone())
+        .recheck(ledger, &api, resource_id, now_ms())
+        .await
+        .map_err(|e| e.into_failure())
+}
+
+pub async fn recheck(args: RecheckArgs) -> ExitCode {
+    if let Some(Err(e)) = args.resource_id.as_deref().map(a_rechecked_id) {
+        return e.report();
+    }
     let given = match args.environment.as_deref().map(environment_of).transpose() {
         Ok(e) => e,
         Err(e) => return e.report(),
@@ -381,26 +426,13 @@ pub async fn recheck(args: RecheckArgs) -> ExitCode {
         Ok(t) => t,
         Err(e) => return fail(e),
     };
-    let environment = match given.or_else(|| {
-        stack
-            .environment
-            .as_deref()
-            .and_then(|n| environment_of(n).ok())
-    }) {
-        Some(e) => e,
-        None => {
-            return Failure::usage("no environment: nothing says which one the stack applies")
-                .next("pass --environment live or sandbox (a stack's outputs and `dev` name it)")
-                .report();
-        }
-    };
-    let api = PaymosApi::new(client).with_deadline(Duration::from_secs(30));
-    let stack = Fulfil::new(state)
-        .for_environment(environment)
-        .for_projects(stack.projects.clone());
-    match stack
-        .recheck(&ledger, &api, args.resource_id.as_deref(), now_ms())
-        .await
+    match recheck_in(
+        (&stack, state, &ledger),
+        client,
+        given,
+        args.resource_id.as_deref(),
+    )
+    .await
     {
         Ok(results) => {
             for r in &results {
@@ -427,7 +459,7 @@ pub async fn recheck(args: RecheckArgs) -> ExitCode {
                 ExitCode::SUCCESS
             }
         }
-        Err(e) => fail(e),
+        Err(e) => e.report(),
     }
 }
 

@@ -203,6 +203,16 @@ enum Command {
     #[command(verbatim_doc_comment)]
     #[command(subcommand)]
     Events(EventsCommand),
+    /// A page on loopback: what waits, one payment's story, the operator's actions
+    ///
+    /// Listens on 127.0.0.1 only (a free port unless --port) and prints its URL; acts with your
+    /// AWS credentials on the stack the other commands resolve (--stack-name, --config-env,
+    /// --dev-info). Every state-changing request carries the session's token. Ctrl-C stops it.
+    ///
+    /// Example:
+    ///   paymos-inbox console --dev-info dev.json --open
+    #[command(verbatim_doc_comment)]
+    Console(console::ConsoleArgs),
     /// Print a shell completion script
     ///
     /// For bash, zsh, fish, elvish or powershell.
@@ -309,6 +319,7 @@ struct VerifyArgs {
     json: bool,
 }
 
+mod console;
 mod dev;
 #[cfg(test)]
 mod doc_commands;
@@ -404,6 +415,7 @@ fn main() -> ExitCode {
         Command::Recheck(args) => runtime().block_on(exceptions::recheck(args)),
         Command::Orders(command) => runtime().block_on(exceptions::orders(command)),
         Command::Soak(args) => runtime().block_on(ops::soak(args)),
+        Command::Console(args) => runtime().block_on(console::run(args)),
         Command::BenchE2e(args) => runtime().block_on(ops::bench_e2e(args)),
         Command::Verify(args) => verify(&args),
         Command::Completions { shell } => completions(shell),

@@ -1,0 +1,520 @@
+//! The console's JSON answers: the home page from `exceptions`' own reads, a payment's story
+//! from the reads that exist, and the actions through the command line's own functions (so a
+//! rule lives once, and a refusal is the domain's own sentence).
+
+use hyper::StatusCode;
+use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources, KeptBody};
+use paymos_inbox_core::change::DELIVERY_OUTCOMES;
+use paymos_inbox_core::exceptions::{Exception, ReviewLedger as _};
+use paymos_inbox_core::release::{ReleaseBy, ReleaseError, ReleaseStore as _};
+use paymos_inbox_core::signature::Environment;
+use paymos_inbox_core::work::delivery_key;
+use paymos_inbox_lambda::now_ms;
+use serde_json::{Value, json};
+
+use crate::exit::Failure;
+use crate::stack::{Stack, StackArgs};
+
+/// The order the home page shows what waits in: the payments first, then the deliveries.
+pub const KINDS: [&str; 7] = [
+    "held",
+    "paid_late",
+    "duplicate_payment",
+    "unconfirmed",
+    "order_unknown",
+    "unusable",
+    "dead_letter",
+];
+
+/// An answer: its status and its JSON.
+pub struct Answered {
+    pub status: StatusCode,
+    pub body: Value,
+}
+
+impl Answered {
+    fn ok(body: Value) -> Self {
+        Self {
+            status: StatusCode::OK,
+            body,
+        }
+    }
+
+    /// A refusal in the domain's (or the command line's) own words: 409 for a state that does
+    /// not allow it, 400 for input, 502 for a store or an API that failed.
+    fn refused(status: StatusCode, why: impl Into<String>) -> Self {
+        Self {
+            status,
+            body: json!({"refused": why.into()}),
+        }
+    }
+
+    fn failed(f: &Failure) -> Self {
+        let status = if f.code == crate::exit::USAGE {
+            StatusCode::BAD_REQUEST
+        } else {
+            StatusCode::BAD_GATEWAY
+        };
+        let mut why = f.message.clone();
+        if let Some(next) = &f.next {
+            why.push_str(": ");
+            why.push_str(next);
+        }
+        tracing::warn!(status = status.as_u16(), "console: {}", f.message);
+        Self::refused(status, why)
+    }
+}
+
+/// The resolved stack the console reads and acts on, and who acts.
+pub struct Console {
+    stack: Stack,
+    state: DynamoResources,
+    ledger: DynamoLedger,
+    actor: String,
+    api: Option<paymos::PaymosClient>,
+}
+
+impl Console {
+    /// Resolves the stack as every operator command does (`--dev-info`, `--stack-name`, …).
+    ///
+    /// # Errors
+    /// What the command line says when the stack cannot be resolved.
+    pub async fn open(
+        args: &StackArgs,
+        actor: String,
+        api: Option<paymos::PaymosClient>,
+    ) -> Result<Self, Failure> {
+        let stack = args.resolve().await?;
+        let state = stack.resources()?;
+        let deliveries = stack.require(&stack.deliveries, "deliveries-table")?;
+        let ledger = DynamoLedger::new(stack.dynamodb.clone(), deliveries, None);
+        Ok(Self {
+            stack,
+            state,
+            ledger,
+            actor,
+            api,
+        })
+    }
+
+    /// What waits for a person, grouped by kind: `exceptions`' list, read as it reads it.
+    pub async fn home(&self) -> Answered {
+        match crate::exceptions::waiting(&self.stack, &self.state, &self.ledger).await {
+            Ok(found) => Answered::ok(home(&found, now_ms(), self.about())),
+            Err(f) => Answered::failed(&f),
+        }
+    }
+
+    fn about(&self) -> Value {
+        let named = match &self.stack.named_by {
+            crate::stack::NamedBy::DevInfo(file) => format!("dev ({})", file.display()),
+            crate::stack::NamedBy::Stack(name) => format!("stack {name}"),
+            crate::stack::NamedBy::Flags => "tables named by flags".to_owned(),
+        };
+        json!({
+            "stack": named,
+            "environment": self.stack.environment,
+            "projects": self.stack.projects.ids(),
+            "actor": self.actor,
+            "recheck": self.api.is_some(),
+        })
+    }
+
+    /// One payment's story from an id: `inv_…`, `evt_…`, `wdr_…`, `pcd_…`, or an order id.
+    pub async fn search(&self, id: &str) -> Answered {
+        if id.is_empty() || id.len() > 200 {
+            return Answered::refused(
+                StatusCode::BAD_REQUEST,
+                "an id: inv_…, evt_…, wdr_…, pcd_… or an order id",
+            );
+        }
+        let story = if id.starts_with("evt_") {
+            self.event(id).await
+        } else if id.starts_with("inv_") {
+            self.invoice(id).await
+        } else if id.starts_with("wdr_") || id.starts_with("pcd_") {
+            self.waiting_of(id).await.map(|waiting| {
+                json!({"id": id, "kind": if id.starts_with("wdr_") { "withdrawal" } else { "deposit" },
+                       "deliveries": waiting,
+                       "not_read": ["its record (no read of a withdrawal or a deposit by id exists yet): only its deliveries that wait are shown"]})
+            })
+        } else {
+            Ok(json!({"id": id, "kind": "order",
+                      "not_read": ["an order's claim and its invoices (no read of the state table by order id exists yet): search the invoice id"]}))
+        };
+        match story {
+            Ok(story) => Answered::ok(story),
+            Err(f) => Answered::failed(&f),
+        }
+    }
+
+    /// An invoice: its record (status, standing, order, refunds), its fulfilment, what of it
+    /// waits, and the deliveries of it that wait.
+    async fn invoice(&self, invoice_id: &str) -> Result<Value, Failure> {
+        let (seen, fulfilled) = self
+            .state
+            .invoice_seen(invoice_id)
+            .await
+            .map_err(|e| Failure::from(e.to_string()))?;
+        let deliveries = self.waiting_of(invoice_id).await?;
+        let waits = crate::exceptions::waiting(&self.stack, &self.state, &self.ledger)
+            .await?
+            .into_iter()
+            .filter(|e| e.resource_id.as_deref() == Some(invoice_id))
+            .map(|e| item(&e, now_ms()))
+            .collect::<Vec<_>>();
+        let record = seen.map(|s| {
+            json!({
+                "status": s.status.map(|st| st.to_string()),
+                "standing": format!("{:?}", s.standing()),
+                "held": s.held,
+                "paid_late": s.paid_late,
+                "duplicate_of": s.duplicate_of,
+                "released": s.released,
+                "awaits_order": s.awaits_order,
+                "payment_at_ms": s.payment_at.map(|t| t * 1000),
+                "order": {
+                    "id": s.order.external_id,
+                    "amount": s.order.amount.map(|a| a.to_string()),
+                    "currency": s.order.currency,
+                    "project": s.order.project,
+                },
+                "refunds": s.refunds.iter().map(|r| json!({
+                    "id": r.withdrawal_id,
+                    "amount": r.amount.as_ref().map(ToString::to_string),
+                    "currency": r.currency,
+                    "mode": r.mode.map(|m| m.as_str()),
+                    "completed_at_ms": r.completed_at.map(|t| t * 1000),
+                })).collect::<Vec<_>>(),
+            })
+        });
+        Ok(json!({
+            "id": invoice_id,
+            "kind": "invoice",
+            "invoice": record,
+            "fulfilled": fulfilled,
+            "waits": waits,
+            "deliveries": deliveries,
+            "not_read": [
+                "every delivery of it (the ledger lists by resource only what waits)",
+                "its status changes over time (the record keeps the latest)",
+                "the facts published and the hand-off's attempts",
+            ],
+        }))
+    }
+
+    /// A delivery: its state and outcome in the ledger (live and sandbox keys), its body as
+    /// kept (redacted), and the story of the invoice it names.
+    async fn event(&self, event_id: &str) -> Result<Value, Failure> {
+        let mut found = Vec::new();
+        for environment in [Environment::Live, Environment::Test] {
+            let key = delivery_key(Some(environment), event_id);
+            let Some((state, outcome)) = self
+                .ledger
+                .state_of(&key)
+                .await
+                .map_err(|e| Failure::from(e.to_string()))?
+            else {
+                continue;
+            };
+            let body = match self
+                .ledger
+                .kept_body(&key, now_ms() / 1000)
+                .await
+                .map_err(|e| Failure::from(e.to_string()))?
+            {
+                KeptBody::Kept(bytes) => serde_json::from_slice::<Value>(&bytes).map_or_else(
+                    |_| json!("[not JSON: `exceptions --body` prints it]"),
+                    |v| redact(&v, ""),
+                ),
+                KeptBody::Expired { .. } => json!("[expired: only its record is kept]"),
+                KeptBody::NoRecord => Value::Null,
+            };
+            let resource = body
+                .pointer("/data/invoice_id")
+                .or_else(|| body.pointer("/data/withdrawal_id"))
+                .or_else(|| body.pointer("/data/id"))
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            found.push(json!({
+                "environment": if environment.is_test() { "sandbox" } else { "live" },
+                "state": format!("{state:?}").to_lowercase(),
+                "outcome": outcome,
+                "resource_id": resource,
+                "body": body,
+            }));
+        }
+        let invoice = match found
+            .iter()
+            .find_map(|d| d["resource_id"].as_str().filter(|r| r.starts_with("inv_")))
+        {
+            Some(inv) => Some(Box::pin(self.invoice(inv)).await?),
+            None => None,
+        };
+        Ok(json!({
+            "id": event_id,
+            "kind": "event",
+            "deliveries_of_id": found,
+            "invoice": invoice,
+            "not_read": ["its secret label and times (the ledger's read by key gives its state and outcome)"],
+        }))
+    }
+
+    /// The deliveries of a resource that wait for a person (the `waiting` index).
+    async fn waiting_of(&self, resource_id: &str) -> Result<Vec<Value>, Failure> {
+        let records = self
+            .ledger
+            .with_outcomes(&DELIVERY_OUTCOMES, Some(resource_id))
+            .await
+            .map_err(|e| Failure::from(e.to_string()))?;
+        Ok(records
+            .iter()
+            .map(|r| {
+                json!({
+                    "event_id": r.delivery.event_id,
+                    "event_type": r.delivery.event_type,
+                    "environment": r.delivery.environment.map(|e| if e.is_test() { "sandbox" } else { "live" }),
+                    "secret_label": r.delivery.secret_label,
+                    "received_at_ms": r.delivery.received_at_ms,
+                    "processed_at_ms": r.processed_at_ms,
+                    "outcome": r.outcome.as_str(),
+                    "reason": r.reason,
+                })
+            })
+            .collect())
+    }
+
+    /// A state-changing action (`release`, `mark-paid`, `recheck`), its fields in `body`.
+    pub async fn act(&self, action: &str, body: &[u8]) -> Answered {
+        let Ok(fields) = serde_json::from_slice::<Value>(body) else {
+            return Answered::refused(StatusCode::BAD_REQUEST, "the body is a JSON object");
+        };
+        let text = |name: &str| {
+            fields[name]
+                .as_str()
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned)
+        };
+        let Some(resource) = text("id") else {
+            return Answered::refused(StatusCode::BAD_REQUEST, "which one: an id is needed");
+        };
+        let answered = match action {
+            "release" => {
+                self.release(&resource, text("reason"), fields["override_amount"] == true)
+                    .await
+            }
+            "mark-paid" => {
+                let given = crate::ops::OrderGiven {
+                    order_id: text("order_id"),
+                    project: text("project"),
+                    amount: text("amount"),
+                    currency: text("currency"),
+                };
+                match crate::ops::mark_paid_in(&self.stack, &resource, given, &self.actor).await {
+                    Ok(applied) => {
+                        Answered::ok(json!({"id": resource, "outcome": applied.as_str(),
+                        "waits": crate::ops::waits_for_person(applied)}))
+                    }
+                    Err(f) => Answered::failed(&f),
+                }
+            }
+            "recheck" => self.recheck(&resource).await,
+            _ => Answered::refused(StatusCode::NOT_FOUND, format!("no action {action}")),
+        };
+        tracing::info!(
+            action,
+            resource = %resource,
+            actor = %self.actor,
+            status = answered.status.as_u16(),
+            "console: action"
+        );
+        answered
+    }
+
+    async fn release(
+        &self,
+        invoice_id: &str,
+        reason: Option<String>,
+        override_amount: bool,
+    ) -> Answered {
+        if let Err(e) = crate::exceptions::an_invoice_id(invoice_id) {
+            return Answered::refused(StatusCode::BAD_REQUEST, e);
+        }
+        let Some(reason) = reason else {
+            return Answered::refused(
+                StatusCode::BAD_REQUEST,
+                "a release from the console needs a reason: say why this payment ships",
+            );
+        };
+        let by = ReleaseBy {
+            actor: &self.actor,
+            reason: Some(&reason),
+            override_amount,
+        };
+        match crate::exceptions::release_in(
+            &self.stack,
+            self.state.clone(),
+            &self.ledger,
+            invoice_id,
+            &by,
+        )
+        .await
+        {
+            Ok(applied) => Answered::ok(json!({"id": invoice_id, "outcome": applied.as_str()})),
+            Err(ReleaseError::NotReleasable(why)) => Answered::refused(StatusCode::CONFLICT, why),
+            Err(e) => Answered::failed(&Failure::from(e.to_string())),
+        }
+    }
+
+    async fn recheck(&self, resource_id: &str) -> Answered {
+        let Some(client) = self.api.clone() else {
+            return Answered::refused(
+                StatusCode::CONFLICT,
+                "recheck asks Paymos' API: start the console with PAYMOS_API_KEY and PAYMOS_API_SECRET (or --api-key, --api-secret)",
+            );
+        };
+        match crate::exceptions::recheck_in(
+            (&self.stack, self.state.clone(), &self.ledger),
+            client,
+            None,
+            Some(resource_id),
+        )
+        .await
+        {
+            Ok(results) => Answered::ok(json!({"id": resource_id, "rechecked": results})),
+            Err(f) => Answered::failed(&f),
+        }
+    }
+}
+
+/// The home page's JSON: the total, then each kind's items in [`KINDS`]' order (a kind this
+/// version does not know comes last, never dropped).
+fn home(found: &[Exception], now: u64, about: Value) -> Value {
+    let mut kinds: Vec<&str> = KINDS.to_vec();
+    for e in found {
+        if !kinds.contains(&e.kind) {
+            kinds.push(e.kind);
+        }
+    }
+    let groups: Vec<Value> = kinds
+        .iter()
+        .map(|kind| {
+            let items: Vec<Value> = found
+                .iter()
+                .filter(|e| e.kind == *kind)
+                .map(|e| item(e, now))
+                .collect();
+            json!({"kind": kind, "count": items.len(), "items": items})
+        })
+        .collect();
+    json!({"total": found.len(), "groups": groups, "about": about})
+}
+
+fn item(e: &Exception, now: u64) -> Value {
+    let mut v = serde_json::to_value(e).expect("an exception serialises");
+    v["age_secs"] = if e.since_ms == 0 {
+        Value::Null
+    } else {
+        json!(now.saturating_sub(e.since_ms) / 1000)
+    };
+    v
+}
+
+/// Fields of a body shown as they are: ids, types, statuses, amounts, flags and times. Every
+/// other text (names, e-mails, addresses, notes, URLs) is shown as `[redacted]`.
+const SHOWN: [&str; 20] = [
+    "event_id",
+    "event_type",
+    "type",
+    "version",
+    "id",
+    "invoice_id",
+    "withdrawal_id",
+    "external_id",
+    "project_id",
+    "status",
+    "amount",
+    "currency",
+    "network",
+    "expected",
+    "paid",
+    "net",
+    "is_test",
+    "is_final",
+    "kind",
+    "mode",
+];
+
+/// `value` with every string outside [`SHOWN`] (and every time-like field, `*_at`) replaced.
+fn redact(value: &Value, key: &str) -> Value {
+    match value {
+        Value::Object(map) => {
+            Value::Object(map.iter().map(|(k, v)| (k.clone(), redact(v, k))).collect())
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|v| redact(v, key)).collect()),
+        Value::String(_) if SHOWN.contains(&key) || key.ends_with("_at") => value.clone(),
+        Value::String(_) => json!("[redacted]"),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exception(kind: &'static str, since_ms: u64) -> Exception {
+        Exception {
+            kind,
+            resource_id: Some("inv_1".into()),
+            event_id: None,
+            project: None,
+            since_ms,
+            why: "why".into(),
+            action: "do".into(),
+        }
+    }
+
+    #[test]
+    fn home_counts_each_kind_in_its_order_and_keeps_a_kind_it_does_not_know() {
+        let found = [
+            exception("unconfirmed", 1_000),
+            exception("held", 0),
+            exception("held", 1_000),
+            exception("something_new", 1_000),
+        ];
+        let page = home(&found, 61_000, Value::Null);
+        assert_eq!(page["total"], 4);
+        let groups = page["groups"].as_array().unwrap();
+        let counts: Vec<(&str, u64)> = groups
+            .iter()
+            .map(|g| (g["kind"].as_str().unwrap(), g["count"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(counts[0], ("held", 2));
+        assert_eq!(counts[3], ("unconfirmed", 1));
+        assert_eq!(counts.last().unwrap(), &("something_new", 1));
+        assert_eq!(counts.iter().map(|c| c.1).sum::<u64>(), 4);
+        assert_eq!(groups[0]["items"][0]["age_secs"], Value::Null);
+        assert_eq!(groups[0]["items"][1]["age_secs"], 60);
+    }
+
+    #[test]
+    fn a_kept_body_shows_ids_and_amounts_and_hides_personal_text() {
+        let body = json!({"event_id": "evt_1", "type": "invoice.paid", "created_at": "2026-01-01T00:00:00Z",
+            "data": {"invoice_id": "inv_1", "status": "paid", "is_test": true,
+                     "customer": {"email": "ann@example.com", "name": "Ann"},
+                     "order": {"external_id": "order-7", "amount": "12.00", "currency": "USD",
+                               "description": "Blue shoes, 12 Rose St"},
+                     "metadata": [{"note": "call me"}]}});
+        let shown = redact(&body, "");
+        assert_eq!(shown["data"]["invoice_id"], "inv_1");
+        assert_eq!(shown["data"]["order"]["amount"], "12.00");
+        assert_eq!(shown["created_at"], "2026-01-01T00:00:00Z");
+        let text = shown.to_string();
+        for secret in ["ann@example.com", "Ann\"", "Rose St", "call me"] {
+            assert!(!text.contains(secret), "{secret} shown: {text}");
+        }
+        assert_eq!(shown["data"]["customer"]["email"], "[redacted]");
+        assert_eq!(shown["data"]["is_test"], true);
+    }
+}

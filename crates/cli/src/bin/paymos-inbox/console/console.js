@@ -1,0 +1,207 @@
+// The console's page: what waits (GET /api/home), one payment's story (GET /api/search), and
+// the command line's actions (POST /api/<action>, with the session's token). Every text from
+// the server is set as text, never as markup.
+'use strict';
+
+const TOKEN = document.querySelector('meta[name="console-token"]').content;
+const LABELS = {
+  held: 'Held: paid, but not as the order says', paid_late: 'Paid late', duplicate_payment: 'Duplicate payment',
+  unconfirmed: 'Unconfirmed', order_unknown: 'Order unknown', unusable: 'Unusable', dead_letter: 'Dead letters',
+};
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith('on')) node.addEventListener(k.slice(2), v); else node.setAttribute(k, v === true ? '' : v);
+  }
+  for (const c of children.flat()) if (c !== null && c !== undefined) node.append(c instanceof Node ? c : String(c));
+  return node;
+}
+
+function age(secs) {
+  if (secs === null || secs === undefined) return '';
+  if (secs < 120) return `${secs} s ago`;
+  if (secs < 7200) return `${Math.floor(secs / 60)} min ago`;
+  if (secs < 172800) return `${Math.floor(secs / 3600)} h ago`;
+  return `${Math.floor(secs / 86400)} days ago`;
+}
+
+function when(ms) {
+  return ms ? new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC') : '';
+}
+
+async function getJson(path) {
+  const response = await fetch(path, { headers: { accept: 'application/json' } });
+  return { status: response.status, body: await response.json() };
+}
+
+async function post(action, fields) {
+  const response = await fetch(`/api/${action}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-console-token': TOKEN },
+    body: JSON.stringify(fields),
+  });
+  return { status: response.status, body: await response.json() };
+}
+
+function say(state, text) {
+  const result = document.getElementById('result');
+  result.hidden = false;
+  result.dataset.state = state;
+  result.textContent = text;
+}
+
+function link(id) {
+  return el('a', { href: `#${encodeURIComponent(id)}`, onclick: (e) => { e.preventDefault(); search(id); } }, id);
+}
+
+function itemOf(e) {
+  const id = e.resource_id || e.event_id || '-';
+  return el('li', { class: 'item', 'data-id': id },
+    el('span', { class: 'id' }, id === '-' ? id : link(id)),
+    el('span', { class: 'meta' }, [age(e.age_secs), e.project ? `project ${e.project}` : null].filter(Boolean).join(' · ')),
+    el('span', { class: 'why' }, e.why),
+    el('span', { class: 'do' }, 'Do: ', e.action));
+}
+
+async function loadHome() {
+  const home = document.getElementById('home');
+  const { status, body } = await getJson('/api/home');
+  const groups = document.getElementById('groups');
+  if (status !== 200) {
+    groups.replaceChildren(el('p', { class: 'quiet' }, body.refused || `status ${status}`));
+    return;
+  }
+  const about = body.about || {};
+  document.getElementById('about').textContent =
+    `${about.stack || ''}${about.environment ? ` · ${about.environment}` : ''}${(about.projects || []).length ? ` · ${about.projects.join(', ')}` : ''}`;
+  document.getElementById('actor').textContent = about.actor || '';
+  document.getElementById('total').textContent = body.total;
+  groups.replaceChildren(...body.groups.map((g) => el('section', { class: 'group', 'data-kind': g.kind, 'data-count': g.count },
+    el('h3', {}, el('span', { class: 'count' }, g.count), LABELS[g.kind] || g.kind),
+    g.items.length ? el('ul', {}, g.items.map(itemOf)) : null)));
+  home.dataset.loaded = 'true';
+}
+
+function facts(pairs) {
+  return el('dl', { class: 'facts' }, pairs.filter(([, v]) => v !== null && v !== undefined && v !== '')
+    .flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, String(v))]));
+}
+
+function invoiceStory(story) {
+  const inv = story.invoice;
+  const parts = [];
+  if (!inv) {
+    parts.push(el('p', { class: 'quiet' }, 'No record of this invoice in the state table.'));
+  } else {
+    const order = inv.order || {};
+    parts.push(facts([
+      ['status', inv.status], ['standing', inv.standing], ['fulfilled', story.fulfilled ? 'yes' : 'no'],
+      ['released by a person', inv.released ? 'yes' : null], ['order', order.id],
+      ['order amount', order.amount ? `${order.amount} ${order.currency || ''}` : null], ['project', order.project],
+      ['paid at', when(inv.payment_at_ms)], ['duplicate of', inv.duplicate_of],
+    ]));
+    if (inv.refunds.length) {
+      parts.push(el('h3', {}, 'Refunds'), el('ol', { class: 'events' }, inv.refunds.map((r) =>
+        el('li', {}, el('time', {}, when(r.completed_at_ms)), `${r.id}: ${r.amount || '?'} ${r.currency || ''} (${r.mode || 'mode unknown'})`))));
+    }
+  }
+  if (story.waits.length) {
+    parts.push(el('h3', {}, 'Waits for a person'), el('ul', { class: 'waits' }, story.waits.map(itemOf)));
+  }
+  parts.push(deliveries(story.deliveries));
+  parts.push(actions(story));
+  return parts;
+}
+
+function deliveries(list) {
+  if (!list || !list.length) return null;
+  return [el('h3', {}, 'Deliveries that wait'), el('ol', { class: 'events' }, list.map((d) =>
+    el('li', {}, el('time', {}, when(d.received_at_ms)),
+      `${d.event_id} ${d.event_type} (${d.environment || '?'}, secret ${d.secret_label}): ${d.outcome}${d.reason ? ` because ${d.reason}` : ''}`)))];
+}
+
+function actions(story) {
+  const id = story.id;
+  const kinds = new Set((story.waits || []).map((w) => w.kind));
+  const panel = el('div', { class: 'panel actions' });
+  if (kinds.has('held') || kinds.has('paid_late')) {
+    const reason = el('textarea', { name: 'reason', id: 'release-reason', rows: 2, required: true, placeholder: 'why this payment ships (kept on the invoice)' });
+    const confirmBox = el('div', { class: 'confirm-override', hidden: true },
+      el('p', {}, `Fulfil ${id} although its payment differs from the registered order's amount? This is kept on the invoice as amount_overridden.`),
+      el('button', { type: 'button', class: 'danger', 'data-action': 'confirm-override', onclick: () => release(id, reason.value, true) }, 'Yes, override the amount and release'));
+    panel.append(el('label', { for: 'release-reason' }, 'Release: fulfil on your word (a reason is required)'), reason,
+      el('div', { class: 'row' },
+        el('button', { type: 'button', class: 'primary', 'data-action': 'release', onclick: () => release(id, reason.value, false) }, 'Release'),
+        kinds.has('held') ? el('button', { type: 'button', 'data-action': 'override', onclick: () => { confirmBox.hidden = false; } }, 'Override the amount…') : null),
+      confirmBox);
+  }
+  if (id.startsWith('inv_') && !story.fulfilled) {
+    const order = el('input', { name: 'order_id', id: 'mark-order', placeholder: 'order id' });
+    panel.append(el('label', { for: 'mark-order' }, 'Mark paid (as support does), naming its order'), order,
+      el('button', { type: 'button', 'data-action': 'mark-paid', onclick: () => act('mark-paid', { id, order_id: order.value }) }, 'Mark paid'));
+  }
+  if (kinds.has('unconfirmed') || (story.deliveries || []).some((d) => d.outcome === 'unconfirmed')) {
+    panel.append(el('div', { class: 'row' }, el('button', { type: 'button', 'data-action': 'recheck', onclick: () => act('recheck', { id }) }, 'Recheck with Paymos')));
+  }
+  return panel.childNodes.length ? [el('h3', {}, 'Actions'), panel] : null;
+}
+
+async function release(id, reason, overrideAmount) {
+  await act('release', { id, reason, override_amount: overrideAmount });
+}
+
+async function act(action, fields) {
+  const { status, body } = await post(action, fields);
+  if (status === 200) {
+    say('ok', `${action} ${body.id}: ${body.outcome || (body.rechecked || []).map((r) => `${r.event_id} ${r.outcome}`).join(', ') || 'nothing to re-check'}`);
+  } else {
+    say('refused', `${action} refused: ${body.refused || `status ${status}`}`);
+  }
+  await Promise.all([loadHome(), search(fields.id, true)]);
+}
+
+async function search(id, keepResult) {
+  id = (id || '').trim();
+  if (!id) return;
+  document.getElementById('search-id').value = id;
+  if (!keepResult) document.getElementById('result').hidden = true;
+  const timeline = document.getElementById('timeline');
+  const { status, body } = await getJson(`/api/search?id=${encodeURIComponent(id)}`);
+  const parts = [el('h2', {}, id, ' ', el('span', { class: 'count' }, body.kind || ''))];
+  if (status !== 200) {
+    parts.push(el('p', {}, body.refused || `status ${status}`));
+  } else if (body.kind === 'invoice') {
+    parts.push(...invoiceStory(body));
+  } else if (body.kind === 'event') {
+    for (const d of body.deliveries_of_id) {
+      parts.push(facts([['environment', d.environment], ['state', d.state], ['outcome', d.outcome], ['resource', d.resource_id]]),
+        el('h3', {}, 'Body as kept (personal data redacted)'), el('pre', { class: 'body' }, JSON.stringify(d.body, null, 2)));
+    }
+    if (!body.deliveries_of_id.length) parts.push(el('p', { class: 'quiet' }, 'No delivery with this id in the deliveries table.'));
+    if (body.invoice) parts.push(el('h3', {}, `Invoice ${body.invoice.id}`), ...invoiceStory(body.invoice));
+  } else {
+    parts.push(deliveries(body.deliveries) || el('p', { class: 'quiet' }, 'Nothing of it waits.'));
+  }
+  if (body.not_read && body.not_read.length) {
+    parts.push(el('h3', {}, 'Not shown yet'), el('ul', { class: 'quiet' }, body.not_read.map((n) => el('li', {}, n))));
+  }
+  timeline.replaceChildren(...parts.flat().filter(Boolean));
+  timeline.hidden = false;
+  timeline.dataset.id = id;
+  history.replaceState(null, '', `#${encodeURIComponent(id)}`);
+}
+
+document.getElementById('search').addEventListener('submit', (e) => {
+  e.preventDefault();
+  search(document.getElementById('search-id').value);
+});
+document.addEventListener('keydown', (e) => {
+  if (e.key === '/' && !['INPUT', 'TEXTAREA'].includes(document.activeElement.tagName)) {
+    e.preventDefault();
+    document.getElementById('search-id').focus();
+  }
+});
+loadHome();
+if (location.hash.length > 1) search(decodeURIComponent(location.hash.slice(1)));

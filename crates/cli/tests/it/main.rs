@@ -11,6 +11,7 @@
 
 mod check;
 mod cli;
+mod console;
 mod deploy_lines;
 mod exceptions;
 mod exits;

@@ -4,6 +4,8 @@
 'use strict';
 
 const TOKEN = document.querySelector('meta[name="console-token"]').content;
+// What the person typed as a release's reason, kept across the page's re-renders.
+let draftReason = '';
 const LABELS = {
   held: 'Held: paid, but not as the order says', paid_late: 'Paid late', duplicate_payment: 'Duplicate payment',
   unconfirmed: 'Unconfirmed', order_unknown: 'Order unknown', unusable: 'Unusable', dead_letter: 'Dead letters',
@@ -99,7 +101,7 @@ function invoiceStory(story) {
     parts.push(facts([
       ['status', inv.status], ['standing', inv.standing], ['fulfilled', story.fulfilled ? 'yes' : 'no'],
       ['released by a person', inv.released ? 'yes' : null], ['order', order.id],
-      ['order amount', order.amount ? `${order.amount} ${order.currency || ''}` : null], ['project', order.project],
+      ['amount (the invoice)', order.amount ? `${order.amount} ${order.currency || ''}` : null], ['project', order.project],
       ['paid at', when(inv.payment_at_ms)], ['duplicate of', inv.duplicate_of],
     ]));
     if (inv.refunds.length) {
@@ -127,7 +129,9 @@ function actions(story) {
   const kinds = new Set((story.waits || []).map((w) => w.kind));
   const panel = el('div', { class: 'panel actions' });
   if (kinds.has('held') || kinds.has('paid_late')) {
-    const reason = el('textarea', { name: 'reason', id: 'release-reason', rows: 2, required: true, placeholder: 'why this payment ships (kept on the invoice)' });
+    const reason = el('textarea', { name: 'reason', id: 'release-reason', rows: 2, required: true, placeholder: 'why this payment ships (kept on the invoice)',
+      oninput: (e) => { draftReason = e.target.value; } });
+    reason.value = draftReason;
     const confirmBox = el('div', { class: 'confirm-override', hidden: true },
       el('p', {}, `Fulfil ${id} although its payment differs from the registered order's amount? This is kept on the invoice as amount_overridden.`),
       el('button', { type: 'button', class: 'danger', 'data-action': 'confirm-override', onclick: () => release(id, reason.value, true) }, 'Yes, override the amount and release'));
@@ -154,7 +158,9 @@ async function release(id, reason, overrideAmount) {
 
 async function act(action, fields) {
   const { status, body } = await post(action, fields);
-  if (status === 200) {
+  if (status === 200 && body.outcome === 'already_final') {
+    say('unchanged', `${action} ${body.id}: already_final (nothing changed: it was fulfilled before)`);
+  } else if (status === 200) {
     say('ok', `${action} ${body.id}: ${body.outcome || (body.rechecked || []).map((r) => `${r.event_id} ${r.outcome}`).join(', ') || 'nothing to re-check'}`);
   } else {
     say('refused', `${action} refused: ${body.refused || `status ${status}`}`);

@@ -1,0 +1,67 @@
+// Drives the console in Debian's chromium (headless) through npm's playwright-core, for
+// tests/it/console.rs: node console.mjs URL INVOICE_ID SCREENSHOT_DIR. Prints one JSON object
+// of what the page showed; the Rust test asserts on it and on the tables.
+import { chromium } from 'playwright-core';
+
+const [url, invoice, shots] = process.argv.slice(2);
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+});
+const seen = {};
+try {
+  const page = await browser.newPage({ viewport: { width: 1200, height: 860 } });
+  page.on('pageerror', (e) => { seen.page_errors = [...(seen.page_errors || []), String(e)]; });
+  await page.goto(url);
+  await page.waitForSelector('#home[data-loaded="true"]');
+  seen.counts = await page.$$eval('#groups .group', (gs) => Object.fromEntries(gs.map((g) => [g.dataset.kind, Number(g.dataset.count)])));
+  seen.total = Number(await page.textContent('#total'));
+  seen.listed = await page.$$eval('#groups .item', (items) => items.map((i) => i.dataset.id));
+  await page.screenshot({ path: `${shots}/console-home.png`, fullPage: true });
+
+  // Found by its invoice id, from the keyboard.
+  await page.keyboard.press('/');
+  await page.keyboard.type(invoice);
+  await page.keyboard.press('Enter');
+  await page.waitForSelector(`#timeline[data-id="${invoice}"] [data-action="release"]`);
+  seen.story = await page.textContent('#timeline dl.facts');
+
+  // A release with a reason, no override: the domain refuses a payment that differs.
+  await page.fill('#release-reason', 'customer confirmed the price change by email');
+  await page.click('[data-action="release"]');
+  await page.waitForSelector('#result[data-state="refused"]');
+  seen.refusal = await page.textContent('#result');
+  await page.waitForSelector('#timeline [data-action="override"]');
+  await page.click('[data-action="override"]');
+  await page.screenshot({ path: `${shots}/console-timeline.png` });
+
+  // The override, a separate and explicit confirmation.
+  await page.click('[data-action="confirm-override"]');
+  await page.waitForSelector('#result[data-state="ok"]');
+  seen.released = await page.textContent('#result');
+  await page.waitForFunction(() => !document.querySelector('#timeline [data-action="release"]'));
+  seen.story_after = await page.textContent('#timeline dl.facts');
+
+  // A second release (a second tab, a double click): the page's own token, the domain's answer.
+  seen.second = await page.evaluate(async (id) => {
+    const token = document.querySelector('meta[name="console-token"]').content;
+    const r = await fetch('/api/release', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-console-token': token },
+      body: JSON.stringify({ id, reason: 'again', override_amount: true }),
+    });
+    return { status: r.status, body: await r.json() };
+  }, invoice);
+  // The same request without the token, as another site's script would send it.
+  seen.without_token = await page.evaluate(async (id) => {
+    const r = await fetch('/api/release', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ id, reason: 'forged', override_amount: true }),
+    });
+    return { status: r.status, body: await r.json() };
+  }, invoice);
+} finally {
+  await browser.close();
+}
+console.log(JSON.stringify(seen));

@@ -1,0 +1,329 @@
+//! `paymos-inbox console` in a real browser: Debian's chromium, headless, driven by npm's
+//! playwright-core (`console.mjs`), against `dev` with deliveries seeded by `send`. Never
+//! skipped: without chromium or playwright-core it fails, saying what to install.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use paymos_inbox_aws::dynamodb::DynamoResources;
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt as _;
+
+use paymos_inbox_testkit::*;
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The browser and its driver, or a failure naming what to install.
+fn browser_installed() {
+    assert!(
+        Path::new(CHROMIUM).exists(),
+        "the console's browser tests need Debian's chromium package at {CHROMIUM}: `make browser` (apt-get install chromium)"
+    );
+    assert!(
+        workspace().join("node_modules/playwright-core").is_dir(),
+        "the console's browser tests need npm's playwright-core: `make deps` (npm ci)"
+    );
+}
+
+/// The command line's exit code, stdout and stderr.
+fn cli(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+        .args(args)
+        .env_remove("PAYMOS_WEBHOOK_SECRET")
+        .env_remove("AWS_ENDPOINT_URL_DYNAMODB")
+        .env_remove("AWS_ENDPOINT_URL_SQS")
+        .env_remove("PAYMOS_API_KEY")
+        .env_remove("PAYMOS_API_SECRET")
+        .output()
+        .expect("run paymos-inbox");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+async fn run(args: Vec<String>) -> (Option<i32>, String, String) {
+    tokio::task::spawn_blocking(move || cli(&args.iter().map(String::as_str).collect::<Vec<_>>()))
+        .await
+        .unwrap()
+}
+
+fn args(words: &[&str], info: &str) -> Vec<String> {
+    words
+        .iter()
+        .copied()
+        .chain(["--dev-info", info])
+        .map(str::to_owned)
+        .collect()
+}
+
+/// How many of each kind `exceptions --json` lists, and which resources.
+async fn exceptions(info: &str) -> (BTreeMap<String, u64>, Vec<String>) {
+    let (_, out, err) = run(args(&["exceptions", "--json"], info)).await;
+    let mut counts = BTreeMap::new();
+    let mut ids = Vec::new();
+    for line in out.lines() {
+        let e: Value = serde_json::from_str(line).unwrap_or_else(|_| panic!("{line}\n{err}"));
+        *counts
+            .entry(e["kind"].as_str().unwrap().to_owned())
+            .or_insert(0) += 1;
+        ids.push(
+            e["resource_id"]
+                .as_str()
+                .or(e["event_id"].as_str())
+                .unwrap_or("-")
+                .to_owned(),
+        );
+    }
+    (counts, ids)
+}
+
+#[tokio::test]
+async fn a_non_loopback_bind_is_refused_before_anything_listens() {
+    for address in ["0.0.0.0", "::", "192.168.1.10"] {
+        let (code, out, err) = cli(&["console", "--bind", address, "--dev-info", "nowhere.json"]);
+        assert_eq!(code, Some(2), "{address}: {out}{err}");
+        assert!(out.is_empty(), "{address}: no URL printed: {out}");
+        assert!(
+            err.starts_with(&format!(
+                "error: --bind {address}: the console listens on loopback only"
+            )),
+            "{err}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser() {
+    browser_installed();
+    let dev = crate::tools::dev(None).await;
+    let info = std::env::temp_dir().join(format!("{}.json", unique("console-info")));
+    std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
+    let info = info.to_str().unwrap().to_owned();
+    let (held, late) = ("inv_console_held", "inv_console_late");
+
+    // Seeded by `send`: a payment of 25.00 for an order registered at 10.00 (held), a payment
+    // after its invoice expired (paid late), and a dead letter.
+    let (code, out, err) = run(args(
+        &[
+            "orders",
+            "register",
+            "order-inv_console_held",
+            "--amount",
+            "10.00",
+            "--currency",
+            "USDT",
+        ],
+        &info,
+    ))
+    .await;
+    assert_eq!(code, Some(0), "{out}{err}");
+    for (ty, resource) in [
+        ("invoice.paid", held),
+        ("invoice.expired", late),
+        ("invoice.paid", late),
+    ] {
+        let (_, out, err) = run(args(
+            &[
+                "send",
+                "--type",
+                ty,
+                "--resource",
+                resource,
+                "--wait",
+                "--json",
+            ],
+            &info,
+        ))
+        .await;
+        assert!(
+            out.contains("\"applied\":true"),
+            "{ty} {resource}: {out}{err}"
+        );
+    }
+    dev.sqs
+        .send_message()
+        .queue_url(&dev.info.queues["DeadLetterQueue"])
+        .message_body("{}")
+        .send()
+        .await
+        .unwrap();
+    let (before, listed) = exceptions(&info).await;
+    assert_eq!(before.get("held"), Some(&1), "{before:?}");
+    assert_eq!(before.get("paid_late"), Some(&1), "{before:?}");
+    assert!(listed.iter().any(|id| id == held), "{listed:?}");
+
+    let state = DynamoResources::new(
+        dev.dynamodb.clone(),
+        &dev.info.tables["StateTable"],
+        &dev.info.tables["DeliveriesTable"],
+    );
+    let fulfilments = async |invoice: &str| {
+        state
+            .fulfilments()
+            .await
+            .unwrap()
+            .iter()
+            .filter(|f| f.invoice_id == invoice)
+            .count()
+    };
+
+    let mut console = tokio::process::Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+        .args(["console", "--actor", "alice", "--dev-info", &info])
+        .env_remove("AWS_ENDPOINT_URL_DYNAMODB")
+        .env_remove("AWS_ENDPOINT_URL_SQS")
+        .env_remove("PAYMOS_API_KEY")
+        .env_remove("PAYMOS_API_SECRET")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("console starts");
+    let mut lines = tokio::io::BufReader::new(console.stdout.take().unwrap()).lines();
+    let url = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("the console prints its URL")
+        .unwrap()
+        .expect("a URL line");
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with('/'),
+        "{url}"
+    );
+
+    // Refused before any route: a POST without the token, and one with the token but another
+    // site's Host (a DNS-rebinding page): nothing changes.
+    let http = reqwest::Client::new();
+    let page = http.get(&url).send().await.unwrap().text().await.unwrap();
+    let token = page
+        .split("name=\"console-token\" content=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the page holds the session's token")
+        .to_owned();
+    let forged = serde_json::json!({"id": held, "reason": "forged", "override_amount": true});
+    let without = http
+        .post(format!("{url}api/release"))
+        .json(&forged)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(without.status(), 403);
+    let rebound = http
+        .post(format!("{url}api/release"))
+        .header(
+            "host",
+            format!(
+                "rebind.example:{}",
+                url.rsplit(':').next().unwrap().trim_end_matches('/')
+            ),
+        )
+        .header("x-console-token", &token)
+        .json(&forged)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebound.status(), 421);
+    assert_eq!(
+        fulfilments(held).await,
+        0,
+        "a refused request changed nothing"
+    );
+
+    // The page's counts are `exceptions --json`'s.
+    let api_home: Value = http
+        .get(format!("{url}api/home"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        api_home["total"].as_u64(),
+        Some(before.values().sum::<u64>())
+    );
+
+    let shots = workspace().join("docs");
+    let driven = tokio::process::Command::new("node")
+        .arg(workspace().join("crates/cli/tests/it/console.mjs"))
+        .args([&url, held, shots.to_str().unwrap()])
+        .env("CHROMIUM", CHROMIUM)
+        .output()
+        .await
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&driven.stdout);
+    assert!(
+        driven.status.success(),
+        "the browser run failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&driven.stderr)
+    );
+    let seen: Value = serde_json::from_str(stdout.trim()).expect("the driver's JSON");
+    assert_eq!(seen["page_errors"], Value::Null, "{seen}");
+
+    let page_counts: BTreeMap<String, u64> = seen["counts"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, n)| n.as_u64() != Some(0))
+        .map(|(k, n)| (k.clone(), n.as_u64().unwrap()))
+        .collect();
+    assert_eq!(page_counts, before, "{seen}");
+    assert_eq!(seen["total"].as_u64(), Some(before.values().sum::<u64>()));
+    assert!(
+        seen["story"]
+            .as_str()
+            .unwrap()
+            .contains("order-inv_console_held"),
+        "{seen}"
+    );
+
+    // Without the override, the domain's own sentence; with it, one fulfilment.
+    let refusal = seen["refusal"].as_str().unwrap();
+    assert!(
+        refusal.contains("is not what order order-inv_console_held was registered for"),
+        "{refusal}"
+    );
+    assert!(
+        seen["released"].as_str().unwrap().ends_with(": fulfilled"),
+        "{seen}"
+    );
+    assert_eq!(fulfilments(held).await, 1);
+    let invoice = dev
+        .dynamodb
+        .get_item()
+        .table_name(&dev.info.tables["StateTable"])
+        .key("pk", AttributeValue::S(held.into()))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .item
+        .unwrap();
+    assert_eq!(get_s(&invoice, "released_by"), "manual:alice");
+    assert_eq!(
+        get_s(&invoice, "release_reason"),
+        "customer confirmed the price change by email"
+    );
+
+    // A second release: already final, and still one fulfilment; without the token: 403.
+    assert_eq!(seen["second"]["status"], 200, "{seen}");
+    assert_eq!(seen["second"]["body"]["outcome"], "already_final", "{seen}");
+    assert_eq!(seen["without_token"]["status"], 403, "{seen}");
+    assert_eq!(fulfilments(held).await, 1);
+
+    let (after, listed) = exceptions(&info).await;
+    assert!(!listed.iter().any(|id| id == held), "{listed:?}");
+    assert_eq!(after.get("paid_late"), Some(&1), "{after:?}");
+    for shot in ["console-home.png", "console-timeline.png"] {
+        let bytes = std::fs::read(shots.join(shot)).unwrap();
+        assert!(bytes.starts_with(b"\x89PNG"), "{shot} is a PNG");
+    }
+    console.kill().await.unwrap();
+}

@@ -76,7 +76,23 @@ fn transport_error(e: reqwest::Error) -> PortError {
     } else {
         PortErrorKind::Unavailable
     };
-    PortError::of_kind(POST, kind, &e).with_source(e)
+    PortError::of_kind(POST, kind, causes(&e)).with_source(e)
+}
+
+/// An error with its causes (reqwest's own text is "error sending request"; the cause says
+/// whether the connection was refused, the name did not resolve or the certificate is not
+/// trusted), each said once.
+fn causes(e: &dyn std::error::Error) -> String {
+    let mut said = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !said.contains(&text) {
+            said = format!("{said}: {text}");
+        }
+        cause = c.source();
+    }
+    said
 }
 
 impl WebhookTarget for HttpWebhookTarget {
@@ -118,5 +134,29 @@ impl WebhookTarget for HttpWebhookTarget {
             ));
         }
         Ok(status)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_post_that_gets_no_answer_says_why() {
+        // Port 9 on loopback: nothing listens (discard), the connection is refused.
+        let target = HttpWebhookTarget::new("http://127.0.0.1:9/hooks", Duration::from_secs(2))
+            .unwrap();
+        let message = Outbound {
+            id: "order-paid:inv_1".into(),
+            timestamp: 1,
+            signature: "v1,x".into(),
+            body: "{}".into(),
+        };
+        let e = target.post(&message).await.unwrap_err();
+        assert_eq!(e.kind, PortErrorKind::Unavailable);
+        let said = e.to_string();
+        assert!(said.contains("error sending request"), "{said}");
+        assert!(said.to_lowercase().contains("connection refused"), "{said}");
+        assert!(!said.contains("/hooks"), "never the URL: {said}");
     }
 }

@@ -38,8 +38,10 @@ reach = lambda url: (url or "").replace("127.0.0.1", gateway)
 env = json.load(open("events/env.json")).get(function, {})
 names = {"DELIVERIES_TABLE": info["tables"]["DeliveriesTable"],
          "STATE_TABLE": info["tables"]["StateTable"],
-         "WORK_QUEUE_URL": info["queues"]["WorkQueue"]}
-env.update({k: v for k, v in names.items() if k in env})
+         "WORK_QUEUE_URL": info["queues"]["WorkQueue"],
+         "WEBHOOK_QUEUE_URL": info["queues"].get("WebhookDeliveryQueue"),
+         "WEBHOOK_DLQ_URL": info["queues"].get("WebhookTargetDeadLetterQueue")}
+env.update({k: reach(v) for k, v in names.items() if k in env and v})
 env.update({"AWS_ENDPOINT_URL_DYNAMODB": reach(info["dynamodb_endpoint"]),
             "AWS_ENDPOINT_URL_SQS": reach(info["sqs_endpoint"]),
             "AWS_ENDPOINT_URL_SECRETS_MANAGER": reach(info.get("secrets_manager_endpoint"))})

@@ -576,10 +576,15 @@ fn events_env_json_sets_what_the_template_sets_for_each_function() {
         "FulfilFunction",
         "SweepFunction",
         "PublisherFunction",
+        "ReconcileFunction",
+        "DeliverFunction",
     ] {
         let mut in_template: Vec<String> = env_vars(&t, function).into_keys().collect();
         in_template.push(config::METRICS_STACK.to_owned()); // from Globals
-        in_template.retain(|v| v != config::PAYMOS_API_SECRETS_ID); // only with the reverse check
+        if function != "ReconcileFunction" {
+            // Only with the reverse check; reconcile always reads Paymos.
+            in_template.retain(|v| v != config::PAYMOS_API_SECRETS_ID);
+        }
         in_template.sort();
         let mut in_env: Vec<String> = env[function]
             .as_object()
@@ -655,6 +660,7 @@ fn sam_local_can_point_every_function_at_local_aws_and_aws_sets_nothing() {
             "LocalSecretsManagerEndpoint",
         ),
         ("AWS_ENDPOINT_URL_EVENTBRIDGE", "LocalEventBridgeEndpoint"),
+        ("PAYMOS_API_BASE_URL", "LocalPaymosApiEndpoint"),
     ] {
         let declared = format!("{:?}", globals[variable]);
         assert!(

@@ -5,6 +5,11 @@
 //! template is `template.yaml` with each `CodeUri` a folder holding the binary as `bootstrap`
 //! and the host's architecture (`scripts/sam-local-template.py`).
 //!
+//! All six functions: ingest, fulfil, publish and the sweep against the emulators; reconcile
+//! against the stand-in Paymos API and deliver to a receiver, both behind HTTPS (the two
+//! clients speak plain HTTP to loopback only, and a container's loopback is not the host's),
+//! with a certificate authority of the test's own trusted through `SSL_CERT_FILE`.
+//!
 //! The container engine (Docker, or podman with a stand-in base image) is set up by
 //! `scripts/sam-local-engine.sh` (`make sam-local-engine`, run by `make test`); without it these
 //! tests fail and say so. Every answer is also written to `target/sam-local/answers.txt`, which
@@ -32,6 +37,12 @@ struct Sam {
 
 impl Sam {
     fn new() -> Self {
+        Self::trusting(None)
+    }
+
+    /// With `ca` (a PEM certificate authority) trusted by the functions instead of the image's
+    /// bundle: a local HTTPS receiver stands in for the merchant's endpoint.
+    fn trusting(ca: Option<&Path>) -> Self {
         let root = root();
         let written = root.join("target/sam-local/engine.env");
         let engine: HashMap<String, String> = std::fs::read_to_string(&written)
@@ -61,6 +72,10 @@ impl Sam {
             .arg(binaries)
             .arg(&engine["SAM_ARCH"])
             .arg(&dir)
+            .args(
+                ca.map(|ca| vec![std::ffi::OsStr::new("--trust"), ca.as_os_str()])
+                    .unwrap_or_default(),
+            )
             .output()
             .expect("python3");
         assert!(
@@ -145,6 +160,11 @@ impl Sam {
                     String::from_utf8_lossy(&out.stderr)
                 )
             });
+        // The function's log lines, shown when the test fails.
+        eprintln!(
+            "{function} on {name}:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         record(function, name, &answer);
         answer
     }
@@ -379,4 +399,366 @@ async fn sam_local_invoke_sweep_sends_a_stranded_delivery_again() {
         "{answer}"
     );
     assert_eq!(aws.drain(stack.queue("WorkQueue")).await.len(), 1);
+}
+
+#[tokio::test]
+async fn sam_local_invoke_reconcile_finds_a_missing_invoice_and_with_apply_fulfils_it_once() {
+    use paymos_inbox_testkit::paymos_fake::{Answer, FakePaymos, KEY, SECRET, invoice};
+    let mut tls = Tls::new();
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let fake = FakePaymos::start().await;
+    let api = tls.front(&fake.url).await;
+    let mut paid = invoice(
+        "inv_sam_missing",
+        "paid",
+        ("25.00", "USDT"),
+        ("25.00", "USDT"),
+    );
+    paid["created_at"] = json!(paymos_inbox_lambda::now_ms() / 1000 - 600);
+    fake.answer("inv_sam_missing", Answer::Invoices(vec![paid]));
+    let names = HashMap::from([
+        (
+            "DELIVERIES_TABLE",
+            stack.table("DeliveriesTable").to_owned(),
+        ),
+        ("STATE_TABLE", stack.table("StateTable").to_owned()),
+        // The stand-in Paymos answers a live project's key.
+        ("PAYMOS_ENVIRONMENT", "live".to_owned()),
+        ("PAYMOS_PROJECT_IDS", "prj_1".to_owned()),
+    ]);
+    let mut env = env_json("ReconcileFunction", &names);
+    let secret_id = env
+        .iter()
+        .find(|(k, _)| k == "PAYMOS_API_SECRETS_ID")
+        .map(|(_, v)| v.clone())
+        .expect("env.json names the API key's secret");
+    let secrets = secrets_manager(HashMap::from([(
+        secret_id,
+        json!({"api_key": KEY, "api_secret": SECRET}).to_string(),
+    )]))
+    .await;
+    env.extend(tls.sam.endpoints(&secrets));
+    // Declared by template.yaml (LocalPaymosApiEndpoint), so `--env-vars` sets it. The Paymos
+    // client, as the hand-off, speaks HTTPS only (plain HTTP to loopback alone).
+    env.push(("PAYMOS_API_BASE_URL".into(), api));
+    env.push(tls.trust());
+    let sam = &tls.sam;
+    let fulfilments = || async {
+        aws.scan(stack.table("StateTable"))
+            .await
+            .into_iter()
+            .filter(|i| get_s(i, "kind") == "fulfilment")
+            .count()
+    };
+    // Report only (env.json's RECONCILE_APPLY): the run fails, which is the alarm's signal.
+    let report = sam
+        .invoke(
+            "ReconcileFunction",
+            "(a scheduled run, report only)",
+            "{}",
+            &env,
+        )
+        .await;
+    let said = report["errorMessage"].as_str().unwrap_or_default();
+    assert!(said.contains("1 missing"), "{report}");
+    assert_eq!(fulfilments().await, 0, "a report changes nothing");
+    for (k, v) in &mut env {
+        if k == "RECONCILE_APPLY" {
+            "true".clone_into(v);
+        }
+    }
+    let applied = sam
+        .invoke(
+            "ReconcileFunction",
+            "(a scheduled run, applying)",
+            "{}",
+            &env,
+        )
+        .await;
+    assert_eq!(
+        applied["applied"]["inv_sam_missing"], "fulfilled",
+        "{applied}"
+    );
+    let again = sam
+        .invoke("ReconcileFunction", "(the next run)", "{}", &env)
+        .await;
+    assert_eq!(again["matched"], 1, "{again}");
+    assert_eq!(fulfilments().await, 1, "fulfilled once, whatever the runs");
+}
+
+/// A certificate authority and a server certificate it signs for `host` (the address at which
+/// the containers reach the host), made with the openssl command line: `(ca, cert, key)`.
+fn certificates(dir: &Path, host: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let openssl = |args: &[&str]| {
+        let out = std::process::Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("the openssl command line (Debian's openssl package)");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    openssl(
+        &[
+            &["req", "-x509"][..],
+            &ec,
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+                "-days",
+                "1",
+                "-subj",
+                "/CN=paymos-inbox test CA",
+            ],
+        ]
+        .concat(),
+    );
+    openssl(
+        &[
+            &["req"][..],
+            &ec,
+            &[
+                "-keyout",
+                "receiver.key",
+                "-out",
+                "receiver.csr",
+                "-subj",
+                "/CN=receiver",
+            ],
+        ]
+        .concat(),
+    );
+    let san = if host.parse::<std::net::IpAddr>().is_ok() {
+        format!("IP:{host}")
+    } else {
+        format!("DNS:{host}")
+    };
+    std::fs::write(
+        dir.join("receiver.ext"),
+        format!("subjectAltName={san}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"),
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "receiver.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        "receiver.ext",
+        "-out",
+        "receiver.pem",
+    ]);
+    (
+        dir.join("ca.pem"),
+        dir.join("receiver.pem"),
+        dir.join("receiver.key"),
+    )
+}
+
+/// HTTPS in front of a server of this test kit on the host's loopback (`upstream`, a port):
+/// Python's own TLS terminating every connection with `cert` and piping it through. Its port.
+async fn https_in_front_of(upstream: u16, cert: &Path, key: &Path) -> (u16, tokio::process::Child) {
+    use tokio::io::AsyncBufReadExt as _;
+    const PROXY: &str = r#"
+import asyncio, ssl, sys
+cert, key, upstream = sys.argv[1], sys.argv[2], int(sys.argv[3])
+async def pipe(reader, writer):
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    finally:
+        writer.close()
+async def serve(reader, writer):
+    up_reader, up_writer = await asyncio.open_connection("127.0.0.1", upstream)
+    await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer), return_exceptions=True)
+async def main():
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=tls)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await server.serve_forever()
+asyncio.run(main())
+"#;
+    let mut child = tokio::process::Command::new("python3")
+        .args(["-c", PROXY])
+        .arg(cert)
+        .arg(key)
+        .arg(upstream.to_string())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python3");
+    let mut line = String::new();
+    tokio::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .await
+        .unwrap();
+    (line.trim().parse().expect("the proxy's port"), child)
+}
+
+fn port_of(url: &str) -> u16 {
+    url.trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("a port in {url}"))
+}
+
+/// HTTPS for a server of this test kit, as a container reaches it: a certificate for the
+/// engine's gateway, its authority trusted by the functions (`SSL_CERT_FILE` in the derived
+/// template, and in `--env-vars`: SAM gives a declared variable the shell's value before the
+/// template's).
+struct Tls {
+    sam: Sam,
+    cert: PathBuf,
+    key: PathBuf,
+    gateway: String,
+    proxies: Vec<tokio::process::Child>,
+}
+
+impl Tls {
+    fn new() -> Self {
+        let dir = std::env::temp_dir().join(unique("sam-tls"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let gateway = Sam::new().engine["HOST_GATEWAY"].clone();
+        let (ca, cert, key) = certificates(&dir, &gateway);
+        Self {
+            sam: Sam::trusting(Some(&ca)),
+            cert,
+            key,
+            gateway,
+            proxies: Vec::new(),
+        }
+    }
+
+    /// `https://GATEWAY:PORT` in front of the loopback server at `url`.
+    async fn front(&mut self, url: &str) -> String {
+        let (port, proxy) = https_in_front_of(port_of(url), &self.cert, &self.key).await;
+        self.proxies.push(proxy);
+        format!("https://{}:{port}", self.gateway)
+    }
+
+    fn trust(&self) -> (String, String) {
+        ("SSL_CERT_FILE".into(), "/var/task/local-ca.pem".into())
+    }
+}
+
+/// A receiver on the host's loopback keeping every request (headers, body) and answering 204.
+async fn receiver() -> (String, paymos_inbox_testkit::standard_webhooks::Received) {
+    use http_body_util::{BodyExt as _, Full};
+    use hyper::body::Bytes;
+    let received = paymos_inbox_testkit::standard_webhooks::Received::default();
+    let kept = received.clone();
+    let url =
+        paymos_inbox::local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
+            let kept = kept.clone();
+            async move {
+                let headers = req
+                    .headers()
+                    .iter()
+                    .map(|(k, v)| {
+                        (
+                            k.as_str().to_owned(),
+                            v.to_str().unwrap_or_default().to_owned(),
+                        )
+                    })
+                    .collect();
+                let body = req.into_body().collect().await.unwrap().to_bytes();
+                kept.lock()
+                    .unwrap()
+                    .push((headers, String::from_utf8_lossy(&body).into_owned()));
+                let mut r = hyper::Response::new(Full::new(Bytes::new()));
+                *r.status_mut() = hyper::StatusCode::NO_CONTENT;
+                r
+            }
+        })
+        .await
+        .unwrap();
+    (url, received)
+}
+
+#[tokio::test]
+async fn sam_local_invoke_deliver_posts_a_signed_message_the_reference_library_verifies() {
+    use paymos_inbox_testkit::standard_webhooks::verifies_with;
+    const SIGNING: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    let mut tls = Tls::new();
+    let (url, received) = receiver().await;
+    let endpoint = tls.front(&url).await;
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let names = HashMap::from([
+        (
+            "WEBHOOK_QUEUE_URL",
+            stack.queue("WebhookDeliveryQueue").to_owned(),
+        ),
+        (
+            "WEBHOOK_DLQ_URL",
+            stack.queue("WebhookTargetDeadLetterQueue").to_owned(),
+        ),
+        (
+            "WEBHOOK_TARGET_URL",
+            format!("{endpoint}/paymos-inbox/hooks"),
+        ),
+    ]);
+    let mut env = env_json("DeliverFunction", &names);
+    let secret_id = env
+        .iter()
+        .find(|(k, _)| k == "WEBHOOK_SIGNING_SECRET_ID")
+        .map(|(_, v)| v.clone())
+        .expect("env.json names the signing secret");
+    let secrets = secrets_manager(HashMap::from([(
+        secret_id,
+        json!({ "key": SIGNING }).to_string(),
+    )]))
+    .await;
+    env.extend(tls.sam.endpoints(&secrets));
+    env.push(tls.trust());
+    let event = std::fs::read_to_string(root().join("events/deliver-order-paid.json")).unwrap();
+    let answer = tls
+        .sam
+        .invoke("DeliverFunction", "deliver-order-paid.json", &event, &env)
+        .await;
+    assert_eq!(answer["batchItemFailures"], json!([]), "{answer}");
+    let posts = received.lock().unwrap().clone();
+    assert_eq!(posts.len(), 1, "posted once: {posts:#?}");
+    let (headers, body) = &posts[0];
+    let payload: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(
+        (&payload["type"], &payload["data"]["order_id"]),
+        (&json!("Order Paid"), &json!("order-1001")),
+        "{body}"
+    );
+    // Signed at the invocation's clock: the reference library checks the timestamp too.
+    verifies_with(SIGNING, headers, body).expect("the standardwebhooks package verifies it");
+    assert!(
+        verifies_with(SIGNING, headers, &body.replace("25.00", "0.01")).is_err(),
+        "a tampered body does not"
+    );
+    assert!(
+        aws.drain(stack.queue("WebhookTargetDeadLetterQueue"))
+            .await
+            .is_empty()
+    );
 }

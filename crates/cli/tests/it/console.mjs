@@ -14,6 +14,7 @@ try {
   page.on('pageerror', (e) => { seen.page_errors = [...(seen.page_errors || []), String(e)]; });
   await page.goto(url);
   await page.waitForSelector('#home[data-loaded="true"]');
+  await page.waitForSelector('#jobs[data-loaded="true"]');
   seen.counts = await page.$$eval('#groups .group', (gs) => Object.fromEntries(gs.map((g) => [g.dataset.kind, Number(g.dataset.count)])));
   seen.total = Number(await page.textContent('#total'));
   seen.listed = await page.$$eval('#groups .item', (items) => items.map((i) => i.dataset.id));
@@ -61,6 +62,17 @@ try {
     });
     return { status: r.status, body: await r.json() };
   }, invoice);
+
+  // A bulk redrive: its count first; the first click only asks; nothing moves before the
+  // confirmation of that count.
+  await page.waitForSelector('#jobs [data-job="redrive"][data-count]');
+  seen.redrive_offer = await page.textContent('#jobs [data-job="redrive"] p');
+  await page.click('#jobs [data-action="redrive"]');
+  seen.redrive_count_after_first_click = await page.evaluate(async () => (await (await fetch('/api/jobs')).json()).redrive.count);
+  await page.click('#jobs [data-action="confirm-redrive"]');
+  await page.waitForSelector('#result[data-state="ok"]');
+  await page.waitForFunction(() => document.querySelector('#result').textContent.startsWith('redrive'));
+  seen.redrive_result = await page.textContent('#result');
 } finally {
   await browser.close();
 }

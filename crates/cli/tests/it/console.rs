@@ -152,7 +152,13 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
     dev.sqs
         .send_message()
         .queue_url(&dev.info.queues["DeadLetterQueue"])
-        .message_body("{}")
+        .message_body(
+            work_item(
+                &invoice_paid("evt_console_dlq", "inv_console_dlq"),
+                paymos_inbox_core::signature::Environment::Test,
+            )
+            .encode(),
+        )
         .send()
         .await
         .unwrap();
@@ -318,9 +324,113 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
     assert_eq!(seen["without_token"]["status"], 403, "{seen}");
     assert_eq!(fulfilments(held).await, 1);
 
+    // The redrive: its count shown before anything moved, then the message applied once.
+    assert!(
+        seen["redrive_offer"]
+            .as_str()
+            .unwrap()
+            .contains("1 message(s) will move from the dead-letter queue back to the work queue"),
+        "{seen}"
+    );
+    assert_eq!(seen["redrive_count_after_first_click"], 1, "{seen}");
+    assert!(
+        seen["redrive_result"]
+            .as_str()
+            .unwrap()
+            .contains("moved 1 message(s)"),
+        "{seen}"
+    );
+    let mut redriven = 0;
+    for _ in 0..100 {
+        redriven = fulfilments("inv_console_dlq").await;
+        if redriven > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(redriven, 1, "the redriven message was applied once");
+
+    // The other actions, through the command line's functions and in its words.
+    let act = async |action: &str, fields: Value, token: Option<&str>| {
+        let mut request = http.post(format!("{url}api/{action}")).json(&fields);
+        if let Some(t) = token {
+            request = request.header("x-console-token", t);
+        }
+        let answer = request.send().await.unwrap();
+        let status = answer.status().as_u16();
+        (status, answer.json::<Value>().await.unwrap())
+    };
+    let t = Some(token.as_str());
+    let (status, body) = act("mark-paid", serde_json::json!({"id": "order-7"}), t).await;
+    assert_eq!(
+        (status, body["refused"].as_str()),
+        (400, Some("order-7: an invoice id starts with inv_")),
+        "{body}"
+    );
+    let (status, body) = act(
+        "mark-paid",
+        serde_json::json!({"id": "inv_console_manual", "order_id": "order-manual"}),
+        t,
+    )
+    .await;
+    assert_eq!(
+        (status, body["outcome"].as_str()),
+        (200, Some("fulfilled")),
+        "{body}"
+    );
+    assert_eq!(fulfilments("inv_console_manual").await, 1);
+    let (_, out, _) = run(args(
+        &[
+            "mark-paid",
+            "inv_console_manual",
+            "--actor",
+            "bob",
+            "--json",
+        ],
+        &info,
+    ))
+    .await;
+    assert!(out.contains("\"outcome\":\"already_final\""), "{out}");
+    let (status, body) = act("recheck", serde_json::json!({"id": late}), t).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["refused"]
+            .as_str()
+            .unwrap()
+            .starts_with("recheck asks Paymos' API"),
+        "{body}"
+    );
+    let (status, body) = act("release", serde_json::json!({"id": late}), t).await;
+    assert_eq!(status, 400, "a release needs a reason: {body}");
+    assert_eq!(fulfilments(late).await, 0);
+    let (status, body) = act(
+        "release",
+        serde_json::json!({"id": late, "reason": "paid in good faith"}),
+        None,
+    )
+    .await;
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(fulfilments(late).await, 0);
+    let (status, body) = act(
+        "release",
+        serde_json::json!({"id": late, "reason": "paid in good faith"}),
+        t,
+    )
+    .await;
+    assert_eq!(
+        (status, body["outcome"].as_str()),
+        (200, Some("fulfilled")),
+        "{body}"
+    );
+    assert_eq!(fulfilments(late).await, 1);
+
     let (after, listed) = exceptions(&info).await;
-    assert!(!listed.iter().any(|id| id == held), "{listed:?}");
-    assert_eq!(after.get("paid_late"), Some(&1), "{after:?}");
+    assert!(
+        !listed.iter().any(|id| id == held || id == late),
+        "{listed:?}"
+    );
+    assert_eq!(after.get("held"), None, "{after:?}");
+    assert_eq!(after.get("paid_late"), None, "{after:?}");
     for shot in ["console-home.png", "console-timeline.png"] {
         let bytes = std::fs::read(shots.join(shot)).unwrap();
         assert!(bytes.starts_with(b"\x89PNG"), "{shot} is a PNG");

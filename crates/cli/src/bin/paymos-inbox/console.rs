@@ -245,6 +245,7 @@ async fn answer(session: &Session, stack: &api::Console, request: Request<Incomi
         (Method::GET, "/console.js") => page("text/javascript; charset=utf-8", SCRIPT.to_owned()),
         (Method::GET, "/console.css") => page("text/css; charset=utf-8", STYLE.to_owned()),
         (Method::GET, "/api/home") => reply(stack.home().await),
+        (Method::GET, "/api/jobs") => reply(stack.jobs().await),
         (Method::GET, "/api/search") => reply(stack.search(&param(&query, "id")).await),
         (Method::POST, action) if action.starts_with("/api/") => {
             match Limited::new(request.into_body(), MAX_BODY).collect().await {
@@ -255,10 +256,12 @@ async fn answer(session: &Session, stack: &api::Console, request: Request<Incomi
                 ),
             }
         }
-        (_, "/" | "/console.js" | "/console.css" | "/api/home" | "/api/search") => json(
-            StatusCode::METHOD_NOT_ALLOWED,
-            &serde_json::json!({"refused": "not with this method"}),
-        ),
+        (_, "/" | "/console.js" | "/console.css" | "/api/home" | "/api/jobs" | "/api/search") => {
+            json(
+                StatusCode::METHOD_NOT_ALLOWED,
+                &serde_json::json!({"refused": "not with this method"}),
+            )
+        }
         _ => json(
             StatusCode::NOT_FOUND,
             &serde_json::json!({"refused": format!("no page {path}")}),

@@ -256,21 +256,7 @@ pub async fn pending(args: PendingArgs) -> ExitCode {
     };
     let ledger = DynamoLedger::new(stack.dynamodb.clone(), table, None);
     if args.resend {
-        let queue = match stack.require(&stack.queue, "queue-url") {
-            Ok(q) => SqsQueue::new(stack.sqs.clone(), q),
-            Err(e) => return fail(e),
-        };
-        let now = now_ms();
-        let swept = paymos_inbox_core::sweep::resend_stranded(
-            &ledger,
-            &queue,
-            paymos_inbox_core::ingest::DEFAULT_LEASE_SECS,
-            now.saturating_sub(args.older_than * 1000),
-            now,
-            args.limit,
-        )
-        .await;
-        return match swept {
+        return match resend_in(&stack, &ledger, args.older_than, args.limit).await {
             Ok(swept) if args.json => {
                 println!("{}", serde_json::json!({ "resend": swept }));
                 ExitCode::SUCCESS
@@ -286,7 +272,7 @@ pub async fn pending(args: PendingArgs) -> ExitCode {
                     ExitCode::SUCCESS
                 }
             }
-            Err(e) => fail(e),
+            Err(e) => e.report(),
         };
     }
     match ledger.pending(args.limit).await {
@@ -321,6 +307,33 @@ pub async fn pending(args: PendingArgs) -> ExitCode {
         }
         Err(e) => fail(e),
     }
+}
+
+/// `pending --resend`, as the command and the console run it: every delivery received more
+/// than `older_than` seconds ago whose lease is over (at most `limit`) sent again through the
+/// same conditional take-over a retry uses.
+///
+/// # Errors
+/// No work queue named (exit 2), or a read's, take-over's or send's failure.
+pub(crate) async fn resend_in(
+    stack: &Stack,
+    ledger: &DynamoLedger,
+    older_than: u64,
+    limit: usize,
+) -> Result<paymos_inbox_core::sweep::Swept, crate::exit::Failure> {
+    use crate::exit::IntoFailure as _;
+    let queue = SqsQueue::new(stack.sqs.clone(), stack.require(&stack.queue, "queue-url")?);
+    let now = now_ms();
+    paymos_inbox_core::sweep::resend_stranded(
+        ledger,
+        &queue,
+        paymos_inbox_core::ingest::DEFAULT_LEASE_SECS,
+        now.saturating_sub(older_than * 1000),
+        now,
+        limit,
+    )
+    .await
+    .map_err(|e| e.into_failure())
 }
 
 #[derive(clap::Args)]
@@ -362,14 +375,7 @@ pub async fn move_back(
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    let (queue, dlq) = queues(&stack);
-    let (queue, dlq) = match (stack.require(&queue, names.0), stack.require(&dlq, names.1)) {
-        (Ok(q), Ok(d)) => (q.to_owned(), d.to_owned()),
-        (Err(e), _) | (_, Err(e)) => return fail(e),
-    };
-    match paymos_inbox::local::redrive::redrive_paced(&stack.sqs, &dlq, &queue, max, per_second)
-        .await
-    {
+    match redrive_in(&stack, names, queues, (max, per_second)).await {
         Ok(done) => {
             let how = match done {
                 paymos_inbox::local::redrive::Redriven::ByTask(_) => "sqs_message_move_task",
@@ -389,8 +395,29 @@ pub async fn move_back(
             }
             ExitCode::SUCCESS
         }
-        Err(e) => fail(e),
+        Err(e) => e.report(),
     }
+}
+
+/// A dead-letter queue's messages moved back to its queue, as `redrive`, `events redrive` and
+/// the console run it: the two queues `queues` names of `stack` (their options' names in
+/// `names`), at most `max`, `per_second` when given.
+///
+/// # Errors
+/// A queue not named (exit 2), or SQS's failure.
+pub(crate) async fn redrive_in(
+    stack: &Stack,
+    names: (&str, &str),
+    queues: impl Fn(&Stack) -> (Option<String>, Option<String>),
+    (max, per_second): (usize, Option<u16>),
+) -> Result<paymos_inbox::local::redrive::Redriven, crate::exit::Failure> {
+    use crate::exit::IntoFailure as _;
+    let (queue, dlq) = queues(stack);
+    let queue = stack.require(&queue, names.0)?;
+    let dlq = stack.require(&dlq, names.1)?;
+    paymos_inbox::local::redrive::redrive_paced(&stack.sqs, dlq, queue, max, per_second)
+        .await
+        .map_err(|e| e.into_failure())
 }
 
 #[derive(clap::Args)]

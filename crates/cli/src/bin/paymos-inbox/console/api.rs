@@ -26,6 +26,9 @@ pub const KINDS: [&str; 7] = [
     "dead_letter",
 ];
 
+/// The most a job moves at once, and the most stranded deliveries it counts.
+const JOB_LIMIT: usize = 1000;
+
 /// An answer: its status and its JSON.
 pub struct Answered {
     pub status: StatusCode,
@@ -284,6 +287,73 @@ impl Console {
             .collect())
     }
 
+    /// What each job would move, counted before anything moves: the work queue's dead letters
+    /// (`redrive`) and the stranded deliveries (`pending --resend`), by the reads those
+    /// commands make.
+    pub async fn jobs(&self) -> Answered {
+        use paymos_inbox_core::sweep::StrandedDeliveries as _;
+        let redrive = match self.stack.require(&self.stack.dlq, "dlq-url") {
+            Ok(dlq) if self.stack.queue.is_some() => {
+                match paymos_inbox_aws::sqs::approximate_messages(&self.stack.sqs, dlq).await {
+                    Ok(n) => json!({"count": n, "sentence": format!(
+                        "{n} message(s) will move from the dead-letter queue back to the work queue"
+                    )}),
+                    Err(e) => json!({"unavailable": e.to_string()}),
+                }
+            }
+            Ok(_) => json!({"unavailable": self.stack.named_by.missing("queue-url").message}),
+            Err(f) => json!({"unavailable": f.message}),
+        };
+        let now = now_ms();
+        let after = paymos_inbox_core::sweep::DEFAULT_SWEEP_AFTER_SECS;
+        let resend = match self
+            .ledger
+            .stranded(now.saturating_sub(after * 1000), now, JOB_LIMIT)
+            .await
+        {
+            Ok(found) => json!({"count": found.len(), "sentence": format!(
+                "{} delivery(ies) recorded over {} min ago and never processed will be sent to the work queue again",
+                found.len(),
+                after / 60
+            )}),
+            Err(e) => json!({"unavailable": e.to_string()}),
+        };
+        Answered::ok(json!({"redrive": redrive, "resend": resend}))
+    }
+
+    /// A job, at most `count` moved: the count the person saw and confirmed.
+    async fn job(&self, action: &str, count: Option<u64>) -> Answered {
+        let Some(count) = count
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|n| (1..=JOB_LIMIT).contains(n))
+        else {
+            return Answered::refused(
+                StatusCode::BAD_REQUEST,
+                format!("a job moves the count you confirmed: 1 to {JOB_LIMIT}"),
+            );
+        };
+        if action == "redrive" {
+            let queues = |s: &Stack| (s.queue.clone(), s.dlq.clone());
+            match crate::ops::redrive_in(
+                &self.stack,
+                ("queue-url", "dlq-url"),
+                queues,
+                (count, None),
+            )
+            .await
+            {
+                Ok(done) => Answered::ok(json!({"id": "work-queue", "moved": done.moved()})),
+                Err(f) => Answered::failed(&f),
+            }
+        } else {
+            let after = paymos_inbox_core::sweep::DEFAULT_SWEEP_AFTER_SECS;
+            match crate::ops::resend_in(&self.stack, &self.ledger, after, count).await {
+                Ok(swept) => Answered::ok(json!({"id": "stranded", "swept": swept})),
+                Err(f) => Answered::failed(&f),
+            }
+        }
+    }
+
     /// A state-changing action (`release`, `mark-paid`, `recheck`), its fields in `body`.
     pub async fn act(&self, action: &str, body: &[u8]) -> Answered {
         let Ok(fields) = serde_json::from_slice::<Value>(body) else {
@@ -320,6 +390,7 @@ impl Console {
                 }
             }
             "recheck" => self.recheck(&resource).await,
+            "redrive" | "resend" => self.job(action, fields["count"].as_u64()).await,
             _ => Answered::refused(StatusCode::NOT_FOUND, format!("no action {action}")),
         };
         tracing::info!(

@@ -86,6 +86,47 @@ async function loadHome() {
   home.dataset.loaded = 'true';
 }
 
+const JOBS = {
+  redrive: { id: 'work-queue', title: 'Dead letters', verb: 'Move them back' },
+  resend: { id: 'stranded', title: 'Stranded deliveries', verb: 'Send them again' },
+};
+
+// Each job shows its count first; nothing moves before a second, explicit confirmation of that
+// count, and the server moves at most the count confirmed.
+async function loadJobs() {
+  const jobs = document.getElementById('jobs');
+  const { status, body } = await getJson('/api/jobs');
+  if (status !== 200) return;
+  const rows = Object.entries(JOBS).map(([action, job]) => {
+    const state = body[action] || {};
+    if (state.unavailable) return el('div', { class: 'job quiet', 'data-job': action }, `${job.title}: ${state.unavailable}`);
+    if (!state.count) return null;
+    const confirmBox = el('div', { class: 'confirm-override', hidden: true },
+      el('button', { type: 'button', class: 'danger', 'data-action': `confirm-${action}`, onclick: () => runJob(action, job.id, state.count) },
+        `Yes, ${job.verb.toLowerCase()}: ${state.count}`));
+    return el('div', { class: 'job panel', 'data-job': action, 'data-count': state.count },
+      el('p', {}, el('strong', {}, `${job.title}: `), state.sentence),
+      el('button', { type: 'button', 'data-action': action, onclick: () => { confirmBox.hidden = false; } }, `${job.verb}…`),
+      confirmBox);
+  }).filter(Boolean);
+  jobs.replaceChildren(...rows);
+  jobs.dataset.loaded = 'true';
+}
+
+async function runJob(action, id, count) {
+  quiet();
+  const { status, body } = await post(action, { id, count });
+  await Promise.all([loadJobs(), loadHome()]);
+  if (status === 200 && body.swept) {
+    const s = body.swept;
+    say('ok', `${action}: ${s.found} stranded, ${s.resent} sent again, ${s.skipped} taken by someone else meanwhile, ${s.failed} failed (try again), ${s.bodiless} without a body (replay them from Paymos' dashboard)`);
+  } else if (status === 200) {
+    say('ok', `${action}: moved ${body.moved} message(s) from the dead-letter queue back to the work queue`);
+  } else {
+    say('refused', `${action} refused: ${body.refused || `status ${status}`}`);
+  }
+}
+
 function facts(pairs) {
   return el('dl', { class: 'facts' }, pairs.filter(([, v]) => v !== null && v !== undefined && v !== '')
     .flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, String(v))]));
@@ -156,8 +197,17 @@ async function release(id, reason, overrideAmount) {
   await act('release', { id, reason, override_amount: overrideAmount });
 }
 
+function quiet() {
+  const result = document.getElementById('result');
+  result.hidden = true;
+  delete result.dataset.state;
+}
+
+// The page is read again before the answer is said, so what the answer shows is what is now.
 async function act(action, fields) {
+  quiet();
   const { status, body } = await post(action, fields);
+  await Promise.all([loadHome(), search(fields.id, true)]);
   if (status === 200 && body.outcome === 'already_final') {
     say('unchanged', `${action} ${body.id}: already_final (nothing changed: it was fulfilled before)`);
   } else if (status === 200) {
@@ -165,7 +215,6 @@ async function act(action, fields) {
   } else {
     say('refused', `${action} refused: ${body.refused || `status ${status}`}`);
   }
-  await Promise.all([loadHome(), search(fields.id, true)]);
 }
 
 async function search(id, keepResult) {
@@ -209,5 +258,6 @@ document.addEventListener('keydown', (e) => {
     document.getElementById('search-id').focus();
   }
 });
+loadJobs();
 loadHome();
 if (location.hash.length > 1) search(decodeURIComponent(location.hash.slice(1)));

@@ -650,3 +650,56 @@ async fn events_redrive_finds_devs_hand_off_queues_in_its_info() {
     .unwrap();
     assert_eq!(code, Some(0), "{out}");
 }
+
+// Issue 41: `send` to a `dev` started with its own secret signed with the fixture secret, which
+// that `dev` does not hold: 401, exit 1. It now signs with a secret `dev` holds, of the event's
+// environment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_to_dev_signs_with_a_secret_dev_holds() {
+    const HELD: &str = "whsec_test_held_by_this_dev_only";
+    let (dynamodb, sqs) = endpoint_urls();
+    let dev = start(DevOptions {
+        dynamodb_endpoint: Some(dynamodb),
+        sqs_endpoint: Some(sqs),
+        port: 0,
+        keys: vec![SigningKey::new("test", &WebhookSecret::new(HELD))],
+        tolerance_secs: 300,
+        slow: None,
+        prefix: unique("dev"),
+        environment: paymos_inbox_core::signature::Environment::Test,
+        handlers: true,
+        // As `paymos-inbox dev --secret …` serves them to the functions' INIT.
+        secrets_text: Some(format!("live=whsec_live_not_this_one\ntest={HELD}")),
+        reconcile_with: None,
+        forward_to: None,
+        projects: paymos_inbox_core::change::Projects::only(vec!["prj_local".into()]),
+    })
+    .await
+    .expect("dev starts");
+    let dir = std::env::temp_dir().join(unique("held"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("dev.json"),
+        serde_json::to_string(&dev.info).unwrap(),
+    )
+    .unwrap();
+    let (code, out) = tokio::task::spawn_blocking(move || {
+        let out = Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+            .args(["send", "--resource", "inv_held_secret", "--wait", "--json"])
+            .current_dir(&dir)
+            .env_remove("PAYMOS_WEBHOOK_SECRET")
+            .env("HOME", &dir)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("\"status\":200"), "{out}");
+    assert!(out.contains("\"applied\":true"), "{out}");
+}

@@ -6,7 +6,7 @@ use paymos_inbox::tools::send::{
     EVENT_TYPES, SENDER_TIMEOUT, data_for, envelope, new_event_id, post, with_retries,
 };
 use paymos_inbox_core::envelope::Category;
-use paymos_inbox_core::signature::WebhookSecret;
+use paymos_inbox_core::signature::{Environment, WebhookSecret};
 use paymos_inbox_lambda::now_ms;
 
 use crate::exit::Failure;
@@ -29,9 +29,15 @@ pub struct SendArgs {
     #[arg(long)]
     data: Option<std::path::PathBuf>,
     /// Secret(s) to sign with, as `dev --secret` takes them: `label=whsec_…` or a bare
-    /// `whsec_…`; two give a rotation header with two v1 (default: the fixture sandbox secret
-    /// `dev` holds).
-    #[arg(long = "secret", env = "PAYMOS_WEBHOOK_SECRET", value_delimiter = ',', hide_env_values = true, default_value = FIXTURE_SECRET, hide_default_value = true)]
+    /// `whsec_…`; two give a rotation header with two v1 (default: posting to `dev`, a secret
+    /// it holds of the event's environment (`--live` or sandbox), else its first; otherwise
+    /// the fixture sandbox secret).
+    #[arg(
+        long = "secret",
+        env = "PAYMOS_WEBHOOK_SECRET",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
     secrets: Vec<String>,
     /// Send a live event (`data.is_test = false`); sandbox by default.
     #[arg(long)]
@@ -135,11 +141,11 @@ pub async fn run(args: SendArgs) -> ExitCode {
         None => None,
     };
     // The grammar `dev --secret` takes: `label=whsec_…`, or a bare secret.
-    let secrets: Vec<WebhookSecret> =
-        match paymos_inbox_core::signature::labelled_secrets(&args.secrets.join("\n")) {
-            Ok(pairs) => pairs.into_iter().map(|(_, secret)| secret).collect(),
-            Err(e) => return Failure::usage(format!("--secret: {}", e.reason)).report(),
-        };
+    let signing = match signing_secrets(&args).await {
+        Ok(pairs) => pairs,
+        Err(e) => return e.report(),
+    };
+    let secrets: Vec<WebhookSecret> = signing.iter().map(|(_, s)| s.clone()).collect();
     if secrets.is_empty() || secrets.len() > 2 {
         return Failure::usage("give one --secret, or two for a rotation header").report();
     }
@@ -201,7 +207,7 @@ pub async fn run(args: SendArgs) -> ExitCode {
         return ExitCode::from(crate::EXIT_NEEDS_A_PERSON);
     }
     if args.wait {
-        match wait_for_outcomes(&args, &stack, &ids).await {
+        match wait_for_outcomes(&args, &signing, &stack, &ids).await {
             Ok(true) => {}
             Ok(false) => return ExitCode::from(crate::EXIT_NEEDS_A_PERSON),
             Err(e) => return e.report(),
@@ -295,24 +301,82 @@ impl One<'_> {
 /// `--wait`: each delivery's outcome from the stack's ledger; whether all were applied.
 async fn wait_for_outcomes(
     args: &SendArgs,
+    signing: &[(String, WebhookSecret)],
     stack: &crate::stack::StackArgs,
     sent: &[String],
 ) -> Result<bool, Failure> {
     let stack = stack.resolve().await?;
     let table = crate::stack::Stack::need(&stack.deliveries, "deliveries-table")?.to_owned();
     let ledger = paymos_inbox_aws::dynamodb::DynamoLedger::new(stack.dynamodb, table, None);
-    // The environment of the first secret: its label's, else its prefix's.
-    let environment = paymos_inbox_core::signature::labelled_secrets(&args.secrets.join("\n"))
-        .ok()
-        .and_then(|pairs| pairs.into_iter().next())
-        .and_then(|(label, secret)| {
-            paymos_inbox_core::signature::Environment::from_label(&label).or_else(|| {
-                paymos_inbox_core::signature::Environment::from_secret_prefix(secret.expose())
-            })
-        });
+    // The environment of the first secret.
+    let environment = signing.first().and_then(|(l, s)| environment_of(l, s));
     let mut all_ok = true;
     for event_id in sent {
         all_ok &= outcome_of(&ledger, environment, event_id, args.json).await?;
     }
     Ok(all_ok)
+}
+
+/// A secret's environment: its label's, else its prefix's.
+fn environment_of(label: &str, secret: &WebhookSecret) -> Option<Environment> {
+    Environment::from_label(label).or_else(|| Environment::from_secret_prefix(secret.expose()))
+}
+
+/// The secrets to sign with, labelled: `--secret`'s; else, posting to a running `dev` (no
+/// `--url`), one `dev` holds (served to its functions' INIT under `DEV_SECRET_ID`) of the
+/// event's environment, else its first; else the fixture sandbox secret.
+async fn signing_secrets(args: &SendArgs) -> Result<Vec<(String, WebhookSecret)>, Failure> {
+    use paymos_inbox_core::signature::labelled_secrets;
+    if !args.secrets.is_empty() {
+        return labelled_secrets(&args.secrets.join("\n"))
+            .map_err(|e| Failure::usage(format!("--secret: {}", e.reason)));
+    }
+    let held = match (&args.url, args.stack.running_dev()) {
+        (None, Some(dev)) => match dev.secrets_manager_endpoint {
+            Some(endpoint) => Some(dev_secrets(&endpoint).await?),
+            None => None,
+        },
+        _ => None,
+    };
+    let Some(text) = held else {
+        return labelled_secrets(FIXTURE_SECRET).map_err(|e| Failure::from(e.reason));
+    };
+    let mut pairs = labelled_secrets(&text)
+        .map_err(|e| Failure::from(format!("the secrets dev holds: {}", e.reason)))?;
+    let wanted = if args.live {
+        Environment::Live
+    } else {
+        Environment::Test
+    };
+    let first = pairs
+        .iter()
+        .position(|(l, s)| environment_of(l, s) == Some(wanted))
+        .unwrap_or(0);
+    Ok(vec![pairs.swap_remove(first)])
+}
+
+/// The webhook secrets a running `dev` holds, read as its functions read them at INIT: a
+/// `GetSecretValue` to the Secrets Manager stand-in it serves on loopback.
+async fn dev_secrets(endpoint: &str) -> Result<String, Failure> {
+    let failed = |e: String| {
+        Failure::unreachable(format!("reading the secrets dev holds at {endpoint}: {e}"))
+            .next("is `paymos-inbox dev` still running? or pass --secret")
+    };
+    let answer = reqwest::Client::new()
+        .post(endpoint)
+        .header("x-amz-target", "secretsmanager.GetSecretValue")
+        .header("content-type", "application/x-amz-json-1.1")
+        .body(
+            serde_json::json!({ "SecretId": paymos_inbox::local::dev::DEV_SECRET_ID }).to_string(),
+        )
+        .timeout(SENDER_TIMEOUT)
+        .send()
+        .await
+        .map_err(|e| failed(e.without_url().to_string()))?;
+    let status = answer.status();
+    let reply: serde_json::Value = answer.json().await.map_err(|e| failed(e.to_string()))?;
+    match reply["SecretString"].as_str() {
+        Some(text) if status.is_success() => Ok(text.to_owned()),
+        _ => Err(failed(format!("{status}: {}", reply["message"]))),
+    }
 }

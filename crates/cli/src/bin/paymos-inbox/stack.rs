@@ -180,15 +180,18 @@ impl StackArgs {
     /// The ingest URL of a running `dev`: from --dev-info, else from ./dev.json (which `dev`
     /// writes while it runs).
     pub fn dev_ingest_url(&self) -> Option<String> {
+        self.running_dev().map(|info| info.ingest_url)
+    }
+
+    /// What a running `dev` wrote: --dev-info, else ./dev.json.
+    pub fn running_dev(&self) -> Option<DevInfo> {
         let path = self
             .dev_info
             .clone()
             .unwrap_or_else(|| std::path::PathBuf::from(DEV_INFO_FILE));
         let text = std::fs::read_to_string(path).ok()?;
         let line = text.lines().find(|l| l.trim_start().starts_with('{'))?;
-        serde_json::from_str::<DevInfo>(line)
-            .ok()
-            .map(|info| info.ingest_url)
+        serde_json::from_str::<DevInfo>(line).ok()
     }
 
     /// These arguments reading `dev`'s JSON line from `file` when nothing else names the

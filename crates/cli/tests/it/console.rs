@@ -126,24 +126,39 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
     ))
     .await;
     assert_eq!(code, Some(0), "{out}{err}");
+    // The held payment names its customer: the console shows its body without them.
+    let personal = std::env::temp_dir().join(format!("{}.json", unique("personal")));
+    std::fs::write(
+        &personal,
+        r#"{"customer": {"email": "ann@example.com", "name": "Ann Example"}}"#,
+    )
+    .unwrap();
+    let mut held_event = String::new();
     for (ty, resource) in [
         ("invoice.paid", held),
         ("invoice.expired", late),
         ("invoice.paid", late),
     ] {
-        let (_, out, err) = run(args(
-            &[
-                "send",
-                "--type",
-                ty,
-                "--resource",
-                resource,
-                "--wait",
-                "--json",
-            ],
-            &info,
-        ))
-        .await;
+        let mut words = vec![
+            "send",
+            "--type",
+            ty,
+            "--resource",
+            resource,
+            "--wait",
+            "--json",
+        ];
+        if resource == held {
+            words.extend(["--data", personal.to_str().unwrap()]);
+        }
+        let (_, out, err) = run(args(&words, &info)).await;
+        if resource == held {
+            held_event =
+                serde_json::from_str::<Value>(out.lines().next().unwrap()).unwrap()["event_id"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned();
+        }
         assert!(
             out.contains("\"applied\":true"),
             "{ty} {resource}: {out}{err}"
@@ -255,6 +270,32 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
         api_home["total"].as_u64(),
         Some(before.values().sum::<u64>())
     );
+
+    // One delivery's story by its event id: its outcome, its invoice, its body redacted.
+    let story: Value = http
+        .get(format!("{url}api/search?id={held_event}"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let delivery = &story["deliveries_of_id"][0];
+    assert_eq!(delivery["environment"], "sandbox", "{story}");
+    assert_eq!(delivery["outcome"], "held", "{story}");
+    assert_eq!(delivery["body"]["data"]["invoice_id"], held, "{story}");
+    assert_eq!(
+        delivery["body"]["data"]["order"]["amount"], "25.00",
+        "{story}"
+    );
+    assert_eq!(
+        delivery["body"]["data"]["customer"]["email"], "[redacted]",
+        "{story}"
+    );
+    assert!(!story.to_string().contains("ann@example.com"), "{story}");
+    assert!(!story.to_string().contains("Ann Example"), "{story}");
+    assert_eq!(story["invoice"]["invoice"]["standing"], "Held", "{story}");
+    assert_eq!(story["invoice"]["fulfilled"], false, "{story}");
 
     let shots = workspace().join("docs");
     let driven = tokio::process::Command::new("node")

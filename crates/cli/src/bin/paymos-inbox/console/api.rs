@@ -494,7 +494,7 @@ fn item(e: &Exception, now: u64) -> Value {
 
 /// Fields of a body shown as they are: ids, types, statuses, amounts, flags and times. Every
 /// other text (names, e-mails, addresses, notes, URLs) is shown as `[redacted]`.
-const SHOWN: [&str; 20] = [
+const SHOWN: [&str; 25] = [
     "event_id",
     "event_type",
     "type",
@@ -502,6 +502,7 @@ const SHOWN: [&str; 20] = [
     "id",
     "invoice_id",
     "withdrawal_id",
+    "payment_channel_id",
     "external_id",
     "project_id",
     "status",
@@ -509,12 +510,16 @@ const SHOWN: [&str; 20] = [
     "currency",
     "network",
     "expected",
+    "received",
     "paid",
+    "gross",
+    "fee",
     "net",
     "is_test",
     "is_final",
     "kind",
     "mode",
+    "reason",
 ];
 
 /// `value` with every string outside [`SHOWN`] (and every time-like field, `*_at`) replaced.

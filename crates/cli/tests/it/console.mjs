@@ -17,6 +17,7 @@ try {
   await page.waitForSelector('#jobs[data-loaded="true"]');
   seen.counts = await page.$$eval('#groups .group', (gs) => Object.fromEntries(gs.map((g) => [g.dataset.kind, Number(g.dataset.count)])));
   seen.total = Number(await page.textContent('#total'));
+  seen.health = await page.$$eval('#health [data-health]', (ds) => Object.fromEntries(ds.map((d) => [d.dataset.health, d.querySelector('dd').textContent])));
   seen.listed = await page.$$eval('#groups .item', (items) => items.map((i) => i.dataset.id));
   await page.screenshot({ path: `${shots}/console-home.png`, fullPage: true });
 

@@ -270,6 +270,12 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
         api_home["total"].as_u64(),
         Some(before.values().sum::<u64>())
     );
+    assert_eq!(api_home["header"]["dead_letters"], 1, "{api_home}");
+    assert_eq!(
+        api_home["header"]["oldest_pending"],
+        Value::Null,
+        "{api_home}"
+    );
 
     // One delivery's story by its event id: its outcome, its invoice, its body redacted.
     let story: Value = http
@@ -323,6 +329,8 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
         .collect();
     assert_eq!(page_counts, before, "{seen}");
     assert_eq!(seen["total"].as_u64(), Some(before.values().sum::<u64>()));
+    assert_eq!(seen["health"]["dead_letters"], "1", "{seen}");
+    assert_eq!(seen["health"]["oldest_pending"], "none", "{seen}");
     assert!(
         seen["story"]
             .as_str()

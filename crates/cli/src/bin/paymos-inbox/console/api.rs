@@ -100,12 +100,47 @@ impl Console {
         })
     }
 
-    /// What waits for a person, grouped by kind: `exceptions`' list, read as it reads it.
+    /// What waits for a person, grouped by kind: `exceptions`' list, read as it reads it; and
+    /// a header of the queues' depths and the oldest pending delivery (`pending`'s read).
     pub async fn home(&self) -> Answered {
         match crate::exceptions::waiting(&self.stack, &self.state, &self.ledger).await {
-            Ok(found) => Answered::ok(home(&found, now_ms(), self.about())),
+            Ok(found) => {
+                let mut page = home(&found, now_ms(), self.about());
+                page["header"] = self.header().await;
+                Answered::ok(page)
+            }
             Err(f) => Answered::failed(&f),
         }
+    }
+
+    /// The work queue's and the dead-letter queue's depths (one attribute each) and the oldest
+    /// delivery recorded but not processed (the `pending-by-age` index, one item); a read that
+    /// fails is said in its place.
+    async fn header(&self) -> Value {
+        let depth = async |queue: &Option<String>| match queue.as_deref() {
+            Some(url) => paymos_inbox_aws::sqs::approximate_messages(&self.stack.sqs, url)
+                .await
+                .map_or_else(|e| json!({"unavailable": e.to_string()}), |n| json!(n)),
+            None => Value::Null,
+        };
+        let now = now_ms();
+        let oldest = match self.ledger.pending(1).await {
+            Ok(list) => list.first().map_or(Value::Null, |p| {
+                json!({"event_id": p.event_id, "event_type": p.event_type,
+                       "resource_id": p.resource_id,
+                       "age_secs": now.saturating_sub(p.received_at_ms) / 1000})
+            }),
+            Err(e) => json!({"unavailable": e.to_string()}),
+        };
+        json!({
+            "work_queue": depth(&self.stack.queue).await,
+            "dead_letters": depth(&self.stack.dlq).await,
+            "oldest_pending": oldest,
+            "not_read": [
+                "the alarms' states (the console has no CloudWatch client yet)",
+                "the last reconciliation's verdict (it is logged and alarmed, not kept)",
+            ],
+        })
     }
 
     fn about(&self) -> Value {

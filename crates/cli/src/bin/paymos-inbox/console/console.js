@@ -67,6 +67,18 @@ function itemOf(e) {
     el('span', { class: 'do' }, 'Do: ', e.action));
 }
 
+function health(h) {
+  const shown = (v) => (v === null || v === undefined ? 'not named' : (v.unavailable ? `unread: ${v.unavailable}` : v));
+  const oldest = h.oldest_pending;
+  const pairs = [
+    ['work queue', shown(h.work_queue)],
+    ['dead letters', shown(h.dead_letters)],
+    ['oldest pending', oldest ? (oldest.unavailable ? `unread: ${oldest.unavailable}` : `${oldest.event_id} ${oldest.event_type}, ${age(oldest.age_secs)}`) : 'none'],
+  ];
+  document.getElementById('health').replaceChildren(...pairs.map(([k, v]) =>
+    el('div', { 'data-health': k.replace(' ', '_') }, el('dt', {}, k), el('dd', {}, String(v)))));
+}
+
 async function loadHome() {
   const home = document.getElementById('home');
   const { status, body } = await getJson('/api/home');
@@ -79,6 +91,7 @@ async function loadHome() {
   document.getElementById('about').textContent =
     `${about.stack || ''}${about.environment ? ` · ${about.environment}` : ''}${(about.projects || []).length ? ` · ${about.projects.join(', ')}` : ''}`;
   document.getElementById('actor').textContent = about.actor || '';
+  health(body.header || {});
   document.getElementById('total').textContent = body.total;
   groups.replaceChildren(...body.groups.map((g) => el('section', { class: 'group', 'data-kind': g.kind, 'data-count': g.count },
     el('h3', {}, el('span', { class: 'count' }, g.count), LABELS[g.kind] || g.kind),

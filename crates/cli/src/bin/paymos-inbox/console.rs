@@ -147,7 +147,7 @@ pub async fn run(args: ConsoleArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return Failure::usage(e).report(),
     };
-    let stack = match api::Console::open(&args.stack, actor(args.actor), recheck).await {
+    let console = match api::Console::open(&args.stack, actor(args.actor), recheck).await {
         Ok(s) => Arc::new(s),
         Err(e) => return e.report(),
     };
@@ -183,11 +183,11 @@ pub async fn run(args: ConsoleArgs) -> ExitCode {
             },
             _ = tokio::signal::ctrl_c() => return ExitCode::SUCCESS,
         };
-        let (session, stack) = (session.clone(), stack.clone());
+        let (session, console) = (session.clone(), console.clone());
         tokio::spawn(async move {
             let service = service_fn(move |request| {
-                let (session, stack) = (session.clone(), stack.clone());
-                async move { Ok::<_, Infallible>(answer(&session, &stack, request).await) }
+                let (session, console) = (session.clone(), console.clone());
+                async move { Ok::<_, Infallible>(answer(&session, &console, request).await) }
             });
             if let Err(e) = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
@@ -219,7 +219,7 @@ fn open_browser(url: &str) {
 
 type Answer = Response<Full<Bytes>>;
 
-async fn answer(session: &Session, stack: &api::Console, request: Request<Incoming>) -> Answer {
+async fn answer(session: &Session, console: &api::Console, request: Request<Incoming>) -> Answer {
     let headers = request.headers();
     let host = headers.get(HOST).and_then(|h| h.to_str().ok());
     let token = headers.get(TOKEN_HEADER).map(HeaderValue::as_bytes);
@@ -244,12 +244,12 @@ async fn answer(session: &Session, stack: &api::Console, request: Request<Incomi
         ),
         (Method::GET, "/console.js") => page("text/javascript; charset=utf-8", SCRIPT.to_owned()),
         (Method::GET, "/console.css") => page("text/css; charset=utf-8", STYLE.to_owned()),
-        (Method::GET, "/api/home") => reply(stack.home().await),
-        (Method::GET, "/api/jobs") => reply(stack.jobs().await),
-        (Method::GET, "/api/search") => reply(stack.search(&param(&query, "id")).await),
+        (Method::GET, "/api/home") => reply(console.home().await),
+        (Method::GET, "/api/jobs") => reply(console.jobs().await),
+        (Method::GET, "/api/search") => reply(console.search(&param(&query, "id")).await),
         (Method::POST, action) if action.starts_with("/api/") => {
             match Limited::new(request.into_body(), MAX_BODY).collect().await {
-                Ok(body) => reply(stack.act(&action[5..], &body.to_bytes()).await),
+                Ok(body) => reply(console.act(&action[5..], &body.to_bytes()).await),
                 Err(_) => json(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     &serde_json::json!({"refused": format!("a request body holds at most {MAX_BODY} bytes")}),

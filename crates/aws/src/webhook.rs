@@ -144,8 +144,8 @@ mod tests {
     #[tokio::test]
     async fn a_post_that_gets_no_answer_says_why() {
         // Port 9 on loopback: nothing listens (discard), the connection is refused.
-        let target = HttpWebhookTarget::new("http://127.0.0.1:9/hooks", Duration::from_secs(2))
-            .unwrap();
+        let target =
+            HttpWebhookTarget::new("http://127.0.0.1:9/hooks", Duration::from_secs(2)).unwrap();
         let message = Outbound {
             id: "order-paid:inv_1".into(),
             timestamp: 1,

@@ -207,6 +207,9 @@ pub struct FulfilConfig {
     pub environment: Environment,
     /// The projects whose deliveries are applied.
     pub projects: Projects,
+    /// The work queue ([`WORK_QUEUE_URL`]), on which a message that was not applied is given
+    /// the visibility its failure asks; without it, the queue's visibility timeout applies.
+    pub work_queue_url: Option<String>,
 }
 
 impl FulfilConfig {
@@ -231,6 +234,9 @@ impl FulfilConfig {
                 .unwrap_or_else(|| "https://api.paymos.io".to_owned()),
             environment: environment(&lookup)?,
             projects: projects(&lookup, environment(&lookup)?)?,
+            work_queue_url: lookup(WORK_QUEUE_URL)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty()),
         })
     }
 }

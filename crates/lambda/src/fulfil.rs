@@ -1,6 +1,7 @@
 //! SQS batch → [`Fulfil`] → batch response. Messages are applied concurrently (bounded); only
-//! the ones that failed are reported, so SQS redelivers just those and, after `maxReceiveCount`
-//! receives, moves them to the DLQ.
+//! the ones that failed are reported, each out of sight for as long as its failure asks
+//! ([`FulfilError::redelivery_in_s`]), so SQS redelivers just those, slower each time, and after
+//! `maxReceiveCount` receives moves them to the DLQ.
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use futures::StreamExt;
@@ -11,8 +12,8 @@ use paymos_inbox_core::change::Applied;
 
 use paymos_inbox_core::confirm::PaymentConfirmation;
 use paymos_inbox_core::fulfil::{Fulfil, FulfilError, PoisonError, ResourceStore};
-#[cfg(doc)]
-use paymos_inbox_core::port::PortErrorKind;
+use paymos_inbox_core::outbound::RetryQueue;
+use paymos_inbox_core::port::{PortError, PortErrorKind};
 use paymos_inbox_core::work::WorkItem;
 
 /// The `FulfilOutcomes` of a message that was not applied: a message that is not a work item,
@@ -22,14 +23,46 @@ pub const FAILURE_OUTCOMES: [&str; 3] = ["poison", "retry_unavailable", "retry_n
 /// How many messages of one batch are applied at the same time.
 pub const CONCURRENCY: usize = 10;
 
-/// Applies every message of the batch and reports the failed ones.
-pub async fn handle_batch<S: ResourceStore, C: PaymentConfirmation>(
+/// No visibility of fulfil's own: a message that was not applied comes back after the
+/// queue's visibility timeout (a stack whose fulfil has no `WORK_QUEUE_URL`).
+pub struct QueueVisibility;
+
+impl RetryQueue for QueueVisibility {
+    async fn retry_in(&self, _receipt: &str, _delay_s: u32) -> Result<(), PortError> {
+        Ok(())
+    }
+
+    async fn park(&self, _body: &str, _why: &str) -> Result<(), PortError> {
+        Err(PortError::of_kind(
+            "park",
+            PortErrorKind::Misconfigured,
+            "fulfil parks nothing: the work queue's redrive policy does",
+        ))
+    }
+}
+
+/// Applies every message of the batch and reports the failed ones, each given the visibility
+/// its failure asks on `queue` (the work queue); where that fails, the queue's own visibility
+/// timeout brings it back: never lost.
+pub async fn handle_batch<S: ResourceStore, C: PaymentConfirmation, Q: RetryQueue>(
     fulfil: &Fulfil<S, C>,
+    queue: &Q,
     event: SqsEvent,
     now_ms: u64,
 ) -> SqsBatchResponse {
     let failures: Vec<BatchItemFailure> = futures::stream::iter(event.records)
-        .map(|message| async move { apply_one(fulfil, &message, now_ms).await.err() })
+        .map(|message| async move {
+            let delay_s = apply_one(fulfil, &message, now_ms).await.err()?;
+            let message_id = message.message_id.clone().unwrap_or_default();
+            if let Some(receipt) = message.receipt_handle.as_deref()
+                && let Err(e) = queue.retry_in(receipt, delay_s).await
+            {
+                tracing::warn!(message_id = %message_id, error = %e, "could not set when the delivery comes back; the queue's visibility timeout applies");
+            }
+            let mut failure = BatchItemFailure::default();
+            failure.item_identifier = message_id;
+            Some(failure)
+        })
         .buffer_unordered(CONCURRENCY)
         .filter_map(|failure| async move { failure })
         .collect()
@@ -39,11 +72,12 @@ pub async fn handle_batch<S: ResourceStore, C: PaymentConfirmation>(
     response
 }
 
+/// Applies one message; when it fails, how long it should stay out of sight (seconds).
 async fn apply_one<S: ResourceStore, C: PaymentConfirmation>(
     fulfil: &Fulfil<S, C>,
     message: &SqsMessage,
     now_ms: u64,
-) -> Result<(), BatchItemFailure> {
+) -> Result<(), u32> {
     let message_id = message.message_id.clone().unwrap_or_default();
     let decoded = WorkItem::decode(message.body.as_deref().unwrap_or_default());
     let event_id = decoded
@@ -55,11 +89,6 @@ async fn apply_one<S: ResourceStore, C: PaymentConfirmation>(
     apply_decoded(fulfil, message, decoded, now_ms)
         .instrument(span)
         .await
-        .map_err(|()| {
-            let mut failure = BatchItemFailure::default();
-            failure.item_identifier = message_id;
-            failure
-        })
 }
 
 async fn apply_decoded<S: ResourceStore, C: PaymentConfirmation>(
@@ -67,7 +96,7 @@ async fn apply_decoded<S: ResourceStore, C: PaymentConfirmation>(
     message: &SqsMessage,
     decoded: Result<WorkItem, paymos_inbox_core::work::WorkItemError>,
     now_ms: u64,
-) -> Result<(), ()> {
+) -> Result<(), u32> {
     let receives = message
         .attributes
         .get("ApproximateReceiveCount")
@@ -103,14 +132,20 @@ async fn apply_decoded<S: ResourceStore, C: PaymentConfirmation>(
                 FulfilError::Unavailable(e) => e.kind.as_str(),
                 FulfilError::NotYet { .. } => "not_paid_yet",
             };
+            let back_in_s = error.redelivery_in_s(
+                receive_count,
+                paymos_inbox_core::outbound::spread_of(message_id, receive_count),
+            );
             if matches!(error, FulfilError::NotYet { .. }) {
-                tracing::warn!(receives, error = kind, reason = %error, "delivery not applied yet; SQS redelivers it after the visibility timeout");
+                tracing::warn!(receives, back_in_s, error = kind, reason = %error, "delivery not applied yet; SQS redelivers it then");
             } else if kind == "misconfigured" {
-                tracing::error!(receives, error = kind, reason = %error, "delivery not applied: the stack is misconfigured (a missing table, a refused credential); every retry fails alike until it is fixed, then the DLQ");
+                tracing::error!(receives, back_in_s, error = kind, reason = %error, "delivery not applied: the stack is misconfigured (a missing table, a refused credential); every retry fails alike until it is fixed, then the DLQ");
+            } else if kind == "poison" {
+                tracing::error!(receives, back_in_s, error = kind, reason = %error, "delivery not applied: it is not a work item and never will be; to the DLQ after its receives, at once");
             } else {
-                tracing::error!(receives, error = kind, reason = %error, "delivery not applied; SQS will redeliver it (then the DLQ)");
+                tracing::error!(receives, back_in_s, error = kind, reason = %error, "delivery not applied; SQS redelivers it then, later each time (then the DLQ)");
             }
-            Err(())
+            Err(back_in_s)
         }
     }
 }
@@ -180,7 +215,7 @@ fn record_metrics(applied: &Applying, now_ms: u64) {
 mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
-    use paymos_inbox_core::memory::MemoryResources;
+    use paymos_inbox_core::memory::{MemoryResources, MemoryRetries};
     use paymos_inbox_core::port::{PortError, PortErrorKind};
     use paymos_inbox_core::write::{Stored, Write};
     use paymos_inbox_testkit::{invoice_paid, live};
@@ -218,6 +253,7 @@ mod tests {
             .map(|invoice| {
                 let mut message = SqsMessage::default();
                 message.message_id = Some(format!("m-{invoice}"));
+                message.receipt_handle = Some(format!("r-{invoice}"));
                 message.body =
                     Some(live(&invoice_paid(&format!("evt_{invoice}"), invoice)).encode());
                 message
@@ -242,10 +278,15 @@ mod tests {
                 left: AtomicU32::new(12),
                 kind,
             });
-            let response = handle_batch(&fulfil, batch(&invoices), 1_760_000_000_000).await;
+            let queue = MemoryRetries::new();
+            let response = handle_batch(&fulfil, &queue, batch(&invoices), 1_760_000_000_000).await;
             assert!(
                 response.batch_item_failures.is_empty(),
                 "{kind}: {response:?}"
+            );
+            assert!(
+                queue.asked().is_empty(),
+                "{kind}: nothing back to the queue"
             );
             assert_eq!(
                 fulfil.store().left.load(Ordering::SeqCst),
@@ -267,8 +308,22 @@ mod tests {
             left: AtomicU32::new(1),
             kind: PortErrorKind::Misconfigured,
         });
-        let response = handle_batch(&fulfil, batch(&["inv_m1"]), 1_760_000_000_000).await;
-        assert_eq!(response.batch_item_failures.len(), 1);
+        let queue = MemoryRetries::new();
+        let mut event = batch(&["inv_m1", "inv_m2"]);
+        event.records[1].body = Some("not a work item".into());
+        event.records[1]
+            .attributes
+            .insert("ApproximateReceiveCount".into(), "3".into());
+        let response = handle_batch(&fulfil, &queue, event, 1_760_000_000_000).await;
+        assert_eq!(response.batch_item_failures.len(), 2);
         assert!(fulfil.store().inner.fulfilments().is_empty());
+        // Issue 39: each comes back when its failure asks, not after the queue's 181 s: the
+        // first failure of a store in 15 s (a tenth either way), poison at once (to the DLQ
+        // and its alarm in seconds).
+        let mut asked = queue.asked();
+        asked.sort();
+        assert_eq!(asked[1], ("r-inv_m2".to_owned(), 0), "{asked:?}");
+        assert_eq!(asked[0].0, "r-inv_m1");
+        assert!((14..=17).contains(&asked[0].1), "{asked:?}");
     }
 }

@@ -9,7 +9,7 @@ use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeN
 
 use paymos_inbox_core::confirm::PaymentConfirmation;
 use paymos_inbox_core::fulfil::{Fulfil, ResourceStore};
-use paymos_inbox_lambda::fulfil::handle_batch;
+use paymos_inbox_lambda::fulfil::{QueueVisibility, handle_batch};
 
 /// What one poll did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -76,7 +76,8 @@ pub async fn poll_once<S: ResourceStore, C: PaymentConfirmation>(
     let total = records.len();
     let mut event = SqsEvent::default();
     event.records = records;
-    let response = handle_batch(fulfil, event, now_ms()).await;
+    // The queue's own (short) visibility timeout: dev brings a failed message back in seconds.
+    let response = handle_batch(fulfil, &QueueVisibility, event, now_ms()).await;
     for failure in &response.batch_item_failures {
         handles.remove(&failure.item_identifier);
     }

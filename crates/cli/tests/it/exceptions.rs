@@ -13,7 +13,7 @@ use paymos_inbox_core::fulfil::{Fulfil, FulfilError};
 use paymos_inbox_core::release::ReleaseBy;
 use paymos_inbox_core::signature::Environment;
 use paymos_inbox_core::status::Amount;
-use paymos_inbox_lambda::fulfil::handle_batch;
+use paymos_inbox_lambda::fulfil::{QueueVisibility, handle_batch};
 use serde_json::{Value, json};
 
 use paymos_inbox_testkit::*;
@@ -220,7 +220,13 @@ async fn a_404_is_unconfirmed_and_leaves_the_rest_of_the_batch_alone() {
     rig.record(&credit).await;
     let mut event = SqsEvent::default();
     event.records = vec![message("m1", &forged, 1), message("m2", &credit, 1)];
-    let response = handle_batch(&rig.checked(Duration::from_secs(5)), event, NOW_MS).await;
+    let response = handle_batch(
+        &rig.checked(Duration::from_secs(5)),
+        &QueueVisibility,
+        event,
+        NOW_MS,
+    )
+    .await;
     assert!(
         response.batch_item_failures.is_empty(),
         "nothing retried, nothing to the DLQ"
@@ -252,7 +258,7 @@ async fn an_api_that_hangs_fails_only_its_own_message_and_in_time() {
             .with_deadline(Duration::from_millis(500)),
     );
     let started = Instant::now();
-    let response = handle_batch(&fulfil, event, NOW_MS).await;
+    let response = handle_batch(&fulfil, &QueueVisibility, event, NOW_MS).await;
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "bounded: {:?}",

@@ -368,6 +368,39 @@ async fn fulfil_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, String)>
         recorded(&setup, deliveries, text, NOW_MS).await;
         fulfil.apply(&live(text), NOW_MS).await.unwrap();
     }
+    // A message it cannot apply is given its visibility on the work queue (as the event source
+    // received it: SAM's poller policy, not fulfil's code).
+    let queue = created.queue("WorkQueue");
+    setup.send_raw(queue, "not a work item").await;
+    let received = setup
+        .sqs
+        .receive_message()
+        .queue_url(queue)
+        .max_number_of_messages(10)
+        .wait_time_seconds(5)
+        .send()
+        .await
+        .unwrap();
+    // Ingest's work items are there too.
+    let message = received
+        .messages()
+        .iter()
+        .find(|m| m.body() == Some("not a work item"))
+        .expect("the message sent");
+    let mut event = aws_lambda_events::sqs::SqsEvent::default();
+    let mut record = aws_lambda_events::sqs::SqsMessage::default();
+    record.message_id = message.message_id().map(str::to_owned);
+    record.receipt_handle = message.receipt_handle().map(str::to_owned);
+    record.body = message.body().map(str::to_owned);
+    event.records = vec![record];
+    let response = paymos_inbox_lambda::fulfil::handle_batch(
+        &fulfil,
+        &SqsQueue::new(aws.sqs.clone(), queue),
+        event,
+        NOW_MS,
+    )
+    .await;
+    assert_eq!(response.batch_item_failures.len(), 1);
     used(created, &aws.calls)
 }
 

@@ -205,7 +205,28 @@ fn the_queue_redrives_to_the_dlq_and_outlasts_the_fulfil_timeout() {
     let max_receive = queue["RedrivePolicy"]["maxReceiveCount"]
         .as_u64()
         .expect("maxReceiveCount");
-    assert!((2..=10).contains(&max_receive));
+    assert_eq!(
+        max_receive,
+        u64::from(paymos_inbox_core::fulfil::WORK_RECEIVES),
+        "the receives fulfil's redelivery schedule counts on"
+    );
+    // Issue 39: fulfil paces the redeliveries on the work queue itself.
+    let fulfil = props(&t, "FulfilFunction");
+    assert_eq!(
+        target(&fulfil["Environment"]["Variables"]["WORK_QUEUE_URL"]),
+        "WorkQueue"
+    );
+    let paces = fulfil["Policies"][0]["Statement"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .any(|st| {
+            st["Action"] == "sqs:ChangeMessageVisibility" && target(&st["Resource"]) == "WorkQueue"
+        });
+    assert!(
+        paces,
+        "fulfil may set the visibility of the work queue's messages"
+    );
     let fulfil_timeout = props(&t, "FulfilFunction")["Timeout"]
         .as_u64()
         .expect("fulfil Timeout");

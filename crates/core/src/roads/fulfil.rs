@@ -224,6 +224,42 @@ pub enum FulfilError {
     },
 }
 
+/// The receives a work item gets before SQS moves it to the dead-letter queue: the work
+/// queue's `maxReceiveCount` (the template test holds it).
+pub const WORK_RECEIVES: u32 = 16;
+
+/// The first wait before a work item that was not applied comes back, and the longest.
+const REDELIVERY_FIRST_S: u32 = 15;
+const REDELIVERY_LONGEST_S: u32 = 900;
+
+impl FulfilError {
+    /// How long the message stays out of sight before its next receive (its visibility, in
+    /// seconds) after its `receives`-th receive failed, spread by `spread` (-1 … 1) over a tenth
+    /// either way. Poison comes back at once: it can never be applied, so it reaches the
+    /// dead-letter queue (and its alarm) in seconds. Anything else waits 15 s, then twice as
+    /// long each time up to 15 minutes: over [`WORK_RECEIVES`] receives some two and a half
+    /// hours of throttling, an outage or a payment Paymos shows late are waited out, and an
+    /// overloaded table sees the queue slow down instead of the DLQ fill.
+    #[must_use]
+    pub fn redelivery_in_s(&self, receives: u32, spread: f64) -> u32 {
+        if matches!(self, Self::Poison(_)) {
+            return 0;
+        }
+        let doublings = receives.saturating_sub(1).min(16);
+        let base = REDELIVERY_FIRST_S
+            .saturating_mul(1 << doublings)
+            .min(REDELIVERY_LONGEST_S);
+        let jitter = f64::from(base) * 0.1 * spread.clamp(-1.0, 1.0);
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "at most 990 s, never negative"
+        )]
+        let delay = (f64::from(base) + jitter).round() as u32;
+        delay
+    }
+}
+
 /// The fulfil use case.
 pub struct Fulfil<S, C = NoConfirmation> {
     store: S,

@@ -1287,3 +1287,67 @@ async fn an_undated_late_payment_after_a_full_refund_leaves_the_dated_one_its_wa
             .waits_for_person()
     );
 }
+
+// Issue 39: a message that was not applied came back after the queue's 181 s visibility and
+// reached the DLQ after 5 receives (15 minutes of overload). It now waits longer each time.
+#[test]
+fn a_message_not_applied_waits_out_hours_of_trouble_and_poison_reaches_the_dlq_at_once() {
+    use crate::fulfil::{PoisonError, WORK_RECEIVES};
+    use crate::port::PortErrorKind;
+    let poison = FulfilError::Poison(PoisonError::from(
+        WorkItem::decode("not a work item").unwrap_err(),
+    ));
+    let troubles = [
+        FulfilError::Unavailable(PortError::of_kind(
+            "put",
+            PortErrorKind::Throttled,
+            "slow down",
+        )),
+        FulfilError::Unavailable(PortError::of_kind(
+            "put",
+            PortErrorKind::Misconfigured,
+            "no table",
+        )),
+        FulfilError::NotYet {
+            resource_id: "inv_1".into(),
+            status: "pending".into(),
+        },
+    ];
+    for receives in 1..=WORK_RECEIVES {
+        for spread in [-1.0, 0.0, 1.0] {
+            assert_eq!(
+                poison.redelivery_in_s(receives, spread),
+                0,
+                "poison comes back at once"
+            );
+        }
+    }
+    for trouble in &troubles {
+        let waits: Vec<u32> = (1..WORK_RECEIVES)
+            .map(|r| trouble.redelivery_in_s(r, -1.0))
+            .collect();
+        assert_eq!(
+            waits[..3],
+            [14, 27, 54],
+            "15 s, then twice as long, a tenth less at most"
+        );
+        assert!(
+            waits.windows(2).all(|w| w[0] <= w[1]),
+            "never shorter: {waits:?}"
+        );
+        assert!(
+            (1..=WORK_RECEIVES).all(|r| trouble.redelivery_in_s(r, 1.0) <= 990),
+            "at most 15 minutes and a tenth: a person sees it within the hour it clears"
+        );
+        let before_the_dlq: u32 = waits.iter().sum();
+        assert!(
+            before_the_dlq >= 2 * 3_600,
+            "{before_the_dlq} s of trouble are waited out before the DLQ: {waits:?}"
+        );
+        assert_ne!(
+            trouble.redelivery_in_s(3, -0.5),
+            trouble.redelivery_in_s(3, 0.5),
+            "messages that failed together come back apart"
+        );
+    }
+}

@@ -9,10 +9,11 @@ use paymos_inbox_aws::aws::load_config;
 use paymos_inbox_aws::dynamodb::DynamoResources;
 use paymos_inbox_aws::paymos_api::PaymosApi;
 use paymos_inbox_aws::secrets::paymos_client;
+use paymos_inbox_aws::sqs::SqsQueue;
 use paymos_inbox_core::confirm::PaymentConfirmation;
 use paymos_inbox_core::fulfil::{Fulfil, ResourceStore};
 use paymos_inbox_lambda::config::{FulfilConfig, PAYMOS_API_SECRETS_ID};
-use paymos_inbox_lambda::{self, fulfil::handle_batch};
+use paymos_inbox_lambda::fulfil::{QueueVisibility, handle_batch};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
@@ -33,8 +34,12 @@ async fn main() -> Result<(), Error> {
         projects = ?config.projects.ids(),
         "fulfil configured: deliveries verified by a secret of another environment change nothing"
     );
+    let queue = config
+        .work_queue_url
+        .clone()
+        .map(|url| SqsQueue::new(aws_sdk_sqs::Client::new(&aws), url));
     match &config.api_secrets_id {
-        None => serve(fulfil).await,
+        None => serve(fulfil, queue).await,
         Some(id) => {
             let client = paymos_client(
                 &aws_sdk_secretsmanager::Client::new(&aws),
@@ -59,23 +64,29 @@ async fn main() -> Result<(), Error> {
             tracing::info!(
                 "reverse check on: payments, closures, refunds, withdrawals and deposits are read back at Paymos before they are applied"
             );
-            serve(fulfil.with_confirmation(api)).await
+            serve(fulfil.with_confirmation(api), queue).await
         }
     }
 }
 
-async fn serve<S, C>(fulfil: Fulfil<S, C>) -> Result<(), Error>
+/// Serves `fulfil`; a message that was not applied is given its visibility on `queue` (the
+/// work queue), else comes back after the queue's visibility timeout.
+async fn serve<S, C>(fulfil: Fulfil<S, C>, queue: Option<SqsQueue>) -> Result<(), Error>
 where
     S: ResourceStore + 'static,
     C: PaymentConfirmation + 'static,
 {
     let fulfil = Arc::new(fulfil);
+    let queue = Arc::new(queue);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
-        let fulfil = Arc::clone(&fulfil);
+        let (fulfil, queue) = (Arc::clone(&fulfil), Arc::clone(&queue));
         async move {
             paymos_inbox_lambda::telemetry::invocation_started();
-            let response =
-                handle_batch(&fulfil, event.payload, paymos_inbox_lambda::now_ms()).await;
+            let now = paymos_inbox_lambda::now_ms();
+            let response = match queue.as_ref() {
+                Some(queue) => handle_batch(&fulfil, queue, event.payload, now).await,
+                None => handle_batch(&fulfil, &QueueVisibility, event.payload, now).await,
+            };
             paymos_inbox_lambda::telemetry::flush_metrics();
             Ok::<_, Error>(response)
         }

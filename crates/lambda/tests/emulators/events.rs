@@ -8,7 +8,7 @@ use paymos_inbox_aws::sqs::SqsQueue;
 use paymos_inbox_core::fulfil::Fulfil;
 use paymos_inbox_core::ingest::{Ingest, IngestSettings};
 use paymos_inbox_core::signature::{SigningKey, Verifier, WebhookSecret};
-use paymos_inbox_lambda::fulfil::handle_batch;
+use paymos_inbox_lambda::fulfil::{QueueVisibility, handle_batch};
 use paymos_inbox_lambda::ingest::respond;
 
 use paymos_inbox_testkit::*;
@@ -87,7 +87,7 @@ async fn sqs_events_apply_and_report_only_the_poison_message() {
 
     let single: SqsEvent = serde_json::from_str(&event("fulfil-single.json")).unwrap();
     assert!(
-        handle_batch(&fulfil, single, NOW_MS)
+        handle_batch(&fulfil, &QueueVisibility, single, NOW_MS)
             .await
             .batch_item_failures
             .is_empty()
@@ -95,7 +95,7 @@ async fn sqs_events_apply_and_report_only_the_poison_message() {
 
     let batch: SqsEvent = serde_json::from_str(&event("fulfil-batch-with-poison.json")).unwrap();
     let poison_id = batch.records[4].message_id.clone().unwrap();
-    let response = handle_batch(&fulfil, batch, NOW_MS).await;
+    let response = handle_batch(&fulfil, &QueueVisibility, batch, NOW_MS).await;
     let failed: Vec<_> = response
         .batch_item_failures
         .iter()

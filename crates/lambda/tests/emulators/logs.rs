@@ -89,7 +89,13 @@ async fn logs_of_a_full_run_hold_no_secret_and_no_body() {
     let messages = aws.drain(stack.queue("WorkQueue")).await;
     let event: aws_lambda_events::sqs::SqsEvent = serde_json::from_value(serde_json::json!({"Records": messages.iter().map(|m| serde_json::json!({
         "messageId": m.message_id(), "body": m.body(), "attributes": {}, "messageAttributes": {}})).collect::<Vec<_>>()})).unwrap();
-    paymos_inbox_lambda::fulfil::handle_batch(&fulfil, event, NOW_MS).await;
+    paymos_inbox_lambda::fulfil::handle_batch(
+        &fulfil,
+        &paymos_inbox_lambda::fulfil::QueueVisibility,
+        event,
+        NOW_MS,
+    )
+    .await;
 
     let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
     for expected in [

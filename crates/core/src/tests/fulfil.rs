@@ -1351,3 +1351,44 @@ fn a_message_not_applied_waits_out_hours_of_trouble_and_poison_reaches_the_dlq_a
         );
     }
 }
+
+// Issue 43 (a mutant no fast test caught: the rule's second try writing nothing): two full
+// refunds arriving latest first. The earlier one is still recorded (its withdrawal and its
+// note on the invoice), and the invoice keeps the later one's time, which settles more.
+#[tokio::test]
+async fn a_full_refund_arriving_after_a_later_one_is_recorded_and_keeps_the_later_time() {
+    let history = [
+        invoice("evt_p", "paid", 10, "inv_1", "o-1"),
+        refund("evt_later", 40, "inv_1", "10.50", "full"),
+        refund("evt_earlier", 30, "inv_1", "10.50", "full"),
+        // Paid again at 35: before the later full refund, so it returns this one too.
+        invoice("evt_again", "paid", 35, "inv_1", "o-1"),
+    ];
+    let (_, store) = run(&history, |_| {}).await;
+    for w in ["wdr_evt_later", "wdr_evt_earlier"] {
+        assert_eq!(
+            store.withdrawal(w),
+            Some(WithdrawalStatus::Completed),
+            "{w} is recorded"
+        );
+    }
+    let first = store.invoice("inv_1").unwrap();
+    let mut refunds: Vec<_> = first
+        .refunds
+        .iter()
+        .map(|r| (r.withdrawal_id.clone(), r.completed_at))
+        .collect();
+    refunds.sort();
+    assert_eq!(
+        refunds,
+        [
+            ("wdr_evt_earlier".to_owned(), Some(30)),
+            ("wdr_evt_later".to_owned(), Some(40))
+        ]
+    );
+    assert_eq!(
+        store.fulfilled(),
+        ["inv_1"],
+        "the first payment shipped, once"
+    );
+}

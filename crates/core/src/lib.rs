@@ -12,7 +12,7 @@ pub mod port;
 pub mod roads;
 pub mod wire;
 
-pub use money::{change, effect, invoice, outcome, record, status, write};
+pub use money::{action, change, effect, invoice, outcome, record, status, write};
 pub use roads::{
     confirm, exceptions, fulfil, handoff, ingest, outbound, reconcile, release, sweep,
 };

@@ -109,6 +109,15 @@ pub fn state_record(item: &Item) -> Option<StateRecord> {
                 kind: Some("balance".into()),
             },
         },
+        Some(paymos_inbox_core::action::KIND) => {
+            paymos_inbox_core::action::OperatorAction::read(&fields_of(item)).map_or_else(
+                || StateRecord::Other {
+                    key: key.clone(),
+                    kind: Some(paymos_inbox_core::action::KIND.to_owned()),
+                },
+                StateRecord::Action,
+            )
+        }
         kind => StateRecord::Other {
             key,
             kind: kind.map(str::to_owned),
@@ -243,5 +252,29 @@ mod tests {
             })
         );
         assert_eq!(state_record(&Item::new()), None);
+    }
+    // Issue 40: an audit entry, as its write renders it, reads back as the entry (the stream's
+    // image and the `audit` read alike).
+    #[test]
+    fn an_operator_action_as_written_reads_back_as_its_record() {
+        use paymos_inbox_core::action::{ActionKind, OperatorAction};
+        let entry = OperatorAction {
+            kind: ActionKind::Redrive,
+            actor: "arn:aws:sts::123456789012:assumed-role/ops/alice".into(),
+            at_ms: 1_796_169_600_000,
+            reason: None,
+            subject: "work-queue".into(),
+            result: "moved 3".into(),
+            count: Some(3),
+        };
+        let mut item = super::super::render::item_of(&entry.write());
+        assert_eq!(item["actor"], s(&entry.actor));
+        assert_eq!(item["listed_in"], s("actions"));
+        assert_eq!(state_record(&item), Some(StateRecord::Action(entry)));
+        item.remove("actor");
+        assert!(matches!(
+            state_record(&item),
+            Some(StateRecord::Other { kind: Some(k), .. }) if k == "operator_action"
+        ));
     }
 }

@@ -15,7 +15,7 @@ use paymos_inbox_core::status::Amount;
 use paymos_inbox_core::write::{Field, Fields, Guard, Key, Set, Table, Value, Write};
 
 /// Every field with an attribute name of its own (a merchant's named ones aside).
-const FIELDS: [(Field, &str); 48] = [
+const FIELDS: [(Field, &str); 50] = [
     (Field::Kind, "kind"),
     (Field::Status, "status"),
     (Field::StatusAt, "status_at"),
@@ -64,6 +64,8 @@ const FIELDS: [(Field, &str); 48] = [
     (Field::PendingShard, "pending_shard"),
     (Field::Waiting, "waiting"),
     (Field::ListedIn, "listed_in"),
+    (Field::Actor, "actor"),
+    (Field::Count, "count"),
 ];
 
 /// The attribute a field is stored as.

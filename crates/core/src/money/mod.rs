@@ -4,6 +4,7 @@
 //! ([`effect`]) and the records as the domain reads them ([`record`]). Every road below
 //! reads these; these import no road.
 
+pub mod action;
 pub mod change;
 pub mod effect;
 pub mod invoice;

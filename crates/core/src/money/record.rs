@@ -23,6 +23,8 @@ pub enum StateRecord {
     Deposit(DepositRecord),
     /// A payer's balance in one currency.
     Balance(BalanceRecord),
+    /// An operator's action, as the audit trail keeps it (`action#…`).
+    Action(crate::action::OperatorAction),
     /// Any other item (an order's claim, an expected order, an item a custom effect wrote).
     Other {
         /// Its key.
@@ -42,6 +44,7 @@ impl StateRecord {
             Self::Review(r) => r.created_at_ms,
             Self::Withdrawal(r) => r.updated_at_ms,
             Self::Deposit(r) => r.updated_at_ms,
+            Self::Action(a) => Some(a.at_ms),
             Self::Balance(_) | Self::Other { .. } => None,
         }
     }

@@ -19,6 +19,7 @@
 //! | `Deposit` | [`deposit_transition`] | credited already, or stale |
 //! | `Balance` | none | never refused |
 //! | `Review` | absent | the delivery was handled before |
+//! | `OperatorAction` ([`crate::action`]) | absent | an entry of that key exists: recorded already |
 //!
 //! The writes of one plan are listed in the order their refusals win ([`What`]'s order): the
 //! processed mark, the resource, the fulfilment, the order's claim, its amount guard.
@@ -158,6 +159,10 @@ pub enum Field {
     /// Where the state table's index lists an item that stands for an event ([`listing`]):
     /// `review`, `open`, or the UTC day it last changed.
     ListedIn,
+    /// Who took an operator's action ([`crate::action::OperatorAction`]).
+    Actor,
+    /// How many an operator's job moved, or a recheck re-read.
+    Count,
     /// An attribute a merchant's effect names.
     Named(String),
 }
@@ -328,6 +333,8 @@ pub enum What {
     Balance,
     /// A delivery's review note.
     Review,
+    /// An entry of the operator's audit trail.
+    OperatorAction,
 }
 
 /// One write: an item, the guard it is written under and what it sets (nothing: the guard is
@@ -733,6 +740,7 @@ pub fn paid_late(
 /// | `listed_in` | what | read by |
 /// |---|---|---|
 /// | [`REVIEW`] | an invoice whose payment waits for a person (held, paid twice, paid late) until a release | `exceptions`, `release` |
+/// | [`ACTIONS`] | the operators' audit trail ([`crate::action`]), newest first | `audit`, the console |
 /// | `open#k` ([`open_list`]) | an invoice while its status is open | the reconciliation's re-read at Paymos |
 /// | `day#2026-12-01#k` ([`day_list`]) | anything else, by the UTC day it last changed | `events since`/`resend`, the reconciliation's fulfilments |
 ///
@@ -748,6 +756,8 @@ pub mod listing {
 
     /// Invoices whose payment waits for a person.
     pub const REVIEW: &str = "review";
+    /// The audit trail: every operator's action, newest first by its time (few: one list).
+    pub const ACTIONS: &str = "actions";
     /// Invoices whose status is open (the list of releases before the shards; each shard is
     /// `open#k`).
     pub const OPEN: &str = "open";
@@ -852,8 +862,8 @@ pub mod listing {
 }
 
 pub use listing::{
-    LIST_SHARDS, OPEN, REVIEW, SHARDED_FROM_MS, day_list, day_listing, days_listing, invoice_list,
-    open_list, open_lists, shard_of,
+    ACTIONS, LIST_SHARDS, OPEN, REVIEW, SHARDED_FROM_MS, day_list, day_listing, days_listing,
+    invoice_list, open_list, open_lists, shard_of,
 };
 
 /// An invoice's list after a write that sets its status (or keeps a closed one) at `now_ms`:

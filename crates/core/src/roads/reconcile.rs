@@ -310,6 +310,31 @@ impl Fulfilled {
 /// two clocks say, give or take this much.
 pub const CLOCK_MARGIN_MS: u64 = 86_400_000;
 
+/// How many single reads (an invoice, its refunds) reconciliation has in flight at once: a
+/// backlog of open invoices after an outage is re-read eight at a time, not one after the
+/// other, and Paymos never sees more than eight of ours at once.
+pub const READS_AT_ONCE: usize = 8;
+
+/// `read` of each of `ids`, [`READS_AT_ONCE`] at a time, in the order of `ids`.
+async fn read_each<'a, T, F, Fut>(
+    ids: impl IntoIterator<Item = &'a str>,
+    read: F,
+) -> Result<Vec<(&'a str, T)>, PortError>
+where
+    F: Fn(&'a str) -> Fut,
+    Fut: Future<Output = Result<T, PortError>>,
+{
+    use futures::{StreamExt as _, TryStreamExt as _};
+    futures::stream::iter(ids)
+        .map(|id| {
+            let read = read(id);
+            async move { read.await.map(|t| (id, t)) }
+        })
+        .buffered(READS_AT_ONCE)
+        .try_collect()
+        .await
+}
+
 /// Runs a reconciliation over invoices created in `[from, to]` (Unix seconds); with `apply`,
 /// drives what is missing through the same conditional transition as a webhook.
 ///
@@ -428,18 +453,19 @@ async fn unknown<P: PaymosLedger>(
     report: &mut Report,
 ) -> Result<(), PortError> {
     let listed: BTreeSet<&str> = paid.iter().map(|p| p.invoice_id.as_str()).collect();
-    for (invoice, (_, at_ms)) in &here.invoices {
+    let asked = here.invoices.iter().filter_map(|(invoice, (_, at_ms))| {
         let at = i64::try_from(*at_ms).unwrap_or(i64::MAX);
-        if !(from * 1000..=to * 1000).contains(&at) || listed.contains(invoice.as_str()) {
-            continue;
-        }
-        let paid_there = match paymos.invoice(invoice).await? {
+        ((from * 1000..=to * 1000).contains(&at) && !listed.contains(invoice.as_str()))
+            .then_some(invoice.as_str())
+    });
+    for (invoice, at) in read_each(asked, |invoice| paymos.invoice(invoice)).await? {
+        let paid_there = match at {
             // A late payment is a payment (released here by a person).
             AtSource::Found(i) => PaidAtPaymos::paid(&i.status) || i.paid_late,
             AtSource::NotFound => false,
         };
         if !paid_there {
-            report.unknown.push(invoice.clone());
+            report.unknown.push(invoice.to_owned());
         }
     }
     Ok(())
@@ -456,20 +482,32 @@ async fn recheck_open<P: PaymosLedger, S: ReconcileStore>(
     late: &mut Vec<PaidAtPaymos>,
 ) -> Result<(), PortError> {
     let listed: BTreeSet<&str> = paid.iter().map(|p| p.invoice_id.as_str()).collect();
-    for (invoice, order_id) in store.open_invoices().await? {
-        if listed.contains(invoice.as_str()) || here.has(&invoice) {
-            continue;
-        }
-        report.open_rechecked += 1;
-        let AtSource::Found(at) = paymos.invoice(&invoice).await? else {
+    let open: Vec<(String, Option<String>)> = store
+        .open_invoices()
+        .await?
+        .into_iter()
+        .filter(|(invoice, _)| !listed.contains(invoice.as_str()) && !here.has(invoice))
+        .collect();
+    report.open_rechecked += open.len();
+    let orders: std::collections::BTreeMap<&str, &Option<String>> =
+        open.iter().map(|(i, o)| (i.as_str(), o)).collect();
+    let read = read_each(open.iter().map(|(i, _)| i.as_str()), |invoice| {
+        paymos.invoice(invoice)
+    })
+    .await?;
+    for (invoice, at) in read {
+        let AtSource::Found(at) = at else {
             continue;
         };
         if !fulfil_projects.applies(at.project_id.as_deref()) {
             continue;
         }
-        let mut fact = PaidAtPaymos::of(invoice, &at, fulfil_projects);
+        let mut fact = PaidAtPaymos::of(invoice.to_owned(), &at, fulfil_projects);
         if fact.order_id.is_empty() {
-            fact.order_id = order_id.unwrap_or_default();
+            fact.order_id = orders
+                .get(invoice)
+                .and_then(|o| (*o).clone())
+                .unwrap_or_default();
         }
         if PaidAtPaymos::paid(&at.status) {
             report.missing.push(fact);
@@ -517,19 +555,24 @@ async fn set_aside_refunded<P: PaymosLedger>(
         &mut report.paid_late,
         &mut report.duplicate_payments,
     ] {
+        let facts = std::mem::take(list);
+        let refunds = read_each(facts.iter().map(|f| f.invoice_id.as_str()), |invoice| {
+            paymos.refunds_of(invoice)
+        })
+        .await?;
         let mut kept = Vec::new();
-        for fact in std::mem::take(list) {
+        for (fact, (_, refunds)) in facts.iter().zip(refunds) {
             // The rule reads the refunds alone (a refund in full, whatever its amount).
             // Only a full refund completed when or after the payment returned it.
             let seen = InvoiceSeen {
-                refunds: paymos.refunds_of(&fact.invoice_id).await?,
+                refunds,
                 payment_at: fact.paid_at,
                 ..InvoiceSeen::with_status(InvoiceStatus::parse(&fact.status))
             };
             if seen.refunded_in_full() {
-                report.refunded.push(fact);
+                report.refunded.push(fact.clone());
             } else {
-                kept.push(fact);
+                kept.push(fact.clone());
             }
         }
         *list = kept;

@@ -467,3 +467,172 @@ async fn a_payment_made_after_a_full_refund_at_paymos_is_not_set_aside_as_refund
     assert_eq!(ids(&report.missing), ["inv_again"]);
     assert!(!report.clean());
 }
+
+/// Paymos' books in memory, answering each single read after a few turns of the executor and
+/// counting how many reads were in flight at once.
+struct Slow {
+    inner: MemoryPaymos,
+    now: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+}
+
+impl Slow {
+    async fn read<T>(&self, read: impl Future<Output = T>) -> T {
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = self.now.fetch_add(1, SeqCst) + 1;
+        self.most.fetch_max(now, SeqCst);
+        for _ in 0..5 {
+            tokio::task::yield_now().await;
+        }
+        let answer = read.await;
+        self.now.fetch_sub(1, SeqCst);
+        answer
+    }
+}
+
+impl crate::confirm::PaymentConfirmation for Slow {
+    async fn invoice(
+        &self,
+        id: &str,
+    ) -> Result<crate::confirm::AtSource<ConfirmedInvoice>, crate::port::PortError> {
+        self.read(crate::confirm::PaymentConfirmation::invoice(
+            &self.inner,
+            id,
+        ))
+        .await
+    }
+
+    async fn withdrawal(
+        &self,
+        id: &str,
+        refund: bool,
+    ) -> Result<crate::confirm::AtSource<crate::confirm::ConfirmedWithdrawal>, crate::port::PortError>
+    {
+        self.read(crate::confirm::PaymentConfirmation::withdrawal(
+            &self.inner,
+            id,
+            refund,
+        ))
+        .await
+    }
+
+    async fn deposit(
+        &self,
+        id: &str,
+    ) -> Result<crate::confirm::AtSource<crate::confirm::ConfirmedDeposit>, crate::port::PortError>
+    {
+        self.read(crate::confirm::PaymentConfirmation::deposit(
+            &self.inner,
+            id,
+        ))
+        .await
+    }
+}
+
+impl crate::reconcile::PaymosLedger for Slow {
+    async fn invoices_created(
+        &self,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<(String, ConfirmedInvoice)>, crate::port::PortError> {
+        self.inner.invoices_created(from, to).await
+    }
+
+    async fn refunds_of(&self, invoice_id: &str) -> Result<Vec<Refund>, crate::port::PortError> {
+        self.read(self.inner.refunds_of(invoice_id)).await
+    }
+}
+
+// Issue 39: the invoices still open here were re-read at Paymos one after the other: after an
+// outage, a backlog of thousands outlasted the run's timeout. They are read eight at a time,
+// every one of them, and never more at once.
+#[tokio::test]
+async fn a_backlog_of_open_invoices_is_read_again_a_few_at_a_time() {
+    use crate::reconcile::{PaymosLedger as _, READS_AT_ONCE};
+    const OPEN: usize = 60;
+    let (_, fulfil, store) = rig();
+    let paymos = Slow {
+        inner: MemoryPaymos::new(),
+        now: 0.into(),
+        most: 0.into(),
+    };
+    for i in 0..OPEN {
+        let invoice = format!("inv_open{i:02}");
+        fulfil
+            .apply_by_hand(
+                &invoice,
+                InvoiceStatus::Confirming,
+                order(&format!("o-{i}")),
+                "webhook",
+                NOW_MS,
+            )
+            .await
+            .unwrap();
+        // Created before the window, paid since: only the re-read finds them.
+        paymos
+            .inner
+            .invoice(&invoice, at_paymos("paid", &format!("o-{i}")));
+        paymos.inner.created_at(&invoice, 0);
+    }
+    assert!(
+        paymos
+            .invoices_created(WINDOW.0, WINDOW.1)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let report = reconcile(&paymos, &fulfil, WINDOW, false, NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(report.open_rechecked, OPEN);
+    let mut missing: Vec<&str> = ids(&report.missing);
+    missing.sort_unstable();
+    assert_eq!(missing.len(), OPEN, "every one read, and found paid");
+    assert_eq!(missing.first(), Some(&"inv_open00"));
+    // Their refunds too are read a few at a time (none: each is missing, not refunded).
+    assert_eq!(
+        paymos.most.load(std::sync::atomic::Ordering::SeqCst),
+        READS_AT_ONCE,
+        "eight reads in flight at most, and that many"
+    );
+    assert_eq!(paymos.inner.reads(), OPEN, "one read each");
+    assert!(store.fulfilled().is_empty(), "a report changes nothing");
+}
+
+// Issue 39: a busy merchant's window. However many invoices were paid at Paymos and fulfilled
+// here, the use case makes one listing, one read of the window's fulfilments, one read of their
+// orders' claims and one of the open invoices: bulk calls the adapters page a hundred at a time
+// (Paymos' `limit=100`, DynamoDB's BatchGetItem of 100: the adapters' tests count those), so a
+// run's round trips grow as n/100; and it reads not one single invoice. (Run once at 100,000 by
+// hand: the same four reads.)
+#[tokio::test]
+async fn a_window_of_many_payments_costs_the_same_bulk_reads_whatever_its_size() {
+    for paid in [1_000, 10_000] {
+        let (paymos, fulfil, store) = rig();
+        for i in 0..paid {
+            let invoice = format!("inv_{i:06}");
+            let order_id = format!("o-{i:06}");
+            fulfil
+                .apply_by_hand(
+                    &invoice,
+                    InvoiceStatus::Paid,
+                    order(&order_id),
+                    "webhook",
+                    NOW_MS,
+                )
+                .await
+                .unwrap();
+            paymos.invoice(&invoice, at_paymos("paid", &order_id));
+        }
+        let reads = store.reconcile_reads();
+        let report = run(&paymos, &fulfil, false).await;
+        assert_eq!(report.matched, paid);
+        assert!(report.clean(), "{paid}: {} missing", report.missing.len());
+        assert_eq!(paymos.reads(), 0, "{paid}: no single invoice read");
+        assert_eq!(
+            store.reconcile_reads() - reads,
+            3,
+            "{paid}: the window's fulfilments, their claims, the open invoices"
+        );
+    }
+}

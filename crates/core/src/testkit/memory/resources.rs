@@ -93,6 +93,22 @@ impl StoredInvoice {
 #[derive(Debug, Default)]
 pub struct MemoryResources {
     items: Mutex<HashMap<Key, Fields>>,
+    /// Reconciliation's reads: each bulk read once, each order's claim read alone once.
+    reconcile_reads: std::sync::atomic::AtomicUsize,
+}
+
+impl MemoryResources {
+    /// The reads reconciliation made ([`ReconcileStore`]'s calls; a batch of claims counts one).
+    #[must_use]
+    pub fn reconcile_reads(&self) -> usize {
+        self.reconcile_reads
+            .load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    fn read(&self) {
+        self.reconcile_reads
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Carries out one write's sets on its item, as DynamoDB's update expressions do.
@@ -446,6 +462,7 @@ impl StateRecords for MemoryResources {
 
 impl ReconcileStore for MemoryResources {
     async fn fulfilments_since(&self, since_ms: u64) -> Result<Vec<FulfilmentRecord>, PortError> {
+        self.read();
         let mut out = self.fulfilment_records();
         out.retain(|f| f.fulfilled_at_ms.is_none_or(|at| at >= since_ms));
         out.sort_by(|a, b| a.invoice_id.cmp(&b.invoice_id));
@@ -453,6 +470,7 @@ impl ReconcileStore for MemoryResources {
     }
 
     async fn open_invoices(&self) -> Result<Vec<(String, Option<String>)>, PortError> {
+        self.read();
         Ok(self
             .invoices()
             .into_iter()
@@ -469,12 +487,33 @@ impl ReconcileStore for MemoryResources {
         scope: Option<&str>,
         order_id: &str,
     ) -> Result<Option<String>, PortError> {
-        Ok(self
-            .lock()
+        self.read();
+        Ok(self.claim(scope, order_id))
+    }
+
+    async fn orders_fulfilled_by(
+        &self,
+        orders: &[(Option<String>, String)],
+    ) -> Result<std::collections::BTreeMap<String, String>, PortError> {
+        // One batch, as DynamoDB's adapter reads it (BatchGetItem, a hundred keys a call).
+        self.read();
+        Ok(orders
+            .iter()
+            .filter_map(|(scope, order)| {
+                self.claim(scope.as_deref(), order)
+                    .map(|winner| (write::scoped(scope.as_deref(), order), winner))
+            })
+            .collect())
+    }
+}
+
+impl MemoryResources {
+    fn claim(&self, scope: Option<&str>, order_id: &str) -> Option<String> {
+        self.lock()
             .get(&Key::state(write::order_paid_key(scope, order_id)))
             .and_then(|f| f.get(&Field::InvoiceId))
             .and_then(Value::as_text)
-            .map(str::to_owned))
+            .map(str::to_owned)
     }
 }
 

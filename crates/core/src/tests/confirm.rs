@@ -431,3 +431,84 @@ async fn paymos_order_replaces_what_an_unconfirmed_delivery_set() {
     );
     assert!(store.fulfilments().is_empty(), "still held for a person");
 }
+
+// Issue 43 (mutants no fast test caught in `differs`): a payment held on the word of a record
+// an unconfirmed delivery planted, where the record differs from what Paymos confirms in one
+// thing only (the price in the same currency, the currency at the same amount, or the order at
+// the same price). The checked replay corrects the record to Paymos' order and price, and the
+// payment still waits for a person; a record that agrees ships at once, unchanged.
+#[tokio::test]
+async fn paymos_order_replaces_a_held_record_that_differs_in_one_thing_only() {
+    // (case, the planted order, the merchant's registration of it: what holds the payment when
+    // the order is the same, whether the record differs from Paymos)
+    let cases = [
+        (
+            "another price, same currency",
+            r#""external_id":"cheap","amount":"500.00","currency":"USD""#,
+            Some(("500.00", "USD")),
+            true,
+        ),
+        (
+            "another currency, same amount",
+            r#""external_id":"cheap","amount":"1.00","currency":"EUR""#,
+            Some(("1.00", "EUR")),
+            true,
+        ),
+        (
+            "another order, same price",
+            r#""external_id":"dear","amount":"1.00","currency":"USD""#,
+            None,
+            true,
+        ),
+        (
+            "the same order and price",
+            r#""external_id":"cheap","amount":"1.00","currency":"USD""#,
+            None,
+            false,
+        ),
+    ];
+    let genuine = item(
+        "evt_paid",
+        "invoice.paid",
+        r#"{"invoice_id":"inv_a","order":{"external_id":"cheap","amount":"1.00","currency":"USD"}}"#,
+    );
+    let replay = item(
+        "evt_paid_2",
+        "invoice.paid",
+        r#"{"invoice_id":"inv_a","payment":{"expected":"1.00","currency":"USDT"}}"#,
+    );
+    for (name, planted, registered, differs) in cases {
+        let (checked, store, _) = rig();
+        if let Some((amount, currency)) = registered {
+            store.register_order("cheap", &Amount::parse(amount).unwrap(), currency);
+        }
+        let unchecked = Fulfil::new(Arc::clone(&store));
+        let plant = item(
+            "evt_plant",
+            "invoice.awaiting_payment",
+            &format!(r#"{{"invoice_id":"inv_a","order":{{{planted}}}}}"#),
+        );
+        unchecked.apply(&plant, 1).await.unwrap();
+        let first = unchecked.apply(&genuine, 2).await.unwrap().1;
+        if !differs {
+            assert_eq!(first, Applied::Fulfilled, "{name}");
+            continue;
+        }
+        assert_eq!(first, Applied::Held, "{name}: held on the record's word");
+        checked.apply(&replay, 3).await.unwrap();
+        let order = store.invoice("inv_a").unwrap().order;
+        assert_eq!(
+            (
+                order.external_id.as_deref(),
+                order.amount.as_ref().map(Amount::as_str),
+                order.currency.as_deref()
+            ),
+            (Some("cheap"), Some("1.00"), Some("USD")),
+            "{name}: the record now says what Paymos confirmed"
+        );
+        assert!(
+            store.fulfilments().is_empty(),
+            "{name}: still held for a person"
+        );
+    }
+}

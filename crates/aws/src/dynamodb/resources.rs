@@ -23,6 +23,7 @@ use super::item::{Conditional, Item, WriteUnits, conditional, get, get_s, get_u6
 use super::records::{invoice_seen, state_record};
 use super::render::{Tables, fields_of, item_of, transact_item, update};
 use crate::aws::{kind_of_code, port_error};
+use paymos_inbox_core::action::OperatorAction;
 use paymos_inbox_core::exceptions::ExceptionStore;
 use paymos_inbox_core::fulfil::ResourceStore;
 use paymos_inbox_core::handoff::StateRecords;
@@ -258,6 +259,32 @@ impl DynamoResources {
                     updated_at_ms: get_u64(&i, "updated_at"),
                 })
             })
+            .collect())
+    }
+
+    /// The newest `limit` entries of the audit trail, newest first: one query of the
+    /// [`write::ACTIONS`] list, read backwards (never a scan).
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn recent_actions(&self, limit: usize) -> Result<Vec<OperatorAction>, PortError> {
+        let page = self
+            .client
+            .query()
+            .table_name(&self.tables.state)
+            .index_name(LISTED_INDEX)
+            .key_condition_expression("listed_in = :list")
+            .expression_attribute_values(":list", s(write::ACTIONS))
+            .scan_index_forward(false)
+            .limit(i32::try_from(limit.max(1)).unwrap_or(i32::MAX))
+            .send()
+            .await
+            .map_err(|e| port_error("DynamoDB Query", e))?;
+        Ok(page
+            .items
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|i| OperatorAction::read(&fields_of(i)))
             .collect())
     }
 

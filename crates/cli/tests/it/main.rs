@@ -9,6 +9,7 @@
     reason = "an emulator test reads top to bottom as one scenario"
 )]
 
+mod audit;
 mod check;
 mod cli;
 mod console;

@@ -246,6 +246,7 @@ async fn answer(session: &Session, console: &api::Console, request: Request<Inco
         (Method::GET, "/console.css") => page("text/css; charset=utf-8", STYLE.to_owned()),
         (Method::GET, "/api/home") => reply(console.home().await),
         (Method::GET, "/api/jobs") => reply(console.jobs().await),
+        (Method::GET, "/api/audit") => reply(console.audit().await),
         (Method::GET, "/api/search") => reply(console.search(&param(&query, "id")).await),
         (Method::POST, action) if action.starts_with("/api/") => {
             match Limited::new(request.into_body(), MAX_BODY).collect().await {
@@ -256,12 +257,14 @@ async fn answer(session: &Session, console: &api::Console, request: Request<Inco
                 ),
             }
         }
-        (_, "/" | "/console.js" | "/console.css" | "/api/home" | "/api/jobs" | "/api/search") => {
-            json(
-                StatusCode::METHOD_NOT_ALLOWED,
-                &serde_json::json!({"refused": "not with this method"}),
-            )
-        }
+        (
+            _,
+            "/" | "/console.js" | "/console.css" | "/api/home" | "/api/jobs" | "/api/search"
+            | "/api/audit",
+        ) => json(
+            StatusCode::METHOD_NOT_ALLOWED,
+            &serde_json::json!({"refused": "not with this method"}),
+        ),
         _ => json(
             StatusCode::NOT_FOUND,
             &serde_json::json!({"refused": format!("no page {path}")}),

@@ -8,6 +8,7 @@ use paymos_inbox::tools::exceptions as orders;
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_aws::paymos_api::PaymosApi;
 use paymos_inbox_aws::sqs::approximate_messages;
+use paymos_inbox_core::action::ActionKind;
 use paymos_inbox_core::exceptions;
 use paymos_inbox_core::fulfil::Fulfil;
 use paymos_inbox_core::release::{ReleaseBy, ReleaseError};
@@ -158,10 +159,12 @@ pub(crate) async fn waiting(
 }
 
 /// The stack's release of `invoice_id` (its store and its effect, as its webhooks have them),
-/// as `release` and the console run it.
+/// as `release` and the console run it; recorded in the audit trail under the caller
+/// ([`crate::audit::who`]; `by.actor` on `dev`) once it ran.
 ///
 /// # Errors
-/// [`ReleaseError::NotReleasable`] with the domain's sentence, or the store's failure.
+/// [`ReleaseError::NotReleasable`] with the domain's sentence (nothing recorded: nothing
+/// changed), or the store's, STS's or the audit entry's failure.
 pub(crate) async fn release_in(
     stack: &Stack,
     state: DynamoResources,
@@ -169,10 +172,25 @@ pub(crate) async fn release_in(
     invoice_id: &str,
     by: &ReleaseBy<'_>,
 ) -> Result<paymos_inbox_core::change::Applied, ReleaseError> {
-    Fulfil::new(state)
+    let actor = crate::audit::who(stack, Some(by.actor)).await?;
+    let applied = Fulfil::new(state)
         .for_projects(stack.projects.clone())
         .release(ledger, invoice_id, by, now_ms())
-        .await
+        .await?;
+    let overridden = if by.override_amount {
+        " (amount overridden)"
+    } else {
+        ""
+    };
+    let entry = crate::audit::entry(
+        ActionKind::Release,
+        &actor,
+        invoice_id,
+        by.reason,
+        (format!("{}{overridden}", applied.as_str()), None),
+    );
+    crate::audit::record(stack, &entry).await?;
+    Ok(applied)
 }
 
 /// `exceptions --body`: the kept raw body of `event_id`, written to stdout as it is (never
@@ -350,6 +368,9 @@ pub struct RecheckArgs {
     /// project (default: the stack's, from its outputs or `dev`).
     #[arg(long, env = "PAYMOS_ENVIRONMENT")]
     environment: Option<String>,
+    /// Who acts, on `dev` (the audit trail's actor; on AWS it is your credentials' identity).
+    #[arg(value_parser = crate::exit::named, long)]
+    actor: Option<String>,
     /// One JSON object per line.
     #[arg(long)]
     json: bool,
@@ -383,7 +404,10 @@ fn environment_of(named: &str) -> Result<paymos_inbox_core::signature::Environme
 pub(crate) async fn recheck_in(
     (stack, state, ledger): (&Stack, DynamoResources, &DynamoLedger),
     client: paymos::PaymosClient,
-    environment: Option<paymos_inbox_core::signature::Environment>,
+    (environment, actor): (
+        Option<paymos_inbox_core::signature::Environment>,
+        Option<&str>,
+    ),
     resource_id: Option<&str>,
 ) -> Result<Vec<exceptions::Rechecked>, Failure> {
     use crate::exit::IntoFailure as _;
@@ -401,13 +425,44 @@ pub(crate) async fn recheck_in(
                 .next("pass --environment live or sandbox (a stack's outputs and `dev` name it)"),
         );
     };
+    let actor = crate::audit::who(stack, actor)
+        .await
+        .map_err(|e| e.into_failure())?;
     let api = PaymosApi::new(client).with_deadline(Duration::from_secs(30));
-    Fulfil::new(state)
+    let results = Fulfil::new(state)
         .for_environment(environment)
         .for_projects(stack.projects.clone())
         .recheck(ledger, &api, resource_id, now_ms())
         .await
-        .map_err(|e| e.into_failure())
+        .map_err(|e| e.into_failure())?;
+    let entry = crate::audit::entry(
+        ActionKind::Recheck,
+        &actor,
+        resource_id.unwrap_or("all-unconfirmed"),
+        None,
+        (rechecked(&results), u64::try_from(results.len()).ok()),
+    );
+    crate::audit::record(stack, &entry)
+        .await
+        .map_err(|e| e.into_failure())?;
+    Ok(results)
+}
+
+/// What a recheck changed, in a few words: how many were re-read, and each outcome's count.
+fn rechecked(results: &[exceptions::Rechecked]) -> String {
+    let mut by_outcome = std::collections::BTreeMap::<&str, usize>::new();
+    for r in results {
+        *by_outcome.entry(r.outcome.as_str()).or_default() += 1;
+    }
+    let outcomes: Vec<String> = by_outcome
+        .iter()
+        .map(|(outcome, n)| format!("{outcome} {n}"))
+        .collect();
+    if outcomes.is_empty() {
+        "0 rechecked".to_owned()
+    } else {
+        format!("{} rechecked: {}", results.len(), outcomes.join(", "))
+    }
 }
 
 pub async fn recheck(args: RecheckArgs) -> ExitCode {
@@ -429,7 +484,7 @@ pub async fn recheck(args: RecheckArgs) -> ExitCode {
     match recheck_in(
         (&stack, state, &ledger),
         client,
-        given,
+        (given, args.actor.as_deref()),
         args.resource_id.as_deref(),
     )
     .await

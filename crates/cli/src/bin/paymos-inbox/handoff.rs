@@ -295,6 +295,9 @@ pub struct RedriveArgs {
     /// Move at most this many messages.
     #[arg(long, default_value_t = 10_000)]
     max: usize,
+    /// Who acts, on `dev` (the audit trail's actor; on AWS it is your credentials' identity).
+    #[arg(value_parser = crate::exit::named, long)]
+    actor: Option<String>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -311,7 +314,7 @@ pub async fn redrive(args: RedriveArgs) -> ExitCode {
         ("webhook-queue-url", "webhook-dlq-url"),
         |stack| (stack.webhook_queue.clone(), stack.webhook_dlq.clone()),
         (args.max, Some(args.per_second)),
-        args.json,
+        (args.json, args.actor.as_deref()),
         "the hand-off's queue",
     )
     .await

@@ -213,6 +213,15 @@ enum Command {
     ///   paymos-inbox console --dev-info dev.json --open
     #[command(verbatim_doc_comment)]
     Console(console::ConsoleArgs),
+    /// The audit trail: who released, marked paid, rechecked, redrove or resent, when and why
+    ///
+    /// Newest first, from the state table's `actions` list (one query). Each entry names the
+    /// caller (its AWS identity; --actor on dev), the reason given and what the action changed.
+    ///
+    /// Example:
+    ///   paymos-inbox audit --stack-name paymos-inbox-live --limit 20
+    #[command(verbatim_doc_comment)]
+    Audit(audit::AuditArgs),
     /// Print a shell completion script
     ///
     /// For bash, zsh, fish, elvish or powershell.
@@ -319,6 +328,7 @@ struct VerifyArgs {
     json: bool,
 }
 
+mod audit;
 mod console;
 mod dev;
 #[cfg(test)]
@@ -416,6 +426,7 @@ fn main() -> ExitCode {
         Command::Orders(command) => runtime().block_on(exceptions::orders(command)),
         Command::Soak(args) => runtime().block_on(ops::soak(args)),
         Command::Console(args) => runtime().block_on(console::run(args)),
+        Command::Audit(args) => runtime().block_on(audit::list(args)),
         Command::BenchE2e(args) => runtime().block_on(ops::bench_e2e(args)),
         Command::Verify(args) => verify(&args),
         Command::Completions { shell } => completions(shell),

@@ -6,6 +6,7 @@ use std::time::Duration;
 use paymos_inbox::tools::check::{self, CheckOptions, MarkPaid, Probe, Tables};
 use paymos_inbox_aws::dynamodb::DynamoLedger;
 use paymos_inbox_aws::sqs::SqsQueue;
+use paymos_inbox_core::action::ActionKind;
 use paymos_inbox_core::change::OrderRef;
 use paymos_inbox_core::signature::WebhookSecret;
 use paymos_inbox_core::status::Amount;
@@ -238,6 +239,10 @@ pub struct PendingArgs {
     /// With --resend: only deliveries received at least this many seconds ago.
     #[arg(long, default_value_t = paymos_inbox_core::sweep::DEFAULT_SWEEP_AFTER_SECS)]
     older_than: u64,
+    /// With --resend, who acts, on `dev` (the audit trail's actor; on AWS it is your
+    /// credentials' identity).
+    #[arg(value_parser = crate::exit::named, long, requires = "resend")]
+    actor: Option<String>,
     /// Print JSON lines.
     #[arg(long)]
     json: bool,
@@ -256,7 +261,8 @@ pub async fn pending(args: PendingArgs) -> ExitCode {
     };
     let ledger = DynamoLedger::new(stack.dynamodb.clone(), table, None);
     if args.resend {
-        return match resend_in(&stack, &ledger, args.older_than, args.limit).await {
+        let job = (args.older_than, args.limit);
+        return match resend_in(&stack, &ledger, job, args.actor.as_deref()).await {
             Ok(swept) if args.json => {
                 println!("{}", serde_json::json!({ "resend": swept }));
                 ExitCode::SUCCESS
@@ -311,20 +317,25 @@ pub async fn pending(args: PendingArgs) -> ExitCode {
 
 /// `pending --resend`, as the command and the console run it: every delivery received more
 /// than `older_than` seconds ago whose lease is over (at most `limit`) sent again through the
-/// same conditional take-over a retry uses.
+/// same conditional take-over a retry uses; recorded in the audit trail with its counts.
 ///
 /// # Errors
-/// No work queue named (exit 2), or a read's, take-over's or send's failure.
+/// No work queue or state table named (exit 2), or a read's, take-over's, send's, STS's or
+/// the audit entry's failure.
 pub(crate) async fn resend_in(
     stack: &Stack,
     ledger: &DynamoLedger,
-    older_than: u64,
-    limit: usize,
+    (older_than, limit): (u64, usize),
+    actor: Option<&str>,
 ) -> Result<paymos_inbox_core::sweep::Swept, crate::exit::Failure> {
     use crate::exit::IntoFailure as _;
     let queue = SqsQueue::new(stack.sqs.clone(), stack.require(&stack.queue, "queue-url")?);
+    crate::audit::recordable(stack)?;
+    let actor = crate::audit::who(stack, actor)
+        .await
+        .map_err(|e| e.into_failure())?;
     let now = now_ms();
-    paymos_inbox_core::sweep::resend_stranded(
+    let swept = paymos_inbox_core::sweep::resend_stranded(
         ledger,
         &queue,
         paymos_inbox_core::ingest::DEFAULT_LEASE_SECS,
@@ -333,7 +344,22 @@ pub(crate) async fn resend_in(
         limit,
     )
     .await
-    .map_err(|e| e.into_failure())
+    .map_err(|e| e.into_failure())?;
+    let result = format!(
+        "{} stranded, {} sent again, {} taken by someone else, {} failed, {} without a body",
+        swept.found, swept.resent, swept.skipped, swept.failed, swept.bodiless
+    );
+    let entry = crate::audit::entry(
+        ActionKind::Resend,
+        &actor,
+        "stranded",
+        None,
+        (result, u64::try_from(swept.resent).ok()),
+    );
+    crate::audit::record(stack, &entry)
+        .await
+        .map_err(|e| e.into_failure())?;
+    Ok(swept)
 }
 
 #[derive(clap::Args)]
@@ -341,6 +367,9 @@ pub struct RedriveArgs {
     /// Move at most this many messages.
     #[arg(long, default_value_t = 1000)]
     max: usize,
+    /// Who acts, on `dev` (the audit trail's actor; on AWS it is your credentials' identity).
+    #[arg(value_parser = crate::exit::named, long)]
+    actor: Option<String>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -354,7 +383,7 @@ pub async fn redrive(args: RedriveArgs) -> ExitCode {
         ("queue-url", "dlq-url"),
         |stack| (stack.queue.clone(), stack.dlq.clone()),
         (args.max, None),
-        args.json,
+        (args.json, args.actor.as_deref()),
         "the work queue",
     )
     .await
@@ -362,20 +391,20 @@ pub async fn redrive(args: RedriveArgs) -> ExitCode {
 
 /// Moves a dead-letter queue's messages back to its queue (the two named by `queues` of the
 /// resolved stack; their options' names in `names`), at most `max`, `per_second` when given,
-/// and says how many moved.
+/// by `actor` (on `dev`), and says how many moved.
 pub async fn move_back(
     stack: &StackArgs,
     names: (&str, &str),
     queues: impl Fn(&Stack) -> (Option<String>, Option<String>),
     (max, per_second): (usize, Option<u16>),
-    json: bool,
+    (json, actor): (bool, Option<&str>),
     to: &str,
 ) -> ExitCode {
     let stack = match stack.resolve().await {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    match redrive_in(&stack, names, queues, (max, per_second)).await {
+    match redrive_in(&stack, names, queues, (max, per_second), actor).await {
         Ok(done) => {
             let how = match done {
                 paymos_inbox::local::redrive::Redriven::ByTask(_) => "sqs_message_move_task",
@@ -401,23 +430,42 @@ pub async fn move_back(
 
 /// A dead-letter queue's messages moved back to its queue, as `redrive`, `events redrive` and
 /// the console run it: the two queues `queues` names of `stack` (their options' names in
-/// `names`), at most `max`, `per_second` when given.
+/// `names`), at most `max`, `per_second` when given; recorded in the audit trail, under the
+/// queue's name (`queue`, `webhook-queue`), with how many moved.
 ///
 /// # Errors
-/// A queue not named (exit 2), or SQS's failure.
+/// A queue or the state table not named (exit 2), or SQS's, STS's or the audit entry's
+/// failure.
 pub(crate) async fn redrive_in(
     stack: &Stack,
     names: (&str, &str),
     queues: impl Fn(&Stack) -> (Option<String>, Option<String>),
     (max, per_second): (usize, Option<u16>),
+    actor: Option<&str>,
 ) -> Result<paymos_inbox::local::redrive::Redriven, crate::exit::Failure> {
     use crate::exit::IntoFailure as _;
     let (queue, dlq) = queues(stack);
     let queue = stack.require(&queue, names.0)?;
     let dlq = stack.require(&dlq, names.1)?;
-    paymos_inbox::local::redrive::redrive_paced(&stack.sqs, dlq, queue, max, per_second)
+    crate::audit::recordable(stack)?;
+    let actor = crate::audit::who(stack, actor)
         .await
-        .map_err(|e| e.into_failure())
+        .map_err(|e| e.into_failure())?;
+    let done = paymos_inbox::local::redrive::redrive_paced(&stack.sqs, dlq, queue, max, per_second)
+        .await
+        .map_err(|e| e.into_failure())?;
+    let moved = done.moved();
+    let entry = crate::audit::entry(
+        ActionKind::Redrive,
+        &actor,
+        names.0.trim_end_matches("-url"),
+        None,
+        (format!("moved {moved}"), u64::try_from(moved).ok()),
+    );
+    crate::audit::record(stack, &entry)
+        .await
+        .map_err(|e| e.into_failure())?;
+    Ok(done)
 }
 
 #[derive(clap::Args)]
@@ -458,7 +506,7 @@ pub(crate) struct OrderGiven {
 }
 
 /// The stack's `mark-paid` of `invoice_id` by `actor`, as the command and the console run it:
-/// the same conditional transition as a webhook.
+/// the same conditional transition as a webhook; recorded in the audit trail once it ran.
 ///
 /// # Errors
 /// Bad input (exit 2: the id, the amount, a project not the stack's), or the store's failure.
@@ -481,16 +529,34 @@ pub(crate) async fn mark_paid_in(
     };
     let fulfil = stack.fulfil()?;
     stack.scope_of(given.project.as_deref())?;
+    let caller = crate::audit::who(stack, Some(actor))
+        .await
+        .map_err(IntoFailure::into_failure)?;
     let order = OrderRef {
         external_id: given.order_id,
         amount,
         currency: given.currency.map(|c| c.to_ascii_uppercase()),
         project: given.project,
     };
-    fulfil
+    let named = order
+        .external_id
+        .as_deref()
+        .map_or(String::new(), |o| format!(" (order {o})"));
+    let applied = fulfil
         .mark_paid(invoice_id, order, actor, now_ms())
         .await
-        .map_err(IntoFailure::into_failure)
+        .map_err(IntoFailure::into_failure)?;
+    let entry = crate::audit::entry(
+        ActionKind::MarkPaid,
+        &caller,
+        invoice_id,
+        None,
+        (format!("{}{named}", applied.as_str()), None),
+    );
+    crate::audit::record(stack, &entry)
+        .await
+        .map_err(IntoFailure::into_failure)?;
+    Ok(applied)
 }
 
 /// Whether `applied` leaves the payment waiting for a person (what `exceptions` then lists).

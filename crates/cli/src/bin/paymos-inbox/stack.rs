@@ -109,6 +109,9 @@ pub struct Stack {
     pub sqs: aws_sdk_sqs::Client,
     /// The state table's stream (`events tail --follow`).
     pub streams: aws_sdk_dynamodbstreams::Client,
+    /// Who calls (the audit trail's actor): STS, for a stack on AWS; none on emulators, where
+    /// `--actor` names the person.
+    pub sts: Option<aws_sdk_sts::Client>,
     pub deliveries: Option<String>,
     pub state: Option<String>,
     pub queue: Option<String>,
@@ -342,6 +345,7 @@ impl StackArgs {
             aws_sdk_dynamodb::Client,
             aws_sdk_sqs::Client,
             aws_sdk_dynamodbstreams::Client,
+            Option<aws_sdk_sts::Client>,
         ),
         Failure,
     > {
@@ -358,6 +362,7 @@ impl StackArgs {
                     dynamodb,
                     sqs,
                     aws_sdk_dynamodbstreams::Client::from_conf(streams),
+                    None,
                 )
             }
             (d, s) => {
@@ -376,6 +381,7 @@ impl StackArgs {
                     aws_sdk_dynamodb::Client::from_conf(dc.build()),
                     aws_sdk_sqs::Client::from_conf(sc.build()),
                     aws_sdk_dynamodbstreams::Client::from_conf(tc.build()),
+                    Some(aws_sdk_sts::Client::new(&shared)),
                 )
             }
         })
@@ -419,12 +425,13 @@ impl StackArgs {
             info.as_ref().map(|i| &i.dynamodb_endpoint),
         );
         let sqs_endpoint = pick(&self.sqs_endpoint, info.as_ref().map(|i| &i.sqs_endpoint));
-        let (dynamodb, sqs, streams) = self.clients(dynamodb_endpoint, sqs_endpoint).await?;
+        let (dynamodb, sqs, streams, sts) = self.clients(dynamodb_endpoint, sqs_endpoint).await?;
         Ok(Stack {
             named_by,
             dynamodb,
             sqs,
             streams,
+            sts,
             deliveries: pick(
                 &self.deliveries_table,
                 info.as_ref().and_then(|i| i.tables.get("DeliveriesTable")),

@@ -29,6 +29,9 @@ pub const KINDS: [&str; 7] = [
 /// The most a job moves at once, and the most stranded deliveries it counts.
 const JOB_LIMIT: usize = 1000;
 
+/// How many of the audit trail's newest entries the console shows.
+const AUDIT_LIMIT: usize = 100;
+
 /// An answer: its status and its JSON.
 pub struct Answered {
     pub status: StatusCode,
@@ -356,6 +359,16 @@ impl Console {
         Answered::ok(json!({"redrive": redrive, "resend": resend}))
     }
 
+    /// The audit trail's newest entries (`audit`'s read: one query of the `actions` list).
+    pub async fn audit(&self) -> Answered {
+        match crate::audit::recent(&self.stack, AUDIT_LIMIT).await {
+            Ok(found) => Answered::ok(json!({
+                "actions": found.iter().map(crate::audit::to_json).collect::<Vec<_>>(),
+            })),
+            Err(f) => Answered::failed(&f),
+        }
+    }
+
     /// A job, at most `count` moved: the count the person saw and confirmed.
     async fn job(&self, action: &str, count: Option<u64>) -> Answered {
         let Some(count) = count
@@ -374,6 +387,7 @@ impl Console {
                 ("queue-url", "dlq-url"),
                 queues,
                 (count, None),
+                Some(&self.actor),
             )
             .await
             {
@@ -382,7 +396,14 @@ impl Console {
             }
         } else {
             let after = paymos_inbox_core::sweep::DEFAULT_SWEEP_AFTER_SECS;
-            match crate::ops::resend_in(&self.stack, &self.ledger, after, count).await {
+            match crate::ops::resend_in(
+                &self.stack,
+                &self.ledger,
+                (after, count),
+                Some(&self.actor),
+            )
+            .await
+            {
                 Ok(swept) => Answered::ok(json!({"id": "stranded", "swept": swept})),
                 Err(f) => Answered::failed(&f),
             }
@@ -483,7 +504,7 @@ impl Console {
         match crate::exceptions::recheck_in(
             (&self.stack, self.state.clone(), &self.ledger),
             client,
-            None,
+            (None, Some(&self.actor)),
             Some(resource_id),
         )
         .await

@@ -1,5 +1,6 @@
-// The console's page: what waits (GET /api/home), one payment's story (GET /api/search), and
-// the command line's actions (POST /api/<action>, with the session's token). Every text from
+// The console's page: what waits (GET /api/home), one payment's story (GET /api/search), the
+// command line's actions (POST /api/<action>, with the session's token) and the audit trail of
+// them (GET /api/audit). Every text from
 // the server is set as text, never as markup.
 'use strict';
 
@@ -126,10 +127,29 @@ async function loadJobs() {
   jobs.dataset.loaded = 'true';
 }
 
+// The audit trail: who did what, when, why, and what it changed (newest first).
+async function loadAudit() {
+  const audit = document.getElementById('audit');
+  const { status, body } = await getJson('/api/audit');
+  const list = document.getElementById('audit-list');
+  if (status !== 200) {
+    list.replaceChildren(el('p', { class: 'quiet' }, `The audit trail could not be read: ${body.refused || status}`));
+    return;
+  }
+  const rows = body.actions.map((a) => el('tr', { 'data-kind': a.kind },
+    el('td', {}, when(a.at_ms)), el('td', {}, a.kind), el('td', {}, a.subject), el('td', {}, a.actor),
+    el('td', {}, a.reason || ''), el('td', {}, a.result)));
+  list.replaceChildren(rows.length === 0 ? el('p', { class: 'quiet' }, 'No action recorded yet.')
+    : el('table', { class: 'audit' },
+      el('thead', {}, el('tr', {}, ['when', 'action', 'of', 'by', 'reason', 'what it changed'].map((h) => el('th', {}, h)))),
+      el('tbody', {}, rows)));
+  audit.dataset.loaded = 'true';
+}
+
 async function runJob(action, id, count) {
   quiet();
   const { status, body } = await post(action, { id, count });
-  await Promise.all([loadJobs(), loadHome()]);
+  await Promise.all([loadJobs(), loadHome(), loadAudit()]);
   if (status === 200 && body.swept) {
     const s = body.swept;
     say('ok', `${action}: ${s.found} stranded, ${s.resent} sent again, ${s.skipped} taken by someone else meanwhile, ${s.failed} failed (try again), ${s.bodiless} without a body (replay them from Paymos' dashboard)`);
@@ -220,7 +240,7 @@ function quiet() {
 async function act(action, fields) {
   quiet();
   const { status, body } = await post(action, fields);
-  await Promise.all([loadHome(), search(fields.id, true)]);
+  await Promise.all([loadHome(), search(fields.id, true), loadAudit()]);
   if (status === 200 && body.outcome === 'already_final') {
     say('unchanged', `${action} ${body.id}: already_final (nothing changed: it was fulfilled before)`);
   } else if (status === 200) {
@@ -273,4 +293,5 @@ document.addEventListener('keydown', (e) => {
 });
 loadJobs();
 loadHome();
+loadAudit();
 if (location.hash.length > 1) search(decodeURIComponent(location.hash.slice(1)));

@@ -1,0 +1,178 @@
+//! The audit trail: who took which operator's action, when, why and what it changed. The
+//! functions both doors call (`release`, `mark-paid`, `recheck`, `redrive`, `pending --resend`
+//! and the console) learn who acts before acting and record an entry after; `audit` lists the
+//! newest entries (one query of the `actions` list, never a scan).
+
+use std::process::ExitCode;
+
+use paymos_inbox_core::action::{ActionKind, OperatorAction};
+use paymos_inbox_core::fulfil::ResourceStore as _;
+use paymos_inbox_core::port::PortError;
+use paymos_inbox_core::write::Stored;
+use paymos_inbox_lambda::now_ms;
+
+use crate::exit::{Failure, IntoFailure as _};
+use crate::stack::{Stack, StackArgs};
+
+/// Who acts: on AWS, the caller's identity (its ARN, from STS `GetCallerIdentity`: what the
+/// credentials are, whatever name is given); on emulators (`dev`), `given` (`--actor`), else
+/// the login name, else `dev`.
+///
+/// # Errors
+/// STS's failure: no action is taken when nobody can be named for it.
+pub(crate) async fn who(stack: &Stack, given: Option<&str>) -> Result<String, PortError> {
+    let Some(sts) = &stack.sts else {
+        return Ok(given
+            .map(str::to_owned)
+            .or_else(|| std::env::var("USER").ok().filter(|u| !u.trim().is_empty()))
+            .unwrap_or_else(|| "dev".to_owned()));
+    };
+    let identity = sts
+        .get_caller_identity()
+        .send()
+        .await
+        .map_err(|e| paymos_inbox_aws::aws::port_error("STS GetCallerIdentity", e))?;
+    identity.arn.ok_or_else(|| {
+        PortError::new(
+            "STS GetCallerIdentity",
+            "the answer names no ARN: nobody to record the action under",
+        )
+    })
+}
+
+/// An entry of `kind` by `actor` of `subject`, finished now.
+pub(crate) fn entry(
+    kind: ActionKind,
+    actor: &str,
+    subject: &str,
+    reason: Option<&str>,
+    (result, count): (String, Option<u64>),
+) -> OperatorAction {
+    OperatorAction {
+        kind,
+        actor: actor.to_owned(),
+        at_ms: now_ms(),
+        reason: reason.map(str::to_owned),
+        subject: subject.to_owned(),
+        result,
+        count,
+    }
+}
+
+/// Records `entry` in the stack's state table, after its action.
+///
+/// # Errors
+/// No state table named, or the store's failure, said with what was done (the action stands:
+/// only its entry is missing).
+pub(crate) async fn record(stack: &Stack, entry: &OperatorAction) -> Result<(), PortError> {
+    let unrecorded = |why: String| {
+        PortError::new(
+            "audit trail",
+            format!(
+                "{} of {} by {} was done ({}), but its audit entry was not recorded: {why}",
+                entry.kind, entry.subject, entry.actor, entry.result
+            ),
+        )
+    };
+    let state = stack.resources().map_err(|f| unrecorded(f.message))?;
+    match state.write(&[entry.write()]).await {
+        Ok(Stored::Committed) => {
+            tracing::info!(
+                action = %entry.kind,
+                subject = %entry.subject,
+                actor = %entry.actor,
+                result = %entry.result,
+                "operator action recorded"
+            );
+            Ok(())
+        }
+        Ok(Stored::Refused(_)) => Err(unrecorded(format!(
+            "an entry {} exists already",
+            entry.key()
+        ))),
+        Err(e) => Err(unrecorded(e.to_string())),
+    }
+}
+
+/// The state table an entry will be recorded in, checked before acting (an action whose entry
+/// could not be written is not taken).
+///
+/// # Errors
+/// No state table named (exit 2).
+pub(crate) fn recordable(stack: &Stack) -> Result<(), Failure> {
+    stack.require(&stack.state, "state-table").map(|_| ())
+}
+
+#[derive(clap::Args)]
+pub struct AuditArgs {
+    /// At most this many entries, newest first.
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+    /// One JSON object per line.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+/// An entry as `audit --json` and the console show it.
+pub(crate) fn to_json(a: &OperatorAction) -> serde_json::Value {
+    serde_json::json!({
+        "kind": a.kind.as_str(),
+        "actor": a.actor,
+        "at_ms": a.at_ms,
+        "reason": a.reason,
+        "subject": a.subject,
+        "result": a.result,
+        "count": a.count,
+    })
+}
+
+/// The newest `limit` entries of the stack's audit trail.
+///
+/// # Errors
+/// No state table named, or the read's failure.
+pub(crate) async fn recent(stack: &Stack, limit: usize) -> Result<Vec<OperatorAction>, Failure> {
+    stack
+        .resources()?
+        .recent_actions(limit)
+        .await
+        .map_err(|e| e.into_failure())
+}
+
+/// Exit 0 with the list (none recorded is no failure), as the other read commands.
+pub async fn list(args: AuditArgs) -> ExitCode {
+    let stack = match args.stack.resolve().await {
+        Ok(s) => s,
+        Err(e) => return e.report(),
+    };
+    let found = match recent(&stack, args.limit.max(1)).await {
+        Ok(f) => f,
+        Err(e) => return e.report(),
+    };
+    if args.json {
+        for a in &found {
+            println!("{}", to_json(a));
+        }
+        return ExitCode::SUCCESS;
+    }
+    println!("{} action(s), newest first", found.len());
+    for a in &found {
+        let at = i64::try_from(a.at_ms)
+            .ok()
+            .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+            .map_or_else(|| a.at_ms.to_string(), |t| t.to_string());
+        let reason = a
+            .reason
+            .as_deref()
+            .map_or(String::new(), |r| format!("  reason: {r}"));
+        println!(
+            "{at}  {:<9} {:<24} by {}  → {}{reason}",
+            a.kind.as_str(),
+            a.subject,
+            a.actor,
+            a.result
+        );
+    }
+    ExitCode::SUCCESS
+}

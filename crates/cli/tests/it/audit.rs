@@ -1,0 +1,349 @@
+//! The audit trail (issue 40): every operator's action, from the command line and from the
+//! console, is recorded once, through the functions both doors call, with who, why and what
+//! it changed; `audit` and the console's `/api/audit` read it back. Against `dev`, whose
+//! emulators have no STS: the actor is `--actor`.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use paymos_inbox_aws::dynamodb::DynamoResources;
+use paymos_inbox_core::action::{ActionKind, OperatorAction};
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt as _;
+
+use paymos_inbox_testkit::paymos_fake::{self, FakePaymos};
+use paymos_inbox_testkit::*;
+
+/// `dev`, its info file, a fake Paymos API, and a held payment (25.00 paid for an order
+/// registered at 10.00) under `held`.
+struct Rig {
+    dev: paymos_inbox::local::dev::Dev,
+    info: String,
+    api: FakePaymos,
+    state: DynamoResources,
+}
+
+impl Rig {
+    async fn new(held: &str) -> Self {
+        let dev = crate::tools::dev(None).await;
+        let info = std::env::temp_dir().join(format!("{}.json", unique("audit-info")));
+        std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
+        let state = DynamoResources::new(
+            dev.dynamodb.clone(),
+            &dev.info.tables["StateTable"],
+            &dev.info.tables["DeliveriesTable"],
+        );
+        let rig = Self {
+            info: info.to_str().unwrap().to_owned(),
+            api: FakePaymos::start().await,
+            dev,
+            state,
+        };
+        let order = format!("order-{held}");
+        let register = [
+            "orders",
+            "register",
+            &order,
+            "--amount",
+            "10.00",
+            "--currency",
+            "USDT",
+        ];
+        let (code, out) = rig.cli(&register).await;
+        assert_eq!(code, Some(0), "{out}");
+        let send = [
+            "send",
+            "--type",
+            "invoice.paid",
+            "--resource",
+            held,
+            "--wait",
+            "--json",
+        ];
+        let (_, out) = rig.cli(&send).await;
+        assert!(out.contains("\"applied\":true"), "{out}");
+        rig
+    }
+
+    /// The command line on `dev`, with the fake API's key: its exit code and output.
+    async fn cli(&self, words: &[&str]) -> (Option<i32>, String) {
+        let mut all: Vec<String> = words.iter().map(|w| (*w).to_owned()).collect();
+        all.extend(["--dev-info".to_owned(), self.info.clone()]);
+        let api = self.api.url.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+                .args(&all)
+                .env("PAYMOS_API_KEY", paymos_fake::KEY)
+                .env("PAYMOS_API_SECRET", paymos_fake::SECRET)
+                .env("PAYMOS_API_BASE_URL", api)
+                .env_remove("PAYMOS_WEBHOOK_SECRET")
+                .env_remove("AWS_ENDPOINT_URL_DYNAMODB")
+                .env_remove("AWS_ENDPOINT_URL_SQS")
+                .output()
+                .expect("run paymos-inbox")
+        })
+        .await
+        .unwrap();
+        (
+            out.status.code(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    }
+
+    /// Every entry of `kind` in the state table.
+    async fn entries(&self, kind: ActionKind) -> Vec<OperatorAction> {
+        self.state
+            .recent_actions(1000)
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|a| a.kind == kind)
+            .collect()
+    }
+
+    /// The one entry of `kind` (exactly one is recorded).
+    async fn only(&self, kind: ActionKind) -> OperatorAction {
+        let mut found = self.entries(kind).await;
+        assert_eq!(found.len(), 1, "exactly one {kind} entry: {found:?}");
+        found.remove(0)
+    }
+
+    /// A dead letter in the work queue's dead-letter queue: a payment of `invoice`.
+    async fn dead_letter(&self, invoice: &str) {
+        self.dev
+            .sqs
+            .send_message()
+            .queue_url(&self.dev.info.queues["DeadLetterQueue"])
+            .message_body(
+                work_item(
+                    &invoice_paid(&format!("evt_{invoice}"), invoice),
+                    paymos_inbox_core::signature::Environment::Test,
+                )
+                .encode(),
+            )
+            .send()
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn each_action_from_the_command_line_is_recorded_once_with_its_actor_reason_and_change() {
+    let held = "inv_audit_cli_held";
+    let rig = Rig::new(held).await;
+
+    // A refusal changes nothing and records nothing.
+    let (code, out) = rig
+        .cli(&[
+            "release",
+            held,
+            "--actor",
+            "alice",
+            "--reason",
+            "looks fine",
+        ])
+        .await;
+    assert_eq!(code, Some(1), "no override: refused: {out}");
+    assert!(rig.entries(ActionKind::Release).await.is_empty());
+
+    let reason = "the customer confirmed the price change by email";
+    let release = [
+        "release",
+        held,
+        "--actor",
+        "alice",
+        "--reason",
+        reason,
+        "--override-amount",
+    ];
+    let (code, out) = rig.cli(&release).await;
+    assert_eq!(code, Some(0), "{out}");
+    let e = rig.only(ActionKind::Release).await;
+    assert_eq!(
+        (e.actor.as_str(), e.reason.as_deref(), e.subject.as_str()),
+        ("alice", Some(reason), held)
+    );
+    assert_eq!(e.result, "fulfilled (amount overridden)");
+
+    let mark = [
+        "mark-paid",
+        "inv_audit_cli_manual",
+        "--order-id",
+        "order-manual",
+        "--actor",
+        "bob",
+    ];
+    let (code, out) = rig.cli(&mark).await;
+    assert_eq!(code, Some(0), "{out}");
+    let e = rig.only(ActionKind::MarkPaid).await;
+    assert_eq!(
+        (e.actor.as_str(), e.subject.as_str(), e.result.as_str()),
+        (
+            "bob",
+            "inv_audit_cli_manual",
+            "fulfilled (order order-manual)"
+        )
+    );
+
+    let (code, out) = rig.cli(&["recheck", held, "--actor", "carol"]).await;
+    assert_eq!(code, Some(0), "{out}");
+    let e = rig.only(ActionKind::Recheck).await;
+    assert_eq!(
+        (e.actor.as_str(), e.subject.as_str(), e.count),
+        ("carol", held, Some(0))
+    );
+    assert_eq!(e.result, "0 rechecked");
+
+    rig.dead_letter("inv_audit_cli_dlq").await;
+    let (code, out) = rig.cli(&["redrive", "--actor", "dave", "--json"]).await;
+    assert_eq!(code, Some(0), "{out}");
+    let e = rig.only(ActionKind::Redrive).await;
+    assert_eq!(
+        (e.actor.as_str(), e.subject.as_str(), e.count),
+        ("dave", "queue", Some(1))
+    );
+    assert_eq!(e.result, "moved 1");
+
+    let resend = [
+        "pending",
+        "--resend",
+        "--older-than",
+        "0",
+        "--actor",
+        "erin",
+    ];
+    let (code, out) = rig.cli(&resend).await;
+    assert_eq!(code, Some(0), "{out}");
+    let e = rig.only(ActionKind::Resend).await;
+    assert_eq!((e.actor.as_str(), e.subject.as_str()), ("erin", "stranded"));
+    assert!(e.result.ends_with("0 without a body"), "{}", e.result);
+
+    // `audit` reads them back, newest first; no secret in them.
+    let (code, out) = rig.cli(&["audit", "--json"]).await;
+    assert_eq!(code, Some(0), "{out}");
+    let listed: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = listed.iter().map(|a| a["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["resend", "redrive", "recheck", "mark-paid", "release"]
+    );
+    assert_eq!(listed[4]["reason"], reason);
+    assert!(!out.contains(paymos_fake::SECRET), "{out}");
+    let (code, out) = rig.cli(&["audit"]).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.starts_with("5 action(s), newest first"), "{out}");
+}
+
+#[tokio::test]
+async fn each_action_from_the_console_is_recorded_once_under_its_actor_and_listed_on_its_page() {
+    let held = "inv_audit_console_held";
+    let rig = Rig::new(held).await;
+    let mut console = tokio::process::Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+        .args(["console", "--actor", "alice", "--dev-info", &rig.info])
+        .env("PAYMOS_API_KEY", paymos_fake::KEY)
+        .env("PAYMOS_API_SECRET", paymos_fake::SECRET)
+        .env("PAYMOS_API_BASE_URL", &rig.api.url)
+        .env_remove("AWS_ENDPOINT_URL_DYNAMODB")
+        .env_remove("AWS_ENDPOINT_URL_SQS")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("console starts");
+    let mut lines = tokio::io::BufReader::new(console.stdout.take().unwrap()).lines();
+    let url = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("the console prints its URL")
+        .unwrap()
+        .expect("a URL line");
+    let http = reqwest::Client::new();
+    let page = http.get(&url).send().await.unwrap().text().await.unwrap();
+    let token = page
+        .split("name=\"console-token\" content=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the page holds the session's token")
+        .to_owned();
+    let act = async |action: &str, fields: Value, token: Option<&str>| {
+        let mut request = http.post(format!("{url}api/{action}")).json(&fields);
+        if let Some(t) = token {
+            request = request.header("x-console-token", t);
+        }
+        let answer = request.send().await.unwrap();
+        let status = answer.status().as_u16();
+        (status, answer.json::<Value>().await.unwrap())
+    };
+    let t = Some(token.as_str());
+    let reason = "paid by phone, price agreed";
+    let release = json!({"id": held, "reason": reason, "override_amount": true});
+
+    // Without the session's token: refused, nothing recorded.
+    let (status, _) = act("release", release.clone(), None).await;
+    assert_eq!(status, 403);
+    assert!(rig.entries(ActionKind::Release).await.is_empty());
+
+    let (status, body) = act("release", release, t).await;
+    assert_eq!((status, body["outcome"].as_str()), (200, Some("fulfilled")));
+    let e = rig.only(ActionKind::Release).await;
+    assert_eq!(
+        (e.actor.as_str(), e.reason.as_deref(), e.subject.as_str()),
+        ("alice", Some(reason), held)
+    );
+    assert_eq!(e.result, "fulfilled (amount overridden)");
+
+    let manual = json!({"id": "inv_audit_console_manual", "order_id": "order-manual"});
+    let (status, body) = act("mark-paid", manual, t).await;
+    assert_eq!(status, 200, "{body}");
+    let e = rig.only(ActionKind::MarkPaid).await;
+    assert_eq!(
+        (e.actor.as_str(), e.result.as_str()),
+        ("alice", "fulfilled (order order-manual)")
+    );
+
+    let (status, body) = act("recheck", json!({"id": held}), t).await;
+    assert_eq!(status, 200, "{body}");
+    let e = rig.only(ActionKind::Recheck).await;
+    assert_eq!(
+        (e.actor.as_str(), e.subject.as_str(), e.count),
+        ("alice", held, Some(0))
+    );
+
+    rig.dead_letter("inv_audit_console_dlq").await;
+    let (status, body) = act("redrive", json!({"id": "work-queue", "count": 1}), t).await;
+    assert_eq!((status, &body["moved"]), (200, &json!(1)), "{body}");
+    let e = rig.only(ActionKind::Redrive).await;
+    assert_eq!((e.actor.as_str(), e.count), ("alice", Some(1)));
+
+    let (status, body) = act("resend", json!({"id": "stranded", "count": 1}), t).await;
+    assert_eq!(status, 200, "{body}");
+    let e = rig.only(ActionKind::Resend).await;
+    assert_eq!(
+        (e.actor.as_str(), e.subject.as_str()),
+        ("alice", "stranded")
+    );
+
+    // The page's audit view: the five, newest first, under the console's actor.
+    let audit: Value = http
+        .get(format!("{url}api/audit"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let listed = audit["actions"].as_array().unwrap();
+    let kinds: Vec<&str> = listed.iter().map(|a| a["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["resend", "redrive", "recheck", "mark-paid", "release"]
+    );
+    assert!(listed.iter().all(|a| a["actor"] == "alice"), "{audit}");
+    assert_eq!(listed[4]["reason"], reason);
+    console.kill().await.unwrap();
+}

@@ -16,7 +16,7 @@
 //! Items here are under 1 KB (one write unit each). A partition takes 1,000 writes a second;
 //! none may take more than 800.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use crate::fulfil::{Fulfil, ResourceStore};
@@ -46,11 +46,13 @@ const INDEXES: [(&str, Field, Field); 2] = [
 struct Metered {
     inner: MemoryResources,
     writes: Mutex<BTreeMap<String, u64>>,
+    total: std::sync::atomic::AtomicU64,
 }
 
 impl Metered {
     fn count(&self, partition: String, n: u64) {
         *self.writes.lock().unwrap().entry(partition).or_default() += n;
+        self.total.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
     }
 
     fn table(key: &Key) -> String {
@@ -178,12 +180,20 @@ fn the_mix() -> Vec<(String, Vec<u8>)> {
     out
 }
 
-#[tokio::test]
-async fn no_partition_takes_more_than_800_writes_a_second_at_20000_deliveries_a_second() {
+/// The second applied: every partition's writes, and per outcome its deliveries and the write
+/// units they took (ingest's and fulfil's, indexes included).
+struct Second {
+    writes: BTreeMap<String, u64>,
+    by_outcome: BTreeMap<&'static str, (u64, u64)>,
+}
+
+async fn the_second() -> Second {
     let fulfil = Fulfil::new(Metered::default());
     let store = fulfil.store();
-    let mut applied = HashMap::new();
+    let total = || store.total.load(std::sync::atomic::Ordering::SeqCst);
+    let mut by_outcome: BTreeMap<&'static str, (u64, u64)> = BTreeMap::new();
     for (event_id, body) in the_mix() {
+        let before = total();
         // Ingest: the body item, the record, its `pending-by-age` entry.
         let key = delivery_key(Some(Environment::Live), &event_id);
         store.count(format!("deliveries body#{key}"), 1);
@@ -199,9 +209,89 @@ async fn no_partition_takes_more_than_800_writes_a_second_at_20000_deliveries_a_
             received_at_ms: Some(NOW_MS),
         };
         let (_, outcome) = fulfil.apply(&item, NOW_MS).await.expect("applied");
-        *applied.entry(outcome.as_str()).or_insert(0) += 1;
+        let entry = by_outcome.entry(outcome.as_str()).or_default();
+        entry.0 += 1;
+        entry.1 += total() - before;
     }
     let writes = store.writes.lock().unwrap().clone();
+    Second { writes, by_outcome }
+}
+
+/// DynamoDB on-demand, us-east-1: dollars per million write request units.
+const DOLLARS_PER_MILLION_WRU: f64 = 0.625;
+
+/// The table of write units per outcome of the mix, priced, as docs/performance.md shows it.
+fn priced(second: &Second) -> String {
+    let mut out = String::from(
+        "| outcome (share of the mix) | write units a delivery | per million deliveries |\n|---|---|---|\n",
+    );
+    #[allow(clippy::cast_precision_loss, reason = "counts of a few thousand")]
+    let per = |n: u64, of: u64| n as f64 / of as f64;
+    let (mut deliveries, mut units) = (0, 0);
+    for (outcome, (n, wru)) in &second.by_outcome {
+        deliveries += n;
+        units += wru;
+        out.push_str(&format!(
+            "| `{outcome}` ({:.1} %) | {:.1} | ${:.2} |\n",
+            100.0 * per(*n, RATE as u64),
+            per(*wru, *n),
+            per(*wru, *n) * DOLLARS_PER_MILLION_WRU
+        ));
+    }
+    out.push_str(&format!(
+        "| **the mix** | **{:.2}** | **${:.2}** |\n",
+        per(units, deliveries),
+        per(units, deliveries) * DOLLARS_PER_MILLION_WRU
+    ));
+    out
+}
+
+// Issue 39: the cost table was typed. It is the heat test's second priced: every table and
+// index write each delivery of the mix takes, by outcome, at $0.625 per million write units.
+#[tokio::test]
+async fn docs_performance_prices_the_mix_as_the_heat_test_counts_it() {
+    let second = the_second().await;
+    let table = priced(&second);
+    let doc = include_str!("../../../../docs/performance.md");
+    let (begin, end) = (
+        "<!-- the heat test's table (crates/core/src/tests/heat.rs): begin -->\n",
+        "<!-- end -->",
+    );
+    let shown = doc
+        .split_once(begin)
+        .and_then(|(_, rest)| rest.split_once(end))
+        .map(|(t, _)| t);
+    assert_eq!(
+        shown,
+        Some(table.as_str()),
+        "docs/performance.md's DynamoDB table, between its markers, is:\n{table}"
+    );
+    let mix = table.lines().last().unwrap_or_default().replace("**", "");
+    let (units, dollars) = mix
+        .split(" | ")
+        .skip(1)
+        .map(|c| c.trim_matches(|ch: char| ch == '|' || ch.is_whitespace()))
+        .fold((String::new(), String::new()), |(u, d), c| {
+            if u.is_empty() {
+                (c.to_owned(), d)
+            } else {
+                (u, c.to_owned())
+            }
+        });
+    let row = doc
+        .lines()
+        .find(|l| l.starts_with("| DynamoDB"))
+        .expect("the all-in table has a DynamoDB row");
+    assert!(
+        row.contains(&format!("({units})")) && row.contains(&format!("({dollars})")),
+        "the all-in table's DynamoDB row says the mix's {units} WRU and {dollars}: {row}"
+    );
+}
+
+#[tokio::test]
+async fn no_partition_takes_more_than_800_writes_a_second_at_20000_deliveries_a_second() {
+    let Second { writes, by_outcome } = the_second().await;
+    let applied: BTreeMap<&str, u64> = by_outcome.iter().map(|(o, (n, _))| (*o, *n)).collect();
     let mut hottest: Vec<(&String, &u64)> = writes.iter().collect();
     hottest.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
     let total: u64 = writes.values().sum();

@@ -596,7 +596,8 @@ fn again(tried: &Plan, refusal: &Refusal) -> Option<Step> {
             tried.outcome,
             tried.reason.clone(),
         ),
-        (Write::Review | Write::MarkOnly, _) => None,
+        // Only a payment, a status, a late payment or a release is refused for another
+        // project's invoice (`written`), so the mark alone planned here is never refused so.
         (_, Refusal::OtherProject(project)) => plan(
             Write::MarkOnly,
             true,

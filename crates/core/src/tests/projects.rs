@@ -257,3 +257,26 @@ async fn each_published_fact_names_its_project() {
     );
     assert_eq!(project("order-paid:inv_b"), Some("prj_b".into()));
 }
+
+// Issue 43 (a mutant no fast test caught: the refusal "this invoice is another project's"
+// re-planned as nothing): an invoice another project's event noted as its own, then paid by an
+// event naming no project. The payment is that project's: `other_project`, nothing ships.
+#[tokio::test]
+async fn a_payment_naming_no_project_of_an_invoice_noted_as_another_projects_applies_nothing() {
+    let noted = item(
+        "evt_o",
+        "invoice.confirming",
+        r#"{"invoice_id":"inv_z","project_id":"prj_z","order":{"external_id":"1001","amount":"10.00","currency":"USD"}}"#,
+    );
+    let silent = item(
+        "evt_s",
+        "invoice.paid",
+        r#"{"invoice_id":"inv_z","order":{"external_id":"1001","amount":"10.00","currency":"USD"}}"#,
+    );
+    let (outcomes, store) = run(two_shops(), &[noted, silent]).await;
+    assert_eq!(outcomes, [OtherProject, OtherProject]);
+    assert!(
+        store.fulfilments().is_empty(),
+        "another project's payment ships nothing here"
+    );
+}

@@ -612,10 +612,11 @@ impl StateRecords for DynamoResources {
             .collect())
     }
 
-    /// The two short lists and the day lists since `since_ms`, from that time: what changed
-    /// since, never the books.
+    /// The short lists (what waits, the audit trail, the open invoices) and the day lists
+    /// since `since_ms`, from that time: what changed since, never the books.
     async fn changed_since(&self, since_ms: u64) -> Result<Vec<StateRecord>, PortError> {
         let mut items = self.listed(write::REVIEW, Some(since_ms)).await?;
+        items.extend(self.listed(write::ACTIONS, Some(since_ms)).await?);
         items.extend(self.lists(write::open_lists(), Some(since_ms)).await?);
         items.extend(self.days_since(since_ms, None).await?);
         Ok(items.iter().filter_map(state_record).collect())
@@ -733,5 +734,17 @@ impl ReconcileStore for DynamoResources {
 impl ExceptionStore for DynamoResources {
     async fn invoices_under_review(&self) -> Result<Vec<InvoiceRecord>, PortError> {
         DynamoResources::invoices_under_review(self).await
+    }
+}
+
+impl paymos_inbox_core::reconcile::ReconcileCheckpoint for DynamoResources {
+    async fn clean_until(&self) -> Result<Option<u64>, PortError> {
+        Ok(get(
+            &self.client,
+            &self.tables.state,
+            ("pk", write::RECONCILED_KEY),
+        )
+        .await?
+        .and_then(|i| get_u64(&i, "clean_until")))
     }
 }

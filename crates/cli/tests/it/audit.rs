@@ -112,6 +112,35 @@ impl Rig {
         found.remove(0)
     }
 
+    /// The `Operator Action` events dev's publisher sent to its events queue, once `want` of
+    /// them arrived (or what arrived in 20 s).
+    async fn published_actions(&self, want: usize) -> Vec<Value> {
+        let queue = &self.dev.info.queues["EventsDeliveryQueue"];
+        let mut found = Vec::new();
+        for _ in 0..100 {
+            let got = self
+                .dev
+                .sqs
+                .receive_message()
+                .queue_url(queue)
+                .max_number_of_messages(10)
+                .send()
+                .await
+                .unwrap();
+            for m in got.messages.unwrap_or_default() {
+                let event: Value = serde_json::from_str(m.body().unwrap()).unwrap();
+                if event["detail-type"] == "Operator Action" {
+                    found.push(event);
+                }
+            }
+            if found.len() >= want {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        found
+    }
+
     /// A dead letter in the work queue's dead-letter queue: a payment of `invoice`.
     async fn dead_letter(&self, invoice: &str) {
         self.dev
@@ -239,6 +268,28 @@ async fn each_action_from_the_command_line_is_recorded_once_with_its_actor_reaso
     let (code, out) = rig.cli(&["audit"]).await;
     assert_eq!(code, Some(0), "{out}");
     assert!(out.starts_with("5 action(s), newest first"), "{out}");
+
+    // Each is an `Operator Action` on the hand-off: rebuilt from the table by `events since`,
+    // and published from the stream by dev's publisher.
+    let (code, out) = rig.cli(&["events", "since", "1h"]).await;
+    assert_eq!(code, Some(0), "{out}");
+    let rebuilt: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|e| e["detail-type"] == "Operator Action")
+        .collect();
+    assert_eq!(rebuilt.len(), 5, "{out}");
+    let published = rig.published_actions(5).await;
+    let mut kinds: Vec<String> = published
+        .iter()
+        .map(|e| e["detail"]["kind"].as_str().unwrap().to_owned())
+        .collect();
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        ["mark-paid", "recheck", "redrive", "release", "resend"],
+        "{published:?}"
+    );
 }
 
 #[tokio::test]

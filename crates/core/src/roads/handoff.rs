@@ -7,6 +7,7 @@ use std::future::Future;
 
 use serde_json::{Value, json};
 
+use crate::action::OperatorAction;
 use crate::change::Applying;
 use crate::port::PortError;
 use crate::record::{
@@ -35,7 +36,7 @@ pub const COMMON_FIELDS: [&str; 5] = [
 /// Every `detail-type` published, with the fields of its detail, each present in every event
 /// of its type (`null` where unknown), plus [`COMMON_FIELDS`]. README documents each, and
 /// `schemas/` holds their JSON Schemas; tests keep all three in step.
-pub const DETAIL_TYPES: [(&str, &[&str]); 7] = [
+pub const DETAIL_TYPES: [(&str, &[&str]); 8] = [
     (
         "Order Paid",
         &[
@@ -76,6 +77,10 @@ pub const DETAIL_TYPES: [(&str, &[&str]); 7] = [
     (
         "Deposit Credited",
         &["deposit_id", "payer", "net", "currency"],
+    ),
+    (
+        "Operator Action",
+        &["kind", "actor", "subject", "reason", "result", "count"],
     ),
 ];
 
@@ -129,6 +134,7 @@ pub fn events_of(
             i,
         ),
         (None, StateRecord::Review(r)) => vec![review_needed(r)],
+        (None, StateRecord::Action(a)) => vec![operator_action(a)],
         (old, StateRecord::Withdrawal(w)) => withdrawal_fact(
             match old {
                 Some(StateRecord::Withdrawal(o)) => o.status,
@@ -256,6 +262,23 @@ fn invoice_facts(old: Option<&InvoiceRecord>, new: &InvoiceRecord) -> Vec<Fact> 
         });
     }
     out
+}
+
+/// A person's action, as the audit trail recorded it (merchant-wide: no project).
+fn operator_action(a: &OperatorAction) -> Fact {
+    Fact {
+        detail_type: "Operator Action",
+        parts: vec![
+            a.at_ms.to_string(),
+            a.kind.as_str().to_owned(),
+            a.subject.clone(),
+            a.actor.clone(),
+        ],
+        detail: json!({"kind": a.kind.as_str(), "actor": a.actor, "subject": a.subject,
+                       "reason": opt(a.reason.as_deref()), "result": a.result, "count": a.count}),
+        at_ms: Some(a.at_ms),
+        scope: None,
+    }
 }
 
 fn review_needed(r: &ReviewRecord) -> Fact {
@@ -461,6 +484,42 @@ mod tests {
         }
     }
 
+    fn action() -> OperatorAction {
+        OperatorAction {
+            kind: crate::action::ActionKind::Release,
+            actor: "arn:aws:sts::123456789012:assumed-role/ops/alice".into(),
+            at_ms: 1_796_169_600_000,
+            reason: Some("price confirmed by email".into()),
+            subject: "inv_1".into(),
+            result: "fulfilled (amount overridden)".into(),
+            count: None,
+        }
+    }
+
+    // Issue 40: an operator's action is published once, when its entry appears, under an id
+    // of its own; the entry changing (it never does) or going (a TTL) publishes nothing.
+    #[test]
+    fn an_operator_action_publishes_once_when_its_entry_appears() {
+        let entry = StateRecord::Action(action());
+        let published = events_of(None, Some(&entry), Environment::Live);
+        assert_eq!(published.len(), 1);
+        let e = &published[0];
+        assert_eq!(e.detail_type, "Operator Action");
+        assert_eq!(
+            e.idempotency_key,
+            "operator-action:1796169600000:release:inv_1:arn:aws:sts::123456789012:assumed-role/ops/alice"
+        );
+        assert_eq!(
+            e.detail["actor"],
+            "arn:aws:sts::123456789012:assumed-role/ops/alice"
+        );
+        assert_eq!(e.detail["reason"], "price confirmed by email");
+        assert_eq!(e.detail["count"], serde_json::Value::Null);
+        assert_eq!(e.detail["project_id"], serde_json::Value::Null);
+        assert!(events_of(Some(&entry), Some(&entry), Environment::Live).is_empty());
+        assert!(events_of(Some(&entry), None, Environment::Live).is_empty());
+    }
+
     fn withdrawal(id: &str, status: WithdrawalStatus, kind: Option<&str>) -> StateRecord {
         StateRecord::Withdrawal(WithdrawalRecord {
             withdrawal_id: id.into(),
@@ -555,6 +614,7 @@ mod tests {
                 updated_at_ms: None,
                 project: None,
             }),
+            StateRecord::Action(action()),
         ];
         let mut seen = std::collections::BTreeSet::new();
         for s in &samples {

@@ -20,7 +20,7 @@ use crate::status::{Amount, InvoiceStatus, WithdrawalStatus};
 /// The published schemas: (version, detail type slug, SHA-256 of the file). A schema is never
 /// edited once published: change it under a new version (bump `DETAIL_VERSION`, add
 /// `schemas/v<N>/`, list its hashes here) so consumers see a new version, never a silent change.
-const PUBLISHED: [(u64, &str, &str); 21] = [
+const PUBLISHED: [(u64, &str, &str); 22] = [
     (
         2,
         "deposit-credited",
@@ -100,6 +100,11 @@ const PUBLISHED: [(u64, &str, &str); 21] = [
         4,
         "invoice-closed",
         "9b82fb3fc848e46d0b28260d79dd76e9d4a54d9884b57d98b51046bd23da04b3",
+    ),
+    (
+        4,
+        "operator-action",
+        "f5951cca8c6eac0caa7cb209b05cfec6b946b11abb276b8226dc544c45cc545e",
     ),
     (
         4,
@@ -272,7 +277,21 @@ fn history() -> Vec<(Option<StateRecord>, StateRecord)> {
             withdrawal("wdr_f", WithdrawalStatus::Failed, "payout"),
         ),
         (None, deposit),
+        (None, StateRecord::Action(operator_action())),
     ]
+}
+
+/// A release by a person (version 4's `Operator Action`), as the audit trail recorded it.
+fn operator_action() -> crate::action::OperatorAction {
+    crate::action::OperatorAction {
+        kind: crate::action::ActionKind::Release,
+        actor: "arn:aws:iam::123456789012:user/alice".into(),
+        at_ms: 8000,
+        reason: Some("price confirmed by email".into()),
+        subject: "inv_x".into(),
+        result: "fulfilled".into(),
+        count: None,
+    }
 }
 
 #[test]

@@ -15,7 +15,7 @@ use paymos_inbox_core::status::Amount;
 use paymos_inbox_core::write::{Field, Fields, Guard, Key, Set, Table, Value, Write};
 
 /// Every field with an attribute name of its own (a merchant's named ones aside).
-const FIELDS: [(Field, &str); 50] = [
+const FIELDS: [(Field, &str); 51] = [
     (Field::Kind, "kind"),
     (Field::Status, "status"),
     (Field::StatusAt, "status_at"),
@@ -66,6 +66,7 @@ const FIELDS: [(Field, &str); 50] = [
     (Field::ListedIn, "listed_in"),
     (Field::Actor, "actor"),
     (Field::Count, "count"),
+    (Field::CleanUntil, "clean_until"),
 ];
 
 /// The attribute a field is stored as.

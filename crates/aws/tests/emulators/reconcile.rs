@@ -421,3 +421,34 @@ async fn the_claims_of_a_window_are_read_a_hundred_at_once() {
         count("DynamoDB.GetItem")
     );
 }
+
+// Issue 39: where the last clean run ended is kept on DynamoDB as the domain says it, and read
+// back; an older run finishing late never moves it back.
+#[tokio::test]
+async fn where_the_last_clean_run_ended_is_kept_and_never_moves_back() {
+    use paymos_inbox_core::reconcile::{ReconcileCheckpoint as _, scheduled};
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let store = DynamoResources::new(
+        aws.dynamodb.clone(),
+        stack.table("StateTable"),
+        stack.table("DeliveriesTable"),
+    );
+    let fulfil = Fulfil::new(store.clone());
+    let fake = FakePaymos::start().await;
+    let api = paymos_inbox_aws::paymos_api::PaymosApi::new(
+        paymos::PaymosClient::builder(KEY, SECRET)
+            .base_url(fake.url.clone())
+            .build()
+            .unwrap(),
+    );
+    assert_eq!(store.clean_until().await.unwrap(), None);
+    let (report, window) = scheduled(&api, &fulfil, (48, false), NOW_MS).await.unwrap();
+    assert!(report.clean(), "{report:?}");
+    assert_eq!(store.clean_until().await.unwrap(), Some(window.1));
+    let (late, _) = scheduled(&api, &fulfil, (48, false), NOW_MS - 3_600_000)
+        .await
+        .unwrap();
+    assert!(late.clean());
+    assert_eq!(store.clean_until().await.unwrap(), Some(NOW_MS / 1000));
+}

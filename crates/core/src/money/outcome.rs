@@ -475,7 +475,7 @@ pub fn refusal(
         },
         What::AmountGuard => Refusal::OrderMismatch,
         What::RefundNote => Refusal::LaterFullRefund,
-        What::Balance | What::Review | What::OperatorAction => Refusal::Noted,
+        What::Balance | What::Review | What::OperatorAction | What::Reconciled => Refusal::Noted,
     })
 }
 

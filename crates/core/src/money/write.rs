@@ -163,6 +163,9 @@ pub enum Field {
     Actor,
     /// How many an operator's job moved, or a recheck re-read.
     Count,
+    /// Where the last clean reconciliation ended (Unix seconds): the next one starts there at
+    /// the latest.
+    CleanUntil,
     /// An attribute a merchant's effect names.
     Named(String),
 }
@@ -335,6 +338,8 @@ pub enum What {
     Review,
     /// An entry of the operator's audit trail.
     OperatorAction,
+    /// Where the last clean reconciliation ended.
+    Reconciled,
 }
 
 /// One write: an item, the guard it is written under and what it sets (nothing: the guard is
@@ -993,6 +998,28 @@ pub fn amount_guard(order: &OrderRef) -> Option<Write> {
         guard,
         set: Vec::new(),
     })
+}
+
+/// The key of where the last clean reconciliation ended.
+pub const RECONCILED_KEY: &str = "reconciled";
+
+/// A reconciliation that found nothing for a person ended at `until` (Unix seconds): kept only
+/// if no later clean run's end is, so it never moves back.
+#[must_use]
+pub fn reconciled(until: u64, now_ms: u64) -> Write {
+    Write {
+        what: What::Reconciled,
+        key: Key::state(RECONCILED_KEY),
+        guard: Guard::Any(vec![
+            Guard::Lacks(Field::CleanUntil),
+            Guard::Below(Field::CleanUntil, Value::Int(until)),
+        ]),
+        set: vec![
+            Set::Put(Field::Kind, Value::text("reconciled")),
+            Set::Put(Field::CleanUntil, Value::Int(until)),
+            Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+        ],
+    }
 }
 
 /// The registered order itself (the merchant's: what [`amount_guard`] reads), within its

@@ -310,26 +310,84 @@ impl Fulfilled {
 /// two clocks say, give or take this much.
 pub const CLOCK_MARGIN_MS: u64 = 86_400_000;
 
+/// Where the last clean reconciliation ended, as the store keeps it
+/// ([`crate::write::reconciled`]).
+pub trait ReconcileCheckpoint: Send + Sync {
+    /// The end (Unix seconds) of the last run that found nothing for a person, if any.
+    ///
+    /// # Errors
+    /// [`PortError`] when the store fails.
+    fn clean_until(&self) -> impl Future<Output = Result<Option<u64>, PortError>> + Send;
+}
+
+impl<T: ReconcileCheckpoint> ReconcileCheckpoint for std::sync::Arc<T> {
+    fn clean_until(&self) -> impl Future<Output = Result<Option<u64>, PortError>> + Send {
+        (**self).clean_until()
+    }
+}
+
+/// The farthest back a scheduled run reaches to close a gap: 31 days.
+pub const LONGEST_GAP_S: u64 = 31 * 86_400;
+
+/// The window a scheduled run reads at `now` (Unix seconds): its last `hours`, or from where
+/// the last clean run ended when that is earlier (runs that failed or found something for a
+/// person leave no gap: the next one reads from there), at most [`LONGEST_GAP_S`] back.
+#[must_use]
+pub fn scheduled_window(now: u64, hours: u64, clean_until: Option<u64>) -> (u64, u64) {
+    let usual = now.saturating_sub(hours.saturating_mul(3600));
+    let from = clean_until.map_or(usual, |until| until.min(usual));
+    (from.max(now.saturating_sub(LONGEST_GAP_S)), now)
+}
+
+/// A scheduled run: [`reconcile`] over [`scheduled_window`]; when it finds nothing for a
+/// person, where it ended is kept, so the next run starts there at the latest. Also the window
+/// it read.
+///
+/// # Errors
+/// As [`reconcile`].
+pub async fn scheduled<P: PaymosLedger, S: ReconcileStore + ReconcileCheckpoint>(
+    paymos: &P,
+    fulfil: &Fulfil<S>,
+    (hours, apply): (u64, bool),
+    now_ms: u64,
+) -> Result<(Report, (u64, u64)), PortError> {
+    let now = now_ms / 1000;
+    let window = scheduled_window(now, hours, fulfil.store().clean_until().await?);
+    let signed = |t: u64| i64::try_from(t).unwrap_or(i64::MAX);
+    let report = reconcile(
+        paymos,
+        fulfil,
+        (signed(window.0), signed(window.1)),
+        apply,
+        now_ms,
+    )
+    .await?;
+    if report.clean() {
+        // Refused only where a later clean run's end is kept already.
+        fulfil
+            .store()
+            .write(&[crate::write::reconciled(window.1, now_ms)])
+            .await?;
+    }
+    Ok((report, window))
+}
+
 /// How many single reads (an invoice, its refunds) reconciliation has in flight at once: a
 /// backlog of open invoices after an outage is re-read eight at a time, not one after the
 /// other, and Paymos never sees more than eight of ours at once.
 pub const READS_AT_ONCE: usize = 8;
 
-/// `read` of each of `ids`, [`READS_AT_ONCE`] at a time, in the order of `ids`.
-async fn read_each<'a, T, F, Fut>(
-    ids: impl IntoIterator<Item = &'a str>,
-    read: F,
-) -> Result<Vec<(&'a str, T)>, PortError>
+/// `read` of each of `ids`, [`READS_AT_ONCE`] at a time, in the order of `ids`. The ids are
+/// owned: a stream that borrowed them across its awaits would not be `Send` for every lifetime
+/// a spawned task needs.
+async fn read_each<T, F, Fut>(ids: Vec<String>, read: F) -> Result<Vec<(String, T)>, PortError>
 where
-    F: Fn(&'a str) -> Fut,
-    Fut: Future<Output = Result<T, PortError>>,
+    F: Fn(String) -> Fut,
+    Fut: Future<Output = Result<(String, T), PortError>>,
 {
     use futures::{StreamExt as _, TryStreamExt as _};
     futures::stream::iter(ids)
-        .map(|id| {
-            let read = read(id);
-            async move { read.await.map(|t| (id, t)) }
-        })
+        .map(read)
         .buffered(READS_AT_ONCE)
         .try_collect()
         .await
@@ -453,19 +511,27 @@ async fn unknown<P: PaymosLedger>(
     report: &mut Report,
 ) -> Result<(), PortError> {
     let listed: BTreeSet<&str> = paid.iter().map(|p| p.invoice_id.as_str()).collect();
-    let asked = here.invoices.iter().filter_map(|(invoice, (_, at_ms))| {
-        let at = i64::try_from(*at_ms).unwrap_or(i64::MAX);
-        ((from * 1000..=to * 1000).contains(&at) && !listed.contains(invoice.as_str()))
-            .then_some(invoice.as_str())
-    });
-    for (invoice, at) in read_each(asked, |invoice| paymos.invoice(invoice)).await? {
+    let asked: Vec<String> = here
+        .invoices
+        .iter()
+        .filter(|(invoice, (_, at_ms))| {
+            let at = i64::try_from(*at_ms).unwrap_or(i64::MAX);
+            (from * 1000..=to * 1000).contains(&at) && !listed.contains(invoice.as_str())
+        })
+        .map(|(invoice, _)| invoice.clone())
+        .collect();
+    let read = read_each(asked, |invoice| async move {
+        paymos.invoice(&invoice).await.map(|at| (invoice, at))
+    })
+    .await?;
+    for (invoice, at) in read {
         let paid_there = match at {
             // A late payment is a payment (released here by a person).
             AtSource::Found(i) => PaidAtPaymos::paid(&i.status) || i.paid_late,
             AtSource::NotFound => false,
         };
         if !paid_there {
-            report.unknown.push(invoice.to_owned());
+            report.unknown.push(invoice);
         }
     }
     Ok(())
@@ -489,10 +555,9 @@ async fn recheck_open<P: PaymosLedger, S: ReconcileStore>(
         .filter(|(invoice, _)| !listed.contains(invoice.as_str()) && !here.has(invoice))
         .collect();
     report.open_rechecked += open.len();
-    let orders: std::collections::BTreeMap<&str, &Option<String>> =
-        open.iter().map(|(i, o)| (i.as_str(), o)).collect();
-    let read = read_each(open.iter().map(|(i, _)| i.as_str()), |invoice| {
-        paymos.invoice(invoice)
+    let mut orders: std::collections::BTreeMap<String, Option<String>> = open.into_iter().collect();
+    let read = read_each(orders.keys().cloned().collect(), |invoice| async move {
+        paymos.invoice(&invoice).await.map(|at| (invoice, at))
     })
     .await?;
     for (invoice, at) in read {
@@ -502,12 +567,10 @@ async fn recheck_open<P: PaymosLedger, S: ReconcileStore>(
         if !fulfil_projects.applies(at.project_id.as_deref()) {
             continue;
         }
-        let mut fact = PaidAtPaymos::of(invoice.to_owned(), &at, fulfil_projects);
+        let order_id = orders.remove(&invoice).flatten();
+        let mut fact = PaidAtPaymos::of(invoice, &at, fulfil_projects);
         if fact.order_id.is_empty() {
-            fact.order_id = orders
-                .get(invoice)
-                .and_then(|o| (*o).clone())
-                .unwrap_or_default();
+            fact.order_id = order_id.unwrap_or_default();
         }
         if PaidAtPaymos::paid(&at.status) {
             report.missing.push(fact);
@@ -556,8 +619,9 @@ async fn set_aside_refunded<P: PaymosLedger>(
         &mut report.duplicate_payments,
     ] {
         let facts = std::mem::take(list);
-        let refunds = read_each(facts.iter().map(|f| f.invoice_id.as_str()), |invoice| {
-            paymos.refunds_of(invoice)
+        let ids = facts.iter().map(|f| f.invoice_id.clone()).collect();
+        let refunds = read_each(ids, |invoice| async move {
+            paymos.refunds_of(&invoice).await.map(|r| (invoice, r))
         })
         .await?;
         let mut kept = Vec::new();

@@ -636,3 +636,63 @@ async fn a_window_of_many_payments_costs_the_same_bulk_reads_whatever_its_size()
         );
     }
 }
+
+// Issue 39: a scheduled run read the last 48 hours whatever happened before; runs that failed
+// for three days left a gap no later run read, and a payment whose webhook never came in it
+// was never found. A run starts where the last clean one ended at the latest.
+#[tokio::test]
+async fn runs_that_fail_for_days_leave_no_gap_the_next_clean_run_does_not_read() {
+    use crate::reconcile::{ReconcileCheckpoint as _, scheduled, scheduled_window};
+    const HOURS: u64 = 48;
+    let day = 86_400_000;
+    let (paymos, fulfil, store) = rig();
+    // A clean run on day 0 keeps where it ended.
+    let (report, window) = scheduled(&paymos, &fulfil, (HOURS, false), NOW_MS)
+        .await
+        .unwrap();
+    assert!(report.clean());
+    assert_eq!(window, (NOW_MS / 1000 - HOURS * 3600, NOW_MS / 1000));
+    assert_eq!(store.clean_until().await.unwrap(), Some(NOW_MS / 1000));
+    // A payment made six hours later whose webhook never came; the runs of the next three days
+    // find it but nobody applies it (report only): none is clean, the end stays.
+    paymos.invoice("inv_gap", at_paymos("paid", "o-gap"));
+    paymos.created_at("inv_gap", i64::try_from(NOW_MS / 1000 + 6 * 3600).unwrap());
+    for d in 1..=3 {
+        let (report, _) = scheduled(&paymos, &fulfil, (HOURS, false), NOW_MS + d * day)
+            .await
+            .unwrap();
+        assert_eq!(ids(&report.missing), ["inv_gap"], "day {d}");
+    }
+    assert_eq!(store.clean_until().await.unwrap(), Some(NOW_MS / 1000));
+    // Day 4: 48 hours back would start after the payment; the run starts where the last clean
+    // one ended, finds it, applies it, and only then keeps its own end.
+    let now = NOW_MS + 4 * day;
+    let (report, window) = scheduled(&paymos, &fulfil, (HOURS, true), now)
+        .await
+        .unwrap();
+    assert_eq!(window.0, NOW_MS / 1000, "from the last clean end");
+    assert_eq!(report.applied["inv_gap"], Ok(Applied::Fulfilled));
+    assert_eq!(store.fulfilled(), ["inv_gap"]);
+    assert!(report.clean());
+    assert_eq!(store.clean_until().await.unwrap(), Some(now / 1000));
+    // An older run finishing late never moves the end back.
+    let (late, _) = scheduled(&paymos, &fulfil, (HOURS, false), now - day)
+        .await
+        .unwrap();
+    assert!(late.clean());
+    assert_eq!(store.clean_until().await.unwrap(), Some(now / 1000));
+    // Never more than 31 days back; the usual window when the last clean end is later.
+    let now_s = NOW_MS / 1000;
+    assert_eq!(
+        scheduled_window(now_s, HOURS, Some(0)).0,
+        now_s - 31 * 86_400
+    );
+    assert_eq!(
+        scheduled_window(now_s, HOURS, Some(now_s - 3600)).0,
+        now_s - HOURS * 3600
+    );
+    assert_eq!(
+        scheduled_window(now_s, HOURS, None),
+        (now_s - HOURS * 3600, now_s)
+    );
+}

@@ -1,5 +1,6 @@
 //! The scheduled reconciliation (EventBridge Scheduler, hourly by default): Paymos' paid
-//! invoices of the last hours against the fulfilments here, and invoices still open here
+//! invoices of the last hours (or since the last clean run ended, when that is earlier: runs
+//! that failed leave no gap) against the fulfilments here, and invoices still open here
 //! re-read at Paymos. Anything that needs a person (MISSING not applied, DOUBLE, DUPLICATE
 //! PAYMENT, UNKNOWN) or an API failure fails the invocation, which the template alarms on.
 
@@ -12,7 +13,7 @@ use paymos_inbox_aws::paymos_api::PaymosApi;
 use paymos_inbox_aws::secrets::paymos_client;
 use paymos_inbox_core::change::Applied;
 use paymos_inbox_core::fulfil::Fulfil;
-use paymos_inbox_core::reconcile::reconcile;
+use paymos_inbox_core::reconcile::scheduled;
 use paymos_inbox_lambda::config::{PAYMOS_API_SECRETS_ID, ReconcileConfig};
 use paymos_inbox_lambda::telemetry::metric;
 
@@ -52,15 +53,21 @@ async fn main() -> Result<(), Error> {
     let (api, fulfil, config) = (&api, &fulfil, &config);
     lambda_runtime::run(service_fn(move |_: LambdaEvent<serde_json::Value>| async move {
         let now_ms = paymos_inbox_lambda::now_ms();
-        let now = i64::try_from(now_ms / 1000).unwrap_or(i64::MAX);
-        let from = now - i64::try_from(config.window_hours * 3600).unwrap_or(0);
         paymos_inbox_lambda::telemetry::invocation_started();
         let found = |outcome: &'static str, n: usize| {
             metrics::counter!(metric::RECONCILE_FINDINGS, metric::OUTCOME => outcome)
                 .increment(n as u64);
         };
-        let report = match reconcile(api, fulfil, (from, now), config.apply, now_ms).await {
-            Ok(report) => report,
+        // The last `window_hours`, or from where the last clean run ended when that is earlier.
+        let (report, (from, now)) = match scheduled(
+            api,
+            fulfil,
+            (config.window_hours, config.apply),
+            now_ms,
+        )
+        .await
+        {
+            Ok(done) => done,
             Err(e) => {
                 found("api_error", 1);
                 paymos_inbox_lambda::telemetry::flush_metrics();
@@ -91,6 +98,8 @@ async fn main() -> Result<(), Error> {
             paid_late = report.paid_late.len(),
             refunded = report.refunded.len(),
             open_rechecked = report.open_rechecked,
+            from,
+            to = now,
             "reconciliation done"
         );
         if !report.clean() {
@@ -102,7 +111,7 @@ async fn main() -> Result<(), Error> {
                 report.duplicate_payments.len(),
                 report.unknown.len(),
                 report.paid_late.len(),
-                config.window_hours
+                (now - from).div_ceil(3600)
             )));
         }
         Ok::<_, Error>(serde_json::to_value(&report)?)

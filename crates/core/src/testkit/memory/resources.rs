@@ -517,6 +517,18 @@ impl MemoryResources {
     }
 }
 
+impl crate::reconcile::ReconcileCheckpoint for MemoryResources {
+    async fn clean_until(&self) -> Result<Option<u64>, PortError> {
+        Ok(self
+            .lock()
+            .get(&Key::state(write::RECONCILED_KEY))
+            .and_then(|f| match f.get(&Field::CleanUntil) {
+                Some(Value::Int(until)) => Some(*until),
+                _ => None,
+            }))
+    }
+}
+
 impl ExceptionStore for MemoryResources {
     async fn invoices_under_review(&self) -> Result<Vec<record::InvoiceRecord>, PortError> {
         Ok(self

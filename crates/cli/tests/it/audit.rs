@@ -398,3 +398,120 @@ async fn each_action_from_the_console_is_recorded_once_under_its_actor_and_liste
     assert_eq!(listed[4]["reason"], reason);
     console.kill().await.unwrap();
 }
+
+/// A stand-in for STS: answers every `GetCallerIdentity` with `arn`, and its URL.
+async fn fake_sts(arn: &'static str) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0_u8; 4096];
+                // The whole request: its headers, then as many bytes as Content-Length says.
+                loop {
+                    let Ok(n) = stream.read(&mut buf).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    request.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&request).to_ascii_lowercase();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let length = text
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if request.len() >= end + 4 + length {
+                            break;
+                        }
+                    }
+                }
+                let body = format!(
+                    "<GetCallerIdentityResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><GetCallerIdentityResult><Arn>{arn}</Arn><UserId>AROAEXAMPLE:alice</UserId><Account>123456789012</Account></GetCallerIdentityResult><ResponseMetadata><RequestId>1</RequestId></ResponseMetadata></GetCallerIdentityResponse>"
+                );
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/xml\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    url
+}
+
+// On AWS, who acts is what the credentials are (STS), whatever --actor says; and when STS
+// cannot say, nothing is done.
+#[tokio::test]
+async fn on_aws_the_entry_names_the_callers_identity_and_without_it_nothing_is_done() {
+    let held = "inv_audit_sts_held";
+    let rig = Rig::new(held).await;
+    let (dynamodb, _) = endpoint_urls();
+    let release = |sts: String| {
+        let tables = (
+            rig.dev.info.tables["DeliveriesTable"].clone(),
+            rig.dev.info.tables["StateTable"].clone(),
+        );
+        let dynamodb = dynamodb.clone();
+        tokio::task::spawn_blocking(move || {
+            // Only DynamoDB's endpoint is local: the stack is "on AWS", STS included.
+            std::process::Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+                .args(["release", held, "--actor", "mallory", "--reason", "checked"])
+                .args(["--override-amount", "--region", "us-east-1"])
+                .args(["--dynamodb-endpoint", &dynamodb])
+                .args(["--deliveries-table", &tables.0, "--state-table", &tables.1])
+                .env("AWS_ENDPOINT_URL_STS", sts)
+                .env("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+                .env("AWS_SECRET_ACCESS_KEY", "not-a-secret")
+                .env("AWS_EC2_METADATA_DISABLED", "true")
+                .env("AWS_MAX_ATTEMPTS", "1")
+                .env_remove("AWS_PROFILE")
+                .env_remove("AWS_SESSION_TOKEN")
+                .env_remove("AWS_ENDPOINT_URL")
+                .env_remove("AWS_ENDPOINT_URL_DYNAMODB")
+                .env_remove("AWS_ENDPOINT_URL_SQS")
+                .output()
+                .expect("run paymos-inbox")
+        })
+    };
+    let fulfilled = async || {
+        rig.state
+            .fulfilments()
+            .await
+            .unwrap()
+            .iter()
+            .filter(|f| f.invoice_id == held)
+            .count()
+    };
+
+    // STS unreachable: no one to record it under, so no release.
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let nowhere = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let out = release(nowhere).await.unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("STS GetCallerIdentity"), "{said}");
+    assert_eq!(fulfilled().await, 0, "nothing shipped");
+    assert!(rig.entries(ActionKind::Release).await.is_empty());
+
+    let arn = "arn:aws:sts::123456789012:assumed-role/ops/alice";
+    let out = release(fake_sts(arn).await).await.unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(fulfilled().await, 1);
+    let e = rig.only(ActionKind::Release).await;
+    assert_eq!(e.actor, arn, "the credentials' identity, not --actor");
+    assert_eq!(e.reason.as_deref(), Some("checked"));
+}

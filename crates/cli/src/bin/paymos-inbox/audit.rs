@@ -19,25 +19,36 @@ use crate::stack::{Stack, StackArgs};
 /// the login name, else `dev`.
 ///
 /// # Errors
-/// STS's failure: no action is taken when nobody can be named for it.
-pub(crate) async fn who(stack: &Stack, given: Option<&str>) -> Result<String, PortError> {
+/// STS's failure, said as such (exit 4 and its next step, as classified): no action is taken
+/// when nobody can be named for it.
+pub(crate) async fn who(stack: &Stack, given: Option<&str>) -> Result<String, Failure> {
     let Some(sts) = &stack.sts else {
         return Ok(given
             .map(str::to_owned)
             .or_else(|| std::env::var("USER").ok().filter(|u| !u.trim().is_empty()))
             .unwrap_or_else(|| "dev".to_owned()));
     };
-    let identity = sts
+    let answered = sts
         .get_caller_identity()
         .send()
         .await
-        .map_err(|e| paymos_inbox_aws::aws::port_error("STS GetCallerIdentity", e))?;
-    identity.arn.ok_or_else(|| {
-        PortError::new(
-            "STS GetCallerIdentity",
-            "the answer names no ARN: nobody to record the action under",
-        )
-    })
+        .map_err(|e| paymos_inbox_aws::aws::port_error("STS GetCallerIdentity", e));
+    match answered.map(|identity| identity.arn) {
+        Ok(Some(arn)) => Ok(arn),
+        Ok(None) => Err(Failure::unreachable(
+            "STS GetCallerIdentity named no ARN: nothing was done (the audit trail names who acts)",
+        )),
+        Err(e) => {
+            let classified = e.into_failure();
+            Err(Failure {
+                message: format!(
+                    "could not learn who acts from STS GetCallerIdentity, so nothing was done: {}",
+                    classified.message
+                ),
+                ..classified
+            })
+        }
+    }
 }
 
 /// An entry of `kind` by `actor` of `subject`, finished now.

@@ -163,20 +163,28 @@ pub(crate) async fn waiting(
 /// ([`crate::audit::who`]; `by.actor` on `dev`) once it ran.
 ///
 /// # Errors
-/// [`ReleaseError::NotReleasable`] with the domain's sentence (nothing recorded: nothing
-/// changed), or the store's, STS's or the audit entry's failure.
+/// [`Unreleased::Refused`] with the domain's sentence (nothing recorded: nothing changed), or
+/// [`Unreleased::Failed`]: STS's, the store's or the audit entry's failure.
 pub(crate) async fn release_in(
     stack: &Stack,
     state: DynamoResources,
     ledger: &DynamoLedger,
     invoice_id: &str,
     by: &ReleaseBy<'_>,
-) -> Result<paymos_inbox_core::change::Applied, ReleaseError> {
-    let actor = crate::audit::who(stack, Some(by.actor)).await?;
-    let applied = Fulfil::new(state)
+) -> Result<paymos_inbox_core::change::Applied, Unreleased> {
+    use crate::exit::IntoFailure as _;
+    let actor = crate::audit::who(stack, Some(by.actor))
+        .await
+        .map_err(Unreleased::Failed)?;
+    let applied = match Fulfil::new(state)
         .for_projects(stack.projects.clone())
         .release(ledger, invoice_id, by, now_ms())
-        .await?;
+        .await
+    {
+        Ok(applied) => applied,
+        Err(ReleaseError::NotReleasable(why)) => return Err(Unreleased::Refused(why)),
+        Err(e) => return Err(Unreleased::Failed(e.into_failure())),
+    };
     let overridden = if by.override_amount {
         " (amount overridden)"
     } else {
@@ -189,8 +197,19 @@ pub(crate) async fn release_in(
         by.reason,
         (format!("{}{overridden}", applied.as_str()), None),
     );
-    crate::audit::record(stack, &entry).await?;
+    crate::audit::record(stack, &entry)
+        .await
+        .map_err(|e| Unreleased::Failed(e.into_failure()))?;
     Ok(applied)
+}
+
+/// Why `release_in` did not release.
+#[derive(Debug)]
+pub(crate) enum Unreleased {
+    /// The domain's refusal, in its own sentence: nothing changed (exit 1, the console's 409).
+    Refused(String),
+    /// A failure, as the command line says it.
+    Failed(Failure),
 }
 
 /// `exceptions --body`: the kept raw body of `event_id`, written to stdout as it is (never
@@ -338,7 +357,7 @@ pub async fn release(args: ReleaseArgs) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Err(ReleaseError::NotReleasable(why)) => {
+        Err(Unreleased::Refused(why)) => {
             if args.json {
                 println!(
                     "{}",
@@ -349,7 +368,7 @@ pub async fn release(args: ReleaseArgs) -> ExitCode {
             }
             ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
         }
-        Err(e) => fail(e),
+        Err(Unreleased::Failed(e)) => e.report(),
     }
 }
 
@@ -425,9 +444,7 @@ pub(crate) async fn recheck_in(
                 .next("pass --environment live or sandbox (a stack's outputs and `dev` name it)"),
         );
     };
-    let actor = crate::audit::who(stack, actor)
-        .await
-        .map_err(|e| e.into_failure())?;
+    let actor = crate::audit::who(stack, actor).await?;
     let api = PaymosApi::new(client).with_deadline(Duration::from_secs(30));
     let results = Fulfil::new(state)
         .for_environment(environment)

@@ -331,9 +331,7 @@ pub(crate) async fn resend_in(
     use crate::exit::IntoFailure as _;
     let queue = SqsQueue::new(stack.sqs.clone(), stack.require(&stack.queue, "queue-url")?);
     crate::audit::recordable(stack)?;
-    let actor = crate::audit::who(stack, actor)
-        .await
-        .map_err(|e| e.into_failure())?;
+    let actor = crate::audit::who(stack, actor).await?;
     let now = now_ms();
     let swept = paymos_inbox_core::sweep::resend_stranded(
         ledger,
@@ -448,9 +446,7 @@ pub(crate) async fn redrive_in(
     let queue = stack.require(&queue, names.0)?;
     let dlq = stack.require(&dlq, names.1)?;
     crate::audit::recordable(stack)?;
-    let actor = crate::audit::who(stack, actor)
-        .await
-        .map_err(|e| e.into_failure())?;
+    let actor = crate::audit::who(stack, actor).await?;
     let done = paymos_inbox::local::redrive::redrive_paced(&stack.sqs, dlq, queue, max, per_second)
         .await
         .map_err(|e| e.into_failure())?;
@@ -529,9 +525,7 @@ pub(crate) async fn mark_paid_in(
     };
     let fulfil = stack.fulfil()?;
     stack.scope_of(given.project.as_deref())?;
-    let caller = crate::audit::who(stack, Some(actor))
-        .await
-        .map_err(IntoFailure::into_failure)?;
+    let caller = crate::audit::who(stack, Some(actor)).await?;
     let order = OrderRef {
         external_id: given.order_id,
         amount,

@@ -6,7 +6,7 @@ use hyper::StatusCode;
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources, KeptBody};
 use paymos_inbox_core::change::DELIVERY_OUTCOMES;
 use paymos_inbox_core::exceptions::{Exception, ReviewLedger as _};
-use paymos_inbox_core::release::{ReleaseBy, ReleaseError, ReleaseStore as _};
+use paymos_inbox_core::release::{ReleaseBy, ReleaseStore as _};
 use paymos_inbox_core::signature::Environment;
 use paymos_inbox_core::work::delivery_key;
 use paymos_inbox_lambda::now_ms;
@@ -489,8 +489,10 @@ impl Console {
         .await
         {
             Ok(applied) => Answered::ok(json!({"id": invoice_id, "outcome": applied.as_str()})),
-            Err(ReleaseError::NotReleasable(why)) => Answered::refused(StatusCode::CONFLICT, why),
-            Err(e) => Answered::failed(&Failure::from(e.to_string())),
+            Err(crate::exceptions::Unreleased::Refused(why)) => {
+                Answered::refused(StatusCode::CONFLICT, why)
+            }
+            Err(crate::exceptions::Unreleased::Failed(f)) => Answered::failed(&f),
         }
     }
 

@@ -107,11 +107,8 @@ fn tables_have_the_keys_the_adapters_use() {
     );
     for table in ["DeliveriesTable", "StateTable"] {
         let p = props(&t, table);
-        assert_eq!(
-            p["BillingMode"].as_str(),
-            Some("PAY_PER_REQUEST"),
-            "{table} on demand"
-        );
+        // On demand unless the merchant asks for provisioned capacity (issue 39).
+        assert_eq!(target(&p["BillingMode"]), "TableBillingMode", "{table}");
         assert_eq!(
             p["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"].as_bool(),
             Some(true),
@@ -1285,4 +1282,60 @@ fn misconfigured_settings() -> std::collections::BTreeSet<String> {
         }
     }
     settings
+}
+
+// Issue 39: provisioned capacity is an option, on demand the default; with it, every table and
+// every index has its reads and its writes scaled, and nothing is provisioned without it.
+#[test]
+fn provisioned_capacity_scales_every_table_and_index_and_only_when_asked() {
+    let t = template();
+    assert_eq!(
+        t["Parameters"]["TableBillingMode"]["Default"].as_str(),
+        Some("PAY_PER_REQUEST")
+    );
+    let mut expected = std::collections::BTreeSet::new();
+    for table in ["DeliveriesTable", "StateTable"] {
+        let p = props(&t, table);
+        assert!(
+            format!("{:?}", p["ProvisionedThroughput"]).contains("IsProvisioned"),
+            "{table}"
+        );
+        for dim in ["Read", "Write"] {
+            expected.insert(format!("table/{table} dynamodb:table:{dim}CapacityUnits"));
+        }
+        for g in p["GlobalSecondaryIndexes"].as_sequence().unwrap() {
+            let index = g["IndexName"].as_str().unwrap();
+            assert!(
+                format!("{:?}", g["ProvisionedThroughput"]).contains("IsProvisioned"),
+                "{table}/{index}"
+            );
+            for dim in ["Read", "Write"] {
+                expected.insert(format!(
+                    "table/{table}/index/{index} dynamodb:index:{dim}CapacityUnits"
+                ));
+            }
+        }
+    }
+    let mut scaled = std::collections::BTreeSet::new();
+    for (name, r) in t["Resources"].as_mapping().unwrap() {
+        let name = name.as_str().unwrap();
+        match r["Type"].as_str() {
+            Some("AWS::ApplicationAutoScaling::ScalableTarget") => {
+                assert_eq!(r["Condition"].as_str(), Some("IsProvisioned"), "{name}");
+                let p = &r["Properties"];
+                let Value::Tagged(sub) = &p["ResourceId"] else {
+                    panic!("{name}: !Sub table/${{…}}");
+                };
+                let id = sub.value.as_str().unwrap().replace(['$', '{', '}'], "");
+                scaled.insert(format!("{id} {}", p["ScalableDimension"].as_str().unwrap()));
+            }
+            Some("AWS::ApplicationAutoScaling::ScalingPolicy") => {
+                assert_eq!(r["Condition"].as_str(), Some("IsProvisioned"), "{name}");
+                let c = &r["Properties"]["TargetTrackingScalingPolicyConfiguration"];
+                assert_eq!(c["TargetValue"].as_u64(), Some(70), "{name}");
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(scaled, expected);
 }

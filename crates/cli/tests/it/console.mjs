@@ -41,6 +41,9 @@ try {
   await page.click('[data-action="confirm-override"]');
   await page.waitForSelector('#result[data-state="ok"]');
   seen.released = await page.textContent('#result');
+  // The audit trail at the foot of the page: who released it, why, and what it changed.
+  await page.waitForSelector('#audit tr[data-kind="release"]');
+  seen.audit_row = await page.textContent('#audit tr[data-kind="release"]');
   await page.waitForFunction(() => !document.querySelector('#timeline [data-action="release"]'));
   seen.story_after = await page.textContent('#timeline dl.facts');
 

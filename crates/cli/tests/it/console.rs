@@ -372,6 +372,40 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
     assert_eq!(seen["second"]["body"]["outcome"], "already_final", "{seen}");
     assert_eq!(seen["without_token"]["status"], 403, "{seen}");
     assert_eq!(fulfilments(held).await, 1);
+    // The audit trail: the release that shipped names alice, her reason and the override,
+    // on the page and in the table; the second click is recorded as what it changed
+    // (nothing: already final); the one without the token is not recorded at all.
+    let audit_row = seen["audit_row"].as_str().unwrap();
+    for said in [
+        "alice",
+        "customer confirmed the price change by email",
+        "fulfilled (amount overridden)",
+    ] {
+        assert!(audit_row.contains(said), "{said}: {audit_row}");
+    }
+    let mut releases: Vec<_> = state
+        .recent_actions(100)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|a| a.subject == held)
+        .collect();
+    releases.reverse();
+    let recorded: Vec<(&str, Option<&str>, &str)> = releases
+        .iter()
+        .map(|a| (a.actor.as_str(), a.reason.as_deref(), a.result.as_str()))
+        .collect();
+    assert_eq!(
+        recorded,
+        [
+            (
+                "alice",
+                Some("customer confirmed the price change by email"),
+                "fulfilled (amount overridden)"
+            ),
+            ("alice", Some("again"), "already_final"),
+        ]
+    );
 
     // The redrive: its count shown before anything moved, then the message applied once.
     assert!(

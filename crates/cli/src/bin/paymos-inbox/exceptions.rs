@@ -185,11 +185,12 @@ pub(crate) async fn release_in(
         Err(ReleaseError::NotReleasable(why)) => return Err(Unreleased::Refused(why)),
         Err(e) => return Err(Unreleased::Failed(e.into_failure())),
     };
-    let overridden = if by.override_amount {
-        " (amount overridden)"
-    } else {
-        ""
-    };
+    let overridden =
+        if by.override_amount && applied == paymos_inbox_core::change::Applied::Fulfilled {
+            " (amount overridden)"
+        } else {
+            ""
+        };
     let entry = crate::audit::entry(
         ActionKind::Release,
         &actor,

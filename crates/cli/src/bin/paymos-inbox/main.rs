@@ -213,7 +213,7 @@ enum Command {
     ///   paymos-inbox console --dev-info dev.json --open
     #[command(verbatim_doc_comment)]
     Console(console::ConsoleArgs),
-    /// The audit trail: who released, marked paid, rechecked, redrove or resent, when and why
+    /// Who acted, when, why and what it changed: the audit trail of the operators' actions
     ///
     /// Newest first, from the state table's `actions` list (one query). Each entry names the
     /// caller (its AWS identity; --actor on dev), the reason given and what the action changed.

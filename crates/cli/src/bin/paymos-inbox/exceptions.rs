@@ -598,3 +598,30 @@ pub async fn orders(command: OrdersCommand) -> ExitCode {
         Err(e) => fail(e),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use paymos_inbox_core::change::Applied;
+    use paymos_inbox_core::exceptions::{Recheck, Rechecked};
+
+    fn rechecked_as(outcome: Recheck) -> Rechecked {
+        Rechecked {
+            event_id: "evt_1".into(),
+            resource_id: "inv_1".into(),
+            outcome,
+        }
+    }
+
+    // Issue 40: a recheck's audit entry says what it changed, each outcome counted once.
+    #[test]
+    fn a_rechecks_entry_counts_each_outcome() {
+        assert_eq!(rechecked(&[]), "0 rechecked");
+        let results = [
+            rechecked_as(Recheck::Applied(Applied::Fulfilled)),
+            rechecked_as(Recheck::Applied(Applied::Fulfilled)),
+            rechecked_as(Recheck::Refuted("not at Paymos".into())),
+        ];
+        assert_eq!(rechecked(&results), "3 rechecked: fulfilled 2, refuted 1");
+    }
+}

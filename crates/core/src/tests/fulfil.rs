@@ -1392,3 +1392,38 @@ async fn a_full_refund_arriving_after_a_later_one_is_recorded_and_keeps_the_late
         "the first payment shipped, once"
     );
 }
+
+// Issue 43 (mutants no fast test caught: an open status's rank deleted): two open statuses
+// stamped the same second are ordered by Paymos' flow, awaiting the client, awaiting payment,
+// confirming, underpaid and waiting; a later one replaces an earlier one, never the reverse.
+#[test]
+fn open_statuses_of_the_same_second_move_only_forward_in_paymos_flow() {
+    use crate::write::{Field, Fields, Value, transition};
+    let flow = [
+        InvoiceStatus::AwaitingClient,
+        InvoiceStatus::AwaitingPayment,
+        InvoiceStatus::Confirming,
+        InvoiceStatus::UnderpaidWaiting,
+    ];
+    let at = 1_760_000_000;
+    for (i, held) in flow.iter().enumerate() {
+        let item: Fields = [
+            (Field::Status, Value::text(held.as_str())),
+            (Field::StatusAt, Value::Int(at)),
+            (Field::StatusRank, Value::Int(u64::from(held.rank()))),
+        ]
+        .into_iter()
+        .collect();
+        for (j, incoming) in flow.iter().enumerate() {
+            assert_eq!(
+                transition(*incoming, at).holds(Some(&item)),
+                j > i,
+                "{incoming} over {held}, the same second"
+            );
+            assert!(
+                transition(*incoming, at + 1).holds(Some(&item)),
+                "{incoming} a second after {held}"
+            );
+        }
+    }
+}

@@ -411,6 +411,17 @@ async fn every_command_exits_as_the_table_says_in_each_failure_mode() {
     );
     w.expect("redrive", Unreachable, &cat(&[&["redrive"], &gone_info]), 4);
 
+    // Issue 40: `audit` exits as the other read commands do.
+    w.expect("audit", Ok, &cat(&[&["audit", "--json"], &dev_info]), 0);
+    w.expect(
+        "audit",
+        BadInput,
+        &cat(&[&["audit", "--limit", "many"], &dev_info]),
+        2,
+    );
+    w.expect("audit", BadInput, &["audit", "--deliveries-table", "t"], 2);
+    w.expect("audit", Unreachable, &cat(&[&["audit"], &gone_info]), 4);
+
     w.expect(
         "mark-paid",
         Ok,

@@ -81,16 +81,15 @@ impl InvoiceStatus {
         matches!(self, Self::Paid | Self::PaidOver)
     }
 
-    /// The order among open statuses (ties of `occurred_at` are broken by it).
+    /// The order among open statuses (ties of `occurred_at` are broken by it): the position in
+    /// [`Self::OPEN`], stated once; 9 for a final status.
     #[must_use]
     pub fn rank(self) -> u8 {
-        match self {
-            Self::AwaitingClient => 0,
-            Self::AwaitingPayment => 1,
-            Self::Confirming => 2,
-            Self::UnderpaidWaiting => 3,
-            _ => 9,
-        }
+        Self::OPEN
+            .iter()
+            .position(|s| *s == self)
+            .and_then(|i| u8::try_from(i).ok())
+            .unwrap_or(9)
     }
 }
 

@@ -705,3 +705,27 @@ async fn on_aws_the_entry_names_the_callers_identity_and_without_it_nothing_is_d
     assert_eq!(e.actor, arn, "the credentials' identity, not --actor");
     assert_eq!(e.reason.as_deref(), Some("checked"));
 }
+
+// An action that ran but whose entry could not be written says what was done, whatever the
+// store's failure (a classified "could not reach" alone would hide that messages moved).
+#[tokio::test]
+async fn an_action_whose_entry_cannot_be_written_says_what_it_did() {
+    let rig = Rig::new(HELD).await;
+    rig.dead_letter("inv_audit_unrecorded").await;
+    let redrive = [
+        "redrive",
+        "--actor",
+        "alice",
+        "--state-table",
+        "no-such-state-table",
+    ];
+    let (code, out) = rig.cli(&redrive).await;
+    assert_eq!(code, Some(4), "{out}");
+    assert!(
+        out.contains(
+            "error: redrive of queue by alice was done (moved 1), but its audit entry was not recorded: "
+        ),
+        "{out}"
+    );
+    assert!(rig.entries(ActionKind::Redrive).await.is_empty());
+}

@@ -7,7 +7,6 @@ use std::process::ExitCode;
 
 use paymos_inbox_core::action::{ActionKind, OperatorAction};
 use paymos_inbox_core::fulfil::ResourceStore as _;
-use paymos_inbox_core::port::PortError;
 use paymos_inbox_core::write::Stored;
 use paymos_inbox_lambda::now_ms;
 
@@ -73,19 +72,18 @@ pub(crate) fn entry(
 /// Records `entry` in the stack's state table, after its action.
 ///
 /// # Errors
-/// No state table named, or the store's failure, said with what was done (the action stands:
-/// only its entry is missing).
-pub(crate) async fn record(stack: &Stack, entry: &OperatorAction) -> Result<(), PortError> {
-    let unrecorded = |why: String| {
-        PortError::new(
-            "audit trail",
-            format!(
-                "{} of {} by {} was done ({}), but its audit entry was not recorded: {why}",
-                entry.kind, entry.subject, entry.actor, entry.result
-            ),
-        )
+/// No state table named, or the store's failure, said with what was done first (the action
+/// stands: only its entry is missing), whatever the failure's kind.
+pub(crate) async fn record(stack: &Stack, entry: &OperatorAction) -> Result<(), Failure> {
+    let unrecorded = |failure: Failure| {
+        let message = format!(
+            "{} of {} by {} was done ({}), but its audit entry was not recorded: {}",
+            entry.kind, entry.subject, entry.actor, entry.result, failure.message
+        );
+        tracing::error!(action = %entry.kind, subject = %entry.subject, "{message}");
+        Failure { message, ..failure }
     };
-    let state = stack.resources().map_err(|f| unrecorded(f.message))?;
+    let state = stack.resources().map_err(unrecorded)?;
     match state.write(&[entry.write()]).await {
         Ok(Stored::Committed) => {
             tracing::info!(
@@ -97,11 +95,11 @@ pub(crate) async fn record(stack: &Stack, entry: &OperatorAction) -> Result<(), 
             );
             Ok(())
         }
-        Ok(Stored::Refused(_)) => Err(unrecorded(format!(
+        Ok(Stored::Refused(_)) => Err(unrecorded(Failure::unreachable(format!(
             "an entry {} exists already",
             entry.key()
-        ))),
-        Err(e) => Err(unrecorded(e.to_string())),
+        )))),
+        Err(e) => Err(unrecorded(e.into_failure())),
     }
 }
 

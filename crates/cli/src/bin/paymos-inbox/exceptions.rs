@@ -200,7 +200,7 @@ pub(crate) async fn release_in(
     );
     crate::audit::record(stack, &entry)
         .await
-        .map_err(|e| Unreleased::Failed(e.into_failure()))?;
+        .map_err(Unreleased::Failed)?;
     Ok(applied)
 }
 
@@ -460,9 +460,7 @@ pub(crate) async fn recheck_in(
         None,
         (rechecked(&results), u64::try_from(results.len()).ok()),
     );
-    crate::audit::record(stack, &entry)
-        .await
-        .map_err(|e| e.into_failure())?;
+    crate::audit::record(stack, &entry).await?;
     Ok(results)
 }
 

@@ -354,9 +354,7 @@ pub(crate) async fn resend_in(
         None,
         (result, u64::try_from(swept.resent).ok()),
     );
-    crate::audit::record(stack, &entry)
-        .await
-        .map_err(|e| e.into_failure())?;
+    crate::audit::record(stack, &entry).await?;
     Ok(swept)
 }
 
@@ -458,9 +456,7 @@ pub(crate) async fn redrive_in(
         None,
         (format!("moved {moved}"), u64::try_from(moved).ok()),
     );
-    crate::audit::record(stack, &entry)
-        .await
-        .map_err(|e| e.into_failure())?;
+    crate::audit::record(stack, &entry).await?;
     Ok(done)
 }
 
@@ -547,9 +543,7 @@ pub(crate) async fn mark_paid_in(
         None,
         (format!("{}{named}", applied.as_str()), None),
     );
-    crate::audit::record(stack, &entry)
-        .await
-        .map_err(IntoFailure::into_failure)?;
+    crate::audit::record(stack, &entry).await?;
     Ok(applied)
 }
 

@@ -585,6 +585,15 @@ async fn the_consoles_actions_are_listed_on_its_page_newest_first_and_a_tokenles
         ["resend", "redrive", "recheck", "mark-paid", "release"]
     );
     assert!(listed.iter().all(|a| a["actor"] == "alice"), "{audit}");
+    let home: Value = http
+        .get(format!("{url}api/home"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(home["about"]["identity"], "alice", "{home}");
     assert_eq!(listed[4]["reason"], reason);
     console.kill().await.unwrap();
 }

@@ -77,6 +77,9 @@ pub struct Console {
     state: DynamoResources,
     ledger: DynamoLedger,
     actor: String,
+    /// Who the audit trail records for this console's actions ([`crate::audit::who`]), or why
+    /// it is not known (each action asks again, and is not taken without it).
+    identity: String,
     api: Option<paymos::PaymosClient>,
 }
 
@@ -94,11 +97,15 @@ impl Console {
         let state = stack.resources()?;
         let deliveries = stack.require(&stack.deliveries, "deliveries-table")?;
         let ledger = DynamoLedger::new(stack.dynamodb.clone(), deliveries, None);
+        let identity = crate::audit::who(&stack, Some(&actor))
+            .await
+            .unwrap_or_else(|f| format!("unknown ({})", f.message));
         Ok(Self {
             stack,
             state,
             ledger,
             actor,
+            identity,
             api,
         })
     }
@@ -157,6 +164,7 @@ impl Console {
             "environment": self.stack.environment,
             "projects": self.stack.projects.ids(),
             "actor": self.actor,
+            "identity": self.identity,
             "recheck": self.api.is_some(),
         })
     }

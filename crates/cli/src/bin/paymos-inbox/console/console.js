@@ -91,7 +91,8 @@ async function loadHome() {
   const about = body.about || {};
   document.getElementById('about').textContent =
     `${about.stack || ''}${about.environment ? ` · ${about.environment}` : ''}${(about.projects || []).length ? ` · ${about.projects.join(', ')}` : ''}`;
-  document.getElementById('actor').textContent = about.actor || '';
+  // Who the audit trail records: the credentials' identity on AWS, --actor on dev.
+  document.getElementById('actor').textContent = about.identity || about.actor || '';
   health(body.header || {});
   document.getElementById('total').textContent = body.total;
   groups.replaceChildren(...body.groups.map((g) => el('section', { class: 'group', 'data-kind': g.kind, 'data-count': g.count },

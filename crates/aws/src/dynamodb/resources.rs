@@ -748,15 +748,3 @@ impl paymos_inbox_core::reconcile::ReconcileCheckpoint for DynamoResources {
         .and_then(|i| get_u64(&i, "clean_until")))
     }
 }
-
-impl paymos_inbox_core::reconcile::ReconcileCheckpoint for DynamoResources {
-    async fn clean_until(&self) -> Result<Option<u64>, PortError> {
-        Ok(get(
-            &self.client,
-            &self.tables.state,
-            ("pk", write::RECONCILED_KEY),
-        )
-        .await?
-        .and_then(|i| get_u64(&i, "clean_until")))
-    }
-}

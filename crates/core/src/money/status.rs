@@ -264,6 +264,16 @@ mod tests {
     use super::*;
     use crate::write::{self, Field, Fields, Value};
 
+    // Issue 43 (a mutant no fast test caught: an amount displayed as nothing): an amount is
+    // shown as the text Paymos sent, trailing zeros and all (the console and the command line
+    // show it so), never as a float.
+    #[test]
+    fn an_amount_reads_as_the_text_paymos_sent() {
+        for text in ["10.50", "0.000001", "25", "1000000.00"] {
+            assert_eq!(Amount::parse(text).unwrap().to_string(), text);
+        }
+    }
+
     /// The transition rules as the stores evaluate them: the domain's guards
     /// ([`write::transition`], [`write::withdrawal_transition`], [`write::deposit_transition`])
     /// on a record at `current`.

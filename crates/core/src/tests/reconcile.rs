@@ -696,3 +696,25 @@ async fn runs_that_fail_for_days_leave_no_gap_the_next_clean_run_does_not_read()
         (now_s - HOURS * 3600, now_s)
     );
 }
+
+// Issue 43 (mutants no fast test caught: what `--apply` did, named as nothing): the report says
+// what applying each invoice did by the outcome's name, or `error: …`, in its JSON and to the
+// command line; an invoice it did not apply has nothing said.
+#[tokio::test]
+async fn the_report_names_what_applying_each_invoice_did() {
+    let (paymos, fulfil, _) = rig();
+    paymos.invoice("inv_m", at_paymos("paid", "o-m"));
+    let mut report = run(&paymos, &fulfil, true).await;
+    assert_eq!(report.applied_to("inv_m").as_deref(), Some("fulfilled"));
+    assert_eq!(report.applied_to("inv_other"), None);
+    report
+        .applied
+        .insert("inv_e".into(), Err("the table is gone".into()));
+    assert_eq!(
+        report.applied_to("inv_e").as_deref(),
+        Some("error: the table is gone")
+    );
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["applied"]["inv_m"], "fulfilled");
+    assert_eq!(json["applied"]["inv_e"], "error: the table is gone");
+}

@@ -28,7 +28,7 @@ use serde_json::Value;
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
 /// A receiver on loopback that keeps every request and answers `status`.
-async fn receiver(status: u16) -> (String, Received) {
+pub(crate) async fn receiver(status: u16) -> (String, Received) {
     let received: Received = Arc::default();
     let kept = received.clone();
     let url =

@@ -665,46 +665,12 @@ impl Tls {
     }
 }
 
-/// A receiver on the host's loopback keeping every request (headers, body) and answering 204.
-async fn receiver() -> (String, paymos_inbox_testkit::standard_webhooks::Received) {
-    use http_body_util::{BodyExt as _, Full};
-    use hyper::body::Bytes;
-    let received = paymos_inbox_testkit::standard_webhooks::Received::default();
-    let kept = received.clone();
-    let url =
-        paymos_inbox::local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
-            let kept = kept.clone();
-            async move {
-                let headers = req
-                    .headers()
-                    .iter()
-                    .map(|(k, v)| {
-                        (
-                            k.as_str().to_owned(),
-                            v.to_str().unwrap_or_default().to_owned(),
-                        )
-                    })
-                    .collect();
-                let body = req.into_body().collect().await.unwrap().to_bytes();
-                kept.lock()
-                    .unwrap()
-                    .push((headers, String::from_utf8_lossy(&body).into_owned()));
-                let mut r = hyper::Response::new(Full::new(Bytes::new()));
-                *r.status_mut() = hyper::StatusCode::NO_CONTENT;
-                r
-            }
-        })
-        .await
-        .unwrap();
-    (url, received)
-}
-
 #[tokio::test]
 async fn sam_local_invoke_deliver_posts_a_signed_message_the_reference_library_verifies() {
     use paymos_inbox_testkit::standard_webhooks::verifies_with;
     const SIGNING: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
     let mut tls = Tls::new();
-    let (url, received) = receiver().await;
+    let (url, received) = super::deliver::receiver(204).await;
     let endpoint = tls.front(&url).await;
     let aws = Aws::new();
     let stack = aws.stack().await;

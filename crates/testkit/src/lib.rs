@@ -9,6 +9,7 @@
 //! here skips: if an emulator cannot start, every test that needs it fails and says why.
 
 pub mod paymos_fake;
+pub use tempfile::TempDir;
 pub mod standard_webhooks;
 pub mod vectors;
 
@@ -72,6 +73,15 @@ fn endpoints() -> &'static Endpoints {
 pub fn endpoint_urls() -> (String, String) {
     let ep = endpoints();
     (ep.dynamodb.clone(), ep.sqs.clone())
+}
+
+/// A scratch folder named after `prefix`, removed with everything in it when the value is dropped
+/// (at the end of the test, even a failing one).
+pub fn scratch(prefix: &str) -> TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("{prefix}-"))
+        .tempdir()
+        .expect("a scratch folder")
 }
 
 pub fn unique(prefix: &str) -> String {

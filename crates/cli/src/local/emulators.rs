@@ -305,15 +305,14 @@ mod tests {
 
     #[test]
     fn a_missing_runtime_is_found_on_path_or_named_with_what_to_install() {
-        let dir = std::env::temp_dir().join(format!("paymos-inbox-path-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = paymos_inbox_testkit::scratch("paymos-inbox-path");
+        let dir = scratch.path();
         std::fs::write(dir.join("node"), "").unwrap();
-        let path = std::env::join_paths([dir.as_path()]).unwrap();
+        let path = std::env::join_paths([dir]).unwrap();
         assert!(on_path(Some(&path), "node"));
         assert!(!on_path(Some(&path), "java"), "no java in that folder");
         assert!(!on_path(None, "node"), "no PATH at all");
         assert!(Runtime::Java.install().contains("Java 17"));
         assert!(Runtime::Node.install().contains("Node.js 20"));
-        std::fs::remove_dir_all(dir).unwrap();
     }
 }

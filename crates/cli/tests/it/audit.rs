@@ -21,12 +21,15 @@ struct Rig {
     info: String,
     api: FakePaymos,
     state: DynamoResources,
+    /// Holds `info`; removed with the rig.
+    _scratch: TempDir,
 }
 
 impl Rig {
     async fn new(held: &str) -> Self {
         let dev = crate::tools::dev(None).await;
-        let info = std::env::temp_dir().join(format!("{}.json", unique("audit-info")));
+        let scratch_info = scratch("audit-info");
+        let info = scratch_info.path().join("audit-info.json");
         std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
         let state = DynamoResources::new(
             dev.dynamodb.clone(),
@@ -38,6 +41,7 @@ impl Rig {
             api: FakePaymos::start().await,
             dev,
             state,
+            _scratch: scratch_info,
         };
         let order = format!("order-{held}");
         let register = [

@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
+use paymos_inbox_testkit::scratch;
 use paymos_inbox_testkit::vectors::vectors;
 
 fn paymos_inbox(args: &[&str], stdin: &[u8]) -> (i32, String) {
@@ -130,17 +131,16 @@ fn completions_into_a_pipe_closed_early_exit_zero() {
 // service (exit 4).
 #[test]
 fn events_refresh_without_its_folder_is_bad_input() {
-    let dir = std::env::temp_dir().join(format!("refresh-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = scratch("refresh");
+    let dir = scratch.path();
     let out = Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
         .args(["events", "refresh"])
-        .current_dir(&dir)
+        .current_dir(dir)
         .output()
         .expect("run paymos-inbox");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("--dir"), "says how to name it: {stderr}");
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 // Issue 42, item 5: the top-level help and `release --help` said it releases an unconfirmed
@@ -174,8 +174,8 @@ fn release_is_described_as_the_code_does_it() {
 // "pass … --dev-info dev.json (a running `dev`)", the flag just given.
 #[test]
 fn a_name_missing_from_dev_info_is_said_without_suggesting_dev_info_again() {
-    let dir = std::env::temp_dir().join(format!("need-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = scratch("need");
+    let dir = scratch.path();
     // A `dev` line that names no table and no queue (another version's); its endpoints answer
     // nothing, and nothing is called before the names are checked.
     std::fs::write(
@@ -196,7 +196,7 @@ fn a_name_missing_from_dev_info_is_said_without_suggesting_dev_info_again() {
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
             .args(args)
-            .current_dir(&dir)
+            .current_dir(dir)
             .env_remove("DELIVERIES_TABLE")
             .env_remove("STATE_TABLE")
             .env_remove("WEBHOOK_QUEUE_URL")
@@ -220,7 +220,6 @@ fn a_name_missing_from_dev_info_is_said_without_suggesting_dev_info_again() {
             "{args:?}: {stderr}"
         );
     }
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// Every command's `--help` as the binary prints it (the root, groups and leaves), by path.
@@ -257,8 +256,8 @@ fn every_help_example_that_states_an_exit_code_exits_with_it() {
     let mut all = Vec::new();
     helps(&[], &mut all);
     assert!(all.len() >= 20, "{} helps", all.len());
-    let dir = std::env::temp_dir().join(format!("help-examples-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = scratch("help-examples");
+    let dir = scratch.path();
     let mut checked = 0;
     let mut failures = Vec::new();
     for (path, help) in &all {
@@ -288,9 +287,9 @@ fn every_help_example_that_states_an_exit_code_exits_with_it() {
                 .args(&args)
                 .env_clear()
                 .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-                .env("HOME", &dir)
+                .env("HOME", dir)
                 .envs(env)
-                .current_dir(&dir)
+                .current_dir(dir)
                 .stdin(Stdio::null())
                 .output()
                 .expect("run paymos-inbox");
@@ -305,7 +304,6 @@ fn every_help_example_that_states_an_exit_code_exits_with_it() {
             }
         }
     }
-    std::fs::remove_dir_all(&dir).ok();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(checked >= 1, "an example states its exit code");
 }

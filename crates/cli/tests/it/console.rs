@@ -105,7 +105,8 @@ async fn a_non_loopback_bind_is_refused_before_anything_listens() {
 async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser() {
     browser_installed();
     let dev = crate::tools::dev(None).await;
-    let info = std::env::temp_dir().join(format!("{}.json", unique("console-info")));
+    let scratch_info = scratch("console-info");
+    let info = scratch_info.path().join("console-info.json");
     std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
     let info = info.to_str().unwrap().to_owned();
     let (held, late) = ("inv_console_held", "inv_console_late");
@@ -127,7 +128,8 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
     .await;
     assert_eq!(code, Some(0), "{out}{err}");
     // The held payment names its customer: the console shows its body without them.
-    let personal = std::env::temp_dir().join(format!("{}.json", unique("personal")));
+    let scratch_personal = scratch("personal");
+    let personal = scratch_personal.path().join("personal.json");
     std::fs::write(
         &personal,
         r#"{"customer": {"email": "ann@example.com", "name": "Ann Example"}}"#,

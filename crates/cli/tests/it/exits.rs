@@ -157,8 +157,8 @@ async fn accepts_everything() -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_command_exits_as_the_table_says_in_each_failure_mode() {
     let running = dev(None).await;
-    let dir = std::env::temp_dir().join(unique("exits"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch_dir = scratch("exits");
+    let dir = scratch_dir.path().to_owned();
     let info = serde_json::to_value(&running.info).unwrap();
     std::fs::write(dir.join("dev.json"), format!("{info}\n")).unwrap();
     let mut gone = info.clone();

@@ -63,7 +63,8 @@ fn cli(args: &[&str]) -> (bool, String) {
 #[tokio::test]
 async fn send_pending_mark_paid_and_redrive_work_from_the_command_line() {
     let dev = dev(None).await;
-    let info = std::env::temp_dir().join(format!("{}.json", unique("dev-info")));
+    let scratch_info = scratch("dev-info");
+    let info = scratch_info.path().join("dev-info.json");
     std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
     let info = info.to_str().unwrap().to_owned();
     let url = dev.info.ingest_url.clone();
@@ -233,7 +234,8 @@ async fn aws_state_fulfilments(t: &Tables, invoice: &str) -> usize {
 #[tokio::test]
 async fn events_tail_prints_what_was_committed_and_leaves_the_merchants_queue_alone() {
     let dev = dev(None).await;
-    let info = std::env::temp_dir().join(format!("{}.json", unique("dev-info")));
+    let scratch_info = scratch("dev-info");
+    let info = scratch_info.path().join("dev-info.json");
     std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
     let info = info.to_str().unwrap().to_owned();
     let url = dev.info.ingest_url.clone();
@@ -533,8 +535,8 @@ async fn send_finds_dev_on_whatever_port_it_chose() {
         "{}",
         dev.info.ingest_url
     );
-    let dir = std::env::temp_dir().join(unique("dev-dir"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch_dir = scratch("dev-dir");
+    let dir = scratch_dir.path().to_owned();
     std::fs::write(
         dir.join("dev.json"),
         serde_json::to_string(&dev.info).unwrap(),
@@ -572,8 +574,8 @@ async fn send_finds_dev_on_whatever_port_it_chose() {
 #[tokio::test]
 async fn send_wait_after_dev_waits_on_devs_tables() {
     let dev = dev(None).await;
-    let dir = std::env::temp_dir().join(unique("clone"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch_dir = scratch("clone");
+    let dir = scratch_dir.path().to_owned();
     std::fs::write(
         dir.join("dev.json"),
         serde_json::to_string(&dev.info).unwrap(),
@@ -623,8 +625,8 @@ async fn send_wait_after_dev_waits_on_devs_tables() {
 #[tokio::test]
 async fn events_redrive_finds_devs_hand_off_queues_in_its_info() {
     let dev = dev(None).await;
-    let dir = std::env::temp_dir().join(unique("redrive-dev"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch_dir = scratch("redrive-dev");
+    let dir = scratch_dir.path().to_owned();
     std::fs::write(
         dir.join("dev.json"),
         serde_json::to_string(&dev.info).unwrap(),
@@ -676,8 +678,8 @@ async fn send_to_dev_signs_with_a_secret_dev_holds() {
     })
     .await
     .expect("dev starts");
-    let dir = std::env::temp_dir().join(unique("held"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch_dir = scratch("held");
+    let dir = scratch_dir.path().to_owned();
     std::fs::write(
         dir.join("dev.json"),
         serde_json::to_string(&dev.info).unwrap(),

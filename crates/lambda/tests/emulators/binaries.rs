@@ -228,8 +228,8 @@ impl Function {
 
 /// Every `events/ingest-*.json`, re-signed now, into a temporary folder.
 pub(crate) fn fresh_ingest_events() -> Vec<(String, String)> {
-    let dir = std::env::temp_dir().join(unique("events"));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch_dir = scratch("events");
+    let dir = scratch_dir.path().to_owned();
     let source = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("events");
     for entry in std::fs::read_dir(&source).unwrap().filter_map(Result::ok) {
         std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();

@@ -82,7 +82,8 @@ fn host_arch() -> &'static str {
 
 #[test]
 fn the_release_deploys_the_binaries_it_sums_with_the_template_as_it_is() {
-    let out = std::env::temp_dir().join(paymos_inbox_testkit::unique("release"));
+    let scratch_out = paymos_inbox_testkit::scratch("release");
+    let out = scratch_out.path().to_owned();
     let binaries = Path::new(env!("CARGO_BIN_EXE_paymos-ingest"))
         .parent()
         .unwrap();

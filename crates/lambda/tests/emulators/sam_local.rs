@@ -28,11 +28,29 @@ fn root() -> PathBuf {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).to_path_buf()
 }
 
+/// What `scripts/sam-local-engine.sh` found: the engine's settings and its gateway.
+fn engine() -> HashMap<String, String> {
+    let written = root().join("target/sam-local/engine.env");
+    std::fs::read_to_string(&written)
+        .unwrap_or_else(|_| {
+            panic!(
+                "no container engine for `sam local invoke`: run `make sam-local-engine` \
+                 (scripts/sam-local-engine.sh says what is missing), then the tests again"
+            )
+        })
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
 /// SAM with the engine `scripts/sam-local-engine.sh` set up, and the derived template.
 struct Sam {
     engine: HashMap<String, String>,
     template: PathBuf,
-    dir: PathBuf,
+    /// The derived template, a copy of each binary and the invocations' files; removed with
+    /// the value (~300 MB a time).
+    dir: TempDir,
 }
 
 impl Sam {
@@ -44,26 +62,14 @@ impl Sam {
     /// bundle: a local HTTPS receiver stands in for the merchant's endpoint.
     fn trusting(ca: Option<&Path>) -> Self {
         let root = root();
-        let written = root.join("target/sam-local/engine.env");
-        let engine: HashMap<String, String> = std::fs::read_to_string(&written)
-            .unwrap_or_else(|_| {
-                panic!(
-                    "no container engine for `sam local invoke`: run `make sam-local-engine` \
-                     (scripts/sam-local-engine.sh says what is missing), then the tests again"
-                )
-            })
-            .lines()
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect();
+        let engine = engine();
         let sam = root.join(".venv/bin/sam");
         assert!(
             sam.exists(),
             "{} is missing: `make deps` installs the SAM CLI",
             sam.display()
         );
-        let dir = std::env::temp_dir().join(unique("sam-local"));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = scratch("sam-local");
         let binaries = Path::new(env!("CARGO_BIN_EXE_paymos-ingest"))
             .parent()
             .unwrap();
@@ -71,7 +77,7 @@ impl Sam {
             .arg(root.join("scripts/sam-local-template.py"))
             .arg(binaries)
             .arg(&engine["SAM_ARCH"])
-            .arg(&dir)
+            .arg(dir.path())
             .args(
                 ca.map(|ca| vec![std::ffi::OsStr::new("--trust"), ca.as_os_str()])
                     .unwrap_or_default(),
@@ -84,7 +90,7 @@ impl Sam {
             String::from_utf8_lossy(&derived.stderr)
         );
         Self {
-            template: dir.join("template.yaml"),
+            template: dir.path().join("template.yaml"),
             engine,
             dir,
         }
@@ -122,8 +128,8 @@ impl Sam {
     ) -> Value {
         let id = unique("inv");
         let (event_file, env_file) = (
-            self.dir.join(format!("{id}-event.json")),
-            self.dir.join(format!("{id}-env.json")),
+            self.dir.path().join(format!("{id}-event.json")),
+            self.dir.path().join(format!("{id}-env.json")),
         );
         std::fs::write(&event_file, event).unwrap();
         let vars: serde_json::Map<String, Value> = env
@@ -636,15 +642,17 @@ struct Tls {
     key: PathBuf,
     gateway: String,
     proxies: Vec<tokio::process::Child>,
+    /// The authority, certificate and key; removed with the value.
+    _dir: TempDir,
 }
 
 impl Tls {
     fn new() -> Self {
-        let dir = std::env::temp_dir().join(unique("sam-tls"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let gateway = Sam::new().engine["HOST_GATEWAY"].clone();
-        let (ca, cert, key) = certificates(&dir, &gateway);
+        let dir = scratch("sam-tls");
+        let gateway = engine()["HOST_GATEWAY"].clone();
+        let (ca, cert, key) = certificates(dir.path(), &gateway);
         Self {
+            _dir: dir,
             sam: Sam::trusting(Some(&ca)),
             cert,
             key,

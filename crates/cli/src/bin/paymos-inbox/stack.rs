@@ -621,8 +621,8 @@ mod tests {
     // Issue 31: --config-env documented a default (`default`) that was never read.
     #[test]
     fn the_default_config_env_names_the_stack_when_nothing_else_does() {
-        let dir = std::env::temp_dir().join(format!("samconfig-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = paymos_inbox_testkit::scratch("samconfig");
+        let dir = scratch.path();
         let file = dir.join("samconfig.toml");
         std::fs::write(
             &file,

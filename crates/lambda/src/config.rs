@@ -53,6 +53,12 @@ pub const RECONCILE_APPLY: &str = "RECONCILE_APPLY";
 /// in one account never mix their numbers; default `local`).
 pub const METRICS_STACK: &str = "PAYMOS_INBOX_STACK";
 
+/// Environment variable: the level of our own log lines, `INFO` (default) or `WARN` (the
+/// template's `LogLevel`). Lambda's `ApplicationLogLevel` stays INFO whatever this says: Lambda
+/// files a line without a `level` as INFO and drops it above, and the metrics' EMF documents are
+/// such lines.
+pub const LOG_LEVEL: &str = "PAYMOS_INBOX_LOG_LEVEL";
+
 /// The `Stack` dimension of the metrics, from [`METRICS_STACK`].
 pub fn metrics_stack(lookup: impl Fn(&str) -> Option<String>) -> String {
     lookup(METRICS_STACK)

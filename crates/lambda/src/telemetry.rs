@@ -47,11 +47,20 @@ pub fn filter_for(level: &str) -> EnvFilter {
     filter
 }
 
+/// The level our lines are written at: [`crate::config::LOG_LEVEL`] (the template's
+/// `LogLevel`), else `AWS_LAMBDA_LOG_LEVEL` (set by Lambda's `ApplicationLogLevel`), else INFO.
+pub fn level(lookup: impl Fn(&str) -> Option<String>) -> String {
+    [crate::config::LOG_LEVEL, "AWS_LAMBDA_LOG_LEVEL"]
+        .into_iter()
+        .filter_map(&lookup)
+        .map(|v| v.trim().to_owned())
+        .find(|v| !v.is_empty())
+        .unwrap_or_else(|| "info".into())
+}
+
 fn filter() -> EnvFilter {
-    // AWS_LAMBDA_LOG_LEVEL is set by Lambda's logging controls (ApplicationLogLevel).
-    EnvFilter::try_from_env("RUST_LOG").unwrap_or_else(|_| {
-        filter_for(&std::env::var("AWS_LAMBDA_LOG_LEVEL").unwrap_or_else(|_| "info".into()))
-    })
+    EnvFilter::try_from_env("RUST_LOG")
+        .unwrap_or_else(|_| filter_for(&level(|k| std::env::var(k).ok())))
 }
 
 /// One JSON object per line: `level`, `message`, the event's fields and those of every
@@ -312,5 +321,71 @@ mod colour_tests {
         assert!(super::colour(true, false));
         assert!(!super::colour(false, false), "a pipe or a file");
         assert!(!super::colour(true, true), "NO_COLOR");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    /// The lines written at `level`, by our code, by a wire logger and by Lambda's runtime.
+    fn written_at(level: &str) -> String {
+        #[derive(Clone, Default)]
+        struct Lines(Arc<Mutex<Vec<u8>>>);
+        impl Write for Lines {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(buf);
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_env_filter(filter_for(level))
+            .fmt_fields(JsonFields::new())
+            .event_format(FlatJson)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(outcome = "new", "delivery acknowledged");
+            tracing::warn!(code = "invalid_signature", "delivery refused");
+            tracing::debug!(target: "aws_smithy_runtime", "a wire body");
+        });
+        String::from_utf8(lines.0.lock().unwrap().clone()).unwrap()
+    }
+
+    #[test]
+    fn the_stacks_log_level_wins_over_lambdas_and_info_is_the_default() {
+        fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+            move |k| {
+                vars.iter()
+                    .find(|(name, _)| *name == k)
+                    .map(|(_, v)| (*v).to_owned())
+            }
+        }
+        let lambda = "AWS_LAMBDA_LOG_LEVEL";
+        let ours = crate::config::LOG_LEVEL;
+        assert_eq!(level(env(&[(ours, "WARN"), (lambda, "INFO")])), "WARN");
+        assert_eq!(level(env(&[(ours, " "), (lambda, "DEBUG")])), "DEBUG");
+        assert_eq!(level(env(&[])), "info");
+    }
+
+    // Issue 39: a stack that keeps only what needs a person pays for the warnings' lines alone.
+    #[test]
+    fn at_warn_the_per_delivery_line_goes_and_refusals_stay() {
+        let info = written_at("INFO");
+        assert!(info.contains("delivery acknowledged"), "{info}");
+        assert!(info.contains("delivery refused"), "{info}");
+        let warn = written_at("WARN");
+        assert!(!warn.contains("delivery acknowledged"), "{warn}");
+        assert!(warn.contains("delivery refused"), "{warn}");
+        // The wire loggers stay at INFO at most, whatever the level.
+        assert!(!written_at("TRACE").contains("a wire body"));
     }
 }

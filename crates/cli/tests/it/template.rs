@@ -386,6 +386,17 @@ fn functions_build_the_binaries_cargo_defines_and_fit_the_senders_clock() {
     assert_eq!(globals["Runtime"].as_str(), Some("provided.al2023"));
     assert_eq!(globals["Architectures"][0].as_str(), Some("arm64"));
     assert_eq!(globals["LoggingConfig"]["LogFormat"].as_str(), Some("JSON"));
+    // Lambda files a line without a level (the metrics' EMF documents) as INFO: above INFO the
+    // metrics, and every alarm on them, would go silent. `LogLevel` lowers our lines instead.
+    assert_eq!(
+        globals["LoggingConfig"]["ApplicationLogLevel"].as_str(),
+        Some("INFO")
+    );
+    assert!(is_ref(
+        &globals["Environment"]["Variables"][paymos_inbox_lambda::config::LOG_LEVEL],
+        "LogLevel"
+    ));
+    assert!(is_ref(&globals["Tracing"], "Tracing"));
     let ingest_timeout = props(&t, "IngestFunction")["Timeout"].as_u64().unwrap();
     assert!(ingest_timeout < 10, "ingest answers inside Paymos' 10 s");
     let lease: u64 = props(&t, "IngestFunction")["Environment"]["Variables"]

@@ -522,3 +522,98 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
     }
     console.kill().await.unwrap();
 }
+
+/// A console on `dev` (its info file `info`) acting as alice, with `extra` flags: the process
+/// (stopped when dropped) and its URL.
+struct Opened {
+    _console: tokio::process::Child,
+    url: String,
+}
+
+async fn open_console(info: &str, extra: &[&str]) -> Opened {
+    let mut console = tokio::process::Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+        .args(["console", "--actor", "alice", "--dev-info", info])
+        .args(extra)
+        .env_remove("AWS_ENDPOINT_URL_DYNAMODB")
+        .env_remove("AWS_ENDPOINT_URL_SQS")
+        .env_remove("PAYMOS_API_KEY")
+        .env_remove("PAYMOS_API_SECRET")
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("console starts");
+    let mut lines = tokio::io::BufReader::new(console.stdout.take().unwrap()).lines();
+    let url = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+        .await
+        .expect("the console prints its URL")
+        .unwrap()
+        .expect("a URL line");
+    Opened {
+        _console: console,
+        url,
+    }
+}
+
+impl Opened {
+    async fn get(&self, path: &str) -> Value {
+        reqwest::get(format!("{}{path}", self.url))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+}
+
+/// `dev`, and its info file (removed with the scratch folder).
+async fn dev_with_info(prefix: &str) -> (paymos_inbox::local::dev::Dev, String, TempDir) {
+    let dev = crate::tools::dev(None).await;
+    let scratch_info = scratch(prefix);
+    let info = scratch_info.path().join("info.json");
+    std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
+    (dev, info.to_str().unwrap().to_owned(), scratch_info)
+}
+
+#[tokio::test]
+async fn the_header_says_where_the_last_clean_reconciliation_ended_or_that_none_did() {
+    use paymos_inbox_core::fulfil::ResourceStore as _;
+    let (dev, info, _scratch) = dev_with_info("console-reconciled").await;
+    let console = open_console(&info, &[]).await;
+    let header = &console.get("api/home").await["header"];
+    let verdict = header["reconciliation"]["verdict"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(verdict.starts_with("never run clean"), "{header}");
+    assert!(
+        !header["not_read"].to_string().contains("reconciliation"),
+        "{header}"
+    );
+
+    // What a clean scheduled run keeps, written through the store it writes with.
+    let until = paymos_inbox_lambda::now_ms() / 1000 - 3600;
+    let state = DynamoResources::new(
+        dev.dynamodb.clone(),
+        &dev.info.tables["StateTable"],
+        &dev.info.tables["DeliveriesTable"],
+    );
+    state
+        .write(&[paymos_inbox_core::write::reconciled(
+            until,
+            paymos_inbox_lambda::now_ms(),
+        )])
+        .await
+        .unwrap();
+    let reconciled = &console.get("api/home").await["header"]["reconciliation"];
+    assert_eq!(reconciled["clean_until_ms"], until * 1000, "{reconciled}");
+    assert!(
+        (3600..3700).contains(&reconciled["age_secs"].as_u64().unwrap()),
+        "{reconciled}"
+    );
+    assert!(
+        reconciled["verdict"]
+            .as_str()
+            .unwrap()
+            .starts_with("clean through "),
+        "{reconciled}"
+    );
+}

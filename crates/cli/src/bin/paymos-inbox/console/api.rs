@@ -123,10 +123,12 @@ impl Console {
         }
     }
 
-    /// The work queue's and the dead-letter queue's depths (one attribute each) and the oldest
-    /// delivery recorded but not processed (the `pending-by-age` index, one item); a read that
-    /// fails is said in its place.
+    /// The work queue's and the dead-letter queue's depths (one attribute each), the oldest
+    /// delivery recorded but not processed (the `pending-by-age` index, one item) and the last
+    /// reconciliation's verdict (the checkpoint a clean scheduled run keeps, one item); a read
+    /// that fails is said in its place.
     async fn header(&self) -> Value {
+        use paymos_inbox_core::reconcile::ReconcileCheckpoint as _;
         let depth = async |queue: &Option<String>| match queue.as_deref() {
             Some(url) => paymos_inbox_aws::sqs::approximate_messages(&self.stack.sqs, url)
                 .await
@@ -142,13 +144,17 @@ impl Console {
             }),
             Err(e) => json!({"unavailable": e.to_string()}),
         };
+        let reconciled = match self.state.clean_until().await {
+            Ok(until) => reconciliation(until, now),
+            Err(e) => json!({"unavailable": e.to_string()}),
+        };
         json!({
             "work_queue": depth(&self.stack.queue).await,
             "dead_letters": depth(&self.stack.dlq).await,
             "oldest_pending": oldest,
+            "reconciliation": reconciled,
             "not_read": [
                 "the alarms' states (the console has no CloudWatch client yet)",
-                "the last reconciliation's verdict (it is logged and alarmed, not kept)",
             ],
         })
     }
@@ -548,6 +554,24 @@ fn home(found: &[Exception], now: u64, about: Value) -> Value {
     json!({"total": found.len(), "groups": groups, "about": about})
 }
 
+/// The last reconciliation's verdict from what the scheduled run keeps
+/// ([`paymos_inbox_core::write::reconciled`]): only a run that found nothing for a person keeps
+/// where its window ended (a failed run, or one with findings, alarms and keeps nothing).
+fn reconciliation(clean_until: Option<u64>, now_ms: u64) -> Value {
+    let Some(until) = clean_until else {
+        return json!({"verdict": "never run clean: no scheduled reconciliation has yet ended finding nothing for a person"});
+    };
+    let at = i64::try_from(until)
+        .ok()
+        .and_then(|s| jiff::Timestamp::from_second(s).ok())
+        .map_or_else(|| format!("{until} (Unix seconds)"), |t| t.to_string());
+    json!({
+        "clean_until_ms": until.saturating_mul(1000),
+        "age_secs": (now_ms / 1000).saturating_sub(until),
+        "verdict": format!("clean through {at}: nothing for a person in Paymos' invoices up to then"),
+    })
+}
+
 fn item(e: &Exception, now: u64) -> Value {
     let mut v = serde_json::to_value(e).expect("an exception serialises");
     v["age_secs"] = if e.since_ms == 0 {
@@ -638,6 +662,29 @@ mod tests {
         assert_eq!(counts.iter().map(|c| c.1).sum::<u64>(), 4);
         assert_eq!(groups[0]["items"][0]["age_secs"], Value::Null);
         assert_eq!(groups[0]["items"][1]["age_secs"], 60);
+    }
+
+    #[test]
+    fn the_reconciliations_verdict_is_where_the_last_clean_run_ended_or_never() {
+        let never = reconciliation(None, 1_000_000);
+        assert!(
+            never["verdict"]
+                .as_str()
+                .unwrap()
+                .starts_with("never run clean"),
+            "{never}"
+        );
+        assert_eq!(never["clean_until_ms"], Value::Null);
+        let clean = reconciliation(Some(1_796_000_000), 1_796_003_600_000);
+        assert_eq!(clean["clean_until_ms"], 1_796_000_000_000_u64);
+        assert_eq!(clean["age_secs"], 3600);
+        assert!(
+            clean["verdict"]
+                .as_str()
+                .unwrap()
+                .starts_with("clean through 2026-11-30T00:53:20Z"),
+            "{clean}"
+        );
     }
 
     #[test]

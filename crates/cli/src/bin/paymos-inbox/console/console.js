@@ -75,9 +75,18 @@ function health(h) {
     ['work queue', shown(h.work_queue)],
     ['dead letters', shown(h.dead_letters)],
     ['oldest pending', oldest ? (oldest.unavailable ? `unread: ${oldest.unavailable}` : `${oldest.event_id} ${oldest.event_type}, ${age(oldest.age_secs)}`) : 'none'],
+    ['last reconciliation', reconciled(h.reconciliation)],
   ];
   document.getElementById('health').replaceChildren(...pairs.map(([k, v]) =>
     el('div', { 'data-health': k.replace(' ', '_') }, el('dt', {}, k), el('dd', {}, String(v)))));
+}
+
+// Where the last clean scheduled reconciliation ended (the checkpoint it keeps), or never.
+function reconciled(r) {
+  if (!r) return 'not read';
+  if (r.unavailable) return `unread: ${r.unavailable}`;
+  if (!r.clean_until_ms) return 'never run clean';
+  return `clean through ${when(r.clean_until_ms)} (${age(r.age_secs)})`;
 }
 
 async function loadHome() {

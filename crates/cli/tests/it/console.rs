@@ -524,10 +524,11 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
 }
 
 /// A console on `dev` (its info file `info`) acting as alice, with `extra` flags: the process
-/// (stopped when dropped) and its URL.
+/// (stopped when dropped), its URL and the session's token its page holds.
 struct Opened {
     _console: tokio::process::Child,
     url: String,
+    token: String,
 }
 
 async fn open_console(info: &str, extra: &[&str]) -> Opened {
@@ -548,9 +549,17 @@ async fn open_console(info: &str, extra: &[&str]) -> Opened {
         .expect("the console prints its URL")
         .unwrap()
         .expect("a URL line");
+    let page = reqwest::get(&url).await.unwrap().text().await.unwrap();
+    let token = page
+        .split("name=\"console-token\" content=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the page holds the session's token")
+        .to_owned();
     Opened {
         _console: console,
         url,
+        token,
     }
 }
 
@@ -562,6 +571,18 @@ impl Opened {
             .json()
             .await
             .unwrap()
+    }
+
+    /// An action with the session's token: its status and its answer.
+    async fn act(&self, action: &str, fields: Value) -> (u16, Value) {
+        let answer = reqwest::Client::new()
+            .post(format!("{}api/{action}", self.url))
+            .header("x-console-token", &self.token)
+            .json(&fields)
+            .send()
+            .await
+            .unwrap();
+        (answer.status().as_u16(), answer.json().await.unwrap())
     }
 }
 
@@ -616,4 +637,110 @@ async fn the_header_says_where_the_last_clean_reconciliation_ended_or_that_none_
             .starts_with("clean through "),
         "{reconciled}"
     );
+}
+
+#[tokio::test]
+async fn parked_hand_off_events_wait_on_home_and_move_back_as_a_job_counted_first_and_audited() {
+    let (dev, info, _scratch) = dev_with_info("console-parked").await;
+    let (parked, posting) = (
+        &dev.info.queues["WebhookTargetDeadLetterQueue"],
+        &dev.info.queues["WebhookDeliveryQueue"],
+    );
+    for n in 0..2 {
+        dev.sqs
+            .send_message()
+            .queue_url(parked)
+            .message_body(format!(r#"{{"webhook-id": "fact_parked_{n}"}}"#))
+            .send()
+            .await
+            .unwrap();
+    }
+    let depth = async |queue: &str| {
+        paymos_inbox_aws::sqs::approximate_messages(&dev.sqs, queue)
+            .await
+            .unwrap()
+    };
+    let console = open_console(&info, &[]).await;
+
+    // Home: its own group, as `exceptions --json` lists it, saying what to do.
+    let (listed, _) = exceptions(&info).await;
+    assert_eq!(listed.get("parked_handoff"), Some(&1), "{listed:?}");
+    let home = console.get("api/home").await;
+    let group = home["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["kind"] == "parked_handoff")
+        .unwrap_or_else(|| panic!("{home}"));
+    assert_eq!(group["count"], 1, "{home}");
+    let item = &group["items"][0];
+    assert!(
+        item["why"]
+            .as_str()
+            .unwrap()
+            .starts_with("2 event(s) of the signed hand-off parked"),
+        "{item}"
+    );
+    assert!(
+        item["action"]
+            .as_str()
+            .unwrap()
+            .contains("paymos-inbox events redrive"),
+        "{item}"
+    );
+
+    // The job: its count first; nothing moves without the confirmed count.
+    let jobs = console.get("api/jobs").await;
+    let offer = &jobs["events-redrive"];
+    assert_eq!(offer["count"], 2, "{jobs}");
+    assert_eq!(
+        offer["sentence"],
+        "2 message(s) will move from the hand-off's dead-letter queue back to the queue the deliver function posts from, at most 10 a second",
+        "{jobs}"
+    );
+    let (status, body) = console
+        .act("events-redrive", serde_json::json!({"id": "webhook-queue"}))
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(depth(parked).await, 2, "nothing moved without a count");
+
+    let (status, body) = console
+        .act(
+            "events-redrive",
+            serde_json::json!({"id": "webhook-queue", "count": 2}),
+        )
+        .await;
+    assert_eq!((status, body["moved"].as_u64()), (200, Some(2)), "{body}");
+    assert_eq!(depth(parked).await, 0);
+    assert_eq!(
+        depth(posting).await,
+        2,
+        "back where the deliver function posts from"
+    );
+
+    // Recorded as the command line records `events redrive`.
+    let state = DynamoResources::new(
+        dev.dynamodb.clone(),
+        &dev.info.tables["StateTable"],
+        &dev.info.tables["DeliveriesTable"],
+    );
+    let recorded: Vec<_> = state
+        .recent_actions(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| (a.kind, a.actor, a.subject, a.result, a.count))
+        .collect();
+    assert_eq!(
+        recorded,
+        [(
+            paymos_inbox_core::action::ActionKind::Redrive,
+            "alice".to_owned(),
+            "webhook-queue".to_owned(),
+            "moved 2".to_owned(),
+            Some(2)
+        )]
+    );
+    let (listed, _) = exceptions(&info).await;
+    assert_eq!(listed.get("parked_handoff"), None, "{listed:?}");
 }

@@ -136,8 +136,8 @@ pub async fn list(args: ExceptionsArgs) -> ExitCode {
 }
 
 /// Everything waiting for a person, as `exceptions` and the console list it: the domain's
-/// list, with the work queue's dead letters counted (no scan: the `waiting` index, the review
-/// list and one queue attribute).
+/// list, with the work queue's dead letters and the hand-off's parked events counted (no scan:
+/// the `waiting` index, the review list and one attribute of each dead-letter queue).
 ///
 /// # Errors
 /// The failure of a read, as the command line says it.
@@ -147,16 +147,41 @@ pub(crate) async fn waiting(
     ledger: &DynamoLedger,
 ) -> Result<Vec<exceptions::Exception>, Failure> {
     use crate::exit::IntoFailure;
-    let dead_letters = match stack.dlq.as_deref() {
-        Some(dlq) => approximate_messages(&stack.sqs, dlq)
+    let depth = async |queue: Option<&str>| match queue {
+        Some(url) => approximate_messages(&stack.sqs, url)
             .await
-            .map_err(IntoFailure::into_failure)?,
-        None => 0,
+            .map_err(IntoFailure::into_failure),
+        None => Ok(0),
     };
-    exceptions::list(state, ledger, dead_letters)
+    let dead_letters = depth(stack.dlq.as_deref()).await?;
+    // Only a stack with a `WebhookTargetUrl` has the hand-off's queues (and names them).
+    let parked = depth(stack.webhook_dlq.as_deref()).await?;
+    let mut found = exceptions::list(state, ledger, dead_letters)
         .await
-        .map_err(IntoFailure::into_failure)
+        .map_err(IntoFailure::into_failure)?;
+    if parked > 0 {
+        found.insert(0, parked_handoff(parked));
+    }
+    Ok(found)
 }
+
+/// The signed hand-off's parked events: `parked` messages in its dead-letter queue.
+fn parked_handoff(parked: u64) -> exceptions::Exception {
+    exceptions::Exception {
+        kind: PARKED_HANDOFF,
+        resource_id: None,
+        event_id: None,
+        project: None,
+        since_ms: 0,
+        why: format!(
+            "{parked} event(s) of the signed hand-off parked in its dead-letter queue: your endpoint answered 410 Gone or a redirect, or failed through the whole retry schedule (about 27 h)"
+        ),
+        action: "fix the endpoint (the deliver function's log lines and WebhookAttempts say what it answered), then `paymos-inbox events redrive --per-second 5`".into(),
+    }
+}
+
+/// The kind under which [`waiting`] lists the hand-off's parked events.
+pub(crate) const PARKED_HANDOFF: &str = "parked_handoff";
 
 /// The stack's release of `invoice_id` (its store and its effect, as its webhooks have them),
 /// as `release` and the console run it; recorded in the audit trail under the caller

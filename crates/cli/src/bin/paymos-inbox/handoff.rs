@@ -286,11 +286,15 @@ pub async fn resend(args: ResendArgs) -> ExitCode {
     }
 }
 
+/// How many parked events `events redrive` moves back a second unless told (the console's job
+/// too).
+pub const REDRIVE_PER_SECOND: u16 = 10;
+
 #[derive(clap::Args)]
 pub struct RedriveArgs {
     /// At most this many messages a second (1 to 500), so an endpoint that just came back is
     /// not flooded.
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=500))]
+    #[arg(long, default_value_t = REDRIVE_PER_SECOND, value_parser = clap::value_parser!(u16).range(1..=500))]
     per_second: u16,
     /// Move at most this many messages.
     #[arg(long, default_value_t = 10_000)]

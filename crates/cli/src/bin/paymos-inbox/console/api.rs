@@ -16,7 +16,7 @@ use crate::exit::Failure;
 use crate::stack::{Stack, StackArgs};
 
 /// The order the home page shows what waits in: the payments first, then the deliveries.
-pub const KINDS: [&str; 7] = [
+pub const KINDS: [&str; 8] = [
     "held",
     "paid_late",
     "duplicate_payment",
@@ -24,6 +24,40 @@ pub const KINDS: [&str; 7] = [
     "order_unknown",
     "unusable",
     "dead_letter",
+    crate::exceptions::PARKED_HANDOFF,
+];
+
+/// A dead-letter queue the console moves back as a job, through the command line's
+/// [`crate::ops::redrive_in`]: the action, the queue its audit entry names, the two queues'
+/// options (as the command line names them) and where they are in the stack, the pace.
+struct Redrive {
+    action: &'static str,
+    id: &'static str,
+    names: (&'static str, &'static str),
+    queues: fn(&Stack) -> (Option<String>, Option<String>),
+    from_to: &'static str,
+    per_second: Option<u16>,
+}
+
+/// `redrive` (the work queue's dead letters) and `events redrive` (the hand-off's parked
+/// events, paced as the command line paces them by default).
+const REDRIVES: [Redrive; 2] = [
+    Redrive {
+        action: "redrive",
+        id: "work-queue",
+        names: ("queue-url", "dlq-url"),
+        queues: |s| (s.queue.clone(), s.dlq.clone()),
+        from_to: "the dead-letter queue back to the work queue",
+        per_second: None,
+    },
+    Redrive {
+        action: "events-redrive",
+        id: "webhook-queue",
+        names: ("webhook-queue-url", "webhook-dlq-url"),
+        queues: |s| (s.webhook_queue.clone(), s.webhook_dlq.clone()),
+        from_to: "the hand-off's dead-letter queue back to the queue the deliver function posts from",
+        per_second: Some(crate::handoff::REDRIVE_PER_SECOND),
+    },
 ];
 
 /// The most a job moves at once, and the most stranded deliveries it counts.
@@ -339,23 +373,33 @@ impl Console {
             .collect())
     }
 
-    /// What each job would move, counted before anything moves: the work queue's dead letters
-    /// (`redrive`) and the stranded deliveries (`pending --resend`), by the reads those
-    /// commands make.
+    /// What each job would move, counted before anything moves: each dead-letter queue's
+    /// messages (`redrive`, `events redrive`) and the stranded deliveries (`pending --resend`),
+    /// by the reads those commands make.
     pub async fn jobs(&self) -> Answered {
         use paymos_inbox_core::sweep::StrandedDeliveries as _;
-        let redrive = match self.stack.require(&self.stack.dlq, "dlq-url") {
-            Ok(dlq) if self.stack.queue.is_some() => {
-                match paymos_inbox_aws::sqs::approximate_messages(&self.stack.sqs, dlq).await {
-                    Ok(n) => json!({"count": n, "sentence": format!(
-                        "{n} message(s) will move from the dead-letter queue back to the work queue"
-                    )}),
-                    Err(e) => json!({"unavailable": e.to_string()}),
+        let mut jobs = serde_json::Map::new();
+        for r in &REDRIVES {
+            let (queue, dlq) = (r.queues)(&self.stack);
+            let offer = match self.stack.require(&dlq, r.names.1) {
+                Ok(dlq) if queue.is_some() => {
+                    match paymos_inbox_aws::sqs::approximate_messages(&self.stack.sqs, dlq).await {
+                        Ok(n) => {
+                            let pace = r
+                                .per_second
+                                .map_or(String::new(), |p| format!(", at most {p} a second"));
+                            json!({"count": n, "sentence": format!(
+                                "{n} message(s) will move from {}{pace}", r.from_to
+                            )})
+                        }
+                        Err(e) => json!({"unavailable": e.to_string()}),
+                    }
                 }
-            }
-            Ok(_) => json!({"unavailable": self.stack.named_by.missing("queue-url").message}),
-            Err(f) => json!({"unavailable": f.message}),
-        };
+                Ok(_) => json!({"unavailable": self.stack.named_by.missing(r.names.0).message}),
+                Err(f) => json!({"unavailable": f.message}),
+            };
+            jobs.insert(r.action.to_owned(), offer);
+        }
         let now = now_ms();
         let after = paymos_inbox_core::sweep::DEFAULT_SWEEP_AFTER_SECS;
         let resend = match self
@@ -370,7 +414,8 @@ impl Console {
             )}),
             Err(e) => json!({"unavailable": e.to_string()}),
         };
-        Answered::ok(json!({"redrive": redrive, "resend": resend}))
+        jobs.insert("resend".to_owned(), resend);
+        Answered::ok(Value::Object(jobs))
     }
 
     /// The audit trail's newest entries (`audit`'s read: one query of the `actions` list).
@@ -394,18 +439,18 @@ impl Console {
                 format!("a job moves the count you confirmed: 1 to {JOB_LIMIT}"),
             );
         };
-        if action == "redrive" {
-            let queues = |s: &Stack| (s.queue.clone(), s.dlq.clone());
+        if let Some(r) = REDRIVES.iter().find(|r| r.action == action) {
             match crate::ops::redrive_in(
                 &self.stack,
-                ("queue-url", "dlq-url"),
-                queues,
-                (count, None),
+                r.names,
+                r.queues,
+                (count, r.per_second),
                 Some(&self.actor),
             )
             .await
             {
-                Ok(done) => Answered::ok(json!({"id": "work-queue", "moved": done.moved()})),
+                Ok(done) => Answered::ok(json!({"id": r.id, "moved": done.moved(),
+                    "sentence": format!("moved {} message(s) from {}", done.moved(), r.from_to)})),
                 Err(f) => Answered::failed(&f),
             }
         } else {
@@ -424,7 +469,8 @@ impl Console {
         }
     }
 
-    /// A state-changing action (`release`, `mark-paid`, `recheck`), its fields in `body`.
+    /// A state-changing action (`release`, `mark-paid`, `recheck`, and the jobs `redrive`,
+    /// `events-redrive`, `resend`), its fields in `body`.
     pub async fn act(&self, action: &str, body: &[u8]) -> Answered {
         let Ok(fields) = serde_json::from_slice::<Value>(body) else {
             return Answered::refused(StatusCode::BAD_REQUEST, "the body is a JSON object");
@@ -460,7 +506,9 @@ impl Console {
                 }
             }
             "recheck" => self.recheck(&resource).await,
-            "redrive" | "resend" => self.job(action, fields["count"].as_u64()).await,
+            "redrive" | "events-redrive" | "resend" => {
+                self.job(action, fields["count"].as_u64()).await
+            }
             _ => Answered::refused(StatusCode::NOT_FOUND, format!("no action {action}")),
         };
         tracing::info!(

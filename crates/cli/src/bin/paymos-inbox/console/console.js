@@ -10,6 +10,7 @@ let draftReason = '';
 const LABELS = {
   held: 'Held: paid, but not as the order says', paid_late: 'Paid late', duplicate_payment: 'Duplicate payment',
   unconfirmed: 'Unconfirmed', order_unknown: 'Order unknown', unusable: 'Unusable', dead_letter: 'Dead letters',
+  parked_handoff: 'Parked hand-off events',
 };
 
 function el(tag, attrs, ...children) {
@@ -112,6 +113,7 @@ async function loadHome() {
 
 const JOBS = {
   redrive: { id: 'work-queue', title: 'Dead letters', verb: 'Move them back' },
+  'events-redrive': { id: 'webhook-queue', title: 'Parked hand-off events', verb: 'Move them back' },
   resend: { id: 'stranded', title: 'Stranded deliveries', verb: 'Send them again' },
 };
 
@@ -164,7 +166,7 @@ async function runJob(action, id, count) {
     const s = body.swept;
     say('ok', `${action}: ${s.found} stranded, ${s.resent} sent again, ${s.skipped} taken by someone else meanwhile, ${s.failed} failed (try again), ${s.bodiless} without a body (replay them from Paymos' dashboard)`);
   } else if (status === 200) {
-    say('ok', `${action}: moved ${body.moved} message(s) from the dead-letter queue back to the work queue`);
+    say('ok', `${action}: ${body.sentence}`);
   } else {
     say('refused', `${action} refused: ${body.refused || `status ${status}`}`);
   }

@@ -6,10 +6,12 @@ pub(crate) mod item;
 
 pub use item::WriteUnits;
 mod ledger;
+mod probe;
 mod records;
 mod render;
 mod resources;
 
+pub use probe::{PROBE_KEY, WriteGrant, may_update};
 pub use records::{delivery_record, state_record, stream_image};
 
 pub use ledger::{

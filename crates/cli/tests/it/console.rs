@@ -524,10 +524,11 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
 }
 
 /// A console on `dev` (its info file `info`) acting as alice, with `extra` flags: the process
-/// (stopped when dropped), its URL and the session's token its page holds.
+/// (stopped when dropped), its URL, its page and the session's token the page holds.
 struct Opened {
     _console: tokio::process::Child,
     url: String,
+    page: String,
     token: String,
 }
 
@@ -559,6 +560,7 @@ async fn open_console(info: &str, extra: &[&str]) -> Opened {
     Opened {
         _console: console,
         url,
+        page,
         token,
     }
 }
@@ -743,4 +745,138 @@ async fn parked_hand_off_events_wait_on_home_and_move_back_as_a_job_counted_firs
     );
     let (listed, _) = exceptions(&info).await;
     assert_eq!(listed.get("parked_handoff"), None, "{listed:?}");
+}
+
+/// A stand-in for DynamoDB that denies every request as IAM does, and the operations
+/// (`X-Amz-Target`) it was asked for.
+async fn denying_dynamodb(
+    denied: &'static str,
+) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = asked.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let seen = seen.clone();
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0_u8; 4096];
+                loop {
+                    let Ok(n) = stream.read(&mut buf).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    request.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&request).to_ascii_lowercase();
+                    let Some(end) = text.find("\r\n\r\n") else {
+                        continue;
+                    };
+                    let header = |name: &str| {
+                        text.lines()
+                            .find_map(|l| l.strip_prefix(name))
+                            .map(|v| v.trim().to_owned())
+                    };
+                    let length = header("content-length:")
+                        .and_then(|v| v.parse::<usize>().ok())
+                        .unwrap_or(0);
+                    if request.len() < end + 4 + length {
+                        continue;
+                    }
+                    seen.lock()
+                        .unwrap()
+                        .push(header("x-amz-target:").unwrap_or_default());
+                    request.drain(..end + 4 + length);
+                    let body = serde_json::json!({
+                        "__type": "com.amazon.coral.service#AccessDeniedException",
+                        "message": denied,
+                    })
+                    .to_string();
+                    let answer = format!(
+                        "HTTP/1.1 400 Bad Request\r\ncontent-type: application/x-amz-json-1.0\r\ncontent-length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if stream.write_all(answer.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, asked)
+}
+
+#[tokio::test]
+async fn a_console_that_may_not_write_says_what_is_missing_and_refuses_every_action_before_acting()
+{
+    let (_dev, info, _scratch) = dev_with_info("console-read-only").await;
+    let meta = |page: &str| {
+        page.split("name=\"console-read-only\" content=\"")
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .expect("the page says whether it is read-only")
+            .to_owned()
+    };
+
+    // On dev the identity may write: no banner, and an action reaches its use case.
+    let writable = open_console(&info, &[]).await;
+    assert_eq!(meta(&writable.page), "", "{}", writable.page);
+    let home = writable.get("api/home").await;
+    assert_eq!(home["about"]["read_only"], Value::Null, "{home}");
+    assert_eq!(home["about"]["write_unknown"], Value::Null, "{home}");
+    let (status, body) = writable
+        .act("release", serde_json::json!({"id": "inv_console_nothing"}))
+        .await;
+    assert_eq!(status, 400, "reached the release's own checks: {body}");
+
+    // An identity IAM lets read but not write: the banner names what is missing, in AWS's
+    // words, and every action is refused with it before any use case asks the table.
+    let denied = "User: arn:aws:sts::123456789012:assumed-role/viewer/ann is not authorized to perform: dynamodb:UpdateItem on resource: arn:aws:dynamodb:us-east-1:123456789012:table/state";
+    let (endpoint, asked) = denying_dynamodb(denied).await;
+    let read_only = open_console(&info, &["--dynamodb-endpoint", &endpoint]).await;
+    let sentence = format!(
+        "read-only: this identity may not write the state table (dynamodb:UpdateItem): {denied}"
+    );
+    assert_eq!(meta(&read_only.page), sentence, "{}", read_only.page);
+    let probed = asked.lock().unwrap().clone();
+    assert_eq!(
+        probed,
+        ["dynamodb_20120810.updateitem"],
+        "one probe at start"
+    );
+    for (action, fields) in [
+        (
+            "release",
+            serde_json::json!({"id": "inv_1", "reason": "checked", "override_amount": true}),
+        ),
+        (
+            "mark-paid",
+            serde_json::json!({"id": "inv_1", "order_id": "order-1"}),
+        ),
+        ("recheck", serde_json::json!({"id": "inv_1"})),
+        (
+            "redrive",
+            serde_json::json!({"id": "work-queue", "count": 1}),
+        ),
+        (
+            "events-redrive",
+            serde_json::json!({"id": "webhook-queue", "count": 1}),
+        ),
+        ("resend", serde_json::json!({"id": "stranded", "count": 1})),
+    ] {
+        let (status, body) = read_only.act(action, fields).await;
+        assert_eq!(
+            (status, body["refused"].as_str()),
+            (403, Some(sentence.as_str())),
+            "{action}"
+        );
+    }
+    assert_eq!(
+        asked.lock().unwrap().clone(),
+        probed,
+        "no action asked DynamoDB anything"
+    );
 }

@@ -240,7 +240,16 @@ async fn answer(session: &Session, console: &api::Console, request: Request<Inco
     match (method, path.as_str()) {
         (Method::GET, "/") => page(
             "text/html; charset=utf-8",
-            INDEX.replace("{{TOKEN}}", &session.token),
+            INDEX
+                .replace("{{TOKEN}}", &session.token)
+                .replace(
+                    "{{READ_ONLY}}",
+                    &attribute(&console.read_only().unwrap_or_default()),
+                )
+                .replace(
+                    "{{WRITE_UNKNOWN}}",
+                    &attribute(&console.write_unknown().unwrap_or_default()),
+                ),
         ),
         (Method::GET, "/console.js") => page("text/javascript; charset=utf-8", SCRIPT.to_owned()),
         (Method::GET, "/console.css") => page("text/css; charset=utf-8", STYLE.to_owned()),
@@ -270,6 +279,15 @@ async fn answer(session: &Session, console: &api::Console, request: Request<Inco
             &serde_json::json!({"refused": format!("no page {path}")}),
         ),
     }
+}
+
+/// `text` as an HTML attribute's value (AWS's sentences name ARNs, and may quote).
+fn attribute(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// The value of `name` in a query string, percent-decoded.
@@ -385,6 +403,14 @@ mod tests {
             assert_eq!(e.code, crate::exit::USAGE, "{refused}");
             assert!(e.message.contains("loopback only"), "{}", e.message);
         }
+    }
+
+    #[test]
+    fn a_sentence_on_the_page_stays_inside_its_attribute() {
+        assert_eq!(
+            attribute(r#"a "b" <c> & 'd'"#),
+            "a &quot;b&quot; &lt;c&gt; &amp; &#39;d&#39;"
+        );
     }
 
     #[test]

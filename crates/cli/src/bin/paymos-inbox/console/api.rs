@@ -3,7 +3,7 @@
 //! rule lives once, and a refusal is the domain's own sentence).
 
 use hyper::StatusCode;
-use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources, KeptBody};
+use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources, KeptBody, WriteGrant};
 use paymos_inbox_core::change::DELIVERY_OUTCOMES;
 use paymos_inbox_core::exceptions::{Exception, ReviewLedger as _};
 use paymos_inbox_core::release::{ReleaseBy, ReleaseStore as _};
@@ -115,6 +115,9 @@ pub struct Console {
     /// it is not known (each action asks again, and is not taken without it).
     identity: String,
     api: Option<paymos::PaymosClient>,
+    /// Whether this identity may write the state table (every action writes there, its audit
+    /// entry at least), learnt once at start ([`paymos_inbox_aws::dynamodb::may_update`]).
+    write: WriteGrant,
 }
 
 impl Console {
@@ -134,6 +137,15 @@ impl Console {
         let identity = crate::audit::who(&stack, Some(&actor))
             .await
             .unwrap_or_else(|f| format!("unknown ({})", f.message));
+        let table = stack.require(&stack.state, "state-table")?;
+        let write = paymos_inbox_aws::dynamodb::may_update(&stack.dynamodb, table).await;
+        match &write {
+            WriteGrant::Granted => {}
+            WriteGrant::Denied(why) => tracing::warn!("console: read-only: {why}"),
+            WriteGrant::Unknown(why) => {
+                tracing::warn!("console: whether this identity may write is not known: {why}");
+            }
+        }
         Ok(Self {
             stack,
             state,
@@ -141,7 +153,30 @@ impl Console {
             actor,
             identity,
             api,
+            write,
         })
+    }
+
+    /// Why this console only reads (the identity lacks the state table's write grant), the
+    /// sentence its page shows and every action is refused with; `None` when it may act.
+    pub fn read_only(&self) -> Option<String> {
+        match &self.write {
+            WriteGrant::Denied(why) => Some(format!(
+                "read-only: this identity may not write the state table (dynamodb:UpdateItem): {why}"
+            )),
+            WriteGrant::Granted | WriteGrant::Unknown(_) => None,
+        }
+    }
+
+    /// Why it is not known whether this console may act (the probe's write could not say);
+    /// its actions are offered, and a refused one says so.
+    pub fn write_unknown(&self) -> Option<String> {
+        match &self.write {
+            WriteGrant::Unknown(why) => Some(format!(
+                "whether this identity may write the state table is not known ({why}): an action it may not take is refused by AWS"
+            )),
+            WriteGrant::Granted | WriteGrant::Denied(_) => None,
+        }
     }
 
     /// What waits for a person, grouped by kind: `exceptions`' list, read as it reads it; and
@@ -206,6 +241,8 @@ impl Console {
             "actor": self.actor,
             "identity": self.identity,
             "recheck": self.api.is_some(),
+            "read_only": self.read_only(),
+            "write_unknown": self.write_unknown(),
         })
     }
 
@@ -472,6 +509,11 @@ impl Console {
     /// A state-changing action (`release`, `mark-paid`, `recheck`, and the jobs `redrive`,
     /// `events-redrive`, `resend`), its fields in `body`.
     pub async fn act(&self, action: &str, body: &[u8]) -> Answered {
+        // Refused before any use case runs: none could write its change, or its audit entry.
+        if let Some(why) = self.read_only() {
+            tracing::warn!(action, "console: refused: {why}");
+            return Answered::refused(StatusCode::FORBIDDEN, why);
+        }
         let Ok(fields) = serde_json::from_slice::<Value>(body) else {
             return Answered::refused(StatusCode::BAD_REQUEST, "the body is a JSON object");
         };

@@ -5,6 +5,10 @@
 'use strict';
 
 const TOKEN = document.querySelector('meta[name="console-token"]').content;
+// Set when the identity may not write the state table: every action button is disabled (the
+// server refuses them all the same), and the banner says what is missing.
+const READ_ONLY = document.querySelector('meta[name="console-read-only"]').content;
+const WRITE_UNKNOWN = document.querySelector('meta[name="console-write-unknown"]').content;
 // What the person typed as a release's reason, kept across the page's re-renders.
 let draftReason = '';
 const LABELS = {
@@ -20,6 +24,10 @@ function el(tag, attrs, ...children) {
     if (k.startsWith('on')) node.addEventListener(k.slice(2), v); else node.setAttribute(k, v === true ? '' : v);
   }
   for (const c of children.flat()) if (c !== null && c !== undefined) node.append(c instanceof Node ? c : String(c));
+  if (READ_ONLY && tag === 'button' && attrs && attrs['data-action']) {
+    node.disabled = true;
+    node.title = READ_ONLY;
+  }
   return node;
 }
 
@@ -303,6 +311,12 @@ document.addEventListener('keydown', (e) => {
     document.getElementById('search-id').focus();
   }
 });
+const banner = document.getElementById('banner');
+if (READ_ONLY || WRITE_UNKNOWN) {
+  banner.hidden = false;
+  banner.dataset.state = READ_ONLY ? 'read-only' : 'unknown';
+  banner.textContent = READ_ONLY || WRITE_UNKNOWN;
+}
 loadJobs();
 loadHome();
 loadAudit();

@@ -19,6 +19,8 @@ try {
   seen.total = Number(await page.textContent('#total'));
   seen.health = await page.$$eval('#health [data-health]', (ds) => Object.fromEntries(ds.map((d) => [d.dataset.health, d.querySelector('dd').textContent])));
   seen.listed = await page.$$eval('#groups .item', (items) => items.map((i) => i.dataset.id));
+  seen.banner_hidden = await page.$eval('#banner', (b) => b.hidden);
+  seen.disabled_buttons = await page.$$eval('button[data-action]:disabled', (bs) => bs.length);
   await page.screenshot({ path: `${shots}/console-home.png`, fullPage: true });
 
   // Found by its invoice id, from the keyboard.

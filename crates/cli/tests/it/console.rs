@@ -333,6 +333,13 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
     assert_eq!(seen["total"].as_u64(), Some(before.values().sum::<u64>()));
     assert_eq!(seen["health"]["dead_letters"], "1", "{seen}");
     assert_eq!(seen["health"]["oldest_pending"], "none", "{seen}");
+    assert_eq!(
+        seen["health"]["last_reconciliation"], "never run clean",
+        "{seen}"
+    );
+    // dev's identity may write: no read-only banner, no button disabled.
+    assert_eq!(seen["banner_hidden"], true, "{seen}");
+    assert_eq!(seen["disabled_buttons"], 0, "{seen}");
     assert!(
         seen["story"]
             .as_str()

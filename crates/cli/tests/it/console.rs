@@ -887,3 +887,27 @@ async fn a_console_that_may_not_write_says_what_is_missing_and_refuses_every_act
         "no action asked DynamoDB anything"
     );
 }
+
+// A stack deployed without `WebhookTargetUrl` has no hand-off queues: nothing is parked, and
+// no job offers to move them (nor says a name is missing, as if the stack were too old).
+#[tokio::test]
+async fn a_stack_without_the_signed_hand_off_offers_no_parked_events_job() {
+    let (mut dev, _, _scratch) = dev_with_info("console-no-hand-off").await;
+    dev.info.queues.remove("WebhookDeliveryQueue");
+    dev.info.queues.remove("WebhookTargetDeadLetterQueue");
+    let scratch_info = scratch("console-no-hand-off-info");
+    let info = scratch_info.path().join("info.json");
+    std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
+    let console = open_console(info.to_str().unwrap(), &[]).await;
+    let jobs = console.get("api/jobs").await;
+    assert_eq!(jobs["events-redrive"], Value::Null, "{jobs}");
+    assert_eq!(jobs["redrive"]["count"], 0, "{jobs}");
+    let home = console.get("api/home").await;
+    let parked = home["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["kind"] == "parked_handoff")
+        .map(|g| g["count"].clone());
+    assert_eq!(parked, Some(serde_json::json!(0)), "{home}");
+}

@@ -29,7 +29,8 @@ pub const KINDS: [&str; 8] = [
 
 /// A dead-letter queue the console moves back as a job, through the command line's
 /// [`crate::ops::redrive_in`]: the action, the queue its audit entry names, the two queues'
-/// options (as the command line names them) and where they are in the stack, the pace.
+/// options (as the command line names them) and where they are in the stack, the pace, and
+/// whether a stack may lack both queues (not offered then).
 struct Redrive {
     action: &'static str,
     id: &'static str,
@@ -37,6 +38,7 @@ struct Redrive {
     queues: fn(&Stack) -> (Option<String>, Option<String>),
     from_to: &'static str,
     per_second: Option<u16>,
+    optional: bool,
 }
 
 /// `redrive` (the work queue's dead letters) and `events redrive` (the hand-off's parked
@@ -49,6 +51,7 @@ const REDRIVES: [Redrive; 2] = [
         queues: |s| (s.queue.clone(), s.dlq.clone()),
         from_to: "the dead-letter queue back to the work queue",
         per_second: None,
+        optional: false,
     },
     Redrive {
         action: "events-redrive",
@@ -57,6 +60,8 @@ const REDRIVES: [Redrive; 2] = [
         queues: |s| (s.webhook_queue.clone(), s.webhook_dlq.clone()),
         from_to: "the hand-off's dead-letter queue back to the queue the deliver function posts from",
         per_second: Some(crate::handoff::REDRIVE_PER_SECOND),
+        // Only a stack with a `WebhookTargetUrl` has the hand-off's queues.
+        optional: true,
     },
 ];
 
@@ -418,6 +423,10 @@ impl Console {
         let mut jobs = serde_json::Map::new();
         for r in &REDRIVES {
             let (queue, dlq) = (r.queues)(&self.stack);
+            if r.optional && queue.is_none() && dlq.is_none() {
+                jobs.insert(r.action.to_owned(), Value::Null);
+                continue;
+            }
             let offer = match self.stack.require(&dlq, r.names.1) {
                 Ok(dlq) if queue.is_some() => {
                     match paymos_inbox_aws::sqs::approximate_messages(&self.stack.sqs, dlq).await {

@@ -11,7 +11,7 @@ use paymos_inbox_core::ingest::{
     Delivery, DeliveryLedger, ExistingDelivery, Recorded, TakeOver, WorkQueue,
 };
 use paymos_inbox_core::port::PortError;
-use paymos_inbox_core::write::{Stored, Write};
+use paymos_inbox_core::write::{Fields, Key, Stored, Write};
 
 /// What happens to one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,5 +195,9 @@ impl<S: ResourceStore> ResourceStore for Faulty<S> {
         self.faults
             .around("TransactWriteItems", self.inner.write(writes))
             .await
+    }
+
+    async fn read(&self, key: &Key) -> Result<Option<Fields>, PortError> {
+        self.faults.around("GetItem", self.inner.read(key)).await
     }
 }

@@ -183,6 +183,13 @@ impl ResourceStore for NoopStore {
     async fn write(&self, _: &[Write]) -> Result<Stored, PortError> {
         Ok(Stored::Committed)
     }
+
+    async fn read(
+        &self,
+        _: &paymos_inbox_core::write::Key,
+    ) -> Result<Option<paymos_inbox_core::write::Fields>, PortError> {
+        Ok(None)
+    }
 }
 
 fn bench_fulfil(c: &mut Criterion) {

@@ -244,6 +244,13 @@ mod tests {
             }
             self.inner.write(writes).await
         }
+
+        async fn read(
+            &self,
+            key: &paymos_inbox_core::write::Key,
+        ) -> Result<Option<paymos_inbox_core::write::Fields>, PortError> {
+            self.inner.read(key).await
+        }
     }
 
     fn batch(invoices: &[&str]) -> SqsEvent {

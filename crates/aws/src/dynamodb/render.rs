@@ -93,7 +93,7 @@ pub struct Tables {
 
 impl Tables {
     /// The table and hash key attribute of `key`.
-    fn of(&self, key: &Key) -> (&str, &'static str) {
+    pub(crate) fn of(&self, key: &Key) -> (&str, &'static str) {
         match key.table {
             Table::State => (&self.state, "pk"),
             Table::Ledger => (&self.ledger, "event_id"),

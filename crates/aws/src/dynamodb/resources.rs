@@ -13,7 +13,7 @@
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{KeysAndAttributes, ReturnConsumedCapacity, Update};
+use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnConsumedCapacity, Update};
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -33,7 +33,7 @@ use paymos_inbox_core::reconcile::ReconcileStore;
 use paymos_inbox_core::record::{FulfilmentRecord, InvoiceRecord, StateRecord};
 use paymos_inbox_core::release::ReleaseStore;
 use paymos_inbox_core::status::Amount;
-use paymos_inbox_core::write::{self, Refused, Stored, Write};
+use paymos_inbox_core::write::{self, Fields, Key, Refused, Stored, Write};
 
 pub use paymos_inbox_core::write::{balance_key, order_key, order_paid_key};
 
@@ -213,6 +213,20 @@ impl ResourceStore for DynamoResources {
             }
             _ => self.transact(writes).await,
         }
+    }
+
+    async fn read(&self, key: &Key) -> Result<Option<Fields>, PortError> {
+        let (table, name) = self.tables.of(key);
+        let out = self
+            .client
+            .get_item()
+            .table_name(table)
+            .key(name, AttributeValue::S(key.id.clone()))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| port_error("DynamoDB GetItem", e))?;
+        Ok(out.item.as_ref().map(fields_of))
     }
 }
 

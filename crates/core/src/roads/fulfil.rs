@@ -18,7 +18,7 @@ use crate::outcome::{MAX_WRITES, Step, next_as, plan, read, writes};
 use crate::signature::Environment;
 use crate::status::{Amount, InvoiceStatus};
 use crate::work::{WorkItem, WorkItemError};
-use crate::write::{Stored, Write};
+use crate::write::{Fields, Key, Refused, Stored, Write};
 
 /// Why a queue message cannot be applied at all (it was not written by ingest, so nothing
 /// acknowledged is lost by sending it to the DLQ).
@@ -37,21 +37,44 @@ pub enum PoisonError {
 pub trait ResourceStore: Send + Sync {
     /// Writes `writes` all or nothing.
     fn write(&self, writes: &[Write]) -> impl Future<Output = Result<Stored, PortError>> + Send;
+
+    /// What the item at `key` holds now (`None`: absent): a strongly consistent read, so that
+    /// a guard it fails would fail a write made at the same moment.
+    fn read(&self, key: &Key) -> impl Future<Output = Result<Option<Fields>, PortError>> + Send;
 }
 
 impl<T: ResourceStore> ResourceStore for Arc<T> {
     fn write(&self, writes: &[Write]) -> impl Future<Output = Result<Stored, PortError>> + Send {
         (**self).write(writes)
     }
+
+    fn read(&self, key: &Key) -> impl Future<Output = Result<Option<Fields>, PortError>> + Send {
+        (**self).read(key)
+    }
 }
 
 /// Writes `writes` (none: nothing to do).
 ///
+/// A transaction is billed two units per item whether it commits or not (a paid invoice's is
+/// 8), and most refusals are a second copy of a change already made. So the write whose
+/// refusal would win ([`crate::outcome::winner`]: the least [`What`]) is read first, and a
+/// guard it fails is reported as the store would report it, without the transaction. A read
+/// that passes leaves the decision to the conditional write, as before.
+///
 /// # Errors
 /// [`PortError`] when the store fails.
 pub async fn store<S: ResourceStore>(store: &S, writes: &[Write]) -> Result<Stored, PortError> {
-    if writes.is_empty() {
+    let Some(first) = writes.iter().min_by_key(|w| w.what) else {
         return Ok(Stored::Committed);
+    };
+    if writes.len() > 1 {
+        let found = store.read(&first.key).await?;
+        if !first.guard.holds(found.as_ref()) {
+            return Ok(Stored::Refused(vec![Refused {
+                write: first.what,
+                found: found.unwrap_or_default(),
+            }]));
+        }
     }
     store.write(writes).await
 }

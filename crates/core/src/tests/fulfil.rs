@@ -461,6 +461,13 @@ impl crate::fulfil::ResourceStore for CrashBeforeMark {
         }
         self.inner.write(writes).await
     }
+
+    async fn read(
+        &self,
+        key: &crate::write::Key,
+    ) -> Result<Option<crate::write::Fields>, PortError> {
+        self.inner.read(key).await
+    }
 }
 
 #[tokio::test]
@@ -1426,4 +1433,87 @@ fn open_statuses_of_the_same_second_move_only_forward_in_paymos_flow() {
             );
         }
     }
+}
+
+/// The memory store, with every write list tried and every item read.
+#[derive(Default)]
+struct Billed {
+    inner: MemoryResources,
+    tried: std::sync::Mutex<Vec<Vec<crate::write::What>>>,
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+impl crate::fulfil::ResourceStore for Billed {
+    async fn write(
+        &self,
+        writes: &[crate::write::Write],
+    ) -> Result<crate::write::Stored, PortError> {
+        self.tried
+            .lock()
+            .unwrap()
+            .push(writes.iter().map(|w| w.what).collect());
+        self.inner.write(writes).await
+    }
+
+    async fn read(
+        &self,
+        key: &crate::write::Key,
+    ) -> Result<Option<crate::write::Fields>, PortError> {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.read(key).await
+    }
+}
+
+// Issue 39: a transaction is billed two units per item, refused or not. The second endpoint's
+// copy of a paid invoice (some 9 % of a typical mix) tried the payment's whole transaction
+// (8 units) only to be told the invoice was final. One read of the write whose refusal would
+// win now tells it, and the copy writes its mark alone; the first copy still fulfils once.
+#[tokio::test]
+async fn a_paid_invoices_second_copy_is_refused_by_a_read_and_writes_only_its_mark() {
+    use crate::write::What;
+    let store = Arc::new(Billed::default());
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let first = invoice("evt_a", "paid", 20, "inv_1", "o-1");
+    let copy = invoice("evt_b", "paid", 20, "inv_1", "o-1");
+    let (_, applied) = fulfil.apply(&first, 1_000).await.unwrap();
+    assert_eq!(applied, Fulfilled);
+    let paid: Vec<Vec<What>> = store.tried.lock().unwrap().drain(..).collect();
+    assert!(
+        paid[0].len() > 1 && paid[0].contains(&What::Fulfilment),
+        "{paid:?}"
+    );
+
+    let (_, applied) = fulfil.apply(&copy, 1_001).await.unwrap();
+    assert_eq!(applied, AlreadyFinal);
+    assert_eq!(
+        *store.tried.lock().unwrap(),
+        vec![vec![What::Processed]],
+        "the copy's transaction is never tried"
+    );
+    assert_eq!(store.inner.fulfilled(), vec!["inv_1"]);
+    assert_eq!(
+        store.inner.outcome("evt_b").map(|(a, _)| a),
+        Some(AlreadyFinal)
+    );
+}
+
+// A read is not a write: a transaction whose writes would be taken is still written whole,
+// and a change of one item is written without a read.
+#[tokio::test]
+async fn a_transaction_that_would_commit_and_a_single_write_are_written_as_before() {
+    let store = Arc::new(Billed::default());
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let (_, applied) = fulfil
+        .apply(&invoice("evt_o", "confirming", 10, "inv_1", "o-1"), 1_000)
+        .await
+        .unwrap();
+    assert_eq!(applied, Updated);
+    assert_eq!(store.reads.load(std::sync::atomic::Ordering::SeqCst), 0);
+    let (_, applied) = fulfil
+        .apply(&invoice("evt_a", "paid", 20, "inv_1", "o-1"), 1_001)
+        .await
+        .unwrap();
+    assert_eq!(applied, Fulfilled);
+    assert_eq!(store.reads.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(store.inner.fulfilled(), vec!["inv_1"]);
 }

@@ -47,6 +47,8 @@ struct Metered {
     inner: MemoryResources,
     writes: Mutex<BTreeMap<String, u64>>,
     total: std::sync::atomic::AtomicU64,
+    /// Strongly consistent reads of an item of at most 4 KB: a read unit each.
+    reads: std::sync::atomic::AtomicU64,
 }
 
 impl Metered {
@@ -108,6 +110,11 @@ impl ResourceStore for Metered {
             }
         }
         Ok(stored)
+    }
+
+    async fn read(&self, key: &Key) -> Result<Option<Fields>, PortError> {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.read(key).await
     }
 }
 
@@ -180,20 +187,21 @@ fn the_mix() -> Vec<(String, Vec<u8>)> {
     out
 }
 
-/// The second applied: every partition's writes, and per outcome its deliveries and the write
-/// units they took (ingest's and fulfil's, indexes included).
+/// The second applied: every partition's writes, and per outcome its deliveries, the write
+/// units they took (ingest's and fulfil's, indexes included) and the read units.
 struct Second {
     writes: BTreeMap<String, u64>,
-    by_outcome: BTreeMap<&'static str, (u64, u64)>,
+    by_outcome: BTreeMap<&'static str, (u64, u64, u64)>,
 }
 
 async fn the_second() -> Second {
     let fulfil = Fulfil::new(Metered::default());
     let store = fulfil.store();
     let total = || store.total.load(std::sync::atomic::Ordering::SeqCst);
-    let mut by_outcome: BTreeMap<&'static str, (u64, u64)> = BTreeMap::new();
+    let reads = || store.reads.load(std::sync::atomic::Ordering::SeqCst);
+    let mut by_outcome: BTreeMap<&'static str, (u64, u64, u64)> = BTreeMap::new();
     for (event_id, body) in the_mix() {
-        let before = total();
+        let (before, read_before) = (total(), reads());
         // Ingest: the body item, the record, its `pending-by-age` entry.
         let key = delivery_key(Some(Environment::Live), &event_id);
         store.count(format!("deliveries body#{key}"), 1);
@@ -212,6 +220,7 @@ async fn the_second() -> Second {
         let entry = by_outcome.entry(outcome.as_str()).or_default();
         entry.0 += 1;
         entry.1 += total() - before;
+        entry.2 += reads() - read_before;
     }
     let writes = store.writes.lock().unwrap().clone();
     Second { writes, by_outcome }
@@ -219,29 +228,37 @@ async fn the_second() -> Second {
 
 /// DynamoDB on-demand, us-east-1: dollars per million write request units.
 const DOLLARS_PER_MILLION_WRU: f64 = 0.625;
+/// And per million read request units (a strongly consistent read of up to 4 KB is one).
+const DOLLARS_PER_MILLION_RRU: f64 = 0.125;
 
-/// The table of write units per outcome of the mix, priced, as docs/performance.md shows it.
+/// The table of write and read units per outcome of the mix, priced, as docs/performance.md
+/// shows it.
 fn priced(second: &Second) -> String {
     let mut out = String::from(
-        "| outcome (share of the mix) | write units a delivery | per million deliveries |\n|---|---|---|\n",
+        "| outcome (share of the mix) | write units a delivery | read units | per million deliveries |\n|---|---|---|---|\n",
     );
     #[allow(clippy::cast_precision_loss, reason = "counts of a few thousand")]
     let per = |n: u64, of: u64| n as f64 / of as f64;
-    let (mut deliveries, mut units) = (0, 0);
-    for (outcome, (n, wru)) in &second.by_outcome {
+    let dollars =
+        |wru: f64, rru: f64| wru * DOLLARS_PER_MILLION_WRU + rru * DOLLARS_PER_MILLION_RRU;
+    let (mut deliveries, mut units, mut read) = (0, 0, 0);
+    for (outcome, (n, wru, rru)) in &second.by_outcome {
         deliveries += n;
         units += wru;
+        read += rru;
         out.push_str(&format!(
-            "| `{outcome}` ({:.1} %) | {:.1} | ${:.2} |\n",
+            "| `{outcome}` ({:.1} %) | {:.1} | {:.1} | ${:.2} |\n",
             100.0 * per(*n, RATE as u64),
             per(*wru, *n),
-            per(*wru, *n) * DOLLARS_PER_MILLION_WRU
+            per(*rru, *n),
+            dollars(per(*wru, *n), per(*rru, *n))
         ));
     }
     out.push_str(&format!(
-        "| **the mix** | **{:.2}** | **${:.2}** |\n",
+        "| **the mix** | **{:.2}** | **{:.2}** | **${:.2}** |\n",
         per(units, deliveries),
-        per(units, deliveries) * DOLLARS_PER_MILLION_WRU
+        per(read, deliveries),
+        dollars(per(units, deliveries), per(read, deliveries))
     ));
     out
 }
@@ -291,7 +308,7 @@ async fn docs_performance_prices_the_mix_as_the_heat_test_counts_it() {
 #[tokio::test]
 async fn no_partition_takes_more_than_800_writes_a_second_at_20000_deliveries_a_second() {
     let Second { writes, by_outcome } = the_second().await;
-    let applied: BTreeMap<&str, u64> = by_outcome.iter().map(|(o, (n, _))| (*o, *n)).collect();
+    let applied: BTreeMap<&str, u64> = by_outcome.iter().map(|(o, (n, ..))| (*o, *n)).collect();
     let mut hottest: Vec<(&String, &u64)> = writes.iter().collect();
     hottest.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
     let total: u64 = writes.values().sum();

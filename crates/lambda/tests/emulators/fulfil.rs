@@ -96,11 +96,16 @@ async fn one_paid_delivery_fulfils_once_in_one_transaction_then_marks_its_record
             .await,
         Applied::Fulfilled
     );
-    // The invoice, its fulfilment, the order's claim and guard in one transaction; the
-    // ledger's mark after it, alone.
+    // A read of the invoice (a refused transaction is billed as written); the invoice, its
+    // fulfilment, the order's claim and guard in one transaction; the ledger's mark after it,
+    // alone.
     assert_eq!(
         rig.aws.calls.operations(),
-        ["DynamoDB.TransactWriteItems", "DynamoDB.UpdateItem"]
+        [
+            "DynamoDB.GetItem",
+            "DynamoDB.TransactWriteItems",
+            "DynamoDB.UpdateItem"
+        ]
     );
 
     let invoice = rig.state_item("inv_p1").await.unwrap();
@@ -125,8 +130,8 @@ async fn the_same_event_again_changes_nothing() {
     assert_eq!(rig.apply(&paid).await, Applied::AlreadyProcessed);
     assert_eq!(
         rig.aws.calls.operations(),
-        ["DynamoDB.TransactWriteItems", "DynamoDB.UpdateItem"],
-        "a cancelled transaction (the invoice holds this event's own change) and a refused mark"
+        ["DynamoDB.GetItem", "DynamoDB.UpdateItem"],
+        "a read (the invoice holds this event's own change: no transaction) and a refused mark"
     );
     assert_eq!(rig.aws.scan(&rig.state).await, before);
     assert_eq!(
@@ -152,8 +157,8 @@ async fn two_endpoints_two_event_ids_one_fulfilment() {
     );
     assert_eq!(
         rig.aws.calls.operations(),
-        ["DynamoDB.TransactWriteItems", "DynamoDB.UpdateItem"],
-        "already final: 2 calls"
+        ["DynamoDB.GetItem", "DynamoDB.UpdateItem"],
+        "already final: a read, then the mark alone (no transaction of 8 units refused)"
     );
     assert_eq!(rig.fulfilments().await.len(), 1);
     assert_eq!(rig.outcome("evt_ep_b").await, "already_final");
@@ -764,7 +769,11 @@ async fn the_paths_that_need_a_person_cost_what_the_readme_says() {
         json!({"id": "pcd_cost", "is_final": true, "payment_channel_external_id": "p", "currency": "USDT"}),
     );
     assert_eq!(rig.apply(&no_net).await, Applied::Unusable);
-    calls(&["DynamoDB.TransactWriteItems"], "unusable");
+    // A transaction is read first: its refusal would be billed as its writes.
+    calls(
+        &["DynamoDB.GetItem", "DynamoDB.TransactWriteItems"],
+        "unusable",
+    );
     // A second paid invoice of an order: the refused fulfilment, then the invoice paid unfulfilled.
     rig.apply(&invoice_event(
         "evt_cost_a",
@@ -781,7 +790,12 @@ async fn the_paths_that_need_a_person_cost_what_the_readme_says() {
     );
     assert_eq!(rig.apply(&second).await, Applied::DuplicatePayment);
     calls(
-        &["DynamoDB.TransactWriteItems", "DynamoDB.TransactWriteItems"],
+        &[
+            "DynamoDB.GetItem",
+            "DynamoDB.TransactWriteItems",
+            "DynamoDB.GetItem",
+            "DynamoDB.TransactWriteItems",
+        ],
         "duplicate_payment",
     );
     // Held: likewise (the amount guard refuses, then the invoice is paid and held).
@@ -798,7 +812,12 @@ async fn the_paths_that_need_a_person_cost_what_the_readme_says() {
     let held = invoice_event("evt_cost_h", "invoice.paid", "inv_cost_h", NOW);
     assert_eq!(rig.apply(&held).await, Applied::Held);
     calls(
-        &["DynamoDB.TransactWriteItems", "DynamoDB.TransactWriteItems"],
+        &[
+            "DynamoDB.GetItem",
+            "DynamoDB.TransactWriteItems",
+            "DynamoDB.GetItem",
+            "DynamoDB.TransactWriteItems",
+        ],
         "held",
     );
 }

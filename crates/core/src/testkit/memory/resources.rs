@@ -395,6 +395,9 @@ impl ResourceStore for MemoryResources {
         }
         Ok(Stored::Committed)
     }
+    async fn read(&self, key: &Key) -> Result<Option<Fields>, PortError> {
+        Ok(self.lock().get(key).cloned())
+    }
 }
 
 impl ReleaseStore for MemoryResources {

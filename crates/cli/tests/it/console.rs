@@ -727,7 +727,21 @@ async fn parked_hand_off_events_wait_on_home_and_move_back_as_a_job_counted_firs
         "back where the deliver function posts from"
     );
 
-    // Recorded as the command line records `events redrive`.
+    // Recorded as the command line records `events redrive`: one more parked, moved back by
+    // bob from the command line, and the two entries alike but for who and how many.
+    dev.sqs
+        .send_message()
+        .queue_url(parked)
+        .message_body(r#"{"webhook-id": "fact_parked_2"}"#)
+        .send()
+        .await
+        .unwrap();
+    let (code, out, err) = run(args(
+        &["events", "redrive", "--actor", "bob", "--json"],
+        &info,
+    ))
+    .await;
+    assert_eq!(code, Some(0), "{out}{err}");
     let state = DynamoResources::new(
         dev.dynamodb.clone(),
         &dev.info.tables["StateTable"],
@@ -740,16 +754,16 @@ async fn parked_hand_off_events_wait_on_home_and_move_back_as_a_job_counted_firs
         .into_iter()
         .map(|a| (a.kind, a.actor, a.subject, a.result, a.count))
         .collect();
-    assert_eq!(
-        recorded,
-        [(
+    let entry = |actor: &str, moved: u64| {
+        (
             paymos_inbox_core::action::ActionKind::Redrive,
-            "alice".to_owned(),
+            actor.to_owned(),
             "webhook-queue".to_owned(),
-            "moved 2".to_owned(),
-            Some(2)
-        )]
-    );
+            format!("moved {moved}"),
+            Some(moved),
+        )
+    };
+    assert_eq!(recorded, [entry("bob", 1), entry("alice", 2)]);
     let (listed, _) = exceptions(&info).await;
     assert_eq!(listed.get("parked_handoff"), None, "{listed:?}");
 }

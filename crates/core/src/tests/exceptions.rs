@@ -864,3 +864,63 @@ async fn every_road_that_fulfils_writes_the_stacks_effect_and_no_other_does() {
     );
     assert_eq!(store.fulfilled().len(), 5, "one fulfilment per shipment");
 }
+
+// A recheck that confirms a payment whose order is known nowhere does not take its delivery
+// off what waits: it waits for its order now (`order_unknown`, `mark-paid --order-id`), by its
+// event id; a payment Paymos confirms with its order leaves the list.
+#[tokio::test]
+async fn a_confirmed_payment_without_an_order_still_waits_for_its_order_after_a_recheck() {
+    let store = MemoryResources::new();
+    let reviews = MemoryReviews::new();
+    let without_order = r#"{"event_id":"evt_n","event_type":"invoice.paid","version":1,"occurred_at":1700000000,"data":{"invoice_id":"inv_n"}}"#;
+    reviews.processed(
+        Delivery {
+            body: without_order.as_bytes().to_vec(),
+            ..delivery("evt_n", "inv_n")
+        },
+        Applied::Unconfirmed,
+        "not paid yet",
+        5,
+    );
+    reviews.processed(
+        delivery("evt_p", "inv_p"),
+        Applied::Unconfirmed,
+        "not paid yet",
+        6,
+    );
+    let paymos = MemoryPaymos::new();
+    let paid = |order_id: Option<String>| ConfirmedInvoice {
+        status: "paid".into(),
+        is_test: false,
+        order_id,
+        order_amount: Amount::parse("10.00"),
+        order_currency: Some("USD".into()),
+        token_amount: None,
+        token_currency: None,
+        paid_late: false,
+        project_id: None,
+        paid_at: None,
+    };
+    paymos.invoice("inv_n", paid(None));
+    paymos.invoice("inv_p", paid(Some("o-inv_p".into())));
+    let rechecked = recheck(
+        &store,
+        &reviews,
+        &paymos,
+        &RecordFulfilment,
+        Environment::Live,
+        None,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    let outcomes: Vec<_> = rechecked.iter().map(|r| r.outcome.as_str()).collect();
+    assert_eq!(outcomes, ["order_unknown", "fulfilled"]);
+    assert_eq!(store.fulfilled(), ["inv_p"]);
+    let listed = list(&store, &reviews, 0).await.unwrap();
+    let deliveries: Vec<_> = listed
+        .iter()
+        .filter_map(|e| Some((e.kind, e.event_id.as_deref()?)))
+        .collect();
+    assert_eq!(deliveries, [("order_unknown", "evt_n")]);
+}

@@ -188,31 +188,9 @@ async fn a_recheck_applies_what_paymos_now_confirms_and_leaves_the_rest_waiting(
         6,
     );
     let paymos = MemoryPaymos::new();
-    let at_paymos = |status: &str, invoice: &str| ConfirmedInvoice {
-        status: status.into(),
-        is_test: false,
-        order_id: Some(format!("o-{invoice}")),
-        order_amount: Amount::parse("10.00"),
-        order_currency: Some("USD".into()),
-        token_amount: None,
-        token_currency: None,
-        paid_late: false,
-        project_id: None,
-        paid_at: None,
-    };
     paymos.invoice("inv_p", at_paymos("paid", "inv_p"));
     paymos.invoice("inv_w", at_paymos("awaiting_payment", "inv_w"));
-    let rechecked = recheck(
-        &store,
-        &reviews,
-        &paymos,
-        &RecordFulfilment,
-        Environment::Live,
-        None,
-        NOW_MS,
-    )
-    .await
-    .unwrap();
+    let rechecked = recheck_live(&store, &reviews, &paymos, None).await;
     let outcomes: Vec<_> = rechecked
         .iter()
         .map(|r| (r.resource_id.as_str(), r.outcome.as_str()))
@@ -226,17 +204,7 @@ async fn a_recheck_applies_what_paymos_now_confirms_and_leaves_the_rest_waiting(
     assert_eq!(reviews.resolved("evt_p").unwrap().0, "rechecked_fulfilled");
     assert_eq!(reviews.resolved("evt_w"), None);
     // Run again: only what still waits is read again.
-    let again = recheck(
-        &store,
-        &reviews,
-        &paymos,
-        &RecordFulfilment,
-        Environment::Live,
-        None,
-        NOW_MS,
-    )
-    .await
-    .unwrap();
+    let again = recheck_live(&store, &reviews, &paymos, None).await;
     assert_eq!(again.len(), 1);
 }
 
@@ -336,6 +304,26 @@ fn item_of(d: &Delivery) -> WorkItem {
         body: d.body.clone(),
         received_at_ms: Some(NOW_MS),
     }
+}
+
+/// `recheck` as the command line runs it on a live stack, with the recording effect, now.
+async fn recheck_live(
+    store: &MemoryResources,
+    reviews: &MemoryReviews,
+    paymos: &MemoryPaymos,
+    resource: Option<&str>,
+) -> Vec<crate::exceptions::Rechecked> {
+    recheck(
+        store,
+        reviews,
+        paymos,
+        &RecordFulfilment,
+        Environment::Live,
+        resource,
+        NOW_MS,
+    )
+    .await
+    .unwrap()
 }
 
 fn at_paymos(status: &str, invoice: &str) -> ConfirmedInvoice {
@@ -439,17 +427,7 @@ async fn an_unconfirmed_closure_is_rechecked_and_never_released() {
     let paymos = MemoryPaymos::new();
     paymos.invoice("inv_gone", at_paymos("expired", "inv_gone"));
     paymos.invoice("inv_open", at_paymos("cancelled", "inv_open"));
-    let rechecked = recheck(
-        store.as_ref(),
-        &reviews,
-        &paymos,
-        &RecordFulfilment,
-        Environment::Live,
-        None,
-        NOW_MS,
-    )
-    .await
-    .unwrap();
+    let rechecked = recheck_live(store.as_ref(), &reviews, &paymos, None).await;
     assert_eq!(rechecked.len(), 2, "{rechecked:?}");
     assert_eq!(
         store.invoice("inv_open").unwrap().status.map(|(s, _)| s),
@@ -540,17 +518,7 @@ async fn unconfirmed_deposits_and_payouts_are_rechecked_and_a_deposit_credits_on
     let paymos = MemoryPaymos::new();
     paymos.deposit("pcd_1", deposit_at_paymos());
     paymos.withdrawal("wdr_p", withdrawal_at_paymos(None, None, "7"));
-    let rechecked = recheck(
-        store.as_ref(),
-        &reviews,
-        &paymos,
-        &RecordFulfilment,
-        Environment::Live,
-        Some("pcd_1"),
-        NOW_MS,
-    )
-    .await
-    .unwrap();
+    let rechecked = recheck_live(store.as_ref(), &reviews, &paymos, Some("pcd_1")).await;
     let outcomes: Vec<_> = rechecked.iter().map(|r| r.outcome.as_str()).collect();
     assert_eq!(outcomes, ["credited"], "{rechecked:?}");
     assert_eq!(
@@ -561,18 +529,9 @@ async fn unconfirmed_deposits_and_payouts_are_rechecked_and_a_deposit_credits_on
     // Once: a second recheck finds nothing of it, and the same deposit through a second
     // endpoint credits nothing more.
     assert!(
-        recheck(
-            store.as_ref(),
-            &reviews,
-            &paymos,
-            &RecordFulfilment,
-            Environment::Live,
-            Some("pcd_1"),
-            NOW_MS
-        )
-        .await
-        .unwrap()
-        .is_empty()
+        recheck_live(store.as_ref(), &reviews, &paymos, Some("pcd_1"))
+            .await
+            .is_empty()
     );
     let second_endpoint = Delivery {
         event_id: "evt_d2".into(),
@@ -590,17 +549,7 @@ async fn unconfirmed_deposits_and_payouts_are_rechecked_and_a_deposit_credits_on
     assert_eq!(store.credits("c-1", "USDT").len(), 1, "credited once");
     // The rest: the payout is applied; the deposit Paymos does not know is refuted and leaves
     // the list, crediting nothing.
-    let rest = recheck(
-        store.as_ref(),
-        &reviews,
-        &paymos,
-        &RecordFulfilment,
-        Environment::Live,
-        None,
-        NOW_MS,
-    )
-    .await
-    .unwrap();
+    let rest = recheck_live(store.as_ref(), &reviews, &paymos, None).await;
     let outcomes: Vec<_> = rest
         .iter()
         .map(|r| (r.event_id.as_str(), r.outcome.as_str()))
@@ -667,17 +616,7 @@ async fn a_refund_waiting_unconfirmed_blocks_the_release_of_its_invoice_until_it
         "wdr_r",
         withdrawal_at_paymos(Some("inv_held"), Some(true), "12"),
     );
-    let rechecked = recheck(
-        store.as_ref(),
-        &reviews,
-        &paymos,
-        &RecordFulfilment,
-        Environment::Live,
-        Some("wdr_r"),
-        NOW_MS,
-    )
-    .await
-    .unwrap();
+    let rechecked = recheck_live(store.as_ref(), &reviews, &paymos, Some("wdr_r")).await;
     assert_eq!(rechecked.len(), 1, "{rechecked:?}");
     assert_eq!(rechecked[0].outcome.as_str(), "updated");
     assert_eq!(store.invoice("inv_held").unwrap().refunds.len(), 1);
@@ -717,17 +656,7 @@ async fn a_refund_waiting_unconfirmed_blocks_the_release_of_its_invoice_until_it
         .await
         .is_err()
     );
-    recheck(
-        store.as_ref(),
-        &reviews,
-        &paymos,
-        &RecordFulfilment,
-        Environment::Live,
-        Some("inv_held"),
-        NOW_MS,
-    )
-    .await
-    .unwrap();
+    recheck_live(store.as_ref(), &reviews, &paymos, Some("inv_held")).await;
     assert_eq!(
         store.invoice("inv_held").unwrap().refunds.len(),
         1,
@@ -889,31 +818,15 @@ async fn a_confirmed_payment_without_an_order_still_waits_for_its_order_after_a_
         6,
     );
     let paymos = MemoryPaymos::new();
-    let paid = |order_id: Option<String>| ConfirmedInvoice {
-        status: "paid".into(),
-        is_test: false,
-        order_id,
-        order_amount: Amount::parse("10.00"),
-        order_currency: Some("USD".into()),
-        token_amount: None,
-        token_currency: None,
-        paid_late: false,
-        project_id: None,
-        paid_at: None,
-    };
-    paymos.invoice("inv_n", paid(None));
-    paymos.invoice("inv_p", paid(Some("o-inv_p".into())));
-    let rechecked = recheck(
-        &store,
-        &reviews,
-        &paymos,
-        &RecordFulfilment,
-        Environment::Live,
-        None,
-        NOW_MS,
-    )
-    .await
-    .unwrap();
+    paymos.invoice(
+        "inv_n",
+        ConfirmedInvoice {
+            order_id: None,
+            ..at_paymos("paid", "inv_n")
+        },
+    );
+    paymos.invoice("inv_p", at_paymos("paid", "inv_p"));
+    let rechecked = recheck_live(&store, &reviews, &paymos, None).await;
     let outcomes: Vec<_> = rechecked.iter().map(|r| r.outcome.as_str()).collect();
     assert_eq!(outcomes, ["order_unknown", "fulfilled"]);
     assert_eq!(store.fulfilled(), ["inv_p"]);

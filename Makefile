@@ -32,7 +32,7 @@ lint: ## rustfmt and clippy on every crate, warnings are errors
 # What the Lambda binaries compile (crates/lambda, resolved on its own as `sam build` does): no
 # developer kit, no test kit (the in-memory twins, the model, fault injection) in their tree.
 LAMBDA := paymos-inbox-lambda
-DEVKIT_ONLY := paymos-inbox clap clap_complete yaml_serde serde_yaml aws-sdk-cloudformation aws-sdk-dynamodbstreams proptest jsonschema
+DEVKIT_ONLY := paymos-inbox clap clap_complete yaml_serde serde_yaml aws-sdk-cloudformation aws-sdk-cloudwatch aws-sdk-dynamodbstreams proptest jsonschema
 lambda-deps: ## check the Lambda binaries' tree carries none of the developer or test kit
 	@tree="$$($(CARGO) tree --locked -p $(LAMBDA) -e normal --prefix none)"; \
 	  for c in $(DEVKIT_ONLY); do if grep -q "^$$c v" <<<"$$tree"; then echo "$$c is in the Lambda binaries' tree"; exit 1; fi; done

@@ -2,12 +2,14 @@
 //! per test process on free loopback ports (or the running ones `AWS_ENDPOINT_URL_DYNAMODB` and
 //! `AWS_ENDPOINT_URL_SQS` name), fresh tables and queues from `template.yaml` per test, signed
 //! requests, the fake Paymos API ([`paymos_fake`]), the 69 official signature vectors
-//! ([`vectors`]) and the Standard Webhooks reference verifiers ([`standard_webhooks`]).
+//! ([`vectors`]), the Standard Webhooks reference verifiers ([`standard_webhooks`]), and moto's
+//! server for CloudWatch and CloudFormation ([`moto`]).
 //!
 //! A test-support crate: a dev-dependency of the crates whose emulator tests use it, never
 //! published, never in the tree of the Lambda binaries or the installed command line. Nothing
 //! here skips: if an emulator cannot start, every test that needs it fails and says why.
 
+pub mod moto;
 pub mod paymos_fake;
 pub use tempfile::TempDir;
 pub mod standard_webhooks;

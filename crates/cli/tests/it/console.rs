@@ -278,6 +278,13 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
         Value::Null,
         "{api_home}"
     );
+    // dev has no CloudWatch: the header says so, not an error, and reads everything it lists.
+    assert_eq!(
+        api_home["header"]["alarms"],
+        serde_json::json!({"none": "no alarms on dev"}),
+        "{api_home}"
+    );
+    assert_eq!(api_home["header"]["not_read"], Value::Null, "{api_home}");
 
     // One delivery's story by its event id: its outcome, its invoice, its body redacted.
     let story: Value = http
@@ -333,6 +340,7 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
     assert_eq!(seen["total"].as_u64(), Some(before.values().sum::<u64>()));
     assert_eq!(seen["health"]["dead_letters"], "1", "{seen}");
     assert_eq!(seen["health"]["oldest_pending"], "none", "{seen}");
+    assert_eq!(seen["health"]["alarms"], "no alarms on dev", "{seen}");
     assert_eq!(
         seen["health"]["last_reconciliation"], "never run clean",
         "{seen}"

@@ -1,4 +1,4 @@
-//! The command line against AWS's DynamoDB Local and the fauxqs SQS emulator (the test kit
+//! The command line against AWS's DynamoDB Local, the fauxqs SQS emulator and moto (the test kit
 //! starts them): `check`, `send`, the operator's commands, the soak, the hand-off's `events`
 //! commands, and `template.yaml` (what `dev` builds its stack from, and each function's
 //! least privilege). Nothing here is skipped: if an emulator cannot start, every test that
@@ -9,6 +9,7 @@
     reason = "an emulator test reads top to bottom as one scenario"
 )]
 
+mod alarms;
 mod audit;
 mod check;
 mod cli;

@@ -128,6 +128,9 @@ pub struct Stack {
     /// The signed hand-off's queue and its dead-letter queue.
     pub webhook_queue: Option<String>,
     pub webhook_dlq: Option<String>,
+    /// The deployed stack's alarms (its resources, read through CloudFormation and CloudWatch);
+    /// none when no stack is named (`dev` has no CloudWatch; tables named by flags, no stack).
+    pub alarms: Option<paymos_inbox::tools::alarms::StackAlarms>,
 }
 
 impl Stack {
@@ -293,12 +296,33 @@ impl StackArgs {
         }
     }
 
+    /// The outputs and the alarms of the deployed stack `name`, when one is named.
+    async fn deployed(
+        &self,
+        name: Option<&str>,
+    ) -> Result<
+        (
+            std::collections::HashMap<String, String>,
+            Option<paymos_inbox::tools::alarms::StackAlarms>,
+        ),
+        Failure,
+    > {
+        let Some(name) = name else {
+            return Ok((std::collections::HashMap::new(), None));
+        };
+        let shared = self.aws().await?;
+        Ok((
+            self.outputs(&shared, name).await?,
+            Some(paymos_inbox::tools::alarms::StackAlarms::new(&shared, name)),
+        ))
+    }
+
     /// The outputs of the deployed stack `name`.
     async fn outputs(
         &self,
+        shared: &aws_config::SdkConfig,
         name: &str,
     ) -> Result<std::collections::HashMap<String, String>, Failure> {
-        let shared = self.aws().await?;
         let region = shared
             .region()
             .map_or_else(String::new, ToString::to_string);
@@ -307,7 +331,7 @@ impl StackArgs {
                 "check --stack-name (or --config-env) and --region: `aws cloudformation describe-stacks --region REGION` lists them",
             )
         };
-        let described = aws_sdk_cloudformation::Client::new(&shared)
+        let described = aws_sdk_cloudformation::Client::new(shared)
             .describe_stacks()
             .stack_name(name)
             .send()
@@ -411,10 +435,7 @@ impl StackArgs {
             None => None,
         };
         let stack_name = self.stack_name()?;
-        let outputs = match &stack_name {
-            Some(name) => self.outputs(name).await?,
-            None => std::collections::HashMap::new(),
-        };
+        let (outputs, alarms) = self.deployed(stack_name.as_deref()).await?;
         let named_by = NamedBy::of(self.dev_info.as_deref(), stack_name);
         let output = |key: &str| outputs.get(key).cloned();
         let pick = |flag: &Option<String>, from_info: Option<&String>| {
@@ -483,6 +504,7 @@ impl StackArgs {
                     .and_then(|i| i.queues.get("WebhookTargetDeadLetterQueue")),
             )
             .or_else(|| output("WebhookTargetDeadLetterQueueUrl")),
+            alarms,
         })
     }
 }

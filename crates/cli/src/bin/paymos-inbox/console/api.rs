@@ -3,6 +3,7 @@
 //! rule lives once, and a refusal is the domain's own sentence).
 
 use hyper::StatusCode;
+use paymos_inbox::tools::alarms::{Alarm, AlarmState};
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources, KeptBody, WriteGrant};
 use paymos_inbox_core::change::DELIVERY_OUTCOMES;
 use paymos_inbox_core::exceptions::{Exception, ReviewLedger as _};
@@ -13,7 +14,7 @@ use paymos_inbox_lambda::now_ms;
 use serde_json::{Value, json};
 
 use crate::exit::Failure;
-use crate::stack::{Stack, StackArgs};
+use crate::stack::{NamedBy, Stack, StackArgs};
 
 /// The order the home page shows what waits in: the payments first, then the deliveries.
 pub const KINDS: [&str; 8] = [
@@ -227,10 +228,18 @@ impl Console {
             "dead_letters": depth(&self.stack.dlq).await,
             "oldest_pending": oldest,
             "reconciliation": reconciled,
-            "not_read": [
-                "the alarms' states (the console has no CloudWatch client yet)",
-            ],
+            "alarms": self.alarms().await,
         })
+    }
+
+    /// The stack's alarms and their states (DescribeAlarms by the names of its alarm
+    /// resources), or why there are none to read.
+    async fn alarms(&self) -> Value {
+        let read = match &self.stack.alarms {
+            Some(alarms) => Some(alarms.read().await.map_err(|e| e.to_string())),
+            None => None,
+        };
+        alarms(&self.stack.named_by, read)
     }
 
     fn about(&self) -> Value {
@@ -671,6 +680,32 @@ fn reconciliation(clean_until: Option<u64>, now_ms: u64) -> Value {
     })
 }
 
+/// The header's alarms: how many are in ALARM, then each alarm (as [`states`] orders them:
+/// ALARM, INSUFFICIENT_DATA, OK); a read that failed, said in its place; or why the stack has
+/// none to read (`dev` has no CloudWatch).
+///
+/// [`states`]: paymos_inbox::tools::alarms::states
+fn alarms(named_by: &NamedBy, read: Option<Result<Vec<Alarm>, String>>) -> Value {
+    match read {
+        Some(Ok(alarms)) => json!({
+            "in_alarm": alarms.iter().filter(|a| a.state == AlarmState::Alarm).count(),
+            "alarms": alarms.iter().map(|a| json!({
+                "name": a.name,
+                "state": a.state.as_str(),
+                "reason": a.reason,
+                "since_ms": a.since_ms,
+            })).collect::<Vec<_>>(),
+        }),
+        Some(Err(why)) => json!({"unavailable": why}),
+        None => match named_by {
+            NamedBy::DevInfo(_) => json!({"none": "no alarms on dev"}),
+            NamedBy::Stack(_) | NamedBy::Flags => json!({
+                "none": "no stack named: the alarms are read from a deployed stack's resources (--stack-name or --config-env)"
+            }),
+        },
+    }
+}
+
 fn item(e: &Exception, now: u64) -> Value {
     let mut v = serde_json::to_value(e).expect("an exception serialises");
     v["age_secs"] = if e.since_ms == 0 {
@@ -783,6 +818,60 @@ mod tests {
                 .unwrap()
                 .starts_with("clean through 2026-11-30T00:53:20Z"),
             "{clean}"
+        );
+    }
+
+    #[test]
+    fn the_header_counts_the_alarms_in_alarm_and_lists_each_with_its_state() {
+        let alarm = |name: &str, state| Alarm {
+            name: name.into(),
+            state,
+            reason: Some("Threshold Crossed".into()),
+            since_ms: Some(1_000),
+        };
+        let stack = NamedBy::Stack("shop".into());
+        let read = vec![
+            alarm("shop-DeadLetters", AlarmState::Alarm),
+            alarm("shop-Errors", AlarmState::Alarm),
+            alarm("shop-Throttles", AlarmState::InsufficientData),
+            alarm("shop-Age", AlarmState::Ok),
+        ];
+        let header = alarms(&stack, Some(Ok(read)));
+        assert_eq!(header["in_alarm"], 2, "{header}");
+        let shown: Vec<(&str, &str)> = header["alarms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| (a["name"].as_str().unwrap(), a["state"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("shop-DeadLetters", "ALARM"),
+                ("shop-Errors", "ALARM"),
+                ("shop-Throttles", "INSUFFICIENT_DATA"),
+                ("shop-Age", "OK"),
+            ]
+        );
+        assert_eq!(header["alarms"][0]["since_ms"], 1_000);
+
+        let calm = alarms(&stack, Some(Ok(vec![alarm("shop-Age", AlarmState::Ok)])));
+        assert_eq!(calm["in_alarm"], 0, "{calm}");
+
+        let failed = alarms(&stack, Some(Err("AccessDenied".into())));
+        assert_eq!(failed["unavailable"], "AccessDenied", "{failed}");
+        assert_eq!(failed["in_alarm"], Value::Null);
+
+        let dev = alarms(&NamedBy::DevInfo("dev.json".into()), None);
+        assert_eq!(dev["none"], "no alarms on dev", "{dev}");
+        assert_eq!(dev["unavailable"], Value::Null);
+        let flags = alarms(&NamedBy::Flags, None);
+        assert!(
+            flags["none"]
+                .as_str()
+                .unwrap()
+                .starts_with("no stack named"),
+            "{flags}"
         );
     }
 

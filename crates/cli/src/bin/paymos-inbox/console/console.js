@@ -86,8 +86,25 @@ function health(h) {
     ['oldest pending', oldest ? (oldest.unavailable ? `unread: ${oldest.unavailable}` : `${oldest.event_id} ${oldest.event_type}, ${age(oldest.age_secs)}`) : 'none'],
     ['last reconciliation', reconciled(h.reconciliation)],
   ];
-  document.getElementById('health').replaceChildren(...pairs.map(([k, v]) =>
+  document.getElementById('health').replaceChildren(alarms(h.alarms), ...pairs.map(([k, v]) =>
     el('div', { 'data-health': k.replace(' ', '_') }, el('dt', {}, k), el('dd', {}, String(v)))));
+}
+
+// The stack's alarms: how many are in ALARM first and large, then each alarm with its state
+// (ALARM, INSUFFICIENT_DATA, OK, as the server orders them); a failed read or "no alarms on
+// dev" in their place.
+function alarms(a) {
+  const box = (text, inAlarm) => el('div', { 'data-health': 'alarms', 'data-in-alarm': inAlarm },
+    el('dt', {}, 'alarms'), el('dd', {}, text));
+  if (!a) return box('not read', null);
+  if (a.unavailable) return box(`unread: ${a.unavailable}`, null);
+  if (a.none) return box(a.none, null);
+  const list = el('ul', { class: 'alarms' }, a.alarms.map((x) =>
+    el('li', { 'data-state': x.state, title: x.reason || '' }, el('span', { class: 'state' }, x.state), ' ', x.name,
+      x.since_ms ? el('time', {}, ` since ${when(x.since_ms)}`) : null)));
+  const node = box(`${a.in_alarm} in ALARM of ${a.alarms.length}`, a.in_alarm);
+  node.append(el('dd', { class: 'alarm-list' }, list));
+  return node;
 }
 
 // Where the last clean scheduled reconciliation ended (the checkpoint it keeps), or never.

@@ -12,7 +12,9 @@ mod render;
 mod resources;
 
 pub use probe::{PROBE_KEY, WriteGrant, may_update};
-pub use records::{delivery_record, state_record, stream_image};
+pub use records::{
+    OrderClaim, OrderOnRecord, RegisteredOrder, delivery_record, state_record, stream_image,
+};
 
 pub use ledger::{
     DynamoLedger, KeptBody, LedgerSchema, PendingDelivery, decode_body, encode_body, item_size,

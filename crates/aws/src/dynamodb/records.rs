@@ -126,6 +126,54 @@ pub fn state_record(item: &Item) -> Option<StateRecord> {
     Some(record)
 }
 
+/// An order's claim (`order_paid#…`): the invoice that fulfilled the order, whose write won
+/// (its delivery, or `manual:…`), and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderClaim {
+    /// The invoice that fulfilled the order.
+    pub invoice_id: String,
+    /// The delivery (`evt_…`) or the person or job (`manual:…`) whose write claimed it.
+    pub won_by: Option<String>,
+    /// When the claiming payment was made (Unix ms).
+    pub paid_at_ms: Option<u64>,
+}
+
+/// An order the merchant registered (`order#…`): what the amount guard holds a payment to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisteredOrder {
+    /// The amount it must be paid with.
+    pub amount: Option<Amount>,
+    /// In which currency.
+    pub currency: Option<String>,
+}
+
+/// An order as the state table keeps it, in one project's key scope: its claim and its
+/// registration, each when it has one.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct OrderOnRecord {
+    /// Which invoice fulfilled it; none: no payment fulfilled it yet.
+    pub claim: Option<OrderClaim>,
+    /// Its amount guard; none: the merchant registered no price for it.
+    pub registered: Option<RegisteredOrder>,
+}
+
+/// An order's claim item as its record (none without the invoice it names).
+pub(crate) fn order_claim(item: &Item) -> Option<OrderClaim> {
+    Some(OrderClaim {
+        invoice_id: text(item, "invoice_id")?,
+        won_by: text(item, "won_by"),
+        paid_at_ms: get_u64(item, "paid_at"),
+    })
+}
+
+/// A registered order's item as its record.
+pub(crate) fn registered_order(item: &Item) -> RegisteredOrder {
+    RegisteredOrder {
+        amount: number(item, "amount"),
+        currency: text(item, "currency"),
+    }
+}
+
 /// An invoice item as the rules read it: the domain's reading of its fields.
 pub(crate) fn invoice_seen(item: &Item) -> InvoiceSeen {
     paymos_inbox_core::write::invoice_seen(&fields_of(item))
@@ -253,6 +301,43 @@ mod tests {
         );
         assert_eq!(state_record(&Item::new()), None);
     }
+    // Issue 40: the console's search by order id reads the order's claim and registration.
+    #[test]
+    fn an_orders_claim_and_its_registration_read_as_written() {
+        let registered = super::super::render::item_of(&paymos_inbox_core::write::expected_order(
+            (None, "o-1"),
+            &Amount::parse("25.50").unwrap(),
+            "usdt",
+        ));
+        assert_eq!(
+            registered_order(&registered),
+            RegisteredOrder {
+                amount: Amount::parse("25.50"),
+                currency: Some("USDT".into())
+            }
+        );
+        let claim: Item = [
+            ("pk", s("order_paid#o-1")),
+            ("kind", s("order_payment")),
+            ("order_id", s("o-1")),
+            ("invoice_id", s("inv_1")),
+            ("won_by", s("evt_1")),
+            ("paid_at", n("7000")),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        assert_eq!(
+            order_claim(&claim),
+            Some(OrderClaim {
+                invoice_id: "inv_1".into(),
+                won_by: Some("evt_1".into()),
+                paid_at_ms: Some(7000),
+            })
+        );
+        assert_eq!(order_claim(&Item::new()), None, "a claim names its invoice");
+    }
+
     // Issue 40: an audit entry, as its write renders it, reads back as the entry (the stream's
     // image and the `audit` read alike).
     #[test]

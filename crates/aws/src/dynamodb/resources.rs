@@ -6,6 +6,7 @@
 //! | `inv_…` | `invoice` | `status`, `status_at` (event time, s), `status_rank`, `order_id`, `amount` (N), `amount_text`, `currency` (the first complete price; order and price set once), `held`, `duplicate_of`, `paid_late_at`, `released_at`, `refunds` (list of `withdrawal_id`, `amount`, `currency`, `full`), `applied` (SS of the deliveries and actors whose change it holds), `last_event_id`, `updated_at` (ms) |
 //! | `fulfilment#inv_…` | `fulfilment` | `invoice_id`, `order_id`, `amount` (N), `amount_text`, `currency`, `status`, `won_by` (event id or `manual:…`), `fulfilled_at` (ms) |
 //! | `order#<external_id>` | `expected_order` | `amount` (N), `currency`: registered by the merchant for the amount guard |
+//! | `order_paid#<external_id>` | `order_payment` | `order_id`, `invoice_id`, `won_by`, `paid_at` (ms): the order's claim, by the first invoice that fulfils it |
 //! | `wdr_…` | `withdrawal` | `status`, `status_rank`, `type` (`payout`/`refund`), `invoice_id`, `amount` (N), `amount_text`, `currency`, `last_event_id` |
 //! | `pcd_…` | `deposit` | `status`, `status_at`, `credited` (true once), `payer`, `net` (N), `net_text`, `currency`, `credited_by` |
 //! | `balance#<payer>#<currency>` | `balance` | `balance` (N, exact), `payer`, `currency` |
@@ -20,7 +21,7 @@ use std::collections::{BTreeMap, HashMap};
 use futures::{StreamExt as _, TryStreamExt as _};
 
 use super::item::{Conditional, Item, WriteUnits, conditional, get, get_s, get_u64, n, s, scan};
-use super::records::{invoice_seen, state_record};
+use super::records::{OrderOnRecord, invoice_seen, order_claim, registered_order, state_record};
 use super::render::{Tables, fields_of, item_of, transact_item, update};
 use crate::aws::{kind_of_code, port_error};
 use paymos_inbox_core::action::OperatorAction;
@@ -82,6 +83,43 @@ impl DynamoResources {
     #[must_use]
     pub fn table(&self) -> &str {
         &self.tables.state
+    }
+
+    /// The state table's item of key `key` (`inv_…`, `wdr_…`, `pcd_…`) as its typed record:
+    /// one consistent `GetItem`.
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn record(&self, key: &str) -> Result<Option<StateRecord>, PortError> {
+        Ok(
+            get(&self.client, &self.tables.state, (ResourceSchema::KEY, key))
+                .await?
+                .as_ref()
+                .and_then(state_record),
+        )
+    }
+
+    /// The order `order_id` of the project scope `scope` (`None`: the home project) as the
+    /// table keeps it: its claim ([`order_paid_key`]) and its registration ([`order_key`]),
+    /// two consistent `GetItem`s.
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn order_on_record(
+        &self,
+        scope: Option<&str>,
+        order_id: &str,
+    ) -> Result<OrderOnRecord, PortError> {
+        let table = &self.tables.state;
+        let (claim_key, order_key) = (order_paid_key(scope, order_id), order_key(scope, order_id));
+        let (claim, registered) = futures::try_join!(
+            get(&self.client, table, (ResourceSchema::KEY, &claim_key)),
+            get(&self.client, table, (ResourceSchema::KEY, &order_key)),
+        )?;
+        Ok(OrderOnRecord {
+            claim: claim.as_ref().and_then(order_claim),
+            registered: registered.as_ref().map(registered_order),
+        })
     }
 
     /// Registers the amount an order of the project scope `scope` must be paid with (the

@@ -79,6 +79,13 @@ try {
   await page.waitForSelector('#result[data-state="ok"]');
   await page.waitForFunction(() => document.querySelector('#result').textContent.startsWith('redrive'));
   seen.redrive_result = await page.textContent('#result');
+
+  // The released payment's order, found by its id: the invoice that claimed it, its guard.
+  const order = `order-${invoice}`;
+  await page.fill('#search-id', order);
+  await page.keyboard.press('Enter');
+  await page.waitForSelector(`#timeline[data-id="${order}"] .order`);
+  seen.order_story = await page.textContent('#timeline .order');
 } finally {
   await browser.close();
 }

@@ -433,6 +433,12 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
         "{seen}"
     );
     assert_eq!(seen["redrive_count_after_first_click"], 1, "{seen}");
+    let order_story = seen["order_story"].as_str().unwrap_or_default();
+    assert!(
+        order_story.contains(&format!("Fulfilled by invoice {held} on ")),
+        "{seen}"
+    );
+    assert!(order_story.contains("Registered for 10"), "{seen}");
     assert!(
         seen["redrive_result"]
             .as_str()
@@ -932,4 +938,108 @@ async fn a_stack_without_the_signed_hand_off_offers_no_parked_events_job() {
         .find(|g| g["kind"] == "parked_handoff")
         .map(|g| g["count"].clone());
     assert_eq!(parked, Some(serde_json::json!(0)), "{home}");
+}
+
+// A withdrawal, a deposit and an order found by their ids show their records (a GetItem by
+// key each), where the search once said no read of them existed.
+#[tokio::test]
+async fn a_withdrawal_a_deposit_and_an_order_found_by_their_ids_show_their_records() {
+    let (_dev, info, _scratch) = dev_with_info("console-search").await;
+    let (paid, order) = ("inv_search_paid", "order-inv_search_paid");
+    let (code, out, err) = run(args(
+        &[
+            "orders",
+            "register",
+            order,
+            "--amount",
+            "25.00",
+            "--currency",
+            "USDT",
+        ],
+        &info,
+    ))
+    .await;
+    assert_eq!(code, Some(0), "{out}{err}");
+    for (ty, resource) in [
+        ("invoice.paid", paid),
+        ("withdrawal.completed", "wdr_search_1"),
+        ("payment_channel.deposit.confirmed", "pcd_search_1"),
+    ] {
+        let (_, out, err) = run(args(
+            &[
+                "send",
+                "--type",
+                ty,
+                "--resource",
+                resource,
+                "--wait",
+                "--json",
+            ],
+            &info,
+        ))
+        .await;
+        assert!(
+            out.contains("\"applied\":true"),
+            "{ty} {resource}: {out}{err}"
+        );
+    }
+    let console = open_console(&info, &[]).await;
+    let no_read = |story: &Value| {
+        let said = story["not_read"].to_string();
+        assert!(!said.contains("no read of"), "{story}");
+    };
+
+    let withdrawal = console.get("api/search?id=wdr_search_1").await;
+    assert_eq!(withdrawal["kind"], "withdrawal", "{withdrawal}");
+    let record = &withdrawal["record"];
+    assert_eq!(record["status"], "completed", "{withdrawal}");
+    assert_eq!(record["amount"], "10.00", "{withdrawal}");
+    assert_eq!(record["currency"], "USDT", "{withdrawal}");
+    assert!(
+        record["updated_at_ms"].as_u64().unwrap() > 0,
+        "{withdrawal}"
+    );
+    assert_eq!(
+        withdrawal["deliveries"],
+        serde_json::json!([]),
+        "{withdrawal}"
+    );
+    no_read(&withdrawal);
+
+    let deposit = console.get("api/search?id=pcd_search_1").await;
+    assert_eq!(deposit["kind"], "deposit", "{deposit}");
+    let record = &deposit["record"];
+    assert_eq!(record["status"], "confirmed", "{deposit}");
+    assert_eq!(record["credited"], true, "{deposit}");
+    assert_eq!(record["net"], "99.00", "{deposit}");
+    assert_eq!(record["currency"], "USDT", "{deposit}");
+    assert!(record["updated_at_ms"].as_u64().unwrap() > 0, "{deposit}");
+    no_read(&deposit);
+
+    let unknown = console.get("api/search?id=wdr_never_sent").await;
+    assert_eq!(unknown["record"], Value::Null, "{unknown}");
+
+    let found = console.get(&format!("api/search?id={order}")).await;
+    assert_eq!(found["kind"], "order", "{found}");
+    let orders = found["orders"].as_array().unwrap();
+    assert_eq!(orders.len(), 1, "dev applies one project: {found}");
+    assert_eq!(orders[0]["project"], "prj_local", "{found}");
+    let claim = &orders[0]["claim"];
+    assert_eq!(claim["invoice_id"], paid, "{found}");
+    assert!(
+        claim["won_by"].as_str().unwrap().starts_with("evt_"),
+        "{found}"
+    );
+    assert!(claim["paid_at_ms"].as_u64().unwrap() > 0, "{found}");
+    let registered = &orders[0]["registered"];
+    assert_eq!(registered["currency"], "USDT", "{found}");
+    assert!(
+        ["25", "25.00"].contains(&registered["amount"].as_str().unwrap()),
+        "{found}"
+    );
+    no_read(&found);
+
+    let nobodys = console.get("api/search?id=order-nobody-placed").await;
+    assert_eq!(nobodys["orders"][0]["claim"], Value::Null, "{nobodys}");
+    assert_eq!(nobodys["orders"][0]["registered"], Value::Null, "{nobodys}");
 }

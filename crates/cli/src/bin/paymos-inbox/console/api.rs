@@ -4,9 +4,12 @@
 
 use hyper::StatusCode;
 use paymos_inbox::tools::alarms::{Alarm, AlarmState};
-use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources, KeptBody, WriteGrant};
+use paymos_inbox_aws::dynamodb::{
+    DynamoLedger, DynamoResources, KeptBody, OrderOnRecord, WriteGrant,
+};
 use paymos_inbox_core::change::DELIVERY_OUTCOMES;
 use paymos_inbox_core::exceptions::{Exception, ReviewLedger as _};
+use paymos_inbox_core::record::StateRecord;
 use paymos_inbox_core::release::{ReleaseBy, ReleaseStore as _};
 use paymos_inbox_core::signature::Environment;
 use paymos_inbox_core::work::delivery_key;
@@ -273,14 +276,9 @@ impl Console {
         } else if id.starts_with("inv_") {
             self.invoice(id).await
         } else if id.starts_with("wdr_") || id.starts_with("pcd_") {
-            self.waiting_of(id).await.map(|waiting| {
-                json!({"id": id, "kind": if id.starts_with("wdr_") { "withdrawal" } else { "deposit" },
-                       "deliveries": waiting,
-                       "not_read": ["its record (no read of a withdrawal or a deposit by id exists yet): only its deliveries that wait are shown"]})
-            })
+            self.movement(id).await
         } else {
-            Ok(json!({"id": id, "kind": "order",
-                      "not_read": ["an order's claim and its invoices (no read of the state table by order id exists yet): search the invoice id"]}))
+            self.order(id).await
         };
         match story {
             Ok(story) => Answered::ok(story),
@@ -339,6 +337,71 @@ impl Console {
                 "every delivery of it (the ledger lists by resource only what waits)",
                 "its status changes over time (the record keeps the latest)",
                 "the facts published and the hand-off's attempts",
+            ],
+        }))
+    }
+
+    /// A withdrawal or a deposit: its record (one `GetItem` by its id) and the deliveries of it
+    /// that wait.
+    async fn movement(&self, id: &str) -> Result<Value, Failure> {
+        let kind = if id.starts_with("wdr_") {
+            "withdrawal"
+        } else {
+            "deposit"
+        };
+        let record = self
+            .state
+            .record(id)
+            .await
+            .map_err(|e| Failure::from(e.to_string()))?;
+        Ok(json!({
+            "id": id,
+            "kind": kind,
+            "record": record.as_ref().map(movement),
+            "deliveries": self.waiting_of(id).await?,
+            "not_read": [
+                "every delivery of it (the ledger lists by resource only what waits)",
+                "its status changes over time (the record keeps the latest)",
+            ],
+        }))
+    }
+
+    /// An order id, in each project the stack applies (an order id is the merchant's, so one
+    /// id may name an order in each): its claim (which invoice fulfilled it, and when) and the
+    /// registered order's amount guard, two `GetItem`s a project; and the deliveries that wait
+    /// of each invoice that claimed it.
+    async fn order(&self, order_id: &str) -> Result<Value, Failure> {
+        let projects: Vec<Option<&str>> = if self.stack.projects.ids().is_empty() {
+            vec![None]
+        } else {
+            self.stack
+                .projects
+                .ids()
+                .iter()
+                .map(|p| Some(p.as_str()))
+                .collect()
+        };
+        let mut orders = Vec::new();
+        let mut deliveries = Vec::new();
+        for project in projects {
+            let scope = self.stack.projects.scope(project);
+            let on_record = self
+                .state
+                .order_on_record(scope.as_deref(), order_id)
+                .await
+                .map_err(|e| Failure::from(e.to_string()))?;
+            if let Some(claim) = &on_record.claim {
+                deliveries.extend(self.waiting_of(&claim.invoice_id).await?);
+            }
+            orders.push(order(project, &on_record));
+        }
+        Ok(json!({
+            "id": order_id,
+            "kind": "order",
+            "orders": orders,
+            "deliveries": deliveries,
+            "not_read": [
+                "the invoices of it that did not fulfil it (a duplicate payment, one held or unpaid): the state table is read by order id only through its claim; `exceptions` lists those that wait",
             ],
         }))
     }
@@ -704,6 +767,49 @@ fn alarms(named_by: &NamedBy, read: Option<Result<Vec<Alarm>, String>>) -> Value
             }),
         },
     }
+}
+
+/// A withdrawal's or a deposit's record for its story: its status, amounts and last change
+/// (any other kind of item under its id is said to be one).
+fn movement(record: &StateRecord) -> Value {
+    let text = |a: Option<&paymos_inbox_core::status::Amount>| a.map(ToString::to_string);
+    match record {
+        StateRecord::Withdrawal(w) => json!({
+            "status": w.status.map(|s| s.as_str()),
+            "type": w.kind,
+            "invoice_id": w.invoice_id,
+            "amount": text(w.amount.as_ref()),
+            "currency": w.currency,
+            "updated_at_ms": w.updated_at_ms,
+        }),
+        StateRecord::Deposit(d) => json!({
+            "status": d.status.map(|s| s.as_str()),
+            "credited": d.credited,
+            "payer": d.payer,
+            "net": text(d.net.as_ref()),
+            "currency": d.currency,
+            "project": d.project,
+            "updated_at_ms": d.updated_at_ms,
+        }),
+        _ => json!({"unexpected": "the item under this id is not a withdrawal or a deposit"}),
+    }
+}
+
+/// One project's order for its story: which invoice claimed it (by whose write, when), and
+/// the amount and currency it was registered for.
+fn order(project: Option<&str>, on_record: &OrderOnRecord) -> Value {
+    json!({
+        "project": project,
+        "claim": on_record.claim.as_ref().map(|c| json!({
+            "invoice_id": c.invoice_id,
+            "won_by": c.won_by,
+            "paid_at_ms": c.paid_at_ms,
+        })),
+        "registered": on_record.registered.as_ref().map(|r| json!({
+            "amount": r.amount.as_ref().map(ToString::to_string),
+            "currency": r.currency,
+        })),
+    })
 }
 
 fn item(e: &Exception, now: u64) -> Value {

@@ -228,6 +228,47 @@ function invoiceStory(story) {
   return parts;
 }
 
+// A withdrawal or a deposit: its record as the state table keeps it, then what of it waits.
+function movementStory(story) {
+  const r = story.record;
+  const parts = [];
+  if (!r) {
+    parts.push(el('p', { class: 'quiet' }, `No record of this ${story.kind} in the state table.`));
+  } else if (r.unexpected) {
+    parts.push(el('p', { class: 'quiet' }, r.unexpected));
+  } else if (story.kind === 'withdrawal') {
+    parts.push(facts([
+      ['status', r.status], ['type', r.type], ['amount', r.amount ? `${r.amount} ${r.currency || ''}` : null],
+      ['changed', when(r.updated_at_ms)],
+    ]));
+    if (r.invoice_id) parts.push(el('p', {}, 'Refunds invoice ', link(r.invoice_id)));
+  } else {
+    parts.push(facts([
+      ['status', r.status], ['credited', r.credited ? 'yes' : 'no'], ['net', r.net ? `${r.net} ${r.currency || ''}` : null],
+      ['payer', r.payer], ['project', r.project], ['changed', when(r.updated_at_ms)],
+    ]));
+  }
+  parts.push(deliveries(story.deliveries) || el('p', { class: 'quiet' }, 'Nothing of it waits.'));
+  return parts;
+}
+
+// An order id, in each project the stack applies: the invoice that claimed it, and the amount
+// it was registered for.
+function orderStory(story) {
+  const parts = story.orders.map((o) => {
+    const c = o.claim;
+    const g = o.registered;
+    return el('div', { class: 'order', 'data-project': o.project || '' },
+      story.orders.length > 1 || o.project ? el('h3', {}, `In project ${o.project || '(every project)'}`) : null,
+      c ? el('p', {}, 'Fulfilled by invoice ', link(c.invoice_id), ` on ${when(c.paid_at_ms) || 'an unknown date'}${c.won_by ? ` (by ${c.won_by})` : ''}`)
+        : el('p', { class: 'quiet' }, 'No invoice fulfilled it.'),
+      g ? el('p', {}, `Registered for ${g.amount || '?'} ${g.currency || ''}: a payment of another amount is held`)
+        : el('p', { class: 'quiet' }, 'Not registered: no amount guard.'));
+  });
+  parts.push(deliveries(story.deliveries));
+  return parts;
+}
+
 function deliveries(list) {
   if (!list || !list.length) return null;
   return [el('h3', {}, 'Deliveries that wait'), el('ol', { class: 'events' }, list.map((d) =>
@@ -306,6 +347,10 @@ async function search(id, keepResult) {
     }
     if (!body.deliveries_of_id.length) parts.push(el('p', { class: 'quiet' }, 'No delivery with this id in the deliveries table.'));
     if (body.invoice) parts.push(el('h3', {}, `Invoice ${body.invoice.id}`), ...invoiceStory(body.invoice));
+  } else if (body.kind === 'withdrawal' || body.kind === 'deposit') {
+    parts.push(movementStory(body));
+  } else if (body.kind === 'order') {
+    parts.push(orderStory(body));
   } else {
     parts.push(deliveries(body.deliveries) || el('p', { class: 'quiet' }, 'Nothing of it waits.'));
   }

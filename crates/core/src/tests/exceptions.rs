@@ -108,6 +108,12 @@ async fn every_payment_that_waits_is_listed_with_its_way_out_and_nothing_else() 
         listed[2].why, "invoice.paid: no invoice_id",
         "the type named once"
     );
+    // Only a person can apply an unusable delivery: the way out prints its kept body (under
+    // its environment's key), never a recheck.
+    assert_eq!(
+        listed[2].action,
+        "print its body with `paymos-inbox exceptions --body evt_x --environment live`, apply it by hand"
+    );
     assert!(
         listed[3].why.contains("paid 12.00 USD"),
         "{}",
@@ -196,6 +202,8 @@ async fn a_recheck_applies_what_paymos_now_confirms_and_leaves_the_rest_waiting(
         .map(|r| (r.resource_id.as_str(), r.outcome.as_str()))
         .collect();
     assert_eq!(outcomes, [("inv_p", "fulfilled"), ("inv_w", "unconfirmed")]);
+    // What still waits is what the command line's exit code counts.
+    assert!(!rechecked[0].outcome.waits() && rechecked[1].outcome.waits());
     assert_eq!(
         rechecked[1].outcome.reason(),
         Some("still awaiting_payment at Paymos")
@@ -836,4 +844,63 @@ async fn a_confirmed_payment_without_an_order_still_waits_for_its_order_after_a_
         .filter_map(|e| Some((e.kind, e.event_id.as_deref()?)))
         .collect();
     assert_eq!(deliveries, [("order_unknown", "evt_n")]);
+    let way_out = &listed
+        .iter()
+        .find(|e| e.event_id.as_deref() == Some("evt_n"))
+        .unwrap()
+        .action;
+    assert!(
+        way_out.starts_with("find the order this payment is for, then `paymos-inbox mark-paid inv_n --order-id <order>"),
+        "{way_out}"
+    );
+}
+
+// A recheck of one resource reads and applies that resource's deliveries alone; the others
+// still wait for their own.
+#[tokio::test]
+async fn a_recheck_of_one_invoice_leaves_the_others_waiting() {
+    let store = MemoryResources::new();
+    let reviews = MemoryReviews::new();
+    let paymos = MemoryPaymos::new();
+    for (at, invoice) in [(5, "inv_p"), (6, "inv_q")] {
+        reviews.processed(
+            delivery(&format!("evt_{invoice}"), invoice),
+            Applied::Unconfirmed,
+            "not paid yet",
+            at,
+        );
+        paymos.invoice(invoice, at_paymos("paid", invoice));
+    }
+    let rechecked = recheck_live(&store, &reviews, &paymos, Some("inv_q")).await;
+    assert_eq!(rechecked.len(), 1);
+    assert_eq!(store.fulfilled(), ["inv_q"]);
+    let listed = list(&store, &reviews, 0).await.unwrap();
+    let waiting: Vec<_> = listed.iter().map(|e| e.resource_id.as_deref()).collect();
+    assert_eq!(waiting, [Some("inv_p")]);
+}
+
+// A payment of an order known nowhere that its invoice has since taken another way (paid and
+// held, here) waits on the invoice's own line, once, not on the delivery's too.
+#[tokio::test]
+async fn an_order_unknown_payment_whose_invoice_was_paid_since_is_listed_once_by_its_invoice() {
+    let store = Arc::new(MemoryResources::new());
+    let reviews = MemoryReviews::new();
+    reviews.processed(
+        delivery("evt_u", "inv_held"),
+        Applied::OrderUnknown,
+        "order unknown",
+        5,
+    );
+    store.register_order("o-inv_held", &Amount::parse("10.00").unwrap(), "USD");
+    let (_, applied) = Fulfil::new(Arc::clone(&store))
+        .apply(&paid("evt_h", "inv_held", "12.00"), NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(applied, Applied::Held);
+    let listed = list(store.as_ref(), &reviews, 0).await.unwrap();
+    let kinds: Vec<_> = listed
+        .iter()
+        .map(|e| (e.kind, e.event_id.as_deref()))
+        .collect();
+    assert_eq!(kinds, [("held", None)]);
 }

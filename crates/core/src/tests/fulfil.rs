@@ -1517,3 +1517,65 @@ async fn a_transaction_that_would_commit_and_a_single_write_are_written_as_befor
     assert_eq!(store.reads.load(std::sync::atomic::Ordering::SeqCst), 1);
     assert_eq!(store.inner.fulfilled(), vec!["inv_1"]);
 }
+
+/// The lines `f` logs at WARN and above, as text.
+async fn warnings<F: std::future::Future<Output = ()>>(f: F) -> String {
+    #[derive(Clone, Default)]
+    struct Lines(Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Lines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let lines = Lines::default();
+    let writer = lines.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::WARN)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    f.await;
+    String::from_utf8(lines.0.lock().unwrap().clone()).unwrap()
+}
+
+// A payment that waits for a person is said at WARN with its invoice and order: with the
+// stack's `LogLevel=WARN` it is the one line that says so.
+#[tokio::test]
+async fn a_held_a_duplicate_and_a_late_payment_each_warn_with_their_invoice() {
+    let logged = warnings(async {
+        let (outcomes, _) = run(
+            &[
+                invoice("evt_a", "paid", 20, "inv_1", "o-1"),
+                invoice("evt_b", "paid", 21, "inv_2", "o-1"),
+                invoice("evt_c", "paid", 22, "inv_3", "o-3"),
+                invoice("evt_d", "expired", 23, "inv_4", "o-4"),
+                invoice("evt_e", "paid", 24, "inv_4", "o-4"),
+            ],
+            |store| store.register_order("o-3", &Amount::parse("99.00").unwrap(), "USD"),
+        )
+        .await;
+        assert_eq!(
+            outcomes,
+            [Fulfilled, DuplicatePayment, Held, Updated, PaidLate]
+        );
+    })
+    .await;
+    let lines: Vec<&str> = logged.lines().collect();
+    assert_eq!(lines.len(), 3, "{logged}");
+    for (line, invoice, what) in [
+        (lines[0], "inv_2", "a second paid invoice for an order already fulfilled"),
+        (lines[1], "inv_3", "does not match the registered order: held"),
+        (lines[2], "inv_4", "payment after the invoice closed"),
+    ] {
+        assert!(
+            line.contains(what) && line.contains(&format!("invoice_id=\"{invoice}\"")),
+            "{line}"
+        );
+    }
+    assert!(lines[0].contains("order_id=\"o-1\"") && lines[1].contains("order_id=\"o-3\""));
+}

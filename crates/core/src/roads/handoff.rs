@@ -383,20 +383,29 @@ pub async fn since<R: StateRecords>(
     since_ms: u64,
     stack: impl Into<Applying>,
 ) -> Result<Vec<(u64, DomainEvent)>, PortError> {
+    let mut records = store.changed_since(since_ms).await?;
+    records.retain(|r| r.at_ms().unwrap_or(0) >= since_ms);
+    Ok(committed(&records, stack))
+}
+
+/// Every event `records` stand for, each with its commit time ([`StateRecord::at_ms`]), oldest
+/// first: each record read as the change that created it ([`events_of`] with no old image), so
+/// the same detail types and keys the stream published. What [`since`] gives for the records it
+/// reads, and `events resend --resource` for the few it reads by key.
+#[must_use]
+pub fn committed(records: &[StateRecord], stack: impl Into<Applying>) -> Vec<(u64, DomainEvent)> {
     let stack = stack.into();
-    let mut out = Vec::new();
-    for record in store.changed_since(since_ms).await? {
-        let at = record.at_ms().unwrap_or(0);
-        if at >= since_ms {
-            out.extend(
-                events_of(None, Some(&record), &stack)
-                    .into_iter()
-                    .map(|e| (at, e)),
-            );
-        }
-    }
+    let mut out: Vec<(u64, DomainEvent)> = records
+        .iter()
+        .flat_map(|record| {
+            let at = record.at_ms().unwrap_or(0);
+            events_of(None, Some(record), &stack)
+                .into_iter()
+                .map(move |e| (at, e))
+        })
+        .collect();
     out.sort_by(|a, b| (a.0, &a.1.idempotency_key).cmp(&(b.0, &b.1.idempotency_key)));
-    Ok(out)
+    out
 }
 
 /// One committed change of the state table: its position in the stream and its images.

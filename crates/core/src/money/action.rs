@@ -17,16 +17,20 @@ pub enum ActionKind {
     Redrive,
     /// `pending --resend`: stranded deliveries sent to the work queue again.
     Resend,
+    /// `events resend`: the hand-off's facts of one resource, or of what was committed since a
+    /// time, published again with their idempotency keys (nothing in the tables changes).
+    EventsResend,
 }
 
 impl ActionKind {
     /// Every kind, in the order the command line lists them.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::Release,
         Self::MarkPaid,
         Self::Recheck,
         Self::Redrive,
         Self::Resend,
+        Self::EventsResend,
     ];
 
     /// Its name, as the command line spells it (`mark-paid`).
@@ -38,6 +42,7 @@ impl ActionKind {
             Self::Recheck => "recheck",
             Self::Redrive => "redrive",
             Self::Resend => "resend",
+            Self::EventsResend => "events-resend",
         }
     }
 
@@ -65,11 +70,13 @@ pub struct OperatorAction {
     pub at_ms: u64,
     /// Why, as the person said (a release's reason; none where the action asks for none).
     pub reason: Option<String>,
-    /// What it was done to: an invoice or resource id, `all-unconfirmed`, or a queue's name.
+    /// What it was done to: an invoice or resource id, `all-unconfirmed`, a queue's name, or
+    /// (`events resend --since`) `since <time>`.
     pub subject: String,
     /// What it changed, in a few words (`fulfilled`, `already_final`, `2 rechecked: …`).
     pub result: String,
-    /// For a job, how many it moved; for a recheck, how many deliveries it re-read.
+    /// For a job, how many it moved; for a recheck, how many deliveries it re-read; for an
+    /// `events resend`, how many facts it published.
     pub count: Option<u64>,
 }
 

@@ -104,7 +104,7 @@ const PUBLISHED: [(u64, &str, &str); 22] = [
     (
         4,
         "operator-action",
-        "f5951cca8c6eac0caa7cb209b05cfec6b946b11abb276b8226dc544c45cc545e",
+        "9c821273199e35a1f8ae5e7b90ea1d4d02505bb2fd61284890a2fab936c3e4fc",
     ),
     (
         4,
@@ -333,6 +333,22 @@ fn every_fact_has_its_own_id_valid_against_its_schema_and_the_same_id_when_publi
     // Money is the text Paymos sent.
     let paid = events_of(None, Some(&history()[4].1), Environment::Live);
     assert_eq!(paid[0].detail["amount"], "10.50");
+}
+
+// A kind added to the audit trail is a kind its `Operator Action` schema accepts: the `kind`
+// enum and the key's pattern list every one the command line records.
+#[test]
+fn every_operator_action_kind_is_valid_against_its_schema() {
+    for kind in crate::action::ActionKind::ALL {
+        let action = crate::action::OperatorAction {
+            kind,
+            ..operator_action()
+        };
+        let events = events_of(None, Some(&StateRecord::Action(action)), Environment::Live);
+        assert_eq!(events.len(), 1, "{kind}");
+        assert_eq!(events[0].detail["kind"], kind.as_str());
+        assert_valid(events[0].detail_type, &events[0].detail);
+    }
 }
 
 #[test]

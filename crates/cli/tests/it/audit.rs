@@ -145,6 +145,49 @@ impl Rig {
         found
     }
 
+    /// Takes (receives and deletes) what reaches dev's events queue until `enough` holds of
+    /// what was taken (or 20 s passed), then what else arrives in the next second: so a test
+    /// sees everything that was published, and nothing of it is left for the next read.
+    async fn take_events(&self, enough: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let queue = &self.dev.info.queues["EventsDeliveryQueue"];
+        let mut taken = Vec::new();
+        let mut quiet_since: Option<std::time::Instant> = None;
+        for _ in 0..150 {
+            let got = self
+                .dev
+                .sqs
+                .receive_message()
+                .queue_url(queue)
+                .max_number_of_messages(10)
+                .send()
+                .await
+                .unwrap()
+                .messages
+                .unwrap_or_default();
+            for m in &got {
+                taken.push(serde_json::from_str::<Value>(m.body().unwrap()).unwrap());
+                self.dev
+                    .sqs
+                    .delete_message()
+                    .queue_url(queue)
+                    .receipt_handle(m.receipt_handle().unwrap())
+                    .send()
+                    .await
+                    .unwrap();
+            }
+            if !got.is_empty() {
+                quiet_since = None;
+            } else if enough(&taken) {
+                let since = *quiet_since.get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() >= Duration::from_secs(1) {
+                    break;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        taken
+    }
+
     /// A dead letter in the work queue's dead-letter queue: a payment of `invoice`.
     async fn dead_letter(&self, invoice: &str) {
         self.dev
@@ -228,6 +271,7 @@ async fn act(rig: &Rig, door: Door, kind: ActionKind) {
             ActionKind::Recheck => &["recheck", HELD],
             ActionKind::Redrive => &["redrive"],
             ActionKind::Resend => &["pending", "--resend", "--older-than", "0"],
+            ActionKind::EventsResend => &["events", "resend", "--resource", HELD],
         };
         let mut words = words.to_vec();
         words.extend(["--actor", "alice"]);
@@ -248,6 +292,7 @@ async fn act(rig: &Rig, door: Door, kind: ActionKind) {
         ActionKind::Recheck => ("recheck", json!({"id": HELD})),
         ActionKind::Redrive => ("redrive", json!({"id": "work-queue", "count": 1})),
         ActionKind::Resend => ("resend", json!({"id": "stranded", "count": 1})),
+        ActionKind::EventsResend => ("events-resend", json!({"id": HELD})),
     };
     let answer = reqwest::Client::new()
         .post(format!("{}api/{action}", console.url))
@@ -259,6 +304,15 @@ async fn act(rig: &Rig, door: Door, kind: ActionKind) {
     let status = answer.status().as_u16();
     let body: Value = answer.json().await.unwrap();
     assert_eq!(status, 200, "{kind}: {body}");
+    if kind == ActionKind::EventsResend {
+        // The answer says what was published: the held invoice's one fact, with its key.
+        assert_eq!(
+            body["published"],
+            json!([{"detail_type": "Payment Needs Review",
+                    "idempotency_key": format!("payment-needs-review:{HELD}:held")}]),
+            "{body}"
+        );
+    }
 }
 
 /// One action through one door: exactly one entry in the state table, of that action, naming
@@ -278,6 +332,7 @@ async fn recorded_once(door: Door, kind: ActionKind) {
         ActionKind::Recheck => (HELD, None, Some(0)),
         ActionKind::Redrive => ("queue", None, Some(1)),
         ActionKind::Resend => ("stranded", None, Some(0)),
+        ActionKind::EventsResend => (HELD, None, Some(1)),
     };
     assert_eq!(
         (
@@ -298,6 +353,7 @@ async fn recorded_once(door: Door, kind: ActionKind) {
         ActionKind::Resend => {
             "0 stranded, 0 sent again, 0 taken by someone else, 0 failed, 0 without a body"
         }
+        ActionKind::EventsResend => "published 1",
     };
     assert_eq!(e.result, changed, "{door:?} {kind}");
 }
@@ -350,6 +406,167 @@ async fn a_resend_from_the_command_line_is_recorded_once() {
 #[tokio::test]
 async fn a_resend_from_the_console_is_recorded_once() {
     recorded_once(Door::Console, ActionKind::Resend).await;
+}
+
+#[tokio::test]
+async fn an_events_resend_from_the_command_line_is_recorded_once() {
+    recorded_once(Door::CommandLine, ActionKind::EventsResend).await;
+}
+
+#[tokio::test]
+async fn an_events_resend_from_the_console_is_recorded_once() {
+    recorded_once(Door::Console, ActionKind::EventsResend).await;
+}
+
+/// The (detail type, idempotency key) of each event of `invoice` among `events`, but the
+/// audit trail's own `Operator Action`s.
+fn facts_of(events: &[Value], invoice: &str) -> std::collections::BTreeSet<(String, String)> {
+    events
+        .iter()
+        .filter(|e| e["detail-type"] != "Operator Action" && e["detail"]["invoice_id"] == invoice)
+        .map(|e| {
+            (
+                e["detail-type"].as_str().unwrap().to_owned(),
+                e["detail"]["idempotency_key"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+// `events resend --resource`: exactly that invoice's facts again (its review from its own item,
+// its Order Paid from its fulfilment), with the keys of their first publication, nothing of
+// another invoice; printed, and audited with the resource and the count. What names no
+// resource, or one with no record, exits 2 and records nothing.
+#[tokio::test]
+async fn events_resend_of_one_invoice_publishes_exactly_its_facts_again_with_their_keys() {
+    let held = "inv_audit_resend_held";
+    let other = "inv_audit_resend_other";
+    let rig = Rig::new(held).await;
+    let release = [
+        "release",
+        held,
+        "--reason",
+        REASON,
+        "--override-amount",
+        "--actor",
+        "alice",
+    ];
+    let (code, out) = rig.cli(&release).await;
+    assert_eq!(code, Some(0), "{out}");
+    let send = [
+        "send",
+        "--type",
+        "invoice.paid",
+        "--resource",
+        other,
+        "--wait",
+        "--json",
+    ];
+    let (_, out) = rig.cli(&send).await;
+    assert!(out.contains("\"applied\":true"), "{out}");
+
+    // The first publication, by dev's publisher from the table's stream.
+    let first = rig
+        .take_events(|taken| facts_of(taken, held).len() == 2 && !facts_of(taken, other).is_empty())
+        .await;
+    let facts = facts_of(&first, held);
+    let expected: std::collections::BTreeSet<(String, String)> = [
+        ("Order Paid", format!("order-paid:{held}")),
+        (
+            "Payment Needs Review",
+            format!("payment-needs-review:{held}:held"),
+        ),
+    ]
+    .into_iter()
+    .map(|(t, k)| (t.to_owned(), k))
+    .collect();
+    assert_eq!(facts, expected, "{first:#?}");
+
+    let (code, out) = rig
+        .cli(&["events", "resend", "--resource", held, "--actor", "bob"])
+        .await;
+    assert_eq!(code, Some(0), "{out}");
+    for (detail_type, key) in &expected {
+        assert!(out.contains(&format!("{detail_type}  {key}\n")), "{out}");
+    }
+    assert!(out.contains("2 event(s) published again"), "{out}");
+
+    // Again: the same two facts and keys, and nothing else but the entry's Operator Action.
+    let again = rig
+        .take_events(|taken| {
+            facts_of(taken, held).len() == 2
+                && taken.iter().any(|e| e["detail"]["kind"] == "events-resend")
+        })
+        .await;
+    assert_eq!(facts_of(&again, held), expected, "{again:#?}");
+    let others: Vec<&Value> = again
+        .iter()
+        .filter(|e| e["detail-type"] != "Operator Action" && e["detail"]["invoice_id"] != held)
+        .collect();
+    assert!(others.is_empty(), "only {held}'s facts: {others:#?}");
+    let order_paid = |events: &[Value]| {
+        events
+            .iter()
+            .find(|e| e["detail-type"] == "Order Paid" && e["detail"]["invoice_id"] == held)
+            .map(|e| e["detail"].clone())
+            .unwrap()
+    };
+    assert_eq!(order_paid(&again), order_paid(&first), "the same detail");
+
+    let e = rig.only(ActionKind::EventsResend).await;
+    assert_eq!(
+        (
+            e.actor.as_str(),
+            e.subject.as_str(),
+            e.count,
+            e.result.as_str()
+        ),
+        ("bob", held, Some(2), "published 2")
+    );
+
+    for (words, said) in [
+        (
+            &["events", "resend", "--resource", "inv_audit_nothing"][..],
+            "inv_audit_nothing: no record of it in the state table",
+        ),
+        (
+            &["events", "resend", "--resource", "evt_audit_1"][..],
+            "evt_audit_1: not an invoice, withdrawal or deposit id",
+        ),
+        (&["events", "resend"][..], "--since"),
+        (
+            &["events", "resend", "--since", "1h", "--resource", held][..],
+            "cannot be used with",
+        ),
+    ] {
+        let (code, out) = rig.cli(words).await;
+        assert_eq!(code, Some(2), "{words:?}: {out}");
+        assert!(out.contains(said), "{words:?}: {out}");
+    }
+    assert_eq!(rig.entries(ActionKind::EventsResend).await.len(), 1);
+
+    // `--since` is recorded too, with how many it published.
+    let (code, out) = rig
+        .cli(&["events", "resend", "--since", "1h", "--actor", "carol"])
+        .await;
+    assert_eq!(code, Some(0), "{out}");
+    let printed = out
+        .lines()
+        .filter(|l| {
+            paymos_inbox_core::handoff::DETAIL_TYPES
+                .iter()
+                .any(|(t, _)| l.starts_with(&format!("{t}  ")))
+        })
+        .count();
+    let e = rig
+        .entries(ActionKind::EventsResend)
+        .await
+        .into_iter()
+        .find(|e| e.actor == "carol")
+        .expect("the --since resend is recorded");
+    assert!(e.subject.starts_with("since "), "{e:?}");
+    assert_eq!(e.count, u64::try_from(printed).ok(), "{out}");
+    assert!(printed >= 4, "both invoices' facts and the entries': {out}");
 }
 
 #[tokio::test]

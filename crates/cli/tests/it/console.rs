@@ -901,6 +901,7 @@ async fn a_console_that_may_not_write_says_what_is_missing_and_refuses_every_act
             serde_json::json!({"id": "webhook-queue", "count": 1}),
         ),
         ("resend", serde_json::json!({"id": "stranded", "count": 1})),
+        ("events-resend", serde_json::json!({"id": "inv_1"})),
     ] {
         let (status, body) = read_only.act(action, fields).await;
         assert_eq!(

@@ -1,4 +1,5 @@
-//! `events tail`, `events since`, `events resend`: the hand-off's events for a person.
+//! `events tail`, `events since`, `events resend` (what was committed since a time, or one
+//! resource's facts, audited): the hand-off's events for a person.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -8,6 +9,7 @@ use paymos_inbox::tools::handoff::Follow;
 use paymos_inbox::tools::when::parse_when;
 use paymos_inbox_aws::dynamodb::DynamoResources;
 use paymos_inbox_aws::events::{EventBridgePublisher, QueuePublisher, envelope};
+use paymos_inbox_core::action::ActionKind;
 use paymos_inbox_core::handoff::DomainEvent;
 use paymos_inbox_core::signature::Environment;
 use paymos_inbox_lambda::now_ms;
@@ -173,7 +175,10 @@ fn window(
 }
 
 /// The environment the events are of: the one given, else the stack's.
-fn environment_of(stack: &Stack, given: Option<Environment>) -> Result<Environment, Failure> {
+pub(crate) fn environment_of(
+    stack: &Stack,
+    given: Option<Environment>,
+) -> Result<Environment, Failure> {
     given
         .or_else(|| {
             stack
@@ -194,19 +199,28 @@ async fn read_since(
     since_ms: u64,
     environment: Environment,
 ) -> Result<Vec<(u64, DomainEvent)>, Failure> {
+    let resources = state_records(stack)?;
+    paymos_inbox_core::handoff::since(&resources, since_ms, applying(stack, environment))
+        .await
+        .map_err(|e| Failure::from(e.to_string()))
+}
+
+/// The state table, read as records (the deliveries table is not needed).
+fn state_records(stack: &Stack) -> Result<DynamoResources, Failure> {
     let table = stack.require(&stack.state, "state-table")?.to_owned();
-    let resources = DynamoResources::new(
+    Ok(DynamoResources::new(
         stack.dynamodb.clone(),
         table,
         stack.deliveries.clone().unwrap_or_default(),
-    );
-    let stack = paymos_inbox_core::change::Applying {
+    ))
+}
+
+/// What the facts are derived under: the environment, and the stack's projects.
+fn applying(stack: &Stack, environment: Environment) -> paymos_inbox_core::change::Applying {
+    paymos_inbox_core::change::Applying {
         environment,
         projects: stack.projects.clone(),
-    };
-    paymos_inbox_core::handoff::since(&resources, since_ms, stack)
-        .await
-        .map_err(|e| Failure::from(e.to_string()))
+    }
 }
 
 async fn committed_since(
@@ -234,10 +248,15 @@ pub async fn since(args: SinceArgs) -> ExitCode {
 }
 
 #[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("which").required(true).args(["since", "resource"])))]
 pub struct ResendArgs {
-    /// From when (as for `since`).
+    /// The facts committed from when (as for `since`).
     #[arg(long)]
-    since: String,
+    since: Option<String>,
+    /// One resource's facts only: an invoice's (inv_…: its reviews, its closing, its Order
+    /// Paid), a withdrawal's (wdr_…) or a deposit's (pcd_…), read by key.
+    #[arg(value_parser = crate::exit::named, long)]
+    resource: Option<String>,
     /// The EventBridge bus to publish to (default: the stack's, output EventBusNameOutput);
     /// without one (`dev`), the events queue.
     #[arg(long)]
@@ -245,41 +264,183 @@ pub struct ResendArgs {
     /// The environment the stack applies (default: the stack's).
     #[arg(long)]
     environment: Option<String>,
+    /// Who acts, on `dev` (the audit trail's actor; on AWS it is your credentials' identity).
+    #[arg(value_parser = crate::exit::named, long)]
+    actor: Option<String>,
     #[command(flatten)]
     stack: StackArgs,
 }
 
-pub async fn resend(args: ResendArgs) -> ExitCode {
-    let (stack, events) =
-        match committed_since(&args.stack, &args.since, args.environment.as_deref()).await {
-            Ok(found) => found,
-            Err(e) => return fail(e),
-        };
-    let events: Vec<DomainEvent> = events.into_iter().map(|(_, e)| e).collect();
-    let sent = match args.event_bus.as_ref().or(stack.event_bus.as_ref()) {
-        Some(bus) => {
-            let shared = match args.stack.aws().await {
-                Ok(shared) => shared,
-                Err(e) => return e.report(),
-            };
-            let publisher =
-                EventBridgePublisher::new(aws_sdk_eventbridge::Client::new(&shared), bus);
-            handoff::resend(&publisher, &events).await
-        }
-        None => match stack.require(&stack.events_queue, "events-queue-url") {
-            Ok(queue) => {
-                handoff::resend(
-                    &QueuePublisher::new(stack.sqs.clone(), queue, paymos_inbox_lambda::now_ms),
-                    &events,
-                )
-                .await
+/// Which facts `events resend` publishes again.
+pub(crate) enum Facts {
+    /// Those committed since this time (Unix ms).
+    Since(u64),
+    /// One resource's ([`handoff::keys_of`]).
+    Resource(String),
+}
+
+impl Facts {
+    /// What the audit entry says it was done to: the resource, or `since <time>`.
+    fn subject(&self) -> String {
+        match self {
+            Self::Resource(id) => id.clone(),
+            Self::Since(ms) => {
+                let at = i64::try_from(*ms)
+                    .ok()
+                    .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+                    .map_or_else(|| ms.to_string(), |t| t.to_string());
+                format!("since {at}")
             }
-            Err(e) => return fail(e),
-        },
+        }
+    }
+}
+
+/// `resource` when it names a resource whose facts can be read by key; else why not (exit 2).
+pub(crate) fn a_resource(resource: &str) -> Result<&str, Failure> {
+    match handoff::keys_of(resource) {
+        Some(_) => Ok(resource),
+        None => Err(Failure::usage(format!(
+            "{resource}: not an invoice, withdrawal or deposit id (inv_…, wdr_…, pcd_…), whose facts can be published again"
+        ))),
+    }
+}
+
+/// Where `events resend` publishes: a bus, or (`dev`, a stack without one) its events queue.
+pub(crate) enum Target {
+    Bus(EventBridgePublisher),
+    Queue(QueuePublisher),
+}
+
+/// The stack's target: `event_bus` when given, else the stack's bus, else its events queue.
+///
+/// # Errors
+/// No bus and no events queue named (exit 2), or no AWS configuration for the bus.
+pub(crate) async fn target(
+    stack: &Stack,
+    args: &StackArgs,
+    event_bus: Option<&str>,
+) -> Result<Target, Failure> {
+    match event_bus.or(stack.event_bus.as_deref()) {
+        Some(bus) => {
+            let shared = args.aws().await?;
+            Ok(Target::Bus(EventBridgePublisher::new(
+                aws_sdk_eventbridge::Client::new(&shared),
+                bus,
+            )))
+        }
+        None => {
+            let queue = stack.require(&stack.events_queue, "events-queue-url")?;
+            Ok(Target::Queue(QueuePublisher::new(
+                stack.sqs.clone(),
+                queue,
+                paymos_inbox_lambda::now_ms,
+            )))
+        }
+    }
+}
+
+/// The events one resource's items stand for, each read by its key, derived as
+/// [`read_since`] derives every record it reads (`handoff::committed`).
+///
+/// # Errors
+/// Not a resource's id, or no item of it in the state table (exit 2); the read's failure.
+async fn read_resource(
+    stack: &Stack,
+    resource: &str,
+    environment: Environment,
+) -> Result<Vec<(u64, DomainEvent)>, Failure> {
+    let keys = handoff::keys_of(a_resource(resource)?).unwrap_or_default();
+    let resources = state_records(stack)?;
+    let mut records = Vec::new();
+    for key in &keys {
+        if let Some(record) = resources
+            .record(key)
+            .await
+            .map_err(|e| Failure::from(e.to_string()))?
+        {
+            records.push(record);
+        }
+    }
+    if records.is_empty() {
+        return Err(Failure::usage(format!(
+            "{resource}: no record of it in the state table, so no fact of it to publish again"
+        ))
+        .next("check the id (`paymos-inbox exceptions` lists what waits), or the stack"));
+    }
+    Ok(paymos_inbox_core::handoff::committed(
+        &records,
+        applying(stack, environment),
+    ))
+}
+
+/// `events resend`, as the command and the console run it: the facts `which` names, read from
+/// the state table, published again to `target` with their original idempotency keys, in the
+/// order they were committed; recorded in the audit trail with how many were published (the
+/// resource, or `since <time>`).
+///
+/// # Errors
+/// No state table named, not a resource's id or no record of it (exit 2); a read's, STS's, the
+/// publication's or the audit entry's failure.
+pub(crate) async fn resend_in(
+    stack: &Stack,
+    target: &Target,
+    which: &Facts,
+    environment: Environment,
+    actor: Option<&str>,
+) -> Result<Vec<DomainEvent>, Failure> {
+    use crate::exit::IntoFailure as _;
+    crate::audit::recordable(stack)?;
+    let events: Vec<DomainEvent> = match which {
+        Facts::Since(since_ms) => read_since(stack, *since_ms, environment).await?,
+        Facts::Resource(id) => read_resource(stack, id, environment).await?,
+    }
+    .into_iter()
+    .map(|(_, e)| e)
+    .collect();
+    let actor = crate::audit::who(stack, actor).await?;
+    let sent = match target {
+        Target::Bus(publisher) => handoff::resend(publisher, &events).await,
+        Target::Queue(publisher) => handoff::resend(publisher, &events).await,
+    }
+    .map_err(|e| e.into_failure())?;
+    let entry = crate::audit::entry(
+        ActionKind::EventsResend,
+        &actor,
+        &which.subject(),
+        None,
+        (format!("published {sent}"), u64::try_from(sent).ok()),
+    );
+    crate::audit::record(stack, &entry).await?;
+    Ok(events)
+}
+
+pub async fn resend(args: ResendArgs) -> ExitCode {
+    let run = async {
+        let given = args
+            .environment
+            .as_deref()
+            .map(environment)
+            .transpose()
+            .map_err(Failure::usage)?;
+        let which = match (&args.since, &args.resource) {
+            (Some(since), _) => Facts::Since(window(since, None)?.0),
+            (None, Some(resource)) => Facts::Resource(a_resource(resource)?.to_owned()),
+            (None, None) => return Err(Failure::usage("which facts: --since or --resource")),
+        };
+        let stack = args.stack.resolve().await?;
+        let environment = environment_of(&stack, given)?;
+        let target = target(&stack, &args.stack, args.event_bus.as_deref()).await?;
+        resend_in(&stack, &target, &which, environment, args.actor.as_deref()).await
     };
-    match sent {
-        Ok(n) => {
-            println!("{n} event(s) published again, with their original idempotency keys");
+    match run.await {
+        Ok(events) => {
+            for e in &events {
+                println!("{}  {}", e.detail_type, e.idempotency_key);
+            }
+            println!(
+                "{} event(s) published again, with their original idempotency keys",
+                events.len()
+            );
             ExitCode::SUCCESS
         }
         Err(e) => fail(e),

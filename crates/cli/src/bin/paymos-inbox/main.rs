@@ -256,13 +256,16 @@ enum EventsCommand {
     ///   paymos-inbox events since 2026-11-01 --stack-name paymos-inbox-live
     #[command(verbatim_doc_comment)]
     Since(handoff::SinceArgs),
-    /// Publish again the events committed since a time (same idempotency keys)
+    /// Publish again the events committed since a time, or one resource's (same idempotency keys)
     ///
     /// To the bus (--event-bus, default the stack's) or to the events queue: after a publish
-    /// failure.
+    /// failure, or for a consumer that lost one payment's facts (--resource inv_…, wdr_…,
+    /// pcd_…: its items read by key). Prints each event published (detail type, idempotency
+    /// key); recorded in the audit trail with how many.
     ///
-    /// Example:
+    /// Examples:
     ///   paymos-inbox events resend --since 2h --stack-name paymos-inbox-live
+    ///   paymos-inbox events resend --resource inv_42 --stack-name paymos-inbox-live
     #[command(verbatim_doc_comment)]
     Resend(handoff::ResendArgs),
     /// Move the signed hand-off's parked events back to its queue, paced

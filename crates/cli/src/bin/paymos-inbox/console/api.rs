@@ -127,6 +127,9 @@ pub struct Console {
     /// Whether this identity may write the state table (every action writes there, its audit
     /// entry at least), learnt once at start ([`paymos_inbox_aws::dynamodb::may_update`]).
     write: WriteGrant,
+    /// Where `events resend` publishes (the stack's bus, or `dev`'s events queue), or why it
+    /// cannot (said when the action is asked for).
+    publish_to: Result<crate::handoff::Target, Failure>,
 }
 
 impl Console {
@@ -155,6 +158,7 @@ impl Console {
                 tracing::warn!("console: whether this identity may write is not known: {why}");
             }
         }
+        let publish_to = crate::handoff::target(&stack, args, None).await;
         Ok(Self {
             stack,
             state,
@@ -163,6 +167,7 @@ impl Console {
             identity,
             api,
             write,
+            publish_to,
         })
     }
 
@@ -587,8 +592,8 @@ impl Console {
         }
     }
 
-    /// A state-changing action (`release`, `mark-paid`, `recheck`, and the jobs `redrive`,
-    /// `events-redrive`, `resend`), its fields in `body`.
+    /// A state-changing action (`release`, `mark-paid`, `recheck`, `events-resend`, and the
+    /// jobs `redrive`, `events-redrive`, `resend`), its fields in `body`.
     pub async fn act(&self, action: &str, body: &[u8]) -> Answered {
         // Refused before any use case runs: none could write its change, or its audit entry.
         if let Some(why) = self.read_only() {
@@ -629,6 +634,7 @@ impl Console {
                 }
             }
             "recheck" => self.recheck(&resource).await,
+            "events-resend" => self.events_resend(&resource).await,
             "redrive" | "events-redrive" | "resend" => {
                 self.job(action, fields["count"].as_u64()).await
             }
@@ -678,6 +684,36 @@ impl Console {
                 Answered::refused(StatusCode::CONFLICT, why)
             }
             Err(crate::exceptions::Unreleased::Failed(f)) => Answered::failed(&f),
+        }
+    }
+
+    /// One resource's facts published again, through the command line's
+    /// [`crate::handoff::resend_in`]: what `events resend --resource` publishes and records.
+    async fn events_resend(&self, resource_id: &str) -> Answered {
+        if let Err(f) = crate::handoff::a_resource(resource_id) {
+            return Answered::failed(&f);
+        }
+        let target = match &self.publish_to {
+            Ok(target) => target,
+            Err(f) => return Answered::failed(f),
+        };
+        let environment = match crate::handoff::environment_of(&self.stack, None) {
+            Ok(e) => e,
+            Err(f) => return Answered::failed(&f),
+        };
+        let which = crate::handoff::Facts::Resource(resource_id.to_owned());
+        match crate::handoff::resend_in(&self.stack, target, &which, environment, Some(&self.actor))
+            .await
+        {
+            Ok(events) => Answered::ok(json!({
+                "id": resource_id,
+                "count": events.len(),
+                "published": events.iter().map(|e| json!({
+                    "detail_type": e.detail_type,
+                    "idempotency_key": e.idempotency_key,
+                })).collect::<Vec<_>>(),
+            })),
+            Err(f) => Answered::failed(&f),
         }
     }
 

@@ -1,5 +1,6 @@
 // The console's page: what waits (GET /api/home), one payment's story (GET /api/search), the
-// command line's actions (POST /api/<action>, with the session's token) and the audit trail of
+// command line's actions (POST /api/<action>, with the session's token; `events-resend` on a
+// story) and the audit trail of
 // them (GET /api/audit). Every text from
 // the server is set as text, never as markup.
 'use strict';
@@ -249,7 +250,15 @@ function movementStory(story) {
     ]));
   }
   parts.push(deliveries(story.deliveries) || el('p', { class: 'quiet' }, 'Nothing of it waits.'));
+  if (r && !r.unexpected) parts.push(el('h3', {}, 'Actions'), el('div', { class: 'panel actions' }, resendFacts(story.id)));
   return parts;
+}
+
+// `events resend --resource`: the resource's facts published again, with their keys (a
+// consumer that deduplicates ships nothing twice).
+function resendFacts(id) {
+  return el('div', { class: 'row' },
+    el('button', { type: 'button', 'data-action': 'events-resend', onclick: () => act('events-resend', { id }) }, 'Publish its facts again'));
 }
 
 // An order id, in each project the stack applies: the invoice that claimed it, and the amount
@@ -301,6 +310,7 @@ function actions(story) {
   if (kinds.has('unconfirmed') || (story.deliveries || []).some((d) => d.outcome === 'unconfirmed')) {
     panel.append(el('div', { class: 'row' }, el('button', { type: 'button', 'data-action': 'recheck', onclick: () => act('recheck', { id }) }, 'Recheck with Paymos')));
   }
+  if (story.invoice) panel.append(resendFacts(id));
   return panel.childNodes.length ? [el('h3', {}, 'Actions'), panel] : null;
 }
 
@@ -319,7 +329,9 @@ async function act(action, fields) {
   quiet();
   const { status, body } = await post(action, fields);
   await Promise.all([loadHome(), search(fields.id, true), loadAudit()]);
-  if (status === 200 && body.outcome === 'already_final') {
+  if (status === 200 && body.published) {
+    say('ok', `${action} ${body.id}: published ${body.count} again, with their keys: ${body.published.map((e) => `${e.detail_type} ${e.idempotency_key}`).join(', ') || 'no fact of it yet'}`);
+  } else if (status === 200 && body.outcome === 'already_final') {
     say('unchanged', `${action} ${body.id}: already_final (nothing changed: it was fulfilled before)`);
   } else if (status === 200) {
     say('ok', `${action} ${body.id}: ${body.outcome || (body.rechecked || []).map((r) => `${r.event_id} ${r.outcome}`).join(', ') || 'nothing to re-check'}`);

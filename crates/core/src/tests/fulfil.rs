@@ -1568,8 +1568,16 @@ async fn a_held_a_duplicate_and_a_late_payment_each_warn_with_their_invoice() {
     let lines: Vec<&str> = logged.lines().collect();
     assert_eq!(lines.len(), 3, "{logged}");
     for (line, invoice, what) in [
-        (lines[0], "inv_2", "a second paid invoice for an order already fulfilled"),
-        (lines[1], "inv_3", "does not match the registered order: held"),
+        (
+            lines[0],
+            "inv_2",
+            "a second paid invoice for an order already fulfilled",
+        ),
+        (
+            lines[1],
+            "inv_3",
+            "does not match the registered order: held",
+        ),
         (lines[2], "inv_4", "payment after the invoice closed"),
     ] {
         assert!(

@@ -879,6 +879,17 @@ mod tests {
         // Every v1 counts, usable or not (the mismatch reports how many came).
         let three = SignatureHeader::parse("t=5,v1=aa,v1=bb,v1=cc").unwrap();
         assert_eq!(three.candidate_count(), 3);
+        // The refusal names the rule the header breaks (the sender's 401 and our log line).
+        assert_eq!(
+            SignatureHeader::parse("v1=00").unwrap_err().to_string(),
+            "the X-Webhook-Signature header is malformed: there is no t= part"
+        );
+        assert_eq!(
+            SignatureHeader::parse("t=1,t=1,v1=00")
+                .unwrap_err()
+                .to_string(),
+            "the X-Webhook-Signature header is malformed: there is more than one t= part"
+        );
     }
 
     #[test]

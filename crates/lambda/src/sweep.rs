@@ -6,7 +6,7 @@ use crate::telemetry::metric;
 use paymos_inbox_aws::dynamodb::DynamoLedger;
 use paymos_inbox_aws::sqs::SqsQueue;
 use paymos_inbox_core::port::PortError;
-use paymos_inbox_core::sweep::{Swept, resend_stranded};
+use paymos_inbox_core::sweep::{Swept, sweep_stranded};
 
 /// At most this many records per run; a larger backlog is taken by the next runs.
 pub const PER_RUN: usize = 500;
@@ -25,7 +25,7 @@ pub async fn sweep_once(
     sweep_after_secs: u64,
     now_ms: u64,
 ) -> Result<(Swept, u64), PortError> {
-    let swept = resend_stranded(
+    let swept = sweep_stranded(
         ledger,
         queue,
         lease_secs,
@@ -49,6 +49,7 @@ pub async fn sweep_once(
         resent = swept.resent,
         skipped = swept.skipped,
         failed = swept.failed,
+        spaced = swept.spaced,
         bodiless = swept.bodiless,
         bodies_kept,
         "sweep done"

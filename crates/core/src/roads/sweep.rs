@@ -13,6 +13,20 @@ use crate::port::PortError;
 /// lease and Paymos' first retries (1 and 5 minutes).
 pub const DEFAULT_SWEEP_AFTER_SECS: u64 = 600;
 
+/// The longest the sweep leaves a record between two sends: an hour.
+pub const MAX_RESEND_GAP_MS: u64 = 3_600_000;
+
+/// Whether the sweep sends `record` again at `now_ms`: when its last send (the end of the lease
+/// that send took; a released lease is long past) lies at least half the record's age back, at
+/// most [`MAX_RESEND_GAP_MS`]. A delivery that waits through an outage is then sent again at
+/// ever wider spaces, not once a run: each copy is one more message for a fulfil that cannot
+/// apply the first (it waits in the queue, paced), and none is lost by waiting.
+#[must_use]
+pub fn due(record: &ExistingDelivery, now_ms: u64) -> bool {
+    let age = now_ms.saturating_sub(record.delivery.received_at_ms);
+    now_ms.saturating_sub(record.lease_until_ms) >= (age / 2).min(MAX_RESEND_GAP_MS)
+}
+
 /// Records still `received` well after they arrived.
 pub trait StrandedDeliveries: Send + Sync {
     /// Up to `limit` records, oldest first, received before `received_before_ms`, not processed,
@@ -45,14 +59,38 @@ pub struct Swept {
     pub skipped: usize,
     /// Taken over but the send failed (the lease is released; the next sweep tries again).
     pub failed: usize,
+    /// Not sent yet: sent again less than half its age ago ([`due`]).
+    pub spaced: usize,
     /// Not sent: the body is gone (a record older than the body retention, never processed).
     /// Left `received`, listed by `pending`: a replay from Paymos' dashboard brings the body
     /// back (ingest puts it again), and the next sweep sends it.
     pub bodiless: usize,
 }
 
+/// The scheduled sweep: [`resend_stranded`] for the records that are [`due`] (the others are
+/// counted `spaced`).
+///
+/// # Errors
+/// As [`resend_stranded`].
+pub async fn sweep_stranded<L, Q>(
+    ledger: &L,
+    queue: &Q,
+    lease_secs: u64,
+    received_before_ms: u64,
+    now_ms: u64,
+    limit: usize,
+) -> Result<Swept, PortError>
+where
+    L: DeliveryLedger + StrandedDeliveries,
+    Q: WorkQueue,
+{
+    let window = (received_before_ms, now_ms, limit);
+    resend(ledger, queue, lease_secs, window, true).await
+}
+
 /// Takes over each stranded record (the same conditional take-over a late retry uses, so a
-/// retry arriving at the same moment and the sweep never both send) and sends it again.
+/// retry arriving at the same moment and the sweep never both send) and sends it again: a
+/// person's `pending --resend`, which sends now whatever is stranded.
 ///
 /// # Errors
 /// [`PortError`] when the ledger cannot be read or a take-over fails.
@@ -68,12 +106,31 @@ where
     L: DeliveryLedger + StrandedDeliveries,
     Q: WorkQueue,
 {
+    let window = (received_before_ms, now_ms, limit);
+    resend(ledger, queue, lease_secs, window, false).await
+}
+
+async fn resend<L, Q>(
+    ledger: &L,
+    queue: &Q,
+    lease_secs: u64,
+    (received_before_ms, now_ms, limit): (u64, u64, usize),
+    spaced: bool,
+) -> Result<Swept, PortError>
+where
+    L: DeliveryLedger + StrandedDeliveries,
+    Q: WorkQueue,
+{
     let stranded = ledger.stranded(received_before_ms, now_ms, limit).await?;
     let mut swept = Swept {
         found: stranded.len(),
         ..Swept::default()
     };
     for record in stranded {
+        if spaced && !due(&record, now_ms) {
+            swept.spaced += 1;
+            continue;
+        }
         let event_id = &record.delivery.event_id;
         if record.delivery.body.is_empty() {
             // Never an empty body on the queue: fulfil would close it `unusable`, and Paymos'
@@ -183,6 +240,48 @@ mod tests {
         assert_eq!(sent, ["evt_kept"], "never an empty body");
         assert!(queue.sent().iter().all(|d| !d.body.is_empty()));
         assert_eq!(ledger.bodies_kept(), [("evt_kept".to_owned(), 1_000_000)]);
+    }
+
+    // Issue 39: a delivery that waits through an outage (fulfil cannot apply it; its copy waits
+    // in the queue) was sent again by every run, one more message each time for a fulfil already
+    // behind. Its sends now space out: half its age since the last one, at most an hour apart.
+    #[tokio::test]
+    async fn a_delivery_stranded_through_an_outage_is_sent_again_at_widening_spaces() {
+        let ledger = MemoryLedger::new();
+        let queue = MemoryQueue::new();
+        let minute: u64 = 60_000;
+        // Received at 0; ingest's attempt held it 30 s, then nothing applied it.
+        ledger.record(&delivery("evt_1", 0), 30_000).await.unwrap();
+        let mut sent_at = Vec::new();
+        let mut spaced = 0;
+        // A sweep every 5 minutes for 4 hours, each taking records 10 minutes old.
+        for run in 1..=48 {
+            let now = run * 5 * minute;
+            let swept = sweep_stranded(
+                &ledger,
+                &queue,
+                30,
+                now.saturating_sub(10 * minute),
+                now,
+                10,
+            )
+            .await
+            .unwrap();
+            spaced += swept.spaced;
+            if swept.resent == 1 {
+                sent_at.push(now / minute);
+            }
+        }
+        // Every run from minute 15 (the first to find it 10 minutes old) sent it: 46 copies.
+        assert_eq!(sent_at, [15, 35, 75, 140, 205]);
+        assert_eq!(queue.sent().len(), 5);
+        assert_eq!(spaced, 46 - 5);
+        // A person's `pending --resend` sends it now, spaced or not.
+        let now = 241 * minute;
+        let person = resend_stranded(&ledger, &queue, 30, now - 10 * minute, now, 10)
+            .await
+            .unwrap();
+        assert_eq!((person.resent, person.spaced), (1, 0));
     }
 
     #[tokio::test]

@@ -2,6 +2,8 @@
 //! by SQS's own message move task where the service has it (AWS), else by receiving, sending
 //! and deleting each message (the emulators).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata};
 use aws_sdk_sqs::types::QueueAttributeName;
 
@@ -79,6 +81,22 @@ pub async fn redrive_paced(
     max: usize,
     per_second: Option<u16>,
 ) -> Result<Redriven, String> {
+    redrive_counted(sqs, dlq, queue, (max, per_second), &AtomicUsize::new(0)).await
+}
+
+/// [`redrive_paced`], keeping in `moved` how many have moved so far while it runs: after each
+/// message one by one, and what SQS's move task reports (`ApproximateNumberOfMessagesMoved`,
+/// read every 2 s as the task is waited for) on AWS.
+///
+/// # Errors
+/// The first SQS call that fails, as text.
+pub async fn redrive_counted(
+    sqs: &aws_sdk_sqs::Client,
+    dlq: &str,
+    queue: &str,
+    (max, per_second): (usize, Option<u16>),
+    moved: &AtomicUsize,
+) -> Result<Redriven, String> {
     let (source, destination) = (arn(sqs, dlq).await?, arn(sqs, queue).await?);
     match sqs
         .start_message_move_task()
@@ -88,11 +106,13 @@ pub async fn redrive_paced(
         .send()
         .await
     {
-        Ok(_) => wait_for_task(sqs, &source).await.map(Redriven::ByTask),
+        Ok(_) => wait_for_task(sqs, &source, moved)
+            .await
+            .map(Redriven::ByTask),
         Err(e)
             if unsupported(e.code()) || e.as_service_error().is_none_or(|s| s.code().is_none()) =>
         {
-            one_by_one(sqs, dlq, queue, max, per_second)
+            one_by_one(sqs, (dlq, queue), max, per_second, moved)
                 .await
                 .map(Redriven::OneByOne)
         }
@@ -100,7 +120,11 @@ pub async fn redrive_paced(
     }
 }
 
-async fn wait_for_task(sqs: &aws_sdk_sqs::Client, source: &str) -> Result<u64, String> {
+async fn wait_for_task(
+    sqs: &aws_sdk_sqs::Client,
+    source: &str,
+    moved: &AtomicUsize,
+) -> Result<u64, String> {
     loop {
         let tasks = sqs
             .list_message_move_tasks()
@@ -112,10 +136,13 @@ async fn wait_for_task(sqs: &aws_sdk_sqs::Client, source: &str) -> Result<u64, S
         let Some(task) = tasks.results().first() else {
             return Ok(0);
         };
+        let so_far = u64::try_from(task.approximate_number_of_messages_moved()).unwrap_or(0);
+        moved.store(
+            usize::try_from(so_far).unwrap_or(usize::MAX),
+            Ordering::Relaxed,
+        );
         match task.status() {
-            Some("COMPLETED") => {
-                return Ok(u64::try_from(task.approximate_number_of_messages_moved()).unwrap_or(0));
-            }
+            Some("COMPLETED") => return Ok(so_far),
             Some("FAILED" | "CANCELLED") => {
                 return Err(format!(
                     "the message move task ended {}: {}",
@@ -133,10 +160,10 @@ async fn wait_for_task(sqs: &aws_sdk_sqs::Client, source: &str) -> Result<u64, S
 /// second and stop after three empty ones, so a sampled empty answer does not end it early.
 async fn one_by_one(
     sqs: &aws_sdk_sqs::Client,
-    dlq: &str,
-    queue: &str,
+    (dlq, queue): (&str, &str),
     max: usize,
     per_second: Option<u16>,
+    counted: &AtomicUsize,
 ) -> Result<usize, String> {
     let pause = per_second.map(|n| std::time::Duration::from_secs_f64(1.0 / f64::from(n.max(1))));
     let mut moved = 0;
@@ -173,6 +200,7 @@ async fn one_by_one(
                 .await
                 .map_err(|e| format!("DeleteMessage: {}", DisplayErrorContext(e)))?;
             moved += 1;
+            counted.store(moved, Ordering::Relaxed);
             if let Some(pause) = pause {
                 tokio::time::sleep(pause).await;
             }

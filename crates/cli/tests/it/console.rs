@@ -596,6 +596,24 @@ impl Opened {
             .unwrap()
     }
 
+    /// A started job (the answer to its POST) read back until it ends, as the page reads it
+    /// (without the token): its last answer, and every one read while it ran.
+    async fn followed(&self, started: &Value) -> (Value, Vec<Value>) {
+        let job = started["job"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{started}"));
+        let mut running = Vec::new();
+        for _ in 0..600 {
+            let read = self.get(&format!("api/jobs/{job}")).await;
+            if read["done"] == true {
+                return (read, running);
+            }
+            running.push(read);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("job {job} did not end in a minute: {running:?}");
+    }
+
     /// An action with the session's token: its status and its answer.
     async fn act(&self, action: &str, fields: Value) -> (u16, Value) {
         let answer = reqwest::Client::new()
@@ -733,7 +751,9 @@ async fn parked_hand_off_events_wait_on_home_and_move_back_as_a_job_counted_firs
             serde_json::json!({"id": "webhook-queue", "count": 2}),
         )
         .await;
-    assert_eq!((status, body["moved"].as_u64()), (200, Some(2)), "{body}");
+    assert_eq!(status, 202, "{body}");
+    let (ended, _) = console.followed(&body).await;
+    assert_eq!(ended["moved"], 2, "{ended}");
     assert_eq!(depth(parked).await, 0);
     assert_eq!(
         depth(posting).await,
@@ -780,6 +800,128 @@ async fn parked_hand_off_events_wait_on_home_and_move_back_as_a_job_counted_firs
     assert_eq!(recorded, [entry("bob", 1), entry("alice", 2)]);
     let (listed, _) = exceptions(&info).await;
     assert_eq!(listed.get("parked_handoff"), None, "{listed:?}");
+}
+
+// Issue 40: a job runs in the console's background and says how far it got; before, the POST
+// answered only when the whole job had ended, and the page showed nothing meanwhile.
+#[tokio::test]
+async fn a_paced_job_answers_at_once_shows_its_progress_refuses_a_second_and_is_audited_once() {
+    let (dev, info, _scratch) = dev_with_info("console-job-progress").await;
+    let (parked, posting) = (
+        &dev.info.queues["WebhookTargetDeadLetterQueue"],
+        &dev.info.queues["WebhookDeliveryQueue"],
+    );
+    for n in 0..3 {
+        dev.sqs
+            .send_message()
+            .queue_url(parked)
+            .message_body(format!(r#"{{"webhook-id": "fact_progress_{n}"}}"#))
+            .send()
+            .await
+            .unwrap();
+    }
+    let console = open_console(&info, &[]).await;
+    let job = serde_json::json!({"id": "webhook-queue", "count": 3, "per_second": 1});
+    let (status, started) = console.act("events-redrive", job.clone()).await;
+    assert_eq!(status, 202, "{started}");
+    assert_eq!(
+        (&started["action"], &started["count"], &started["done"]),
+        (
+            &serde_json::json!("events-redrive"),
+            &serde_json::json!(3),
+            &serde_json::json!(false)
+        ),
+        "{started}"
+    );
+
+    // One job at a time: another (of either kind) is refused while it runs, and listed.
+    for (action, fields) in [
+        ("events-redrive", job.clone()),
+        (
+            "redrive",
+            serde_json::json!({"id": "work-queue", "count": 1}),
+        ),
+    ] {
+        let (status, body) = console.act(action, fields).await;
+        assert_eq!(status, 409, "{body}");
+        assert!(
+            body["refused"]
+                .as_str()
+                .unwrap()
+                .contains("is still running: this console runs one job at a time"),
+            "{body}"
+        );
+    }
+    let jobs = console.get("api/jobs").await;
+    assert_eq!(jobs["running"]["job"], started["job"], "{jobs}");
+
+    let (ended, running) = console.followed(&started).await;
+    assert!(
+        running
+            .iter()
+            .any(|r| r["moved"].as_u64().is_some_and(|m| (1..3).contains(&m))),
+        "some but not all moved was read before it ended: {running:?}"
+    );
+    assert!(
+        running
+            .iter()
+            .all(|r| r["done"] == false && r["count"] == 3),
+        "{running:?}"
+    );
+    assert_eq!(ended["moved"], 3, "{ended}");
+    assert_eq!(ended["error"], Value::Null, "{ended}");
+    assert!(
+        ended["result"]
+            .as_str()
+            .unwrap()
+            .starts_with("moved 3 message(s) from the hand-off's dead-letter queue"),
+        "{ended}"
+    );
+    let depth = async |queue: &str| {
+        paymos_inbox_aws::sqs::approximate_messages(&dev.sqs, queue)
+            .await
+            .unwrap()
+    };
+    assert_eq!((depth(parked).await, depth(posting).await), (0, 3));
+
+    // Recorded once, when it ended, as `events redrive` records it.
+    let state = DynamoResources::new(
+        dev.dynamodb.clone(),
+        &dev.info.tables["StateTable"],
+        &dev.info.tables["DeliveriesTable"],
+    );
+    let recorded: Vec<_> = state
+        .recent_actions(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| (a.kind, a.actor, a.subject, a.result, a.count))
+        .collect();
+    assert_eq!(
+        recorded,
+        [(
+            paymos_inbox_core::action::ActionKind::Redrive,
+            "alice".to_owned(),
+            "webhook-queue".to_owned(),
+            "moved 3".to_owned(),
+            Some(3),
+        )]
+    );
+
+    // Ended: nothing runs, a new job may start, and an unknown job is not found.
+    assert_eq!(console.get("api/jobs").await["running"], Value::Null);
+    let (status, body) = console
+        .act(
+            "redrive",
+            serde_json::json!({"id": "work-queue", "count": 1}),
+        )
+        .await;
+    assert_eq!(status, 202, "{body}");
+    console.followed(&body).await;
+    let unknown = reqwest::get(format!("{}api/jobs/99", console.url))
+        .await
+        .unwrap();
+    assert_eq!(unknown.status().as_u16(), 404);
 }
 
 /// A stand-in for DynamoDB that denies every request as IAM does, and the operations

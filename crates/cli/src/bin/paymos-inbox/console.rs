@@ -219,7 +219,11 @@ fn open_browser(url: &str) {
 
 type Answer = Response<Full<Bytes>>;
 
-async fn answer(session: &Session, console: &api::Console, request: Request<Incoming>) -> Answer {
+async fn answer(
+    session: &Session,
+    console: &Arc<api::Console>,
+    request: Request<Incoming>,
+) -> Answer {
     let headers = request.headers();
     let host = headers.get(HOST).and_then(|h| h.to_str().ok());
     let token = headers.get(TOKEN_HEADER).map(HeaderValue::as_bytes);
@@ -257,6 +261,7 @@ async fn answer(session: &Session, console: &api::Console, request: Request<Inco
         (Method::GET, "/api/jobs") => reply(console.jobs().await),
         (Method::GET, "/api/audit") => reply(console.audit().await),
         (Method::GET, "/api/search") => reply(console.search(&param(&query, "id")).await),
+        (Method::GET, job) if job.starts_with("/api/jobs/") => reply(console.job(&job[10..])),
         (Method::POST, action) if action.starts_with("/api/") => {
             match Limited::new(request.into_body(), MAX_BODY).collect().await {
                 Ok(body) => reply(console.act(&action[5..], &body.to_bytes()).await),

@@ -1,6 +1,7 @@
 //! `check`, `pending`, `redrive` and `mark-paid`: operating a receiver.
 
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use paymos_inbox::tools::check::{self, CheckOptions, MarkPaid, Probe, Tables};
@@ -8,6 +9,8 @@ use paymos_inbox_aws::dynamodb::DynamoLedger;
 use paymos_inbox_aws::sqs::SqsQueue;
 use paymos_inbox_core::action::ActionKind;
 use paymos_inbox_core::change::OrderRef;
+use paymos_inbox_core::ingest::{Delivery, WorkQueue};
+use paymos_inbox_core::port::PortError;
 use paymos_inbox_core::signature::WebhookSecret;
 use paymos_inbox_core::status::Amount;
 use paymos_inbox_lambda::now_ms;
@@ -262,7 +265,7 @@ pub async fn pending(args: PendingArgs) -> ExitCode {
     let ledger = DynamoLedger::new(stack.dynamodb.clone(), table, None);
     if args.resend {
         let job = (args.older_than, args.limit);
-        return match resend_in(&stack, &ledger, job, args.actor.as_deref()).await {
+        return match resend_in(&stack, &ledger, job, args.actor.as_deref(), None).await {
             Ok(swept) if args.json => {
                 println!("{}", serde_json::json!({ "resend": swept }));
                 ExitCode::SUCCESS
@@ -318,6 +321,7 @@ pub async fn pending(args: PendingArgs) -> ExitCode {
 /// `pending --resend`, as the command and the console run it: every delivery received more
 /// than `older_than` seconds ago whose lease is over (at most `limit`) sent again through the
 /// same conditional take-over a retry uses; recorded in the audit trail with its counts.
+/// `sent`, when given, counts each one sent again as it goes (a console job's progress).
 ///
 /// # Errors
 /// No work queue or state table named (exit 2), or a read's, take-over's, send's, STS's or
@@ -327,9 +331,14 @@ pub(crate) async fn resend_in(
     ledger: &DynamoLedger,
     (older_than, limit): (u64, usize),
     actor: Option<&str>,
+    sent: Option<&AtomicUsize>,
 ) -> Result<paymos_inbox_core::sweep::Swept, crate::exit::Failure> {
     use crate::exit::IntoFailure as _;
-    let queue = SqsQueue::new(stack.sqs.clone(), stack.require(&stack.queue, "queue-url")?);
+    let unseen = AtomicUsize::new(0);
+    let queue = Counting {
+        queue: SqsQueue::new(stack.sqs.clone(), stack.require(&stack.queue, "queue-url")?),
+        sent: sent.unwrap_or(&unseen),
+    };
     crate::audit::recordable(stack)?;
     let actor = crate::audit::who(stack, actor).await?;
     let now = now_ms();
@@ -356,6 +365,22 @@ pub(crate) async fn resend_in(
     );
     crate::audit::record(stack, &entry).await?;
     Ok(swept)
+}
+
+/// The work queue, counting each send that succeeded.
+struct Counting<'a> {
+    queue: SqsQueue,
+    sent: &'a AtomicUsize,
+}
+
+impl WorkQueue for Counting<'_> {
+    async fn enqueue(&self, delivery: &Delivery) -> Result<(), PortError> {
+        let sent = self.queue.enqueue(delivery).await;
+        if sent.is_ok() {
+            self.sent.fetch_add(1, Ordering::Relaxed);
+        }
+        sent
+    }
 }
 
 #[derive(clap::Args)]
@@ -400,7 +425,7 @@ pub async fn move_back(
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    match redrive_in(&stack, names, queues, (max, per_second), actor).await {
+    match redrive_in(&stack, names, queues, (max, per_second), actor, None).await {
         Ok(done) => {
             let how = match done {
                 paymos_inbox::local::redrive::Redriven::ByTask(_) => "sqs_message_move_task",
@@ -427,7 +452,8 @@ pub async fn move_back(
 /// A dead-letter queue's messages moved back to its queue, as `redrive`, `events redrive` and
 /// the console run it: the two queues `queues` names of `stack` (their options' names in
 /// `names`), at most `max`, `per_second` when given; recorded in the audit trail, under the
-/// queue's name (`queue`, `webhook-queue`), with how many moved.
+/// queue's name (`queue`, `webhook-queue`), with how many moved. `moved`, when given, keeps
+/// how many have moved so far while it runs (a console job's progress).
 ///
 /// # Errors
 /// A queue or the state table not named (exit 2), or SQS's, STS's or the audit entry's
@@ -438,6 +464,7 @@ pub(crate) async fn redrive_in(
     queues: impl Fn(&Stack) -> (Option<String>, Option<String>),
     (max, per_second): (usize, Option<u16>),
     actor: Option<&str>,
+    moved: Option<&AtomicUsize>,
 ) -> Result<paymos_inbox::local::redrive::Redriven, crate::exit::Failure> {
     use crate::exit::IntoFailure as _;
     let (queue, dlq) = queues(stack);
@@ -445,9 +472,16 @@ pub(crate) async fn redrive_in(
     let dlq = stack.require(&dlq, names.1)?;
     crate::audit::recordable(stack)?;
     let actor = crate::audit::who(stack, actor).await?;
-    let done = paymos_inbox::local::redrive::redrive_paced(&stack.sqs, dlq, queue, max, per_second)
-        .await
-        .map_err(|e| e.into_failure())?;
+    let unseen = AtomicUsize::new(0);
+    let done = paymos_inbox::local::redrive::redrive_counted(
+        &stack.sqs,
+        dlq,
+        queue,
+        (max, per_second),
+        moved.unwrap_or(&unseen),
+    )
+    .await
+    .map_err(|e| e.into_failure())?;
     let moved = done.moved();
     let entry = crate::audit::entry(
         ActionKind::Redrive,

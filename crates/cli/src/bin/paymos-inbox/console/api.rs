@@ -1,6 +1,10 @@
 //! The console's JSON answers: the home page from `exceptions`' own reads, a payment's story
 //! from the reads that exist, and the actions through the command line's own functions (so a
-//! rule lives once, and a refusal is the domain's own sentence).
+//! rule lives once, and a refusal is the domain's own sentence). A bulk job runs in the
+//! background, one at a time, and is read back while it runs.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use hyper::StatusCode;
 use paymos_inbox::tools::alarms::{Alarm, AlarmState};
@@ -35,6 +39,7 @@ pub const KINDS: [&str; 8] = [
 /// [`crate::ops::redrive_in`]: the action, the queue its audit entry names, the two queues'
 /// options (as the command line names them) and where they are in the stack, the pace, and
 /// whether a stack may lack both queues (not offered then).
+#[derive(Clone, Copy)]
 struct Redrive {
     action: &'static str,
     id: &'static str,
@@ -72,6 +77,9 @@ const REDRIVES: [Redrive; 2] = [
 /// The most a job moves at once, and the most stranded deliveries it counts.
 const JOB_LIMIT: usize = 1000;
 
+/// The pace a person may choose for a redrive: SQS's move task's own bounds.
+const PACE: std::ops::RangeInclusive<u16> = 1..=500;
+
 /// How many of the audit trail's newest entries the console shows.
 const AUDIT_LIMIT: usize = 100;
 
@@ -104,14 +112,66 @@ impl Answered {
         } else {
             StatusCode::BAD_GATEWAY
         };
-        let mut why = f.message.clone();
-        if let Some(next) = &f.next {
-            why.push_str(": ");
-            why.push_str(next);
-        }
         tracing::warn!(status = status.as_u16(), "console: {}", f.message);
-        Self::refused(status, why)
+        Self::refused(status, said(f))
     }
+}
+
+/// A failure's sentence and what to do next, on one line.
+fn said(f: &Failure) -> String {
+    match &f.next {
+        Some(next) => format!("{}: {next}", f.message),
+        None => f.message.clone(),
+    }
+}
+
+/// A job started from the console: which, the count confirmed, how many have moved so far (as
+/// the mover reports it), and how it ended: how many moved and its sentence, or its failure.
+struct Job {
+    action: &'static str,
+    of: &'static str,
+    count: usize,
+    moved: AtomicUsize,
+    ended: Mutex<Option<Result<(usize, String), String>>>,
+}
+
+impl Job {
+    /// `{job, action, of, count, moved, done, result | error}`, as `GET /api/jobs/<id>` answers.
+    fn view(&self, id: usize) -> Value {
+        let mut view = json!({
+            "job": id,
+            "action": self.action,
+            "of": self.of,
+            "count": self.count,
+            "moved": self.moved.load(Ordering::Relaxed),
+            "done": false,
+        });
+        match &*lock(&self.ended) {
+            None => {}
+            Some(Ok((moved, sentence))) => {
+                view["done"] = json!(true);
+                view["moved"] = json!(moved);
+                view["result"] = json!(sentence);
+            }
+            Some(Err(why)) => {
+                view["done"] = json!(true);
+                view["error"] = json!(why);
+            }
+        }
+        view
+    }
+}
+
+/// The jobs this console started (job `n` is `started[n - 1]`), and the one running, if any.
+#[derive(Default)]
+struct Jobs {
+    started: Vec<Arc<Job>>,
+    running: Option<usize>,
+}
+
+/// A lock that a panicked holder did not spoil (what it guards is written whole, or not).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The resolved stack the console reads and acts on, and who acts.
@@ -130,6 +190,7 @@ pub struct Console {
     /// Where `events resend` publishes (the stack's bus, or `dev`'s events queue), or why it
     /// cannot (said when the action is asked for).
     publish_to: Result<crate::handoff::Target, Failure>,
+    jobs: Mutex<Jobs>,
 }
 
 impl Console {
@@ -168,6 +229,7 @@ impl Console {
             api,
             write,
             publish_to,
+            jobs: Mutex::default(),
         })
     }
 
@@ -538,6 +600,12 @@ impl Console {
             Err(e) => json!({"unavailable": e.to_string()}),
         };
         jobs.insert("resend".to_owned(), resend);
+        let running = {
+            let all = lock(&self.jobs);
+            all.running
+                .map_or(Value::Null, |id| all.started[id - 1].view(id))
+        };
+        jobs.insert("running".to_owned(), running);
         Answered::ok(Value::Object(jobs))
     }
 
@@ -551,8 +619,28 @@ impl Console {
         }
     }
 
-    /// A job, at most `count` moved: the count the person saw and confirmed.
-    async fn job(&self, action: &str, count: Option<u64>) -> Answered {
+    /// Where a job this console started stands (`GET /api/jobs/<id>`).
+    pub fn job(&self, id: &str) -> Answered {
+        let all = lock(&self.jobs);
+        match id
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=all.started.len()).contains(n))
+        {
+            Some(n) => Answered::ok(all.started[n - 1].view(n)),
+            None => Answered::refused(StatusCode::NOT_FOUND, format!("no job {id}")),
+        }
+    }
+
+    /// A job started in the background, at most `count` moved (the count the person saw and
+    /// confirmed), a redrive at `per_second` when given (else its command's pace): answered at
+    /// once (202) with the job's id, or refused while another of this console's jobs runs.
+    fn start(
+        self: &Arc<Self>,
+        action: &str,
+        count: Option<u64>,
+        per_second: Option<u64>,
+    ) -> Answered {
         let Some(count) = count
             .and_then(|n| usize::try_from(n).ok())
             .filter(|n| (1..=JOB_LIMIT).contains(n))
@@ -562,39 +650,129 @@ impl Console {
                 format!("a job moves the count you confirmed: 1 to {JOB_LIMIT}"),
             );
         };
-        if let Some(r) = REDRIVES.iter().find(|r| r.action == action) {
-            match crate::ops::redrive_in(
+        let redrive = REDRIVES.iter().find(|r| r.action == action).copied();
+        let pace = match (redrive, per_second) {
+            (r, None) => r.and_then(|r| r.per_second),
+            (Some(_), Some(n)) => match u16::try_from(n).ok().filter(|n| PACE.contains(n)) {
+                Some(n) => Some(n),
+                None => {
+                    return Answered::refused(
+                        StatusCode::BAD_REQUEST,
+                        format!(
+                            "a redrive's pace is {} to {} messages a second",
+                            PACE.start(),
+                            PACE.end()
+                        ),
+                    );
+                }
+            },
+            (None, Some(_)) => {
+                return Answered::refused(
+                    StatusCode::BAD_REQUEST,
+                    "pending --resend sends each stranded delivery at once: it takes no pace",
+                );
+            }
+        };
+        let (id, job) = {
+            let mut all = lock(&self.jobs);
+            if let Some(running) = all.running {
+                return Answered::refused(
+                    StatusCode::CONFLICT,
+                    format!(
+                        "job {running} ({}) is still running: this console runs one job at a time; start this one when it ends",
+                        all.started[running - 1].action
+                    ),
+                );
+            }
+            let job = Arc::new(Job {
+                action: redrive.map_or("resend", |r| r.action),
+                of: redrive.map_or("stranded", |r| r.id),
+                count,
+                moved: AtomicUsize::new(0),
+                ended: Mutex::new(None),
+            });
+            all.started.push(job.clone());
+            let id = all.started.len();
+            all.running = Some(id);
+            (id, job)
+        };
+        let console = Arc::clone(self);
+        let running = job.clone();
+        tokio::spawn(async move {
+            let work = {
+                let (console, job) = (console.clone(), job.clone());
+                tokio::spawn(async move { console.run(redrive, (count, pace), &job.moved).await })
+            };
+            let ended = work
+                .await
+                .unwrap_or_else(|e| Err(format!("the job stopped: {e}")));
+            match &ended {
+                Ok((moved, _)) => tracing::info!(job = id, moved, "console: job ended"),
+                Err(why) => tracing::warn!(job = id, "console: job failed: {why}"),
+            }
+            let mut all = lock(&console.jobs);
+            *lock(&job.ended) = Some(ended);
+            all.running = None;
+        });
+        tracing::info!(
+            job = id,
+            action = running.action,
+            count,
+            "console: job started"
+        );
+        Answered {
+            status: StatusCode::ACCEPTED,
+            body: running.view(id),
+        }
+    }
+
+    /// A job's work, through the command line's own functions (each writes its audit entry
+    /// once, when it ends): how many moved and its sentence, or its failure's.
+    async fn run(
+        &self,
+        redrive: Option<Redrive>,
+        (count, pace): (usize, Option<u16>),
+        moved: &AtomicUsize,
+    ) -> Result<(usize, String), String> {
+        if let Some(r) = redrive {
+            let done = crate::ops::redrive_in(
                 &self.stack,
                 r.names,
                 r.queues,
-                (count, r.per_second),
+                (count, pace),
                 Some(&self.actor),
+                Some(moved),
             )
             .await
-            {
-                Ok(done) => Answered::ok(json!({"id": r.id, "moved": done.moved(),
-                    "sentence": format!("moved {} message(s) from {}", done.moved(), r.from_to)})),
-                Err(f) => Answered::failed(&f),
-            }
+            .map_err(|f| said(&f))?;
+            Ok((
+                done.moved(),
+                format!("moved {} message(s) from {}", done.moved(), r.from_to),
+            ))
         } else {
             let after = paymos_inbox_core::sweep::DEFAULT_SWEEP_AFTER_SECS;
-            match crate::ops::resend_in(
+            let s = crate::ops::resend_in(
                 &self.stack,
                 &self.ledger,
                 (after, count),
                 Some(&self.actor),
+                Some(moved),
             )
             .await
-            {
-                Ok(swept) => Answered::ok(json!({"id": "stranded", "swept": swept})),
-                Err(f) => Answered::failed(&f),
-            }
+            .map_err(|f| said(&f))?;
+            Ok((
+                s.resent,
+                format!(
+                    "{} stranded, {} sent again, {} taken by someone else meanwhile, {} failed (try again), {} without a body (replay them from Paymos' dashboard)",
+                    s.found, s.resent, s.skipped, s.failed, s.bodiless
+                ),
+            ))
         }
     }
 
     /// A state-changing action (`release`, `mark-paid`, `recheck`, `events-resend`, and the
     /// jobs `redrive`, `events-redrive`, `resend`), its fields in `body`.
-    pub async fn act(&self, action: &str, body: &[u8]) -> Answered {
+    pub async fn act(self: &Arc<Self>, action: &str, body: &[u8]) -> Answered {
         // Refused before any use case runs: none could write its change, or its audit entry.
         if let Some(why) = self.read_only() {
             tracing::warn!(action, "console: refused: {why}");
@@ -635,9 +813,11 @@ impl Console {
             }
             "recheck" => self.recheck(&resource).await,
             "events-resend" => self.events_resend(&resource).await,
-            "redrive" | "events-redrive" | "resend" => {
-                self.job(action, fields["count"].as_u64()).await
-            }
+            "redrive" | "events-redrive" | "resend" => self.start(
+                action,
+                fields["count"].as_u64(),
+                fields["per_second"].as_u64(),
+            ),
             _ => Answered::refused(StatusCode::NOT_FOUND, format!("no action {action}")),
         };
         tracing::info!(
@@ -1015,6 +1195,36 @@ mod tests {
                 .starts_with("no stack named"),
             "{flags}"
         );
+    }
+
+    #[test]
+    fn a_jobs_view_counts_what_moved_while_it_runs_then_says_how_it_ended() {
+        let job = Job {
+            action: "redrive",
+            of: "work-queue",
+            count: 3,
+            moved: AtomicUsize::new(0),
+            ended: Mutex::new(None),
+        };
+        job.moved.store(2, Ordering::Relaxed);
+        let running = job.view(7);
+        assert_eq!(
+            running,
+            json!({"job": 7, "action": "redrive", "of": "work-queue", "count": 3, "moved": 2,
+                   "done": false})
+        );
+        *lock(&job.ended) = Some(Ok((3, "moved 3 message(s)".into())));
+        let ended = job.view(7);
+        assert_eq!((&ended["done"], &ended["moved"]), (&json!(true), &json!(3)));
+        assert_eq!(ended["result"], "moved 3 message(s)");
+        assert_eq!(ended["error"], Value::Null);
+        *lock(&job.ended) = Some(Err("SendMessage: denied".into()));
+        let failed = job.view(7);
+        assert_eq!(
+            (&failed["done"], &failed["moved"]),
+            (&json!(true), &json!(2))
+        );
+        assert_eq!(failed["error"], "SendMessage: denied");
     }
 
     #[test]

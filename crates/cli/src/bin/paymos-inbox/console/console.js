@@ -163,6 +163,7 @@ async function loadJobs() {
   }).filter(Boolean);
   jobs.replaceChildren(...rows);
   jobs.dataset.loaded = 'true';
+  return body.running;
 }
 
 // The audit trail: who did what, when, why, and what it changed (newest first).
@@ -184,17 +185,34 @@ async function loadAudit() {
   audit.dataset.loaded = 'true';
 }
 
+// A job runs in the console's background: its start answers at once with the job's id, and
+// the page reads it once a second ("moved N of M") until it ends, then says its result.
 async function runJob(action, id, count) {
   quiet();
   const { status, body } = await post(action, { id, count });
-  await Promise.all([loadJobs(), loadHome(), loadAudit()]);
-  if (status === 200 && body.swept) {
-    const s = body.swept;
-    say('ok', `${action}: ${s.found} stranded, ${s.resent} sent again, ${s.skipped} taken by someone else meanwhile, ${s.failed} failed (try again), ${s.bodiless} without a body (replay them from Paymos' dashboard)`);
-  } else if (status === 200) {
-    say('ok', `${action}: ${body.sentence}`);
-  } else {
+  if (status !== 202) {
+    await Promise.all([loadJobs(), loadHome(), loadAudit()]);
     say('refused', `${action} refused: ${body.refused || `status ${status}`}`);
+    return;
+  }
+  await follow(body.job);
+}
+
+async function follow(job) {
+  for (;;) {
+    const { status, body } = await getJson(`/api/jobs/${job}`);
+    if (status !== 200) {
+      say('refused', `job ${job}: ${body.refused || `status ${status}`}`);
+      return;
+    }
+    if (body.done) {
+      await Promise.all([loadJobs(), loadHome(), loadAudit()]);
+      if (body.error) say('refused', `${body.action} failed: ${body.error}`);
+      else say('ok', `${body.action}: ${body.result}`);
+      return;
+    }
+    say('running', `${body.action}: moved ${body.moved} of ${body.count}`);
+    await new Promise((resolve) => { setTimeout(resolve, 1000); });
   }
 }
 
@@ -391,7 +409,7 @@ if (READ_ONLY || WRITE_UNKNOWN) {
   banner.dataset.state = READ_ONLY ? 'read-only' : 'unknown';
   banner.textContent = READ_ONLY || WRITE_UNKNOWN;
 }
-loadJobs();
+loadJobs().then((running) => { if (running) follow(running.job); });
 loadHome();
 loadAudit();
 if (location.hash.length > 1) search(decodeURIComponent(location.hash.slice(1)));

@@ -1556,6 +1556,18 @@ mod tests {
         assert!(counts.iter().all(|c| (750..1250).contains(c)), "{counts:?}");
     }
 
+    // The shard is part of what is stored: an item listed (and a delivery's `pending-by-age`
+    // entry) under `#k` must be found there by every later release. These keys keep their
+    // shards; a change of the hash would move every list under the readers' feet.
+    #[test]
+    fn a_keys_shard_is_a_stored_format_and_never_changes() {
+        let shards: Vec<u32> = ["inv_1", "inv_2", "pcd_1", "wdr_1", "evt_1", "test#evt_1"]
+            .iter()
+            .flat_map(|k| [shard_of(k, LIST_SHARDS), shard_of(k, 64)])
+            .collect();
+        assert_eq!(shards, [13, 13, 7, 39, 13, 13, 8, 8, 27, 59, 27, 59]);
+    }
+
     // Issue 32: every item that stands for an event is listed under the day it changed, with
     // the time the index ranges by, so `events since` and the reconciliation's window find it.
     #[test]

@@ -209,6 +209,22 @@ mod tests {
         assert_eq!(OperatorAction::read(&Fields::new()), None);
     }
 
+    // An entry is its own item: two actions of one person in one millisecond on two invoices
+    // are two entries, never one refused as a second write of the same key.
+    #[test]
+    fn an_entrys_item_is_keyed_by_its_time_kind_subject_and_actor() {
+        let one = action(None, None);
+        let other = OperatorAction {
+            subject: "inv_2".into(),
+            ..one.clone()
+        };
+        assert_eq!(
+            one.write().key,
+            Key::state("action#1796169600000#release#inv_1#arn:aws:iam::123456789012:user/alice")
+        );
+        assert_ne!(one.write().key, other.write().key);
+    }
+
     #[test]
     fn two_actions_differing_in_time_kind_subject_or_actor_have_two_keys() {
         let base = action_key(7, ActionKind::Release, "inv_1", "alice");

@@ -209,6 +209,10 @@ mod tests {
         assert_eq!((swept.found, swept.resent), (1, 1));
         let sent: Vec<_> = queue.sent().into_iter().map(|d| d.event_id).collect();
         assert_eq!(sent, ["evt_old"]);
+        // It holds the record for one lease, as an attempt does: a retry within it is told to
+        // wait, not sent a second copy.
+        let held = ledger.find("evt_old").await.unwrap().unwrap();
+        assert_eq!(held.lease_until_ms, now + 30_000);
         // Its lease is taken: a second sweep right after finds nothing to do.
         let again = resend_stranded(&ledger, &queue, 30, now - 600_000, now + 1, 100)
             .await

@@ -288,6 +288,58 @@ mod tests {
         assert_eq!((person.resent, person.spaced), (1, 0));
     }
 
+    /// The memory ledger, where a retry takes each record over just before the sweep does.
+    struct RetryFirst(MemoryLedger);
+
+    impl DeliveryLedger for RetryFirst {
+        async fn record(&self, d: &Delivery, lease: u64) -> Result<Recorded, PortError> {
+            self.0.record(d, lease).await
+        }
+        async fn find(&self, key: &str) -> Result<Option<ExistingDelivery>, PortError> {
+            self.0.find(key).await
+        }
+        async fn take_over(&self, key: &str, seen: u64, new: u64) -> Result<TakeOver, PortError> {
+            assert_eq!(self.0.take_over(key, seen, new + 1).await?, TakeOver::Won);
+            self.0.take_over(key, seen, new).await
+        }
+        async fn release(&self, key: &str, lease: u64) -> Result<(), PortError> {
+            self.0.release(key, lease).await
+        }
+        async fn mark_conflict(&self, key: &str, sha: &str, at: u64) -> Result<(), PortError> {
+            self.0.mark_conflict(key, sha, at).await
+        }
+    }
+
+    impl StrandedDeliveries for RetryFirst {
+        async fn stranded(
+            &self,
+            before: u64,
+            now: u64,
+            limit: usize,
+        ) -> Result<Vec<ExistingDelivery>, PortError> {
+            self.0.stranded(before, now, limit).await
+        }
+        async fn keep_unprocessed_body(&self, d: &Delivery, now: u64) -> Result<(), PortError> {
+            self.0.keep_unprocessed_body(d, now).await
+        }
+    }
+
+    // A retry that takes a stranded record over first sends it itself: the sweep counts it
+    // skipped and sends nothing, so the two never both send.
+    #[tokio::test]
+    async fn a_record_a_retry_took_over_first_is_skipped_and_not_sent() {
+        let ledger = RetryFirst(MemoryLedger::new());
+        let queue = MemoryQueue::new();
+        for id in ["evt_1", "evt_2"] {
+            ledger.record(&delivery(id, 1), 2).await.unwrap();
+        }
+        let swept = resend_stranded(&ledger, &queue, 30, 1_000, 1_000_000, 10)
+            .await
+            .unwrap();
+        assert_eq!((swept.found, swept.skipped, swept.resent), (2, 2, 0));
+        assert!(queue.sent().is_empty());
+    }
+
     #[tokio::test]
     async fn a_failed_send_releases_the_lease_for_the_next_sweep() {
         let ledger = MemoryLedger::new();

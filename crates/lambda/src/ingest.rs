@@ -95,11 +95,21 @@ pub fn answer(inbound: &Inbound<'_>, outcome: Result<Receipt, IngestError>) -> R
         Ok(receipt) => receipt.ingested.as_str(),
         Err(error) => error.code(),
     };
-    metrics::counter!(
-        crate::telemetry::metric::INGEST_ANSWERS,
-        crate::telemetry::metric::OUTCOME => code
-    )
-    .increment(1);
+    // The line that says the answer counts it (issue 39: an answer said once, not in a line
+    // and again in the invocation's metrics document); where no line is written (`LogLevel`
+    // above it) or no EMF recorder is installed, the metrics document counts it.
+    let count = |written: bool| {
+        let counted = crate::telemetry::counted(crate::telemetry::metric::INGEST_ANSWERS, code)
+            .filter(|_| written);
+        if counted.is_none() {
+            metrics::counter!(
+                crate::telemetry::metric::INGEST_ANSWERS,
+                crate::telemetry::metric::OUTCOME => code
+            )
+            .increment(1);
+        }
+        counted
+    };
     if matches!(
         &outcome,
         Ok(Receipt {
@@ -119,7 +129,9 @@ pub fn answer(inbound: &Inbound<'_>, outcome: Result<Receipt, IngestError>) -> R
                     body_conflict,
                 } => (resent, body_conflict),
             };
+            let counted = count(tracing::enabled!(tracing::Level::INFO));
             tracing::info!(
+                counted = counted.as_deref(),
                 status = 200,
                 outcome = ingested.as_str(),
                 event_id = %receipt.event_id,
@@ -143,9 +155,11 @@ pub fn answer(inbound: &Inbound<'_>, outcome: Result<Receipt, IngestError>) -> R
             let status =
                 StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             if answer.is_server_error() {
-                tracing::error!(status = answer.status, error = error.code(), reason = %error, bytes = inbound.body.len(), "{}", answer.log);
+                let counted = count(tracing::enabled!(tracing::Level::ERROR));
+                tracing::error!(counted = counted.as_deref(), status = answer.status, error = error.code(), reason = %error, bytes = inbound.body.len(), "{}", answer.log);
             } else {
-                tracing::warn!(status = answer.status, error = error.code(), reason = %error, bytes = inbound.body.len(), "{}", answer.log);
+                let counted = count(tracing::enabled!(tracing::Level::WARN));
+                tracing::warn!(counted = counted.as_deref(), status = answer.status, error = error.code(), reason = %error, bytes = inbound.body.len(), "{}", answer.log);
             }
             let mut response = json_response(status, &answer.body, answer.retry_after_secs);
             if let Some(allow) = answer.allow {

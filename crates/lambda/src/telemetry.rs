@@ -122,6 +122,12 @@ where
             }
         }
         event.record(&mut Fields(&mut line));
+        // A line that counts itself ([`counted`]): its EMF members at the top level.
+        if let Some(Value::String(members)) = line.remove(COUNTED)
+            && let Ok(Value::Object(members)) = serde_json::from_str::<Value>(&members)
+        {
+            line.extend(members);
+        }
         writeln!(writer, "{}", Value::Object(line))
     }
 }
@@ -213,6 +219,8 @@ pub mod metric {
 
 static METRICS: std::sync::OnceLock<&'static metrics_cloudwatch_embedded::Collector> =
     std::sync::OnceLock::new();
+/// The `Stack` dimension and the `function` property, as [`init_metrics`] installed them.
+static COUNTING: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
 static WARM: AtomicBool = AtomicBool::new(false);
 
 /// Installs the EMF recorder (once per process): every metric with the `Stack` dimension
@@ -224,7 +232,7 @@ pub fn init_metrics(function: &str) {
     let stack = crate::config::metrics_stack(|k| std::env::var(k).ok());
     match metrics_cloudwatch_embedded::Builder::new()
         .cloudwatch_namespace(metric::NAMESPACE)
-        .with_dimension(metric::STACK, stack)
+        .with_dimension(metric::STACK, stack.clone())
         .init()
     {
         Ok(collector) => {
@@ -240,9 +248,37 @@ pub fn init_metrics(function: &str) {
                 "oldest delivery not processed"
             );
             let _ = METRICS.set(collector);
+            let _ = COUNTING.set((stack, function.to_owned()));
         }
         Err(e) => tracing::warn!(error = %e, "metrics recorder not installed"),
     }
+}
+
+/// The field of a log line that carries its own count ([`counted`]).
+pub const COUNTED: &str = "counted";
+
+/// The EMF members (as a JSON object) that make one log line count 1 of `metric` by
+/// `Outcome`, with the `Stack` dimension and the `function` property the flushed documents
+/// have: logged as the [`COUNTED`] field, [`FlatJson`] writes them at the line's top level, so
+/// the line that says a delivery's answer also counts it and the answer is said once. `None`
+/// when the EMF recorder is not installed (the CLI, unit tests): count with `metrics` then.
+#[must_use]
+pub fn counted(metric: &str, outcome: &str) -> Option<String> {
+    let (stack, function) = COUNTING.get()?;
+    let at_ms = jiff::Timestamp::now().as_millisecond();
+    let mut members = Map::new();
+    members.insert(
+        "_aws".into(),
+        serde_json::json!({"Timestamp": at_ms, "CloudWatchMetrics": [{
+            "Namespace": metric::NAMESPACE,
+            "Dimensions": [[metric::STACK, metric::OUTCOME]],
+            "Metrics": [{"Name": metric}]}]}),
+    );
+    members.insert(metric.to_owned(), Value::from(1));
+    members.insert(metric::OUTCOME.to_owned(), Value::from(outcome));
+    members.insert(metric::STACK.to_owned(), Value::from(stack.as_str()));
+    members.insert("function".into(), Value::from(function.as_str()));
+    Some(Value::Object(members).to_string())
 }
 
 /// Marks the start of an invocation: the first one of the process counts a cold start.
@@ -333,6 +369,15 @@ mod tests {
 
     /// The lines written at `level`, by our code, by a wire logger and by Lambda's runtime.
     fn written_at(level: &str) -> String {
+        written(level, || {
+            tracing::info!(outcome = "new", "delivery acknowledged");
+            tracing::warn!(code = "invalid_signature", "delivery refused");
+            tracing::debug!(target: "aws_smithy_runtime", "a wire body");
+        })
+    }
+
+    /// The lines `log` writes at `level`, as the functions write them.
+    fn written(level: &str, log: impl FnOnce()) -> String {
         #[derive(Clone, Default)]
         struct Lines(Arc<Mutex<Vec<u8>>>);
         impl Write for Lines {
@@ -352,12 +397,37 @@ mod tests {
             .event_format(FlatJson)
             .with_writer(move || writer.clone())
             .finish();
-        tracing::subscriber::with_default(subscriber, || {
-            tracing::info!(outcome = "new", "delivery acknowledged");
-            tracing::warn!(code = "invalid_signature", "delivery refused");
-            tracing::debug!(target: "aws_smithy_runtime", "a wire body");
-        });
+        tracing::subscriber::with_default(subscriber, log);
         String::from_utf8(lines.0.lock().unwrap().clone()).unwrap()
+    }
+
+    // Issue 39: ingest's answer is said once: the line that says it carries its count, its EMF
+    // members at the line's top level beside the delivery's fields.
+    #[test]
+    fn a_line_that_counts_itself_is_one_flat_emf_document() {
+        let members = r#"{"_aws":{"CloudWatchMetrics":[]},"IngestAnswers":1,"Outcome":"new"}"#;
+        let text = written("INFO", || {
+            tracing::info!(
+                counted = members,
+                event_id = "evt_1",
+                "delivery acknowledged"
+            );
+            tracing::info!(
+                counted = None::<&str>,
+                event_id = "evt_2",
+                "not counted here"
+            );
+        });
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(lines[0]["_aws"].is_object(), "{text}");
+        assert_eq!(lines[0][metric::INGEST_ANSWERS], 1, "{text}");
+        assert_eq!(lines[0]["event_id"], "evt_1", "{text}");
+        assert!(lines[0].get(COUNTED).is_none(), "{text}");
+        assert!(lines[1].get("_aws").is_none() && lines[1].get(COUNTED).is_none());
     }
 
     #[test]

@@ -247,10 +247,11 @@ async fn logs_and_emf_metrics_tell_what_happened_to_every_delivery() {
     );
     assert_eq!(ages, 4, "an age per applied delivery");
 
-    // Logs: flat, and every line about a delivery names its event and the invocation.
+    // Logs: flat, and every line about a delivery names its event and the invocation (ingest's
+    // answer is one line that also counts it: an EMF document with the delivery's fields).
     let deliveries: Vec<&Value> = lines
         .iter()
-        .filter(|l| l.get("_aws").is_none() && l.get("event_id").is_some())
+        .filter(|l| l.get("event_id").is_some())
         .collect();
     assert!(deliveries.len() >= 10, "{text}");
     for line in &deliveries {
@@ -289,7 +290,14 @@ async fn logs_and_emf_metrics_tell_what_happened_to_every_delivery() {
             line["event_type"].is_string() && line["event_id"].is_string(),
             "{line}"
         );
+        assert_eq!(
+            line[metric::INGEST_ANSWERS],
+            1,
+            "counted once, by itself: {line}"
+        );
+        assert_eq!(line[metric::OUTCOME], line["outcome"], "{line}");
     }
+    assert_eq!(refused[metric::OUTCOME], "signature_mismatch", "{refused}");
 
     // Never a secret or a body.
     assert!(

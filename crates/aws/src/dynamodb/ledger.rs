@@ -381,6 +381,19 @@ impl DynamoLedger {
     }
 }
 
+/// A delivery's record as a payment's story shows it ([`DynamoLedger::entry`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerEntry {
+    /// The delivery as recorded (without its body) and its state.
+    pub recorded: ExistingDelivery,
+    /// How it ended, once processed.
+    pub outcome: Option<String>,
+    /// Why, when recorded.
+    pub reason: Option<String>,
+    /// When it was processed (Unix ms).
+    pub processed_at_ms: Option<u64>,
+}
+
 /// What the ledger keeps of one delivery's raw body ([`DynamoLedger::kept_body`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeptBody {
@@ -1062,6 +1075,26 @@ impl DynamoLedger {
             .filter(|item| !is_body_item(item))
             .map(delivery_record)
             .collect())
+    }
+
+    /// The record under `key` as a payment's story shows it: the delivery as recorded (its
+    /// body left out), its state, and once processed its outcome, why and when; `None` when
+    /// there is no record. One consistent `GetItem`.
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn entry(&self, key: &str) -> Result<Option<LedgerEntry>, PortError> {
+        let item = get(&self.client, &self.table, (LedgerSchema::KEY, key)).await?;
+        Ok(item.and_then(|i| {
+            let mut recorded = existing_of(&i)?;
+            recorded.delivery.body = Vec::new();
+            Some(LedgerEntry {
+                recorded,
+                outcome: get_s(&i, "outcome").map(str::to_owned),
+                reason: get_s(&i, "outcome_reason").map(str::to_owned),
+                processed_at_ms: get_u64(&i, "processed_at"),
+            })
+        }))
     }
 
     /// The processing state and outcome of the record under `key` (`delivery_key`: a live

@@ -17,6 +17,7 @@ pub use records::{
 };
 
 pub use ledger::{
-    DynamoLedger, KeptBody, LedgerSchema, PendingDelivery, decode_body, encode_body, item_size,
+    DynamoLedger, KeptBody, LedgerEntry, LedgerSchema, PendingDelivery, decode_body, encode_body,
+    item_size,
 };
 pub use resources::{DynamoResources, ResourceSchema, balance_key, order_key, order_paid_key};

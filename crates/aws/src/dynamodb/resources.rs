@@ -31,7 +31,7 @@ use paymos_inbox_core::handoff::StateRecords;
 use paymos_inbox_core::ingest::{PortError, PortErrorKind};
 use paymos_inbox_core::invoice::InvoiceSeen;
 use paymos_inbox_core::reconcile::ReconcileStore;
-use paymos_inbox_core::record::{FulfilmentRecord, InvoiceRecord, StateRecord};
+use paymos_inbox_core::record::{FulfilmentRecord, InvoiceRecord, StateRecord, Step};
 use paymos_inbox_core::release::ReleaseStore;
 use paymos_inbox_core::status::Amount;
 use paymos_inbox_core::write::{self, Fields, Key, Refused, Stored, Write};
@@ -97,6 +97,21 @@ impl DynamoResources {
                 .as_ref()
                 .and_then(state_record),
         )
+    }
+
+    /// The story the item of key `key` keeps ([`paymos_inbox_core::write::story`]): each
+    /// status it reached, when and by whom, oldest first; one consistent `GetItem`.
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn story(&self, key: &str) -> Result<Vec<Step>, PortError> {
+        let item = get(&self.client, &self.tables.state, (ResourceSchema::KEY, key)).await?;
+        Ok(item.map_or_else(Vec::new, |item| {
+            Step::story(
+                item.iter()
+                    .filter_map(|(name, v)| Some((name.as_str(), v.as_s().ok()?.as_str()))),
+            )
+        }))
     }
 
     /// The order `order_id` of the project scope `scope` (`None`: the home project) as the

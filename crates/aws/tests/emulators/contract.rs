@@ -13,6 +13,7 @@ use paymos_inbox_core::ingest::{DeliveryLedger, DeliveryState, PortError, Record
 use paymos_inbox_core::memory::{MemoryLedger, MemoryResources};
 use paymos_inbox_core::signature::Environment;
 use paymos_inbox_core::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
+use paymos_inbox_core::write::{self, Key};
 
 use paymos_inbox_testkit::*;
 
@@ -169,6 +170,22 @@ async fn dynamodb_and_the_domains_rules_agree_on_every_transition() {
         "the same fulfilments"
     );
     assert_eq!(checked, 243 + 25 + 12 + 1 + 2);
+    // Each resource's story (the status it reached first, when, by which delivery): the same.
+    let mut stories = 0;
+    for change in histories.iter().chain(&guarded).flatten() {
+        let id = match change {
+            Change::Invoice { invoice_id: id, .. }
+            | Change::Withdrawal {
+                withdrawal_id: id, ..
+            }
+            | Change::Deposit { deposit_id: id, .. } => id,
+            _ => continue,
+        };
+        let on_memory = write::story(&memory.fields(&Key::state(id)).unwrap_or_default());
+        assert_eq!(dynamo.story(id).await.unwrap(), on_memory, "{id}");
+        stories += usize::from(!on_memory.is_empty());
+    }
+    assert!(stories > 280, "{stories} resources with a story");
     // The histories reach every outcome a store decides.
     for outcome in [
         "fulfilled",

@@ -298,6 +298,16 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
     let delivery = &story["deliveries_of_id"][0];
     assert_eq!(delivery["environment"], "sandbox", "{story}");
     assert_eq!(delivery["outcome"], "held", "{story}");
+    assert!(
+        !delivery["secret_label"].as_str().unwrap().is_empty(),
+        "{story}"
+    );
+    assert!(delivery["received_at_ms"].as_u64().unwrap() > 0, "{story}");
+    assert!(delivery["processed_at_ms"].as_u64().unwrap() > 0, "{story}");
+    assert_eq!(story["not_read"], Value::Null, "{story}");
+    let reached = &story["invoice"]["timeline"][0];
+    assert_eq!(reached["what"], "reached paid", "{story}");
+    assert_eq!(reached["by"], held_event, "{story}");
     assert_eq!(delivery["body"]["data"]["invoice_id"], held, "{story}");
     assert_eq!(
         delivery["body"]["data"]["order"]["amount"], "25.00",
@@ -354,6 +364,12 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
             .unwrap()
             .contains("order-inv_console_held"),
         "{seen}"
+    );
+
+    let steps = seen["steps"].as_str().unwrap_or_default();
+    assert!(
+        steps.contains("reached paid") && steps.contains(&held_event),
+        "the timeline names the status and the delivery: {seen}"
     );
 
     // Without the override, the domain's own sentence; with it, one fulfilment.
@@ -1104,6 +1120,7 @@ async fn a_withdrawal_a_deposit_and_an_order_found_by_their_ids_show_their_recor
     .await;
     assert_eq!(code, Some(0), "{out}{err}");
     for (ty, resource) in [
+        ("invoice.confirming", paid),
         ("invoice.paid", paid),
         ("withdrawal.completed", "wdr_search_1"),
         ("payment_channel.deposit.confirmed", "pcd_search_1"),
@@ -1132,7 +1149,44 @@ async fn a_withdrawal_a_deposit_and_an_order_found_by_their_ids_show_their_recor
         assert!(!said.contains("no read of"), "{story}");
     };
 
+    // Each status it reached, in Paymos' time, with the delivery that moved it there as the
+    // ledger recorded it.
+    let steps = |story: &Value| -> Vec<(String, String, String)> {
+        story["timeline"]
+            .as_array()
+            .unwrap_or_else(|| panic!("a timeline: {story}"))
+            .iter()
+            .map(|t| {
+                let d = &t["delivery"];
+                assert_eq!(d["event_id"], t["by"], "{story}");
+                assert_eq!(d["environment"], "sandbox", "{story}");
+                assert!(!d["secret_label"].as_str().unwrap().is_empty(), "{story}");
+                assert!(d["received_at_ms"].as_u64().unwrap() > 0, "{story}");
+                assert!(t["at_ms"].as_u64().unwrap() > 0, "{story}");
+                let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+                (
+                    text(&t["what"]),
+                    text(&d["event_type"]),
+                    text(&d["outcome"]),
+                )
+            })
+            .collect()
+    };
+    let step = |what: &str, ty: &str, outcome: &str| (what.into(), ty.into(), outcome.into());
+    let invoice = console.get(&format!("api/search?id={paid}")).await;
+    assert_eq!(
+        steps(&invoice),
+        [
+            step("reached confirming", "invoice.confirming", "updated"),
+            step("reached paid", "invoice.paid", "fulfilled"),
+        ],
+        "{invoice}"
+    );
     let withdrawal = console.get("api/search?id=wdr_search_1").await;
+    assert_eq!(
+        steps(&withdrawal),
+        [step("reached completed", "withdrawal.completed", "updated")]
+    );
     assert_eq!(withdrawal["kind"], "withdrawal", "{withdrawal}");
     let record = &withdrawal["record"];
     assert_eq!(record["status"], "completed", "{withdrawal}");
@@ -1152,6 +1206,14 @@ async fn a_withdrawal_a_deposit_and_an_order_found_by_their_ids_show_their_recor
     let deposit = console.get("api/search?id=pcd_search_1").await;
     assert_eq!(deposit["kind"], "deposit", "{deposit}");
     let record = &deposit["record"];
+    assert_eq!(
+        steps(&deposit),
+        [step(
+            "reached confirmed",
+            "payment_channel.deposit.confirmed",
+            "credited"
+        )]
+    );
     assert_eq!(record["status"], "confirmed", "{deposit}");
     assert_eq!(record["credited"], true, "{deposit}");
     assert_eq!(record["net"], "99.00", "{deposit}");

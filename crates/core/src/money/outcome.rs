@@ -366,6 +366,7 @@ fn withdrawal(
     let w = WithdrawalChange {
         withdrawal_id,
         status: *status,
+        at: *occurred_at,
         kind,
         invoice_id: invoice_id.as_ref(),
         amount: amount.as_ref(),

@@ -168,3 +168,84 @@ pub struct DeliveryRecord {
     /// How it ended (the [`crate::change::Applied`] name), once processed.
     pub outcome: Option<String>,
 }
+
+/// One step of a resource's story, as its item keeps it: when (Unix seconds, Paymos' clock) it
+/// first reached a status, and who moved it there (a delivery's ledger key, or `manual:` and the
+/// actor). Stored as an attribute per status (`step_paid`: `1700000100|test#evt_…`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Step {
+    /// When.
+    pub at: u64,
+    /// The status it reached.
+    pub status: String,
+    /// Who moved it there.
+    pub by: String,
+}
+
+impl Step {
+    /// What a step's attribute name starts with.
+    pub const PREFIX: &str = "step_";
+
+    /// The attribute it is stored as.
+    #[must_use]
+    pub fn attribute(&self) -> String {
+        format!("{}{}", Self::PREFIX, self.status)
+    }
+
+    /// The value it is stored as.
+    #[must_use]
+    pub fn value(&self) -> String {
+        format!("{}|{}", self.at, self.by)
+    }
+
+    /// The story of an item's `attributes` (name, text value): its steps, oldest first (then by
+    /// status); an attribute that is not a step is left out.
+    #[must_use]
+    pub fn story<'a>(attributes: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<Self> {
+        let mut story: Vec<Self> = attributes
+            .into_iter()
+            .filter_map(|(name, value)| {
+                let status = name.strip_prefix(Self::PREFIX)?;
+                let (at, by) = value.split_once('|')?;
+                Some(Self {
+                    at: at.parse().ok()?,
+                    status: status.to_owned(),
+                    by: by.to_owned(),
+                })
+            })
+            .collect();
+        story.sort();
+        story
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Step;
+
+    #[test]
+    fn a_story_reads_back_in_paymos_time_whatever_the_stored_order() {
+        let step = |at, status: &str, by: &str| Step {
+            at,
+            status: status.to_owned(),
+            by: by.to_owned(),
+        };
+        let paid = step(1_700_000_100, "paid", "test#evt_2");
+        let confirming = step(999, "confirming", "manual:support|alice");
+        assert_eq!(
+            (paid.attribute().as_str(), paid.value().as_str()),
+            ("step_paid", "1700000100|test#evt_2")
+        );
+        let stored = [
+            (paid.attribute(), paid.value()),
+            ("status".to_owned(), "paid".to_owned()),
+            ("step_expired".to_owned(), "not a time|evt_3".to_owned()),
+            (confirming.attribute(), confirming.value()),
+        ];
+        assert_eq!(
+            Step::story(stored.iter().map(|(n, v)| (n.as_str(), v.as_str()))),
+            [confirming, paid],
+            "in time, an actor's `|` kept, what is not a step left out"
+        );
+    }
+}

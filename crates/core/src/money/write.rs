@@ -166,7 +166,8 @@ pub enum Field {
     /// Where the last clean reconciliation ended (Unix seconds): the next one starts there at
     /// the latest.
     CleanUntil,
-    /// An attribute a merchant's effect names.
+    /// An attribute named at run time: a merchant's effect's, or a step of a resource's story
+    /// ([`crate::record::Step::attribute`]).
     Named(String),
 }
 
@@ -484,6 +485,7 @@ fn invoice_fields(
         Set::Put(Field::StatusRank, Value::Int(u64::from(status.rank()))),
         Set::Put(Field::LastEventId, Value::Text(source.id())),
         Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+        step(at, status.as_str(), source),
     ];
     // Only a final status is kept among what the invoice holds (once: nothing leaves it): an
     // open one moves forward as often as events come, and names itself in `last_event_id`, so
@@ -496,6 +498,23 @@ fn invoice_fields(
     }
     set.extend(order_once(order));
     set
+}
+
+/// One step of a resource's story: when (Paymos' clock) it first reached `status`, and who
+/// moved it there (a delivery's ledger key, or `manual:` and the actor), set once per status on
+/// the item that is written anyway: a copy or a later event of the same status adds nothing, so
+/// an item keeps one step per status it reached, however many events come.
+fn step(at: u64, status: &str, source: &Source) -> Set {
+    let by = match source {
+        Source::Delivery { event_id } => event_id.clone(),
+        Source::Manual { .. } => source.id(),
+    };
+    let step = crate::record::Step {
+        at,
+        status: status.to_owned(),
+        by,
+    };
+    Set::Once(Field::Named(step.attribute()), Value::Text(step.value()))
 }
 
 /// The order and its price, set once.
@@ -1198,6 +1217,7 @@ pub fn withdrawal(w: &WithdrawalChange<'_>, source: &Source, now_ms: u64) -> Wri
         Set::Put(Field::Type, Value::text(w.kind)),
         Set::Put(Field::LastEventId, Value::Text(source.id())),
         Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+        step(w.at, w.status.as_str(), source),
         Set::Put(
             Field::ListedIn,
             Value::Text(day_list(w.withdrawal_id, now_ms)),
@@ -1228,6 +1248,8 @@ pub struct WithdrawalChange<'a> {
     pub withdrawal_id: &'a str,
     /// The status it moves to.
     pub status: WithdrawalStatus,
+    /// When Paymos says it moved (Unix seconds).
+    pub at: u64,
     /// `refund` or `payout`.
     pub kind: &'a str,
     /// A refund's invoice.
@@ -1254,6 +1276,7 @@ pub fn deposit(
         Set::Put(Field::StatusAt, Value::Int(at)),
         Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
         Set::Put(Field::ListedIn, Value::Text(day_list(deposit_id, now_ms))),
+        step(at, status.as_str(), source),
     ];
     let Some(credit) = credit else {
         return vec![Write {
@@ -1448,6 +1471,15 @@ pub fn invoice_seen(fields: &Fields) -> InvoiceSeen {
     }
 }
 
+/// The story an item's fields keep, oldest first ([`step`]).
+#[must_use]
+pub fn story(fields: &Fields) -> Vec<crate::record::Step> {
+    crate::record::Step::story(fields.iter().filter_map(|(f, v)| match f {
+        Field::Named(name) => Some((name.as_str(), v.as_text()?)),
+        _ => None,
+    }))
+}
+
 /// Whether `source`'s own change is among what the item holds (a delivery applied, then
 /// crashed before its mark).
 #[must_use]
@@ -1600,6 +1632,7 @@ mod tests {
             &WithdrawalChange {
                 withdrawal_id: "wdr_1",
                 status: WithdrawalStatus::Completed,
+                at: 1,
                 kind: "refund",
                 invoice_id: None,
                 amount: None,

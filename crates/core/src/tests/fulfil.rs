@@ -1247,6 +1247,11 @@ async fn a_flood_of_forward_moving_events_keeps_the_invoice_small() {
         "{outcomes:?}"
     );
     assert_eq!(outcomes[500], Fulfilled);
+    assert_eq!(
+        story(&store, "inv_1").len(),
+        3,
+        "one step per status reached"
+    );
     let applied = store.invoice("inv_1").unwrap().applied;
     assert!(
         applied.len() <= 4,
@@ -1586,4 +1591,93 @@ async fn a_held_a_duplicate_and_a_late_payment_each_warn_with_their_invoice() {
         );
     }
     assert!(lines[0].contains("order_id=\"o-1\"") && lines[1].contains("order_id=\"o-3\""));
+}
+
+/// The steps of `id`'s story in the store: (status, when, who moved it there).
+fn story(store: &MemoryResources, id: &str) -> Vec<(String, u64, String)> {
+    let fields = store
+        .fields(&crate::write::Key::state(id))
+        .unwrap_or_default();
+    crate::write::story(&fields)
+        .into_iter()
+        .map(|s| (s.status, s.at, s.by))
+        .collect()
+}
+
+// Issue 40, one payment's story: each status a resource reached, when Paymos says, and the
+// delivery that moved it there; a copy, a late event and a flood add nothing; a person's road
+// names the person.
+#[tokio::test]
+async fn a_resource_keeps_when_and_by_whom_it_reached_each_status_once() {
+    let step = |status: &str, at, by: &str| (status.to_owned(), at, by.to_owned());
+    let mut sandbox = invoice("evt_w2", "paid", 20, "inv_1", "o-1");
+    sandbox.environment = Some(Environment::Test);
+    let (outcomes, store) = run(
+        &[
+            invoice("evt_c", "confirming", 10, "inv_1", "o-1"),
+            invoice("evt_c2", "confirming", 12, "inv_1", "o-1"),
+            invoice("evt_p", "paid", 20, "inv_1", "o-1"),
+            invoice("evt_p2", "paid", 20, "inv_1", "o-1"),
+            invoice("evt_late", "underpaid_waiting", 15, "inv_1", "o-1"),
+            withdrawal("evt_w0", "created", 5, r#","type":"payout""#),
+            withdrawal("evt_w1", "completed", 9, r#","type":"payout""#),
+            withdrawal("evt_w1", "completed", 9, r#","type":"payout""#),
+            deposit("evt_d0", "confirming", 30, false),
+            deposit("evt_d1", "confirmed", 31, true),
+        ],
+        |_| {},
+    )
+    .await;
+    assert_eq!(
+        outcomes,
+        [
+            Updated,
+            Updated,
+            Fulfilled,
+            AlreadyFinal,
+            AlreadyFinal,
+            Updated,
+            Updated,
+            AlreadyProcessed,
+            Updated,
+            Credited
+        ]
+    );
+    assert_eq!(
+        story(&store, "inv_1"),
+        [step("confirming", 10, "evt_c"), step("paid", 20, "evt_p")],
+        "the second `confirming` moved it forward but reached no new status"
+    );
+    assert_eq!(
+        story(&store, "wdr_1"),
+        [step("created", 5, "evt_w0"), step("completed", 9, "evt_w1")]
+    );
+    assert_eq!(
+        story(&store, "pcd_1"),
+        [
+            step("confirming", 30, "evt_d0"),
+            step("confirmed", 31, "evt_d1")
+        ]
+    );
+
+    // A sandbox delivery names its ledger key; a person's road, the person.
+    let fulfil = Fulfil::new(MemoryResources::new()).for_environment(Environment::Test);
+    fulfil.apply(&sandbox, 1).await.unwrap();
+    assert_eq!(
+        story(fulfil.store(), "inv_1"),
+        [step("paid", 20, "test#evt_w2")]
+    );
+    let fulfil = Fulfil::new(MemoryResources::new());
+    fulfil
+        .mark_paid("inv_1", order_ref(Some("o-1")), "support:a", 7)
+        .await
+        .unwrap();
+    let by_hand = story(fulfil.store(), "inv_1");
+    assert_eq!(
+        by_hand
+            .iter()
+            .map(|(s, _, by)| (s.as_str(), by.as_str()))
+            .collect::<Vec<_>>(),
+        [("paid", "manual:support:a")]
+    );
 }

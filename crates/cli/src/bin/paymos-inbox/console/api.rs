@@ -9,14 +9,14 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use hyper::StatusCode;
 use paymos_inbox::tools::alarms::{Alarm, AlarmState};
 use paymos_inbox_aws::dynamodb::{
-    DynamoLedger, DynamoResources, KeptBody, OrderOnRecord, WriteGrant,
+    DynamoLedger, DynamoResources, KeptBody, LedgerEntry, OrderOnRecord, WriteGrant,
 };
 use paymos_inbox_core::change::DELIVERY_OUTCOMES;
 use paymos_inbox_core::exceptions::{Exception, ReviewLedger as _};
 use paymos_inbox_core::record::StateRecord;
 use paymos_inbox_core::release::{ReleaseBy, ReleaseStore as _};
 use paymos_inbox_core::signature::Environment;
-use paymos_inbox_core::work::delivery_key;
+use paymos_inbox_core::work::{delivery_key, event_id_of_key};
 use paymos_inbox_lambda::now_ms;
 use serde_json::{Value, json};
 
@@ -362,12 +362,28 @@ impl Console {
             .await
             .map_err(|e| Failure::from(e.to_string()))?;
         let deliveries = self.waiting_of(invoice_id).await?;
+        let mut timeline = self.steps(invoice_id).await?;
         let waits = crate::exceptions::waiting(&self.stack, &self.state, &self.ledger)
             .await?
             .into_iter()
             .filter(|e| e.resource_id.as_deref() == Some(invoice_id))
             .map(|e| item(&e, now_ms()))
             .collect::<Vec<_>>();
+        if let Some(s) = &seen {
+            timeline.extend(s.refunds.iter().map(|r| {
+                json!({
+                    "at_ms": r.completed_at.map(|t| t * 1000),
+                    "what": format!(
+                        "refunded {} {} ({}) by {}",
+                        r.amount.as_ref().map_or_else(|| "?".to_owned(), ToString::to_string),
+                        r.currency.as_deref().unwrap_or_default(),
+                        r.mode.map_or("mode unknown", |m| m.as_str()),
+                        r.withdrawal_id,
+                    ),
+                })
+            }));
+            timeline.sort_by_key(|t| t["at_ms"].as_u64());
+        }
         let record = seen.map(|s| {
             json!({
                 "status": s.status.map(|st| st.to_string()),
@@ -398,11 +414,11 @@ impl Console {
             "kind": "invoice",
             "invoice": record,
             "fulfilled": fulfilled,
+            "timeline": timeline,
             "waits": waits,
             "deliveries": deliveries,
             "not_read": [
-                "every delivery of it (the ledger lists by resource only what waits)",
-                "its status changes over time (the record keeps the latest)",
+                "the deliveries of it that changed nothing (a copy, a late event) and no longer wait: the ledger lists by resource only what waits",
                 "the facts published and the hand-off's attempts",
             ],
         }))
@@ -425,10 +441,10 @@ impl Console {
             "id": id,
             "kind": kind,
             "record": record.as_ref().map(movement),
+            "timeline": self.steps(id).await?,
             "deliveries": self.waiting_of(id).await?,
             "not_read": [
-                "every delivery of it (the ledger lists by resource only what waits)",
-                "its status changes over time (the record keeps the latest)",
+                "the deliveries of it that changed nothing (a copy, a late event) and no longer wait: the ledger lists by resource only what waits",
             ],
         }))
     }
@@ -479,9 +495,9 @@ impl Console {
         let mut found = Vec::new();
         for environment in [Environment::Live, Environment::Test] {
             let key = delivery_key(Some(environment), event_id);
-            let Some((state, outcome)) = self
+            let Some(entry) = self
                 .ledger
-                .state_of(&key)
+                .entry(&key)
                 .await
                 .map_err(|e| Failure::from(e.to_string()))?
             else {
@@ -506,13 +522,12 @@ impl Console {
                 .or_else(|| body.pointer("/data/id"))
                 .and_then(Value::as_str)
                 .map(str::to_owned);
-            found.push(json!({
-                "environment": if environment.is_test() { "sandbox" } else { "live" },
-                "state": format!("{state:?}").to_lowercase(),
-                "outcome": outcome,
-                "resource_id": resource,
-                "body": body,
-            }));
+            let mut found_one = delivered(&entry);
+            found_one["environment"] = json!(environment_name(environment));
+            found_one["state"] = json!(format!("{:?}", entry.recorded.state).to_lowercase());
+            found_one["resource_id"] = json!(resource);
+            found_one["body"] = body;
+            found.push(found_one);
         }
         let invoice = match found
             .iter()
@@ -526,8 +541,37 @@ impl Console {
             "kind": "event",
             "deliveries_of_id": found,
             "invoice": invoice,
-            "not_read": ["its secret label and times (the ledger's read by key gives its state and outcome)"],
         }))
+    }
+
+    /// Each status `id` reached, when (Paymos' clock), and what moved it there: a delivery as
+    /// the ledger recorded it, or a person's road (`manual:…`). One `GetItem` for the story,
+    /// one a delivery.
+    async fn steps(&self, id: &str) -> Result<Vec<Value>, Failure> {
+        let story = self
+            .state
+            .story(id)
+            .await
+            .map_err(|e| Failure::from(e.to_string()))?;
+        let mut out = Vec::with_capacity(story.len());
+        for step in story {
+            let delivery = if step.by.starts_with("manual:") {
+                None
+            } else {
+                self.ledger
+                    .entry(&step.by)
+                    .await
+                    .map_err(|e| Failure::from(e.to_string()))?
+            };
+            out.push(json!({
+                "at_ms": step.at * 1000,
+                "what": format!("reached {}", step.status),
+                "status": step.status,
+                "by": event_id_of_key(&step.by),
+                "delivery": delivery.as_ref().map(delivered),
+            }));
+        }
+        Ok(out)
     }
 
     /// The deliveries of a resource that wait for a person (the `waiting` index).
@@ -543,7 +587,7 @@ impl Console {
                 json!({
                     "event_id": r.delivery.event_id,
                     "event_type": r.delivery.event_type,
-                    "environment": r.delivery.environment.map(|e| if e.is_test() { "sandbox" } else { "live" }),
+                    "environment": r.delivery.environment.map(environment_name),
                     "secret_label": r.delivery.secret_label,
                     "received_at_ms": r.delivery.received_at_ms,
                     "processed_at_ms": r.processed_at_ms,
@@ -982,6 +1026,30 @@ fn alarms(named_by: &NamedBy, read: Option<Result<Vec<Alarm>, String>>) -> Value
                 "none": "no stack named: the alarms are read from a deployed stack's resources (--stack-name or --config-env)"
             }),
         },
+    }
+}
+
+/// A delivery's record for a story: what it was, where from, and how it ended.
+fn delivered(entry: &LedgerEntry) -> Value {
+    let d = &entry.recorded.delivery;
+    json!({
+        "event_id": d.event_id,
+        "event_type": d.event_type,
+        "environment": d.environment.map(environment_name),
+        "secret_label": d.secret_label,
+        "received_at_ms": d.received_at_ms,
+        "processed_at_ms": entry.processed_at_ms,
+        "outcome": entry.outcome,
+        "reason": entry.reason,
+    })
+}
+
+/// An environment as the console names it.
+fn environment_name(environment: Environment) -> &'static str {
+    if environment.is_test() {
+        "sandbox"
+    } else {
+        "live"
     }
 }
 

@@ -234,11 +234,8 @@ function invoiceStory(story) {
       ['amount (the invoice)', order.amount ? `${order.amount} ${order.currency || ''}` : null], ['project', order.project],
       ['paid at', when(inv.payment_at_ms)], ['duplicate of', inv.duplicate_of],
     ]));
-    if (inv.refunds.length) {
-      parts.push(el('h3', {}, 'Refunds'), el('ol', { class: 'events' }, inv.refunds.map((r) =>
-        el('li', {}, el('time', {}, when(r.completed_at_ms)), `${r.id}: ${r.amount || '?'} ${r.currency || ''} (${r.mode || 'mode unknown'})`))));
-    }
   }
+  parts.push(timeline(story.timeline));
   if (story.waits.length) {
     parts.push(el('h3', {}, 'Waits for a person'), el('ul', { class: 'waits' }, story.waits.map(itemOf)));
   }
@@ -267,6 +264,7 @@ function movementStory(story) {
       ['payer', r.payer], ['project', r.project], ['changed', when(r.updated_at_ms)],
     ]));
   }
+  parts.push(timeline(story.timeline));
   parts.push(deliveries(story.deliveries) || el('p', { class: 'quiet' }, 'Nothing of it waits.'));
   if (r && !r.unexpected) parts.push(el('h3', {}, 'Actions'), el('div', { class: 'panel actions' }, resendFacts(story.id)));
   return parts;
@@ -294,6 +292,18 @@ function orderStory(story) {
   });
   parts.push(deliveries(story.deliveries));
   return parts;
+}
+
+// What happened to it, in Paymos' time: each status it reached and the delivery (or the
+// person) that moved it there, and its refunds.
+function timeline(steps) {
+  if (!steps || !steps.length) return null;
+  return [el('h3', {}, 'Timeline'), el('ol', { class: 'events timeline' }, steps.map((t) => {
+    const d = t.delivery;
+    const by = d ? `by ${d.event_id} (${d.environment || '?'}, secret ${d.secret_label}), received ${when(d.received_at_ms)}: ${d.outcome || d.state || 'not processed yet'}`
+      : (t.by ? `by ${t.by}` : '');
+    return el('li', { 'data-status': t.status || '' }, el('time', {}, when(t.at_ms) || 'time unknown'), `${t.what} `, el('span', { class: 'quiet' }, by));
+  }))];
 }
 
 function deliveries(list) {
@@ -372,7 +382,9 @@ async function search(id, keepResult) {
     parts.push(...invoiceStory(body));
   } else if (body.kind === 'event') {
     for (const d of body.deliveries_of_id) {
-      parts.push(facts([['environment', d.environment], ['state', d.state], ['outcome', d.outcome], ['resource', d.resource_id]]),
+      parts.push(facts([['environment', d.environment], ['secret', d.secret_label], ['type', d.event_type],
+        ['received', when(d.received_at_ms)], ['state', d.state], ['outcome', d.outcome], ['why', d.reason],
+        ['processed', when(d.processed_at_ms)], ['resource', d.resource_id]]),
         el('h3', {}, 'Body as kept (personal data redacted)'), el('pre', { class: 'body' }, JSON.stringify(d.body, null, 2)));
     }
     if (!body.deliveries_of_id.length) parts.push(el('p', { class: 'quiet' }, 'No delivery with this id in the deliveries table.'));

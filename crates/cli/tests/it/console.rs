@@ -1103,7 +1103,7 @@ async fn a_stack_without_the_signed_hand_off_offers_no_parked_events_job() {
 // key each), where the search once said no read of them existed.
 #[tokio::test]
 async fn a_withdrawal_a_deposit_and_an_order_found_by_their_ids_show_their_records() {
-    let (_dev, info, _scratch) = dev_with_info("console-search").await;
+    let (_dev, info, scratch) = dev_with_info("console-search").await;
     let (paid, order) = ("inv_search_paid", "order-inv_search_paid");
     let (code, out, err) = run(args(
         &[
@@ -1143,6 +1143,27 @@ async fn a_withdrawal_a_deposit_and_an_order_found_by_their_ids_show_their_recor
             "{ty} {resource}: {out}{err}"
         );
     }
+    // A second payment of the same order (another invoice): it waits for a refund.
+    let second = scratch.path().join("second-payment.json");
+    std::fs::write(
+        &second,
+        format!(r#"{{"order":{{"external_id":"{order}","amount":"25.00","currency":"USDT"}}}}"#),
+    )
+    .unwrap();
+    let (_, out, err) = run(args(
+        &[
+            "send",
+            "--resource",
+            "inv_search_twice",
+            "--data",
+            second.to_str().unwrap(),
+            "--wait",
+            "--json",
+        ],
+        &info,
+    ))
+    .await;
+    assert!(out.contains("duplicate_payment"), "{out}{err}");
     let console = open_console(&info, &[]).await;
     let no_read = |story: &Value| {
         let said = story["not_read"].to_string();
@@ -1236,6 +1257,11 @@ async fn a_withdrawal_a_deposit_and_an_order_found_by_their_ids_show_their_recor
         "{found}"
     );
     assert!(claim["paid_at_ms"].as_u64().unwrap() > 0, "{found}");
+    assert_eq!(
+        found["waiting_invoices"],
+        serde_json::json!([{"invoice_id": "inv_search_twice", "standing": "DuplicateOf(\"inv_search_paid\")", "project": "prj_local"}]),
+        "{found}"
+    );
     let registered = &orders[0]["registered"];
     assert_eq!(registered["currency"], "USDT", "{found}");
     assert!(

@@ -464,10 +464,33 @@ impl Console {
                 .map(|p| Some(p.as_str()))
                 .collect()
         };
+        // Its invoices whose payment waits for a person (held, paid twice, paid late): the
+        // `review` list, the read `exceptions` makes.
+        let under_review = self
+            .state
+            .invoices_under_review()
+            .await
+            .map_err(|e| Failure::from(e.to_string()))?;
         let mut orders = Vec::new();
         let mut deliveries = Vec::new();
+        let mut waiting = Vec::new();
         for project in projects {
             let scope = self.stack.projects.scope(project);
+            waiting.extend(
+                under_review
+                    .iter()
+                    .filter(|r| {
+                        r.seen.order.external_id.as_deref() == Some(order_id)
+                            && self.stack.projects.scope(r.seen.order.project.as_deref()) == scope
+                    })
+                    .map(|r| {
+                        json!({
+                            "invoice_id": r.invoice_id,
+                            "standing": format!("{:?}", r.seen.standing()),
+                            "project": project,
+                        })
+                    }),
+            );
             let on_record = self
                 .state
                 .order_on_record(scope.as_deref(), order_id)
@@ -482,9 +505,10 @@ impl Console {
             "id": order_id,
             "kind": "order",
             "orders": orders,
+            "waiting_invoices": waiting,
             "deliveries": deliveries,
             "not_read": [
-                "the invoices of it that did not fulfil it (a duplicate payment, one held or unpaid): the state table is read by order id only through its claim; `exceptions` lists those that wait",
+                "its invoices that did not fulfil it and wait for no one (unpaid, expired, refunded): the state table is read by order id only through its claim and the review list",
             ],
         }))
     }

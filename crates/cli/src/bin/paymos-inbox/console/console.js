@@ -290,6 +290,10 @@ function orderStory(story) {
       g ? el('p', {}, `Registered for ${g.amount || '?'} ${g.currency || ''}: a payment of another amount is held`)
         : el('p', { class: 'quiet' }, 'Not registered: no amount guard.'));
   });
+  if (story.waiting_invoices && story.waiting_invoices.length) {
+    parts.push(el('h3', {}, 'Its invoices that wait for a person'), el('ul', { class: 'waiting-invoices' },
+      story.waiting_invoices.map((w) => el('li', {}, link(w.invoice_id), `: ${w.standing}${w.project ? ` (project ${w.project})` : ''}`))));
+  }
   parts.push(deliveries(story.deliveries));
   return parts;
 }

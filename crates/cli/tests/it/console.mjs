@@ -30,6 +30,7 @@ try {
   await page.waitForSelector(`#timeline[data-id="${invoice}"] [data-action="release"]`);
   seen.story = await page.textContent('#timeline dl.facts');
   seen.steps = await page.textContent('#timeline ol.timeline');
+  seen.facts = await page.textContent('#timeline ol.facts-published');
 
   // A release with a reason, no override: the domain refuses a payment that differs.
   await page.fill('#release-reason', 'customer confirmed the price change by email');

@@ -371,6 +371,11 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
         steps.contains("reached paid") && steps.contains(&held_event),
         "the timeline names the status and the delivery: {seen}"
     );
+    let facts = seen["facts"].as_str().unwrap_or_default();
+    assert!(
+        facts.contains("Payment Needs Review") && !facts.contains("Order Paid"),
+        "a held payment's fact, no order paid yet: {seen}"
+    );
 
     // Without the override, the domain's own sentence; with it, one fulfilment.
     let refusal = seen["refusal"].as_str().unwrap();
@@ -1203,7 +1208,26 @@ async fn a_withdrawal_a_deposit_and_an_order_found_by_their_ids_show_their_recor
         ],
         "{invoice}"
     );
+    // The facts its records stand for, as the hand-off published them.
+    let published = |story: &Value| -> Vec<String> {
+        story["facts"]
+            .as_array()
+            .unwrap_or_else(|| panic!("facts: {story}"))
+            .iter()
+            .map(|f| {
+                assert!(f["idempotency_key"].as_str().unwrap().len() > 8, "{story}");
+                assert!(f["committed_at_ms"].as_u64().unwrap() > 0, "{story}");
+                f["detail_type"].as_str().unwrap().to_owned()
+            })
+            .collect()
+    };
+    assert_eq!(published(&invoice), ["Order Paid"], "{invoice}");
     let withdrawal = console.get("api/search?id=wdr_search_1").await;
+    assert_eq!(
+        published(&withdrawal),
+        ["Withdrawal Completed"],
+        "{withdrawal}"
+    );
     assert_eq!(
         steps(&withdrawal),
         [step("reached completed", "withdrawal.completed", "updated")]
@@ -1235,6 +1259,7 @@ async fn a_withdrawal_a_deposit_and_an_order_found_by_their_ids_show_their_recor
             "credited"
         )]
     );
+    assert_eq!(published(&deposit), ["Deposit Credited"], "{deposit}");
     assert_eq!(record["status"], "confirmed", "{deposit}");
     assert_eq!(record["credited"], true, "{deposit}");
     assert_eq!(record["net"], "99.00", "{deposit}");

@@ -344,7 +344,7 @@ pub(crate) async fn target(
 ///
 /// # Errors
 /// Not a resource's id, or no item of it in the state table (exit 2); the read's failure.
-async fn read_resource(
+pub(crate) async fn read_resource(
     stack: &Stack,
     resource: &str,
     environment: Environment,

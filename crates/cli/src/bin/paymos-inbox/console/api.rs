@@ -74,6 +74,9 @@ const REDRIVES: [Redrive; 2] = [
     },
 ];
 
+/// What a story cannot show of the hand-off.
+const HANDOFF_ATTEMPTS: &str = "the hand-off's attempts to post each fact: they are messages of the deliver function's queue, and only those it parked are kept (the home page lists them)";
+
 /// The most a job moves at once, and the most stranded deliveries it counts.
 const JOB_LIMIT: usize = 1000;
 
@@ -415,11 +418,12 @@ impl Console {
             "invoice": record,
             "fulfilled": fulfilled,
             "timeline": timeline,
+            "facts": self.facts(invoice_id).await?,
             "waits": waits,
             "deliveries": deliveries,
             "not_read": [
                 "the deliveries of it that changed nothing (a copy, a late event) and no longer wait: the ledger lists by resource only what waits",
-                "the facts published and the hand-off's attempts",
+                HANDOFF_ATTEMPTS,
             ],
         }))
     }
@@ -442,9 +446,11 @@ impl Console {
             "kind": kind,
             "record": record.as_ref().map(movement),
             "timeline": self.steps(id).await?,
+            "facts": self.facts(id).await?,
             "deliveries": self.waiting_of(id).await?,
             "not_read": [
                 "the deliveries of it that changed nothing (a copy, a late event) and no longer wait: the ledger lists by resource only what waits",
+                HANDOFF_ATTEMPTS,
             ],
         }))
     }
@@ -596,6 +602,30 @@ impl Console {
             }));
         }
         Ok(out)
+    }
+
+    /// The facts the hand-off published of `id`, as its records stand for them now (what
+    /// `events resend --resource` would publish again, with the same idempotency keys), in
+    /// the order they were committed; none when it has no record.
+    async fn facts(&self, id: &str) -> Result<Vec<Value>, Failure> {
+        let Ok(environment) = crate::handoff::environment_of(&self.stack, None) else {
+            return Ok(Vec::new());
+        };
+        let facts = match crate::handoff::read_resource(&self.stack, id, environment).await {
+            Ok(facts) => facts,
+            Err(f) if f.code == crate::exit::USAGE => Vec::new(),
+            Err(f) => return Err(f),
+        };
+        Ok(facts
+            .into_iter()
+            .map(|(at_ms, e)| {
+                json!({
+                    "committed_at_ms": at_ms,
+                    "detail_type": e.detail_type,
+                    "idempotency_key": e.idempotency_key,
+                })
+            })
+            .collect())
     }
 
     /// The deliveries of a resource that wait for a person (the `waiting` index).

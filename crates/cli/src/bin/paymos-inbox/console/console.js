@@ -235,7 +235,7 @@ function invoiceStory(story) {
       ['paid at', when(inv.payment_at_ms)], ['duplicate of', inv.duplicate_of],
     ]));
   }
-  parts.push(timeline(story.timeline));
+  parts.push(timeline(story.timeline), published(story.facts));
   if (story.waits.length) {
     parts.push(el('h3', {}, 'Waits for a person'), el('ul', { class: 'waits' }, story.waits.map(itemOf)));
   }
@@ -264,7 +264,7 @@ function movementStory(story) {
       ['payer', r.payer], ['project', r.project], ['changed', when(r.updated_at_ms)],
     ]));
   }
-  parts.push(timeline(story.timeline));
+  parts.push(timeline(story.timeline), published(story.facts));
   parts.push(deliveries(story.deliveries) || el('p', { class: 'quiet' }, 'Nothing of it waits.'));
   if (r && !r.unexpected) parts.push(el('h3', {}, 'Actions'), el('div', { class: 'panel actions' }, resendFacts(story.id)));
   return parts;
@@ -308,6 +308,13 @@ function timeline(steps) {
       : (t.by ? `by ${t.by}` : '');
     return el('li', { 'data-status': t.status || '' }, el('time', {}, when(t.at_ms) || 'time unknown'), `${t.what} `, el('span', { class: 'quiet' }, by));
   }))];
+}
+
+// The facts its records stand for, as the hand-off published them (and would again).
+function published(facts) {
+  if (!facts || !facts.length) return null;
+  return [el('h3', {}, 'Facts published'), el('ol', { class: 'events facts-published' }, facts.map((f) =>
+    el('li', {}, el('time', {}, when(f.committed_at_ms)), `${f.detail_type} `, el('span', { class: 'quiet' }, f.idempotency_key))))];
 }
 
 function deliveries(list) {

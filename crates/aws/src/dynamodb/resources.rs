@@ -3,12 +3,12 @@
 //!
 //! | `pk` | `kind` | attributes |
 //! |---|---|---|
-//! | `inv_…` | `invoice` | `status`, `status_at` (event time, s), `status_rank`, `order_id`, `amount` (N), `amount_text`, `currency` (the first complete price; order and price set once), `held`, `duplicate_of`, `paid_late_at`, `released_at`, `refunds` (list of `withdrawal_id`, `amount`, `currency`, `full`), `applied` (SS of the deliveries and actors whose change it holds), `last_event_id`, `updated_at` (ms) |
+//! | `inv_…` | `invoice` | `status`, `status_at` (event time, s), `status_rank`, `order_id`, `amount` (N), `amount_text`, `currency` (the first complete price; order and price set once), `held`, `duplicate_of`, `paid_late_at`, `released_at`, `refunds` (list of `withdrawal_id`, `amount`, `currency`, `full`), `applied` (SS of the deliveries and actors whose change it holds), `last_event_id`, `updated_at` (ms), `step_<status>` (`<time>\|<who>`, set once per status reached: [`DynamoResources::story`]) |
 //! | `fulfilment#inv_…` | `fulfilment` | `invoice_id`, `order_id`, `amount` (N), `amount_text`, `currency`, `status`, `won_by` (event id or `manual:…`), `fulfilled_at` (ms) |
 //! | `order#<external_id>` | `expected_order` | `amount` (N), `currency`: registered by the merchant for the amount guard |
 //! | `order_paid#<external_id>` | `order_payment` | `order_id`, `invoice_id`, `won_by`, `paid_at` (ms): the order's claim, by the first invoice that fulfils it |
-//! | `wdr_…` | `withdrawal` | `status`, `status_rank`, `type` (`payout`/`refund`), `invoice_id`, `amount` (N), `amount_text`, `currency`, `last_event_id` |
-//! | `pcd_…` | `deposit` | `status`, `status_at`, `credited` (true once), `payer`, `net` (N), `net_text`, `currency`, `credited_by` |
+//! | `wdr_…` | `withdrawal` | `status`, `status_rank`, `type` (`payout`/`refund`), `invoice_id`, `amount` (N), `amount_text`, `currency`, `last_event_id`, `step_<status>` |
+//! | `pcd_…` | `deposit` | `status`, `status_at`, `credited` (true once), `payer`, `net` (N), `net_text`, `currency`, `credited_by`, `step_<status>` |
 //! | `balance#<payer>#<currency>` | `balance` | `balance` (N, exact), `payer`, `currency` |
 
 use aws_sdk_dynamodb::Client;

@@ -1544,6 +1544,9 @@ async fn warnings<F: std::future::Future<Output = ()>>(f: F) -> String {
         .with_writer(move || writer.clone())
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
+    // A callsite another test's thread hit first, while no subscriber of its own wanted WARN,
+    // may be cached as never enabled: ask every callsite again now that this one listens.
+    tracing::callsite::rebuild_interest_cache();
     f.await;
     String::from_utf8(lines.0.lock().unwrap().clone()).unwrap()
 }

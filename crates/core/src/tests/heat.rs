@@ -15,6 +15,10 @@
 //!
 //! Items here are under 1 KB (one write unit each). A partition takes 1,000 writes a second;
 //! none may take more than 800.
+//!
+//! The same second is priced: per outcome its write and read units, the guarantee each write
+//! unit pays for, the state table's changes (stream records) and the hand-off's events
+//! ([`crate::handoff::events_of`] on each changed item); `allin.rs` prices the rest.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -22,12 +26,16 @@ use std::sync::Mutex;
 use crate::fulfil::{Fulfil, ResourceStore};
 use crate::memory::MemoryResources;
 use crate::port::PortError;
+use crate::record::{
+    DepositRecord, FulfilmentRecord, InvoiceRecord, ReviewRecord, StateRecord, WithdrawalRecord,
+};
 use crate::signature::Environment;
+use crate::status::{DepositStatus, InvoiceStatus, WithdrawalStatus};
 use crate::work::{WorkItem, delivery_key};
 use crate::write::{Field, Fields, Key, Stored, Table, Value, What, Write, shard_of};
 
 /// Deliveries in the measured second.
-const RATE: usize = 20_000;
+pub(super) const RATE: usize = 20_000;
 /// The most a partition may take in a second (DynamoDB's bound is 1,000).
 const BOUND: u64 = 800;
 /// The deliveries ledger's `pending-by-age` shards (`LedgerSchema::PENDING_SHARDS`).
@@ -41,20 +49,93 @@ const INDEXES: [(&str, Field, Field); 2] = [
     ("waiting", Field::Waiting, Field::ProcessedAt),
 ];
 
+/// What a write unit pays for, beyond one put and one update of the delivery's facts.
+pub(super) const GUARANTEES: [&str; 5] = [
+    "the body apart",
+    "the pending index",
+    "the separate mark",
+    "the `listed` index",
+    "the paid invoice's transaction (its units doubled)",
+];
+
+/// What one delivery, or the deliveries of one outcome, took.
+#[derive(Debug, Default, Clone)]
+pub(super) struct Took {
+    pub(super) deliveries: u64,
+    /// Write units, indexes and ingest's included.
+    pub(super) wru: u64,
+    /// Read units.
+    pub(super) rru: u64,
+    /// The write units of each of [`GUARANTEES`].
+    pub(super) guarantees: BTreeMap<&'static str, u64>,
+    /// Items of the state table changed: its stream's records.
+    pub(super) changes: u64,
+    /// Events the hand-off publishes for those changes.
+    pub(super) events: u64,
+}
+
+impl Took {
+    fn add(&mut self, other: &Self) {
+        self.deliveries += other.deliveries;
+        self.wru += other.wru;
+        self.rru += other.rru;
+        for (g, n) in &other.guarantees {
+            *self.guarantees.entry(g).or_default() += n;
+        }
+        self.changes += other.changes;
+        self.events += other.events;
+    }
+}
+
 /// The memory twin, every write counted on its partitions.
 #[derive(Default)]
 struct Metered {
     inner: MemoryResources,
     writes: Mutex<BTreeMap<String, u64>>,
-    total: std::sync::atomic::AtomicU64,
-    /// Strongly consistent reads of an item of at most 4 KB: a read unit each.
-    reads: std::sync::atomic::AtomicU64,
+    /// What the delivery being applied took so far.
+    took: Mutex<Took>,
 }
 
 impl Metered {
     fn count(&self, partition: String, n: u64) {
+        let guarantee = [
+            ("deliveries body#", GUARANTEES[0]),
+            ("pending-by-age ", GUARANTEES[1]),
+            ("listed ", GUARANTEES[3]),
+        ]
+        .into_iter()
+        .find(|(prefix, _)| partition.starts_with(prefix));
+        let mut took = self.took.lock().unwrap();
+        took.wru += n;
+        if let Some((_, g)) = guarantee {
+            *took.guarantees.entry(g).or_default() += n;
+        }
         *self.writes.lock().unwrap().entry(partition).or_default() += n;
-        self.total.fetch_add(n, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn guarantee(&self, guarantee: &'static str, n: u64) {
+        *self
+            .took
+            .lock()
+            .unwrap()
+            .guarantees
+            .entry(guarantee)
+            .or_default() += n;
+    }
+
+    /// A change of a state item: a stream record, and the events the hand-off makes of it.
+    fn changed(&self, key: &Key, before: Option<&Fields>, after: Option<&Fields>) {
+        if key.table != Table::State || before == after {
+            return;
+        }
+        let events = crate::handoff::events_of(
+            before.and_then(|f| record_of(&key.id, f)).as_ref(),
+            after.and_then(|f| record_of(&key.id, f)).as_ref(),
+            Environment::Live,
+        );
+        let mut took = self.took.lock().unwrap();
+        took.changes += 1;
+        took.events += events.len() as u64;
     }
 
     fn table(key: &Key) -> String {
@@ -98,10 +179,17 @@ impl ResourceStore for Metered {
             writes.iter().map(|w| self.inner.fields(&w.key)).collect();
         let stored = self.inner.write(writes).await?;
         let factor = if writes.len() > 1 { 2 } else { 1 };
+        let paid = writes.iter().any(|w| w.what == What::Payment);
+        let first = self.took.lock().unwrap().wru;
         for (w, before) in writes.iter().zip(&before) {
             self.count(Self::table(&w.key), factor);
+            if w.what == What::Processed {
+                self.guarantee(GUARANTEES[2], factor);
+            }
             if matches!(stored, Stored::Committed) {
-                self.index_writes(before.as_ref(), self.inner.fields(&w.key).as_ref(), factor);
+                let after = self.inner.fields(&w.key);
+                self.index_writes(before.as_ref(), after.as_ref(), factor);
+                self.changed(&w.key, before.as_ref(), after.as_ref());
                 if w.what == What::Processed {
                     // The processed mark removes the record's `pending-by-age` entry.
                     let shard = shard_of(&w.key.id, PENDING_SHARDS);
@@ -109,13 +197,75 @@ impl ResourceStore for Metered {
                 }
             }
         }
+        if paid && factor == 2 {
+            // Half of what a paid invoice's transaction took is what making it one costs.
+            let took = self.took.lock().unwrap().wru - first;
+            self.guarantee(GUARANTEES[4], took / 2);
+        }
         Ok(stored)
     }
 
     async fn read(&self, key: &Key) -> Result<Option<Fields>, PortError> {
-        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.took.lock().unwrap().rru += 1;
         self.inner.read(key).await
     }
+}
+
+/// A state item as the hand-off reads it (what `crates/aws/src/dynamodb/records.rs` reads
+/// from a stream image), for the kinds that make events.
+fn record_of(id: &str, f: &Fields) -> Option<StateRecord> {
+    let text = |field: Field| f.get(&field).and_then(Value::as_text).map(str::to_owned);
+    let int = |field: Field| f.get(&field).and_then(Value::as_int);
+    Some(match text(Field::Kind)?.as_str() {
+        "invoice" => StateRecord::Invoice(InvoiceRecord {
+            invoice_id: id.to_owned(),
+            seen: crate::write::invoice_seen(f),
+            updated_at_ms: int(Field::UpdatedAt),
+        }),
+        "fulfilment" => StateRecord::Fulfilment(FulfilmentRecord {
+            invoice_id: text(Field::InvoiceId).unwrap_or_default(),
+            order: crate::write::order_of(f),
+            status: text(Field::Status)
+                .as_deref()
+                .and_then(InvoiceStatus::parse),
+            won_by: text(Field::WonBy).unwrap_or_default(),
+            fulfilled_at_ms: int(Field::FulfilledAt),
+        }),
+        "review" => StateRecord::Review(ReviewRecord {
+            event_id: text(Field::EventId).unwrap_or_default(),
+            reason: text(Field::Reason).unwrap_or_default(),
+            resource_id: text(Field::ResourceId),
+            why: text(Field::Why),
+            created_at_ms: int(Field::CreatedAt),
+        }),
+        "withdrawal" => StateRecord::Withdrawal(WithdrawalRecord {
+            withdrawal_id: id.to_owned(),
+            status: text(Field::Status)
+                .as_deref()
+                .and_then(WithdrawalStatus::parse),
+            kind: text(Field::Type),
+            invoice_id: text(Field::InvoiceId),
+            amount: None,
+            currency: text(Field::Currency),
+            updated_at_ms: int(Field::UpdatedAt),
+        }),
+        "deposit" => StateRecord::Deposit(DepositRecord {
+            deposit_id: id.to_owned(),
+            status: text(Field::Status)
+                .as_deref()
+                .and_then(DepositStatus::parse),
+            credited: f.get(&Field::Credited) == Some(&Value::Bool(true)),
+            payer: text(Field::Payer),
+            net: None,
+            currency: text(Field::Currency),
+            updated_at_ms: int(Field::UpdatedAt),
+            project: text(Field::ProjectId),
+        }),
+        kind => StateRecord::Other {
+            key: id.to_owned(),
+            kind: Some(kind.to_owned()),
+        },
+    })
 }
 
 fn envelope(event_id: &str, event_type: &str, data: &serde_json::Value) -> Vec<u8> {
@@ -195,21 +345,28 @@ fn the_mix() -> Vec<(String, Vec<u8>)> {
     out
 }
 
-/// The second applied: every partition's writes, and per outcome its deliveries, the write
-/// units they took (ingest's and fulfil's, indexes included) and the read units.
-struct Second {
-    writes: BTreeMap<String, u64>,
-    by_outcome: BTreeMap<&'static str, (u64, u64, u64)>,
+/// The second applied: every partition's writes, and what each outcome's deliveries took.
+pub(super) struct Second {
+    pub(super) writes: BTreeMap<String, u64>,
+    pub(super) by_outcome: BTreeMap<&'static str, Took>,
 }
 
-async fn the_second() -> Second {
+impl Second {
+    /// What the whole mix took.
+    pub(super) fn mix(&self) -> Took {
+        let mut mix = Took::default();
+        for took in self.by_outcome.values() {
+            mix.add(took);
+        }
+        mix
+    }
+}
+
+pub(super) async fn the_second() -> Second {
     let fulfil = Fulfil::new(Metered::default());
     let store = fulfil.store();
-    let total = || store.total.load(std::sync::atomic::Ordering::SeqCst);
-    let reads = || store.reads.load(std::sync::atomic::Ordering::SeqCst);
-    let mut by_outcome: BTreeMap<&'static str, (u64, u64, u64)> = BTreeMap::new();
+    let mut by_outcome: BTreeMap<&'static str, Took> = BTreeMap::new();
     for (event_id, body) in the_mix() {
-        let (before, read_before) = (total(), reads());
         // Ingest: the body item, the record, its `pending-by-age` entry.
         let key = delivery_key(Some(Environment::Live), &event_id);
         store.count(format!("deliveries body#{key}"), 1);
@@ -225,19 +382,18 @@ async fn the_second() -> Second {
             received_at_ms: Some(NOW_MS),
         };
         let (_, outcome) = fulfil.apply(&item, NOW_MS).await.expect("applied");
-        let entry = by_outcome.entry(outcome.as_str()).or_default();
-        entry.0 += 1;
-        entry.1 += total() - before;
-        entry.2 += reads() - read_before;
+        let mut took = std::mem::take(&mut *store.took.lock().unwrap());
+        took.deliveries = 1;
+        by_outcome.entry(outcome.as_str()).or_default().add(&took);
     }
     let writes = store.writes.lock().unwrap().clone();
     Second { writes, by_outcome }
 }
 
 /// DynamoDB on-demand, us-east-1: dollars per million write request units.
-const DOLLARS_PER_MILLION_WRU: f64 = 0.625;
+pub(super) const DOLLARS_PER_MILLION_WRU: f64 = 0.625;
 /// And per million read request units (a strongly consistent read of up to 4 KB is one).
-const DOLLARS_PER_MILLION_RRU: f64 = 0.125;
+pub(super) const DOLLARS_PER_MILLION_RRU: f64 = 0.125;
 
 /// The table of write and read units per outcome of the mix, priced, as docs/performance.md
 /// shows it.
@@ -249,24 +405,23 @@ fn priced(second: &Second) -> String {
     let per = |n: u64, of: u64| n as f64 / of as f64;
     let dollars =
         |wru: f64, rru: f64| wru * DOLLARS_PER_MILLION_WRU + rru * DOLLARS_PER_MILLION_RRU;
-    let (mut deliveries, mut units, mut read) = (0, 0, 0);
-    for (outcome, (n, wru, rru)) in &second.by_outcome {
-        deliveries += n;
-        units += wru;
-        read += rru;
+    for (outcome, took) in &second.by_outcome {
+        let n = took.deliveries;
         out.push_str(&format!(
             "| `{outcome}` ({:.1} %) | {:.1} | {:.1} | ${:.2} |\n",
-            100.0 * per(*n, RATE as u64),
-            per(*wru, *n),
-            per(*rru, *n),
-            dollars(per(*wru, *n), per(*rru, *n))
+            100.0 * per(n, RATE as u64),
+            per(took.wru, n),
+            per(took.rru, n),
+            dollars(per(took.wru, n), per(took.rru, n))
         ));
     }
+    let mix = second.mix();
+    let n = mix.deliveries;
     out.push_str(&format!(
         "| **the mix** | **{:.2}** | **{:.2}** | **${:.2}** |\n",
-        per(units, deliveries),
-        per(read, deliveries),
-        dollars(per(units, deliveries), per(read, deliveries))
+        per(mix.wru, n),
+        per(mix.rru, n),
+        dollars(per(mix.wru, n), per(mix.rru, n))
     ));
     out
 }
@@ -291,32 +446,15 @@ async fn docs_performance_prices_the_mix_as_the_heat_test_counts_it() {
         Some(table.as_str()),
         "docs/performance.md's DynamoDB table, between its markers, is:\n{table}"
     );
-    let mix = table.lines().last().unwrap_or_default().replace("**", "");
-    let (units, dollars) = mix
-        .split(" | ")
-        .skip(1)
-        .map(|c| c.trim_matches(|ch: char| ch == '|' || ch.is_whitespace()))
-        .fold((String::new(), String::new()), |(u, d), c| {
-            if u.is_empty() {
-                (c.to_owned(), d)
-            } else {
-                (u, c.to_owned())
-            }
-        });
-    let row = doc
-        .lines()
-        .find(|l| l.starts_with("| DynamoDB"))
-        .expect("the all-in table has a DynamoDB row");
-    assert!(
-        row.contains(&format!("({units})")) && row.contains(&format!("({dollars})")),
-        "the all-in table's DynamoDB row says the mix's {units} WRU and {dollars}: {row}"
-    );
 }
 
 #[tokio::test]
 async fn no_partition_takes_more_than_800_writes_a_second_at_20000_deliveries_a_second() {
     let Second { writes, by_outcome } = the_second().await;
-    let applied: BTreeMap<&str, u64> = by_outcome.iter().map(|(o, (n, ..))| (*o, *n)).collect();
+    let applied: BTreeMap<&str, u64> = by_outcome
+        .iter()
+        .map(|(o, took)| (*o, took.deliveries))
+        .collect();
     let mut hottest: Vec<(&String, &u64)> = writes.iter().collect();
     hottest.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
     let total: u64 = writes.values().sum();

@@ -8,6 +8,7 @@
     reason = "a use-case test reads top to bottom as one history"
 )]
 
+mod allin;
 mod confirm;
 mod exceptions;
 mod fulfil;

@@ -1,0 +1,328 @@
+//! Issue 39, the cost counted whole: a million deliveries of the heat test's mix, every item
+//! AWS bills for them counted from that second (`heat.rs`) and priced at us-east-1's list
+//! prices, on-demand and with `TableBillingMode=PROVISIONED`, with the default parameters and
+//! with `LogLevel=WARN`, `Tracing=PassThrough`; what each guarantee's write units cost; and
+//! whether the issue's targets are reached. docs/performance.md shows the tables this
+//! generates, and a test holds them to it.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use super::heat::{
+    DOLLARS_PER_MILLION_RRU, DOLLARS_PER_MILLION_WRU, GUARANTEES, Second, Took, the_second,
+};
+
+/// Bytes written to CloudWatch Logs, measured by `crates/lambda/tests/log_bytes.rs` (which
+/// fails when these differ from what the functions write): ingest's and fulfil's per delivery
+/// (ten deliveries shaped like the mix, fulfil's as one batch of ten), at `INFO` and at `WARN`,
+/// and the publisher's per event published (`events/publish-stream.json`; none at `WARN`).
+struct Logged {
+    ingest: u64,
+    fulfil: u64,
+    ingest_warn: u64,
+    fulfil_warn: u64,
+    publish: u64,
+}
+
+const LOG_BYTES: Logged = Logged {
+    ingest: 663,
+    fulfil: 602,
+    ingest_warn: 282,
+    fulfil_warn: 154,
+    publish: 341,
+};
+
+/// Messages in a fulfil invocation: the work queue's event source takes `BatchSize: 10` and
+/// waits up to `MaximumBatchingWindowInSeconds: 1` (template.yaml), so its batches are full
+/// from some ten deliveries a second per poller, the busy merchant this prices. A quiet stack's
+/// batches are of one (the table's last line reprices SQS, Lambda and X-Ray for it, not the
+/// log bytes, measured in batches of ten).
+const FULFIL_BATCH: f64 = 10.0;
+/// Stream records in a publisher invocation: the state table's stream event source takes
+/// `BatchSize: 100` within `MaximumBatchingWindowInSeconds: 1` (template.yaml).
+const PUBLISH_BATCH: f64 = 100.0;
+/// Ingest's billed duration: three sequential round trips in one region, 20–35 ms
+/// (docs/performance.md, *On AWS*: paper figures, no account to measure on).
+const INGEST_MS: f64 = 25.0;
+/// A fulfil batch's: its ten messages applied at once (`fulfil::CONCURRENCY`), each two or
+/// three sequential DynamoDB calls of single-digit milliseconds (paper figures, as above).
+const FULFIL_BATCH_MS: f64 = 30.0;
+/// The publisher's, per change that makes events: one `PutEvents` each, one after the other
+/// (`handoff::publish_changes`; paper figure, as above).
+const PUT_EVENTS_MS: f64 = 20.0;
+/// Every function's memory (template.yaml, `Globals`: `MemorySize: 256`), in GB.
+const MEMORY_GB: f64 = 0.25;
+/// X-Ray's sampling of a Lambda function with `Tracing: Active`, which the function cannot
+/// change: the first request each second, then 5 % of the rest (AWS X-Ray Developer Guide,
+/// *Configuring sampling rules*; AWS Lambda Developer Guide, *Visualize Lambda function
+/// invocations using AWS X-Ray*: "You cannot configure the X-Ray sampling rate for your
+/// functions"). At a busy merchant's rates the first-a-second part is nothing; each traced
+/// function's invocations are sampled on their own. Under a delivery a second (a quiet stack,
+/// the table's last line) the first a second is every invocation.
+const SAMPLED: f64 = 0.05;
+
+/// us-east-1 list prices, dollars per million of each unit.
+mod price {
+    /// SQS standard queue, per request (each 64 KB of a message is one).
+    pub const SQS_REQUEST: f64 = 0.40;
+    /// Lambda, per request.
+    pub const LAMBDA_REQUEST: f64 = 0.20;
+    /// Lambda arm64, per GB-second ($0.0000133334 each).
+    pub const LAMBDA_GB_S: f64 = 13.3334;
+    /// CloudWatch Logs, per byte ingested: $0.50 per GB (standard class, the first 10 TB of
+    /// Lambda's logs a month), a GB read as 10^9 bytes (the dearer reading).
+    pub const LOG_BYTE: f64 = 0.50 / 1_000.0;
+    /// X-Ray, per trace recorded ($5.00 per million).
+    pub const TRACE: f64 = 5.00;
+    /// EventBridge, per custom event published ($1.00 per million).
+    pub const EVENT: f64 = 1.00;
+    /// DynamoDB provisioned capacity: a write unit for an hour costs $0.00065 and takes 3,600
+    /// writes; auto scaling keeps use near 70 %.
+    pub const PROVISIONED_WRU: f64 = 0.000_65 / 3_600.0 / 0.70 * 1e6;
+    /// And a read unit for an hour, $0.00013.
+    pub const PROVISIONED_RRU: f64 = 0.000_13 / 3_600.0 / 0.70 * 1e6;
+}
+
+/// The parameters a column prices.
+#[derive(Clone, Copy)]
+struct Stack {
+    provisioned: bool,
+    /// `LogLevel=WARN` and `Tracing=PassThrough`.
+    cheapest: bool,
+}
+
+const STACKS: [Stack; 4] = [
+    Stack {
+        provisioned: false,
+        cheapest: false,
+    },
+    Stack {
+        provisioned: false,
+        cheapest: true,
+    },
+    Stack {
+        provisioned: true,
+        cheapest: false,
+    },
+    Stack {
+        provisioned: true,
+        cheapest: true,
+    },
+];
+
+/// What one delivery of `took` takes of each item: (item, how much, its unit, dollars per
+/// million deliveries), on a busy stack or a `quiet` one (under a delivery a second).
+#[allow(clippy::cast_precision_loss, reason = "counts of a few thousand")]
+fn items(took: &Took, stack: Stack, quiet: bool) -> Vec<(&'static str, f64, &'static str, f64)> {
+    let (batch, sampled) = if quiet {
+        (1.0, 1.0)
+    } else {
+        (FULFIL_BATCH, SAMPLED)
+    };
+    let per = |n: u64| n as f64 / took.deliveries as f64;
+    let (wru, rru, changes, events) = (
+        per(took.wru),
+        per(took.rru),
+        per(took.changes),
+        per(took.events),
+    );
+    let (wru_price, rru_price) = if stack.provisioned {
+        (price::PROVISIONED_WRU, price::PROVISIONED_RRU)
+    } else {
+        (DOLLARS_PER_MILLION_WRU, DOLLARS_PER_MILLION_RRU)
+    };
+    let sqs = 1.0 + 2.0 / batch;
+    let invocations = 1.0 + 1.0 / batch + changes / PUBLISH_BATCH;
+    // A change of the mix makes one event at most: a `PutEvents` per event.
+    let gb_s = MEMORY_GB * (INGEST_MS + FULFIL_BATCH_MS / batch + events * PUT_EVENTS_MS) / 1_000.0;
+    let logged = if stack.cheapest {
+        (LOG_BYTES.ingest_warn + LOG_BYTES.fulfil_warn) as f64
+    } else {
+        (LOG_BYTES.ingest + LOG_BYTES.fulfil) as f64 + events * LOG_BYTES.publish as f64
+    };
+    let traces = if stack.cheapest {
+        0.0
+    } else {
+        sampled * invocations
+    };
+    vec![
+        ("DynamoDB writes", wru, "write units", wru * wru_price),
+        ("DynamoDB reads", rru, "read units", rru * rru_price),
+        (
+            "SQS: ingest's send, fulfil's receive and delete a batch",
+            sqs,
+            "requests",
+            sqs * price::SQS_REQUEST,
+        ),
+        (
+            "Lambda requests: ingest, fulfil a batch, the publisher a stream batch",
+            invocations,
+            "invocations",
+            invocations * price::LAMBDA_REQUEST,
+        ),
+        (
+            "Lambda duration (256 MB)",
+            gb_s,
+            "GB-s",
+            gb_s * price::LAMBDA_GB_S,
+        ),
+        (
+            "CloudWatch Logs: ingest's, fulfil's and the publisher's lines",
+            logged,
+            "bytes",
+            logged * price::LOG_BYTE,
+        ),
+        ("X-Ray", traces, "traces", traces * price::TRACE),
+        (
+            "EventBridge: the hand-off's events",
+            events,
+            "events",
+            events * price::EVENT,
+        ),
+        (
+            "Secrets Manager: one call a cold start, none a delivery",
+            0.0,
+            "calls",
+            0.0,
+        ),
+    ]
+}
+
+fn total(took: &Took, stack: Stack, quiet: bool) -> f64 {
+    items(took, stack, quiet).iter().map(|i| i.3).sum()
+}
+
+fn amount(x: f64, unit: &str) -> String {
+    match unit {
+        "bytes" => format!("{x:.0} B"),
+        "GB-s" => format!("{x:.4} GB-s"),
+        _ if x == 0.0 => format!("0 {unit}"),
+        _ => format!("{x:.3} {unit}"),
+    }
+}
+
+/// The all-in table, the per-path totals, and what each guarantee costs.
+fn all_in(second: &Second) -> String {
+    let mix = second.mix();
+    let mut out = String::from(
+        "| item | a delivery of the mix | on-demand | on-demand, `LogLevel=WARN`, `Tracing=PassThrough` | provisioned | provisioned, `WARN`, `PassThrough` |\n|---|---|---|---|---|---|\n",
+    );
+    let columns: Vec<_> = STACKS.iter().map(|s| items(&mix, *s, false)).collect();
+    for (row, (item, n, unit, _)) in columns[0].iter().enumerate() {
+        let cheap = &columns[1][row];
+        let shown = if (cheap.1 - n).abs() > f64::EPSILON {
+            format!(
+                "{} (`WARN`, `PassThrough`: {})",
+                amount(*n, unit),
+                amount(cheap.1, cheap.2)
+            )
+        } else {
+            amount(*n, unit)
+        };
+        let _ = write!(out, "| {item} | {shown} |");
+        for column in &columns {
+            let _ = write!(out, " ${:.2} |", column[row].3);
+        }
+        out.push('\n');
+    }
+    let totals: Vec<f64> = STACKS.iter().map(|s| total(&mix, *s, false)).collect();
+    out.push_str("| **total, per million deliveries** | |");
+    for t in &totals {
+        let _ = write!(out, " **${t:.2}** |");
+    }
+    out.push_str(
+        "\n| total under a delivery a second: fulfil's batches of one, every invocation traced | |",
+    );
+    for s in STACKS {
+        let _ = write!(out, " ${:.2} |", total(&mix, s, true));
+    }
+    out.push_str("\n\nPer path, all-in (the mix's log bytes a delivery), per million deliveries of that outcome:\n\n| outcome | on-demand | provisioned | the hand-off's events a delivery |\n|---|---|---|---|\n");
+    for (outcome, took) in &second.by_outcome {
+        #[allow(clippy::cast_precision_loss, reason = "counts of a few thousand")]
+        let events = took.events as f64 / took.deliveries as f64;
+        let _ = writeln!(
+            out,
+            "| `{outcome}` | ${:.2} | ${:.2} | {events:.2} |",
+            total(took, STACKS[0], false),
+            total(took, STACKS[2], false)
+        );
+    }
+    out.push_str(&guarantees(&mix, &totals));
+    out
+}
+
+/// What each guarantee's write units cost in the mix, and what reaching the targets takes.
+fn guarantees(mix: &Took, totals: &[f64]) -> String {
+    #[allow(clippy::cast_precision_loss, reason = "counts of a few thousand")]
+    let per = |n: u64| n as f64 / mix.deliveries as f64;
+    let mut out = String::from(
+        "\nWhat each guarantee's write units cost, per million deliveries of the mix:\n\n| guarantee | write units a delivery | on-demand | provisioned |\n|---|---|---|---|\n",
+    );
+    let mut costs: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
+    for g in GUARANTEES {
+        let units = per(mix.guarantees.get(g).copied().unwrap_or(0));
+        let cost = (
+            units * DOLLARS_PER_MILLION_WRU,
+            units * price::PROVISIONED_WRU,
+        );
+        costs.insert(g, cost);
+        let _ = writeln!(
+            out,
+            "| {g} | {units:.2} | ${:.2} | ${:.2} |",
+            cost.0, cost.1
+        );
+    }
+    for (name, target, default, cheapest, pick) in [
+        ("on-demand", 6.5, totals[0], totals[1], 0),
+        ("provisioned", 3.5, totals[2], totals[3], 1),
+    ] {
+        let _ = write!(
+            out,
+            "\n**{name}**: ${default:.2} with the defaults, ${cheapest:.2} with `LogLevel=WARN` and `Tracing=PassThrough`; the target is ${target:.2}. "
+        );
+        if cheapest <= target {
+            out.push_str("Reached with the cheapest parameters, every guarantee kept.\n");
+            continue;
+        }
+        let mut dearest: Vec<(&str, f64)> = costs
+            .iter()
+            .map(|(g, c)| (*g, if pick == 0 { c.0 } else { c.1 }))
+            .collect();
+        dearest.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let (mut left, mut gone) = (cheapest, Vec::new());
+        for (g, cost) in dearest {
+            if left <= target {
+                break;
+            }
+            left -= cost;
+            gone.push(format!("{g} (−${cost:.2})"));
+        }
+        let _ = writeln!(
+            out,
+            "Not reachable with every guarantee kept: it would take giving up {} as well, to ${left:.2}.",
+            gone.join(", then ")
+        );
+    }
+    out
+}
+
+// Issue 39: the all-in table was typed. Every item is counted from the heat test's second and
+// priced here; the doc shows exactly this.
+#[tokio::test]
+async fn docs_performance_counts_every_item_of_a_million_deliveries() {
+    let table = all_in(&the_second().await);
+    let doc = include_str!("../../../../docs/performance.md");
+    let (begin, end) = (
+        "<!-- the all-in table (crates/core/src/tests/allin.rs): begin -->\n",
+        "<!-- end of the all-in table -->",
+    );
+    let shown = doc
+        .split_once(begin)
+        .and_then(|(_, rest)| rest.split_once(end))
+        .map(|(t, _)| t);
+    assert_eq!(
+        shown,
+        Some(table.as_str()),
+        "docs/performance.md's all-in table, between its markers, is:\n{table}"
+    );
+}

@@ -109,6 +109,8 @@ async fn logged_at(level: &str) -> (u64, u64) {
         .with_writer(move || writer.clone())
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
+    // Whether a callsite is enabled is cached: asked again with this level's subscriber.
+    tracing::callsite::rebuild_interest_cache();
     let ingest = Ingest::new(
         Verifier::new(
             vec![SigningKey::new("live", &WebhookSecret::new(LIVE_SECRET))],
@@ -181,6 +183,8 @@ async fn published_at(level: &str) -> u64 {
         .with_writer(move || writer.clone())
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
+    // Whether a callsite is enabled is cached: asked again with this level's subscriber.
+    tracing::callsite::rebuild_interest_cache();
     let fixture = include_str!("../../../events/publish-stream.json")
         .replace("inv_stream_1", &id("inv", 1))
         .replace("inv_stream_2", &id("inv", 2))

@@ -319,7 +319,10 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
     );
     assert!(!story.to_string().contains("ann@example.com"), "{story}");
     assert!(!story.to_string().contains("Ann Example"), "{story}");
-    assert_eq!(story["invoice"]["invoice"]["standing"], "Held", "{story}");
+    assert_eq!(
+        story["invoice"]["invoice"]["standing"], "held: paid, but not as the registered order says",
+        "{story}"
+    );
     assert_eq!(story["invoice"]["fulfilled"], false, "{story}");
 
     let shots = workspace().join("docs");
@@ -1284,7 +1287,7 @@ async fn a_withdrawal_a_deposit_and_an_order_found_by_their_ids_show_their_recor
     assert!(claim["paid_at_ms"].as_u64().unwrap() > 0, "{found}");
     assert_eq!(
         found["waiting_invoices"],
-        serde_json::json!([{"invoice_id": "inv_search_twice", "standing": "DuplicateOf(\"inv_search_paid\")", "project": "prj_local"}]),
+        serde_json::json!([{"invoice_id": "inv_search_twice", "standing": "a second payment: inv_search_paid fulfilled its order", "project": "prj_local"}]),
         "{found}"
     );
     let registered = &orders[0]["registered"];

@@ -13,6 +13,7 @@ use paymos_inbox_aws::dynamodb::{
 };
 use paymos_inbox_core::change::DELIVERY_OUTCOMES;
 use paymos_inbox_core::exceptions::{Exception, ReviewLedger as _};
+use paymos_inbox_core::invoice::Standing;
 use paymos_inbox_core::record::StateRecord;
 use paymos_inbox_core::release::{ReleaseBy, ReleaseStore as _};
 use paymos_inbox_core::signature::Environment;
@@ -390,7 +391,7 @@ impl Console {
         let record = seen.map(|s| {
             json!({
                 "status": s.status.map(|st| st.to_string()),
-                "standing": format!("{:?}", s.standing()),
+                "standing": standing(&s.standing()),
                 "held": s.held,
                 "paid_late": s.paid_late,
                 "duplicate_of": s.duplicate_of,
@@ -492,7 +493,7 @@ impl Console {
                     .map(|r| {
                         json!({
                             "invoice_id": r.invoice_id,
-                            "standing": format!("{:?}", r.seen.standing()),
+                            "standing": standing(&r.seen.standing()),
                             "project": project,
                         })
                     }),
@@ -1080,6 +1081,19 @@ fn alarms(named_by: &NamedBy, read: Option<Result<Vec<Alarm>, String>>) -> Value
                 "none": "no stack named: the alarms are read from a deployed stack's resources (--stack-name or --config-env)"
             }),
         },
+    }
+}
+
+/// Where a paid invoice stands, in the page's words.
+fn standing(standing: &Standing) -> String {
+    match standing {
+        Standing::Clear => "clear: nothing waits".to_owned(),
+        Standing::Held => "held: paid, but not as the registered order says".to_owned(),
+        Standing::DuplicateOf(winner) => format!("a second payment: {winner} fulfilled its order"),
+        Standing::PaidLate => "paid after it closed".to_owned(),
+        Standing::Released => "released by a person".to_owned(),
+        Standing::Refunded => "refunded in full".to_owned(),
+        Standing::OrderUnknown => "paid, its order known nowhere".to_owned(),
     }
 }
 

@@ -325,4 +325,15 @@ async fn docs_performance_counts_every_item_of_a_million_deliveries() {
         Some(table.as_str()),
         "docs/performance.md's all-in table, between its markers, is:\n{table}"
     );
+    // The prose after it says what the table's last lines say.
+    let unreached = table
+        .matches("Not reachable with every guarantee kept")
+        .count();
+    assert_eq!(
+        doc.contains(
+            "**The targets are not reached with every guarantee kept**, on-demand or provisioned"
+        ),
+        unreached == 2,
+        "docs/performance.md's prose on the targets disagrees with the table: {unreached} of 2 unreached"
+    );
 }

@@ -325,7 +325,24 @@ async fn docs_performance_counts_every_item_of_a_million_deliveries() {
         Some(table.as_str()),
         "docs/performance.md's all-in table, between its markers, is:\n{table}"
     );
-    // The prose after it says what the table's last lines say.
+    // The prose before it gives the figures priced, and after it says what its last lines say.
+    let flat = doc.split_whitespace().collect::<Vec<_>>().join(" ");
+    let l = &LOG_BYTES;
+    for said in [
+        format!(
+            "ingest {} bytes a delivery ({} at `LogLevel=WARN`), fulfil {} ({}), the publisher {} an event",
+            l.ingest, l.ingest_warn, l.fulfil, l.fulfil_warn, l.publish
+        ),
+        format!(
+            "ingest once a delivery for {INGEST_MS} ms, fulfil once a batch for {FULFIL_BATCH_MS} ms"
+        ),
+        format!(
+            "the publisher once a stream batch of {PUBLISH_BATCH} changes and {PUT_EVENTS_MS} ms a `PutEvents`"
+        ),
+        format!("once a batch of {FULFIL_BATCH}"),
+    ] {
+        assert!(flat.contains(&said), "docs/performance.md says: {said}");
+    }
     let unreached = table
         .matches("Not reachable with every guarantee kept")
         .count();

@@ -1,7 +1,8 @@
 //! Logging and metrics set-up: flat JSON lines for Lambda (CloudWatch parses them; the fields of
 //! the enclosing spans, such as the runtime's `requestId` and our `event_id`, are merged into
 //! every line), readable lines for the CLI, and metrics as CloudWatch embedded metric format
-//! (EMF) documents on stdout, flushed after each invocation.
+//! (EMF) documents on stdout, flushed after each invocation, or carried by the line that says
+//! what they count ([`counted`]: ingest's answer is one line, not a line and a document).
 //!
 //! Our own code never logs a body or a secret. The AWS SDK, hyper, rustls and the Lambda
 //! runtime do at DEBUG/TRACE (wire bodies, raw events), so they are capped at INFO whatever level
@@ -65,7 +66,8 @@ fn filter() -> EnvFilter {
 
 /// One JSON object per line: `level`, `message`, the event's fields and those of every
 /// enclosing span, all at the top level (a span's field names an invocation or a delivery, so
-/// a line logged deep in an adapter still carries `requestId` and `event_id`).
+/// a line logged deep in an adapter still carries `requestId` and `event_id`); a [`COUNTED`]
+/// field's EMF members are written at the top level too.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FlatJson;
 

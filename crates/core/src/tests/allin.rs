@@ -325,6 +325,18 @@ async fn docs_performance_counts_every_item_of_a_million_deliveries() {
         Some(table.as_str()),
         "docs/performance.md's all-in table, between its markers, is:\n{table}"
     );
+    // The template sets what is priced: the memory and the event sources' batches.
+    let template = include_str!("../../../../template.yaml");
+    for set in [
+        format!("MemorySize: {}", MEMORY_GB * 1024.0),
+        format!("BatchSize: {FULFIL_BATCH}\n            MaximumBatchingWindowInSeconds: 1"),
+        format!("BatchSize: {PUBLISH_BATCH}\n            MaximumBatchingWindowInSeconds: 1"),
+    ] {
+        assert!(
+            template.contains(&set),
+            "template.yaml no longer sets {set:?}"
+        );
+    }
     // The prose before it gives the figures priced, and after it says what its last lines say.
     let flat = doc.split_whitespace().collect::<Vec<_>>().join(" ");
     let l = &LOG_BYTES;

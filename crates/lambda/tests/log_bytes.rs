@@ -7,9 +7,6 @@
 //! prices (`crates/core/src/tests/allin.rs`): this test holds them. Its own test binary: the
 //! metrics recorder is process-wide.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
 use paymos_inbox_core::fulfil::Fulfil;
 use paymos_inbox_core::ingest::{Ingest, IngestSettings};
@@ -18,32 +15,15 @@ use paymos_inbox_core::memory::{
 };
 use paymos_inbox_core::signature::{Environment, SigningKey, Verifier, WebhookSecret};
 use paymos_inbox_lambda::telemetry::{self, FlatJson, filter_for};
-use paymos_inbox_testkit::{LIVE_SECRET, NOW, NOW_MS, delivery, envelope, live, sign};
+use paymos_inbox_testkit::{Captured, LIVE_SECRET, NOW, NOW_MS, delivery, envelope, live, sign};
 use serde_json::json;
 use tracing::Instrument;
 use tracing_subscriber::fmt::format::JsonFields;
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    /// The bytes written since the last call, without the newlines (CloudWatch stores each
-    /// line as one log event).
-    fn take(&self) -> u64 {
-        let lines = std::mem::take(&mut *self.0.lock().unwrap());
-        let text = String::from_utf8(lines).unwrap();
-        text.lines().map(|l| l.len() as u64).sum()
-    }
+/// The bytes of `text`'s lines, without the newlines (CloudWatch stores each line as one log
+/// event).
+fn line_bytes(text: &str) -> u64 {
+    text.lines().map(|l| l.len() as u64).sum()
 }
 
 /// The span Lambda's runtime opens around an invocation, with ids of the lengths AWS gives: a
@@ -133,7 +113,7 @@ async fn logged_at(level: &str) -> (u64, u64) {
         .instrument(invocation(n))
         .await;
     }
-    let ingest_bytes = out.take();
+    let ingest_bytes = line_bytes(&out.take());
 
     let mut event = SqsEvent::default();
     event.records = bodies
@@ -166,7 +146,7 @@ async fn logged_at(level: &str) -> (u64, u64) {
     }
     .instrument(invocation(10))
     .await;
-    let fulfil_bytes = out.take();
+    let fulfil_bytes = line_bytes(&out.take());
     (ingest_bytes / 10, fulfil_bytes / 10)
 }
 
@@ -203,7 +183,7 @@ async fn published_at(level: &str) -> u64 {
     .await;
     let events = publisher.published().len() as u64;
     assert_eq!(events, 3, "{:?}", publisher.published());
-    out.take() / events
+    line_bytes(&out.take()) / events
 }
 
 #[tokio::test]

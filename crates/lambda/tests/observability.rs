@@ -9,9 +9,7 @@
 )]
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::str::FromStr as _;
-use std::sync::{Arc, Mutex};
 
 use paymos_inbox::local::poller::poll_once;
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
@@ -25,19 +23,6 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use paymos_inbox_testkit::*;
-
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 /// The span Lambda's runtime opens around an invocation.
 fn invocation(request_id: &str) -> tracing::Span {
@@ -140,7 +125,7 @@ async fn logs_and_emf_metrics_tell_what_happened_to_every_delivery() {
     .instrument(invocation("req-ingest-again"))
     .await;
 
-    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    let text = out.text();
     let lines: Vec<Value> = text
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))

@@ -526,3 +526,38 @@ pub async fn reconcile(
         .await
         .map_err(|e| e.to_string())
 }
+
+/// A log writer that keeps what it is given, shared by its clones: a test's capture of what a
+/// function logs (`.with_writer(move || captured.clone())`).
+#[derive(Clone, Default)]
+pub struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.bytes().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn bytes(&self) -> std::sync::MutexGuard<'_, Vec<u8>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Everything written so far.
+    #[must_use]
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.bytes()).into_owned()
+    }
+
+    /// What was written since the last take, taken.
+    #[must_use]
+    pub fn take(&self) -> String {
+        String::from_utf8_lossy(&std::mem::take(&mut *self.bytes())).into_owned()
+    }
+}

@@ -1,9 +1,6 @@
 //! The logs of a full run never contain a secret or a body, even at TRACE: they name the event
 //! and the problem only (and the SDK's wire logs stay capped at INFO).
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
-
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_aws::sqs::SqsQueue;
 use paymos_inbox_core::fulfil::Fulfil;
@@ -12,19 +9,6 @@ use paymos_inbox_core::signature::{SigningKey, Verifier, WebhookSecret};
 use paymos_inbox_lambda::ingest::respond;
 
 use paymos_inbox_testkit::*;
-
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 #[tokio::test(flavor = "current_thread")]
 async fn logs_of_a_full_run_hold_no_secret_and_no_body() {
@@ -97,7 +81,7 @@ async fn logs_of_a_full_run_hold_no_secret_and_no_body() {
     )
     .await;
 
-    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let logs = captured.text();
     for expected in [
         "delivery acknowledged",
         "delivery refused",

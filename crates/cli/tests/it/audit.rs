@@ -602,7 +602,8 @@ async fn the_command_lines_actions_are_listed_by_audit_newest_first_and_publishe
     let held = "inv_audit_cli_held";
     let rig = Rig::new(held).await;
 
-    // A refusal changes nothing and records nothing.
+    // A refusal changes nothing, and is recorded as not done, in the domain's words: the
+    // entry is written before the action, then takes its answer.
     let (code, out) = rig
         .cli(&[
             "release",
@@ -614,7 +615,16 @@ async fn the_command_lines_actions_are_listed_by_audit_newest_first_and_publishe
         ])
         .await;
     assert_eq!(code, Some(1), "no override: refused: {out}");
-    assert!(rig.entries(ActionKind::Release).await.is_empty());
+    let refused = rig.only(ActionKind::Release).await;
+    assert_eq!(
+        (refused.actor.as_str(), refused.reason.as_deref()),
+        ("alice", Some("looks fine"))
+    );
+    assert!(
+        refused.result.starts_with("not done: ") && refused.result.contains("registered for"),
+        "{}",
+        refused.result
+    );
 
     let reason = "the customer confirmed the price change by email";
     let release = [
@@ -628,7 +638,12 @@ async fn the_command_lines_actions_are_listed_by_audit_newest_first_and_publishe
     ];
     let (code, out) = rig.cli(&release).await;
     assert_eq!(code, Some(0), "{out}");
-    let e = rig.only(ActionKind::Release).await;
+    let releases = rig.entries(ActionKind::Release).await;
+    assert_eq!(releases.len(), 2, "{releases:?}");
+    let e = releases
+        .into_iter()
+        .find(|e| e.key() != refused.key())
+        .unwrap();
     assert_eq!(
         (e.actor.as_str(), e.reason.as_deref(), e.subject.as_str()),
         ("alice", Some(reason), held)
@@ -698,13 +713,21 @@ async fn the_command_lines_actions_are_listed_by_audit_newest_first_and_publishe
     let kinds: Vec<&str> = listed.iter().map(|a| a["kind"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,
-        ["resend", "redrive", "recheck", "mark-paid", "release"]
+        [
+            "resend",
+            "redrive",
+            "recheck",
+            "mark-paid",
+            "release",
+            "release"
+        ]
     );
     assert_eq!(listed[4]["reason"], reason);
+    assert_eq!(listed[5]["reason"], "looks fine");
     assert!(!out.contains(paymos_fake::SECRET), "{out}");
     let (code, out) = rig.cli(&["audit"]).await;
     assert_eq!(code, Some(0), "{out}");
-    assert!(out.starts_with("5 action(s), newest first"), "{out}");
+    assert!(out.starts_with("6 action(s), newest first"), "{out}");
 
     // Each is an `Operator Action` on the hand-off: rebuilt from the table by `events since`,
     // and published from the stream by dev's publisher.
@@ -715,8 +738,8 @@ async fn the_command_lines_actions_are_listed_by_audit_newest_first_and_publishe
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .filter(|e| e["detail-type"] == "Operator Action")
         .collect();
-    assert_eq!(rebuilt.len(), 5, "{out}");
-    let published = rig.published_actions(5).await;
+    assert_eq!(rebuilt.len(), 6, "{out}");
+    let published = rig.published_actions(6).await;
     let mut kinds: Vec<String> = published
         .iter()
         .map(|e| e["detail"]["kind"].as_str().unwrap().to_owned())
@@ -724,7 +747,14 @@ async fn the_command_lines_actions_are_listed_by_audit_newest_first_and_publishe
     kinds.sort();
     assert_eq!(
         kinds,
-        ["mark-paid", "recheck", "redrive", "release", "resend"],
+        [
+            "mark-paid",
+            "recheck",
+            "redrive",
+            "release",
+            "release",
+            "resend"
+        ],
         "{published:?}"
     );
 }
@@ -968,7 +998,7 @@ async fn on_aws_the_entry_names_the_callers_identity_and_without_it_nothing_is_d
 // An action that ran but whose entry could not be written says what was done, whatever the
 // store's failure (a classified "could not reach" alone would hide that messages moved).
 #[tokio::test]
-async fn an_action_whose_entry_cannot_be_written_says_what_it_did() {
+async fn an_action_whose_entry_cannot_be_written_is_not_taken() {
     let rig = Rig::new(HELD).await;
     rig.dead_letter("inv_audit_unrecorded").await;
     let redrive = [
@@ -982,9 +1012,13 @@ async fn an_action_whose_entry_cannot_be_written_says_what_it_did() {
     assert_eq!(code, Some(4), "{out}");
     assert!(
         out.contains(
-            "error: redrive of queue by alice was done (moved 1), but its audit entry was not recorded: "
+            "error: redrive of queue was not done: its audit entry could not be recorded first: "
         ),
         "{out}"
     );
     assert!(rig.entries(ActionKind::Redrive).await.is_empty());
+    // Nothing moved: the dead letter is still there for the redrive that can be recorded.
+    let (code, out) = rig.cli(&["redrive", "--actor", "alice"]).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(rig.only(ActionKind::Redrive).await.result, "moved 1");
 }

@@ -414,8 +414,9 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
     assert_eq!(seen["without_token"]["status"], 403, "{seen}");
     assert_eq!(fulfilments(held).await, 1);
     // The audit trail: the release that shipped names alice, her reason and the override,
-    // on the page and in the table; the second click is recorded as what it changed
-    // (nothing: already final); the one without the token is not recorded at all.
+    // on the page and in the table; the refused one before it is recorded as not done, in
+    // the domain's words; the second click as what it changed (nothing: already final); the
+    // one without the token is not recorded at all.
     let audit_row = seen["audit_row"].as_str().unwrap();
     for said in [
         "alice",
@@ -436,9 +437,18 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
         .iter()
         .map(|a| (a.actor.as_str(), a.reason.as_deref(), a.result.as_str()))
         .collect();
+    let refusal_said = format!(
+        "not done: {}",
+        refusal.trim_start_matches("release refused: ")
+    );
     assert_eq!(
         recorded,
         [
+            (
+                "alice",
+                Some("customer confirmed the price change by email"),
+                refusal_said.as_str(),
+            ),
             (
                 "alice",
                 Some("customer confirmed the price change by email"),

@@ -66,14 +66,15 @@ pub struct OperatorAction {
     pub kind: ActionKind,
     /// Who: the caller's AWS identity (an ARN), or the `--actor` named on `dev`. Never a secret.
     pub actor: String,
-    /// When it finished (Unix ms).
+    /// When it began (Unix ms).
     pub at_ms: u64,
     /// Why, as the person said (a release's reason; none where the action asks for none).
     pub reason: Option<String>,
     /// What it was done to: an invoice or resource id, `all-unconfirmed`, a queue's name, or
     /// (`events resend --since`) `since <time>`.
     pub subject: String,
-    /// What it changed, in a few words (`fulfilled`, `already_final`, `2 rechecked: …`).
+    /// What it changed, in a few words (`fulfilled`, `already_final`, `2 rechecked: …`), why
+    /// it failed, or [`BEGUN`] until its action has answered.
     pub result: String,
     /// For a job, how many it moved; for a recheck, how many deliveries it re-read; for an
     /// `events resend`, how many facts it published.
@@ -86,6 +87,52 @@ impl OperatorAction {
     #[must_use]
     pub fn key(&self) -> String {
         action_key(self.at_ms, self.kind, &self.subject, &self.actor)
+    }
+}
+
+/// What an entry says from before its action until the action answers; for good, if the
+/// action was cut short.
+pub const BEGUN: &str = "begun: no result recorded (the action did not answer)";
+
+impl OperatorAction {
+    /// The entry of an action about to be taken, written before it (record before work): an
+    /// action whose entry cannot be written is not taken, and one cut short still says who
+    /// began it, when, to what and why.
+    #[must_use]
+    pub fn begun(
+        kind: ActionKind,
+        (actor, at_ms): (&str, u64),
+        subject: &str,
+        reason: Option<&str>,
+    ) -> Self {
+        Self {
+            kind,
+            actor: actor.to_owned(),
+            at_ms,
+            reason: reason.map(str::to_owned),
+            subject: subject.to_owned(),
+            result: BEGUN.to_owned(),
+            count: None,
+        }
+    }
+
+    /// Whether its action has answered.
+    #[must_use]
+    pub fn finished(&self) -> bool {
+        self.result != BEGUN
+    }
+
+    /// What its action answered, as a write: only an entry still [`BEGUN`] takes it, once.
+    #[must_use]
+    pub fn finish(&self, result: &str, count: Option<u64>) -> Write {
+        let mut set = vec![Set::Put(Field::Outcome, Value::text(result))];
+        set.extend(count.map(|n| Set::Put(Field::Count, Value::Int(n))));
+        Write {
+            what: What::OperatorAction,
+            key: Key::state(self.key()),
+            guard: Guard::Is(Field::Outcome, Value::text(BEGUN)),
+            set,
+        }
     }
 }
 
@@ -199,6 +246,36 @@ mod tests {
             assert_eq!(item[&Field::ListedIn], Value::text(ACTIONS));
             assert_eq!(OperatorAction::read(&item), Some(entry));
         }
+    }
+
+    // Record before work: the entry is written before its action, then takes the action's
+    // answer once; an entry that never got one says so.
+    #[test]
+    fn a_begun_entry_takes_its_result_once_and_only_a_begun_one_does() {
+        let begun = OperatorAction::begun(
+            ActionKind::Release,
+            ("alice", 7),
+            "inv_1",
+            Some("customer paid by phone"),
+        );
+        assert!(!begun.finished());
+        let item = commit(&begun.write());
+        assert_eq!(OperatorAction::read(&item), Some(begun.clone()));
+        let finish = begun.finish("fulfilled", Some(3));
+        assert_eq!(finish.key, begun.write().key);
+        assert!(finish.guard.holds(Some(&item)));
+        assert!(!finish.guard.holds(None), "no entry: nothing to finish");
+        let mut done = item.clone();
+        done.extend(commit(&finish));
+        let read = OperatorAction::read(&done).unwrap();
+        assert!(read.finished());
+        assert_eq!((read.result.as_str(), read.count), ("fulfilled", Some(3)));
+        assert_eq!(read.at_ms, 7, "when it began");
+        assert!(!finish.guard.holds(Some(&done)), "finished once");
+        assert!(
+            action(None, None).finished(),
+            "an entry written whole, before entries were begun, is finished"
+        );
     }
 
     #[test]

@@ -134,7 +134,12 @@ pub fn events_of(
             i,
         ),
         (None, StateRecord::Review(r)) => vec![review_needed(r)],
-        (None, StateRecord::Action(a)) => vec![operator_action(a)],
+        // Once its action has answered (an entry is begun before it: nothing to say yet).
+        (old, StateRecord::Action(a))
+            if a.finished() && !matches!(old, Some(StateRecord::Action(o)) if o.finished()) =>
+        {
+            vec![operator_action(a)]
+        }
         (old, StateRecord::Withdrawal(w)) => withdrawal_fact(
             match old {
                 Some(StateRecord::Withdrawal(o)) => o.status,
@@ -527,6 +532,31 @@ mod tests {
         assert_eq!(e.detail["project_id"], serde_json::Value::Null);
         assert!(events_of(Some(&entry), Some(&entry), Environment::Live).is_empty());
         assert!(events_of(Some(&entry), None, Environment::Live).is_empty());
+    }
+
+    // Record before work: an entry begun before its action publishes nothing; the action's
+    // answer publishes it, once, with that answer and the same key.
+    #[test]
+    fn a_begun_entry_is_published_when_its_action_answers() {
+        let done = action();
+        let begun = StateRecord::Action(OperatorAction::begun(
+            done.kind,
+            (&done.actor, done.at_ms),
+            &done.subject,
+            done.reason.as_deref(),
+        ));
+        assert!(events_of(None, Some(&begun), Environment::Live).is_empty());
+        let finished = StateRecord::Action(done);
+        let published = events_of(Some(&begun), Some(&finished), Environment::Live);
+        assert_eq!(published.len(), 1);
+        assert_eq!(
+            published[0].detail["result"], "fulfilled (amount overridden)",
+            "{published:?}"
+        );
+        assert_eq!(
+            published[0].idempotency_key,
+            events_of(None, Some(&finished), Environment::Live)[0].idempotency_key
+        );
     }
 
     fn withdrawal(id: &str, status: WithdrawalStatus, kind: Option<&str>) -> StateRecord {

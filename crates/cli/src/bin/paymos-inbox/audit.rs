@@ -1,7 +1,8 @@
 //! The audit trail: who took which operator's action, when, why and what it changed. The
 //! functions both doors call (`release`, `mark-paid`, `recheck`, `redrive`, `pending --resend`
-//! and the console) learn who acts before acting and record an entry after; `audit` lists the
-//! newest entries (one query of the `actions` list, never a scan).
+//! and the console) learn who acts, record the entry before acting ([`begin`]), then what the
+//! action answered ([`finish`]); `audit` lists the newest entries (one query of the `actions`
+//! list, never a scan).
 
 use std::process::ExitCode;
 
@@ -10,7 +11,7 @@ use paymos_inbox_core::fulfil::ResourceStore as _;
 use paymos_inbox_core::write::Stored;
 use paymos_inbox_lambda::now_ms;
 
-use crate::exit::{Failure, IntoFailure as _};
+use crate::exit::{Failure, IntoFailure};
 use crate::stack::{Stack, StackArgs};
 
 /// Who acts: on AWS, the caller's identity (its ARN, from STS `GetCallerIdentity`: what the
@@ -50,56 +51,86 @@ pub(crate) async fn who(stack: &Stack, given: Option<&str>) -> Result<String, Fa
     }
 }
 
-/// An entry of `kind` by `actor` of `subject`, finished now.
-pub(crate) fn entry(
+/// Records the entry of an action about to be taken, before it (record before work): begun,
+/// by `actor`, now. An action whose entry cannot be written is not taken.
+///
+/// # Errors
+/// No state table named (exit 2), or the store's failure: nothing was done.
+pub(crate) async fn begin(
+    stack: &Stack,
     kind: ActionKind,
     actor: &str,
     subject: &str,
     reason: Option<&str>,
-    (result, count): (String, Option<u64>),
-) -> OperatorAction {
-    OperatorAction {
-        kind,
-        actor: actor.to_owned(),
-        at_ms: now_ms(),
-        reason: reason.map(str::to_owned),
-        subject: subject.to_owned(),
-        result,
-        count,
-    }
-}
-
-/// Records `entry` in the stack's state table, after its action.
-///
-/// # Errors
-/// No state table named, or the store's failure, said with what was done first (the action
-/// stands: only its entry is missing), whatever the failure's kind.
-pub(crate) async fn record(stack: &Stack, entry: &OperatorAction) -> Result<(), Failure> {
-    let unrecorded = |failure: Failure| {
-        let message = format!(
-            "{} of {} by {} was done ({}), but its audit entry was not recorded: {}",
-            entry.kind, entry.subject, entry.actor, entry.result, failure.message
-        );
-        tracing::error!(action = %entry.kind, subject = %entry.subject, "{message}");
-        Failure { message, ..failure }
+) -> Result<OperatorAction, Failure> {
+    let entry = OperatorAction::begun(kind, (actor, now_ms()), subject, reason);
+    let undone = |failure: Failure| Failure {
+        message: format!(
+            "{kind} of {subject} was not done: its audit entry could not be recorded first: {}",
+            failure.message
+        ),
+        ..failure
     };
-    let state = stack.resources().map_err(unrecorded)?;
-    match state.write(&[entry.write()]).await {
-        Ok(Stored::Committed) => {
-            tracing::info!(
-                action = %entry.kind,
-                subject = %entry.subject,
-                actor = %entry.actor,
-                result = %entry.result,
-                "operator action recorded"
-            );
-            Ok(())
-        }
-        Ok(Stored::Refused(_)) => Err(unrecorded(Failure::unreachable(format!(
+    match stack
+        .resources()
+        .map_err(undone)?
+        .write(&[entry.write()])
+        .await
+    {
+        Ok(Stored::Committed) => Ok(entry),
+        Ok(Stored::Refused(_)) => Err(undone(Failure::unreachable(format!(
             "an entry {} exists already",
             entry.key()
         )))),
-        Err(e) => Err(unrecorded(e.into_failure())),
+        Err(e) => Err(undone(e.into_failure())),
+    }
+}
+
+/// Records what `begun`'s action answered: `said` of what it did, or that it was refused or
+/// failed (its failure's own words). Returns the action's answer as it was.
+///
+/// # Errors
+/// The action's own failure, or, when it was done, the entry's: said with what was done (the
+/// action stands; its entry still says it began).
+pub(crate) async fn finish<T>(
+    stack: &Stack,
+    begun: &OperatorAction,
+    done: Result<T, Failure>,
+    said: impl FnOnce(&T) -> (String, Option<u64>),
+) -> Result<T, Failure> {
+    let (result, count) = match &done {
+        Ok(answer) => said(answer),
+        Err(f) => (format!("not done: {}", f.message), None),
+    };
+    let finished = match stack.resources() {
+        Ok(state) => state
+            .write(&[begun.finish(&result, count)])
+            .await
+            .map_err(IntoFailure::into_failure),
+        Err(f) => Err(f),
+    };
+    let failure = match finished {
+        Ok(Stored::Committed) => {
+            tracing::info!(
+                action = %begun.kind,
+                subject = %begun.subject,
+                actor = %begun.actor,
+                result = %result,
+                "operator action recorded"
+            );
+            return done;
+        }
+        Ok(Stored::Refused(_)) => Failure::unreachable("it was finished already"),
+        Err(f) => f,
+    };
+    let message = format!(
+        "{} of {} by {} answered ({result}), but its audit entry still says it began: {}",
+        begun.kind, begun.subject, begun.actor, failure.message
+    );
+    tracing::error!(action = %begun.kind, subject = %begun.subject, "{message}");
+    match done {
+        Err(f) => Err(f),
+        Ok(_) => Err(Failure { message, ..failure }),
     }
 }
 

@@ -188,7 +188,7 @@ pub(crate) const PARKED_HANDOFF: &str = "parked_handoff";
 /// ([`crate::audit::who`]; `by.actor` on `dev`) once it ran.
 ///
 /// # Errors
-/// [`Unreleased::Refused`] with the domain's sentence (nothing recorded: nothing changed), or
+/// [`Unreleased::Refused`] with the domain's sentence (recorded as refused: nothing changed), or
 /// [`Unreleased::Failed`]: STS's, the store's or the audit entry's failure.
 pub(crate) async fn release_in(
     stack: &Stack,
@@ -201,32 +201,34 @@ pub(crate) async fn release_in(
     let actor = crate::audit::who(stack, Some(by.actor))
         .await
         .map_err(Unreleased::Failed)?;
-    let applied = match Fulfil::new(state)
+    let begun = crate::audit::begin(stack, ActionKind::Release, &actor, invoice_id, by.reason)
+        .await
+        .map_err(Unreleased::Failed)?;
+    let (done, refused) = match Fulfil::new(state)
         .for_projects(stack.projects.clone())
         .release(ledger, invoice_id, by, now_ms())
         .await
     {
-        Ok(applied) => applied,
-        Err(ReleaseError::NotReleasable(why)) => return Err(Unreleased::Refused(why)),
-        Err(e) => return Err(Unreleased::Failed(e.into_failure())),
+        Ok(applied) => (Ok(applied), None),
+        // Recorded as refused, in the domain's words: someone tried.
+        Err(ReleaseError::NotReleasable(why)) => (Err(Failure::usage(why.clone())), Some(why)),
+        Err(e) => (Err(e.into_failure()), None),
     };
-    let overridden =
-        if by.override_amount && applied == paymos_inbox_core::change::Applied::Fulfilled {
-            " (amount overridden)"
-        } else {
-            ""
-        };
-    let entry = crate::audit::entry(
-        ActionKind::Release,
-        &actor,
-        invoice_id,
-        by.reason,
-        (format!("{}{overridden}", applied.as_str()), None),
-    );
-    crate::audit::record(stack, &entry)
-        .await
-        .map_err(Unreleased::Failed)?;
-    Ok(applied)
+    let done = crate::audit::finish(stack, &begun, done, |applied| {
+        let overridden =
+            if by.override_amount && *applied == paymos_inbox_core::change::Applied::Fulfilled {
+                " (amount overridden)"
+            } else {
+                ""
+            };
+        (format!("{}{overridden}", applied.as_str()), None)
+    })
+    .await;
+    match (done, refused) {
+        (Ok(applied), _) => Ok(applied),
+        (Err(_), Some(why)) => Err(Unreleased::Refused(why)),
+        (Err(f), None) => Err(Unreleased::Failed(f)),
+    }
 }
 
 /// Why `release_in` did not release.
@@ -471,22 +473,19 @@ pub(crate) async fn recheck_in(
         );
     };
     let actor = crate::audit::who(stack, actor).await?;
+    let subject = resource_id.unwrap_or("all-unconfirmed");
+    let begun = crate::audit::begin(stack, ActionKind::Recheck, &actor, subject, None).await?;
     let api = PaymosApi::new(client).with_deadline(Duration::from_secs(30));
-    let results = Fulfil::new(state)
+    let done = Fulfil::new(state)
         .for_environment(environment)
         .for_projects(stack.projects.clone())
         .recheck(ledger, &api, resource_id, now_ms())
         .await
-        .map_err(|e| e.into_failure())?;
-    let entry = crate::audit::entry(
-        ActionKind::Recheck,
-        &actor,
-        resource_id.unwrap_or("all-unconfirmed"),
-        None,
-        (rechecked(&results), u64::try_from(results.len()).ok()),
-    );
-    crate::audit::record(stack, &entry).await?;
-    Ok(results)
+        .map_err(|e| e.into_failure());
+    crate::audit::finish(stack, &begun, done, |results| {
+        (rechecked(results), u64::try_from(results.len()).ok())
+    })
+    .await
 }
 
 /// What a recheck changed, in a few words: how many were re-read, and each outcome's count.

@@ -398,19 +398,23 @@ pub(crate) async fn resend_in(
     .map(|(_, e)| e)
     .collect();
     let actor = crate::audit::who(stack, actor).await?;
-    let sent = match target {
-        Target::Bus(publisher) => handoff::resend(publisher, &events).await,
-        Target::Queue(publisher) => handoff::resend(publisher, &events).await,
-    }
-    .map_err(|e| e.into_failure())?;
-    let entry = crate::audit::entry(
+    let begun = crate::audit::begin(
+        stack,
         ActionKind::EventsResend,
         &actor,
         &which.subject(),
         None,
-        (format!("published {sent}"), u64::try_from(sent).ok()),
-    );
-    crate::audit::record(stack, &entry).await?;
+    )
+    .await?;
+    let done = match target {
+        Target::Bus(publisher) => handoff::resend(publisher, &events).await,
+        Target::Queue(publisher) => handoff::resend(publisher, &events).await,
+    }
+    .map_err(|e| e.into_failure());
+    crate::audit::finish(stack, &begun, done, |sent| {
+        (format!("published {sent}"), u64::try_from(*sent).ok())
+    })
+    .await?;
     Ok(events)
 }
 

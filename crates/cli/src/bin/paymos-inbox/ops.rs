@@ -341,8 +341,9 @@ pub(crate) async fn resend_in(
     };
     crate::audit::recordable(stack)?;
     let actor = crate::audit::who(stack, actor).await?;
+    let begun = crate::audit::begin(stack, ActionKind::Resend, &actor, "stranded", None).await?;
     let now = now_ms();
-    let swept = paymos_inbox_core::sweep::resend_stranded(
+    let done = paymos_inbox_core::sweep::resend_stranded(
         ledger,
         &queue,
         paymos_inbox_core::ingest::DEFAULT_LEASE_SECS,
@@ -351,20 +352,15 @@ pub(crate) async fn resend_in(
         limit,
     )
     .await
-    .map_err(|e| e.into_failure())?;
-    let result = format!(
-        "{} stranded, {} sent again, {} taken by someone else, {} failed, {} without a body",
-        swept.found, swept.resent, swept.skipped, swept.failed, swept.bodiless
-    );
-    let entry = crate::audit::entry(
-        ActionKind::Resend,
-        &actor,
-        "stranded",
-        None,
-        (result, u64::try_from(swept.resent).ok()),
-    );
-    crate::audit::record(stack, &entry).await?;
-    Ok(swept)
+    .map_err(|e| e.into_failure());
+    crate::audit::finish(stack, &begun, done, |swept| {
+        let result = format!(
+            "{} stranded, {} sent again, {} taken by someone else, {} failed, {} without a body",
+            swept.found, swept.resent, swept.skipped, swept.failed, swept.bodiless
+        );
+        (result, u64::try_from(swept.resent).ok())
+    })
+    .await
 }
 
 /// The work queue, counting each send that succeeded.
@@ -472,6 +468,8 @@ pub(crate) async fn redrive_in(
     let dlq = stack.require(&dlq, names.1)?;
     crate::audit::recordable(stack)?;
     let actor = crate::audit::who(stack, actor).await?;
+    let subject = names.0.trim_end_matches("-url");
+    let begun = crate::audit::begin(stack, ActionKind::Redrive, &actor, subject, None).await?;
     let unseen = AtomicUsize::new(0);
     let done = paymos_inbox::local::redrive::redrive_counted(
         &stack.sqs,
@@ -481,17 +479,12 @@ pub(crate) async fn redrive_in(
         moved.unwrap_or(&unseen),
     )
     .await
-    .map_err(|e| e.into_failure())?;
-    let moved = done.moved();
-    let entry = crate::audit::entry(
-        ActionKind::Redrive,
-        &actor,
-        names.0.trim_end_matches("-url"),
-        None,
-        (format!("moved {moved}"), u64::try_from(moved).ok()),
-    );
-    crate::audit::record(stack, &entry).await?;
-    Ok(done)
+    .map_err(|e| e.into_failure());
+    crate::audit::finish(stack, &begun, done, |done| {
+        let moved = done.moved();
+        (format!("moved {moved}"), u64::try_from(moved).ok())
+    })
+    .await
 }
 
 #[derive(clap::Args)]
@@ -566,19 +559,15 @@ pub(crate) async fn mark_paid_in(
         .external_id
         .as_deref()
         .map_or(String::new(), |o| format!(" (order {o})"));
-    let applied = fulfil
+    let begun = crate::audit::begin(stack, ActionKind::MarkPaid, &caller, invoice_id, None).await?;
+    let done = fulfil
         .mark_paid(invoice_id, order, actor, now_ms())
         .await
-        .map_err(IntoFailure::into_failure)?;
-    let entry = crate::audit::entry(
-        ActionKind::MarkPaid,
-        &caller,
-        invoice_id,
-        None,
-        (format!("{}{named}", applied.as_str()), None),
-    );
-    crate::audit::record(stack, &entry).await?;
-    Ok(applied)
+        .map_err(IntoFailure::into_failure);
+    crate::audit::finish(stack, &begun, done, |applied| {
+        (format!("{}{named}", applied.as_str()), None)
+    })
+    .await
 }
 
 /// Whether `applied` leaves the payment waiting for a person (what `exceptions` then lists).

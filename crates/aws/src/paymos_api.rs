@@ -232,12 +232,15 @@ impl PaymosLedger for PaymosApi {
             limit: Some(100),
             ..paymos::InvoiceListParams::default()
         };
-        // Every page (no cap: the crate's own cursor checks stop a looping server), each call
-        // bounded by the client's timeout rather than one deadline for the whole listing.
+        // Every page, each call bounded by the client's timeout rather than one deadline for the
+        // whole listing. No page bound: the crate's default (100 pages, 10,000 invoices) ends
+        // the listing quietly, as if the window held no more, and a busy merchant's paid
+        // invoice beyond it was never found. The crate's refusal of a repeated cursor stops a
+        // looping server; the function's timeout bounds the run.
         let mut pager = self
             .client
             .invoices()
-            .pager(params, None)
+            .pager(params, Some(usize::MAX))
             .map_err(|e| api_error(OPERATION, e))?;
         let mut out = Vec::new();
         while let Some(item) = pager.next().await.map_err(|e| api_error(OPERATION, e))? {

@@ -33,7 +33,7 @@ pub enum Answer {
 struct State {
     invoices: BTreeMap<String, Answer>,
     /// List items given as such (else derived from the invoices' current documents).
-    listed: Option<Vec<Value>>,
+    listed: Option<Arc<Vec<Value>>>,
     refunds: Vec<Value>,
     withdrawals: HashMap<String, Value>,
     deposits: HashMap<String, Value>,
@@ -140,7 +140,7 @@ fn problem(status: u16, title: &str) -> hyper::Response<Full<Bytes>> {
 /// One page of two from `items`, at the opaque cursor `c{n}`.
 /// One page of `items` from the request's cursor, `size` long (two by default, so that a few
 /// items already take several pages; [`FakePaymos::page_size`] sets what Paymos' `limit` would).
-fn page(items: &[Value], query: &[(String, String)], size: usize) -> Value {
+fn page(items: &[&Value], query: &[(String, String)], size: usize) -> Value {
     let start: usize = query
         .iter()
         .find(|(k, _)| k == "cursor")
@@ -198,22 +198,25 @@ impl FakePaymos {
         };
         if path == "/v1/invoices" {
             let statuses = wanted("status");
-            let items: Vec<Value> = {
+            // Shared, not copied: a listing of many pages reads the same items each time.
+            let items: Arc<Vec<Value>> = {
                 let st = state.lock().unwrap();
                 st.listed.clone().unwrap_or_else(|| {
-                    st.invoices
-                        .values()
-                        .filter_map(|a| match a {
-                            Answer::Invoices(docs) => docs.last().map(list_item),
-                            _ => None,
-                        })
-                        .collect()
+                    Arc::new(
+                        st.invoices
+                            .values()
+                            .filter_map(|a| match a {
+                                Answer::Invoices(docs) => docs.last().map(list_item),
+                                _ => None,
+                            })
+                            .collect(),
+                    )
                 })
             };
             let bound = |name: &str| wanted(name).first().and_then(|v| v.parse::<i64>().ok());
             let (from, to) = (bound("created_from"), bound("created_to"));
-            let items: Vec<Value> = items
-                .into_iter()
+            let items: Vec<&Value> = items
+                .iter()
                 .filter(|i| {
                     statuses.is_empty() || statuses.iter().any(|s| i["status"].as_str() == Some(s))
                 })
@@ -263,7 +266,7 @@ impl FakePaymos {
                 0 => 2,
                 n => n,
             };
-            return reply(200, &page(&items, &query, size));
+            return reply(200, &page(&items.iter().collect::<Vec<_>>(), &query, size));
         }
         let found = |doc: Option<Value>| match doc {
             Some(d) => reply(200, &d),
@@ -299,7 +302,7 @@ impl FakePaymos {
 
     /// The list endpoint's items, as given (instead of the invoices' documents).
     pub fn list(&self, items: Vec<Value>) {
-        self.state.lock().unwrap().listed = Some(items);
+        self.state.lock().unwrap().listed = Some(Arc::new(items));
     }
 
     /// Pages of `size` items (Paymos' largest `limit` is 100), instead of two.

@@ -422,6 +422,81 @@ async fn the_claims_of_a_window_are_read_a_hundred_at_once() {
     );
 }
 
+// Issue 39: a busy merchant's window, through the official crate against the fake API: 100,000
+// invoices paid at Paymos in the window, all but the last fulfilled here (on the memory twin:
+// the claims' BatchGetItem of a hundred on DynamoDB is the test above). The last one is found
+// missing (the crate's pager stops quietly after 100 pages unless told otherwise: 10,000
+// invoices, and a run reported clean). The run lists them a hundred a page (Paymos' largest)
+// and reads the store in three bulk reads, never one invoice alone: its round trips grow as
+// n/100.
+#[tokio::test]
+async fn a_window_of_a_hundred_thousand_paid_invoices_takes_n_over_a_hundred_round_trips() {
+    use paymos_inbox_core::memory::MemoryResources;
+    use paymos_inbox_core::status::InvoiceStatus;
+    use std::sync::Arc;
+    const PAID: usize = 100_000;
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let ids: Vec<String> = (0..PAID).map(|i| format!("inv_w{i:06}")).collect();
+    // The last one listed was paid at Paymos, and its webhook never came.
+    let (fulfilled, never_came) = ids.split_at(PAID - 1);
+    for id in fulfilled {
+        let order = OrderRef {
+            external_id: Some(format!("order-{id}")),
+            amount: paymos_inbox_core::status::Amount::parse("25.00"),
+            currency: Some("USDT".into()),
+            project: None,
+        };
+        let applied = fulfil
+            .apply_by_hand(id, InvoiceStatus::Paid, order, "webhook", NOW_MS)
+            .await
+            .unwrap();
+        assert_eq!(applied, Applied::Fulfilled);
+    }
+    let fake = FakePaymos::start().await;
+    fake.list(ids.iter().map(|id| list_item(id, "paid")).collect());
+    fake.page_size(100);
+    let api = paymos_inbox_aws::paymos_api::PaymosApi::new(
+        paymos::PaymosClient::builder(KEY, SECRET)
+            .base_url(fake.url.clone())
+            .build()
+            .unwrap(),
+    );
+    let reads = store.reconcile_reads();
+    let started = std::time::Instant::now();
+    let report = paymos_inbox_core::reconcile::reconcile(
+        &api,
+        &fulfil,
+        ((NOW - 3600) as i64, (NOW + 3600) as i64),
+        false,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    let took = started.elapsed();
+    let missing: Vec<&str> = report
+        .missing
+        .iter()
+        .map(|m| m.invoice_id.as_str())
+        .collect();
+    assert_eq!(
+        missing,
+        [never_came[0].as_str()],
+        "found, however far down the list"
+    );
+    assert_eq!(report.matched, PAID - 1);
+    let calls = fake.seen.verified.load(Ordering::SeqCst);
+    assert_eq!(
+        calls,
+        PAID / 100 + 1,
+        "a page of a hundred a call, and the refunds of the one missing (read before it is reported)"
+    );
+    assert_eq!(store.reconcile_reads() - reads, 3, "three bulk reads");
+    println!(
+        "reconciliation of {PAID} paid invoices: {calls} Paymos calls, 3 bulk reads of the store, {took:?}"
+    );
+}
+
 // Issue 39: where the last clean run ended is kept on DynamoDB as the domain says it, and read
 // back; an older run finishing late never moves it back.
 #[tokio::test]

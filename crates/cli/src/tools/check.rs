@@ -914,7 +914,8 @@ async fn against_api(
         limit: Some(100),
         ..paymos::InvoiceListParams::default()
     };
-    let mut pager = match api.invoices().pager(params, None) {
+    // Every page: the crate's default bound (100 pages) would end the listing quietly.
+    let mut pager = match api.invoices().pager(params, Some(usize::MAX)) {
         Ok(p) => p,
         Err(e) => return proof.fail(format!("Paymos API: {e}")),
     };

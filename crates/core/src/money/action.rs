@@ -92,7 +92,7 @@ impl OperatorAction {
 
 /// What an entry says from before its action until the action answers; for good, if the
 /// action was cut short.
-pub const BEGUN: &str = "begun: no result recorded (the action did not answer)";
+pub const BEGUN: &str = "begun: no result recorded";
 
 impl OperatorAction {
     /// The entry of an action about to be taken, written before it (record before work): an

@@ -267,17 +267,34 @@ impl PaymosLedger for PaymosApi {
 
     async fn refunds_of(&self, invoice_id: &str) -> Result<Vec<Refund>, PortError> {
         const OPERATION: &str = "Paymos GET /v1/refunds";
-        let params = paymos::RefundListParams {
+        let mut params = paymos::RefundListParams {
             invoice_id: Some(invoice_id.to_owned()),
             limit: Some(100),
             ..paymos::RefundListParams::default()
         };
-        let page = self
-            .bounded(OPERATION, self.client.refunds().list(&params))
-            .await?
-            .map_err(|e| api_error(OPERATION, e))?;
-        Ok(page
-            .items
+        // Every page (the crate has no pager for refunds): a refund in full listed after the
+        // first page returns the payment just the same. A cursor seen before ends in an error,
+        // never in a shorter list.
+        let mut items = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        loop {
+            let page = self
+                .bounded(OPERATION, self.client.refunds().list(&params))
+                .await?
+                .map_err(|e| api_error(OPERATION, e))?;
+            items.extend(page.items);
+            match page.next_cursor.filter(|c| !c.is_empty()) {
+                None => break,
+                Some(cursor) if !seen.insert(cursor.clone()) => {
+                    return Err(PortError::new(
+                        OPERATION,
+                        "Paymos returned a page cursor twice: the refunds were not read whole",
+                    ));
+                }
+                Some(cursor) => params.cursor = Some(cursor),
+            }
+        }
+        Ok(items
             .iter()
             .filter(|r| matches!(r.status(), paymos::WithdrawalStatus::Completed))
             .map(|r| Refund {

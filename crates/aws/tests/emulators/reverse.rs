@@ -241,6 +241,51 @@ async fn a_wrong_key_is_the_stacks_problem_found_at_start_never_a_payments_verdi
     assert!(rig.item("inv_k").await.is_none(), "nothing decided");
 }
 
+// A refund in full listed after a page of others (the fake pages two a call; Paymos a hundred)
+// still returns the payment: the run reads every page of an invoice's refunds, and never ships
+// an order refunded in full.
+#[tokio::test]
+async fn a_full_refund_on_a_later_page_of_refunds_keeps_the_payment_from_shipping() {
+    let rig = Rig::new().await;
+    let mut doc = invoice("inv_many", "paid", ("25.00", "USDT"), ("25.00", "USDT"));
+    doc["created_at"] = json!((NOW - 100) as i64);
+    rig.api.answer("inv_many", Answer::Invoices(vec![doc]));
+    for (id, mode, amount) in [
+        ("wdr_m1", "overpayment", "1.00"),
+        ("wdr_m2", "overpayment", "1.00"),
+        ("wdr_m3", "full", "25.00"),
+    ] {
+        rig.api
+            .refund(paymos_fake::refund(id, "inv_many", mode, amount));
+    }
+    let fulfil = Fulfil::new(rig.store());
+    let api = rig.api.client();
+    let report = reconcile(
+        &api,
+        &fulfil,
+        (NOW - 3600) as i64,
+        (NOW + 3600) as i64,
+        true,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    let refunded: Vec<&str> = report
+        .refunded
+        .iter()
+        .map(|p| p.invoice_id.as_str())
+        .collect();
+    assert_eq!(refunded, ["inv_many"], "{report:?}");
+    assert!(
+        report.missing.is_empty() && report.applied.is_empty(),
+        "{report:?}"
+    );
+    assert!(
+        rig.item("fulfilment#inv_many").await.is_none(),
+        "nothing shipped"
+    );
+}
+
 #[tokio::test]
 async fn reconciliation_reports_late_and_refunded_payments_by_paymos_facts() {
     let rig = Rig::new().await;

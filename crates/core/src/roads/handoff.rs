@@ -510,8 +510,9 @@ mod tests {
         }
     }
 
-    // Issue 40: an operator's action is published once, when its entry appears, under an id
-    // of its own; the entry changing (it never does) or going (a TTL) publishes nothing.
+    // Issue 40: an operator's action is published once, when its entry appears with its
+    // answer (written whole, as before entries were begun), under an id of its own; the entry
+    // written again unchanged, or going (a TTL), publishes nothing.
     #[test]
     fn an_operator_action_publishes_once_when_its_entry_appears() {
         let entry = StateRecord::Action(action());

@@ -826,7 +826,8 @@ impl Console {
     }
 
     /// A job's work, through the command line's own functions (each writes its audit entry
-    /// once, when it ends): how many moved and its sentence, or its failure's.
+    /// when it starts and its result when it ends): how many moved and its sentence, or its
+    /// failure's.
     async fn run(
         &self,
         redrive: Option<Redrive>,

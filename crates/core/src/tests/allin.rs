@@ -312,14 +312,10 @@ fn guarantees(mix: &Took, totals: &[f64]) -> String {
 async fn docs_performance_counts_every_item_of_a_million_deliveries() {
     let table = all_in(&the_second().await);
     let doc = include_str!("../../../../docs/performance.md");
-    let (begin, end) = (
+    let shown = super::heat::in_performance_md(
         "<!-- the all-in table (crates/core/src/tests/allin.rs): begin -->\n",
         "<!-- end of the all-in table -->",
     );
-    let shown = doc
-        .split_once(begin)
-        .and_then(|(_, rest)| rest.split_once(end))
-        .map(|(t, _)| t);
     assert_eq!(
         shown,
         Some(table.as_str()),

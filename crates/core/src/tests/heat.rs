@@ -362,6 +362,15 @@ impl Second {
     }
 }
 
+/// What `docs/performance.md` shows between `begin` and the first `end` after it: a table a
+/// test generates.
+pub(super) fn in_performance_md(begin: &str, end: &str) -> Option<&'static str> {
+    include_str!("../../../../docs/performance.md")
+        .split_once(begin)
+        .and_then(|(_, rest)| rest.split_once(end))
+        .map(|(t, _)| t)
+}
+
 pub(super) async fn the_second() -> Second {
     let fulfil = Fulfil::new(Metered::default());
     let store = fulfil.store();
@@ -432,15 +441,10 @@ fn priced(second: &Second) -> String {
 async fn docs_performance_prices_the_mix_as_the_heat_test_counts_it() {
     let second = the_second().await;
     let table = priced(&second);
-    let doc = include_str!("../../../../docs/performance.md");
-    let (begin, end) = (
+    let shown = in_performance_md(
         "<!-- the heat test's table (crates/core/src/tests/heat.rs): begin -->\n",
         "<!-- end -->",
     );
-    let shown = doc
-        .split_once(begin)
-        .and_then(|(_, rest)| rest.split_once(end))
-        .map(|(t, _)| t);
     assert_eq!(
         shown,
         Some(table.as_str()),

@@ -13,6 +13,7 @@ use paymos_inbox_aws::dynamodb::{
 };
 use paymos_inbox_core::change::DELIVERY_OUTCOMES;
 use paymos_inbox_core::exceptions::{Exception, ReviewLedger as _};
+use paymos_inbox_core::ingest::Delivery;
 use paymos_inbox_core::invoice::Standing;
 use paymos_inbox_core::record::StateRecord;
 use paymos_inbox_core::release::{ReleaseBy, ReleaseStore as _};
@@ -639,16 +640,12 @@ impl Console {
         Ok(records
             .iter()
             .map(|r| {
-                json!({
-                    "event_id": r.delivery.event_id,
-                    "event_type": r.delivery.event_type,
-                    "environment": r.delivery.environment.map(environment_name),
-                    "secret_label": r.delivery.secret_label,
-                    "received_at_ms": r.delivery.received_at_ms,
-                    "processed_at_ms": r.processed_at_ms,
-                    "outcome": r.outcome.as_str(),
-                    "reason": r.reason,
-                })
+                delivery(
+                    &r.delivery,
+                    Some(r.processed_at_ms),
+                    Some(r.outcome.as_str()),
+                    r.reason.as_deref(),
+                )
             })
             .collect())
     }
@@ -1100,16 +1097,30 @@ fn standing(standing: &Standing) -> String {
 
 /// A delivery's record for a story: what it was, where from, and how it ended.
 fn delivered(entry: &LedgerEntry) -> Value {
-    let d = &entry.recorded.delivery;
+    delivery(
+        &entry.recorded.delivery,
+        entry.processed_at_ms,
+        entry.outcome.as_deref(),
+        entry.reason.as_deref(),
+    )
+}
+
+/// A delivery as every story shows it: what it was, where from, and how it ended.
+fn delivery(
+    d: &Delivery,
+    processed_at_ms: Option<u64>,
+    outcome: Option<&str>,
+    reason: Option<&str>,
+) -> Value {
     json!({
         "event_id": d.event_id,
         "event_type": d.event_type,
         "environment": d.environment.map(environment_name),
         "secret_label": d.secret_label,
         "received_at_ms": d.received_at_ms,
-        "processed_at_ms": entry.processed_at_ms,
-        "outcome": entry.outcome,
-        "reason": entry.reason,
+        "processed_at_ms": processed_at_ms,
+        "outcome": outcome,
+        "reason": reason,
     })
 }
 

@@ -23,7 +23,7 @@
 //! | `body_kept` | BOOL | its body item's expiry was lifted because the delivery waits for a person (`keep_waiting_bodies`) |
 //! | `lifted_expires_at` | N | the record's own `expires_at`, put aside while it waits for a person, restored by its resolution |
 //! | `pending_shard` | S | `p0`…`p63` while not processed (removed by the processed mark): the sparse `pending-by-age` index |
-//! | `expires_at` | N | only when `DeliveryRetentionDays` is set (the table's TTL attribute): the whole record goes then, unless it waits for a person (then lifted until its resolution) |
+//! | `expires_at` | N | only when `DeliveryRetentionDays` is set (the table's TTL attribute): the whole record goes then, unless it waits for a person (then lifted until its resolution); while its delivery is not processed, each sweep that finds it stranded gives it the whole retention again (`keep_unprocessed_body`), so an unprocessed record never expires |
 //!
 //! A delivery's **body item** (the raw body: payer addresses, e-mails, transaction ids; removed
 //! by the table's TTL after `BodyRetentionDays`, 90 by default, while the record stays):
@@ -593,12 +593,30 @@ impl paymos_inbox_core::sweep::StrandedDeliveries for DynamoLedger {
         Ok(found)
     }
 
-    /// One `UpdateItem` of the body item: `expires_at` = now + the body retention (never after
-    /// the record's own expiry); a body item already gone stays gone.
+    /// A record whose delivery is not processed never expires (`DeliveryRetentionDays` counts
+    /// from the last sweep that found it stranded): one `UpdateItem` of the record, only while
+    /// it is `received` and its expiry is earlier; then one of the body item: `expires_at` =
+    /// now + the body retention (never after the record's own expiry); a body item already
+    /// gone stays gone.
     async fn keep_unprocessed_body(&self, d: &Delivery, now_ms: u64) -> Result<(), PortError> {
         let mut until = now_ms / 1000 + self.body_retention_secs;
         if let Some(record) = self.retention_secs {
-            until = until.min(d.received_at_ms / 1000 + record);
+            let record_until = now_ms / 1000 + record;
+            until = until.min(record_until);
+            let kept = self
+                .client
+                .update_item()
+                .table_name(&self.table)
+                .key(LedgerSchema::KEY, s(d.key()))
+                .update_expression("SET expires_at = :until")
+                .condition_expression("#state = :received AND expires_at < :until")
+                .expression_attribute_names("#state", "state")
+                .expression_attribute_values(":received", s(DeliveryState::Received.as_str()))
+                .expression_attribute_values(":until", n(record_until))
+                .send()
+                .await;
+            // Refused: processed meanwhile, or kept already (or lifted: it waits for a person).
+            conditional(kept, "DynamoDB UpdateItem")?;
         }
         let done = self
             .client

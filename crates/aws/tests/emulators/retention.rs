@@ -650,3 +650,51 @@ async fn a_delivery_not_yet_processed_keeps_its_body_and_is_never_sent_without_i
     let record = rig.item("evt_s1").await.unwrap();
     assert_eq!(get_s(&record, "state"), "received");
 }
+
+// Issue 49, defect 8: with `DeliveryRetentionDays` set, a delivery that fulfil never manages to
+// apply used to keep its record's expiry from receipt: after that many days TTL deleted the
+// `received` record, `pending` and its alarm forgot it, and the sweep had nothing to send. A
+// record never expires while its delivery is not processed: each sweep that finds it stranded
+// gives it the whole retention again from then (and its body, never past the record).
+#[tokio::test]
+async fn a_record_never_expires_while_its_delivery_is_not_processed() {
+    use paymos_inbox_core::sweep::resend_stranded;
+    let rig = Rig::keeping_records(Some(7)).await;
+    let body = paid("evt_r1", "inv_r1", "never applied");
+    assert_eq!(rig.post(&body, "evt_r1", NOW_MS).await, 200);
+    let record = rig.item("evt_r1").await.unwrap();
+    assert_eq!(get_n(&record, "expires_at"), NOW + 7 * 86_400);
+    let queue = SqsQueue::new(rig.aws.sqs.clone(), &rig.queue);
+    // Six days later it is still not processed: the sweep sends it again and keeps it.
+    let later = NOW_MS + 6 * 86_400_000;
+    let swept = resend_stranded(&rig.ledger, &queue, 30, later - 600_000, later, 10)
+        .await
+        .unwrap();
+    assert_eq!(swept.resent, 1);
+    let record = rig.item("evt_r1").await.unwrap();
+    assert_eq!(get_s(&record, "state"), "received");
+    assert_eq!(
+        get_n(&record, "expires_at"),
+        later / 1000 + 7 * 86_400,
+        "an unprocessed record's retention runs from the last sweep that found it"
+    );
+    assert_eq!(
+        get_n(
+            &rig.item(&body_key("evt_r1", &body)).await.unwrap(),
+            "expires_at"
+        ),
+        later / 1000 + 7 * 86_400,
+        "its body is kept as long as the record"
+    );
+    // Its body gone anyway: the record still is not let go while it is not processed.
+    rig.delete(&body_key("evt_r1", &body)).await;
+    let again = later + 5 * 86_400_000;
+    let swept = resend_stranded(&rig.ledger, &queue, 30, again - 600_000, again, 10)
+        .await
+        .unwrap();
+    assert_eq!(swept.bodiless, 1);
+    assert_eq!(
+        get_n(&rig.item("evt_r1").await.unwrap(), "expires_at"),
+        again / 1000 + 7 * 86_400
+    );
+}

@@ -17,11 +17,15 @@ use crate::port::{PortError, PortErrorKind};
 use crate::signature::Environment;
 use crate::status::{Amount, InvoiceStatus, WithdrawalStatus};
 
-/// How many receives of a message a "not yet" answer is retried for (the queue's visibility
-/// timeout apart: with 180 s, about six minutes) before the delivery is recorded `unconfirmed`.
-/// Below the queue's `maxReceiveCount` (5), so a slow API never sends the message to the DLQ by
-/// itself.
-pub const NOT_YET_RECEIVES: u32 = 3;
+/// How many receives of a message a "not yet" answer is retried for before the delivery is
+/// recorded `unconfirmed`. Paymos documents no lag between a webhook and its API; its official
+/// plugins re-read open invoices every 10 to 15 minutes, so the check waits as long: fulfil's
+/// redelivery waits 15 s after the first receive, then twice as long each time
+/// ([`crate::fulfil::FulfilError::redelivery_in_s`]), and the 7th receive comes some 16 minutes
+/// (945 s) after the first. Well below the queue's `maxReceiveCount`
+/// ([`crate::fulfil::WORK_RECEIVES`]), so a slow API never sends the message to the DLQ by
+/// itself; a payment Paymos shows later still is `unconfirmed`, for `recheck`.
+pub const NOT_YET_RECEIVES: u32 = 7;
 
 /// An invoice as Paymos' API has it now.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -132,6 +132,10 @@ where
             continue;
         }
         let event_id = &record.delivery.event_id;
+        // Kept first: a record not processed never expires, its body gone or not.
+        ledger
+            .keep_unprocessed_body(&record.delivery, now_ms)
+            .await?;
         if record.delivery.body.is_empty() {
             // Never an empty body on the queue: fulfil would close it `unusable`, and Paymos'
             // replay would then be a duplicate that applies nothing.
@@ -139,9 +143,6 @@ where
             swept.bodiless += 1;
             continue;
         }
-        ledger
-            .keep_unprocessed_body(&record.delivery, now_ms)
-            .await?;
         let key = record.delivery.key();
         let lease = now_ms + lease_secs * 1000;
         match ledger.take_over(&key, record.lease_until_ms, lease).await? {
@@ -243,7 +244,17 @@ mod tests {
         let sent: Vec<_> = queue.sent().into_iter().map(|d| d.event_id).collect();
         assert_eq!(sent, ["evt_kept"], "never an empty body");
         assert!(queue.sent().iter().all(|d| !d.body.is_empty()));
-        assert_eq!(ledger.bodies_kept(), [("evt_kept".to_owned(), 1_000_000)]);
+        // Both records are kept from now (issue 49: a record not processed never expires), the
+        // bodiless one too; only the one with its body is sent.
+        let mut kept = ledger.bodies_kept();
+        kept.sort();
+        assert_eq!(
+            kept,
+            [
+                ("evt_gone".to_owned(), 1_000_000),
+                ("evt_kept".to_owned(), 1_000_000)
+            ]
+        );
     }
 
     // Issue 39: a delivery that waits through an outage (fulfil cannot apply it; its copy waits

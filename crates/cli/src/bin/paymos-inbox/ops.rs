@@ -613,13 +613,31 @@ pub async fn mark_paid(args: MarkPaidArgs) -> ExitCode {
             } else {
                 println!("{}: {applied}", args.invoice_id);
             }
-            if waits_for_person(applied) {
+            if let Some(why) = shipped_nothing(applied) {
+                eprintln!("{}: {why}", args.invoice_id);
+                ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
+            } else if waits_for_person(applied) {
                 ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
             } else {
                 ExitCode::SUCCESS
             }
         }
         Err(e) => e.report(),
+    }
+}
+
+/// Why a person's `mark-paid` shipped nothing and left nothing listed, when it did: it must not
+/// exit 0 as if the order shipped.
+pub(crate) fn shipped_nothing(applied: paymos_inbox_core::change::Applied) -> Option<&'static str> {
+    use paymos_inbox_core::change::Applied;
+    match applied {
+        Applied::Refunded => Some(
+            "nothing shipped: a full refund returned this payment (see `paymos-inbox exceptions`, or the console's story of it)",
+        ),
+        Applied::OtherProject => Some(
+            "nothing shipped: the invoice is another project's, which this stack does not apply (PaymosProjectIds)",
+        ),
+        _ => None,
     }
 }
 

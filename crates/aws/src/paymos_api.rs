@@ -176,6 +176,8 @@ impl PaymentConfirmation for PaymosApi {
                 full: Some(matches!(r.mode(), paymos::RefundMode::Full)),
                 amount: Amount::parse(r.amount()),
                 currency: upper(r.currency()),
+                project_id: r.project_id().filter(|p| !p.is_empty()).map(str::to_owned),
+                completed_at: r.completed_at().and_then(|t| u64::try_from(t).ok()),
             });
         }
         const OPERATION: &str = "Paymos GET /v1/withdrawals/{id}";
@@ -189,6 +191,8 @@ impl PaymentConfirmation for PaymosApi {
             full: None,
             amount: Amount::parse(&w.amount),
             currency: upper(&w.currency),
+            project_id: None,
+            completed_at: w.completed_at.and_then(|t| u64::try_from(t).ok()),
         })
     }
 
@@ -207,6 +211,7 @@ impl PaymentConfirmation for PaymosApi {
             payer: d.payment_channel_external_id.clone(),
             net: Amount::parse(&d.net),
             currency: d.currency.to_ascii_uppercase(),
+            project_id: Some(d.project_id.clone()).filter(|p| !p.is_empty()),
         })
     }
 }

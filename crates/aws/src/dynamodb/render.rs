@@ -15,7 +15,7 @@ use paymos_inbox_core::status::Amount;
 use paymos_inbox_core::write::{Field, Fields, Guard, Key, Set, Table, Value, Write};
 
 /// Every field with an attribute name of its own (a merchant's named ones aside).
-const FIELDS: [(Field, &str); 51] = [
+const FIELDS: [(Field, &str); 52] = [
     (Field::Kind, "kind"),
     (Field::Status, "status"),
     (Field::StatusAt, "status_at"),
@@ -37,6 +37,7 @@ const FIELDS: [(Field, &str); 51] = [
     (Field::PaymentAt, "payment_at"),
     (Field::ProjectId, "project_id"),
     (Field::AwaitsOrder, "awaits_order"),
+    (Field::AfterRefund, "after_refund"),
     (Field::OtherProject, "other_project"),
     (Field::Applied, "applied"),
     (Field::LastEventId, "last_event_id"),

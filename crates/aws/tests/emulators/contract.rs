@@ -37,6 +37,7 @@ fn invoice(id: &str, order: &str, status: InvoiceStatus, at: u64, amount: &str) 
         invoice_id: id.to_owned(),
         status,
         occurred_at: at,
+        paid_at: Some(at),
         order: OrderRef {
             external_id: Some(order.to_owned()),
             amount: Amount::parse(amount),

@@ -72,6 +72,11 @@ pub enum Change {
         status: InvoiceStatus,
         /// `occurred_at` of the event (orders open statuses).
         occurred_at: u64,
+        /// When the payment it announces was made, by Paymos' clock, for the refund rule
+        /// ([`crate::invoice::Refund::returns_payment_at`]): Paymos' own time (`paid_late_at`,
+        /// else `completed_at`) where a road asked Paymos, else the event's `occurred_at`;
+        /// `None` on a road that knows no time (`mark-paid`, or Paymos' answer naming none).
+        paid_at: Option<u64>,
         /// The order it pays for.
         order: OrderRef,
     },
@@ -303,6 +308,7 @@ impl Projects {
                 invoice_id,
                 status,
                 occurred_at,
+                paid_at,
                 mut order,
             } => {
                 order.project = self.scope(order.project.as_deref());
@@ -310,6 +316,7 @@ impl Projects {
                     invoice_id,
                     status,
                     occurred_at,
+                    paid_at,
                     order,
                 }
             }
@@ -510,6 +517,7 @@ pub fn change_of(envelope: &Envelope) -> Change {
                 invoice_id: resource,
                 status,
                 occurred_at: envelope.occurred_at,
+                paid_at: Some(envelope.occurred_at),
                 order: order_of(data),
             },
             None => ignore(format!("unknown invoice event {}", envelope.event_type)),
@@ -622,6 +630,7 @@ pub fn with_order(change: Change, order: Option<OrderRef>) -> Change {
                 invoice_id,
                 status,
                 occurred_at,
+                paid_at,
                 order: claimed,
             },
             Some(confirmed),
@@ -633,10 +642,39 @@ pub fn with_order(change: Change, order: Option<OrderRef>) -> Change {
                 invoice_id,
                 status,
                 occurred_at,
+                paid_at,
                 order,
             }
         }
         (change, _) => change,
+    }
+}
+
+/// `change` as Paymos answered it: Paymos' order ([`with_order`]) and Paymos' payment time,
+/// which replaces the event's (`None` where Paymos names none: the refund rule then asks a
+/// person, [`crate::invoice::Standing::AfterRefund`]). A forged event dated in the future or
+/// the past dates nothing.
+#[must_use]
+pub fn as_paymos_says(
+    change: Change,
+    order: Option<OrderRef>,
+    paymos_paid_at: Option<u64>,
+) -> Change {
+    match with_order(change, order) {
+        Change::Invoice {
+            invoice_id,
+            status,
+            occurred_at,
+            order,
+            ..
+        } => Change::Invoice {
+            invoice_id,
+            status,
+            occurred_at,
+            paid_at: paymos_paid_at,
+            order,
+        },
+        other => other,
     }
 }
 

@@ -90,6 +90,8 @@ pub struct InvoiceSeen {
     /// A person's road (`recheck`, `reconcile --apply`, `mark-paid`) found it paid but its order
     /// known nowhere: nothing shipped, it waits for its order.
     pub awaits_order: bool,
+    /// Paid at a time no road knew while a full refund was on record ([`Standing::AfterRefund`]).
+    pub after_refund: bool,
     /// The order as recorded on the invoice (fields may be missing).
     pub order: OrderRef,
 }
@@ -112,6 +114,10 @@ pub enum Standing {
     /// Paid, by a person's road, with its order known nowhere: waits for its order
     /// (`mark-paid --order-id`).
     OrderUnknown,
+    /// Paid at a time no road knew (a person's word) while a full refund is on record: was it
+    /// paid again after the refund? A person decides: a release ships it, a refund of it
+    /// settles it.
+    AfterRefund,
 }
 
 impl Standing {
@@ -120,7 +126,11 @@ impl Standing {
     pub fn waits_for_person(&self) -> bool {
         matches!(
             self,
-            Self::Held | Self::DuplicateOf(_) | Self::PaidLate | Self::OrderUnknown
+            Self::Held
+                | Self::DuplicateOf(_)
+                | Self::PaidLate
+                | Self::OrderUnknown
+                | Self::AfterRefund
         )
     }
 }
@@ -138,6 +148,7 @@ impl InvoiceSeen {
             refunds: Vec::new(),
             payment_at: None,
             awaits_order: false,
+            after_refund: false,
             order: OrderRef::none(),
         }
     }
@@ -157,6 +168,12 @@ impl InvoiceSeen {
     #[must_use]
     pub fn refunded_in_full_at(&self, paid_at: Option<u64>) -> bool {
         self.refunds.iter().any(|r| r.returns_payment_at(paid_at))
+    }
+
+    /// A payment no road dated (a person's word, marked `after_refund`) while a full refund is
+    /// on record: nothing says whether the refund returned it.
+    fn undated_after_refund(&self) -> bool {
+        self.after_refund && self.refunded_in_full_at(None)
     }
 
     /// What was refunded, per currency, for an operator (`5 USDT`, `0.1 USDT + 2 TON`).
@@ -189,6 +206,8 @@ impl InvoiceSeen {
     pub fn standing(&self) -> Standing {
         if self.released {
             Standing::Released
+        } else if self.undated_after_refund() {
+            Standing::AfterRefund
         } else if self.refunded_in_full() {
             Standing::Refunded
         } else if let Some(first) = &self.duplicate_of {

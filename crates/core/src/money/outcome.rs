@@ -24,10 +24,10 @@ use crate::status::{InvoiceStatus, WithdrawalStatus};
 use crate::write::{self, Field, Refused, Stored, Value, What, WithdrawalChange};
 
 /// The most writes one change takes (see the module docs, plus one when a paid event leaves out
-/// what the invoice's record knows of its order, and one when Paymos' confirmed order replaces
-/// the record's); a store that keeps refusing beyond that is
-/// broken, not busy.
-pub const MAX_WRITES: usize = 5;
+/// what the invoice's record knows of its order, one when Paymos' confirmed order replaces the
+/// record's, and one when Paymos' project clears an event's mark of another project); a store
+/// that keeps refusing beyond that is broken, not busy.
+pub const MAX_WRITES: usize = 6;
 
 /// What to write, atomically with the delivery's processed mark (`outcome`, `reason`)
 /// when `with_mark`, else alone (the mark follows in the next write).
@@ -56,6 +56,8 @@ pub enum Write {
     PaidLate {
         /// The final status the invoice holds (the write's condition).
         closed: InvoiceStatus,
+        /// Undated, with a full refund on record: marked [`Mark::AfterRefund`] for a person.
+        after_refund: bool,
     },
     /// A withdrawal's change whose full refund completed before a full refund recorded
     /// already: noted, the later refund's time kept.
@@ -65,6 +67,12 @@ pub enum Write {
     PaymosOrder {
         /// The record's order as it was read (the write's condition).
         recorded: OrderRef,
+    },
+    /// Paymos confirmed the change for a project this stack applies: the record's mark of
+    /// another project (`marked`, set on an event's word) goes. The change is planned again.
+    PaymosProject {
+        /// The project the record is marked with (the write's condition).
+        marked: String,
     },
     /// The processed mark only.
     MarkOnly,
@@ -102,7 +110,13 @@ pub enum Refusal {
     },
     /// The invoice was refunded in full (a `full` refund is on its record): its payment never
     /// ships.
-    Refunded,
+    Refunded {
+        /// The order as the invoice's record holds it.
+        recorded: OrderRef,
+        /// The record's payment waited for its order, undated, before any full refund: a full
+        /// refund recorded since settles it.
+        awaited: bool,
+    },
     /// The paid change carries no order, or carries an order or price other than the invoice's
     /// record (which may know no order either): the record is the truth.
     OrderOnRecord {
@@ -210,6 +224,7 @@ pub fn writes(
                 invoice_id,
                 status,
                 occurred_at,
+                paid_at,
                 order,
             },
         ) => match &plan.write {
@@ -221,11 +236,15 @@ pub fn writes(
                     source,
                     at_ms: now_ms,
                 };
-                out.extend(write::payment(&paid, *occurred_at, effect.writes(&paid)));
+                out.extend(write::payment(
+                    &paid,
+                    (*occurred_at, *paid_at),
+                    effect.writes(&paid),
+                ));
             }
             write => out.push(write::invoice_transition(
                 invoice_id,
-                (*status, *occurred_at),
+                (*status, *occurred_at, *paid_at),
                 order,
                 match write {
                     Write::Unfulfilled(mark) => Some(mark),
@@ -236,16 +255,21 @@ pub fn writes(
             )),
         },
         (
-            Write::PaidLate { closed },
+            Write::PaidLate {
+                closed,
+                after_refund,
+            },
             Change::Invoice {
                 invoice_id,
                 occurred_at,
+                paid_at,
                 ..
             },
         ) => out.push(write::paid_late(
             invoice_id,
             *closed,
-            (*occurred_at, write::payment_time(source, *occurred_at)),
+            (*occurred_at, *paid_at),
+            *after_refund,
             now_ms,
         )),
         (Write::Change, Change::Withdrawal { .. }) => {
@@ -260,6 +284,9 @@ pub fn writes(
                 invoice_id, order, ..
             },
         ) => out.push(write::paymos_order(invoice_id, order, recorded, now_ms)),
+        (Write::PaymosProject { marked }, Change::Invoice { invoice_id, .. }) => {
+            out.push(write::paymos_project(invoice_id, marked, now_ms));
+        }
         (
             Write::Change,
             Change::Deposit {
@@ -289,21 +316,28 @@ fn noted(source: &Source, change: &Change, plan: &Plan, now_ms: u64) -> Vec<writ
         (Write::Review, Change::Invoice { invoice_id, .. })
             if matches!(source, Source::Manual { .. }) =>
         {
-            vec![write::awaits_order(invoice_id, now_ms)]
+            let after_refund = plan.reason.as_deref() == Some(ORDER_UNKNOWN_AFTER_REFUND);
+            let paid_at = match change {
+                Change::Invoice { paid_at, .. } => *paid_at,
+                _ => None,
+            };
+            vec![write::awaits_order(
+                invoice_id,
+                (paid_at, after_refund),
+                now_ms,
+            )]
         }
         (Write::Review, _) => {
             let mut out: Vec<_> = review(source, change, plan, now_ms).into_iter().collect();
             if let Change::Invoice {
                 invoice_id,
-                order:
-                    OrderRef {
-                        project: Some(scope),
-                        ..
-                    },
+                order,
+                paid_at,
                 ..
             } = change
             {
-                out.push(write::invoice_project(invoice_id, scope));
+                let scope = order.project.as_deref();
+                out.extend(write::payment_awaiting_order(invoice_id, scope, *paid_at));
             }
             out
         }
@@ -404,11 +438,11 @@ pub fn winner(stored: Stored) -> Result<Option<Refused>, PortError> {
 }
 
 /// What a refused write means, for `source` (whose change, if a payment, is `paying`: its
-/// status and event time).
+/// status, its event time, and its payment time by Paymos' clock where known).
 #[must_use]
 pub fn refusal(
     source: &Source,
-    paying: Option<(InvoiceStatus, u64)>,
+    paying: Option<(InvoiceStatus, u64, Option<u64>)>,
     refused: &Refused,
 ) -> Written {
     let found = &refused.found;
@@ -432,17 +466,23 @@ pub fn refusal(
     }
     if refused.write == What::Transition
         && found.get(&Field::AwaitsOrder) == Some(&Value::Bool(true))
-        && paying.is_some_and(|(st, at)| write::transition(st, at).holds(item))
+        && paying.is_some_and(|(st, at, _)| write::transition(st, at).holds(item))
     {
         return Written::Refused(Refusal::AwaitsOrder);
     }
     Written::Refused(match refused.write {
         What::Processed => return Written::AlreadyProcessed,
         // The status took the payment: the refund or the order's condition failed.
-        What::Payment if paying.is_some_and(|(st, at)| write::transition(st, at).holds(item)) => {
-            let paid_at = paying.and_then(|(_, at)| write::payment_time(source, at));
+        What::Payment
+            if paying.is_some_and(|(st, at, _)| write::transition(st, at).holds(item)) =>
+        {
+            let paid_at = paying.and_then(|(_, _, paid_at)| paid_at);
             if write::refunded_in_full(paid_at).holds(item) {
-                Refusal::Refunded
+                Refusal::Refunded {
+                    recorded: write::order_of(found),
+                    awaited: found.get(&Field::AwaitsOrder) == Some(&Value::Bool(true))
+                        && found.get(&Field::AfterRefund).is_none(),
+                }
             } else {
                 Refusal::OrderOnRecord {
                     recorded: write::order_of(found),
@@ -489,11 +529,29 @@ pub fn read(source: &Source, change: &Change, stored: Stored) -> Result<Written,
         Change::Invoice {
             status,
             occurred_at,
+            paid_at,
             ..
-        } => Some((*status, *occurred_at)),
+        } => Some((*status, *occurred_at, *paid_at)),
         _ => None,
     };
     Ok(winner(stored)?.map_or(Written::Committed, |r| refusal(source, paying, &r)))
+}
+
+/// Why a payment no road dates waits after a full refund ([`Mark::AfterRefund`]).
+pub const AFTER_REFUND: &str = "paid after a full refund? No road knows when this payment was made, and a full refund is on record: release it if the customer paid again, else nothing ships";
+
+/// Why a payment no road dates, of an order known nowhere, waits while a full refund is on
+/// record: its order first, then a person says whether it was paid again.
+pub const ORDER_UNKNOWN_AFTER_REFUND: &str = "the payment names no order and none is known here yet, and a full refund is on record: nothing shipped";
+
+/// A payment no road dates, refused for a full refund on record: it waits for a person.
+fn after_refund() -> Step {
+    Step::Then(Plan {
+        write: Write::Unfulfilled(Mark::AfterRefund),
+        with_mark: true,
+        outcome: Applied::Held,
+        reason: Some(AFTER_REFUND.into()),
+    })
 }
 
 /// The processed mark alone, with `outcome`.
@@ -513,6 +571,7 @@ fn standing_outcome(standing: &Standing) -> Applied {
         Standing::DuplicateOf(_) => Applied::DuplicatePayment,
         Standing::PaidLate => Applied::PaidLate,
         Standing::OrderUnknown => Applied::OrderUnknown,
+        Standing::AfterRefund => Applied::Held,
         Standing::Clear | Standing::Released | Standing::Refunded => Applied::AlreadyFinal,
     }
 }
@@ -599,18 +658,21 @@ fn again(tried: &Plan, refusal: &Refusal) -> Option<Step> {
         ),
         // Only a payment, a status, a late payment or a release is refused for another
         // project's invoice (`written`), so the mark alone planned here is never refused so.
-        (_, Refusal::OtherProject(project)) => plan(
-            Write::MarkOnly,
-            true,
-            Applied::OtherProject,
-            Change::OtherProject {
-                project: project.clone(),
-                invoice_id: None,
-            }
-            .reason(),
-        ),
+        (_, Refusal::OtherProject(project)) => Some(other_project_mark(Some(project.as_str()))),
         _ => None,
     }
+}
+
+/// The mark alone, as another project's delivery (`project`, when known).
+fn other_project_mark(project: Option<&str>) -> Step {
+    mark_only(
+        Applied::OtherProject,
+        Change::OtherProject {
+            project: project.unwrap_or("another project").to_owned(),
+            invoice_id: None,
+        }
+        .reason(),
+    )
 }
 
 /// After Paymos' order replaced the record's: the change again, planned anew.
@@ -668,12 +730,33 @@ pub fn next_as(
     if let Write::PaymosOrder { recorded } = &tried.write {
         return corrected(change, recorded, &written);
     }
+    if let Write::PaymosProject { .. } = &tried.write {
+        return match written {
+            Written::Committed => Step::Adopt(OrderRef::none()),
+            Written::AlreadyProcessed => Step::Done(Applied::AlreadyProcessed),
+            Written::Refused(_) => other_project_mark(None),
+        };
+    }
     let refusal = match written {
         Written::Committed if tried.with_mark => return Step::Done(tried.outcome),
         Written::Committed => return mark_only(tried.outcome, tried.reason.clone()),
         Written::AlreadyProcessed => return Step::Done(Applied::AlreadyProcessed),
         Written::Refused(refusal) => refusal,
     };
+    if let (true, Write::Change, Refusal::OtherProject(marked), Change::Invoice { .. }) =
+        (confirmed, &tried.write, &refusal, change)
+    {
+        // Paymos says the invoice is of a project this stack applies: its word beats a mark an
+        // event set (a forged open event, a stack that turned the check on later).
+        return Step::Then(Plan {
+            write: Write::PaymosProject {
+                marked: marked.clone(),
+            },
+            with_mark: false,
+            outcome: tried.outcome,
+            reason: None,
+        });
+    }
     if let Some(step) =
         correct(change, tried, &refusal, confirmed).or_else(|| again(tried, &refusal))
     {
@@ -681,6 +764,9 @@ pub fn next_as(
     }
     let mark_only = |outcome| mark_only(outcome, None);
     let delivery = matches!(source, Source::Delivery { .. });
+    // Whether the road knows when the payment was made (by Paymos' clock): a person's road
+    // that asked nobody does not, and then a full refund on record settles nothing in silence.
+    let undated = matches!(change, Change::Invoice { paid_at: None, .. });
     match (&tried.write, refusal) {
         // The resource holds this delivery's own change: a crash came between the change and
         // its mark. The outcome is the plan's. (A person's second run is not a crash: it is
@@ -694,10 +780,40 @@ pub fn next_as(
         // but by the processed mark.
         (Write::Review | Write::MarkOnly, _) => Step::Done(Applied::AlreadyProcessed),
         (Write::Change, Refusal::OrderOnRecord { recorded }) => on_record(change, recorded),
-        // A person's road names no payment time: a full refund settles it, and it writes
-        // nothing (the invoice stays free for a payment Paymos dates after the refund).
-        (Write::Change, Refusal::Refunded) if !delivery => mark_only(Applied::Refunded),
-        (Write::Change, Refusal::Refunded) => Step::Then(Plan {
+        // No road knows when it was paid: was it paid again after the refund? It waits for a
+        // person (a release ships it, a refund of it settles it), never settled in silence.
+        // Undated and of an order known nowhere: the order is learned first (a dated delivery
+        // of it then judges the refund); else a person says whether it was paid again.
+        // A person's word again, of a payment that waited for its order before the full refund
+        // recorded since: that refund returned it.
+        (
+            Write::Change,
+            Refusal::Refunded {
+                awaited: true,
+                recorded,
+            },
+        ) if undated
+            && recorded.external_id.is_none()
+            && matches!(change, Change::Invoice { order, .. } if order.external_id.is_none()) =>
+        {
+            mark_only(Applied::Refunded)
+        }
+        (Write::Change, Refusal::Refunded { recorded, .. })
+            if undated
+                && recorded.external_id.is_none()
+                && matches!(change, Change::Invoice { order, .. } if order.external_id.is_none()) =>
+        {
+            match on_record(change, recorded) {
+                Step::Then(plan) => Step::Then(Plan {
+                    reason: Some(ORDER_UNKNOWN_AFTER_REFUND.into()),
+                    ..plan
+                }),
+                other => other,
+            }
+        }
+        // (Of an order known now, that payment is refunded as any other.)
+        (Write::Change, Refusal::Refunded { awaited, .. }) if undated && !awaited => after_refund(),
+        (Write::Change, Refusal::Refunded { .. }) => Step::Then(Plan {
             write: Write::Unfulfilled(Mark::Refunded),
             with_mark: true,
             outcome: Applied::Refunded,
@@ -709,30 +825,29 @@ pub fn next_as(
                 found, standing, ..
             },
         ) => match (change, found) {
-            // Released by a person: nothing waits. A person's undated word of a late payment
-            // that a full refund settles writes nothing (a later dated payment is judged anew).
+            // Released by a person: nothing waits.
             (Change::Invoice { status, .. }, Found::Invoice(current))
                 if current.is_final()
                     && status.fulfils()
                     && !current.fulfils()
-                    && (standing == Standing::Released
-                        || (!delivery && standing == Standing::Refunded)) =>
+                    && standing == Standing::Released =>
             {
-                mark_only(if standing == Standing::Released {
-                    Applied::AlreadyFinal
-                } else {
-                    Applied::Refunded
-                })
+                mark_only(Applied::AlreadyFinal)
             }
-            // Paid after it closed unpaid: the final status stays, the payment is noted.
+            // Paid after it closed unpaid: the final status stays, the payment is noted (and,
+            // undated after a full refund, marked for a person to say whether it was paid again).
             (Change::Invoice { status, .. }, Found::Invoice(current))
                 if current.is_final() && status.fulfils() && !current.fulfils() =>
             {
+                let after_refund = undated && standing == Standing::Refunded;
                 Step::Then(Plan {
-                    write: Write::PaidLate { closed: current },
+                    write: Write::PaidLate {
+                        closed: current,
+                        after_refund,
+                    },
                     with_mark: true,
                     outcome: Applied::PaidLate,
-                    reason: None,
+                    reason: after_refund.then(|| AFTER_REFUND.into()),
                 })
             }
             // A person's road reports where the payment stands (a hold, a duplicate, a late
@@ -773,7 +888,8 @@ pub fn next_as(
             | Write::Unfulfilled(_)
             | Write::PaidLate { .. }
             | Write::RefundBeforeLater
-            | Write::PaymosOrder { .. },
+            | Write::PaymosOrder { .. }
+            | Write::PaymosProject { .. },
             _,
         ) => mark_only(Applied::AlreadyFinal),
     }
@@ -800,6 +916,7 @@ mod tests {
             invoice_id: "inv_1".into(),
             status,
             occurred_at: 10,
+            paid_at: Some(10),
             order: OrderRef {
                 external_id: Some("o-1".into()),
                 amount: None,
@@ -1234,6 +1351,7 @@ mod tests {
             invoice_id: "inv_1".into(),
             status: I::Paid,
             occurred_at: 10,
+            paid_at: Some(10),
             order: OrderRef::none(),
         };
         let answer = || {

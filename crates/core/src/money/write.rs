@@ -128,6 +128,7 @@ pub enum Field {
     PaymentAt,
     ProjectId,
     AwaitsOrder,
+    AfterRefund,
     OtherProject,
     Applied,
     LastEventId,
@@ -430,13 +431,6 @@ pub fn refunded_in_full(paid_at: Option<u64>) -> Guard {
     }
 }
 
-/// When a payment by `source` at `at` was made, for the refund rule: a delivery says so, a
-/// person's road does not.
-#[must_use]
-pub fn payment_time(source: &Source, at: u64) -> Option<u64> {
-    matches!(source, Source::Delivery { .. }).then_some(at)
-}
-
 /// A paid change fulfils only with the order and price the invoice's record holds: the same
 /// order id (or none recorded yet), and a price where the record has one. A change naming no
 /// order is never written (the store returns the record, whose order is then adopted).
@@ -587,11 +581,44 @@ pub fn paymos_order(invoice_id: &str, order: &OrderRef, recorded: &OrderRef, now
     }
 }
 
+/// Paymos confirmed a change of the invoice for a project this stack applies: the mark that
+/// called it another project's (`marked`, as read: an event's word, never Paymos') goes, and
+/// the change is tried again.
+#[must_use]
+pub fn paymos_project(invoice_id: &str, marked: &str, now_ms: u64) -> Write {
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::Is(Field::OtherProject, Value::text(marked)),
+        set: vec![
+            Set::Remove(Field::OtherProject),
+            Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+        ],
+    }
+}
+
 /// A payment a person's road found with its order known nowhere: the invoice is marked so and
 /// listed for review (its status untouched, so the payment still ships once an order is
 /// learned, which clears the mark). A delivery's own such payment waits as its ledger record.
 #[must_use]
-pub fn awaits_order(invoice_id: &str, now_ms: u64) -> Write {
+pub fn awaits_order(
+    invoice_id: &str,
+    (paid_at, after_refund): (Option<u64>, bool),
+    now_ms: u64,
+) -> Write {
+    let mut set = vec![
+        Set::Once(Field::Kind, Value::text("invoice")),
+        Set::Put(Field::AwaitsOrder, Value::Bool(true)),
+        Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+        Set::Put(Field::ListedIn, Value::text(REVIEW)),
+    ];
+    // Undated while a full refund is on record ([`Mark::AfterRefund`]): once its order is
+    // known, a person says whether it was paid again.
+    if after_refund {
+        set.push(Set::Put(Field::AfterRefund, Value::Bool(true)));
+    }
+    // When it was paid, where the road knows (Paymos' word): the refund rule reads it.
+    set.extend(paid_at.map(|t| Set::Once(Field::PaymentAt, Value::Int(t))));
     Write {
         what: What::Transition,
         key: Key::state(invoice_id),
@@ -602,12 +629,7 @@ pub fn awaits_order(invoice_id: &str, now_ms: u64) -> Write {
                 .map(|s| Value::text(s.as_str()))
                 .collect(),
         ))),
-        set: vec![
-            Set::Once(Field::Kind, Value::text("invoice")),
-            Set::Put(Field::AwaitsOrder, Value::Bool(true)),
-            Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
-            Set::Put(Field::ListedIn, Value::text(REVIEW)),
-        ],
+        set,
     }
 }
 
@@ -623,6 +645,26 @@ pub fn other_project(invoice_id: &str, project: &str) -> Write {
 #[must_use]
 pub fn invoice_project(invoice_id: &str, scope: &str) -> Write {
     invoice_once(invoice_id, Field::ProjectId, scope)
+}
+
+/// What a delivery's payment of an order known nowhere teaches its invoice's record, once:
+/// its project (`scope`) and when it was paid (`paid_at`, Paymos' clock), so that a person's
+/// word of it later (which knows no time) is judged against a full refund by that time.
+#[must_use]
+pub fn payment_awaiting_order(
+    invoice_id: &str,
+    scope: Option<&str>,
+    paid_at: Option<u64>,
+) -> Option<Write> {
+    let mut set = vec![Set::Once(Field::Kind, Value::text("invoice"))];
+    set.extend(scope.map(|p| Set::Once(Field::ProjectId, Value::text(p))));
+    set.extend(paid_at.map(|t| Set::Once(Field::PaymentAt, Value::Int(t))));
+    (set.len() > 1).then(|| Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::Always,
+        set,
+    })
 }
 
 /// What an invoice's record learns once, and keeps, whatever else it holds.
@@ -650,6 +692,9 @@ pub enum Mark {
     /// Its payment waits for its order ([`awaits_order`]): a status that pays nothing keeps it
     /// listed for review.
     AwaitsOrder,
+    /// Paid at a time no road knew while a full refund is on record: `after_refund`, for a
+    /// person ([`crate::invoice::Standing::AfterRefund`]).
+    AfterRefund,
 }
 
 /// An invoice's status change that fulfils nothing, with `mark` (why a payment does not ship)
@@ -657,7 +702,7 @@ pub enum Mark {
 #[must_use]
 pub fn invoice_transition(
     invoice_id: &str,
-    (status, at): (InvoiceStatus, u64),
+    (status, at, paid_at): (InvoiceStatus, u64, Option<u64>),
     order: &OrderRef,
     mark: Option<&Mark>,
     source: &Source,
@@ -666,13 +711,16 @@ pub fn invoice_transition(
     let mut set = invoice_fields(status, at, order, source, now_ms);
     if status.fulfils() {
         // A payment that does not ship keeps its time too: the refund rule reads it.
-        set.extend(payment_time(source, at).map(|t| Set::Put(Field::PaymentAt, Value::Int(t))));
+        set.extend(paid_at.map(|t| Set::Put(Field::PaymentAt, Value::Int(t))));
     }
     match mark {
         Some(Mark::Held) => set.push(Set::Put(Field::Held, Value::Bool(true))),
         Some(Mark::DuplicateOf(winner)) => {
             set.push(Set::Put(Field::DuplicateOf, Value::text(winner)));
         }
+        Some(Mark::AfterRefund) => set.push(Set::Put(Field::AfterRefund, Value::Bool(true))),
+        // A dated payment applied at last (its order learned): its time judges the refund.
+        _ if status.fulfils() && paid_at.is_some() => set.push(Set::Remove(Field::AfterRefund)),
         Some(Mark::Refunded | Mark::AwaitsOrder) | None => {}
     }
     set.push(invoice_listing(
@@ -680,7 +728,7 @@ pub fn invoice_transition(
         status,
         matches!(
             mark,
-            Some(Mark::Held | Mark::DuplicateOf(_) | Mark::AwaitsOrder)
+            Some(Mark::Held | Mark::DuplicateOf(_) | Mark::AwaitsOrder | Mark::AfterRefund)
         ),
         now_ms,
     ));
@@ -704,8 +752,11 @@ pub fn invoice_transition(
 /// A paid invoice that fulfils: its status, under [`transition`], not [`refunded_in_full`],
 /// and [`order_on_record`]; then everything that fulfils it ([`fulfilment`]).
 #[must_use]
-pub fn payment(paid: &PaidInvoice<'_>, at: u64, effects: Vec<EffectWrite>) -> Vec<Write> {
-    let paid_at = payment_time(paid.source, at);
+pub fn payment(
+    paid: &PaidInvoice<'_>,
+    (at, paid_at): (u64, Option<u64>),
+    effects: Vec<EffectWrite>,
+) -> Vec<Write> {
     let mut writes = vec![Write {
         what: What::Payment,
         key: Key::state(paid.invoice_id),
@@ -725,6 +776,7 @@ pub fn payment(paid: &PaidInvoice<'_>, at: u64, effects: Vec<EffectWrite>) -> Ve
             set.extend(paid_at.map(|t| Set::Put(Field::PaymentAt, Value::Int(t))));
             // Its order is known now: nothing waits for it any more.
             set.push(Set::Remove(Field::AwaitsOrder));
+            set.push(Set::Remove(Field::AfterRefund));
             set
         },
     }];
@@ -732,14 +784,16 @@ pub fn payment(paid: &PaidInvoice<'_>, at: u64, effects: Vec<EffectWrite>) -> Ve
     writes
 }
 
-/// A payment after the invoice closed `closed`, at `at` (by Paymos' clock where `paid_at`,
-/// a delivery, says so): `paid_late_at` set once, the status kept; the change dated `now_ms`
-/// (when the review it needs begins).
+/// A payment after the invoice closed `closed`, at `at` (by Paymos' clock where `paid_at`
+/// says so): `paid_late_at` set once, the status kept; the change dated `now_ms` (when the
+/// review it needs begins). `after_refund`: undated, with a full refund on record
+/// ([`Mark::AfterRefund`]).
 #[must_use]
 pub fn paid_late(
     invoice_id: &str,
     closed: InvoiceStatus,
     (at, paid_at): (u64, Option<u64>),
+    after_refund: bool,
     now_ms: u64,
 ) -> Write {
     let mut set = vec![
@@ -748,10 +802,28 @@ pub fn paid_late(
         invoice_listing(invoice_id, closed, true, now_ms),
     ];
     set.extend(paid_at.map(|t| Set::Once(Field::PaymentAt, Value::Int(t))));
+    let mut guard = Guard::Is(Field::Status, Value::text(closed.as_str()));
+    if after_refund {
+        set.push(Set::Put(Field::AfterRefund, Value::Bool(true)));
+        // Only a first word of it: a late payment recorded before the full refund was
+        // returned by it, whoever says so again.
+        guard = Guard::All(vec![guard, Guard::Lacks(Field::PaidLateAt)]);
+    } else if paid_at.is_some() {
+        // A dated delivery of a payment first recorded by it (one that waited for its order):
+        // its time judges the refund. One recorded undated before it keeps waiting.
+        set.push(Set::Remove(Field::AfterRefund));
+        guard = Guard::All(vec![
+            guard,
+            Guard::Any(vec![
+                Guard::Lacks(Field::PaidLateAt),
+                Guard::Lacks(Field::AfterRefund),
+            ]),
+        ]);
+    }
     Write {
         what: What::PaidLate,
         key: Key::state(invoice_id),
-        guard: Guard::Is(Field::Status, Value::text(closed.as_str())),
+        guard,
         set,
     }
 }
@@ -1079,6 +1151,9 @@ pub fn refund_note(invoice_id: &str, refund: &Refund, after_later: bool, now_ms:
             Field::RefundedInFullBy,
             Value::text(&refund.withdrawal_id),
         ));
+        // A payment of unknown time waiting after a full refund: a full refund recorded since
+        // is the person's way out (the payment paid back), as a release is.
+        set.push(Set::Remove(Field::AfterRefund));
         if let (Some(at), false) = (refund.completed_at, after_later) {
             set.push(Set::Put(Field::RefundedInFullAt, Value::Int(at)));
             guard = Guard::Any(vec![
@@ -1133,6 +1208,9 @@ pub enum Waiting {
     Held(InvoiceStatus),
     /// Closed at this status, paid late: fulfilled, the status kept.
     PaidLate(InvoiceStatus),
+    /// Paid at this status at a time no road knew, after a full refund: fulfilled on a
+    /// person's word that it was paid again.
+    AfterRefund(InvoiceStatus),
 }
 
 impl Waiting {
@@ -1141,7 +1219,7 @@ impl Waiting {
     pub fn paid_status(self) -> InvoiceStatus {
         match self {
             // A hold is only ever on a paid invoice.
-            Self::Held(status) => status,
+            Self::Held(status) | Self::AfterRefund(status) => status,
             Self::PaidLate(_) => InvoiceStatus::Paid,
         }
     }
@@ -1153,6 +1231,7 @@ impl Waiting {
 pub fn release_guard(waiting: Waiting, refunds_seen: usize) -> Guard {
     let (status, why) = match waiting {
         Waiting::Held(st) => (st, Guard::Is(Field::Held, Value::Bool(true))),
+        Waiting::AfterRefund(st) => (st, Guard::Is(Field::AfterRefund, Value::Bool(true))),
         Waiting::PaidLate(st) => (st, Guard::Has(Field::PaidLateAt)),
     };
     Guard::All(vec![
@@ -1467,6 +1546,7 @@ pub fn invoice_seen(fields: &Fields) -> InvoiceSeen {
         },
         payment_at: fields.get(&Field::PaymentAt).and_then(Value::as_int),
         awaits_order: fields.get(&Field::AwaitsOrder) == Some(&Value::Bool(true)),
+        after_refund: fields.get(&Field::AfterRefund) == Some(&Value::Bool(true)),
         order: order_of(fields),
     }
 }
@@ -1505,7 +1585,7 @@ mod tests {
         let source = Source::Manual { actor: "a".into() };
         let order = OrderRef::default();
         let set = |status, mark: Option<&Mark>| {
-            invoice_transition("inv_1", (status, 1), &order, mark, &source, DEC_1 + 5).set
+            invoice_transition("inv_1", (status, 1, None), &order, mark, &source, DEC_1 + 5).set
         };
         let (open, day) = (open_list("inv_1"), day_list("inv_1", DEC_1));
         assert!(open.starts_with("open#") && day.starts_with("day#2026-12-02#"));
@@ -1523,7 +1603,8 @@ mod tests {
         let twice = Mark::DuplicateOf("inv_0".into());
         assert!(set(InvoiceStatus::Paid, Some(&twice)).contains(&put(REVIEW)));
         assert!(set(InvoiceStatus::Paid, Some(&Mark::Refunded)).contains(&put(&day)));
-        let late = paid_late("inv_1", InvoiceStatus::Expired, (3, None), DEC_1 - 1).set;
+        assert!(set(InvoiceStatus::Paid, Some(&Mark::AfterRefund)).contains(&put(REVIEW)));
+        let late = paid_late("inv_1", InvoiceStatus::Expired, (3, None), false, DEC_1 - 1).set;
         assert!(late.contains(&put(REVIEW)));
         assert!(late.contains(&Set::Put(Field::UpdatedAt, Value::Int(DEC_1 - 1))));
         let held = set(InvoiceStatus::Paid, Some(&Mark::Held));
@@ -1621,7 +1702,7 @@ mod tests {
             source: &source,
             at_ms: AT,
         };
-        let writes = payment(&paid, 1, Vec::new());
+        let writes = payment(&paid, (1, Some(1)), Vec::new());
         for w in writes
             .iter()
             .filter(|w| matches!(w.what, What::Payment | What::Fulfilment))
@@ -2001,15 +2082,5 @@ mod tests {
         // A record written before times were kept: its full refund settles any payment.
         let old = Fields::from([(Field::RefundedInFullBy, Value::text("wdr_0"))]);
         assert!(refunded_in_full(Some(u64::MAX)).holds(Some(&old)));
-        assert_eq!(payment_time(&Source::Manual { actor: "a".into() }, 5), None);
-        assert_eq!(
-            payment_time(
-                &Source::Delivery {
-                    event_id: "evt_1".into()
-                },
-                5
-            ),
-            Some(5)
-        );
     }
 }

@@ -11,7 +11,7 @@
 
 use std::future::Future;
 
-use crate::change::{Change, Credit, OrderRef};
+use crate::change::{Change, Credit, OrderRef, as_paymos_says};
 use crate::envelope::EventData;
 use crate::port::{PortError, PortErrorKind};
 use crate::signature::Environment;
@@ -85,6 +85,11 @@ pub struct ConfirmedWithdrawal {
     pub amount: Option<Amount>,
     /// The currency, upper case.
     pub currency: Option<String>,
+    /// For a refund, the project of the invoice it pays back (`project_id`); a payout names
+    /// none.
+    pub project_id: Option<String>,
+    /// When it completed, by Paymos' clock (Unix s): a refund returns what was paid until then.
+    pub completed_at: Option<u64>,
 }
 
 /// A payment-channel deposit as Paymos' API has it now.
@@ -102,6 +107,9 @@ pub struct ConfirmedDeposit {
     pub net: Option<Amount>,
     /// The currency, upper case.
     pub currency: String,
+    /// `project_id`: the project whose payer it credits (a payer id is unique only within its
+    /// project).
+    pub project_id: Option<String>,
 }
 
 /// What the API answered about a resource.
@@ -369,12 +377,24 @@ pub fn withdrawal_verdict(
     Verdict::Confirmed
 }
 
-/// The verdict on a deposit event that credits `credit`.
+/// The verdict on a deposit event (of `data`) that credits `credit`: Paymos' status, payer,
+/// net, currency and project.
 #[must_use]
-pub fn deposit_verdict(at_source: &AtSource<ConfirmedDeposit>, credit: &Credit) -> Verdict {
+pub fn deposit_verdict(
+    at_source: &AtSource<ConfirmedDeposit>,
+    credit: &Credit,
+    data: &EventData,
+) -> Verdict {
     let AtSource::Found(there) = at_source else {
         return Verdict::Unconfirmed(format!("deposit: {NOT_FOUND}"));
     };
+    if let (Some(named), Some(project)) = (&data.project_id, &there.project_id)
+        && named != project
+    {
+        return Verdict::Unconfirmed(format!(
+            "the event names project {named}, Paymos' deposit is of project {project}"
+        ));
+    }
     if there.status != "confirmed" || !there.is_final {
         return if there.is_final {
             Verdict::Unconfirmed(format!("Paymos says the deposit is {}", there.status))
@@ -431,17 +451,68 @@ pub struct Checked {
     pub verdict: Verdict,
     /// For a confirmed or late payment: the order as Paymos has it.
     pub order: Option<OrderRef>,
-    /// The project Paymos' invoice belongs to, whatever the verdict (a stack applies its own
-    /// projects only).
+    /// The project Paymos' resource belongs to (an invoice, a refund, a deposit), whatever the
+    /// verdict (a stack applies its own projects only).
     pub project: Option<String>,
+    /// When Paymos says it happened: an invoice's payment (`paid_late_at`, else
+    /// `completed_at`), a refund's completion. The rules read this time, never the event's.
+    pub paid_at: Option<u64>,
 }
 
 impl Checked {
+    /// `change` as Paymos confirmed it, for a change this check confirmed: a payment or a
+    /// closure with Paymos' order and payment time ([`as_paymos_says`]), a refund dated by
+    /// Paymos' completion, a deposit credited to the payer of Paymos' project. An event's own
+    /// time and project count only where Paymos was not asked.
+    #[must_use]
+    pub fn applied_to(&self, change: Change) -> Change {
+        match change {
+            change @ Change::Invoice { .. } if self.order.is_some() => {
+                as_paymos_says(change, self.order.clone(), self.paid_at)
+            }
+            Change::Withdrawal {
+                withdrawal_id,
+                status,
+                occurred_at,
+                kind,
+                invoice_id,
+                amount,
+                currency,
+                mode,
+            } => Change::Withdrawal {
+                withdrawal_id,
+                status,
+                occurred_at: self.paid_at.unwrap_or(occurred_at),
+                kind,
+                invoice_id,
+                amount,
+                currency,
+                mode,
+            },
+            Change::Deposit {
+                deposit_id,
+                status,
+                occurred_at,
+                credit: Some(credit),
+            } => Change::Deposit {
+                deposit_id,
+                status,
+                occurred_at,
+                credit: Some(Credit {
+                    project: self.project.clone().or(credit.project),
+                    ..credit
+                }),
+            },
+            other => other,
+        }
+    }
+
     fn plain(verdict: Verdict) -> Self {
         Self {
             verdict,
             order: None,
             project: None,
+            paid_at: None,
         }
     }
 }
@@ -485,14 +556,15 @@ pub async fn check<C: PaymentConfirmation>(
                 }
                 _ => None,
             };
-            let project = match &at {
-                AtSource::Found(i) => i.project_id.clone(),
-                AtSource::NotFound => None,
+            let (project, paid_at) = match &at {
+                AtSource::Found(i) => (i.project_id.clone(), i.paid_at),
+                AtSource::NotFound => (None, None),
             };
             Ok(Checked {
                 verdict,
                 order,
                 project,
+                paid_at,
             })
         }
         Change::Withdrawal {
@@ -510,9 +582,13 @@ pub async fn check<C: PaymentConfirmation>(
                 same_environment(w.is_test, environment)?;
             }
             let refund = refund.then(|| (invoice_id, mode.as_deref() == Some("full")));
-            Ok(Checked::plain(withdrawal_verdict(
-                &at, *status, refund, amount,
-            )))
+            let mut checked = Checked::plain(withdrawal_verdict(&at, *status, refund, amount));
+            if let AtSource::Found(w) = &at {
+                // A refund is of its invoice's project, and completed when Paymos says.
+                checked.project.clone_from(&w.project_id);
+                checked.paid_at = w.completed_at;
+            }
+            Ok(checked)
         }
         Change::Deposit {
             deposit_id,
@@ -523,7 +599,12 @@ pub async fn check<C: PaymentConfirmation>(
             if let AtSource::Found(d) = &at {
                 same_environment(d.is_test, environment)?;
             }
-            Ok(Checked::plain(deposit_verdict(&at, credit)))
+            let mut checked = Checked::plain(deposit_verdict(&at, credit, data));
+            if let AtSource::Found(d) = &at {
+                // Whose payer it credits: a payer id is unique only within its project.
+                checked.project.clone_from(&d.project_id);
+            }
+            Ok(checked)
         }
         _ => Ok(Checked::plain(Verdict::Confirmed)),
     }
@@ -689,6 +770,8 @@ mod tests {
                 full: Some(full),
                 amount: Amount::parse(amount),
                 currency: Some("USDT".into()),
+                project_id: None,
+                completed_at: None,
             })
         };
         let inv = Some("inv_1".to_owned());
@@ -741,6 +824,13 @@ mod tests {
             },
             "a status still moving at Paymos is retried, not refused"
         );
+    }
+
+    #[test]
+    fn deposits_are_read_back_with_their_payer_net_and_project() {
+        let deposit_verdict_of = |at: &AtSource<ConfirmedDeposit>, credit: &Credit| {
+            deposit_verdict(at, credit, &EventData::default())
+        };
         let credit = Credit {
             payer: "c-1".into(),
             net: Amount::parse("99").unwrap(),
@@ -755,10 +845,11 @@ mod tests {
                 payer: payer.into(),
                 net: Amount::parse(net),
                 currency: "trx".into(),
+                project_id: None,
             })
         };
         assert_eq!(
-            deposit_verdict(&deposit("c-1", "99.00", "confirmed", true), &credit),
+            deposit_verdict_of(&deposit("c-1", "99.00", "confirmed", true), &credit),
             Verdict::Confirmed
         );
         for (answer, words) in [
@@ -768,14 +859,38 @@ mod tests {
             (AtSource::NotFound, "404"),
         ] {
             assert!(
-                matches!(deposit_verdict(&answer, &credit), Verdict::Unconfirmed(r) if r.contains(words)),
+                matches!(deposit_verdict_of(&answer, &credit), Verdict::Unconfirmed(r) if r.contains(words)),
                 "{words}"
             );
         }
         assert!(matches!(
-            deposit_verdict(&deposit("c-1", "99", "confirming", false), &credit),
+            deposit_verdict_of(&deposit("c-1", "99", "confirming", false), &credit),
             Verdict::NotYet { .. }
         ));
+        // The project as the payer: an event naming another project than Paymos' deposit.
+        let of_b = AtSource::Found(ConfirmedDeposit {
+            project_id: Some("prj_b".into()),
+            ..match deposit("c-1", "99", "confirmed", true) {
+                AtSource::Found(d) => d,
+                AtSource::NotFound => unreachable!(),
+            }
+        });
+        let naming = |project: Option<&str>| EventData {
+            project_id: project.map(str::to_owned),
+            ..EventData::default()
+        };
+        assert!(matches!(
+            deposit_verdict(&of_b, &credit, &naming(Some("prj_a"))),
+            Verdict::Unconfirmed(r) if r.contains("prj_a") && r.contains("prj_b")
+        ));
+        assert_eq!(
+            deposit_verdict(&of_b, &credit, &naming(Some("prj_b"))),
+            Verdict::Confirmed
+        );
+        assert_eq!(
+            deposit_verdict(&of_b, &credit, &naming(None)),
+            Verdict::Confirmed
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use std::future::Future;
 
 pub use crate::change::Applying;
-use crate::change::{Applied, Change, OrderRef, Source, change_of, with_order};
+use crate::change::{Applied, Change, OrderRef, Source, change_of};
 use crate::confirm::{PaymentConfirmation, Verdict, check};
 use crate::effect::FulfilmentEffect;
 use crate::envelope::Envelope;
@@ -394,6 +394,15 @@ fn invoice_exception(inv: &InvoiceRecord, refund: Option<&str>) -> Exception {
                 "find the order this payment is for, then `paymos-inbox mark-paid {id} --order-id <order> --actor <you>`"
             ),
         ),
+        Standing::AfterRefund => (
+            "after_refund",
+            format!(
+                "paid after a full refund? Paid {paid} for order {order} at a time no road knows, while a full refund is on record{refunded}"
+            ),
+            format!(
+                "if the customer paid again, ship it with `paymos-inbox release {id} --actor <you> --reason …`; if not, nothing ships: refund what was paid again"
+            ),
+        ),
         Standing::Held => (
             "held",
             format!(
@@ -689,13 +698,13 @@ async fn recheck_one<S: ExceptionStore, C: PaymentConfirmation>(
         ));
     }
     let confirmed = match checked.verdict {
-        Verdict::Confirmed => with_order(change, checked.order),
+        Verdict::Confirmed => checked.applied_to(change),
         Verdict::PaidLate { closed } => {
             close_then_pay(
                 state,
                 effect,
                 change,
-                closed,
+                (closed, checked.paid_at),
                 checked.order.map(|o| applying.projects.scoped(o)),
                 "recheck",
                 now_ms,
@@ -714,9 +723,8 @@ async fn recheck_one<S: ExceptionStore, C: PaymentConfirmation>(
     let source = Source::Manual {
         actor: "recheck".into(),
     };
-    let confirmed = applying
-        .projects
-        .apply_to(confirmed, envelope.data.project_id.as_deref());
+    // Paymos was asked: its answer names the project (the event's own word counts for nothing).
+    let confirmed = applying.projects.apply_to(confirmed, None);
     Ok(Recheck::Applied(
         settle_confirmed(state, &source, &confirmed, effect, now_ms).await?,
     ))

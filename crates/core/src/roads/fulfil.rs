@@ -8,7 +8,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::change::{Applied, Change, OrderRef, Projects, Source, change_of, with_order};
+use crate::change::{Applied, Change, OrderRef, Projects, Source, as_paymos_says, change_of};
 use crate::confirm::{NOT_YET_RECEIVES, Verdict, check};
 use crate::confirm::{NoConfirmation, PaymentConfirmation};
 use crate::effect::{FulfilmentEffect, RecordFulfilment};
@@ -18,7 +18,7 @@ use crate::outcome::{MAX_WRITES, Step, next_as, plan, read, writes};
 use crate::signature::Environment;
 use crate::status::{Amount, InvoiceStatus};
 use crate::work::{WorkItem, WorkItemError};
-use crate::write::{Fields, Key, Refused, Stored, Write};
+use crate::write::{Field, Fields, Key, Refused, Stored, Value, Write};
 
 /// Why a queue message cannot be applied at all (it was not written by ingest, so nothing
 /// acknowledged is lost by sending it to the DLQ).
@@ -173,8 +173,9 @@ fn note(by: &str, change: &Change, applied: Applied) {
 }
 
 /// A payment Paymos reports as paid after the invoice closed `closed`: records the close as
-/// Paymos has it (by `actor`, with Paymos' `order`), and returns the payment with that order,
-/// which then lands as `paid_late`. The reverse check and `recheck` both take this road.
+/// Paymos has it (by `actor`, with Paymos' `order`), and returns the payment with that order
+/// and Paymos' payment time (`paid_at`), which then lands as `paid_late`. The reverse check
+/// and `recheck` both take this road.
 ///
 /// # Errors
 /// [`PortError`] when the store fails.
@@ -182,7 +183,7 @@ pub async fn close_then_pay<S: ResourceStore>(
     store: &S,
     effect: &dyn FulfilmentEffect,
     change: Change,
-    closed: InvoiceStatus,
+    (closed, paid_at): (InvoiceStatus, Option<u64>),
     order: Option<OrderRef>,
     actor: &str,
     now_ms: u64,
@@ -198,6 +199,7 @@ pub async fn close_then_pay<S: ResourceStore>(
             invoice_id: invoice_id.clone(),
             status: closed,
             occurred_at: *occurred_at,
+            paid_at: None,
             order: order.clone(),
         };
         let by = Source::Manual {
@@ -205,7 +207,7 @@ pub async fn close_then_pay<S: ResourceStore>(
         };
         settle_confirmed(store, &by, &close, effect, now_ms).await?;
     }
-    Ok(with_order(change, Some(order)))
+    Ok(as_paymos_says(change, Some(order), paid_at))
 }
 
 /// An open invoice event is not read back, so under the reverse check it sets no order or
@@ -217,11 +219,13 @@ fn unread(change: Change) -> Change {
             invoice_id,
             status,
             occurred_at,
+            paid_at,
             ..
         } if !status.is_final() => Change::Invoice {
             invoice_id,
             status,
             occurred_at,
+            paid_at,
             order: OrderRef::none(),
         },
         other => other,
@@ -417,11 +421,15 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
                 .confirmed(confirmation, change, &envelope, receives, now_ms)
                 .await?;
         }
-        // Another project's delivery applies nothing (its project as the event, or Paymos'
-        // answer, names it); an applied one's order and credit take their project's key scope.
-        let change = self
-            .projects
-            .apply_to(change, envelope.data.project_id.as_deref());
+        // Another project's delivery applies nothing (its project as the event names it, or,
+        // under the check, as Paymos' answer does: the event's own word then counts for
+        // nothing, so a forged open event marks no project); an applied one's order and credit
+        // take their project's key scope.
+        let named = match self.confirmation {
+            Some(_) => None,
+            None => envelope.data.project_id.as_deref(),
+        };
+        let change = self.projects.apply_to(change, named);
         let applied = settle_as(
             &self.store,
             &source,
@@ -470,10 +478,10 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
             }
         };
         Ok(match checked.verdict {
-            Verdict::Confirmed => match checked.order {
-                Some(order) => (with_order(change, Some(order)), true),
-                None => (unread(change), false),
-            },
+            Verdict::Confirmed => {
+                let by_paymos = checked.order.is_some();
+                (checked.applied_to(unread(change)), by_paymos)
+            }
             Verdict::NotYet { status } if receives < NOT_YET_RECEIVES => {
                 return Err(FulfilError::NotYet {
                     resource_id: resource_id.unwrap_or_default(),
@@ -491,7 +499,7 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
                     &self.store,
                     self.effect.as_ref(),
                     change,
-                    closed,
+                    (closed, checked.paid_at),
                     checked.order.map(|o| self.projects.scoped(o)),
                     "reverse-check",
                     now_ms,
@@ -515,12 +523,17 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         actor: &str,
         now_ms: u64,
     ) -> Result<Applied, PortError> {
-        self.apply_by_hand(invoice_id, InvoiceStatus::Paid, order, actor, now_ms)
-            .await
+        self.by_hand(
+            invoice_id,
+            (InvoiceStatus::Paid, order, None),
+            actor,
+            now_ms,
+            false,
+        )
+        .await
     }
 
-    /// [`Fulfil::mark_paid`] with the status to set (reconciliation sets `paid_over` where
-    /// Paymos says so).
+    /// [`Fulfil::mark_paid`] with the status to set, on a road that knows no payment time.
     ///
     /// # Errors
     /// [`PortError`] when the store fails.
@@ -532,31 +545,32 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         actor: &str,
         now_ms: u64,
     ) -> Result<Applied, PortError> {
-        self.by_hand(invoice_id, (status, order), actor, now_ms, false)
+        self.by_hand(invoice_id, (status, order, None), actor, now_ms, false)
             .await
     }
 
-    /// [`Fulfil::apply_by_hand`] with Paymos' own status and order (`reconcile --apply`): Paymos'
-    /// order and price replace a record's that differs.
+    /// [`Fulfil::apply_by_hand`] with Paymos' own status, order and payment time (`reconcile
+    /// --apply`): Paymos' order and price replace a record's that differs, and the refund rule
+    /// reads Paymos' `paid_at` (`None`: Paymos named none).
     ///
     /// # Errors
     /// [`PortError`] when the store fails.
     pub async fn apply_confirmed(
         &self,
         invoice_id: &str,
-        status: InvoiceStatus,
+        (status, paid_at): (InvoiceStatus, Option<u64>),
         order: OrderRef,
         actor: &str,
         now_ms: u64,
     ) -> Result<Applied, PortError> {
-        self.by_hand(invoice_id, (status, order), actor, now_ms, true)
+        self.by_hand(invoice_id, (status, order, paid_at), actor, now_ms, true)
             .await
     }
 
     async fn by_hand(
         &self,
         invoice_id: &str,
-        (status, order): (InvoiceStatus, OrderRef),
+        (status, order, paid_at): (InvoiceStatus, OrderRef, Option<u64>),
         actor: &str,
         now_ms: u64,
         by_paymos: bool,
@@ -567,11 +581,22 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
             .external_id
             .filter(|id| crate::change::named(id).is_some());
         let project = order.project.clone();
+        // A person's word knows no time, but the payment it speaks of may be on record here,
+        // dated by its delivery while it waited for its order: the refund rule reads that time.
+        let paid_at = match paid_at {
+            None if status.fulfils() => self
+                .store
+                .read(&Key::state(invoice_id))
+                .await?
+                .and_then(|f| f.get(&Field::PaymentAt).and_then(Value::as_int)),
+            given => given,
+        };
         let change = self.projects.apply_to(
             Change::Invoice {
                 invoice_id: invoice_id.to_owned(),
                 status,
                 occurred_at: now_ms / 1000,
+                paid_at,
                 order,
             },
             project.as_deref(),

@@ -593,11 +593,12 @@ async fn late_unrecorded<S: ReconcileStore>(
             continue;
         }
         let (seen, _) = store.invoice_seen(&fact.invoice_id).await?;
-        let known = seen.is_some_and(|s| {
-            matches!(
-                s.standing(),
-                Standing::PaidLate | Standing::Released | Standing::Refunded
-            )
+        // Refunded is known only where the refund returned this payment by Paymos' clock: a
+        // late payment after a full refund of the earlier partial one is a new payment.
+        let known = seen.is_some_and(|s| match s.standing() {
+            Standing::PaidLate | Standing::Released | Standing::AfterRefund => true,
+            Standing::Refunded => s.refunded_in_full_at(fact.paid_at.or(s.payment_at)),
+            _ => false,
         });
         if !known {
             report.paid_late.push(fact);
@@ -651,14 +652,20 @@ async fn apply_found<S: ReconcileStore>(fulfil: &Fulfil<S>, report: &mut Report,
     for m in &report.paid_late {
         let closed = InvoiceStatus::parse(&m.status).unwrap_or(InvoiceStatus::Expired);
         let applied = match fulfil
-            .apply_confirmed(&m.invoice_id, closed, m.order(), "reconcile", now_ms)
+            .apply_confirmed(
+                &m.invoice_id,
+                (closed, None),
+                m.order(),
+                "reconcile",
+                now_ms,
+            )
             .await
         {
             Ok(_) => said(
                 fulfil
                     .apply_confirmed(
                         &m.invoice_id,
-                        InvoiceStatus::Paid,
+                        (InvoiceStatus::Paid, m.paid_at),
                         m.order(),
                         "reconcile",
                         now_ms,
@@ -675,7 +682,13 @@ async fn apply_found<S: ReconcileStore>(fulfil: &Fulfil<S>, report: &mut Report,
         // it never shares a claim with every other invoice that has none.
         let applied = said(
             fulfil
-                .apply_confirmed(&m.invoice_id, status, m.order(), "reconcile", now_ms)
+                .apply_confirmed(
+                    &m.invoice_id,
+                    (status, m.paid_at),
+                    m.order(),
+                    "reconcile",
+                    now_ms,
+                )
                 .await,
         );
         report.applied.insert(m.invoice_id.clone(), applied);

@@ -82,7 +82,7 @@ pub fn waiting(
                 "{invoice_id} is paid, but its order is known nowhere: nothing to release. Name it: `paymos-inbox mark-paid {invoice_id} --order-id <order> --actor <you>`"
             ));
         }
-        Standing::Clear | Standing::Held | Standing::PaidLate => {}
+        Standing::Clear | Standing::Held | Standing::PaidLate | Standing::AfterRefund => {}
     }
     match (seen.and_then(|s| s.status), named) {
         (_, Named::Refund(withdrawal_id)) => refuse(format!(
@@ -91,7 +91,15 @@ pub fn waiting(
         (Some(status), _) if status.fulfils() && standing == Standing::Held => {
             Ok(Waiting::Held(status))
         }
-        (Some(status), _) if standing == Standing::PaidLate => Ok(Waiting::PaidLate(status)),
+        (Some(status), _) if status.fulfils() && standing == Standing::AfterRefund => {
+            Ok(Waiting::AfterRefund(status))
+        }
+        (Some(status), _)
+            if standing == Standing::PaidLate
+                || (standing == Standing::AfterRefund && seen.is_some_and(|s| s.paid_late)) =>
+        {
+            Ok(Waiting::PaidLate(status))
+        }
         (Some(status), _) if status.fulfils() => Err(Ok(Applied::AlreadyFinal)),
         (Some(status), _) if status.is_final() => refuse(format!(
             "{invoice_id} closed {status} and was never paid: nothing to release"

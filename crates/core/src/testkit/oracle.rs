@@ -7,7 +7,9 @@
 //! - 4 an order is learned, never invented; 5 price guard, same currency; 6 an order ships once;
 //! - 7 paid late waits; 8 only a completed Full refund settles, and only the payment it completed
 //!   at or after by Paymos' clock (never arrival order): a later payment is new and ships or
-//!   waits; a person's road carries no time, so any recorded Full refund settles it;
+//!   waits; what Paymos' record confirms (reverse check, recheck, reconcile) is dated by it, not
+//!   by the event; a road that knows no time (a person's) never settles in silence: paid with a
+//!   Full refund on record it waits `AfterRefund`, until released or a later Full refund;
 //! - 9 release; 10 withdrawals; 11 a deposit credits once; 12 a recheck of nothing waiting
 //!   changes nothing.
 //!
@@ -131,6 +133,16 @@ pub struct World {
     pub environment: Env,
 }
 
+/// 8: Paymos' clock, beside its `World`: when Paymos counted an invoice's full payment
+/// (`paid_late_at` for a late one) and completed a refund (`completed_at`), by `inv_`/`wdr_` id.
+/// Where it names no time, a genuine delivery's `at` (Paymos' own `occurred_at`) stands for it;
+/// a forged one dates nothing; else Paymos' record gives no time.
+#[derive(Clone, Debug, Default)]
+pub struct Clock {
+    pub paid_at: BTreeMap<String, u64>,
+    pub completed_at: BTreeMap<String, u64>,
+}
+
 impl World {
     /// 15: whether the receiver applies `project` ("": named nowhere, merchant-wide: yes).
     fn applies(&self, project: &str) -> bool {
@@ -151,7 +163,8 @@ impl World {
 /// What reached the receiver, in order (arrival order); every delivery was acknowledged (2xx).
 /// `env`: the secret that signed it; `genuine`: Paymos sent it (else forged with a leaked
 /// secret); `lagging`: Paymos' API did not yet show it at delivery; `at`: the Paymos time
-/// (Unix seconds, `occurred_at`) of the fact it announces.
+/// (Unix seconds, `occurred_at`) of the fact it announces (8: under the reverse check Paymos'
+/// record dates the fact instead: a forged `at` dates nothing).
 #[derive(Clone, Debug)]
 pub enum Step {
     /// An invoice webhook; `project` is `data.project_id`, `order` `data.order.external_id`,
@@ -220,6 +233,9 @@ pub enum Wait {
     OrderUnknown,
     /// The reverse check could not confirm the delivery yet: recheck.
     Unconfirmed,
+    /// 8: paid by a road that knows no time while a completed Full refund is on record: paid
+    /// after the refund? Release (a new payment) or refund.
+    AfterRefund,
 }
 
 /// What must hold in the end.
@@ -236,15 +252,23 @@ pub struct Expected {
     pub refunded: BTreeSet<String>,
 }
 
-/// The final state the receiver must reach for `world` after `steps`.
+/// The final state the receiver must reach for `world` after `steps` (Paymos' clock naming no
+/// time: see `Clock`).
 #[must_use]
 pub fn expected(world: &World, steps: &[Step]) -> Expected {
+    expected_at(world, &Clock::default(), steps)
+}
+
+/// The final state the receiver must reach for `world`, dated by `clock`, after `steps`.
+#[must_use]
+pub fn expected_at(world: &World, clock: &Clock, steps: &[Step]) -> Expected {
     let mut m = Machine {
         world,
+        clock,
+        money_at: BTreeMap::new(),
         inv: BTreeMap::new(),
         shipped: BTreeMap::new(),
         unconfirmed: BTreeMap::new(),
-        money_at: BTreeMap::new(),
         applied: BTreeSet::new(),
         balances: BTreeMap::new(),
         delivered: BTreeSet::new(),
@@ -293,9 +317,12 @@ struct Inv {
     paid: bool,
     /// A payment whose order was known nowhere when it came: not applied, it waits.
     pending: bool,
-    /// 8: the Paymos time of the payment (paid or pending), from the event that applied it;
-    /// None: applied by a person's road (`mark-paid`, `recheck`, `reconcile`), time unknown.
+    /// 8: the Paymos time of the payment (paid or pending): the event's, or under the reverse
+    /// check (and by `recheck`, `reconcile`) Paymos' record's; None: unknown (`mark-paid`, or a
+    /// record with no time).
     paid_at: Option<u64>,
+    /// 8: how many of `refunds` were recorded before the payment was (the rest came after it).
+    refunds_before: usize,
     /// 3: why the payment waits, judged once, right after it was applied.
     judged: Option<Option<Wait>>,
     closed: bool,
@@ -305,7 +332,7 @@ struct Inv {
     order: Option<String>,
     conflict: bool,
     price: Option<Price>,
-    /// 8: the completed Full refunds recorded: when each completed (None: by a recheck, unknown).
+    /// 8: the completed Full refunds recorded: when each completed (None: Paymos gives no time).
     refunds: Vec<Option<u64>>,
     shipped: bool,
     released: bool,
@@ -317,14 +344,40 @@ impl Inv {
         (self.project.clone().unwrap_or_default(), order.to_owned())
     }
 
+    /// Whether a payment of it is known (applied, or pending an order).
+    fn payment(&self) -> bool {
+        self.paid || self.pending
+    }
+
     /// 8: a Full refund returns the payment received until it completed: it settles the payment
-    /// it completed at or after, never a later one. Where either time is unknown the receiver
-    /// cannot tell, and the refund settles it (nothing ships). With no payment known, any does.
+    /// it completed at or after, never a later one. Where either time is unknown only a refund
+    /// recorded after the payment settles it (a person saw the payment, then paid it back). With
+    /// no payment known, any does.
     fn refunded(&self) -> bool {
-        self.refunds.iter().any(|r| match (r, self.paid_at) {
-            (Some(r), Some(p)) => *r >= p,
-            _ => true,
-        })
+        self.refunds
+            .iter()
+            .enumerate()
+            .any(|(i, r)| match (r, self.paid_at) {
+                _ if !self.payment() => true,
+                (Some(r), Some(p)) => *r >= p,
+                _ => i >= self.refunds_before,
+            })
+    }
+
+    /// 8: a payment no time can order against a Full refund recorded before it: paid after it?
+    /// It neither ships nor is settled; a person decides (`AfterRefund`).
+    fn after_refund(&self) -> bool {
+        self.payment()
+            && !self.refunded()
+            && self.refunds[..self.refunds_before]
+                .iter()
+                .any(|r| r.is_none() || self.paid_at.is_none())
+    }
+
+    /// 8: the payment is known from now on, of Paymos time `at`.
+    fn date(&mut self, at: Option<u64>) {
+        self.paid_at = at;
+        self.refunds_before = self.refunds.len();
     }
 }
 
@@ -332,6 +385,8 @@ impl Inv {
 #[derive(Clone, Debug)]
 struct Claim {
     status: Status,
+    /// 8: the Paymos time of a genuine delivery (None: forged, it dates nothing).
+    at: Option<u64>,
     project: Option<String>,
     order: Option<String>,
     price: Option<Price>,
@@ -378,13 +433,14 @@ impl Claim {
 
 struct Machine<'w> {
     world: &'w World,
+    clock: &'w Clock,
+    /// 8: the Paymos time a genuine unconfirmed refund delivery named (its `occurred_at`).
+    money_at: BTreeMap<String, u64>,
     inv: BTreeMap<String, Inv>,
     shipped: BTreeMap<(String, String), String>,
     /// 2: deliveries Paymos did not confirm when they came, per resource (an invoice event's
     /// status; `None` for a withdrawal or a deposit), until a recheck applies them.
     unconfirmed: BTreeMap<String, Vec<Option<Claim>>>,
-    /// 8: the Paymos time an unconfirmed money delivery named (a refund's completion).
-    money_at: BTreeMap<String, u64>,
     applied: BTreeSet<String>,
     balances: BTreeMap<(String, String, String), i128>,
     /// Deliveries seen: (environment, event id).
@@ -469,6 +525,7 @@ impl Machine<'_> {
             Step::Invoice {
                 invoice,
                 project,
+                genuine,
                 lagging,
                 at,
                 status,
@@ -483,6 +540,7 @@ impl Machine<'_> {
                 }
                 let claim = Claim {
                     status: *status,
+                    at: genuine.then_some(*at),
                     project: project.clone(),
                     order: order.clone(),
                     price: price.clone(),
@@ -497,17 +555,18 @@ impl Machine<'_> {
                 } => {}
             Step::Withdrawal {
                 id,
+                genuine,
                 lagging,
                 at,
                 completed: true,
                 ..
-            } => self.money_event(id, *lagging, *at),
+            } => self.money_event(id, *lagging, *at, *genuine),
             Step::Deposit {
                 id,
                 lagging,
                 confirmed: true,
                 ..
-            } => self.money_event(id, *lagging, 0), // a deposit's time matters to nothing
+            } => self.money_event(id, *lagging, 0, false), // a deposit's time matters to nothing
             // 2/10/11: open/failed withdrawals and advisory deposits move nothing
             Step::Withdrawal { .. } | Step::Deposit { .. } => {}
             Step::MarkPaid {
@@ -550,7 +609,9 @@ impl Machine<'_> {
         if let Some(rec) = rec.filter(|r| claim.answer(r) == Answer::Confirms) {
             self.learn_event(id, order, price);
             self.learn_record(id, rec);
-            self.apply_status(id, status, status.pays() && rec.paid_late, Some(at));
+            // 8: Paymos' record dates the payment, not the event (a forged `at` dates nothing)
+            let at = self.paid_time(id, claim.at);
+            self.apply_status(id, status, status.pays() && rec.paid_late, at);
         } else {
             self.unconfirmed
                 .entry(id.to_owned())
@@ -598,42 +659,34 @@ impl Machine<'_> {
     }
 
     /// 3/7: a final status never moves back; paid after a known close (or late at Paymos) is late.
-    /// 8: `at` is the payment's Paymos time (None: a person's road, unknown).
+    /// 8: `at` is the payment's Paymos time (None: unknown).
     fn apply_status(&mut self, id: &str, status: Status, late_at_paymos: bool, at: Option<u64>) {
         let inv = self.inv_mut(id);
         if inv.paid {
             // 8: a late payment a person recorded undated takes the first Paymos time a
-            // delivery of it gives (the refund rule then knows which came first)
-            if inv.late && status.pays() && inv.paid_at.is_none() {
+            // delivery of it gives (the refund rule then knows which came first); not one
+            // that waits `AfterRefund`: final already, it keeps waiting for a person
+            if inv.late && status.pays() && inv.paid_at.is_none() && inv.refunds_before == 0 {
                 inv.paid_at = at;
             }
-            return;
-        }
-        // 8: an undated payment (a person's road) that a recorded Full refund settles applies
-        // nothing (see `mark_paid`); a late one is still recorded late, and settled
-        if status.pays()
-            && at.is_none()
-            && !inv.refunds.is_empty()
-            && !(inv.closed || late_at_paymos)
-        {
             return;
         }
         if status.pays() && inv.order.is_none() && !(inv.closed || late_at_paymos) {
             // 4: known nowhere: not applied; the next paying step judges it (a payment after
             // the close is recorded late whatever is known of its order: rule 7)
             inv.pending = true;
-            inv.paid_at = at;
+            inv.date(at);
         } else if status.pays() {
             inv.paid = true;
             inv.pending = false;
-            inv.paid_at = at;
+            inv.date(at);
             inv.late = inv.closed || late_at_paymos;
         } else if status.is_final() {
             inv.closed = true;
         }
     }
 
-    /// Apply Paymos' whole record of an invoice (recheck, reconcile).
+    /// Apply Paymos' whole record of an invoice (reconcile), dated by Paymos (8).
     fn apply_record(&mut self, id: &str, rec: &Invoice) {
         self.learn_record(id, rec);
         let status = if rec.paid_late {
@@ -641,24 +694,45 @@ impl Machine<'_> {
         } else {
             rec.status
         };
-        self.apply_status(id, status, rec.paid_late, None);
+        let at = self.paid_time(id, None);
+        self.apply_status(id, status, rec.paid_late, at);
     }
 
     /// `at`: when a refund completed, as its event says.
-    fn money_event(&mut self, id: &str, lagging: bool, at: u64) {
+    fn money_event(&mut self, id: &str, lagging: bool, at: u64, genuine: bool) {
         if !self.world.reverse_check {
             self.apply_money(id, Some(at)); // 2: taken at its word
         } else if !lagging && self.confirmed_at_paymos(id) {
-            self.apply_money(id, Some(at)); // 2: confirmed
+            // 2: confirmed; 8: dated by Paymos' clock, not by the event
+            self.apply_money(id, self.completed_at(id, genuine.then_some(at)));
         } else {
-            // 2/10/11: lagging or forged: waits for a recheck, which applies the delivery as it
-            // was sent (8: with the completion time it names)
-            self.money_at.insert(id.to_owned(), at);
+            // 2/10/11: lagging or forged: waits for a recheck, which applies what Paymos
+            // confirms (8: with Paymos' completion time)
+            if genuine {
+                self.money_at.insert(id.to_owned(), at);
+            }
             self.unconfirmed
                 .entry(id.to_owned())
                 .or_default()
                 .push(None);
         }
+    }
+
+    /// 8: when Paymos counted invoice `id`'s payment: its clock's time, else a genuine
+    /// delivery's (`genuine`); None: no time known.
+    fn paid_time(&self, id: &str, genuine: Option<u64>) -> Option<u64> {
+        self.clock.paid_at.get(id).copied().or(genuine)
+    }
+
+    /// 8: when Paymos completed refund `id`: its clock's time, else a genuine delivery's.
+    fn completed_at(&self, id: &str, genuine: Option<u64>) -> Option<u64> {
+        let delivered = || self.money_at.get(id).copied();
+        self.clock
+            .completed_at
+            .get(id)
+            .copied()
+            .or(genuine)
+            .or_else(delivered)
     }
 
     fn confirmed_at_paymos(&self, id: &str) -> bool {
@@ -668,7 +742,7 @@ impl Machine<'_> {
             || w.deposits.get(id).is_some_and(|d| d.confirmed)
     }
 
-    /// 8: `at` is a refund's completion time (None: applied by a recheck, unknown).
+    /// 8: `at` is a refund's completion time (None: unknown).
     fn apply_money(&mut self, id: &str, at: Option<u64>) {
         if self.applied.contains(id) {
             return; // 11: once per deposit (and a withdrawal is recorded once)
@@ -694,15 +768,10 @@ impl Machine<'_> {
         }
     }
 
-    /// 3/4/7: a person's word: the invoice is paid (and, if unknown yet, its order).
+    /// 3/4/7: a person's word: the invoice is paid (and, if unknown yet, its order). 8: it
+    /// carries no Paymos time: with a Full refund on record it waits `AfterRefund`.
     fn mark_paid(&mut self, id: &str, order: Option<&str>) {
         let inv = self.inv_mut(id);
-        // 8: a person's word carries no Paymos time, so a recorded Full refund settles it: nothing
-        // is applied, and the invoice stays free for a payment Paymos dates after the refund (a
-        // new payment must ship or wait, never be swallowed by an undated word)
-        if !inv.paid && !inv.refunds.is_empty() {
-            return;
-        }
         if let Some(o) = order.filter(|o| !o.is_empty() && inv.order.is_none()) {
             inv.order = Some(o.to_owned());
         }
@@ -710,19 +779,26 @@ impl Machine<'_> {
         // for a person until the order is learned (whatever is acknowledged is applied or sits
         // in a named outcome): it waits as a payment with no order known
         if inv.order.is_none() && !inv.closed {
+            if !inv.payment() {
+                inv.date(None);
+            }
             inv.pending = true;
             return;
         }
         let inv = self.inv_mut(id);
-        inv.pending = false;
         if !inv.paid {
+            // 8: a person's word carries no Paymos time; a payment already known (pending its
+            // order) is the one the person saw, dated as it was
+            if !inv.payment() {
+                inv.date(None);
+            }
+            inv.pending = false;
             inv.paid = true;
-            inv.paid_at = None; // 8: a person's word carries no Paymos time
             inv.late = inv.closed;
         }
     }
 
-    /// 9: release only a `Held` (with override) or `PaidLate` invoice.
+    /// 9: release only a `Held` (with override), `PaidLate` or `AfterRefund` invoice.
     fn release(&mut self, id: &str, override_amount: bool) {
         // 9: never while a refund of it waits unconfirmed (it may have been paid back)
         let refund_waits = self
@@ -740,6 +816,17 @@ impl Machine<'_> {
                 .order
                 .as_ref()
                 .is_some_and(|o| override_amount || !self.held(&self.inv[id], o)),
+            // 8: a person says it is a new payment: it ships as it is, its price still checked,
+            // and only where its order has not shipped (6/13); else it keeps waiting. 9: only a
+            // payment recorded here (one waiting for its order is not recorded paid yet)
+            Some(Wait::AfterRefund) => {
+                let inv = &self.inv[id];
+                inv.paid
+                    && inv.order.as_ref().is_some_and(|o| {
+                        !self.shipped.contains_key(&self.key(inv, o))
+                            && (override_amount || !self.held(inv, o))
+                    })
+            }
             _ => false,
         };
         if ok {
@@ -777,8 +864,9 @@ impl Machine<'_> {
                     Answer::Confirms => {
                         self.learn_record(id, rec);
                         let late = claim.status.pays() && rec.paid_late;
-                        // 8: a recheck reads Paymos' record, which carries no payment time
-                        self.apply_status(id, claim.status, late, None);
+                        // 8: a recheck reads Paymos' record, dated by Paymos
+                        let at = self.paid_time(id, claim.at);
+                        self.apply_status(id, claim.status, late, at);
                     }
                     Answer::NotYet => still.push(Some(claim)),
                     // a payment Paymos contradicts stays for a person (a leaked secret, or a
@@ -788,10 +876,9 @@ impl Machine<'_> {
                 },
                 // 2: unknown at Paymos (404): a forgery
                 (Some(_), None) => {}
-                // 8: the refund's completion time is its delivery's
+                // 8: the refund's completion time is Paymos', not its delivery's
                 (None, _) if self.confirmed_at_paymos(id) => {
-                    let at = self.money_at.get(id).copied();
-                    self.apply_money(id, at);
+                    self.apply_money(id, self.completed_at(id, None));
                 }
                 (None, _) => still.push(None),
             }
@@ -801,7 +888,7 @@ impl Machine<'_> {
         }
     }
 
-    /// 3: apply each invoice paid at Paymos (or paid late) with Paymos' order and price.
+    /// 3: apply each invoice paid at Paymos (or paid late) with Paymos' order, price and time.
     fn reconcile(&mut self) {
         let w = self.world;
         for (id, rec) in w
@@ -810,14 +897,31 @@ impl Machine<'_> {
             .filter(|(_, r)| r.status.pays() || r.paid_late)
             // 15: another project's invoice is not this receiver's to apply
             .filter(|(_, r)| w.applies(&r.project))
-            // 8: Paymos' refunds are read first: one paid back in full is not applied (the list
-            // carries no times: whether the payment came after cannot be told)
-            .filter(|(id, _)| {
-                !w.refunds
-                    .values()
-                    .any(|r| r.invoice == **id && r.completed && r.mode == Mode::Full)
-            })
         {
+            // 6: an invoice that shipped, or whose payment is recorded here already, has
+            // nothing left to apply (its refunds are read, never recorded, by the run)
+            if self.inv.get(id).is_some_and(|i| i.shipped || i.paid) {
+                continue;
+            }
+            // 8: Paymos' refunds are read first, with their times: a payment a Full refund
+            // completed at or after is paid back, not applied; one made after every Full refund
+            // is new (applied with the refunds before it); where no time tells, it waits
+            let full: Vec<(&String, Option<u64>)> = w
+                .refunds
+                .iter()
+                .filter(|(_, r)| r.invoice == *id && r.completed && r.mode == Mode::Full)
+                .map(|(wdr, _)| (wdr, self.completed_at(wdr, None)))
+                .collect();
+            let paid_at = self.paid_time(id, None);
+            let settled = full
+                .iter()
+                .any(|(_, r)| r.zip(paid_at).is_some_and(|(r, p)| r >= p));
+            if settled {
+                continue;
+            }
+            for (wdr, at) in full {
+                self.apply_money(wdr, at);
+            }
             self.apply_record(id, rec);
             self.settle();
         }
@@ -892,7 +996,10 @@ impl Machine<'_> {
         if inv.is_some_and(Inv::refunded) {
             return None; // 8: paid back; a payment after the refund is new and waits as it must
         }
-        let inv = inv.filter(|i| (i.paid || i.pending) && !i.shipped)?;
+        let inv = inv.filter(|i| i.payment() && !i.shipped)?;
+        if inv.after_refund() && !inv.released {
+            return Some(Wait::AfterRefund); // 8: paid after a full refund? a person decides
+        }
         if inv.paid && inv.late && inv.order.is_none() {
             return Some(Wait::PaidLate); // 7 (and nothing ships with no order: rule 4)
         }
@@ -1414,25 +1521,147 @@ mod tests {
         assert_eq!(expected(&w, &steps), want);
     }
 
-    #[test] // 2, 8
-    fn a_persons_road_cannot_tell_a_refund_came_before_the_payment() {
+    /// Paymos' clock: invoices paid and refunds completed at the given times.
+    fn clock(paid: &[(&str, u64)], completed: &[(&str, u64)]) -> Clock {
+        let map = |xs: &[(&str, u64)]| xs.iter().map(|(id, t)| ((*id).into(), *t)).collect();
+        Clock {
+            paid_at: map(paid),
+            completed_at: map(completed),
+        }
+    }
+    /// A reverse-checked world where each (invoice, order) is paid at Paymos and refunded in
+    /// full by `wdr_N` (`N` its digit).
+    fn refunded_world(invoices: &[(&str, &str)]) -> World {
         let mut w = world(true);
-        w.invoices
-            .insert("inv_1".into(), rec("o1", "10", Paid, false));
-        w.invoices
-            .insert("inv_2".into(), rec("o2", "10", Paid, false));
-        w.refunds
-            .insert("wdr_1".into(), refund("inv_1", Mode::Full));
-        w.refunds
-            .insert("wdr_2".into(), refund("inv_2", Mode::Full));
+        for (i, order) in invoices {
+            w.invoices
+                .insert((*i).into(), rec(order, "10", Paid, false));
+            let wdr = format!("wdr_{}", i.trim_start_matches("inv_"));
+            w.refunds.insert(wdr, refund(i, Mode::Full));
+        }
+        w
+    }
+
+    #[test] // 2, 8
+    fn a_recheck_or_reconcile_of_a_payment_paymos_dates_after_a_full_refund_ships() {
+        let w = refunded_world(&[("inv_1", "o1"), ("inv_3", "o3")]);
+        let c = clock(
+            &[("inv_1", 30), ("inv_3", 30)],
+            &[("wdr_1", 20), ("wdr_3", 20)],
+        );
         let steps = [
+            // the refund's event names 40, Paymos 20; the payment's event 10, Paymos 30
+            at(wdr("wdr_1", true), 40),
+            lagging(at(paid("inv_1", "o1", "10"), 10)),
+            recheck("inv_1"),
+            // known only at Paymos: reconcile reads the refund (20) and the payment (30)
+            Step::Reconcile,
+        ];
+        let want = exp(&[("o1", "inv_1"), ("o3", "inv_3")], &[], &[]);
+        assert_eq!(expected_at(&w, &c, &steps), want);
+    }
+
+    #[test] // 2, 8
+    fn a_payment_paymos_dates_before_a_full_refund_is_refunded_whatever_its_event_says() {
+        let w = refunded_world(&[("inv_1", "o1"), ("inv_3", "o3"), ("inv_5", "o5")]);
+        let paid_at = [("inv_1", 10), ("inv_3", 10), ("inv_5", 10)];
+        let c = clock(&paid_at, &[("wdr_1", 20), ("wdr_3", 20), ("wdr_5", 20)]);
+        let steps = [
+            at(wdr("wdr_1", true), 5),
+            lagging(at(paid("inv_1", "o1", "10"), 30)),
+            recheck("inv_1"),
+            at(wdr("wdr_3", true), 20),
+            Step::Reconcile,
+            // a forged payment Paymos confirms, dated in the future: Paymos' 10 dates it
+            at(wdr("wdr_5", true), 20),
+            forged(at(paid("inv_5", "o5", "10"), 99)),
+        ];
+        let want = exp(&[], &[], &["inv_1", "inv_3", "inv_5"]);
+        assert_eq!(expected_at(&w, &c, &steps), want);
+    }
+
+    /// `inv_1` (open) and `inv_2` (closed) partly paid, refunded in full at 20, then marked paid;
+    /// `inv_3` paid and refunded at Paymos, which names no time for either, then reconciled.
+    fn marked_after_a_full_refund() -> (World, Vec<Step>) {
+        let mut w = world(false);
+        for (r, i) in [("wdr_1", "inv_1"), ("wdr_2", "inv_2"), ("wdr_3", "inv_3")] {
+            w.refunds.insert(r.into(), refund(i, Mode::Full));
+        }
+        w.invoices
+            .insert("inv_3".into(), rec("o3", "10", Paid, false));
+        let part = |id, order| ev(id, UnderpaidWaiting, Some(order), Some(p("10", "USD")));
+        let steps = vec![
+            at(part("inv_1", "o1"), 10),
             at(wdr("wdr_1", true), 20),
             mark("inv_1", "o1"),
-            lagging(at(paid("inv_2", "o2", "10"), 30)),
+            at(ev("inv_2", Underpaid, Some("o2"), None), 15),
             at(wdr("wdr_2", true), 20),
-            recheck("inv_2"),
+            mark("inv_2", "o2"),
+            Step::Reconcile,
+            // final already: a later dated payment event changes nothing
+            at(paid("inv_1", "o1", "10"), 30),
         ];
-        assert_eq!(expected(&w, &steps), exp(&[], &[], &["inv_1", "inv_2"]));
+        (w, steps)
+    }
+
+    #[test] // 7, 8
+    fn a_payment_no_time_orders_after_a_full_refund_waits_after_refund() {
+        let (w, steps) = marked_after_a_full_refund();
+        let waits = [
+            ("inv_1", Wait::AfterRefund),
+            ("inv_2", Wait::AfterRefund),
+            ("inv_3", Wait::AfterRefund),
+        ];
+        assert_eq!(expected(&w, &steps), exp(&[], &waits, &[]));
+    }
+
+    #[test] // 6, 8, 9
+    fn a_release_ships_a_payment_after_a_refund_once_per_order() {
+        let (mut w, mut steps) = marked_after_a_full_refund();
+        register(&mut w, "o2", p("5", "USD"));
+        w.refunds
+            .insert("wdr_4".into(), refund("inv_4", Mode::Full));
+        steps.extend([
+            at(wdr("wdr_4", true), 20),
+            mark("inv_4", "o1"),
+            release("inv_1", false),
+            release("inv_1", false),
+            // o1 shipped under inv_1: inv_4 keeps waiting
+            release("inv_4", true),
+            // 5: its price differs: released only with the override
+            release("inv_2", false),
+        ]);
+        let waits = [
+            ("inv_2", Wait::AfterRefund),
+            ("inv_3", Wait::AfterRefund),
+            ("inv_4", Wait::AfterRefund),
+        ];
+        assert_eq!(expected(&w, &steps), exp(&[("o1", "inv_1")], &waits, &[]));
+        steps.extend([release("inv_2", true), release("inv_3", false)]);
+        let shipped = [("o1", "inv_1"), ("o2", "inv_2"), ("o3", "inv_3")];
+        let want = exp(&shipped, &[("inv_4", Wait::AfterRefund)], &[]);
+        assert_eq!(expected(&w, &steps), want);
+    }
+
+    #[test] // 8
+    fn a_full_refund_after_the_wait_began_settles_it() {
+        let (mut w, mut steps) = marked_after_a_full_refund();
+        for (r, i) in [("wdr_5", "inv_1"), ("wdr_6", "inv_2")] {
+            w.refunds.insert(r.into(), refund(i, Mode::Full));
+        }
+        w.refunds
+            .insert("wdr_7".into(), refund("inv_2", Mode::Overpayment));
+        steps.extend([
+            // dated before everything, it still came after the person's word
+            at(wdr("wdr_5", true), 1),
+            // an Overpayment refund settles nothing
+            at(wdr("wdr_7", true), 40),
+        ]);
+        let waits = [("inv_2", Wait::AfterRefund), ("inv_3", Wait::AfterRefund)];
+        assert_eq!(expected(&w, &steps), exp(&[], &waits, &["inv_1"]));
+        steps.push(at(wdr("wdr_6", true), 40));
+        let want = exp(&[], &[("inv_3", Wait::AfterRefund)], &["inv_1", "inv_2"]);
+        assert_eq!(expected(&w, &steps), want);
     }
 
     #[test] // 9

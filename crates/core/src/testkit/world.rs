@@ -531,12 +531,13 @@ fn at_paymos_invoice(ids: &Ids, t: &Truth, i: u8, lagging: bool) -> ConfirmedInv
         token_currency: None,
         paid_late: truth.paid_late && !lagging,
         project_id: Some(project_of(ids, t, i)),
-        paid_at: None,
+        // Paymos' own clock: when it was paid, once Paymos shows it.
+        paid_at: truth.paid_at.filter(|_| !lagging),
     }
 }
 
 fn at_paymos_refund(ids: &Ids, t: &Truth, r: u8, lagging: bool) -> ConfirmedWithdrawal {
-    let TrueRefund { invoice, full, .. } = t.refunds[usize::from(r)];
+    let TrueRefund { invoice, full, at } = t.refunds[usize::from(r)];
     ConfirmedWithdrawal {
         status: if lagging { "processing" } else { "completed" }.into(),
         is_test: false,
@@ -544,6 +545,8 @@ fn at_paymos_refund(ids: &Ids, t: &Truth, r: u8, lagging: bool) -> ConfirmedWith
         full: Some(full),
         amount: Amount::parse("1"),
         currency: Some("USDT".into()),
+        project_id: Some(project_of(ids, t, invoice)),
+        completed_at: (!lagging).then_some(at),
     }
 }
 
@@ -555,6 +558,8 @@ fn at_paymos_payout(lagging: bool) -> ConfirmedWithdrawal {
         full: None,
         amount: Amount::parse("2"),
         currency: Some("USDT".into()),
+        project_id: None,
+        completed_at: None,
     }
 }
 
@@ -568,6 +573,7 @@ fn at_paymos_deposit(ids: &Ids, t: &Truth, d: u8, lagging: bool) -> ConfirmedDep
         payer: ids.payer_of(deposit.payer),
         net: Amount::parse("5"),
         currency: "TRX".into(),
+        project_id: Some(ids.project(deposit.project)),
     }
 }
 
@@ -1109,6 +1115,21 @@ async fn judge_balances<V: Observe>(
         .then(|| format!("balances {balances:?}, the oracle says {:?}", want.balances))
 }
 
+/// Paymos' clock as the truth has it, for the oracle: when each invoice was paid and each
+/// refund completed.
+fn paymos_clock(ids: &Ids, t: &Truth) -> o::Clock {
+    o::Clock {
+        paid_at: (0u8..)
+            .zip(&t.invoices)
+            .filter_map(|(i, inv)| inv.paid_at.map(|at| (ids.invoice(i), at)))
+            .collect(),
+        completed_at: (0u8..)
+            .zip(&t.refunds)
+            .map(|(r, refund)| (ids.refund(r), refund.at))
+            .collect(),
+    }
+}
+
 fn wait_of(kind: &str) -> Option<o::Wait> {
     Some(match kind {
         "held" => o::Wait::Held,
@@ -1116,6 +1137,7 @@ fn wait_of(kind: &str) -> Option<o::Wait> {
         "duplicate_payment" => o::Wait::Duplicate,
         "unconfirmed" => o::Wait::Unconfirmed,
         "order_unknown" => o::Wait::OrderUnknown,
+        "after_refund" => o::Wait::AfterRefund,
         _ => return None,
     })
 }
@@ -1131,7 +1153,7 @@ pub async fn judge<S: WorldStore, V: Observe>(
     acts: &[Act],
 ) -> Vec<String> {
     let (world, steps) = oracle_case(ids, t, acts);
-    let want = o::expected(&world, &steps);
+    let want = o::expected_at(&world, &paymos_clock(ids, t), &steps);
     let mine = |id: &str| id.contains(&format!("_{}_", ids.run));
     let projects = stack(ids, t);
     // A fulfilment's order is (project, order id): the key scope whose claim of the order names
@@ -1202,10 +1224,12 @@ pub async fn judge<S: WorldStore, V: Observe>(
         .await
         .into_iter()
         // Paid back in full; a payment waiting for its order, made after the refund, is not
-        // the one it returned (the invoice's record knows no payment of it yet).
+        // the one it returned (the invoice's record knows no payment of it yet), and neither
+        // is one no road dates that waits for a person (`after_refund`).
         .filter(|(i, seen)| {
             mine(i)
                 && seen.refunded_in_full()
+                && !seen.after_refund
                 && !waiting
                     .get(i)
                     .is_some_and(|w| w.contains(&o::Wait::OrderUnknown))

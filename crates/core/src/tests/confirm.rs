@@ -64,6 +64,8 @@ fn paymos() -> MemoryPaymos {
             full: Some(false),
             amount: Amount::parse("0.50"),
             currency: Some("USDT".into()),
+            project_id: None,
+            completed_at: None,
         },
     );
     api.deposit(
@@ -75,6 +77,7 @@ fn paymos() -> MemoryPaymos {
             payer: "c-1".into(),
             net: Amount::parse("9"),
             currency: "TRX".into(),
+            project_id: None,
         },
     );
     api

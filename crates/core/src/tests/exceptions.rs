@@ -462,6 +462,7 @@ fn deposit_at_paymos() -> crate::confirm::ConfirmedDeposit {
         payer: "c-1".into(),
         net: Amount::parse("5"),
         currency: "USDT".into(),
+        project_id: None,
     }
 }
 
@@ -477,6 +478,8 @@ fn withdrawal_at_paymos(
         full,
         amount: Amount::parse(amount),
         currency: Some("USDT".into()),
+        project_id: None,
+        completed_at: None,
     }
 }
 

@@ -966,7 +966,8 @@ async fn a_full_refund_recorded_first_keeps_the_late_payment_from_shipping() {
     assert!(!store.keys().contains(&"fulfilment#inv_1".to_owned()));
 }
 
-// Issue 28, case 1, by hand: `mark-paid` of an invoice refunded in full ships nothing either.
+// Issue 28, case 1, by hand: `mark-paid` of an invoice refunded in full ships nothing either;
+// its word names no payment time, so (issue 49) it waits for a person, never settled silently.
 #[tokio::test]
 async fn mark_paid_of_an_invoice_refunded_in_full_ships_nothing() {
     let (_, store) = run(&[refund("evt_r", 30, "inv_1", "1", "full")], |_| {}).await;
@@ -975,8 +976,10 @@ async fn mark_paid_of_an_invoice_refunded_in_full_ships_nothing() {
         .mark_paid("inv_1", order_ref(Some("o-1")), "support", 5_000)
         .await
         .unwrap();
-    assert_eq!(applied, Refunded);
+    assert_eq!(applied, Held);
     assert!(store.fulfilments().is_empty());
+    let seen = store.invoice("inv_1").unwrap().seen();
+    assert_eq!(seen.standing(), crate::invoice::Standing::AfterRefund);
 }
 
 // Issue 28, case 8: an order known nowhere is learned before anything ships.
@@ -1262,8 +1265,9 @@ async fn a_flood_of_forward_moving_events_keeps_the_invoice_small() {
 }
 
 // Issue 38, refunds in time on a person's road: `mark-paid` of an invoice closed unpaid whose
-// partial payment was refunded in full names no payment time, so the refund settles it and
-// nothing is written; the customer's payment Paymos dates after the refund still waits.
+// partial payment was refunded in full names no payment time: it is recorded late and waits
+// for a person (issue 49: never settled in silence), and so does the payment Paymos dates
+// after the refund.
 #[tokio::test]
 async fn an_undated_late_payment_after_a_full_refund_leaves_the_dated_one_its_way_out() {
     let (_, store) = run(
@@ -1279,17 +1283,19 @@ async fn an_undated_late_payment_after_a_full_refund_leaves_the_dated_one_its_wa
         .mark_paid("inv_1", order_ref(Some("o-1")), "support", 5_000)
         .await
         .unwrap();
-    assert_eq!(by_hand, Refunded);
+    assert_eq!(by_hand, PaidLate);
     assert_eq!(
-        store.invoice("inv_1").unwrap().paid_late_at,
-        None,
-        "nothing written"
+        store.invoice("inv_1").unwrap().seen().standing(),
+        crate::invoice::Standing::AfterRefund,
+        "undated after a full refund: a person says whether it was paid again"
     );
     let (_, late) = fulfil
         .apply(&underpaid("evt_p", "paid", 30), 6_000)
         .await
         .unwrap();
-    assert_eq!(late, PaidLate);
+    // The payment a person recorded undated keeps waiting: a later dated event of it is final
+    // already (issue 49: it does not date a payment recorded before it).
+    assert_eq!(late, AlreadyFinal);
     assert!(
         store
             .invoice("inv_1")

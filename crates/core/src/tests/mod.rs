@@ -15,6 +15,7 @@ mod fulfil;
 mod heat;
 mod ingest;
 mod outbound;
+mod paymos_word;
 mod projects;
 mod reconcile;
 mod release;

@@ -32,6 +32,8 @@ pub struct StoredInvoice {
     pub payment_at: Option<u64>,
     /// Paid by a person's road with its order known nowhere.
     pub awaits_order: bool,
+    /// Paid undated after a full refund ([`crate::invoice::Standing::AfterRefund`]).
+    pub after_refund: bool,
     /// The invoice that fulfilled its order first.
     pub duplicate_of: Option<String>,
     /// Completed refunds.
@@ -58,6 +60,7 @@ impl StoredInvoice {
             paid_late_at: int(Field::PaidLateAt),
             payment_at: seen.payment_at,
             awaits_order: seen.awaits_order,
+            after_refund: seen.after_refund,
             duplicate_of: seen.duplicate_of,
             refunds: seen.refunds,
             applied: match fields.get(&Field::Applied) {
@@ -82,6 +85,7 @@ impl StoredInvoice {
             payment_at: self.payment_at,
             order: self.order.clone(),
             awaits_order: self.awaits_order,
+            after_refund: self.after_refund,
         }
     }
 }

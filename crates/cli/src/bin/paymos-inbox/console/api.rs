@@ -1092,6 +1092,7 @@ fn standing(standing: &Standing) -> String {
         Standing::Released => "released by a person".to_owned(),
         Standing::Refunded => "refunded in full".to_owned(),
         Standing::OrderUnknown => "paid, its order known nowhere".to_owned(),
+        Standing::AfterRefund => "paid after a full refund? a person decides".to_owned(),
     }
 }
 

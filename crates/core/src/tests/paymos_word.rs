@@ -1,0 +1,430 @@
+//! Paymos' word on every road (issue 49): whatever road asked Paymos writes with Paymos'
+//! status, order, price, project and time; an event's own `occurred_at` and `project_id` count
+//! only where Paymos was not asked; a road that knows no payment time never settles a payment
+//! as refunded in silence. Each test is a defect that was reproduced against `dev`, asserting
+//! the business outcome: what was fulfilled, credited and listed for a person.
+
+use std::sync::Arc;
+
+use crate::change::{Applied, OrderRef, Projects};
+use crate::confirm::{ConfirmedDeposit, ConfirmedInvoice, ConfirmedWithdrawal};
+use crate::envelope::Category;
+use crate::exceptions::{list, recheck};
+use crate::fulfil::Fulfil;
+use crate::ingest::Delivery;
+use crate::invoice::{Refund, RefundMode, Standing};
+use crate::memory::{MemoryPaymos, MemoryResources, MemoryReviews};
+use crate::release::{ReleaseBy, ReleaseStore};
+use crate::signature::Environment;
+use crate::status::Amount;
+use crate::work::WorkItem;
+
+use Applied::*;
+
+const NOW_MS: u64 = 1_800_000_000_000;
+
+fn body(event_id: &str, event_type: &str, at: u64, data: &str) -> String {
+    format!(
+        r#"{{"event_id":"{event_id}","event_type":"{event_type}","version":1,"occurred_at":{at},"data":{data}}}"#
+    )
+}
+
+fn item(event_id: &str, event_type: &str, at: u64, data: &str) -> WorkItem {
+    WorkItem {
+        event_id: event_id.to_owned(),
+        environment: Some(Environment::Live),
+        body: body(event_id, event_type, at, data).into_bytes(),
+        received_at_ms: Some(at * 1000),
+    }
+}
+
+/// An event of inv_1 (order o-1, priced 10 USD) at `status`, at `at` by the event's clock.
+fn invoice(event_id: &str, status: &str, at: u64) -> WorkItem {
+    item(
+        event_id,
+        &format!("invoice.{status}"),
+        at,
+        r#"{"invoice_id":"inv_1","order":{"external_id":"o-1","amount":"10","currency":"USD"}}"#,
+    )
+}
+
+/// A completed `full` refund of inv_1's 4.00 USDT, dated `at` by its event.
+fn full_refund(event_id: &str, at: u64) -> WorkItem {
+    item(
+        event_id,
+        "withdrawal.completed",
+        at,
+        r#"{"withdrawal_id":"wdr_1","invoice_id":"inv_1","mode":"full","type":"refund","amount":"4.00","currency":"USDT"}"#,
+    )
+}
+
+fn at_paymos(status: &str, paid_at: Option<u64>) -> ConfirmedInvoice {
+    ConfirmedInvoice {
+        status: status.into(),
+        is_test: false,
+        order_id: Some("o-1".into()),
+        order_amount: Amount::parse("10"),
+        order_currency: Some("USD".into()),
+        token_amount: None,
+        token_currency: None,
+        paid_late: false,
+        project_id: None,
+        paid_at,
+    }
+}
+
+fn refund_at_paymos(completed_at: u64) -> ConfirmedWithdrawal {
+    ConfirmedWithdrawal {
+        status: "completed".into(),
+        is_test: false,
+        invoice_id: Some("inv_1".into()),
+        full: Some(true),
+        amount: Amount::parse("4.00"),
+        currency: Some("USDT".into()),
+        project_id: None,
+        completed_at: Some(completed_at),
+    }
+}
+
+fn paymos_refund(completed_at: u64) -> Refund {
+    Refund {
+        withdrawal_id: "wdr_1".into(),
+        amount: Amount::parse("4.00"),
+        currency: Some("USDT".into()),
+        mode: Some(RefundMode::Full),
+        completed_at: Some(completed_at),
+    }
+}
+
+fn order() -> OrderRef {
+    OrderRef {
+        external_id: Some("o-1".into()),
+        amount: Amount::parse("10"),
+        currency: Some("USD".into()),
+        project: None,
+    }
+}
+
+/// `history` applied by webhooks without the reverse check: each outcome, and the store.
+async fn webhooks(history: &[WorkItem]) -> (Vec<Applied>, Arc<MemoryResources>) {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let mut outcomes = Vec::new();
+    for work in history {
+        outcomes.push(fulfil.apply(work, NOW_MS).await.expect("memory").1);
+    }
+    (outcomes, store)
+}
+
+/// Four of ten paid, then those four refunded in full at 20 (the customer then pays in full
+/// at 30, by Paymos' clock).
+fn partial_then_refunded() -> [WorkItem; 2] {
+    [
+        invoice("evt_u", "underpaid_waiting", 10),
+        full_refund("evt_r", 20),
+    ]
+}
+
+// Defect 1, `recheck`: the paid delivery was unconfirmed (a 404 at Paymos); once Paymos shows
+// the invoice paid at 30, after the refund at 20, the recheck ships it. Before: `refunded`,
+// resolved, listed nowhere.
+#[tokio::test]
+async fn a_recheck_ships_a_payment_paymos_dates_after_a_full_refund() {
+    let (outcomes, store) = webhooks(&partial_then_refunded()).await;
+    assert_eq!(outcomes, [Updated, Updated]);
+    let reviews = MemoryReviews::new();
+    let paid = body(
+        "evt_p",
+        "invoice.paid",
+        30,
+        r#"{"invoice_id":"inv_1","order":{"external_id":"o-1","amount":"10","currency":"USD"}}"#,
+    );
+    reviews.processed(
+        Delivery {
+            event_id: "evt_p".into(),
+            event_type: "invoice.paid".into(),
+            category: Category::Invoice,
+            resource_id: Some("inv_1".into()),
+            environment: Some(Environment::Live),
+            secret_label: "live".into(),
+            version: 1,
+            occurred_at: 30,
+            signed_at: 30,
+            received_at_ms: NOW_MS,
+            body: paid.into_bytes(),
+            body_sha256: String::new(),
+        },
+        Unconfirmed,
+        "invoice: Paymos does not know it (404)",
+        5,
+    );
+    let paymos = MemoryPaymos::new();
+    paymos.invoice("inv_1", at_paymos("paid", Some(30)));
+    let rechecked = recheck(
+        &*store,
+        &reviews,
+        &paymos,
+        &crate::effect::RecordFulfilment,
+        Environment::Live,
+        None,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    assert_eq!(rechecked[0].outcome.as_str(), "fulfilled", "{rechecked:?}");
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}
+
+// Defect 1, `mark-paid`: a person's road names no payment time. With a full refund recorded it
+// neither ships nor settles in silence: the payment waits for a person ("paid after a full
+// refund?"), `exceptions` lists it, and `release` is its way out. Before: `refunded`, exit 0,
+// listed nowhere, and `release` said "refunded in full: nothing to release".
+#[tokio::test]
+async fn an_undated_payment_after_a_full_refund_waits_for_a_person_and_release_ships_it() {
+    let (_, store) = webhooks(&partial_then_refunded()).await;
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let by_hand = fulfil
+        .mark_paid("inv_1", order(), "support", NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(by_hand, Held);
+    assert!(store.fulfilments().is_empty());
+    let (seen, _) = store.invoice_seen("inv_1").await.unwrap();
+    assert_eq!(seen.unwrap().standing(), Standing::AfterRefund);
+    let listed = list(&*store, &MemoryReviews::new(), 0).await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(listed[0].why.contains("after a full refund"), "{listed:?}");
+    let released = fulfil
+        .release(
+            &MemoryReviews::new(),
+            "inv_1",
+            &ReleaseBy {
+                actor: "alice",
+                reason: None,
+                override_amount: false,
+            },
+            NOW_MS,
+        )
+        .await;
+    assert_eq!(released, Ok(Fulfilled));
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+    assert!(
+        list(&*store, &MemoryReviews::new(), 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+// Defect 1, `reconcile --apply`: the paid webhook was lost; Paymos lists the invoice paid at 30
+// and its refund at 20. The run applies it with Paymos' time and ships it; the next run is
+// clean. Before: `MISSING … → refunded`, and `MISSING` on every later run.
+#[tokio::test]
+async fn reconcile_applies_a_payment_with_paymos_time_and_ships_it_after_an_earlier_refund() {
+    let (_, store) = webhooks(&partial_then_refunded()).await;
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let paymos = MemoryPaymos::new();
+    paymos.invoice("inv_1", at_paymos("paid", Some(30)));
+    paymos.refund("inv_1", paymos_refund(20));
+    let window = (0, 2_000_000_000);
+    let report = crate::reconcile::reconcile(&paymos, &fulfil, window, true, NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(
+        report.applied.get("inv_1"),
+        Some(&Ok(Fulfilled)),
+        "{report:?}"
+    );
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+    let again = crate::reconcile::reconcile(&paymos, &fulfil, window, false, NOW_MS)
+        .await
+        .unwrap();
+    assert!(again.clean(), "{again:?}");
+}
+
+// Defect 1, clock skew: Paymos' refund completed at 100, its event says 110; the payment was
+// made at 105. Paymos' clock says the payment came after the refund: with the reverse check
+// the webhook ships it, as the reconciliation would judge it.
+#[tokio::test]
+async fn with_the_check_a_refund_and_a_payment_are_dated_by_paymos_clock() {
+    let store = Arc::new(MemoryResources::new());
+    let paymos = Arc::new(MemoryPaymos::new());
+    paymos.invoice("inv_1", at_paymos("paid", Some(105)));
+    paymos.withdrawal("wdr_1", refund_at_paymos(100));
+    let fulfil = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
+    let mut outcomes = Vec::new();
+    for work in [
+        invoice("evt_u", "underpaid_waiting", 90),
+        full_refund("evt_r", 110),
+        invoice("evt_p", "paid", 105),
+    ] {
+        outcomes.push(fulfil.apply(&work, NOW_MS).await.unwrap().1);
+    }
+    assert_eq!(outcomes, [Updated, Updated, Fulfilled]);
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}
+
+// Defect 6: a leaked secret signs a new `invoice.paid` of the real order and price, dated far
+// in the future. Paymos has the invoice paid at 100 and refunded in full at 150: by Paymos'
+// clock the refund returned that payment, and nothing ships. Before: `fulfilled`.
+#[tokio::test]
+async fn a_forged_payment_dated_in_the_future_ships_nothing_paymos_refunded() {
+    let store = Arc::new(MemoryResources::new());
+    let paymos = Arc::new(MemoryPaymos::new());
+    paymos.invoice("inv_1", at_paymos("paid", Some(100)));
+    paymos.withdrawal("wdr_1", refund_at_paymos(150));
+    let fulfil = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
+    let mut outcomes = Vec::new();
+    for work in [
+        full_refund("evt_r", 150),
+        invoice("evt_forged", "paid", 100_000),
+    ] {
+        outcomes.push(fulfil.apply(&work, NOW_MS).await.unwrap().1);
+    }
+    assert_eq!(outcomes, [Updated, Refunded]);
+    assert!(store.fulfilments().is_empty());
+}
+
+// Defect 2: an invoice closed underpaid, its partial payment refunded in full at 20, then paid
+// late at 30 at Paymos, and the webhook lost. The reconciliation reports the late payment (by
+// Paymos' clock the refund did not return it). Before: `paid at Paymos: 0`, exit 0, named
+// nowhere for ever.
+#[tokio::test]
+async fn a_late_payment_after_a_full_refund_whose_webhook_was_lost_is_reported() {
+    let (_, store) = webhooks(&[invoice("evt_u", "underpaid", 10), full_refund("evt_r", 20)]).await;
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let paymos = MemoryPaymos::new();
+    paymos.invoice(
+        "inv_1",
+        ConfirmedInvoice {
+            paid_late: true,
+            ..at_paymos("underpaid", Some(30))
+        },
+    );
+    paymos.refund("inv_1", paymos_refund(20));
+    let report = crate::reconcile::reconcile(&paymos, &fulfil, (0, 2_000_000_000), false, NOW_MS)
+        .await
+        .unwrap();
+    let late: Vec<&str> = report
+        .paid_late
+        .iter()
+        .map(|p| p.invoice_id.as_str())
+        .collect();
+    assert_eq!(late, ["inv_1"], "{report:?}");
+    assert!(!report.clean());
+}
+
+fn deposit(event_id: &str, deposit_id: &str, project: Option<&str>) -> WorkItem {
+    let project = project.map_or(String::new(), |p| format!(r#","project_id":"{p}""#));
+    item(
+        event_id,
+        "payment_channel.deposit.confirmed",
+        50,
+        &format!(
+            r#"{{"id":"{deposit_id}","is_final":true,"payment_channel_external_id":"42","net":"9","currency":"USDT"{project}}}"#
+        ),
+    )
+}
+
+fn deposit_at_paymos(project: &str) -> ConfirmedDeposit {
+    ConfirmedDeposit {
+        status: "confirmed".into(),
+        is_final: true,
+        is_test: false,
+        payer: "42".into(),
+        net: Amount::parse("9"),
+        currency: "USDT".into(),
+        project_id: Some(project.into()),
+    }
+}
+
+// Defect 3: a stack of three projects with the reverse check. Paymos says pcd_c is prj_c's
+// (its event names none) and pcd_b prj_b's (its event names prj_a): pcd_c credits prj_c's payer
+// 42, pcd_b credits no one. Before: both credited the home project's payer 42 (18.00 USDT of
+// other shops' money), and prj_c's payer was short.
+#[tokio::test]
+async fn a_deposit_is_credited_to_the_payer_of_the_project_paymos_names() {
+    let store = Arc::new(MemoryResources::new());
+    let paymos = Arc::new(MemoryPaymos::new());
+    paymos.deposit("pcd_c", deposit_at_paymos("prj_c"));
+    paymos.deposit("pcd_b", deposit_at_paymos("prj_b"));
+    let fulfil = Fulfil::new(Arc::clone(&store))
+        .with_confirmation(Arc::clone(&paymos))
+        .for_projects(Projects::parse("prj_a,prj_b,prj_c"));
+    let c = fulfil.apply(&deposit("evt_c", "pcd_c", None), NOW_MS).await;
+    let b = fulfil
+        .apply(&deposit("evt_b", "pcd_b", Some("prj_a")), NOW_MS)
+        .await;
+    assert_eq!((c.unwrap().1, b.unwrap().1), (Credited, Unconfirmed));
+    let balances: Vec<_> = store.balances().into_iter().collect();
+    assert_eq!(
+        balances,
+        [(
+            (Some("prj_c".into()), "42".into(), "USDT".into()),
+            "9".into()
+        )]
+    );
+}
+
+fn open_of(project: &str) -> WorkItem {
+    item(
+        "evt_open",
+        "invoice.awaiting_payment",
+        10,
+        &format!(
+            r#"{{"invoice_id":"inv_1","project_id":"{project}","order":{{"external_id":"o-1","amount":"10","currency":"USD"}}}}"#
+        ),
+    )
+}
+
+fn home_paid_at_paymos() -> ConfirmedInvoice {
+    ConfirmedInvoice {
+        project_id: Some("prj_a".into()),
+        ..at_paymos("paid", Some(30))
+    }
+}
+
+// Defect 5: a leaked secret signs an open event of the real invoice naming another project. It
+// is not read back, so under the check it marks no project: the genuine `invoice.paid`, which
+// Paymos confirms as paid and of the home project, ships. Before: `other_project`, listed
+// nowhere, `MISSING` at every reconciliation.
+#[tokio::test]
+async fn a_forged_open_event_naming_another_project_blocks_nothing() {
+    let store = Arc::new(MemoryResources::new());
+    let paymos = Arc::new(MemoryPaymos::new());
+    paymos.invoice("inv_1", home_paid_at_paymos());
+    let fulfil = Fulfil::new(Arc::clone(&store))
+        .with_confirmation(Arc::clone(&paymos))
+        .for_projects(Projects::parse("prj_a"));
+    let forged = fulfil.apply(&open_of("prj_x"), NOW_MS).await.unwrap().1;
+    let genuine = fulfil
+        .apply(&invoice("evt_p", "paid", 30), NOW_MS)
+        .await
+        .unwrap()
+        .1;
+    assert_eq!((forged, genuine), (Updated, Fulfilled));
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}
+
+// Defect 5, a mark written before: an open event naming another project marked the invoice on
+// a stack without the check (or before this release). A payment Paymos confirms for a project
+// the stack applies clears the mark and ships.
+#[tokio::test]
+async fn a_payment_paymos_confirms_for_an_applied_project_overrides_a_project_mark() {
+    let store = Arc::new(MemoryResources::new());
+    let unchecked = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a"));
+    let marked = unchecked.apply(&open_of("prj_x"), NOW_MS).await.unwrap().1;
+    assert_eq!(marked, OtherProject);
+    let paymos = Arc::new(MemoryPaymos::new());
+    paymos.invoice("inv_1", home_paid_at_paymos());
+    let checked = Fulfil::new(Arc::clone(&store))
+        .with_confirmation(Arc::clone(&paymos))
+        .for_projects(Projects::parse("prj_a"));
+    let paid = checked
+        .apply(&invoice("evt_p", "paid", 30), NOW_MS)
+        .await
+        .unwrap()
+        .1;
+    assert_eq!(paid, Fulfilled);
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}

@@ -451,6 +451,20 @@ pub fn refusal(
     let status = found.get(&Field::Status).and_then(Value::as_text);
     let invoice = || {
         let seen = write::invoice_seen(found);
+        // A closed invoice whose payment waited for its order, undated, before the full refund
+        // recorded since: that refund returned it, whoever says it was paid again undated.
+        let undated = paying.is_some_and(|(st, _, paid_at)| st.fulfils() && paid_at.is_none());
+        if undated
+            && seen.awaits_order
+            && !seen.after_refund
+            && seen.status.is_some_and(InvoiceStatus::is_final)
+            && seen.standing() == Standing::Refunded
+        {
+            return Refusal::Refunded {
+                recorded: seen.order,
+                awaited: true,
+            };
+        }
         Refusal::Resource {
             found: seen.status.map_or(Found::Nothing, Found::Invoice),
             mine,

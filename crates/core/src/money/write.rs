@@ -616,6 +616,9 @@ pub fn awaits_order(
     // known, a person says whether it was paid again.
     if after_refund {
         set.push(Set::Put(Field::AfterRefund, Value::Bool(true)));
+    } else if paid_at.is_some() {
+        // Dated (Paymos' word): its time judges the refund, not a person's undated word.
+        set.push(Set::Remove(Field::AfterRefund));
     }
     // When it was paid, where the road knows (Paymos' word): the refund rule reads it.
     set.extend(paid_at.map(|t| Set::Once(Field::PaymentAt, Value::Int(t))));
@@ -665,6 +668,49 @@ pub fn payment_awaiting_order(
         guard: Guard::Always,
         set,
     })
+}
+
+/// Paymos' time (`paid_at`) of a payment recorded here with none (a person's word), read by
+/// a road that asked Paymos: the record takes it once and the refund rule judges the payment
+/// by it, not by the order the words arrived in (one released keeps its standing). With
+/// `reopen`, a payment that never shipped and was judged against a full refund by no time
+/// (settled by it, or waiting [`Mark::AfterRefund`]), on an invoice that did not close first,
+/// is judged anew as Paymos' payment: its status and marks go, and the road's change, tried
+/// next, ships it, holds it or settles it as any payment (a crash between leaves it unfulfilled
+/// and listed by the reconciliation, whose next run applies it).
+#[must_use]
+pub fn paymos_payment_time(invoice_id: &str, paid_at: u64, reopen: bool) -> Write {
+    let mut set = vec![
+        Set::Once(Field::PaymentAt, Value::Int(paid_at)),
+        Set::Remove(Field::AfterRefund),
+    ];
+    let mut guard = vec![
+        Guard::Has(Field::Kind),
+        Guard::Lacks(Field::PaymentAt),
+        Guard::Lacks(Field::ReleasedAt),
+    ];
+    if reopen {
+        set.extend([
+            Set::Remove(Field::Status),
+            Set::Remove(Field::StatusAt),
+            Set::Remove(Field::StatusRank),
+            Set::Remove(Field::Held),
+            Set::Remove(Field::DuplicateOf),
+        ]);
+        guard.extend([
+            Guard::Any(vec![
+                Guard::Is(Field::AfterRefund, Value::Bool(true)),
+                Guard::Has(Field::RefundedInFullBy),
+            ]),
+            Guard::Lacks(Field::PaidLateAt),
+        ]);
+    }
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::All(guard),
+        set,
+    }
 }
 
 /// What an invoice's record learns once, and keeps, whatever else it holds.
@@ -719,9 +765,12 @@ pub fn invoice_transition(
             set.push(Set::Put(Field::DuplicateOf, Value::text(winner)));
         }
         Some(Mark::AfterRefund) => set.push(Set::Put(Field::AfterRefund, Value::Bool(true))),
-        // A dated payment applied at last (its order learned): its time judges the refund.
-        _ if status.fulfils() && paid_at.is_some() => set.push(Set::Remove(Field::AfterRefund)),
         Some(Mark::Refunded | Mark::AwaitsOrder) | None => {}
+    }
+    // A dated payment (Paymos' word, or its order learned at last): its time judges the
+    // refund, whatever a person's undated word marked before.
+    if status.fulfils() && paid_at.is_some() && mark != Some(&Mark::AfterRefund) {
+        set.push(Set::Remove(Field::AfterRefund));
     }
     set.push(invoice_listing(
         invoice_id,

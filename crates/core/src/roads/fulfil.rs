@@ -18,7 +18,7 @@ use crate::outcome::{MAX_WRITES, Step, next_as, plan, read, writes};
 use crate::signature::Environment;
 use crate::status::{Amount, InvoiceStatus};
 use crate::work::{WorkItem, WorkItemError};
-use crate::write::{Field, Fields, Key, Refused, Stored, Value, Write};
+use crate::write::{self, Field, Fields, Key, Refused, Stored, Value, Write};
 
 /// Why a queue message cannot be applied at all (it was not written by ingest, so nothing
 /// acknowledged is lost by sending it to the DLQ).
@@ -567,6 +567,53 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
             .await
     }
 
+    /// Paymos' time `paid_at` of an invoice's payment recorded here with none (a person's
+    /// word), for the refund rule ([`write::paymos_payment_time`]); with `anew`, a payment that
+    /// never shipped and was judged against a full refund by no time is reopened for the change
+    /// the road applies next; without, it is dated only where a full refund recorded here
+    /// returns it by that time (Paymos' refunds are read, never recorded, by the reconciliation).
+    ///
+    /// # Errors
+    /// [`PortError`] when the store fails.
+    pub async fn paymos_dates(
+        &self,
+        invoice_id: &str,
+        paid_at: u64,
+        anew: bool,
+    ) -> Result<(), PortError> {
+        let Some(found) = self.store.read(&Key::state(invoice_id)).await? else {
+            return Ok(());
+        };
+        let late = found.contains_key(&Field::PaidLateAt);
+        let undated = !found.contains_key(&Field::PaymentAt)
+            && !found.contains_key(&Field::ReleasedAt)
+            && (late
+                || write::invoice_seen(&found)
+                    .status
+                    .is_some_and(InvoiceStatus::fulfils));
+        // Without `anew`, dated only where a full refund recorded here returns it by then.
+        if !undated || (!anew && !write::invoice_seen(&found).refunded_in_full_at(Some(paid_at))) {
+            return Ok(());
+        }
+        // Settled by a full refund, or waiting `after_refund`: judged by no time. A late one
+        // keeps its close and waits as it was.
+        let unjudged = found.get(&Field::AfterRefund) == Some(&Value::Bool(true))
+            || found.contains_key(&Field::RefundedInFullBy);
+        let reopen = anew
+            && unjudged
+            && !late
+            && self
+                .store
+                .read(&Key::state(crate::effect::fulfilment_key(invoice_id)))
+                .await?
+                .is_none();
+        // Refused: the record moved since it was read; the change decides.
+        self.store
+            .write(&[write::paymos_payment_time(invoice_id, paid_at, reopen)])
+            .await?;
+        Ok(())
+    }
+
     async fn by_hand(
         &self,
         invoice_id: &str,
@@ -589,6 +636,12 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
                 .read(&Key::state(invoice_id))
                 .await?
                 .and_then(|f| f.get(&Field::PaymentAt).and_then(Value::as_int)),
+            // Paymos' time of a payment recorded here undated (a person's word before it):
+            // the record takes it once, so the refund rule judges that payment by Paymos.
+            Some(t) if status.fulfils() && by_paymos => {
+                self.paymos_dates(invoice_id, t, true).await?;
+                Some(t)
+            }
             given => given,
         };
         let change = self.projects.apply_to(

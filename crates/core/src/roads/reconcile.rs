@@ -596,7 +596,9 @@ async fn late_unrecorded<S: ReconcileStore>(
         // Refunded is known only where the refund returned this payment by Paymos' clock: a
         // late payment after a full refund of the earlier partial one is a new payment.
         let known = seen.is_some_and(|s| match s.standing() {
-            Standing::PaidLate | Standing::Released | Standing::AfterRefund => true,
+            Standing::PaidLate | Standing::Released => true,
+            // A person's undated word waits; Paymos' time decides it instead.
+            Standing::AfterRefund => fact.paid_at.is_none(),
             Standing::Refunded => s.refunded_in_full_at(fact.paid_at.or(s.payment_at)),
             _ => false,
         });
@@ -649,18 +651,32 @@ async fn set_aside_refunded<P: PaymosLedger>(
 /// wait for a person); a missing one or a duplicate payment as its paid status, by hand.
 async fn apply_found<S: ReconcileStore>(fulfil: &Fulfil<S>, report: &mut Report, now_ms: u64) {
     let said = |r: Result<Applied, PortError>| r.map_err(|e| e.to_string());
+    // A payment Paymos has refunded in full, recorded here with no time (a person's word):
+    // dated by Paymos, the refund settles it here too.
+    for m in &report.refunded {
+        if let Some(t) = m.paid_at
+            && let Err(e) = fulfil.paymos_dates(&m.invoice_id, t, false).await
+        {
+            report.applied.insert(m.invoice_id.clone(), Err(e.to_string()));
+        }
+    }
     for m in &report.paid_late {
         let closed = InvoiceStatus::parse(&m.status).unwrap_or(InvoiceStatus::Expired);
-        let applied = match fulfil
-            .apply_confirmed(
-                &m.invoice_id,
-                (closed, None),
-                m.order(),
-                "reconcile",
-                now_ms,
-            )
-            .await
-        {
+        // Dated first: a payment a person named undated after a full refund is reopened
+        // before the close Paymos has lands on it.
+        let dated = match m.paid_at {
+            Some(t) => fulfil.paymos_dates(&m.invoice_id, t, true).await,
+            None => Ok(()),
+        };
+        let closing = match dated {
+            Ok(()) => {
+                fulfil
+                    .apply_confirmed(&m.invoice_id, (closed, None), m.order(), "reconcile", now_ms)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        let applied = match closing {
             Ok(_) => said(
                 fulfil
                     .apply_confirmed(

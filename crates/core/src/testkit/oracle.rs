@@ -899,10 +899,11 @@ impl Machine<'_> {
             .filter(|(_, r)| w.applies(&r.project))
         {
             // 6: an invoice that shipped, or whose payment is recorded here already, has
-            // nothing left to apply (its refunds are read, never recorded, by the run)
-            if self.inv.get(id).is_some_and(|i| i.shipped || i.paid) {
-                continue;
-            }
+            // nothing left to apply (its refunds are read, never recorded, by the run); 8: but
+            // a payment recorded with no time (a person's word) takes Paymos' time of it
+            // (one that never shipped, judged against a Full refund by no time, settled or
+            // waiting `AfterRefund`, on an invoice that did not close first, is Paymos' payment
+            // from now on, judged anew by its record)
             // 8: Paymos' refunds are read first, with their times: a payment a Full refund
             // completed at or after is paid back, not applied; one made after every Full refund
             // is new (applied with the refunds before it); where no time tells, it waits
@@ -916,6 +917,29 @@ impl Machine<'_> {
             let settled = full
                 .iter()
                 .any(|(_, r)| r.zip(paid_at).is_some_and(|(r, p)| r >= p));
+            if let Some(inv) = self.inv.get_mut(id).filter(|i| i.shipped || i.paid) {
+                if inv.shipped || inv.paid_at.is_some() {
+                    continue;
+                }
+                if settled {
+                    // dated only where a Full refund recorded here returns it by that time
+                    let returned = inv
+                        .refunds
+                        .iter()
+                        .any(|r| r.zip(paid_at).is_some_and(|(r, p)| r >= p));
+                    if returned {
+                        inv.paid_at = paid_at;
+                    }
+                    continue;
+                }
+                let reopen = (inv.after_refund() || inv.refunded()) && !inv.late;
+                inv.paid_at = paid_at;
+                if !reopen {
+                    continue;
+                }
+                inv.paid = false;
+                inv.judged = None;
+            }
             if settled {
                 continue;
             }

@@ -528,7 +528,13 @@ pub fn change_of(envelope: &Envelope) -> Change {
             Some(status) => Change::Withdrawal {
                 withdrawal_id: resource,
                 status,
-                occurred_at: envelope.occurred_at,
+                // A completed withdrawal happened when Paymos completed it (`data.completed_at`,
+                // Paymos' record of the moment, which a full refund returns payments until);
+                // the event's `occurred_at` where the body names none.
+                occurred_at: match (status, envelope.data.completed_at) {
+                    (WithdrawalStatus::Completed, Some(at)) => at,
+                    _ => envelope.occurred_at,
+                },
                 kind: match data.kind.as_deref() {
                     Some("refund") => "refund".into(),
                     None if data.mode.is_some() || data.invoice_id.is_some() => "refund".into(),

@@ -567,11 +567,41 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
             .await
     }
 
+    /// A completed refund of `invoice_id` as Paymos lists it (`reconcile --apply`, before the
+    /// payment after it): recorded through the webhook's use case, dated by Paymos'
+    /// `completed_at`, so a later delivery of it (dated by its event) finds it applied.
+    ///
+    /// # Errors
+    /// [`PortError`] when the store fails.
+    pub async fn apply_refund_confirmed(
+        &self,
+        invoice_id: &str,
+        refund: &crate::invoice::Refund,
+        actor: &str,
+        now_ms: u64,
+    ) -> Result<Applied, PortError> {
+        let change = Change::Withdrawal {
+            withdrawal_id: refund.withdrawal_id.clone(),
+            status: crate::status::WithdrawalStatus::Completed,
+            occurred_at: refund.completed_at.unwrap_or(now_ms / 1000),
+            kind: "refund".into(),
+            invoice_id: Some(invoice_id.to_owned()),
+            amount: refund.amount.clone(),
+            currency: refund.currency.clone(),
+            mode: refund.mode.map(|m| m.as_str().to_owned()),
+        };
+        let source = Source::Manual {
+            actor: actor.to_owned(),
+        };
+        settle_as(&self.store, &source, &change, self.effect.as_ref(), now_ms, true).await
+    }
+
     /// Paymos' time `paid_at` of an invoice's payment recorded here with none (a person's
     /// word), for the refund rule ([`write::paymos_payment_time`]); with `anew`, a payment that
     /// never shipped and was judged against a full refund by no time is reopened for the change
     /// the road applies next; without, it is dated only where a full refund recorded here
     /// returns it by that time (Paymos' refunds are read, never recorded, by the reconciliation).
+    /// Whether the record holds a payment still (one reopened holds none).
     ///
     /// # Errors
     /// [`PortError`] when the store fails.
@@ -580,20 +610,20 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         invoice_id: &str,
         paid_at: u64,
         anew: bool,
-    ) -> Result<(), PortError> {
+    ) -> Result<bool, PortError> {
         let Some(found) = self.store.read(&Key::state(invoice_id)).await? else {
-            return Ok(());
+            return Ok(false);
         };
         let late = found.contains_key(&Field::PaidLateAt);
-        let undated = !found.contains_key(&Field::PaymentAt)
-            && !found.contains_key(&Field::ReleasedAt)
-            && (late
-                || write::invoice_seen(&found)
-                    .status
-                    .is_some_and(InvoiceStatus::fulfils));
+        let paid = late
+            || write::invoice_seen(&found)
+                .status
+                .is_some_and(InvoiceStatus::fulfils);
+        let undated =
+            paid && !found.contains_key(&Field::PaymentAt) && !found.contains_key(&Field::ReleasedAt);
         // Without `anew`, dated only where a full refund recorded here returns it by then.
         if !undated || (!anew && !write::invoice_seen(&found).refunded_in_full_at(Some(paid_at))) {
-            return Ok(());
+            return Ok(paid);
         }
         // Settled by a full refund, or waiting `after_refund`: judged by no time. A late one
         // keeps its close and waits as it was.
@@ -608,10 +638,11 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
                 .await?
                 .is_none();
         // Refused: the record moved since it was read; the change decides.
-        self.store
+        let written = self
+            .store
             .write(&[write::paymos_payment_time(invoice_id, paid_at, reopen)])
             .await?;
-        Ok(())
+        Ok(!(reopen && written == Stored::Committed))
     }
 
     async fn by_hand(
@@ -639,7 +670,7 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
             // Paymos' time of a payment recorded here undated (a person's word before it):
             // the record takes it once, so the refund rule judges that payment by Paymos.
             Some(t) if status.fulfils() && by_paymos => {
-                self.paymos_dates(invoice_id, t, true).await?;
+                let _holds_one = self.paymos_dates(invoice_id, t, true).await?;
                 Some(t)
             }
             given => given,

@@ -159,6 +159,10 @@ pub struct PaidAtPaymos {
     /// When Paymos says it was paid (Unix s).
     #[serde(skip)]
     pub paid_at: Option<u64>,
+    /// Paymos' full refunds of it completed before that payment (read first): `--apply`
+    /// records them before it applies the payment.
+    #[serde(skip)]
+    pub refunds_before: Vec<Refund>,
 }
 
 /// What reconciliation found (and did, with `--apply`).
@@ -253,6 +257,7 @@ impl PaidAtPaymos {
             project: at.project_id.clone(),
             scope: projects.scope(at.project_id.as_deref()),
             paid_at: at.paid_at,
+            refunds_before: Vec::new(),
         }
     }
 
@@ -639,10 +644,41 @@ async fn set_aside_refunded<P: PaymosLedger>(
             if seen.refunded_in_full() {
                 report.refunded.push(fact.clone());
             } else {
-                kept.push(fact.clone());
+                let mut fact = fact.clone();
+                fact.refunds_before = seen
+                    .refunds
+                    .into_iter()
+                    .filter(|r| r.mode == Some(crate::invoice::RefundMode::Full))
+                    .collect();
+                kept.push(fact);
             }
         }
         *list = kept;
+    }
+    Ok(())
+}
+
+/// Paymos' time of `m`'s payment ([`Fulfil::paymos_dates`]), then Paymos' full refunds of its
+/// invoice completed before it, recorded before the payment is applied: a later delivery of one
+/// (dated by its event, which may say later than the payment) finds it applied.
+async fn refunds_first<S: ReconcileStore>(
+    fulfil: &Fulfil<S>,
+    m: &PaidAtPaymos,
+    now_ms: u64,
+) -> Result<(), PortError> {
+    // Dated first, judged against the refunds recorded here until now; a payment recorded
+    // here has nothing left to apply, and its refunds are read, never recorded.
+    let recorded = match m.paid_at {
+        Some(t) => fulfil.paymos_dates(&m.invoice_id, t, true).await?,
+        None => false,
+    };
+    if recorded {
+        return Ok(());
+    }
+    for refund in &m.refunds_before {
+        fulfil
+            .apply_refund_confirmed(&m.invoice_id, refund, "reconcile", now_ms)
+            .await?;
     }
     Ok(())
 }
@@ -662,12 +698,10 @@ async fn apply_found<S: ReconcileStore>(fulfil: &Fulfil<S>, report: &mut Report,
     }
     for m in &report.paid_late {
         let closed = InvoiceStatus::parse(&m.status).unwrap_or(InvoiceStatus::Expired);
-        // Dated first: a payment a person named undated after a full refund is reopened
-        // before the close Paymos has lands on it.
-        let dated = match m.paid_at {
-            Some(t) => fulfil.paymos_dates(&m.invoice_id, t, true).await,
-            None => Ok(()),
-        };
+        // Dated and Paymos' full refunds before it recorded first ([`refunds_first`]): a
+        // payment a person named undated after a full refund is reopened before the close
+        // Paymos has lands on it.
+        let dated = refunds_first(fulfil, m, now_ms).await;
         let closing = match dated {
             Ok(()) => {
                 fulfil
@@ -696,17 +730,20 @@ async fn apply_found<S: ReconcileStore>(fulfil: &Fulfil<S>, report: &mut Report,
         let status = InvoiceStatus::parse(&m.status).unwrap_or(InvoiceStatus::Paid);
         // An empty `external_order_id` is no order: the payment waits for it (order_unknown),
         // it never shares a claim with every other invoice that has none.
-        let applied = said(
-            fulfil
-                .apply_confirmed(
-                    &m.invoice_id,
-                    (status, m.paid_at),
-                    m.order(),
-                    "reconcile",
-                    now_ms,
-                )
-                .await,
-        );
+        let applied = match refunds_first(fulfil, m, now_ms).await {
+            Ok(()) => said(
+                fulfil
+                    .apply_confirmed(
+                        &m.invoice_id,
+                        (status, m.paid_at),
+                        m.order(),
+                        "reconcile",
+                        now_ms,
+                    )
+                    .await,
+            ),
+            Err(e) => Err(e.to_string()),
+        };
         report.applied.insert(m.invoice_id.clone(), applied);
     }
 }

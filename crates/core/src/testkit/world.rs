@@ -127,7 +127,14 @@ pub struct Truth {
     pub projects: Option<Vec<u8>>,
     /// Whether the reverse check is on.
     pub reverse_check: bool,
+    /// How far a refund event's `occurred_at` is from its completion (`data.completed_at`) by
+    /// Paymos' clock, in seconds, either way: the event's clock apart from Paymos' record.
+    pub refund_skew: i64,
 }
+
+/// When a forged event says it happened: far in the future through endpoint 0, long ago
+/// through endpoint 1 (a leaked secret signs any `occurred_at`).
+pub const FORGED_AT: [u64; 2] = [1_000_000, 1];
 
 /// One thing that reaches the receiver.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -244,10 +251,10 @@ fn truth() -> impl Strategy<Value = Truth> {
         prop::collection::vec((0..INVOICES, any::<bool>()), 0..3),
         prop::collection::vec(deposit, 0..4),
         (0u8..3, stack),
-        any::<bool>(),
+        (any::<bool>(), prop::sample::select(vec![0i64, 0, 12, -12])),
     )
         .prop_map(
-            |(invoices, refunds, deposits, (payouts, projects), reverse_check)| {
+            |(invoices, refunds, deposits, (payouts, projects), (reverse_check, refund_skew))| {
                 // `again`: partly paid, the partial payment returned in full, then paid in full.
                 let repaid = |status: Status, twice: bool| {
                     twice && (status.pays() || status == Status::Underpaid)
@@ -305,6 +312,7 @@ fn truth() -> impl Strategy<Value = Truth> {
                     payouts,
                     projects,
                     reverse_check,
+                    refund_skew,
                 }
             },
         )
@@ -671,7 +679,11 @@ fn item(ids: &Ids, t: &Truth, act: &Act) -> Option<WorkItem> {
                 u8::from(priced),
                 u8::from(project)
             );
-            let at = said_at(t, invoice, status);
+            let at = if forged {
+                FORGED_AT[usize::from(endpoint % 2)]
+            } else {
+                said_at(t, invoice, status)
+            };
             (id, format!("invoice.{}", name(status)), data, sandbox, at)
         }
         Act::Refund {
@@ -684,7 +696,8 @@ fn item(ids: &Ids, t: &Truth, act: &Act) -> Option<WorkItem> {
                 "type": "refund", "mode": if full { "full" } else { "overpayment" },
                 "amount": "1", "currency": "USDT", "completed_at": at});
             let id = format!("evt_{}_r{refund}", ids.run);
-            (id, "withdrawal.completed".to_owned(), data, sandbox, at)
+            let said = at.saturating_add_signed(t.refund_skew);
+            (id, "withdrawal.completed".to_owned(), data, sandbox, said)
         }
         Act::Payout {
             payout, sandbox, ..
@@ -990,10 +1003,10 @@ fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Step {
             naming,
             priced,
             project,
+            endpoint,
             sandbox,
             forged,
             lagging,
-            ..
         } => {
             let truth = &t.invoices[usize::from(invoice)];
             let order = match naming {
@@ -1012,7 +1025,11 @@ fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Step {
                 env: env(sandbox),
                 genuine: !forged,
                 lagging,
-                at: said_at(t, invoice, status),
+                at: if forged {
+                    FORGED_AT[usize::from(endpoint % 2)]
+                } else {
+                    said_at(t, invoice, status)
+                },
                 status,
                 order,
                 price,
@@ -1028,6 +1045,8 @@ fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Step {
             env: env(sandbox),
             genuine: true,
             lagging,
+            // the completion the event names (`data.completed_at`); its `occurred_at` is
+            // `refund_skew` apart
             at: t.refunds[usize::from(refund)].at,
             completed: true,
         },

@@ -264,6 +264,29 @@ async fn with_the_check_a_refund_and_a_payment_are_dated_by_paymos_clock() {
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
 }
 
+// Defect 1, clock skew without the check: the refund's body says Paymos completed it at 100
+// (`data.completed_at`), its event at 110; the payment was made at 105. A refund returns what
+// was paid until it completed, so the webhook ships the payment, as the reconciliation (which
+// reads Paymos' `completed_at`) judges it. Before: `refunded`, while `reconcile` said
+// MISSING every run.
+#[tokio::test]
+async fn without_the_check_a_refund_is_dated_by_its_completion_not_its_event() {
+    let refund = item(
+        "evt_r",
+        "withdrawal.completed",
+        110,
+        r#"{"withdrawal_id":"wdr_1","invoice_id":"inv_1","mode":"full","type":"refund","amount":"4.00","currency":"USDT","completed_at":100}"#,
+    );
+    let (outcomes, store) = webhooks(&[
+        invoice("evt_u", "underpaid_waiting", 90),
+        refund,
+        invoice("evt_p", "paid", 105),
+    ])
+    .await;
+    assert_eq!(outcomes, [Updated, Updated, Fulfilled]);
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}
+
 // Defect 6: a leaked secret signs a new `invoice.paid` of the real order and price, dated far
 // in the future. Paymos has the invoice paid at 100 and refunded in full at 150: by Paymos'
 // clock the refund returned that payment, and nothing ships. Before: `fulfilled`.

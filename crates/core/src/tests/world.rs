@@ -80,6 +80,7 @@ fn truth(inv: TrueInvoice, refunds: &[(bool, u64)], reverse_check: bool) -> Trut
         payouts: 0,
         projects: Some(vec![0]),
         reverse_check,
+        refund_skew: 0,
     }
 }
 

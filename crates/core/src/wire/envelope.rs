@@ -166,6 +166,8 @@ struct RawData<'a> {
     net: Option<&'a RawValue>,
     #[serde(default, borrow)]
     project_id: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    completed_at: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize, Default)]
@@ -231,6 +233,9 @@ pub struct EventData {
     /// `data.project_id` (`prj_…`): the merchant's project an invoice, a refund or a deposit
     /// belongs to; a plain payout names none.
     pub project_id: Option<String>,
+    /// `data.completed_at` (withdrawals, Unix seconds): when Paymos completed it, the moment a
+    /// `full` refund returns the payments received until.
+    pub completed_at: Option<u64>,
 }
 
 /// The verified envelope: what the receiver routes and records by, and the fields of `data`
@@ -340,6 +345,9 @@ impl Envelope {
                 payer: text(data.payment_channel_external_id),
                 net: text(data.net),
                 project_id: text(data.project_id).filter(|p| named(p).is_some()),
+                completed_at: data
+                    .completed_at
+                    .and_then(|v| serde_json::from_str(v.get()).ok()),
             },
         })
     }

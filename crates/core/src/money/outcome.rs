@@ -730,6 +730,92 @@ fn correct(change: &Change, tried: &Plan, refusal: &Refusal, confirmed: bool) ->
     })
 }
 
+/// A change refused by what its resource holds ([`Refusal::Resource`]), seen from `delivery`
+/// (a webhook) or a person's road.
+fn on_resource(change: &Change, found: Found, standing: &Standing, delivery: bool) -> Step {
+    let mark_only = |outcome| mark_only(outcome, None);
+    // Whether the road knows when the payment was made (by Paymos' clock).
+    let undated = matches!(change, Change::Invoice { paid_at: None, .. });
+    match (change, found) {
+        // Released by a person: nothing waits.
+        (Change::Invoice { status, .. }, Found::Invoice(current))
+            if current.is_final()
+                && status.fulfils()
+                && !current.fulfils()
+                && *standing == Standing::Released =>
+        {
+            mark_only(Applied::AlreadyFinal)
+        }
+        // Paid after it closed unpaid: the final status stays, the payment is noted (and,
+        // undated after a full refund, marked for a person to say whether it was paid again).
+        (Change::Invoice { status, .. }, Found::Invoice(current))
+            if current.is_final() && status.fulfils() && !current.fulfils() =>
+        {
+            let after_refund = undated && *standing == Standing::Refunded;
+            Step::Then(Plan {
+                write: Write::PaidLate {
+                    closed: current,
+                    after_refund,
+                },
+                with_mark: true,
+                outcome: Applied::PaidLate,
+                reason: after_refund.then(|| AFTER_REFUND.into()),
+            })
+        }
+        // A person's road reports where the payment stands (a hold, a duplicate, a late
+        // payment, or done).
+        (Change::Invoice { .. }, Found::Invoice(current)) if current.is_final() && !delivery => {
+            mark_only(standing_outcome(standing))
+        }
+        (Change::Invoice { .. }, Found::Invoice(current)) if current.is_final() => {
+            mark_only(Applied::AlreadyFinal)
+        }
+        (Change::Withdrawal { .. }, Found::Withdrawal(current)) if current.is_final() => {
+            mark_only(Applied::AlreadyFinal)
+        }
+        (Change::Deposit { .. }, Found::Deposit { credited: true }) => {
+            mark_only(Applied::AlreadyFinal)
+        }
+        // Open and further along (or a note without a status): a late event.
+        _ => mark_only(Applied::Stale),
+    }
+}
+
+/// A payment refused because a full refund is on its record ([`Refusal::Refunded`]).
+fn refunded(change: &Change, recorded: OrderRef, awaited: bool) -> Step {
+    let mark_only = |outcome| mark_only(outcome, None);
+    // Whether the road knows when the payment was made (by Paymos' clock): a person's road
+    // that asked nobody does not, and then a full refund on record settles nothing in silence.
+    let undated = matches!(change, Change::Invoice { paid_at: None, .. });
+    let no_order = recorded.external_id.is_none()
+        && matches!(change, Change::Invoice { order, .. } if order.external_id.is_none());
+    match (awaited, undated && no_order) {
+        // A person's word again, of a payment that waited for its order before the full refund
+        // recorded since: that refund returned it.
+        (true, true) => mark_only(Applied::Refunded),
+        // Undated and of an order known nowhere: the order is learned first (a dated delivery
+        // of it then judges the refund); else a person says whether it was paid again.
+        (false, true) => match on_record(change, recorded) {
+            Step::Then(plan) => Step::Then(Plan {
+                reason: Some(ORDER_UNKNOWN_AFTER_REFUND.into()),
+                ..plan
+            }),
+            other => other,
+        },
+        // No road knows when it was paid: was it paid again after the refund? It waits for a
+        // person (a release ships it, a refund of it settles it), never settled in silence.
+        // (Of an order known now, a payment that waited before the refund is refunded as any
+        // other.)
+        (false, false) if undated => after_refund(),
+        _ => Step::Then(Plan {
+            write: Write::Unfulfilled(Mark::Refunded),
+            with_mark: true,
+            outcome: Applied::Refunded,
+            reason: Some("refunded in full before its payment was applied: nothing shipped".into()),
+        }),
+    }
+}
+
 /// [`next`], for a change whose order Paymos `confirmed` (the reverse check, `recheck`,
 /// `reconcile`): Paymos' order and price replace a record's that differs, before the change is
 /// tried again; what Paymos confirms wins over what an unconfirmed delivery said.
@@ -778,9 +864,6 @@ pub fn next_as(
     }
     let mark_only = |outcome| mark_only(outcome, None);
     let delivery = matches!(source, Source::Delivery { .. });
-    // Whether the road knows when the payment was made (by Paymos' clock): a person's road
-    // that asked nobody does not, and then a full refund on record settles nothing in silence.
-    let undated = matches!(change, Change::Invoice { paid_at: None, .. });
     match (&tried.write, refusal) {
         // The resource holds this delivery's own change: a crash came between the change and
         // its mark. The outcome is the plan's. (A person's second run is not a crash: it is
@@ -794,95 +877,15 @@ pub fn next_as(
         // but by the processed mark.
         (Write::Review | Write::MarkOnly, _) => Step::Done(Applied::AlreadyProcessed),
         (Write::Change, Refusal::OrderOnRecord { recorded }) => on_record(change, recorded),
-        // No road knows when it was paid: was it paid again after the refund? It waits for a
-        // person (a release ships it, a refund of it settles it), never settled in silence.
-        // Undated and of an order known nowhere: the order is learned first (a dated delivery
-        // of it then judges the refund); else a person says whether it was paid again.
-        // A person's word again, of a payment that waited for its order before the full refund
-        // recorded since: that refund returned it.
-        (
-            Write::Change,
-            Refusal::Refunded {
-                awaited: true,
-                recorded,
-            },
-        ) if undated
-            && recorded.external_id.is_none()
-            && matches!(change, Change::Invoice { order, .. } if order.external_id.is_none()) =>
-        {
-            mark_only(Applied::Refunded)
+        (Write::Change, Refusal::Refunded { recorded, awaited }) => {
+            refunded(change, recorded, awaited)
         }
-        (Write::Change, Refusal::Refunded { recorded, .. })
-            if undated
-                && recorded.external_id.is_none()
-                && matches!(change, Change::Invoice { order, .. } if order.external_id.is_none()) =>
-        {
-            match on_record(change, recorded) {
-                Step::Then(plan) => Step::Then(Plan {
-                    reason: Some(ORDER_UNKNOWN_AFTER_REFUND.into()),
-                    ..plan
-                }),
-                other => other,
-            }
-        }
-        // (Of an order known now, that payment is refunded as any other.)
-        (Write::Change, Refusal::Refunded { awaited, .. }) if undated && !awaited => after_refund(),
-        (Write::Change, Refusal::Refunded { .. }) => Step::Then(Plan {
-            write: Write::Unfulfilled(Mark::Refunded),
-            with_mark: true,
-            outcome: Applied::Refunded,
-            reason: Some("refunded in full before its payment was applied: nothing shipped".into()),
-        }),
         (
             Write::Change,
             Refusal::Resource {
                 found, standing, ..
             },
-        ) => match (change, found) {
-            // Released by a person: nothing waits.
-            (Change::Invoice { status, .. }, Found::Invoice(current))
-                if current.is_final()
-                    && status.fulfils()
-                    && !current.fulfils()
-                    && standing == Standing::Released =>
-            {
-                mark_only(Applied::AlreadyFinal)
-            }
-            // Paid after it closed unpaid: the final status stays, the payment is noted (and,
-            // undated after a full refund, marked for a person to say whether it was paid again).
-            (Change::Invoice { status, .. }, Found::Invoice(current))
-                if current.is_final() && status.fulfils() && !current.fulfils() =>
-            {
-                let after_refund = undated && standing == Standing::Refunded;
-                Step::Then(Plan {
-                    write: Write::PaidLate {
-                        closed: current,
-                        after_refund,
-                    },
-                    with_mark: true,
-                    outcome: Applied::PaidLate,
-                    reason: after_refund.then(|| AFTER_REFUND.into()),
-                })
-            }
-            // A person's road reports where the payment stands (a hold, a duplicate, a late
-            // payment, or done).
-            (Change::Invoice { .. }, Found::Invoice(current))
-                if current.is_final() && !delivery =>
-            {
-                mark_only(standing_outcome(&standing))
-            }
-            (Change::Invoice { .. }, Found::Invoice(current)) if current.is_final() => {
-                mark_only(Applied::AlreadyFinal)
-            }
-            (Change::Withdrawal { .. }, Found::Withdrawal(current)) if current.is_final() => {
-                mark_only(Applied::AlreadyFinal)
-            }
-            (Change::Deposit { .. }, Found::Deposit { credited: true }) => {
-                mark_only(Applied::AlreadyFinal)
-            }
-            // Open and further along (or a note without a status): a late event.
-            _ => mark_only(Applied::Stale),
-        },
+        ) => on_resource(change, found, &standing, delivery),
         (Write::Change, Refusal::OrderClaimed { invoice_id }) => Step::Then(Plan {
             write: Write::Unfulfilled(Mark::DuplicateOf(invoice_id)),
             with_mark: true,

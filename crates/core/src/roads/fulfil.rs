@@ -593,7 +593,15 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         let source = Source::Manual {
             actor: actor.to_owned(),
         };
-        settle_as(&self.store, &source, &change, self.effect.as_ref(), now_ms, true).await
+        settle_as(
+            &self.store,
+            &source,
+            &change,
+            self.effect.as_ref(),
+            now_ms,
+            true,
+        )
+        .await
     }
 
     /// Paymos' time `paid_at` of an invoice's payment recorded here with none (a person's
@@ -619,8 +627,9 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
             || write::invoice_seen(&found)
                 .status
                 .is_some_and(InvoiceStatus::fulfils);
-        let undated =
-            paid && !found.contains_key(&Field::PaymentAt) && !found.contains_key(&Field::ReleasedAt);
+        let undated = paid
+            && !found.contains_key(&Field::PaymentAt)
+            && !found.contains_key(&Field::ReleasedAt);
         // Without `anew`, dated only where a full refund recorded here returns it by then.
         if !undated || (!anew && !write::invoice_seen(&found).refunded_in_full_at(Some(paid_at))) {
             return Ok(paid);

@@ -693,7 +693,9 @@ async fn apply_found<S: ReconcileStore>(fulfil: &Fulfil<S>, report: &mut Report,
         if let Some(t) = m.paid_at
             && let Err(e) = fulfil.paymos_dates(&m.invoice_id, t, false).await
         {
-            report.applied.insert(m.invoice_id.clone(), Err(e.to_string()));
+            report
+                .applied
+                .insert(m.invoice_id.clone(), Err(e.to_string()));
         }
     }
     for m in &report.paid_late {
@@ -705,7 +707,13 @@ async fn apply_found<S: ReconcileStore>(fulfil: &Fulfil<S>, report: &mut Report,
         let closing = match dated {
             Ok(()) => {
                 fulfil
-                    .apply_confirmed(&m.invoice_id, (closed, None), m.order(), "reconcile", now_ms)
+                    .apply_confirmed(
+                        &m.invoice_id,
+                        (closed, None),
+                        m.order(),
+                        "reconcile",
+                        now_ms,
+                    )
                     .await
             }
             Err(e) => Err(e),

@@ -209,6 +209,18 @@ pub enum Act {
     Reconcile,
 }
 
+/// The projects a stack applies: one, two (either home), three, or every project.
+fn stacks() -> impl Strategy<Value = Option<Vec<u8>>> {
+    prop::sample::select(vec![
+        Some(vec![0u8]),
+        Some(vec![1]),
+        Some(vec![0, 1]),
+        Some(vec![1, 0]),
+        Some(vec![0, 1, 2]),
+        None,
+    ])
+}
+
 fn truth() -> impl Strategy<Value = Truth> {
     let status = prop::sample::select(vec![
         Status::AwaitingPayment,
@@ -237,15 +249,7 @@ fn truth() -> impl Strategy<Value = Truth> {
             payer,
             confirmed,
         });
-    // One project, two (either home), three, or every project.
-    let stack = prop::sample::select(vec![
-        Some(vec![0u8]),
-        Some(vec![1]),
-        Some(vec![0, 1]),
-        Some(vec![1, 0]),
-        Some(vec![0, 1, 2]),
-        None,
-    ]);
+    let stack = stacks();
     (
         prop::collection::vec(invoice, INVOICES as usize),
         prop::collection::vec((0..INVOICES, any::<bool>()), 0..3),
@@ -637,6 +641,15 @@ fn said_at(t: &Truth, invoice: u8, status: Status) -> u64 {
     }
 }
 
+/// The `occurred_at` an invoice event carries: a genuine one [`said_at`], one forged through
+/// `endpoint` (`Some`) any time its signer likes ([`FORGED_AT`]).
+fn event_at(t: &Truth, invoice: u8, status: Status, forged: Option<u8>) -> u64 {
+    forged.map_or_else(
+        || said_at(t, invoice, status),
+        |endpoint| FORGED_AT[usize::from(endpoint % 2)],
+    )
+}
+
 /// The delivery of an event act: its work item (sandbox copies reuse the live event id), its
 /// body carrying the Paymos time of the fact it announces.
 fn item(ids: &Ids, t: &Truth, act: &Act) -> Option<WorkItem> {
@@ -679,11 +692,7 @@ fn item(ids: &Ids, t: &Truth, act: &Act) -> Option<WorkItem> {
                 u8::from(priced),
                 u8::from(project)
             );
-            let at = if forged {
-                FORGED_AT[usize::from(endpoint % 2)]
-            } else {
-                said_at(t, invoice, status)
-            };
+            let at = event_at(t, invoice, status, forged.then_some(endpoint));
             (id, format!("invoice.{}", name(status)), data, sandbox, at)
         }
         Act::Refund {
@@ -1025,11 +1034,7 @@ fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Step {
                 env: env(sandbox),
                 genuine: !forged,
                 lagging,
-                at: if forged {
-                    FORGED_AT[usize::from(endpoint % 2)]
-                } else {
-                    said_at(t, invoice, status)
-                },
+                at: event_at(t, invoice, status, forged.then_some(endpoint)),
                 status,
                 order,
                 price,

@@ -10,7 +10,9 @@
 //!
 //! Paymos has a clock: each payment and each refund happens at a Paymos time, which every
 //! delivery body carries (`occurred_at`, and a refund's `data.completed_at`) whatever its
-//! arrival position. Besides refunds after a payment, an invoice may be partly paid, its partial
+//! arrival position. A refund event's `occurred_at` may stand apart from its completion
+//! (`refund_skew`, either way), and a forged event says any time its signer likes (far in the
+//! future, long ago: [`FORGED_AT`]). Besides refunds after a payment, an invoice may be partly paid, its partial
 //! payment returned by a `full` refund, and then paid in full (open: `paid`; closed `underpaid`:
 //! paid late): a new payment, which that refund does not return.
 //!

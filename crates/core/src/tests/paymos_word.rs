@@ -216,6 +216,32 @@ async fn an_undated_payment_after_a_full_refund_waits_for_a_person_and_release_s
     );
 }
 
+// Defect 1, a person's undated word, then the dated delivery: a full refund at 20, then
+// support's `mark-paid` of an invoice whose order nothing names (it waits for its order, after
+// a full refund), then the paid event at 30 naming the order at a price other than its
+// registration. The event's time judges the refund (the payment is new), so the price holds
+// it: `held`, for a person to release or refund, no longer "paid after a full refund?".
+#[tokio::test]
+async fn a_dated_payment_replaces_a_persons_undated_word_after_a_full_refund() {
+    let (_, store) = webhooks(&[full_refund("evt_r", 20)]).await;
+    store.register_order("o-1", &Amount::parse("12").unwrap(), "USD");
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let by_hand = fulfil
+        .mark_paid("inv_1", OrderRef::none(), "support", NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(by_hand, OrderUnknown);
+    let paid = fulfil
+        .apply(&invoice("evt_p", "paid", 30), NOW_MS)
+        .await
+        .unwrap()
+        .1;
+    assert_eq!(paid, Held);
+    assert!(store.fulfilments().is_empty());
+    let (seen, _) = store.invoice_seen("inv_1").await.unwrap();
+    assert_eq!(seen.unwrap().standing(), Standing::Held);
+}
+
 // Defect 1, `reconcile --apply`: the paid webhook was lost; Paymos lists the invoice paid at 30
 // and its refund at 20. The run applies it with Paymos' time and ships it; the next run is
 // clean. Before: `MISSING … → refunded`, and `MISSING` on every later run.

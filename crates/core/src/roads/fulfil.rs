@@ -569,21 +569,21 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
 
     /// A completed refund of `invoice_id` as Paymos lists it (`reconcile --apply`, before the
     /// payment after it): recorded through the webhook's use case, dated by Paymos'
-    /// `completed_at`, so a later delivery of it (dated by its event) finds it applied.
+    /// `completed_at`, so a later delivery of it finds it applied.
     ///
     /// # Errors
     /// [`PortError`] when the store fails.
     pub async fn apply_refund_confirmed(
         &self,
         invoice_id: &str,
-        refund: &crate::invoice::Refund,
+        (refund, completed_at): (&crate::invoice::Refund, u64),
         actor: &str,
         now_ms: u64,
     ) -> Result<Applied, PortError> {
         let change = Change::Withdrawal {
             withdrawal_id: refund.withdrawal_id.clone(),
             status: crate::status::WithdrawalStatus::Completed,
-            occurred_at: refund.completed_at.unwrap_or(now_ms / 1000),
+            occurred_at: completed_at,
             kind: "refund".into(),
             invoice_id: Some(invoice_id.to_owned()),
             amount: refund.amount.clone(),

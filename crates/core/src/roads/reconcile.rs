@@ -185,6 +185,10 @@ pub struct Report {
     pub open_rechecked: usize,
     /// Paid after they closed at Paymos, not recorded as late payments here (PAID_LATE).
     pub paid_late: Vec<PaidAtPaymos>,
+    /// Late payments recorded here already, as Paymos lists them: `--apply` gives one a person
+    /// recorded with no time Paymos' time of it ([`Fulfil::paymos_dates`]).
+    #[serde(skip)]
+    pub late_recorded: Vec<PaidAtPaymos>,
     /// Paid at Paymos and refunded there in full: never fulfilled (REFUNDED).
     pub refunded: Vec<PaidAtPaymos>,
     /// With `--apply`: what applying each missing invoice did, or why it could not (a JSON
@@ -607,7 +611,9 @@ async fn late_unrecorded<S: ReconcileStore>(
             Standing::Refunded => s.refunded_in_full_at(fact.paid_at.or(s.payment_at)),
             _ => false,
         });
-        if !known {
+        if known {
+            report.late_recorded.push(fact);
+        } else {
             report.paid_late.push(fact);
         }
     }
@@ -675,10 +681,13 @@ async fn refunds_first<S: ReconcileStore>(
     if recorded {
         return Ok(());
     }
+    // (A full refund Paymos names no time for settles any payment: never one of these.)
     for refund in &m.refunds_before {
-        fulfil
-            .apply_refund_confirmed(&m.invoice_id, refund, "reconcile", now_ms)
-            .await?;
+        if let Some(at) = refund.completed_at {
+            fulfil
+                .apply_refund_confirmed(&m.invoice_id, (refund, at), "reconcile", now_ms)
+                .await?;
+        }
     }
     Ok(())
 }
@@ -687,6 +696,17 @@ async fn refunds_first<S: ReconcileStore>(
 /// wait for a person); a missing one or a duplicate payment as its paid status, by hand.
 async fn apply_found<S: ReconcileStore>(fulfil: &Fulfil<S>, report: &mut Report, now_ms: u64) {
     let said = |r: Result<Applied, PortError>| r.map_err(|e| e.to_string());
+    // A late payment recorded here with no time (a person's word) takes Paymos' time: a full
+    // refund delivered later is judged by it.
+    for m in &report.late_recorded {
+        if let Some(t) = m.paid_at
+            && let Err(e) = fulfil.paymos_dates(&m.invoice_id, t, true).await
+        {
+            report
+                .applied
+                .insert(m.invoice_id.clone(), Err(e.to_string()));
+        }
+    }
     // A payment Paymos has refunded in full, recorded here with no time (a person's word):
     // dated by Paymos, the refund settles it here too.
     for m in &report.refunded {

@@ -911,10 +911,11 @@ async fn a_payment_with_no_known_order_waits_for_its_order_on_dynamodb() {
     };
     assert_eq!(rig.apply(&silent("evt_s1")).await, Applied::OrderUnknown);
     assert!(rig.fulfilments().await.is_empty());
-    assert!(
-        rig.state_item("inv_ton").await.is_none(),
-        "nothing written on the invoice"
-    );
+    // The invoice learns only when it was paid (for the refund rule, should a person name its
+    // order later, with no time of their own): no status, no order.
+    let invoice = rig.state_item("inv_ton").await.expect("the payment's time");
+    assert_eq!(get_n(&invoice, "payment_at"), NOW);
+    assert!(!invoice.contains_key("status") && !invoice.contains_key("order_id"));
     assert_eq!(rig.outcome("evt_s1").await, "order_unknown");
     let note = rig
         .state_item("review#evt_s1")

@@ -44,6 +44,7 @@ fn order(item: &Item) -> OrderRef {
         amount: money(item, "amount"),
         currency: text(item, "currency"),
         project: text(item, "project_id"),
+        home: item.get("home_project").and_then(|v| v.as_bool().ok()) == Some(&true),
     }
 }
 
@@ -235,6 +236,7 @@ mod tests {
                 amount: Amount::parse("10.50"),
                 currency: Some("USDT".into()),
                 project: None,
+                home: false,
             },
             status: Some(InvoiceStatus::Paid),
             won_by: "evt_1".into(),

@@ -15,7 +15,7 @@ use paymos_inbox_core::status::Amount;
 use paymos_inbox_core::write::{Field, Fields, Guard, Key, Set, Table, Value, Write};
 
 /// Every field with an attribute name of its own (a merchant's named ones aside).
-const FIELDS: [(Field, &str); 52] = [
+const FIELDS: [(Field, &str); 53] = [
     (Field::Kind, "kind"),
     (Field::Status, "status"),
     (Field::StatusAt, "status_at"),
@@ -36,6 +36,7 @@ const FIELDS: [(Field, &str); 52] = [
     (Field::RefundedInFullAt, "refunded_in_full_at"),
     (Field::PaymentAt, "payment_at"),
     (Field::ProjectId, "project_id"),
+    (Field::HomeProject, "home_project"),
     (Field::AwaitsOrder, "awaits_order"),
     (Field::AfterRefund, "after_refund"),
     (Field::OtherProject, "other_project"),
@@ -604,6 +605,7 @@ mod tests {
             amount: Amount::parse("10"),
             currency: Some("USD".into()),
             project: None,
+            home: false,
         };
         let guard = write::amount_guard(&order).unwrap();
         let item = transact_item(&tables(), &guard);

@@ -43,6 +43,7 @@ fn invoice(id: &str, order: &str, status: InvoiceStatus, at: u64, amount: &str) 
             amount: Amount::parse(amount),
             currency: Some("USD".into()),
             project: None,
+            home: false,
         },
     }
 }
@@ -283,6 +284,7 @@ async fn releases_agree_on_dynamodb_and_in_memory() {
         amount: None,
         currency: None,
         project: None,
+        home: false,
     };
     for (n, (history, invoice_id)) in cases.iter().enumerate() {
         outcomes(&dynamo, 1000 + n, history).await;

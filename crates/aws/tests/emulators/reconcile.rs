@@ -61,6 +61,7 @@ async fn reconcile_finds_missing_and_unknown_and_apply_fulfils_the_missing_once(
         amount: None,
         currency: None,
         project: None,
+        home: false,
     };
     fulfil
         .mark_paid("inv_local", local, "support:eve", NOW_MS)
@@ -446,6 +447,7 @@ async fn a_window_of_a_hundred_thousand_paid_invoices_takes_n_over_a_hundred_rou
             amount: paymos_inbox_core::status::Amount::parse("25.00"),
             currency: Some("USDT".into()),
             project: None,
+            home: false,
         };
         let applied = fulfil
             .apply_by_hand(id, InvoiceStatus::Paid, order, "webhook", NOW_MS)

@@ -199,6 +199,7 @@ async fn a_manual_road_run_twice_reports_what_exists_and_a_raw_key_refund_writes
         amount: Amount::parse(amount),
         currency: Some("USD".into()),
         project: None,
+        home: false,
     };
     // reconcile --apply on a payment it holds (12 paid, 10.50 registered), twice.
     for _ in 0..2 {

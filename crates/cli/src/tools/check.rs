@@ -342,6 +342,7 @@ impl MarkPaid {
                     amount: Amount::parse("25.00"),
                     currency: Some("USDT".into()),
                     project: None,
+                    home: false,
                 };
                 let applied = fulfil
                     .mark_paid(

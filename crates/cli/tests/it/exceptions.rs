@@ -309,6 +309,7 @@ async fn releasing_a_held_invoice_fulfils_once_against_a_second_release_and_a_re
         amount: None,
         currency: None,
         project: None,
+        home: false,
     };
     // mark-paid reports what exists: the payment is held.
     assert_eq!(

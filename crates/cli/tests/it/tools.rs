@@ -12,6 +12,16 @@ use paymos_inbox_core::signature::{SigningKey, WebhookSecret};
 use paymos_inbox_testkit::*;
 
 pub(crate) async fn dev(slow: Option<Duration>) -> paymos_inbox::local::dev::Dev {
+    // The project `send` and `check` name (`prj_local`): another project's events are
+    // `other_project`, as on a stack with PaymosProjectIds.
+    dev_of(slow, &["prj_local"]).await
+}
+
+/// `dev` applying `projects`, the first its home project.
+pub(crate) async fn dev_of(
+    slow: Option<Duration>,
+    projects: &[&str],
+) -> paymos_inbox::local::dev::Dev {
     let (dynamodb, sqs) = endpoint_urls();
     start(DevOptions {
         dynamodb_endpoint: Some(dynamodb),
@@ -26,9 +36,9 @@ pub(crate) async fn dev(slow: Option<Duration>) -> paymos_inbox::local::dev::Dev
         secrets_text: None,
         reconcile_with: None,
         forward_to: None,
-        // The project `send` and `check` name (`prj_local`): another project's events are
-        // `other_project`, as on a stack with PaymosProjectIds.
-        projects: paymos_inbox_core::change::Projects::only(vec!["prj_local".into()]),
+        projects: paymos_inbox_core::change::Projects::only(
+            projects.iter().map(|p| (*p).to_owned()).collect(),
+        ),
     })
     .await
     .expect("dev starts")
@@ -213,6 +223,85 @@ async fn send_pending_mark_paid_and_redrive_work_from_the_command_line() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(applied, 1, "the redriven message was applied");
+}
+
+/// `args` run as the command line: its exit code and what it printed.
+fn cli_code(args: Vec<String>) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+        .args(args)
+        .env_remove("PAYMOS_WEBHOOK_SECRET")
+        .env_remove("AWS_ENDPOINT_URL_DYNAMODB")
+        .env_remove("AWS_ENDPOINT_URL_SQS")
+        .output()
+        .expect("run paymos-inbox");
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code(), said)
+}
+
+// Issue 49, defect 7: on a stack of two projects, `mark-paid --project prj_b` of an invoice
+// whose events named the home project is refused (exit 2) and ships nothing; an invoice whose
+// record names no project needs its project named. Before: `fulfilled`, B's order shipped.
+#[tokio::test]
+async fn mark_paid_naming_another_project_than_the_record_is_refused_with_exit_2() {
+    let dev = dev_of(None, &["prj_local", "prj_b"]).await;
+    let scratch_info = scratch("dev-info");
+    let info = scratch_info.path().join("dev-info.json");
+    std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
+    let info = info.to_str().unwrap().to_owned();
+    let args = |a: &[&str]| -> Vec<String> { a.iter().map(|s| (*s).to_owned()).collect() };
+    let sent = args(&[
+        "send",
+        "--type",
+        "invoice.awaiting_payment",
+        "--resource",
+        "inv_home",
+        "--wait",
+        "--dev-info",
+        &info,
+    ]);
+    let (code, out) = tokio::task::spawn_blocking(move || cli_code(sent))
+        .await
+        .unwrap();
+    assert_eq!(code, Some(0), "{out}");
+    let other = args(&[
+        "mark-paid",
+        "inv_home",
+        "--project",
+        "prj_b",
+        "--order-id",
+        "1001",
+        "--actor",
+        "support:eve",
+        "--dev-info",
+        &info,
+    ]);
+    let (code, out) = tokio::task::spawn_blocking(move || cli_code(other))
+        .await
+        .unwrap();
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("of project prj_local, not prj_b"), "{out}");
+    let unnamed = args(&[
+        "mark-paid",
+        "inv_nowhere",
+        "--order-id",
+        "1001",
+        "--actor",
+        "support:eve",
+        "--dev-info",
+        &info,
+    ]);
+    let (code, out) = tokio::task::spawn_blocking(move || cli_code(unnamed))
+        .await
+        .unwrap();
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("name its project with --project"), "{out}");
+    let tables = tables_of(&dev);
+    assert_eq!(
+        aws_state_fulfilments(&tables, "inv_home").await
+            + aws_state_fulfilments(&tables, "inv_nowhere").await,
+        0
+    );
 }
 
 async fn aws_state_fulfilments(t: &Tables, invoice: &str) -> usize {

@@ -21,8 +21,12 @@ pub struct OrderRef {
     pub currency: Option<String>,
     /// The merchant's project (`prj_…`) the order belongs to: an order id is unique only
     /// within its project. `None`: the event named none (the partial official vectors); the
-    /// invoice's record, or Paymos' answer, may still say.
+    /// invoice's record, or Paymos' answer, may still say. Once a stack has applied it, the
+    /// project's key scope ([`Projects::scope`]): none for the home project.
     pub project: Option<String>,
+    /// The home project is named (its keys carry no project, so `project` is none): a record
+    /// that holds it belongs to the home project, and no other project's order ships from it.
+    pub home: bool,
 }
 
 pub use crate::envelope::named;
@@ -36,7 +40,14 @@ impl OrderRef {
             amount: None,
             currency: None,
             project: None,
+            home: false,
         }
+    }
+
+    /// Whether it names a project (the home project's too).
+    #[must_use]
+    pub fn names_project(&self) -> bool {
+        self.project.is_some() || self.home
     }
 
     /// Whether it carries a complete price: an amount with its currency.
@@ -55,8 +66,9 @@ impl OrderRef {
             self.amount.clone_from(&recorded.amount);
             self.currency.clone_from(&recorded.currency);
         }
-        if self.project.is_none() {
+        if !self.names_project() {
             self.project.clone_from(&recorded.project);
+            self.home = recorded.home;
         }
     }
 }
@@ -271,8 +283,41 @@ impl Projects {
     pub fn scoped(&self, order: OrderRef) -> OrderRef {
         OrderRef {
             project: self.scope(order.project.as_deref()),
+            home: order.home || self.is_home(order.project.as_deref()),
             ..order
         }
+    }
+
+    /// Why a person's word naming `given` (a project, or none) of an invoice whose record holds
+    /// `recorded` is refused, if it is: a project other than the record's ships no order from
+    /// it, and on a stack of several projects a person names the project the record does not
+    /// know (order `1001` of two projects is two orders).
+    #[must_use]
+    pub fn refuses_person(&self, given: Option<&str>, recorded: &OrderRef) -> Option<String> {
+        let of = |order: &OrderRef| match (&order.project, order.home, self.0.first()) {
+            (Some(p), _, _) | (None, true, Some(p)) => Some(p.clone()),
+            _ => None,
+        };
+        let given_ref = self.scoped(OrderRef {
+            project: given.map(str::to_owned),
+            ..OrderRef::none()
+        });
+        match (given, of(recorded)) {
+            (Some(g), Some(r)) if of(&given_ref).as_deref() != Some(r.as_str()) => Some(format!(
+                "the invoice's record is of project {r}, not {g}: pass --project {r}, or none"
+            )),
+            (None, None) if self.0.len() > 1 => Some(format!(
+                "the invoice's record names no project and this stack applies several ({}): name its project with --project",
+                self.0.join(", ")
+            )),
+            _ => None,
+        }
+    }
+
+    /// Whether `project` is this stack's home project (its first listed).
+    #[must_use]
+    pub fn is_home(&self, project: Option<&str>) -> bool {
+        project.is_some() && self.0.first().map(String::as_str) == project
     }
 
     /// The project a key scope stands for: the scope's own, else the home project (if any).
@@ -311,7 +356,7 @@ impl Projects {
                 paid_at,
                 mut order,
             } => {
-                order.project = self.scope(order.project.as_deref());
+                order = self.scoped(order);
                 Change::Invoice {
                     invoice_id,
                     status,
@@ -623,6 +668,7 @@ fn order_of(data: &EventData) -> OrderRef {
         amount,
         currency,
         project: data.project_id.clone(),
+        home: false,
     }
 }
 

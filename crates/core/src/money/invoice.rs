@@ -251,6 +251,7 @@ mod tests {
                 amount: Amount::parse(amount),
                 currency: Some(currency.into()),
                 project: None,
+                home: false,
             },
             ..InvoiceSeen::with_status(Some(InvoiceStatus::Paid))
         }

@@ -336,8 +336,7 @@ fn noted(source: &Source, change: &Change, plan: &Plan, now_ms: u64) -> Vec<writ
                 ..
             } = change
             {
-                let scope = order.project.as_deref();
-                out.extend(write::payment_awaiting_order(invoice_id, scope, *paid_at));
+                out.extend(write::payment_awaiting_order(invoice_id, order, *paid_at));
             }
             out
         }
@@ -594,6 +593,30 @@ fn standing_outcome(standing: &Standing) -> Applied {
 /// (adopted), an order other than the record's is held, and an order known nowhere waits.
 fn on_record(change: &Change, recorded: OrderRef) -> Step {
     match change {
+        Change::Invoice { order, .. }
+            if order.names_project()
+                && recorded.names_project()
+                && (order.project != recorded.project || order.home != recorded.home) =>
+        {
+            // The payment names another project than the invoice's record: its events
+            // disagree, or a person named another project. Neither project's order ships on
+            // that word.
+            let name = |o: &OrderRef| {
+                o.project
+                    .as_ref()
+                    .map_or("the home project".to_owned(), |p| format!("project {p}"))
+            };
+            Step::Then(Plan {
+                write: Write::Unfulfilled(Mark::Held),
+                with_mark: true,
+                outcome: Applied::Held,
+                reason: Some(format!(
+                    "the payment names {}, the invoice's record {}: nothing shipped",
+                    name(order),
+                    name(&recorded)
+                )),
+            })
+        }
         Change::Invoice { order, .. }
             if order.external_id.is_some()
                 && recorded.external_id.is_some()
@@ -939,6 +962,7 @@ mod tests {
                 amount: None,
                 currency: None,
                 project: None,
+                home: false,
             },
         }
     }
@@ -1363,6 +1387,7 @@ mod tests {
             amount: None,
             currency: None,
             project: None,
+            home: false,
         };
         let silent = Change::Invoice {
             invoice_id: "inv_1".into(),

@@ -127,6 +127,7 @@ pub enum Field {
     RefundedInFullAt,
     PaymentAt,
     ProjectId,
+    HomeProject,
     AwaitsOrder,
     AfterRefund,
     OtherProject,
@@ -444,10 +445,14 @@ pub fn order_on_record(order: &OrderRef) -> Guard {
             ]),
             None => Guard::Never,
         },
-        // The project likewise: a change naming none takes the record's (adopted).
+        // The project likewise: a change naming none takes the record's (adopted), and no
+        // other project's order ships from a record of the home project.
         match &order.project {
             Some(p) => Guard::Any(vec![
-                Guard::Lacks(Field::ProjectId),
+                Guard::All(vec![
+                    Guard::Lacks(Field::ProjectId),
+                    Guard::Lacks(Field::HomeProject),
+                ]),
                 Guard::Is(Field::ProjectId, Value::text(p)),
             ]),
             None => Guard::Lacks(Field::ProjectId),
@@ -494,6 +499,15 @@ fn invoice_fields(
     set
 }
 
+/// The project an order names, set once: its key scope, or that it is the home project's.
+fn project_once(order: &OrderRef) -> Option<Set> {
+    match &order.project {
+        Some(p) => Some(Set::Once(Field::ProjectId, Value::text(p))),
+        None if order.home => Some(Set::Once(Field::HomeProject, Value::Bool(true))),
+        None => None,
+    }
+}
+
 /// One step of a resource's story: when (Paymos' clock) it first reached `status`, and who
 /// moved it there (a delivery's ledger key, or `manual:` and the actor), set once per status on
 /// the item that is written anyway: a copy or a later event of the same status adds nothing, so
@@ -517,9 +531,7 @@ fn order_once(order: &OrderRef) -> Vec<Set> {
     if let Some(id) = &order.external_id {
         set.push(Set::Once(Field::OrderId, Value::text(id)));
     }
-    if let Some(p) = &order.project {
-        set.push(Set::Once(Field::ProjectId, Value::text(p)));
-    }
+    set.extend(project_once(order));
     if let (Some(amount), Some(currency)) = (&order.amount, &order.currency) {
         set.push(Set::Once(Field::Amount, Value::Amount(amount.clone())));
         set.push(Set::Once(Field::AmountText, Value::text(amount.as_str())));
@@ -643,24 +655,17 @@ pub fn other_project(invoice_id: &str, project: &str) -> Write {
     invoice_once(invoice_id, Field::OtherProject, project)
 }
 
-/// The project (its key scope) of an invoice a delivery names while nothing else is written of
-/// it (a payment waiting for its order): a later event of it naming no project takes it.
-#[must_use]
-pub fn invoice_project(invoice_id: &str, scope: &str) -> Write {
-    invoice_once(invoice_id, Field::ProjectId, scope)
-}
-
 /// What a delivery's payment of an order known nowhere teaches its invoice's record, once:
-/// its project (`scope`) and when it was paid (`paid_at`, Paymos' clock), so that a person's
+/// its project (`order`'s) and when it was paid (`paid_at`, Paymos' clock), so that a person's
 /// word of it later (which knows no time) is judged against a full refund by that time.
 #[must_use]
 pub fn payment_awaiting_order(
     invoice_id: &str,
-    scope: Option<&str>,
+    order: &OrderRef,
     paid_at: Option<u64>,
 ) -> Option<Write> {
     let mut set = vec![Set::Once(Field::Kind, Value::text("invoice"))];
-    set.extend(scope.map(|p| Set::Once(Field::ProjectId, Value::text(p))));
+    set.extend(project_once(order));
     set.extend(paid_at.map(|t| Set::Once(Field::PaymentAt, Value::Int(t))));
     (set.len() > 1).then(|| Write {
         what: What::Transition,
@@ -1062,6 +1067,8 @@ pub fn fulfilment(
     }
     if let Some(p) = &record.order.project {
         set.push(Set::Put(Field::ProjectId, Value::text(p)));
+    } else if record.order.home {
+        set.push(Set::Put(Field::HomeProject, Value::Bool(true)));
     }
     let mut writes = vec![Write {
         what: What::Fulfilment,
@@ -1575,6 +1582,7 @@ pub fn order_of(fields: &Fields) -> OrderRef {
         amount: money(fields, &Field::Amount, &Field::AmountText),
         currency: text(fields, &Field::Currency),
         project: text(fields, &Field::ProjectId),
+        home: fields.get(&Field::HomeProject) == Some(&Value::Bool(true)),
     }
 }
 
@@ -1892,6 +1900,7 @@ mod tests {
             amount: Amount::parse("10.50"),
             currency: Some("USDT".into()),
             project: None,
+            home: false,
         })
         .unwrap()
         .guard;
@@ -1902,6 +1911,7 @@ mod tests {
             amount: Amount::parse("10.51"),
             currency: Some("USDT".into()),
             project: None,
+            home: false,
         })
         .unwrap()
         .guard;

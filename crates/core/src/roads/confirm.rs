@@ -66,6 +66,7 @@ impl ConfirmedInvoice {
             amount: self.order_amount.clone(),
             currency: self.order_currency.clone(),
             project: self.project_id.clone(),
+            home: false,
         }
     }
 }

@@ -604,6 +604,21 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         .await
     }
 
+    /// Why a person's word of `invoice_id` naming the project `given` is refused, if it is
+    /// ([`Projects::refuses_person`]), against what its record holds now.
+    ///
+    /// # Errors
+    /// [`PortError`] when the store fails.
+    pub async fn refuses_person(
+        &self,
+        invoice_id: &str,
+        given: Option<&str>,
+    ) -> Result<Option<String>, PortError> {
+        let found = self.store.read(&Key::state(invoice_id)).await?;
+        let recorded = found.as_ref().map_or(OrderRef::none(), write::order_of);
+        Ok(self.projects.refuses_person(given, &recorded))
+    }
+
     /// Paymos' time `paid_at` of an invoice's payment recorded here with none (a person's
     /// word), for the refund rule ([`write::paymos_payment_time`]); with `anew`, a payment that
     /// never shipped and was judged against a full refund by no time is reopened for the change

@@ -483,6 +483,7 @@ mod tests {
                 amount: amount("10.50"),
                 currency: Some("USDT".into()),
                 project: None,
+                home: false,
             },
             status: Some(InvoiceStatus::Paid),
             won_by: won_by.into(),

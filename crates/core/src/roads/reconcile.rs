@@ -271,6 +271,7 @@ impl PaidAtPaymos {
             amount: crate::status::Amount::parse(&self.amount),
             currency: (!self.currency.is_empty()).then(|| self.currency.to_ascii_uppercase()),
             project: self.project.clone(),
+            home: false,
         }
     }
 

@@ -279,6 +279,7 @@ mod tests {
                 amount: None,
                 currency: None,
                 project: None,
+                home: false,
             },
             ..InvoiceSeen::with_status(Some(status))
         }

@@ -235,6 +235,7 @@ where
         amount: Amount::parse("10.50"),
         currency: Some("USD".into()),
         project: None,
+        home: false,
     };
     for (step, op) in ops.iter().enumerate() {
         let now = 1_000 + step as u64;

@@ -753,6 +753,7 @@ async fn every_road_that_fulfils_writes_the_stacks_effect_and_no_other_does() {
         amount: None,
         currency: None,
         project: None,
+        home: false,
     };
     assert_eq!(
         stack.mark_paid("inv_m", order, "alice", NOW_MS).await,

@@ -365,6 +365,7 @@ async fn by_hand_and_by_webhook_fulfil_once() {
         amount: None,
         currency: None,
         project: None,
+        home: false,
     };
     assert_eq!(
         fulfil
@@ -527,6 +528,7 @@ fn order_ref(id: Option<&str>) -> OrderRef {
         amount: None,
         currency: None,
         project: None,
+        home: false,
     }
 }
 

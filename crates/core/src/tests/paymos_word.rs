@@ -102,6 +102,7 @@ fn order() -> OrderRef {
         amount: Amount::parse("10"),
         currency: Some("USD".into()),
         project: None,
+        home: false,
     }
 }
 
@@ -476,4 +477,62 @@ async fn a_payment_paymos_confirms_for_an_applied_project_overrides_a_project_ma
         .1;
     assert_eq!(paid, Fulfilled);
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}
+
+fn paid_of(project: &str) -> WorkItem {
+    item(
+        "evt_paid",
+        "invoice.paid",
+        30,
+        &format!(
+            r#"{{"invoice_id":"inv_1","project_id":"{project}","order":{{"external_id":"o-1","amount":"10","currency":"USD"}}}}"#
+        ),
+    )
+}
+
+// Defect 7: the invoice's events named the home project; a person's `mark-paid --project
+// prj_b` must not ship B's order o-1 from it. Before: `fulfilled`, B's order claimed (the home
+// project's record stored no project, so any project's guard passed).
+#[tokio::test]
+async fn a_person_naming_another_project_ships_nothing_from_a_home_invoice() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let open = fulfil.apply(&open_of("prj_a"), NOW_MS).await.unwrap().1;
+    let b = OrderRef {
+        project: Some("prj_b".into()),
+        ..order()
+    };
+    let marked = fulfil
+        .mark_paid("inv_1", b, "support", NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!((open, marked), (Updated, Held));
+    assert_eq!(store.fulfilments(), []);
+    let waiting = list(&*store, &MemoryReviews::new(), 0).await.unwrap();
+    let held: Vec<_> = waiting
+        .iter()
+        .map(|e| (e.kind, e.resource_id.as_deref()))
+        .collect();
+    assert_eq!(held, [("held", Some("inv_1"))]);
+}
+
+// Defect 4, events that disagree: an invoice whose open event named one project and whose paid
+// event names the other ships neither project's order; it waits for a person, listed with why.
+// Before: fulfilled under one of them silently (or refused until the dead-letter queue).
+#[tokio::test]
+async fn an_invoice_whose_events_name_two_projects_ships_neither_and_waits() {
+    for (open, paid) in [("prj_a", "prj_b"), ("prj_b", "prj_a")] {
+        let (outcomes, store) = {
+            let store = Arc::new(MemoryResources::new());
+            let fulfil =
+                Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+            let mut out = Vec::new();
+            for work in [open_of(open), paid_of(paid)] {
+                out.push(fulfil.apply(&work, NOW_MS).await.expect("memory").1);
+            }
+            (out, store)
+        };
+        assert_eq!(outcomes, [Updated, Held], "{open} then {paid}");
+        assert_eq!(store.fulfilments(), [], "{open} then {paid}");
+    }
 }

@@ -193,6 +193,7 @@ async fn a_person_names_the_project_of_the_order_they_mark_paid() {
         amount: None,
         currency: None,
         project: project.map(str::to_owned),
+        home: false,
     };
     assert_eq!(
         fulfil

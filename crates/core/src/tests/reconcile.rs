@@ -36,6 +36,7 @@ fn order(id: &str) -> OrderRef {
         amount: Amount::parse("25.00"),
         currency: Some("USDT".into()),
         project: None,
+        home: false,
     }
 }
 

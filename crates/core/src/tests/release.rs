@@ -163,6 +163,7 @@ async fn an_invoice_known_only_from_an_unconfirmed_delivery_is_never_released() 
         amount: Amount::parse("5"),
         currency: Some("USD".into()),
         project: None,
+        home: false,
     };
     // A forged delivery names an order just as a genuine one does: `recheck` applies it once
     // Paymos shows it paid; a person who knows better says so with `mark-paid --order-id`.

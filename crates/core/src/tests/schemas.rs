@@ -184,6 +184,7 @@ fn order(id: &str, amount: &str, currency: &str) -> OrderRef {
         amount: Amount::parse(amount),
         currency: Some(currency.into()),
         project: None,
+        home: false,
     }
 }
 

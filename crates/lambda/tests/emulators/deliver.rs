@@ -68,6 +68,7 @@ fn order_paid(invoice: &str) -> String {
             amount: Amount::parse("10.50"),
             currency: Some("USDT".into()),
             project: None,
+            home: false,
         },
         status: Some(InvoiceStatus::Paid),
         won_by: "evt_1".into(),

@@ -278,6 +278,7 @@ async fn two_paid_invoices_for_one_order_fulfil_it_once() {
         amount: None,
         currency: None,
         project: None,
+        home: false,
     };
     let by_hand = p
         .fulfil

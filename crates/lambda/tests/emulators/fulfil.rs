@@ -233,6 +233,7 @@ async fn a_replay_after_support_marked_the_invoice_paid_fulfils_nothing() {
         amount: Amount::parse("10.50"),
         currency: Some("USDT".into()),
         project: None,
+        home: false,
     };
     assert_eq!(
         rig.fulfil
@@ -261,6 +262,7 @@ async fn a_replay_after_support_marked_the_invoice_paid_fulfils_nothing() {
         amount: None,
         currency: None,
         project: None,
+        home: false,
     };
     assert_eq!(
         rig.fulfil

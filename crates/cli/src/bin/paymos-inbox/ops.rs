@@ -547,13 +547,16 @@ pub(crate) async fn mark_paid_in(
         None => None,
     };
     let fulfil = stack.fulfil()?;
-    stack.scope_of(given.project.as_deref())?;
+    if let Some(why) = refused_project(stack, invoice_id, given.project.as_deref()).await? {
+        return Err(Failure::usage(why));
+    }
     let caller = crate::audit::who(stack, Some(actor)).await?;
     let order = OrderRef {
         external_id: given.order_id,
         amount,
         currency: given.currency.map(|c| c.to_ascii_uppercase()),
         project: given.project,
+        home: false,
     };
     let named = order
         .external_id
@@ -568,6 +571,27 @@ pub(crate) async fn mark_paid_in(
         (format!("{}{named}", applied.as_str()), None)
     })
     .await
+}
+
+/// Why a person's word of `invoice_id` naming `project` is refused (a project not the stack's,
+/// or not the record's; none named where the record knows none on a stack of several), if it
+/// is: the domain's rule ([`paymos_inbox_core::change::Projects::refuses_person`]).
+///
+/// # Errors
+/// A project not the stack's (exit 2), or the store's failure.
+pub(crate) async fn refused_project(
+    stack: &Stack,
+    invoice_id: &str,
+    project: Option<&str>,
+) -> Result<Option<String>, crate::exit::Failure> {
+    use crate::exit::IntoFailure;
+    stack.scope_of(project)?;
+    let why = stack
+        .fulfil()?
+        .refuses_person(invoice_id, project)
+        .await
+        .map_err(IntoFailure::into_failure)?;
+    Ok(why.map(|why| format!("{invoice_id}: {why}")))
 }
 
 /// Whether `applied` leaves the payment waiting for a person (what `exceptions` then lists).

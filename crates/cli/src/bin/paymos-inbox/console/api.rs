@@ -900,11 +900,12 @@ impl Console {
                     amount: text("amount"),
                     currency: text("currency"),
                 };
-                match crate::ops::mark_paid_in(&self.stack, &resource, given, &self.actor).await {
-                    Ok(applied) => {
-                        Answered::ok(json!({"id": resource, "outcome": applied.as_str(),
-                        "waits": crate::ops::waits_for_person(applied)}))
-                    }
+                match crate::ops::refused_project(&self.stack, &resource, given.project.as_deref())
+                    .await
+                {
+                    // The record is another project's, or the stack needs one named: 409.
+                    Ok(Some(why)) => Answered::refused(StatusCode::CONFLICT, why),
+                    Ok(None) => self.mark_paid(&resource, given).await,
                     Err(f) => Answered::failed(&f),
                 }
             }
@@ -925,6 +926,14 @@ impl Console {
             "console: action"
         );
         answered
+    }
+
+    async fn mark_paid(&self, invoice_id: &str, given: crate::ops::OrderGiven) -> Answered {
+        match crate::ops::mark_paid_in(&self.stack, invoice_id, given, &self.actor).await {
+            Ok(applied) => Answered::ok(json!({"id": invoice_id, "outcome": applied.as_str(),
+                "waits": crate::ops::waits_for_person(applied)})),
+            Err(f) => Answered::failed(&f),
+        }
     }
 
     async fn release(

@@ -1312,3 +1312,54 @@ async fn a_withdrawal_a_deposit_and_an_order_found_by_their_ids_show_their_recor
     assert_eq!(nobodys["orders"][0]["claim"], Value::Null, "{nobodys}");
     assert_eq!(nobodys["orders"][0]["registered"], Value::Null, "{nobodys}");
 }
+
+// Issue 49, defect 7, the console's door: on a stack of two projects, *Mark paid* naming
+// another project than the invoice's record is refused with 409 and ships nothing, as is one
+// naming none where the record knows none; the story shows the record's project, the home
+// project's by its id.
+#[tokio::test]
+async fn the_consoles_mark_paid_naming_another_project_than_the_record_is_a_409() {
+    let dev = crate::tools::dev_of(None, &["prj_local", "prj_b"]).await;
+    let scratch_info = scratch("console-projects");
+    let info = scratch_info.path().join("info.json");
+    std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
+    let info = info.to_str().unwrap().to_owned();
+    let (code, out, err) = run(args(
+        &[
+            "send",
+            "--type",
+            "invoice.awaiting_payment",
+            "--resource",
+            "inv_home",
+            "--wait",
+        ],
+        &info,
+    ))
+    .await;
+    assert_eq!(code, Some(0), "{out}{err}");
+    let console = open_console(&info, &[]).await;
+    let (status, body) = console
+        .act(
+            "mark-paid",
+            serde_json::json!({"id": "inv_home", "order_id": "1001", "project": "prj_b"}),
+        )
+        .await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["refused"]
+            .as_str()
+            .unwrap()
+            .contains("of project prj_local, not prj_b"),
+        "{body}"
+    );
+    let (status, body) = console
+        .act(
+            "mark-paid",
+            serde_json::json!({"id": "inv_nowhere", "order_id": "1001"}),
+        )
+        .await;
+    assert_eq!(status, 409, "{body}");
+    let story = console.get("api/search?id=inv_home").await;
+    assert_eq!(story["invoice"]["order"]["project"], "prj_local", "{story}");
+    assert_eq!(story["fulfilled"], false, "{story}");
+}

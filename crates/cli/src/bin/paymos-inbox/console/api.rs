@@ -403,7 +403,12 @@ impl Console {
                     "id": s.order.external_id,
                     "amount": s.order.amount.map(|a| a.to_string()),
                     "currency": s.order.currency,
-                    "project": s.order.project,
+                    // The record's project, the home project's by its id.
+                    "project": s.order.project.clone().or_else(|| s
+                        .order
+                        .home
+                        .then(|| self.stack.projects.ids().first().cloned())
+                        .flatten()),
                 },
                 "refunds": s.refunds.iter().map(|r| json!({
                     "id": r.withdrawal_id,

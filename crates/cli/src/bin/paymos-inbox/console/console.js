@@ -12,6 +12,8 @@ const READ_ONLY = document.querySelector('meta[name="console-read-only"]').conte
 const WRITE_UNKNOWN = document.querySelector('meta[name="console-write-unknown"]').content;
 // What the person typed as a release's reason, kept across the page's re-renders.
 let draftReason = '';
+// The projects the stack applies (from /api/home): with several, a person names the payment's.
+let stackProjects = [];
 const LABELS = {
   held: 'Held: paid, but not as the order says', paid_late: 'Paid late', duplicate_payment: 'Duplicate payment',
   unconfirmed: 'Unconfirmed', order_unknown: 'Order unknown', unusable: 'Unusable', dead_letter: 'Dead letters',
@@ -125,6 +127,7 @@ async function loadHome() {
     return;
   }
   const about = body.about || {};
+  stackProjects = about.projects || [];
   document.getElementById('about').textContent =
     `${about.stack || ''}${about.environment ? ` · ${about.environment}` : ''}${(about.projects || []).length ? ` · ${about.projects.join(', ')}` : ''}`;
   // Who the audit trail records: the credentials' identity on AWS, --actor on dev.
@@ -343,8 +346,16 @@ function actions(story) {
   }
   if (id.startsWith('inv_') && !story.fulfilled) {
     const order = el('input', { name: 'order_id', id: 'mark-order', placeholder: 'order id' });
+    // A stack of several projects: the record's project, else the one a person names (an
+    // order id means something only within its project).
+    const known = ((story.invoice || {}).order || {}).project;
+    const project = stackProjects.length > 1 && !known
+      ? el('select', { name: 'project', id: 'mark-project' }, el('option', { value: '' }, 'its project…'),
+        ...stackProjects.map((p) => el('option', { value: p }, p)))
+      : null;
     panel.append(el('label', { for: 'mark-order' }, 'Mark paid (as support does), naming its order'), order,
-      el('button', { type: 'button', 'data-action': 'mark-paid', onclick: () => act('mark-paid', { id, order_id: order.value }) }, 'Mark paid'));
+      ...(project ? [el('label', { for: 'mark-project' }, 'of project'), project] : []),
+      el('button', { type: 'button', 'data-action': 'mark-paid', onclick: () => act('mark-paid', { id, order_id: order.value, project: project ? project.value : undefined }) }, 'Mark paid'));
   }
   if (kinds.has('unconfirmed') || (story.deliveries || []).some((d) => d.outcome === 'unconfirmed')) {
     panel.append(el('div', { class: 'row' }, el('button', { type: 'button', 'data-action': 'recheck', onclick: () => act('recheck', { id }) }, 'Recheck with Paymos')));

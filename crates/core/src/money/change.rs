@@ -142,6 +142,13 @@ pub enum Change {
         /// The resource it names, when it names one.
         resource_id: Option<String>,
     },
+    /// A payment or a deposit naming no project, on a stack of several projects without the
+    /// reverse check, of a resource whose record names none: recorded as `project_unknown`,
+    /// nothing applied (which project's order or payer it is, nothing here can tell).
+    ProjectUnknown {
+        /// The invoice or deposit.
+        resource_id: Option<String>,
+    },
     /// A delivery verified by a secret of the other environment (a sandbox secret on a live
     /// stack): recorded as `other_environment`, nothing applied.
     OtherEnvironment {
@@ -172,6 +179,7 @@ impl Change {
                 "verified by a {} secret; this stack applies another environment",
                 environment.map_or("unlabelled", Environment::as_str)
             )),
+            Self::ProjectUnknown { .. } => Some(PROJECT_UNKNOWN.to_owned()),
             Self::OtherProject { project, .. } => Some(format!(
                 "of project {project}, which this stack does not apply (PaymosProjectIds); set the endpoint's project filter"
             )),
@@ -179,6 +187,9 @@ impl Change {
         }
     }
 }
+
+/// Why a payment or a deposit naming no project waits ([`Change::ProjectUnknown`]).
+pub const PROJECT_UNKNOWN: &str = "it names no project, nor does its record, and this stack applies several (PaymosProjectIds) without the reverse check: nothing applied";
 
 /// A credit of a payer's balance.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -428,13 +439,17 @@ pub enum Applied {
     /// nothing recorded names it): nothing is fulfilled and the invoice stays as it was; it
     /// waits for its order (a later event, the reverse check, `mark-paid --order-id`).
     OrderUnknown,
+    /// A payment or a deposit naming no project, on a stack of several projects without the
+    /// reverse check: nothing applied; it waits for its project (`mark-paid --project`, or
+    /// `recheck` once the reverse check is configured).
+    ProjectUnknown,
     /// Of a project this stack does not apply: nothing applied, never listed as waiting.
     OtherProject,
 }
 
 impl Applied {
     /// Every outcome.
-    pub const ALL: [Self; 16] = [
+    pub const ALL: [Self; 17] = [
         Self::Fulfilled,
         Self::Updated,
         Self::Credited,
@@ -450,6 +465,7 @@ impl Applied {
         Self::DuplicatePayment,
         Self::Refunded,
         Self::OrderUnknown,
+        Self::ProjectUnknown,
         Self::OtherProject,
     ];
 
@@ -478,6 +494,7 @@ impl Applied {
             Self::DuplicatePayment => "duplicate_payment",
             Self::Refunded => "refunded",
             Self::OrderUnknown => "order_unknown",
+            Self::ProjectUnknown => "project_unknown",
             Self::OtherProject => "other_project",
         }
     }
@@ -490,10 +507,11 @@ impl fmt::Display for Applied {
 }
 
 /// The outcomes of a delivery that need a person (what the ledger's `waiting` index lists).
-pub const DELIVERY_OUTCOMES: [Applied; 3] = [
+pub const DELIVERY_OUTCOMES: [Applied; 4] = [
     Applied::Unconfirmed,
     Applied::Unusable,
     Applied::OrderUnknown,
+    Applied::ProjectUnknown,
 ];
 
 /// Who caused a change: a recorded delivery (whose ledger record is marked processed in the

@@ -182,6 +182,7 @@ pub fn plan(change: &Change) -> Plan {
         Change::Ignore { .. } => (Write::MarkOnly, Applied::Ignored),
         Change::Unconfirmed { .. } => (Write::Review, Applied::Unconfirmed),
         Change::Unusable { .. } => (Write::Review, Applied::Unusable),
+        Change::ProjectUnknown { .. } => (Write::Review, Applied::ProjectUnknown),
         Change::OtherEnvironment { .. } => (Write::MarkOnly, Applied::OtherEnvironment),
         Change::OtherProject { .. } => (Write::MarkOnly, Applied::OtherProject),
     };
@@ -357,9 +358,9 @@ fn review(source: &Source, change: &Change, plan: &Plan, now_ms: u64) -> Option<
         return None;
     };
     let resource_id = match change {
-        Change::Unconfirmed { resource_id, .. } | Change::Unusable { resource_id, .. } => {
-            resource_id.as_deref()
-        }
+        Change::Unconfirmed { resource_id, .. }
+        | Change::Unusable { resource_id, .. }
+        | Change::ProjectUnknown { resource_id } => resource_id.as_deref(),
         // A payment whose order is known nowhere yet.
         Change::Invoice { invoice_id, .. } => Some(invoice_id.as_str()),
         _ => None,

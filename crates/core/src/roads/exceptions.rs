@@ -248,6 +248,10 @@ impl Waiting {
         self.record.outcome == Applied::OrderUnknown
     }
 
+    fn project_unknown(&self) -> bool {
+        self.record.outcome == Applied::ProjectUnknown
+    }
+
     /// Whether a re-check of `resource_id` reads it: its own resource, or a refund of that
     /// invoice.
     fn concerns(&self, resource_id: &str) -> bool {
@@ -341,7 +345,7 @@ pub async fn list<S: ExceptionStore, L: ReviewLedger>(
                     || s.paid_late
                     || s.refunded_in_full_at(s.payment_at.or(paid_at))
             });
-            if delivery.order_unknown() && paid_since {
+            if (delivery.order_unknown() || delivery.project_unknown()) && paid_since {
                 continue;
             }
         }
@@ -460,6 +464,14 @@ fn delivery_exception(delivery: &Waiting, all: &[Waiting]) -> Exception {
         Pending::Payment { invoice_id, .. } if delivery.order_unknown() => format!(
             "find the order this payment is for, then `paymos-inbox mark-paid {invoice_id} --order-id <order> --actor <you>` (`reconcile --apply` does it once Paymos' invoice names its order)"
         ),
+        Pending::Payment { invoice_id, .. } if delivery.project_unknown() => format!(
+            "find the project this payment is of (Paymos' dashboard), then `paymos-inbox mark-paid {invoice_id} --project <prj_…> --order-id <order> --actor <you>`; with the reverse check configured, {} applies Paymos' word",
+            recheck(invoice_id)
+        ),
+        Pending::Deposit { deposit_id } if delivery.project_unknown() => format!(
+            "configure the reverse check (PaymosApiSecretName), then {}: credits the payer of the project Paymos names, once",
+            recheck(deposit_id)
+        ),
         _ if !delivery.unconfirmed() => by_hand(record),
         Pending::Payment { invoice_id, .. } => refund_waiting(all, invoice_id).map_or_else(
             || {
@@ -498,6 +510,8 @@ fn delivery_exception(delivery: &Waiting, all: &[Waiting]) -> Exception {
             "unconfirmed"
         } else if delivery.order_unknown() {
             "order_unknown"
+        } else if delivery.project_unknown() {
+            "project_unknown"
         } else {
             "unusable"
         },
@@ -634,7 +648,7 @@ pub async fn recheck<S: ExceptionStore, L: ReviewLedger, C: PaymentConfirmation>
 ) -> Result<Vec<Rechecked>, PortError> {
     let applying = applying.into();
     let mut out = Vec::new();
-    let mut deliveries = waiting(ledger, &[Applied::Unconfirmed]).await?;
+    let mut deliveries = waiting(ledger, &[Applied::Unconfirmed, Applied::ProjectUnknown]).await?;
     // Refunds first: a payment Paymos paid back in full never ships, whichever came first.
     deliveries.sort_by_key(|d| !matches!(d.pending, Pending::Refund { .. }));
     for delivery in deliveries {

@@ -429,7 +429,10 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
             Some(_) => None,
             None => envelope.data.project_id.as_deref(),
         };
-        let change = self.projects.apply_to(change, named);
+        let mut change = self.projects.apply_to(change, named);
+        if self.confirmation.is_none() && envelope.data.project_id.is_none() {
+            change = self.project_known(change).await?;
+        }
         let applied = settle_as(
             &self.store,
             &source,
@@ -440,6 +443,39 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         )
         .await?;
         Ok((Some(envelope), applied))
+    }
+
+    /// `change`, unless it is a payment or a deposit naming no project on a stack of several
+    /// projects (without the reverse check), of a resource whose record names none: which
+    /// project's order or payer it is, nothing here can tell ([`Change::ProjectUnknown`]).
+    async fn project_known(&self, change: Change) -> Result<Change, PortError> {
+        if self.projects.ids().len() < 2 {
+            return Ok(change);
+        }
+        let resource_id = match &change {
+            Change::Invoice {
+                invoice_id,
+                status,
+                order,
+                ..
+            } if status.fulfils() && !order.names_project() => invoice_id,
+            Change::Deposit {
+                deposit_id,
+                credit: Some(_),
+                ..
+            } => deposit_id,
+            _ => return Ok(change),
+        };
+        let recorded = self.store.read(&Key::state(resource_id)).await?;
+        // A record that names its project (or another project's mark) decides, as ever.
+        if recorded.is_some_and(|r| {
+            write::order_of(&r).names_project() || r.contains_key(&Field::OtherProject)
+        }) {
+            return Ok(change);
+        }
+        Ok(Change::ProjectUnknown {
+            resource_id: Some(resource_id.clone()),
+        })
     }
 
     /// `change` as Paymos confirms it: with Paymos' order for a payment (and `true`: Paymos'

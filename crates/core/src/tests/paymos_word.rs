@@ -536,3 +536,113 @@ async fn an_invoice_whose_events_name_two_projects_ships_neither_and_waits() {
         assert_eq!(store.fulfilments(), [], "{open} then {paid}");
     }
 }
+
+// Defect 4: a stack of two projects without the reverse check. A payment naming no project
+// (the official partial vectors' shape), of an invoice whose record names none, ships no one's
+// order: it waits as `project_unknown`, and a person naming its project ships that project's
+// order once. A deposit naming none credits no one. Before: both were the home project's
+// (project B's payment of order o-1 claimed A's o-1; A's own payment then became a duplicate).
+#[tokio::test]
+async fn without_the_check_a_payment_naming_no_project_waits_for_its_project() {
+    let store = Arc::new(MemoryResources::new());
+    let ledger = MemoryReviews::new();
+    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let paid = fulfil
+        .apply(&invoice("evt_p", "paid", 30), NOW_MS)
+        .await
+        .unwrap();
+    let credited = fulfil
+        .apply(&deposit("evt_d", "pcd_1", None), NOW_MS)
+        .await
+        .unwrap()
+        .1;
+    assert_eq!((paid.1, credited), (ProjectUnknown, ProjectUnknown));
+    assert_eq!(store.fulfilments(), []);
+    assert!(store.balances().is_empty());
+    for work in [
+        invoice("evt_p", "paid", 30),
+        deposit("evt_d", "pcd_1", None),
+    ] {
+        ledger.processed(waited(&work), ProjectUnknown, "no project", 1);
+    }
+    let kinds = |found: Vec<crate::exceptions::Exception>| -> Vec<_> {
+        found
+            .iter()
+            .map(|e| (e.kind, e.resource_id.clone()))
+            .collect()
+    };
+    let waiting = list(&*store, &ledger, 0).await.unwrap();
+    assert_eq!(
+        kinds(waiting),
+        [
+            ("project_unknown", Some("inv_1".to_owned())),
+            ("project_unknown", Some("pcd_1".to_owned()))
+        ]
+    );
+    assert_eq!(
+        fulfil
+            .refuses_person("inv_1", None)
+            .await
+            .unwrap()
+            .map(|w| w.contains("--project")),
+        Some(true)
+    );
+    let b = OrderRef {
+        project: Some("prj_b".into()),
+        ..order()
+    };
+    let marked = fulfil
+        .mark_paid("inv_1", b, "support", NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(marked, Fulfilled);
+    assert_eq!(claims(&store), ["order_paid#prj_b#o-1"]);
+    let waiting = list(&*store, &ledger, 0).await.unwrap();
+    assert_eq!(
+        kinds(waiting),
+        [("project_unknown", Some("pcd_1".to_owned()))]
+    );
+}
+
+// Defect 4, with the project on record: an open event named prj_b, the paid event names none;
+// it ships B's order (the record's project), as on a stack of one project.
+#[tokio::test]
+async fn without_the_check_a_payment_naming_no_project_takes_its_records() {
+    let (outcomes, store) = {
+        let store = Arc::new(MemoryResources::new());
+        let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+        let mut out = Vec::new();
+        for work in [open_of("prj_b"), invoice("evt_p", "paid", 30)] {
+            out.push(fulfil.apply(&work, NOW_MS).await.expect("memory").1);
+        }
+        (out, store)
+    };
+    assert_eq!(outcomes, [Updated, Fulfilled]);
+    assert_eq!(claims(&store), ["order_paid#prj_b#o-1"]);
+}
+
+/// The order claims the store holds.
+fn claims(store: &MemoryResources) -> Vec<String> {
+    let mut keys = store.keys();
+    keys.retain(|k| k.starts_with("order_paid#"));
+    keys
+}
+
+/// `work` as the ledger records it, once processed.
+fn waited(work: &WorkItem) -> Delivery {
+    let envelope = crate::envelope::Envelope::parse(&work.body).unwrap();
+    Delivery {
+        event_id: work.event_id.clone(),
+        event_type: envelope.event_type.clone(),
+        category: Category::of(&envelope.event_type),
+        resource_id: envelope.resource_id.clone(),
+        environment: work.environment,
+        secret_label: "live".into(),
+        version: 1,
+        occurred_at: envelope.occurred_at,
+        signed_at: envelope.occurred_at,
+        received_at_ms: NOW_MS,
+        body: work.body.clone(),
+        body_sha256: String::new(),
+    }
+}

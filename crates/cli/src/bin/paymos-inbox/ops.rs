@@ -603,6 +603,7 @@ pub(crate) fn waits_for_person(applied: paymos_inbox_core::change::Applied) -> b
             | Applied::PaidLate
             | Applied::DuplicatePayment
             | Applied::OrderUnknown
+            | Applied::ProjectUnknown
             | Applied::Unconfirmed
             | Applied::Unusable
     )

@@ -26,12 +26,13 @@ use crate::exit::Failure;
 use crate::stack::{NamedBy, Stack, StackArgs};
 
 /// The order the home page shows what waits in: the payments first, then the deliveries.
-pub const KINDS: [&str; 8] = [
+pub const KINDS: [&str; 9] = [
     "held",
     "paid_late",
     "duplicate_payment",
     "unconfirmed",
     "order_unknown",
+    "project_unknown",
     "unusable",
     "dead_letter",
     crate::exceptions::PARKED_HANDOFF,

@@ -16,7 +16,7 @@ let draftReason = '';
 let stackProjects = [];
 const LABELS = {
   held: 'Held: paid, but not as the order says', paid_late: 'Paid late', duplicate_payment: 'Duplicate payment',
-  unconfirmed: 'Unconfirmed', order_unknown: 'Order unknown', unusable: 'Unusable', dead_letter: 'Dead letters',
+  unconfirmed: 'Unconfirmed', order_unknown: 'Order unknown', project_unknown: 'Project unknown', unusable: 'Unusable', dead_letter: 'Dead letters',
   parked_handoff: 'Parked hand-off events',
 };
 

@@ -13,6 +13,7 @@
 mod contract;
 mod cost;
 mod model;
+mod projects;
 mod reconcile;
 mod retention;
 mod reverse;

@@ -429,7 +429,7 @@ pub fn deposit_verdict(
 
 /// The stack's environment against the resource's: a key of the other environment is the
 /// stack's problem, never a payment's.
-fn same_environment(is_test: bool, environment: Environment) -> Result<(), PortError> {
+pub(crate) fn same_environment(is_test: bool, environment: Environment) -> Result<(), PortError> {
     if is_test == environment.is_test() {
         return Ok(());
     }

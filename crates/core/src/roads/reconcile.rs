@@ -28,6 +28,7 @@ use crate::ingest::PortError;
 use crate::invoice::{InvoiceSeen, Refund, Standing};
 use crate::record::FulfilmentRecord;
 use crate::release::ReleaseStore;
+use crate::signature::Environment;
 use crate::status::InvoiceStatus;
 
 /// Paymos' books, as reconciliation reads them (besides each invoice, read as the reverse check
@@ -417,9 +418,12 @@ pub async fn reconcile<P: PaymosLedger, S: ReconcileStore>(
 ) -> Result<Report, PortError> {
     let mut report = Report::default();
     let projects = fulfil.projects();
-    let (paid, mut late): (Vec<_>, Vec<_>) = paymos
-        .invoices_created(from, to)
-        .await?
+    let listed = paymos.invoices_created(from, to).await?;
+    // A key of the other environment is the stack's problem: nothing of it ships here.
+    for (_, at) in &listed {
+        crate::confirm::same_environment(at.is_test, fulfil.environment())?;
+    }
+    let (paid, mut late): (Vec<_>, Vec<_>) = listed
         .into_iter()
         // Another project's invoices are that project's stack's to reconcile.
         .filter(|(_, at)| projects.applies(at.project_id.as_deref()))
@@ -437,7 +441,7 @@ pub async fn reconcile<P: PaymosLedger, S: ReconcileStore>(
     unknown(paymos, &paid, &here, (from, to), &mut report).await?;
     recheck_open(
         paymos,
-        (fulfil.store(), projects),
+        (fulfil.store(), projects, fulfil.environment()),
         &paid,
         &here,
         &mut report,
@@ -551,7 +555,7 @@ async fn unknown<P: PaymosLedger>(
 /// webhook that never arrived leaves exactly this): paid ones are MISSING, late ones join `late`.
 async fn recheck_open<P: PaymosLedger, S: ReconcileStore>(
     paymos: &P,
-    (store, fulfil_projects): (&S, &crate::change::Projects),
+    (store, fulfil_projects, environment): (&S, &crate::change::Projects, Environment),
     paid: &[PaidAtPaymos],
     here: &Fulfilled,
     report: &mut Report,
@@ -574,6 +578,7 @@ async fn recheck_open<P: PaymosLedger, S: ReconcileStore>(
         let AtSource::Found(at) = at else {
             continue;
         };
+        crate::confirm::same_environment(at.is_test, environment)?;
         if !fulfil_projects.applies(at.project_id.as_deref()) {
             continue;
         }

@@ -646,3 +646,27 @@ fn waited(work: &WorkItem) -> Delivery {
         body_sha256: String::new(),
     }
 }
+
+// Found by the attack on `dev` (a reference-only helper): a key of the other environment lists
+// sandbox invoices to a live stack; `reconcile --apply` shipped them as live fulfilments, while
+// the webhook's check refuses the same answer. Now the run fails as the stack's problem (a
+// misconfigured key) and ships nothing; the same on the open invoices it re-reads.
+#[tokio::test]
+async fn reconcile_ships_nothing_of_the_other_environment_and_names_the_key() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let paymos = MemoryPaymos::new();
+    paymos.invoice(
+        "inv_1",
+        ConfirmedInvoice {
+            is_test: true,
+            ..at_paymos("paid", Some(30))
+        },
+    );
+    let err = crate::reconcile::reconcile(&paymos, &fulfil, (0, 2_000_000_000), true, NOW_MS)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, crate::ingest::PortErrorKind::Misconfigured, "{err}");
+    assert!(err.to_string().contains("sandbox"), "{err}");
+    assert_eq!(store.fulfilments(), []);
+}

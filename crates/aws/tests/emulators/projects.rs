@@ -1,0 +1,101 @@
+//! Issue 49, defects 4 and 7, where a condition decides: on DynamoDB Local, a record of the home
+//! project keeps `home_project`, so no other project's order ships from it; and a record the
+//! previous release wrote (which names no project) on a stack of two projects ships no one's
+//! order on a payment naming none, until a person names its project.
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use paymos_inbox_aws::dynamodb::DynamoResources;
+use paymos_inbox_core::change::{Applied, OrderRef, Projects};
+use paymos_inbox_core::fulfil::Fulfil;
+use paymos_inbox_core::status::Amount;
+use serde_json::json;
+
+use paymos_inbox_testkit::*;
+
+fn event(event_id: &str, event_type: &str, invoice_id: &str, project: Option<&str>) -> String {
+    let mut data = json!({"invoice_id": invoice_id,
+        "order": {"external_id": "1001", "amount": "10.00", "currency": "USD"}});
+    if let Some(p) = project {
+        data["project_id"] = p.into();
+    }
+    envelope(event_id, event_type, data)
+}
+
+fn order_of(project: Option<&str>) -> OrderRef {
+    OrderRef {
+        external_id: Some("1001".into()),
+        amount: Amount::parse("10.00"),
+        currency: Some("USD".into()),
+        project: project.map(str::to_owned),
+        home: false,
+    }
+}
+
+#[tokio::test]
+async fn a_home_record_ships_no_other_projects_order_and_an_unnamed_one_waits_for_its_project() {
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let (state, deliveries) = (stack.table("StateTable"), stack.table("DeliveriesTable"));
+    let resources = DynamoResources::new(aws.dynamodb.clone(), state, deliveries);
+    let fulfil = Fulfil::new(resources.clone()).for_projects(Projects::parse("prj_a,prj_b"));
+
+    // The home project's open event: its record says so.
+    let open = event(
+        "evt_open",
+        "invoice.awaiting_payment",
+        "inv_home",
+        Some("prj_a"),
+    );
+    let (_, applied) = fulfil.apply(&live(&open), NOW_MS).await.unwrap();
+    assert_eq!(applied, Applied::Updated);
+    let record = aws.item(state, "pk", "inv_home").await.unwrap();
+    assert_eq!(
+        record.get("home_project"),
+        Some(&AttributeValue::Bool(true))
+    );
+    // A person's word naming project B: refused by the command's rule, and by the write's.
+    let why = fulfil
+        .refuses_person("inv_home", Some("prj_b"))
+        .await
+        .unwrap();
+    assert!(why.is_some_and(|w| w.contains("of project prj_a, not prj_b")));
+    let marked = fulfil
+        .mark_paid("inv_home", order_of(Some("prj_b")), "support:eve", NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(marked, Applied::Held);
+    for claim in ["order_paid#prj_b#1001", "order_paid#1001"] {
+        assert!(aws.item(state, "pk", claim).await.is_none(), "{claim}");
+    }
+
+    // An invoice the previous release wrote: no project on record.
+    aws.dynamodb
+        .put_item()
+        .table_name(state)
+        .item("pk", AttributeValue::S("inv_old".into()))
+        .item("kind", AttributeValue::S("invoice".into()))
+        .item("status", AttributeValue::S("awaiting_payment".into()))
+        .item("status_at", AttributeValue::N((NOW - 600).to_string()))
+        .item("order_id", AttributeValue::S("1001".into()))
+        .send()
+        .await
+        .unwrap();
+    let silent = event("evt_silent", "invoice.paid", "inv_old", None);
+    let (_, applied) = fulfil.apply(&live(&silent), NOW_MS).await.unwrap();
+    assert_eq!(applied, Applied::ProjectUnknown);
+    assert!(!resources.is_fulfilled("inv_old").await.unwrap());
+    let why = fulfil.refuses_person("inv_old", None).await.unwrap();
+    assert!(why.is_some_and(|w| w.contains("--project")));
+    // The person names project B: B's order ships, once.
+    let marked = fulfil
+        .mark_paid("inv_old", order_of(Some("prj_b")), "support:eve", NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(marked, Applied::Fulfilled);
+    assert!(
+        aws.item(state, "pk", "order_paid#prj_b#1001")
+            .await
+            .is_some()
+    );
+    assert!(aws.item(state, "pk", "order_paid#1001").await.is_none());
+}

@@ -794,3 +794,37 @@ async fn send_to_dev_signs_with_a_secret_dev_holds() {
     assert!(out.contains("\"status\":200"), "{out}");
     assert!(out.contains("\"applied\":true"), "{out}");
 }
+
+// Found by the attack on `dev`: `recheck --environment live` of a sandbox stack (or a leftover
+// PAYMOS_ENVIRONMENT) re-checked its deliveries against the other environment's key. It is
+// refused before anything is read at Paymos (exit 2).
+#[tokio::test]
+async fn recheck_naming_another_environment_than_the_stacks_is_refused_with_exit_2() {
+    let dev = dev(None).await;
+    let scratch_info = scratch("dev-info");
+    let info = scratch_info.path().join("dev-info.json");
+    std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
+    let info = info.to_str().unwrap().to_owned();
+    let words = [
+        "recheck",
+        "inv_x",
+        "--environment",
+        "live",
+        "--api-key",
+        "k",
+        "--api-secret",
+        "s",
+        "--api-base-url",
+        "http://127.0.0.1:9",
+        "--actor",
+        "support:eve",
+        "--dev-info",
+        &info,
+    ];
+    let args: Vec<String> = words.iter().map(|s| (*s).to_owned()).collect();
+    let (code, out) = tokio::task::spawn_blocking(move || cli_code(args))
+        .await
+        .unwrap();
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("this stack applies sandbox"), "{out}");
+}

@@ -652,7 +652,11 @@ pub async fn recheck<S: ExceptionStore, L: ReviewLedger, C: PaymentConfirmation>
     // Refunds first: a payment Paymos paid back in full never ships, whichever came first.
     deliveries.sort_by_key(|d| !matches!(d.pending, Pending::Refund { .. }));
     for delivery in deliveries {
-        if resource_id.is_some_and(|id| !delivery.concerns(id)) {
+        // A delivery is rechecked by the environment that verified it, never by the other's
+        // key (a live payment is no sandbox invoice's to confirm).
+        if resource_id.is_some_and(|id| !delivery.concerns(id))
+            || delivery.record.delivery.environment != Some(applying.environment)
+        {
             continue;
         }
         let Some((envelope, change)) = delivery.read else {

@@ -133,6 +133,14 @@ pub fn events_of(
             },
             i,
         ),
+        // A payment naming no project waits as `project_unknown`, a reason the published
+        // version-4 detail does not name (published schemas never change): it is listed,
+        // counted and alarmed, and a version-5 detail will carry it.
+        (None, StateRecord::Review(r))
+            if r.reason == crate::change::Applied::ProjectUnknown.as_str() =>
+        {
+            Vec::new()
+        }
         (None, StateRecord::Review(r)) => vec![review_needed(r)],
         // Once its action has answered (an entry is begun before it: nothing to say yet).
         (old, StateRecord::Action(a))

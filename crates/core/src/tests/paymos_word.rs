@@ -666,7 +666,48 @@ async fn reconcile_ships_nothing_of_the_other_environment_and_names_the_key() {
     let err = crate::reconcile::reconcile(&paymos, &fulfil, (0, 2_000_000_000), true, NOW_MS)
         .await
         .unwrap_err();
-    assert_eq!(err.kind, crate::ingest::PortErrorKind::Misconfigured, "{err}");
+    assert_eq!(
+        err.kind,
+        crate::ingest::PortErrorKind::Misconfigured,
+        "{err}"
+    );
     assert!(err.to_string().contains("sandbox"), "{err}");
     assert_eq!(store.fulfilments(), []);
+}
+
+// Found by the attack on `dev`: `recheck --environment sandbox` on a live stack re-checked a
+// live delivery against a sandbox key and shipped its order. A delivery is rechecked only by
+// the environment that verified it: the other environment's recheck reads none of it.
+#[tokio::test]
+async fn a_recheck_of_the_other_environment_ships_nothing_of_a_live_delivery() {
+    let store = Arc::new(MemoryResources::new());
+    let reviews = MemoryReviews::new();
+    reviews.processed(
+        waited(&invoice("evt_p", "paid", 30)),
+        Unconfirmed,
+        "invoice: Paymos does not know it (404)",
+        5,
+    );
+    let paymos = MemoryPaymos::new();
+    paymos.invoice(
+        "inv_1",
+        ConfirmedInvoice {
+            is_test: true,
+            ..at_paymos("paid", Some(30))
+        },
+    );
+    let rechecked = recheck(
+        &*store,
+        &reviews,
+        &paymos,
+        &crate::effect::RecordFulfilment,
+        Environment::Test,
+        None,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    assert_eq!(rechecked, []);
+    assert_eq!(store.fulfilments(), []);
+    assert_eq!(reviews.resolved("evt_p"), None);
 }

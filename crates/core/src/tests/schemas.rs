@@ -234,6 +234,14 @@ fn history() -> Vec<(Option<StateRecord>, StateRecord)> {
         why: None,
         created_at_ms: Some(5500),
     });
+    // A payment naming no project on a stack of several without the check (version 4).
+    let project_unknown = StateRecord::Review(ReviewRecord {
+        event_id: "evt_11".into(),
+        reason: "project_unknown".into(),
+        resource_id: Some("inv_11".into()),
+        why: None,
+        created_at_ms: Some(5600),
+    });
     let withdrawal = |id: &str, status: WithdrawalStatus, kind: &str| {
         StateRecord::Withdrawal(WithdrawalRecord {
             withdrawal_id: id.into(),
@@ -265,6 +273,7 @@ fn history() -> Vec<(Option<StateRecord>, StateRecord)> {
         (None, held),
         (None, review),
         (None, order_unknown),
+        (None, project_unknown),
         (
             None,
             withdrawal("wdr_r", WithdrawalStatus::Completed, "refund"),

@@ -461,12 +461,24 @@ pub(crate) async fn recheck_in(
     if let Some(id) = resource_id {
         a_rechecked_id(id)?;
     }
-    let Some(environment) = environment.or_else(|| {
-        stack
-            .environment
-            .as_deref()
-            .and_then(|n| environment_of(n).ok())
-    }) else {
+    let applied = stack
+        .environment
+        .as_deref()
+        .and_then(|n| environment_of(n).ok());
+    if let (Some(given), Some(applied)) = (environment, applied)
+        && given != applied
+    {
+        let name = |env: paymos_inbox_core::signature::Environment| {
+            if env.is_test() { "sandbox" } else { "live" }
+        };
+        return Err(Failure::usage(format!(
+            "--environment {}: this stack applies {}, and its deliveries are rechecked by their own environment's key",
+            name(given),
+            name(applied)
+        ))
+        .next("drop --environment (and an unset PAYMOS_ENVIRONMENT), or name the stack of that environment"));
+    }
+    let Some(environment) = environment.or(applied) else {
         return Err(
             Failure::usage("no environment: nothing says which one the stack applies")
                 .next("pass --environment live or sandbox (a stack's outputs and `dev` name it)"),

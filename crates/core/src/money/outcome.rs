@@ -74,6 +74,9 @@ pub enum Write {
         /// The project the record is marked with (the write's condition).
         marked: String,
     },
+    /// The processed mark, and the delivery's time of the payment on an invoice whose record
+    /// holds it undated (a person's word): a full refund is then judged by that time.
+    Dated,
     /// The processed mark only.
     MarkOnly,
     /// The processed mark and a review note (`review#<event_id>`) for the resource, if named.
@@ -107,6 +110,9 @@ pub enum Refusal {
         standing: Standing,
         /// The order the invoice's record holds (none for other resources).
         recorded: OrderRef,
+        /// The invoice's record holds a payment no road dated (a person's word), and no full
+        /// refund was on record before it (it does not wait [`Mark::AfterRefund`]).
+        undated: bool,
     },
     /// The invoice was refunded in full (a `full` refund is on its record): its payment never
     /// ships.
@@ -273,6 +279,14 @@ pub fn writes(
             *after_refund,
             now_ms,
         )),
+        (
+            Write::Dated,
+            Change::Invoice {
+                invoice_id,
+                paid_at: Some(at),
+                ..
+            },
+        ) => out.push(write::payment_time(invoice_id, *at)),
         (Write::Change, Change::Withdrawal { .. }) => {
             out.extend(withdrawal(change, source, false, now_ms));
         }
@@ -469,6 +483,9 @@ pub fn refusal(
             found: seen.status.map_or(Found::Nothing, Found::Invoice),
             mine,
             standing: seen.standing(),
+            undated: (seen.paid_late || seen.status.is_some_and(InvoiceStatus::fulfils))
+                && seen.payment_at.is_none()
+                && !seen.after_refund,
             recorded: seen.order,
         }
     };
@@ -511,6 +528,7 @@ pub fn refusal(
             mine,
             standing: Standing::Clear,
             recorded: OrderRef::none(),
+            undated: false,
         },
         What::Deposit => Refusal::Resource {
             found: Found::Deposit {
@@ -519,6 +537,7 @@ pub fn refusal(
             mine,
             standing: Standing::Clear,
             recorded: OrderRef::none(),
+            undated: false,
         },
         What::Fulfilment | What::Effect => Refusal::Fulfilled,
         What::OrderClaim => Refusal::OrderClaimed {
@@ -755,11 +774,31 @@ fn correct(change: &Change, tried: &Plan, refusal: &Refusal, confirmed: bool) ->
 }
 
 /// A change refused by what its resource holds ([`Refusal::Resource`]), seen from `delivery`
-/// (a webhook) or a person's road.
-fn on_resource(change: &Change, found: Found, standing: &Standing, delivery: bool) -> Step {
+/// (a webhook) or a person's road, on a record whose payment no road dated (`record_undated`).
+fn on_resource(
+    change: &Change,
+    found: Found,
+    standing: &Standing,
+    (delivery, record_undated): (bool, bool),
+) -> Step {
     let mark_only = |outcome| mark_only(outcome, None);
     // Whether the road knows when the payment was made (by Paymos' clock).
     let undated = matches!(change, Change::Invoice { paid_at: None, .. });
+    // A delivery of the payment a person recorded undated dates it (the webhook road's best
+    // time: Paymos' where it was asked, else the event's): a full refund is judged by it.
+    let done = |outcome| match change {
+        Change::Invoice {
+            status,
+            paid_at: Some(_),
+            ..
+        } if delivery && record_undated && status.fulfils() => Step::Then(Plan {
+            write: Write::Dated,
+            with_mark: true,
+            outcome,
+            reason: None,
+        }),
+        _ => mark_only(outcome),
+    };
     match (change, found) {
         // Released by a person: nothing waits.
         (Change::Invoice { status, .. }, Found::Invoice(current))
@@ -768,7 +807,7 @@ fn on_resource(change: &Change, found: Found, standing: &Standing, delivery: boo
                 && !current.fulfils()
                 && *standing == Standing::Released =>
         {
-            mark_only(Applied::AlreadyFinal)
+            done(Applied::AlreadyFinal)
         }
         // Paid after it closed unpaid: the final status stays, the payment is noted (and,
         // undated after a full refund, marked for a person to say whether it was paid again).
@@ -792,7 +831,7 @@ fn on_resource(change: &Change, found: Found, standing: &Standing, delivery: boo
             mark_only(standing_outcome(standing))
         }
         (Change::Invoice { .. }, Found::Invoice(current)) if current.is_final() => {
-            mark_only(Applied::AlreadyFinal)
+            done(Applied::AlreadyFinal)
         }
         (Change::Withdrawal { .. }, Found::Withdrawal(current)) if current.is_final() => {
             mark_only(Applied::AlreadyFinal)
@@ -900,6 +939,8 @@ pub fn next_as(
         // The note exists: this delivery was handled before. The mark alone is never refused
         // but by the processed mark.
         (Write::Review | Write::MarkOnly, _) => Step::Done(Applied::AlreadyProcessed),
+        // Dated meanwhile by another road: the mark alone.
+        (Write::Dated, _) => mark_only(tried.outcome),
         (Write::Change, Refusal::OrderOnRecord { recorded }) => on_record(change, recorded),
         (Write::Change, Refusal::Refunded { recorded, awaited }) => {
             refunded(change, recorded, awaited)
@@ -907,9 +948,12 @@ pub fn next_as(
         (
             Write::Change,
             Refusal::Resource {
-                found, standing, ..
+                found,
+                standing,
+                undated,
+                ..
             },
-        ) => on_resource(change, found, &standing, delivery),
+        ) => on_resource(change, found, &standing, (delivery, undated)),
         (Write::Change, Refusal::OrderClaimed { invoice_id }) => Step::Then(Plan {
             write: Write::Unfulfilled(Mark::DuplicateOf(invoice_id)),
             with_mark: true,
@@ -1022,6 +1066,7 @@ mod tests {
                 mine: false,
                 standing: Standing::Clear,
                 recorded: OrderRef::none(),
+                undated: false,
             })
         };
         let mine = |found| {
@@ -1030,6 +1075,7 @@ mod tests {
                 mine: true,
                 standing: Standing::Clear,
                 recorded: OrderRef::none(),
+                undated: false,
             })
         };
         // (name, change, the store's answers in turn, outcome, writes tried). A change is
@@ -1146,6 +1192,7 @@ mod tests {
                         mine: false,
                         standing: Standing::Clear,
                         recorded: OrderRef::none(),
+                        undated: false,
                     }),
                     Committed,
                 ],
@@ -1367,6 +1414,7 @@ mod tests {
                 mine: true,
                 standing: standing.clone(),
                 recorded: OrderRef::none(),
+                undated: false,
             });
             let step = next(&person, &paid, &plan(&paid), refused.clone());
             let Step::Then(then) = step else {
@@ -1425,6 +1473,7 @@ mod tests {
                 mine: false,
                 standing: Standing::Held,
                 recorded: OrderRef::none(),
+                undated: false,
             })
         };
         // A second endpoint's paid event for a held payment: the hold is listed already.
@@ -1442,6 +1491,7 @@ mod tests {
             mine: false,
             standing: Standing::Clear,
             recorded: OrderRef::none(),
+            undated: false,
         });
         for source in [me(), person] {
             let change = invoice(I::Confirming);
@@ -1459,6 +1509,7 @@ mod tests {
             mine: false,
             standing: Standing::Released,
             recorded: OrderRef::none(),
+            undated: false,
         });
         let Step::Then(then) = next(&me(), &invoice(I::Paid), &plan(&invoice(I::Paid)), refused)
         else {

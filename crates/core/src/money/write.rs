@@ -718,6 +718,23 @@ pub fn paymos_payment_time(invoice_id: &str, paid_at: u64, reopen: bool) -> Writ
     }
 }
 
+/// The time (`paid_at`, the best a delivery knows) of a payment the invoice's record holds
+/// undated, a person's word, on which no full refund was judged without time
+/// ([`Mark::AfterRefund`]): set once, and a full refund is judged by it from then on.
+#[must_use]
+pub fn payment_time(invoice_id: &str, paid_at: u64) -> Write {
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::All(vec![
+            Guard::Has(Field::Kind),
+            Guard::Lacks(Field::PaymentAt),
+            Guard::Lacks(Field::AfterRefund),
+        ]),
+        set: vec![Set::Once(Field::PaymentAt, Value::Int(paid_at))],
+    }
+}
+
 /// What an invoice's record learns once, and keeps, whatever else it holds.
 fn invoice_once(invoice_id: &str, field: Field, text: &str) -> Write {
     Write {

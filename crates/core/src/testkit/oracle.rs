@@ -663,10 +663,11 @@ impl Machine<'_> {
     fn apply_status(&mut self, id: &str, status: Status, late_at_paymos: bool, at: Option<u64>) {
         let inv = self.inv_mut(id);
         if inv.paid {
-            // 8: a late payment a person recorded undated takes the first Paymos time a
-            // delivery of it gives (the refund rule then knows which came first); not one
-            // that waits `AfterRefund`: final already, it keeps waiting for a person
-            if inv.late && status.pays() && inv.paid_at.is_none() && inv.refunds_before == 0 {
+            // 8: a payment a person recorded undated (late or not, shipped or not) takes the
+            // first time a delivery of it gives (Paymos' where it was asked, else the event's):
+            // the refund rule then knows which came first; not one that waits `AfterRefund`:
+            // final already, it keeps waiting for a person
+            if status.pays() && inv.paid_at.is_none() && inv.refunds_before == 0 {
                 inv.paid_at = at;
             }
             return;

@@ -711,3 +711,31 @@ async fn a_recheck_of_the_other_environment_ships_nothing_of_a_live_delivery() {
     assert_eq!(store.fulfilments(), []);
     assert_eq!(reviews.resolved("evt_p"), None);
 }
+
+// Found by the model (a seed now kept): a person marked inv_1 paid (no time), a full refund
+// completed at 120 was recorded, then the paid webhook says the payment was made at 130. The
+// refund returned only what was paid before it: the record takes 130, and the payment is not
+// refunded. Before: `refunded in full`, judged by arrival order.
+#[tokio::test]
+async fn a_webhook_dates_a_persons_undated_payment_and_a_refund_before_it_returns_nothing() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let marked = fulfil
+        .mark_paid("inv_1", order(), "support", NOW_MS)
+        .await
+        .unwrap();
+    let refund = fulfil
+        .apply(&full_refund("evt_r", 120), NOW_MS)
+        .await
+        .unwrap()
+        .1;
+    let paid = fulfil
+        .apply(&invoice("evt_p", "paid", 130), NOW_MS)
+        .await
+        .unwrap()
+        .1;
+    assert_eq!((marked, refund, paid), (Fulfilled, Updated, AlreadyFinal));
+    let seen = store.invoice("inv_1").unwrap().seen();
+    assert_eq!(seen.payment_at, Some(130));
+    assert!(!seen.refunded_in_full(), "{seen:?}");
+}

@@ -204,6 +204,50 @@ pub fn plan(change: &Change) -> Plan {
     }
 }
 
+/// An invoice's status change as `plan` writes it: a payment that fulfils (with the effect's
+/// items), else the transition with the plan's mark.
+fn invoice_change(
+    source: &Source,
+    change: &Change,
+    plan: &Plan,
+    effect: &dyn FulfilmentEffect,
+    now_ms: u64,
+) -> Vec<write::Write> {
+    let Change::Invoice {
+        invoice_id,
+        status,
+        occurred_at,
+        paid_at,
+        order,
+    } = change
+    else {
+        return Vec::new();
+    };
+    match &plan.write {
+        Write::Change if status.fulfils() => {
+            let paid = PaidInvoice {
+                invoice_id,
+                status: *status,
+                order,
+                source,
+                at_ms: now_ms,
+            };
+            write::payment(&paid, (*occurred_at, *paid_at), effect.writes(&paid))
+        }
+        write => vec![write::invoice_transition(
+            invoice_id,
+            (*status, *occurred_at, *paid_at),
+            order,
+            match write {
+                Write::Unfulfilled(mark) => Some(mark),
+                _ => None,
+            },
+            source,
+            now_ms,
+        )],
+    }
+}
+
 /// The writes of `plan` for `change` by `source` at `now_ms`, in the order their refusals
 /// win: the processed mark first (when the plan carries it), then the change's own.
 #[must_use]
@@ -225,42 +269,9 @@ pub fn writes(
     }
     match (&plan.write, change) {
         (Write::Review | Write::MarkOnly, _) => out.extend(noted(source, change, plan, now_ms)),
-        (
-            Write::Change | Write::Unfulfilled(_),
-            Change::Invoice {
-                invoice_id,
-                status,
-                occurred_at,
-                paid_at,
-                order,
-            },
-        ) => match &plan.write {
-            Write::Change if status.fulfils() => {
-                let paid = PaidInvoice {
-                    invoice_id,
-                    status: *status,
-                    order,
-                    source,
-                    at_ms: now_ms,
-                };
-                out.extend(write::payment(
-                    &paid,
-                    (*occurred_at, *paid_at),
-                    effect.writes(&paid),
-                ));
-            }
-            write => out.push(write::invoice_transition(
-                invoice_id,
-                (*status, *occurred_at, *paid_at),
-                order,
-                match write {
-                    Write::Unfulfilled(mark) => Some(mark),
-                    _ => None,
-                },
-                source,
-                now_ms,
-            )),
-        },
+        (Write::Change | Write::Unfulfilled(_), Change::Invoice { .. }) => {
+            out.extend(invoice_change(source, change, plan, effect, now_ms));
+        }
         (
             Write::PaidLate {
                 closed,

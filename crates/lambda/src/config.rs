@@ -77,6 +77,9 @@ pub const DELIVERY_RETENTION_DAYS: &str = "DELIVERY_RETENTION_DAYS";
 /// removes it and the record keeps its ids, outcome and hash (unset: the ledger's default, 90;
 /// at least 7).
 pub const BODY_RETENTION_DAYS: &str = "BODY_RETENTION_DAYS";
+/// With the reverse check, the minutes a delivery waits for Paymos' API to show what it
+/// announces before it is `unconfirmed` (template.yaml: `ReverseCheckPatienceMinutes`).
+pub const REVERSE_CHECK_PATIENCE_MINUTES: &str = "REVERSE_CHECK_PATIENCE_MINUTES";
 
 /// A setting is missing or wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -216,6 +219,8 @@ pub struct FulfilConfig {
     /// The work queue ([`WORK_QUEUE_URL`]), on which a message that was not applied is given
     /// the visibility its failure asks; without it, the queue's visibility timeout applies.
     pub work_queue_url: Option<String>,
+    /// [`REVERSE_CHECK_PATIENCE_MINUTES`]: 1 to 135, default 15.
+    pub patience_minutes: u32,
 }
 
 impl FulfilConfig {
@@ -243,8 +248,30 @@ impl FulfilConfig {
             work_queue_url: lookup(WORK_QUEUE_URL)
                 .map(|v| v.trim().to_owned())
                 .filter(|v| !v.is_empty()),
+            patience_minutes: patience_minutes(&lookup)?,
         })
     }
+}
+
+/// [`REVERSE_CHECK_PATIENCE_MINUTES`]: 1 to [`MAX_PATIENCE_MINUTES`] minutes (the work queue's
+/// last receive), by default as long as the official plugins wait before they re-read an open
+/// invoice.
+fn patience_minutes(lookup: &impl Fn(&str) -> Option<String>) -> Result<u32, ConfigError> {
+    use paymos_inbox_core::confirm::{DEFAULT_PATIENCE_MINUTES, MAX_PATIENCE_MINUTES};
+    let minutes = number(
+        lookup,
+        REVERSE_CHECK_PATIENCE_MINUTES,
+        DEFAULT_PATIENCE_MINUTES,
+    )?;
+    if !(1..=MAX_PATIENCE_MINUTES).contains(&minutes) {
+        return Err(ConfigError::Invalid {
+            var: REVERSE_CHECK_PATIENCE_MINUTES,
+            reason: format!(
+                "1 to {MAX_PATIENCE_MINUTES} minutes (the work queue's last receive comes some 135 minutes after the first), got {minutes}"
+            ),
+        });
+    }
+    Ok(minutes)
 }
 
 /// Reads [`PAYMOS_PROJECT_IDS`]: one or several `prj_…` ids (none on a sandbox stack: every
@@ -613,6 +640,29 @@ mod tests {
             err.contains("BODY_RETENTION_DAYS is invalid: expected a whole number"),
             "{err}"
         );
+    }
+
+    // Issue 49, defect 9: the reverse check's patience is a setting, 1 to 135 minutes (the work
+    // queue's last receive), 15 by default: as long as the official plugins wait.
+    #[test]
+    fn the_reverse_checks_patience_is_one_to_135_minutes_by_default_15() {
+        let with = |minutes: &'static str| {
+            FulfilConfig::from_lookup(lookup(&[
+                (DELIVERIES_TABLE, "d"),
+                (STATE_TABLE, "s"),
+                (PAYMOS_ENVIRONMENT, "sandbox"),
+                (REVERSE_CHECK_PATIENCE_MINUTES, minutes),
+            ]))
+        };
+        assert_eq!(with("").unwrap().patience_minutes, 15);
+        assert_eq!(with("135").unwrap().patience_minutes, 135);
+        for bad in ["0", "136", "soon"] {
+            let err = with(bad).unwrap_err().to_string();
+            assert!(
+                err.contains("REVERSE_CHECK_PATIENCE_MINUTES is invalid"),
+                "{bad}: {err}"
+            );
+        }
     }
 
     // Issue 42, item 2: a record retention shorter than a week would take a record (and what

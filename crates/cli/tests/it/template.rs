@@ -332,6 +332,7 @@ fn each_function_gets_every_variable_its_binary_reads_and_no_secret() {
         config::PAYMOS_API_SECRETS_ID,
         config::PAYMOS_ENVIRONMENT,
         config::PAYMOS_PROJECT_IDS,
+        config::REVERSE_CHECK_PATIENCE_MINUTES,
         config::SWEEP_AFTER_SECS,
         config::RECONCILE_WINDOW_HOURS,
         config::RECONCILE_APPLY,

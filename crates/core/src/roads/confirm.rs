@@ -27,6 +27,31 @@ use crate::status::{Amount, InvoiceStatus, WithdrawalStatus};
 /// itself; a payment Paymos shows later still is `unconfirmed`, for `recheck`.
 pub const NOT_YET_RECEIVES: u32 = 7;
 
+/// The default patience of the reverse check, in minutes: as long as the official plugins
+/// wait before they re-read an open invoice (`ReverseCheckPatienceMinutes`).
+pub const DEFAULT_PATIENCE_MINUTES: u32 = 15;
+
+/// The longest patience, in minutes: the last receive before the queue's `maxReceiveCount`
+/// comes some 135 minutes after the first.
+pub const MAX_PATIENCE_MINUTES: u32 = 135;
+
+/// The receive at which a "not yet" answer is final for a patience of `minutes`: the first that
+/// comes at least that long after the first receive (fulfil's redelivery waits 15 s, then twice
+/// as long each time up to 15 minutes), never later than the one before the queue's
+/// `maxReceiveCount` ([`crate::fulfil::WORK_RECEIVES`]).
+#[must_use]
+pub fn receives_for(minutes: u32) -> u32 {
+    let wanted_s = u64::from(minutes) * 60;
+    let mut elapsed_s = 0_u64;
+    let mut receives = 1;
+    while elapsed_s < wanted_s && receives < crate::fulfil::WORK_RECEIVES - 1 {
+        let doublings = (receives - 1).min(16);
+        elapsed_s += u64::from((15_u32 << doublings).min(900));
+        receives += 1;
+    }
+    receives.max(2)
+}
+
 /// An invoice as Paymos' API has it now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfirmedInvoice {
@@ -613,6 +638,31 @@ pub async fn check<C: PaymentConfirmation>(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_patience_is_the_first_receive_that_long_after_the_first_and_before_the_dead_letters() {
+        // Fulfil's redelivery: 15 s, 30 s, 60 s, … up to 15 minutes between receives.
+        assert_eq!(
+            super::receives_for(super::DEFAULT_PATIENCE_MINUTES),
+            super::NOT_YET_RECEIVES
+        );
+        assert_eq!(super::receives_for(0), 2, "one retry at least");
+        assert_eq!(
+            super::receives_for(1),
+            4,
+            "the 4th receive, 105 s after the first"
+        );
+        assert_eq!(
+            super::receives_for(super::MAX_PATIENCE_MINUTES),
+            15,
+            "8145 s"
+        );
+        assert_eq!(
+            super::receives_for(10_000),
+            crate::fulfil::WORK_RECEIVES - 1,
+            "never the receive that sends it to the dead-letter queue"
+        );
+    }
+
     use super::*;
 
     fn at(status: &str) -> AtSource<ConfirmedInvoice> {

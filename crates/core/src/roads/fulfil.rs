@@ -294,6 +294,8 @@ pub struct Fulfil<S, C = NoConfirmation> {
     confirmation: Option<C>,
     environment: Environment,
     projects: Projects,
+    /// The receive at which Paymos' "not yet" is final ([`crate::confirm::receives_for`]).
+    patience: u32,
 }
 
 impl<S: ResourceStore> Fulfil<S> {
@@ -310,6 +312,7 @@ impl<S: ResourceStore> Fulfil<S> {
             confirmation: None,
             environment: Environment::Live,
             projects: Projects::all(),
+            patience: NOT_YET_RECEIVES,
         }
     }
 
@@ -321,6 +324,7 @@ impl<S: ResourceStore> Fulfil<S> {
             confirmation: Some(confirmation),
             environment: self.environment,
             projects: self.projects,
+            patience: self.patience,
         }
     }
 }
@@ -365,6 +369,15 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         &self.projects
     }
 
+    /// How long the reverse check waits for Paymos to show a payment (or a closure, a refund, a
+    /// deposit) a delivery announces before it is `unconfirmed`: `minutes` after its first
+    /// receive ([`crate::confirm::receives_for`]; 15 by default).
+    #[must_use]
+    pub fn with_patience_minutes(mut self, minutes: u32) -> Self {
+        self.patience = crate::confirm::receives_for(minutes);
+        self
+    }
+
     /// Applies one work item as its last receive (a "not paid yet" from the reverse check is
     /// final here); the SQS trigger uses [`Fulfil::apply_received`].
     ///
@@ -375,7 +388,7 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         item: &WorkItem,
         now_ms: u64,
     ) -> Result<(Option<Envelope>, Applied), FulfilError> {
-        self.apply_received(item, now_ms, NOT_YET_RECEIVES).await
+        self.apply_received(item, now_ms, self.patience).await
     }
 
     /// Applies one work item received for the `receives`-th time. Whatever ingest accepted is
@@ -518,7 +531,7 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
                 let by_paymos = checked.order.is_some();
                 (checked.applied_to(unread(change)), by_paymos)
             }
-            Verdict::NotYet { status } if receives < NOT_YET_RECEIVES => {
+            Verdict::NotYet { status } if receives < self.patience => {
                 return Err(FulfilError::NotYet {
                     resource_id: resource_id.unwrap_or_default(),
                     status,

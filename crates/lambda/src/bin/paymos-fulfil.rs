@@ -28,7 +28,8 @@ async fn main() -> Result<(), Error> {
         config.deliveries_table,
     ))
     .for_environment(config.environment)
-    .for_projects(config.projects.clone());
+    .for_projects(config.projects.clone())
+    .with_patience_minutes(config.patience_minutes);
     tracing::info!(
         environment = %config.environment,
         projects = ?config.projects.ids(),

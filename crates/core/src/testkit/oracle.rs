@@ -21,7 +21,23 @@
 //!   and waits for no one; a refund is its invoice's project's, a deposit its own's;
 //! - 16 a plain payout names no project: merchant-wide, it moves nothing of any project;
 //! - 17 an invoice event without `project_id` belongs to its invoice's project: under the
-//!   reverse check Paymos' record's, else what an earlier delivery of the invoice named.
+//!   reverse check Paymos' record's, else what an earlier delivery of the invoice named;
+//! - 19 on a stack of two or more listed projects without the reverse check (no Paymos API), a
+//!   payment event (`paid`/`paid_over`) without `project_id` of an invoice no earlier delivery
+//!   of it (nor a person) named a project for (a refund is the withdrawal's delivery, not the
+//!   invoice's), or a final deposit confirmation without `project_id` of a deposit not credited
+//!   yet (whatever an advisory named: only Paymos' record could say whose payer it is), applies
+//!   nothing: no order ships, no balance is credited; it waits `ProjectUnknown` for a person.
+//!   Its ways out: a person's `mark-paid` naming the invoice's project, or a later delivery
+//!   naming it (a later paid event naming its project ships it, at most once: 6/13; a later
+//!   confirmation naming its project credits the deposit, once: 11); another project's name
+//!   changes nothing (15), the wait neither. A `recheck` reads Paymos' record, which names
+//!   the project: it applies what Paymos confirms (a deposit's wait ends only so, as a
+//!   delivery of money that waits: 2/11), and so does `reconcile --apply`. One listed
+//!   project, every project, or the
+//!   reverse check on: rule 17. (Deliveries of one invoice naming two different projects are
+//!   not stated here: genuine events always name their invoice's own project, and only the
+//!   reverse check, which reads Paymos' record, sees forged ones.)
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The environment whose secret signed a delivery: `Live` (`whsec_live_…`) or `Sandbox`.
@@ -148,6 +164,11 @@ impl World {
     fn applies(&self, project: &str) -> bool {
         project.is_empty() || self.projects.as_ref().is_none_or(|ps| ps.contains(project))
     }
+    /// 19: two or more listed projects and no reverse check: nothing can say the project of a
+    /// delivery that names none.
+    fn several(&self) -> bool {
+        !self.reverse_check && self.projects.as_ref().is_some_and(|ps| ps.len() > 1)
+    }
     /// 18: the project an order or a balance is keyed by: its own where the receiver names the
     /// projects it applies; none where it names none (it cannot tell its projects apart, and
     /// keys every project's orders and payers together, as before projects).
@@ -193,11 +214,12 @@ pub enum Step {
         at: u64,
         completed: bool,
     },
-    /// `payment_channel.deposit.*`: `confirmed` with `is_final`, or advisory (false); it names
-    /// its deposit's project.
+    /// `payment_channel.deposit.*`: `confirmed` with `is_final`, or advisory (false); `project`
+    /// is `data.project_id` (its deposit's, or None: left out).
     Deposit {
         event_id: Option<String>,
         id: String,
+        project: Option<String>,
         env: Env,
         genuine: bool,
         lagging: bool,
@@ -236,6 +258,9 @@ pub enum Wait {
     /// 8: paid by a road that knows no time while a completed Full refund is on record: paid
     /// after the refund? Release (a new payment) or refund.
     AfterRefund,
+    /// 19: a payment (or a deposit) naming no project, on a stack of several projects without
+    /// the reverse check, of a resource no one named a project for: `mark-paid` naming it.
+    ProjectUnknown,
 }
 
 /// What must hold in the end.
@@ -272,6 +297,7 @@ pub fn expected_at(world: &World, clock: &Clock, steps: &[Step]) -> Expected {
         applied: BTreeSet::new(),
         balances: BTreeMap::new(),
         delivered: BTreeSet::new(),
+        unnamed_deposits: BTreeSet::new(),
     };
     for step in steps {
         m.step(step);
@@ -329,6 +355,9 @@ struct Inv {
     late: bool,
     /// 17: its project, once a delivery named it (or Paymos' record, or a person, said).
     project: Option<String>,
+    /// 19: a payment event named no project while none was known: not applied, it waits for
+    /// its project (Some, with its Paymos time) until another road applies a payment of it.
+    unnamed: Option<u64>,
     order: Option<String>,
     conflict: bool,
     price: Option<Price>,
@@ -445,6 +474,8 @@ struct Machine<'w> {
     balances: BTreeMap<(String, String, String), i128>,
     /// Deliveries seen: (environment, event id).
     delivered: BTreeSet<(Env, String)>,
+    /// 19: deposits whose final confirmation named no project while none was known.
+    unnamed_deposits: BTreeSet<String>,
 }
 
 impl Machine<'_> {
@@ -480,11 +511,13 @@ impl Machine<'_> {
 
     /// 15: the project of a resource a withdrawal or a deposit delivers (its body names it): a
     /// refund's is its invoice's, a deposit's its own; a payout (or anything else) names none.
+    /// 19: a refund is a withdrawal's delivery, not its invoice's: it teaches the invoice nothing.
     fn money_project(&mut self, id: &str) -> String {
         let w = self.world;
         if let Some(r) = w.refunds.get(id) {
-            let named = w.invoices.get(&r.invoice).map(|i| i.project.as_str());
-            self.invoice_project(&r.invoice, named)
+            let known = self.inv.get(&r.invoice).and_then(|i| i.project.clone());
+            let named = w.invoices.get(&r.invoice).map(|i| i.project.clone());
+            known.or(named).unwrap_or_default()
         } else {
             w.deposits
                 .get(id)
@@ -522,30 +555,19 @@ impl Machine<'_> {
             | Step::Withdrawal { env, .. }
             | Step::Deposit { env, .. }
                 if *env != live => {}
-            Step::Invoice {
-                invoice,
-                project,
-                genuine,
-                lagging,
-                at,
-                status,
-                order,
-                price,
+            Step::Invoice { .. } => self.invoice_delivery(step),
+            // 19: a final deposit confirmation naming no project is credited by no webhook
+            // (only Paymos' record could say whose payer it is), whatever an advisory named:
+            // it waits for a person; of a deposit credited already (once, 11) it is nothing
+            Step::Deposit {
+                id,
+                project: None,
+                confirmed: true,
                 ..
-            } => {
-                // 15/17: another project's invoice changes nothing and waits for no one
-                let of = self.invoice_project(invoice, project.as_deref());
-                if !self.applies(&of) {
-                    return;
+            } if self.world.several() => {
+                if !self.applied.contains(id) {
+                    self.unnamed_deposits.insert(id.clone());
                 }
-                let claim = Claim {
-                    status: *status,
-                    at: genuine.then_some(*at),
-                    project: project.clone(),
-                    order: order.clone(),
-                    price: price.clone(),
-                };
-                self.invoice_event(invoice, *lagging, *at, claim);
             }
             // 15: another project's refund (withdrawals ignore the filter) or deposit: nothing
             Step::Withdrawal { id, .. } | Step::Deposit { id, .. }
@@ -587,6 +609,43 @@ impl Machine<'_> {
             Step::Recheck { id } => self.recheck(id),
             Step::Reconcile => self.reconcile(),
         }
+    }
+
+    /// A live invoice delivery, deduplicated.
+    fn invoice_delivery(&mut self, step: &Step) {
+        let Step::Invoice {
+            invoice,
+            project,
+            genuine,
+            lagging,
+            at,
+            status,
+            order,
+            price,
+            ..
+        } = step
+        else {
+            return;
+        };
+        // 15/17: another project's invoice changes nothing and waits for no one
+        let of = self.invoice_project(invoice, project.as_deref());
+        // 19: a payment naming no project, known nowhere: applied nowhere, it waits
+        if of.is_empty() && status.pays() && self.world.several() {
+            let inv = self.inv_mut(invoice);
+            inv.unnamed = inv.unnamed.or(Some(*at));
+            return;
+        }
+        if !self.applies(&of) {
+            return;
+        }
+        let claim = Claim {
+            status: *status,
+            at: genuine.then_some(*at),
+            project: project.clone(),
+            order: order.clone(),
+            price: price.clone(),
+        };
+        self.invoice_event(invoice, *lagging, *at, claim);
     }
 
     fn invoice_event(&mut self, id: &str, lagging: bool, at: u64, claim: Claim) {
@@ -851,6 +910,15 @@ impl Machine<'_> {
     }
 
     fn recheck_one(&mut self, id: &str) {
+        // 19: a recheck reads Paymos' record, which names the project, for a delivery that
+        // waited for it (a deposit's; an invoice's payment no road has applied since)
+        let unnamed = self
+            .inv
+            .get(id)
+            .is_some_and(|i| i.unnamed.is_some() && !i.paid && !i.shipped);
+        if unnamed || self.unnamed_deposits.contains(id) {
+            self.recheck_project(id);
+        }
         // 12: nothing waits Unconfirmed for this id: nothing changes
         let Some(waiting) = self.unconfirmed.remove(id) else {
             return;
@@ -886,6 +954,32 @@ impl Machine<'_> {
         }
         if !still.is_empty() {
             self.unconfirmed.insert(id.to_owned(), still);
+        }
+    }
+
+    /// 19: what waits for its project, rechecked: Paymos' record says whose it is (15: another
+    /// project's waits for no one) and what it confirms is applied, dated by Paymos (8): the
+    /// deposit credited once (11), the invoice's payment applied as reconcile applies it.
+    fn recheck_project(&mut self, id: &str) {
+        let w = self.world;
+        if let Some(d) = w.deposits.get(id) {
+            self.unnamed_deposits.remove(id);
+            if w.applies(&d.project) && d.confirmed {
+                self.apply_money(id, None);
+            }
+        } else if let Some(rec) = w.invoices.get(id) {
+            self.learn_record(id, rec);
+            if w.applies(&rec.project) && (rec.status.pays() || rec.paid_late) {
+                let status = if rec.status.pays() {
+                    rec.status
+                } else {
+                    Status::Paid
+                };
+                let unnamed = self.inv.get(id).and_then(|i| i.unnamed);
+                let at = self.paid_time(id, unnamed);
+                self.apply_status(id, status, rec.paid_late, at);
+            }
+            self.inv_mut(id).unnamed = None;
         }
     }
 
@@ -1008,11 +1102,30 @@ impl Machine<'_> {
     fn wait_of(&self, id: &str) -> Option<Wait> {
         let inv = self.inv.get(id);
         // 8: a Full refund settles any payment's wait (not an unconfirmed delivery's)
-        self.payment_wait(id).or_else(|| {
-            // 2: an unconfirmed delivery waits (of an invoice that shipped, no more)
-            (self.unconfirmed.contains_key(id) && !inv.is_some_and(|i| i.shipped))
-                .then_some(Wait::Unconfirmed)
-        })
+        self.payment_wait(id)
+            .or_else(|| self.project_wait(id))
+            .or_else(|| {
+                // 2: an unconfirmed delivery waits (of an invoice that shipped, no more)
+                (self.unconfirmed.contains_key(id) && !inv.is_some_and(|i| i.shipped))
+                    .then_some(Wait::Unconfirmed)
+            })
+    }
+
+    /// 19: a payment that named no project, known nowhere, waits for a person until a road
+    /// applies a payment of it (15: another project's delivery or word changes nothing, this
+    /// wait neither), or a Full refund Paymos completed at or after it returned it (8); a
+    /// deposit's, until a person rechecks it.
+    fn project_wait(&self, id: &str) -> Option<Wait> {
+        if self.unnamed_deposits.contains(id) {
+            // 2/11: as a delivery of money that waits, until a person rechecks it (though a
+            // later delivery naming its project credited it)
+            return Some(Wait::ProjectUnknown);
+        }
+        let inv = self.inv.get(id)?;
+        let at = inv.unnamed?;
+        let returned = inv.refunds.iter().any(|r| r.is_none_or(|r| r >= at));
+        let waits = !inv.payment() && !inv.shipped && !returned;
+        waits.then_some(Wait::ProjectUnknown)
     }
 
     /// Why a payment waits (what keeps it from shipping).
@@ -1060,7 +1173,12 @@ impl Machine<'_> {
     }
 
     fn finish(&self) -> Expected {
-        let ids: BTreeSet<&String> = self.inv.keys().chain(self.unconfirmed.keys()).collect();
+        let ids: BTreeSet<&String> = self
+            .inv
+            .keys()
+            .chain(self.unconfirmed.keys())
+            .chain(&self.unnamed_deposits)
+            .collect();
         Expected {
             shipped: self.shipped.clone(),
             waiting: ids
@@ -1179,6 +1297,7 @@ mod tests {
         Step::Deposit {
             event_id: None,
             id: id.into(),
+            project: Some(A.into()),
             env,
             genuine,
             lagging,
@@ -1776,7 +1895,10 @@ mod tests {
 
     /// The same invoice step naming `project` (None: left out).
     fn of(mut s: Step, project: Option<&str>) -> Step {
-        if let Step::Invoice { project: p, .. } | Step::MarkPaid { project: p, .. } = &mut s {
+        if let Step::Invoice { project: p, .. }
+        | Step::MarkPaid { project: p, .. }
+        | Step::Deposit { project: p, .. } = &mut s
+        {
             *p = project.map(Into::into);
         }
         s
@@ -1828,7 +1950,11 @@ mod tests {
             };
             w.deposits.insert(d.into(), d_);
         }
-        let steps = [dep("pcd_1", true), dep("pcd_2", true), dep("pcd_3", true)];
+        let steps = [
+            dep("pcd_1", true),
+            of(dep("pcd_2", true), Some("prj_b")),
+            of(dep("pcd_3", true), Some("prj_c")),
+        ];
         let mut want = Expected::default();
         for project in [A, "prj_b"] {
             let k = (project.into(), "42".into(), "USDT".into());
@@ -1892,11 +2018,104 @@ mod tests {
                 // Paymos' record names inv_1's project
                 want.shipped.insert(key(A, "o1"), "inv_1".into());
             } else {
-                // known nowhere: "" (the receiver cannot name its project)
-                want.shipped.insert(key("", "o1"), "inv_1".into());
+                // 19: known nowhere, on a stack of two projects: it waits for its project
+                want.waiting.insert("inv_1".into(), Wait::ProjectUnknown);
             }
             assert_eq!(expected(&w, &steps), want, "reverse check {reverse_check}");
         }
+        // One listed project, or every project: known nowhere, it is "" (rule 17, 18)
+        for projects in [Some(BTreeSet::from([A.to_owned()])), None] {
+            let mut w = world(false);
+            w.projects = projects;
+            let steps = [of(paid("inv_1", "o1", "10"), None)];
+            let mut want = Expected::default();
+            want.shipped.insert(key("", "o1"), "inv_1".into());
+            assert_eq!(expected(&w, &steps), want, "projects {:?}", w.projects);
+        }
+    }
+
+    #[test] // 19
+    fn a_payment_naming_no_project_on_several_projects_without_the_check_waits_for_its_project() {
+        let mut w = world(false);
+        only(&mut w, &[A, "prj_b"]);
+        for (i, project) in [
+            ("inv_1", "prj_b"),
+            ("inv_2", "prj_b"),
+            ("inv_3", A),
+            ("inv_4", "prj_c"),
+            ("inv_5", A),
+        ] {
+            let rec = Invoice {
+                project: project.into(),
+                ..rec("o1", "10", Paid, false)
+            };
+            w.invoices.insert(i.into(), rec);
+        }
+        for (d, project) in [("pcd_1", "prj_b"), ("pcd_2", "prj_b"), ("pcd_3", A)] {
+            let d_ = Deposit {
+                project: project.into(),
+                ..deposit("42", "5", true)
+            };
+            w.deposits.insert(d.into(), d_);
+        }
+        register(&mut w, "o1", p("10", "USD"));
+        let silent = |i| of(paid(i, "o1", "10"), None);
+        let mut steps = vec![
+            silent("inv_1"),
+            silent("inv_2"),
+            silent("inv_3"),
+            silent("inv_4"),
+            of(dep("pcd_1", true), None),
+            of(dep("pcd_2", true), None),
+            of(dep("pcd_3", false), Some(A)),
+            of(dep("pcd_3", true), None),
+            // a deposit confirmation naming no project waits whatever an advisory named;
+            // inv_5's project is known: its silent payment is A's (rule 17)
+            of(ev("inv_5", Confirming, Some("o1"), None), Some(A)),
+            silent("inv_5"),
+        ];
+        let unknown = |ids: &[&str]| -> BTreeMap<String, Wait> {
+            ids.iter()
+                .map(|i| ((*i).to_owned(), Wait::ProjectUnknown))
+                .collect()
+        };
+        let mut want = Expected {
+            waiting: unknown(&[
+                "inv_1", "inv_2", "inv_3", "inv_4", "pcd_1", "pcd_2", "pcd_3",
+            ]),
+            ..Expected::default()
+        };
+        want.shipped.insert(key(A, "o1"), "inv_5".into());
+        assert_eq!(expected(&w, &steps), want);
+        // Ways out: a person naming the project, a later delivery naming it; another project's
+        // name changes nothing, the wait neither (15); a deposit's later delivery naming its
+        // project credits it, but its wait ends only by a recheck, which reads Paymos' record.
+        steps.extend([
+            of(mark("inv_1", "o1"), Some("prj_b")),
+            of(paid("inv_2", "o1", "10"), Some("prj_b")),
+            of(ev("inv_4", Confirming, Some("o1"), None), Some("prj_c")),
+            of(dep("pcd_1", true), Some("prj_b")),
+        ]);
+        let mut want = Expected {
+            waiting: unknown(&["inv_3", "inv_4", "pcd_1", "pcd_2", "pcd_3"]),
+            ..want
+        };
+        want.waiting.insert("inv_2".into(), Wait::Duplicate);
+        want.shipped.insert(key("prj_b", "o1"), "inv_1".into());
+        want.balances
+            .insert(("prj_b".into(), "42".into(), "USDT".into()), "5".into());
+        assert_eq!(expected(&w, &steps), want);
+        steps.extend([recheck("pcd_1"), recheck("pcd_3"), recheck("inv_3")]);
+        let mut want = Expected {
+            waiting: unknown(&["inv_4", "pcd_2"]),
+            ..want
+        };
+        want.waiting.insert("inv_2".into(), Wait::Duplicate);
+        // inv_3 is A's o1 by Paymos' record: inv_5 shipped it
+        want.waiting.insert("inv_3".into(), Wait::Duplicate);
+        want.balances
+            .insert((A.into(), "42".into(), "USDT".into()), "5".into());
+        assert_eq!(expected(&w, &steps), want);
     }
 
     #[test]

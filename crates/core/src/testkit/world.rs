@@ -21,7 +21,10 @@
 //! shared by the projects, so one order or payer exists in several; events of a project the
 //! stack does not apply still arrive (no project filter; refunds ignore any filter); plain
 //! payouts name no project; and an invoice event may leave `project_id` out once an earlier one
-//! of the invoice named it (or, under the reverse check, where Paymos' invoice says it).
+//! of the invoice named it (or, under the reverse check, where Paymos' invoice says it). On a
+//! stack of two or more listed projects without the reverse check (rule 19), half the payment
+//! events of an invoice no earlier event named a project for leave it out too, and half the
+//! final deposit confirmations.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -177,6 +180,9 @@ pub enum Act {
         deposit: u8,
         /// `confirmed` with `is_final` (else the advisory `confirming`).
         confirmed: bool,
+        /// Whether it carries `data.project_id` (always its deposit's; an advisory event
+        /// always does).
+        project: bool,
         /// Sandbox copy.
         sandbox: bool,
         /// Not shown by the API yet.
@@ -368,9 +374,14 @@ fn act(truth: &Truth) -> BoxedStrategy<Act> {
         8 => invoice,
         2 => (0..refunds, flag(0.15, true), flag(0.2, rc))
             .prop_map(|(refund, sandbox, lagging)| Act::Refund { refund, sandbox, lagging }),
-        2 => (0..deposits, any::<bool>(), flag(0.15, true), flag(0.2, rc)).prop_map(
-            |(deposit, confirmed, sandbox, lagging)| Act::Deposit { deposit, confirmed, sandbox, lagging }
-        ),
+        2 => (0..deposits, any::<bool>(), flag(0.15, true), flag(0.2, rc), flag(0.5, several(truth)))
+            .prop_map(|(deposit, confirmed, sandbox, lagging, unnamed)| Act::Deposit {
+                deposit,
+                confirmed,
+                project: !(unnamed && confirmed),
+                sandbox,
+                lagging,
+            }),
         1 => (0..payouts, flag(0.15, true), flag(0.2, rc))
             .prop_map(|(payout, sandbox, lagging)| Act::Payout { payout, sandbox, lagging }),
         1 => (0..INVOICES, any::<bool>())
@@ -387,12 +398,14 @@ fn act(truth: &Truth) -> BoxedStrategy<Act> {
 /// (a refund, a deposit or a payout index beyond what Paymos holds).
 pub fn world() -> impl Strategy<Value = (Truth, Vec<Act>)> {
     truth().prop_flat_map(|t| {
-        let acts = prop::collection::vec(act(&t), 1..16);
+        // Each act with a coin: whether an invoice payment event whose project is known nowhere
+        // keeps the `project_id` it would leave out (rule 19's stacks only).
+        let acts = prop::collection::vec((act(&t), any::<bool>()), 1..16);
         (Just(t), acts).prop_map(|(t, acts)| {
-            let acts: Vec<Act> = acts
+            let acts: Vec<(Act, bool)> = acts
                 .into_iter()
-                .map(|a| genuine(&t, a))
-                .filter(|a| match a {
+                .map(|(a, keep)| (genuine(&t, a), keep))
+                .filter(|(a, _)| match a {
                     Act::Refund { refund, .. } => usize::from(*refund) < t.refunds.len(),
                     Act::Deposit { deposit, .. } => usize::from(*deposit) < t.deposits.len(),
                     Act::Payout { payout, .. } => *payout < t.payouts,
@@ -405,30 +418,40 @@ pub fn world() -> impl Strategy<Value = (Truth, Vec<Act>)> {
     })
 }
 
+/// Rule 19's stacks: two or more listed projects and no reverse check.
+fn several(t: &Truth) -> bool {
+    !t.reverse_check && t.projects.as_ref().is_some_and(|ps| ps.len() > 1)
+}
+
 /// An invoice event leaves `project_id` out only where its invoice's project can be known: an
 /// earlier live event of the invoice named it, or, for a final status under the reverse check,
-/// Paymos' invoice says it. Elsewhere the event names it.
-fn knowable_projects(t: &Truth, mut acts: Vec<Act>) -> Vec<Act> {
+/// Paymos' invoice says it. Elsewhere the event names it, but for a payment event on a stack
+/// of [`several`] projects, which leaves it out where its coin says so (half of them: rule
+/// 19's shape, a payment whose project is known nowhere).
+fn knowable_projects(t: &Truth, acts: Vec<(Act, bool)>) -> Vec<Act> {
     let mut named = BTreeSet::new();
-    for act in &mut acts {
+    let mut out = Vec::with_capacity(acts.len());
+    for (mut act, keep) in acts {
         if let Act::Invoice {
             invoice,
             status,
             project,
             sandbox: false,
             ..
-        } = act
+        } = &mut act
         {
             let known = named.contains(invoice) || (t.reverse_check && status.is_final());
-            if !*project && !known {
-                *project = true;
+            if !known {
+                // rule 19's stacks: a payment known nowhere names its project by its coin
+                *project = !(several(t) && status.pays()) || keep;
             }
             if *project {
                 named.insert(*invoice);
             }
         }
+        out.push(act);
     }
-    acts
+    out
 }
 
 /// A genuine event says what Paymos' invoice said at some moment: an open status, its final
@@ -476,15 +499,18 @@ fn genuine(t: &Truth, act: Act) -> Act {
             confirmed: true,
             sandbox,
             lagging,
+            ..
         } if !t.reverse_check
             && !t
                 .deposits
                 .get(usize::from(deposit))
                 .is_some_and(|d| d.confirmed) =>
         {
+            // an advisory event names its project
             Act::Deposit {
                 deposit,
                 confirmed: false,
+                project: true,
                 sandbox,
                 lagging,
             }
@@ -723,16 +749,22 @@ fn item(ids: &Ids, t: &Truth, act: &Act) -> Option<WorkItem> {
         Act::Deposit {
             deposit,
             confirmed,
+            project,
             sandbox,
             ..
         } => {
             let truth = &t.deposits[usize::from(deposit)];
-            let data = serde_json::json!({
-                "id": ids.deposit(deposit), "project_id": ids.project(truth.project),
+            let mut data = serde_json::json!({
+                "id": ids.deposit(deposit),
                 "is_final": confirmed, "payment_channel_external_id": ids.payer_of(truth.payer),
                 "gross": "5", "fee": "0", "net": "5", "currency": "TRX"});
+            if project {
+                data["project_id"] = ids.project(truth.project).into();
+            }
             let status = if confirmed { "confirmed" } else { "confirming" };
-            let id = format!("evt_{}_d{deposit}_{status}", ids.run);
+            // one naming no project is another event (another endpoint's, say)
+            let unnamed = if project { "" } else { "_np" };
+            let id = format!("evt_{}_d{deposit}_{status}{unnamed}", ids.run);
             let event_type = format!("payment_channel.deposit.{status}");
             (id, event_type, data, sandbox, 20)
         }
@@ -824,7 +856,10 @@ pub async fn run<S: WorldStore>(
             })?;
             if matches!(
                 applied.1,
-                Applied::Unconfirmed | Applied::Unusable | Applied::OrderUnknown
+                Applied::Unconfirmed
+                    | Applied::Unusable
+                    | Applied::OrderUnknown
+                    | Applied::ProjectUnknown
             ) {
                 let why = applied.1.as_str();
                 reviews.processed(delivery(&work, now), applied.1, why, now);
@@ -1004,44 +1039,51 @@ pub fn oracle_case(ids: &Ids, t: &Truth, acts: &[Act]) -> (o::World, Vec<o::Step
     (world, steps)
 }
 
+/// The oracle's step of an invoice act.
+fn invoice_step(ids: &Ids, t: &Truth, act: &Act, event_id: Option<String>) -> o::Step {
+    let Act::Invoice {
+        invoice,
+        status,
+        naming,
+        priced,
+        project,
+        endpoint,
+        sandbox,
+        forged,
+        lagging,
+    } = *act
+    else {
+        unreachable!("an invoice act")
+    };
+    let truth = &t.invoices[usize::from(invoice)];
+    let order = match naming {
+        0 => None,
+        1 => Some(true_order(ids, t, invoice)),
+        _ => Some(ids.order((invoice + 1) % 2)),
+    };
+    let price = priced.then(|| o::Price {
+        amount: PRICES[if forged { 1 - truth.price } else { truth.price }].into(),
+        currency: "USD".into(),
+    });
+    o::Step::Invoice {
+        event_id,
+        invoice: ids.invoice(invoice),
+        project: project.then(|| project_of(ids, t, invoice)),
+        env: if sandbox { Env::Sandbox } else { Env::Live },
+        genuine: !forged,
+        lagging,
+        at: event_at(t, invoice, status, forged.then_some(endpoint)),
+        status,
+        order,
+        price,
+    }
+}
+
 fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Step {
     let env = |sandbox: bool| if sandbox { Env::Sandbox } else { Env::Live };
     let event_id = item(ids, t, act).map(|w| w.event_id);
     match *act {
-        Act::Invoice {
-            invoice,
-            status,
-            naming,
-            priced,
-            project,
-            endpoint,
-            sandbox,
-            forged,
-            lagging,
-        } => {
-            let truth = &t.invoices[usize::from(invoice)];
-            let order = match naming {
-                0 => None,
-                1 => Some(true_order(ids, t, invoice)),
-                _ => Some(ids.order((invoice + 1) % 2)),
-            };
-            let price = priced.then(|| o::Price {
-                amount: PRICES[if forged { 1 - truth.price } else { truth.price }].into(),
-                currency: "USD".into(),
-            });
-            o::Step::Invoice {
-                event_id,
-                invoice: ids.invoice(invoice),
-                project: project.then(|| project_of(ids, t, invoice)),
-                env: env(sandbox),
-                genuine: !forged,
-                lagging,
-                at: event_at(t, invoice, status, forged.then_some(endpoint)),
-                status,
-                order,
-                price,
-            }
-        }
+        Act::Invoice { .. } => invoice_step(ids, t, act, event_id),
         Act::Refund {
             refund,
             sandbox,
@@ -1060,16 +1102,21 @@ fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Step {
         Act::Deposit {
             deposit,
             confirmed,
+            project,
             sandbox,
             lagging,
-        } => o::Step::Deposit {
-            event_id,
-            id: ids.deposit(deposit),
-            env: env(sandbox),
-            genuine: !confirmed || t.deposits[usize::from(deposit)].confirmed,
-            lagging,
-            confirmed,
-        },
+        } => {
+            let truth = &t.deposits[usize::from(deposit)];
+            o::Step::Deposit {
+                event_id,
+                id: ids.deposit(deposit),
+                project: project.then(|| ids.project(truth.project)),
+                env: env(sandbox),
+                genuine: !confirmed || truth.confirmed,
+                lagging,
+                confirmed,
+            }
+        }
         Act::Payout {
             payout,
             sandbox,
@@ -1164,6 +1211,7 @@ fn wait_of(kind: &str) -> Option<o::Wait> {
         "unconfirmed" => o::Wait::Unconfirmed,
         "order_unknown" => o::Wait::OrderUnknown,
         "after_refund" => o::Wait::AfterRefund,
+        "project_unknown" => o::Wait::ProjectUnknown,
         _ => return None,
     })
 }

@@ -48,7 +48,8 @@ proptest! {
 /// The generator walks every road and every shape the rules differ on: of 3,000 histories
 /// (as many as a run judges), each road (the webhook with the check on and off, `recheck`,
 /// `reconcile --apply`, `mark-paid`, `release`), stacks of two and three projects, forged
-/// events and refund events apart from Paymos' clock each come up in at least one in twenty.
+/// events, refund events apart from Paymos' clock and rule 19's payments naming no project on
+/// a stack of several projects without the check each come up in at least one in twenty.
 /// Prints the census (`--nocapture`).
 #[test]
 fn the_generator_walks_every_road() {
@@ -87,12 +88,48 @@ fn the_generator_walks_every_road() {
             "paid after a full refund",
             t.invoices.iter().any(|i| i.paid_at == Some(PAID_AGAIN_AT)),
         );
+        count(
+            "unnamed project on several projects without the check",
+            unnamed_project(&t, &acts),
+        );
     }
     println!("of {n} histories: {seen:#?}");
     for (shape, k) in &seen {
         assert!(*k * 20 >= n, "{shape}: {k} of {n}");
     }
-    assert_eq!(seen.len(), 10);
+    assert_eq!(seen.len(), 11);
+}
+
+/// Rule 19's shape: on a stack of two or more listed projects without the reverse check, a
+/// live payment event naming no project of an invoice no earlier live event named one for, or
+/// a live final deposit confirmation naming none.
+fn unnamed_project(t: &Truth, acts: &[Act]) -> bool {
+    if t.reverse_check || t.projects.as_ref().is_none_or(|p| p.len() < 2) {
+        return false;
+    }
+    let mut named = BTreeSet::new();
+    acts.iter().any(|a| match *a {
+        Act::Invoice {
+            invoice,
+            status,
+            project,
+            sandbox: false,
+            ..
+        } => {
+            let unnamed = !project && status.pays() && !named.contains(&invoice);
+            if project {
+                named.insert(invoice);
+            }
+            unnamed
+        }
+        Act::Deposit {
+            confirmed: true,
+            project: false,
+            sandbox: false,
+            ..
+        } => true,
+        _ => false,
+    })
 }
 
 /// An invoice of a fixed world (its order is set by [`truth`]), priced as registered, paid (its
@@ -379,6 +416,7 @@ fn another_projects_paid_event_refund_and_deposit_change_nothing() {
         Act::Deposit {
             deposit: 0,
             confirmed: true,
+            project: true,
             sandbox: false,
             lagging: false,
         },
@@ -417,6 +455,7 @@ fn payer_42_of_two_projects_has_two_balances() {
         .map(|deposit| Act::Deposit {
             deposit,
             confirmed: true,
+            project: true,
             sandbox: false,
             lagging: false,
         })

@@ -343,13 +343,13 @@ fn noted(source: &Source, change: &Change, plan: &Plan, now_ms: u64) -> Vec<writ
             if matches!(source, Source::Manual { .. }) =>
         {
             let after_refund = plan.reason.as_deref() == Some(ORDER_UNKNOWN_AFTER_REFUND);
-            let paid_at = match change {
-                Change::Invoice { paid_at, .. } => *paid_at,
-                _ => None,
+            let (paid_at, order) = match change {
+                Change::Invoice { paid_at, order, .. } => (*paid_at, order.clone()),
+                _ => (None, OrderRef::none()),
             };
             vec![write::awaits_order(
                 invoice_id,
-                (paid_at, after_refund),
+                (&order, paid_at, after_refund),
                 now_ms,
             )]
         }

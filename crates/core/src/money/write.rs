@@ -615,7 +615,7 @@ pub fn paymos_project(invoice_id: &str, marked: &str, now_ms: u64) -> Write {
 #[must_use]
 pub fn awaits_order(
     invoice_id: &str,
-    (paid_at, after_refund): (Option<u64>, bool),
+    (order, paid_at, after_refund): (&OrderRef, Option<u64>, bool),
     now_ms: u64,
 ) -> Write {
     let mut set = vec![
@@ -624,6 +624,8 @@ pub fn awaits_order(
         Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
         Set::Put(Field::ListedIn, Value::text(REVIEW)),
     ];
+    // The project the person named, once: a later delivery naming none takes it.
+    set.extend(project_once(order));
     // Undated while a full refund is on record ([`Mark::AfterRefund`]): once its order is
     // known, a person says whether it was paid again.
     if after_refund {

@@ -480,9 +480,12 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
             _ => return Ok(change),
         };
         let recorded = self.store.read(&Key::state(resource_id)).await?;
-        // A record that names its project (or another project's mark) decides, as ever.
+        // A record that names its project (or another project's mark) decides, as ever; so
+        // does a deposit credited already (once: a copy naming none changes nothing).
         if recorded.is_some_and(|r| {
-            write::order_of(&r).names_project() || r.contains_key(&Field::OtherProject)
+            write::order_of(&r).names_project()
+                || r.contains_key(&Field::OtherProject)
+                || r.contains_key(&Field::Credited)
         }) {
             return Ok(change);
         }

@@ -739,3 +739,48 @@ async fn a_webhook_dates_a_persons_undated_payment_and_a_refund_before_it_return
     assert_eq!(seen.payment_at, Some(130));
     assert!(!seen.refunded_in_full(), "{seen:?}");
 }
+
+// Found by the model's rule 19 (a reference-only helper wrote it): a person marked inv_1 paid
+// naming project B but no order; the paid event that follows names the order and no project.
+// It is B's: B's order ships. Before: `project_unknown` (the person's project was not kept).
+#[tokio::test]
+async fn a_persons_project_is_kept_while_the_payment_waits_for_its_order() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let b = OrderRef {
+        project: Some("prj_b".into()),
+        ..OrderRef::none()
+    };
+    let marked = fulfil
+        .mark_paid("inv_1", b, "support", NOW_MS)
+        .await
+        .unwrap();
+    let paid = fulfil
+        .apply(&invoice("evt_p", "paid", 30), NOW_MS)
+        .await
+        .unwrap()
+        .1;
+    assert_eq!((marked, paid), (OrderUnknown, Fulfilled));
+    assert_eq!(claims(&store), ["order_paid#prj_b#o-1"]);
+}
+
+// Found by the model's rule 19: the home project's deposit was credited; a copy of its
+// confirmation naming no project (another event id) changes nothing and waits for no one.
+// Before: listed `project_unknown`, inviting a second credit by hand.
+#[tokio::test]
+async fn a_credited_deposit_meets_a_copy_naming_no_project_as_already_final() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let first = fulfil
+        .apply(&deposit("evt_d1", "pcd_1", Some("prj_a")), NOW_MS)
+        .await
+        .unwrap()
+        .1;
+    let copy = fulfil
+        .apply(&deposit("evt_d2", "pcd_1", None), NOW_MS)
+        .await
+        .unwrap()
+        .1;
+    assert_eq!((first, copy), (Credited, AlreadyFinal));
+    assert_eq!(store.balances().len(), 1);
+}

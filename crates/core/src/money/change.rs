@@ -576,13 +576,18 @@ pub fn change_of(envelope: &Envelope) -> Change {
             Some(_) if too_long(&data.order_external_id) => unusable(&format!(
                 "data.order.external_id is longer than {MAX_REFERENCE_LEN} bytes"
             )),
-            Some(status) => Change::Invoice {
-                invoice_id: resource,
-                status,
-                occurred_at: envelope.occurred_at,
-                paid_at: Some(envelope.occurred_at),
-                order: order_of(data),
-            },
+            // A close that carries `paid_late_at` announces a payment (fulfil records the
+            // close first: it lands late).
+            Some(status) => {
+                let (status, paid_at) = status_and_payment_time(envelope, status);
+                Change::Invoice {
+                    invoice_id: resource,
+                    status,
+                    occurred_at: envelope.occurred_at,
+                    paid_at: Some(paid_at),
+                    order: order_of(data),
+                }
+            }
             None => ignore(format!("unknown invoice event {}", envelope.event_type)),
         },
         Category::Withdrawal => match WithdrawalStatus::parse(status_name) {
@@ -657,6 +662,29 @@ pub fn change_of(envelope: &Envelope) -> Change {
         },
         Category::Unknown => ignore(format!("unknown event type {}", envelope.event_type)),
     }
+}
+
+/// The close and the payment time of an invoice event announcing a full payment after the
+/// invoice closed: a final status that pays nothing (`expired`, `underpaid`, …) whose body
+/// carries `data.paid_late_at` (the reference: the status stays final, `paid_late_at` is added
+/// beside it; no source says which event announces it).
+#[must_use]
+pub fn late_payment(envelope: &Envelope) -> Option<(InvoiceStatus, u64)> {
+    let status = envelope
+        .event_type
+        .strip_prefix("invoice.")
+        .and_then(InvoiceStatus::parse)?;
+    let at = envelope.data.paid_late_at?;
+    (envelope.category == Category::Invoice && status.is_final() && !status.fulfils())
+        .then_some((status, at))
+}
+
+/// An invoice event's status and payment time: a close announcing a late payment
+/// ([`late_payment`]) is a payment at `paid_late_at`; any other, its status at its event time.
+fn status_and_payment_time(envelope: &Envelope, status: InvoiceStatus) -> (InvoiceStatus, u64) {
+    late_payment(envelope).map_or((status, envelope.occurred_at), |(_, at)| {
+        (InvoiceStatus::Paid, at)
+    })
 }
 
 /// The order an invoice event names, its price taken as one pair from one source: the order's

@@ -446,6 +446,35 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         if self.confirmation.is_none() && envelope.data.project_id.is_none() {
             change = self.project_known(change).await?;
         }
+        // A close announcing a late payment, taken at its word (without the check; with it,
+        // Paymos' answer does the same): the close first, so the payment lands `paid_late`
+        // and waits for a person, never shipped as an open invoice's.
+        if let (
+            None,
+            Some((closed, _)),
+            Change::Invoice {
+                invoice_id,
+                occurred_at,
+                order,
+                ..
+            },
+        ) = (
+            &self.confirmation,
+            crate::change::late_payment(&envelope),
+            &change,
+        ) {
+            let close = Change::Invoice {
+                invoice_id: invoice_id.clone(),
+                status: closed,
+                occurred_at: *occurred_at,
+                paid_at: None,
+                order: order.clone(),
+            };
+            let by = Source::Manual {
+                actor: "webhook".into(),
+            };
+            settle(&self.store, &by, &close, self.effect.as_ref(), now_ms).await?;
+        }
         let applied = settle_as(
             &self.store,
             &source,

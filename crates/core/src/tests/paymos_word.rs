@@ -784,3 +784,29 @@ async fn a_credited_deposit_meets_a_copy_naming_no_project_as_already_final() {
     assert_eq!((first, copy), (Credited, AlreadyFinal));
     assert_eq!(store.balances().len(), 1);
 }
+
+// Found by the attack on `dev`: a late payment announced by a close carrying `paid_late_at`
+// (the reference: the status stays final and `paid_late_at` is added; no source says which event
+// announces it) was acknowledged `already_final` and dropped, listed nowhere. It now lands
+// `paid_late` and waits for a person, whether the close was known before or not; nothing ships.
+#[tokio::test]
+async fn a_close_announcing_a_late_payment_lands_paid_late_and_waits() {
+    let late = |event_id: &str| {
+        item(
+            event_id,
+            "invoice.underpaid",
+            100,
+            r#"{"invoice_id":"inv_1","paid_late_at":130,"order":{"external_id":"o-1","amount":"10","currency":"USD"}}"#,
+        )
+    };
+    let (outcomes, store) = webhooks(&[invoice("evt_u", "underpaid", 90), late("evt_l")]).await;
+    assert_eq!(outcomes, [Updated, PaidLate]);
+    let (first, fresh) = webhooks(&[late("evt_l")]).await;
+    assert_eq!(first, [PaidLate]);
+    for store in [store, fresh] {
+        assert_eq!(store.fulfilments(), []);
+        let seen = store.invoice("inv_1").unwrap().seen();
+        assert!(seen.paid_late, "{seen:?}");
+        assert_eq!(seen.payment_at, Some(130));
+    }
+}

@@ -168,6 +168,8 @@ struct RawData<'a> {
     project_id: Option<&'a RawValue>,
     #[serde(default, borrow)]
     completed_at: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    paid_late_at: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize, Default)]
@@ -236,6 +238,9 @@ pub struct EventData {
     /// `data.completed_at` (withdrawals, Unix seconds): when Paymos completed it, the moment a
     /// `full` refund returns the payments received until.
     pub completed_at: Option<u64>,
+    /// `data.paid_late_at` (invoices, Unix seconds): a full payment after the invoice closed
+    /// (`expired`, `underpaid`), its final status kept; no source says which event announces it.
+    pub paid_late_at: Option<u64>,
 }
 
 /// The verified envelope: what the receiver routes and records by, and the fields of `data`
@@ -347,6 +352,9 @@ impl Envelope {
                 project_id: text(data.project_id).filter(|p| named(p).is_some()),
                 completed_at: data
                     .completed_at
+                    .and_then(|v| serde_json::from_str(v.get()).ok()),
+                paid_late_at: data
+                    .paid_late_at
                     .and_then(|v| serde_json::from_str(v.get()).ok()),
             },
         })

@@ -99,3 +99,21 @@ async fn a_home_record_ships_no_other_projects_order_and_an_unnamed_one_waits_fo
     );
     assert!(aws.item(state, "pk", "order_paid#1001").await.is_none());
 }
+
+// The attack on `dev`: tables kept from a stack that listed prj_a first, opened by one listing
+// prj_b first, would read prj_a's records as prj_b's. The pin is a condition on DynamoDB.
+#[tokio::test]
+async fn the_home_project_is_pinned_once_and_another_first_is_refused_on_dynamodb() {
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let (state, deliveries) = (stack.table("StateTable"), stack.table("DeliveriesTable"));
+    let resources = DynamoResources::new(aws.dynamodb.clone(), state, deliveries);
+    let stack_of = |ids: &str| Fulfil::new(resources.clone()).for_projects(Projects::parse(ids));
+    stack_of("prj_a,prj_b").pin_home_project().await.unwrap();
+    stack_of("prj_a").pin_home_project().await.unwrap();
+    let err = stack_of("prj_b,prj_a")
+        .pin_home_project()
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("keep prj_a first"), "{err}");
+}

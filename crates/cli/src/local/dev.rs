@@ -238,6 +238,12 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
             .for_environment(options.environment)
             .for_projects(options.projects.clone())
     };
+    // Its home project, pinned as the stack's fulfil pins it: tables kept from a `dev` run
+    // that listed another project first are refused, never read as this one's.
+    stack_fulfil()
+        .pin_home_project()
+        .await
+        .map_err(|e| e.to_string())?;
 
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let secrets_manager_endpoint = serve_secrets(options.secrets_text.as_deref()).await?;

@@ -737,6 +737,27 @@ pub fn payment_time(invoice_id: &str, paid_at: u64) -> Write {
     }
 }
 
+/// The key of the stack's own record: which project is its home (whose keys carry none).
+pub const STACK_KEY: &str = "stack#projects";
+
+/// The stack's home project (`home`, the first of `PaymosProjectIds`), written once: its
+/// records' keys carry no project, so another project listed first would read them as its own.
+#[must_use]
+pub fn home_project(home: &str) -> Write {
+    Write {
+        what: What::Transition,
+        key: Key::state(STACK_KEY),
+        guard: Guard::Any(vec![
+            Guard::Absent,
+            Guard::Is(Field::ProjectId, Value::text(home)),
+        ]),
+        set: vec![
+            Set::Once(Field::Kind, Value::text("stack")),
+            Set::Once(Field::ProjectId, Value::text(home)),
+        ],
+    }
+}
+
 /// What an invoice's record learns once, and keeps, whatever else it holds.
 fn invoice_once(invoice_id: &str, field: Field, text: &str) -> Write {
     Write {

@@ -685,6 +685,39 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         .await
     }
 
+    /// Pins the stack's home project (the first it lists) in its state table, once, and refuses
+    /// to apply with another first: the home project's keys carry no project, so listing
+    /// another first would read its records, claims and balances as that project's (order
+    /// `1001` shipped twice). Called where a stack starts (fulfil, `dev`).
+    ///
+    /// # Errors
+    /// [`PortErrorKind::Misconfigured`] naming both projects, or the store's failure.
+    pub async fn pin_home_project(&self) -> Result<(), PortError> {
+        let Some(home) = self.projects.ids().first() else {
+            return Ok(());
+        };
+        if self.store.write(&[write::home_project(home)]).await? == Stored::Committed {
+            return Ok(());
+        }
+        let pinned = self
+            .store
+            .read(&Key::state(write::STACK_KEY))
+            .await?
+            .and_then(|f| {
+                f.get(&Field::ProjectId)
+                    .and_then(Value::as_text)
+                    .map(str::to_owned)
+            })
+            .unwrap_or_default();
+        Err(PortError::of_kind(
+            "state table",
+            crate::port::PortErrorKind::Misconfigured,
+            format!(
+                "PaymosProjectIds lists {home} first, but this stack's records are of home project {pinned}: keep {pinned} first (its records' keys carry no project)"
+            ),
+        ))
+    }
+
     /// Why a person's word of `invoice_id` naming the project `given` is refused, if it is
     /// ([`Projects::refuses_person`]), against what its record holds now.
     ///

@@ -810,3 +810,25 @@ async fn a_close_announcing_a_late_payment_lands_paid_late_and_waits() {
         assert_eq!(seen.payment_at, Some(130));
     }
 }
+
+// Found by the attack on `dev`: restarted with `--project prj_b --project prj_a` on the tables
+// of a run that listed prj_a first, the stack read prj_a's records (whose keys carry no
+// project) as prj_b's, and prj_a's order 7001, paid again, shipped twice. The home project is
+// now pinned where a stack starts: another listed first is refused as misconfigured.
+#[tokio::test]
+async fn a_stack_refuses_another_home_project_than_its_records() {
+    let store = Arc::new(MemoryResources::new());
+    let a_first = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    a_first.pin_home_project().await.unwrap();
+    a_first.pin_home_project().await.unwrap();
+    let b_first = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_b,prj_a"));
+    let err = b_first.pin_home_project().await.unwrap_err();
+    assert_eq!(
+        err.kind,
+        crate::ingest::PortErrorKind::Misconfigured,
+        "{err}"
+    );
+    assert!(err.to_string().contains("keep prj_a first"), "{err}");
+    let every = Fulfil::new(Arc::clone(&store));
+    every.pin_home_project().await.unwrap();
+}

@@ -30,6 +30,15 @@ async fn main() -> Result<(), Error> {
     .for_environment(config.environment)
     .for_projects(config.projects.clone())
     .with_patience_minutes(config.patience_minutes);
+    // The home project is pinned once: another listed first would read its records (whose
+    // keys carry no project) as its own and ship its orders again.
+    if let Err(e) = fulfil.pin_home_project().await {
+        paymos_inbox_lambda::telemetry::misconfigured_at_start(
+            paymos_inbox_lambda::config::PAYMOS_PROJECT_IDS,
+            &e,
+        );
+        return Err(Error::from(e.to_string()));
+    }
     tracing::info!(
         environment = %config.environment,
         projects = ?config.projects.ids(),

@@ -12,7 +12,7 @@ use paymos_inbox_aws::secrets::paymos_client;
 use paymos_inbox_aws::sqs::SqsQueue;
 use paymos_inbox_core::confirm::PaymentConfirmation;
 use paymos_inbox_core::fulfil::{Fulfil, ResourceStore};
-use paymos_inbox_lambda::config::{FulfilConfig, PAYMOS_API_SECRETS_ID};
+use paymos_inbox_lambda::config::{FulfilConfig, PAYMOS_API_SECRETS_ID, PAYMOS_PROJECT_IDS};
 use paymos_inbox_lambda::fulfil::{QueueVisibility, handle_batch};
 
 #[tokio::main]
@@ -33,10 +33,7 @@ async fn main() -> Result<(), Error> {
     // The home project is pinned once: another listed first would read its records (whose
     // keys carry no project) as its own and ship its orders again.
     if let Err(e) = fulfil.pin_home_project().await {
-        paymos_inbox_lambda::telemetry::misconfigured_at_start(
-            paymos_inbox_lambda::config::PAYMOS_PROJECT_IDS,
-            &e,
-        );
+        paymos_inbox_lambda::telemetry::misconfigured_at_start(PAYMOS_PROJECT_IDS, &e);
         return Err(Error::from(e.to_string()));
     }
     tracing::info!(

@@ -153,8 +153,17 @@ impl Stack {
         paymos_inbox_core::fulfil::Fulfil<paymos_inbox_aws::dynamodb::DynamoResources>,
         Failure,
     > {
-        Ok(paymos_inbox_core::fulfil::Fulfil::new(self.resources()?)
-            .for_projects(self.projects.clone()))
+        let fulfil = paymos_inbox_core::fulfil::Fulfil::new(self.resources()?)
+            .for_projects(self.projects.clone());
+        // The stack's environment where it is known (its outputs, `dev`): what reads Paymos
+        // (reconcile) refuses a key of the other one.
+        let environment = self.environment.as_deref().and_then(|named| {
+            paymos_inbox_lambda::config::environment(&|_: &str| Some(named.to_owned())).ok()
+        });
+        Ok(match environment {
+            Some(environment) => fulfil.for_environment(environment),
+            None => fulfil,
+        })
     }
 
     /// The key scope of the project a person names (`--project`; none: the home project), or

@@ -788,6 +788,84 @@ mod tests {
         change_of(&Envelope::parse(&body(event_type, data)).unwrap())
     }
 
+    // Issue 49 (missed mutants): a person's project is refused only where it is not the
+    // record's, and a project is required only where several are applied and none is known.
+    #[test]
+    fn a_persons_project_is_refused_only_where_the_record_names_another() {
+        let two = Projects::parse("prj_a,prj_b");
+        let on_record = |project: Option<&str>, home: bool| OrderRef {
+            project: project.map(str::to_owned),
+            home,
+            ..OrderRef::none()
+        };
+        let home = on_record(None, true);
+        let b = on_record(Some("prj_b"), false);
+        let unknown = on_record(None, false);
+        assert_eq!(two.refuses_person(Some("prj_a"), &home), None);
+        assert_eq!(two.refuses_person(Some("prj_b"), &b), None);
+        assert_eq!(
+            two.refuses_person(None, &home),
+            None,
+            "the record's project"
+        );
+        assert!(two.refuses_person(Some("prj_b"), &home).is_some());
+        assert!(two.refuses_person(Some("prj_a"), &b).is_some());
+        assert!(
+            two.refuses_person(None, &unknown).is_some(),
+            "name one of two"
+        );
+        assert_eq!(two.refuses_person(Some("prj_b"), &unknown), None);
+        let one = Projects::parse("prj_a");
+        assert_eq!(
+            one.refuses_person(None, &unknown),
+            None,
+            "one project: its own"
+        );
+    }
+
+    #[test]
+    fn a_change_adopts_only_what_it_leaves_out() {
+        let mut change = OrderRef {
+            amount: Amount::parse("10"),
+            currency: Some("USD".into()),
+            ..OrderRef::none()
+        };
+        let recorded = OrderRef {
+            external_id: Some("o-1".into()),
+            amount: Amount::parse("12"),
+            currency: Some("EUR".into()),
+            project: Some("prj_b".into()),
+            home: false,
+        };
+        change.adopt(&recorded);
+        assert_eq!(change.external_id.as_deref(), Some("o-1"));
+        assert_eq!(
+            (change.amount, change.currency.as_deref()),
+            (Amount::parse("10"), Some("USD"))
+        );
+        assert_eq!(change.project.as_deref(), Some("prj_b"));
+    }
+
+    #[test]
+    fn only_a_close_carrying_paid_late_at_announces_a_late_payment() {
+        let late = |event_type: &str| {
+            late_payment(
+                &Envelope::parse(&body(
+                    event_type,
+                    r#"{"invoice_id":"inv_1","paid_late_at":9}"#,
+                ))
+                .unwrap(),
+            )
+        };
+        assert_eq!(
+            late("invoice.underpaid"),
+            Some((InvoiceStatus::Underpaid, 9))
+        );
+        assert_eq!(late("invoice.expired"), Some((InvoiceStatus::Expired, 9)));
+        assert_eq!(late("invoice.paid"), None, "a payment, not a close");
+        assert_eq!(late("invoice.awaiting_payment"), None, "open");
+    }
+
     #[test]
     fn invoice_events_carry_their_order() {
         let change = change(

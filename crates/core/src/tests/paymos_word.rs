@@ -832,3 +832,16 @@ async fn a_stack_refuses_another_home_project_than_its_records() {
     let every = Fulfil::new(Arc::clone(&store));
     every.pin_home_project().await.unwrap();
 }
+
+// A missed mutant (`||` → `&&` in `on_record`): two projects neither of which is the home one
+// disagree on one invoice (its open event names prj_b, its paid event prj_c). Neither order
+// ships; the payment is held.
+#[tokio::test]
+async fn an_invoice_whose_events_name_two_other_projects_ships_neither() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b,prj_c"));
+    let open = fulfil.apply(&open_of("prj_b"), NOW_MS).await.unwrap().1;
+    let paid = fulfil.apply(&paid_of("prj_c"), NOW_MS).await.unwrap().1;
+    assert_eq!((open, paid), (Updated, Held));
+    assert_eq!(claims(&store), Vec::<String>::new());
+}

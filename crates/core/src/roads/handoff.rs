@@ -19,7 +19,7 @@ use crate::status::{Amount, InvoiceStatus, WithdrawalStatus};
 pub const SOURCE: &str = "paymos-inbox";
 /// The version of every detail schema (a breaking change bumps it; `schemas/` holds one JSON
 /// Schema per detail type and version, and a test fails when a schema changes without it).
-pub const DETAIL_VERSION: u64 = 4;
+pub const DETAIL_VERSION: u64 = 5;
 
 /// The fields every detail carries: the schema `version`, the fact's `idempotency_key` (one per
 /// fact: unique to it, stable across re-publishing), the stack's `environment`, the commit
@@ -133,14 +133,6 @@ pub fn events_of(
             },
             i,
         ),
-        // A payment naming no project waits as `project_unknown`, a reason the published
-        // version-4 detail does not name (published schemas never change): it is listed,
-        // counted and alarmed, and a version-5 detail will carry it.
-        (None, StateRecord::Review(r))
-            if r.reason == crate::change::Applied::ProjectUnknown.as_str() =>
-        {
-            Vec::new()
-        }
         (None, StateRecord::Review(r)) => vec![review_needed(r)],
         // Once its action has answered (an entry is begun before it: nothing to say yet).
         (old, StateRecord::Action(a))
@@ -691,6 +683,28 @@ mod tests {
             "every type was produced: {seen:?}"
         );
     }
+    #[test]
+    fn a_payment_waiting_for_its_project_is_handed_off_for_review() {
+        // Version 4 named no `project_unknown` reason, so such a payment was listed and alarmed
+        // but never handed off: the merchant's systems heard nothing of a payment that waits.
+        let review = StateRecord::Review(ReviewRecord {
+            event_id: "evt_11".into(),
+            reason: "project_unknown".into(),
+            resource_id: Some("inv_11".into()),
+            why: Some(crate::change::PROJECT_UNKNOWN.into()),
+            created_at_ms: Some(7),
+        });
+        let facts = events_of(None, Some(&review), Environment::Live);
+        assert_eq!(facts.len(), 1);
+        assert_eq!(facts[0].detail_type, "Payment Needs Review");
+        assert_eq!(
+            facts[0].idempotency_key,
+            "payment-needs-review:evt_11:project_unknown"
+        );
+        assert_eq!(facts[0].detail["reason"], "project_unknown");
+        assert_eq!(facts[0].detail["invoice_id"], "inv_11");
+    }
+
     #[test]
     fn a_review_note_a_held_payment_and_a_credit_each_publish_once_when_they_appear() {
         let review = StateRecord::Review(ReviewRecord {

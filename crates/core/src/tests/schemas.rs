@@ -20,7 +20,7 @@ use crate::status::{Amount, InvoiceStatus, WithdrawalStatus};
 /// The published schemas: (version, detail type slug, SHA-256 of the file). A schema is never
 /// edited once published: change it under a new version (bump `DETAIL_VERSION`, add
 /// `schemas/v<N>/`, list its hashes here) so consumers see a new version, never a silent change.
-const PUBLISHED: [(u64, &str, &str); 22] = [
+const PUBLISHED: [(u64, &str, &str); 30] = [
     (
         2,
         "deposit-credited",
@@ -131,6 +131,46 @@ const PUBLISHED: [(u64, &str, &str); 22] = [
         "withdrawal-failed",
         "1199ce0d83efbf5136a958c5ffa5c0f2eecc4c8cf9df48018149b0457f86f4c5",
     ),
+    (
+        5,
+        "deposit-credited",
+        "ee9b4b10b7ae532093eb231b19585649b139fb610d0180558a9c59bcd8907b97",
+    ),
+    (
+        5,
+        "invoice-closed",
+        "a80f76e2f0dd39d20fff13f18585f83d3c5c6a6a3d6c168d5e34402181c8b7b6",
+    ),
+    (
+        5,
+        "operator-action",
+        "007b0f0563c6154e86812014c820cdbf3d0963f080cb62ac2723f31b22358b04",
+    ),
+    (
+        5,
+        "order-paid",
+        "2f332cb793e6d0f377046ca46c69d9aebace7d03a5a5a747f8ca435b80749533",
+    ),
+    (
+        5,
+        "payment-needs-review",
+        "2c7d02cf7a8731ea735a7d817debdd9393b51f12872eebc452d27de4201b5ca7",
+    ),
+    (
+        5,
+        "refund-completed",
+        "c5ac41fd853ae60cf4bc32a4c3bce026fa46316e4c09c26aaf92f08d404d0a15",
+    ),
+    (
+        5,
+        "withdrawal-completed",
+        "a7739b761a233a2a17fa167347e8c3612778647aead6cc375d7ed22da72b7124",
+    ),
+    (
+        5,
+        "withdrawal-failed",
+        "14437c95b29d23327197758b645257c9acd3a6609ff14f101b650cff84e20c2c",
+    ),
 ];
 
 #[test]
@@ -234,7 +274,7 @@ fn history() -> Vec<(Option<StateRecord>, StateRecord)> {
         why: None,
         created_at_ms: Some(5500),
     });
-    // A payment naming no project on a stack of several without the check (version 4).
+    // A payment naming no project on a stack of several without the check (version 5).
     let project_unknown = StateRecord::Review(ReviewRecord {
         event_id: "evt_11".into(),
         reason: "project_unknown".into(),

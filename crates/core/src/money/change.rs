@@ -576,18 +576,15 @@ pub fn change_of(envelope: &Envelope) -> Change {
             Some(_) if too_long(&data.order_external_id) => unusable(&format!(
                 "data.order.external_id is longer than {MAX_REFERENCE_LEN} bytes"
             )),
+            // `data` is the invoice at the event: a payment whose own snapshot says the
+            // invoice did not pay (and announces no late payment) is no payment to ship.
+            Some(status) if status.fulfils() && unpaid_snapshot(data) => unusable(&format!(
+                "data.status is {}, which does not pay: nothing shipped",
+                data.status.as_deref().unwrap_or_default()
+            )),
             // A close that carries `paid_late_at` announces a payment (fulfil records the
             // close first: it lands late).
-            Some(status) => {
-                let (status, paid_at) = status_and_payment_time(envelope, status);
-                Change::Invoice {
-                    invoice_id: resource,
-                    status,
-                    occurred_at: envelope.occurred_at,
-                    paid_at: Some(paid_at),
-                    order: order_of(data),
-                }
-            }
+            Some(status) => invoice_change(envelope, resource, status),
             None => ignore(format!("unknown invoice event {}", envelope.event_type)),
         },
         Category::Withdrawal => match WithdrawalStatus::parse(status_name) {
@@ -677,6 +674,30 @@ pub fn late_payment(envelope: &Envelope) -> Option<(InvoiceStatus, u64)> {
     let at = envelope.data.paid_late_at?;
     (envelope.category == Category::Invoice && status.is_final() && !status.fulfils())
         .then_some((status, at))
+}
+
+/// The change of an invoice event at `status` (a close announcing a late payment is a payment
+/// at `paid_late_at`).
+fn invoice_change(envelope: &Envelope, invoice_id: String, status: InvoiceStatus) -> Change {
+    let (status, paid_at) = status_and_payment_time(envelope, status);
+    Change::Invoice {
+        invoice_id,
+        status,
+        occurred_at: envelope.occurred_at,
+        paid_at: Some(paid_at),
+        order: order_of(&envelope.data),
+    }
+}
+
+/// Whether an invoice event's snapshot (`data.status`) names a status that does not pay, with
+/// no late payment announced (`paid_late_at`); an unknown status says nothing.
+fn unpaid_snapshot(data: &EventData) -> bool {
+    data.paid_late_at.is_none()
+        && data
+            .status
+            .as_deref()
+            .and_then(InvoiceStatus::parse)
+            .is_some_and(|s| !s.fulfils())
 }
 
 /// An invoice event's status and payment time: a close announcing a late payment

@@ -845,3 +845,39 @@ async fn an_invoice_whose_events_name_two_other_projects_ships_neither() {
     assert_eq!((open, paid), (Updated, Held));
     assert_eq!(claims(&store), Vec::<String>::new());
 }
+
+// Found by the attack on `dev` (a reference-only helper), settled against the contract: `data`
+// is the resource's state at the event, and every official `invoice.paid` carries `status`
+// `paid`. Without the reverse check, an `invoice.paid` whose own snapshot says `cancelled`
+// shipped its order. A payment event whose snapshot says the invoice did not pay ships nothing
+// now and waits as `unusable` with why; a close that announces a late payment
+// (`paid_late_at`) is a payment as before.
+#[tokio::test]
+async fn a_payment_event_whose_snapshot_says_unpaid_ships_nothing_and_waits() {
+    let data = |status: &str, late: &str| {
+        format!(
+            r#"{{"invoice_id":"inv_1","status":"{status}"{late},"order":{{"external_id":"o-1","amount":"10","currency":"USD"}}}}"#
+        )
+    };
+    for status in ["cancelled", "expired", "confirming"] {
+        let paid = item("evt_p", "invoice.paid", 100, &data(status, ""));
+        let (outcomes, store) = webhooks(std::slice::from_ref(&paid)).await;
+        assert_eq!(outcomes, [Unusable], "{status}");
+        assert_eq!(store.fulfilments(), [], "{status}");
+        assert_eq!(claims(&store), Vec::<String>::new(), "{status}");
+    }
+    // The snapshot agrees, or announces a late payment: as before.
+    let agrees = item("evt_a", "invoice.paid", 100, &data("paid", ""));
+    assert_eq!(webhooks(&[agrees]).await.0, [Fulfilled]);
+    let over = item("evt_o", "invoice.paid_over", 100, &data("paid_over", ""));
+    assert_eq!(webhooks(&[over]).await.0, [Fulfilled]);
+    let late = item(
+        "evt_l",
+        "invoice.paid",
+        100,
+        &data("expired", r#","paid_late_at":90"#),
+    );
+    assert_eq!(webhooks(&[late]).await.0, [Fulfilled]);
+    let unknown = item("evt_x", "invoice.paid", 100, &data("settled_somehow", ""));
+    assert_eq!(webhooks(&[unknown]).await.0, [Fulfilled]);
+}

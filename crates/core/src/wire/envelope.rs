@@ -170,6 +170,8 @@ struct RawData<'a> {
     completed_at: Option<&'a RawValue>,
     #[serde(default, borrow)]
     paid_late_at: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    status: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize, Default)]
@@ -241,6 +243,8 @@ pub struct EventData {
     /// `data.paid_late_at` (invoices, Unix seconds): a full payment after the invoice closed
     /// (`expired`, `underpaid`), its final status kept; no source says which event announces it.
     pub paid_late_at: Option<u64>,
+    /// `data.status`: the resource's status in the event's snapshot of it.
+    pub status: Option<String>,
 }
 
 /// The verified envelope: what the receiver routes and records by, and the fields of `data`
@@ -356,6 +360,7 @@ impl Envelope {
                 paid_late_at: data
                     .paid_late_at
                     .and_then(|v| serde_json::from_str(v.get()).ok()),
+                status: text(data.status),
             },
         })
     }

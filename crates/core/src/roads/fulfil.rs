@@ -126,7 +126,7 @@ async fn settle_as<S: ResourceStore>(
         let written = read(source, &change, self::store(store, &writes).await?)?;
         match next_as(source, &change, &current, written, confirmed) {
             Step::Done(applied) => {
-                note(&by, &change, applied);
+                note(&by, &change, applied, current.reason.as_deref());
                 return Ok(applied);
             }
             Step::Then(p) => current = p,
@@ -144,8 +144,9 @@ async fn settle_as<S: ResourceStore>(
     ))
 }
 
-/// The warning an operator needs for outcomes that wait for a person.
-fn note(by: &str, change: &Change, applied: Applied) {
+/// The warning an operator needs for outcomes that wait for a person, with why (`reason`,
+/// the plan's) where the rules said.
+fn note(by: &str, change: &Change, applied: Applied, reason: Option<&str>) {
     let Change::Invoice {
         invoice_id, order, ..
     } = change
@@ -161,7 +162,8 @@ fn note(by: &str, change: &Change, applied: Applied) {
             "a second paid invoice for an order already fulfilled: kept for a refund, nothing fulfilled"
         ),
         Applied::Held => {
-            tracing::warn!(invoice_id, order_id, by, amount = ?order.amount.as_ref().map(Amount::as_str), currency = ?order.currency, "paid invoice does not match the registered order: held for review")
+            let why = reason.unwrap_or("the payment does not match the registered order");
+            tracing::warn!(invoice_id, order_id, by, amount = ?order.amount.as_ref().map(Amount::as_str), currency = ?order.currency, "paid invoice held for review: {why}");
         }
         Applied::PaidLate => tracing::warn!(
             invoice_id,

@@ -1592,7 +1592,7 @@ async fn a_held_a_duplicate_and_a_late_payment_each_warn_with_their_invoice() {
         (
             lines[1],
             "inv_3",
-            "does not match the registered order: held",
+            "held for review: the payment does not match the registered order",
         ),
         (lines[2], "inv_4", "payment after the invoice closed"),
     ] {
@@ -1602,6 +1602,42 @@ async fn a_held_a_duplicate_and_a_late_payment_each_warn_with_their_invoice() {
         );
     }
     assert!(lines[0].contains("order_id=\"o-1\"") && lines[1].contains("order_id=\"o-3\""));
+}
+
+// Found by the attack on `dev`: support's `mark-paid` of an invoice whose earlier payment was
+// refunded in full waits for a person ("paid after a full refund?"), but its warning said the
+// payment "does not match the registered order", which sends support to the wrong place. A
+// held payment's warning now says why it is held.
+#[tokio::test]
+async fn a_held_payment_warns_with_why_it_is_held() {
+    let logged = warnings(async {
+        let (outcomes, store) = run(
+            &[
+                invoice("evt_u", "underpaid_waiting", 10, "inv_1", "o-1"),
+                withdrawal(
+                    "evt_r",
+                    "completed",
+                    20,
+                    r#","type":"refund","invoice_id":"inv_1","mode":"full","amount":"4.00","currency":"USDT""#,
+                ),
+            ],
+            |_| {},
+        )
+        .await;
+        assert_eq!(outcomes, [Updated, Updated]);
+        let by_hand = Fulfil::new(Arc::clone(&store))
+            .mark_paid("inv_1", OrderRef::none(), "support", 5_000)
+            .await
+            .unwrap();
+        assert_eq!(by_hand, Held);
+        assert!(store.fulfilments().is_empty());
+    })
+    .await;
+    let lines: Vec<&str> = logged.lines().collect();
+    assert_eq!(lines.len(), 1, "{logged}");
+    assert!(lines[0].contains("paid after a full refund?"), "{logged}");
+    assert!(!lines[0].contains("registered order"), "{logged}");
+    assert!(lines[0].contains("invoice_id=\"inv_1\""), "{logged}");
 }
 
 /// The steps of `id`'s story in the store: (status, when, who moved it there).

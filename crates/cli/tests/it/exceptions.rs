@@ -1036,3 +1036,54 @@ async fn paymos_inbox_bytes(rig: &Rig, args: &[&str]) -> (Option<i32>, Vec<u8>, 
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+
+// Found by the attack on `dev` (issue 49): a held payment whose refund webhook was lost was
+// released although Paymos had refunded it in full after the payment. With the API, `release`
+// records Paymos' completed full refunds of the invoice first (dated by Paymos), and refuses.
+#[tokio::test]
+async fn release_with_the_api_records_a_lost_full_refund_and_ships_nothing() {
+    let rig = Rig::new(Vec::new()).await;
+    let store = rig.store();
+    paymos_inbox::tools::exceptions::register_order(
+        &store,
+        (None, "order-inv_rf"),
+        "10.00",
+        "usdt",
+    )
+    .await
+    .unwrap();
+    let paid = envelope(
+        "evt_rf",
+        "invoice.paid",
+        json!({"invoice_id": "inv_rf", "status": "paid",
+               "order": {"external_id": "order-inv_rf", "amount": "12.00", "currency": "USDT"}}),
+    );
+    rig.record(&paid).await;
+    let (_, applied) = Fulfil::new(rig.store())
+        .apply(&live(&paid), NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(applied, Applied::Held);
+    // Paymos refunded the payment in full after it was made; its webhook never arrived.
+    let mut refund = paymos_fake::refund("wdr_rf", "inv_rf", "full", "12.00");
+    refund["completed_at"] = json!(NOW + 60);
+    rig.api.refund(refund);
+    let (code, out) = paymos_inbox(
+        &rig,
+        &[
+            "release",
+            "inv_rf",
+            "--actor",
+            "alice",
+            "--reason",
+            "price agreed",
+            "--override-amount",
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("refunded in full"), "{out}");
+    assert_eq!(rig.fulfilments("inv_rf").await, 0, "nothing shipped");
+    let refund = rig.aws.item(&rig.state, "pk", "wdr_rf").await;
+    assert!(refund.is_some(), "Paymos' refund is on record");
+}

@@ -764,6 +764,31 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
         release(self.store(), ledger, invoice_id, by, self.effect(), now_ms).await
     }
 
+    /// [`Fulfil::release`], once Paymos' completed full refunds of the invoice are recorded
+    /// (each dated by Paymos, as the reconciliation records them): a refund whose webhook was
+    /// lost returns the payment before a person ships it, by the refund-in-time rule.
+    ///
+    /// # Errors
+    /// As [`release`]; [`ReleaseError::Port`] when Paymos cannot be read (nothing released).
+    pub async fn release_asking<L: ReviewLedger, P: crate::reconcile::PaymosLedger>(
+        &self,
+        ledger: &L,
+        paymos: &P,
+        invoice_id: &str,
+        by: &ReleaseBy<'_>,
+        now_ms: u64,
+    ) -> Result<Applied, ReleaseError> {
+        for refund in paymos.refunds_of(invoice_id).await? {
+            if let (Some(crate::invoice::RefundMode::Full), Some(at)) =
+                (refund.mode, refund.completed_at)
+            {
+                self.apply_refund_confirmed(invoice_id, (&refund, at), by.actor, now_ms)
+                    .await?;
+            }
+        }
+        self.release(ledger, invoice_id, by, now_ms).await
+    }
+
     /// [`recheck`] with this stack's store, effect and environment, asking `api`.
     ///
     /// # Errors

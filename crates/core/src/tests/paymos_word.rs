@@ -881,3 +881,48 @@ async fn a_payment_event_whose_snapshot_says_unpaid_ships_nothing_and_waits() {
     let unknown = item("evt_x", "invoice.paid", 100, &data("settled_somehow", ""));
     assert_eq!(webhooks(&[unknown]).await.0, [Fulfilled]);
 }
+
+// Found by the attack on `dev` (a reference-only helper): a held payment whose refund webhook
+// was lost was released on a person's word although Paymos had refunded it in full after the
+// payment; with the API configured, `release` never asked. Now it records Paymos' completed
+// full refunds of the invoice first (dated by Paymos, as the reconciliation records them), and
+// the refund-in-time rule decides: a refund after the payment returned it (nothing ships), one
+// before it returned an earlier payment (the release ships).
+#[tokio::test]
+async fn a_release_asks_paymos_about_refunds_first() {
+    let alice = ReleaseBy {
+        actor: "alice",
+        reason: Some("price agreed by email"),
+        override_amount: true,
+    };
+    // Paid at 30, for a price other than its order's registration: held for a person.
+    let held = || {
+        item(
+            "evt_p",
+            "invoice.paid",
+            30,
+            r#"{"invoice_id":"inv_1","order":{"external_id":"o-1","amount":"9","currency":"USD"}}"#,
+        )
+    };
+    for (refunded_at, ships) in [(40, false), (20, true)] {
+        let store = Arc::new(MemoryResources::new());
+        store.register_order("o-1", &Amount::parse("10").unwrap(), "USD");
+        let fulfil = Fulfil::new(Arc::clone(&store));
+        assert_eq!(fulfil.apply(&held(), NOW_MS).await.unwrap().1, Held);
+        let paymos = MemoryPaymos::new();
+        paymos.refund("inv_1", paymos_refund(refunded_at));
+        let released = fulfil
+            .release_asking(&MemoryReviews::new(), &paymos, "inv_1", &alice, NOW_MS)
+            .await;
+        if ships {
+            assert_eq!(released, Ok(Fulfilled), "refunded at {refunded_at}");
+            assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+        } else {
+            assert!(
+                matches!(&released, Err(crate::release::ReleaseError::NotReleasable(why)) if why.contains("refunded in full")),
+                "refunded at {refunded_at}: {released:?}"
+            );
+            assert_eq!(store.fulfilments(), []);
+        }
+    }
+}

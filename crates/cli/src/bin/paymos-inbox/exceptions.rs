@@ -191,9 +191,8 @@ pub(crate) const PARKED_HANDOFF: &str = "parked_handoff";
 /// [`Unreleased::Refused`] with the domain's sentence (recorded as refused: nothing changed), or
 /// [`Unreleased::Failed`]: STS's, the store's or the audit entry's failure.
 pub(crate) async fn release_in(
-    stack: &Stack,
-    state: DynamoResources,
-    ledger: &DynamoLedger,
+    (stack, state, ledger): (&Stack, DynamoResources, &DynamoLedger),
+    api: Option<paymos::PaymosClient>,
     invoice_id: &str,
     by: &ReleaseBy<'_>,
 ) -> Result<paymos_inbox_core::change::Applied, Unreleased> {
@@ -204,11 +203,19 @@ pub(crate) async fn release_in(
     let begun = crate::audit::begin(stack, ActionKind::Release, &actor, invoice_id, by.reason)
         .await
         .map_err(Unreleased::Failed)?;
-    let (done, refused) = match Fulfil::new(state)
-        .for_projects(stack.projects.clone())
-        .release(ledger, invoice_id, by, now_ms())
-        .await
-    {
+    let fulfil = Fulfil::new(state).for_projects(stack.projects.clone());
+    // With the API, Paymos' full refunds of the invoice are recorded first: one whose webhook
+    // was lost returns the payment before a person ships it.
+    let released = match api {
+        Some(client) => {
+            let api = PaymosApi::new(client).with_deadline(Duration::from_secs(30));
+            fulfil
+                .release_asking(ledger, &api, invoice_id, by, now_ms())
+                .await
+        }
+        None => fulfil.release(ledger, invoice_id, by, now_ms()).await,
+    };
+    let (done, refused) = match released {
         Ok(applied) => (Ok(applied), None),
         // Recorded as refused, in the domain's words: someone tried.
         Err(ReleaseError::NotReleasable(why)) => (Err(Failure::usage(why.clone())), Some(why)),
@@ -343,6 +350,10 @@ pub struct ReleaseArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// With the Paymos API, its completed full refunds of the invoice are recorded first: a
+    /// refund whose webhook was lost returns the payment, and nothing ships.
+    #[command(flatten)]
+    api: crate::stack::OptionalApiArgs,
     #[command(flatten)]
     stack: StackArgs,
 }
@@ -363,6 +374,10 @@ pub async fn release(args: ReleaseArgs) -> ExitCode {
     if let Err(e) = an_invoice_id(&args.invoice_id) {
         return usage(e);
     }
+    let api = match args.api.client() {
+        Ok(api) => api,
+        Err(e) => return usage(e),
+    };
     let (stack, state, ledger) = match tables(&args.stack).await {
         Ok(t) => t,
         Err(e) => return fail(e),
@@ -373,7 +388,7 @@ pub async fn release(args: ReleaseArgs) -> ExitCode {
         reason: args.reason.as_deref(),
         override_amount: args.override_amount,
     };
-    match release_in(&stack, state, &ledger, &args.invoice_id, &by).await {
+    match release_in((&stack, state, &ledger), api, &args.invoice_id, &by).await {
         Ok(applied) => {
             if args.json {
                 println!(

@@ -963,9 +963,8 @@ impl Console {
             override_amount,
         };
         match crate::exceptions::release_in(
-            &self.stack,
-            self.state.clone(),
-            &self.ledger,
+            (&self.stack, self.state.clone(), &self.ledger),
+            self.api.clone(),
             invoice_id,
             &by,
         )

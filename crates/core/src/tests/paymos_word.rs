@@ -926,3 +926,37 @@ async fn a_release_asks_paymos_about_refunds_first() {
         }
     }
 }
+
+// A missed mutant (`!seen.after_refund` → `seen.after_refund` in `refusal`) showed no test
+// walked this rule: a payment a person recorded undated, waiting for its order, its invoice
+// then closed and refunded in full; the person's undated word again is `refunded`: that
+// refund returned the payment it waited with. Nothing ships.
+#[tokio::test]
+async fn a_persons_word_again_after_a_full_refund_of_the_payment_that_waited_for_its_order() {
+    let open = item(
+        "evt_o",
+        "invoice.confirming",
+        5,
+        r#"{"invoice_id":"inv_1"}"#,
+    );
+    let (outcomes, store) = webhooks(&[open]).await;
+    assert_eq!(outcomes, [Updated]);
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let unnamed = OrderRef::none();
+    let first = fulfil.mark_paid("inv_1", unnamed, "support", NOW_MS).await;
+    let closed = item("evt_x", "invoice.expired", 10, r#"{"invoice_id":"inv_1"}"#);
+    assert_eq!(fulfil.apply(&closed, NOW_MS).await.unwrap().1, Updated);
+    let refund = fulfil
+        .apply(&full_refund("evt_r", 20), NOW_MS)
+        .await
+        .unwrap()
+        .1;
+    let again = fulfil
+        .mark_paid("inv_1", OrderRef::none(), "support", NOW_MS)
+        .await;
+    assert_eq!(
+        (first, refund, again),
+        (Ok(OrderUnknown), Updated, Ok(Refunded))
+    );
+    assert_eq!(store.fulfilments(), []);
+}

@@ -117,3 +117,59 @@ async fn the_home_project_is_pinned_once_and_another_first_is_refused_on_dynamod
         .unwrap_err();
     assert!(err.to_string().contains("keep prj_a first"), "{err}");
 }
+
+// The attack on `dev` (issue 49): `mark-paid --order-id A` shipped A from an invoice whose
+// payment named no order; a later delivery naming order B was `already_final`, listed
+// nowhere. On DynamoDB Local, the invoice's condition answers with its record's order, the
+// delivery waits as `order_conflict` on the `waiting` index although the invoice is
+// fulfilled, and a person's resolution takes it off.
+#[tokio::test]
+async fn a_delivery_naming_another_order_than_the_one_shipped_waits_until_resolved() {
+    use paymos_inbox_aws::dynamodb::DynamoLedger;
+    use paymos_inbox_core::exceptions::{self, ReviewLedger as _};
+    use paymos_inbox_core::ingest::DeliveryLedger as _;
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let (state, deliveries) = (stack.table("StateTable"), stack.table("DeliveriesTable"));
+    let resources = DynamoResources::new(aws.dynamodb.clone(), state, deliveries);
+    let ledger = DynamoLedger::new(aws.dynamodb.clone(), deliveries, None);
+    let fulfil = Fulfil::new(resources.clone());
+    let environment = paymos_inbox_core::signature::Environment::Live;
+    let unnamed = envelope("evt_none", "invoice.paid", json!({"invoice_id": "inv_c"}));
+    let (_, applied) = fulfil.apply(&live(&unnamed), NOW_MS).await.unwrap();
+    assert_eq!(applied, Applied::OrderUnknown);
+    let a = OrderRef {
+        external_id: Some("o-A".into()),
+        ..OrderRef::none()
+    };
+    let marked = fulfil
+        .mark_paid("inv_c", a, "support", NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(marked, Applied::Fulfilled);
+    let naming_b = envelope(
+        "evt_b",
+        "invoice.paid",
+        json!({"invoice_id": "inv_c", "order": {"external_id": "o-B"}}),
+    );
+    ledger
+        .record(&recorded_delivery(&naming_b, environment, NOW_MS), NOW_MS)
+        .await
+        .unwrap();
+    let (_, applied) = fulfil.apply(&live(&naming_b), NOW_MS).await.unwrap();
+    assert_eq!(applied, Applied::OrderConflict);
+    assert!(aws.item(state, "pk", "order_paid#o-B").await.is_none());
+    let waiting = ledger
+        .with_outcomes(&[Applied::OrderConflict], Some("inv_c"))
+        .await
+        .unwrap();
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+    assert_eq!(waiting[0].delivery.event_id, "evt_b");
+    let resolved = exceptions::resolve(&ledger, "evt_b", None, "alice", NOW_MS).await;
+    assert_eq!(resolved, Ok(Applied::OrderConflict));
+    let waiting = ledger
+        .with_outcomes(&[Applied::OrderConflict], Some("inv_c"))
+        .await
+        .unwrap();
+    assert!(waiting.is_empty(), "{waiting:?}");
+}

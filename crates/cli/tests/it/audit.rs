@@ -98,6 +98,30 @@ impl Rig {
         )
     }
 
+    /// A payment event whose own snapshot says the invoice did not pay, sent and applied: an
+    /// `unusable` delivery waits (what `exceptions --resolve` takes off the list). Its event id.
+    async fn unusable(&self) -> String {
+        let scratch_data = scratch("audit-unusable");
+        let data = scratch_data.path().join("data.json");
+        std::fs::write(&data, r#"{"status":"cancelled"}"#).unwrap();
+        let send = [
+            "send",
+            "--type",
+            "invoice.paid",
+            "--resource",
+            "inv_audit_unusable",
+            "--data",
+            data.to_str().unwrap(),
+            "--wait",
+            "--json",
+        ];
+        let (_, out) = self.cli(&send).await;
+        let sent: Value = serde_json::from_str(out.lines().last().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{e}: {out}"));
+        assert_eq!(sent["outcome"], "unusable", "{out}");
+        sent["event_id"].as_str().unwrap().to_owned()
+    }
+
     /// Every entry of `kind` in the state table.
     async fn entries(&self, kind: ActionKind) -> Vec<OperatorAction> {
         self.state
@@ -259,6 +283,11 @@ async fn open_console(rig: &Rig) -> Opened {
 
 /// Takes `kind` through `door` as alice, and checks it was done.
 async fn act(rig: &Rig, door: Door, kind: ActionKind) {
+    let unusable = if kind == ActionKind::Resolve {
+        rig.unusable().await
+    } else {
+        String::new()
+    };
     if door == Door::CommandLine {
         let words: &[&str] = match kind {
             ActionKind::Release => &["release", HELD, "--reason", REASON, "--override-amount"],
@@ -272,6 +301,7 @@ async fn act(rig: &Rig, door: Door, kind: ActionKind) {
             ActionKind::Redrive => &["redrive"],
             ActionKind::Resend => &["pending", "--resend", "--older-than", "0"],
             ActionKind::EventsResend => &["events", "resend", "--resource", HELD],
+            ActionKind::Resolve => &["exceptions", "--resolve", &unusable, "--reason", REASON],
         };
         let mut words = words.to_vec();
         words.extend(["--actor", "alice"]);
@@ -293,6 +323,7 @@ async fn act(rig: &Rig, door: Door, kind: ActionKind) {
         ActionKind::Redrive => ("redrive", json!({"id": "work-queue", "count": 1})),
         ActionKind::Resend => ("resend", json!({"id": "stranded", "count": 1})),
         ActionKind::EventsResend => ("events-resend", json!({"id": HELD})),
+        ActionKind::Resolve => ("resolve", json!({"id": unusable, "reason": REASON})),
     };
     let answer = reqwest::Client::new()
         .post(format!("{}api/{action}", console.url))
@@ -360,7 +391,16 @@ async fn recorded_once(door: Door, kind: ActionKind) {
         ActionKind::Redrive => ("queue", None, Some(1)),
         ActionKind::Resend => ("stranded", None, Some(0)),
         ActionKind::EventsResend => (HELD, None, Some(1)),
+        ActionKind::Resolve => (e.subject.as_str(), Some(REASON), None),
     };
+    if kind == ActionKind::Resolve {
+        assert!(e.subject.starts_with("evt_"), "{e:?}");
+        let (code, out) = rig.cli(&["exceptions", "--json"]).await;
+        assert!(
+            !out.contains(&e.subject),
+            "resolved, off the list: {code:?} {out}"
+        );
+    }
     assert_eq!(
         (
             e.kind,
@@ -381,6 +421,7 @@ async fn recorded_once(door: Door, kind: ActionKind) {
             "0 stranded, 0 sent again, 0 taken by someone else, 0 failed, 0 without a body"
         }
         ActionKind::EventsResend => "published 1",
+        ActionKind::Resolve => "resolved (was unusable)",
     };
     assert_eq!(e.result, changed, "{door:?} {kind}");
 }
@@ -433,6 +474,16 @@ async fn a_resend_from_the_command_line_is_recorded_once() {
 #[tokio::test]
 async fn a_resend_from_the_console_is_recorded_once() {
     recorded_once(Door::Console, ActionKind::Resend).await;
+}
+
+#[tokio::test]
+async fn a_resolve_from_the_command_line_is_recorded_once() {
+    recorded_once(Door::CommandLine, ActionKind::Resolve).await;
+}
+
+#[tokio::test]
+async fn a_resolve_from_the_console_is_recorded_once() {
+    recorded_once(Door::Console, ActionKind::Resolve).await;
 }
 
 #[tokio::test]

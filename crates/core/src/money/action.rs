@@ -20,17 +20,21 @@ pub enum ActionKind {
     /// `events resend`: the hand-off's facts of one resource, or of what was committed since a
     /// time, published again with their idempotency keys (nothing in the tables changes).
     EventsResend,
+    /// `exceptions --resolve`: a delivery a person settled outside the stack (an order
+    /// conflict, an unusable delivery applied by hand) taken off what waits.
+    Resolve,
 }
 
 impl ActionKind {
     /// Every kind, in the order the command line lists them.
-    pub const ALL: [Self; 6] = [
+    pub const ALL: [Self; 7] = [
         Self::Release,
         Self::MarkPaid,
         Self::Recheck,
         Self::Redrive,
         Self::Resend,
         Self::EventsResend,
+        Self::Resolve,
     ];
 
     /// Its name, as the command line spells it (`mark-paid`).
@@ -43,6 +47,7 @@ impl ActionKind {
             Self::Redrive => "redrive",
             Self::Resend => "resend",
             Self::EventsResend => "events-resend",
+            Self::Resolve => "resolve",
         }
     }
 

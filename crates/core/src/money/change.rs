@@ -445,11 +445,16 @@ pub enum Applied {
     ProjectUnknown,
     /// Of a project this stack does not apply: nothing applied, never listed as waiting.
     OtherProject,
+    /// A payment naming another order than the one its invoice shipped (an invoice pays one
+    /// order at Paymos: a person's `mark-paid --order-id` or an earlier event named the wrong
+    /// one): nothing more ships; it waits, listed although the invoice is fulfilled, until a
+    /// person settles it and resolves it (`exceptions --resolve`).
+    OrderConflict,
 }
 
 impl Applied {
     /// Every outcome.
-    pub const ALL: [Self; 17] = [
+    pub const ALL: [Self; 18] = [
         Self::Fulfilled,
         Self::Updated,
         Self::Credited,
@@ -467,6 +472,7 @@ impl Applied {
         Self::OrderUnknown,
         Self::ProjectUnknown,
         Self::OtherProject,
+        Self::OrderConflict,
     ];
 
     /// The outcome of a stored name.
@@ -496,6 +502,7 @@ impl Applied {
             Self::OrderUnknown => "order_unknown",
             Self::ProjectUnknown => "project_unknown",
             Self::OtherProject => "other_project",
+            Self::OrderConflict => "order_conflict",
         }
     }
 }
@@ -507,11 +514,12 @@ impl fmt::Display for Applied {
 }
 
 /// The outcomes of a delivery that need a person (what the ledger's `waiting` index lists).
-pub const DELIVERY_OUTCOMES: [Applied; 4] = [
+pub const DELIVERY_OUTCOMES: [Applied; 5] = [
     Applied::Unconfirmed,
     Applied::Unusable,
     Applied::OrderUnknown,
     Applied::ProjectUnknown,
+    Applied::OrderConflict,
 ];
 
 /// Who caused a change: a recorded delivery (whose ledger record is marked processed in the

@@ -353,6 +353,10 @@ fn noted(source: &Source, change: &Change, plan: &Plan, now_ms: u64) -> Vec<writ
                 now_ms,
             )]
         }
+        // Of a fulfilled invoice: the note alone (its record stays as it shipped).
+        (Write::Review, _) if plan.outcome == Applied::OrderConflict => {
+            review(source, change, plan, now_ms).into_iter().collect()
+        }
         (Write::Review, _) => {
             let mut out: Vec<_> = review(source, change, plan, now_ms).into_iter().collect();
             if let Change::Invoice {
@@ -788,7 +792,7 @@ fn correct(change: &Change, tried: &Plan, refusal: &Refusal, confirmed: bool) ->
 /// (a webhook) or a person's road, on a record whose payment no road dated (`record_undated`).
 fn on_resource(
     change: &Change,
-    found: Found,
+    (found, recorded): (Found, &OrderRef),
     standing: &Standing,
     (delivery, record_undated): (bool, bool),
 ) -> Step {
@@ -840,6 +844,26 @@ fn on_resource(
         // payment, or done).
         (Change::Invoice { .. }, Found::Invoice(current)) if current.is_final() && !delivery => {
             mark_only(standing_outcome(standing))
+        }
+        // A delivery paying another order than the one this invoice shipped: one of the two
+        // words is wrong (an invoice pays one order), and only a person can say which.
+        (Change::Invoice { status, order, .. }, Found::Invoice(current))
+            if status.fulfils()
+                && current.fulfils()
+                && order.external_id.is_some()
+                && recorded.external_id.is_some()
+                && order.external_id != recorded.external_id =>
+        {
+            Step::Then(Plan {
+                write: Write::Review,
+                with_mark: true,
+                outcome: Applied::OrderConflict,
+                reason: Some(format!(
+                    "it pays order {}, but this invoice shipped order {} (an invoice pays one order): nothing more shipped",
+                    order.external_id.as_deref().unwrap_or_default(),
+                    recorded.external_id.as_deref().unwrap_or_default()
+                )),
+            })
         }
         (Change::Invoice { .. }, Found::Invoice(current)) if current.is_final() => {
             done(Applied::AlreadyFinal)
@@ -962,9 +986,10 @@ pub fn next_as(
                 found,
                 standing,
                 undated,
+                recorded,
                 ..
             },
-        ) => on_resource(change, found, &standing, (delivery, undated)),
+        ) => on_resource(change, (found, &recorded), &standing, (delivery, undated)),
         (Write::Change, Refusal::OrderClaimed { invoice_id }) => Step::Then(Plan {
             write: Write::Unfulfilled(Mark::DuplicateOf(invoice_id)),
             with_mark: true,

@@ -32,6 +32,9 @@ pub enum Resolution {
     Refuted,
     /// Confirmed, but its order is known nowhere: it waits for its order now.
     WaitsForOrder,
+    /// Settled by a person outside the stack (an order conflict, an unusable delivery applied
+    /// by hand), who says so ([`resolve`]).
+    ByHand,
 }
 
 impl Resolution {
@@ -44,6 +47,7 @@ impl Resolution {
             Self::Rechecked(applied) => format!("rechecked_{applied}"),
             Self::Refuted => "rechecked_refuted".into(),
             Self::WaitsForOrder => Applied::OrderUnknown.as_str().into(),
+            Self::ByHand => "resolved_by_hand".into(),
         }
     }
 
@@ -54,7 +58,7 @@ impl Resolution {
     pub fn still_waits(self) -> Option<Applied> {
         match self {
             Self::WaitsForOrder => Some(Applied::OrderUnknown),
-            Self::Released | Self::Rechecked(_) | Self::Refuted => None,
+            Self::Released | Self::Rechecked(_) | Self::Refuted | Self::ByHand => None,
         }
     }
 }
@@ -252,6 +256,10 @@ impl Waiting {
         self.record.outcome == Applied::ProjectUnknown
     }
 
+    fn order_conflict(&self) -> bool {
+        self.record.outcome == Applied::OrderConflict
+    }
+
     /// Whether a re-check of `resource_id` reads it: its own resource, or a refund of that
     /// invoice.
     fn concerns(&self, resource_id: &str) -> bool {
@@ -332,8 +340,10 @@ pub async fn list<S: ExceptionStore, L: ReviewLedger>(
         let resource = delivery.record.delivery.resource_id.as_deref();
         if let Some(invoice) = resource.filter(|r| r.starts_with("inv_")) {
             let (seen, fulfilled) = store.invoice_seen(invoice).await?;
-            if fulfilled {
-                continue; // fulfilled since (released, reconciled, or another event)
+            // Fulfilled since (released, reconciled, or another event); an order conflict is
+            // of a fulfilled invoice, and waits until a person resolves it.
+            if fulfilled && !delivery.order_conflict() {
+                continue;
             }
             // A payment of an order known nowhere, applied since under its order (held, a
             // duplicate, late, refunded): the invoice's own line says what waits now.
@@ -468,6 +478,9 @@ fn delivery_exception(delivery: &Waiting, all: &[Waiting]) -> Exception {
             "find the project this payment is of (Paymos' dashboard), then `paymos-inbox mark-paid {invoice_id} --project <prj_…> --order-id <order> --actor <you>`; with the reverse check configured, {} applies Paymos' word",
             recheck(invoice_id)
         ),
+        Pending::Payment { invoice_id, .. } if delivery.order_conflict() => format!(
+            "find which order {invoice_id} paid (Paymos' dashboard shows the invoice's order): if it is not the one shipped, ship the paid one by hand and recover the other; then `paymos-inbox exceptions --resolve {event_id} --actor <you> --reason \"…\"`"
+        ),
         Pending::Deposit { deposit_id } if delivery.project_unknown() => format!(
             "configure the reverse check (PaymosApiSecretName), then {}: credits the payer of the project Paymos names, once",
             recheck(deposit_id)
@@ -512,6 +525,8 @@ fn delivery_exception(delivery: &Waiting, all: &[Waiting]) -> Exception {
             "order_unknown"
         } else if delivery.project_unknown() {
             "project_unknown"
+        } else if delivery.order_conflict() {
+            "order_conflict"
         } else {
             "unusable"
         },
@@ -562,6 +577,68 @@ pub async fn release<S: ExceptionStore, L: ReviewLedger>(
             .await?;
     }
     Ok(applied)
+}
+
+/// Why [`resolve`] resolved nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    /// Nothing of that id waits for a person's own act (named in words an operator acts on).
+    #[error("{0}")]
+    NotResolvable(String),
+    /// The ledger failed.
+    #[error(transparent)]
+    Port(#[from] PortError),
+}
+
+/// The outcomes only a person's own act settles, which [`resolve`] takes off the list: an order
+/// conflict, and an unusable delivery applied by hand.
+pub const RESOLVED_BY_HAND: [Applied; 2] = [Applied::OrderConflict, Applied::Unusable];
+
+/// Takes the delivery `event_id` (of `environment`, or of either when it names none) off what
+/// waits, once a person settled it outside the stack ([`RESOLVED_BY_HAND`]), noting who: its
+/// outcome until then.
+///
+/// # Errors
+/// [`ResolveError::NotResolvable`] when no such delivery waits so, or a live and a sandbox one
+/// both do and no environment is named; [`ResolveError::Port`] when the ledger fails.
+pub async fn resolve<L: ReviewLedger>(
+    ledger: &L,
+    event_id: &str,
+    environment: Option<Environment>,
+    actor: &str,
+    now_ms: u64,
+) -> Result<Applied, ResolveError> {
+    let mut found: Vec<OutcomeRecord> = ledger
+        .with_outcomes(&RESOLVED_BY_HAND, None)
+        .await?
+        .into_iter()
+        .filter(|r| {
+            r.delivery.event_id == event_id
+                && environment.is_none_or(|e| r.delivery.environment == Some(e))
+        })
+        .collect();
+    let record = match found.len() {
+        1 => found.remove(0),
+        0 => {
+            return Err(ResolveError::NotResolvable(format!(
+                "{event_id}: no delivery of that id waits as order_conflict or unusable (see `paymos-inbox exceptions`)"
+            )));
+        }
+        _ => {
+            return Err(ResolveError::NotResolvable(format!(
+                "{event_id}: a live and a sandbox delivery of that id both wait: name --environment"
+            )));
+        }
+    };
+    ledger
+        .mark_resolved(
+            &record.delivery.key(),
+            Resolution::ByHand,
+            &format!("manual:{actor}"),
+            now_ms,
+        )
+        .await?;
+    Ok(record.outcome)
 }
 
 /// What a re-check did with one delivery.

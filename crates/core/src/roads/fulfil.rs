@@ -170,6 +170,12 @@ fn note(by: &str, change: &Change, applied: Applied, reason: Option<&str>) {
             by,
             "payment after the invoice closed: paid_late_at set, nothing fulfilled"
         ),
+        Applied::OrderConflict => tracing::warn!(
+            invoice_id,
+            order_id,
+            by,
+            "a payment naming another order than the one its invoice shipped: nothing more shipped, waits for a person"
+        ),
         _ => {}
     }
 }

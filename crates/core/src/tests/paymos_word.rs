@@ -960,3 +960,69 @@ async fn a_persons_word_again_after_a_full_refund_of_the_payment_that_waited_for
     );
     assert_eq!(store.fulfilments(), []);
 }
+
+// Found by the attack on `dev` (a reference-only helper): support's `mark-paid --order-id A`
+// of a payment whose order was known nowhere shipped order A; a later delivery of the same
+// invoice naming order B (Paymos' own word: an invoice has one order) answered
+// `already_final` and was listed nowhere, so B, paid, never shipped and nobody heard. It now
+// waits as `order_conflict`, listed although the invoice is fulfilled, until a person resolves
+// it; a delivery naming the order that shipped stays `already_final`.
+#[tokio::test]
+async fn a_delivery_naming_another_order_than_the_one_shipped_waits_for_a_person() {
+    let unnamed = item("evt_u", "invoice.paid", 100, r#"{"invoice_id":"inv_1"}"#);
+    let (outcomes, store) = webhooks(&[unnamed]).await;
+    assert_eq!(outcomes, [OrderUnknown]);
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let a = OrderRef {
+        external_id: Some("o-A".into()),
+        ..OrderRef::none()
+    };
+    let by_hand = fulfil.mark_paid("inv_1", a, "support", NOW_MS).await;
+    assert_eq!(by_hand, Ok(Fulfilled));
+    let naming = |event_id: &str, order: &str| {
+        item(
+            event_id,
+            "invoice.paid",
+            100,
+            &format!(r#"{{"invoice_id":"inv_1","order":{{"external_id":"{order}"}}}}"#),
+        )
+    };
+    let same = fulfil
+        .apply(&naming("evt_a", "o-A"), NOW_MS)
+        .await
+        .unwrap()
+        .1;
+    let other = fulfil
+        .apply(&naming("evt_b", "o-B"), NOW_MS)
+        .await
+        .unwrap()
+        .1;
+    assert_eq!((same, other), (AlreadyFinal, OrderConflict));
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-A".into()))]);
+    // As the ledger records it (the memory twin of the `waiting` index).
+    let reviews = MemoryReviews::new();
+    let why = "it pays order o-B, but this invoice shipped order o-A";
+    reviews.processed(waited(&naming("evt_b", "o-B")), OrderConflict, why, NOW_MS);
+    let listed = list(&*store, &reviews, 0).await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].kind, "order_conflict");
+    assert_eq!(listed[0].event_id.as_deref(), Some("evt_b"));
+    assert!(
+        listed[0].action.contains("exceptions --resolve evt_b"),
+        "{listed:?}"
+    );
+    // A person settles it (ships o-B, or finds o-A right) and resolves it: it leaves the list.
+    let resolved = crate::exceptions::resolve(&reviews, "evt_b", None, "alice", NOW_MS).await;
+    assert_eq!(resolved, Ok(OrderConflict));
+    assert!(list(&*store, &reviews, 0).await.unwrap().is_empty());
+    assert_eq!(
+        reviews.resolved("evt_b"),
+        Some(("resolved_by_hand".into(), "manual:alice".into()))
+    );
+    // Only what waits for a person's own act is resolved so; a second time, nothing waits.
+    let again = crate::exceptions::resolve(&reviews, "evt_b", None, "alice", NOW_MS).await;
+    assert!(matches!(
+        again,
+        Err(crate::exceptions::ResolveError::NotResolvable(_))
+    ));
+}

@@ -144,7 +144,7 @@ const PUBLISHED: [(u64, &str, &str); 30] = [
     (
         5,
         "operator-action",
-        "007b0f0563c6154e86812014c820cdbf3d0963f080cb62ac2723f31b22358b04",
+        "dbb0f1f63ff579bb096bc710144d1b8e05879413162316964f37c38107ff666b",
     ),
     (
         5,
@@ -154,7 +154,7 @@ const PUBLISHED: [(u64, &str, &str); 30] = [
     (
         5,
         "payment-needs-review",
-        "2c7d02cf7a8731ea735a7d817debdd9393b51f12872eebc452d27de4201b5ca7",
+        "3ad956e60efbdca749e3657c927e8c48fc52892ddb23724b50f1350c9a80a9dd",
     ),
     (
         5,
@@ -282,6 +282,14 @@ fn history() -> Vec<(Option<StateRecord>, StateRecord)> {
         why: None,
         created_at_ms: Some(5600),
     });
+    // A payment naming another order than the one its invoice shipped (version 5).
+    let order_conflict = StateRecord::Review(ReviewRecord {
+        event_id: "evt_12".into(),
+        reason: "order_conflict".into(),
+        resource_id: Some("inv_12".into()),
+        why: Some("it pays order o-B, but this invoice shipped order o-A".into()),
+        created_at_ms: Some(5700),
+    });
     let withdrawal = |id: &str, status: WithdrawalStatus, kind: &str| {
         StateRecord::Withdrawal(WithdrawalRecord {
             withdrawal_id: id.into(),
@@ -314,6 +322,7 @@ fn history() -> Vec<(Option<StateRecord>, StateRecord)> {
         (None, review),
         (None, order_unknown),
         (None, project_unknown),
+        (None, order_conflict),
         (
             None,
             withdrawal("wdr_r", WithdrawalStatus::Completed, "refund"),

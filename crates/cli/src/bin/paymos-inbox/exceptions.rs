@@ -52,10 +52,22 @@ pub struct ExceptionsArgs {
     /// 1 its body expired (`BodyRetentionDays`).
     #[arg(long, value_name = "EVENT_ID", value_parser = crate::exit::named, conflicts_with_all = ["json", "reindex"])]
     body: Option<String>,
-    /// With --body: the delivery's environment (default: either; a sandbox delivery is kept
-    /// under `test#evt_…`).
-    #[arg(long, value_enum, requires = "body")]
+    /// With --body or --resolve: the delivery's environment (default: either; a sandbox
+    /// delivery is kept under `test#evt_…`).
+    #[arg(long, value_enum)]
     environment: Option<BodyEnvironment>,
+    /// Take the delivery evt_… off the list once you settled it yourself: an order conflict
+    /// (you shipped the paid order, or found the shipped one right) or an unusable delivery
+    /// you applied by hand (with --actor and --reason; recorded in the audit trail). Exit 0
+    /// resolved, 2 when nothing of that id waits so.
+    #[arg(long, value_name = "EVENT_ID", value_parser = crate::exit::named, conflicts_with_all = ["json", "reindex", "body"], requires_all = ["actor", "reason"])]
+    resolve: Option<String>,
+    /// With --resolve: who settled it (on dev; on AWS the caller's identity is recorded).
+    #[arg(long, value_parser = crate::exit::named)]
+    actor: Option<String>,
+    /// With --resolve: how it was settled (kept in the audit trail).
+    #[arg(long, value_parser = crate::exit::named)]
+    reason: Option<String>,
     #[command(flatten)]
     stack: StackArgs,
 }
@@ -71,6 +83,12 @@ pub enum BodyEnvironment {
 pub async fn list(args: ExceptionsArgs) -> ExitCode {
     if let Some(event_id) = &args.body {
         return print_body(&args.stack, event_id, args.environment).await;
+    }
+    if let Some(event_id) = &args.resolve {
+        return resolve(&args, event_id).await;
+    }
+    if args.environment.is_some() {
+        return usage("--environment goes with --body or --resolve");
     }
     let (stack, state, ledger) = match tables(&args.stack).await {
         Ok(t) => t,
@@ -236,6 +254,58 @@ pub(crate) async fn release_in(
         (Err(_), Some(why)) => Err(Unreleased::Refused(why)),
         (Err(f), None) => Err(Unreleased::Failed(f)),
     }
+}
+
+/// `exceptions --resolve`: the delivery off what waits, through [`resolve_in`].
+async fn resolve(args: &ExceptionsArgs, event_id: &str) -> ExitCode {
+    let (stack, _, ledger) = match tables(&args.stack).await {
+        Ok(t) => t,
+        Err(e) => return fail(e),
+    };
+    let environment = args.environment.map(|e| match e {
+        BodyEnvironment::Live => paymos_inbox_core::signature::Environment::Live,
+        BodyEnvironment::Sandbox => paymos_inbox_core::signature::Environment::Test,
+    });
+    let (actor, reason) = (
+        args.actor.as_deref().unwrap_or_default(),
+        args.reason.as_deref().unwrap_or_default(),
+    );
+    match resolve_in((&stack, &ledger), event_id, environment, (actor, reason)).await {
+        Ok(was) => {
+            println!("{event_id}: resolved (was {was})");
+            ExitCode::SUCCESS
+        }
+        Err(f) => f.report(),
+    }
+}
+
+/// Takes the delivery `event_id` off what waits once a person settled it outside the stack
+/// (an order conflict, an unusable delivery applied by hand), recorded in the audit trail
+/// first: the command line's and the console's door. Its outcome until then.
+///
+/// # Errors
+/// A usage failure (exit 2, the console's 409) when nothing of that id waits so; the ledger's
+/// or the audit trail's failure otherwise.
+pub(crate) async fn resolve_in(
+    (stack, ledger): (&Stack, &DynamoLedger),
+    event_id: &str,
+    environment: Option<paymos_inbox_core::signature::Environment>,
+    (actor, reason): (&str, &str),
+) -> Result<paymos_inbox_core::change::Applied, Failure> {
+    use crate::exit::IntoFailure as _;
+    let actor = crate::audit::who(stack, Some(actor)).await?;
+    let begun =
+        crate::audit::begin(stack, ActionKind::Resolve, &actor, event_id, Some(reason)).await?;
+    let done = exceptions::resolve(ledger, event_id, environment, &actor, now_ms())
+        .await
+        .map_err(|e| match e {
+            exceptions::ResolveError::NotResolvable(why) => Failure::usage(why),
+            exceptions::ResolveError::Port(e) => e.into_failure(),
+        });
+    crate::audit::finish(stack, &begun, done, |was| {
+        (format!("resolved (was {was})"), None)
+    })
+    .await
 }
 
 /// Why `release_in` did not release.

@@ -120,15 +120,18 @@ enum Command {
     MarkPaid(ops::MarkPaidArgs),
     /// Everything waiting for a person, with why and what to do
     ///
-    /// Held, paid-late and duplicate-payment invoices, payments whose order is known nowhere
-    /// (order_unknown), unconfirmed and unusable deliveries, dead letters. Exit 1 when
-    /// something waits (a cron job can alert on it). Once after an upgrade that adds the
-    /// indexes: --reindex. --body prints what Paymos sent for one delivery (an unusable one
-    /// is applied by hand from it).
+    /// Held, paid-late and duplicate-payment invoices, payments whose order (order_unknown)
+    /// or project (project_unknown) is known nowhere, payments naming another order than the
+    /// one their invoice shipped (order_conflict), unconfirmed and unusable deliveries, dead
+    /// letters. Exit 1 when something waits (a cron job can alert on it). Once after an
+    /// upgrade that adds the indexes: --reindex. --body prints what Paymos sent for one
+    /// delivery (an unusable one is applied by hand from it); --resolve takes an
+    /// order_conflict or unusable delivery you settled by hand off the list (audited).
     ///
     /// Examples:
     ///   paymos-inbox exceptions --stack-name paymos-inbox-live --json
     ///   paymos-inbox exceptions --body evt_… --environment live --stack-name paymos-inbox-live > body.json
+    ///   paymos-inbox exceptions --resolve evt_… --actor alice --reason "shipped order 1002 by hand" --stack-name paymos-inbox-live
     #[command(verbatim_doc_comment)]
     Exceptions(exceptions::ExceptionsArgs),
     /// Fulfil a held or paid-late payment on a person's word

@@ -604,6 +604,7 @@ pub(crate) fn waits_for_person(applied: paymos_inbox_core::change::Applied) -> b
             | Applied::DuplicatePayment
             | Applied::OrderUnknown
             | Applied::ProjectUnknown
+            | Applied::OrderConflict
             | Applied::Unconfirmed
             | Applied::Unusable
     )

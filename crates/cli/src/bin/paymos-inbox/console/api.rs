@@ -26,13 +26,14 @@ use crate::exit::Failure;
 use crate::stack::{NamedBy, Stack, StackArgs};
 
 /// The order the home page shows what waits in: the payments first, then the deliveries.
-pub const KINDS: [&str; 9] = [
+pub const KINDS: [&str; 10] = [
     "held",
     "paid_late",
     "duplicate_payment",
     "unconfirmed",
     "order_unknown",
     "project_unknown",
+    "order_conflict",
     "unusable",
     "dead_letter",
     crate::exceptions::PARKED_HANDOFF,
@@ -873,7 +874,7 @@ impl Console {
         }
     }
 
-    /// A state-changing action (`release`, `mark-paid`, `recheck`, `events-resend`, and the
+    /// A state-changing action (`release`, `mark-paid`, `recheck`, `resolve`, `events-resend`, and the
     /// jobs `redrive`, `events-redrive`, `resend`), its fields in `body`.
     pub async fn act(self: &Arc<Self>, action: &str, body: &[u8]) -> Answered {
         // Refused before any use case runs: none could write its change, or its audit entry.
@@ -916,6 +917,7 @@ impl Console {
                 }
             }
             "recheck" => self.recheck(&resource).await,
+            "resolve" => self.resolve(&resource, text("reason")).await,
             "events-resend" => self.events_resend(&resource).await,
             "redrive" | "events-redrive" | "resend" => self.start(
                 action,
@@ -932,6 +934,32 @@ impl Console {
             "console: action"
         );
         answered
+    }
+
+    /// A delivery a person settled outside the stack, off what waits (`exceptions --resolve`).
+    async fn resolve(&self, event_id: &str, reason: Option<String>) -> Answered {
+        let Some(reason) = reason else {
+            return Answered::refused(
+                StatusCode::BAD_REQUEST,
+                "resolving from the console needs a reason: say how it was settled",
+            );
+        };
+        match crate::exceptions::resolve_in(
+            (&self.stack, &self.ledger),
+            event_id,
+            None,
+            (&self.actor, &reason),
+        )
+        .await
+        {
+            Ok(was) => {
+                Answered::ok(json!({"id": event_id, "outcome": "resolved", "was": was.as_str()}))
+            }
+            Err(f) if f.code == crate::exit::USAGE => {
+                Answered::refused(StatusCode::CONFLICT, f.message)
+            }
+            Err(f) => Answered::failed(&f),
+        }
     }
 
     async fn mark_paid(&self, invoice_id: &str, given: crate::ops::OrderGiven) -> Answered {

@@ -16,7 +16,7 @@ let draftReason = '';
 let stackProjects = [];
 const LABELS = {
   held: 'Held: paid, but not as the order says', paid_late: 'Paid late', duplicate_payment: 'Duplicate payment',
-  unconfirmed: 'Unconfirmed', order_unknown: 'Order unknown', project_unknown: 'Project unknown', unusable: 'Unusable', dead_letter: 'Dead letters',
+  unconfirmed: 'Unconfirmed', order_unknown: 'Order unknown', project_unknown: 'Project unknown', order_conflict: 'Order conflict', unusable: 'Unusable', dead_letter: 'Dead letters',
   parked_handoff: 'Parked hand-off events',
 };
 
@@ -359,6 +359,13 @@ function actions(story) {
   }
   if (kinds.has('unconfirmed') || (story.deliveries || []).some((d) => d.outcome === 'unconfirmed')) {
     panel.append(el('div', { class: 'row' }, el('button', { type: 'button', 'data-action': 'recheck', onclick: () => act('recheck', { id }) }, 'Recheck with Paymos')));
+  }
+  // What only a person's own act settles (an order conflict; an unusable delivery applied by
+  // hand): once settled, say how, and it leaves the list.
+  for (const w of (story.waits || []).filter((w) => (w.kind === 'order_conflict' || w.kind === 'unusable') && w.event_id)) {
+    const how = el('textarea', { name: 'resolve-reason', id: `resolve-${w.event_id}`, rows: 2, required: true, placeholder: 'how you settled it (kept in the audit trail)' });
+    panel.append(el('label', { for: `resolve-${w.event_id}` }, `Resolve ${w.event_id} (${w.kind}): settled by hand`), how,
+      el('div', { class: 'row' }, el('button', { type: 'button', 'data-action': 'resolve', onclick: () => act('resolve', { id: w.event_id, reason: how.value }) }, 'Resolved')));
   }
   if (story.invoice) panel.append(resendFacts(id));
   return panel.childNodes.length ? [el('h3', {}, 'Actions'), panel] : null;

@@ -1087,3 +1087,39 @@ async fn release_with_the_api_records_a_lost_full_refund_and_ships_nothing() {
     let refund = rig.aws.item(&rig.state, "pk", "wdr_rf").await;
     assert!(refund.is_some(), "Paymos' refund is on record");
 }
+
+// Issue 54: an order id carrying terminal escapes (`ESC[2K ESC[1A` erases the line above and
+// rewrites it) reached the operator's terminal raw in `exceptions`' lines (order ids are
+// refused only when blank; resource ids are refused unless plain). Every human-readable line
+// now writes control characters as text; `--json` escapes them as JSON.
+#[tokio::test]
+async fn an_order_id_carrying_terminal_escapes_is_printed_escaped() {
+    let rig = Rig::new(Vec::new()).await;
+    let evil = "o-\u{1b}[2K\u{1b}[1Aok";
+    let event = |event_id: &str, event_type: &str, order: &str| {
+        envelope(
+            event_id,
+            event_type,
+            json!({"invoice_id": "inv_esc", "order": {"external_id": order, "amount": "10.00", "currency": "USDT"}}),
+        )
+    };
+    let fulfil = Fulfil::new(rig.store());
+    let open = event("evt_eo", "invoice.awaiting_payment", evil);
+    assert_eq!(
+        fulfil.apply(&live(&open), NOW_MS).await.unwrap().1,
+        Applied::Updated
+    );
+    // The event names another order than the record's: held, and listed with the record's.
+    let paid = event("evt_ep", "invoice.paid", "o-B");
+    assert_eq!(
+        fulfil.apply(&live(&paid), NOW_MS).await.unwrap().1,
+        Applied::Held
+    );
+    let (code, out) = paymos_inbox(&rig, &["exceptions"]).await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("o-\\u{1b}[2K\\u{1b}[1Aok"), "{out}");
+    assert!(!out.contains('\u{1b}'), "no raw escape: {out:?}");
+    let (_, json) = paymos_inbox(&rig, &["exceptions", "--json"]).await;
+    assert!(json.contains(r"o-\u001b[2K"), "{json:?}");
+    assert!(!json.contains('\u{1b}'), "{json:?}");
+}

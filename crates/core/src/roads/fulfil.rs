@@ -163,7 +163,7 @@ fn note(by: &str, change: &Change, applied: Applied, reason: Option<&str>) {
         ),
         Applied::Held => {
             let why = reason.unwrap_or("the payment does not match the registered order");
-            tracing::warn!(invoice_id, order_id, by, amount = ?order.amount.as_ref().map(Amount::as_str), currency = ?order.currency, "paid invoice held for review: {why}");
+            tracing::warn!(invoice_id, order_id, by, why, amount = ?order.amount.as_ref().map(Amount::as_str), currency = ?order.currency, "paid invoice held for review");
         }
         Applied::PaidLate => tracing::warn!(
             invoice_id,

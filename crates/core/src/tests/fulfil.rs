@@ -1592,7 +1592,7 @@ async fn a_held_a_duplicate_and_a_late_payment_each_warn_with_their_invoice() {
         (
             lines[1],
             "inv_3",
-            "held for review: the payment does not match the registered order",
+            "why=\"the payment does not match the registered order\"",
         ),
         (lines[2], "inv_4", "payment after the invoice closed"),
     ] {

@@ -192,11 +192,11 @@ pub async fn list(args: AuditArgs) -> ExitCode {
     };
     if args.json {
         for a in &found {
-            println!("{}", to_json(a));
+            say!("{}", to_json(a));
         }
         return ExitCode::SUCCESS;
     }
-    println!("{} action(s), newest first", found.len());
+    say!("{} action(s), newest first", found.len());
     for a in &found {
         let at = i64::try_from(a.at_ms)
             .ok()
@@ -206,7 +206,7 @@ pub async fn list(args: AuditArgs) -> ExitCode {
             .reason
             .as_deref()
             .map_or(String::new(), |r| format!("  reason: {r}"));
-        println!(
+        say!(
             "{at}  {:<9} {:<24} by {}  → {}{reason}",
             a.kind.as_str(),
             a.subject,

@@ -167,7 +167,7 @@ pub async fn run(args: ConsoleArgs) -> ExitCode {
         SocketAddr::V4(a) => format!("http://{a}/"),
         SocketAddr::V6(a) => format!("http://[{}]:{}/", a.ip(), a.port()),
     };
-    println!("{url}");
+    say!("{url}");
     tracing::info!(%url, "console: listening on loopback; Ctrl-C stops it");
     if args.open {
         open_browser(&url);

@@ -128,7 +128,7 @@ pub async fn run(args: DevArgs) -> ExitCode {
         Err(e) => return crate::failed(e),
     };
     let line = serde_json::to_string(&dev.info).expect("info serialises");
-    println!("{line}");
+    say!("{line}");
     if let Err(e) = std::fs::write(&args.info_file, format!("{line}\n")) {
         return Failure::usage(format!("--info-file {}: {e}", args.info_file.display())).report();
     }

@@ -104,7 +104,7 @@ pub async fn list(args: ExceptionsArgs) -> ExitCode {
         };
         match indexed.await {
             Ok((d, i, r)) => {
-                eprintln!(
+                tell!(
                     "indexed {d} delivery(ies) that waited for a person and {i} fact(s) of the state table; flagged {r} invoice(s) refunded in full"
                 );
             }
@@ -117,10 +117,10 @@ pub async fn list(args: ExceptionsArgs) -> ExitCode {
     };
     if args.json {
         for e in &found {
-            println!("{}", serde_json::to_string(e).expect("serialises"));
+            say!("{}", serde_json::to_string(e).expect("serialises"));
         }
     } else {
-        println!("{} waiting for a person", found.len());
+        say!("{} waiting for a person", found.len());
         let now = now_ms();
         for e in &found {
             let age = if e.since_ms == 0 {
@@ -132,7 +132,7 @@ pub async fn list(args: ExceptionsArgs) -> ExitCode {
                 Some(p) => format!("{age} of {p}"),
                 None => age,
             };
-            println!(
+            say!(
                 "{:<17} {}{age}\n{:<17} why:  {}\n{:<17} do:   {}",
                 e.kind.to_uppercase(),
                 e.resource_id
@@ -272,7 +272,7 @@ async fn resolve(args: &ExceptionsArgs, event_id: &str) -> ExitCode {
     );
     match resolve_in((&stack, &ledger), event_id, environment, (actor, reason)).await {
         Ok(was) => {
-            println!("{event_id}: resolved (was {was})");
+            say!("{event_id}: resolved (was {was})");
             ExitCode::SUCCESS
         }
         Err(f) => f.report(),
@@ -461,23 +461,23 @@ pub async fn release(args: ReleaseArgs) -> ExitCode {
     match release_in((&stack, state, &ledger), api, &args.invoice_id, &by).await {
         Ok(applied) => {
             if args.json {
-                println!(
+                say!(
                     "{}",
                     serde_json::json!({"invoice_id": args.invoice_id, "outcome": applied.as_str()})
                 );
             } else {
-                println!("{}: {applied}", args.invoice_id);
+                say!("{}: {applied}", args.invoice_id);
             }
             ExitCode::SUCCESS
         }
         Err(Unreleased::Refused(why)) => {
             if args.json {
-                println!(
+                say!(
                     "{}",
                     serde_json::json!({"invoice_id": args.invoice_id, "outcome": "not_releasable", "why": why})
                 );
             } else {
-                eprintln!("not released: {why}");
+                tell!("not released: {why}");
             }
             ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
         }
@@ -629,9 +629,9 @@ pub async fn recheck(args: RecheckArgs) -> ExitCode {
         Ok(results) => {
             for r in &results {
                 if args.json {
-                    println!("{}", serde_json::to_string(r).expect("serialises"));
+                    say!("{}", serde_json::to_string(r).expect("serialises"));
                 } else {
-                    println!(
+                    say!(
                         "{} {}: {}{}",
                         r.resource_id,
                         r.event_id,
@@ -643,7 +643,7 @@ pub async fn recheck(args: RecheckArgs) -> ExitCode {
                 }
             }
             if !args.json && results.is_empty() {
-                println!("no unconfirmed delivery to re-check");
+                say!("no unconfirmed delivery to re-check");
             }
             if results.iter().any(|r| r.outcome.waits()) {
                 ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
@@ -708,7 +708,7 @@ pub async fn orders(command: OrdersCommand) -> ExitCode {
     };
     match orders::register_order(&state, (scope.as_deref(), &order_id), &amount, &currency).await {
         Ok(()) => {
-            println!(
+            say!(
                 "order {order_id}: {amount} {}",
                 currency.to_ascii_uppercase()
             );

@@ -108,7 +108,7 @@ impl Failure {
     /// Prints the failure on stderr and answers its exit code.
     pub fn report(&self) -> ExitCode {
         for line in self.lines(VERBOSE.load(Ordering::Relaxed)) {
-            eprintln!("{line}");
+            tell!("{line}");
         }
         ExitCode::from(self.code)
     }

@@ -83,7 +83,7 @@ pub async fn tail(args: TailArgs) -> ExitCode {
     let mut print = |events: &[(u64, DomainEvent)]| {
         for (at, e) in events {
             if printed.insert(e.idempotency_key.clone()) {
-                println!("{}", envelope(e, *at));
+                say!("{}", envelope(e, *at));
             }
         }
     };
@@ -130,7 +130,7 @@ async fn consume(args: TailArgs) -> ExitCode {
             return ExitCode::SUCCESS;
         }
         for m in got {
-            println!("{}", m.body().unwrap_or_default());
+            say!("{}", m.body().unwrap_or_default());
             if let Some(handle) = m.receipt_handle() {
                 let _ = stack
                     .sqs
@@ -239,7 +239,7 @@ pub async fn since(args: SinceArgs) -> ExitCode {
     match committed_since(&args.stack, &args.since, args.environment.as_deref()).await {
         Ok((_, events)) => {
             for (at, e) in &events {
-                println!("{}", envelope(e, *at));
+                say!("{}", envelope(e, *at));
             }
             ExitCode::SUCCESS
         }
@@ -439,9 +439,9 @@ pub async fn resend(args: ResendArgs) -> ExitCode {
     match run.await {
         Ok(events) => {
             for e in &events {
-                println!("{}  {}", e.detail_type, e.idempotency_key);
+                say!("{}  {}", e.detail_type, e.idempotency_key);
             }
-            println!(
+            say!(
                 "{} event(s) published again, with their original idempotency keys",
                 events.len()
             );

@@ -8,6 +8,26 @@ use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 use paymos_inbox_core::signature::{DEFAULT_TOLERANCE_SECS, SignatureError, Verifier};
 use paymos_inbox_lambda::config::parse_secrets;
 
+/// `println!` of a human-readable line, its control characters escaped ([`shown::shown`]).
+macro_rules! say {
+    () => {
+        println!()
+    };
+    ($($arg:tt)*) => {
+        println!("{}", $crate::shown::shown(&format!($($arg)*)))
+    };
+}
+
+/// `eprintln!` of a human-readable line, its control characters escaped ([`shown::shown`]).
+macro_rules! tell {
+    () => {
+        eprintln!()
+    };
+    ($($arg:tt)*) => {
+        eprintln!("{}", $crate::shown::shown(&format!($($arg)*)))
+    };
+}
+
 #[derive(Parser)]
 #[command(
     name = "paymos-inbox",
@@ -344,6 +364,7 @@ mod exit;
 mod handoff;
 mod ops;
 mod send;
+mod shown;
 mod stack;
 
 /// Where `dev` listens and `send` posts by default.
@@ -458,7 +479,7 @@ fn main() -> ExitCode {
             match paymos_inbox::local::events::refresh(&dir, &secret, at) {
                 Ok(files) => {
                     for f in files {
-                        println!("signed {} at t={at}", dir.join(f).display());
+                        say!("signed {} at t={at}", dir.join(f).display());
                     }
                     ExitCode::SUCCESS
                 }
@@ -505,13 +526,13 @@ fn verify(args: &VerifyArgs) -> ExitCode {
         Ok(ok) => {
             let env = ok.key.environment().map_or("unknown", |e| e.as_str());
             if args.json {
-                println!(
+                say!(
                     "{}",
                     serde_json::json!({"valid": true, "secret": ok.key.label(), "environment": env,
                         "timestamp": ok.timestamp, "skew_secs": now.abs_diff(ok.timestamp)})
                 );
             } else {
-                println!(
+                say!(
                     "valid: signed with the secret labelled '{}' (environment: {env}), t={}, {}s from now",
                     ok.key.label(),
                     ok.timestamp,
@@ -522,14 +543,14 @@ fn verify(args: &VerifyArgs) -> ExitCode {
         }
         Err(e) => {
             if args.json {
-                println!(
+                say!(
                     "{}",
                     serde_json::json!({"valid": false, "error": e.code(), "reason": e.to_string()})
                 );
             } else {
-                println!("invalid: {}: {e}", e.code());
+                say!("invalid: {}: {e}", e.code());
                 if let Some(hint) = hint(&e) {
-                    println!("hint: {hint}");
+                    say!("hint: {hint}");
                 }
             }
             ExitCode::from(EXIT_NEEDS_A_PERSON)

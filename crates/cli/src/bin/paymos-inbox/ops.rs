@@ -41,12 +41,16 @@ pub(crate) async fn with_progress_of<T>(
     let ticker = tokio::spawn(async move {
         loop {
             if terminal {
-                eprint!("\r\x1b[2K{}: {} s", line(), started.elapsed().as_secs());
+                eprint!(
+                    "\r\x1b[2K{}: {} s",
+                    crate::shown::shown(&line()),
+                    started.elapsed().as_secs()
+                );
                 let _ = std::io::stderr().flush();
                 tokio::time::sleep(Duration::from_secs(1)).await;
             } else {
                 tokio::time::sleep(Duration::from_secs(10)).await;
-                eprintln!("{}: {} s", line(), started.elapsed().as_secs());
+                tell!("{}: {} s", line(), started.elapsed().as_secs());
             }
         }
     });
@@ -206,17 +210,17 @@ pub async fn check(args: CheckArgs) -> ExitCode {
     let steps = with_progress("checking (6 steps)", check::run(options)).await;
     if args.json {
         for s in &steps {
-            println!("{}", serde_json::to_string(s).expect("steps serialise"));
+            say!("{}", serde_json::to_string(s).expect("steps serialise"));
         }
     } else {
-        println!("step  result   what it proves / evidence");
+        say!("step  result   what it proves / evidence");
         for s in &steps {
-            println!("{:<5} {:<8} {}", s.number, s.verdict.to_uppercase(), s.name);
+            say!("{:<5} {:<8} {}", s.number, s.verdict.to_uppercase(), s.name);
             for e in &s.evidence {
-                println!("{:<14} {e}", "");
+                say!("{:<14} {e}", "");
             }
             if let Some(m) = &s.missing {
-                println!("{:<14} UNPROVEN: {m}", "");
+                say!("{:<14} UNPROVEN: {m}", "");
             }
         }
     }
@@ -267,13 +271,17 @@ pub async fn pending(args: PendingArgs) -> ExitCode {
         let job = (args.older_than, args.limit);
         return match resend_in(&stack, &ledger, job, args.actor.as_deref(), None).await {
             Ok(swept) if args.json => {
-                println!("{}", serde_json::json!({ "resend": swept }));
+                say!("{}", serde_json::json!({ "resend": swept }));
                 ExitCode::SUCCESS
             }
             Ok(swept) => {
-                println!(
+                say!(
                     "{} stranded, {} sent again, {} taken by someone else meanwhile, {} failed (try again), {} without a body (replay them from Paymos' dashboard)",
-                    swept.found, swept.resent, swept.skipped, swept.failed, swept.bodiless
+                    swept.found,
+                    swept.resent,
+                    swept.skipped,
+                    swept.failed,
+                    swept.bodiless
                 );
                 if swept.failed > 0 || swept.bodiless > 0 {
                     ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
@@ -288,12 +296,12 @@ pub async fn pending(args: PendingArgs) -> ExitCode {
         Ok(list) => {
             let now = now_ms();
             if !args.json {
-                println!("{} deliveries recorded but not processed", list.len());
+                say!("{} deliveries recorded but not processed", list.len());
             }
             for p in list {
                 let age = now.saturating_sub(p.received_at_ms) / 1000;
                 if args.json {
-                    println!("{}", serde_json::json!({"pending": p, "age_secs": age}));
+                    say!("{}", serde_json::json!({"pending": p, "age_secs": age}));
                 } else {
                     let sweep_after = paymos_inbox_core::sweep::DEFAULT_SWEEP_AFTER_SECS;
                     let lease = if p.lease_until_ms > now {
@@ -303,7 +311,7 @@ pub async fn pending(args: PendingArgs) -> ExitCode {
                     } else {
                         "stranded: the scheduled sweep sends it again (or run pending --resend now)"
                     };
-                    println!(
+                    say!(
                         "{}  {:<34} {:<12} age {age}s  sent {}x  {lease}",
                         p.event_id,
                         p.event_type,
@@ -428,13 +436,13 @@ pub async fn move_back(
                 paymos_inbox::local::redrive::Redriven::OneByOne(_) => "one_by_one",
             };
             if json {
-                println!(
+                say!(
                     "{}",
                     serde_json::json!({"moved": done.moved(), "how": how, "per_second": per_second})
                 );
             } else {
                 let pace = per_second.map_or(String::new(), |n| format!(", at most {n} a second"));
-                println!(
+                say!(
                     "moved {} message(s) from the DLQ back to {to} ({how}{pace})",
                     done.moved()
                 );
@@ -632,15 +640,15 @@ pub async fn mark_paid(args: MarkPaidArgs) -> ExitCode {
     match mark_paid_in(&stack, &args.invoice_id, given, &args.actor).await {
         Ok(applied) => {
             if args.json {
-                println!(
+                say!(
                     "{}",
                     serde_json::json!({"invoice_id": args.invoice_id, "outcome": applied.as_str()})
                 );
             } else {
-                println!("{}: {applied}", args.invoice_id);
+                say!("{}: {applied}", args.invoice_id);
             }
             if let Some(why) = shipped_nothing(applied) {
-                eprintln!("{}: {why}", args.invoice_id);
+                tell!("{}: {why}", args.invoice_id);
                 ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
             } else if waits_for_person(applied) {
                 ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
@@ -729,7 +737,7 @@ pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
         Err(e) => return fail(e),
     };
     if args.json {
-        println!(
+        say!(
             "{}",
             serde_json::to_string(&report).expect("report serialises")
         );
@@ -745,21 +753,26 @@ pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
 
 /// The reconciliation's findings, one line each, as an operator reads them.
 fn print_report(report: &paymos_inbox_core::reconcile::Report) {
-    println!(
+    say!(
         "paid at Paymos: {}, fulfilled here once: {}",
-        report.paid_at_paymos, report.matched
+        report.paid_at_paymos,
+        report.matched
     );
     for m in &report.missing {
         let applied = report
             .applied_to(&m.invoice_id)
             .map_or(String::new(), |a| format!(" → {a}"));
-        println!(
+        say!(
             "MISSING {} {} {} {} (order {}){applied}",
-            m.invoice_id, m.status, m.amount, m.currency, m.order_id
+            m.invoice_id,
+            m.status,
+            m.amount,
+            m.currency,
+            m.order_id
         );
     }
     for (order, invoices) in &report.double {
-        println!(
+        say!(
             "DOUBLE  order {order}: fulfilled {} times ({})",
             invoices.len(),
             invoices.join(", ")
@@ -769,27 +782,37 @@ fn print_report(report: &paymos_inbox_core::reconcile::Report) {
         let applied = report
             .applied_to(&d.invoice_id)
             .map_or(String::new(), |a| format!(" → {a}"));
-        println!(
+        say!(
             "DUPLICATE PAYMENT {} {} {} (order {} was fulfilled by another invoice: refund){applied}",
-            d.invoice_id, d.amount, d.currency, d.order_id
+            d.invoice_id,
+            d.amount,
+            d.currency,
+            d.order_id
         );
     }
     for invoice in &report.unknown {
-        println!("UNKNOWN {invoice}: fulfilled here, not paid at Paymos");
+        say!("UNKNOWN {invoice}: fulfilled here, not paid at Paymos");
     }
     for l in &report.paid_late {
         let applied = report
             .applied_to(&l.invoice_id)
             .map_or(String::new(), |a| format!(" → {a}"));
-        println!(
+        say!(
             "PAID_LATE {} {} {} (order {}): paid after it closed {} at Paymos; release or refund it{applied}",
-            l.invoice_id, l.amount, l.currency, l.order_id, l.status
+            l.invoice_id,
+            l.amount,
+            l.currency,
+            l.order_id,
+            l.status
         );
     }
     for r in &report.refunded {
-        println!(
+        say!(
             "REFUNDED {} {} {} (order {}): paid and refunded in full at Paymos; never fulfilled",
-            r.invoice_id, r.amount, r.currency, r.order_id
+            r.invoice_id,
+            r.amount,
+            r.currency,
+            r.order_id
         );
     }
 }
@@ -860,17 +883,21 @@ pub async fn soak(args: SoakArgs) -> ExitCode {
     };
     drop(running);
     if args.json {
-        println!(
+        say!(
             "{}",
             serde_json::to_string(&report).expect("report serialises")
         );
     } else {
         let r = &report;
-        println!(
+        say!(
             "deliveries {} (sends {} incl. duplicates; {} collided; {} payments via two endpoints), HTTP attempts {}",
-            r.deliveries, r.sends, r.collisions, r.two_endpoint_payments, r.attempts
+            r.deliveries,
+            r.sends,
+            r.collisions,
+            r.two_endpoint_payments,
+            r.attempts
         );
-        println!(
+        say!(
             "port calls {}: {} failed, {} lost replies, {} crashes; {} message(s) reached the DLQ and were redriven",
             r.port_calls,
             r.injected_failures,
@@ -878,7 +905,7 @@ pub async fn soak(args: SoakArgs) -> ExitCode {
             r.injected_crashes,
             r.dlq_redriven
         );
-        println!(
+        say!(
             "edges: {} sandbox-signed for live invoices ({} reusing a live event id), {} hostile bodies, {} second invoices for paid orders, {} paid events without their order ({} came before any event named it: order_unknown, for a person), {} refunds (overpayment and full; {} payments came after their full refund: refunded, never shipped), {} senders gave up ({} record(s) sent again by the sweep)",
             r.sandbox_signed,
             r.sandbox_reused,
@@ -891,13 +918,18 @@ pub async fn soak(args: SoakArgs) -> ExitCode {
             r.given_up,
             r.swept
         );
-        println!(
+        say!(
             "processed {}/{} (the rest never acknowledged: their senders gave up); invoices {}: fulfilled exactly once {}; deposits credited once {}; balances exact {}",
-            r.processed, r.deliveries, r.invoices, r.fulfilled, r.credited, r.balances_checked
+            r.processed,
+            r.deliveries,
+            r.invoices,
+            r.fulfilled,
+            r.credited,
+            r.balances_checked
         );
-        println!("violations {} in {:.1} s", r.violations.len(), r.seconds);
+        say!("violations {} in {:.1} s", r.violations.len(), r.seconds);
         for v in r.violations.iter().take(50) {
-            println!("  VIOLATION {v}");
+            say!("  VIOLATION {v}");
         }
     }
     if report.violations.is_empty() {
@@ -953,7 +985,7 @@ pub async fn bench_e2e(args: BenchE2eArgs) -> ExitCode {
     };
     drop(running);
     if args.json {
-        println!(
+        say!(
             "{}",
             serde_json::to_string(&report).expect("report serialises")
         );
@@ -962,12 +994,15 @@ pub async fn bench_e2e(args: BenchE2eArgs) -> ExitCode {
             ("pipeline (HTTP + ingest + emulators)", &report.pipeline),
             ("raw put + send loop", &report.raw),
         ] {
-            println!(
+            say!(
                 "{name:<38} {:>6} requests  {:>8.0}/s  p50 {:>6.2} ms  p99 {:>6.2} ms",
-                f.requests, f.per_second, f.p50_ms, f.p99_ms
+                f.requests,
+                f.per_second,
+                f.p50_ms,
+                f.p99_ms
             );
         }
-        println!("ratio pipeline / raw: {:.2}x (target >= 0.8)", report.ratio);
+        say!("ratio pipeline / raw: {:.2}x (target >= 0.8)", report.ratio);
     }
     ExitCode::SUCCESS
 }

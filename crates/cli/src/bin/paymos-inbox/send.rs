@@ -92,12 +92,12 @@ async fn outcome_of(
                     _ => "",
                 };
                 if json {
-                    println!(
+                    say!(
                         "{}",
                         serde_json::json!({"event_id": event_id, "outcome": outcome, "applied": applied})
                     );
                 } else {
-                    println!("{event_id} outcome: {outcome}{said}");
+                    say!("{event_id} outcome: {outcome}{said}");
                 }
                 return Ok(applied);
             }
@@ -106,14 +106,12 @@ async fn outcome_of(
             }
             Ok(_) => {
                 if json {
-                    println!(
+                    say!(
                         "{}",
                         serde_json::json!({"event_id": event_id, "outcome": null, "applied": false, "waited_secs": 60})
                     );
                 } else {
-                    println!(
-                        "{event_id} outcome: not processed within 60 s (read the fulfil logs)"
-                    );
+                    say!("{event_id} outcome: not processed within 60 s (read the fulfil logs)");
                 }
                 return Ok(false);
             }
@@ -277,12 +275,12 @@ impl One<'_> {
     fn print(&self, a: &paymos_inbox::tools::send::Attempt) {
         let (event_id, resource) = (self.event_id, self.resource);
         if self.args.json {
-            println!(
+            say!(
                 "{}",
                 serde_json::json!({"event_id": event_id, "resource": resource, "attempt": a})
             );
         } else {
-            println!(
+            say!(
                 "{event_id} {} {resource} attempt {:>2} → {} {} ({} ms)",
                 self.args.event_type,
                 a.attempt,

@@ -122,8 +122,11 @@ pub async fn outbound_secret(
 }
 
 /// The signing key(s) in a secret's text: `{"key": "whsec_…"}` (or the key alone), with
-/// `"previous"` during a rotation.
-fn signing_keys(
+/// `"previous"` during a rotation: what the deliver function signs with.
+///
+/// # Errors
+/// [`PortErrorKind::Misconfigured`], naming `var` (never the secret), when it holds no key.
+pub fn signing_keys(
     text: &str,
     var: &'static str,
 ) -> Result<paymos_inbox_core::outbound::OutboundSecret, PortError> {

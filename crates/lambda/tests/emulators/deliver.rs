@@ -371,3 +371,91 @@ async fn the_last_failed_attempt_parks_the_event_with_its_last_answer() {
     );
     assert!(retries.asked().is_empty());
 }
+
+/// The consumer's secret as `docs/handoff.md`'s Python snippet builds it from the secret's
+/// text `stored`: its lines that name `key` and `secret`, run as written (with
+/// `get_secret_value` answering `stored`).
+fn documented_consumer_secret(doc: &str, stored: &str) -> String {
+    let snippet = doc
+        .split("```python\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("docs/handoff.md has the consumer's Python snippet");
+    let lines: Vec<&str> = snippet
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("key =") || l.starts_with("secret ="))
+        .collect();
+    assert!(!lines.is_empty(), "the snippet builds `secret`: {snippet}");
+    let program = format!(
+        "import json, sys\nstored = sys.stdin.read()\nget_secret_value = lambda SecretId: {{'SecretString': stored}}\narn = None\n{}\nprint(secret)\n",
+        lines.join("\n")
+    );
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    let mut child = std::process::Command::new(root.join(".venv/bin/python"))
+        .args(["-c", &program])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("the .venv's python (make deps)");
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stored.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{program}");
+    String::from_utf8(out.stdout).unwrap().trim().to_owned()
+}
+
+// Issue 52: the documented rotation stored `{"key":"whsec_NEW",…}` while the consumer's
+// snippet builds `"whsec_" + key`, so after the rotation every consumer following the docs
+// held `whsec_whsec_NEW` and refused every message (the deliver function strips one prefix, so
+// nothing showed it). Each secret text the rotation steps store, with keys of the shape the
+// template generates, signs through the deliver function's own reading of it, and the
+// documented snippet's secret verifies with the reference libraries.
+#[tokio::test]
+async fn the_documented_rotation_and_the_consumer_snippet_agree() {
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/handoff.md"
+    ))
+    .unwrap();
+    // Keys as the template generates them: 32 letters and digits.
+    let (new, old) = (
+        "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        "c2VjcmV0LW9mLXRoZS1vbGQta2V5AbCd",
+    );
+    let stored: Vec<String> = doc
+        .split("--secret-string '")
+        .skip(1)
+        .filter_map(|rest| rest.split('\'').next())
+        .map(|s| s.replace("NEW", new).replace("OLD", old))
+        .collect();
+    assert!(
+        stored.len() >= 2,
+        "the rotation's steps store the secret: {stored:?}"
+    );
+    // Before the rotation: the template's own secret.
+    let generated = format!(r#"{{"key":"{old}"}}"#);
+    for text in std::iter::once(&generated).chain(&stored) {
+        let signing = paymos_inbox_aws::secrets::signing_keys(text, "V").unwrap();
+        let (url, received) = receiver(204).await;
+        let target = HttpWebhookTarget::new(&url, Duration::from_secs(5)).unwrap();
+        let response = handle_batch(
+            &target,
+            &MemoryRetries::new(),
+            &signing,
+            batch(&[order_paid("inv_rot")]),
+            now_s(),
+        )
+        .await;
+        assert!(response.batch_item_failures.is_empty());
+        let (headers, body) = received.lock().unwrap()[0].clone();
+        let consumer = documented_consumer_secret(&doc, text);
+        verifies_with(&consumer, &headers, &body)
+            .unwrap_or_else(|e| panic!("{text}: the documented consumer refuses: {e}"));
+    }
+}

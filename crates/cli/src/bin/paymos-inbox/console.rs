@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, HOST, HeaderValue};
+use hyper::header::{
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, HOST, HeaderValue, X_CONTENT_TYPE_OPTIONS,
+};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -317,6 +319,7 @@ fn json(status: StatusCode, body: &serde_json::Value) -> Answer {
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     response
 }
 
@@ -325,6 +328,7 @@ fn page(content_type: &'static str, text: String) -> Answer {
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     // Only its own script and style; no frame may hold it (no click-jacking).
     headers.insert(
         CONTENT_SECURITY_POLICY,
@@ -342,6 +346,22 @@ mod tests {
 
     fn session() -> Session {
         Session::new(SocketAddr::from(([127, 0, 0, 1], 4321)))
+    }
+
+    // Issue 54: the JSON answers lacked `X-Content-Type-Options: nosniff` (a browser may then
+    // guess a type other than the one said); every answer, page or JSON, says it.
+    #[test]
+    fn every_answer_forbids_type_sniffing() {
+        for answer in [
+            json(StatusCode::OK, &serde_json::json!({"id": "inv_1"})),
+            json(StatusCode::CONFLICT, &serde_json::json!({"error": "x"})),
+            page("text/html; charset=utf-8", String::new()),
+        ] {
+            assert_eq!(
+                answer.headers().get("x-content-type-options"),
+                Some(&HeaderValue::from_static("nosniff"))
+            );
+        }
     }
 
     #[test]

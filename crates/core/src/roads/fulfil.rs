@@ -197,25 +197,33 @@ pub async fn close_then_pay<S: ResourceStore>(
     now_ms: u64,
 ) -> Result<Change, PortError> {
     let order = order.unwrap_or_else(OrderRef::none);
-    if let Change::Invoice {
-        invoice_id,
-        occurred_at,
-        ..
-    } = &change
-    {
-        let close = Change::Invoice {
-            invoice_id: invoice_id.clone(),
-            status: closed,
-            occurred_at: *occurred_at,
-            paid_at: None,
-            order: order.clone(),
-        };
+    if let Some(close) = close_of(&change, closed, &order) {
         let by = Source::Manual {
             actor: actor.to_owned(),
         };
         settle_confirmed(store, &by, &close, effect, now_ms).await?;
     }
     Ok(as_paymos_says(change, Some(order), paid_at))
+}
+
+/// The close `closed` of the invoice a late payment (`change`) pays, with `order` and no
+/// payment time: recorded before the payment, so that lands `paid_late`.
+fn close_of(change: &Change, closed: InvoiceStatus, order: &OrderRef) -> Option<Change> {
+    let Change::Invoice {
+        invoice_id,
+        occurred_at,
+        ..
+    } = change
+    else {
+        return None;
+    };
+    Some(Change::Invoice {
+        invoice_id: invoice_id.clone(),
+        status: closed,
+        occurred_at: *occurred_at,
+        paid_at: None,
+        order: order.clone(),
+    })
 }
 
 /// An open invoice event is not read back, so under the reverse check it sets no order or
@@ -457,27 +465,11 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         // A close announcing a late payment, taken at its word (without the check; with it,
         // Paymos' answer does the same): the close first, so the payment lands `paid_late`
         // and waits for a person, never shipped as an open invoice's.
-        if let (
-            None,
-            Some((closed, _)),
-            Change::Invoice {
-                invoice_id,
-                occurred_at,
-                order,
-                ..
-            },
-        ) = (
-            &self.confirmation,
-            crate::change::late_payment(&envelope),
-            &change,
-        ) {
-            let close = Change::Invoice {
-                invoice_id: invoice_id.clone(),
-                status: closed,
-                occurred_at: *occurred_at,
-                paid_at: None,
-                order: order.clone(),
-            };
+        if self.confirmation.is_none()
+            && let Some((closed, _)) = crate::change::late_payment(&envelope)
+            && let Change::Invoice { order, .. } = &change
+            && let Some(close) = close_of(&change, closed, order)
+        {
             let by = Source::Manual {
                 actor: "webhook".into(),
             };

@@ -828,3 +828,58 @@ async fn recheck_naming_another_environment_than_the_stacks_is_refused_with_exit
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("this stack applies sandbox"), "{out}");
 }
+
+// Issue 49: `mark-paid --order-id B` of an invoice that shipped order A answered
+// `already_final` and exited 0, as if B shipped. Now it says the invoice shipped another
+// order and exits 1; nothing more ships.
+#[tokio::test]
+async fn mark_paid_naming_another_order_than_the_one_shipped_exits_1_and_says_so() {
+    let dev = dev_of(None, &["prj_local"]).await;
+    let scratch_info = scratch("dev-info");
+    let info = scratch_info.path().join("dev-info.json");
+    std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
+    let info = info.to_str().unwrap().to_owned();
+    let args = |a: &[&str]| -> Vec<String> { a.iter().map(|s| (*s).to_owned()).collect() };
+    let sent = args(&[
+        "send",
+        "--type",
+        "invoice.paid",
+        "--resource",
+        "inv_shipped",
+        "--wait",
+        "--dev-info",
+        &info,
+    ]);
+    let (code, out) = tokio::task::spawn_blocking(move || cli_code(sent))
+        .await
+        .unwrap();
+    assert_eq!(code, Some(0), "{out}");
+    let mark = |order: &str| {
+        args(&[
+            "mark-paid",
+            "inv_shipped",
+            "--order-id",
+            order,
+            "--actor",
+            "support:eve",
+            "--dev-info",
+            &info,
+        ])
+    };
+    let other = mark("order-elsewhere");
+    let (code, out) = tokio::task::spawn_blocking(move || cli_code(other))
+        .await
+        .unwrap();
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("shipped another order"), "{out}");
+    let same = mark("order-inv_shipped");
+    let (code, out) = tokio::task::spawn_blocking(move || cli_code(same))
+        .await
+        .unwrap();
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("already_final"), "{out}");
+    assert_eq!(
+        aws_state_fulfilments(&tables_of(&dev), "inv_shipped").await,
+        1
+    );
+}

@@ -840,13 +840,9 @@ fn on_resource(
                 reason: after_refund.then(|| AFTER_REFUND.into()),
             })
         }
-        // A person's road reports where the payment stands (a hold, a duplicate, a late
-        // payment, or done).
-        (Change::Invoice { .. }, Found::Invoice(current)) if current.is_final() && !delivery => {
-            mark_only(standing_outcome(standing))
-        }
-        // A delivery paying another order than the one this invoice shipped: one of the two
-        // words is wrong (an invoice pays one order), and only a person can say which.
+        // A payment naming another order than the one this invoice shipped (a delivery's, or a
+        // person's word): one of the two words is wrong (an invoice pays one order), and only a
+        // person can say which. A delivery's waits, listed; a person hears it (nothing written).
         (Change::Invoice { status, order, .. }, Found::Invoice(current))
             if status.fulfils()
                 && current.fulfils()
@@ -854,6 +850,9 @@ fn on_resource(
                 && recorded.external_id.is_some()
                 && order.external_id != recorded.external_id =>
         {
+            if !delivery {
+                return Step::Done(Applied::OrderConflict);
+            }
             Step::Then(Plan {
                 write: Write::Review,
                 with_mark: true,
@@ -864,6 +863,11 @@ fn on_resource(
                     recorded.external_id.as_deref().unwrap_or_default()
                 )),
             })
+        }
+        // A person's road reports where the payment stands (a hold, a duplicate, a late
+        // payment, or done).
+        (Change::Invoice { .. }, Found::Invoice(current)) if current.is_final() && !delivery => {
+            mark_only(standing_outcome(standing))
         }
         (Change::Invoice { .. }, Found::Invoice(current)) if current.is_final() => {
             done(Applied::AlreadyFinal)

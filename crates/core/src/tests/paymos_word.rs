@@ -1026,3 +1026,27 @@ async fn a_delivery_naming_another_order_than_the_one_shipped_waits_for_a_person
         Err(crate::exceptions::ResolveError::NotResolvable(_))
     ));
 }
+
+// A person's `mark-paid --order-id B` of an invoice that shipped order A answered
+// `already_final`, exit 0, as if B shipped. It is the same conflict as a delivery's: the
+// person hears `order_conflict` (the command line exits 1 and says why); nothing is written.
+#[tokio::test]
+async fn a_persons_word_naming_another_order_than_the_one_shipped_is_a_conflict() {
+    let (outcomes, store) = webhooks(&[invoice("evt_p", "paid", 100)]).await;
+    assert_eq!(outcomes, [Fulfilled]);
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let named = |id: &str| OrderRef {
+        external_id: Some(id.into()),
+        ..OrderRef::none()
+    };
+    let before = store.keys();
+    let other = fulfil
+        .mark_paid("inv_1", named("o-B"), "support", NOW_MS)
+        .await;
+    let same = fulfil
+        .mark_paid("inv_1", named("o-1"), "support", NOW_MS)
+        .await;
+    assert_eq!((other, same), (Ok(OrderConflict), Ok(AlreadyFinal)));
+    assert_eq!(store.keys(), before, "nothing written");
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}

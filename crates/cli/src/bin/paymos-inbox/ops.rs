@@ -612,7 +612,6 @@ pub(crate) fn waits_for_person(applied: paymos_inbox_core::change::Applied) -> b
             | Applied::DuplicatePayment
             | Applied::OrderUnknown
             | Applied::ProjectUnknown
-            | Applied::OrderConflict
             | Applied::Unconfirmed
             | Applied::Unusable
     )
@@ -670,6 +669,9 @@ pub(crate) fn shipped_nothing(applied: paymos_inbox_core::change::Applied) -> Op
         ),
         Applied::OtherProject => Some(
             "nothing shipped: the invoice is another project's, which this stack does not apply (PaymosProjectIds)",
+        ),
+        Applied::OrderConflict => Some(
+            "nothing shipped: this invoice shipped another order, and an invoice pays one order (see its story with the console, or Paymos' dashboard for the order it paid)",
         ),
         _ => None,
     }

@@ -675,13 +675,23 @@ pub fn change_of(envelope: &Envelope) -> Change {
 /// beside it; no source says which event announces it).
 #[must_use]
 pub fn late_payment(envelope: &Envelope) -> Option<(InvoiceStatus, u64)> {
-    let status = envelope
+    let at = envelope.data.paid_late_at?;
+    let closed = |s: &InvoiceStatus| s.is_final() && !s.fulfils();
+    let typed = envelope
         .event_type
         .strip_prefix("invoice.")
         .and_then(InvoiceStatus::parse)?;
-    let at = envelope.data.paid_late_at?;
-    (envelope.category == Category::Invoice && status.is_final() && !status.fulfils())
-        .then_some((status, at))
+    // The close the type names, else the one its snapshot keeps (an `invoice.paid` whose
+    // `data.status` stays `expired` beside `paid_late_at`).
+    let status = Some(typed).filter(closed).or_else(|| {
+        envelope
+            .data
+            .status
+            .as_deref()
+            .and_then(InvoiceStatus::parse)
+            .filter(|s| typed.fulfils() && closed(s))
+    })?;
+    (envelope.category == Category::Invoice).then_some((status, at))
 }
 
 /// The change of an invoice event at `status` (a close announcing a late payment is a payment

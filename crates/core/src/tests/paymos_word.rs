@@ -850,8 +850,8 @@ async fn an_invoice_whose_events_name_two_other_projects_ships_neither() {
 // is the resource's state at the event, and every official `invoice.paid` carries `status`
 // `paid`. Without the reverse check, an `invoice.paid` whose own snapshot says `cancelled`
 // shipped its order. A payment event whose snapshot says the invoice did not pay ships nothing
-// now and waits as `unusable` with why; a close that announces a late payment
-// (`paid_late_at`) is a payment as before.
+// now and waits as `unusable` with why; one whose snapshot announces a late payment
+// (`paid_late_at`) lands `paid_late`.
 #[tokio::test]
 async fn a_payment_event_whose_snapshot_says_unpaid_ships_nothing_and_waits() {
     let data = |status: &str, late: &str| {
@@ -866,7 +866,7 @@ async fn a_payment_event_whose_snapshot_says_unpaid_ships_nothing_and_waits() {
         assert_eq!(store.fulfilments(), [], "{status}");
         assert_eq!(claims(&store), Vec::<String>::new(), "{status}");
     }
-    // The snapshot agrees, or announces a late payment: as before.
+    // The snapshot agrees: as before; it announces a late payment: that.
     let agrees = item("evt_a", "invoice.paid", 100, &data("paid", ""));
     assert_eq!(webhooks(&[agrees]).await.0, [Fulfilled]);
     let over = item("evt_o", "invoice.paid_over", 100, &data("paid_over", ""));
@@ -877,7 +877,7 @@ async fn a_payment_event_whose_snapshot_says_unpaid_ships_nothing_and_waits() {
         100,
         &data("expired", r#","paid_late_at":90"#),
     );
-    assert_eq!(webhooks(&[late]).await.0, [Fulfilled]);
+    assert_eq!(webhooks(&[late]).await.0, [PaidLate]);
     let unknown = item("evt_x", "invoice.paid", 100, &data("settled_somehow", ""));
     assert_eq!(webhooks(&[unknown]).await.0, [Fulfilled]);
 }
@@ -1049,4 +1049,25 @@ async fn a_persons_word_naming_another_order_than_the_one_shipped_is_a_conflict(
     assert_eq!((other, same), (Ok(OrderConflict), Ok(AlreadyFinal)));
     assert_eq!(store.keys(), before, "nothing written");
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}
+
+// Found by the model's new shapes (a reference-only helper): no source says which event
+// announces a late payment; an `invoice.paid` whose snapshot keeps the closed status with
+// `paid_late_at` (the contract's shape of a late payment) shipped as if paid in time without
+// the reverse check. It lands `paid_late`, dated by `paid_late_at`, and waits for a person.
+#[tokio::test]
+async fn a_payment_event_whose_snapshot_says_closed_and_paid_late_lands_paid_late() {
+    let late = item(
+        "evt_l",
+        "invoice.paid",
+        120,
+        r#"{"invoice_id":"inv_1","status":"expired","paid_late_at":115,"order":{"external_id":"o-1","amount":"10","currency":"USD"}}"#,
+    );
+    let (outcomes, store) = webhooks(&[late]).await;
+    assert_eq!(outcomes, [PaidLate]);
+    assert_eq!(store.fulfilments(), []);
+    let seen = store.invoice("inv_1").unwrap().seen();
+    assert!(seen.paid_late, "{seen:?}");
+    assert_eq!(seen.payment_at, Some(115));
+    assert_eq!(seen.status, Some(crate::status::InvoiceStatus::Expired));
 }

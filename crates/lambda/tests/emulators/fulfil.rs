@@ -228,8 +228,9 @@ async fn a_late_open_event_never_moves_an_invoice_backwards() {
 #[tokio::test]
 async fn a_replay_after_support_marked_the_invoice_paid_fulfils_nothing() {
     let rig = Rig::new().await;
+    // Support names the order the invoice pays (one naming another waits as `order_conflict`).
     let order = OrderRef {
-        external_id: Some("order-manual".into()),
+        external_id: Some("order-inv_manual".into()),
         amount: Amount::parse("10.50"),
         currency: Some("USDT".into()),
         project: None,

@@ -324,7 +324,10 @@ async fn check_against_dev_passes_all_six_steps_with_evidence_even_when_replies_
     let tables = tables_of(&dev);
     let mut options = options("http://unused");
     options.url = dev.info.ingest_url.clone();
-    options.patience = Duration::from_secs(20);
+    // Beyond ingest's lease (30 s): on a loaded machine an attempt the sender gave up on can
+    // hold it that long, and every retry meanwhile is rightly `in_progress` (a clean-clone CI
+    // run saw 30 of them in 20 s); the sender retries for hours, so the check waits it out.
+    options.patience = Duration::from_secs(paymos_inbox_core::ingest::DEFAULT_LEASE_SECS + 15);
     options.probe = Some(Probe::Tables(tables.clone()));
     options.mark_paid = Some(MarkPaid::Tables(tables));
     let steps = check::run(options).await;

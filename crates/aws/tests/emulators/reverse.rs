@@ -533,3 +533,53 @@ async fn paymos_order_replaces_an_unconfirmed_one_on_dynamodb() {
         "the planted order ships nothing"
     );
 }
+
+// Issue 49, where DynamoDB's conditions decide. A forged close (written while nothing checked)
+// named order "dear" and a late payment; the genuine late payment, checked, puts Paymos' order
+// on the record before a release ships it. And a close naming no order, then a late payment
+// naming it: the record learns the order (set once) so a release can ship it.
+#[tokio::test]
+async fn a_late_payment_carries_paymos_order_or_teaches_the_missing_one_on_dynamodb() {
+    let rig = Rig::new().await;
+    let unchecked = Fulfil::new(rig.store());
+    let forged = envelope(
+        "evt_forged",
+        "invoice.expired",
+        json!({"invoice_id": "inv_p", "paid_late_at": 1, "order": {"external_id": "dear", "amount": "500.00", "currency": "USD"}}),
+    );
+    assert_eq!(
+        unchecked.apply(&live(&forged), NOW_MS).await.unwrap().1,
+        Applied::PaidLate
+    );
+    let mut late = invoice("inv_p", "expired", ("1.00", "USD"), ("1.00", "USDT"));
+    late["paid_late_at"] = json!(1);
+    rig.api.answer("inv_p", Answer::Invoices(vec![late]));
+    let genuine = paid(
+        "evt_genuine",
+        "inv_p",
+        json!({"external_id": "order-inv_p", "amount": "1.00", "currency": "USD"}),
+    );
+    assert_eq!(rig.deliver(&genuine).await.unwrap(), Applied::PaidLate);
+    let record = rig.item("inv_p").await.unwrap();
+    assert_eq!(get_s(&record, "order_id"), "order-inv_p");
+    assert_eq!(get_s(&record, "amount_text"), "1.00");
+
+    let silent = envelope(
+        "evt_close",
+        "invoice.expired",
+        json!({"invoice_id": "inv_q"}),
+    );
+    assert_eq!(
+        unchecked.apply(&live(&silent), NOW_MS).await.unwrap().1,
+        Applied::Updated
+    );
+    let paying = paid("evt_q", "inv_q", json!({"external_id": "order-q"}));
+    assert_eq!(
+        unchecked.apply(&live(&paying), NOW_MS).await.unwrap().1,
+        Applied::PaidLate
+    );
+    let record = rig.item("inv_q").await.unwrap();
+    assert_eq!(get_s(&record, "order_id"), "order-q");
+    assert!(record.contains_key("paid_late_at"));
+    assert!(rig.item("fulfilment#inv_q").await.is_none());
+}

@@ -25,9 +25,10 @@ use crate::write::{self, Field, Refused, Stored, Value, What, WithdrawalChange};
 
 /// The most writes one change takes (see the module docs, plus one when a paid event leaves out
 /// what the invoice's record knows of its order, one when Paymos' confirmed order replaces the
-/// record's, and one when Paymos' project clears an event's mark of another project); a store
-/// that keeps refusing beyond that is broken, not busy.
-pub const MAX_WRITES: usize = 6;
+/// record's, one when Paymos' project clears an event's mark of another project, and two when
+/// a change teaches the record the order it leaves out: the lesson, then the change again); a
+/// store that keeps refusing beyond that is broken, not busy.
+pub const MAX_WRITES: usize = 8;
 
 /// What to write, atomically with the delivery's processed mark (`outcome`, `reason`)
 /// when `with_mark`, else alone (the mark follows in the next write).
@@ -74,6 +75,10 @@ pub enum Write {
         /// The project the record is marked with (the write's condition).
         marked: String,
     },
+    /// What the invoice's record leaves out of its order (its id, its price), set once from a
+    /// change its status refused (a late event, a late payment, a person's word): the order
+    /// is known before anything ships under it. The change is planned again after it.
+    Learn,
     /// The processed mark, and the delivery's time of the payment on an invoice whose record
     /// holds it undated (a person's word): a full refund is then judged by that time.
     Dated,
@@ -313,6 +318,12 @@ pub fn writes(
         (Write::PaymosProject { marked }, Change::Invoice { invoice_id, .. }) => {
             out.push(write::paymos_project(invoice_id, marked, now_ms));
         }
+        (
+            Write::Learn,
+            Change::Invoice {
+                invoice_id, order, ..
+            },
+        ) => out.push(write::learned_order(invoice_id, order, now_ms)),
         (
             Write::Change,
             Change::Deposit {
@@ -693,8 +704,10 @@ pub fn next(source: &Source, change: &Change, tried: &Plan, written: Written) ->
 }
 
 /// Whether the record says something else than Paymos confirmed: another order id, or another
-/// price (what the record leaves out is not said, and is set once as ever).
-fn differs(confirmed: &OrderRef, recorded: &OrderRef) -> bool {
+/// price (what the record leaves out is not said, and is set once as ever). Where nothing
+/// shipped under it, Paymos' order then replaces the record's.
+#[must_use]
+pub fn differs(confirmed: &OrderRef, recorded: &OrderRef) -> bool {
     let same_price = matches!(
         (&confirmed.amount, &recorded.amount),
         (Some(a), Some(b)) if a.same_value(b)
@@ -766,7 +779,7 @@ fn correct(change: &Change, tried: &Plan, refusal: &Refusal, confirmed: bool) ->
         | (
             Write::Change,
             Refusal::Resource {
-                standing: Standing::Held,
+                standing: Standing::Held | Standing::PaidLate,
                 recorded,
                 ..
             },
@@ -797,6 +810,18 @@ fn on_resource(
     (delivery, record_undated): (bool, bool),
 ) -> Step {
     let mark_only = |outcome| mark_only(outcome, None);
+    if let (Change::Invoice { order, .. }, Found::Invoice(current)) = (change, found) {
+        // Whatever the status says of the change, what it names of its order and the record
+        // leaves out is learned, while nothing shipped under the record.
+        if !current.fulfils() && *standing != Standing::Released && teaches(order, recorded) {
+            return Step::Then(Plan {
+                write: Write::Learn,
+                with_mark: false,
+                outcome: Applied::Updated,
+                reason: None,
+            });
+        }
+    }
     // Whether the road knows when the payment was made (by Paymos' clock).
     let undated = matches!(change, Change::Invoice { paid_at: None, .. });
     // A delivery of the payment a person recorded undated dates it (the webhook road's best
@@ -883,6 +908,22 @@ fn on_resource(
     }
 }
 
+/// Whether `order` names what the invoice's record (`recorded`) leaves out, its order id or its
+/// price, without contradicting it (another order id, another project): the condition of
+/// [`write::learned_order`], as read.
+fn teaches(order: &OrderRef, recorded: &OrderRef) -> bool {
+    let same_order = match &order.external_id {
+        Some(_) => recorded.external_id.is_none() || recorded.external_id == order.external_id,
+        None => recorded.external_id.is_none(),
+    };
+    let same_project = !(order.names_project()
+        && recorded.names_project()
+        && (order.project != recorded.project || order.home != recorded.home));
+    let new = (order.external_id.is_some() && recorded.external_id.is_none())
+        || (order.has_price() && !recorded.has_price());
+    same_order && same_project && new
+}
+
 /// A payment refused because a full refund is on its record ([`Refusal::Refunded`]).
 fn refunded(change: &Change, recorded: OrderRef, awaited: bool) -> Step {
     let mark_only = |outcome| mark_only(outcome, None);
@@ -931,6 +972,13 @@ pub fn next_as(
 ) -> Step {
     if let Write::PaymosOrder { recorded } = &tried.write {
         return corrected(change, recorded, &written);
+    }
+    if let Write::Learn = &tried.write {
+        // Learned, or the record moved since it was read: the change is planned again.
+        return match written {
+            Written::AlreadyProcessed => Step::Done(Applied::AlreadyProcessed),
+            Written::Committed | Written::Refused(_) => Step::Adopt(OrderRef::none()),
+        };
     }
     if let Write::PaymosProject { .. } = &tried.write {
         return match written {
@@ -1014,7 +1062,8 @@ pub fn next_as(
             | Write::PaidLate { .. }
             | Write::RefundBeforeLater
             | Write::PaymosOrder { .. }
-            | Write::PaymosProject { .. },
+            | Write::PaymosProject { .. }
+            | Write::Learn,
             _,
         ) => mark_only(Applied::AlreadyFinal),
     }
@@ -1036,19 +1085,21 @@ mod tests {
         }
     }
 
+    /// The order inv_1's events name, as its record holds it.
+    fn o1() -> OrderRef {
+        OrderRef {
+            external_id: Some("o-1".into()),
+            ..OrderRef::none()
+        }
+    }
+
     fn invoice(status: InvoiceStatus) -> Change {
         Change::Invoice {
             invoice_id: "inv_1".into(),
             status,
             occurred_at: 10,
             paid_at: Some(10),
-            order: OrderRef {
-                external_id: Some("o-1".into()),
-                amount: None,
-                currency: None,
-                project: None,
-                home: false,
-            },
+            order: o1(),
         }
     }
 
@@ -1105,7 +1156,7 @@ mod tests {
                 found,
                 mine: false,
                 standing: Standing::Clear,
-                recorded: OrderRef::none(),
+                recorded: o1(),
                 undated: false,
             })
         };
@@ -1114,7 +1165,7 @@ mod tests {
                 found,
                 mine: true,
                 standing: Standing::Clear,
-                recorded: OrderRef::none(),
+                recorded: o1(),
                 undated: false,
             })
         };
@@ -1453,7 +1504,7 @@ mod tests {
                 found: Found::Invoice(found),
                 mine: true,
                 standing: standing.clone(),
-                recorded: OrderRef::none(),
+                recorded: o1(),
                 undated: false,
             });
             let step = next(&person, &paid, &plan(&paid), refused.clone());
@@ -1512,7 +1563,7 @@ mod tests {
                 found: Found::Invoice(I::Paid),
                 mine: false,
                 standing: Standing::Held,
-                recorded: OrderRef::none(),
+                recorded: o1(),
                 undated: false,
             })
         };
@@ -1530,7 +1581,7 @@ mod tests {
             found: Found::Invoice(I::UnderpaidWaiting),
             mine: false,
             standing: Standing::Clear,
-            recorded: OrderRef::none(),
+            recorded: o1(),
             undated: false,
         });
         for source in [me(), person] {
@@ -1543,12 +1594,142 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_change_teaches_only_what_the_record_leaves_out_while_nothing_shipped() {
+        let refused = |found, standing, recorded: OrderRef| {
+            Refused(Refusal::Resource {
+                found: Found::Invoice(found),
+                mine: false,
+                standing,
+                recorded,
+                undated: false,
+            })
+        };
+        let priced = OrderRef {
+            amount: Amount::parse("10"),
+            currency: Some("USD".into()),
+            ..o1()
+        };
+        let other = OrderRef {
+            external_id: Some("o-2".into()),
+            ..OrderRef::none()
+        };
+        let home = OrderRef {
+            home: true,
+            ..OrderRef::none()
+        };
+        let of_b = |order: OrderRef| OrderRef {
+            project: Some("prj_b".into()),
+            ..order
+        };
+        let person = Source::Manual {
+            actor: "alice".into(),
+        };
+        // (change's order, status found, standing, recorded, learns)
+        for (order, found, standing, recorded, learns) in [
+            (o1(), I::Confirming, Standing::Clear, OrderRef::none(), true),
+            (o1(), I::Expired, Standing::PaidLate, OrderRef::none(), true),
+            (o1(), I::Expired, Standing::Clear, OrderRef::none(), true),
+            (o1(), I::Expired, Standing::Refunded, OrderRef::none(), true),
+            (priced.clone(), I::Confirming, Standing::Clear, o1(), true),
+            (
+                of_b(o1()),
+                I::Confirming,
+                Standing::Clear,
+                OrderRef::none(),
+                true,
+            ),
+            (
+                OrderRef {
+                    external_id: None,
+                    ..priced.clone()
+                },
+                I::Expired,
+                Standing::PaidLate,
+                OrderRef::none(),
+                true,
+            ),
+            // Nothing new, or a contradiction: never learned.
+            (o1(), I::Confirming, Standing::Clear, o1(), false),
+            (o1(), I::Expired, Standing::PaidLate, priced.clone(), false),
+            (o1(), I::Confirming, Standing::Clear, other.clone(), false),
+            (priced.clone(), I::Confirming, Standing::Clear, other, false),
+            (of_b(o1()), I::Confirming, Standing::Clear, home, false),
+            (
+                of_b(o1()),
+                I::Confirming,
+                Standing::Clear,
+                OrderRef {
+                    project: Some("prj_c".into()),
+                    ..OrderRef::none()
+                },
+                false,
+            ),
+            (
+                OrderRef::none(),
+                I::Confirming,
+                Standing::Clear,
+                OrderRef::none(),
+                false,
+            ),
+            // Something shipped under the record: it stays as it shipped.
+            (o1(), I::Paid, Standing::Clear, OrderRef::none(), false),
+            (
+                o1(),
+                I::Expired,
+                Standing::Released,
+                OrderRef::none(),
+                false,
+            ),
+        ] {
+            let change = Change::Invoice {
+                invoice_id: "inv_1".into(),
+                status: I::Paid,
+                occurred_at: 10,
+                paid_at: Some(10),
+                order: order.clone(),
+            };
+            for source in [me(), person.clone()] {
+                let step = next(
+                    &source,
+                    &change,
+                    &plan(&change),
+                    refused(found, standing.clone(), recorded.clone()),
+                );
+                let learned =
+                    matches!(&step, Step::Then(p) if p.write == Write::Learn && !p.with_mark);
+                assert_eq!(
+                    learned, learns,
+                    "{order:?} on {recorded:?} ({found:?}, {standing:?}): {step:?}"
+                );
+            }
+        }
+        // Learned, or refused for a record that moved: the change is planned again.
+        let learning = Plan {
+            write: Write::Learn,
+            with_mark: false,
+            outcome: Applied::Updated,
+            reason: None,
+        };
+        let change = invoice(I::Paid);
+        for written in [Committed, Refused(Refusal::Noted)] {
+            assert_eq!(
+                next(&me(), &change, &learning, written),
+                Step::Adopt(OrderRef::none())
+            );
+        }
+        assert_eq!(
+            next(&me(), &change, &learning, AlreadyProcessed),
+            Step::Done(Applied::AlreadyProcessed)
+        );
+    }
+
+    #[test]
     fn a_released_late_payment_paid_again_waits_for_no_one() {
         let refused = Refused(Refusal::Resource {
             found: Found::Invoice(I::Expired),
             mine: false,
             standing: Standing::Released,
-            recorded: OrderRef::none(),
+            recorded: o1(),
             undated: false,
         });
         let Step::Then(then) = next(&me(), &invoice(I::Paid), &plan(&invoice(I::Paid)), refused)

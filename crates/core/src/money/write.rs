@@ -581,14 +581,73 @@ pub fn paymos_order(invoice_id: &str, order: &OrderRef, recorded: &OrderRef, now
         Guard::Is(Field::Held, Value::Bool(true)),
         Guard::Lacks(Field::ReleasedAt),
     ]);
+    let late = Guard::All(vec![
+        Guard::Has(Field::PaidLateAt),
+        Guard::Lacks(Field::ReleasedAt),
+    ]);
     Write {
         what: What::Transition,
         key: Key::state(invoice_id),
         guard: Guard::All(vec![
             Guard::Has(Field::Kind),
             as_read,
-            Guard::Any(vec![open, held]),
+            Guard::Any(vec![open, held, late]),
         ]),
+        set,
+    }
+}
+
+/// What `order` names and the invoice's record leaves out (its id, its price, its project),
+/// set once, from a change the record's status refused: written only while the record holds
+/// no other order and no other project, and nothing shipped under it (no payment status, no
+/// release), so a late event, a late payment or a person's word names the order before
+/// anything ships, as a first event would have.
+#[must_use]
+pub fn learned_order(invoice_id: &str, order: &OrderRef, now_ms: u64) -> Write {
+    let mut guards = vec![
+        Guard::Has(Field::Kind),
+        Guard::Lacks(Field::ReleasedAt),
+        Guard::Not(Box::new(Guard::In(
+            Field::Status,
+            [InvoiceStatus::Paid, InvoiceStatus::PaidOver]
+                .iter()
+                .map(|s| Value::text(s.as_str()))
+                .collect(),
+        ))),
+    ];
+    let mut new = Vec::new();
+    match &order.external_id {
+        Some(id) => {
+            guards.push(Guard::Any(vec![
+                Guard::Lacks(Field::OrderId),
+                Guard::Is(Field::OrderId, Value::text(id)),
+            ]));
+            new.push(Guard::Lacks(Field::OrderId));
+        }
+        None => guards.push(Guard::Lacks(Field::OrderId)),
+    }
+    if order.has_price() {
+        new.push(Guard::Lacks(Field::Amount));
+    }
+    guards.push(Guard::Any(new));
+    let unnamed = Guard::All(vec![
+        Guard::Lacks(Field::ProjectId),
+        Guard::Lacks(Field::HomeProject),
+    ]);
+    match (&order.project, order.home) {
+        (Some(p), _) => guards.push(Guard::Any(vec![
+            unnamed,
+            Guard::Is(Field::ProjectId, Value::text(p)),
+        ])),
+        (None, true) => guards.push(Guard::Any(vec![unnamed, Guard::Has(Field::HomeProject)])),
+        (None, false) => {}
+    }
+    let mut set = vec![Set::Put(Field::UpdatedAt, Value::Int(now_ms))];
+    set.extend(order_once(order));
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::All(guards),
         set,
     }
 }

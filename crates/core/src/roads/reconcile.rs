@@ -596,7 +596,8 @@ async fn recheck_open<P: PaymosLedger, S: ReconcileStore>(
     Ok(())
 }
 
-/// PAID_LATE: late payments not recorded as such here, nor released, refunded or fulfilled.
+/// PAID_LATE: late payments not recorded as such here (or recorded with another order than
+/// Paymos'), nor released, refunded or fulfilled.
 async fn late_unrecorded<S: ReconcileStore>(
     store: &S,
     late: Vec<PaidAtPaymos>,
@@ -611,7 +612,10 @@ async fn late_unrecorded<S: ReconcileStore>(
         // Refunded is known only where the refund returned this payment by Paymos' clock: a
         // late payment after a full refund of the earlier partial one is a new payment.
         let known = seen.is_some_and(|s| match s.standing() {
-            Standing::PaidLate | Standing::Released => true,
+            // Recorded with another order than Paymos' (an event nothing confirmed named it):
+            // not known until `--apply` puts Paymos' order on it, before a release ships it.
+            Standing::PaidLate => !crate::outcome::differs(&fact.order(), &s.order),
+            Standing::Released => true,
             // A person's undated word waits; Paymos' time decides it instead.
             Standing::AfterRefund => fact.paid_at.is_none(),
             Standing::Refunded => s.refunded_in_full_at(fact.paid_at.or(s.payment_at)),

@@ -1071,3 +1071,116 @@ async fn a_payment_event_whose_snapshot_says_closed_and_paid_late_lands_paid_lat
     assert_eq!(seen.payment_at, Some(115));
     assert_eq!(seen.status, Some(crate::status::InvoiceStatus::Expired));
 }
+
+/// inv_1's close at `at` by an event naming no order (the contract's partial snapshots).
+fn closed_naming_nothing(event_id: &str, at: u64) -> WorkItem {
+    item(event_id, "invoice.expired", at, r#"{"invoice_id":"inv_1"}"#)
+}
+
+fn alice() -> ReleaseBy<'static> {
+    ReleaseBy {
+        actor: "alice",
+        reason: None,
+        override_amount: false,
+    }
+}
+
+// Found by the model's new shapes: an invoice closed by an event naming no order, then paid
+// late by one naming it. `release` said "no order is known: mark-paid --order-id", and
+// `mark-paid` answered `paid_late` and learned nothing: the payment could never ship. The late
+// payment's order is learned (set once, as every order), and `release` ships it.
+#[tokio::test]
+async fn a_late_payment_teaches_the_order_its_close_did_not_name() {
+    let (outcomes, store) = webhooks(&[
+        closed_naming_nothing("evt_x", 100),
+        invoice("evt_l", "paid", 120),
+    ])
+    .await;
+    assert_eq!(outcomes, [Updated, PaidLate]);
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let released = fulfil
+        .release(&MemoryReviews::new(), "inv_1", &alice(), NOW_MS)
+        .await;
+    assert_eq!(released, Ok(Fulfilled));
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}
+
+// The same, the late payment naming no order either: the person's `mark-paid --order-id` that
+// `release` asks for names it (before: `paid_late`, nothing learned, `release` refused again).
+#[tokio::test]
+async fn a_persons_word_names_the_order_of_a_late_payment_known_nowhere() {
+    let late = item("evt_l", "invoice.paid", 120, r#"{"invoice_id":"inv_1"}"#);
+    let (outcomes, store) = webhooks(&[closed_naming_nothing("evt_x", 100), late]).await;
+    assert_eq!(outcomes, [Updated, PaidLate]);
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let refused = fulfil
+        .release(&MemoryReviews::new(), "inv_1", &alice(), NOW_MS)
+        .await;
+    assert!(refused.is_err(), "{refused:?}");
+    let named = OrderRef {
+        external_id: Some("o-1".into()),
+        ..OrderRef::none()
+    };
+    let by_hand = fulfil.mark_paid("inv_1", named, "support", NOW_MS).await;
+    assert_eq!(by_hand, Ok(PaidLate));
+    assert!(
+        store.fulfilments().is_empty(),
+        "a late payment waits for release"
+    );
+    let released = fulfil
+        .release(&MemoryReviews::new(), "inv_1", &alice(), NOW_MS)
+        .await;
+    assert_eq!(released, Ok(Fulfilled));
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}
+
+// Found by the model's new shapes: an open event naming the order that arrives after a later
+// one naming none (a late event) taught nothing, so the payment naming none waited
+// `order_unknown` though a delivery had named its order. A late event still teaches what the
+// record leaves out (set once): the payment ships its order.
+#[tokio::test]
+async fn a_late_open_event_teaches_the_order_the_record_leaves_out() {
+    let pending = item(
+        "evt_2",
+        "invoice.confirming",
+        110,
+        r#"{"invoice_id":"inv_1"}"#,
+    );
+    let paid = item("evt_p", "invoice.paid", 120, r#"{"invoice_id":"inv_1"}"#);
+    let (outcomes, store) =
+        webhooks(&[pending, invoice("evt_1", "awaiting_payment", 100), paid]).await;
+    assert_eq!(outcomes, [Updated, Stale, Fulfilled]);
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}
+
+// Found by the attack on `dev`: a forged close (no reverse check) named order o-X and a late
+// payment; `reconcile --apply`, which asked Paymos, kept o-X, and `release` shipped it. Paymos'
+// order replaces the record's on a late payment as on a hold: `release` ships o-1.
+#[tokio::test]
+async fn reconcile_puts_paymos_order_on_a_late_payment_a_forged_close_named() {
+    let forged = item(
+        "evt_f",
+        "invoice.expired",
+        100,
+        r#"{"invoice_id":"inv_1","paid_late_at":110,"order":{"external_id":"o-X","amount":"10","currency":"USD"}}"#,
+    );
+    let (outcomes, store) = webhooks(&[forged]).await;
+    assert_eq!(outcomes, [PaidLate]);
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let paymos = MemoryPaymos::new();
+    paymos.invoice(
+        "inv_1",
+        ConfirmedInvoice {
+            paid_late: true,
+            ..at_paymos("expired", Some(110))
+        },
+    );
+    crate::reconcile::reconcile(&paymos, &fulfil, (0, 2_000_000_000), true, NOW_MS)
+        .await
+        .unwrap();
+    let released = fulfil
+        .release(&MemoryReviews::new(), "inv_1", &alice(), NOW_MS)
+        .await;
+    assert_eq!(released, Ok(Fulfilled));
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}

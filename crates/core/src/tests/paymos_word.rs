@@ -1184,3 +1184,81 @@ async fn reconcile_puts_paymos_order_on_a_late_payment_a_forged_close_named() {
     assert_eq!(released, Ok(Fulfilled));
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
 }
+
+// Found by the model's new shapes (a reference-only helper): support's undated word of a
+// payment whose order was known nowhere, then a full refund at 20, then the same word again
+// settled `refunded` (the refund returned the payment that waited). Paymos' own word then came:
+// the payment, naming its order, made at 30, after that refund: a new payment, which the
+// refund did not return. Before: dated, `already_final`, neither shipped nor listed.
+#[tokio::test]
+async fn a_dated_payment_after_the_full_refund_that_settled_a_persons_word_ships() {
+    let open = item("evt_o", "invoice.confirming", 5, r#"{"invoice_id":"inv_1"}"#);
+    let (_, store) = webhooks(&[open]).await;
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let first = fulfil
+        .mark_paid("inv_1", OrderRef::none(), "support", NOW_MS)
+        .await;
+    let refund = fulfil
+        .apply(&full_refund("evt_r", 20), NOW_MS)
+        .await
+        .unwrap()
+        .1;
+    let again = fulfil
+        .mark_paid("inv_1", OrderRef::none(), "support", NOW_MS)
+        .await;
+    assert_eq!(
+        (first, refund, again),
+        (Ok(OrderUnknown), Updated, Ok(Refunded))
+    );
+    let paid = fulfil
+        .apply(&invoice("evt_p", "paid", 30), NOW_MS)
+        .await
+        .unwrap()
+        .1;
+    let listed = list(&*store, &MemoryReviews::new(), 0).await.unwrap();
+    assert_eq!(
+        (paid, store.fulfilments()),
+        (Fulfilled, vec![("inv_1".into(), Some("o-1".into()))]),
+        "listed: {listed:?}"
+    );
+}
+
+// The same after the invoice closed at 10: the payment at 30 is a late one, listed for a
+// person (`paid_late`), never settled by the refund before it.
+#[tokio::test]
+async fn a_dated_late_payment_after_the_full_refund_that_settled_a_persons_word_waits() {
+    let open = item("evt_o", "invoice.confirming", 5, r#"{"invoice_id":"inv_1"}"#);
+    let (_, store) = webhooks(&[open]).await;
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let first = fulfil
+        .mark_paid("inv_1", OrderRef::none(), "support", NOW_MS)
+        .await;
+    let closed = item("evt_x", "invoice.expired", 10, r#"{"invoice_id":"inv_1"}"#);
+    let closing = fulfil.apply(&closed, NOW_MS).await.unwrap().1;
+    let refund = fulfil
+        .apply(&full_refund("evt_r", 20), NOW_MS)
+        .await
+        .unwrap()
+        .1;
+    let again = fulfil
+        .mark_paid("inv_1", OrderRef::none(), "support", NOW_MS)
+        .await;
+    assert_eq!(
+        (first, closing, refund, again),
+        (Ok(OrderUnknown), Updated, Updated, Ok(Refunded))
+    );
+    let paid = fulfil
+        .apply(&invoice("evt_p", "paid", 30), NOW_MS)
+        .await
+        .unwrap()
+        .1;
+    let listed = list(&*store, &MemoryReviews::new(), 0).await.unwrap();
+    assert_eq!(paid, PaidLate, "listed: {listed:?}");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(store.fulfilments(), []);
+    let released = fulfil
+        .release(&MemoryReviews::new(), "inv_1", &alice(), NOW_MS)
+        .await;
+    assert_eq!(released, Ok(Fulfilled));
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}

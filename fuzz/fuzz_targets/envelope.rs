@@ -5,10 +5,10 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use paymos_inbox_core::envelope::Envelope;
-use paymos_inbox_core::change::change_of;
-use paymos_inbox_core::signature::Environment;
-use paymos_inbox_core::work::WorkItem;
+use paymos_inbox_core::wire::envelope::Envelope;
+use paymos_inbox_core::money::change::change_of;
+use paymos_inbox_core::wire::signature::Environment;
+use paymos_inbox_core::wire::work::WorkItem;
 
 fuzz_target!(|body: &[u8]| {
     let Ok(e) = Envelope::parse(body) else {

@@ -6,9 +6,9 @@
 
 use base64::Engine as _;
 use libfuzzer_sys::fuzz_target;
-use paymos_inbox_core::memory::{MemoryLedger, MemoryQueue};
-use paymos_inbox_core::ingest::{Ingest, IngestSettings};
-use paymos_inbox_core::signature::{SigningKey, Verifier, WebhookSecret};
+use paymos_inbox_core::testkit::memory::{MemoryLedger, MemoryQueue};
+use paymos_inbox_core::roads::ingest::{Ingest, IngestSettings};
+use paymos_inbox_core::wire::signature::{SigningKey, Verifier, WebhookSecret};
 
 const DOMAIN: &str = "abcdefghijklmnopqrstuvwxyz0.lambda-url.eu-west-1.on.aws";
 
@@ -42,7 +42,7 @@ fuzz_target!(|input: (u8, String, String, Vec<(String, String)>, Vec<u8>, bool)|
         map.insert(k, v.into());
     }
     if sign_it {
-        map.insert("x-webhook-signature".into(), paymos_inbox_core::signature::signature_header(1_700_000_000, &body, &[&secret]).into());
+        map.insert("x-webhook-signature".into(), paymos_inbox_core::wire::signature::signature_header(1_700_000_000, &body, &[&secret]).into());
     }
     map.insert("host".into(), DOMAIN.into());
     map.insert("x-forwarded-proto".into(), "https".into());

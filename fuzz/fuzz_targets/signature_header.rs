@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use paymos_inbox_core::signature::{SignatureHeader, SigningKey, Verifier, WebhookSecret};
+use paymos_inbox_core::wire::signature::{SignatureHeader, SigningKey, Verifier, WebhookSecret};
 
 fuzz_target!(|input: (&str, &[u8], u64)| {
     let (header, body, now) = input;

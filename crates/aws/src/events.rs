@@ -5,8 +5,8 @@
 use aws_sdk_eventbridge::types::PutEventsRequestEntry;
 
 use crate::aws::port_error;
-use paymos_inbox_core::handoff::{DomainEvent, EventPublisher, SOURCE};
 use paymos_inbox_core::port::PortError;
+use paymos_inbox_core::roads::handoff::{DomainEvent, EventPublisher, SOURCE};
 
 /// EventBridge accepts at most ten entries per `PutEvents`.
 const PUT_EVENTS_MAX: usize = 10;

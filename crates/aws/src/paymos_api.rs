@@ -4,14 +4,14 @@
 use std::future::Future;
 use std::time::Duration;
 
-use paymos_inbox_core::confirm::{
+use paymos_inbox_core::money::invoice::{Refund, RefundMode};
+use paymos_inbox_core::money::status::Amount;
+use paymos_inbox_core::port::{PortError, PortErrorKind};
+use paymos_inbox_core::roads::confirm::{
     AtSource, ConfirmedDeposit, ConfirmedInvoice, ConfirmedWithdrawal, PaymentConfirmation,
 };
-use paymos_inbox_core::invoice::{Refund, RefundMode};
-use paymos_inbox_core::port::{PortError, PortErrorKind};
-use paymos_inbox_core::reconcile::PaymosLedger;
-use paymos_inbox_core::signature::Environment;
-use paymos_inbox_core::status::Amount;
+use paymos_inbox_core::roads::reconcile::PaymosLedger;
+use paymos_inbox_core::wire::signature::Environment;
 
 /// The default hard deadline of one reverse check: well inside the 30 s fulfil timeout, so ten
 /// slow checks of one batch still finish (they run concurrently) and the batch's other messages

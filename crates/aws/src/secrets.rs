@@ -4,9 +4,9 @@ use aws_sdk_secretsmanager::Client;
 use aws_sdk_secretsmanager::operation::get_secret_value::GetSecretValueOutput;
 
 use crate::aws::port_error;
-use paymos_inbox_core::ingest::KeySource;
 use paymos_inbox_core::port::{PortError, PortErrorKind};
-use paymos_inbox_core::signature::{SigningKey, parse_keys};
+use paymos_inbox_core::roads::ingest::KeySource;
+use paymos_inbox_core::wire::signature::{SigningKey, parse_keys};
 
 /// The one call every secret is read with.
 const GET_SECRET_VALUE: &str = "Secrets Manager GetSecretValue";
@@ -116,7 +116,7 @@ pub async fn outbound_secret(
     client: &Client,
     secret_id: &str,
     var: &'static str,
-) -> Result<paymos_inbox_core::outbound::OutboundSecret, PortError> {
+) -> Result<paymos_inbox_core::roads::outbound::OutboundSecret, PortError> {
     let secret = read(client, secret_id, &format!("the signing secret ({var})")).await?;
     signing_keys(secret.secret_string().unwrap_or_default(), var)
 }
@@ -129,14 +129,14 @@ pub async fn outbound_secret(
 pub fn signing_keys(
     text: &str,
     var: &'static str,
-) -> Result<paymos_inbox_core::outbound::OutboundSecret, PortError> {
+) -> Result<paymos_inbox_core::roads::outbound::OutboundSecret, PortError> {
     let json = serde_json::from_str::<serde_json::Value>(text).ok();
     let field = |name: &str| {
         json.as_ref()
             .and_then(|v| v[name].as_str().map(str::to_owned))
     };
     let parse = |key: &str, which: &str| {
-        paymos_inbox_core::outbound::OutboundSecret::parse(key).map_err(|e| {
+        paymos_inbox_core::roads::outbound::OutboundSecret::parse(key).map_err(|e| {
             malformed("signing secret", format!("{var} ({which}): {e}")).with_source(e)
         })
     };

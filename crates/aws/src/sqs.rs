@@ -6,10 +6,10 @@ use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::MessageAttributeValue;
 
 use crate::aws::port_error;
-use paymos_inbox_core::ingest::{Delivery, WorkQueue};
-use paymos_inbox_core::outbound::RetryQueue;
 use paymos_inbox_core::port::PortError;
-use paymos_inbox_core::work::WorkItem;
+use paymos_inbox_core::roads::ingest::{Delivery, WorkQueue};
+use paymos_inbox_core::roads::outbound::RetryQueue;
+use paymos_inbox_core::wire::work::WorkItem;
 
 /// A [`WorkQueue`] on an SQS standard queue.
 #[derive(Debug, Clone)]

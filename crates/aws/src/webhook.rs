@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use paymos_inbox_core::outbound::{Outbound, WebhookTarget};
 use paymos_inbox_core::port::{PortError, PortErrorKind};
+use paymos_inbox_core::roads::outbound::{Outbound, WebhookTarget};
 
 /// The operation a post's failure names.
 const POST: &str = "webhook POST";

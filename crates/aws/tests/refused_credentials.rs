@@ -19,12 +19,12 @@ use paymos_inbox_aws::paymos_api::PaymosApi;
 use paymos_inbox_aws::secrets::{self, SecretsManagerKeys};
 use paymos_inbox_aws::sqs::{self, SqsQueue};
 use paymos_inbox_aws::webhook::HttpWebhookTarget;
-use paymos_inbox_core::confirm::PaymentConfirmation;
-use paymos_inbox_core::envelope::Category;
-use paymos_inbox_core::handoff::{DomainEvent, EventPublisher, StateRecords};
-use paymos_inbox_core::ingest::{Delivery, DeliveryLedger, KeySource, WorkQueue};
-use paymos_inbox_core::outbound::{DeliverError, Outbound, OutboundSecret, WebhookTarget};
 use paymos_inbox_core::port::{PortError, PortErrorKind};
+use paymos_inbox_core::roads::confirm::PaymentConfirmation;
+use paymos_inbox_core::roads::handoff::{DomainEvent, EventPublisher, StateRecords};
+use paymos_inbox_core::roads::ingest::{Delivery, DeliveryLedger, KeySource, WorkQueue};
+use paymos_inbox_core::roads::outbound::{DeliverError, Outbound, OutboundSecret, WebhookTarget};
+use paymos_inbox_core::wire::envelope::Category;
 
 /// What an AWS JSON service answers to a token it does not know.
 const UNRECOGNIZED: &str = r#"{"__type":"UnrecognizedClientException","message":"The security token included in the request is invalid."}"#;
@@ -138,7 +138,7 @@ fn delivery() -> Delivery {
         signed_at: 1_800_000_000,
         received_at_ms: 1_800_000_000_000,
         body: b"{}".to_vec(),
-        body_sha256: paymos_inbox_core::ingest::sha256_hex(b"{}"),
+        body_sha256: paymos_inbox_core::roads::ingest::sha256_hex(b"{}"),
     }
 }
 
@@ -298,9 +298,10 @@ async fn the_merchant_endpoint_refusing_our_signature_is_a_refused_credential() 
         let event = json!({"detail-type": "Order Paid", "time": "2027-01-15T08:00:00Z",
                            "detail": {"idempotency_key": "order-paid:inv_1"}})
         .to_string();
-        let refused = paymos_inbox_core::outbound::deliver(&target, &event, &secret, 1_800_000_000)
-            .await
-            .unwrap_err();
+        let refused =
+            paymos_inbox_core::roads::outbound::deliver(&target, &event, &secret, 1_800_000_000)
+                .await
+                .unwrap_err();
         assert!(
             matches!(&refused, DeliverError::Unavailable(e) if e.is_refused_credential()),
             "{refused:?}"

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use paymos_inbox_core::fulfil::ResourceStore;
-use paymos_inbox_core::ingest::{
+use paymos_inbox_core::money::write::{Fields, Key, Stored, Write};
+use paymos_inbox_core::port::PortError;
+use paymos_inbox_core::roads::fulfil::ResourceStore;
+use paymos_inbox_core::roads::ingest::{
     Delivery, DeliveryLedger, ExistingDelivery, Recorded, TakeOver, WorkQueue,
 };
-use paymos_inbox_core::port::PortError;
-use paymos_inbox_core::write::{Fields, Key, Stored, Write};
 
 /// What happens to one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,11 +13,11 @@ use std::time::Duration;
 
 use criterion::{BatchSize, Criterion};
 use hmac::{KeyInit, Mac};
-use paymos_inbox_core::fulfil::{Fulfil, ResourceStore};
-use paymos_inbox_core::ingest::{Inbound, Ingest, IngestSettings, PortError};
-use paymos_inbox_core::memory::{MemoryLedger, MemoryQueue};
-use paymos_inbox_core::signature::{SigningKey, Verifier, WebhookSecret, signature_header};
-use paymos_inbox_core::write::{Stored, Write};
+use paymos_inbox_core::money::write::{Stored, Write};
+use paymos_inbox_core::roads::fulfil::{Fulfil, ResourceStore};
+use paymos_inbox_core::roads::ingest::{Inbound, Ingest, IngestSettings, PortError};
+use paymos_inbox_core::testkit::memory::{MemoryLedger, MemoryQueue};
+use paymos_inbox_core::wire::signature::{SigningKey, Verifier, WebhookSecret, signature_header};
 
 const NOW: u64 = 1_700_000_000;
 
@@ -186,8 +186,8 @@ impl ResourceStore for NoopStore {
 
     async fn read(
         &self,
-        _: &paymos_inbox_core::write::Key,
-    ) -> Result<Option<paymos_inbox_core::write::Fields>, PortError> {
+        _: &paymos_inbox_core::money::write::Key,
+    ) -> Result<Option<paymos_inbox_core::money::write::Fields>, PortError> {
         Ok(None)
     }
 }
@@ -197,9 +197,9 @@ fn bench_fulfil(c: &mut Criterion) {
         .build()
         .expect("runtime");
     let fulfil = Fulfil::new(NoopStore);
-    let body = paymos_inbox_core::work::WorkItem {
+    let body = paymos_inbox_core::wire::work::WorkItem {
         event_id: "evt_fulfil".into(),
-        environment: Some(paymos_inbox_core::signature::Environment::Live),
+        environment: Some(paymos_inbox_core::wire::signature::Environment::Live),
         body: body_of(1024, "evt_fulfil"),
         received_at_ms: None,
     };

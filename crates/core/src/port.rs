@@ -48,7 +48,7 @@ pub const RETRIES_AT_ONCE: u32 = 4;
 impl PortErrorKind {
     /// How long (ms) to wait before trying again, within the same invocation, after the
     /// `attempt`-th (1-based) failure of this kind, spread by `spread` (-1 … 1, a message's
-    /// own: [`crate::outbound::spread_of`]) so that writers that met on one item do not meet
+    /// own: [`crate::roads::outbound::spread_of`]) so that writers that met on one item do not meet
     /// again; `None`: no retry now (the queue's redelivery, or an operator, decides). A
     /// conflict (another writer held the item) passes in milliseconds and a throttle in a
     /// second or two, so neither should cost a redelivery, let alone the dead-letter queue:

@@ -4,11 +4,13 @@
 use std::str::FromStr;
 
 use paymos_inbox_aws::dynamodb::LedgerSchema;
-use paymos_inbox_core::change::Projects;
-use paymos_inbox_core::ingest::{
+use paymos_inbox_core::money::change::Projects;
+use paymos_inbox_core::roads::ingest::{
     DEFAULT_LEASE_SECS, DEFAULT_MAX_BODY_BYTES, IngestSettings, LIMIT_MAX_BODY_BYTES,
 };
-use paymos_inbox_core::signature::{DEFAULT_TOLERANCE_SECS, Environment, SigningKey, parse_keys};
+use paymos_inbox_core::wire::signature::{
+    DEFAULT_TOLERANCE_SECS, Environment, SigningKey, parse_keys,
+};
 
 /// Environment variable: the deliveries (ledger) table name.
 pub const DELIVERIES_TABLE: &str = "DELIVERIES_TABLE";
@@ -257,7 +259,7 @@ impl FulfilConfig {
 /// last receive), by default as long as the official plugins wait before they re-read an open
 /// invoice.
 fn patience_minutes(lookup: &impl Fn(&str) -> Option<String>) -> Result<u32, ConfigError> {
-    use paymos_inbox_core::confirm::{DEFAULT_PATIENCE_MINUTES, MAX_PATIENCE_MINUTES};
+    use paymos_inbox_core::roads::confirm::{DEFAULT_PATIENCE_MINUTES, MAX_PATIENCE_MINUTES};
     let minutes = number(
         lookup,
         REVERSE_CHECK_PATIENCE_MINUTES,
@@ -351,7 +353,7 @@ impl SweepConfig {
             sweep_after_secs: number(
                 &lookup,
                 SWEEP_AFTER_SECS,
-                paymos_inbox_core::sweep::DEFAULT_SWEEP_AFTER_SECS,
+                paymos_inbox_core::roads::sweep::DEFAULT_SWEEP_AFTER_SECS,
             )?,
             lease_secs: number(&lookup, INGEST_LEASE_SECS, DEFAULT_LEASE_SECS)?,
         })
@@ -575,7 +577,7 @@ pub fn parse_secrets(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use paymos_inbox_core::signature::Environment;
+    use paymos_inbox_core::wire::signature::Environment;
 
     fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: std::collections::HashMap<String, String> = pairs

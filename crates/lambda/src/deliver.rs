@@ -8,11 +8,11 @@
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use futures::StreamExt;
 
-use paymos_inbox_core::outbound::{
+use paymos_inbox_core::port::PortErrorKind;
+use paymos_inbox_core::roads::outbound::{
     ATTEMPTS, DeliverError, OutboundSecret, RetryQueue, WebhookTarget, deliver, parks_at_once,
     retry_delay, spread_of,
 };
-use paymos_inbox_core::port::PortErrorKind;
 
 /// How many posts of one batch run at the same time.
 pub const CONCURRENCY: usize = 10;

@@ -8,13 +8,13 @@ use futures::StreamExt;
 use tracing::Instrument;
 
 use crate::telemetry::metric;
-use paymos_inbox_core::change::Applied;
+use paymos_inbox_core::money::change::Applied;
 
-use paymos_inbox_core::confirm::PaymentConfirmation;
-use paymos_inbox_core::fulfil::{Fulfil, FulfilError, PoisonError, ResourceStore};
-use paymos_inbox_core::outbound::RetryQueue;
 use paymos_inbox_core::port::{PortError, PortErrorKind};
-use paymos_inbox_core::work::WorkItem;
+use paymos_inbox_core::roads::confirm::PaymentConfirmation;
+use paymos_inbox_core::roads::fulfil::{Fulfil, FulfilError, PoisonError, ResourceStore};
+use paymos_inbox_core::roads::outbound::RetryQueue;
+use paymos_inbox_core::wire::work::WorkItem;
 
 /// The `FulfilOutcomes` of a message that was not applied: a message that is not a work item,
 /// a store or API failure, and a payment Paymos does not show paid yet.
@@ -94,7 +94,7 @@ async fn apply_one<S: ResourceStore, C: PaymentConfirmation>(
 async fn apply_decoded<S: ResourceStore, C: PaymentConfirmation>(
     fulfil: &Fulfil<S, C>,
     message: &SqsMessage,
-    decoded: Result<WorkItem, paymos_inbox_core::work::WorkItemError>,
+    decoded: Result<WorkItem, paymos_inbox_core::wire::work::WorkItemError>,
     now_ms: u64,
 ) -> Result<(), u32> {
     let receives = message
@@ -134,7 +134,7 @@ async fn apply_decoded<S: ResourceStore, C: PaymentConfirmation>(
             };
             let back_in_s = error.redelivery_in_s(
                 receive_count,
-                paymos_inbox_core::outbound::spread_of(message_id, receive_count),
+                paymos_inbox_core::roads::outbound::spread_of(message_id, receive_count),
             );
             if matches!(error, FulfilError::NotYet { .. }) {
                 tracing::warn!(receives, back_in_s, error = kind, reason = %error, "delivery not applied yet; SQS redelivers it then");
@@ -160,7 +160,7 @@ async fn apply_retrying<S: ResourceStore, C: PaymentConfirmation>(
     now_ms: u64,
     receives: u32,
     message_id: &str,
-) -> Result<(Option<paymos_inbox_core::envelope::Envelope>, Applied), FulfilError> {
+) -> Result<(Option<paymos_inbox_core::wire::envelope::Envelope>, Applied), FulfilError> {
     let mut attempt = 0;
     loop {
         let result = fulfil.apply_received(item, now_ms, receives).await;
@@ -168,7 +168,7 @@ async fn apply_retrying<S: ResourceStore, C: PaymentConfirmation>(
             return result;
         };
         attempt += 1;
-        let spread = paymos_inbox_core::outbound::spread_of(message_id, attempt);
+        let spread = paymos_inbox_core::roads::outbound::spread_of(message_id, attempt);
         let Some(wait_ms) = error.kind.retry_at_once_ms(attempt, spread) else {
             return result;
         };
@@ -186,7 +186,7 @@ async fn apply_retrying<S: ResourceStore, C: PaymentConfirmation>(
 type Applying = Result<
     (
         WorkItem,
-        (Option<paymos_inbox_core::envelope::Envelope>, Applied),
+        (Option<paymos_inbox_core::wire::envelope::Envelope>, Applied),
     ),
     FulfilError,
 >;
@@ -215,9 +215,9 @@ fn record_metrics(applied: &Applying, now_ms: u64) {
 mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
-    use paymos_inbox_core::memory::{MemoryResources, MemoryRetries};
+    use paymos_inbox_core::money::write::{Stored, Write};
     use paymos_inbox_core::port::{PortError, PortErrorKind};
-    use paymos_inbox_core::write::{Stored, Write};
+    use paymos_inbox_core::testkit::memory::{MemoryResources, MemoryRetries};
     use paymos_inbox_testkit::{invoice_paid, live};
 
     use super::*;
@@ -247,8 +247,8 @@ mod tests {
 
         async fn read(
             &self,
-            key: &paymos_inbox_core::write::Key,
-        ) -> Result<Option<paymos_inbox_core::write::Fields>, PortError> {
+            key: &paymos_inbox_core::money::write::Key,
+        ) -> Result<Option<paymos_inbox_core::money::write::Fields>, PortError> {
             self.inner.read(key).await
         }
     }

@@ -6,7 +6,7 @@ use lambda_http::{Body, Request, Response};
 use serde_json::json;
 use tracing::Instrument;
 
-use paymos_inbox_core::ingest::{
+use paymos_inbox_core::roads::ingest::{
     DeliveryLedger, Inbound, Ingest, IngestError, Ingested, KeySource, Receipt, WorkQueue,
 };
 
@@ -40,7 +40,7 @@ fn delivery_span(inbound: &Inbound<'_>) -> tracing::Span {
         .map(str::trim)
         .filter(|id| {
             !id.is_empty()
-                && id.len() <= paymos_inbox_core::envelope::MAX_ID_LEN
+                && id.len() <= paymos_inbox_core::wire::envelope::MAX_ID_LEN
                 && id
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
@@ -257,7 +257,7 @@ mod tests {
         assert_eq!(line["level"], "ERROR", "{log}");
         assert_eq!(
             line["fields"]["message"],
-            paymos_inbox_core::ingest::LOG_REFUSED_CREDENTIAL,
+            paymos_inbox_core::roads::ingest::LOG_REFUSED_CREDENTIAL,
             "{log}"
         );
         assert!(

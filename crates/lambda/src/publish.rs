@@ -6,7 +6,7 @@ use aws_lambda_events::dynamodb::Event;
 use aws_lambda_events::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 
 use paymos_inbox_aws::dynamodb::{state_record, stream_image};
-use paymos_inbox_core::handoff::{EventPublisher, ItemChange, publish_changes};
+use paymos_inbox_core::roads::handoff::{EventPublisher, ItemChange, publish_changes};
 
 /// The changes of a stream batch, in order.
 #[must_use]
@@ -26,7 +26,7 @@ pub fn changes_of(event: &Event) -> Vec<ItemChange> {
 pub async fn handle_stream<P: EventPublisher>(
     publisher: &P,
     event: Event,
-    stack: impl Into<paymos_inbox_core::change::Applying>,
+    stack: impl Into<paymos_inbox_core::money::change::Applying>,
 ) -> DynamoDbEventResponse {
     let changes = changes_of(&event);
     let failed = publish_changes(publisher, &changes, stack).await;

@@ -6,7 +6,7 @@ use crate::telemetry::metric;
 use paymos_inbox_aws::dynamodb::DynamoLedger;
 use paymos_inbox_aws::sqs::SqsQueue;
 use paymos_inbox_core::port::PortError;
-use paymos_inbox_core::sweep::{Swept, sweep_stranded};
+use paymos_inbox_core::roads::sweep::{Swept, sweep_stranded};
 
 /// At most this many records per run; a larger backlog is taken by the next runs.
 pub const PER_RUN: usize = 500;

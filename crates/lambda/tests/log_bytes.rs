@@ -8,12 +8,12 @@
 //! metrics recorder is process-wide.
 
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
-use paymos_inbox_core::fulfil::Fulfil;
-use paymos_inbox_core::ingest::{Ingest, IngestSettings};
-use paymos_inbox_core::memory::{
+use paymos_inbox_core::roads::fulfil::Fulfil;
+use paymos_inbox_core::roads::ingest::{Ingest, IngestSettings};
+use paymos_inbox_core::testkit::memory::{
     MemoryLedger, MemoryPublisher, MemoryQueue, MemoryResources, MemoryRetries,
 };
-use paymos_inbox_core::signature::{Environment, SigningKey, Verifier, WebhookSecret};
+use paymos_inbox_core::wire::signature::{Environment, SigningKey, Verifier, WebhookSecret};
 use paymos_inbox_lambda::telemetry::{self, FlatJson, filter_for};
 use paymos_inbox_testkit::{Captured, LIVE_SECRET, NOW, NOW_MS, delivery, envelope, live, sign};
 use serde_json::json;

@@ -26,11 +26,11 @@ use paymos_inbox::local::tables::{self, QueuePair};
 use paymos_inbox::local::template::{self, Created};
 use paymos_inbox_aws::aws::CallCounter;
 use paymos_inbox_aws::dynamodb::{DynamoResources, LedgerSchema};
-use paymos_inbox_core::handoff::StateRecords as _;
-use paymos_inbox_core::invoice::InvoiceSeen;
-use paymos_inbox_core::model::Inspect;
-use paymos_inbox_core::signature::{WebhookSecret, signature_header};
-use paymos_inbox_core::world::Observe;
+use paymos_inbox_core::money::invoice::InvoiceSeen;
+use paymos_inbox_core::roads::handoff::StateRecords as _;
+use paymos_inbox_core::testkit::model::Inspect;
+use paymos_inbox_core::testkit::world::Observe;
+use paymos_inbox_core::wire::signature::{WebhookSecret, signature_header};
 
 /// The fixed secrets the tests (and events/) sign with.
 pub const LIVE_SECRET: &str = "whsec_live_paymos_inbox_fixture";
@@ -286,12 +286,12 @@ impl Aws {
 /// received at `received_at_ms`.
 pub fn recorded_delivery(
     body: &str,
-    environment: paymos_inbox_core::signature::Environment,
+    environment: paymos_inbox_core::wire::signature::Environment,
     received_at_ms: u64,
-) -> paymos_inbox_core::ingest::Delivery {
-    let e =
-        paymos_inbox_core::envelope::Envelope::parse(body.as_bytes()).expect("a valid envelope");
-    paymos_inbox_core::ingest::Delivery {
+) -> paymos_inbox_core::roads::ingest::Delivery {
+    let e = paymos_inbox_core::wire::envelope::Envelope::parse(body.as_bytes())
+        .expect("a valid envelope");
+    paymos_inbox_core::roads::ingest::Delivery {
         event_id: e.event_id,
         event_type: e.event_type,
         category: e.category,
@@ -307,25 +307,25 @@ pub fn recorded_delivery(
         occurred_at: e.occurred_at,
         signed_at: received_at_ms / 1000,
         received_at_ms,
-        body_sha256: paymos_inbox_core::ingest::sha256_hex(body.as_bytes()),
+        body_sha256: paymos_inbox_core::roads::ingest::sha256_hex(body.as_bytes()),
         body: body.as_bytes().to_vec(),
     }
 }
 
 /// The work item ingest would send for `body` verified by a live secret.
-pub fn live(body: &str) -> paymos_inbox_core::work::WorkItem {
-    work_item(body, paymos_inbox_core::signature::Environment::Live)
+pub fn live(body: &str) -> paymos_inbox_core::wire::work::WorkItem {
+    work_item(body, paymos_inbox_core::wire::signature::Environment::Live)
 }
 
 /// The work item ingest would send for `body` verified by a secret of `environment`.
 pub fn work_item(
     body: &str,
-    environment: paymos_inbox_core::signature::Environment,
-) -> paymos_inbox_core::work::WorkItem {
-    let event_id = paymos_inbox_core::envelope::Envelope::parse(body.as_bytes())
+    environment: paymos_inbox_core::wire::signature::Environment,
+) -> paymos_inbox_core::wire::work::WorkItem {
+    let event_id = paymos_inbox_core::wire::envelope::Envelope::parse(body.as_bytes())
         .map(|e| e.event_id)
         .unwrap_or_default();
-    paymos_inbox_core::work::WorkItem {
+    paymos_inbox_core::wire::work::WorkItem {
         event_id,
         environment: Some(environment),
         body: body.as_bytes().to_vec(),
@@ -335,7 +335,7 @@ pub fn work_item(
 
 /// The Paymos event a queue message carries (the work item's exact body).
 pub fn message_event(message: &aws_sdk_sqs::types::Message) -> String {
-    let item = paymos_inbox_core::work::WorkItem::decode(message.body().unwrap_or_default())
+    let item = paymos_inbox_core::wire::work::WorkItem::decode(message.body().unwrap_or_default())
         .expect("a work item");
     String::from_utf8(item.body).expect("UTF-8 body")
 }
@@ -479,9 +479,9 @@ impl Observe for Inspected<'_> {
         records
             .into_iter()
             .filter_map(|r| match r {
-                paymos_inbox_core::record::StateRecord::Balance(b) => Some((
+                paymos_inbox_core::money::record::StateRecord::Balance(b) => Some((
                     (b.project.clone(), b.payer.clone(), b.currency.clone()),
-                    paymos_inbox_core::status::Amount::sum([&b.balance]).unwrap_or_default(),
+                    paymos_inbox_core::money::status::Amount::sum([&b.balance]).unwrap_or_default(),
                 )),
                 _ => None,
             })
@@ -515,14 +515,14 @@ impl Inspect for Inspected<'_> {
 /// Reconciles through Paymos' API as the tools do: the client wrapped as the adapter.
 pub async fn reconcile(
     api: &paymos::PaymosClient,
-    fulfil: &paymos_inbox_core::fulfil::Fulfil<DynamoResources>,
+    fulfil: &paymos_inbox_core::roads::fulfil::Fulfil<DynamoResources>,
     from: i64,
     to: i64,
     apply: bool,
     now_ms: u64,
-) -> Result<paymos_inbox_core::reconcile::Report, String> {
+) -> Result<paymos_inbox_core::roads::reconcile::Report, String> {
     let api = paymos_inbox_aws::paymos_api::PaymosApi::new(api.clone());
-    paymos_inbox_core::reconcile::reconcile(&api, fulfil, (from, to), apply, now_ms)
+    paymos_inbox_core::roads::reconcile::reconcile(&api, fulfil, (from, to), apply, now_ms)
         .await
         .map_err(|e| e.to_string())
 }

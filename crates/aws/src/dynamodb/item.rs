@@ -9,7 +9,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ConsumedCapacity};
 use aws_smithy_runtime_api::client::result::CreateUnhandledError;
 
 use crate::aws::port_error;
-use paymos_inbox_core::ingest::PortError;
+use paymos_inbox_core::roads::ingest::PortError;
 
 pub(crate) type Item = HashMap<String, AttributeValue>;
 

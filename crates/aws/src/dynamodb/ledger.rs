@@ -54,15 +54,15 @@ use super::item::{
 };
 use super::records::delivery_record;
 use crate::aws::port_error;
-use paymos_inbox_core::change::Applied;
-use paymos_inbox_core::envelope::Category;
-use paymos_inbox_core::exceptions::{OutcomeRecord, Resolution, ReviewLedger};
-use paymos_inbox_core::ingest::{
+use paymos_inbox_core::money::change::Applied;
+use paymos_inbox_core::money::record::DeliveryRecord;
+use paymos_inbox_core::port::PortError;
+use paymos_inbox_core::roads::exceptions::{OutcomeRecord, Resolution, ReviewLedger};
+use paymos_inbox_core::roads::ingest::{
     Delivery, DeliveryLedger, DeliveryState, ExistingDelivery, Recorded, TakeOver, event_id_of_key,
 };
-use paymos_inbox_core::port::PortError;
-use paymos_inbox_core::record::DeliveryRecord;
-use paymos_inbox_core::signature::Environment;
+use paymos_inbox_core::wire::envelope::Category;
+use paymos_inbox_core::wire::signature::Environment;
 
 /// Names the code relies on; `template.yaml` must create the table with the same.
 pub struct LedgerSchema;
@@ -101,7 +101,7 @@ impl LedgerSchema {
     pub fn pending_shard(key: &str) -> String {
         format!(
             "p{}",
-            paymos_inbox_core::write::shard_of(key, u32::from(Self::PENDING_SHARDS))
+            paymos_inbox_core::money::write::shard_of(key, u32::from(Self::PENDING_SHARDS))
         )
     }
 
@@ -546,7 +546,7 @@ impl DynamoLedger {
     }
 }
 
-impl paymos_inbox_core::sweep::StrandedDeliveries for DynamoLedger {
+impl paymos_inbox_core::roads::sweep::StrandedDeliveries for DynamoLedger {
     /// Reads the sparse `pending-by-age` index (one query per shard, keys only up to
     /// `received_before_ms`), then each candidate whole with a consistent read, and its body
     /// item (what the sweep sends again).
@@ -956,7 +956,7 @@ impl DynamoLedger {
     /// [`PortError`] when DynamoDB fails.
     pub async fn keep_waiting_bodies(&self) -> Result<usize, PortError> {
         let mut kept = 0;
-        for outcome in paymos_inbox_core::change::DELIVERY_OUTCOMES {
+        for outcome in paymos_inbox_core::money::change::DELIVERY_OUTCOMES {
             let mut start = None;
             loop {
                 let page = self
@@ -1036,7 +1036,7 @@ impl DynamoLedger {
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
     pub async fn reindex_waiting(&self) -> Result<usize, PortError> {
-        let waits: Vec<String> = paymos_inbox_core::exceptions::DELIVERY_OUTCOMES
+        let waits: Vec<String> = paymos_inbox_core::roads::exceptions::DELIVERY_OUTCOMES
             .iter()
             .map(|o| o.as_str().to_owned())
             .collect();

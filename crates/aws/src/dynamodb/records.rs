@@ -8,14 +8,14 @@ use super::item::{Item, get_s, get_u64};
 #[cfg(test)]
 use super::item::{n, s};
 use super::render::fields_of;
-use paymos_inbox_core::change::OrderRef;
-use paymos_inbox_core::ingest::{DeliveryState, event_id_of_key};
-use paymos_inbox_core::invoice::InvoiceSeen;
-use paymos_inbox_core::record::{
+use paymos_inbox_core::money::change::OrderRef;
+use paymos_inbox_core::money::invoice::InvoiceSeen;
+use paymos_inbox_core::money::record::{
     BalanceRecord, DeliveryRecord, DepositRecord, FulfilmentRecord, InvoiceRecord, ReviewRecord,
     StateRecord, WithdrawalRecord,
 };
-use paymos_inbox_core::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
+use paymos_inbox_core::money::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
+use paymos_inbox_core::roads::ingest::{DeliveryState, event_id_of_key};
 
 fn text(item: &Item, name: &str) -> Option<String> {
     get_s(item, name).map(str::to_owned)
@@ -110,11 +110,11 @@ pub fn state_record(item: &Item) -> Option<StateRecord> {
                 kind: Some("balance".into()),
             },
         },
-        Some(paymos_inbox_core::action::KIND) => {
-            paymos_inbox_core::action::OperatorAction::read(&fields_of(item)).map_or_else(
+        Some(paymos_inbox_core::money::action::KIND) => {
+            paymos_inbox_core::money::record::OperatorAction::read(&fields_of(item)).map_or_else(
                 || StateRecord::Other {
                     key: key.clone(),
-                    kind: Some(paymos_inbox_core::action::KIND.to_owned()),
+                    kind: Some(paymos_inbox_core::money::action::KIND.to_owned()),
                 },
                 StateRecord::Action,
             )
@@ -177,14 +177,14 @@ pub(crate) fn registered_order(item: &Item) -> RegisteredOrder {
 
 /// An invoice item as the rules read it: the domain's reading of its fields.
 pub(crate) fn invoice_seen(item: &Item) -> InvoiceSeen {
-    paymos_inbox_core::write::invoice_seen(&fields_of(item))
+    paymos_inbox_core::money::write::invoice_seen(&fields_of(item))
 }
 
 /// The fulfilment record's item, as the payment's transaction writes it.
 #[cfg(test)]
 pub(crate) fn fulfilment_item(f: &FulfilmentRecord) -> Item {
-    use paymos_inbox_core::change::Source;
-    use paymos_inbox_core::effect::PaidInvoice;
+    use paymos_inbox_core::money::change::Source;
+    use paymos_inbox_core::money::effect::PaidInvoice;
     let source = Source::Delivery {
         event_id: f.won_by.clone(),
     };
@@ -195,7 +195,7 @@ pub(crate) fn fulfilment_item(f: &FulfilmentRecord) -> Item {
         source: &source,
         at_ms: f.fulfilled_at_ms.unwrap_or_default(),
     };
-    let writes = paymos_inbox_core::write::fulfilment(&paid, Vec::new(), false);
+    let writes = paymos_inbox_core::money::write::fulfilment(&paid, Vec::new(), false);
     super::render::item_of(&writes[0])
 }
 
@@ -306,11 +306,12 @@ mod tests {
     // Issue 40: the console's search by order id reads the order's claim and registration.
     #[test]
     fn an_orders_claim_and_its_registration_read_as_written() {
-        let registered = super::super::render::item_of(&paymos_inbox_core::write::expected_order(
-            (None, "o-1"),
-            &Amount::parse("25.50").unwrap(),
-            "usdt",
-        ));
+        let registered =
+            super::super::render::item_of(&paymos_inbox_core::money::write::expected_order(
+                (None, "o-1"),
+                &Amount::parse("25.50").unwrap(),
+                "usdt",
+            ));
         assert_eq!(
             registered_order(&registered),
             RegisteredOrder {
@@ -344,7 +345,7 @@ mod tests {
     // image and the `audit` read alike).
     #[test]
     fn an_operator_action_as_written_reads_back_as_its_record() {
-        use paymos_inbox_core::action::{ActionKind, OperatorAction};
+        use paymos_inbox_core::money::record::{ActionKind, OperatorAction};
         let entry = OperatorAction {
             kind: ActionKind::Redrive,
             actor: "arn:aws:sts::123456789012:assumed-role/ops/alice".into(),

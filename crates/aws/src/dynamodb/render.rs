@@ -1,4 +1,4 @@
-//! The domain's writes ([`paymos_inbox_core::write`]) as DynamoDB requests, mechanically: each
+//! The domain's writes ([`paymos_inbox_core::money::write`]) as DynamoDB requests, mechanically: each
 //! field has one attribute name, each value one attribute value, each guard kind one condition
 //! form, each set one update clause. Nothing here decides: what to write, under which guard,
 //! and what a refusal means are the domain's.
@@ -10,9 +10,9 @@ use aws_sdk_dynamodb::types::{
 };
 
 use super::item::Item;
-use paymos_inbox_core::invoice::{Refund, RefundMode};
-use paymos_inbox_core::status::Amount;
-use paymos_inbox_core::write::{Field, Fields, Guard, Key, Set, Table, Value, Write};
+use paymos_inbox_core::money::invoice::{Refund, RefundMode};
+use paymos_inbox_core::money::status::Amount;
+use paymos_inbox_core::money::write::{Field, Fields, Guard, Key, Set, Table, Value, Write};
 
 /// Every field with an attribute name of its own (a merchant's named ones aside).
 const FIELDS: [(Field, &str); 53] = [
@@ -393,8 +393,8 @@ fn given<V>(map: HashMap<String, V>) -> Option<HashMap<String, V>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use paymos_inbox_core::status::InvoiceStatus;
-    use paymos_inbox_core::write::{self, What};
+    use paymos_inbox_core::money::status::InvoiceStatus;
+    use paymos_inbox_core::money::write::{self, What};
 
     fn tables() -> Tables {
         Tables {
@@ -585,7 +585,7 @@ mod tests {
         assert_eq!(e.values[":v0"], AttributeValue::L(Vec::new()));
         let mark = write::processed(
             "test#evt_1",
-            paymos_inbox_core::change::Applied::Held,
+            paymos_inbox_core::money::change::Applied::Held,
             None,
             1,
         );
@@ -600,7 +600,7 @@ mod tests {
             update.condition_expression(),
             Some("attribute_not_exists(#a0) OR NOT #a0 = :v0")
         );
-        let order = paymos_inbox_core::change::OrderRef {
+        let order = paymos_inbox_core::money::change::OrderRef {
             external_id: Some("o-1".into()),
             amount: Amount::parse("10"),
             currency: Some("USD".into()),
@@ -666,7 +666,7 @@ mod tests {
             Some(1)
         );
         let removal = Write {
-            what: paymos_inbox_core::write::What::Release,
+            what: paymos_inbox_core::money::write::What::Release,
             key: Key::state("inv_1"),
             guard: Guard::Always,
             set: vec![Set::Remove(Field::Held)],

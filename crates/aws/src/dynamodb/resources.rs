@@ -24,19 +24,19 @@ use super::item::{Conditional, Item, WriteUnits, conditional, get, get_s, get_u6
 use super::records::{OrderOnRecord, invoice_seen, order_claim, registered_order, state_record};
 use super::render::{Tables, fields_of, item_of, transact_item, update};
 use crate::aws::{kind_of_code, port_error};
-use paymos_inbox_core::action::OperatorAction;
-use paymos_inbox_core::exceptions::ExceptionStore;
-use paymos_inbox_core::fulfil::ResourceStore;
-use paymos_inbox_core::handoff::StateRecords;
-use paymos_inbox_core::ingest::{PortError, PortErrorKind};
-use paymos_inbox_core::invoice::InvoiceSeen;
-use paymos_inbox_core::reconcile::ReconcileStore;
-use paymos_inbox_core::record::{FulfilmentRecord, InvoiceRecord, StateRecord, Step};
-use paymos_inbox_core::release::ReleaseStore;
-use paymos_inbox_core::status::Amount;
-use paymos_inbox_core::write::{self, Fields, Key, Refused, Stored, Write};
+use paymos_inbox_core::money::invoice::InvoiceSeen;
+use paymos_inbox_core::money::record::OperatorAction;
+use paymos_inbox_core::money::record::{FulfilmentRecord, InvoiceRecord, StateRecord, Step};
+use paymos_inbox_core::money::status::Amount;
+use paymos_inbox_core::money::write::{self, Fields, Key, Refused, Stored, Write};
+use paymos_inbox_core::roads::exceptions::ExceptionStore;
+use paymos_inbox_core::roads::fulfil::ResourceStore;
+use paymos_inbox_core::roads::handoff::StateRecords;
+use paymos_inbox_core::roads::ingest::{PortError, PortErrorKind};
+use paymos_inbox_core::roads::reconcile::ReconcileStore;
+use paymos_inbox_core::roads::release::ReleaseStore;
 
-pub use paymos_inbox_core::write::{balance_key, order_key, order_paid_key};
+pub use paymos_inbox_core::money::write::{balance_key, order_key, order_paid_key};
 
 /// Names the code relies on; `template.yaml` must create the table with the same.
 pub struct ResourceSchema;
@@ -99,7 +99,7 @@ impl DynamoResources {
         )
     }
 
-    /// The story the item of key `key` keeps ([`paymos_inbox_core::write::story`]): each
+    /// The story the item of key `key` keeps ([`paymos_inbox_core::money::write::story`]): each
     /// status it reached, when and by whom, oldest first; one consistent `GetItem`.
     ///
     /// # Errors
@@ -138,7 +138,7 @@ impl DynamoResources {
     }
 
     /// Registers the amount an order of the project scope `scope` must be paid with (the
-    /// amount guard; `None`: the home project, [`paymos_inbox_core::change::Projects::scope`]).
+    /// amount guard; `None`: the home project, [`paymos_inbox_core::money::change::Projects::scope`]).
     ///
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
@@ -553,7 +553,7 @@ impl DynamoResources {
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
     pub async fn is_fulfilled(&self, invoice_id: &str) -> Result<bool, PortError> {
-        let key = paymos_inbox_core::effect::fulfilment_key(invoice_id);
+        let key = paymos_inbox_core::money::effect::fulfilment_key(invoice_id);
         Ok(get(&self.client, &self.tables.state, ("pk", &key))
             .await?
             .is_some())
@@ -804,7 +804,7 @@ impl ExceptionStore for DynamoResources {
     }
 }
 
-impl paymos_inbox_core::reconcile::ReconcileCheckpoint for DynamoResources {
+impl paymos_inbox_core::roads::reconcile::ReconcileCheckpoint for DynamoResources {
     async fn clean_until(&self) -> Result<Option<u64>, PortError> {
         Ok(get(
             &self.client,

@@ -1,4 +1,4 @@
-//! The write contract: the domain's guards (`paymos_inbox_core::write`) rendered as DynamoDB
+//! The write contract: the domain's guards (`paymos_inbox_core::money::write`) rendered as DynamoDB
 //! condition expressions and evaluated by the memory twin give the same outcome for every pair
 //! of changes. Each pair runs on `DynamoResources` (DynamoDB Local) and on `MemoryResources`
 //! (which evaluates the same guards with `Guard::holds`), and the outcomes and
@@ -6,14 +6,16 @@
 //! too. The deliveries ledger's conditions likewise, against `MemoryLedger`.
 
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
-use paymos_inbox_core::change::{Applied, Change, Credit, OrderRef, Source};
-use paymos_inbox_core::effect::RecordFulfilment;
-use paymos_inbox_core::fulfil::{ResourceStore, settle};
-use paymos_inbox_core::ingest::{DeliveryLedger, DeliveryState, PortError, Recorded, TakeOver};
-use paymos_inbox_core::memory::{MemoryLedger, MemoryResources};
-use paymos_inbox_core::signature::Environment;
-use paymos_inbox_core::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
-use paymos_inbox_core::write::{self, Key};
+use paymos_inbox_core::money::change::{Applied, Change, Credit, OrderRef, Source};
+use paymos_inbox_core::money::effect::RecordFulfilment;
+use paymos_inbox_core::money::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
+use paymos_inbox_core::money::write::{self, Key};
+use paymos_inbox_core::roads::fulfil::{ResourceStore, settle};
+use paymos_inbox_core::roads::ingest::{
+    DeliveryLedger, DeliveryState, PortError, Recorded, TakeOver,
+};
+use paymos_inbox_core::testkit::memory::{MemoryLedger, MemoryResources};
+use paymos_inbox_core::wire::signature::Environment;
 
 use paymos_inbox_testkit::*;
 
@@ -206,7 +208,7 @@ async fn dynamodb_and_the_domains_rules_agree_on_every_transition() {
 
 #[tokio::test]
 async fn releases_agree_on_dynamodb_and_in_memory() {
-    use paymos_inbox_core::release::{ReleaseBy, release};
+    use paymos_inbox_core::roads::release::{ReleaseBy, release};
     let aws = Aws::new();
     let state = aws.state_table().await;
     let ledger = aws.deliveries_table().await;
@@ -337,7 +339,7 @@ enum Said {
 /// the memory twin, step by step.
 async fn ledger_steps<L>(ledger: &L, run: &str) -> Vec<Said>
 where
-    L: DeliveryLedger + paymos_inbox_core::sweep::StrandedDeliveries,
+    L: DeliveryLedger + paymos_inbox_core::roads::sweep::StrandedDeliveries,
 {
     let body = invoice_paid(&format!("evt_l_{run}"), &format!("inv_l_{run}"));
     let d = recorded_delivery(&body, Environment::Live, NOW_MS);

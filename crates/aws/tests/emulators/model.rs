@@ -1,14 +1,14 @@
 //! The model test of Paymos' whole world on DynamoDB Local: a deterministic sample of the
 //! histories that `core/src/tests/world.rs` runs by the thousand on the in-memory store. Each
-//! history runs on both stores; both end where the oracle (`paymos_inbox_core::oracle`, written
+//! history runs on both stores; both end where the oracle (`paymos_inbox_core::testkit::oracle`, written
 //! from Paymos' contract) says, so DynamoDB's conditions and the domain's rules agree with it.
 
 use std::sync::Arc;
 
 use paymos_inbox_aws::dynamodb::DynamoResources;
-use paymos_inbox_core::memory::{MemoryResources, MemoryReviews};
-use paymos_inbox_core::status::Amount;
-use paymos_inbox_core::world::{Ids, REGISTERED, judge, run, world};
+use paymos_inbox_core::money::status::Amount;
+use paymos_inbox_core::testkit::memory::{MemoryResources, MemoryReviews};
+use paymos_inbox_core::testkit::world::{Ids, REGISTERED, judge, run, world};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::TestRunner;
 

@@ -5,9 +5,9 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use paymos_inbox_aws::dynamodb::DynamoResources;
-use paymos_inbox_core::change::{Applied, OrderRef, Projects};
-use paymos_inbox_core::fulfil::Fulfil;
-use paymos_inbox_core::status::Amount;
+use paymos_inbox_core::money::change::{Applied, OrderRef, Projects};
+use paymos_inbox_core::money::status::Amount;
+use paymos_inbox_core::roads::fulfil::Fulfil;
 use serde_json::json;
 
 use paymos_inbox_testkit::*;
@@ -126,15 +126,15 @@ async fn the_home_project_is_pinned_once_and_another_first_is_refused_on_dynamod
 #[tokio::test]
 async fn a_delivery_naming_another_order_than_the_one_shipped_waits_until_resolved() {
     use paymos_inbox_aws::dynamodb::DynamoLedger;
-    use paymos_inbox_core::exceptions::{self, ReviewLedger as _};
-    use paymos_inbox_core::ingest::DeliveryLedger as _;
+    use paymos_inbox_core::roads::exceptions::{self, ReviewLedger as _};
+    use paymos_inbox_core::roads::ingest::DeliveryLedger as _;
     let aws = Aws::new();
     let stack = aws.stack().await;
     let (state, deliveries) = (stack.table("StateTable"), stack.table("DeliveriesTable"));
     let resources = DynamoResources::new(aws.dynamodb.clone(), state, deliveries);
     let ledger = DynamoLedger::new(aws.dynamodb.clone(), deliveries, None);
     let fulfil = Fulfil::new(resources.clone());
-    let environment = paymos_inbox_core::signature::Environment::Live;
+    let environment = paymos_inbox_core::wire::signature::Environment::Live;
     let unnamed = envelope("evt_none", "invoice.paid", json!({"invoice_id": "inv_c"}));
     let (_, applied) = fulfil.apply(&live(&unnamed), NOW_MS).await.unwrap();
     assert_eq!(applied, Applied::OrderUnknown);

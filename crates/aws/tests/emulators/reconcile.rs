@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use paymos_inbox_aws::dynamodb::DynamoResources;
-use paymos_inbox_core::change::{Applied, OrderRef};
-use paymos_inbox_core::fulfil::Fulfil;
+use paymos_inbox_core::money::change::{Applied, OrderRef};
+use paymos_inbox_core::roads::fulfil::Fulfil;
 use serde_json::json;
 
 use paymos_inbox_testkit::paymos_fake::{Answer, FakePaymos, KEY, SECRET, invoice};
@@ -145,7 +145,7 @@ async fn reconcile_finds_missing_and_unknown_and_apply_fulfils_the_missing_once(
             .await
             .unwrap()
             .1,
-        paymos_inbox_core::change::Applied::AlreadyFinal
+        paymos_inbox_core::money::change::Applied::AlreadyFinal
     );
     let report = reconcile(
         &api,
@@ -202,8 +202,8 @@ fn paid_event(event_id: &str, invoice: &str, amount: &str) -> String {
 #[tokio::test]
 async fn the_reverse_check_refuses_payments_paymos_does_not_confirm() {
     use paymos_inbox_aws::paymos_api::PaymosApi;
-    use paymos_inbox_core::change::Applied;
-    use paymos_inbox_core::fulfil::FulfilError;
+    use paymos_inbox_core::money::change::Applied;
+    use paymos_inbox_core::roads::fulfil::FulfilError;
 
     let aws = Aws::new();
     let stack = aws.stack().await;
@@ -432,8 +432,8 @@ async fn the_claims_of_a_window_are_read_a_hundred_at_once() {
 // n/100.
 #[tokio::test]
 async fn a_window_of_a_hundred_thousand_paid_invoices_takes_n_over_a_hundred_round_trips() {
-    use paymos_inbox_core::memory::MemoryResources;
-    use paymos_inbox_core::status::InvoiceStatus;
+    use paymos_inbox_core::money::status::InvoiceStatus;
+    use paymos_inbox_core::testkit::memory::MemoryResources;
     use std::sync::Arc;
     const PAID: usize = 100_000;
     let store = Arc::new(MemoryResources::new());
@@ -444,7 +444,7 @@ async fn a_window_of_a_hundred_thousand_paid_invoices_takes_n_over_a_hundred_rou
     for id in fulfilled {
         let order = OrderRef {
             external_id: Some(format!("order-{id}")),
-            amount: paymos_inbox_core::status::Amount::parse("25.00"),
+            amount: paymos_inbox_core::money::status::Amount::parse("25.00"),
             currency: Some("USDT".into()),
             project: None,
             home: false,
@@ -466,7 +466,7 @@ async fn a_window_of_a_hundred_thousand_paid_invoices_takes_n_over_a_hundred_rou
     );
     let reads = store.reconcile_reads();
     let started = std::time::Instant::now();
-    let report = paymos_inbox_core::reconcile::reconcile(
+    let report = paymos_inbox_core::roads::reconcile::reconcile(
         &api,
         &fulfil,
         ((NOW - 3600) as i64, (NOW + 3600) as i64),
@@ -503,7 +503,7 @@ async fn a_window_of_a_hundred_thousand_paid_invoices_takes_n_over_a_hundred_rou
 // back; an older run finishing late never moves it back.
 #[tokio::test]
 async fn where_the_last_clean_run_ended_is_kept_and_never_moves_back() {
-    use paymos_inbox_core::reconcile::{ReconcileCheckpoint as _, scheduled};
+    use paymos_inbox_core::roads::reconcile::{ReconcileCheckpoint as _, scheduled};
     let aws = Aws::new();
     let stack = aws.stack().await;
     let store = DynamoResources::new(

@@ -8,12 +8,12 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources, KeptBody, encode_body};
 use paymos_inbox_aws::sqs::SqsQueue;
-use paymos_inbox_core::change::Applied;
-use paymos_inbox_core::exceptions::{self, DELIVERY_OUTCOMES, ReviewLedger as _};
-use paymos_inbox_core::fulfil::Fulfil;
-use paymos_inbox_core::ingest::{DeliveryState, Ingest, IngestSettings, sha256_hex};
-use paymos_inbox_core::signature::{SigningKey, Verifier, WebhookSecret};
-use paymos_inbox_core::sweep::StrandedDeliveries as _;
+use paymos_inbox_core::money::change::Applied;
+use paymos_inbox_core::roads::exceptions::{self, DELIVERY_OUTCOMES, ReviewLedger as _};
+use paymos_inbox_core::roads::fulfil::Fulfil;
+use paymos_inbox_core::roads::ingest::{DeliveryState, Ingest, IngestSettings, sha256_hex};
+use paymos_inbox_core::roads::sweep::StrandedDeliveries as _;
+use paymos_inbox_core::wire::signature::{SigningKey, Verifier, WebhookSecret};
 use paymos_inbox_lambda::ingest::respond;
 use serde_json::json;
 
@@ -272,7 +272,7 @@ fn old_format_record(
 ) -> HashMap<String, AttributeValue> {
     let d = recorded_delivery(
         body,
-        paymos_inbox_core::signature::Environment::Live,
+        paymos_inbox_core::wire::signature::Environment::Live,
         received_at_ms,
     );
     let (stored, encoding) = encode_body(body.as_bytes());
@@ -371,10 +371,10 @@ async fn a_body_is_kept_at_least_a_week_and_never_longer_than_its_record() {
             let body = paid(id, "inv_b_days", id);
             let d = recorded_delivery(
                 &body,
-                paymos_inbox_core::signature::Environment::Live,
+                paymos_inbox_core::wire::signature::Environment::Live,
                 NOW_MS,
             );
-            paymos_inbox_core::ingest::DeliveryLedger::record(&ledger, &d, NOW_MS)
+            paymos_inbox_core::roads::ingest::DeliveryLedger::record(&ledger, &d, NOW_MS)
                 .await
                 .unwrap();
             let record = aws.item(&table, "event_id", id).await.unwrap();
@@ -621,7 +621,7 @@ async fn a_delivery_resolved_as_waiting_for_its_order_stays_listed() {
 // gone anyway is never sent with an empty body.
 #[tokio::test]
 async fn a_delivery_not_yet_processed_keeps_its_body_and_is_never_sent_without_it() {
-    use paymos_inbox_core::sweep::resend_stranded;
+    use paymos_inbox_core::roads::sweep::resend_stranded;
     let rig = Rig::new().await;
     let body = paid("evt_s1", "inv_s1", "stuck");
     assert_eq!(rig.post(&body, "evt_s1", NOW_MS).await, 200);
@@ -658,7 +658,7 @@ async fn a_delivery_not_yet_processed_keeps_its_body_and_is_never_sent_without_i
 // gives it the whole retention again from then (and its body, never past the record).
 #[tokio::test]
 async fn a_record_never_expires_while_its_delivery_is_not_processed() {
-    use paymos_inbox_core::sweep::resend_stranded;
+    use paymos_inbox_core::roads::sweep::resend_stranded;
     let rig = Rig::keeping_records(Some(7)).await;
     let body = paid("evt_r1", "inv_r1", "never applied");
     assert_eq!(rig.post(&body, "evt_r1", NOW_MS).await, 200);

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_aws::paymos_api::PaymosApi;
-use paymos_inbox_core::change::Applied;
-use paymos_inbox_core::confirm::NOT_YET_RECEIVES;
-use paymos_inbox_core::effect::RecordFulfilment;
-use paymos_inbox_core::exceptions;
-use paymos_inbox_core::fulfil::{Fulfil, FulfilError};
-use paymos_inbox_core::ingest::PortErrorKind;
-use paymos_inbox_core::signature::Environment;
+use paymos_inbox_core::money::change::Applied;
+use paymos_inbox_core::money::effect::RecordFulfilment;
+use paymos_inbox_core::roads::confirm::NOT_YET_RECEIVES;
+use paymos_inbox_core::roads::exceptions;
+use paymos_inbox_core::roads::fulfil::{Fulfil, FulfilError};
+use paymos_inbox_core::roads::ingest::PortErrorKind;
+use paymos_inbox_core::wire::signature::Environment;
 use serde_json::{Value, json};
 
 use paymos_inbox_testkit::paymos_fake::{self, Answer, FakePaymos, invoice};
@@ -82,7 +82,7 @@ impl Rig {
     }
 }
 
-use paymos_inbox_core::ingest::DeliveryLedger as _;
+use paymos_inbox_core::roads::ingest::DeliveryLedger as _;
 
 fn paid(event_id: &str, invoice_id: &str, order: Value) -> String {
     envelope(
@@ -333,7 +333,7 @@ async fn reconciliation_reports_late_and_refunded_payments_by_paymos_facts() {
         )
     };
     let report = run(false).await.unwrap();
-    let ids = |list: &[paymos_inbox_core::reconcile::PaidAtPaymos]| {
+    let ids = |list: &[paymos_inbox_core::roads::reconcile::PaidAtPaymos]| {
         list.iter()
             .map(|p| p.invoice_id.clone())
             .collect::<Vec<_>>()
@@ -399,9 +399,9 @@ async fn two_invoices_of_one_paymos_order_fulfilled_by_different_roads_are_doubl
         .mark_paid(
             "inv_two",
             // Fulfilled here under a mistyped order: Paymos says it pays order-x too.
-            paymos_inbox_core::change::OrderRef {
+            paymos_inbox_core::money::change::OrderRef {
                 external_id: Some("order-x-typo".into()),
-                ..paymos_inbox_core::change::OrderRef::none()
+                ..paymos_inbox_core::money::change::OrderRef::none()
             },
             "support",
             NOW_MS,

@@ -9,10 +9,10 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use futures::StreamExt as _;
 use paymos_inbox_aws::dynamodb::DynamoLedger;
-use paymos_inbox_core::exceptions::{DELIVERY_OUTCOMES, ReviewLedger as _};
-use paymos_inbox_core::handoff::StateRecords as _;
-use paymos_inbox_core::signature::Environment;
-use paymos_inbox_core::write::day_listing;
+use paymos_inbox_core::money::write::day_listing;
+use paymos_inbox_core::roads::exceptions::{DELIVERY_OUTCOMES, ReviewLedger as _};
+use paymos_inbox_core::roads::handoff::StateRecords as _;
+use paymos_inbox_core::wire::signature::Environment;
 
 use paymos_inbox_testkit::*;
 
@@ -464,7 +464,7 @@ async fn operator_reads_examine_what_they_list_not_the_history() {
     // Two held, two open, the released invoice and its fulfilment.
     assert_eq!(changed.len(), 6, "{changed:?}");
     assert!(examined <= changed.len(), "examined {examined}");
-    let events = paymos_inbox_core::handoff::since(&resources, hour_ago, Environment::Live)
+    let events = paymos_inbox_core::roads::handoff::since(&resources, hour_ago, Environment::Live)
         .await
         .unwrap();
     assert!(

@@ -4,10 +4,10 @@
 //! waits for) decided by DynamoDB's conditions, asserting the fulfilments and what waits.
 
 use paymos_inbox_aws::dynamodb::DynamoResources;
-use paymos_inbox_core::change::{Applied, OrderRef};
-use paymos_inbox_core::fulfil::Fulfil;
-use paymos_inbox_core::model::{Ids, Inspect, Naming, Op, REGISTERED_AMOUNT, run};
-use paymos_inbox_core::status::{Amount, InvoiceStatus};
+use paymos_inbox_core::money::change::{Applied, OrderRef};
+use paymos_inbox_core::money::status::{Amount, InvoiceStatus};
+use paymos_inbox_core::roads::fulfil::Fulfil;
+use paymos_inbox_core::testkit::model::{Ids, Inspect, Naming, Op, REGISTERED_AMOUNT, run};
 use serde_json::json;
 
 use paymos_inbox_testkit::*;
@@ -236,7 +236,7 @@ async fn a_manual_road_run_twice_reports_what_exists_and_a_raw_key_refund_writes
                "invoice_id": format!("fulfilment#{}", ids.invoice(1)), "mode": "full"}),
     );
     // (Ingest answers such a body 400; one recorded before this rule still reaches fulfil.)
-    let item = paymos_inbox_core::work::WorkItem {
+    let item = paymos_inbox_core::wire::work::WorkItem {
         event_id: format!("evt_{}_raw", ids.run),
         ..live(&body)
     };

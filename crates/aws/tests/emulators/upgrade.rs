@@ -5,8 +5,8 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use paymos_inbox_aws::dynamodb::DynamoResources;
-use paymos_inbox_core::change::Applied;
-use paymos_inbox_core::fulfil::Fulfil;
+use paymos_inbox_core::money::change::Applied;
+use paymos_inbox_core::roads::fulfil::Fulfil;
 use serde_json::json;
 
 use paymos_inbox_testkit::*;
@@ -125,7 +125,7 @@ fn n(v: u64) -> AttributeValue {
 #[tokio::test]
 async fn after_the_checklist_every_record_of_the_previous_layouts_is_read_as_before() {
     use paymos_inbox_aws::dynamodb::DynamoLedger;
-    use paymos_inbox_core::exceptions::{DELIVERY_OUTCOMES, ReviewLedger as _};
+    use paymos_inbox_core::roads::exceptions::{DELIVERY_OUTCOMES, ReviewLedger as _};
     let aws = Aws::new();
     let stack = aws.stack().await;
     let (state, deliveries) = (stack.table("StateTable"), stack.table("DeliveriesTable"));

@@ -4,7 +4,7 @@
 //! real SQS batches with partial batch failures, visibility timeouts and the DLQ redrive.
 
 use paymos_inbox_aws::paymos_api::PaymosApi;
-use paymos_inbox_core::reconcile::reconcile;
+use paymos_inbox_core::roads::reconcile::reconcile;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -24,9 +24,9 @@ use crate::local::emulators::{self, Emulator};
 use crate::local::pipeline::Pipeline;
 use crate::local::poller::poll_once;
 use crate::local::template::{self, Created};
-use paymos_inbox_core::fulfil::Fulfil;
-use paymos_inbox_core::ingest::{Ingest, IngestSettings};
-use paymos_inbox_core::signature::{SigningKey, Verifier};
+use paymos_inbox_core::roads::fulfil::Fulfil;
+use paymos_inbox_core::roads::ingest::{Ingest, IngestSettings};
+use paymos_inbox_core::wire::signature::{SigningKey, Verifier};
 use paymos_inbox_lambda::{ingest::respond, now_ms};
 
 /// Function URLs accept at most 6 MB of payload.
@@ -51,10 +51,10 @@ pub struct DevOptions {
     /// Prefix of the table and queue names.
     pub prefix: String,
     /// The environment whose deliveries fulfil applies (as `PAYMOS_ENVIRONMENT` on AWS).
-    pub environment: paymos_inbox_core::signature::Environment,
+    pub environment: paymos_inbox_core::wire::signature::Environment,
     /// The projects whose deliveries fulfil applies (as `PAYMOS_PROJECT_IDS` on AWS; none:
     /// every project).
-    pub projects: paymos_inbox_core::change::Projects,
+    pub projects: paymos_inbox_core::money::change::Projects,
     /// Run the handlers in process (ingest on the URL, the fulfil poller, the publisher);
     /// without them, only the emulators, tables, queues and secrets, for the real binaries
     /// (`make watch`).
@@ -78,8 +78,8 @@ pub const DEV_RECONCILE_EVERY: Duration = Duration::from_secs(60);
 /// The environment `dev` applies when none is asked for: the one of its secrets when they all
 /// name the same, else sandbox (the fixture secret's).
 #[must_use]
-pub fn default_environment(keys: &[SigningKey]) -> paymos_inbox_core::signature::Environment {
-    use paymos_inbox_core::signature::Environment;
+pub fn default_environment(keys: &[SigningKey]) -> paymos_inbox_core::wire::signature::Environment {
+    use paymos_inbox_core::wire::signature::Environment;
     let mut named = keys.iter().filter_map(SigningKey::environment);
     match named.next() {
         Some(first) if named.all(|e| e == first) => first,
@@ -275,7 +275,7 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
         &dynamodb_endpoint,
         &sqs,
         &created,
-        paymos_inbox_core::change::Applying {
+        paymos_inbox_core::money::change::Applying {
             environment: options.environment,
             projects: options.projects.clone(),
         },
@@ -311,7 +311,7 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
 }
 
 /// The environment as a stack's `PaymosEnvironmentOutput` names it.
-fn stack_environment(environment: paymos_inbox_core::signature::Environment) -> &'static str {
+fn stack_environment(environment: paymos_inbox_core::wire::signature::Environment) -> &'static str {
     if environment.is_test() {
         "sandbox"
     } else {
@@ -346,7 +346,7 @@ async fn hand_off(
     dynamodb_endpoint: &str,
     sqs: &aws_sdk_sqs::Client,
     created: &Created,
-    stack: paymos_inbox_core::change::Applying,
+    stack: paymos_inbox_core::money::change::Applying,
     forwarding: bool,
 ) -> Result<tokio::task::JoinHandle<()>, String> {
     let mut events = paymos_inbox_aws::events::QueuePublisher::new(
@@ -414,7 +414,7 @@ fn sweep(
             if let Err(error) = paymos_inbox_lambda::sweep::sweep_once(
                 &ledger,
                 &queue,
-                paymos_inbox_core::ingest::DEFAULT_LEASE_SECS,
+                paymos_inbox_core::roads::ingest::DEFAULT_LEASE_SECS,
                 DEV_SWEEP_AFTER_SECS,
                 now,
             )
@@ -431,7 +431,7 @@ fn sweep(
 /// applied).
 fn reconcile_every_minute<S>(api: PaymosApi, fulfil: Fulfil<S>) -> tokio::task::JoinHandle<()>
 where
-    S: paymos_inbox_core::reconcile::ReconcileStore + 'static,
+    S: paymos_inbox_core::roads::reconcile::ReconcileStore + 'static,
 {
     tokio::spawn(async move {
         loop {
@@ -467,8 +467,8 @@ pub fn serve_ingest<L, Q>(
     timeout: Option<Duration>,
 ) -> tokio::task::JoinHandle<()>
 where
-    L: paymos_inbox_core::ingest::DeliveryLedger + 'static,
-    Q: paymos_inbox_core::ingest::WorkQueue + 'static,
+    L: paymos_inbox_core::roads::ingest::DeliveryLedger + 'static,
+    Q: paymos_inbox_core::roads::ingest::WorkQueue + 'static,
 {
     let slow = slow.map(|d| (d, SeenIds::default()));
     tokio::spawn(async move {
@@ -515,8 +515,8 @@ pub fn run_poller<S, C>(
     timeout: Option<Duration>,
 ) -> tokio::task::JoinHandle<()>
 where
-    S: paymos_inbox_core::fulfil::ResourceStore + 'static,
-    C: paymos_inbox_core::confirm::PaymentConfirmation + 'static,
+    S: paymos_inbox_core::roads::fulfil::ResourceStore + 'static,
+    C: paymos_inbox_core::roads::confirm::PaymentConfirmation + 'static,
 {
     tokio::spawn(async move {
         loop {
@@ -547,12 +547,12 @@ pub async fn run_publisher<P>(
     dynamodb_endpoint: &str,
     state_table: &str,
     publisher: P,
-    stack: paymos_inbox_core::change::Applying,
+    stack: paymos_inbox_core::money::change::Applying,
     sqs: aws_sdk_sqs::Client,
     on_failure: String,
 ) -> Result<tokio::task::JoinHandle<()>, String>
 where
-    P: paymos_inbox_core::handoff::EventPublisher + 'static,
+    P: paymos_inbox_core::roads::handoff::EventPublisher + 'static,
 {
     let streams = aws_sdk_dynamodbstreams::Client::from_conf(
         aws_sdk_dynamodbstreams::config::Builder::from(&shared_config().await)
@@ -601,8 +601,8 @@ async fn serve<L, Q>(
     slow: Option<(Duration, SeenIds)>,
 ) -> hyper::Response<Full<Bytes>>
 where
-    L: paymos_inbox_core::ingest::DeliveryLedger,
-    Q: paymos_inbox_core::ingest::WorkQueue,
+    L: paymos_inbox_core::roads::ingest::DeliveryLedger,
+    Q: paymos_inbox_core::roads::ingest::WorkQueue,
 {
     let hold = slow.and_then(|(delay, seen)| {
         let id = req.headers().get("x-webhook-id")?.to_str().ok()?.to_owned();
@@ -641,8 +641,8 @@ async fn handle<L, Q>(
     req: hyper::Request<Incoming>,
 ) -> hyper::Response<Full<Bytes>>
 where
-    L: paymos_inbox_core::ingest::DeliveryLedger,
-    Q: paymos_inbox_core::ingest::WorkQueue,
+    L: paymos_inbox_core::roads::ingest::DeliveryLedger,
+    Q: paymos_inbox_core::roads::ingest::WorkQueue,
 {
     let (parts, body) = req.into_parts();
     let Ok(body) = Limited::new(body, FUNCTION_URL_MAX_BYTES)

@@ -10,7 +10,7 @@ use std::path::Path;
 use base64::Engine as _;
 use serde_json::Value;
 
-use paymos_inbox_core::signature::{WebhookSecret, signature_header};
+use paymos_inbox_core::wire::signature::{WebhookSecret, signature_header};
 
 /// Re-signs every `ingest-*.json` function-URL event in `dir` at Unix time `at` with `secret`.
 /// Returns the files it rewrote.

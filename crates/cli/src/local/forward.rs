@@ -8,8 +8,8 @@ use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use paymos_inbox_aws::sqs::SqsQueue;
 use paymos_inbox_aws::webhook::HttpWebhookTarget;
-use paymos_inbox_core::outbound::{OutboundSecret, RetryQueue};
 use paymos_inbox_core::port::PortError;
+use paymos_inbox_core::roads::outbound::{OutboundSecret, RetryQueue};
 
 use super::template::Created;
 

@@ -5,9 +5,9 @@
 use crate::local::template::Created;
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_aws::sqs::SqsQueue;
-use paymos_inbox_core::fulfil::Fulfil;
-use paymos_inbox_core::ingest::{Ingest, IngestSettings};
-use paymos_inbox_core::signature::Verifier;
+use paymos_inbox_core::roads::fulfil::Fulfil;
+use paymos_inbox_core::roads::ingest::{Ingest, IngestSettings};
+use paymos_inbox_core::wire::signature::Verifier;
 
 /// The ports of a created stack: the deliveries ledger, the work queue and the resource table.
 #[derive(Debug, Clone)]

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
 
-use paymos_inbox_core::confirm::PaymentConfirmation;
-use paymos_inbox_core::fulfil::{Fulfil, ResourceStore};
+use paymos_inbox_core::roads::confirm::PaymentConfirmation;
+use paymos_inbox_core::roads::fulfil::{Fulfil, ResourceStore};
 use paymos_inbox_lambda::fulfil::{QueueVisibility, handle_batch};
 
 /// What one poll did.

@@ -9,8 +9,8 @@ use std::time::Duration;
 use aws_sdk_dynamodbstreams::types::{AttributeValue, ShardIteratorType};
 
 use paymos_inbox_aws::dynamodb::{state_record, stream_image};
-use paymos_inbox_core::handoff::{EventPublisher, ItemChange, publish_changes};
-use paymos_inbox_core::record::StateRecord;
+use paymos_inbox_core::money::record::StateRecord;
+use paymos_inbox_core::roads::handoff::{EventPublisher, ItemChange, publish_changes};
 
 /// Reads one table's stream from its beginning.
 pub struct StreamReader {
@@ -218,7 +218,7 @@ pub struct Retries {
 pub async fn deliver<P: EventPublisher>(
     publisher: &P,
     changes: &[ItemChange],
-    stack: &paymos_inbox_core::change::Applying,
+    stack: &paymos_inbox_core::money::change::Applying,
     retries: Retries,
     sqs: &aws_sdk_sqs::Client,
     on_failure: &str,

@@ -19,9 +19,9 @@ use crate::local::template;
 use crate::tools::send::{SENDER_TIMEOUT, post};
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_aws::sqs::SqsQueue;
-use paymos_inbox_core::fulfil::Fulfil;
-use paymos_inbox_core::ingest::{Inbound, Ingest, IngestSettings};
-use paymos_inbox_core::signature::{SigningKey, Verifier, WebhookSecret, signature_header};
+use paymos_inbox_core::roads::fulfil::Fulfil;
+use paymos_inbox_core::roads::ingest::{Inbound, Ingest, IngestSettings};
+use paymos_inbox_core::wire::signature::{SigningKey, Verifier, WebhookSecret, signature_header};
 
 const SECRET: &str = "whsec_live_paymos_inbox_bench";
 
@@ -298,14 +298,14 @@ async fn raw_loop(
         &table,
     )));
     let (first, again) = deliveries.split_at(options.deliveries);
-    let raw_phase = |batch: &[paymos_inbox_core::ingest::Delivery]| {
+    let raw_phase = |batch: &[paymos_inbox_core::roads::ingest::Delivery]| {
         let batch = batch.to_vec();
         let (ledger, raw_queue) = (ledger.clone(), raw_queue.clone());
         async move {
             futures::stream::iter(batch.into_iter().map(|d| {
                 let (ledger, raw_queue) = (ledger.clone(), raw_queue.clone());
                 async move {
-                    use paymos_inbox_core::ingest::{
+                    use paymos_inbox_core::roads::ingest::{
                         DeliveryLedger as _, Recorded, WorkQueue as _,
                     };
                     let t = Instant::now();

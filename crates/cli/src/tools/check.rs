@@ -22,11 +22,11 @@ use std::time::{Duration, Instant};
 
 use crate::tools::send::{Attempt, data_for, envelope, new_event_id, post};
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
-use paymos_inbox_core::change::OrderRef;
-use paymos_inbox_core::fulfil::Fulfil;
-use paymos_inbox_core::ingest::delivery_key;
-use paymos_inbox_core::signature::{Environment, WebhookSecret};
-use paymos_inbox_core::status::Amount;
+use paymos_inbox_core::money::change::OrderRef;
+use paymos_inbox_core::money::status::Amount;
+use paymos_inbox_core::roads::fulfil::Fulfil;
+use paymos_inbox_core::roads::ingest::delivery_key;
+use paymos_inbox_core::wire::signature::{Environment, WebhookSecret};
 
 /// The tables of a paymos-inbox receiver under test.
 #[derive(Debug, Clone)]

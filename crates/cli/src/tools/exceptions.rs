@@ -1,8 +1,8 @@
 //! The operator's commands around the exceptions (the use cases are the domain's,
-//! [`paymos_inbox_core::exceptions`]): registering what an order must be paid with.
+//! [`paymos_inbox_core::roads::exceptions`]): registering what an order must be paid with.
 
 use paymos_inbox_aws::dynamodb::DynamoResources;
-use paymos_inbox_core::status::Amount;
+use paymos_inbox_core::money::status::Amount;
 
 /// Registers what an order must be paid with (the amount guard), from the command line.
 ///

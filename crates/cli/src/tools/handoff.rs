@@ -5,11 +5,11 @@
 //! ([`Follow`]: what the table commits from now on, read from its stream, never the table
 //! again).
 
-use paymos_inbox_core::effect::fulfilment_key;
-use paymos_inbox_core::handoff::{DomainEvent, EventPublisher, events_of};
+use paymos_inbox_core::money::effect::fulfilment_key;
+use paymos_inbox_core::money::record::StateRecord;
 use paymos_inbox_core::port::PortError;
-use paymos_inbox_core::record::StateRecord;
-use paymos_inbox_core::signature::Environment;
+use paymos_inbox_core::roads::handoff::{DomainEvent, EventPublisher, events_of};
+use paymos_inbox_core::wire::signature::Environment;
 
 use crate::local::stream::StreamReader;
 

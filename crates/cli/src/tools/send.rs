@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use paymos_inbox_core::signature::{WebhookSecret, signature_header};
+use paymos_inbox_core::wire::signature::{WebhookSecret, signature_header};
 
 /// The 16 event types Paymos sends.
 pub const EVENT_TYPES: [&str; 16] = [
@@ -227,23 +227,25 @@ mod tests {
     #[test]
     fn every_event_type_builds_an_envelope_ingest_accepts() {
         for ty in EVENT_TYPES {
-            let resource = match paymos_inbox_core::envelope::Category::of(ty).resource_field() {
-                Some((_, prefix)) => format!("{prefix}1"),
-                None => unreachable!("{ty} is a known type"),
-            };
+            let resource =
+                match paymos_inbox_core::wire::envelope::Category::of(ty).resource_field() {
+                    Some((_, prefix)) => format!("{prefix}1"),
+                    None => unreachable!("{ty} is a known type"),
+                };
             let body = envelope("evt_1", ty, 5, &data_for(ty, &resource, true, 5, None));
-            let parsed = paymos_inbox_core::envelope::Envelope::parse(body.as_bytes()).unwrap();
+            let parsed =
+                paymos_inbox_core::wire::envelope::Envelope::parse(body.as_bytes()).unwrap();
             assert_eq!(
                 parsed.resource_id.as_deref(),
                 Some(resource.as_str()),
                 "{ty}"
             );
-            let change = paymos_inbox_core::change::change_of(&parsed);
+            let change = paymos_inbox_core::money::change::change_of(&parsed);
             assert!(
                 !matches!(
                     change,
-                    paymos_inbox_core::change::Change::Unusable { .. }
-                        | paymos_inbox_core::change::Change::Ignore { .. }
+                    paymos_inbox_core::money::change::Change::Unusable { .. }
+                        | paymos_inbox_core::money::change::Change::Ignore { .. }
                 ),
                 "{ty}: {change:?}"
             );

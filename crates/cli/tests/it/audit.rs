@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use paymos_inbox_aws::dynamodb::DynamoResources;
-use paymos_inbox_core::action::{ActionKind, OperatorAction};
+use paymos_inbox_core::money::record::{ActionKind, OperatorAction};
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt as _;
 
@@ -221,7 +221,7 @@ impl Rig {
             .message_body(
                 work_item(
                     &invoice_paid(&format!("evt_{invoice}"), invoice),
-                    paymos_inbox_core::signature::Environment::Test,
+                    paymos_inbox_core::wire::signature::Environment::Test,
                 )
                 .encode(),
             )
@@ -631,7 +631,7 @@ async fn events_resend_of_one_invoice_publishes_exactly_its_facts_again_with_the
     let printed = out
         .lines()
         .filter(|l| {
-            paymos_inbox_core::handoff::DETAIL_TYPES
+            paymos_inbox_core::roads::handoff::DETAIL_TYPES
                 .iter()
                 .any(|(t, _)| l.starts_with(&format!("{t}  ")))
         })

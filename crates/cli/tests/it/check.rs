@@ -10,7 +10,7 @@ use std::time::Duration;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use paymos_inbox::tools::check::{self, CheckOptions, MarkPaid, Probe, Step};
-use paymos_inbox_core::signature::{SigningKey, Verifier, WebhookSecret};
+use paymos_inbox_core::wire::signature::{SigningKey, Verifier, WebhookSecret};
 use tokio::sync::Mutex;
 
 use crate::tools::{dev, tables_of};
@@ -327,7 +327,8 @@ async fn check_against_dev_passes_all_six_steps_with_evidence_even_when_replies_
     // Beyond ingest's lease (30 s): on a loaded machine an attempt the sender gave up on can
     // hold it that long, and every retry meanwhile is rightly `in_progress` (a clean-clone CI
     // run saw 30 of them in 20 s); the sender retries for hours, so the check waits it out.
-    options.patience = Duration::from_secs(paymos_inbox_core::ingest::DEFAULT_LEASE_SECS + 15);
+    options.patience =
+        Duration::from_secs(paymos_inbox_core::roads::ingest::DEFAULT_LEASE_SECS + 15);
     options.probe = Some(Probe::Tables(tables.clone()));
     options.mark_paid = Some(MarkPaid::Tables(tables));
     let steps = check::run(options).await;

@@ -62,10 +62,10 @@ fn verify_command_agrees_with_all_69_official_vectors() {
 #[test]
 fn verify_command_names_the_matching_secret_and_never_prints_secrets() {
     let body = br#"{"event_id":"evt_1"}"#;
-    let header = paymos_inbox_core::signature::signature_header(
+    let header = paymos_inbox_core::wire::signature::signature_header(
         100,
         body,
-        &[&paymos_inbox_core::signature::WebhookSecret::new(
+        &[&paymos_inbox_core::wire::signature::WebhookSecret::new(
             "whsec_test_new",
         )],
     );

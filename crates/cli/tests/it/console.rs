@@ -172,7 +172,7 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
         .message_body(
             work_item(
                 &invoice_paid("evt_console_dlq", "inv_console_dlq"),
-                paymos_inbox_core::signature::Environment::Test,
+                paymos_inbox_core::wire::signature::Environment::Test,
             )
             .encode(),
         )
@@ -672,7 +672,7 @@ async fn dev_with_info(prefix: &str) -> (paymos_inbox::local::dev::Dev, String, 
 
 #[tokio::test]
 async fn the_header_says_where_the_last_clean_reconciliation_ended_or_that_none_did() {
-    use paymos_inbox_core::fulfil::ResourceStore as _;
+    use paymos_inbox_core::roads::fulfil::ResourceStore as _;
     let (dev, info, _scratch) = dev_with_info("console-reconciled").await;
     let console = open_console(&info, &[]).await;
     let header = &console.get("api/home").await["header"];
@@ -693,7 +693,7 @@ async fn the_header_says_where_the_last_clean_reconciliation_ended_or_that_none_
         &dev.info.tables["DeliveriesTable"],
     );
     state
-        .write(&[paymos_inbox_core::write::reconciled(
+        .write(&[paymos_inbox_core::money::write::reconciled(
             until,
             paymos_inbox_lambda::now_ms(),
         )])
@@ -824,7 +824,7 @@ async fn parked_hand_off_events_wait_on_home_and_move_back_as_a_job_counted_firs
         .collect();
     let entry = |actor: &str, moved: u64| {
         (
-            paymos_inbox_core::action::ActionKind::Redrive,
+            paymos_inbox_core::money::record::ActionKind::Redrive,
             actor.to_owned(),
             "webhook-queue".to_owned(),
             format!("moved {moved}"),
@@ -934,7 +934,7 @@ async fn a_paced_job_answers_at_once_shows_its_progress_refuses_a_second_and_is_
     assert_eq!(
         recorded,
         [(
-            paymos_inbox_core::action::ActionKind::Redrive,
+            paymos_inbox_core::money::record::ActionKind::Redrive,
             "alice".to_owned(),
             "webhook-queue".to_owned(),
             "moved 3".to_owned(),

@@ -6,13 +6,13 @@ use std::time::{Duration, Instant};
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources, balance_key};
 use paymos_inbox_aws::paymos_api::PaymosApi;
-use paymos_inbox_core::change::{Applied, OrderRef};
-use paymos_inbox_core::effect::RecordFulfilment;
-use paymos_inbox_core::exceptions;
-use paymos_inbox_core::fulfil::{Fulfil, FulfilError};
-use paymos_inbox_core::release::ReleaseBy;
-use paymos_inbox_core::signature::Environment;
-use paymos_inbox_core::status::Amount;
+use paymos_inbox_core::money::change::{Applied, OrderRef};
+use paymos_inbox_core::money::effect::RecordFulfilment;
+use paymos_inbox_core::money::status::Amount;
+use paymos_inbox_core::roads::exceptions;
+use paymos_inbox_core::roads::fulfil::{Fulfil, FulfilError};
+use paymos_inbox_core::roads::release::ReleaseBy;
+use paymos_inbox_core::wire::signature::Environment;
 use paymos_inbox_lambda::fulfil::{QueueVisibility, handle_batch};
 use serde_json::{Value, json};
 
@@ -91,10 +91,10 @@ impl Rig {
 
     /// Records the delivery as ingest would (so the processed mark has a record to update).
     async fn record(&self, body: &str) {
-        use paymos_inbox_core::ingest::DeliveryLedger;
+        use paymos_inbox_core::roads::ingest::DeliveryLedger;
         let delivery = recorded_delivery(
             body,
-            paymos_inbox_core::signature::Environment::Live,
+            paymos_inbox_core::wire::signature::Environment::Live,
             NOW_MS,
         );
         self.ledger().record(&delivery, NOW_MS).await.unwrap();
@@ -459,7 +459,7 @@ async fn unconfirmed_and_late_payments_are_listed_and_released_and_a_refund_clea
     )
     .await;
     assert!(
-        matches!(&refused, Err(paymos_inbox_core::release::ReleaseError::NotReleasable(why)) if why.contains("recheck inv_unc")),
+        matches!(&refused, Err(paymos_inbox_core::roads::release::ReleaseError::NotReleasable(why)) if why.contains("recheck inv_unc")),
         "{refused:?}"
     );
     assert_eq!(rig.fulfilments("inv_unc").await, 0);
@@ -825,7 +825,7 @@ async fn recheck_credits_an_unconfirmed_deposit_once() {
 // deflated, under `test#evt_…` for a sandbox delivery), and no command printed one.
 #[tokio::test]
 async fn exceptions_body_prints_an_unusable_deliverys_exact_bytes_live_and_sandbox() {
-    use paymos_inbox_core::ingest::DeliveryLedger as _;
+    use paymos_inbox_core::roads::ingest::DeliveryLedger as _;
     let rig = Rig::new(Vec::new()).await;
     // A deposit to no channel (unusable), long enough to be stored deflated, with non-ASCII
     // text and the trailing newline Paymos sent: the bytes, not a re-serialisation.
@@ -860,7 +860,7 @@ async fn exceptions_body_prints_an_unusable_deliverys_exact_bytes_live_and_sandb
     let body_key = |key: &str, body: &str| {
         format!(
             "body#{key}#{}",
-            paymos_inbox_core::ingest::sha256_hex(body.as_bytes())
+            paymos_inbox_core::roads::ingest::sha256_hex(body.as_bytes())
         )
     };
     let sandbox_body_key = body_key("test#evt_body_sandbox", &sandbox_body);

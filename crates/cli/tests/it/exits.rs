@@ -11,7 +11,7 @@ use std::process::Command;
 
 use http_body_util::Full;
 use hyper::body::Bytes;
-use paymos_inbox_core::signature::{WebhookSecret, signature_header};
+use paymos_inbox_core::wire::signature::{WebhookSecret, signature_header};
 use serde_json::json;
 
 use paymos_inbox_testkit::paymos_fake::{FakePaymos, KEY, SECRET};

@@ -8,12 +8,12 @@ use paymos_inbox::local::stream::{Retries, StreamReader, deliver};
 use paymos_inbox::tools::handoff;
 use paymos_inbox_aws::dynamodb::DynamoResources;
 use paymos_inbox_aws::events::QueuePublisher;
-use paymos_inbox_core::change::OrderRef;
-use paymos_inbox_core::fulfil::Fulfil;
-use paymos_inbox_core::handoff::{DomainEvent, EventPublisher};
-use paymos_inbox_core::ingest::PortError;
-use paymos_inbox_core::schemas::assert_valid;
-use paymos_inbox_core::signature::Environment;
+use paymos_inbox_core::money::change::OrderRef;
+use paymos_inbox_core::roads::fulfil::Fulfil;
+use paymos_inbox_core::roads::handoff::{DomainEvent, EventPublisher};
+use paymos_inbox_core::roads::ingest::PortError;
+use paymos_inbox_core::testkit::schemas::assert_valid;
+use paymos_inbox_core::wire::signature::Environment;
 use serde_json::{Value, json};
 
 use paymos_inbox_testkit::*;
@@ -149,7 +149,10 @@ async fn one_paid_delivery_publishes_exactly_one_order_paid_and_repeats_publish_
     );
     assert_eq!(d["event_id"], "evt_h1");
     assert_eq!(d["environment"], "live");
-    assert_eq!(d["version"], paymos_inbox_core::handoff::DETAIL_VERSION);
+    assert_eq!(
+        d["version"],
+        paymos_inbox_core::roads::handoff::DETAIL_VERSION
+    );
 
     // The same event again, a second endpoint, a replay, support marking it paid: nothing more.
     rig.apply(&paid("evt_h1", "inv_h1")).await;
@@ -232,7 +235,7 @@ async fn each_business_fact_is_one_event_with_its_documented_detail() {
         ]
     );
     for e in &events {
-        let (_, fields) = paymos_inbox_core::handoff::DETAIL_TYPES
+        let (_, fields) = paymos_inbox_core::roads::handoff::DETAIL_TYPES
             .iter()
             .find(|(t, _)| *t == e["detail-type"].as_str().unwrap())
             .unwrap();
@@ -304,7 +307,7 @@ async fn a_failed_publish_is_retried_then_parked_and_resent_once_with_the_same_k
 
     // The operator re-sends what was committed since then: inv_r2's Order Paid, same key.
     let resources = DynamoResources::new(rig.aws.dynamodb.clone(), &rig.state, "");
-    let since = paymos_inbox_core::handoff::since(&resources, NOW_MS, Environment::Live)
+    let since = paymos_inbox_core::roads::handoff::since(&resources, NOW_MS, Environment::Live)
         .await
         .unwrap();
     let missing: Vec<DomainEvent> = since
@@ -326,7 +329,7 @@ async fn a_failed_publish_is_retried_then_parked_and_resent_once_with_the_same_k
 
 #[tokio::test]
 async fn an_invoice_that_expired_was_paid_late_and_released_is_three_facts_with_three_ids() {
-    use paymos_inbox_core::release::{ReleaseBy, release};
+    use paymos_inbox_core::roads::release::{ReleaseBy, release};
     let mut rig = Rig::new().await;
     let publisher = QueuePublisher::new(
         rig.aws.sqs.clone(),
@@ -356,12 +359,15 @@ async fn an_invoice_that_expired_was_paid_late_and_released_is_three_facts_with_
         "inv_l",
         None,
         &by,
-        &paymos_inbox_core::effect::RecordFulfilment,
+        &paymos_inbox_core::money::effect::RecordFulfilment,
         NOW_MS,
     )
     .await
     .unwrap();
-    assert_eq!(released, paymos_inbox_core::change::Applied::Fulfilled);
+    assert_eq!(
+        released,
+        paymos_inbox_core::money::change::Applied::Fulfilled
+    );
     rig.pump(&publisher).await;
     let mut ids: Vec<(String, String)> = rig
         .published()
@@ -392,13 +398,14 @@ async fn an_invoice_that_expired_was_paid_late_and_released_is_three_facts_with_
     );
     // Published again (`events resend`): the same ids.
     let resources = DynamoResources::new(rig.aws.dynamodb.clone(), &rig.state, "");
-    let again: Vec<String> = paymos_inbox_core::handoff::since(&resources, 0, Environment::Live)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|(_, e)| e.idempotency_key)
-        .filter(|k| k.contains("inv_l"))
-        .collect();
+    let again: Vec<String> =
+        paymos_inbox_core::roads::handoff::since(&resources, 0, Environment::Live)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(_, e)| e.idempotency_key)
+            .filter(|k| k.contains("inv_l"))
+            .collect();
     let mut again = again;
     again.sort();
     assert_eq!(

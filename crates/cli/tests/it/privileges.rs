@@ -11,12 +11,12 @@ use paymos_inbox::local::template::Created;
 use paymos_inbox_aws::aws::{CallCounter, Grant};
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_aws::sqs::SqsQueue;
-use paymos_inbox_core::fulfil::Fulfil;
-use paymos_inbox_core::ingest::{
+use paymos_inbox_core::money::status::Amount;
+use paymos_inbox_core::roads::fulfil::Fulfil;
+use paymos_inbox_core::roads::ingest::{
     DeliveryLedger as _, Inbound, Ingest, IngestSettings, KeySource as _,
 };
-use paymos_inbox_core::signature::{Environment, Verifier, WebhookSecret, signature_header};
-use paymos_inbox_core::status::Amount;
+use paymos_inbox_core::wire::signature::{Environment, Verifier, WebhookSecret, signature_header};
 use serde_json::json;
 use yaml_serde::Value;
 
@@ -460,7 +460,7 @@ async fn reconcile_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, Strin
 }
 
 async fn publisher_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, String)> {
-    use paymos_inbox_core::handoff::EventPublisher as _;
+    use paymos_inbox_core::roads::handoff::EventPublisher as _;
     let url =
         paymos_inbox::local::stub::serve(|_req: hyper::Request<hyper::body::Incoming>| async {
             let body = json!({"FailedEntryCount": 0, "Entries": [{"EventId": "e-1"}]}).to_string();
@@ -481,7 +481,7 @@ async fn publisher_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, Strin
         aws_sdk_eventbridge::Client::from_conf(config),
         BUS,
     );
-    let event = paymos_inbox_core::handoff::DomainEvent {
+    let event = paymos_inbox_core::roads::handoff::DomainEvent {
         detail_type: "Order Paid",
         idempotency_key: "order-paid:inv_1".into(),
         detail: json!({"invoice_id": "inv_1"}),
@@ -518,11 +518,11 @@ async fn deliver_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, String)
     let receipt = received.messages()[0].receipt_handle().unwrap().to_owned();
     let queue = SqsQueue::new(aws.sqs.clone(), url)
         .with_dead_letters(created.queue("WebhookTargetDeadLetterQueue"));
-    paymos_inbox_core::outbound::RetryQueue::retry_in(&queue, &receipt, 5)
+    paymos_inbox_core::roads::outbound::RetryQueue::retry_in(&queue, &receipt, 5)
         .await
         .unwrap();
     // An endpoint that answers 410 Gone: the event is parked at once.
-    paymos_inbox_core::outbound::RetryQueue::park(&queue, "{}", "410 Gone")
+    paymos_inbox_core::roads::outbound::RetryQueue::park(&queue, "{}", "410 Gone")
         .await
         .unwrap();
     used(created, &aws.calls)

@@ -165,7 +165,7 @@ fn the_hand_off_queue_parks_a_message_only_after_the_whole_retry_schedule() {
     );
     assert_eq!(
         queue["RedrivePolicy"]["maxReceiveCount"].as_u64(),
-        Some(u64::from(paymos_inbox_core::outbound::ATTEMPTS)),
+        Some(u64::from(paymos_inbox_core::roads::outbound::ATTEMPTS)),
         "one receive per attempt of the schedule"
     );
     let timeout = props(&t, "DeliverFunction")["Timeout"].as_u64().unwrap();
@@ -180,7 +180,9 @@ fn the_hand_off_queue_parks_a_message_only_after_the_whole_retry_schedule() {
         "WebhookMaxConcurrency",
         "the endpoint's load is bounded by a parameter"
     );
-    let schedule: u32 = paymos_inbox_core::outbound::RETRY_DELAYS_S.iter().sum();
+    let schedule: u32 = paymos_inbox_core::roads::outbound::RETRY_DELAYS_S
+        .iter()
+        .sum();
     assert!(
         schedule >= 24 * 3600,
         "retried for a day at least: {schedule} s"
@@ -204,7 +206,7 @@ fn the_queue_redrives_to_the_dlq_and_outlasts_the_fulfil_timeout() {
         .expect("maxReceiveCount");
     assert_eq!(
         max_receive,
-        u64::from(paymos_inbox_core::fulfil::WORK_RECEIVES),
+        u64::from(paymos_inbox_core::wire::work::WORK_RECEIVES),
         "the receives fulfil's redelivery schedule counts on"
     );
     // Issue 39: fulfil paces the redeliveries on the work queue itself.
@@ -589,7 +591,7 @@ const INGEST_OUTCOMES: [&str; 17] = [
 
 /// What `FulfilOutcomes` is emitted with: every `Applied`, and the three failures.
 fn fulfil_outcomes() -> Vec<&'static str> {
-    paymos_inbox_core::change::Applied::ALL
+    paymos_inbox_core::money::change::Applied::ALL
         .iter()
         .map(|a| a.as_str())
         .chain(paymos_inbox_lambda::fulfil::FAILURE_OUTCOMES)
@@ -630,7 +632,7 @@ fn events_env_json_sets_what_the_template_sets_for_each_function() {
 #[test]
 fn every_event_type_the_code_publishes_is_documented_with_its_detail() {
     let chapter = include_str!("../../../../docs/handoff.md");
-    for (detail_type, fields) in paymos_inbox_core::handoff::DETAIL_TYPES {
+    for (detail_type, fields) in paymos_inbox_core::roads::handoff::DETAIL_TYPES {
         let row = chapter
             .lines()
             .find(|l| l.starts_with(&format!("| `{detail_type}`")))
@@ -646,7 +648,7 @@ fn every_event_type_the_code_publishes_is_documented_with_its_detail() {
 
 #[test]
 fn the_schema_registry_registers_the_repositorys_schemas_in_draft_4() {
-    use paymos_inbox_core::handoff::{DETAIL_TYPES, DETAIL_VERSION, slug};
+    use paymos_inbox_core::roads::handoff::{DETAIL_TYPES, DETAIL_VERSION, slug};
     let t = template();
     for (detail_type, _) in DETAIL_TYPES {
         let slug = slug(detail_type);
@@ -659,7 +661,7 @@ fn the_schema_registry_registers_the_repositorys_schemas_in_draft_4() {
         assert_eq!(p["Type"].as_str(), Some("JSONSchemaDraft4"), "{name}");
         let registered: serde_json::Value =
             serde_json::from_str(p["Content"].as_str().unwrap()).unwrap();
-        let file = paymos_inbox_core::schemas::path(DETAIL_VERSION, &slug);
+        let file = paymos_inbox_core::testkit::schemas::path(DETAIL_VERSION, &slug);
         let mut published: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
         // The registry speaks draft 4: the same schema, `const` as a one-value enum.
@@ -978,7 +980,7 @@ fn the_largest_body_the_template_accepts_fits_one_sqs_message() {
         .unwrap();
     assert_eq!(
         usize::try_from(max).unwrap(),
-        paymos_inbox_core::ingest::LIMIT_MAX_BODY_BYTES
+        paymos_inbox_core::roads::ingest::LIMIT_MAX_BODY_BYTES
     );
 }
 

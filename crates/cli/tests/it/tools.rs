@@ -7,7 +7,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use paymos_inbox::local::dev::{DevOptions, start};
 use paymos_inbox::tools::check::Tables;
-use paymos_inbox_core::signature::{SigningKey, WebhookSecret};
+use paymos_inbox_core::wire::signature::{SigningKey, WebhookSecret};
 
 use paymos_inbox_testkit::*;
 
@@ -31,12 +31,12 @@ pub(crate) async fn dev_of(
         tolerance_secs: 300,
         slow,
         prefix: unique("dev"),
-        environment: paymos_inbox_core::signature::Environment::Test,
+        environment: paymos_inbox_core::wire::signature::Environment::Test,
         handlers: true,
         secrets_text: None,
         reconcile_with: None,
         forward_to: None,
-        projects: paymos_inbox_core::change::Projects::only(
+        projects: paymos_inbox_core::money::change::Projects::only(
             projects.iter().map(|p| (*p).to_owned()).collect(),
         ),
     })
@@ -159,19 +159,19 @@ async fn send_pending_mark_paid_and_redrive_work_from_the_command_line() {
         None,
     );
     let body = invoice_paid("evt_stuck", "inv_stuck");
-    let ingest = paymos_inbox_core::ingest::Ingest::new(
-        paymos_inbox_core::signature::Verifier::new(
+    let ingest = paymos_inbox_core::roads::ingest::Ingest::new(
+        paymos_inbox_core::wire::signature::Verifier::new(
             vec![SigningKey::new("live", &WebhookSecret::new(LIVE_SECRET))],
             300,
         ),
         ledger,
-        paymos_inbox_core::memory::MemoryQueue::new(),
-        paymos_inbox_core::ingest::IngestSettings::default(),
+        paymos_inbox_core::testkit::memory::MemoryQueue::new(),
+        paymos_inbox_core::roads::ingest::IngestSettings::default(),
     );
     let now = paymos_inbox_lambda::now_ms();
     let d = ingest
         .admit(
-            &paymos_inbox_core::ingest::Inbound {
+            &paymos_inbox_core::roads::ingest::Inbound {
                 method: "POST",
                 signature: Some(&sign(&body, now / 1000, &[LIVE_SECRET])),
                 webhook_id: None,
@@ -180,7 +180,7 @@ async fn send_pending_mark_paid_and_redrive_work_from_the_command_line() {
             now,
         )
         .unwrap();
-    use paymos_inbox_core::ingest::DeliveryLedger as _;
+    use paymos_inbox_core::roads::ingest::DeliveryLedger as _;
     ingest.ledger().record(&d, now + 30_000).await.unwrap();
     let info3 = info.clone();
     let (ok, out) = tokio::task::spawn_blocking(move || cli(&["pending", "--dev-info", &info3]))
@@ -202,7 +202,7 @@ async fn send_pending_mark_paid_and_redrive_work_from_the_command_line() {
         .message_body(
             work_item(
                 &invoice_paid("evt_from_dlq", "inv_from_dlq"),
-                paymos_inbox_core::signature::Environment::Test,
+                paymos_inbox_core::wire::signature::Environment::Test,
             )
             .encode(),
         )
@@ -310,7 +310,7 @@ async fn aws_state_fulfilments(t: &Tables, invoice: &str) -> usize {
         .table_name(&t.state)
         .key(
             "pk",
-            AttributeValue::S(paymos_inbox_core::effect::fulfilment_key(invoice)),
+            AttributeValue::S(paymos_inbox_core::money::effect::fulfilment_key(invoice)),
         )
         .consistent_read(true)
         .send()
@@ -387,7 +387,7 @@ async fn events_tail_prints_what_was_committed_and_leaves_the_merchants_queue_al
 
 #[tokio::test]
 async fn dev_heals_a_delivery_left_received_with_no_message_by_itself() {
-    use paymos_inbox_core::ingest::DeliveryLedger as _;
+    use paymos_inbox_core::roads::ingest::DeliveryLedger as _;
     let dev = dev(None).await;
     let tables = tables_of(&dev);
     let body = envelope(
@@ -399,7 +399,7 @@ async fn dev_heals_a_delivery_left_received_with_no_message_by_itself() {
     // Recorded by an attempt that died before its send: no message, the lease long over.
     let delivery = recorded_delivery(
         &body,
-        paymos_inbox_core::signature::Environment::Test,
+        paymos_inbox_core::wire::signature::Environment::Test,
         received,
     );
     paymos_inbox_aws::dynamodb::DynamoLedger::new(dev.dynamodb.clone(), &tables.deliveries, None)
@@ -528,12 +528,12 @@ async fn dev_forwards_the_hand_off_signed_and_retried_to_a_local_endpoint() {
         tolerance_secs: 300,
         slow: None,
         prefix: unique("fwd"),
-        environment: paymos_inbox_core::signature::Environment::Test,
+        environment: paymos_inbox_core::wire::signature::Environment::Test,
         handlers: true,
         secrets_text: None,
         reconcile_with: None,
         forward_to: Some(endpoint.clone()),
-        projects: paymos_inbox_core::change::Projects::all(),
+        projects: paymos_inbox_core::money::change::Projects::all(),
     })
     .await
     .expect("dev starts");
@@ -757,13 +757,13 @@ async fn send_to_dev_signs_with_a_secret_dev_holds() {
         tolerance_secs: 300,
         slow: None,
         prefix: unique("dev"),
-        environment: paymos_inbox_core::signature::Environment::Test,
+        environment: paymos_inbox_core::wire::signature::Environment::Test,
         handlers: true,
         // As `paymos-inbox dev --secret …` serves them to the functions' INIT.
         secrets_text: Some(format!("live=whsec_live_not_this_one\ntest={HELD}")),
         reconcile_with: None,
         forward_to: None,
-        projects: paymos_inbox_core::change::Projects::only(vec!["prj_local".into()]),
+        projects: paymos_inbox_core::money::change::Projects::only(vec!["prj_local".into()]),
     })
     .await
     .expect("dev starts");

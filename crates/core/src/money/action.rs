@@ -1,132 +1,13 @@
 //! An operator's action, as the audit trail keeps it: who did what to which resource, when,
 //! why, and what it changed. The command line and the console record one after each action
-//! ([`OperatorAction::write`]); the hand-off publishes it as an `Operator Action`.
+//! ([`OperatorAction::write`]); the hand-off publishes it as an `Operator Action`. The entry
+//! itself is a record ([`crate::money::record::OperatorAction`]); this is how it is written
+//! and read back.
 
-use crate::write::{ACTIONS, Field, Fields, Guard, Key, Set, Value, What, Write};
-
-/// Which action a person took.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ActionKind {
-    /// `release`: a held or late-paid payment fulfilled on a person's word.
-    Release,
-    /// `mark-paid`: an invoice marked paid by hand.
-    MarkPaid,
-    /// `recheck`: unconfirmed deliveries re-read at Paymos.
-    Recheck,
-    /// `redrive` / `events redrive`: dead letters moved back to their queue.
-    Redrive,
-    /// `pending --resend`: stranded deliveries sent to the work queue again.
-    Resend,
-    /// `events resend`: the hand-off's facts of one resource, or of what was committed since a
-    /// time, published again with their idempotency keys (nothing in the tables changes).
-    EventsResend,
-    /// `exceptions --resolve`: a delivery a person settled outside the stack (an order
-    /// conflict, an unusable delivery applied by hand) taken off what waits.
-    Resolve,
-}
-
-impl ActionKind {
-    /// Every kind, in the order the command line lists them.
-    pub const ALL: [Self; 7] = [
-        Self::Release,
-        Self::MarkPaid,
-        Self::Recheck,
-        Self::Redrive,
-        Self::Resend,
-        Self::EventsResend,
-        Self::Resolve,
-    ];
-
-    /// Its name, as the command line spells it (`mark-paid`).
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Release => "release",
-            Self::MarkPaid => "mark-paid",
-            Self::Recheck => "recheck",
-            Self::Redrive => "redrive",
-            Self::Resend => "resend",
-            Self::EventsResend => "events-resend",
-            Self::Resolve => "resolve",
-        }
-    }
-
-    /// The kind named `name` ([`ActionKind::as_str`]).
-    #[must_use]
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.as_str() == name)
-    }
-}
-
-impl std::fmt::Display for ActionKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// One entry of the audit trail.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OperatorAction {
-    /// What was done.
-    pub kind: ActionKind,
-    /// Who: the caller's AWS identity (an ARN), or the `--actor` named on `dev`. Never a secret.
-    pub actor: String,
-    /// When it began (Unix ms).
-    pub at_ms: u64,
-    /// Why, as the person said (a release's reason; none where the action asks for none).
-    pub reason: Option<String>,
-    /// What it was done to: an invoice or resource id, `all-unconfirmed`, a queue's name, or
-    /// (`events resend --since`) `since <time>`.
-    pub subject: String,
-    /// What it changed, in a few words (`fulfilled`, `already_final`, `2 rechecked: …`), why
-    /// it failed, or [`BEGUN`] until its action has answered.
-    pub result: String,
-    /// For a job, how many it moved; for a recheck, how many deliveries it re-read; for an
-    /// `events resend`, how many facts it published.
-    pub count: Option<u64>,
-}
+use crate::money::record::{ActionKind, BEGUN, OperatorAction};
+use crate::money::write::{ACTIONS, Field, Fields, Guard, Key, Set, Value, What, Write};
 
 impl OperatorAction {
-    /// The entry's key: when, what, to which resource and by whom, so that two entries of one
-    /// action never share a key, and the key alone says what happened.
-    #[must_use]
-    pub fn key(&self) -> String {
-        action_key(self.at_ms, self.kind, &self.subject, &self.actor)
-    }
-}
-
-/// What an entry says from before its action until the action answers; for good, if the
-/// action was cut short.
-pub const BEGUN: &str = "begun: no result recorded";
-
-impl OperatorAction {
-    /// The entry of an action about to be taken, written before it (record before work): an
-    /// action whose entry cannot be written is not taken, and one cut short still says who
-    /// began it, when, to what and why.
-    #[must_use]
-    pub fn begun(
-        kind: ActionKind,
-        (actor, at_ms): (&str, u64),
-        subject: &str,
-        reason: Option<&str>,
-    ) -> Self {
-        Self {
-            kind,
-            actor: actor.to_owned(),
-            at_ms,
-            reason: reason.map(str::to_owned),
-            subject: subject.to_owned(),
-            result: BEGUN.to_owned(),
-            count: None,
-        }
-    }
-
-    /// Whether its action has answered.
-    #[must_use]
-    pub fn finished(&self) -> bool {
-        self.result != BEGUN
-    }
-
     /// What its action answered, as a write: only an entry still [`BEGUN`] takes it, once.
     #[must_use]
     pub fn finish(&self, result: &str, count: Option<u64>) -> Write {
@@ -191,12 +72,6 @@ impl OperatorAction {
 
 /// The `kind` of an audit entry's item.
 pub const KIND: &str = "operator_action";
-
-/// The key of an audit entry ([`OperatorAction::key`]).
-#[must_use]
-pub fn action_key(at_ms: u64, kind: ActionKind, subject: &str, actor: &str) -> String {
-    format!("action#{at_ms:013}#{kind}#{subject}#{actor}")
-}
 
 #[cfg(test)]
 mod tests {
@@ -305,19 +180,5 @@ mod tests {
             Key::state("action#1796169600000#release#inv_1#arn:aws:iam::123456789012:user/alice")
         );
         assert_ne!(one.write().key, other.write().key);
-    }
-
-    #[test]
-    fn two_actions_differing_in_time_kind_subject_or_actor_have_two_keys() {
-        let base = action_key(7, ActionKind::Release, "inv_1", "alice");
-        assert_eq!(base, "action#0000000000007#release#inv_1#alice");
-        for other in [
-            action_key(8, ActionKind::Release, "inv_1", "alice"),
-            action_key(7, ActionKind::MarkPaid, "inv_1", "alice"),
-            action_key(7, ActionKind::Release, "inv_2", "alice"),
-            action_key(7, ActionKind::Release, "inv_1", "bob"),
-        ] {
-            assert_ne!(base, other);
-        }
     }
 }

@@ -5,10 +5,10 @@
 
 use std::fmt;
 
-use crate::envelope::{Category, Envelope, EventData, MAX_REFERENCE_LEN};
-use crate::signature::Environment;
-use crate::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
-use crate::work::{delivery_key, event_id_of_key};
+use crate::money::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
+use crate::wire::envelope::{Category, Envelope, EventData, MAX_REFERENCE_LEN};
+use crate::wire::signature::Environment;
+use crate::wire::work::{delivery_key, event_id_of_key};
 
 /// The merchant's order as Paymos echoes it on an invoice.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -29,7 +29,7 @@ pub struct OrderRef {
     pub home: bool,
 }
 
-pub use crate::envelope::named;
+pub use crate::wire::envelope::named;
 
 impl OrderRef {
     /// No order known.
@@ -85,7 +85,7 @@ pub enum Change {
         /// `occurred_at` of the event (orders open statuses).
         occurred_at: u64,
         /// When the payment it announces was made, by Paymos' clock, for the refund rule
-        /// ([`crate::invoice::Refund::returns_payment_at`]): Paymos' own time (`paid_late_at`,
+        /// ([`crate::money::invoice::Refund::returns_payment_at`]): Paymos' own time (`paid_late_at`,
         /// else `completed_at`) where a road asked Paymos, else the event's `occurred_at`;
         /// `None` on a road that knows no time (`mark-paid`, or Paymos' answer naming none).
         paid_at: Option<u64>,
@@ -234,7 +234,7 @@ impl From<Environment> for Applying {
 /// stack's **home** project: its keys carry
 /// no project, as every key did before projects, so an upgrade keeps every existing record as
 /// the one configured project's. Every other project's order claims, registered orders and
-/// balances carry their project ([`crate::write::order_paid_key`]): order `1001` of two
+/// balances carry their project ([`crate::money::write::order_paid_key`]): order `1001` of two
 /// projects is two orders.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Projects(Vec<String>);
@@ -789,7 +789,7 @@ pub fn with_order(change: Change, order: Option<OrderRef>) -> Change {
 
 /// `change` as Paymos answered it: Paymos' order ([`with_order`]) and Paymos' payment time,
 /// which replaces the event's (`None` where Paymos names none: the refund rule then asks a
-/// person, [`crate::invoice::Standing::AfterRefund`]). A forged event dated in the future or
+/// person, [`crate::money::invoice::Standing::AfterRefund`]). A forged event dated in the future or
 /// the past dates nothing.
 #[must_use]
 pub fn as_paymos_says(

@@ -2,8 +2,8 @@
 //! an invoice paid, so they exist if and only if the invoice became paid exactly once and was
 //! the first to pay its order.
 
-use crate::change::{OrderRef, Source};
-use crate::status::{Amount, InvoiceStatus};
+use crate::money::change::{OrderRef, Source};
+use crate::money::status::{Amount, InvoiceStatus};
 
 /// One write the fulfilment adds to the transaction, in table-neutral terms.
 #[derive(Debug, Clone, PartialEq)]

@@ -3,8 +3,8 @@
 //! one pair, the marks that make a payment wait for a person, and the refunds paid back. The
 //! rules here say what that record means; the stores only read and write it.
 
-use crate::change::OrderRef;
-use crate::status::{Amount, InvoiceStatus};
+use crate::money::change::OrderRef;
+use crate::money::status::{Amount, InvoiceStatus};
 
 /// What a refund pays back, by Paymos' definition (`RefundMode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

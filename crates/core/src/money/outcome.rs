@@ -16,12 +16,12 @@
 //! the change and reports that this very delivery wrote what it holds (`mine`): the mark is
 //! then written with the planned outcome.
 
-use crate::change::{Applied, Change, OrderRef, Source};
-use crate::effect::{FulfilmentEffect, PaidInvoice};
-use crate::invoice::{Refund, RefundMode, Standing};
+use crate::money::change::{Applied, Change, OrderRef, Source};
+use crate::money::effect::{FulfilmentEffect, PaidInvoice};
+use crate::money::invoice::{Refund, RefundMode, Standing};
+use crate::money::status::{InvoiceStatus, WithdrawalStatus};
+use crate::money::write::{self, Field, Refused, Stored, Value, What, WithdrawalChange};
 use crate::port::PortError;
-use crate::status::{InvoiceStatus, WithdrawalStatus};
-use crate::write::{self, Field, Refused, Stored, Value, What, WithdrawalChange};
 
 /// The most writes one change takes (see the module docs, plus one when a paid event leaves out
 /// what the invoice's record knows of its order, one when Paymos' confirmed order replaces the
@@ -88,7 +88,7 @@ pub enum Write {
     Review,
 }
 
-pub use crate::write::Mark;
+pub use crate::money::write::Mark;
 
 /// What a store's answer to a [`Plan`]'s writes means ([`read`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1076,8 +1076,8 @@ pub fn next_as(
 )]
 mod tests {
     use super::*;
-    use crate::change::{Credit, OrderRef};
-    use crate::status::{Amount, DepositStatus};
+    use crate::money::change::{Credit, OrderRef};
+    use crate::money::status::{Amount, DepositStatus};
 
     fn me() -> Source {
         Source::Delivery {

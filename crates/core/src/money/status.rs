@@ -262,7 +262,7 @@ impl fmt::Display for Amount {
 mod tests {
     use super::InvoiceStatus::*;
     use super::*;
-    use crate::write::{self, Field, Fields, Value};
+    use crate::money::write::{self, Field, Fields, Value};
 
     // Issue 43 (a mutant no fast test caught: an amount displayed as nothing): an amount is
     // shown as the text Paymos sent, trailing zeros and all (the console and the command line

@@ -2,7 +2,7 @@
 //! here and carried out by a store that renders it (DynamoDB: one condition expression per
 //! guard, mechanically) or evaluates it ([`Guard::holds`], the memory twin). A store decides
 //! nothing: it commits a list of [`Write`]s all or nothing, or reports which one it refused
-//! and what that item held ([`Refused`]); [`crate::outcome`] decides what that means.
+//! and what that item held ([`Refused`]); [`crate::money::outcome`] decides what that means.
 //!
 //! | write ([`What`]) | guard | a refusal means |
 //! |---|---|---|
@@ -19,18 +19,18 @@
 //! | `Deposit` | [`deposit_transition`] | credited already, or stale |
 //! | `Balance` | none | never refused |
 //! | `Review` | absent | the delivery was handled before |
-//! | `OperatorAction` ([`crate::action`]) | absent | an entry of that key exists: recorded already |
+//! | `OperatorAction` ([`crate::money::action`]) | absent | an entry of that key exists: recorded already |
 //!
 //! The writes of one plan are listed in the order their refusals win ([`What`]'s order): the
 //! processed mark, the resource, the fulfilment, the order's claim, its amount guard.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::change::{Applied, Credit, OrderRef, Source};
-use crate::effect::{EffectValue, EffectWrite, PaidInvoice, fulfilment_key};
-use crate::invoice::{InvoiceSeen, Refund, RefundMode};
-use crate::record::FulfilmentRecord;
-use crate::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
+use crate::money::change::{Applied, Credit, OrderRef, Source};
+use crate::money::effect::{EffectValue, EffectWrite, PaidInvoice, fulfilment_key};
+use crate::money::invoice::{InvoiceSeen, Refund, RefundMode};
+use crate::money::record::FulfilmentRecord;
+use crate::money::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
 
 /// The two tables a write lands in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -70,7 +70,7 @@ impl Key {
     }
 }
 
-/// `id` within its project's key scope ([`crate::change::Projects::scope`]): the home
+/// `id` within its project's key scope ([`crate::money::change::Projects::scope`]): the home
 /// project's ids as they always were, another project's after it (`prj_b#1001`). Project ids
 /// (`prj_…`) hold no `#`, so two scopes never meet.
 #[must_use]
@@ -161,7 +161,7 @@ pub enum Field {
     /// Where the state table's index lists an item that stands for an event ([`listing`]):
     /// `review`, `open`, or the UTC day it last changed.
     ListedIn,
-    /// Who took an operator's action ([`crate::action::OperatorAction`]).
+    /// Who took an operator's action ([`crate::money::record::OperatorAction`]).
     Actor,
     /// How many an operator's job moved, or a recheck re-read.
     Count,
@@ -169,7 +169,7 @@ pub enum Field {
     /// the latest.
     CleanUntil,
     /// An attribute named at run time: a merchant's effect's, or a step of a resource's story
-    /// ([`crate::record::Step::attribute`]).
+    /// ([`crate::money::record::Step::attribute`]).
     Named(String),
 }
 
@@ -415,7 +415,7 @@ pub fn transition(incoming: InvoiceStatus, at: u64) -> Guard {
 /// A payment made at `paid_at` (Paymos' clock; `None`: a person's road, which names no time)
 /// that a `full` refund returns never ships: the invoice carries a full refund ([`refund_note`])
 /// that completed when or after it was paid. A payment made after every full refund is a new
-/// payment. The rule of [`crate::invoice::Refund::returns_payment_at`], as a condition on the
+/// payment. The rule of [`crate::money::invoice::Refund::returns_payment_at`], as a condition on the
 /// latest full refund's time (missing on records written before times were kept: it settles).
 #[must_use]
 pub fn refunded_in_full(paid_at: Option<u64>) -> Guard {
@@ -517,7 +517,7 @@ fn step(at: u64, status: &str, source: &Source) -> Set {
         Source::Delivery { event_id } => event_id.clone(),
         Source::Manual { .. } => source.id(),
     };
-    let step = crate::record::Step {
+    let step = crate::money::record::Step {
         at,
         status: status.to_owned(),
         by,
@@ -843,7 +843,7 @@ pub enum Mark {
     /// listed for review.
     AwaitsOrder,
     /// Paid at a time no road knew while a full refund is on record: `after_refund`, for a
-    /// person ([`crate::invoice::Standing::AfterRefund`]).
+    /// person ([`crate::money::invoice::Standing::AfterRefund`]).
     AfterRefund,
 }
 
@@ -989,7 +989,7 @@ pub fn paid_late(
 /// | `listed_in` | what | read by |
 /// |---|---|---|
 /// | [`REVIEW`] | an invoice whose payment waits for a person (held, paid twice, paid late) until a release | `exceptions`, `release` |
-/// | [`ACTIONS`] | the operators' audit trail ([`crate::action`]), newest first | `audit`, the console |
+/// | [`ACTIONS`] | the operators' audit trail ([`crate::money::action`]), newest first | `audit`, the console |
 /// | `open#k` ([`open_list`]) | an invoice while its status is open | the reconciliation's re-read at Paymos |
 /// | `day#2026-12-01#k` ([`day_list`]) | anything else, by the UTC day it last changed | `events since`/`resend`, the reconciliation's fulfilments |
 ///
@@ -1001,7 +1001,7 @@ pub fn paid_late(
 /// (`open`, `day#2026-12-01`): `events since` reads the days since, and the two short lists,
 /// from the time asked ([`days_listing`], [`open_lists`]).
 pub mod listing {
-    use crate::status::InvoiceStatus;
+    use crate::money::status::InvoiceStatus;
 
     /// Invoices whose payment waits for a person.
     pub const REVIEW: &str = "review";
@@ -1606,7 +1606,7 @@ pub fn processed(key: &str, outcome: Applied, reason: Option<&str>, now_ms: u64)
     ];
     // A delivery whose outcome waits for a person is marked so, and only such a delivery: the
     // index of what waits holds what `exceptions` lists, whatever the history.
-    if crate::change::DELIVERY_OUTCOMES.contains(&outcome) {
+    if crate::money::change::DELIVERY_OUTCOMES.contains(&outcome) {
         set.push(Set::Put(Field::Waiting, Value::text(outcome.as_str())));
     }
     if let Some(reason) = reason {
@@ -1709,8 +1709,8 @@ pub fn invoice_seen(fields: &Fields) -> InvoiceSeen {
 
 /// The story an item's fields keep, oldest first ([`step`]).
 #[must_use]
-pub fn story(fields: &Fields) -> Vec<crate::record::Step> {
-    crate::record::Step::story(fields.iter().filter_map(|(f, v)| match f {
+pub fn story(fields: &Fields) -> Vec<crate::money::record::Step> {
+    crate::money::record::Step::story(fields.iter().filter_map(|(f, v)| match f {
         Field::Named(name) => Some((name.as_str(), v.as_text()?)),
         _ => None,
     }))

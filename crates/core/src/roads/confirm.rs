@@ -11,19 +11,19 @@
 
 use std::future::Future;
 
-use crate::change::{Change, Credit, OrderRef, as_paymos_says};
-use crate::envelope::EventData;
+use crate::money::change::{Change, Credit, OrderRef, as_paymos_says};
+use crate::money::status::{Amount, InvoiceStatus, WithdrawalStatus};
 use crate::port::{PortError, PortErrorKind};
-use crate::signature::Environment;
-use crate::status::{Amount, InvoiceStatus, WithdrawalStatus};
+use crate::wire::envelope::EventData;
+use crate::wire::signature::Environment;
 
 /// How many receives of a message a "not yet" answer is retried for before the delivery is
 /// recorded `unconfirmed`. Paymos documents no lag between a webhook and its API; its official
 /// plugins re-read open invoices every 10 to 15 minutes, so the check waits as long: fulfil's
 /// redelivery waits 15 s after the first receive, then twice as long each time
-/// ([`crate::fulfil::FulfilError::redelivery_in_s`]), and the 7th receive comes some 16 minutes
+/// ([`crate::roads::fulfil::FulfilError::redelivery_in_s`]), and the 7th receive comes some 16 minutes
 /// (945 s) after the first. Well below the queue's `maxReceiveCount`
-/// ([`crate::fulfil::WORK_RECEIVES`]), so a slow API never sends the message to the DLQ by
+/// ([`crate::wire::work::WORK_RECEIVES`]), so a slow API never sends the message to the DLQ by
 /// itself; a payment Paymos shows later still is `unconfirmed`, for `recheck`.
 pub const NOT_YET_RECEIVES: u32 = 7;
 
@@ -38,13 +38,13 @@ pub const MAX_PATIENCE_MINUTES: u32 = 135;
 /// The receive at which a "not yet" answer is final for a patience of `minutes`: the first that
 /// comes at least that long after the first receive (fulfil's redelivery waits 15 s, then twice
 /// as long each time up to 15 minutes), never later than the one before the queue's
-/// `maxReceiveCount` ([`crate::fulfil::WORK_RECEIVES`]).
+/// `maxReceiveCount` ([`crate::wire::work::WORK_RECEIVES`]).
 #[must_use]
 pub fn receives_for(minutes: u32) -> u32 {
     let wanted_s = u64::from(minutes) * 60;
     let mut elapsed_s = 0_u64;
     let mut receives = 1;
-    while elapsed_s < wanted_s && receives < crate::fulfil::WORK_RECEIVES - 1 {
+    while elapsed_s < wanted_s && receives < crate::wire::work::WORK_RECEIVES - 1 {
         let doublings = (receives - 1).min(16);
         elapsed_s += u64::from((15_u32 << doublings).min(900));
         receives += 1;
@@ -86,7 +86,7 @@ impl ConfirmedInvoice {
             external_id: self
                 .order_id
                 .as_deref()
-                .and_then(crate::change::named)
+                .and_then(crate::money::change::named)
                 .map(str::to_owned),
             amount: self.order_amount.clone(),
             currency: self.order_currency.clone(),
@@ -658,7 +658,7 @@ mod tests {
         );
         assert_eq!(
             super::receives_for(10_000),
-            crate::fulfil::WORK_RECEIVES - 1,
+            crate::wire::work::WORK_RECEIVES - 1,
             "never the receive that sends it to the dead-letter queue"
         );
     }

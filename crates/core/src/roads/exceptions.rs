@@ -6,20 +6,20 @@
 
 use std::future::Future;
 
-pub use crate::change::Applying;
-use crate::change::{Applied, Change, OrderRef, Source, change_of};
-use crate::confirm::{PaymentConfirmation, Verdict, check};
-use crate::effect::FulfilmentEffect;
-use crate::envelope::Envelope;
-use crate::fulfil::{Fulfil, ResourceStore, close_then_pay, settle_confirmed};
-use crate::ingest::{Delivery, PortError};
-use crate::invoice::Standing;
-use crate::record::InvoiceRecord;
-use crate::release::{Named, ReleaseBy, ReleaseError, ReleaseStore, release_named};
-use crate::signature::Environment;
-use crate::status::InvoiceStatus;
+pub use crate::money::change::Applying;
+use crate::money::change::{Applied, Change, OrderRef, Source, change_of};
+use crate::money::effect::FulfilmentEffect;
+use crate::money::invoice::Standing;
+use crate::money::record::InvoiceRecord;
+use crate::money::status::InvoiceStatus;
+use crate::roads::confirm::{PaymentConfirmation, Verdict, check};
+use crate::roads::fulfil::{Fulfil, ResourceStore, close_then_pay, settle_confirmed};
+use crate::roads::ingest::{Delivery, PortError};
+use crate::roads::release::{Named, ReleaseBy, ReleaseError, ReleaseStore, release_named};
+use crate::wire::envelope::Envelope;
+use crate::wire::signature::Environment;
 
-pub use crate::change::DELIVERY_OUTCOMES;
+pub use crate::money::change::DELIVERY_OUTCOMES;
 
 /// How a person's road resolved a delivery that waited: its new outcome in the ledger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,7 +108,7 @@ pub trait ReviewLedger: Send + Sync {
         resource_id: Option<&str>,
     ) -> impl Future<Output = Result<Vec<OutcomeRecord>, PortError>> + Send;
 
-    /// Notes that the delivery under `key` ([`crate::ingest::delivery_key`]) was resolved (how,
+    /// Notes that the delivery under `key` ([`crate::roads::ingest::delivery_key`]) was resolved (how,
     /// by whom, when), so it leaves the list.
     ///
     /// # Errors
@@ -546,7 +546,7 @@ fn delivery_exception(delivery: &Waiting, all: &[Waiting]) -> Exception {
     }
 }
 
-/// Releases `invoice_id` with the stack's `effect` (see [`crate::release::release_named`]):
+/// Releases `invoice_id` with the stack's `effect` (see [`crate::roads::release::release_named`]):
 /// only where a payment waits (held, paid late, or an unconfirmed payment), never while a
 /// refund of it waits unconfirmed; the unconfirmed payments of it are marked resolved.
 ///
@@ -847,7 +847,7 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
     ///
     /// # Errors
     /// As [`release`]; [`ReleaseError::Port`] when Paymos cannot be read (nothing released).
-    pub async fn release_asking<L: ReviewLedger, P: crate::reconcile::PaymosLedger>(
+    pub async fn release_asking<L: ReviewLedger, P: crate::roads::reconcile::PaymosLedger>(
         &self,
         ledger: &L,
         paymos: &P,
@@ -856,7 +856,7 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
         now_ms: u64,
     ) -> Result<Applied, ReleaseError> {
         for refund in paymos.refunds_of(invoice_id).await? {
-            if let (Some(crate::invoice::RefundMode::Full), Some(at)) =
+            if let (Some(crate::money::invoice::RefundMode::Full), Some(at)) =
                 (refund.mode, refund.completed_at)
             {
                 self.apply_refund_confirmed(invoice_id, (&refund, at), by.actor, now_ms)

@@ -1,6 +1,6 @@
 //! The fulfil use case: turn one recorded delivery into a change of the resource it names, and
-//! apply it at most once. The transition rules live in [`crate::status`], the outcomes in
-//! [`crate::outcome`]; the store writes a paid invoice together with the fulfilment it guards
+//! apply it at most once. The transition rules live in [`crate::money::status`], the outcomes in
+//! [`crate::money::outcome`]; the store writes a paid invoice together with the fulfilment it guards
 //! and the order's claim, conditional on the invoice's status, so neither a second event nor a
 //! second endpoint nor a manual fix can fulfil an invoice twice; the ledger's processed mark
 //! follows.
@@ -8,17 +8,19 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::change::{Applied, Change, OrderRef, Projects, Source, as_paymos_says, change_of};
-use crate::confirm::{NOT_YET_RECEIVES, Verdict, check};
-use crate::confirm::{NoConfirmation, PaymentConfirmation};
-use crate::effect::{FulfilmentEffect, RecordFulfilment};
-use crate::envelope::Envelope;
-use crate::ingest::PortError;
-use crate::outcome::{MAX_WRITES, Step, next_as, plan, read, writes};
-use crate::signature::Environment;
-use crate::status::{Amount, InvoiceStatus};
-use crate::work::{WorkItem, WorkItemError};
-use crate::write::{self, Field, Fields, Key, Refused, Stored, Value, Write};
+use crate::money::change::{
+    Applied, Change, OrderRef, Projects, Source, as_paymos_says, change_of,
+};
+use crate::money::effect::{FulfilmentEffect, RecordFulfilment};
+use crate::money::outcome::{MAX_WRITES, Step, next_as, plan, read, writes};
+use crate::money::status::{Amount, InvoiceStatus};
+use crate::money::write::{self, Field, Fields, Key, Refused, Stored, Value, Write};
+use crate::roads::confirm::{NOT_YET_RECEIVES, Verdict, check};
+use crate::roads::confirm::{NoConfirmation, PaymentConfirmation};
+use crate::roads::ingest::PortError;
+use crate::wire::envelope::Envelope;
+use crate::wire::signature::Environment;
+use crate::wire::work::{WorkItem, WorkItemError};
 
 /// Why a queue message cannot be applied at all (it was not written by ingest, so nothing
 /// acknowledged is lost by sending it to the DLQ).
@@ -33,7 +35,7 @@ pub enum PoisonError {
 /// The stores of resources and the ledger's processed mark: each commits a list of typed
 /// [`Write`]s all or nothing, each under its guard, or reports the writes it refused with what
 /// their items hold ([`Stored`]). It decides nothing: the writes and their guards are the
-/// domain's ([`crate::write`]), and so is what a refusal means ([`crate::outcome::read`]).
+/// domain's ([`crate::money::write`]), and so is what a refusal means ([`crate::money::outcome::read`]).
 pub trait ResourceStore: Send + Sync {
     /// Writes `writes` all or nothing.
     fn write(&self, writes: &[Write]) -> impl Future<Output = Result<Stored, PortError>> + Send;
@@ -57,7 +59,7 @@ impl<T: ResourceStore> ResourceStore for Arc<T> {
 ///
 /// A transaction is billed two units per item whether it commits or not (a paid invoice's is
 /// 8), and most refusals are a second copy of a change already made. So the write whose
-/// refusal would win ([`crate::outcome::winner`]: the least [`What`]) is read first, and a
+/// refusal would win ([`crate::money::outcome::winner`]: the least [`What`]) is read first, and a
 /// guard it fails is reported as the store would report it, without the transaction. A read
 /// that passes leaves the decision to the conditional write, as before.
 ///
@@ -96,7 +98,7 @@ pub async fn settle<S: ResourceStore>(
 
 /// [`settle`] for a change whose order Paymos confirmed (the reverse check, `recheck`,
 /// `reconcile --apply`): Paymos' order and price replace a record's that differs
-/// ([`crate::outcome::next_as`]).
+/// ([`crate::money::outcome::next_as`]).
 ///
 /// # Errors
 /// As [`settle`].
@@ -267,10 +269,6 @@ pub enum FulfilError {
     },
 }
 
-/// The receives a work item gets before SQS moves it to the dead-letter queue: the work
-/// queue's `maxReceiveCount` (the template test holds it).
-pub const WORK_RECEIVES: u32 = 16;
-
 /// The first wait before a work item that was not applied comes back, and the longest.
 const REDELIVERY_FIRST_S: u32 = 15;
 const REDELIVERY_LONGEST_S: u32 = 900;
@@ -280,7 +278,7 @@ impl FulfilError {
     /// seconds) after its `receives`-th receive failed, spread by `spread` (-1 … 1) over a tenth
     /// either way. Poison comes back at once: it can never be applied, so it reaches the
     /// dead-letter queue (and its alarm) in seconds. Anything else waits 15 s, then twice as
-    /// long each time up to 15 minutes: over [`WORK_RECEIVES`] receives some two and a half
+    /// long each time up to 15 minutes: over [`crate::wire::work::WORK_RECEIVES`] receives some two and a half
     /// hours of throttling, an outage or a payment Paymos shows late are waited out, and an
     /// overloaded table sees the queue slow down instead of the DLQ fill.
     #[must_use]
@@ -310,7 +308,7 @@ pub struct Fulfil<S, C = NoConfirmation> {
     confirmation: Option<C>,
     environment: Environment,
     projects: Projects,
-    /// The receive at which Paymos' "not yet" is final ([`crate::confirm::receives_for`]).
+    /// The receive at which Paymos' "not yet" is final ([`crate::roads::confirm::receives_for`]).
     patience: u32,
 }
 
@@ -387,10 +385,10 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
 
     /// How long the reverse check waits for Paymos to show a payment (or a closure, a refund, a
     /// deposit) a delivery announces before it is `unconfirmed`: `minutes` after its first
-    /// receive ([`crate::confirm::receives_for`]; 15 by default).
+    /// receive ([`crate::roads::confirm::receives_for`]; 15 by default).
     #[must_use]
     pub fn with_patience_minutes(mut self, minutes: u32) -> Self {
-        self.patience = crate::confirm::receives_for(minutes);
+        self.patience = crate::roads::confirm::receives_for(minutes);
         self
     }
 
@@ -466,7 +464,7 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         // Paymos' answer does the same): the close first, so the payment lands `paid_late`
         // and waits for a person, never shipped as an open invoice's.
         if self.confirmation.is_none()
-            && let Some((closed, _)) = crate::change::late_payment(&envelope)
+            && let Some((closed, _)) = crate::money::change::late_payment(&envelope)
             && let Change::Invoice { order, .. } = &change
             && let Some(close) = close_of(&change, closed, order)
         {
@@ -657,13 +655,13 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
     pub async fn apply_refund_confirmed(
         &self,
         invoice_id: &str,
-        (refund, completed_at): (&crate::invoice::Refund, u64),
+        (refund, completed_at): (&crate::money::invoice::Refund, u64),
         actor: &str,
         now_ms: u64,
     ) -> Result<Applied, PortError> {
         let change = Change::Withdrawal {
             withdrawal_id: refund.withdrawal_id.clone(),
-            status: crate::status::WithdrawalStatus::Completed,
+            status: crate::money::status::WithdrawalStatus::Completed,
             occurred_at: completed_at,
             kind: "refund".into(),
             invoice_id: Some(invoice_id.to_owned()),
@@ -772,7 +770,9 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
             && !late
             && self
                 .store
-                .read(&Key::state(crate::effect::fulfilment_key(invoice_id)))
+                .read(&Key::state(crate::money::effect::fulfilment_key(
+                    invoice_id,
+                )))
                 .await?
                 .is_none();
         // Refused: the record moved since it was read; the change decides.
@@ -795,7 +795,7 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         let mut order = order;
         order.external_id = order
             .external_id
-            .filter(|id| crate::change::named(id).is_some());
+            .filter(|id| crate::money::change::named(id).is_some());
         let project = order.project.clone();
         // A person's word knows no time, but the payment it speaks of may be on record here,
         // dated by its delivery while it waited for its order: the refund rule reads that time.

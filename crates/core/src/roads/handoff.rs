@@ -7,13 +7,13 @@ use std::future::Future;
 
 use serde_json::{Value, json};
 
-use crate::action::OperatorAction;
-use crate::change::Applying;
-use crate::port::PortError;
-use crate::record::{
+use crate::money::change::Applying;
+use crate::money::record::OperatorAction;
+use crate::money::record::{
     DepositRecord, FulfilmentRecord, InvoiceRecord, ReviewRecord, StateRecord, WithdrawalRecord,
 };
-use crate::status::{Amount, InvoiceStatus, WithdrawalStatus};
+use crate::money::status::{Amount, InvoiceStatus, WithdrawalStatus};
+use crate::port::PortError;
 
 /// The `source` of every event.
 pub const SOURCE: &str = "paymos-inbox";
@@ -467,9 +467,9 @@ pub async fn publish_changes<P: EventPublisher>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::change::OrderRef;
-    use crate::invoice::InvoiceSeen;
-    use crate::signature::Environment;
+    use crate::money::change::OrderRef;
+    use crate::money::invoice::InvoiceSeen;
+    use crate::wire::signature::Environment;
 
     fn amount(a: &str) -> Option<Amount> {
         Amount::parse(a)
@@ -501,7 +501,7 @@ mod tests {
 
     fn action() -> OperatorAction {
         OperatorAction {
-            kind: crate::action::ActionKind::Release,
+            kind: crate::money::record::ActionKind::Release,
             actor: "arn:aws:sts::123456789012:assumed-role/ops/alice".into(),
             at_ms: 1_796_169_600_000,
             reason: Some("price confirmed by email".into()),
@@ -647,7 +647,7 @@ mod tests {
             withdrawal("wdr_3", WithdrawalStatus::Failed, None),
             StateRecord::Deposit(DepositRecord {
                 deposit_id: "pcd_1".into(),
-                status: Some(crate::status::DepositStatus::Confirmed),
+                status: Some(crate::money::status::DepositStatus::Confirmed),
                 credited: true,
                 payer: None,
                 net: None,
@@ -691,7 +691,7 @@ mod tests {
             event_id: "evt_11".into(),
             reason: "project_unknown".into(),
             resource_id: Some("inv_11".into()),
-            why: Some(crate::change::PROJECT_UNKNOWN.into()),
+            why: Some(crate::money::change::PROJECT_UNKNOWN.into()),
             created_at_ms: Some(7),
         });
         let facts = events_of(None, Some(&review), Environment::Live);
@@ -755,7 +755,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_refused_event_stops_the_batch_at_its_change_and_a_failed_bus_at_the_first() {
-        use crate::memory::MemoryPublisher;
+        use crate::testkit::memory::MemoryPublisher;
         let change = |sequence: &str, invoice: &str| ItemChange {
             sequence: sequence.into(),
             old: None,

@@ -16,13 +16,13 @@ use std::sync::{Arc, RwLock};
 
 use sha2::{Digest, Sha256};
 
-use crate::envelope::{Category, Envelope, EnvelopeError};
-use crate::signature::{Environment, SignatureError, SigningKey, Verifier};
+use crate::wire::envelope::{Category, Envelope, EnvelopeError};
+use crate::wire::signature::{Environment, SignatureError, SigningKey, Verifier};
 
 // The ports' error lives in `port`; named here too, for the modules that still import it from
 // the ingest use case.
 pub use crate::port::{PortError, PortErrorKind};
-pub use crate::work::{DeliveryState, delivery_key, event_id_of_key};
+pub use crate::wire::work::{DeliveryState, delivery_key, event_id_of_key};
 
 /// How often at most a failed signature makes ingest re-read its secrets (a rotation then
 /// reaches warm instances within a minute; a flood of forged requests costs one read a minute).
@@ -733,8 +733,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::envelope::EnvelopeError;
-    use crate::signature::SignatureError;
+    use crate::wire::envelope::EnvelopeError;
+    use crate::wire::signature::SignatureError;
 
     fn answer_of(error: &IngestError) -> (u16, serde_json::Value, Option<u64>, Option<&str>, &str) {
         let a = error.answer();

@@ -21,15 +21,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 
-use crate::change::{Applied, OrderRef};
-use crate::confirm::{AtSource, ConfirmedInvoice, PaymentConfirmation};
-use crate::fulfil::{Fulfil, ResourceStore};
-use crate::ingest::PortError;
-use crate::invoice::{InvoiceSeen, Refund, Standing};
-use crate::record::FulfilmentRecord;
-use crate::release::ReleaseStore;
-use crate::signature::Environment;
-use crate::status::InvoiceStatus;
+use crate::money::change::{Applied, OrderRef};
+use crate::money::invoice::{InvoiceSeen, Refund, Standing};
+use crate::money::record::FulfilmentRecord;
+use crate::money::status::InvoiceStatus;
+use crate::roads::confirm::{AtSource, ConfirmedInvoice, PaymentConfirmation};
+use crate::roads::fulfil::{Fulfil, ResourceStore};
+use crate::roads::ingest::PortError;
+use crate::roads::release::ReleaseStore;
+use crate::wire::signature::Environment;
 
 /// Paymos' books, as reconciliation reads them (besides each invoice, read as the reverse check
 /// reads it).
@@ -75,7 +75,7 @@ pub trait ReconcileStore: ResourceStore + ReleaseStore {
         &self,
     ) -> impl Future<Output = Result<Vec<(String, Option<String>)>, PortError>> + Send;
 
-    /// The invoice that fulfilled `order_id` (its once-only claim, [`crate::write::order_claim`]),
+    /// The invoice that fulfilled `order_id` (its once-only claim, [`crate::money::write::order_claim`]),
     /// whenever it did.
     ///
     /// # Errors
@@ -88,7 +88,7 @@ pub trait ReconcileStore: ResourceStore + ReleaseStore {
 
     /// [`Self::order_fulfilled_by`] for many orders (`(scope, order id)`): the invoice that
     /// fulfilled each order that has one, by the order's claim key
-    /// ([`crate::write::scoped`]). A store that reads many keys at once (DynamoDB's
+    /// ([`crate::money::write::scoped`]). A store that reads many keys at once (DynamoDB's
     /// `BatchGetItem`, 100 a call) overrides it; this one reads them one by one.
     ///
     /// # Errors
@@ -101,7 +101,7 @@ pub trait ReconcileStore: ResourceStore + ReleaseStore {
             let mut found = BTreeMap::new();
             for (scope, order) in orders {
                 if let Some(winner) = self.order_fulfilled_by(scope.as_deref(), order).await? {
-                    found.insert(crate::write::scoped(scope.as_deref(), order), winner);
+                    found.insert(crate::money::write::scoped(scope.as_deref(), order), winner);
                 }
             }
             Ok(found)
@@ -154,7 +154,7 @@ pub struct PaidAtPaymos {
     pub currency: String,
     /// The project it belongs to (`project_id`), as Paymos lists it.
     pub project: Option<String>,
-    /// Its project's key scope here ([`crate::change::Projects::scope`]).
+    /// Its project's key scope here ([`crate::money::change::Projects::scope`]).
     #[serde(skip)]
     pub scope: Option<String>,
     /// When Paymos says it was paid (Unix s).
@@ -244,11 +244,15 @@ impl PaidAtPaymos {
         if self.order_id.trim().is_empty() {
             format!("(invoice {})", self.invoice_id)
         } else {
-            crate::write::scoped(self.scope.as_deref(), &self.order_id)
+            crate::money::write::scoped(self.scope.as_deref(), &self.order_id)
         }
     }
 
-    fn of(invoice_id: String, at: &ConfirmedInvoice, projects: &crate::change::Projects) -> Self {
+    fn of(
+        invoice_id: String,
+        at: &ConfirmedInvoice,
+        projects: &crate::money::change::Projects,
+    ) -> Self {
         Self {
             invoice_id,
             status: at.status.clone(),
@@ -269,7 +273,7 @@ impl PaidAtPaymos {
     fn order(&self) -> OrderRef {
         OrderRef {
             external_id: (!self.order_id.trim().is_empty()).then(|| self.order_id.clone()),
-            amount: crate::status::Amount::parse(&self.amount),
+            amount: crate::money::status::Amount::parse(&self.amount),
             currency: (!self.currency.is_empty()).then(|| self.currency.to_ascii_uppercase()),
             project: self.project.clone(),
             home: false,
@@ -300,7 +304,7 @@ impl Fulfilled {
             // Grouped by the order's claim: its project's scope and its id.
             let order = f.order.external_id.as_deref().map_or_else(
                 || format!("(invoice {})", f.invoice_id),
-                |id| crate::write::scoped(f.order.project.as_deref(), id),
+                |id| crate::money::write::scoped(f.order.project.as_deref(), id),
             );
             here.by_order
                 .entry(order)
@@ -322,7 +326,7 @@ impl Fulfilled {
 pub const CLOCK_MARGIN_MS: u64 = 86_400_000;
 
 /// Where the last clean reconciliation ended, as the store keeps it
-/// ([`crate::write::reconciled`]).
+/// ([`crate::money::write::reconciled`]).
 pub trait ReconcileCheckpoint: Send + Sync {
     /// The end (Unix seconds) of the last run that found nothing for a person, if any.
     ///
@@ -377,7 +381,7 @@ pub async fn scheduled<P: PaymosLedger, S: ReconcileStore + ReconcileCheckpoint>
         // Refused only where a later clean run's end is kept already.
         fulfil
             .store()
-            .write(&[crate::write::reconciled(window.1, now_ms)])
+            .write(&[crate::money::write::reconciled(window.1, now_ms)])
             .await?;
     }
     Ok((report, window))
@@ -421,7 +425,7 @@ pub async fn reconcile<P: PaymosLedger, S: ReconcileStore>(
     let listed = paymos.invoices_created(from, to).await?;
     // A key of the other environment is the stack's problem: nothing of it ships here.
     for (_, at) in &listed {
-        crate::confirm::same_environment(at.is_test, fulfil.environment())?;
+        crate::roads::confirm::same_environment(at.is_test, fulfil.environment())?;
     }
     let (paid, mut late): (Vec<_>, Vec<_>) = listed
         .into_iter()
@@ -555,7 +559,7 @@ async fn unknown<P: PaymosLedger>(
 /// webhook that never arrived leaves exactly this): paid ones are MISSING, late ones join `late`.
 async fn recheck_open<P: PaymosLedger, S: ReconcileStore>(
     paymos: &P,
-    (store, fulfil_projects, environment): (&S, &crate::change::Projects, Environment),
+    (store, fulfil_projects, environment): (&S, &crate::money::change::Projects, Environment),
     paid: &[PaidAtPaymos],
     here: &Fulfilled,
     report: &mut Report,
@@ -578,7 +582,7 @@ async fn recheck_open<P: PaymosLedger, S: ReconcileStore>(
         let AtSource::Found(at) = at else {
             continue;
         };
-        crate::confirm::same_environment(at.is_test, environment)?;
+        crate::roads::confirm::same_environment(at.is_test, environment)?;
         if !fulfil_projects.applies(at.project_id.as_deref()) {
             continue;
         }
@@ -614,7 +618,7 @@ async fn late_unrecorded<S: ReconcileStore>(
         let known = seen.is_some_and(|s| match s.standing() {
             // Recorded with another order than Paymos' (an event nothing confirmed named it):
             // not known until `--apply` puts Paymos' order on it, before a release ships it.
-            Standing::PaidLate => !crate::outcome::differs(&fact.order(), &s.order),
+            Standing::PaidLate => !crate::money::outcome::differs(&fact.order(), &s.order),
             Standing::Released => true,
             // A person's undated word waits; Paymos' time decides it instead.
             Standing::AfterRefund => fact.paid_at.is_none(),
@@ -664,7 +668,7 @@ async fn set_aside_refunded<P: PaymosLedger>(
                 fact.refunds_before = seen
                     .refunds
                     .into_iter()
-                    .filter(|r| r.mode == Some(crate::invoice::RefundMode::Full))
+                    .filter(|r| r.mode == Some(crate::money::invoice::RefundMode::Full))
                     .collect();
                 kept.push(fact);
             }

@@ -6,17 +6,17 @@
 
 use std::future::Future;
 
-use crate::change::{Applied, OrderRef, Source};
-use crate::effect::{FulfilmentEffect, PaidInvoice};
-use crate::fulfil::ResourceStore;
-use crate::ingest::PortError;
-use crate::outcome::{Refusal, Written, refusal, winner};
-use crate::write;
+use crate::money::change::{Applied, OrderRef, Source};
+use crate::money::effect::{FulfilmentEffect, PaidInvoice};
+use crate::money::outcome::{Refusal, Written, refusal, winner};
+use crate::money::write;
+use crate::roads::fulfil::ResourceStore;
+use crate::roads::ingest::PortError;
 
-pub use crate::invoice::InvoiceSeen;
-use crate::invoice::Standing;
+pub use crate::money::invoice::InvoiceSeen;
+use crate::money::invoice::Standing;
 
-pub use crate::write::Waiting;
+pub use crate::money::write::Waiting;
 
 /// What the unconfirmed deliveries naming an invoice hold, as a release reads them (the first
 /// that applies: a refund, then a payment, then a change that pays nothing).
@@ -265,8 +265,8 @@ pub async fn release_named<S: ReleaseStore>(
 mod tests {
     use super::*;
 
-    use crate::invoice::Refund;
-    use crate::status::InvoiceStatus;
+    use crate::money::invoice::Refund;
+    use crate::money::status::InvoiceStatus;
 
     fn paid() -> Named {
         Named::Payment(OrderRef::none())
@@ -337,7 +337,7 @@ mod tests {
                 withdrawal_id: "wdr_1".into(),
                 amount: None,
                 currency: None,
-                mode: Some(crate::invoice::RefundMode::Full),
+                mode: Some(crate::money::invoice::RefundMode::Full),
                 completed_at: None,
             }],
             ..held.clone()
@@ -358,9 +358,9 @@ mod tests {
         // A partial refund leaves a held payment waiting.
         let partly = InvoiceSeen {
             refunds: vec![Refund {
-                amount: crate::status::Amount::parse("5"),
+                amount: crate::money::status::Amount::parse("5"),
                 currency: Some("USDT".into()),
-                mode: Some(crate::invoice::RefundMode::Overpayment),
+                mode: Some(crate::money::invoice::RefundMode::Overpayment),
                 ..refunded.refunds[0].clone()
             }],
             ..held.clone()

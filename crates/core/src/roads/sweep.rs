@@ -6,8 +6,8 @@
 
 use std::future::Future;
 
-use crate::ingest::{DeliveryLedger, ExistingDelivery, TakeOver, WorkQueue};
 use crate::port::PortError;
+use crate::roads::ingest::{DeliveryLedger, ExistingDelivery, TakeOver, WorkQueue};
 
 /// The default age after which a `received` record counts as stranded: well past the 30 s
 /// lease and Paymos' first retries (1 and 5 minutes).
@@ -43,7 +43,7 @@ pub trait StrandedDeliveries: Send + Sync {
     /// still waits to be applied.
     fn keep_unprocessed_body(
         &self,
-        delivery: &crate::ingest::Delivery,
+        delivery: &crate::roads::ingest::Delivery,
         now_ms: u64,
     ) -> impl Future<Output = Result<(), PortError>> + Send;
 }
@@ -166,9 +166,9 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::envelope::Category;
-    use crate::ingest::{Delivery, Recorded};
-    use crate::memory::{MemoryLedger, MemoryQueue};
+    use crate::roads::ingest::{Delivery, Recorded};
+    use crate::testkit::memory::{MemoryLedger, MemoryQueue};
+    use crate::wire::envelope::Category;
 
     fn delivery(event_id: &str, received_at_ms: u64) -> Delivery {
         Delivery {

@@ -3,19 +3,19 @@
 //! price, through one or two endpoints), refunds, `mark-paid`, `release` and
 //! `reconcile --apply`, run through the use cases, and what a store holds after them
 //! ([`Inspect`]). Generated histories of Paymos' whole world, judged by the oracle, are
-//! [`crate::world`]'s.
+//! [`crate::testkit::world`]'s.
 
 use std::future::Future;
 
-use crate::change::OrderRef;
-use crate::effect::RecordFulfilment;
-use crate::fulfil::{Fulfil, ResourceStore};
-use crate::ingest::PortError;
-use crate::invoice::InvoiceSeen;
-use crate::release::{ReleaseBy, ReleaseStore, release};
-use crate::signature::Environment;
-use crate::status::{Amount, InvoiceStatus};
-use crate::work::WorkItem;
+use crate::money::change::OrderRef;
+use crate::money::effect::RecordFulfilment;
+use crate::money::invoice::InvoiceSeen;
+use crate::money::status::{Amount, InvoiceStatus};
+use crate::roads::fulfil::{Fulfil, ResourceStore};
+use crate::roads::ingest::PortError;
+use crate::roads::release::{ReleaseBy, ReleaseStore, release};
+use crate::wire::signature::Environment;
+use crate::wire::work::WorkItem;
 
 /// Invoices per history (invoice `i` belongs to order `i % 2`).
 pub const INVOICES: u8 = 3;
@@ -243,7 +243,7 @@ where
             Op::Deliver { .. } => {
                 let item = delivery(ids, op).expect("a delivery");
                 fulfil.apply(&item, now).await.map_err(|e| match e {
-                    crate::fulfil::FulfilError::Unavailable(p) => p,
+                    crate::roads::fulfil::FulfilError::Unavailable(p) => p,
                     other => PortError::new("model", other),
                 })?;
             }
@@ -281,7 +281,7 @@ where
                     override_amount,
                 };
                 // Refusals are answers here; only a store failure stops the history.
-                if let Err(crate::release::ReleaseError::Port(e)) = release(
+                if let Err(crate::roads::release::ReleaseError::Port(e)) = release(
                     store,
                     &ids.invoice(invoice),
                     None,
@@ -324,19 +324,19 @@ pub trait Inspect {
     fn keys(&self) -> impl Future<Output = Vec<String>> + Send;
 }
 
-impl Inspect for std::sync::Arc<crate::memory::MemoryResources> {
+impl Inspect for std::sync::Arc<crate::testkit::memory::MemoryResources> {
     async fn fulfilments(&self) -> Vec<(String, Option<String>)> {
-        crate::memory::MemoryResources::fulfilments(self)
+        crate::testkit::memory::MemoryResources::fulfilments(self)
     }
 
     async fn invoices(&self) -> Vec<(String, InvoiceSeen)> {
-        crate::memory::MemoryResources::invoices(self)
+        crate::testkit::memory::MemoryResources::invoices(self)
             .into_iter()
             .map(|(id, r)| (id, r.seen()))
             .collect()
     }
 
     async fn keys(&self) -> Vec<String> {
-        crate::memory::MemoryResources::keys(self)
+        crate::testkit::memory::MemoryResources::keys(self)
     }
 }

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::handoff::{DETAIL_VERSION, slug};
+use crate::roads::handoff::{DETAIL_VERSION, slug};
 
 /// The schema file of a detail type (by its slug) at `version`.
 #[must_use]

@@ -1,4 +1,4 @@
-//! The model test of Paymos' whole world, judged by [`crate::oracle`]: a generated Paymos (its
+//! The model test of Paymos' whole world, judged by [`crate::testkit::oracle`]: a generated Paymos (its
 //! invoices with their orders, prices, final statuses and late payments; refunds of both modes;
 //! payouts; deposits; whether the reverse check is on) and a history of what reaches the
 //! receiver (genuine deliveries of every category, with and without `data.order`, token-only,
@@ -31,21 +31,21 @@ use std::future::Future;
 
 use proptest::prelude::*;
 
-use crate::change::{Applied, OrderRef, Projects};
-use crate::confirm::{ConfirmedDeposit, ConfirmedInvoice, ConfirmedWithdrawal};
-use crate::effect::RecordFulfilment;
-use crate::envelope::Category;
-use crate::exceptions::{self, ExceptionStore};
-use crate::fulfil::{Fulfil, FulfilError};
-use crate::ingest::{Delivery, PortError};
-use crate::invoice::{InvoiceSeen, Refund, RefundMode};
-use crate::memory::{MemoryPaymos, MemoryReviews};
-use crate::oracle::{self as o, Env, Mode, Status};
-use crate::reconcile::{ReconcileStore, reconcile};
-use crate::release::ReleaseBy;
-use crate::signature::Environment;
-use crate::status::Amount;
-use crate::work::WorkItem;
+use crate::money::change::{Applied, OrderRef, Projects};
+use crate::money::effect::RecordFulfilment;
+use crate::money::invoice::{InvoiceSeen, Refund, RefundMode};
+use crate::money::status::Amount;
+use crate::roads::confirm::{ConfirmedDeposit, ConfirmedInvoice, ConfirmedWithdrawal};
+use crate::roads::exceptions::{self, ExceptionStore};
+use crate::roads::fulfil::{Fulfil, FulfilError};
+use crate::roads::ingest::{Delivery, PortError};
+use crate::roads::reconcile::{ReconcileStore, reconcile};
+use crate::roads::release::ReleaseBy;
+use crate::testkit::memory::{MemoryPaymos, MemoryReviews};
+use crate::testkit::oracle::{self as o, Env, Mode, Status};
+use crate::wire::envelope::Category;
+use crate::wire::signature::Environment;
+use crate::wire::work::WorkItem;
 
 /// Invoices per world (invoice `i` is for order `i % 2` of its project, or for no usable order).
 pub const INVOICES: u8 = 3;
@@ -519,7 +519,7 @@ fn genuine(t: &Truth, act: Act) -> Act {
     }
 }
 
-pub use crate::model::Ids;
+pub use crate::testkit::model::Ids;
 
 /// The true order of invoice `i` (empty: Paymos' record gives none).
 fn true_order(ids: &Ids, t: &Truth, i: u8) -> String {
@@ -786,7 +786,8 @@ fn item(ids: &Ids, t: &Truth, act: &Act) -> Option<WorkItem> {
 
 /// What the deliveries ledger records of a delivery that waits for a person.
 fn delivery(work: &WorkItem, now_ms: u64) -> Delivery {
-    let envelope = crate::envelope::Envelope::parse(&work.body).expect("the model's bodies parse");
+    let envelope =
+        crate::wire::envelope::Envelope::parse(&work.body).expect("the model's bodies parse");
     Delivery {
         event_id: work.event_id.clone(),
         event_type: envelope.event_type.clone(),
@@ -910,7 +911,7 @@ async fn operate<S: WorldStore>(
                 override_amount,
             };
             // A refusal is an answer; only a store failure stops the history.
-            if let Err(crate::release::ReleaseError::Port(e)) = exceptions::release(
+            if let Err(crate::roads::release::ReleaseError::Port(e)) = exceptions::release(
                 store,
                 reviews,
                 &ids.invoice(invoice),
@@ -1319,19 +1320,19 @@ pub async fn judge<S: WorldStore, V: Observe>(
     out
 }
 
-impl Observe for std::sync::Arc<crate::memory::MemoryResources> {
+impl Observe for std::sync::Arc<crate::testkit::memory::MemoryResources> {
     async fn fulfilments(&self) -> Vec<(String, Option<String>)> {
-        crate::memory::MemoryResources::fulfilments(self)
+        crate::testkit::memory::MemoryResources::fulfilments(self)
     }
 
     async fn invoices(&self) -> Vec<(String, InvoiceSeen)> {
-        crate::memory::MemoryResources::invoices(self)
+        crate::testkit::memory::MemoryResources::invoices(self)
             .into_iter()
             .map(|(id, r)| (id, r.seen()))
             .collect()
     }
 
     async fn balances(&self) -> BTreeMap<(Option<String>, String, String), String> {
-        crate::memory::MemoryResources::balances(self)
+        crate::testkit::memory::MemoryResources::balances(self)
     }
 }

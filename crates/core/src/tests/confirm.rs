@@ -4,15 +4,17 @@
 
 use std::sync::Arc;
 
-use crate::change::Applied;
-use crate::confirm::{ConfirmedDeposit, ConfirmedInvoice, ConfirmedWithdrawal, NOT_YET_RECEIVES};
-use crate::fulfil::{Fulfil, FulfilError};
-use crate::ingest::PortErrorKind;
-use crate::invoice::Standing;
-use crate::memory::{MemoryPaymos, MemoryResources};
-use crate::signature::Environment;
-use crate::status::Amount;
-use crate::work::WorkItem;
+use crate::money::change::Applied;
+use crate::money::invoice::Standing;
+use crate::money::status::Amount;
+use crate::roads::confirm::{
+    ConfirmedDeposit, ConfirmedInvoice, ConfirmedWithdrawal, NOT_YET_RECEIVES,
+};
+use crate::roads::fulfil::{Fulfil, FulfilError};
+use crate::roads::ingest::PortErrorKind;
+use crate::testkit::memory::{MemoryPaymos, MemoryResources};
+use crate::wire::signature::Environment;
+use crate::wire::work::WorkItem;
 
 fn item(event_id: &str, event_type: &str, data: &str) -> WorkItem {
     let body = format!(
@@ -364,7 +366,7 @@ async fn a_forged_open_event_plants_nothing_paymos_confirms_the_order_that_ships
             .order
             .amount
             .as_ref()
-            .map(crate::status::Amount::as_str),
+            .map(crate::money::status::Amount::as_str),
         Some("1.00")
     );
     assert_eq!(record.seen().standing(), Standing::Clear);

@@ -3,18 +3,18 @@
 
 use std::sync::Arc;
 
-use crate::change::Applied;
-use crate::confirm::ConfirmedInvoice;
-use crate::effect::RecordFulfilment;
-use crate::envelope::Category;
-use crate::exceptions::{list, recheck, release};
-use crate::fulfil::Fulfil;
-use crate::ingest::Delivery;
-use crate::memory::{MemoryPaymos, MemoryResources, MemoryReviews};
-use crate::release::{ReleaseBy, ReleaseError};
-use crate::signature::Environment;
-use crate::status::Amount;
-use crate::work::WorkItem;
+use crate::money::change::Applied;
+use crate::money::effect::RecordFulfilment;
+use crate::money::status::Amount;
+use crate::roads::confirm::ConfirmedInvoice;
+use crate::roads::exceptions::{list, recheck, release};
+use crate::roads::fulfil::Fulfil;
+use crate::roads::ingest::Delivery;
+use crate::roads::release::{ReleaseBy, ReleaseError};
+use crate::testkit::memory::{MemoryPaymos, MemoryResources, MemoryReviews};
+use crate::wire::envelope::Category;
+use crate::wire::signature::Environment;
+use crate::wire::work::WorkItem;
 
 const NOW_MS: u64 = 1_800_000_000_000;
 
@@ -320,7 +320,7 @@ async fn recheck_live(
     reviews: &MemoryReviews,
     paymos: &MemoryPaymos,
     resource: Option<&str>,
-) -> Vec<crate::exceptions::Rechecked> {
+) -> Vec<crate::roads::exceptions::Rechecked> {
     recheck(
         store,
         reviews,
@@ -350,7 +350,7 @@ fn at_paymos(status: &str, invoice: &str) -> ConfirmedInvoice {
 }
 
 /// The listed exception about `resource`.
-fn listed_about<'a>(listed: &'a [crate::exceptions::Exception], resource: &str) -> &'a str {
+fn listed_about<'a>(listed: &'a [crate::roads::exceptions::Exception], resource: &str) -> &'a str {
     listed
         .iter()
         .find(|e| e.resource_id.as_deref() == Some(resource))
@@ -439,11 +439,11 @@ async fn an_unconfirmed_closure_is_rechecked_and_never_released() {
     assert_eq!(rechecked.len(), 2, "{rechecked:?}");
     assert_eq!(
         store.invoice("inv_open").unwrap().status.map(|(s, _)| s),
-        Some(crate::status::InvoiceStatus::Cancelled)
+        Some(crate::money::status::InvoiceStatus::Cancelled)
     );
     assert_eq!(
         store.invoice("inv_gone").unwrap().status.map(|(s, _)| s),
-        Some(crate::status::InvoiceStatus::Expired)
+        Some(crate::money::status::InvoiceStatus::Expired)
     );
     assert!(store.fulfilled().is_empty());
     assert!(list(store.as_ref(), &reviews, 0).await.unwrap().is_empty());
@@ -454,8 +454,8 @@ fn deposit_data(pcd: &str) -> serde_json::Value {
         "net": "5.00", "currency": "USDT"})
 }
 
-fn deposit_at_paymos() -> crate::confirm::ConfirmedDeposit {
-    crate::confirm::ConfirmedDeposit {
+fn deposit_at_paymos() -> crate::roads::confirm::ConfirmedDeposit {
+    crate::roads::confirm::ConfirmedDeposit {
         status: "confirmed".into(),
         is_final: true,
         is_test: false,
@@ -470,8 +470,8 @@ fn withdrawal_at_paymos(
     invoice: Option<&str>,
     full: Option<bool>,
     amount: &str,
-) -> crate::confirm::ConfirmedWithdrawal {
-    crate::confirm::ConfirmedWithdrawal {
+) -> crate::roads::confirm::ConfirmedWithdrawal {
+    crate::roads::confirm::ConfirmedWithdrawal {
         status: "completed".into(),
         is_test: false,
         invoice_id: invoice.map(str::to_owned),
@@ -568,7 +568,7 @@ async fn unconfirmed_deposits_and_payouts_are_rechecked_and_a_deposit_credits_on
     assert_eq!(outcomes, [("evt_forged", "refuted"), ("evt_p", "updated")]);
     assert_eq!(
         store.withdrawal("wdr_p"),
-        Some(crate::status::WithdrawalStatus::Completed)
+        Some(crate::money::status::WithdrawalStatus::Completed)
     );
     assert!(store.credits("c-1", "USDT").len() == 1);
     assert!(list(store.as_ref(), &reviews, 0).await.unwrap().is_empty());
@@ -697,13 +697,16 @@ async fn a_refund_waiting_unconfirmed_blocks_the_release_of_its_invoice_until_it
 /// A merchant's own effect: a shipment item beside each fulfilment.
 struct Ship;
 
-impl crate::effect::FulfilmentEffect for Ship {
-    fn writes(&self, paid: &crate::effect::PaidInvoice<'_>) -> Vec<crate::effect::EffectWrite> {
-        vec![crate::effect::EffectWrite {
+impl crate::money::effect::FulfilmentEffect for Ship {
+    fn writes(
+        &self,
+        paid: &crate::money::effect::PaidInvoice<'_>,
+    ) -> Vec<crate::money::effect::EffectWrite> {
+        vec![crate::money::effect::EffectWrite {
             key: format!("shipment#{}", paid.invoice_id),
             attributes: vec![(
                 "order".into(),
-                crate::effect::EffectValue::Text(
+                crate::money::effect::EffectValue::Text(
                     paid.order.external_id.clone().unwrap_or_default(),
                 ),
             )],
@@ -748,7 +751,7 @@ async fn every_road_that_fulfils_writes_the_stacks_effect_and_no_other_does() {
         Applied::Fulfilled
     );
     // `mark-paid`.
-    let order = crate::change::OrderRef {
+    let order = crate::money::change::OrderRef {
         external_id: Some("o-inv_m".into()),
         amount: None,
         currency: None,
@@ -781,9 +784,10 @@ async fn every_road_that_fulfils_writes_the_stacks_effect_and_no_other_does() {
     assert_eq!(rechecked[0].outcome.as_str(), "fulfilled");
     // `reconcile --apply`: paid at Paymos, never delivered here.
     paymos.invoice("inv_r", at_paymos("paid", "inv_r"));
-    let report = crate::reconcile::reconcile(&paymos, &stack, (0, 2_000_000_000), true, NOW_MS)
-        .await
-        .unwrap();
+    let report =
+        crate::roads::reconcile::reconcile(&paymos, &stack, (0, 2_000_000_000), true, NOW_MS)
+            .await
+            .unwrap();
     assert_eq!(report.applied.get("inv_r"), Some(&Ok(Applied::Fulfilled)));
     // A second paid invoice for a shipped order ships nothing.
     let second = WorkItem {

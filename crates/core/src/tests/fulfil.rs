@@ -2,15 +2,15 @@
 
 use std::sync::Arc;
 
-use crate::change::{Applied, Change, OrderRef, change_of};
-use crate::confirm::ConfirmedInvoice;
-use crate::effect::RecordFulfilment;
-use crate::fulfil::{Fulfil, FulfilError};
-use crate::ingest::PortError;
-use crate::memory::{MemoryPaymos, MemoryResources};
-use crate::signature::Environment;
-use crate::status::{Amount, InvoiceStatus, WithdrawalStatus};
-use crate::work::WorkItem;
+use crate::money::change::{Applied, Change, OrderRef, change_of};
+use crate::money::effect::RecordFulfilment;
+use crate::money::status::{Amount, InvoiceStatus, WithdrawalStatus};
+use crate::roads::confirm::ConfirmedInvoice;
+use crate::roads::fulfil::{Fulfil, FulfilError};
+use crate::roads::ingest::PortError;
+use crate::testkit::memory::{MemoryPaymos, MemoryResources};
+use crate::wire::signature::Environment;
+use crate::wire::work::WorkItem;
 
 /// A delivery of `event_type` for `resource` at `at`, with `data` fields beside the id.
 fn item(event_id: &str, event_type: &str, at: u64, data: &str) -> WorkItem {
@@ -318,7 +318,10 @@ async fn a_completed_refund_notes_its_invoice_and_a_late_payment_keeps_the_close
     assert_eq!(inv.status.map(|(s, _)| s), Some(InvoiceStatus::Expired));
     assert_eq!(inv.paid_late_at, Some(20));
     assert_eq!(inv.refunds.len(), 1);
-    assert_eq!(inv.refunds[0].mode, Some(crate::invoice::RefundMode::Full));
+    assert_eq!(
+        inv.refunds[0].mode,
+        Some(crate::money::invoice::RefundMode::Full)
+    );
     assert_eq!(store.withdrawal("wdr_1"), Some(WithdrawalStatus::Completed));
 }
 
@@ -448,12 +451,12 @@ struct CrashBeforeMark {
     crashed: std::sync::atomic::AtomicBool,
 }
 
-impl crate::fulfil::ResourceStore for CrashBeforeMark {
+impl crate::roads::fulfil::ResourceStore for CrashBeforeMark {
     async fn write(
         &self,
-        writes: &[crate::write::Write],
-    ) -> Result<crate::write::Stored, PortError> {
-        let mark_alone = matches!(writes, [w] if w.what == crate::write::What::Processed);
+        writes: &[crate::money::write::Write],
+    ) -> Result<crate::money::write::Stored, PortError> {
+        let mark_alone = matches!(writes, [w] if w.what == crate::money::write::What::Processed);
         if mark_alone && !self.crashed.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return Err(PortError::new(
                 "test",
@@ -465,8 +468,8 @@ impl crate::fulfil::ResourceStore for CrashBeforeMark {
 
     async fn read(
         &self,
-        key: &crate::write::Key,
-    ) -> Result<Option<crate::write::Fields>, PortError> {
+        key: &crate::money::write::Key,
+    ) -> Result<Option<crate::money::write::Fields>, PortError> {
         self.inner.read(key).await
     }
 }
@@ -586,7 +589,10 @@ async fn an_event_naming_another_order_than_the_record_is_held_not_fulfilled() {
     assert!(store.fulfilled().is_empty());
     let record = store.invoice("inv_1").unwrap();
     assert_eq!(record.order.external_id.as_deref(), Some("o-cheap"));
-    assert_eq!(record.seen().standing(), crate::invoice::Standing::Held);
+    assert_eq!(
+        record.seen().standing(),
+        crate::money::invoice::Standing::Held
+    );
     let reason = store.outcome("evt_paid").unwrap().1.unwrap();
     assert!(
         reason.contains("o-dear") && reason.contains("o-cheap"),
@@ -762,7 +768,7 @@ async fn manual_roads_run_twice_report_what_exists() {
     for (work, expected) in history.iter().zip(expected) {
         let Change::Invoice {
             invoice_id, order, ..
-        } = change_of(&crate::envelope::Envelope::parse(&work.body).unwrap())
+        } = change_of(&crate::wire::envelope::Envelope::parse(&work.body).unwrap())
         else {
             panic!()
         };
@@ -861,7 +867,7 @@ async fn smaller_rules_of_the_invoice_and_the_deposit() {
 
 #[tokio::test]
 async fn after_a_late_payment_is_released_a_second_endpoints_payment_waits_for_no_one() {
-    use crate::release::{ReleaseBy, release};
+    use crate::roads::release::{ReleaseBy, release};
     let store = Arc::new(MemoryResources::new());
     let fulfil = Fulfil::new(Arc::clone(&store));
     for work in [
@@ -925,7 +931,7 @@ async fn a_redelivery_after_a_later_event_moved_the_invoice_changes_nothing() {
 /// back from the store's records (here the memory twin's).
 #[tokio::test]
 async fn events_since_a_time_are_the_facts_committed_from_then_with_their_stream_ids() {
-    use crate::handoff::since;
+    use crate::roads::handoff::since;
     let (outcomes, store) = run(
         &[
             invoice("evt_1", "paid", 10, "inv_1", "o-1"),
@@ -981,7 +987,10 @@ async fn mark_paid_of_an_invoice_refunded_in_full_ships_nothing() {
     assert_eq!(applied, Held);
     assert!(store.fulfilments().is_empty());
     let seen = store.invoice("inv_1").unwrap().seen();
-    assert_eq!(seen.standing(), crate::invoice::Standing::AfterRefund);
+    assert_eq!(
+        seen.standing(),
+        crate::money::invoice::Standing::AfterRefund
+    );
 }
 
 // Issue 28, case 8: an order known nowhere is learned before anything ships.
@@ -1090,8 +1099,8 @@ async fn a_token_only_payment_is_never_compared_with_a_fiat_registration() {
 // the resource when the delivery does (an unusable invoice event, a payment of no known order).
 #[tokio::test]
 async fn a_review_note_names_the_resource_its_delivery_names() {
-    use crate::handoff::StateRecords as _;
-    let long = "o".repeat(crate::envelope::MAX_REFERENCE_LEN + 1);
+    use crate::roads::handoff::StateRecords as _;
+    let long = "o".repeat(crate::wire::envelope::MAX_REFERENCE_LEN + 1);
     let history = [
         item(
             "evt_u",
@@ -1115,7 +1124,9 @@ async fn a_review_note_names_the_resource_its_delivery_names() {
         .unwrap()
         .into_iter()
         .filter_map(|r| match r {
-            crate::record::StateRecord::Review(r) => Some((r.event_id, r.resource_id, r.reason)),
+            crate::money::record::StateRecord::Review(r) => {
+                Some((r.event_id, r.resource_id, r.reason))
+            }
             _ => None,
         })
         .collect();
@@ -1160,7 +1171,7 @@ async fn a_late_payment_after_a_full_refund_of_a_partial_payment_waits_for_a_per
     assert_eq!(outcomes, [Updated, Updated, PaidLate]);
     assert!(store.fulfilments().is_empty());
     let seen = store.invoice("inv_1").unwrap().seen();
-    assert_eq!(seen.standing(), crate::invoice::Standing::PaidLate);
+    assert_eq!(seen.standing(), crate::money::invoice::Standing::PaidLate);
     assert!(seen.standing().waits_for_person());
 }
 
@@ -1221,8 +1232,8 @@ async fn a_blank_order_id_by_hand_names_no_order() {
             .unwrap();
         assert_eq!(applied, Fulfilled, "{blank:?}");
     }
-    assert_eq!(crate::change::named(" \t"), None);
-    assert_eq!(crate::change::named(" o-1"), Some(" o-1"));
+    assert_eq!(crate::money::change::named(" \t"), None);
+    assert_eq!(crate::money::change::named(" o-1"), Some(" o-1"));
 }
 
 // Issue 38: an invoice's `applied` set stays bounded under a flood of forward-moving events
@@ -1288,7 +1299,7 @@ async fn an_undated_late_payment_after_a_full_refund_leaves_the_dated_one_its_wa
     assert_eq!(by_hand, PaidLate);
     assert_eq!(
         store.invoice("inv_1").unwrap().seen().standing(),
-        crate::invoice::Standing::AfterRefund,
+        crate::money::invoice::Standing::AfterRefund,
         "undated after a full refund: a person says whether it was paid again"
     );
     let (_, late) = fulfil
@@ -1312,8 +1323,9 @@ async fn an_undated_late_payment_after_a_full_refund_leaves_the_dated_one_its_wa
 // reached the DLQ after 5 receives (15 minutes of overload). It now waits longer each time.
 #[test]
 fn a_message_not_applied_waits_out_hours_of_trouble_and_poison_reaches_the_dlq_at_once() {
-    use crate::fulfil::{PoisonError, WORK_RECEIVES};
     use crate::port::PortErrorKind;
+    use crate::roads::fulfil::PoisonError;
+    use crate::wire::work::WORK_RECEIVES;
     let poison = FulfilError::Poison(PoisonError::from(
         WorkItem::decode("not a work item").unwrap_err(),
     ));
@@ -1418,7 +1430,7 @@ async fn a_full_refund_arriving_after_a_later_one_is_recorded_and_keeps_the_late
 // confirming, underpaid and waiting; a later one replaces an earlier one, never the reverse.
 #[test]
 fn open_statuses_of_the_same_second_move_only_forward_in_paymos_flow() {
-    use crate::write::{Field, Fields, Value, transition};
+    use crate::money::write::{Field, Fields, Value, transition};
     let flow = [
         InvoiceStatus::AwaitingClient,
         InvoiceStatus::AwaitingPayment,
@@ -1452,15 +1464,15 @@ fn open_statuses_of_the_same_second_move_only_forward_in_paymos_flow() {
 #[derive(Default)]
 struct Billed {
     inner: MemoryResources,
-    tried: std::sync::Mutex<Vec<Vec<crate::write::What>>>,
+    tried: std::sync::Mutex<Vec<Vec<crate::money::write::What>>>,
     reads: std::sync::atomic::AtomicUsize,
 }
 
-impl crate::fulfil::ResourceStore for Billed {
+impl crate::roads::fulfil::ResourceStore for Billed {
     async fn write(
         &self,
-        writes: &[crate::write::Write],
-    ) -> Result<crate::write::Stored, PortError> {
+        writes: &[crate::money::write::Write],
+    ) -> Result<crate::money::write::Stored, PortError> {
         self.tried
             .lock()
             .unwrap()
@@ -1470,8 +1482,8 @@ impl crate::fulfil::ResourceStore for Billed {
 
     async fn read(
         &self,
-        key: &crate::write::Key,
-    ) -> Result<Option<crate::write::Fields>, PortError> {
+        key: &crate::money::write::Key,
+    ) -> Result<Option<crate::money::write::Fields>, PortError> {
         self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.inner.read(key).await
     }
@@ -1483,7 +1495,7 @@ impl crate::fulfil::ResourceStore for Billed {
 // win now tells it, and the copy writes its mark alone; the first copy still fulfils once.
 #[tokio::test]
 async fn a_paid_invoices_second_copy_is_refused_by_a_read_and_writes_only_its_mark() {
-    use crate::write::What;
+    use crate::money::write::What;
     let store = Arc::new(Billed::default());
     let fulfil = Fulfil::new(Arc::clone(&store));
     let first = invoice("evt_a", "paid", 20, "inv_1", "o-1");
@@ -1643,9 +1655,9 @@ async fn a_held_payment_warns_with_why_it_is_held() {
 /// The steps of `id`'s story in the store: (status, when, who moved it there).
 fn story(store: &MemoryResources, id: &str) -> Vec<(String, u64, String)> {
     let fields = store
-        .fields(&crate::write::Key::state(id))
+        .fields(&crate::money::write::Key::state(id))
         .unwrap_or_default();
-    crate::write::story(&fields)
+    crate::money::write::story(&fields)
         .into_iter()
         .map(|s| (s.status, s.at, s.by))
         .collect()

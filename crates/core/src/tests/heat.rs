@@ -18,21 +18,21 @@
 //!
 //! The same second is priced: per outcome its write and read units, the guarantee each write
 //! unit pays for, the state table's changes (stream records) and the hand-off's events
-//! ([`crate::handoff::events_of`] on each changed item); `allin.rs` prices the rest.
+//! ([`crate::roads::handoff::events_of`] on each changed item); `allin.rs` prices the rest.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use crate::fulfil::{Fulfil, ResourceStore};
-use crate::memory::MemoryResources;
-use crate::port::PortError;
-use crate::record::{
+use crate::money::record::{
     DepositRecord, FulfilmentRecord, InvoiceRecord, ReviewRecord, StateRecord, WithdrawalRecord,
 };
-use crate::signature::Environment;
-use crate::status::{DepositStatus, InvoiceStatus, WithdrawalStatus};
-use crate::work::{WorkItem, delivery_key};
-use crate::write::{Field, Fields, Key, Stored, Table, Value, What, Write, shard_of};
+use crate::money::status::{DepositStatus, InvoiceStatus, WithdrawalStatus};
+use crate::money::write::{Field, Fields, Key, Stored, Table, Value, What, Write, shard_of};
+use crate::port::PortError;
+use crate::roads::fulfil::{Fulfil, ResourceStore};
+use crate::testkit::memory::MemoryResources;
+use crate::wire::signature::Environment;
+use crate::wire::work::{WorkItem, delivery_key};
 
 /// Deliveries in the measured second.
 pub(super) const RATE: usize = 20_000;
@@ -41,7 +41,7 @@ const BOUND: u64 = 800;
 /// The deliveries ledger's `pending-by-age` shards (`LedgerSchema::PENDING_SHARDS`).
 const PENDING_SHARDS: u32 = 64;
 /// Noon of the first day whose lists are spread.
-const NOW_MS: u64 = crate::write::SHARDED_FROM_MS + 43_200_000;
+const NOW_MS: u64 = crate::money::write::SHARDED_FROM_MS + 43_200_000;
 
 /// The indexes: name, the field that is the entry's partition, the field it ranges by.
 const INDEXES: [(&str, Field, Field); 2] = [
@@ -128,7 +128,7 @@ impl Metered {
         if key.table != Table::State || before == after {
             return;
         }
-        let events = crate::handoff::events_of(
+        let events = crate::roads::handoff::events_of(
             before.and_then(|f| record_of(&key.id, f)).as_ref(),
             after.and_then(|f| record_of(&key.id, f)).as_ref(),
             Environment::Live,
@@ -219,12 +219,12 @@ fn record_of(id: &str, f: &Fields) -> Option<StateRecord> {
     Some(match text(Field::Kind)?.as_str() {
         "invoice" => StateRecord::Invoice(InvoiceRecord {
             invoice_id: id.to_owned(),
-            seen: crate::write::invoice_seen(f),
+            seen: crate::money::write::invoice_seen(f),
             updated_at_ms: int(Field::UpdatedAt),
         }),
         "fulfilment" => StateRecord::Fulfilment(FulfilmentRecord {
             invoice_id: text(Field::InvoiceId).unwrap_or_default(),
-            order: crate::write::order_of(f),
+            order: crate::money::write::order_of(f),
             status: text(Field::Status)
                 .as_deref()
                 .and_then(InvoiceStatus::parse),

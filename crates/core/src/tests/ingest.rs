@@ -2,17 +2,17 @@
 
 use std::sync::Arc;
 
-use crate::change::Applied;
-use crate::fulfil::Fulfil;
-use crate::ingest::{
+use crate::money::change::Applied;
+use crate::roads::fulfil::Fulfil;
+use crate::roads::ingest::{
     Delivery, DeliveryState, Inbound, Ingest, IngestError, IngestSettings, Ingested, PortErrorKind,
     Receipt, delivery_key,
 };
-use crate::memory::{MemoryKeys, MemoryLedger, MemoryQueue, MemoryResources};
-use crate::signature::{
+use crate::testkit::memory::{MemoryKeys, MemoryLedger, MemoryQueue, MemoryResources};
+use crate::wire::signature::{
     Environment, SignatureError, SigningKey, Verifier, WebhookSecret, signature_header,
 };
-use crate::work::WorkItem;
+use crate::wire::work::WorkItem;
 
 const NOW_MS: u64 = 1_800_000_000_000;
 const LIVE: &str = "whsec_live_0123456789abcdef";
@@ -65,7 +65,7 @@ impl Rig {
     }
 }
 
-const LEASE_MS: u64 = crate::ingest::DEFAULT_LEASE_SECS * 1000;
+const LEASE_MS: u64 = crate::roads::ingest::DEFAULT_LEASE_SECS * 1000;
 
 #[tokio::test]
 async fn a_new_delivery_is_recorded_then_sent() {
@@ -168,7 +168,7 @@ async fn refused_requests_write_nothing() {
     let good = body("evt_1", "");
     let signature = signed(&good);
     let forged = signed(&body("evt_2", ""));
-    let big = vec![b' '; crate::ingest::DEFAULT_MAX_BODY_BYTES + 1];
+    let big = vec![b' '; crate::roads::ingest::DEFAULT_MAX_BODY_BYTES + 1];
     let sandbox = body("evt_1", r#","is_test":true"#);
     let sandbox_signature = signed(&sandbox);
     let cases: [(&str, Inbound<'_>, u16); 6] = [
@@ -244,7 +244,7 @@ async fn refused_requests_write_nothing() {
 
 #[test]
 fn port_failures_answer_5xx_by_kind() {
-    use crate::ingest::PortError;
+    use crate::roads::ingest::PortError;
     for (kind, status) in [
         (PortErrorKind::Unavailable, 503),
         (PortErrorKind::Throttled, 503),
@@ -380,7 +380,10 @@ async fn the_reuse_of_an_id_is_counted_in_either_order_and_looked_for_only_when_
 }
 
 /// Posts `body` signed with `secret` at [`NOW_MS`]; the whole receipt.
-async fn post_receipt<L: crate::ingest::DeliveryLedger, Q: crate::ingest::WorkQueue>(
+async fn post_receipt<
+    L: crate::roads::ingest::DeliveryLedger,
+    Q: crate::roads::ingest::WorkQueue,
+>(
     ingest: &Ingest<L, Q>,
     body: &[u8],
     secret: &str,
@@ -404,7 +407,7 @@ fn body_of_len(event_id: &str, len: usize) -> Vec<u8> {
 #[tokio::test]
 async fn a_body_at_the_size_limit_is_recorded_and_one_byte_more_is_refused_unwritten() {
     let rig = rig();
-    let limit = crate::ingest::DEFAULT_MAX_BODY_BYTES;
+    let limit = crate::roads::ingest::DEFAULT_MAX_BODY_BYTES;
     assert_eq!(
         limit,
         128 * 1024,
@@ -589,7 +592,7 @@ async fn forged_signatures_reread_the_secrets_at_most_once_a_minute() {
 const TEST: &str = "whsec_test_0123456789abcdef";
 
 /// Ingest holding the live and the sandbox secret, on `ledger`.
-fn both_environments<L: crate::ingest::DeliveryLedger>(
+fn both_environments<L: crate::roads::ingest::DeliveryLedger>(
     ledger: L,
 ) -> (Ingest<L, Arc<MemoryQueue>>, Arc<MemoryQueue>) {
     let verifier = Verifier::new(
@@ -645,17 +648,17 @@ async fn the_reuse_of_an_id_is_counted_once_when_found_not_on_every_retry() {
 /// sandbox delivery recorded before the environment was part of the key.
 struct WithOldRecord {
     ledger: MemoryLedger,
-    old: crate::ingest::ExistingDelivery,
+    old: crate::roads::ingest::ExistingDelivery,
 }
 
-impl crate::ingest::DeliveryLedger for WithOldRecord {
+impl crate::roads::ingest::DeliveryLedger for WithOldRecord {
     async fn record(
         &self,
         delivery: &Delivery,
         lease_until_ms: u64,
-    ) -> Result<crate::ingest::Recorded, crate::ingest::PortError> {
+    ) -> Result<crate::roads::ingest::Recorded, crate::roads::ingest::PortError> {
         if delivery.key() == self.old.delivery.event_id {
-            return Ok(crate::ingest::Recorded::Existing(Box::new(
+            return Ok(crate::roads::ingest::Recorded::Existing(Box::new(
                 self.old.clone(),
             )));
         }
@@ -665,7 +668,8 @@ impl crate::ingest::DeliveryLedger for WithOldRecord {
     async fn find(
         &self,
         key: &str,
-    ) -> Result<Option<crate::ingest::ExistingDelivery>, crate::ingest::PortError> {
+    ) -> Result<Option<crate::roads::ingest::ExistingDelivery>, crate::roads::ingest::PortError>
+    {
         if key == self.old.delivery.event_id {
             return Ok(Some(self.old.clone()));
         }
@@ -677,13 +681,17 @@ impl crate::ingest::DeliveryLedger for WithOldRecord {
         key: &str,
         seen_lease_ms: u64,
         new_lease_ms: u64,
-    ) -> Result<crate::ingest::TakeOver, crate::ingest::PortError> {
+    ) -> Result<crate::roads::ingest::TakeOver, crate::roads::ingest::PortError> {
         self.ledger
             .take_over(key, seen_lease_ms, new_lease_ms)
             .await
     }
 
-    async fn release(&self, key: &str, lease_ms: u64) -> Result<(), crate::ingest::PortError> {
+    async fn release(
+        &self,
+        key: &str,
+        lease_ms: u64,
+    ) -> Result<(), crate::roads::ingest::PortError> {
         self.ledger.release(key, lease_ms).await
     }
 
@@ -692,7 +700,7 @@ impl crate::ingest::DeliveryLedger for WithOldRecord {
         key: &str,
         body_sha256: &str,
         at_ms: u64,
-    ) -> Result<(), crate::ingest::PortError> {
+    ) -> Result<(), crate::roads::ingest::PortError> {
         self.ledger.mark_conflict(key, body_sha256, at_ms).await
     }
 }
@@ -719,7 +727,7 @@ async fn a_sandbox_record_keyed_before_the_environment_is_no_reuse_and_refuses_a
         )
         .unwrap();
     old.received_at_ms -= 86_400_000;
-    let old = crate::ingest::ExistingDelivery {
+    let old = crate::roads::ingest::ExistingDelivery {
         delivery: old,
         state: DeliveryState::Processed,
         lease_until_ms: 0,

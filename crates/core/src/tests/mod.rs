@@ -14,6 +14,7 @@ mod exceptions;
 mod fulfil;
 mod heat;
 mod ingest;
+mod layers;
 mod outbound;
 mod paymos_word;
 mod projects;

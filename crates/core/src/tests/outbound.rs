@@ -5,11 +5,11 @@ use std::sync::Mutex;
 
 use base64::Engine as _;
 
-use crate::outbound::{
+use crate::port::{PortError, PortErrorKind};
+use crate::roads::outbound::{
     DeliverError, InvalidOutboundSecret, Outbound, OutboundError, OutboundSecret, RETRY_DELAYS_S,
     WebhookTarget, deliver, outbound_of, parks_at_once, retry_delay, spread_of,
 };
-use crate::port::{PortError, PortErrorKind};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 const NOW: u64 = 1_800_000_000;

@@ -6,18 +6,18 @@
 
 use std::sync::Arc;
 
-use crate::change::{Applied, OrderRef, Projects};
-use crate::confirm::{ConfirmedDeposit, ConfirmedInvoice, ConfirmedWithdrawal};
-use crate::envelope::Category;
-use crate::exceptions::{list, recheck};
-use crate::fulfil::Fulfil;
-use crate::ingest::Delivery;
-use crate::invoice::{Refund, RefundMode, Standing};
-use crate::memory::{MemoryPaymos, MemoryResources, MemoryReviews};
-use crate::release::{ReleaseBy, ReleaseStore};
-use crate::signature::Environment;
-use crate::status::Amount;
-use crate::work::WorkItem;
+use crate::money::change::{Applied, OrderRef, Projects};
+use crate::money::invoice::{Refund, RefundMode, Standing};
+use crate::money::status::Amount;
+use crate::roads::confirm::{ConfirmedDeposit, ConfirmedInvoice, ConfirmedWithdrawal};
+use crate::roads::exceptions::{list, recheck};
+use crate::roads::fulfil::Fulfil;
+use crate::roads::ingest::Delivery;
+use crate::roads::release::{ReleaseBy, ReleaseStore};
+use crate::testkit::memory::{MemoryPaymos, MemoryResources, MemoryReviews};
+use crate::wire::envelope::Category;
+use crate::wire::signature::Environment;
+use crate::wire::work::WorkItem;
 
 use Applied::*;
 
@@ -165,7 +165,7 @@ async fn a_recheck_ships_a_payment_paymos_dates_after_a_full_refund() {
         &*store,
         &reviews,
         &paymos,
-        &crate::effect::RecordFulfilment,
+        &crate::money::effect::RecordFulfilment,
         Environment::Live,
         None,
         NOW_MS,
@@ -254,7 +254,7 @@ async fn reconcile_applies_a_payment_with_paymos_time_and_ships_it_after_an_earl
     paymos.invoice("inv_1", at_paymos("paid", Some(30)));
     paymos.refund("inv_1", paymos_refund(20));
     let window = (0, 2_000_000_000);
-    let report = crate::reconcile::reconcile(&paymos, &fulfil, window, true, NOW_MS)
+    let report = crate::roads::reconcile::reconcile(&paymos, &fulfil, window, true, NOW_MS)
         .await
         .unwrap();
     assert_eq!(
@@ -263,7 +263,7 @@ async fn reconcile_applies_a_payment_with_paymos_time_and_ships_it_after_an_earl
         "{report:?}"
     );
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
-    let again = crate::reconcile::reconcile(&paymos, &fulfil, window, false, NOW_MS)
+    let again = crate::roads::reconcile::reconcile(&paymos, &fulfil, window, false, NOW_MS)
         .await
         .unwrap();
     assert!(again.clean(), "{again:?}");
@@ -352,9 +352,10 @@ async fn a_late_payment_after_a_full_refund_whose_webhook_was_lost_is_reported()
         },
     );
     paymos.refund("inv_1", paymos_refund(20));
-    let report = crate::reconcile::reconcile(&paymos, &fulfil, (0, 2_000_000_000), false, NOW_MS)
-        .await
-        .unwrap();
+    let report =
+        crate::roads::reconcile::reconcile(&paymos, &fulfil, (0, 2_000_000_000), false, NOW_MS)
+            .await
+            .unwrap();
     let late: Vec<&str> = report
         .paid_late
         .iter()
@@ -565,7 +566,7 @@ async fn without_the_check_a_payment_naming_no_project_waits_for_its_project() {
     ] {
         ledger.processed(waited(&work), ProjectUnknown, "no project", 1);
     }
-    let kinds = |found: Vec<crate::exceptions::Exception>| -> Vec<_> {
+    let kinds = |found: Vec<crate::roads::exceptions::Exception>| -> Vec<_> {
         found
             .iter()
             .map(|e| (e.kind, e.resource_id.clone()))
@@ -630,7 +631,7 @@ fn claims(store: &MemoryResources) -> Vec<String> {
 
 /// `work` as the ledger records it, once processed.
 fn waited(work: &WorkItem) -> Delivery {
-    let envelope = crate::envelope::Envelope::parse(&work.body).unwrap();
+    let envelope = crate::wire::envelope::Envelope::parse(&work.body).unwrap();
     Delivery {
         event_id: work.event_id.clone(),
         event_type: envelope.event_type.clone(),
@@ -663,12 +664,13 @@ async fn reconcile_ships_nothing_of_the_other_environment_and_names_the_key() {
             ..at_paymos("paid", Some(30))
         },
     );
-    let err = crate::reconcile::reconcile(&paymos, &fulfil, (0, 2_000_000_000), true, NOW_MS)
-        .await
-        .unwrap_err();
+    let err =
+        crate::roads::reconcile::reconcile(&paymos, &fulfil, (0, 2_000_000_000), true, NOW_MS)
+            .await
+            .unwrap_err();
     assert_eq!(
         err.kind,
-        crate::ingest::PortErrorKind::Misconfigured,
+        crate::roads::ingest::PortErrorKind::Misconfigured,
         "{err}"
     );
     assert!(err.to_string().contains("sandbox"), "{err}");
@@ -700,7 +702,7 @@ async fn a_recheck_of_the_other_environment_ships_nothing_of_a_live_delivery() {
         &*store,
         &reviews,
         &paymos,
-        &crate::effect::RecordFulfilment,
+        &crate::money::effect::RecordFulfilment,
         Environment::Test,
         None,
         NOW_MS,
@@ -825,7 +827,7 @@ async fn a_stack_refuses_another_home_project_than_its_records() {
     let err = b_first.pin_home_project().await.unwrap_err();
     assert_eq!(
         err.kind,
-        crate::ingest::PortErrorKind::Misconfigured,
+        crate::roads::ingest::PortErrorKind::Misconfigured,
         "{err}"
     );
     assert!(err.to_string().contains("keep prj_a first"), "{err}");
@@ -919,7 +921,7 @@ async fn a_release_asks_paymos_about_refunds_first() {
             assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
         } else {
             assert!(
-                matches!(&released, Err(crate::release::ReleaseError::NotReleasable(why)) if why.contains("refunded in full")),
+                matches!(&released, Err(crate::roads::release::ReleaseError::NotReleasable(why)) if why.contains("refunded in full")),
                 "refunded at {refunded_at}: {released:?}"
             );
             assert_eq!(store.fulfilments(), []);
@@ -1012,7 +1014,8 @@ async fn a_delivery_naming_another_order_than_the_one_shipped_waits_for_a_person
         "{listed:?}"
     );
     // A person settles it (ships o-B, or finds o-A right) and resolves it: it leaves the list.
-    let resolved = crate::exceptions::resolve(&reviews, "evt_b", None, "alice", NOW_MS).await;
+    let resolved =
+        crate::roads::exceptions::resolve(&reviews, "evt_b", None, "alice", NOW_MS).await;
     assert_eq!(resolved, Ok(OrderConflict));
     assert!(list(&*store, &reviews, 0).await.unwrap().is_empty());
     assert_eq!(
@@ -1020,10 +1023,10 @@ async fn a_delivery_naming_another_order_than_the_one_shipped_waits_for_a_person
         Some(("resolved_by_hand".into(), "manual:alice".into()))
     );
     // Only what waits for a person's own act is resolved so; a second time, nothing waits.
-    let again = crate::exceptions::resolve(&reviews, "evt_b", None, "alice", NOW_MS).await;
+    let again = crate::roads::exceptions::resolve(&reviews, "evt_b", None, "alice", NOW_MS).await;
     assert!(matches!(
         again,
-        Err(crate::exceptions::ResolveError::NotResolvable(_))
+        Err(crate::roads::exceptions::ResolveError::NotResolvable(_))
     ));
 }
 
@@ -1069,7 +1072,10 @@ async fn a_payment_event_whose_snapshot_says_closed_and_paid_late_lands_paid_lat
     let seen = store.invoice("inv_1").unwrap().seen();
     assert!(seen.paid_late, "{seen:?}");
     assert_eq!(seen.payment_at, Some(115));
-    assert_eq!(seen.status, Some(crate::status::InvoiceStatus::Expired));
+    assert_eq!(
+        seen.status,
+        Some(crate::money::status::InvoiceStatus::Expired)
+    );
 }
 
 /// inv_1's close at `at` by an event naming no order (the contract's partial snapshots).
@@ -1175,7 +1181,7 @@ async fn reconcile_puts_paymos_order_on_a_late_payment_a_forged_close_named() {
             ..at_paymos("expired", Some(110))
         },
     );
-    crate::reconcile::reconcile(&paymos, &fulfil, (0, 2_000_000_000), true, NOW_MS)
+    crate::roads::reconcile::reconcile(&paymos, &fulfil, (0, 2_000_000_000), true, NOW_MS)
         .await
         .unwrap();
     let released = fulfil
@@ -1192,7 +1198,12 @@ async fn reconcile_puts_paymos_order_on_a_late_payment_a_forged_close_named() {
 // refund did not return. Before: dated, `already_final`, neither shipped nor listed.
 #[tokio::test]
 async fn a_dated_payment_after_the_full_refund_that_settled_a_persons_word_ships() {
-    let open = item("evt_o", "invoice.confirming", 5, r#"{"invoice_id":"inv_1"}"#);
+    let open = item(
+        "evt_o",
+        "invoice.confirming",
+        5,
+        r#"{"invoice_id":"inv_1"}"#,
+    );
     let (_, store) = webhooks(&[open]).await;
     let fulfil = Fulfil::new(Arc::clone(&store));
     let first = fulfil
@@ -1227,7 +1238,12 @@ async fn a_dated_payment_after_the_full_refund_that_settled_a_persons_word_ships
 // person (`paid_late`), never settled by the refund before it.
 #[tokio::test]
 async fn a_dated_late_payment_after_the_full_refund_that_settled_a_persons_word_waits() {
-    let open = item("evt_o", "invoice.confirming", 5, r#"{"invoice_id":"inv_1"}"#);
+    let open = item(
+        "evt_o",
+        "invoice.confirming",
+        5,
+        r#"{"invoice_id":"inv_1"}"#,
+    );
     let (_, store) = webhooks(&[open]).await;
     let fulfil = Fulfil::new(Arc::clone(&store));
     let first = fulfil

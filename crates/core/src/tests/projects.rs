@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
-use crate::change::{Applied, OrderRef, Projects};
-use crate::fulfil::Fulfil;
-use crate::memory::MemoryResources;
-use crate::signature::Environment;
-use crate::work::WorkItem;
+use crate::money::change::{Applied, OrderRef, Projects};
+use crate::roads::fulfil::Fulfil;
+use crate::testkit::memory::MemoryResources;
+use crate::wire::signature::Environment;
+use crate::wire::work::WorkItem;
 
 use Applied::*;
 
@@ -150,7 +150,7 @@ async fn a_payer_of_two_projects_has_two_balances() {
 #[tokio::test]
 async fn each_project_registers_its_own_orders() {
     let store = Arc::new(MemoryResources::new());
-    let price = |a: &str| crate::status::Amount::parse(a).unwrap();
+    let price = |a: &str| crate::money::status::Amount::parse(a).unwrap();
     store.register_order("1001", &price("10"), "USD");
     store.register_scoped_order(Some("prj_b"), "1001", &price("99"), "USD");
     let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(two_shops());
@@ -240,11 +240,13 @@ async fn each_published_fact_names_its_project() {
         paid("evt_b", "inv_b", "prj_b", "1001"),
     ];
     let (_, store) = run(two_shops(), &history).await;
-    let stack = crate::change::Applying {
+    let stack = crate::money::change::Applying {
         environment: Environment::Live,
         projects: two_shops(),
     };
-    let events = crate::handoff::since(&*store, 0, stack).await.unwrap();
+    let events = crate::roads::handoff::since(&*store, 0, stack)
+        .await
+        .unwrap();
     let project = |key: &str| {
         events
             .iter()

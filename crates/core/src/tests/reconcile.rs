@@ -3,14 +3,14 @@
 
 use std::sync::Arc;
 
-use crate::change::{Applied, OrderRef};
-use crate::confirm::ConfirmedInvoice;
-use crate::fulfil::Fulfil;
-use crate::invoice::{Refund, RefundMode, Standing};
-use crate::memory::{MemoryPaymos, MemoryResources};
-use crate::reconcile::{ReconcileStore, Report, reconcile};
-use crate::release::ReleaseStore;
-use crate::status::{Amount, InvoiceStatus};
+use crate::money::change::{Applied, OrderRef};
+use crate::money::invoice::{Refund, RefundMode, Standing};
+use crate::money::status::{Amount, InvoiceStatus};
+use crate::roads::confirm::ConfirmedInvoice;
+use crate::roads::fulfil::Fulfil;
+use crate::roads::reconcile::{ReconcileStore, Report, reconcile};
+use crate::roads::release::ReleaseStore;
+use crate::testkit::memory::{MemoryPaymos, MemoryResources};
 
 const NOW_MS: u64 = 1_800_000_000_000;
 const WINDOW: (i64, i64) = (1_799_990_000, 1_800_000_100);
@@ -55,7 +55,7 @@ async fn run(paymos: &MemoryPaymos, fulfil: &Fulfil<Arc<MemoryResources>>, apply
         .expect("memory never fails")
 }
 
-fn ids(list: &[crate::reconcile::PaidAtPaymos]) -> Vec<&str> {
+fn ids(list: &[crate::roads::reconcile::PaidAtPaymos]) -> Vec<&str> {
     list.iter().map(|p| p.invoice_id.as_str()).collect()
 }
 
@@ -386,17 +386,17 @@ async fn a_released_late_payment_is_not_unknown() {
         },
     );
     run(&paymos, &fulfil, true).await;
-    let by = crate::release::ReleaseBy {
+    let by = crate::roads::release::ReleaseBy {
         actor: "ops",
         reason: Some("shipped anyway"),
         override_amount: false,
     };
-    let released = crate::release::release(
+    let released = crate::roads::release::release(
         &store,
         "inv_l",
         None,
         &by,
-        &crate::effect::RecordFulfilment,
+        &crate::money::effect::RecordFulfilment,
         NOW_MS,
     )
     .await
@@ -415,9 +415,10 @@ async fn a_paid_invoice_with_no_order_anywhere_stays_listed_until_its_order_is_n
     paymos.invoice("inv_n", at_paymos("paid", ""));
     let report = run(&paymos, &fulfil, true).await;
     assert_eq!(report.applied["inv_n"], Ok(Applied::OrderUnknown));
-    let listed = crate::exceptions::list(&*store, &crate::memory::MemoryReviews::new(), 0)
-        .await
-        .unwrap();
+    let listed =
+        crate::roads::exceptions::list(&*store, &crate::testkit::memory::MemoryReviews::new(), 0)
+            .await
+            .unwrap();
     assert_eq!(
         listed
             .iter()
@@ -434,9 +435,10 @@ async fn a_paid_invoice_with_no_order_anywhere_stays_listed_until_its_order_is_n
         .unwrap();
     assert_eq!(applied, Applied::Fulfilled);
     assert_eq!(store.fulfilled(), ["inv_n"]);
-    let listed = crate::exceptions::list(&*store, &crate::memory::MemoryReviews::new(), 0)
-        .await
-        .unwrap();
+    let listed =
+        crate::roads::exceptions::list(&*store, &crate::testkit::memory::MemoryReviews::new(), 0)
+            .await
+            .unwrap();
     assert!(listed.is_empty(), "{listed:?}");
 }
 
@@ -491,12 +493,12 @@ impl Slow {
     }
 }
 
-impl crate::confirm::PaymentConfirmation for Slow {
+impl crate::roads::confirm::PaymentConfirmation for Slow {
     async fn invoice(
         &self,
         id: &str,
-    ) -> Result<crate::confirm::AtSource<ConfirmedInvoice>, crate::port::PortError> {
-        self.read(crate::confirm::PaymentConfirmation::invoice(
+    ) -> Result<crate::roads::confirm::AtSource<ConfirmedInvoice>, crate::port::PortError> {
+        self.read(crate::roads::confirm::PaymentConfirmation::invoice(
             &self.inner,
             id,
         ))
@@ -507,9 +509,11 @@ impl crate::confirm::PaymentConfirmation for Slow {
         &self,
         id: &str,
         refund: bool,
-    ) -> Result<crate::confirm::AtSource<crate::confirm::ConfirmedWithdrawal>, crate::port::PortError>
-    {
-        self.read(crate::confirm::PaymentConfirmation::withdrawal(
+    ) -> Result<
+        crate::roads::confirm::AtSource<crate::roads::confirm::ConfirmedWithdrawal>,
+        crate::port::PortError,
+    > {
+        self.read(crate::roads::confirm::PaymentConfirmation::withdrawal(
             &self.inner,
             id,
             refund,
@@ -520,9 +524,11 @@ impl crate::confirm::PaymentConfirmation for Slow {
     async fn deposit(
         &self,
         id: &str,
-    ) -> Result<crate::confirm::AtSource<crate::confirm::ConfirmedDeposit>, crate::port::PortError>
-    {
-        self.read(crate::confirm::PaymentConfirmation::deposit(
+    ) -> Result<
+        crate::roads::confirm::AtSource<crate::roads::confirm::ConfirmedDeposit>,
+        crate::port::PortError,
+    > {
+        self.read(crate::roads::confirm::PaymentConfirmation::deposit(
             &self.inner,
             id,
         ))
@@ -530,7 +536,7 @@ impl crate::confirm::PaymentConfirmation for Slow {
     }
 }
 
-impl crate::reconcile::PaymosLedger for Slow {
+impl crate::roads::reconcile::PaymosLedger for Slow {
     async fn invoices_created(
         &self,
         from: i64,
@@ -549,7 +555,7 @@ impl crate::reconcile::PaymosLedger for Slow {
 // every one of them, and never more at once.
 #[tokio::test]
 async fn a_backlog_of_open_invoices_is_read_again_a_few_at_a_time() {
-    use crate::reconcile::{PaymosLedger as _, READS_AT_ONCE};
+    use crate::roads::reconcile::{PaymosLedger as _, READS_AT_ONCE};
     const OPEN: usize = 60;
     let (_, fulfil, store) = rig();
     let paymos = Slow {
@@ -643,7 +649,7 @@ async fn a_window_of_many_payments_costs_the_same_bulk_reads_whatever_its_size()
 // was never found. A run starts where the last clean one ended at the latest.
 #[tokio::test]
 async fn runs_that_fail_for_days_leave_no_gap_the_next_clean_run_does_not_read() {
-    use crate::reconcile::{ReconcileCheckpoint as _, scheduled, scheduled_window};
+    use crate::roads::reconcile::{ReconcileCheckpoint as _, scheduled, scheduled_window};
     const HOURS: u64 = 48;
     let day = 86_400_000;
     let (paymos, fulfil, store) = rig();

@@ -2,14 +2,14 @@
 
 use std::sync::Arc;
 
-use crate::change::{Applied, OrderRef};
-use crate::effect::RecordFulfilment;
-use crate::fulfil::Fulfil;
-use crate::memory::MemoryResources;
-use crate::release::{ReleaseBy, ReleaseError, release};
-use crate::signature::Environment;
-use crate::status::{Amount, InvoiceStatus};
-use crate::work::WorkItem;
+use crate::money::change::{Applied, OrderRef};
+use crate::money::effect::RecordFulfilment;
+use crate::money::status::{Amount, InvoiceStatus};
+use crate::roads::fulfil::Fulfil;
+use crate::roads::release::{ReleaseBy, ReleaseError, release};
+use crate::testkit::memory::MemoryResources;
+use crate::wire::signature::Environment;
+use crate::wire::work::WorkItem;
 
 fn paid(event_id: &str, status: &str, at: u64, invoice_id: &str, order: &str) -> WorkItem {
     let body = format!(
@@ -82,7 +82,7 @@ async fn a_held_payment_is_fulfilled_once_on_a_persons_word() {
     let invoice = store.invoice("inv_1").unwrap();
     assert_eq!(
         invoice.seen().standing(),
-        crate::invoice::Standing::Released
+        crate::money::invoice::Standing::Released
     );
     assert!(!invoice.seen().standing().waits_for_person());
     assert_eq!(invoice.released_by.as_deref(), Some("manual:support:a"));
@@ -313,7 +313,7 @@ async fn a_held_payment_is_not_released_without_the_override() {
 // never does.
 #[tokio::test]
 async fn a_closure_or_a_refund_waiting_unconfirmed_is_never_released() {
-    use crate::release::{Named, release_named};
+    use crate::roads::release::{Named, release_named};
     let store = Arc::new(MemoryResources::new());
     store.register_order("o-1", &Amount::parse("99").unwrap(), "USD");
     let fulfil = Fulfil::new(Arc::clone(&store));
@@ -381,7 +381,7 @@ async fn a_closure_or_a_refund_waiting_unconfirmed_is_never_released() {
 // then released, keeps its `held` review among the facts (one id per fact, as published).
 #[tokio::test]
 async fn a_released_payment_still_has_the_review_it_was_held_for() {
-    use crate::handoff::since;
+    use crate::roads::handoff::since;
     let store = Arc::new(MemoryResources::new());
     store.register_order("o-1", &Amount::parse("99").unwrap(), "USD");
     let fulfil = Fulfil::new(Arc::clone(&store));
@@ -391,7 +391,7 @@ async fn a_released_payment_still_has_the_review_it_was_held_for() {
         .unwrap()
         .1;
     assert_eq!(held, Applied::Held);
-    let keys = |events: Vec<(u64, crate::handoff::DomainEvent)>| -> Vec<String> {
+    let keys = |events: Vec<(u64, crate::roads::handoff::DomainEvent)>| -> Vec<String> {
         events.into_iter().map(|(_, e)| e.idempotency_key).collect()
     };
     let before = keys(since(&*store, 0, Environment::Live).await.unwrap());

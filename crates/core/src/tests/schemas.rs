@@ -7,15 +7,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::change::OrderRef;
-use crate::handoff::{DETAIL_TYPES, DETAIL_VERSION, events_of, slug};
-use crate::invoice::InvoiceSeen;
-use crate::record::{
+use crate::money::change::OrderRef;
+use crate::money::invoice::InvoiceSeen;
+use crate::money::record::{
     DepositRecord, FulfilmentRecord, InvoiceRecord, ReviewRecord, StateRecord, WithdrawalRecord,
 };
-use crate::schemas::{assert_valid, path, validator};
-use crate::signature::Environment;
-use crate::status::{Amount, InvoiceStatus, WithdrawalStatus};
+use crate::money::status::{Amount, InvoiceStatus, WithdrawalStatus};
+use crate::roads::handoff::{DETAIL_TYPES, DETAIL_VERSION, events_of, slug};
+use crate::testkit::schemas::{assert_valid, path, validator};
+use crate::wire::signature::Environment;
 
 /// The published schemas: (version, detail type slug, SHA-256 of the file). A schema is never
 /// edited once published: change it under a new version (bump `DETAIL_VERSION`, add
@@ -211,7 +211,7 @@ fn every_schema_lists_exactly_the_documented_fields() {
         let documented: BTreeSet<&str> = fields
             .iter()
             .copied()
-            .chain(crate::handoff::COMMON_FIELDS)
+            .chain(crate::roads::handoff::COMMON_FIELDS)
             .collect();
         assert_eq!(required, documented, "{detail_type}");
         assert_eq!(schema["additionalProperties"], false, "{detail_type}");
@@ -303,7 +303,7 @@ fn history() -> Vec<(Option<StateRecord>, StateRecord)> {
     };
     let deposit = StateRecord::Deposit(DepositRecord {
         deposit_id: "pcd_1".into(),
-        status: Some(crate::status::DepositStatus::Confirmed),
+        status: Some(crate::money::status::DepositStatus::Confirmed),
         credited: true,
         payer: Some("c-1".into()),
         net: Amount::parse("99.00"),
@@ -341,9 +341,9 @@ fn history() -> Vec<(Option<StateRecord>, StateRecord)> {
 }
 
 /// A release by a person (version 4's `Operator Action`), as the audit trail recorded it.
-fn operator_action() -> crate::action::OperatorAction {
-    crate::action::OperatorAction {
-        kind: crate::action::ActionKind::Release,
+fn operator_action() -> crate::money::record::OperatorAction {
+    crate::money::record::OperatorAction {
+        kind: crate::money::record::ActionKind::Release,
         actor: "arn:aws:iam::123456789012:user/alice".into(),
         at_ms: 8000,
         reason: Some("price confirmed by email".into()),
@@ -398,8 +398,8 @@ fn every_fact_has_its_own_id_valid_against_its_schema_and_the_same_id_when_publi
 // enum and the key's pattern list every one the command line records.
 #[test]
 fn every_operator_action_kind_is_valid_against_its_schema() {
-    for kind in crate::action::ActionKind::ALL {
-        let action = crate::action::OperatorAction {
+    for kind in crate::money::record::ActionKind::ALL {
+        let action = crate::money::record::OperatorAction {
             kind,
             ..operator_action()
         };

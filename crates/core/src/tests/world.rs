@@ -1,5 +1,5 @@
 //! The model test of Paymos' whole world on the in-memory store: every generated history ends
-//! where the oracle (`crate::oracle`, written from Paymos' contract) says it must; and fixed
+//! where the oracle (`crate::testkit::oracle`, written from Paymos' contract) says it must; and fixed
 //! histories of refunds in time (Paymos' clock, not arrival order) and of projects (one order
 //! or payer id in two projects, another project's events, an event leaving its project out),
 //! each under the reverse check and without.
@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 
-use crate::memory::{MemoryResources, MemoryReviews};
-use crate::oracle::{self as o, Status};
-use crate::status::Amount;
-use crate::world::{
+use crate::money::status::Amount;
+use crate::testkit::memory::{MemoryResources, MemoryReviews};
+use crate::testkit::oracle::{self as o, Status};
+use crate::testkit::world::{
     Act, Ids, PAID_AGAIN_AT, PAID_AT, REFUNDED_AT, REGISTERED, RETURNED_AT, TrueDeposit,
     TrueInvoice, TrueRefund, Truth, judge, oracle_case, run, world,
 };

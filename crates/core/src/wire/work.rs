@@ -7,7 +7,11 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
 
-use crate::signature::Environment;
+use crate::wire::signature::Environment;
+
+/// The receives a work item gets before SQS moves it to the dead-letter queue: the work
+/// queue's `maxReceiveCount` (the template test holds it).
+pub const WORK_RECEIVES: u32 = 16;
 
 /// The version of the work item format this code writes and reads.
 pub const WORK_ITEM_VERSION: u64 = 1;
@@ -149,8 +153,8 @@ mod tests {
     // message after base64, with the longest ids and the message attributes beside it.
     #[test]
     fn the_largest_accepted_body_fits_one_sqs_message() {
-        use crate::envelope::MAX_ID_LEN;
-        use crate::ingest::{LIMIT_MAX_BODY_BYTES, SQS_MAX_MESSAGE_BYTES};
+        use crate::roads::ingest::{LIMIT_MAX_BODY_BYTES, SQS_MAX_MESSAGE_BYTES};
+        use crate::wire::envelope::MAX_ID_LEN;
         let longest = "e".repeat(MAX_ID_LEN);
         let item = WorkItem {
             event_id: longest.clone(),

@@ -10,8 +10,8 @@ use paymos_inbox_aws::dynamodb::DynamoResources;
 use paymos_inbox_aws::paymos_api::PaymosApi;
 use paymos_inbox_aws::secrets::paymos_client;
 use paymos_inbox_aws::sqs::SqsQueue;
-use paymos_inbox_core::confirm::PaymentConfirmation;
-use paymos_inbox_core::fulfil::{Fulfil, ResourceStore};
+use paymos_inbox_core::roads::confirm::PaymentConfirmation;
+use paymos_inbox_core::roads::fulfil::{Fulfil, ResourceStore};
 use paymos_inbox_lambda::config::{FulfilConfig, PAYMOS_API_SECRETS_ID, PAYMOS_PROJECT_IDS};
 use paymos_inbox_lambda::fulfil::{QueueVisibility, handle_batch};
 

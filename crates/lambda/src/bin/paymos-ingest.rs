@@ -8,8 +8,8 @@ use paymos_inbox_aws::aws::load_config;
 use paymos_inbox_aws::dynamodb::DynamoLedger;
 use paymos_inbox_aws::secrets::SecretsManagerKeys;
 use paymos_inbox_aws::sqs::SqsQueue;
-use paymos_inbox_core::ingest::{Ingest, KeySource};
-use paymos_inbox_core::signature::Verifier;
+use paymos_inbox_core::roads::ingest::{Ingest, KeySource};
+use paymos_inbox_core::wire::signature::Verifier;
 use paymos_inbox_lambda::config::{IngestConfig, WEBHOOK_SECRETS_ID};
 use paymos_inbox_lambda::{self, ingest::respond_with_keys};
 

@@ -18,7 +18,7 @@ async fn main() -> Result<(), Error> {
     let aws = load_config(Duration::from_secs(3), 3).await;
     let publisher =
         EventBridgePublisher::new(aws_sdk_eventbridge::Client::new(&aws), config.event_bus);
-    let stack = paymos_inbox_core::change::Applying {
+    let stack = paymos_inbox_core::money::change::Applying {
         environment: config.environment,
         projects: config.projects,
     };

@@ -11,9 +11,9 @@ use paymos_inbox_aws::aws::load_config;
 use paymos_inbox_aws::dynamodb::DynamoResources;
 use paymos_inbox_aws::paymos_api::PaymosApi;
 use paymos_inbox_aws::secrets::paymos_client;
-use paymos_inbox_core::change::Applied;
-use paymos_inbox_core::fulfil::Fulfil;
-use paymos_inbox_core::reconcile::scheduled;
+use paymos_inbox_core::money::change::Applied;
+use paymos_inbox_core::roads::fulfil::Fulfil;
+use paymos_inbox_core::roads::reconcile::scheduled;
 use paymos_inbox_lambda::config::{PAYMOS_API_SECRETS_ID, ReconcileConfig};
 use paymos_inbox_lambda::telemetry::metric;
 

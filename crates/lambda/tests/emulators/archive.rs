@@ -2,9 +2,9 @@
 //! invoice event is stored in one 1 KB write unit.
 
 use paymos_inbox_aws::dynamodb::{DynamoLedger, LedgerSchema, item_size};
-use paymos_inbox_core::ingest::{Inbound, Ingest, IngestSettings};
-use paymos_inbox_core::memory::MemoryQueue;
-use paymos_inbox_core::signature::{SigningKey, Verifier, WebhookSecret};
+use paymos_inbox_core::roads::ingest::{Inbound, Ingest, IngestSettings};
+use paymos_inbox_core::testkit::memory::MemoryQueue;
+use paymos_inbox_core::wire::signature::{SigningKey, Verifier, WebhookSecret};
 use paymos_inbox_lambda::ingest::respond;
 
 use paymos_inbox_testkit::*;
@@ -36,7 +36,7 @@ fn a_typical_invoice_event_fits_one_write_unit_and_sizes_are_reported_per_event_
             ],
             300,
         ),
-        paymos_inbox_core::memory::MemoryLedger::new(),
+        paymos_inbox_core::testkit::memory::MemoryLedger::new(),
         MemoryQueue::new(),
         IngestSettings::default(),
     );
@@ -147,7 +147,7 @@ async fn a_compressed_body_comes_back_byte_exact_through_dynamodb() {
         .item(&table, "event_id", "evt_typical_invoice_paid_0001")
         .await
         .unwrap();
-    let sha256 = paymos_inbox_core::ingest::sha256_hex(body.as_bytes());
+    let sha256 = paymos_inbox_core::roads::ingest::sha256_hex(body.as_bytes());
     assert_eq!(get_s(&item, "body_sha256"), sha256);
     // The body is kept apart, as an item of its own (see the ledger's table doc).
     let kept = aws

@@ -237,7 +237,7 @@ pub(crate) fn fresh_ingest_events() -> Vec<(String, String)> {
     let now = paymos_inbox_lambda::now_ms() / 1000;
     let names = paymos_inbox::local::events::refresh(
         &dir,
-        &paymos_inbox_core::signature::WebhookSecret::new(TEST_SECRET),
+        &paymos_inbox_core::wire::signature::WebhookSecret::new(TEST_SECRET),
         now,
     )
     .unwrap();
@@ -417,7 +417,7 @@ async fn the_ingest_binary_stops_at_init_with_a_clear_error_when_its_secret_is_m
 
 #[tokio::test]
 async fn the_sweep_binary_sends_a_stranded_delivery_again_and_reports_the_oldest_pending() {
-    use paymos_inbox_core::ingest::DeliveryLedger;
+    use paymos_inbox_core::roads::ingest::DeliveryLedger;
     let aws = Aws::new();
     let stack = aws.stack().await;
     // A delivery recorded an hour ago whose sender gave up before any send.
@@ -425,7 +425,7 @@ async fn the_sweep_binary_sends_a_stranded_delivery_again_and_reports_the_oldest
     let hour_ago = paymos_inbox_lambda::now_ms() - 3_600_000;
     let delivery = recorded_delivery(
         &body,
-        paymos_inbox_core::signature::Environment::Live,
+        paymos_inbox_core::wire::signature::Environment::Live,
         hour_ago,
     );
     paymos_inbox_aws::dynamodb::DynamoLedger::new(

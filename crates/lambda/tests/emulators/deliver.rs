@@ -14,13 +14,13 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use paymos_inbox_aws::events::envelope as eventbridge_envelope;
 use paymos_inbox_aws::webhook::HttpWebhookTarget;
-use paymos_inbox_core::change::OrderRef;
-use paymos_inbox_core::handoff::events_of;
-use paymos_inbox_core::memory::MemoryRetries;
-use paymos_inbox_core::outbound::{OutboundSecret, outbound_of};
-use paymos_inbox_core::record::{FulfilmentRecord, StateRecord};
-use paymos_inbox_core::signature::Environment;
-use paymos_inbox_core::status::{Amount, InvoiceStatus};
+use paymos_inbox_core::money::change::OrderRef;
+use paymos_inbox_core::money::record::{FulfilmentRecord, StateRecord};
+use paymos_inbox_core::money::status::{Amount, InvoiceStatus};
+use paymos_inbox_core::roads::handoff::events_of;
+use paymos_inbox_core::roads::outbound::{OutboundSecret, outbound_of};
+use paymos_inbox_core::testkit::memory::MemoryRetries;
+use paymos_inbox_core::wire::signature::Environment;
 use paymos_inbox_lambda::deliver::handle_batch;
 use paymos_inbox_testkit::standard_webhooks::{Received, verifies_with};
 use serde_json::Value;
@@ -264,7 +264,7 @@ async fn an_endpoint_that_redirects_never_counts_as_delivered_and_nothing_follow
         );
         assert_eq!(received.lock().unwrap().len(), 1, "{status}: one POST");
         let message = outbound_of(&order_paid("inv_r"), &secret, now_s()).unwrap();
-        let error = paymos_inbox_core::outbound::WebhookTarget::post(&target, &message)
+        let error = paymos_inbox_core::roads::outbound::WebhookTarget::post(&target, &message)
             .await
             .unwrap_err();
         assert!(
@@ -355,7 +355,7 @@ async fn the_last_failed_attempt_parks_the_event_with_its_last_answer() {
     let mut event = batch(&[order_paid("inv_last")]);
     event.records[0].attributes.insert(
         "ApproximateReceiveCount".into(),
-        paymos_inbox_core::outbound::ATTEMPTS.to_string(),
+        paymos_inbox_core::roads::outbound::ATTEMPTS.to_string(),
     );
     let response = handle_batch(&target, &retries, &secret, event, now_s()).await;
     assert!(

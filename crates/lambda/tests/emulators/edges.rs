@@ -7,12 +7,12 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use paymos_inbox::local::poller::poll_once;
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources, order_paid_key};
 use paymos_inbox_aws::sqs::SqsQueue;
-use paymos_inbox_core::change::OrderRef;
-use paymos_inbox_core::effect::fulfilment_key;
-use paymos_inbox_core::fulfil::Fulfil;
-use paymos_inbox_core::ingest::{DeliveryLedger, Ingest, IngestSettings};
-use paymos_inbox_core::signature::{Environment, SigningKey, Verifier, WebhookSecret};
-use paymos_inbox_core::sweep::resend_stranded;
+use paymos_inbox_core::money::change::OrderRef;
+use paymos_inbox_core::money::effect::fulfilment_key;
+use paymos_inbox_core::roads::fulfil::Fulfil;
+use paymos_inbox_core::roads::ingest::{DeliveryLedger, Ingest, IngestSettings};
+use paymos_inbox_core::roads::sweep::resend_stranded;
+use paymos_inbox_core::wire::signature::{Environment, SigningKey, Verifier, WebhookSecret};
 use paymos_inbox_lambda::ingest::{respond, respond_with_keys};
 use serde_json::json;
 
@@ -67,7 +67,7 @@ impl Pipeline {
 
     /// POSTs `body` signed with `secret` and returns the status.
     async fn post(&self, body: &str, secret: &str) -> u16 {
-        let event_id = paymos_inbox_core::envelope::Envelope::parse(body.as_bytes())
+        let event_id = paymos_inbox_core::wire::envelope::Envelope::parse(body.as_bytes())
             .map(|e| e.event_id)
             .unwrap_or_default();
         let sig = sign(body, NOW, &[secret]);
@@ -299,7 +299,7 @@ async fn a_delivery_whose_sender_gave_up_is_applied_by_the_sweep() {
     let admitted = p
         .ingest
         .admit(
-            &paymos_inbox_core::ingest::Inbound {
+            &paymos_inbox_core::roads::ingest::Inbound {
                 method: "POST",
                 signature: request
                     .headers()
@@ -351,13 +351,13 @@ async fn a_delivery_whose_sender_gave_up_is_applied_by_the_sweep() {
 async fn a_rotation_reaches_a_warm_instance_and_forgeries_cost_one_read_a_minute() {
     let p = Pipeline::new().await;
     const ROTATED: &str = "whsec_live_paymos_inbox_rotated";
-    let source = paymos_inbox_core::memory::MemoryKeys::new(vec![SigningKey::new(
+    let source = paymos_inbox_core::testkit::memory::MemoryKeys::new(vec![SigningKey::new(
         "live",
         &WebhookSecret::new(LIVE_SECRET),
     )]);
     let post = |body: String, secret: &'static str, now_ms: u64| {
         let sig = sign(&body, now_ms / 1000, &[secret]);
-        let event_id = paymos_inbox_core::envelope::Envelope::parse(body.as_bytes())
+        let event_id = paymos_inbox_core::wire::envelope::Envelope::parse(body.as_bytes())
             .unwrap()
             .event_id;
         let request = delivery(&body, &event_id, &sig);

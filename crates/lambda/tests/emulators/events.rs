@@ -5,9 +5,9 @@
 use aws_lambda_events::sqs::SqsEvent;
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_aws::sqs::SqsQueue;
-use paymos_inbox_core::fulfil::Fulfil;
-use paymos_inbox_core::ingest::{Ingest, IngestSettings};
-use paymos_inbox_core::signature::{SigningKey, Verifier, WebhookSecret};
+use paymos_inbox_core::roads::fulfil::Fulfil;
+use paymos_inbox_core::roads::ingest::{Ingest, IngestSettings};
+use paymos_inbox_core::wire::signature::{SigningKey, Verifier, WebhookSecret};
 use paymos_inbox_lambda::fulfil::{QueueVisibility, handle_batch};
 use paymos_inbox_lambda::ingest::respond;
 
@@ -83,7 +83,7 @@ async fn sqs_events_apply_and_report_only_the_poison_message() {
         aws.state_table().await,
         aws.deliveries_table().await,
     ))
-    .for_environment(paymos_inbox_core::signature::Environment::Test);
+    .for_environment(paymos_inbox_core::wire::signature::Environment::Test);
 
     let single: SqsEvent = serde_json::from_str(&event("fulfil-single.json")).unwrap();
     assert!(

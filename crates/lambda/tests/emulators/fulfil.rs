@@ -8,12 +8,12 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use paymos_inbox::local::poller::poll_once;
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources, balance_key};
 use paymos_inbox_aws::sqs::SqsQueue;
-use paymos_inbox_core::change::{Applied, OrderRef};
-use paymos_inbox_core::effect::fulfilment_key;
-use paymos_inbox_core::fulfil::Fulfil;
-use paymos_inbox_core::ingest::{Ingest, IngestSettings};
-use paymos_inbox_core::signature::{SigningKey, Verifier, WebhookSecret};
-use paymos_inbox_core::status::Amount;
+use paymos_inbox_core::money::change::{Applied, OrderRef};
+use paymos_inbox_core::money::effect::fulfilment_key;
+use paymos_inbox_core::money::status::Amount;
+use paymos_inbox_core::roads::fulfil::Fulfil;
+use paymos_inbox_core::roads::ingest::{Ingest, IngestSettings};
+use paymos_inbox_core::wire::signature::{SigningKey, Verifier, WebhookSecret};
 use paymos_inbox_lambda::ingest::respond;
 use serde_json::json;
 
@@ -760,7 +760,7 @@ async fn the_paths_that_need_a_person_cost_what_the_readme_says() {
     rig.aws.calls.reset();
     let sandbox = work_item(
         &invoice_event("evt_cost_sbx", "invoice.paid", "inv_cost_sbx", NOW),
-        paymos_inbox_core::signature::Environment::Test,
+        paymos_inbox_core::wire::signature::Environment::Test,
     );
     let (_, applied) = rig.fulfil.apply(&sandbox, NOW_MS).await.unwrap();
     assert_eq!(applied, Applied::OtherEnvironment);
@@ -827,11 +827,11 @@ async fn the_paths_that_need_a_person_cost_what_the_readme_says() {
 
 #[tokio::test]
 async fn a_crash_between_the_change_and_its_mark_ends_with_the_planned_outcome() {
-    use paymos_inbox_core::change::{Source, change_of};
-    use paymos_inbox_core::effect::RecordFulfilment;
-    use paymos_inbox_core::envelope::Envelope;
-    use paymos_inbox_core::fulfil::ResourceStore;
-    use paymos_inbox_core::outcome::{plan, writes};
+    use paymos_inbox_core::money::change::{Source, change_of};
+    use paymos_inbox_core::money::effect::RecordFulfilment;
+    use paymos_inbox_core::money::outcome::{plan, writes};
+    use paymos_inbox_core::roads::fulfil::ResourceStore;
+    use paymos_inbox_core::wire::envelope::Envelope;
     let rig = Rig::new().await;
     for (body, expected) in [
         (

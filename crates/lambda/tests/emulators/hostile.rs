@@ -3,8 +3,8 @@
 
 use paymos_inbox_aws::dynamodb::DynamoLedger;
 use paymos_inbox_aws::sqs::SqsQueue;
-use paymos_inbox_core::ingest::{Ingest, IngestSettings};
-use paymos_inbox_core::signature::{SigningKey, Verifier, WebhookSecret};
+use paymos_inbox_core::roads::ingest::{Ingest, IngestSettings};
+use paymos_inbox_core::wire::signature::{SigningKey, Verifier, WebhookSecret};
 use paymos_inbox_lambda::ingest::respond;
 
 use paymos_inbox_testkit::*;
@@ -49,7 +49,7 @@ async fn every_hostile_request_is_refused_precisely_with_zero_writes() {
     let hundred_v1 = format!("t={NOW}{}", ",v1=00".repeat(100));
     let huge_header = format!("t={NOW},v1={v1}{}", ",x=".repeat(64 * 1024 / 3));
     let not_utf8: Vec<u8> = b"{\"event_id\":\"evt_hostile\",\"x\":\"\xff\xfe\"}".to_vec();
-    let not_utf8_sig = paymos_inbox_core::signature::signature_header(
+    let not_utf8_sig = paymos_inbox_core::wire::signature::signature_header(
         NOW,
         &not_utf8,
         &[&WebhookSecret::new(LIVE_SECRET)],

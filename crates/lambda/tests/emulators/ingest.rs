@@ -3,8 +3,8 @@
 
 use paymos_inbox_aws::dynamodb::DynamoLedger;
 use paymos_inbox_aws::sqs::SqsQueue;
-use paymos_inbox_core::ingest::{DeliveryLedger, Ingest, IngestSettings};
-use paymos_inbox_core::signature::{SigningKey, Verifier, WebhookSecret};
+use paymos_inbox_core::roads::ingest::{DeliveryLedger, Ingest, IngestSettings};
+use paymos_inbox_core::wire::signature::{SigningKey, Verifier, WebhookSecret};
 use paymos_inbox_lambda::ingest::respond;
 
 use paymos_inbox_testkit::*;
@@ -263,7 +263,7 @@ async fn a_crash_between_put_and_send_loses_nothing() {
     // The crashed attempt: it recorded the delivery (and its lease), then died before sending.
     let crashed = ingest
         .admit(
-            &paymos_inbox_core::ingest::Inbound {
+            &paymos_inbox_core::roads::ingest::Inbound {
                 method: "POST",
                 signature: Some(&sig),
                 webhook_id: None,
@@ -691,7 +691,7 @@ async fn pending_lists_unprocessed_deliveries_oldest_first_from_the_sparse_index
         rig.aws.state_table().await,
         &rig.table,
     );
-    let fulfil = paymos_inbox_core::fulfil::Fulfil::new(state);
+    let fulfil = paymos_inbox_core::roads::fulfil::Fulfil::new(state);
     fulfil
         .apply(&live(&invoice_paid("evt_p_b", "inv_evt_p_b")), NOW_MS)
         .await
@@ -724,12 +724,13 @@ async fn pending_lists_unprocessed_deliveries_oldest_first_from_the_sparse_index
 async fn a_sandbox_delivery_reusing_a_live_id_never_blocks_the_live_one() {
     let rig = Rig::new().await;
     let ingest = rig.ingest();
-    let fulfil =
-        paymos_inbox_core::fulfil::Fulfil::new(paymos_inbox_aws::dynamodb::DynamoResources::new(
+    let fulfil = paymos_inbox_core::roads::fulfil::Fulfil::new(
+        paymos_inbox_aws::dynamodb::DynamoResources::new(
             rig.aws.dynamodb.clone(),
             rig.aws.state_table().await,
             &rig.table,
-        ));
+        ),
+    );
     let paid = |is_test: bool| {
         envelope(
             "evt_shared",
@@ -744,7 +745,8 @@ async fn a_sandbox_delivery_reusing_a_live_id_never_blocks_the_live_one() {
     let apply_next = || async {
         let messages = rig.aws.drain(&rig.queue_url).await;
         assert_eq!(messages.len(), 1, "one work item per new delivery");
-        let item = paymos_inbox_core::work::WorkItem::decode(messages[0].body().unwrap()).unwrap();
+        let item =
+            paymos_inbox_core::wire::work::WorkItem::decode(messages[0].body().unwrap()).unwrap();
         fulfil.apply(&item, NOW_MS).await.unwrap().1.as_str()
     };
 

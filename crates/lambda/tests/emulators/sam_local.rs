@@ -367,14 +367,14 @@ async fn sam_local_invoke_publish_sends_each_fact_to_the_bus() {
 
 #[tokio::test]
 async fn sam_local_invoke_sweep_sends_a_stranded_delivery_again() {
-    use paymos_inbox_core::ingest::DeliveryLedger as _;
+    use paymos_inbox_core::roads::ingest::DeliveryLedger as _;
     let sam = Sam::new();
     let aws = Aws::new();
     let stack = aws.stack().await;
     let hour_ago = paymos_inbox_lambda::now_ms() - 3_600_000;
     let delivery = recorded_delivery(
         &invoice_paid("evt_sam_stranded", "inv_sam_stranded"),
-        paymos_inbox_core::signature::Environment::Live,
+        paymos_inbox_core::wire::signature::Environment::Live,
         hour_ago,
     );
     paymos_inbox_aws::dynamodb::DynamoLedger::new(

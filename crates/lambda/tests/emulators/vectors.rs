@@ -1,8 +1,8 @@
 //! The 69 official signature vectors (copied from the shared reference into the test kit),
 //! run through the verifier and the envelope parser as one table.
 
-use paymos_inbox_core::envelope::Envelope;
-use paymos_inbox_core::signature::Verifier;
+use paymos_inbox_core::wire::envelope::Envelope;
+use paymos_inbox_core::wire::signature::Verifier;
 use paymos_inbox_lambda::config::parse_secrets;
 use paymos_inbox_testkit::vectors::vectors;
 

@@ -6,9 +6,9 @@
 
 use std::process::ExitCode;
 
-use paymos_inbox_core::action::{ActionKind, OperatorAction};
-use paymos_inbox_core::fulfil::ResourceStore as _;
-use paymos_inbox_core::write::Stored;
+use paymos_inbox_core::money::record::{ActionKind, OperatorAction};
+use paymos_inbox_core::money::write::Stored;
+use paymos_inbox_core::roads::fulfil::ResourceStore as _;
 use paymos_inbox_lambda::now_ms;
 
 use crate::exit::{Failure, IntoFailure};

@@ -95,7 +95,7 @@ pub async fn run(args: DevArgs) -> ExitCode {
     let reverse_check = reconcile_with.is_some();
     let projects = match paymos_inbox_lambda::config::projects(
         &|_: &str| Some(args.projects.join(",")),
-        paymos_inbox_core::signature::Environment::Test,
+        paymos_inbox_core::wire::signature::Environment::Test,
     ) {
         Ok(p) => p,
         Err(e) => return Failure::usage(format!("--project: {e}")).report(),

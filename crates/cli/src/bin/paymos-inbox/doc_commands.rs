@@ -332,7 +332,7 @@ fn every_name_the_documents_give_exists_in_the_template_or_the_code() {
 // otherwise; the durations the documents state are the code's.
 #[test]
 fn the_stated_durations_are_the_codes() {
-    let delays = paymos_inbox_core::outbound::RETRY_DELAYS_S;
+    let delays = paymos_inbox_core::roads::outbound::RETRY_DELAYS_S;
     let said = |secs: u32| match secs {
         s if s < 60 => format!("{s} s"),
         s if s < 3600 => format!("{} min", s / 60),

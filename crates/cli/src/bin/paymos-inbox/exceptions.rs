@@ -8,10 +8,10 @@ use paymos_inbox::tools::exceptions as orders;
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_aws::paymos_api::PaymosApi;
 use paymos_inbox_aws::sqs::approximate_messages;
-use paymos_inbox_core::action::ActionKind;
-use paymos_inbox_core::exceptions;
-use paymos_inbox_core::fulfil::Fulfil;
-use paymos_inbox_core::release::{ReleaseBy, ReleaseError};
+use paymos_inbox_core::money::record::ActionKind;
+use paymos_inbox_core::roads::exceptions;
+use paymos_inbox_core::roads::fulfil::Fulfil;
+use paymos_inbox_core::roads::release::{ReleaseBy, ReleaseError};
 use paymos_inbox_lambda::now_ms;
 
 use crate::exit::Failure;
@@ -213,7 +213,7 @@ pub(crate) async fn release_in(
     api: Option<paymos::PaymosClient>,
     invoice_id: &str,
     by: &ReleaseBy<'_>,
-) -> Result<paymos_inbox_core::change::Applied, Unreleased> {
+) -> Result<paymos_inbox_core::money::change::Applied, Unreleased> {
     use crate::exit::IntoFailure as _;
     let actor = crate::audit::who(stack, Some(by.actor))
         .await
@@ -240,12 +240,13 @@ pub(crate) async fn release_in(
         Err(e) => (Err(e.into_failure()), None),
     };
     let done = crate::audit::finish(stack, &begun, done, |applied| {
-        let overridden =
-            if by.override_amount && *applied == paymos_inbox_core::change::Applied::Fulfilled {
-                " (amount overridden)"
-            } else {
-                ""
-            };
+        let overridden = if by.override_amount
+            && *applied == paymos_inbox_core::money::change::Applied::Fulfilled
+        {
+            " (amount overridden)"
+        } else {
+            ""
+        };
         (format!("{}{overridden}", applied.as_str()), None)
     })
     .await;
@@ -263,8 +264,8 @@ async fn resolve(args: &ExceptionsArgs, event_id: &str) -> ExitCode {
         Err(e) => return fail(e),
     };
     let environment = args.environment.map(|e| match e {
-        BodyEnvironment::Live => paymos_inbox_core::signature::Environment::Live,
-        BodyEnvironment::Sandbox => paymos_inbox_core::signature::Environment::Test,
+        BodyEnvironment::Live => paymos_inbox_core::wire::signature::Environment::Live,
+        BodyEnvironment::Sandbox => paymos_inbox_core::wire::signature::Environment::Test,
     });
     let (actor, reason) = (
         args.actor.as_deref().unwrap_or_default(),
@@ -289,9 +290,9 @@ async fn resolve(args: &ExceptionsArgs, event_id: &str) -> ExitCode {
 pub(crate) async fn resolve_in(
     (stack, ledger): (&Stack, &DynamoLedger),
     event_id: &str,
-    environment: Option<paymos_inbox_core::signature::Environment>,
+    environment: Option<paymos_inbox_core::wire::signature::Environment>,
     (actor, reason): (&str, &str),
-) -> Result<paymos_inbox_core::change::Applied, Failure> {
+) -> Result<paymos_inbox_core::money::change::Applied, Failure> {
     use crate::exit::IntoFailure as _;
     let actor = crate::audit::who(stack, Some(actor)).await?;
     let begun =
@@ -326,8 +327,8 @@ async fn print_body(
     environment: Option<BodyEnvironment>,
 ) -> ExitCode {
     use paymos_inbox_aws::dynamodb::KeptBody;
-    use paymos_inbox_core::signature::Environment;
-    use paymos_inbox_core::work::delivery_key;
+    use paymos_inbox_core::wire::signature::Environment;
+    use paymos_inbox_core::wire::work::delivery_key;
     use std::io::Write as _;
     if event_id.contains('#') {
         return usage(format!(
@@ -522,7 +523,7 @@ fn a_rechecked_id(id: &str) -> Result<(), Failure> {
 }
 
 /// The environment named `named` (`live`, `sandbox`), as `--environment` gives it.
-fn environment_of(named: &str) -> Result<paymos_inbox_core::signature::Environment, Failure> {
+fn environment_of(named: &str) -> Result<paymos_inbox_core::wire::signature::Environment, Failure> {
     paymos_inbox_lambda::config::environment(&|_: &str| Some(named.to_owned()))
         .map_err(|e| Failure::usage(format!("--environment: {e}")))
 }
@@ -537,7 +538,7 @@ pub(crate) async fn recheck_in(
     (stack, state, ledger): (&Stack, DynamoResources, &DynamoLedger),
     client: paymos::PaymosClient,
     (environment, actor): (
-        Option<paymos_inbox_core::signature::Environment>,
+        Option<paymos_inbox_core::wire::signature::Environment>,
         Option<&str>,
     ),
     resource_id: Option<&str>,
@@ -553,7 +554,7 @@ pub(crate) async fn recheck_in(
     if let (Some(given), Some(applied)) = (environment, applied)
         && given != applied
     {
-        let name = |env: paymos_inbox_core::signature::Environment| {
+        let name = |env: paymos_inbox_core::wire::signature::Environment| {
             if env.is_test() { "sandbox" } else { "live" }
         };
         return Err(Failure::usage(format!(
@@ -693,7 +694,7 @@ pub async fn orders(command: OrdersCommand) -> ExitCode {
         project,
         stack,
     } = command;
-    if paymos_inbox_core::status::Amount::parse(&amount).is_none() {
+    if paymos_inbox_core::money::status::Amount::parse(&amount).is_none() {
         return usage(format!(
             "--amount {amount:?} is not an exact decimal like 10.50"
         ));
@@ -721,8 +722,8 @@ pub async fn orders(command: OrdersCommand) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use paymos_inbox_core::change::Applied;
-    use paymos_inbox_core::exceptions::{Recheck, Rechecked};
+    use paymos_inbox_core::money::change::Applied;
+    use paymos_inbox_core::roads::exceptions::{Recheck, Rechecked};
 
     fn rechecked_as(outcome: Recheck) -> Rechecked {
         Rechecked {

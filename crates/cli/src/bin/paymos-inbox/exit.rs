@@ -37,13 +37,13 @@ static VERBOSE: AtomicBool = AtomicBool::new(false);
 
 /// `--verbose`: failures print their detail.
 /// clap's reading of an id a person types (an invoice, an order, an actor, a reason): the
-/// domain's rule ([`paymos_inbox_core::change::named`]), so a blank one (an unset shell
+/// domain's rule ([`paymos_inbox_core::money::change::named`]), so a blank one (an unset shell
 /// variable) is bad input, exit 2, before anything is read or written.
 ///
 /// # Errors
 /// When `text` is empty or only whitespace.
 pub fn named(text: &str) -> Result<String, String> {
-    paymos_inbox_core::change::named(text)
+    paymos_inbox_core::money::change::named(text)
         .map(str::to_owned)
         .ok_or_else(|| {
             "is empty or only whitespace: it names nothing (an unset shell variable?)".to_owned()

@@ -9,9 +9,9 @@ use paymos_inbox::tools::handoff::Follow;
 use paymos_inbox::tools::when::parse_when;
 use paymos_inbox_aws::dynamodb::DynamoResources;
 use paymos_inbox_aws::events::{EventBridgePublisher, QueuePublisher, envelope};
-use paymos_inbox_core::action::ActionKind;
-use paymos_inbox_core::handoff::DomainEvent;
-use paymos_inbox_core::signature::Environment;
+use paymos_inbox_core::money::record::ActionKind;
+use paymos_inbox_core::roads::handoff::DomainEvent;
+use paymos_inbox_core::wire::signature::Environment;
 use paymos_inbox_lambda::now_ms;
 
 use crate::exit::Failure;
@@ -200,7 +200,7 @@ async fn read_since(
     environment: Environment,
 ) -> Result<Vec<(u64, DomainEvent)>, Failure> {
     let resources = state_records(stack)?;
-    paymos_inbox_core::handoff::since(&resources, since_ms, applying(stack, environment))
+    paymos_inbox_core::roads::handoff::since(&resources, since_ms, applying(stack, environment))
         .await
         .map_err(|e| Failure::from(e.to_string()))
 }
@@ -216,8 +216,8 @@ fn state_records(stack: &Stack) -> Result<DynamoResources, Failure> {
 }
 
 /// What the facts are derived under: the environment, and the stack's projects.
-fn applying(stack: &Stack, environment: Environment) -> paymos_inbox_core::change::Applying {
-    paymos_inbox_core::change::Applying {
+fn applying(stack: &Stack, environment: Environment) -> paymos_inbox_core::money::change::Applying {
+    paymos_inbox_core::money::change::Applying {
         environment,
         projects: stack.projects.clone(),
     }
@@ -367,7 +367,7 @@ pub(crate) async fn read_resource(
         ))
         .next("check the id (`paymos-inbox exceptions` lists what waits), or the stack"));
     }
-    Ok(paymos_inbox_core::handoff::committed(
+    Ok(paymos_inbox_core::roads::handoff::committed(
         &records,
         applying(stack, environment),
     ))

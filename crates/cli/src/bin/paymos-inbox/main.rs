@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
-use paymos_inbox_core::signature::{DEFAULT_TOLERANCE_SECS, SignatureError, Verifier};
+use paymos_inbox_core::wire::signature::{DEFAULT_TOLERANCE_SECS, SignatureError, Verifier};
 use paymos_inbox_lambda::config::parse_secrets;
 
 /// `println!` of a human-readable line, its control characters escaped ([`shown::shown`]).
@@ -470,7 +470,7 @@ fn main() -> ExitCode {
                 Some(Ok(secs)) => u64::try_from(secs).unwrap_or(0),
                 Some(Err(e)) => return exit::Failure::usage(format!("--at {e}")).report(),
             };
-            let secret = paymos_inbox_core::signature::WebhookSecret::new(secret);
+            let secret = paymos_inbox_core::wire::signature::WebhookSecret::new(secret);
             if !dir.is_dir() {
                 return exit::Failure::usage(format!("--dir {}: no such folder", dir.display()))
                     .next("run it from the clone's top folder (events/ is there), or name the folder with --dir")

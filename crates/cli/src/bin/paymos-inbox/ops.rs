@@ -7,12 +7,12 @@ use std::time::Duration;
 use paymos_inbox::tools::check::{self, CheckOptions, MarkPaid, Probe, Tables};
 use paymos_inbox_aws::dynamodb::DynamoLedger;
 use paymos_inbox_aws::sqs::SqsQueue;
-use paymos_inbox_core::action::ActionKind;
-use paymos_inbox_core::change::OrderRef;
-use paymos_inbox_core::ingest::{Delivery, WorkQueue};
+use paymos_inbox_core::money::change::OrderRef;
+use paymos_inbox_core::money::record::ActionKind;
+use paymos_inbox_core::money::status::Amount;
 use paymos_inbox_core::port::PortError;
-use paymos_inbox_core::signature::WebhookSecret;
-use paymos_inbox_core::status::Amount;
+use paymos_inbox_core::roads::ingest::{Delivery, WorkQueue};
+use paymos_inbox_core::wire::signature::WebhookSecret;
 use paymos_inbox_lambda::now_ms;
 
 use crate::FIXTURE_SECRET;
@@ -244,7 +244,7 @@ pub struct PendingArgs {
     #[arg(long)]
     resend: bool,
     /// With --resend: only deliveries received at least this many seconds ago.
-    #[arg(long, default_value_t = paymos_inbox_core::sweep::DEFAULT_SWEEP_AFTER_SECS)]
+    #[arg(long, default_value_t = paymos_inbox_core::roads::sweep::DEFAULT_SWEEP_AFTER_SECS)]
     older_than: u64,
     /// With --resend, who acts, on `dev` (the audit trail's actor; on AWS it is your
     /// credentials' identity).
@@ -303,7 +303,7 @@ pub async fn pending(args: PendingArgs) -> ExitCode {
                 if args.json {
                     say!("{}", serde_json::json!({"pending": p, "age_secs": age}));
                 } else {
-                    let sweep_after = paymos_inbox_core::sweep::DEFAULT_SWEEP_AFTER_SECS;
+                    let sweep_after = paymos_inbox_core::roads::sweep::DEFAULT_SWEEP_AFTER_SECS;
                     let lease = if p.lease_until_ms > now {
                         "in flight: an attempt holds it"
                     } else if age < sweep_after {
@@ -340,7 +340,7 @@ pub(crate) async fn resend_in(
     (older_than, limit): (u64, usize),
     actor: Option<&str>,
     sent: Option<&AtomicUsize>,
-) -> Result<paymos_inbox_core::sweep::Swept, crate::exit::Failure> {
+) -> Result<paymos_inbox_core::roads::sweep::Swept, crate::exit::Failure> {
     use crate::exit::IntoFailure as _;
     let unseen = AtomicUsize::new(0);
     let queue = Counting {
@@ -351,10 +351,10 @@ pub(crate) async fn resend_in(
     let actor = crate::audit::who(stack, actor).await?;
     let begun = crate::audit::begin(stack, ActionKind::Resend, &actor, "stranded", None).await?;
     let now = now_ms();
-    let done = paymos_inbox_core::sweep::resend_stranded(
+    let done = paymos_inbox_core::roads::sweep::resend_stranded(
         ledger,
         &queue,
-        paymos_inbox_core::ingest::DEFAULT_LEASE_SECS,
+        paymos_inbox_core::roads::ingest::DEFAULT_LEASE_SECS,
         now.saturating_sub(older_than * 1000),
         now,
         limit,
@@ -542,7 +542,7 @@ pub(crate) async fn mark_paid_in(
     invoice_id: &str,
     given: OrderGiven,
     actor: &str,
-) -> Result<paymos_inbox_core::change::Applied, crate::exit::Failure> {
+) -> Result<paymos_inbox_core::money::change::Applied, crate::exit::Failure> {
     use crate::exit::{Failure, IntoFailure};
     crate::exceptions::an_invoice_id(invoice_id).map_err(Failure::usage)?;
     let amount = match given.amount.as_deref().map(|a| Amount::parse(a).ok_or(a)) {
@@ -583,7 +583,7 @@ pub(crate) async fn mark_paid_in(
 
 /// Why a person's word of `invoice_id` naming `project` is refused (a project not the stack's,
 /// or not the record's; none named where the record knows none on a stack of several), if it
-/// is: the domain's rule ([`paymos_inbox_core::change::Projects::refuses_person`]).
+/// is: the domain's rule ([`paymos_inbox_core::money::change::Projects::refuses_person`]).
 ///
 /// # Errors
 /// A project not the stack's (exit 2), or the store's failure.
@@ -603,8 +603,8 @@ pub(crate) async fn refused_project(
 }
 
 /// Whether `applied` leaves the payment waiting for a person (what `exceptions` then lists).
-pub(crate) fn waits_for_person(applied: paymos_inbox_core::change::Applied) -> bool {
-    use paymos_inbox_core::change::Applied;
+pub(crate) fn waits_for_person(applied: paymos_inbox_core::money::change::Applied) -> bool {
+    use paymos_inbox_core::money::change::Applied;
     matches!(
         applied,
         Applied::Held
@@ -661,8 +661,10 @@ pub async fn mark_paid(args: MarkPaidArgs) -> ExitCode {
 
 /// Why a person's `mark-paid` shipped nothing and left nothing listed, when it did: it must not
 /// exit 0 as if the order shipped.
-pub(crate) fn shipped_nothing(applied: paymos_inbox_core::change::Applied) -> Option<&'static str> {
-    use paymos_inbox_core::change::Applied;
+pub(crate) fn shipped_nothing(
+    applied: paymos_inbox_core::money::change::Applied,
+) -> Option<&'static str> {
+    use paymos_inbox_core::money::change::Applied;
     match applied {
         Applied::Refunded => Some(
             "nothing shipped: a full refund returned this payment (see `paymos-inbox exceptions`, or the console's story of it)",
@@ -725,7 +727,7 @@ pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
     };
     let report = match with_progress(
         "reconciling",
-        paymos_inbox_core::reconcile::reconcile(
+        paymos_inbox_core::roads::reconcile::reconcile(
             &paymos_inbox_aws::paymos_api::PaymosApi::new(api),
             &fulfil,
             (from, to),
@@ -754,7 +756,7 @@ pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
 }
 
 /// The reconciliation's findings, one line each, as an operator reads them.
-fn print_report(report: &paymos_inbox_core::reconcile::Report) {
+fn print_report(report: &paymos_inbox_core::roads::reconcile::Report) {
     say!(
         "paid at Paymos: {}, fulfilled here once: {}",
         report.paid_at_paymos,

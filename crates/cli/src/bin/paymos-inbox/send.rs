@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use paymos_inbox::tools::send::{
     EVENT_TYPES, SENDER_TIMEOUT, data_for, envelope, new_event_id, post, with_retries,
 };
-use paymos_inbox_core::envelope::Category;
-use paymos_inbox_core::signature::{Environment, WebhookSecret};
+use paymos_inbox_core::wire::envelope::Category;
+use paymos_inbox_core::wire::signature::{Environment, WebhookSecret};
 use paymos_inbox_lambda::now_ms;
 
 use crate::exit::Failure;
@@ -71,15 +71,15 @@ pub struct SendArgs {
 /// JSON object with --json); whether it was applied as a webhook should be.
 async fn outcome_of(
     ledger: &paymos_inbox_aws::dynamodb::DynamoLedger,
-    environment: Option<paymos_inbox_core::signature::Environment>,
+    environment: Option<paymos_inbox_core::wire::signature::Environment>,
     event_id: &str,
     json: bool,
 ) -> Result<bool, Failure> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let key = paymos_inbox_core::ingest::delivery_key(environment, event_id);
+    let key = paymos_inbox_core::roads::ingest::delivery_key(environment, event_id);
     loop {
         match ledger.state_of(&key).await {
-            Ok(Some((paymos_inbox_core::ingest::DeliveryState::Processed, outcome))) => {
+            Ok(Some((paymos_inbox_core::roads::ingest::DeliveryState::Processed, outcome))) => {
                 let outcome = outcome.unwrap_or_default();
                 let applied = !matches!(outcome.as_str(), "other_environment" | "unusable");
                 let said = match outcome.as_str() {
@@ -324,7 +324,7 @@ fn environment_of(label: &str, secret: &WebhookSecret) -> Option<Environment> {
 /// `--url`), one `dev` holds (served to its functions' INIT under `DEV_SECRET_ID`) of the
 /// event's environment, else its first; else the fixture sandbox secret.
 async fn signing_secrets(args: &SendArgs) -> Result<Vec<(String, WebhookSecret)>, Failure> {
-    use paymos_inbox_core::signature::labelled_secrets;
+    use paymos_inbox_core::wire::signature::labelled_secrets;
     if !args.secrets.is_empty() {
         return labelled_secrets(&args.secrets.join("\n"))
             .map_err(|e| Failure::usage(format!("--secret: {}", e.reason)));

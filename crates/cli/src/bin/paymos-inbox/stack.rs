@@ -122,7 +122,7 @@ pub struct Stack {
     pub environment: Option<String>,
     /// The projects the stack applies, the first its home project (output
     /// `PaymosProjectIdsOutput`, or `dev`'s; none: every project).
-    pub projects: paymos_inbox_core::change::Projects,
+    pub projects: paymos_inbox_core::money::change::Projects,
     /// The bus the stack publishes to (stack output EventBusNameOutput).
     pub event_bus: Option<String>,
     /// The signed hand-off's queue and its dead-letter queue.
@@ -150,10 +150,10 @@ impl Stack {
     pub fn fulfil(
         &self,
     ) -> Result<
-        paymos_inbox_core::fulfil::Fulfil<paymos_inbox_aws::dynamodb::DynamoResources>,
+        paymos_inbox_core::roads::fulfil::Fulfil<paymos_inbox_aws::dynamodb::DynamoResources>,
         Failure,
     > {
-        let fulfil = paymos_inbox_core::fulfil::Fulfil::new(self.resources()?)
+        let fulfil = paymos_inbox_core::roads::fulfil::Fulfil::new(self.resources()?)
             .for_projects(self.projects.clone());
         // The stack's environment where it is known (its outputs, `dev`): what reads Paymos
         // (reconcile) refuses a key of the other one.
@@ -494,11 +494,11 @@ impl StackArgs {
                 .or_else(|| output("PaymosEnvironmentOutput")),
             projects: info.as_ref().map_or_else(
                 || {
-                    paymos_inbox_core::change::Projects::parse(
+                    paymos_inbox_core::money::change::Projects::parse(
                         &output("PaymosProjectIdsOutput").unwrap_or_default(),
                     )
                 },
-                |i| paymos_inbox_core::change::Projects::only(i.projects.clone()),
+                |i| paymos_inbox_core::money::change::Projects::only(i.projects.clone()),
             ),
             event_bus: output("EventBusNameOutput"),
             webhook_queue: pick(

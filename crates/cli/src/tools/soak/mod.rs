@@ -19,9 +19,9 @@ use crate::local::pipeline::Pipeline;
 use crate::local::redrive::redrive;
 use crate::local::template;
 use crate::tools::send::{SENDER_TIMEOUT, post};
-use paymos_inbox_core::fulfil::Fulfil;
-use paymos_inbox_core::ingest::{Ingest, IngestSettings};
-use paymos_inbox_core::signature::{SigningKey, Verifier, WebhookSecret};
+use paymos_inbox_core::roads::fulfil::Fulfil;
+use paymos_inbox_core::roads::ingest::{Ingest, IngestSettings};
+use paymos_inbox_core::wire::signature::{SigningKey, Verifier, WebhookSecret};
 use plan::plan;
 use verify::verify;
 
@@ -346,7 +346,7 @@ impl Rig {
                 redriven.set(redriven.get() + moved.moved());
                 // The scheduled sweep, compressed: anything still `received` past its lease.
                 let now = paymos_inbox_lambda::now_ms();
-                let resent = paymos_inbox_core::sweep::resend_stranded(
+                let resent = paymos_inbox_core::roads::sweep::resend_stranded(
                     ledger,
                     sweep_queue,
                     1,

@@ -5,10 +5,10 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
-use paymos_inbox_core::handoff::StateRecords;
-use paymos_inbox_core::ingest::DeliveryState;
-use paymos_inbox_core::record::{DeliveryRecord, FulfilmentRecord, StateRecord};
-use paymos_inbox_core::status::DepositStatus;
+use paymos_inbox_core::money::record::{DeliveryRecord, FulfilmentRecord, StateRecord};
+use paymos_inbox_core::money::status::DepositStatus;
+use paymos_inbox_core::roads::handoff::StateRecords;
+use paymos_inbox_core::roads::ingest::DeliveryState;
 
 use super::{Expect, SoakReport};
 use crate::local::template;

@@ -4,20 +4,20 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::change::Applied;
-use crate::exceptions::{OutcomeRecord, Resolution, ReviewLedger};
-use crate::ingest::{
+use crate::money::change::Applied;
+use crate::money::invoice::Refund;
+use crate::money::status::InvoiceStatus;
+use crate::roads::exceptions::{OutcomeRecord, Resolution, ReviewLedger};
+use crate::roads::ingest::{
     Delivery, DeliveryLedger, DeliveryState, ExistingDelivery, PortError, Recorded, TakeOver,
     WorkQueue,
 };
-use crate::invoice::Refund;
-use crate::reconcile::PaymosLedger;
-use crate::status::InvoiceStatus;
+use crate::roads::reconcile::PaymosLedger;
 
 mod resources;
 pub use resources::{MemoryResources, StoredInvoice};
 
-/// A [`DeliveryLedger`] in a `HashMap` by delivery key ([`crate::ingest::delivery_key`]), with
+/// A [`DeliveryLedger`] in a `HashMap` by delivery key ([`crate::roads::ingest::delivery_key`]), with
 /// the same conditional semantics as DynamoDB's.
 #[derive(Debug, Default)]
 pub struct MemoryLedger {
@@ -41,7 +41,7 @@ impl MemoryLedger {
     }
 
     /// The unprocessed deliveries whose body was kept, and when (the sweep's
-    /// [`crate::sweep::StrandedDeliveries::keep_unprocessed_body`]).
+    /// [`crate::roads::sweep::StrandedDeliveries::keep_unprocessed_body`]).
     #[must_use]
     pub fn bodies_kept(&self) -> Vec<(String, u64)> {
         self.kept.lock().expect("lock").clone()
@@ -141,7 +141,7 @@ impl DeliveryLedger for MemoryLedger {
     }
 }
 
-impl crate::sweep::StrandedDeliveries for MemoryLedger {
+impl crate::roads::sweep::StrandedDeliveries for MemoryLedger {
     async fn stranded(
         &self,
         received_before_ms: u64,
@@ -168,7 +168,7 @@ impl crate::sweep::StrandedDeliveries for MemoryLedger {
 
     async fn keep_unprocessed_body(
         &self,
-        delivery: &crate::ingest::Delivery,
+        delivery: &crate::roads::ingest::Delivery,
         now_ms: u64,
     ) -> Result<(), PortError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
@@ -180,17 +180,17 @@ impl crate::sweep::StrandedDeliveries for MemoryLedger {
     }
 }
 
-/// A [`crate::ingest::KeySource`] whose secrets a test can rotate.
+/// A [`crate::roads::ingest::KeySource`] whose secrets a test can rotate.
 #[derive(Debug, Default)]
 pub struct MemoryKeys {
-    keys: Mutex<Vec<crate::signature::SigningKey>>,
+    keys: Mutex<Vec<crate::wire::signature::SigningKey>>,
     reads: AtomicUsize,
 }
 
 impl MemoryKeys {
     /// A source holding `keys`.
     #[must_use]
-    pub fn new(keys: Vec<crate::signature::SigningKey>) -> Self {
+    pub fn new(keys: Vec<crate::wire::signature::SigningKey>) -> Self {
         Self {
             keys: Mutex::new(keys),
             reads: AtomicUsize::new(0),
@@ -198,7 +198,7 @@ impl MemoryKeys {
     }
 
     /// Replaces the secrets (a rotation in the secret store).
-    pub fn rotate(&self, keys: Vec<crate::signature::SigningKey>) {
+    pub fn rotate(&self, keys: Vec<crate::wire::signature::SigningKey>) {
         *self.keys.lock().expect("lock") = keys;
     }
 
@@ -209,8 +209,8 @@ impl MemoryKeys {
     }
 }
 
-impl crate::ingest::KeySource for MemoryKeys {
-    async fn keys(&self) -> Result<Vec<crate::signature::SigningKey>, PortError> {
+impl crate::roads::ingest::KeySource for MemoryKeys {
+    async fn keys(&self) -> Result<Vec<crate::wire::signature::SigningKey>, PortError> {
         self.reads.fetch_add(1, Ordering::SeqCst);
         Ok(self.keys.lock().expect("lock").clone())
     }
@@ -341,9 +341,9 @@ impl ReviewLedger for MemoryReviews {
 /// answers, anything else is 404.
 #[derive(Debug, Default)]
 pub struct MemoryPaymos {
-    invoices: Mutex<HashMap<String, crate::confirm::ConfirmedInvoice>>,
-    withdrawals: Mutex<HashMap<String, crate::confirm::ConfirmedWithdrawal>>,
-    deposits: Mutex<HashMap<String, crate::confirm::ConfirmedDeposit>>,
+    invoices: Mutex<HashMap<String, crate::roads::confirm::ConfirmedInvoice>>,
+    withdrawals: Mutex<HashMap<String, crate::roads::confirm::ConfirmedWithdrawal>>,
+    deposits: Mutex<HashMap<String, crate::roads::confirm::ConfirmedDeposit>>,
     refunds: Mutex<HashMap<String, Vec<Refund>>>,
     created: Mutex<HashMap<String, i64>>,
     reads: AtomicUsize,
@@ -357,7 +357,7 @@ impl MemoryPaymos {
     }
 
     /// Holds `invoice` under `id`.
-    pub fn invoice(&self, id: &str, invoice: crate::confirm::ConfirmedInvoice) {
+    pub fn invoice(&self, id: &str, invoice: crate::roads::confirm::ConfirmedInvoice) {
         self.invoices
             .lock()
             .expect("lock")
@@ -365,7 +365,7 @@ impl MemoryPaymos {
     }
 
     /// Holds `withdrawal` (a payout or a refund) under `id`.
-    pub fn withdrawal(&self, id: &str, withdrawal: crate::confirm::ConfirmedWithdrawal) {
+    pub fn withdrawal(&self, id: &str, withdrawal: crate::roads::confirm::ConfirmedWithdrawal) {
         self.withdrawals
             .lock()
             .expect("lock")
@@ -373,7 +373,7 @@ impl MemoryPaymos {
     }
 
     /// Holds `deposit` under `id`.
-    pub fn deposit(&self, id: &str, deposit: crate::confirm::ConfirmedDeposit) {
+    pub fn deposit(&self, id: &str, deposit: crate::roads::confirm::ConfirmedDeposit) {
         self.deposits
             .lock()
             .expect("lock")
@@ -408,20 +408,21 @@ impl MemoryPaymos {
         &self,
         map: &Mutex<HashMap<String, T>>,
         id: &str,
-    ) -> crate::confirm::AtSource<T> {
+    ) -> crate::roads::confirm::AtSource<T> {
         self.reads.fetch_add(1, Ordering::SeqCst);
         map.lock().expect("lock").get(id).cloned().map_or(
-            crate::confirm::AtSource::NotFound,
-            crate::confirm::AtSource::Found,
+            crate::roads::confirm::AtSource::NotFound,
+            crate::roads::confirm::AtSource::Found,
         )
     }
 }
 
-impl crate::confirm::PaymentConfirmation for MemoryPaymos {
+impl crate::roads::confirm::PaymentConfirmation for MemoryPaymos {
     async fn invoice(
         &self,
         invoice_id: &str,
-    ) -> Result<crate::confirm::AtSource<crate::confirm::ConfirmedInvoice>, PortError> {
+    ) -> Result<crate::roads::confirm::AtSource<crate::roads::confirm::ConfirmedInvoice>, PortError>
+    {
         Ok(self.read(&self.invoices, invoice_id))
     }
 
@@ -429,14 +430,18 @@ impl crate::confirm::PaymentConfirmation for MemoryPaymos {
         &self,
         withdrawal_id: &str,
         _refund: bool,
-    ) -> Result<crate::confirm::AtSource<crate::confirm::ConfirmedWithdrawal>, PortError> {
+    ) -> Result<
+        crate::roads::confirm::AtSource<crate::roads::confirm::ConfirmedWithdrawal>,
+        PortError,
+    > {
         Ok(self.read(&self.withdrawals, withdrawal_id))
     }
 
     async fn deposit(
         &self,
         deposit_id: &str,
-    ) -> Result<crate::confirm::AtSource<crate::confirm::ConfirmedDeposit>, PortError> {
+    ) -> Result<crate::roads::confirm::AtSource<crate::roads::confirm::ConfirmedDeposit>, PortError>
+    {
         Ok(self.read(&self.deposits, deposit_id))
     }
 }
@@ -447,7 +452,7 @@ impl PaymosLedger for MemoryPaymos {
         &self,
         from: i64,
         to: i64,
-    ) -> Result<Vec<(String, crate::confirm::ConfirmedInvoice)>, PortError> {
+    ) -> Result<Vec<(String, crate::roads::confirm::ConfirmedInvoice)>, PortError> {
         let created = self.created.lock().expect("lock").clone();
         let mut out: Vec<_> = self
             .invoices
@@ -475,14 +480,17 @@ impl PaymosLedger for MemoryPaymos {
     }
 }
 
-impl<T: crate::confirm::PaymentConfirmation> crate::confirm::PaymentConfirmation
+impl<T: crate::roads::confirm::PaymentConfirmation> crate::roads::confirm::PaymentConfirmation
     for std::sync::Arc<T>
 {
     fn invoice(
         &self,
         invoice_id: &str,
     ) -> impl std::future::Future<
-        Output = Result<crate::confirm::AtSource<crate::confirm::ConfirmedInvoice>, PortError>,
+        Output = Result<
+            crate::roads::confirm::AtSource<crate::roads::confirm::ConfirmedInvoice>,
+            PortError,
+        >,
     > + Send {
         (**self).invoice(invoice_id)
     }
@@ -492,7 +500,10 @@ impl<T: crate::confirm::PaymentConfirmation> crate::confirm::PaymentConfirmation
         withdrawal_id: &str,
         refund: bool,
     ) -> impl std::future::Future<
-        Output = Result<crate::confirm::AtSource<crate::confirm::ConfirmedWithdrawal>, PortError>,
+        Output = Result<
+            crate::roads::confirm::AtSource<crate::roads::confirm::ConfirmedWithdrawal>,
+            PortError,
+        >,
     > + Send {
         (**self).withdrawal(withdrawal_id, refund)
     }
@@ -501,17 +512,20 @@ impl<T: crate::confirm::PaymentConfirmation> crate::confirm::PaymentConfirmation
         &self,
         deposit_id: &str,
     ) -> impl std::future::Future<
-        Output = Result<crate::confirm::AtSource<crate::confirm::ConfirmedDeposit>, PortError>,
+        Output = Result<
+            crate::roads::confirm::AtSource<crate::roads::confirm::ConfirmedDeposit>,
+            PortError,
+        >,
     > + Send {
         (**self).deposit(deposit_id)
     }
 }
 
-/// An [`crate::handoff::EventPublisher`] in memory (EventBridge's twin): keeps what it
+/// An [`crate::roads::handoff::EventPublisher`] in memory (EventBridge's twin): keeps what it
 /// accepted, refuses events whose idempotency key a test names, or fails as a whole.
 #[derive(Debug, Default)]
 pub struct MemoryPublisher {
-    published: Mutex<Vec<crate::handoff::DomainEvent>>,
+    published: Mutex<Vec<crate::roads::handoff::DomainEvent>>,
     refuse: Mutex<Vec<String>>,
     down: std::sync::atomic::AtomicBool,
 }
@@ -548,10 +562,10 @@ impl MemoryPublisher {
     }
 }
 
-impl crate::handoff::EventPublisher for MemoryPublisher {
+impl crate::roads::handoff::EventPublisher for MemoryPublisher {
     async fn publish(
         &self,
-        events: &[crate::handoff::DomainEvent],
+        events: &[crate::roads::handoff::DomainEvent],
     ) -> Result<Vec<Option<String>>, PortError> {
         if self.down.load(Ordering::SeqCst) {
             return Err(PortError::new("EventBridge PutEvents", "unavailable"));
@@ -572,7 +586,7 @@ impl crate::handoff::EventPublisher for MemoryPublisher {
     }
 }
 
-/// A [`crate::outbound::RetryQueue`] in memory: the delays asked for, by receipt, and the
+/// A [`crate::roads::outbound::RetryQueue`] in memory: the delays asked for, by receipt, and the
 /// messages parked.
 #[derive(Debug, Default)]
 pub struct MemoryRetries {
@@ -600,7 +614,7 @@ impl MemoryRetries {
     }
 }
 
-impl crate::outbound::RetryQueue for MemoryRetries {
+impl crate::roads::outbound::RetryQueue for MemoryRetries {
     async fn retry_in(&self, receipt: &str, delay_s: u32) -> Result<(), PortError> {
         self.asked
             .lock()

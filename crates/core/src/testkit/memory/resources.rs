@@ -4,18 +4,18 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use crate::change::{Applied, OrderRef};
-use crate::effect::fulfilment_key;
-use crate::exceptions::ExceptionStore;
-use crate::fulfil::ResourceStore;
-use crate::handoff::StateRecords;
-use crate::ingest::PortError;
-use crate::invoice::Refund;
-use crate::reconcile::ReconcileStore;
-use crate::record::{self, FulfilmentRecord, StateRecord};
-use crate::release::{InvoiceSeen, ReleaseStore};
-use crate::status::{Amount, InvoiceStatus, WithdrawalStatus};
-use crate::write::{self, Field, Fields, Key, Refused, Set, Stored, Table, Value, Write};
+use crate::money::change::{Applied, OrderRef};
+use crate::money::effect::fulfilment_key;
+use crate::money::invoice::Refund;
+use crate::money::record::{self, FulfilmentRecord, StateRecord};
+use crate::money::status::{Amount, InvoiceStatus, WithdrawalStatus};
+use crate::money::write::{self, Field, Fields, Key, Refused, Set, Stored, Table, Value, Write};
+use crate::roads::exceptions::ExceptionStore;
+use crate::roads::fulfil::ResourceStore;
+use crate::roads::handoff::StateRecords;
+use crate::roads::ingest::PortError;
+use crate::roads::reconcile::ReconcileStore;
+use crate::roads::release::{InvoiceSeen, ReleaseStore};
 
 /// An invoice as [`MemoryResources`] holds it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -32,7 +32,7 @@ pub struct StoredInvoice {
     pub payment_at: Option<u64>,
     /// Paid by a person's road with its order known nowhere.
     pub awaits_order: bool,
-    /// Paid undated after a full refund ([`crate::invoice::Standing::AfterRefund`]).
+    /// Paid undated after a full refund ([`crate::money::invoice::Standing::AfterRefund`]).
     pub after_refund: bool,
     /// The invoice that fulfilled its order first.
     pub duplicate_of: Option<String>,
@@ -91,7 +91,7 @@ impl StoredInvoice {
 }
 
 /// A [`ResourceStore`] in memory: items by key, each write's guard evaluated with
-/// [`crate::write::Guard::holds`] and the list committed all or nothing under one lock, as
+/// [`crate::money::write::Guard::holds`] and the list committed all or nothing under one lock, as
 /// DynamoDB's transactions do. `crates/aws/tests/emulators` runs the same histories against DynamoDB and asserts
 /// the same outcomes.
 #[derive(Debug, Default)]
@@ -450,7 +450,7 @@ impl StateRecords for MemoryResources {
                 let text = |field: Field| f.get(&field).and_then(Value::as_text).map(str::to_owned);
                 StateRecord::Review(record::ReviewRecord {
                     event_id: text(Field::EventId)
-                        .map(|key| crate::ingest::event_id_of_key(&key).to_owned())
+                        .map(|key| crate::roads::ingest::event_id_of_key(&key).to_owned())
                         .unwrap_or_default(),
                     reason: text(Field::Reason).unwrap_or_default(),
                     resource_id: text(Field::ResourceId),
@@ -524,7 +524,7 @@ impl MemoryResources {
     }
 }
 
-impl crate::reconcile::ReconcileCheckpoint for MemoryResources {
+impl crate::roads::reconcile::ReconcileCheckpoint for MemoryResources {
     async fn clean_until(&self) -> Result<Option<u64>, PortError> {
         Ok(self
             .lock()

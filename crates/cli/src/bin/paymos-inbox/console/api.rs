@@ -11,14 +11,14 @@ use paymos_inbox::tools::alarms::{Alarm, AlarmState};
 use paymos_inbox_aws::dynamodb::{
     DynamoLedger, DynamoResources, KeptBody, LedgerEntry, OrderOnRecord, WriteGrant,
 };
-use paymos_inbox_core::change::DELIVERY_OUTCOMES;
-use paymos_inbox_core::exceptions::{Exception, ReviewLedger as _};
-use paymos_inbox_core::ingest::Delivery;
-use paymos_inbox_core::invoice::Standing;
-use paymos_inbox_core::record::StateRecord;
-use paymos_inbox_core::release::{ReleaseBy, ReleaseStore as _};
-use paymos_inbox_core::signature::Environment;
-use paymos_inbox_core::work::{delivery_key, event_id_of_key};
+use paymos_inbox_core::money::change::DELIVERY_OUTCOMES;
+use paymos_inbox_core::money::invoice::Standing;
+use paymos_inbox_core::money::record::StateRecord;
+use paymos_inbox_core::roads::exceptions::{Exception, ReviewLedger as _};
+use paymos_inbox_core::roads::ingest::Delivery;
+use paymos_inbox_core::roads::release::{ReleaseBy, ReleaseStore as _};
+use paymos_inbox_core::wire::signature::Environment;
+use paymos_inbox_core::wire::work::{delivery_key, event_id_of_key};
 use paymos_inbox_lambda::now_ms;
 use serde_json::{Value, json};
 
@@ -280,7 +280,7 @@ impl Console {
     /// reconciliation's verdict (the checkpoint a clean scheduled run keeps, one item); a read
     /// that fails is said in its place.
     async fn header(&self) -> Value {
-        use paymos_inbox_core::reconcile::ReconcileCheckpoint as _;
+        use paymos_inbox_core::roads::reconcile::ReconcileCheckpoint as _;
         let depth = async |queue: &Option<String>| match queue.as_deref() {
             Some(url) => paymos_inbox_aws::sqs::approximate_messages(&self.stack.sqs, url)
                 .await
@@ -661,7 +661,7 @@ impl Console {
     /// messages (`redrive`, `events redrive`) and the stranded deliveries (`pending --resend`),
     /// by the reads those commands make.
     pub async fn jobs(&self) -> Answered {
-        use paymos_inbox_core::sweep::StrandedDeliveries as _;
+        use paymos_inbox_core::roads::sweep::StrandedDeliveries as _;
         let mut jobs = serde_json::Map::new();
         for r in &REDRIVES {
             let (queue, dlq) = (r.queues)(&self.stack);
@@ -689,7 +689,7 @@ impl Console {
             jobs.insert(r.action.to_owned(), offer);
         }
         let now = now_ms();
-        let after = paymos_inbox_core::sweep::DEFAULT_SWEEP_AFTER_SECS;
+        let after = paymos_inbox_core::roads::sweep::DEFAULT_SWEEP_AFTER_SECS;
         let resend = match self
             .ledger
             .stranded(now.saturating_sub(after * 1000), now, JOB_LIMIT)
@@ -854,7 +854,7 @@ impl Console {
                 format!("moved {} message(s) from {}", done.moved(), r.from_to),
             ))
         } else {
-            let after = paymos_inbox_core::sweep::DEFAULT_SWEEP_AFTER_SECS;
+            let after = paymos_inbox_core::roads::sweep::DEFAULT_SWEEP_AFTER_SECS;
             let s = crate::ops::resend_in(
                 &self.stack,
                 &self.ledger,
@@ -1081,7 +1081,7 @@ fn home(found: &[Exception], now: u64, about: Value) -> Value {
 }
 
 /// The last reconciliation's verdict from what the scheduled run keeps
-/// ([`paymos_inbox_core::write::reconciled`]): only a run that found nothing for a person keeps
+/// ([`paymos_inbox_core::money::write::reconciled`]): only a run that found nothing for a person keeps
 /// where its window ended (a failed run, or one with findings, alarms and keeps nothing).
 fn reconciliation(clean_until: Option<u64>, now_ms: u64) -> Value {
     let Some(until) = clean_until else {
@@ -1179,7 +1179,7 @@ fn environment_name(environment: Environment) -> &'static str {
 /// A withdrawal's or a deposit's record for its story: its status, amounts and last change
 /// (any other kind of item under its id is said to be one).
 fn movement(record: &StateRecord) -> Value {
-    let text = |a: Option<&paymos_inbox_core::status::Amount>| a.map(ToString::to_string);
+    let text = |a: Option<&paymos_inbox_core::money::status::Amount>| a.map(ToString::to_string);
     match record {
         StateRecord::Withdrawal(w) => json!({
             "status": w.status.map(|s| s.as_str()),

@@ -507,6 +507,25 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
         (400, Some("order-7: an invoice id starts with inv_")),
         "{body}"
     );
+    // Found by the attack on `dev`: a blank order id marked the invoice paid with no order
+    // (`order_unknown`, listed), and one with spaces around it was another order than the
+    // webhook's. Both are refused, as on the command line, and nothing is written.
+    for (order_id, why) in [
+        ("  ", "order_id is empty or only whitespace"),
+        (" 9608 ", "order_id has spaces around it"),
+    ] {
+        let (status, body) = act(
+            "mark-paid",
+            serde_json::json!({"id": "inv_console_blank", "order_id": order_id}),
+            t,
+        )
+        .await;
+        assert_eq!(status, 400, "{body}");
+        assert!(body["refused"].as_str().unwrap().starts_with(why), "{body}");
+    }
+    assert_eq!(fulfilments("inv_console_blank").await, 0);
+    let (_, out, _) = run(args(&["exceptions", "--json"], &info)).await;
+    assert!(!out.contains("inv_console_blank"), "nothing written: {out}");
     let (status, body) = act(
         "mark-paid",
         serde_json::json!({"id": "inv_console_manual", "order_id": "order-manual"}),

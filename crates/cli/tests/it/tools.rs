@@ -296,6 +296,25 @@ async fn mark_paid_naming_another_project_than_the_record_is_refused_with_exit_2
         .unwrap();
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("name its project with --project"), "{out}");
+    // Found by the attack on `dev`: an order id with spaces around it was another order than
+    // the webhook's `1001`, and shipped again; it is bad input now, nothing written.
+    let spaced = args(&[
+        "mark-paid",
+        "inv_home",
+        "--project",
+        "prj_local",
+        "--order-id",
+        " 1001 ",
+        "--actor",
+        "support:eve",
+        "--dev-info",
+        &info,
+    ]);
+    let (code, out) = tokio::task::spawn_blocking(move || cli_code(spaced))
+        .await
+        .unwrap();
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("has spaces around it"), "{out}");
     let tables = tables_of(&dev);
     assert_eq!(
         aws_state_fulfilments(&tables, "inv_home").await

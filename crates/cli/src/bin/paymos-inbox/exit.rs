@@ -50,6 +50,24 @@ pub fn named(text: &str) -> Result<String, String> {
         })
 }
 
+/// An id a person types (an order, an invoice, a project, an event): [`named`], and never with
+/// spaces around it. Ids are matched exactly, so `" 9608 "` would be another order than the
+/// `9608` a webhook names, and ship again.
+///
+/// # Errors
+/// When `text` names nothing or has spaces around it.
+pub fn id(text: &str) -> Result<String, String> {
+    let id = named(text)?;
+    if id.trim() == id {
+        Ok(id)
+    } else {
+        Err(format!(
+            "has spaces around it: ids are matched exactly, so {id:?} is not {:?}; give it without them",
+            id.trim()
+        ))
+    }
+}
+
 pub fn set_verbose(on: bool) {
     VERBOSE.store(on, Ordering::Relaxed);
 }
@@ -340,6 +358,16 @@ mod tests {
         );
         assert!(quiet[1].starts_with("  next: "));
         assert!(f.lines(true)[2].contains("DispatchFailure {"));
+    }
+
+    #[test]
+    fn an_id_is_refused_blank_or_with_spaces_around_it() {
+        assert_eq!(id("9608"), Ok("9608".to_owned()));
+        assert_eq!(id("order 9608"), Ok("order 9608".to_owned()));
+        for bad in ["", "  ", " 9608 ", "9608\t", "\n9608"] {
+            assert!(id(bad).is_err(), "{bad:?}");
+        }
+        assert!(id(" 9608 ").unwrap_err().contains("\"9608\""));
     }
 
     #[test]

@@ -498,23 +498,24 @@ pub(crate) async fn redrive_in(
 #[derive(clap::Args)]
 pub struct MarkPaidArgs {
     /// The invoice (inv_…).
-    #[arg(value_parser = crate::exit::named)]
+    #[arg(value_parser = crate::exit::id)]
     invoice_id: String,
     /// Who is doing this (kept on the fulfilment as manual:<actor>).
     #[arg(value_parser = crate::exit::named, long)]
     actor: String,
-    /// The merchant's order id.
-    #[arg(value_parser = crate::exit::named, long)]
+    /// The merchant's order id, exactly as the shop wrote it.
+    #[arg(value_parser = crate::exit::id, long)]
     order_id: Option<String>,
-    /// The project the order belongs to (prj_…; default: the stack's first project). An order
-    /// id is unique only within its project.
-    #[arg(value_parser = crate::exit::named, long)]
+    /// The project the order belongs to (prj_…): needed where the stack applies several
+    /// projects and the invoice's record names none. An order id is unique only within its
+    /// project.
+    #[arg(value_parser = crate::exit::id, long)]
     project: Option<String>,
-    /// The amount paid (exact decimal).
-    #[arg(long)]
+    /// The amount paid (exact decimal), with --currency.
+    #[arg(long, requires = "currency")]
     amount: Option<String>,
-    /// The currency.
-    #[arg(long)]
+    /// The currency of --amount.
+    #[arg(long, requires = "amount")]
     currency: Option<String>,
     /// Print JSON.
     #[arg(long)]

@@ -892,6 +892,15 @@ impl Console {
                 .filter(|t| !t.is_empty())
                 .map(str::to_owned)
         };
+        // An id given is one exactly, as on the command line ([`crate::exit::id`]): never blank
+        // (which would mark a payment with no order), never with spaces around it.
+        for name in ["id", "order_id", "project"] {
+            if let Some(given) = fields[name].as_str()
+                && let Err(why) = crate::exit::id(given)
+            {
+                return Answered::refused(StatusCode::BAD_REQUEST, format!("{name} {why}"));
+            }
+        }
         let Some(resource) = text("id") else {
             return Answered::refused(StatusCode::BAD_REQUEST, "which one: an id is needed");
         };

@@ -489,7 +489,7 @@ fn delivery_exception(delivery: &Waiting, all: &[Waiting]) -> Exception {
         Pending::Payment { invoice_id, .. } => refund_waiting(all, invoice_id).map_or_else(
             || {
                 format!(
-                    "{}: applies it once Paymos shows it paid; if you know it was paid, `paymos-inbox mark-paid {invoice_id} --order-id <order> --actor <you>`",
+                    "{}: applies it once Paymos shows it paid; if you know it was paid, `paymos-inbox mark-paid {invoice_id} --order-id <order> --actor <you>`; if Paymos shows it was never paid (forged: rotate the webhook secret), `paymos-inbox exceptions --resolve {event_id} --actor <you> --reason \"…\"`",
                     recheck(invoice_id)
                 )
             },
@@ -591,8 +591,13 @@ pub enum ResolveError {
 }
 
 /// The outcomes only a person's own act settles, which [`resolve`] takes off the list: an order
-/// conflict, and an unusable delivery applied by hand.
-pub const RESOLVED_BY_HAND: [Applied; 2] = [Applied::OrderConflict, Applied::Unusable];
+/// conflict, an unusable delivery applied by hand, and an unconfirmed one a person found forged
+/// (Paymos says the invoice was never paid: the secret that signed it is rotated).
+pub const RESOLVED_BY_HAND: [Applied; 3] = [
+    Applied::OrderConflict,
+    Applied::Unusable,
+    Applied::Unconfirmed,
+];
 
 /// Takes the delivery `event_id` (of `environment`, or of either when it names none) off what
 /// waits, once a person settled it outside the stack ([`RESOLVED_BY_HAND`]), noting who: its
@@ -621,7 +626,7 @@ pub async fn resolve<L: ReviewLedger>(
         1 => found.remove(0),
         0 => {
             return Err(ResolveError::NotResolvable(format!(
-                "{event_id}: no delivery of that id waits as order_conflict or unusable (see `paymos-inbox exceptions`)"
+                "{event_id}: no delivery of that id waits as order_conflict, unusable or unconfirmed (see `paymos-inbox exceptions`)"
             )));
         }
         _ => {

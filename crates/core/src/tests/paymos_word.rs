@@ -1278,3 +1278,50 @@ async fn a_dated_late_payment_after_the_full_refund_that_settled_a_persons_word_
     assert_eq!(released, Ok(Fulfilled));
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
 }
+
+// Found by the attack on `dev`: a forged payment (signed with a leaked secret) that Paymos
+// contradicts (the invoice closed unpaid) stays listed `unconfirmed`, as it must (a person
+// must see the leak), but had no way out: recheck kept it, `exceptions --resolve` refused it,
+// and the only command offered was `mark-paid`, which would ship the forgery. A person who
+// checked resolves it; nothing ships.
+#[tokio::test]
+async fn a_forged_payment_paymos_contradicts_is_resolved_by_a_person_and_ships_nothing() {
+    let forged = invoice("evt_f", "paid", 100);
+    let store = Arc::new(MemoryResources::new());
+    let reviews = MemoryReviews::new();
+    reviews.processed(
+        waited(&forged),
+        Unconfirmed,
+        "Paymos says the invoice closed expired and was not paid",
+        NOW_MS,
+    );
+    let paymos = MemoryPaymos::new();
+    paymos.invoice("inv_1", at_paymos("expired", None));
+    let rechecked = recheck(
+        &*store,
+        &reviews,
+        &paymos,
+        &crate::money::effect::RecordFulfilment,
+        Environment::Live,
+        None,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        rechecked[0].outcome.as_str(),
+        "unconfirmed",
+        "{rechecked:?}"
+    );
+    let listed = list(&*store, &reviews, 0).await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(
+        listed[0].action.contains("exceptions --resolve evt_f"),
+        "{listed:?}"
+    );
+    let resolved =
+        crate::roads::exceptions::resolve(&reviews, "evt_f", None, "alice", NOW_MS).await;
+    assert_eq!(resolved, Ok(Unconfirmed));
+    assert!(list(&*store, &reviews, 0).await.unwrap().is_empty());
+    assert_eq!(store.fulfilments(), []);
+}

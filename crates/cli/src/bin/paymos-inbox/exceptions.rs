@@ -57,8 +57,9 @@ pub struct ExceptionsArgs {
     #[arg(long, value_enum)]
     environment: Option<BodyEnvironment>,
     /// Take the delivery evt_… off the list once you settled it yourself: an order conflict
-    /// (you shipped the paid order, or found the shipped one right) or an unusable delivery
-    /// you applied by hand (with --actor and --reason; recorded in the audit trail). Exit 0
+    /// (you shipped the paid order, or found the shipped one right), an unusable delivery you
+    /// applied by hand, or an unconfirmed payment Paymos shows was never paid (forged: rotate
+    /// the secret) (with --actor and --reason; recorded in the audit trail). Exit 0
     /// resolved, 2 when nothing of that id waits so.
     #[arg(long, value_name = "EVENT_ID", value_parser = crate::exit::named, conflicts_with_all = ["json", "reindex", "body"], requires_all = ["actor", "reason"])]
     resolve: Option<String>,

@@ -146,7 +146,8 @@ enum Command {
     /// letters. Exit 1 when something waits (a cron job can alert on it). Once after an
     /// upgrade that adds the indexes: --reindex. --body prints what Paymos sent for one
     /// delivery (an unusable one is applied by hand from it); --resolve takes an
-    /// order_conflict or unusable delivery you settled by hand off the list (audited).
+    /// order_conflict, unusable or forged unconfirmed delivery you settled off the list
+    /// (audited).
     ///
     /// Examples:
     ///   paymos-inbox exceptions --stack-name paymos-inbox-live --json

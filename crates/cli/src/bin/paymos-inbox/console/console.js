@@ -362,7 +362,7 @@ function actions(story) {
   }
   // What only a person's own act settles (an order conflict; an unusable delivery applied by
   // hand): once settled, say how, and it leaves the list.
-  for (const w of (story.waits || []).filter((w) => (w.kind === 'order_conflict' || w.kind === 'unusable') && w.event_id)) {
+  for (const w of (story.waits || []).filter((w) => ['order_conflict', 'unusable', 'unconfirmed'].includes(w.kind) && w.event_id)) {
     const how = el('textarea', { name: 'resolve-reason', id: `resolve-${w.event_id}`, rows: 2, required: true, placeholder: 'how you settled it (kept in the audit trail)' });
     panel.append(el('label', { for: `resolve-${w.event_id}` }, `Resolve ${w.event_id} (${w.kind}): settled by hand`), how,
       el('div', { class: 'row' }, el('button', { type: 'button', 'data-action': 'resolve', onclick: () => act('resolve', { id: w.event_id, reason: how.value }) }, 'Resolved')));

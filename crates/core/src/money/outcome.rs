@@ -1639,6 +1639,13 @@ mod tests {
                 true,
             ),
             (
+                of_b(o1()),
+                I::Confirming,
+                Standing::Clear,
+                of_b(OrderRef::none()),
+                true,
+            ),
+            (
                 OrderRef {
                     external_id: None,
                     ..priced.clone()

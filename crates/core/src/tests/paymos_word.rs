@@ -1325,3 +1325,62 @@ async fn a_forged_payment_paymos_contradicts_is_resolved_by_a_person_and_ships_n
     assert!(list(&*store, &reviews, 0).await.unwrap().is_empty());
     assert_eq!(store.fulfilments(), []);
 }
+
+// A person's undated word of a payment whose order is known nowhere, after a full refund, then
+// the same word naming the order: nothing says whether it was paid again after the refund, so
+// it waits for a person (held, listed), never settled `refunded` in silence.
+#[tokio::test]
+async fn a_persons_word_after_a_full_refund_then_naming_the_order_waits_for_a_person() {
+    let (_, store) = webhooks(&[full_refund("evt_r", 20)]).await;
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let unnamed = fulfil
+        .mark_paid("inv_1", OrderRef::none(), "support", NOW_MS)
+        .await;
+    let named = fulfil.mark_paid("inv_1", order(), "support", NOW_MS).await;
+    assert_eq!((unnamed, named), (Ok(OrderUnknown), Ok(Held)));
+    assert_eq!(store.fulfilments(), []);
+    let listed = list(&*store, &MemoryReviews::new(), 0).await.unwrap();
+    assert!(
+        listed.iter().any(|e| e.why.contains("after a full refund")),
+        "{listed:?}"
+    );
+}
+
+// A late payment released here is known: Paymos listing it paid late is no news, the run is
+// clean and ships nothing more, also in a later run whose window begins after the release (its
+// fulfilment is not among the window's).
+#[tokio::test]
+async fn a_released_late_payment_is_known_to_the_reconciliation() {
+    let (_, store) = webhooks(&[
+        closed_naming_nothing("evt_x", 100),
+        invoice("evt_l", "paid", 120),
+    ])
+    .await;
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let released = fulfil
+        .release(&MemoryReviews::new(), "inv_1", &alice(), NOW_MS)
+        .await;
+    assert_eq!(released, Ok(Fulfilled));
+    let paymos = MemoryPaymos::new();
+    paymos.invoice(
+        "inv_1",
+        ConfirmedInvoice {
+            paid_late: true,
+            ..at_paymos("expired", Some(120))
+        },
+    );
+    for from in [0, 1_800_100_000] {
+        let report = crate::roads::reconcile::reconcile(
+            &paymos,
+            &fulfil,
+            (from, 2_000_000_000),
+            true,
+            NOW_MS,
+        )
+        .await
+        .unwrap();
+        assert!(report.paid_late.is_empty(), "{from}: {report:?}");
+        assert!(report.clean(), "{from}: {report:?}");
+    }
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}

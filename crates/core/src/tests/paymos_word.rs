@@ -1384,3 +1384,59 @@ async fn a_released_late_payment_is_known_to_the_reconciliation() {
     }
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
 }
+
+// What the reconciliation counts as a late payment known here, by Paymos' clock: one a full
+// refund returned (refunded at 20, paid at 15), and a person's undated word after a full refund
+// while Paymos names no time either (it waits for a person already). Paymos' time of such a
+// word is news: the run reports it, and `--apply` dates it.
+#[tokio::test]
+async fn a_late_payment_a_refund_returned_or_a_person_holds_is_known_to_the_reconciliation() {
+    let late = |paid_at: Option<u64>| {
+        let paymos = MemoryPaymos::new();
+        paymos.invoice(
+            "inv_1",
+            ConfirmedInvoice {
+                paid_late: true,
+                ..at_paymos("expired", paid_at)
+            },
+        );
+        paymos.refund("inv_1", paymos_refund(20));
+        paymos
+    };
+    let reported = async |store: &Arc<MemoryResources>, paymos: &MemoryPaymos| {
+        let fulfil = Fulfil::new(Arc::clone(store));
+        let report =
+            crate::roads::reconcile::reconcile(paymos, &fulfil, (0, 2_000_000_000), false, NOW_MS)
+                .await
+                .unwrap();
+        let ids = |facts: &[crate::roads::reconcile::PaidAtPaymos]| {
+            facts
+                .iter()
+                .map(|p| p.invoice_id.clone())
+                .collect::<Vec<_>>()
+        };
+        (ids(&report.paid_late), ids(&report.late_recorded))
+    };
+    let returned = [
+        closed_naming_nothing("evt_x", 10),
+        invoice("evt_l", "paid", 15),
+        full_refund("evt_r", 20),
+    ];
+    let (outcomes, store) = webhooks(&returned).await;
+    assert_eq!(outcomes, [Updated, PaidLate, Updated]);
+    let known = (Vec::<String>::new(), vec!["inv_1".to_owned()]);
+    assert_eq!(reported(&store, &late(Some(15))).await, known);
+
+    let (_, store) =
+        webhooks(&[closed_naming_nothing("evt_x", 10), full_refund("evt_r", 20)]).await;
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let by_hand = fulfil.mark_paid("inv_1", order(), "support", NOW_MS).await;
+    assert_eq!(by_hand, Ok(PaidLate));
+    let (seen, _) = store.invoice_seen("inv_1").await.unwrap();
+    assert_eq!(seen.unwrap().standing(), Standing::AfterRefund);
+    assert_eq!(reported(&store, &late(None)).await, known);
+    assert_eq!(
+        reported(&store, &late(Some(30))).await,
+        (vec!["inv_1".to_owned()], Vec::new())
+    );
+}

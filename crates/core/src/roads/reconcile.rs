@@ -8,6 +8,9 @@
 //!   invoice): a key problem, which the once-per-order claim must make impossible.
 //! - DUPLICATE PAYMENT: paid at Paymos for an order another invoice already fulfilled here: the
 //!   payer paid twice; refund it (it is never fulfilled, `--apply` marks it `duplicate_of`).
+//! - SHIPPED OTHERWISE: fulfilled here once, under another order or project than Paymos'
+//!   invoice names (a person's word that was wrong): Paymos' order was paid and never shipped;
+//!   a person ships it by hand and recovers the other (nothing is applied).
 //! - UNKNOWN: fulfilled here in the window, not paid at Paymos (re-read one by one first).
 //! - PAID_LATE: paid at Paymos after the invoice closed (`paid_late_at`), and not yet recorded
 //!   here as a late payment: `--apply` records the close and the late payment, which then waits
@@ -166,6 +169,18 @@ pub struct PaidAtPaymos {
     pub refunds_before: Vec<Refund>,
 }
 
+/// An invoice fulfilled here under another order than the one Paymos' invoice names.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ShippedOtherwise {
+    /// The invoice as Paymos lists it (its order, its project).
+    #[serde(flatten)]
+    pub paid: PaidAtPaymos,
+    /// The order shipped here.
+    pub shipped_order_id: Option<String>,
+    /// The project of the order shipped here, where it is not the stack's first.
+    pub shipped_project: Option<String>,
+}
+
 /// What reconciliation found (and did, with `--apply`).
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Report {
@@ -180,6 +195,10 @@ pub struct Report {
     pub double: BTreeMap<String, Vec<String>>,
     /// Paid at Paymos for an order that another invoice fulfilled here: to refund.
     pub duplicate_payments: Vec<PaidAtPaymos>,
+    /// Fulfilled here once, but under another order (or another project's) than Paymos'
+    /// invoice names (a person's `mark-paid --order-id` or `--project` that was wrong): the
+    /// order Paymos names was paid and never shipped.
+    pub shipped_otherwise: Vec<ShippedOtherwise>,
     /// Fulfilled here in the window, not paid there.
     pub unknown: Vec<String>,
     /// Invoices open here that were re-read at Paymos.
@@ -233,6 +252,7 @@ impl Report {
                 .is_some_and(|a| *a == Ok(Applied::PaidLate))
         }) && self.double.is_empty()
             && self.duplicate_payments.is_empty()
+            && self.shipped_otherwise.is_empty()
             && self.unknown.is_empty()
     }
 }
@@ -291,6 +311,8 @@ impl PaidAtPaymos {
 struct Fulfilled {
     invoices: BTreeMap<String, (usize, u64)>,
     by_order: BTreeMap<String, Vec<String>>,
+    /// Each invoice's order as shipped: its claim, its id and its project's scope.
+    shipped: BTreeMap<String, (String, Option<String>, Option<String>)>,
 }
 
 impl Fulfilled {
@@ -298,6 +320,7 @@ impl Fulfilled {
         let mut here = Self {
             invoices: BTreeMap::new(),
             by_order: BTreeMap::new(),
+            shipped: BTreeMap::new(),
         };
         for f in records {
             let at = f.fulfilled_at_ms.unwrap_or(0);
@@ -307,9 +330,13 @@ impl Fulfilled {
                 |id| crate::money::write::scoped(f.order.project.as_deref(), id),
             );
             here.by_order
-                .entry(order)
+                .entry(order.clone())
                 .or_default()
                 .push(f.invoice_id.clone());
+            here.shipped.insert(
+                f.invoice_id.clone(),
+                (order, f.order.external_id.clone(), f.order.project.clone()),
+            );
             here.invoices.entry(f.invoice_id).or_insert((0, at)).0 += 1;
         }
         here
@@ -491,13 +518,24 @@ fn compare(paid: &[PaidAtPaymos], here: &mut Fulfilled, report: &mut Report) {
             .by_order
             .get(&p.claim())
             .is_some_and(|invoices| invoices.iter().any(|i| *i != p.invoice_id));
-        match here.invoices.get(&p.invoice_id) {
-            Some((1, _)) => report.matched += 1,
-            Some(_) => {}
-            None if !p.order_id.trim().is_empty() && fulfilled_by_another => {
+        let shipped = here
+            .shipped
+            .get(&p.invoice_id)
+            .filter(|(claim, ..)| !p.order_id.trim().is_empty() && *claim != p.claim());
+        match (here.invoices.get(&p.invoice_id), shipped) {
+            (Some((1, _)), Some((_, order_id, project))) => {
+                report.shipped_otherwise.push(ShippedOtherwise {
+                    paid: p.clone(),
+                    shipped_order_id: order_id.clone(),
+                    shipped_project: project.clone(),
+                });
+            }
+            (Some((1, _)), None) => report.matched += 1,
+            (Some(_), _) => {}
+            (None, _) if !p.order_id.trim().is_empty() && fulfilled_by_another => {
                 report.duplicate_payments.push(p.clone());
             }
-            None => report.missing.push(p.clone()),
+            (None, _) => report.missing.push(p.clone()),
         }
     }
     // Paymos' own grouping: the invoices of one external_order_id fulfilled here.

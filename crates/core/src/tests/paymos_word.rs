@@ -1440,3 +1440,55 @@ async fn a_late_payment_a_refund_returned_or_a_person_holds_is_known_to_the_reco
         (vec!["inv_1".to_owned()], Vec::new())
     );
 }
+
+// Found by the attack on `dev`: support's `mark-paid --order-id 1007` of a payment whose order
+// was known nowhere shipped 1007; Paymos' invoice names order 1008. The reconciliation counted
+// it "fulfilled here once" and was clean, so 1008, paid, never shipped and nobody heard. It is
+// reported now (SHIPPED OTHERWISE), the run is not clean, and nothing more ships.
+#[tokio::test]
+async fn reconcile_reports_an_invoice_shipped_under_another_order_than_paymos_names() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let named = |id: &str| OrderRef {
+        external_id: Some(id.into()),
+        ..OrderRef::none()
+    };
+    let by_hand = fulfil
+        .mark_paid("inv_1", named("o-7"), "support", NOW_MS)
+        .await;
+    assert_eq!(by_hand, Ok(Fulfilled));
+    let paymos = MemoryPaymos::new();
+    paymos.invoice("inv_1", at_paymos("paid", Some(30)));
+    for apply in [false, true] {
+        let report =
+            crate::roads::reconcile::reconcile(&paymos, &fulfil, (0, 2_000_000_000), apply, NOW_MS)
+                .await
+                .unwrap();
+        let otherwise: Vec<_> = report
+            .shipped_otherwise
+            .iter()
+            .map(|o| {
+                (
+                    o.paid.invoice_id.as_str(),
+                    o.shipped_order_id.as_deref(),
+                    o.paid.order_id.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(otherwise, [("inv_1", Some("o-7"), "o-1")], "{report:?}");
+        assert_eq!(report.matched, 0);
+        assert!(!report.clean());
+    }
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-7".into()))]);
+    // The same order as Paymos': clean.
+    let paymos = MemoryPaymos::new();
+    let mut same = at_paymos("paid", Some(30));
+    same.order_id = Some("o-7".into());
+    paymos.invoice("inv_1", same);
+    let report =
+        crate::roads::reconcile::reconcile(&paymos, &fulfil, (0, 2_000_000_000), false, NOW_MS)
+            .await
+            .unwrap();
+    assert!(report.clean(), "{report:?}");
+    assert_eq!(report.matched, 1);
+}

@@ -94,6 +94,7 @@ async fn main() -> Result<(), Error> {
             applied = report.applied.len(),
             double = report.double.len(),
             duplicate_payments = report.duplicate_payments.len(),
+            shipped_otherwise = report.shipped_otherwise.len(),
             unknown = report.unknown.len(),
             paid_late = report.paid_late.len(),
             refunded = report.refunded.len(),
@@ -104,11 +105,12 @@ async fn main() -> Result<(), Error> {
         );
         if !report.clean() {
             return Err(Error::from(format!(
-                "reconciliation needs a person: {} missing ({} applied), {} double, {} duplicate payments, {} unknown, {} paid late; run `paymos-inbox reconcile --from {}h` for the list",
+                "reconciliation needs a person: {} missing ({} applied), {} double, {} duplicate payments, {} shipped otherwise, {} unknown, {} paid late; run `paymos-inbox reconcile --from {}h` for the list",
                 report.missing.len(),
                 report.applied.len(),
                 report.double.len(),
                 report.duplicate_payments.len(),
+                report.shipped_otherwise.len(),
                 report.unknown.len(),
                 report.paid_late.len(),
                 (now - from).div_ceil(3600)

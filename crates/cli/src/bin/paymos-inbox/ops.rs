@@ -795,6 +795,21 @@ fn print_report(report: &paymos_inbox_core::roads::reconcile::Report) {
             d.order_id
         );
     }
+    for o in &report.shipped_otherwise {
+        say!(
+            "SHIPPED OTHERWISE {}: shipped order {}{}, but Paymos' invoice is of order {}{}: ship that one by hand and recover the other",
+            o.paid.invoice_id,
+            o.shipped_order_id.as_deref().unwrap_or("?"),
+            o.shipped_project
+                .as_deref()
+                .map_or(String::new(), |p| format!(" of {p}")),
+            o.paid.order_id,
+            o.paid
+                .project
+                .as_deref()
+                .map_or(String::new(), |p| format!(" of {p}")),
+        );
+    }
     for invoice in &report.unknown {
         say!("UNKNOWN {invoice}: fulfilled here, not paid at Paymos");
     }

@@ -76,6 +76,9 @@ pub struct InvoiceSeen {
     pub status: Option<InvoiceStatus>,
     /// Paid, but not as the registered order says.
     pub held: bool,
+    /// Why it is held, where the rule that held it said (another order or project than its
+    /// record); none for a price the registered order does not match.
+    pub held_why: Option<String>,
     /// Paid after it closed.
     pub paid_late: bool,
     /// A second payment for an order another invoice fulfilled.
@@ -142,6 +145,7 @@ impl InvoiceSeen {
         Self {
             status,
             held: false,
+            held_why: None,
             paid_late: false,
             duplicate_of: None,
             released: false,

@@ -239,17 +239,27 @@ fn invoice_change(
             };
             write::payment(&paid, (*occurred_at, *paid_at), effect.writes(&paid))
         }
-        write => vec![write::invoice_transition(
-            invoice_id,
-            (*status, *occurred_at, *paid_at),
-            order,
-            match write {
-                Write::Unfulfilled(mark) => Some(mark),
-                _ => None,
-            },
-            source,
-            now_ms,
-        )],
+        write => {
+            let mut transition = write::invoice_transition(
+                invoice_id,
+                (*status, *occurred_at, *paid_at),
+                order,
+                match write {
+                    Write::Unfulfilled(mark) => Some(mark),
+                    _ => None,
+                },
+                source,
+                now_ms,
+            );
+            // A hold keeps why, where the rule said (another order or project than the
+            // record's), for the person who lists it.
+            if let (Write::Unfulfilled(Mark::Held), Some(why)) = (write, &plan.reason) {
+                transition
+                    .set
+                    .push(write::Set::Put(Field::Why, Value::text(why)));
+            }
+            vec![transition]
+        }
     }
 }
 

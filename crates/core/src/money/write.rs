@@ -1693,6 +1693,7 @@ pub fn invoice_seen(fields: &Fields) -> InvoiceSeen {
             .as_deref()
             .and_then(InvoiceStatus::parse),
         held: fields.get(&Field::Held) == Some(&Value::Bool(true)),
+        held_why: text(fields, &Field::Why),
         paid_late: fields.contains_key(&Field::PaidLateAt),
         duplicate_of: text(fields, &Field::DuplicateOf),
         released: fields.contains_key(&Field::ReleasedAt),

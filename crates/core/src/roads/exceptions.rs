@@ -419,8 +419,13 @@ fn invoice_exception(inv: &InvoiceRecord, refund: Option<&str>) -> Exception {
         ),
         Standing::Held => (
             "held",
-            format!(
-                "paid {paid}, which differs from what order {order} was registered for{refunded}"
+            seen.held_why.as_ref().map_or_else(
+                || {
+                    format!(
+                        "paid {paid}, which differs from what order {order} was registered for{refunded}"
+                    )
+                },
+                |why| format!("paid {paid}, held: {why}{refunded}"),
             ),
             format!(
                 "check the order; ship with `paymos-inbox release {id} --actor <you> --override-amount --reason …`, or refund in full"

@@ -1492,3 +1492,28 @@ async fn reconcile_reports_an_invoice_shipped_under_another_order_than_paymos_na
     assert!(report.clean(), "{report:?}");
     assert_eq!(report.matched, 1);
 }
+
+// Found by the attack on `dev` (two projects, no reverse check): a person's `mark-paid
+// --project prj_b` of a payment whose project was known nowhere, then the paid event naming
+// prj_a: held, as it must be (neither project's order ships on two words), but listed as
+// "differs from what order o-1 was registered for", though nothing was registered. The hold
+// keeps why, and the listing says it.
+#[tokio::test]
+async fn a_hold_for_another_project_than_the_record_is_listed_with_that_reason() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let b = OrderRef {
+        project: Some("prj_b".into()),
+        ..OrderRef::none()
+    };
+    let marked = fulfil.mark_paid("inv_1", b, "support", NOW_MS).await;
+    assert_eq!(marked, Ok(OrderUnknown));
+    let paid = fulfil.apply(&paid_of("prj_a"), NOW_MS).await.unwrap().1;
+    assert_eq!(paid, Held);
+    assert_eq!(store.fulfilments(), []);
+    let listed = list(&*store, &MemoryReviews::new(), 0).await.unwrap();
+    let held: Vec<_> = listed.iter().filter(|e| e.kind == "held").collect();
+    assert_eq!(held.len(), 1, "{listed:?}");
+    assert!(held[0].why.contains("project prj_b"), "{held:?}");
+    assert!(!held[0].why.contains("registered"), "{held:?}");
+}

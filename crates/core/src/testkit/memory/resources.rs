@@ -26,6 +26,8 @@ pub struct StoredInvoice {
     pub order: OrderRef,
     /// Paid, but not as the registered order says.
     pub held: bool,
+    /// Why it is held, where the rule said.
+    pub held_why: Option<String>,
     /// Paid after it closed (event time, s).
     pub paid_late_at: Option<u64>,
     /// When its payment was made by Paymos' clock, where a delivery said so.
@@ -57,6 +59,7 @@ impl StoredInvoice {
                 .map(|s| (s, int(Field::StatusAt).unwrap_or_default())),
             order: seen.order,
             held: seen.held,
+            held_why: seen.held_why,
             paid_late_at: int(Field::PaidLateAt),
             payment_at: seen.payment_at,
             awaits_order: seen.awaits_order,
@@ -78,6 +81,7 @@ impl StoredInvoice {
         InvoiceSeen {
             status: self.status.map(|(s, _)| s),
             held: self.held,
+            held_why: self.held_why.clone(),
             paid_late: self.paid_late_at.is_some(),
             duplicate_of: self.duplicate_of.clone(),
             released: self.released_by.is_some(),

@@ -781,8 +781,9 @@ fn corrected(change: &Change, recorded: &OrderRef, written: &Written) -> Step {
 }
 
 /// For a change whose order Paymos `confirmed`: Paymos' order replaces a record's that says
-/// something else, where the record refused the change for it (an open invoice) or holds the
-/// payment for a person on its word (a held one, which they then release as Paymos has it).
+/// something else, where the record refused the change for it (an open invoice), holds the
+/// payment for a person on its word (a held or late one, which they then release as Paymos
+/// has it), or closed unpaid on an event's word: wherever nothing shipped under it.
 fn correct(change: &Change, tried: &Plan, refusal: &Refusal, confirmed: bool) -> Option<Step> {
     let recorded = match (&tried.write, refusal) {
         (Write::Change, Refusal::OrderOnRecord { recorded })
@@ -794,6 +795,16 @@ fn correct(change: &Change, tried: &Plan, refusal: &Refusal, confirmed: bool) ->
                 ..
             },
         ) => recorded,
+        // Closed unpaid by an event (a forged close before the check): nothing shipped.
+        (
+            Write::Change,
+            Refusal::Resource {
+                found: Found::Invoice(closed),
+                standing: Standing::Clear,
+                recorded,
+                ..
+            },
+        ) if !closed.fulfils() => recorded,
         _ => return None,
     };
     let Change::Invoice { order, .. } = change else {

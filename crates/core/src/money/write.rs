@@ -540,11 +540,12 @@ fn order_once(order: &OrderRef) -> Vec<Set> {
     set
 }
 
-/// Paymos' confirmed `order` (and its price, or none) on an open invoice's record, replacing
+/// Paymos' confirmed `order` (and its price, or none) on an invoice's record, replacing
 /// `recorded`, which a delivery nothing confirmed set (a stack that turned the reverse check on
-/// later, `dev`): what Paymos confirms wins. Written only while the record still holds
-/// `recorded` and nothing shipped under it (no status, an open one, or a payment held for a
-/// person, who then releases Paymos' order).
+/// later, `dev`, a forged event before it): what Paymos confirms wins. Written only while the
+/// record still holds `recorded` and nothing shipped under it (no payment status: open, closed
+/// unpaid or paid late; or a payment held for a person, who then releases Paymos' order; and
+/// no release).
 #[must_use]
 pub fn paymos_order(invoice_id: &str, order: &OrderRef, recorded: &OrderRef, now_ms: u64) -> Write {
     let mut set = vec![Set::Put(Field::UpdatedAt, Value::Int(now_ms))];
@@ -567,31 +568,24 @@ pub fn paymos_order(invoice_id: &str, order: &OrderRef, recorded: &OrderRef, now
         Some(id) => Guard::Is(Field::OrderId, Value::text(id)),
         None => Guard::Lacks(Field::OrderId),
     };
-    let open = Guard::Any(vec![
-        Guard::Lacks(Field::Status),
-        Guard::In(
-            Field::Status,
-            InvoiceStatus::OPEN
-                .iter()
-                .map(|s| Value::text(s.as_str()))
-                .collect(),
-        ),
-    ]);
-    let held = Guard::All(vec![
-        Guard::Is(Field::Held, Value::Bool(true)),
-        Guard::Lacks(Field::ReleasedAt),
-    ]);
-    let late = Guard::All(vec![
-        Guard::Has(Field::PaidLateAt),
-        Guard::Lacks(Field::ReleasedAt),
-    ]);
+    // Nothing shipped under it: no payment status (open, closed unpaid, paid late), or a
+    // payment held for a person; and no release.
+    let unpaid = Guard::Not(Box::new(Guard::In(
+        Field::Status,
+        [InvoiceStatus::Paid, InvoiceStatus::PaidOver]
+            .iter()
+            .map(|s| Value::text(s.as_str()))
+            .collect(),
+    )));
+    let held = Guard::Is(Field::Held, Value::Bool(true));
     Write {
         what: What::Transition,
         key: Key::state(invoice_id),
         guard: Guard::All(vec![
             Guard::Has(Field::Kind),
             as_read,
-            Guard::Any(vec![open, held, late]),
+            Guard::Lacks(Field::ReleasedAt),
+            Guard::Any(vec![unpaid, held]),
         ]),
         set,
     }

@@ -1517,3 +1517,30 @@ async fn a_hold_for_another_project_than_the_record_is_listed_with_that_reason()
     assert!(held[0].why.contains("project prj_b"), "{held:?}");
     assert!(!held[0].why.contains("registered"), "{held:?}");
 }
+
+// Found by the model's new shapes (a reference-only helper): a forged close (no reverse check)
+// named order o-X; Paymos has the invoice paid in time, order o-1. `reconcile --apply` held the
+// payment on the record's o-X (Paymos' order replaced only an open, held or late record's), and
+// `release` shipped the forgery's order. Nothing shipped under the closed record: Paymos'
+// order replaces it, and the release ships o-1.
+#[tokio::test]
+async fn reconcile_puts_paymos_order_on_an_invoice_a_forged_close_named() {
+    let forged = item(
+        "evt_f",
+        "invoice.underpaid",
+        100,
+        r#"{"invoice_id":"inv_1","order":{"external_id":"o-X","amount":"10","currency":"USD"}}"#,
+    );
+    let (outcomes, store) = webhooks(&[forged]).await;
+    assert_eq!(outcomes, [Updated]);
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let paymos = MemoryPaymos::new();
+    paymos.invoice("inv_1", at_paymos("paid", Some(110)));
+    crate::roads::reconcile::reconcile(&paymos, &fulfil, (0, 2_000_000_000), true, NOW_MS)
+        .await
+        .unwrap();
+    let _ = fulfil
+        .release(&MemoryReviews::new(), "inv_1", &alice(), NOW_MS)
+        .await;
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}

@@ -300,9 +300,9 @@ impl Projects {
     }
 
     /// Why a person's word naming `given` (a project, or none) of an invoice whose record holds
-    /// `recorded` is refused, if it is: a project other than the record's ships no order from
-    /// it, and on a stack of several projects a person names the project the record does not
-    /// know (order `1001` of two projects is two orders).
+    /// `recorded` is refused, if it is: a project the stack does not apply, or other than the
+    /// record's, ships no order from it, and on a stack of several projects a person names the
+    /// project the record does not know (order `1001` of two projects is two orders).
     #[must_use]
     pub fn refuses_person(&self, given: Option<&str>, recorded: &OrderRef) -> Option<String> {
         let of = |order: &OrderRef| match (&order.project, order.home, self.0.first()) {
@@ -313,6 +313,14 @@ impl Projects {
             project: given.map(str::to_owned),
             ..OrderRef::none()
         });
+        if let Some(g) = given.filter(|g| !self.applies(Some(g))) {
+            // Taken, it would mark the invoice another project's, and the person's own word of
+            // the right project would then apply nothing.
+            return Some(format!(
+                "{g} is not a project this stack applies ({}): pass one of them",
+                self.0.join(", ")
+            ));
+        }
         match (given, of(recorded)) {
             (Some(g), Some(r)) if of(&given_ref).as_deref() != Some(r.as_str()) => Some(format!(
                 "the invoice's record is of project {r}, not {g}: pass --project {r}, or none"
@@ -859,6 +867,16 @@ mod tests {
             one.refuses_person(None, &unknown),
             None,
             "one project: its own"
+        );
+        // Found by the model's new shapes: a project the stack does not apply, of a record
+        // naming none (an open event under the check), marked the invoice another project's.
+        for stack in [&one, &two] {
+            let why = stack.refuses_person(Some("prj_z"), &unknown);
+            assert!(why.is_some_and(|w| w.contains("not a project this stack applies")));
+        }
+        assert_eq!(
+            Projects::all().refuses_person(Some("prj_z"), &unknown),
+            None
         );
     }
 

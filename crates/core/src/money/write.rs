@@ -448,13 +448,7 @@ pub fn order_on_record(order: &OrderRef) -> Guard {
         // The project likewise: a change naming none takes the record's (adopted), and no
         // other project's order ships from a record of the home project.
         match &order.project {
-            Some(p) => Guard::Any(vec![
-                Guard::All(vec![
-                    Guard::Lacks(Field::ProjectId),
-                    Guard::Lacks(Field::HomeProject),
-                ]),
-                Guard::Is(Field::ProjectId, Value::text(p)),
-            ]),
+            Some(p) => unnamed_or(Guard::Is(Field::ProjectId, Value::text(p))),
             None => Guard::Lacks(Field::ProjectId),
         },
     ];
@@ -466,6 +460,28 @@ pub fn order_on_record(order: &OrderRef) -> Guard {
         ]));
     }
     Guard::All(guards)
+}
+
+/// A record that names no project (neither one nor the home project), or holds `named`.
+fn unnamed_or(named: Guard) -> Guard {
+    Guard::Any(vec![
+        Guard::All(vec![
+            Guard::Lacks(Field::ProjectId),
+            Guard::Lacks(Field::HomeProject),
+        ]),
+        named,
+    ])
+}
+
+/// A record whose status pays nothing (none, open, closed unpaid): nothing shipped under it.
+fn no_payment_status() -> Guard {
+    Guard::Not(Box::new(Guard::In(
+        Field::Status,
+        [InvoiceStatus::Paid, InvoiceStatus::PaidOver]
+            .iter()
+            .map(|s| Value::text(s.as_str()))
+            .collect(),
+    )))
 }
 
 /// The fields of an invoice's status change, by `source` at `now_ms`, with the order and price
@@ -570,13 +586,7 @@ pub fn paymos_order(invoice_id: &str, order: &OrderRef, recorded: &OrderRef, now
     };
     // Nothing shipped under it: no payment status (open, closed unpaid, paid late), or a
     // payment held for a person; and no release.
-    let unpaid = Guard::Not(Box::new(Guard::In(
-        Field::Status,
-        [InvoiceStatus::Paid, InvoiceStatus::PaidOver]
-            .iter()
-            .map(|s| Value::text(s.as_str()))
-            .collect(),
-    )));
+    let unpaid = no_payment_status();
     let held = Guard::Is(Field::Held, Value::Bool(true));
     Write {
         what: What::Transition,
@@ -601,13 +611,7 @@ pub fn learned_order(invoice_id: &str, order: &OrderRef, now_ms: u64) -> Write {
     let mut guards = vec![
         Guard::Has(Field::Kind),
         Guard::Lacks(Field::ReleasedAt),
-        Guard::Not(Box::new(Guard::In(
-            Field::Status,
-            [InvoiceStatus::Paid, InvoiceStatus::PaidOver]
-                .iter()
-                .map(|s| Value::text(s.as_str()))
-                .collect(),
-        ))),
+        no_payment_status(),
     ];
     let mut new = Vec::new();
     match &order.external_id {
@@ -624,16 +628,9 @@ pub fn learned_order(invoice_id: &str, order: &OrderRef, now_ms: u64) -> Write {
         new.push(Guard::Lacks(Field::Amount));
     }
     guards.push(Guard::Any(new));
-    let unnamed = Guard::All(vec![
-        Guard::Lacks(Field::ProjectId),
-        Guard::Lacks(Field::HomeProject),
-    ]);
     match (&order.project, order.home) {
-        (Some(p), _) => guards.push(Guard::Any(vec![
-            unnamed,
-            Guard::Is(Field::ProjectId, Value::text(p)),
-        ])),
-        (None, true) => guards.push(Guard::Any(vec![unnamed, Guard::Has(Field::HomeProject)])),
+        (Some(p), _) => guards.push(unnamed_or(Guard::Is(Field::ProjectId, Value::text(p)))),
+        (None, true) => guards.push(unnamed_or(Guard::Has(Field::HomeProject))),
         (None, false) => {}
     }
     let mut set = vec![Set::Put(Field::UpdatedAt, Value::Int(now_ms))];

@@ -1091,6 +1091,26 @@ fn alice() -> ReleaseBy<'static> {
     }
 }
 
+/// Alice's release of inv_1, as `release` without the API.
+async fn release_by_alice(
+    fulfil: &Fulfil<Arc<MemoryResources>>,
+) -> Result<Applied, crate::roads::release::ReleaseError> {
+    fulfil
+        .release(&MemoryReviews::new(), "inv_1", &alice(), NOW_MS)
+        .await
+}
+
+/// `reconcile` over every invoice Paymos lists (`--apply` when `apply`).
+async fn reconcile_all(
+    paymos: &MemoryPaymos,
+    fulfil: &Fulfil<Arc<MemoryResources>>,
+    apply: bool,
+) -> crate::roads::reconcile::Report {
+    crate::roads::reconcile::reconcile(paymos, fulfil, (0, 2_000_000_000), apply, NOW_MS)
+        .await
+        .unwrap()
+}
+
 // Found by the model's new shapes: an invoice closed by an event naming no order, then paid
 // late by one naming it. `release` said "no order is known: mark-paid --order-id", and
 // `mark-paid` answered `paid_late` and learned nothing: the payment could never ship. The late
@@ -1104,9 +1124,7 @@ async fn a_late_payment_teaches_the_order_its_close_did_not_name() {
     .await;
     assert_eq!(outcomes, [Updated, PaidLate]);
     let fulfil = Fulfil::new(Arc::clone(&store));
-    let released = fulfil
-        .release(&MemoryReviews::new(), "inv_1", &alice(), NOW_MS)
-        .await;
+    let released = release_by_alice(&fulfil).await;
     assert_eq!(released, Ok(Fulfilled));
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
 }
@@ -1119,9 +1137,7 @@ async fn a_persons_word_names_the_order_of_a_late_payment_known_nowhere() {
     let (outcomes, store) = webhooks(&[closed_naming_nothing("evt_x", 100), late]).await;
     assert_eq!(outcomes, [Updated, PaidLate]);
     let fulfil = Fulfil::new(Arc::clone(&store));
-    let refused = fulfil
-        .release(&MemoryReviews::new(), "inv_1", &alice(), NOW_MS)
-        .await;
+    let refused = release_by_alice(&fulfil).await;
     assert!(refused.is_err(), "{refused:?}");
     let named = OrderRef {
         external_id: Some("o-1".into()),
@@ -1133,9 +1149,7 @@ async fn a_persons_word_names_the_order_of_a_late_payment_known_nowhere() {
         store.fulfilments().is_empty(),
         "a late payment waits for release"
     );
-    let released = fulfil
-        .release(&MemoryReviews::new(), "inv_1", &alice(), NOW_MS)
-        .await;
+    let released = release_by_alice(&fulfil).await;
     assert_eq!(released, Ok(Fulfilled));
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
 }
@@ -1181,12 +1195,8 @@ async fn reconcile_puts_paymos_order_on_a_late_payment_a_forged_close_named() {
             ..at_paymos("expired", Some(110))
         },
     );
-    crate::roads::reconcile::reconcile(&paymos, &fulfil, (0, 2_000_000_000), true, NOW_MS)
-        .await
-        .unwrap();
-    let released = fulfil
-        .release(&MemoryReviews::new(), "inv_1", &alice(), NOW_MS)
-        .await;
+    reconcile_all(&paymos, &fulfil, true).await;
+    let released = release_by_alice(&fulfil).await;
     assert_eq!(released, Ok(Fulfilled));
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
 }
@@ -1272,9 +1282,7 @@ async fn a_dated_late_payment_after_the_full_refund_that_settled_a_persons_word_
     assert_eq!(paid, PaidLate, "listed: {listed:?}");
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(store.fulfilments(), []);
-    let released = fulfil
-        .release(&MemoryReviews::new(), "inv_1", &alice(), NOW_MS)
-        .await;
+    let released = release_by_alice(&fulfil).await;
     assert_eq!(released, Ok(Fulfilled));
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
 }
@@ -1357,9 +1365,7 @@ async fn a_released_late_payment_is_known_to_the_reconciliation() {
     ])
     .await;
     let fulfil = Fulfil::new(Arc::clone(&store));
-    let released = fulfil
-        .release(&MemoryReviews::new(), "inv_1", &alice(), NOW_MS)
-        .await;
+    let released = release_by_alice(&fulfil).await;
     assert_eq!(released, Ok(Fulfilled));
     let paymos = MemoryPaymos::new();
     paymos.invoice(
@@ -1485,10 +1491,7 @@ async fn reconcile_reports_an_invoice_shipped_under_another_order_than_paymos_na
     let mut same = at_paymos("paid", Some(30));
     same.order_id = Some("o-7".into());
     paymos.invoice("inv_1", same);
-    let report =
-        crate::roads::reconcile::reconcile(&paymos, &fulfil, (0, 2_000_000_000), false, NOW_MS)
-            .await
-            .unwrap();
+    let report = reconcile_all(&paymos, &fulfil, false).await;
     assert!(report.clean(), "{report:?}");
     assert_eq!(report.matched, 1);
 }
@@ -1536,11 +1539,7 @@ async fn reconcile_puts_paymos_order_on_an_invoice_a_forged_close_named() {
     let fulfil = Fulfil::new(Arc::clone(&store));
     let paymos = MemoryPaymos::new();
     paymos.invoice("inv_1", at_paymos("paid", Some(110)));
-    crate::roads::reconcile::reconcile(&paymos, &fulfil, (0, 2_000_000_000), true, NOW_MS)
-        .await
-        .unwrap();
-    let _ = fulfil
-        .release(&MemoryReviews::new(), "inv_1", &alice(), NOW_MS)
-        .await;
+    reconcile_all(&paymos, &fulfil, true).await;
+    let _ = release_by_alice(&fulfil).await;
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
 }

@@ -173,3 +173,61 @@ async fn a_delivery_naming_another_order_than_the_one_shipped_waits_until_resolv
         .unwrap();
     assert!(waiting.is_empty(), "{waiting:?}");
 }
+
+// Issue 49 (attack F3), where a condition decides: an invoice whose open event named project B
+// and whose payment named A is held with `projects_disagree`; a release names the project the
+// person checked, which the record takes in the same conditional write as Paymos' order, and
+// that project's order ships, once.
+#[tokio::test]
+async fn a_release_names_the_project_of_an_invoice_whose_events_named_two_on_dynamodb() {
+    use paymos_inbox_aws::dynamodb::DynamoLedger;
+    use paymos_inbox_core::roads::release::ReleaseBy;
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let (state, deliveries) = (stack.table("StateTable"), stack.table("DeliveriesTable"));
+    let resources = DynamoResources::new(aws.dynamodb.clone(), state, deliveries);
+    let ledger = DynamoLedger::new(aws.dynamodb.clone(), deliveries, None);
+    let fulfil = Fulfil::new(resources.clone()).for_projects(Projects::parse("prj_a,prj_b"));
+    let open = event("evt_o", "invoice.confirming", "inv_x", Some("prj_b"));
+    let paid = event("evt_p", "invoice.paid", "inv_x", Some("prj_a"));
+    let (_, applied) = fulfil.apply(&live(&open), NOW_MS).await.unwrap();
+    assert_eq!(applied, Applied::Updated);
+    let (_, applied) = fulfil.apply(&live(&paid), NOW_MS).await.unwrap();
+    assert_eq!(applied, Applied::Held);
+    let record = aws.item(state, "pk", "inv_x").await.unwrap();
+    assert_eq!(
+        record.get("projects_disagree"),
+        Some(&AttributeValue::Bool(true))
+    );
+    let by = |project| ReleaseBy {
+        actor: "alice",
+        reason: Some("checked at Paymos"),
+        override_amount: true,
+        project,
+    };
+    let refused = fulfil.release(&ledger, "inv_x", &by(None), NOW_MS).await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("two projects")),
+        "{refused:?}"
+    );
+    assert!(!resources.is_fulfilled("inv_x").await.unwrap());
+    let released = fulfil
+        .release(&ledger, "inv_x", &by(Some("prj_a")), NOW_MS)
+        .await;
+    assert_eq!(released, Ok(Applied::Fulfilled));
+    assert!(aws.item(state, "pk", "order_paid#1001").await.is_some());
+    assert!(
+        aws.item(state, "pk", "order_paid#prj_b#1001")
+            .await
+            .is_none()
+    );
+    let record = aws.item(state, "pk", "inv_x").await.unwrap();
+    assert_eq!(
+        record.get("home_project"),
+        Some(&AttributeValue::Bool(true))
+    );
+    assert!(!record.contains_key("projects_disagree"));
+    assert!(!record.contains_key("project_id"));
+}

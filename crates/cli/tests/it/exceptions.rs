@@ -663,6 +663,7 @@ fn by(
         actor,
         reason,
         override_amount,
+        project: None,
     }
 }
 

@@ -79,6 +79,9 @@ pub struct InvoiceSeen {
     /// Why it is held, where the rule that held it said (another order or project than its
     /// record); none for a price the registered order does not match.
     pub held_why: Option<String>,
+    /// Held because its payment named another project than its record: never released on the
+    /// record's word.
+    pub projects_disagree: bool,
     /// Paid after it closed.
     pub paid_late: bool,
     /// A second payment for an order another invoice fulfilled.
@@ -146,6 +149,7 @@ impl InvoiceSeen {
             status,
             held: false,
             held_why: None,
+            projects_disagree: false,
             paid_late: false,
             duplicate_of: None,
             released: false,

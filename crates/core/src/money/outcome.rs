@@ -253,7 +253,9 @@ fn invoice_change(
             );
             // A hold keeps why, where the rule said (another order or project than the
             // record's), for the person who lists it.
-            if let (Write::Unfulfilled(Mark::Held), Some(why)) = (write, &plan.reason) {
+            if let (Write::Unfulfilled(Mark::Held | Mark::ProjectsDisagree), Some(why)) =
+                (write, &plan.reason)
+            {
                 transition
                     .set
                     .push(write::Set::Put(Field::Why, Value::text(why)));
@@ -663,7 +665,7 @@ fn on_record(change: &Change, recorded: OrderRef) -> Step {
                     .map_or("the home project".to_owned(), |p| format!("project {p}"))
             };
             Step::Then(Plan {
-                write: Write::Unfulfilled(Mark::Held),
+                write: Write::Unfulfilled(Mark::ProjectsDisagree),
                 with_mark: true,
                 outcome: Applied::Held,
                 reason: Some(format!(
@@ -713,11 +715,14 @@ pub fn next(source: &Source, change: &Change, tried: &Plan, written: Written) ->
     next_as(source, change, tried, written, false)
 }
 
-/// Whether the record says something else than Paymos confirmed: another order id, or another
-/// price (what the record leaves out is not said, and is set once as ever). Where nothing
-/// shipped under it, Paymos' order then replaces the record's.
+/// Whether the record says something else than Paymos confirmed: another order id, another
+/// price, or another project (what the record leaves out is not said, and is set once as ever).
+/// Where nothing shipped under it, Paymos' order then replaces the record's.
 #[must_use]
 pub fn differs(confirmed: &OrderRef, recorded: &OrderRef) -> bool {
+    let other_project = confirmed.names_project()
+        && recorded.names_project()
+        && (confirmed.project != recorded.project || confirmed.home != recorded.home);
     let same_price = matches!(
         (&confirmed.amount, &recorded.amount),
         (Some(a), Some(b)) if a.same_value(b)
@@ -726,7 +731,7 @@ pub fn differs(confirmed: &OrderRef, recorded: &OrderRef) -> bool {
         (&confirmed.external_id, &recorded.external_id),
         (Some(a), Some(b)) if a != b
     );
-    other_order || (confirmed.has_price() && recorded.has_price() && !same_price)
+    other_project || other_order || (confirmed.has_price() && recorded.has_price() && !same_price)
 }
 
 /// The writes a refusal asks for again, the change otherwise unchanged: a refund note that keeps

@@ -131,6 +131,7 @@ pub enum Field {
     AwaitsOrder,
     AfterRefund,
     OtherProject,
+    ProjectsDisagree,
     Applied,
     LastEventId,
     UpdatedAt,
@@ -580,6 +581,21 @@ pub fn paymos_order(invoice_id: &str, order: &OrderRef, recorded: &OrderRef, now
             Set::Remove(Field::Currency),
         ]),
     }
+    // Paymos' project too, where it names one: the events' disagreement is settled.
+    match (&order.project, order.home) {
+        (Some(p), _) => set.extend([
+            Set::Put(Field::ProjectId, Value::text(p)),
+            Set::Remove(Field::HomeProject),
+        ]),
+        (None, true) => set.extend([
+            Set::Put(Field::HomeProject, Value::Bool(true)),
+            Set::Remove(Field::ProjectId),
+        ]),
+        (None, false) => {}
+    }
+    if order.names_project() {
+        set.push(Set::Remove(Field::ProjectsDisagree));
+    }
     let as_read = match &recorded.external_id {
         Some(id) => Guard::Is(Field::OrderId, Value::text(id)),
         None => Guard::Lacks(Field::OrderId),
@@ -836,6 +852,10 @@ pub enum Mark {
     /// Paid at a time no road knew while a full refund is on record: `after_refund`, for a
     /// person ([`crate::money::invoice::Standing::AfterRefund`]).
     AfterRefund,
+    /// The payment names another project than the invoice's record: `held` and
+    /// `projects_disagree`, never released on the record's word (which project's order it
+    /// pays, a person names, or Paymos confirms).
+    ProjectsDisagree,
 }
 
 /// An invoice's status change that fulfils nothing, with `mark` (why a payment does not ship)
@@ -856,6 +876,10 @@ pub fn invoice_transition(
     }
     match mark {
         Some(Mark::Held) => set.push(Set::Put(Field::Held, Value::Bool(true))),
+        Some(Mark::ProjectsDisagree) => {
+            set.push(Set::Put(Field::Held, Value::Bool(true)));
+            set.push(Set::Put(Field::ProjectsDisagree, Value::Bool(true)));
+        }
         Some(Mark::DuplicateOf(winner)) => {
             set.push(Set::Put(Field::DuplicateOf, Value::text(winner)));
         }
@@ -872,7 +896,13 @@ pub fn invoice_transition(
         status,
         matches!(
             mark,
-            Some(Mark::Held | Mark::DuplicateOf(_) | Mark::AwaitsOrder | Mark::AfterRefund)
+            Some(
+                Mark::Held
+                    | Mark::ProjectsDisagree
+                    | Mark::DuplicateOf(_)
+                    | Mark::AwaitsOrder
+                    | Mark::AfterRefund
+            )
         ),
         now_ms,
     ));
@@ -1685,6 +1715,7 @@ pub fn invoice_seen(fields: &Fields) -> InvoiceSeen {
             .and_then(InvoiceStatus::parse),
         held: fields.get(&Field::Held) == Some(&Value::Bool(true)),
         held_why: text(fields, &Field::Why),
+        projects_disagree: fields.get(&Field::ProjectsDisagree) == Some(&Value::Bool(true)),
         paid_late: fields.contains_key(&Field::PaidLateAt),
         duplicate_of: text(fields, &Field::DuplicateOf),
         released: fields.contains_key(&Field::ReleasedAt),

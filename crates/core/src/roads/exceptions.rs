@@ -427,9 +427,15 @@ fn invoice_exception(inv: &InvoiceRecord, refund: Option<&str>) -> Exception {
                 },
                 |why| format!("paid {paid}, held: {why}{refunded}"),
             ),
-            format!(
-                "check the order; ship with `paymos-inbox release {id} --actor <you> --override-amount --reason …`, or refund in full"
-            ),
+            if seen.projects_disagree {
+                format!(
+                    "check at Paymos which project's invoice it is; ship with `paymos-inbox release {id} --project <its project> --actor <you> --reason …`, or refund in full"
+                )
+            } else {
+                format!(
+                    "check the order; ship with `paymos-inbox release {id} --actor <you> --override-amount --reason …`, or refund in full"
+                )
+            },
         ),
         _ => (
             "paid_late",
@@ -848,7 +854,54 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
         by: &ReleaseBy<'_>,
         now_ms: u64,
     ) -> Result<Applied, ReleaseError> {
+        if let Some(project) = by.project {
+            self.name_project(invoice_id, project, now_ms).await?;
+        }
         release(self.store(), ledger, invoice_id, by, self.effect(), now_ms).await
+    }
+
+    /// The project a person's release names: refused where the stack does not apply it or the
+    /// record names another; where the invoice's events named two projects, it settles them
+    /// (the record takes it, as it takes Paymos', while nothing shipped).
+    async fn name_project(
+        &self,
+        invoice_id: &str,
+        project: &str,
+        now_ms: u64,
+    ) -> Result<(), ReleaseError> {
+        let Some(fields) = self
+            .store()
+            .read(&crate::money::write::Key::state(invoice_id))
+            .await?
+        else {
+            return Ok(()); // nothing recorded: the release refuses it as unknown
+        };
+        let seen = crate::money::write::invoice_seen(&fields);
+        if !seen.projects_disagree {
+            return match self.projects().refuses_person(Some(project), &seen.order) {
+                Some(why) => Err(ReleaseError::NotReleasable(why)),
+                None => Ok(()),
+            };
+        }
+        if !self.projects().applies(Some(project)) {
+            return Err(ReleaseError::NotReleasable(format!(
+                "{project} is not a project this stack applies ({}): pass one of them",
+                self.projects().ids().join(", ")
+            )));
+        }
+        let named = self.projects().scoped(OrderRef {
+            project: Some(project.to_owned()),
+            ..OrderRef::none()
+        });
+        let order = OrderRef {
+            project: named.project,
+            home: named.home,
+            ..seen.order.clone()
+        };
+        let settle = crate::money::write::paymos_order(invoice_id, &order, &seen.order, now_ms);
+        // Refused, the record moved since it was read: the release reads it again and decides.
+        let _ = self.store().write(&[settle]).await?;
+        Ok(())
     }
 
     /// [`Fulfil::release`], once Paymos' completed full refunds of the invoice are recorded

@@ -84,6 +84,13 @@ pub fn waiting(
         }
         Standing::Clear | Standing::Held | Standing::PaidLate | Standing::AfterRefund => {}
     }
+    if seen.is_some_and(|s| s.projects_disagree) {
+        // The record's project is one delivery's word against another's: a release would ship
+        // that project's order on it.
+        return refuse(format!(
+            "{invoice_id}'s events named two projects: nothing ships on either's word. Check at Paymos which project's invoice it is, then `paymos-inbox release {invoice_id} --project <its project> --actor <you> --reason …` (or `paymos-inbox reconcile --apply` with the API: Paymos' project replaces the record's)"
+        ));
+    }
     match (seen.and_then(|s| s.status), named) {
         (_, Named::Refund(withdrawal_id)) => refuse(format!(
             "a refund of {invoice_id} ({withdrawal_id}) waits unconfirmed: the order may have been paid back. Run `paymos-inbox recheck {withdrawal_id}` first; release only if the payment still waits after it"
@@ -152,6 +159,9 @@ pub struct ReleaseBy<'a> {
     pub reason: Option<&'a str>,
     /// Fulfil although the amount differs from the registered order.
     pub override_amount: bool,
+    /// The project whose order this is, as the person checked it (`--project`): required where
+    /// the invoice's events named two projects, and refused where it is not the record's.
+    pub project: Option<&'a str>,
 }
 
 /// What a release reads; it writes through [`ResourceStore`].

@@ -279,6 +279,7 @@ where
                     actor: "ops",
                     reason: Some("model"),
                     override_amount,
+                    project: None,
                 };
                 // Refusals are answers here; only a store failure stops the history.
                 if let Err(crate::roads::release::ReleaseError::Port(e)) = release(

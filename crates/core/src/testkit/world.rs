@@ -909,6 +909,7 @@ async fn operate<S: WorldStore>(
                 actor: "ops",
                 reason: Some("model"),
                 override_amount,
+                project: None,
             };
             // A refusal is an answer; only a store failure stops the history.
             if let Err(crate::roads::release::ReleaseError::Port(e)) = exceptions::release(

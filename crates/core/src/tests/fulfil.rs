@@ -880,6 +880,7 @@ async fn after_a_late_payment_is_released_a_second_endpoints_payment_waits_for_n
         actor: "alice",
         reason: Some("paid on chain"),
         override_amount: false,
+        project: None,
     };
     assert_eq!(
         release(&*store, "inv_1", None, &by, &RecordFulfilment, 2).await,

@@ -203,6 +203,7 @@ async fn an_undated_payment_after_a_full_refund_waits_for_a_person_and_release_s
                 actor: "alice",
                 reason: None,
                 override_amount: false,
+                project: None,
             },
             NOW_MS,
         )
@@ -896,6 +897,7 @@ async fn a_release_asks_paymos_about_refunds_first() {
         actor: "alice",
         reason: Some("price agreed by email"),
         override_amount: true,
+        project: None,
     };
     // Paid at 30, for a price other than its order's registration: held for a person.
     let held = || {
@@ -1088,6 +1090,7 @@ fn alice() -> ReleaseBy<'static> {
         actor: "alice",
         reason: None,
         override_amount: false,
+        project: None,
     }
 }
 

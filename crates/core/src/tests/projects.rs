@@ -283,3 +283,135 @@ async fn a_payment_naming_no_project_of_an_invoice_noted_as_another_projects_app
         "another project's payment ships nothing here"
     );
 }
+
+/// An invoice whose open event names shop B and whose payment names shop A (the home project).
+async fn two_projects_named() -> (Arc<MemoryResources>, Fulfil<Arc<MemoryResources>>) {
+    let opened = item(
+        "evt_o",
+        "invoice.confirming",
+        r#"{"invoice_id":"inv_x","project_id":"prj_b","order":{"external_id":"1001","amount":"10.00","currency":"USD"}}"#,
+    );
+    let (outcomes, store) = run(
+        two_shops(),
+        &[opened, paid("evt_p", "inv_x", "prj_a", "1001")],
+    )
+    .await;
+    assert_eq!(outcomes, [Updated, Held]);
+    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(two_shops());
+    (store, fulfil)
+}
+
+/// Alice's release of inv_x, naming `project` (`--project`) or not.
+async fn release_x(
+    fulfil: &Fulfil<Arc<MemoryResources>>,
+    project: Option<&str>,
+    override_amount: bool,
+) -> Result<Applied, crate::roads::release::ReleaseError> {
+    let by = crate::roads::release::ReleaseBy {
+        actor: "alice",
+        reason: Some("checked at Paymos"),
+        override_amount,
+        project,
+    };
+    fulfil
+        .release(
+            &crate::testkit::memory::MemoryReviews::new(),
+            "inv_x",
+            &by,
+            8_000,
+        )
+        .await
+}
+
+#[tokio::test]
+async fn a_release_never_ships_an_invoice_whose_events_named_two_projects() {
+    // Issue 49 (attack F3): the invoice's events disagree on its project: held, and a release
+    // (even overriding the amount) shipped shop B's order on the record's word alone. Which
+    // shop's invoice it is, only Paymos or a person naming the project can say.
+    let (store, fulfil) = two_projects_named().await;
+    let listed =
+        crate::roads::exceptions::list(&*store, &crate::testkit::memory::MemoryReviews::new(), 0)
+            .await
+            .unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].kind, "held");
+    assert!(
+        listed[0]
+            .why
+            .contains("names the home project, the invoice's record project prj_b")
+            && listed[0].action.contains("release inv_x --project"),
+        "{listed:?}"
+    );
+    for override_amount in [false, true] {
+        let refused = release_x(&fulfil, None, override_amount)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.contains("two projects") && refused.contains("--project"),
+            "{refused}"
+        );
+    }
+    let refused = release_x(&fulfil, Some("prj_z"), false).await.unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("not a project this stack applies")
+    );
+    assert_eq!(store.fulfilments(), []);
+    // The person names the project they checked: shop A's order ships, once, under its key.
+    assert_eq!(
+        release_x(&fulfil, Some("prj_a"), false).await,
+        Ok(Fulfilled)
+    );
+    assert_eq!(
+        release_x(&fulfil, Some("prj_a"), false).await,
+        Ok(AlreadyFinal)
+    );
+    assert_eq!(store.fulfilments(), [("inv_x".into(), Some("1001".into()))]);
+    let keys = store.keys();
+    assert!(keys.contains(&"order_paid#1001".to_owned()), "{keys:?}");
+    assert!(
+        !keys.contains(&"order_paid#prj_b#1001".to_owned()),
+        "{keys:?}"
+    );
+    // Or shop B's, had they found it B's.
+    let (store, fulfil) = two_projects_named().await;
+    assert_eq!(
+        release_x(&fulfil, Some("prj_b"), false).await,
+        Ok(Fulfilled)
+    );
+    assert!(store.keys().contains(&"order_paid#prj_b#1001".to_owned()));
+}
+
+#[tokio::test]
+async fn paymos_project_settles_an_invoice_whose_events_named_two_projects() {
+    // Paymos' word is the other way out: `reconcile --apply` puts the project Paymos has the
+    // invoice in on the record; still a person's to ship (as any hold), now as Paymos has it.
+    let (store, fulfil) = two_projects_named().await;
+    let paymos = crate::testkit::memory::MemoryPaymos::new();
+    paymos.invoice(
+        "inv_x",
+        crate::roads::confirm::ConfirmedInvoice {
+            status: "paid".into(),
+            is_test: false,
+            order_id: Some("1001".into()),
+            order_amount: crate::money::status::Amount::parse("10.00"),
+            order_currency: Some("USD".into()),
+            token_amount: None,
+            token_currency: None,
+            paid_late: false,
+            project_id: Some("prj_a".into()),
+            paid_at: Some(30),
+        },
+    );
+    let report =
+        crate::roads::reconcile::reconcile(&paymos, &fulfil, (0, 2_000_000_000), true, 7_000)
+            .await
+            .unwrap();
+    assert_eq!(report.applied.get("inv_x"), Some(&Ok(Held)));
+    assert_eq!(store.fulfilments(), []);
+    assert_eq!(release_x(&fulfil, None, false).await, Ok(Fulfilled));
+    assert_eq!(store.fulfilments(), [("inv_x".into(), Some("1001".into()))]);
+    assert!(store.keys().contains(&"order_paid#1001".to_owned()));
+}

@@ -397,6 +397,7 @@ async fn a_released_late_payment_is_not_unknown() {
         actor: "ops",
         reason: Some("shipped anyway"),
         override_amount: false,
+        project: None,
     };
     let released = crate::roads::release::release(
         &store,

@@ -29,6 +29,7 @@ fn overriding(actor: &str) -> ReleaseBy<'_> {
         actor,
         reason: Some("checked with the customer"),
         override_amount: true,
+        project: None,
     }
 }
 
@@ -175,6 +176,7 @@ async fn an_invoice_known_only_from_an_unconfirmed_delivery_is_never_released() 
             actor: "support:a",
             reason: Some("checked by phone"),
             override_amount: false,
+            project: None,
         },
         &RecordFulfilment,
         1,
@@ -202,6 +204,7 @@ fn plainly(actor: &str) -> ReleaseBy<'_> {
         actor,
         reason: None,
         override_amount: false,
+        project: None,
     }
 }
 
@@ -257,6 +260,7 @@ async fn release_refuses_what_no_payment_waits_for_and_what_the_order_was_not_re
             actor: "support:a",
             reason: None,
             override_amount: true,
+            project: None,
         },
         &RecordFulfilment,
         3,

@@ -248,7 +248,12 @@ pub(crate) async fn release_in(
         } else {
             ""
         };
-        (format!("{}{overridden}", applied.as_str()), None)
+        let named = by
+            .project
+            .filter(|_| *applied == paymos_inbox_core::money::change::Applied::Fulfilled)
+            .map(|p| format!(" (as project {p})"))
+            .unwrap_or_default();
+        (format!("{}{overridden}{named}", applied.as_str()), None)
     })
     .await;
     match (done, refused) {
@@ -419,6 +424,10 @@ pub struct ReleaseArgs {
     /// payment); kept on the invoice as amount_overridden.
     #[arg(long, requires = "reason")]
     override_amount: bool,
+    /// The project whose order ships, as you checked it at Paymos: required where the
+    /// invoice's events named two projects; refused where the record names another.
+    #[arg(value_parser = crate::exit::id, long)]
+    project: Option<String>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -459,6 +468,7 @@ pub async fn release(args: ReleaseArgs) -> ExitCode {
         actor: &args.actor,
         reason: args.reason.as_deref(),
         override_amount: args.override_amount,
+        project: args.project.as_deref(),
     };
     match release_in((&stack, state, &ledger), api, &args.invoice_id, &by).await {
         Ok(applied) => {

@@ -28,6 +28,8 @@ pub struct StoredInvoice {
     pub held: bool,
     /// Why it is held, where the rule said.
     pub held_why: Option<String>,
+    /// Held because its payment named another project than its record.
+    pub projects_disagree: bool,
     /// Paid after it closed (event time, s).
     pub paid_late_at: Option<u64>,
     /// When its payment was made by Paymos' clock, where a delivery said so.
@@ -60,6 +62,7 @@ impl StoredInvoice {
             order: seen.order,
             held: seen.held,
             held_why: seen.held_why,
+            projects_disagree: seen.projects_disagree,
             paid_late_at: int(Field::PaidLateAt),
             payment_at: seen.payment_at,
             awaits_order: seen.awaits_order,
@@ -82,6 +85,7 @@ impl StoredInvoice {
             status: self.status.map(|(s, _)| s),
             held: self.held,
             held_why: self.held_why.clone(),
+            projects_disagree: self.projects_disagree,
             paid_late: self.paid_late_at.is_some(),
             duplicate_of: self.duplicate_of.clone(),
             released: self.released_by.is_some(),

@@ -906,8 +906,13 @@ impl Console {
         };
         let answered = match action {
             "release" => {
-                self.release(&resource, text("reason"), fields["override_amount"] == true)
-                    .await
+                let project = text("project");
+                self.release(
+                    &resource,
+                    (text("reason"), project.as_deref()),
+                    fields["override_amount"] == true,
+                )
+                .await
             }
             "mark-paid" => {
                 let given = crate::ops::OrderGiven {
@@ -982,7 +987,7 @@ impl Console {
     async fn release(
         &self,
         invoice_id: &str,
-        reason: Option<String>,
+        (reason, project): (Option<String>, Option<&str>),
         override_amount: bool,
     ) -> Answered {
         if let Err(e) = crate::exceptions::an_invoice_id(invoice_id) {
@@ -998,6 +1003,7 @@ impl Console {
             actor: &self.actor,
             reason: Some(&reason),
             override_amount,
+            project,
         };
         match crate::exceptions::release_in(
             (&self.stack, self.state.clone(), &self.ledger),

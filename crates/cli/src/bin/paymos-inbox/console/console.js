@@ -337,10 +337,17 @@ function actions(story) {
     reason.value = draftReason;
     const confirmBox = el('div', { class: 'confirm-override', hidden: true },
       el('p', {}, `Fulfil ${id} although its payment differs from the registered order's amount? This is kept on the invoice as amount_overridden.`),
-      el('button', { type: 'button', class: 'danger', 'data-action': 'confirm-override', onclick: () => release(id, reason.value, true) }, 'Yes, override the amount and release'));
+      el('button', { type: 'button', class: 'danger', 'data-action': 'confirm-override', onclick: () => release(id, reason.value, true, releaseProject) }, 'Yes, override the amount and release'));
+    // A stack of several projects: the project a person checked at Paymos (required where the
+    // invoice's events named two).
+    const releaseProject = stackProjects.length > 1
+      ? el('select', { name: 'release-project', id: 'release-project' }, el('option', { value: '' }, "(the record's)"),
+        ...stackProjects.map((p) => el('option', { value: p }, p)))
+      : null;
     panel.append(el('label', { for: 'release-reason' }, 'Release: fulfil on your word (a reason is required)'), reason,
+      ...(releaseProject ? [el('label', { for: 'release-project' }, 'of project'), releaseProject] : []),
       el('div', { class: 'row' },
-        el('button', { type: 'button', class: 'primary', 'data-action': 'release', onclick: () => release(id, reason.value, false) }, 'Release'),
+        el('button', { type: 'button', class: 'primary', 'data-action': 'release', onclick: () => release(id, reason.value, false, releaseProject) }, 'Release'),
         kinds.has('held') ? el('button', { type: 'button', 'data-action': 'override', onclick: () => { confirmBox.hidden = false; } }, 'Override the amount…') : null),
       confirmBox);
   }
@@ -371,8 +378,8 @@ function actions(story) {
   return panel.childNodes.length ? [el('h3', {}, 'Actions'), panel] : null;
 }
 
-async function release(id, reason, overrideAmount) {
-  await act('release', { id, reason, override_amount: overrideAmount });
+async function release(id, reason, overrideAmount, project) {
+  await act('release', { id, reason, override_amount: overrideAmount, project: project && project.value ? project.value : undefined });
 }
 
 function quiet() {

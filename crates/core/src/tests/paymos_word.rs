@@ -1546,3 +1546,74 @@ async fn reconcile_puts_paymos_order_on_an_invoice_a_forged_close_named() {
     let _ = release_by_alice(&fulfil).await;
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
 }
+
+// Attack F4 (issue 49): a paid delivery naming order o-X waited unconfirmed (a 404 at Paymos);
+// Paymos now has the invoice paid for order o-1. `recheck` answered "unconfirmed" for ever and
+// listed the stale 404 reason, while Paymos' own payment (its webhook lost) shipped nothing.
+// Paymos' word wins: its own payment is applied with its order (once), and the delivery's
+// claim is refuted with the difference; a late payment at Paymos lands `paid_late`, listed
+// by its invoice with its way out.
+#[tokio::test]
+async fn a_recheck_applies_paymos_own_payment_where_the_delivery_named_another_order() {
+    let naming_x = item(
+        "evt_x",
+        "invoice.paid",
+        30,
+        r#"{"invoice_id":"inv_1","order":{"external_id":"o-X","amount":"10","currency":"USD"}}"#,
+    );
+    for (at_paymos, shipped, listed) in [
+        (at_paymos("paid", Some(30)), true, None),
+        (
+            ConfirmedInvoice {
+                paid_late: true,
+                ..at_paymos("expired", Some(30))
+            },
+            false,
+            Some("paid_late"),
+        ),
+    ] {
+        let store = Arc::new(MemoryResources::new());
+        let reviews = MemoryReviews::new();
+        reviews.processed(
+            waited(&naming_x),
+            Unconfirmed,
+            "invoice: Paymos does not know it (404): forged, or another project's",
+            NOW_MS,
+        );
+        let paymos = MemoryPaymos::new();
+        paymos.invoice("inv_1", at_paymos);
+        let rechecked = recheck(
+            &*store,
+            &reviews,
+            &paymos,
+            &crate::money::effect::RecordFulfilment,
+            Environment::Live,
+            Some("inv_1"),
+            NOW_MS,
+        )
+        .await
+        .unwrap();
+        assert_eq!(rechecked.len(), 1, "{rechecked:?}");
+        assert_eq!(rechecked[0].outcome.as_str(), "refuted", "{rechecked:?}");
+        let why = rechecked[0].outcome.reason().unwrap_or_default();
+        assert!(why.contains("o-X") && why.contains("o-1"), "{why}");
+        let want: &[(String, Option<String>)] = if shipped {
+            &[("inv_1".into(), Some("o-1".into()))]
+        } else {
+            &[]
+        };
+        assert_eq!(store.fulfilments(), want);
+        assert!(!store.keys().contains(&"order_paid#o-X".to_owned()));
+        let kinds: Vec<_> = list(&*store, &reviews, 0)
+            .await
+            .unwrap()
+            .iter()
+            .map(|e| (e.kind, e.resource_id.clone(), e.why.contains("404")))
+            .collect();
+        let want: Vec<_> = listed
+            .map(|k| (k, Some("inv_1".to_owned()), false))
+            .into_iter()
+            .collect();
+        assert_eq!(kinds, want);
+    }
+}

@@ -330,12 +330,12 @@ pub async fn list<S: ExceptionStore, L: ReviewLedger>(
     dead_letters: u64,
 ) -> Result<Vec<Exception>, PortError> {
     let deliveries = waiting(ledger, &DELIVERY_OUTCOMES).await?;
-    let mut out: Vec<Exception> = store
-        .invoices_under_review()
-        .await?
-        .iter()
-        .map(|inv| invoice_exception(inv, refund_waiting(&deliveries, &inv.invoice_id)))
-        .collect();
+    let mut out = Vec::new();
+    for inv in store.invoices_under_review().await? {
+        let sibling = sibling(store, &inv).await?;
+        let refund = refund_waiting(&deliveries, &inv.invoice_id);
+        out.push(invoice_exception(&inv, refund, &sibling));
+    }
     for delivery in &deliveries {
         let resource = delivery.record.delivery.resource_id.as_deref();
         if let Some(invoice) = resource.filter(|r| r.starts_with("inv_")) {
@@ -379,9 +379,77 @@ pub async fn list<S: ExceptionStore, L: ReviewLedger>(
     Ok(out)
 }
 
+/// What another invoice of the same order changes in an invoice's line.
+enum Sibling {
+    /// Nothing.
+    None,
+    /// The order shipped with this other invoice: a release of this one is refused.
+    ShippedWith(String),
+    /// The invoice that fulfilled the order (this one a second payment of it) was refunded in
+    /// full: this payment may be what pays for the shipped order now.
+    FirstRefunded,
+}
+
+/// What the other invoice of `inv`'s order says (one read, for a line that would offer a
+/// release or a refund).
+async fn sibling<S: ExceptionStore>(store: &S, inv: &InvoiceRecord) -> Result<Sibling, PortError> {
+    let seen = &inv.seen;
+    match seen.standing() {
+        Standing::DuplicateOf(first) => {
+            let (first_seen, _) = store.invoice_seen(&first).await?;
+            Ok(if first_seen.is_some_and(|s| s.refunded_in_full()) {
+                Sibling::FirstRefunded
+            } else {
+                Sibling::None
+            })
+        }
+        Standing::PaidLate | Standing::Held | Standing::AfterRefund => {
+            let Some(order) = &seen.order.external_id else {
+                return Ok(Sibling::None);
+            };
+            let key = crate::money::write::order_paid_key(seen.order.project.as_deref(), order);
+            let claim = store.read(&crate::money::write::Key::state(key)).await?;
+            let winner = claim.as_ref().and_then(|f| {
+                f.get(&crate::money::write::Field::InvoiceId)
+                    .and_then(crate::money::write::Value::as_text)
+            });
+            Ok(match winner {
+                Some(other) if other != inv.invoice_id => Sibling::ShippedWith(other.to_owned()),
+                _ => Sibling::None,
+            })
+        }
+        _ => Ok(Sibling::None),
+    }
+}
+
+/// A second payment's line (`id` paying `order`, which `first` fulfilled): refund it, unless
+/// the first's payment was refunded in full, when it may be what pays for the order now.
+fn duplicate_line(
+    (id, order, first): (&str, &str, &str),
+    paid: &str,
+    refunded: &str,
+    sibling: &Sibling,
+) -> (String, String) {
+    if matches!(sibling, Sibling::FirstRefunded) {
+        return (
+            format!(
+                "a second payment ({paid}) for order {order}, which {first} fulfilled; {first}'s payment was refunded in full, so this one may be what pays for the order now{refunded}"
+            ),
+            format!(
+                "refund {id} in full if the customer is owed it (its completed refund clears this); if order {order} shipped and stays with the customer, this payment is what pays for it: keep it (nothing ships again; the line stays until a refund)"
+            ),
+        );
+    }
+    (
+        format!("a second payment ({paid}) for order {order}, which {first} fulfilled{refunded}"),
+        format!("refund {id} at Paymos in full; its completed refund clears this"),
+    )
+}
+
 /// An invoice under review: why it waits (a partial refund says how much went back) and the
-/// way out for its standing (a refund of it waiting unconfirmed, `refund`, is rechecked first).
-fn invoice_exception(inv: &InvoiceRecord, refund: Option<&str>) -> Exception {
+/// way out for its standing (a refund of it waiting unconfirmed, `refund`, is rechecked first;
+/// another invoice of its order, `sibling`, may leave only a refund, or the choice to keep it).
+fn invoice_exception(inv: &InvoiceRecord, refund: Option<&str>, sibling: &Sibling) -> Exception {
     let seen = &inv.seen;
     let id = &inv.invoice_id;
     let paid = format!(
@@ -390,17 +458,23 @@ fn invoice_exception(inv: &InvoiceRecord, refund: Option<&str>) -> Exception {
         seen.order.currency.as_deref().unwrap_or("")
     );
     let order = seen.order.external_id.as_deref().unwrap_or("?");
+    // Only a `full` refund settles a payment, whatever the others add up to.
+    let any_full = seen
+        .refunds
+        .iter()
+        .any(|r| r.mode == Some(crate::money::invoice::RefundMode::Full));
     let refunded = seen.refunded_text().map_or(String::new(), |r| {
-        format!("; {r} refunded so far, not all of it")
+        if any_full {
+            format!("; {r} refunded so far")
+        } else {
+            format!("; {r} refunded so far, by no `full` refund")
+        }
     });
     let (kind, why, action) = match seen.standing() {
-        Standing::DuplicateOf(first) => (
-            "duplicate_payment",
-            format!(
-                "a second payment ({paid}) for order {order}, which {first} fulfilled{refunded}"
-            ),
-            format!("refund {id} at Paymos in full; its completed refund clears this"),
-        ),
+        Standing::DuplicateOf(first) => {
+            let (why, action) = duplicate_line((id, order, &first), &paid, &refunded, sibling);
+            ("duplicate_payment", why, action)
+        }
         Standing::OrderUnknown => (
             "order_unknown",
             format!("paid, but its order is known nowhere: nothing shipped{refunded}"),
@@ -447,6 +521,17 @@ fn invoice_exception(inv: &InvoiceRecord, refund: Option<&str>) -> Exception {
                 "ship anyway with `paymos-inbox release {id} --actor <you> --reason …`, or refund in full"
             ),
         ),
+    };
+    // Its order shipped with another invoice: a release would be refused, a refund is what
+    // is left.
+    let (why, action) = match sibling {
+        Sibling::ShippedWith(other) => (
+            format!("{why}; its order {order} shipped already with {other}"),
+            format!(
+                "refund {id} in full at Paymos (order {order} never ships twice); its completed refund clears this"
+            ),
+        ),
+        _ => (why, action),
     };
     Exception {
         kind,

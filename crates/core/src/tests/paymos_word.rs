@@ -1617,3 +1617,111 @@ async fn a_recheck_applies_paymos_own_payment_where_the_delivery_named_another_o
         assert_eq!(kinds, want);
     }
 }
+
+/// `item` of `invoice_id` for order o-1 (10 USD) at `status`.
+fn invoice_of(event_id: &str, invoice_id: &str, status: &str, at: u64) -> WorkItem {
+    item(
+        event_id,
+        &format!("invoice.{status}"),
+        at,
+        &format!(
+            r#"{{"invoice_id":"{invoice_id}","order":{{"external_id":"o-1","amount":"10","currency":"USD"}}}}"#
+        ),
+    )
+}
+
+// Found by the attack on `dev`: a late payment of an order another invoice shipped was listed
+// "ship anyway with `release`", and `release` refused it (the order is fulfilled). Its line now
+// says the order shipped with the other invoice, and offers only what works: a refund.
+#[tokio::test]
+async fn a_late_payment_of_an_order_another_invoice_shipped_is_listed_for_a_refund() {
+    let (outcomes, store) = webhooks(&[
+        invoice_of("evt_a", "inv_a", "paid", 10),
+        invoice_of("evt_e", "inv_1", "expired", 20),
+        invoice_of("evt_l", "inv_1", "paid", 30),
+    ])
+    .await;
+    assert_eq!(outcomes, [Fulfilled, Updated, PaidLate]);
+    let listed = list(&*store, &MemoryReviews::new(), 0).await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].resource_id.as_deref(), Some("inv_1"));
+    assert!(
+        listed[0].why.contains("shipped already with inv_a"),
+        "{listed:?}"
+    );
+    assert!(
+        listed[0].action.contains("refund inv_1") && !listed[0].action.contains("release"),
+        "{listed:?}"
+    );
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    assert!(release_by_alice(&fulfil).await.is_err());
+    assert_eq!(store.fulfilments(), [("inv_a".into(), Some("o-1".into()))]);
+}
+
+// Found by the attack on `dev`: a customer whose first payment was refunded in full pays the
+// same order again on a new invoice; its line said "refund it" as for any second payment. The
+// order shipped once (never again), and the payment that pays for it now is this one: its line
+// says so, and leaves the choice to the person.
+#[tokio::test]
+async fn a_second_payment_after_the_first_was_refunded_in_full_is_not_simply_refunded() {
+    let refund = item(
+        "evt_r",
+        "withdrawal.completed",
+        20,
+        r#"{"withdrawal_id":"wdr_a","invoice_id":"inv_a","mode":"full","type":"refund","amount":"10","currency":"USD"}"#,
+    );
+    let (outcomes, store) = webhooks(&[
+        invoice_of("evt_a", "inv_a", "paid", 10),
+        refund,
+        invoice_of("evt_2", "inv_2", "paid", 30),
+    ])
+    .await;
+    assert_eq!(outcomes, [Fulfilled, Updated, DuplicatePayment]);
+    let listed = list(&*store, &MemoryReviews::new(), 0).await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].kind, "duplicate_payment");
+    assert!(
+        listed[0]
+            .why
+            .contains("inv_a's payment was refunded in full"),
+        "{listed:?}"
+    );
+    assert!(
+        listed[0].action.contains("keep it") && listed[0].action.contains("refund inv_2"),
+        "{listed:?}"
+    );
+    assert_eq!(store.fulfilments(), [("inv_a".into(), Some("o-1".into()))]);
+}
+
+// Found by the attack on `dev`: refunds that are not `full` summing to the whole payment were
+// listed as "refunded so far, not all of it". Only a `full` refund settles a payment; the line
+// says what was refunded and that none of it was `full`.
+#[tokio::test]
+async fn refunds_that_are_not_full_are_listed_as_such_whatever_their_sum() {
+    let over = |id: &str, amount: &str| {
+        item(
+            &format!("evt_{id}"),
+            "withdrawal.completed",
+            40,
+            &format!(
+                r#"{{"withdrawal_id":"{id}","invoice_id":"inv_1","mode":"overpayment","type":"refund","amount":"{amount}","currency":"USD"}}"#
+            ),
+        )
+    };
+    let (_, store) = webhooks(&[
+        invoice("evt_e", "expired", 20),
+        invoice("evt_l", "paid", 30),
+        over("wdr_1", "4"),
+        over("wdr_2", "6"),
+    ])
+    .await;
+    let listed = list(&*store, &MemoryReviews::new(), 0).await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(!listed[0].why.contains("not all of it"), "{listed:?}");
+    assert!(
+        listed[0]
+            .why
+            .contains("10 USD refunded so far, by no `full` refund"),
+        "{listed:?}"
+    );
+}

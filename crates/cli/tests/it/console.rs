@@ -1382,3 +1382,73 @@ async fn the_consoles_mark_paid_naming_another_project_than_the_record_is_a_409(
     assert_eq!(story["invoice"]["order"]["project"], "prj_local", "{story}");
     assert_eq!(story["fulfilled"], false, "{story}");
 }
+
+// Issue 49 (attack F3), the console's door: an invoice whose events named two projects is
+// held; *Release* without a project is refused (409) and ships nothing; naming the project
+// the person checked (the console's *of project*) ships that project's order, once.
+#[tokio::test]
+async fn the_consoles_release_of_an_invoice_whose_events_named_two_projects_needs_its_project() {
+    let dev = crate::tools::dev_of(None, &["prj_local", "prj_b"]).await;
+    let scratch_info = scratch("console-two-projects");
+    let info = scratch_info.path().join("info.json");
+    std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
+    let info = info.to_str().unwrap().to_owned();
+    for (event_type, project) in [
+        ("invoice.awaiting_payment", "prj_b"),
+        ("invoice.paid", "prj_local"),
+    ] {
+        let data = scratch_info.path().join(format!("{project}.json"));
+        std::fs::write(
+            &data,
+            serde_json::json!({"project_id": project, "order": {"external_id": "1001"}})
+                .to_string(),
+        )
+        .unwrap();
+        let (code, out, err) = run(args(
+            &[
+                "send",
+                "--type",
+                event_type,
+                "--resource",
+                "inv_two",
+                "--data",
+                data.to_str().unwrap(),
+                "--wait",
+            ],
+            &info,
+        ))
+        .await;
+        assert!(
+            code == Some(0) || event_type == "invoice.paid",
+            "{out}{err}"
+        );
+    }
+    let (kinds, resources) = exceptions(&info).await;
+    assert_eq!(kinds.get("held"), Some(&1), "{kinds:?}");
+    assert!(resources.contains(&"inv_two".to_owned()), "{resources:?}");
+    let console = open_console(&info, &[]).await;
+    let (status, body) = console
+        .act(
+            "release",
+            serde_json::json!({"id": "inv_two", "reason": "checked at Paymos"}),
+        )
+        .await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["refused"].as_str().unwrap().contains("two projects"),
+        "{body}"
+    );
+    let story = console.get("api/search?id=inv_two").await;
+    assert_eq!(story["fulfilled"], false, "{story}");
+    let (status, body) = console
+        .act(
+            "release",
+            serde_json::json!({"id": "inv_two", "reason": "checked at Paymos", "project": "prj_b"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["outcome"], "fulfilled", "{body}");
+    let story = console.get("api/search?id=inv_two").await;
+    assert_eq!(story["fulfilled"], true, "{story}");
+    assert_eq!(story["invoice"]["order"]["project"], "prj_b", "{story}");
+}

@@ -18,6 +18,10 @@ use paymos_inbox_core::wire::signature::Environment;
 /// are applied.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(5);
 
+/// The deadline of one read on a road no batch waits on (a person's command, the
+/// reconciliation): the client's two retries of 10 s each, and their backoff.
+pub const PATIENT_DEADLINE: Duration = Duration::from_secs(30);
+
 /// A [`PaymentConfirmation`] on Paymos' API, each read bounded by a deadline.
 #[derive(Clone)]
 pub struct PaymosApi {
@@ -78,6 +82,12 @@ impl PaymosApi {
             client,
             deadline: DEFAULT_DEADLINE,
         }
+    }
+
+    /// [`PaymosApi::new`] with [`PATIENT_DEADLINE`]: for a road no batch waits on.
+    #[must_use]
+    pub fn patient(client: paymos::PaymosClient) -> Self {
+        Self::new(client).with_deadline(PATIENT_DEADLINE)
     }
 
     /// With another deadline per check (a timed-out check is retried on a later receive).

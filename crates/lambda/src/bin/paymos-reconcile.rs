@@ -38,7 +38,7 @@ async fn main() -> Result<(), Error> {
         Error::from(e.to_string())
     })?;
     // Each read of the reconciliation may take the client's two retries of 10 s.
-    let api = PaymosApi::new(api).with_deadline(Duration::from_secs(30));
+    let api = PaymosApi::patient(api);
     if let Err(e) = api.prove(config.environment).await {
         paymos_inbox_lambda::telemetry::misconfigured_at_start(PAYMOS_API_SECRETS_ID, &e);
         return Err(Error::from(e.to_string()));

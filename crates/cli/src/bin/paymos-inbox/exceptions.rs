@@ -227,7 +227,7 @@ pub(crate) async fn release_in(
     // was lost returns the payment before a person ships it.
     let released = match api {
         Some(client) => {
-            let api = PaymosApi::new(client).with_deadline(Duration::from_secs(30));
+            let api = PaymosApi::patient(client);
             fulfil
                 .release_asking(ledger, &api, invoice_id, by, now_ms())
                 .await
@@ -584,7 +584,7 @@ pub(crate) async fn recheck_in(
     let actor = crate::audit::who(stack, actor).await?;
     let subject = resource_id.unwrap_or("all-unconfirmed");
     let begun = crate::audit::begin(stack, ActionKind::Recheck, &actor, subject, None).await?;
-    let api = PaymosApi::new(client).with_deadline(Duration::from_secs(30));
+    let api = PaymosApi::patient(client);
     let done = Fulfil::new(state)
         .for_environment(environment)
         .for_projects(stack.projects.clone())

@@ -729,7 +729,7 @@ pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
     let report = match with_progress(
         "reconciling",
         paymos_inbox_core::roads::reconcile::reconcile(
-            &paymos_inbox_aws::paymos_api::PaymosApi::new(api),
+            &paymos_inbox_aws::paymos_api::PaymosApi::patient(api),
             &fulfil,
             (from, to),
             args.apply,

@@ -1757,6 +1757,33 @@ mod tests {
     // Issue 32: an invoice is listed `open` while its status is open (the reconciliation
     // re-reads it), `review` from what makes its payment wait until a release (exceptions
     // lists it), and otherwise under the day it changed (events since): one list at a time.
+    // Only a dated payment takes an undated word's `after_refund` off (its time judges the
+    // refund); a close carrying a time is no payment, and the mark's own write keeps it. A
+    // payment naming another project than its record is held and marked so, for review.
+    #[test]
+    fn a_dated_payment_alone_lifts_after_refund_and_two_projects_hold_for_review() {
+        let source = Source::Manual { actor: "a".into() };
+        let order = OrderRef::default();
+        let set = |status, paid_at, mark: Option<&Mark>| {
+            invoice_transition("inv_1", (status, 1, paid_at), &order, mark, &source, 5).set
+        };
+        let lifted = |sets: &[Set]| sets.contains(&Set::Remove(Field::AfterRefund));
+        assert!(lifted(&set(InvoiceStatus::Paid, Some(3), None)));
+        assert!(!lifted(&set(InvoiceStatus::Paid, None, None)));
+        assert!(!lifted(&set(InvoiceStatus::Expired, Some(3), None)));
+        assert!(!lifted(&set(
+            InvoiceStatus::Paid,
+            Some(3),
+            Some(&Mark::AfterRefund)
+        )));
+        let two = set(InvoiceStatus::Paid, None, Some(&Mark::ProjectsDisagree));
+        assert!(two.contains(&Set::Put(Field::Held, Value::Bool(true))));
+        assert!(two.contains(&Set::Put(Field::ProjectsDisagree, Value::Bool(true))));
+        assert!(two.contains(&Set::Put(Field::ListedIn, Value::text(REVIEW))));
+        let held = set(InvoiceStatus::Paid, None, Some(&Mark::Held));
+        assert!(!held.contains(&Set::Put(Field::ProjectsDisagree, Value::Bool(true))));
+    }
+
     #[test]
     fn an_invoice_is_listed_open_while_open_review_while_it_waits_and_else_by_its_day() {
         const DEC_1: u64 = 1_796_169_600_000; // 2026-12-02T00:00:00Z, the first sharded day

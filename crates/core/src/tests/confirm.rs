@@ -517,3 +517,60 @@ async fn paymos_order_replaces_a_held_record_that_differs_in_one_thing_only() {
         );
     }
 }
+
+/// What `check` finds for `event_type` of inv_c (Paymos: paid, order o-c, project prj_a)
+/// naming `order` and `project`.
+async fn checked_c(event_type: &str, order: &str, project: &str) -> crate::roads::confirm::Checked {
+    let api = MemoryPaymos::new();
+    api.invoice(
+        "inv_c",
+        ConfirmedInvoice {
+            project_id: Some("prj_a".into()),
+            ..invoice("paid", "o-c", "5")
+        },
+    );
+    let work = item(
+        "evt_c",
+        event_type,
+        &format!(
+            r#"{{"invoice_id":"inv_c","project_id":"{project}","order":{{"external_id":"{order}","amount":"5","currency":"USD"}}}}"#
+        ),
+    );
+    let envelope = crate::wire::envelope::Envelope::parse(&work.body).unwrap();
+    let change = crate::money::change::change_of(&envelope);
+    crate::roads::confirm::check(&api, &change, &envelope.data, Environment::Live)
+        .await
+        .unwrap()
+}
+
+// The project is confirmed as the order is: the same project confirms, another refutes; and
+// Paymos' own payment rides along only with a payment it contradicts (what `recheck` applies
+// in its place), never with a closure.
+#[tokio::test]
+async fn the_check_confirms_the_project_and_carries_paymos_own_payment_only_for_a_payment() {
+    use crate::roads::confirm::Verdict;
+    let same = checked_c("invoice.paid", "o-c", "prj_a").await;
+    assert_eq!(same.verdict, Verdict::Confirmed);
+    assert_eq!(same.paymos_own, None);
+    let other = checked_c("invoice.paid", "o-c", "prj_b").await;
+    assert!(
+        matches!(&other.verdict, Verdict::Unconfirmed(why) if why.contains("project prj_b")),
+        "{other:?}"
+    );
+    let own = other.paymos_own.expect("Paymos' own payment");
+    assert_eq!(own.verdict, Verdict::Confirmed);
+    assert_eq!(
+        own.order.and_then(|o| o.external_id).as_deref(),
+        Some("o-c")
+    );
+    assert_eq!(own.project.as_deref(), Some("prj_a"));
+    let forged = checked_c("invoice.paid", "o-x", "prj_a").await;
+    assert!(matches!(forged.verdict, Verdict::Unconfirmed(_)));
+    assert!(forged.paymos_own.is_some());
+    let closed = checked_c("invoice.expired", "o-c", "prj_a").await;
+    assert!(
+        matches!(closed.verdict, Verdict::Unconfirmed(_)),
+        "{closed:?}"
+    );
+    assert_eq!(closed.paymos_own, None);
+}

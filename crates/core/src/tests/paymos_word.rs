@@ -1562,7 +1562,15 @@ async fn a_recheck_applies_paymos_own_payment_where_the_delivery_named_another_o
         r#"{"invoice_id":"inv_1","order":{"external_id":"o-X","amount":"10","currency":"USD"}}"#,
     );
     for (at_paymos, shipped, listed) in [
-        (at_paymos("paid", Some(30)), true, None),
+        (
+            ConfirmedInvoice {
+                // Of a project the stack applies (every one): its payment is this stack's.
+                project_id: Some("prj_a".into()),
+                ..at_paymos("paid", Some(30))
+            },
+            true,
+            None,
+        ),
         (
             ConfirmedInvoice {
                 paid_late: true,
@@ -1724,4 +1732,42 @@ async fn refunds_that_are_not_full_are_listed_as_such_whatever_their_sum() {
             .contains("10 USD refunded so far, by no `full` refund"),
         "{listed:?}"
     );
+}
+
+// A held payment's line names another invoice its order shipped with, never itself (a record
+// written so by hand, or by a build before the claim and the hold agreed).
+#[tokio::test]
+async fn a_held_line_never_names_its_own_invoice_as_the_one_its_order_shipped_with() {
+    use crate::money::write::{Field, Guard, Key, Set, Value, What, Write};
+    use crate::roads::fulfil::ResourceStore as _;
+    let store = Arc::new(MemoryResources::new());
+    let put = |key: Key, set: Vec<Set>| Write {
+        what: What::Transition,
+        key,
+        guard: Guard::Always,
+        set,
+    };
+    store
+        .write(&[
+            put(
+                Key::state("inv_1"),
+                vec![
+                    Set::Put(Field::Kind, Value::text("invoice")),
+                    Set::Put(Field::Status, Value::text("paid")),
+                    Set::Put(Field::Held, Value::Bool(true)),
+                    Set::Put(Field::OrderId, Value::text("o-1")),
+                ],
+            ),
+            put(
+                Key::state(crate::money::write::order_paid_key(None, "o-1")),
+                vec![Set::Put(Field::InvoiceId, Value::text("inv_1"))],
+            ),
+        ])
+        .await
+        .unwrap();
+    let listed = list(&*store, &MemoryReviews::new(), 0).await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].kind, "held");
+    assert!(!listed[0].why.contains("shipped already"), "{listed:?}");
+    assert!(listed[0].action.contains("release inv_1"), "{listed:?}");
 }

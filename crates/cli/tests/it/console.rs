@@ -105,10 +105,7 @@ async fn a_non_loopback_bind_is_refused_before_anything_listens() {
 async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser() {
     browser_installed();
     let dev = crate::tools::dev(None).await;
-    let scratch_info = scratch("console-info");
-    let info = scratch_info.path().join("console-info.json");
-    std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
-    let info = info.to_str().unwrap().to_owned();
+    let (_scratch_info, info) = crate::tools::info_file(&dev, "console-info");
     let (held, late) = ("inv_console_held", "inv_console_late");
 
     // Seeded by `send`: a payment of 25.00 for an order registered at 10.00 (held), a payment
@@ -1339,10 +1336,7 @@ async fn a_withdrawal_a_deposit_and_an_order_found_by_their_ids_show_their_recor
 #[tokio::test]
 async fn the_consoles_mark_paid_naming_another_project_than_the_record_is_a_409() {
     let dev = crate::tools::dev_of(None, &["prj_local", "prj_b"]).await;
-    let scratch_info = scratch("console-projects");
-    let info = scratch_info.path().join("info.json");
-    std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
-    let info = info.to_str().unwrap().to_owned();
+    let (_scratch_info, info) = crate::tools::info_file(&dev, "console-projects");
     let (code, out, err) = run(args(
         &[
             "send",
@@ -1389,10 +1383,7 @@ async fn the_consoles_mark_paid_naming_another_project_than_the_record_is_a_409(
 #[tokio::test]
 async fn the_consoles_release_of_an_invoice_whose_events_named_two_projects_needs_its_project() {
     let dev = crate::tools::dev_of(None, &["prj_local", "prj_b"]).await;
-    let scratch_info = scratch("console-two-projects");
-    let info = scratch_info.path().join("info.json");
-    std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
-    let info = info.to_str().unwrap().to_owned();
+    let (scratch_info, info) = crate::tools::info_file(&dev, "console-two-projects");
     for (event_type, project) in [
         ("invoice.awaiting_payment", "prj_b"),
         ("invoice.paid", "prj_local"),

@@ -17,6 +17,19 @@ pub(crate) async fn dev(slow: Option<Duration>) -> paymos_inbox::local::dev::Dev
     dev_of(slow, &["prj_local"]).await
 }
 
+/// `dev`'s info in a scratch folder, as `--dev-info` reads it: the folder (removed when
+/// dropped) and the file's path.
+pub(crate) fn info_file(
+    dev: &paymos_inbox::local::dev::Dev,
+    prefix: &str,
+) -> (paymos_inbox_testkit::TempDir, String) {
+    let folder = scratch(prefix);
+    let info = folder.path().join("dev-info.json");
+    std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
+    let info = info.to_str().unwrap().to_owned();
+    (folder, info)
+}
+
 /// `dev` applying `projects`, the first its home project.
 pub(crate) async fn dev_of(
     slow: Option<Duration>,
@@ -73,10 +86,7 @@ fn cli(args: &[&str]) -> (bool, String) {
 #[tokio::test]
 async fn send_pending_mark_paid_and_redrive_work_from_the_command_line() {
     let dev = dev(None).await;
-    let scratch_info = scratch("dev-info");
-    let info = scratch_info.path().join("dev-info.json");
-    std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
-    let info = info.to_str().unwrap().to_owned();
+    let (_scratch_info, info) = info_file(&dev, "dev-info");
     let url = dev.info.ingest_url.clone();
 
     // send: one payment through two endpoints, with a rotation header.
@@ -245,10 +255,7 @@ fn cli_code(args: Vec<String>) -> (Option<i32>, String) {
 #[tokio::test]
 async fn mark_paid_naming_another_project_than_the_record_is_refused_with_exit_2() {
     let dev = dev_of(None, &["prj_local", "prj_b"]).await;
-    let scratch_info = scratch("dev-info");
-    let info = scratch_info.path().join("dev-info.json");
-    std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
-    let info = info.to_str().unwrap().to_owned();
+    let (_scratch_info, info) = info_file(&dev, "dev-info");
     let args = |a: &[&str]| -> Vec<String> { a.iter().map(|s| (*s).to_owned()).collect() };
     let sent = args(&[
         "send",
@@ -342,10 +349,7 @@ async fn aws_state_fulfilments(t: &Tables, invoice: &str) -> usize {
 #[tokio::test]
 async fn events_tail_prints_what_was_committed_and_leaves_the_merchants_queue_alone() {
     let dev = dev(None).await;
-    let scratch_info = scratch("dev-info");
-    let info = scratch_info.path().join("dev-info.json");
-    std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
-    let info = info.to_str().unwrap().to_owned();
+    let (_scratch_info, info) = info_file(&dev, "dev-info");
     let url = dev.info.ingest_url.clone();
     let (ok, out) = tokio::task::spawn_blocking(move || {
         cli(&[
@@ -820,10 +824,7 @@ async fn send_to_dev_signs_with_a_secret_dev_holds() {
 #[tokio::test]
 async fn recheck_naming_another_environment_than_the_stacks_is_refused_with_exit_2() {
     let dev = dev(None).await;
-    let scratch_info = scratch("dev-info");
-    let info = scratch_info.path().join("dev-info.json");
-    std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
-    let info = info.to_str().unwrap().to_owned();
+    let (_scratch_info, info) = info_file(&dev, "dev-info");
     let words = [
         "recheck",
         "inv_x",
@@ -854,10 +855,7 @@ async fn recheck_naming_another_environment_than_the_stacks_is_refused_with_exit
 #[tokio::test]
 async fn mark_paid_naming_another_order_than_the_one_shipped_exits_1_and_says_so() {
     let dev = dev_of(None, &["prj_local"]).await;
-    let scratch_info = scratch("dev-info");
-    let info = scratch_info.path().join("dev-info.json");
-    std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
-    let info = info.to_str().unwrap().to_owned();
+    let (_scratch_info, info) = info_file(&dev, "dev-info");
     let args = |a: &[&str]| -> Vec<String> { a.iter().map(|s| (*s).to_owned()).collect() };
     let sent = args(&[
         "send",

@@ -199,6 +199,12 @@ async fn a_release_names_the_project_of_an_invoice_whose_events_named_two_on_dyn
         record.get("projects_disagree"),
         Some(&AttributeValue::Bool(true))
     );
+    // The hold keeps the record's project and takes none of the payment's.
+    assert_eq!(
+        record.get("project_id"),
+        Some(&AttributeValue::S("prj_b".into()))
+    );
+    assert!(!record.contains_key("home_project"), "{record:?}");
     let by = |project| ReleaseBy {
         actor: "alice",
         reason: Some("checked at Paymos"),

@@ -869,6 +869,19 @@ pub fn invoice_transition(
     source: &Source,
     now_ms: u64,
 ) -> Write {
+    // Events that named two projects: the record keeps the project it had and takes none of
+    // this payment's, so it never names two.
+    let unscoped;
+    let order = if mark == Some(&Mark::ProjectsDisagree) {
+        unscoped = OrderRef {
+            project: None,
+            home: false,
+            ..order.clone()
+        };
+        &unscoped
+    } else {
+        order
+    };
     let mut set = invoice_fields(status, at, order, source, now_ms);
     if status.fulfils() {
         // A payment that does not ship keeps its time too: the refund rule reads it.

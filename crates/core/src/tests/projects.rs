@@ -329,6 +329,15 @@ async fn a_release_never_ships_an_invoice_whose_events_named_two_projects() {
     // (even overriding the amount) shipped shop B's order on the record's word alone. Which
     // shop's invoice it is, only Paymos or a person naming the project can say.
     let (store, fulfil) = two_projects_named().await;
+    // The hold keeps the record's project and adds none of the payment's: the record never
+    // names two projects (a release naming either then ships under that one alone).
+    let held = store.invoice("inv_x").unwrap();
+    assert!(held.projects_disagree);
+    assert_eq!(
+        (held.order.project.as_deref(), held.order.home),
+        (Some("prj_b"), false),
+        "{held:?}"
+    );
     let listed =
         crate::roads::exceptions::list(&*store, &crate::testkit::memory::MemoryReviews::new(), 0)
             .await

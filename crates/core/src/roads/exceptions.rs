@@ -897,7 +897,24 @@ async fn recheck_one<S: ExceptionStore, C: PaymentConfirmation>(
         && pays
     {
         // Paymos has the invoice paid, not as the delivery says: Paymos' word wins. Its own
-        // payment is applied in the delivery's place, and the delivery's claim is refuted.
+        // payment is applied in the delivery's place, and the delivery's claim is refuted:
+        // nothing of it counts (its order never fills what Paymos leaves out).
+        let change = match change {
+            Change::Invoice {
+                invoice_id,
+                status,
+                occurred_at,
+                paid_at,
+                ..
+            } => Change::Invoice {
+                invoice_id,
+                status,
+                occurred_at,
+                paid_at,
+                order: OrderRef::none(),
+            },
+            other => other,
+        };
         let applied = apply_checked(state, effect, applying, change, own, now_ms).await?;
         return Ok(Recheck::Refuted(match applied {
             Some(applied) => format!("{reason}; Paymos' own payment of it applied: {applied}"),

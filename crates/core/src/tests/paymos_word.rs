@@ -1771,3 +1771,55 @@ async fn a_held_line_never_names_its_own_invoice_as_the_one_its_order_shipped_wi
     assert!(!listed[0].why.contains("shipped already"), "{listed:?}");
     assert!(listed[0].action.contains("release inv_1"), "{listed:?}");
 }
+
+// Found by the model (a forged `invoice.paid` naming an order, rechecked where Paymos has the
+// invoice paid with no order): Paymos' own payment was applied with the refuted delivery's
+// order filling the gap, so the forger's order shipped. Nothing of a refuted claim counts: the
+// payment waits for its order.
+#[tokio::test]
+async fn a_recheck_takes_nothing_of_a_refuted_claim_where_paymos_names_no_order() {
+    let naming_x = item(
+        "evt_x",
+        "invoice.paid",
+        30,
+        r#"{"invoice_id":"inv_1","order":{"external_id":"o-X","amount":"10","currency":"USD"}}"#,
+    );
+    let store = Arc::new(MemoryResources::new());
+    let reviews = MemoryReviews::new();
+    reviews.processed(
+        waited(&naming_x),
+        Unconfirmed,
+        "the event names order o-X, Paymos' invoice order none",
+        NOW_MS,
+    );
+    let paymos = MemoryPaymos::new();
+    paymos.invoice(
+        "inv_1",
+        ConfirmedInvoice {
+            order_id: None,
+            ..at_paymos("paid", Some(30))
+        },
+    );
+    let rechecked = recheck(
+        &*store,
+        &reviews,
+        &paymos,
+        &crate::money::effect::RecordFulfilment,
+        Environment::Live,
+        Some("inv_1"),
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    assert_eq!(rechecked.len(), 1, "{rechecked:?}");
+    assert_eq!(rechecked[0].outcome.as_str(), "refuted", "{rechecked:?}");
+    assert_eq!(store.fulfilments(), []);
+    assert!(!store.keys().contains(&"order_paid#o-X".to_owned()));
+    let kinds: Vec<_> = list(&*store, &reviews, 0)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| (e.kind, e.resource_id.clone()))
+        .collect();
+    assert_eq!(kinds, [("order_unknown", Some("inv_1".to_owned()))]);
+}

@@ -483,10 +483,6 @@ pub struct Checked {
     /// When Paymos says it happened: an invoice's payment (`paid_late_at`, else
     /// `completed_at`), a refund's completion. The rules read this time, never the event's.
     pub paid_at: Option<u64>,
-    /// For a payment Paymos contradicts (another order, price or project) of an invoice Paymos
-    /// has paid: Paymos' own payment, as its check would confirm it (what a person's
-    /// `recheck` applies in the delivery's place).
-    pub paymos_own: Option<Box<Checked>>,
 }
 
 impl Checked {
@@ -543,7 +539,6 @@ impl Checked {
             order: None,
             project: None,
             paid_at: None,
-            paymos_own: None,
         }
     }
 }
@@ -591,29 +586,11 @@ pub async fn check<C: PaymentConfirmation>(
                 AtSource::Found(i) => (i.project_id.clone(), i.paid_at),
                 AtSource::NotFound => (None, None),
             };
-            // Paymos' own payment, where it contradicts the event's: what it confirms of a
-            // claim that names nothing.
-            let paymos_own = match (&at, &verdict) {
-                (AtSource::Found(i), Verdict::Unconfirmed(_)) if status.fulfils() => {
-                    let own = invoice_verdict(&at, *status, &PaidClaim::default());
-                    matches!(own, Verdict::Confirmed | Verdict::PaidLate { .. }).then(|| {
-                        Box::new(Checked {
-                            verdict: own,
-                            order: Some(i.order()),
-                            project: project.clone(),
-                            paid_at,
-                            paymos_own: None,
-                        })
-                    })
-                }
-                _ => None,
-            };
             Ok(Checked {
                 verdict,
                 order,
                 project,
                 paid_at,
-                paymos_own,
             })
         }
         Change::Withdrawal {

@@ -12,7 +12,7 @@ use crate::money::effect::FulfilmentEffect;
 use crate::money::invoice::Standing;
 use crate::money::record::InvoiceRecord;
 use crate::money::status::InvoiceStatus;
-use crate::roads::confirm::{Checked, PaymentConfirmation, Verdict, check};
+use crate::roads::confirm::{PaymentConfirmation, Verdict, check};
 use crate::roads::fulfil::{Fulfil, ResourceStore, close_then_pay, settle_confirmed};
 use crate::roads::ingest::{Delivery, PortError};
 use crate::roads::release::{Named, ReleaseBy, ReleaseError, ReleaseStore, release_named};
@@ -893,80 +893,35 @@ async fn recheck_one<S: ExceptionStore, C: PaymentConfirmation>(
             settle_confirmed(state, &source, &other, effect, now_ms).await?,
         ));
     }
-    if let (Verdict::Unconfirmed(reason), Some(own)) = (&checked.verdict, &checked.paymos_own)
-        && pays
-    {
-        // Paymos has the invoice paid, not as the delivery says: Paymos' word wins. Its own
-        // payment is applied in the delivery's place, and the delivery's claim is refuted:
-        // nothing of it counts (its order never fills what Paymos leaves out).
-        let change = match change {
-            Change::Invoice {
-                invoice_id,
-                status,
-                occurred_at,
-                paid_at,
-                ..
-            } => Change::Invoice {
-                invoice_id,
-                status,
-                occurred_at,
-                paid_at,
-                order: OrderRef::none(),
-            },
-            other => other,
-        };
-        let applied = apply_checked(state, effect, applying, change, own, now_ms).await?;
-        return Ok(Recheck::Refuted(match applied {
-            Some(applied) => format!("{reason}; Paymos' own payment of it applied: {applied}"),
-            None => reason.clone(),
-        }));
-    }
-    if let Some(applied) = apply_checked(state, effect, applying, change, &checked, now_ms).await? {
-        return Ok(Recheck::Applied(applied));
-    }
-    Ok(match checked.verdict {
-        Verdict::NotYet { status } => Recheck::Waits(format!("still {status} at Paymos")),
-        // A payment Paymos contradicts stays listed (Paymos may yet record it paid late, and a
-        // forged one is a leaked secret a person must see); anything else it contradicts is a
-        // forgery or another project's event, read and closed.
-        Verdict::Unconfirmed(reason) if pays => Recheck::Waits(reason),
-        Verdict::Unconfirmed(reason) => Recheck::Refuted(reason),
-        Verdict::Confirmed | Verdict::PaidLate { .. } => unreachable!("applied above"),
-    })
-}
-
-/// `change` applied as `checked` confirms it (with Paymos' order, time and project), if it
-/// does: `None` for a verdict that applies nothing.
-async fn apply_checked<S: ExceptionStore>(
-    state: &S,
-    effect: &dyn FulfilmentEffect,
-    applying: &Applying,
-    change: Change,
-    checked: &Checked,
-    now_ms: u64,
-) -> Result<Option<Applied>, PortError> {
-    let confirmed = match &checked.verdict {
+    let confirmed = match checked.verdict {
         Verdict::Confirmed => checked.applied_to(change),
         Verdict::PaidLate { closed } => {
             close_then_pay(
                 state,
                 effect,
                 change,
-                (*closed, checked.paid_at),
-                checked.order.clone().map(|o| applying.projects.scoped(o)),
+                (closed, checked.paid_at),
+                checked.order.map(|o| applying.projects.scoped(o)),
                 "recheck",
                 now_ms,
             )
             .await?
         }
-        Verdict::NotYet { .. } | Verdict::Unconfirmed(_) => return Ok(None),
+        Verdict::NotYet { status } => {
+            return Ok(Recheck::Waits(format!("still {status} at Paymos")));
+        }
+        // A payment Paymos contradicts stays listed (Paymos may yet record it paid late, and a
+        // forged one is a leaked secret a person must see); anything else it contradicts is a
+        // forgery or another project's event, read and closed.
+        Verdict::Unconfirmed(reason) if pays => return Ok(Recheck::Waits(reason)),
+        Verdict::Unconfirmed(reason) => return Ok(Recheck::Refuted(reason)),
     };
     let source = Source::Manual {
         actor: "recheck".into(),
     };
     // Paymos was asked: its answer names the project (the event's own word counts for nothing).
     let confirmed = applying.projects.apply_to(confirmed, None);
-    Ok(Some(
+    Ok(Recheck::Applied(
         settle_confirmed(state, &source, &confirmed, effect, now_ms).await?,
     ))
 }

@@ -3,10 +3,7 @@
 //! provider's contract (`paymos-webhooks.md`) and the rules of money alone; it imports nothing
 //! but `std` and nothing of the implementation. Money is compared as exact decimals, never floats.
 //! - 1 the other environment changes and blocks nothing; 2 with the reverse check only what
-//!   Paymos confirms counts (lagging waits `Unconfirmed`, forged is nothing); a `recheck` of a
-//!   payment claim Paymos' record refutes while it shows the invoice paid (or paid late) closes
-//!   the delivery and applies Paymos' own payment as `reconcile --apply` does (8: dated by
-//!   Paymos; judged by every rule); one Paymos shows no payment for keeps waiting; 3 no way back;
+//!   Paymos confirms counts (lagging waits `Unconfirmed`, forged is nothing); 3 no way back;
 //! - 4 an order is learned, never invented; 5 price guard, same currency; 6 an order ships once;
 //! - 7 paid late waits; 8 only a completed Full refund settles, and only the payment it completed
 //!   at or after by Paymos' clock (never arrival order): a later payment is new and ships or
@@ -913,7 +910,6 @@ impl Machine<'_> {
     }
 
     fn recheck_one(&mut self, id: &str) {
-        let rec_pays = |r: &Invoice| r.status.pays() || r.paid_late;
         // 19: a recheck reads Paymos' record, which names the project, for a delivery that
         // waited for it (a deposit's; an invoice's payment no road has applied since)
         let unnamed = self
@@ -942,19 +938,9 @@ impl Machine<'_> {
                         self.apply_status(id, claim.status, late, at);
                     }
                     Answer::NotYet => still.push(Some(claim)),
-                    // a payment Paymos' record shows none of stays for a person (a leaked
-                    // secret, or a late payment Paymos has not marked yet: `paid_late_at` may
-                    // still come)
-                    Answer::Contradicts if claim.status.pays() && !rec_pays(rec) => {
-                        still.push(Some(claim));
-                    }
-                    // a payment claim Paymos refutes (another order, project or price) while
-                    // its record shows the invoice paid: that record can no longer confirm the
-                    // claim (final; order and price fixed at creation), so the delivery is
-                    // closed, and Paymos' own payment is applied as reconcile applies it
-                    // (Paymos' order, price, project, time; every rule judges it: 3/8)
-                    Answer::Contradicts if claim.status.pays() => self.reconcile_one(id, rec),
-                    // a contradicted closure is closed
+                    // a payment Paymos contradicts stays for a person (a leaked secret, or a
+                    // late payment Paymos has not marked yet); a contradicted closure is closed
+                    Answer::Contradicts if claim.status.pays() => still.push(Some(claim)),
                     Answer::Contradicts => {}
                 },
                 // 2: unknown at Paymos (404): a forgery
@@ -1000,70 +986,64 @@ impl Machine<'_> {
     /// 3: apply each invoice paid at Paymos (or paid late) with Paymos' order, price and time.
     fn reconcile(&mut self) {
         let w = self.world;
-        for (id, rec) in &w.invoices {
-            self.reconcile_one(id, rec);
-        }
-    }
-
-    /// 3: apply Paymos' record `rec` of invoice `id` if it shows a payment (paid, or paid late),
-    /// with Paymos' order, price and time, judged by every rule (the `reconcile --apply` road;
-    /// also a recheck's, of a payment claim Paymos refutes: 2).
-    fn reconcile_one(&mut self, id: &str, rec: &Invoice) {
-        let w = self.world;
-        // 15: another project's invoice is not this receiver's to apply
-        if !(rec.status.pays() || rec.paid_late) || !w.applies(&rec.project) {
-            return;
-        }
-        // 6: an invoice that shipped, or whose payment is recorded here already, has
-        // nothing left to apply (its refunds are read, never recorded, by the run); 8: but
-        // a payment recorded with no time (a person's word) takes Paymos' time of it
-        // (one that never shipped, judged against a Full refund by no time, settled or
-        // waiting `AfterRefund`, on an invoice that did not close first, is Paymos' payment
-        // from now on, judged anew by its record)
-        // 8: Paymos' refunds are read first, with their times: a payment a Full refund
-        // completed at or after is paid back, not applied; one made after every Full refund
-        // is new (applied with the refunds before it); where no time tells, it waits
-        let full: Vec<(&String, Option<u64>)> = w
-            .refunds
+        for (id, rec) in w
+            .invoices
             .iter()
-            .filter(|(_, r)| r.invoice == id && r.completed && r.mode == Mode::Full)
-            .map(|(wdr, _)| (wdr, self.completed_at(wdr, None)))
-            .collect();
-        let paid_at = self.paid_time(id, None);
-        let settled = full
-            .iter()
-            .any(|(_, r)| r.zip(paid_at).is_some_and(|(r, p)| r >= p));
-        if let Some(inv) = self.inv.get_mut(id).filter(|i| i.shipped || i.paid) {
-            if inv.shipped || inv.paid_at.is_some() {
-                return;
+            .filter(|(_, r)| r.status.pays() || r.paid_late)
+            // 15: another project's invoice is not this receiver's to apply
+            .filter(|(_, r)| w.applies(&r.project))
+        {
+            // 6: an invoice that shipped, or whose payment is recorded here already, has
+            // nothing left to apply (its refunds are read, never recorded, by the run); 8: but
+            // a payment recorded with no time (a person's word) takes Paymos' time of it
+            // (one that never shipped, judged against a Full refund by no time, settled or
+            // waiting `AfterRefund`, on an invoice that did not close first, is Paymos' payment
+            // from now on, judged anew by its record)
+            // 8: Paymos' refunds are read first, with their times: a payment a Full refund
+            // completed at or after is paid back, not applied; one made after every Full refund
+            // is new (applied with the refunds before it); where no time tells, it waits
+            let full: Vec<(&String, Option<u64>)> = w
+                .refunds
+                .iter()
+                .filter(|(_, r)| r.invoice == *id && r.completed && r.mode == Mode::Full)
+                .map(|(wdr, _)| (wdr, self.completed_at(wdr, None)))
+                .collect();
+            let paid_at = self.paid_time(id, None);
+            let settled = full
+                .iter()
+                .any(|(_, r)| r.zip(paid_at).is_some_and(|(r, p)| r >= p));
+            if let Some(inv) = self.inv.get_mut(id).filter(|i| i.shipped || i.paid) {
+                if inv.shipped || inv.paid_at.is_some() {
+                    continue;
+                }
+                if settled {
+                    // dated only where a Full refund recorded here returns it by that time
+                    let returned = inv
+                        .refunds
+                        .iter()
+                        .any(|r| r.zip(paid_at).is_some_and(|(r, p)| r >= p));
+                    if returned {
+                        inv.paid_at = paid_at;
+                    }
+                    continue;
+                }
+                let reopen = (inv.after_refund() || inv.refunded()) && !inv.late;
+                inv.paid_at = paid_at;
+                if !reopen {
+                    continue;
+                }
+                inv.paid = false;
+                inv.judged = None;
             }
             if settled {
-                // dated only where a Full refund recorded here returns it by that time
-                let returned = inv
-                    .refunds
-                    .iter()
-                    .any(|r| r.zip(paid_at).is_some_and(|(r, p)| r >= p));
-                if returned {
-                    inv.paid_at = paid_at;
-                }
-                return;
+                continue;
             }
-            let reopen = (inv.after_refund() || inv.refunded()) && !inv.late;
-            inv.paid_at = paid_at;
-            if !reopen {
-                return;
+            for (wdr, at) in full {
+                self.apply_money(wdr, at);
             }
-            inv.paid = false;
-            inv.judged = None;
+            self.apply_record(id, rec);
+            self.settle();
         }
-        if settled {
-            return;
-        }
-        for (wdr, at) in full {
-            self.apply_money(wdr, at);
-        }
-        self.apply_record(id, rec);
-        self.settle();
     }
 
     /// 5/13: held when its project's registration of the order cannot be matched exactly in
@@ -1742,49 +1722,6 @@ mod tests {
         ];
         let want = exp(&[], &[], &["inv_1", "inv_3", "inv_5"]);
         assert_eq!(expected_at(&w, &c, &steps), want);
-    }
-
-    #[test] // 2, 5, 7, 8
-    fn a_recheck_of_a_forged_payment_applies_paymos_own_payment_of_the_invoice() {
-        let mut w = world(true);
-        // inv_2: paid_over for o0 at 130 (its price differs from o0's registration), refunded
-        // in full at 120, before that payment; inv_0: o0's other invoice, paid 105, refunded
-        // 140 (no webhook of either arrives); inv_4: paid at 100, refunded in full at 110;
-        // inv_5: paid late at Paymos; inv_6: expired, no `paid_late_at` (yet)
-        let invoices = [
-            ("inv_2", rec("o0", "12", Status::PaidOver, false)),
-            ("inv_0", rec("o0", "10", Paid, false)),
-            ("inv_4", rec("o4", "10", Paid, false)),
-            ("inv_5", rec("o5", "10", Expired, true)),
-            ("inv_6", rec("o6", "10", Expired, false)),
-        ];
-        for (i, r) in invoices {
-            w.invoices.insert(i.into(), r);
-        }
-        for (r, i) in [("wdr_2", "inv_2"), ("wdr_0", "inv_0"), ("wdr_4", "inv_4")] {
-            w.refunds.insert(r.into(), refund(i, Mode::Full));
-        }
-        register(&mut w, "o0", p("10", "USD"));
-        let paid_at = [("inv_2", 130), ("inv_0", 105), ("inv_4", 100)];
-        let c = clock(&paid_at, &[("wdr_2", 120), ("wdr_0", 140), ("wdr_4", 110)]);
-        // signed with a leaked secret, naming another order and no project
-        let forgery = |i| forged(of(at(paid(i, "o_evil", "10"), 999), None));
-        let mut steps: Vec<Step> = ["inv_2", "inv_4", "inv_5", "inv_6"]
-            .into_iter()
-            .map(forgery)
-            .collect();
-        let unconfirmed = ["inv_2", "inv_4", "inv_5", "inv_6"].map(|i| (i, Wait::Unconfirmed));
-        assert_eq!(expected_at(&w, &c, &steps), exp(&[], &unconfirmed, &[]));
-        steps.extend(["inv_2", "inv_4", "inv_5", "inv_6"].map(recheck));
-        // Paymos' own payments, by Paymos' order, price and time: inv_2's (after its refund)
-        // is held by the price guard; inv_4's was returned in full; inv_5's waits paid late;
-        // inv_6 shows no payment at Paymos: its forged claim keeps waiting
-        let waits = [
-            ("inv_2", Wait::Held),
-            ("inv_5", Wait::PaidLate),
-            ("inv_6", Wait::Unconfirmed),
-        ];
-        assert_eq!(expected_at(&w, &c, &steps), exp(&[], &waits, &[]));
     }
 
     /// `inv_1` (open) and `inv_2` (closed) partly paid, refunded in full at 20, then marked paid;

@@ -766,7 +766,8 @@ fn order_of(data: &EventData) -> OrderRef {
 }
 
 /// An invoice change carrying Paymos' order (as Paymos confirmed it) instead of the event's:
-/// Paymos' answer first, what it leaves out the event may still say.
+/// Paymos' order id and price whole (what Paymos leaves out is unknown, never the event's: a
+/// forged close would plant them); the event's project only where Paymos names none.
 #[must_use]
 pub fn with_order(change: Change, order: Option<OrderRef>) -> Change {
     match (change, order) {
@@ -780,9 +781,11 @@ pub fn with_order(change: Change, order: Option<OrderRef>) -> Change {
             },
             Some(confirmed),
         ) => {
-            // Paymos' answer first; what it leaves out, the event may still say.
             let mut order = confirmed;
-            order.adopt(&claimed);
+            if !order.names_project() {
+                order.project = claimed.project;
+                order.home = claimed.home;
+            }
             Change::Invoice {
                 invoice_id,
                 status,

@@ -1784,3 +1784,34 @@ async fn a_held_line_never_names_its_own_invoice_as_the_one_its_order_shipped_wi
     assert!(!listed[0].why.contains("shipped already"), "{listed:?}");
     assert!(listed[0].action.contains("release inv_1"), "{listed:?}");
 }
+
+// Found by the model: a forged close (a leaked secret) naming order o-X of an invoice Paymos
+// has closed with no order (an empty `external_order_id`). Paymos confirms the status, and its
+// answer's missing order was filled from the event's: the late payment Paymos then reported
+// shipped o-X on a release. Paymos' answer is the whole order: nothing of the event's fills it.
+#[tokio::test]
+async fn a_forged_close_plants_no_order_where_paymos_names_none() {
+    let store = Arc::new(MemoryResources::new());
+    let paymos = Arc::new(MemoryPaymos::new());
+    paymos.invoice(
+        "inv_1",
+        ConfirmedInvoice {
+            order_id: None,
+            paid_late: true,
+            ..at_paymos("expired", Some(30))
+        },
+    );
+    let fulfil = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
+    let forged = item(
+        "evt_f",
+        "invoice.expired",
+        20,
+        r#"{"invoice_id":"inv_1","order":{"external_id":"o-X","amount":"10","currency":"USD"}}"#,
+    );
+    assert_eq!(fulfil.apply(&forged, NOW_MS).await.unwrap().1, Updated);
+    assert_eq!(store.invoice("inv_1").unwrap().order.external_id, None);
+    reconcile_all(&paymos, &Fulfil::new(Arc::clone(&store)), true).await;
+    let released = release_by_alice(&Fulfil::new(Arc::clone(&store))).await;
+    assert!(released.is_err(), "{released:?}");
+    assert_eq!(store.fulfilments(), []);
+}

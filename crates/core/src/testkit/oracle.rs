@@ -9,7 +9,9 @@
 //!   at or after by Paymos' clock (never arrival order): a later payment is new and ships or
 //!   waits; what Paymos' record confirms (reverse check, recheck, reconcile) is dated by it, not
 //!   by the event; a road that knows no time (a person's) never settles in silence: paid with a
-//!   Full refund on record it waits `AfterRefund`, until released or a later Full refund;
+//!   Full refund on record it waits `AfterRefund`, until released or a later Full refund; but a
+//!   person's word of a payment a delivery announced and nothing applied (pending its order, or
+//!   waiting for its project: 19) is that payment, dated as the delivery was;
 //! - 9 release; 10 withdrawals; 11 a deposit credits once; 12 a recheck of nothing waiting
 //!   changes nothing.
 //!
@@ -27,8 +29,12 @@
 //!   of it (nor a person) named a project for (a refund is the withdrawal's delivery, not the
 //!   invoice's), or a final deposit confirmation without `project_id` of a deposit not credited
 //!   yet (whatever an advisory named: only Paymos' record could say whose payer it is), applies
-//!   nothing: no order ships, no balance is credited; it waits `ProjectUnknown` for a person.
-//!   Its ways out: a person's `mark-paid` naming the invoice's project, or a later delivery
+//!   nothing: no order ships, no balance is credited; it waits `ProjectUnknown` for a person
+//!   (a payment known all the same, of its delivery's time: a Full refund completed before it
+//!   neither returns it nor pays the invoice back, 8).
+//!   Its ways out: a person's `mark-paid` naming the invoice's project (it is the payment
+//!   that waits, dated by its delivery: a Full refund completed before that time does not
+//!   return it, 8; with no order named anywhere it waits `OrderUnknown`, 4), or a later delivery
 //!   naming it (a later paid event naming its project ships it, at most once: 6/13; a later
 //!   confirmation naming its project credits the deposit, once: 11); another project's name
 //!   changes nothing (15), the wait neither. A `recheck` reads Paymos' record, which names
@@ -272,8 +278,8 @@ pub struct Expected {
     pub waiting: BTreeMap<String, Wait>,
     /// (project, payer, currency) -> credited total, normalized decimal ("0" never listed).
     pub balances: BTreeMap<(String, String, String), String>,
-    /// Invoices paid back in full: a completed Full refund settles their (shipped or waiting)
-    /// payment, or no payment of them is known.
+    /// Invoices paid back in full: a completed Full refund settles their (shipped or waiting,
+    /// for its project too: 19) payment, or no payment of them is known.
     pub refunded: BTreeSet<String>,
 }
 
@@ -344,7 +350,8 @@ struct Inv {
     /// A payment whose order was known nowhere when it came: not applied, it waits.
     pending: bool,
     /// 8: the Paymos time of the payment (paid or pending): the event's, or under the reverse
-    /// check (and by `recheck`, `reconcile`) Paymos' record's; None: unknown (`mark-paid`, or a
+    /// check (and by `recheck`, `reconcile`) Paymos' record's; None: unknown (`mark-paid` of a
+    /// payment no delivery announced, or a
     /// record with no time).
     paid_at: Option<u64>,
     /// 8: how many of `refunds` were recorded before the payment was (the rest came after it).
@@ -356,7 +363,8 @@ struct Inv {
     /// 17: its project, once a delivery named it (or Paymos' record, or a person, said).
     project: Option<String>,
     /// 19: a payment event named no project while none was known: not applied, it waits for
-    /// its project (Some, with its Paymos time) until another road applies a payment of it.
+    /// its project (Some, with its Paymos time) until another road applies a payment of it (a
+    /// person's `mark-paid` of it is this payment, of this time: 8).
     unnamed: Option<u64>,
     order: Option<String>,
     conflict: bool,
@@ -380,14 +388,16 @@ impl Inv {
 
     /// 8: a Full refund returns the payment received until it completed: it settles the payment
     /// it completed at or after, never a later one. Where either time is unknown only a refund
-    /// recorded after the payment settles it (a person saw the payment, then paid it back). With
-    /// no payment known, any does.
+    /// recorded after the payment settles it (a person saw the payment, then paid it back). A
+    /// payment waiting for its project (19) is known, of its delivery's time: only a refund
+    /// completed at or after it (or of no time) settles it, as `project_wait` judges. With no
+    /// payment known at all, any does.
     fn refunded(&self) -> bool {
         self.refunds
             .iter()
             .enumerate()
             .any(|(i, r)| match (r, self.paid_at) {
-                _ if !self.payment() => true,
+                _ if !self.payment() => self.unnamed.is_none_or(|u| r.is_none_or(|r| r >= u)),
                 (Some(r), Some(p)) => *r >= p,
                 _ => i >= self.refunds_before,
             })
@@ -829,7 +839,9 @@ impl Machine<'_> {
     }
 
     /// 3/4/7: a person's word: the invoice is paid (and, if unknown yet, its order). 8: it
-    /// carries no Paymos time: with a Full refund on record it waits `AfterRefund`.
+    /// carries no Paymos time: with a Full refund on record it waits `AfterRefund`; but a
+    /// payment a delivery announced (pending its order, or waiting for its project: 19) is the
+    /// one the person saw, dated as it was.
     fn mark_paid(&mut self, id: &str, order: Option<&str>) {
         let inv = self.inv_mut(id);
         if let Some(o) = order.filter(|o| !o.is_empty() && inv.order.is_none()) {
@@ -840,7 +852,8 @@ impl Machine<'_> {
         // in a named outcome): it waits as a payment with no order known
         if inv.order.is_none() && !inv.closed {
             if !inv.payment() {
-                inv.date(None);
+                let at = inv.unnamed; // 19: the payment that waited for its project
+                inv.date(at);
             }
             inv.pending = true;
             return;
@@ -848,9 +861,10 @@ impl Machine<'_> {
         let inv = self.inv_mut(id);
         if !inv.paid {
             // 8: a person's word carries no Paymos time; a payment already known (pending its
-            // order) is the one the person saw, dated as it was
+            // order, or waiting for its project: 19) is the one the person saw, dated as it was
             if !inv.payment() {
-                inv.date(None);
+                let at = inv.unnamed;
+                inv.date(at);
             }
             inv.pending = false;
             inv.paid = true;
@@ -2116,6 +2130,93 @@ mod tests {
         want.balances
             .insert((A.into(), "42".into(), "USDT".into()), "5".into());
         assert_eq!(expected(&w, &steps), want);
+    }
+
+    #[test] // 4, 8, 19
+    fn a_persons_word_of_a_payment_waiting_for_its_project_is_dated_by_its_delivery() {
+        let mut w = world(false);
+        only(&mut w, &[A, "prj_b"]);
+        w.invoices
+            .insert("inv_2".into(), rec("o0", "10", Paid, false));
+        for r in ["wdr_1", "wdr_3"] {
+            w.refunds.insert(r.into(), refund("inv_2", Mode::Full));
+        }
+        let waits = |wait| exp(&[], &[("inv_2", wait)], &[]);
+        for named in [None, Some("o0")] {
+            // paid at 130, naming no project (19: applied nowhere, it waits for its project)
+            let silent = of(at(ev("inv_2", Paid, named, None), 130), None);
+            // a person names its project, no order: it is that payment, dated 130
+            let word = Step::MarkPaid {
+                invoice: "inv_2".into(),
+                order: None,
+                project: Some(A.into()),
+            };
+            assert_eq!(expected(&w, &[silent.clone()]), waits(Wait::ProjectUnknown));
+            // the refund's delivery, before or after the person's word
+            for refund_first in [false, true] {
+                for (completed, refunded) in [(120, false), (130, true), (140, true)] {
+                    let wdr_1 = at(wdr("wdr_1", true), completed);
+                    let steps = if refund_first {
+                        vec![silent.clone(), wdr_1, word.clone()]
+                    } else {
+                        vec![silent.clone(), word.clone(), wdr_1]
+                    };
+                    let case =
+                        format!("order {named:?}, refund first {refund_first}, at {completed}");
+                    if refunded {
+                        // a Full refund completed at or after 130 returns it
+                        assert_eq!(expected(&w, &steps), exp(&[], &[], &["inv_2"]), "{case}");
+                        continue;
+                    }
+                    // completed at 120, before it: a new payment, named for a person (4)
+                    assert_eq!(expected(&w, &steps), waits(Wait::OrderUnknown), "{case}");
+                    // the order, by a person: it ships, once
+                    let more = [&steps[..], &[mark("inv_2", "o0"), mark("inv_2", "o0")]].concat();
+                    assert_eq!(
+                        expected(&w, &more),
+                        exp(&[("o0", "inv_2")], &[], &[]),
+                        "{case}"
+                    );
+                    // a later Full refund completed at 130 returns it
+                    let more = [&steps[..], &[at(wdr("wdr_3", true), 130)]].concat();
+                    assert_eq!(expected(&w, &more), exp(&[], &[], &["inv_2"]), "{case}");
+                }
+            }
+        }
+    }
+
+    #[test] // 8, 19
+    fn a_full_refund_before_a_payment_waiting_for_its_project_does_not_pay_it_back() {
+        let mut w = world(false);
+        only(&mut w, &[A, "prj_b"]);
+        w.invoices
+            .insert("inv_1".into(), rec("o1", "10", Paid, false));
+        w.refunds
+            .insert("wdr_1".into(), refund("inv_1", Mode::Full));
+        // paid at 130, naming no project (19: applied nowhere, it waits for its project)
+        let silent = of(at(paid("inv_1", "o1", "10"), 130), None);
+        for refund_first in [false, true] {
+            for (completed, refunded) in [(120, false), (130, true), (140, true)] {
+                let wdr_1 = at(wdr("wdr_1", true), completed);
+                let steps = if refund_first {
+                    [wdr_1, silent.clone()]
+                } else {
+                    [silent.clone(), wdr_1]
+                };
+                let want = if refunded {
+                    // completed at or after 130: it returns that payment
+                    exp(&[], &[], &["inv_1"])
+                } else {
+                    // completed at 120: the payment at 130 is new; it still waits
+                    exp(&[], &[("inv_1", Wait::ProjectUnknown)], &[])
+                };
+                let case = format!("refund first {refund_first}, at {completed}");
+                assert_eq!(expected(&w, &steps), want, "{case}");
+            }
+        }
+        // no payment known at all: any Full refund pays it back
+        let only_refund = [at(wdr("wdr_1", true), 120)];
+        assert_eq!(expected(&w, &only_refund), exp(&[], &[], &["inv_1"]));
     }
 
     #[test]

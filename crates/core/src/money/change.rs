@@ -148,6 +148,10 @@ pub enum Change {
     ProjectUnknown {
         /// The invoice or deposit.
         resource_id: Option<String>,
+        /// When a payment of the invoice was made, by the delivery's best clock: its record
+        /// learns it, so a person's word of the payment later is judged against a full refund
+        /// by that time.
+        paid_at: Option<u64>,
     },
     /// A delivery verified by a secret of the other environment (a sandbox secret on a live
     /// stack): recorded as `other_environment`, nothing applied.

@@ -391,6 +391,18 @@ fn noted(source: &Source, change: &Change, plan: &Plan, now_ms: u64) -> Vec<writ
             {
                 out.extend(write::payment_awaiting_order(invoice_id, order, *paid_at));
             }
+            // A payment whose project is known nowhere: its record learns when it was made.
+            if let Change::ProjectUnknown {
+                resource_id: Some(invoice_id),
+                paid_at,
+            } = change
+            {
+                out.extend(write::payment_awaiting_order(
+                    invoice_id,
+                    &OrderRef::none(),
+                    *paid_at,
+                ));
+            }
             out
         }
         (
@@ -412,7 +424,7 @@ fn review(source: &Source, change: &Change, plan: &Plan, now_ms: u64) -> Option<
     let resource_id = match change {
         Change::Unconfirmed { resource_id, .. }
         | Change::Unusable { resource_id, .. }
-        | Change::ProjectUnknown { resource_id } => resource_id.as_deref(),
+        | Change::ProjectUnknown { resource_id, .. } => resource_id.as_deref(),
         // A payment whose order is known nowhere yet.
         Change::Invoice { invoice_id, .. } => Some(invoice_id.as_str()),
         _ => None,

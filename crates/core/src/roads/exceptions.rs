@@ -350,12 +350,19 @@ pub async fn list<S: ExceptionStore, L: ReviewLedger>(
             // A refund settles it only if it returned this payment (by Paymos' clock): a payment
             // made after a full refund is a new one, and still waits for its order.
             let paid_at = delivery.read.as_ref().map(|(e, _)| e.occurred_at);
-            let paid_since = seen.is_some_and(|s| {
+            let paid_since = seen.as_ref().is_some_and(|s| {
                 s.status.is_some_and(InvoiceStatus::fulfils)
                     || s.paid_late
                     || s.refunded_in_full_at(s.payment_at.or(paid_at))
             });
             if (delivery.order_unknown() || delivery.project_unknown()) && paid_since {
+                continue;
+            }
+            // A person named its project (`mark-paid --project`): the invoice's own line says
+            // what waits now (its order).
+            if delivery.project_unknown()
+                && seen.is_some_and(|s| s.awaits_order && s.order.names_project())
+            {
                 continue;
             }
         }

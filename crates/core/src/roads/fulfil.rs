@@ -492,18 +492,19 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         if self.projects.ids().len() < 2 {
             return Ok(change);
         }
-        let resource_id = match &change {
+        let (resource_id, paid_at) = match &change {
             Change::Invoice {
                 invoice_id,
                 status,
                 order,
+                paid_at,
                 ..
-            } if status.fulfils() && !order.names_project() => invoice_id,
+            } if status.fulfils() && !order.names_project() => (invoice_id, *paid_at),
             Change::Deposit {
                 deposit_id,
                 credit: Some(_),
                 ..
-            } => deposit_id,
+            } => (deposit_id, None),
             _ => return Ok(change),
         };
         let recorded = self.store.read(&Key::state(resource_id)).await?;
@@ -518,6 +519,7 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         }
         Ok(Change::ProjectUnknown {
             resource_id: Some(resource_id.clone()),
+            paid_at,
         })
     }
 

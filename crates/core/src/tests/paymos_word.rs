@@ -1815,3 +1815,48 @@ async fn a_forged_close_plants_no_order_where_paymos_names_none() {
     assert!(released.is_err(), "{released:?}");
     assert_eq!(store.fulfilments(), []);
 }
+
+// Found by the model: on a stack of two projects without the check, a payment naming no
+// project (at 30) waits project_unknown; support's `mark-paid --project prj_a` (no order) then
+// recorded it undated, and the full refund completed at 20 (before the payment: it returned an
+// earlier one) settled it as refunded: the payment at 30 was shipped by nothing and listed for
+// no one. The delivery teaches the record its time, as a payment of an order known nowhere
+// does: the refund before it returns nothing of it, and it waits for its order.
+#[tokio::test]
+async fn a_persons_word_of_a_payment_naming_no_project_keeps_its_time() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let paid = item("evt_p", "invoice.paid", 30, r#"{"invoice_id":"inv_1"}"#);
+    assert_eq!(fulfil.apply(&paid, NOW_MS).await.unwrap().1, ProjectUnknown);
+    let a = OrderRef {
+        project: Some("prj_a".into()),
+        ..OrderRef::none()
+    };
+    let marked = fulfil.mark_paid("inv_1", a.clone(), "support", NOW_MS);
+    assert_eq!(marked.await.unwrap(), OrderUnknown);
+    fulfil
+        .apply(&full_refund("evt_r", 20), NOW_MS)
+        .await
+        .unwrap();
+    let seen = store.invoice("inv_1").unwrap();
+    assert_eq!(seen.payment_at, Some(30), "{seen:?}");
+    // One line, the invoice's: the person named the project, and its order waits (the
+    // delivery's own line, which asked for the project, is done).
+    let ledger = MemoryReviews::new();
+    ledger.processed(waited(&paid), ProjectUnknown, "no project", 1);
+    let kinds: Vec<_> = list(&*store, &ledger, 0)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| (e.kind, e.resource_id.clone()))
+        .collect();
+    assert_eq!(kinds, [("order_unknown", Some("inv_1".to_owned()))]);
+    // Its order named, it ships (once).
+    let with_order = OrderRef {
+        external_id: Some("o-1".into()),
+        ..a
+    };
+    let shipped = fulfil.mark_paid("inv_1", with_order, "support", NOW_MS);
+    assert_eq!(shipped.await.unwrap(), Fulfilled);
+    assert_eq!(claims(&store), ["order_paid#o-1"]);
+}

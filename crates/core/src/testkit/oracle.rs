@@ -2151,7 +2151,10 @@ mod tests {
                 order: None,
                 project: Some(A.into()),
             };
-            assert_eq!(expected(&w, &[silent.clone()]), waits(Wait::ProjectUnknown));
+            assert_eq!(
+                expected(&w, std::slice::from_ref(&silent)),
+                waits(Wait::ProjectUnknown)
+            );
             // the refund's delivery, before or after the person's word
             for refund_first in [false, true] {
                 for (completed, refunded) in [(120, false), (130, true), (140, true)] {

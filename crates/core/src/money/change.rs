@@ -887,6 +887,37 @@ mod tests {
         );
     }
 
+    // Missed mutant (`delete !` in `with_order`): Paymos' order is taken whole, its project
+    // too; the event's project fills in only where Paymos names none.
+    #[test]
+    fn paymos_order_keeps_its_project_and_takes_the_events_only_where_it_names_none() {
+        let claimed = change(
+            "invoice.paid",
+            r#"{"invoice_id":"inv_1","status":"paid","project_id":"prj_a","order":{"external_id":"o-X"}}"#,
+        );
+        let paymos = |project: Option<&str>| OrderRef {
+            external_id: Some("o-1".into()),
+            project: project.map(str::to_owned),
+            ..OrderRef::none()
+        };
+        let order_of = |c: Change| match c {
+            Change::Invoice { order, .. } => order,
+            other => panic!("not an invoice: {other:?}"),
+        };
+        let named = order_of(with_order(claimed.clone(), Some(paymos(Some("prj_b")))));
+        assert_eq!(
+            (named.external_id.as_deref(), named.project.as_deref()),
+            (Some("o-1"), Some("prj_b")),
+            "Paymos' project wins over the event's"
+        );
+        let unnamed = order_of(with_order(claimed, Some(paymos(None))));
+        assert_eq!(
+            (unnamed.external_id.as_deref(), unnamed.project.as_deref()),
+            (Some("o-1"), Some("prj_a")),
+            "the event's project where Paymos names none; never its order"
+        );
+    }
+
     #[test]
     fn a_change_adopts_only_what_it_leaves_out() {
         let mut change = OrderRef {

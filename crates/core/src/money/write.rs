@@ -1767,6 +1767,27 @@ pub fn holds_change_of(fields: &Fields, source: &Source) -> bool {
 mod tests {
     use super::*;
 
+    // Missed mutant (`>` in `payment_awaiting_order`): a payment that teaches nothing (no
+    // project, no time) writes nothing, not a bare record of an invoice.
+    #[test]
+    fn a_payment_awaiting_its_order_writes_only_what_it_teaches() {
+        assert_eq!(
+            payment_awaiting_order("inv_1", &OrderRef::none(), None),
+            None
+        );
+        let timed = payment_awaiting_order("inv_1", &OrderRef::none(), Some(3)).unwrap();
+        assert!(
+            timed
+                .set
+                .contains(&Set::Once(Field::PaymentAt, Value::Int(3)))
+        );
+        let named = OrderRef {
+            project: Some("prj_b".into()),
+            ..OrderRef::none()
+        };
+        assert!(payment_awaiting_order("inv_1", &named, None).is_some());
+    }
+
     // Issue 32: an invoice is listed `open` while its status is open (the reconciliation
     // re-reads it), `review` from what makes its payment wait until a release (exceptions
     // lists it), and otherwise under the day it changed (events since): one list at a time.

@@ -1032,6 +1032,35 @@ async fn a_delivery_naming_another_order_than_the_one_shipped_waits_for_a_person
     ));
 }
 
+// Missed mutant (the `OrderConflict` guard in `noted`): a delivery naming another order than
+// the one a person shipped writes its note alone; the shipped record learns nothing of it
+// (its time would date the person's payment, and a full refund would be judged by it).
+#[tokio::test]
+async fn a_conflicting_delivery_teaches_the_shipped_record_nothing() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let a = OrderRef {
+        external_id: Some("o-A".into()),
+        ..OrderRef::none()
+    };
+    assert_eq!(
+        fulfil.mark_paid("inv_1", a, "support", NOW_MS).await,
+        Ok(Fulfilled)
+    );
+    let before = store.invoice("inv_1").unwrap();
+    let b = item(
+        "evt_b",
+        "invoice.paid",
+        100,
+        r#"{"invoice_id":"inv_1","order":{"external_id":"o-B"}}"#,
+    );
+    let outcome = fulfil.apply(&b, NOW_MS).await.unwrap().1;
+    assert_eq!(outcome, OrderConflict);
+    let after = store.invoice("inv_1").unwrap();
+    assert_eq!((after.payment_at, after.order), (None, before.order));
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-A".into()))]);
+}
+
 // A person's `mark-paid --order-id B` of an invoice that shipped order A answered
 // `already_final`, exit 0, as if B shipped. It is the same conflict as a delivery's: the
 // person hears `order_conflict` (the command line exits 1 and says why); nothing is written.
@@ -1155,6 +1184,22 @@ async fn a_persons_word_names_the_order_of_a_late_payment_known_nowhere() {
     let released = release_by_alice(&fulfil).await;
     assert_eq!(released, Ok(Fulfilled));
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}
+
+// Missed mutant (the `||` before `refunded_in_full_at` in `exceptions::list`): a payment that
+// waited for its order, whose invoice now waits `paid_late` (unrefunded), is listed once, by
+// its invoice's line, not again by its delivery's.
+#[tokio::test]
+async fn a_payment_waiting_for_its_order_then_paid_late_is_listed_once() {
+    let late = item("evt_l", "invoice.paid", 120, r#"{"invoice_id":"inv_1"}"#);
+    let (outcomes, store) = webhooks(&[closed_naming_nothing("evt_x", 100), late]).await;
+    assert_eq!(outcomes, [Updated, PaidLate]);
+    let reviews = MemoryReviews::new();
+    let copy = item("evt_c", "invoice.paid", 120, r#"{"invoice_id":"inv_1"}"#);
+    reviews.processed(waited(&copy), OrderUnknown, "order known nowhere", NOW_MS);
+    let listed = list(&*store, &reviews, 0).await.unwrap();
+    let kinds: Vec<_> = listed.iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, ["paid_late"], "{listed:?}");
 }
 
 // Found by the model's new shapes: an open event naming the order that arrives after a later

@@ -301,6 +301,32 @@ async fn two_projects_named() -> (Arc<MemoryResources>, Fulfil<Arc<MemoryResourc
     (store, fulfil)
 }
 
+// Missed mutant (`delete field project` in `invoice_transition`): the mirror of the hold
+// below. The home project's open event, then shop B's payment: the record stays the home
+// project's and learns none of B's, so it never names two projects.
+#[tokio::test]
+async fn a_hold_of_the_home_project_learns_none_of_the_other_shops_project() {
+    let opened = item(
+        "evt_o",
+        "invoice.confirming",
+        r#"{"invoice_id":"inv_x","project_id":"prj_a","order":{"external_id":"1001","amount":"10.00","currency":"USD"}}"#,
+    );
+    let (outcomes, store) = run(
+        two_shops(),
+        &[opened, paid("evt_p", "inv_x", "prj_b", "1001")],
+    )
+    .await;
+    assert_eq!(outcomes, [Updated, Held]);
+    let held = store.invoice("inv_x").unwrap();
+    assert!(held.projects_disagree);
+    assert_eq!(
+        (held.order.project.as_deref(), held.order.home),
+        (None, true),
+        "{held:?}"
+    );
+    assert!(store.fulfilled().is_empty());
+}
+
 /// Alice's release of inv_x, naming `project` (`--project`) or not.
 async fn release_x(
     fulfil: &Fulfil<Arc<MemoryResources>>,

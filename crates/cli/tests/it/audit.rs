@@ -242,11 +242,11 @@ enum Door {
 const HELD: &str = "inv_audit_held";
 const REASON: &str = "the customer confirmed the price change by email";
 
-/// A console on the rig's stack, acting as alice: its URL and its session's token.
+/// A console on the rig's stack, acting as alice: its URL and a client in its session.
 struct Opened {
     _console: tokio::process::Child,
     url: String,
-    token: String,
+    http: reqwest::Client,
 }
 
 async fn open_console(rig: &Rig) -> Opened {
@@ -262,22 +262,15 @@ async fn open_console(rig: &Rig) -> Opened {
         .spawn()
         .expect("console starts");
     let mut lines = tokio::io::BufReader::new(console.stdout.take().unwrap()).lines();
-    let url = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+    let printed = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
         .await
         .expect("the console prints its URL")
         .unwrap()
         .expect("a URL line");
-    let page = reqwest::get(&url).await.unwrap().text().await.unwrap();
-    let token = page
-        .split("name=\"console-token\" content=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect("the page holds the session's token")
-        .to_owned();
     Opened {
         _console: console,
-        url,
-        token,
+        url: crate::console::base(&printed),
+        http: crate::console::log_in(&printed).await,
     }
 }
 
@@ -325,9 +318,9 @@ async fn act(rig: &Rig, door: Door, kind: ActionKind) {
         ActionKind::EventsResend => ("events-resend", json!({"id": HELD})),
         ActionKind::Resolve => ("resolve", json!({"id": unusable, "reason": REASON})),
     };
-    let answer = reqwest::Client::new()
+    let answer = console
+        .http
         .post(format!("{}api/{action}", console.url))
-        .header("x-console-token", &console.token)
         .json(&fields)
         .send()
         .await
@@ -337,7 +330,7 @@ async fn act(rig: &Rig, door: Door, kind: ActionKind) {
     if matches!(kind, ActionKind::Redrive | ActionKind::Resend) {
         // A job: started at once, recorded when it ends.
         assert_eq!(status, 202, "{kind}: {body}");
-        let ended = job_ended(&console.url, &body).await;
+        let ended = job_ended(&console.http, &console.url, &body).await;
         assert_eq!(ended["error"], Value::Null, "{kind}: {ended}");
         return;
     }
@@ -354,12 +347,14 @@ async fn act(rig: &Rig, door: Door, kind: ActionKind) {
 }
 
 /// A console's job (`started`, its POST's answer) read back until it ends: its last answer.
-async fn job_ended(url: &str, started: &Value) -> Value {
+async fn job_ended(http: &reqwest::Client, url: &str, started: &Value) -> Value {
     let job = started["job"]
         .as_u64()
         .unwrap_or_else(|| panic!("{started}"));
     for _ in 0..600 {
-        let read: Value = reqwest::get(format!("{url}api/jobs/{job}"))
+        let read: Value = http
+            .get(format!("{url}api/jobs/{job}"))
+            .send()
             .await
             .unwrap()
             .json()
@@ -811,7 +806,7 @@ async fn the_command_lines_actions_are_listed_by_audit_newest_first_and_publishe
 }
 
 #[tokio::test]
-async fn the_consoles_actions_are_listed_on_its_page_newest_first_and_a_tokenless_one_is_not_recorded()
+async fn the_consoles_actions_are_listed_on_its_page_newest_first_and_one_without_the_session_is_not_recorded()
  {
     let held = "inv_audit_console_held";
     let rig = Rig::new(held).await;
@@ -827,34 +822,33 @@ async fn the_consoles_actions_are_listed_on_its_page_newest_first_and_a_tokenles
         .spawn()
         .expect("console starts");
     let mut lines = tokio::io::BufReader::new(console.stdout.take().unwrap()).lines();
-    let url = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+    let printed = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
         .await
         .expect("the console prints its URL")
         .unwrap()
         .expect("a URL line");
-    let http = reqwest::Client::new();
-    let page = http.get(&url).send().await.unwrap().text().await.unwrap();
-    let token = page
-        .split("name=\"console-token\" content=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect("the page holds the session's token")
-        .to_owned();
-    let act = async |action: &str, fields: Value, token: Option<&str>| {
-        let mut request = http.post(format!("{url}api/{action}")).json(&fields);
-        if let Some(t) = token {
-            request = request.header("x-console-token", t);
-        }
-        let answer = request.send().await.unwrap();
+    let (plain, http) = (
+        reqwest::Client::new(),
+        crate::console::log_in(&printed).await,
+    );
+    let url = crate::console::base(&printed);
+    let act = async |action: &str, fields: Value, session: bool| {
+        let client = if session { &http } else { &plain };
+        let answer = client
+            .post(format!("{url}api/{action}"))
+            .json(&fields)
+            .send()
+            .await
+            .unwrap();
         let status = answer.status().as_u16();
         (status, answer.json::<Value>().await.unwrap())
     };
-    let t = Some(token.as_str());
+    let t = true;
     let reason = "paid by phone, price agreed";
     let release = json!({"id": held, "reason": reason, "override_amount": true});
 
-    // Without the session's token: refused, nothing recorded.
-    let (status, _) = act("release", release.clone(), None).await;
+    // Without the session's cookie: refused, nothing recorded.
+    let (status, _) = act("release", release.clone(), false).await;
     assert_eq!(status, 403);
     assert!(rig.entries(ActionKind::Release).await.is_empty());
 
@@ -887,13 +881,13 @@ async fn the_consoles_actions_are_listed_on_its_page_newest_first_and_a_tokenles
     rig.dead_letter("inv_audit_console_dlq").await;
     let (status, body) = act("redrive", json!({"id": "work-queue", "count": 1}), t).await;
     assert_eq!(status, 202, "{body}");
-    assert_eq!(job_ended(&url, &body).await["moved"], 1);
+    assert_eq!(job_ended(&http, &url, &body).await["moved"], 1);
     let e = rig.only(ActionKind::Redrive).await;
     assert_eq!((e.actor.as_str(), e.count), ("alice", Some(1)));
 
     let (status, body) = act("resend", json!({"id": "stranded", "count": 1}), t).await;
     assert_eq!(status, 202, "{body}");
-    assert_eq!(job_ended(&url, &body).await["error"], Value::Null);
+    assert_eq!(job_ended(&http, &url, &body).await["error"], Value::Null);
     let e = rig.only(ActionKind::Resend).await;
     assert_eq!(
         (e.actor.as_str(), e.subject.as_str()),
@@ -1042,8 +1036,71 @@ async fn on_aws_the_entry_names_the_callers_identity_and_without_it_nothing_is_d
     );
     assert_eq!(fulfilled().await, 1);
     let e = rig.only(ActionKind::Release).await;
-    assert_eq!(e.actor, arn, "the credentials' identity, not --actor");
+    assert_eq!(
+        e.actor,
+        format!("{arn} (declared mallory)"),
+        "the credentials' identity first, --actor only beside it"
+    );
     assert_eq!(e.reason.as_deref(), Some("checked"));
+}
+
+// Issue 54: with both of the SDK's endpoint variables set (also how a VPC or FIPS endpoint is
+// named), the command line took the stack for `dev`, skipped STS, and recorded mallory as who
+// released it. Only `dev`'s info file or endpoints on this machine make a stack `dev`: here
+// STS is asked, and the audit entry and the fulfilment carry the verified identity beside the
+// declared name.
+#[tokio::test]
+async fn endpoint_variables_naming_aws_hosts_still_ask_sts_and_record_the_verified_identity() {
+    let held = "inv_audit_vpce_held";
+    let rig = Rig::new(held).await;
+    let (dynamodb, _) = endpoint_urls();
+    let arn = "arn:aws:sts::123456789012:assumed-role/ops/alice";
+    let sts = fake_sts(arn).await;
+    let tables = (
+        rig.dev.info.tables["DeliveriesTable"].clone(),
+        rig.dev.info.tables["StateTable"].clone(),
+    );
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+            .args(["release", held, "--actor", "mallory", "--reason", "checked"])
+            .args(["--override-amount", "--region", "us-east-1"])
+            .args(["--deliveries-table", &tables.0, "--state-table", &tables.1])
+            .env("AWS_ENDPOINT_URL_DYNAMODB", &dynamodb)
+            .env(
+                "AWS_ENDPOINT_URL_SQS",
+                "https://sqs-fips.us-east-1.amazonaws.com",
+            )
+            .env("AWS_ENDPOINT_URL_STS", sts)
+            .env("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+            .env("AWS_SECRET_ACCESS_KEY", "not-a-secret")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("AWS_MAX_ATTEMPTS", "1")
+            .env_remove("AWS_PROFILE")
+            .env_remove("AWS_SESSION_TOKEN")
+            .env_remove("AWS_ENDPOINT_URL")
+            .output()
+            .expect("run paymos-inbox")
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let both = format!("{arn} (declared mallory)");
+    assert_eq!(rig.only(ActionKind::Release).await.actor, both);
+    let shipped: Vec<_> = rig
+        .state
+        .fulfilments()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|f| f.invoice_id == held)
+        .map(|f| f.won_by)
+        .collect();
+    assert_eq!(shipped, [format!("manual:{both}")]);
 }
 
 // An action that ran but whose entry could not be written says what was done, whatever the

@@ -1,18 +1,27 @@
 // Drives the console in Debian's chromium (headless) through npm's playwright-core, for
-// tests/it/console.rs: node console.mjs URL INVOICE_ID SCREENSHOT_DIR. Prints one JSON object
+// tests/it/console.rs: node console.mjs PRINTED_URL INVOICE_ID SCREENSHOT_DIR EVENT_ID. Prints one JSON object
 // of what the page showed; the Rust test asserts on it and on the tables.
 import { chromium } from 'playwright-core';
 
-const [url, invoice, shots] = process.argv.slice(2);
+const [url, invoice, shots, event] = process.argv.slice(2);
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
   args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
 });
 const seen = {};
 try {
-  const page = await browser.newPage({ viewport: { width: 1200, height: 860 } });
+  const context = await browser.newContext({ viewport: { width: 1200, height: 860 } });
+  const page = await context.newPage();
   page.on('pageerror', (e) => { seen.page_errors = [...(seen.page_errors || []), String(e)]; });
+  // The printed URL logs in once: a cookie, then the page at the console's own address.
   await page.goto(url);
+  seen.url_after_login = page.url();
+  const cookie = (await context.cookies()).find((c) => c.name === 'paymos_console');
+  seen.cookie = cookie && { value: cookie.value, httpOnly: cookie.httpOnly, sameSite: cookie.sameSite };
+  seen.script_sees_cookie = await page.evaluate(() => document.cookie.includes('paymos_console'));
+  const read = (path) => page.evaluate(async (p) => (await fetch(p)).json(), path);
+  seen.api_home = await read('/api/home');
+  seen.api_story = await read(`/api/search?id=${event}`);
   await page.waitForSelector('#home[data-loaded="true"]');
   await page.waitForSelector('#jobs[data-loaded="true"]');
   seen.counts = await page.$$eval('#groups .group', (gs) => Object.fromEntries(gs.map((g) => [g.dataset.kind, Number(g.dataset.count)])));
@@ -51,18 +60,19 @@ try {
   await page.waitForFunction(() => !document.querySelector('#timeline [data-action="release"]'));
   seen.story_after = await page.textContent('#timeline dl.facts');
 
-  // A second release (a second tab, a double click): the page's own token, the domain's answer.
+  // A second release (a second tab, a double click): the page's own session, the domain's answer.
   seen.second = await page.evaluate(async (id) => {
-    const token = document.querySelector('meta[name="console-token"]').content;
     const r = await fetch('/api/release', {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-console-token': token },
+      headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ id, reason: 'again', override_amount: true }),
     });
     return { status: r.status, body: await r.json() };
   }, invoice);
-  // The same request without the token, as another site's script would send it.
-  seen.without_token = await page.evaluate(async (id) => {
+  // The same request from a browser that never visited the printed URL.
+  const stranger = await (await browser.newContext()).newPage();
+  await stranger.goto(new URL('/', url).href);
+  seen.without_session = await stranger.evaluate(async (id) => {
     const r = await fetch('/api/release', {
       method: 'POST',
       headers: { 'content-type': 'application/json' },

@@ -212,30 +212,26 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
         .expect("the console prints its URL")
         .unwrap()
         .expect("a URL line");
-    assert!(
-        url.starts_with("http://127.0.0.1:") && url.ends_with('/'),
-        "{url}"
-    );
+    let printed = url;
+    let url = base(&printed);
 
-    // Refused before any route: a POST without the token, and one with the token but another
-    // site's Host (a DNS-rebinding page): nothing changes.
-    let http = reqwest::Client::new();
-    let page = http.get(&url).send().await.unwrap().text().await.unwrap();
-    let token = page
-        .split("name=\"console-token\" content=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect("the page holds the session's token")
-        .to_owned();
+    // Refused before any route: a plain client on the host that GETs the page, then POSTs
+    // (it learned nothing to act with), and a request with a cookie but another site's Host
+    // (a DNS-rebinding page): nothing changes.
+    let plain = reqwest::Client::new();
+    let page = plain.get(&url).send().await.unwrap();
+    assert_eq!(page.status(), 403);
+    let page = page.text().await.unwrap();
+    assert!(page.contains("one-time login"), "{page}");
     let forged = serde_json::json!({"id": held, "reason": "forged", "override_amount": true});
-    let without = http
+    let without = plain
         .post(format!("{url}api/release"))
         .json(&forged)
         .send()
         .await
         .unwrap();
     assert_eq!(without.status(), 403);
-    let rebound = http
+    let rebound = plain
         .post(format!("{url}api/release"))
         .header(
             "host",
@@ -244,7 +240,7 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
                 url.rsplit(':').next().unwrap().trim_end_matches('/')
             ),
         )
-        .header("x-console-token", &token)
+        .header("cookie", format!("paymos_console={}", "0".repeat(64)))
         .json(&forged)
         .send()
         .await
@@ -256,15 +252,39 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
         "a refused request changed nothing"
     );
 
+    let shots = workspace().join("docs");
+    let driven = tokio::process::Command::new("node")
+        .arg(workspace().join("crates/cli/tests/it/console.mjs"))
+        .args([&printed, held, shots.to_str().unwrap(), &held_event])
+        .env("CHROMIUM", CHROMIUM)
+        .output()
+        .await
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&driven.stdout);
+    assert!(
+        driven.status.success(),
+        "the browser run failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&driven.stderr)
+    );
+    let seen: Value = serde_json::from_str(stdout.trim()).expect("the driver's JSON");
+    assert_eq!(seen["page_errors"], Value::Null, "{seen}");
+
+    // The browser's first visit spent the printed key: it holds the session in a cookie no
+    // script reads and no other site sends, and the address bar no longer shows the key.
+    assert_eq!(
+        seen["url_after_login"].as_str(),
+        Some(url.as_str()),
+        "{seen}"
+    );
+    assert_eq!(seen["cookie"]["httpOnly"], true, "{seen}");
+    assert_eq!(seen["cookie"]["sameSite"], "Strict", "{seen}");
+    assert_eq!(seen["script_sees_cookie"], false, "{seen}");
+    let again = plain.get(&printed).send().await.unwrap();
+    assert_eq!(again.status(), 403, "the printed URL logs in once");
+    let http = with_cookie(seen["cookie"]["value"].as_str().unwrap());
+    let api_home = &seen["api_home"];
+    let story = &seen["api_story"];
     // The page's counts are `exceptions --json`'s.
-    let api_home: Value = http
-        .get(format!("{url}api/home"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
     assert_eq!(
         api_home["total"].as_u64(),
         Some(before.values().sum::<u64>())
@@ -284,14 +304,6 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
     assert_eq!(api_home["header"]["not_read"], Value::Null, "{api_home}");
 
     // One delivery's story by its event id: its outcome, its invoice, its body redacted.
-    let story: Value = http
-        .get(format!("{url}api/search?id={held_event}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
     let delivery = &story["deliveries_of_id"][0];
     assert_eq!(delivery["environment"], "sandbox", "{story}");
     assert_eq!(delivery["outcome"], "held", "{story}");
@@ -321,23 +333,6 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
         "{story}"
     );
     assert_eq!(story["invoice"]["fulfilled"], false, "{story}");
-
-    let shots = workspace().join("docs");
-    let driven = tokio::process::Command::new("node")
-        .arg(workspace().join("crates/cli/tests/it/console.mjs"))
-        .args([&url, held, shots.to_str().unwrap()])
-        .env("CHROMIUM", CHROMIUM)
-        .output()
-        .await
-        .expect("node runs");
-    let stdout = String::from_utf8_lossy(&driven.stdout);
-    assert!(
-        driven.status.success(),
-        "the browser run failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&driven.stderr)
-    );
-    let seen: Value = serde_json::from_str(stdout.trim()).expect("the driver's JSON");
-    assert_eq!(seen["page_errors"], Value::Null, "{seen}");
 
     let page_counts: BTreeMap<String, u64> = seen["counts"]
         .as_object()
@@ -405,15 +400,16 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
         "customer confirmed the price change by email"
     );
 
-    // A second release: already final, and still one fulfilment; without the token: 403.
+    // A second release: already final, and still one fulfilment; from a browser that never
+    // logged in: 403.
     assert_eq!(seen["second"]["status"], 200, "{seen}");
     assert_eq!(seen["second"]["body"]["outcome"], "already_final", "{seen}");
-    assert_eq!(seen["without_token"]["status"], 403, "{seen}");
+    assert_eq!(seen["without_session"]["status"], 403, "{seen}");
     assert_eq!(fulfilments(held).await, 1);
     // The audit trail: the release that shipped names alice, her reason and the override,
     // on the page and in the table; the refused one before it is recorded as not done, in
     // the domain's words; the second click as what it changed (nothing: already final); the
-    // one without the token is not recorded at all.
+    // one without the session is not recorded at all.
     let audit_row = seen["audit_row"].as_str().unwrap();
     for said in [
         "alice",
@@ -488,16 +484,18 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
     assert_eq!(redriven, 1, "the redriven message was applied once");
 
     // The other actions, through the command line's functions and in its words.
-    let act = async |action: &str, fields: Value, token: Option<&str>| {
-        let mut request = http.post(format!("{url}api/{action}")).json(&fields);
-        if let Some(t) = token {
-            request = request.header("x-console-token", t);
-        }
-        let answer = request.send().await.unwrap();
+    let act = async |action: &str, fields: Value, session: bool| {
+        let client = if session { &http } else { &plain };
+        let answer = client
+            .post(format!("{url}api/{action}"))
+            .json(&fields)
+            .send()
+            .await
+            .unwrap();
         let status = answer.status().as_u16();
         (status, answer.json::<Value>().await.unwrap())
     };
-    let t = Some(token.as_str());
+    let t = true;
     let (status, body) = act("mark-paid", serde_json::json!({"id": "order-7"}), t).await;
     assert_eq!(
         (status, body["refused"].as_str()),
@@ -562,7 +560,7 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
     let (status, body) = act(
         "release",
         serde_json::json!({"id": late, "reason": "paid in good faith"}),
-        None,
+        false,
     )
     .await;
     assert_eq!(status, 403, "{body}");
@@ -595,12 +593,51 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
 }
 
 /// A console on `dev` (its info file `info`) acting as alice, with `extra` flags: the process
-/// (stopped when dropped), its URL, its page and the session's token the page holds.
+/// (stopped when dropped), its URL (without the login), its page, and a client holding the
+/// session's cookie, as the browser that visited the printed URL does.
 struct Opened {
     _console: tokio::process::Child,
     url: String,
     page: String,
-    token: String,
+    http: reqwest::Client,
+}
+
+/// The printed URL without its one-time login: the console's own address.
+pub fn base(printed: &str) -> String {
+    printed.split('?').next().unwrap().to_owned()
+}
+
+/// A client whose every request carries the session's cookie.
+pub fn with_cookie(secret: &str) -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        "cookie",
+        format!("paymos_console={secret}").parse().unwrap(),
+    );
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .unwrap()
+}
+
+/// Visits the printed URL as a browser does the first time: the console answers with its
+/// session's cookie and a redirect to its page. The client holding the cookie.
+pub async fn log_in(printed: &str) -> reqwest::Client {
+    let visit = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+        .get(printed)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(visit.status(), 303, "{printed}");
+    let set = visit.headers()["set-cookie"].to_str().unwrap();
+    let secret = set
+        .strip_prefix("paymos_console=")
+        .and_then(|rest| rest.split(';').next())
+        .unwrap_or_else(|| panic!("{set}"));
+    with_cookie(secret)
 }
 
 async fn open_console(info: &str, extra: &[&str]) -> Opened {
@@ -616,29 +653,27 @@ async fn open_console(info: &str, extra: &[&str]) -> Opened {
         .spawn()
         .expect("console starts");
     let mut lines = tokio::io::BufReader::new(console.stdout.take().unwrap()).lines();
-    let url = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
+    let printed = tokio::time::timeout(Duration::from_secs(60), lines.next_line())
         .await
         .expect("the console prints its URL")
         .unwrap()
         .expect("a URL line");
-    let page = reqwest::get(&url).await.unwrap().text().await.unwrap();
-    let token = page
-        .split("name=\"console-token\" content=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect("the page holds the session's token")
-        .to_owned();
+    let http = log_in(&printed).await;
+    let url = base(&printed);
+    let page = http.get(&url).send().await.unwrap().text().await.unwrap();
     Opened {
         _console: console,
         url,
         page,
-        token,
+        http,
     }
 }
 
 impl Opened {
     async fn get(&self, path: &str) -> Value {
-        reqwest::get(format!("{}{path}", self.url))
+        self.http
+            .get(format!("{}{path}", self.url))
+            .send()
             .await
             .unwrap()
             .json()
@@ -646,8 +681,8 @@ impl Opened {
             .unwrap()
     }
 
-    /// A started job (the answer to its POST) read back until it ends, as the page reads it
-    /// (without the token): its last answer, and every one read while it ran.
+    /// A started job (the answer to its POST) read back until it ends, as the page reads it:
+    /// its last answer, and every one read while it ran.
     async fn followed(&self, started: &Value) -> (Value, Vec<Value>) {
         let job = started["job"]
             .as_u64()
@@ -664,11 +699,11 @@ impl Opened {
         panic!("job {job} did not end in a minute: {running:?}");
     }
 
-    /// An action with the session's token: its status and its answer.
+    /// An action in the session: its status and its answer.
     async fn act(&self, action: &str, fields: Value) -> (u16, Value) {
-        let answer = reqwest::Client::new()
+        let answer = self
+            .http
             .post(format!("{}api/{action}", self.url))
-            .header("x-console-token", &self.token)
             .json(&fields)
             .send()
             .await
@@ -968,7 +1003,10 @@ async fn a_paced_job_answers_at_once_shows_its_progress_refuses_a_second_and_is_
         .await;
     assert_eq!(status, 202, "{body}");
     console.followed(&body).await;
-    let unknown = reqwest::get(format!("{}api/jobs/99", console.url))
+    let unknown = console
+        .http
+        .get(format!("{}api/jobs/99", console.url))
+        .send()
         .await
         .unwrap();
     assert_eq!(unknown.status().as_u16(), 404);

@@ -14,9 +14,11 @@ use paymos_inbox_lambda::now_ms;
 use crate::exit::{Failure, IntoFailure};
 use crate::stack::{Stack, StackArgs};
 
-/// Who acts: on AWS, the caller's identity (its ARN, from STS `GetCallerIdentity`: what the
-/// credentials are, whatever name is given); on emulators (`dev`), `given` (`--actor`), else
-/// the login name, else `dev`.
+/// Who acts, as the audit entry, `released_by` and `won_by` record it. On AWS, the caller's
+/// verified identity (its ARN, from STS `GetCallerIdentity`: what the credentials are) beside
+/// the name given (`--actor`), as `ARN (declared NAME)`; on `dev`'s emulators, `given`, else
+/// the login name, else `dev`. Whether the stack is `dev` is decided by `dev`'s info file or
+/// loopback endpoints ([`Stack::sts`]), never by which variables are set.
 ///
 /// # Errors
 /// STS's failure, said as such (exit 4 and its next step, as classified): no action is taken
@@ -34,7 +36,7 @@ pub(crate) async fn who(stack: &Stack, given: Option<&str>) -> Result<String, Fa
         .await
         .map_err(|e| paymos_inbox_aws::aws::port_error("STS GetCallerIdentity", e));
     match answered.map(|identity| identity.arn) {
-        Ok(Some(arn)) => Ok(arn),
+        Ok(Some(arn)) => Ok(verified(&arn, given)),
         Ok(None) => Err(Failure::unreachable(
             "STS GetCallerIdentity named no ARN: nothing was done (the audit trail names who acts)",
         )),
@@ -48,6 +50,14 @@ pub(crate) async fn who(stack: &Stack, given: Option<&str>) -> Result<String, Fa
                 ..classified
             })
         }
+    }
+}
+
+/// The verified identity first, then the name a person gave (where they gave one).
+fn verified(arn: &str, given: Option<&str>) -> String {
+    match given.filter(|g| !g.trim().is_empty()) {
+        Some(name) => format!("{arn} (declared {name})"),
+        None => arn.to_owned(),
     }
 }
 

@@ -1,6 +1,7 @@
 //! `console`: the operator's page on loopback. What waits for a person, one payment's story,
-//! and the command line's own actions, behind a per-session token and a Host check; the page,
-//! its script and its style are embedded (no build step, nothing served from outside).
+//! and the command line's own actions, behind a one-time login traded for a session cookie
+//! and a Host check; the page, its script and its style are embedded (no build step, nothing
+//! served from outside).
 
 mod api;
 
@@ -12,7 +13,8 @@ use std::sync::Arc;
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{
-    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, HOST, HeaderValue, X_CONTENT_TYPE_OPTIONS,
+    CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, HOST, HeaderValue, LOCATION, SET_COOKIE,
+    X_CONTENT_TYPE_OPTIONS,
 };
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -26,8 +28,12 @@ const INDEX: &str = include_str!("console/index.html");
 const SCRIPT: &str = include_str!("console/console.js");
 const STYLE: &str = include_str!("console/console.css");
 
-/// The header every state-changing request carries the session's token in.
-pub const TOKEN_HEADER: &str = "x-console-token";
+/// The cookie the session's secret travels in: `HttpOnly` (no script reads it),
+/// `SameSite=Strict` (no other site's page sends it).
+pub const COOKIE: &str = "paymos_console";
+
+/// The query parameter of the printed URL that carries the one-time login key.
+pub const LOGIN: &str = "login";
 
 /// The most a request body may hold: an action's few fields.
 const MAX_BODY: usize = 16 * 1024;
@@ -58,15 +64,19 @@ pub struct ConsoleArgs {
 enum Refusal {
     /// The Host header is not the console's own address (a DNS-rebinding page, a proxy).
     ForeignHost,
-    /// A state-changing request without the session's token (a cross-site form, a script).
-    NoToken,
+    /// No session cookie (a plain client on the host, a browser that never logged in), or a
+    /// login key already spent or never issued.
+    NoSession,
+    /// A state-changing request another origin's page sent (another port of loopback is the
+    /// same site, so its browser may carry the cookie).
+    CrossOrigin,
 }
 
 impl Refusal {
     fn status(self) -> StatusCode {
         match self {
             Self::ForeignHost => StatusCode::MISDIRECTED_REQUEST,
-            Self::NoToken => StatusCode::FORBIDDEN,
+            Self::NoSession | Self::CrossOrigin => StatusCode::FORBIDDEN,
         }
     }
 
@@ -75,17 +85,43 @@ impl Refusal {
             Self::ForeignHost => {
                 "this console answers only at its loopback address: open the URL it printed"
             }
-            Self::NoToken => {
-                "a state-changing request needs the session's token: act from the console's own page"
+            Self::NoSession => {
+                "this console answers only the browser that opened the URL it printed (a one-time login): start it again for a new one"
             }
+            Self::CrossOrigin => "a state-changing request comes only from the console's own page",
         }
     }
 }
 
-/// The session: where it listens and the token its page holds.
+/// What a request says of itself that the session judges.
+#[derive(Debug, Default, Clone, Copy)]
+struct Asked<'a> {
+    host: Option<&'a str>,
+    /// The `Cookie` header, whole.
+    cookies: Option<&'a str>,
+    /// The `login` parameter of a `GET /`.
+    login: Option<&'a str>,
+    /// `Origin` and `Sec-Fetch-Site`, which browsers send and a page cannot forge.
+    origin: Option<&'a str>,
+    fetch_site: Option<&'a str>,
+}
+
+/// How a request is let in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Admitted {
+    /// It carries the session's cookie.
+    Session,
+    /// It spends the one-time login key: its answer sets the cookie.
+    Login,
+}
+
+/// The session: where it listens, the one-time key of the URL it prints, and the secret its
+/// cookie carries. The page holds neither: a page any local process can GET would hand it
+/// the operator's credentials.
 struct Session {
     hosts: Vec<String>,
-    token: String,
+    login: std::sync::Mutex<Option<String>>,
+    secret: String,
 }
 
 impl Session {
@@ -95,32 +131,81 @@ impl Session {
         if address.ip() == IpAddr::V4(Ipv4Addr::LOCALHOST) {
             hosts.push(format!("127.0.0.1:{port}"));
         }
-        let mut bytes = [0_u8; 32];
-        getrandom::fill(&mut bytes).expect("the system's random source answers");
         Self {
             hosts,
-            token: hex::encode(bytes),
+            login: std::sync::Mutex::new(Some(random())),
+            secret: random(),
         }
     }
 
-    /// Whether a request may reach its route: its Host is ours, and a state-changing one
-    /// carries the token (compared in constant time).
-    fn admit(
-        &self,
-        method: &Method,
-        host: Option<&str>,
-        token: Option<&[u8]>,
-    ) -> Result<(), Refusal> {
-        if !host.is_some_and(|h| self.hosts.iter().any(|ours| ours.eq_ignore_ascii_case(h))) {
+    /// The one-time key, for the URL printed once at start.
+    fn login_key(&self) -> String {
+        self.login
+            .lock()
+            .expect("no thread panics holding the key")
+            .clone()
+            .unwrap_or_default()
+    }
+
+    /// Whether a request may reach its route: its Host is ours, and it carries the session's
+    /// cookie (a state-changing one from our own origin), or it is the first visit of the
+    /// printed URL, whose key is spent by it. Secrets are compared in constant time.
+    fn admit(&self, method: &Method, asked: Asked<'_>) -> Result<Admitted, Refusal> {
+        if !asked
+            .host
+            .is_some_and(|h| self.hosts.iter().any(|ours| ours.eq_ignore_ascii_case(h)))
+        {
             return Err(Refusal::ForeignHost);
         }
-        let safe = matches!(*method, Method::GET | Method::HEAD);
-        if safe || token.is_some_and(|t| same(t, self.token.as_bytes())) {
-            Ok(())
-        } else {
-            Err(Refusal::NoToken)
+        if cookie(asked.cookies, COOKIE).is_some_and(|c| same(c.as_bytes(), self.secret.as_bytes()))
+        {
+            let safe = matches!(*method, Method::GET | Method::HEAD);
+            return if safe || self.own_origin(asked) {
+                Ok(Admitted::Session)
+            } else {
+                Err(Refusal::CrossOrigin)
+            };
         }
+        if *method == Method::GET
+            && let Some(key) = asked.login
+        {
+            let mut login = self.login.lock().expect("no thread panics holding the key");
+            if login
+                .as_ref()
+                .is_some_and(|k| same(key.as_bytes(), k.as_bytes()))
+            {
+                *login = None;
+                return Ok(Admitted::Login);
+            }
+        }
+        Err(Refusal::NoSession)
     }
+
+    /// A browser's request from our own page: `Sec-Fetch-Site` (where sent) says
+    /// `same-origin`, and `Origin` (where sent) is one of our addresses.
+    fn own_origin(&self, asked: Asked<'_>) -> bool {
+        let site = asked.fetch_site.is_none_or(|s| s == "same-origin");
+        let origin = asked.origin.is_none_or(|o| {
+            o.strip_prefix("http://")
+                .is_some_and(|h| self.hosts.iter().any(|ours| ours.eq_ignore_ascii_case(h)))
+        });
+        site && origin
+    }
+}
+
+/// 256 random bits, in hex.
+fn random() -> String {
+    let mut bytes = [0_u8; 32];
+    getrandom::fill(&mut bytes).expect("the system's random source answers");
+    hex::encode(bytes)
+}
+
+/// The value of the cookie `name` in a `Cookie` header.
+fn cookie<'a>(header: Option<&'a str>, name: &str) -> Option<&'a str> {
+    header?
+        .split(';')
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find_map(|(k, v)| (k == name).then_some(v))
 }
 
 /// Equal bytes, in a time that does not tell how many matched.
@@ -169,10 +254,13 @@ pub async fn run(args: ConsoleArgs) -> ExitCode {
         SocketAddr::V4(a) => format!("http://{a}/"),
         SocketAddr::V6(a) => format!("http://[{}]:{}/", a.ip(), a.port()),
     };
-    say!("{url}");
-    tracing::info!(%url, "console: listening on loopback; Ctrl-C stops it");
+    // The one place the login key is shown: the operator's terminal (and their browser, with
+    // --open), never a log line.
+    let login = format!("{url}?{LOGIN}={}", session.login_key());
+    say!("{login}");
+    tracing::info!(%url, "console: listening on loopback; the printed URL logs in once; Ctrl-C stops it");
     if args.open {
-        open_browser(&url);
+        open_browser(&login);
     }
     loop {
         let (stream, _) = tokio::select! {
@@ -227,27 +315,37 @@ async fn answer(
     request: Request<Incoming>,
 ) -> Answer {
     let headers = request.headers();
-    let host = headers.get(HOST).and_then(|h| h.to_str().ok());
-    let token = headers.get(TOKEN_HEADER).map(HeaderValue::as_bytes);
-    if let Err(refused) = session.admit(request.method(), host, token) {
-        tracing::warn!(
-            method = %request.method(),
-            path = request.uri().path(),
-            "console: refused ({refused:?})"
-        );
-        return json(
-            refused.status(),
-            &serde_json::json!({"refused": refused.sentence()}),
-        );
+    let text = |name: &str| headers.get(name).and_then(|h| h.to_str().ok());
+    let query = request.uri().query().unwrap_or_default().to_owned();
+    let login = (request.uri().path() == "/").then(|| param(&query, LOGIN));
+    let asked = Asked {
+        host: text(HOST.as_str()),
+        cookies: text(hyper::header::COOKIE.as_str()),
+        login: login.as_deref().filter(|l| !l.is_empty()),
+        origin: text(hyper::header::ORIGIN.as_str()),
+        fetch_site: text("sec-fetch-site"),
+    };
+    match session.admit(request.method(), asked) {
+        Ok(Admitted::Session) => {}
+        Ok(Admitted::Login) => return logged_in(session),
+        Err(refused) => {
+            tracing::warn!(
+                method = %request.method(),
+                path = request.uri().path(),
+                "console: refused ({refused:?})"
+            );
+            return json(
+                refused.status(),
+                &serde_json::json!({"refused": refused.sentence()}),
+            );
+        }
     }
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
-    let query = request.uri().query().unwrap_or_default().to_owned();
     match (method, path.as_str()) {
         (Method::GET, "/") => page(
             "text/html; charset=utf-8",
             INDEX
-                .replace("{{TOKEN}}", &session.token)
                 .replace(
                     "{{READ_ONLY}}",
                     &attribute(&console.read_only().unwrap_or_default()),
@@ -286,6 +384,26 @@ async fn answer(
             &serde_json::json!({"refused": format!("no page {path}")}),
         ),
     }
+}
+
+/// The answer to the first visit of the printed URL: the session's cookie, and a redirect to
+/// the page without the spent key (out of the address bar and the history).
+fn logged_in(session: &Session) -> Answer {
+    let mut response = Response::new(Full::new(Bytes::new()));
+    *response.status_mut() = StatusCode::SEE_OTHER;
+    let headers = response.headers_mut();
+    headers.insert(LOCATION, HeaderValue::from_static("/"));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(
+        SET_COOKIE,
+        HeaderValue::from_str(&format!(
+            "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
+            session.secret
+        ))
+        .expect("hex is a header's text"),
+    );
+    response
 }
 
 /// `text` as an HTML attribute's value (AWS's sentences name ARNs, and may quote).
@@ -364,32 +482,126 @@ mod tests {
         }
     }
 
+    const HOST: Option<&str> = Some("127.0.0.1:4321");
+
+    fn with_cookie(cookies: &str) -> Asked<'_> {
+        Asked {
+            host: HOST,
+            cookies: Some(cookies),
+            ..Asked::default()
+        }
+    }
+
+    // Issue 54: `GET /` needed no token and wrote it into the page, so any process that could
+    // reach loopback read it and acted as the operator. Now every request, GET included, needs
+    // the session's cookie; the page holds no secret.
     #[test]
-    fn a_post_without_the_sessions_token_is_refused_and_with_it_admitted() {
+    fn every_request_without_the_sessions_cookie_is_refused() {
         let s = session();
-        let host = Some("127.0.0.1:4321");
-        assert_eq!(s.admit(&Method::POST, host, None), Err(Refusal::NoToken));
+        let plain = Asked {
+            host: HOST,
+            ..Asked::default()
+        };
+        for method in [Method::GET, Method::HEAD, Method::POST] {
+            assert_eq!(s.admit(&method, plain), Err(Refusal::NoSession), "{method}");
+        }
+        let wrong = format!("{COOKIE}={}", "0".repeat(64));
+        let shorter = format!("{COOKIE}={}", &s.secret[..63]);
+        let other_name = format!("console={}", s.secret);
+        for cookies in [&wrong, &shorter, &other_name] {
+            assert_eq!(
+                s.admit(&Method::GET, with_cookie(cookies)),
+                Err(Refusal::NoSession),
+                "{cookies}"
+            );
+        }
+        let ours = format!("theme=dark; {COOKIE}={}", s.secret);
         assert_eq!(
-            s.admit(&Method::POST, host, Some(b"0".repeat(64).as_slice())),
-            Err(Refusal::NoToken)
-        );
-        let shorter = &s.token.as_bytes()[..63];
-        assert_eq!(
-            s.admit(&Method::POST, host, Some(shorter)),
-            Err(Refusal::NoToken)
+            s.admit(&Method::GET, with_cookie(&ours)),
+            Ok(Admitted::Session)
         );
         assert_eq!(
-            s.admit(&Method::POST, host, Some(s.token.as_bytes())),
-            Ok(())
+            s.admit(&Method::POST, with_cookie(&ours)),
+            Ok(Admitted::Session)
         );
-        assert_eq!(s.admit(&Method::GET, host, None), Ok(()));
-        assert_eq!(Refusal::NoToken.status(), StatusCode::FORBIDDEN);
+        assert_eq!(Refusal::NoSession.status(), StatusCode::FORBIDDEN);
+        let page = INDEX
+            .replace("{{READ_ONLY}}", "")
+            .replace("{{WRITE_UNKNOWN}}", "");
+        assert!(!page.contains(&s.secret) && !page.contains("{{"), "{page}");
     }
 
     #[test]
-    fn a_host_other_than_the_consoles_own_address_is_refused_even_with_the_token() {
+    fn the_printed_login_is_spent_by_its_first_visit() {
         let s = session();
-        let token = Some(s.token.as_bytes());
+        let key = s.login_key();
+        let visit = |login| Asked {
+            host: HOST,
+            login: Some(login),
+            ..Asked::default()
+        };
+        assert_eq!(s.admit(&Method::POST, visit(&key)), Err(Refusal::NoSession));
+        let guessed = "0".repeat(64);
+        assert_eq!(
+            s.admit(&Method::GET, visit(&guessed)),
+            Err(Refusal::NoSession)
+        );
+        assert_eq!(s.admit(&Method::GET, visit(&key)), Ok(Admitted::Login));
+        assert_eq!(
+            s.admit(&Method::GET, visit(&key)),
+            Err(Refusal::NoSession),
+            "once"
+        );
+        assert_eq!(s.login_key(), "");
+        let answer = logged_in(&s);
+        assert_eq!(answer.status(), StatusCode::SEE_OTHER);
+        assert_eq!(answer.headers()[LOCATION], "/");
+        assert_eq!(
+            answer.headers()[SET_COOKIE].to_str().unwrap(),
+            format!("{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/", s.secret)
+        );
+        assert_ne!(key, s.secret, "the printed key is not the cookie's secret");
+    }
+
+    // Another port of loopback is the same site: its page's browser carries the cookie. A
+    // state-changing request from any origin but ours is refused.
+    #[test]
+    fn a_post_from_another_origin_is_refused_even_with_the_cookie() {
+        let s = session();
+        let ours = format!("{COOKIE}={}", s.secret);
+        let from = |origin, fetch_site| Asked {
+            origin,
+            fetch_site,
+            ..with_cookie(&ours)
+        };
+        for (origin, site) in [
+            (Some("http://127.0.0.1:8080"), None),
+            (Some("http://127.0.0.1:4321"), Some("same-site")),
+            (Some("null"), None),
+            (None, Some("cross-site")),
+        ] {
+            assert_eq!(
+                s.admit(&Method::POST, from(origin, site)),
+                Err(Refusal::CrossOrigin),
+                "{origin:?} {site:?}"
+            );
+            assert_eq!(
+                s.admit(&Method::GET, from(origin, site)),
+                Ok(Admitted::Session)
+            );
+        }
+        for origin in ["http://127.0.0.1:4321", "http://localhost:4321"] {
+            assert_eq!(
+                s.admit(&Method::POST, from(Some(origin), Some("same-origin"))),
+                Ok(Admitted::Session)
+            );
+        }
+    }
+
+    #[test]
+    fn a_host_other_than_the_consoles_own_address_is_refused_even_with_the_cookie() {
+        let s = session();
+        let ours = format!("{COOKIE}={}", s.secret);
         for host in [
             None,
             Some("evil.example:4321"),
@@ -397,25 +609,38 @@ mod tests {
             Some("127.0.0.1"),
             Some("127.0.0.1.nip.io:4321"),
         ] {
-            assert_eq!(
-                s.admit(&Method::GET, host, token),
-                Err(Refusal::ForeignHost),
-                "{host:?}"
-            );
-            assert_eq!(
-                s.admit(&Method::POST, host, token),
-                Err(Refusal::ForeignHost),
-                "{host:?}"
-            );
+            let asked = Asked {
+                host,
+                ..with_cookie(&ours)
+            };
+            for method in [Method::GET, Method::POST] {
+                assert_eq!(
+                    s.admit(&method, asked),
+                    Err(Refusal::ForeignHost),
+                    "{host:?}"
+                );
+            }
         }
-        assert_eq!(s.admit(&Method::GET, Some("localhost:4321"), None), Ok(()));
+        let local = Asked {
+            host: Some("localhost:4321"),
+            ..with_cookie(&ours)
+        };
+        assert_eq!(s.admit(&Method::GET, local), Ok(Admitted::Session));
     }
 
     #[test]
-    fn two_sessions_hold_different_tokens_of_256_bits() {
+    fn two_sessions_hold_different_secrets_of_256_bits() {
         let (a, b) = (session(), session());
-        assert_ne!(a.token, b.token);
-        assert_eq!(a.token.len(), 64);
+        assert_ne!(a.secret, b.secret);
+        assert_ne!(a.login_key(), b.login_key());
+        assert_eq!((a.secret.len(), a.login_key().len()), (64, 64));
+    }
+
+    #[test]
+    fn a_cookie_is_read_by_its_exact_name() {
+        assert_eq!(cookie(Some("a=1; paymos_console=x"), COOKIE), Some("x"));
+        assert_eq!(cookie(Some("paymos_console_old=y"), COOKIE), None);
+        assert_eq!(cookie(None, COOKIE), None);
     }
 
     #[test]

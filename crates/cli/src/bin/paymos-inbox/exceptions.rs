@@ -222,6 +222,11 @@ pub(crate) async fn release_in(
     let begun = crate::audit::begin(stack, ActionKind::Release, &actor, invoice_id, by.reason)
         .await
         .map_err(Unreleased::Failed)?;
+    // The release is kept under who acts as the audit entry names them (`released_by`).
+    let by = &ReleaseBy {
+        actor: &actor,
+        ..*by
+    };
     let fulfil = Fulfil::new(state).for_projects(stack.projects.clone());
     // With the API, Paymos' full refunds of the invoice are recorded first: one whose webhook
     // was lost returns the payment before a person ships it.

@@ -231,7 +231,7 @@ enum Command {
     ///
     /// Listens on 127.0.0.1 only (a free port unless --port) and prints its URL; acts with your
     /// AWS credentials on the stack the other commands resolve (--stack-name, --config-env,
-    /// --dev-info). Every state-changing request carries the session's token. Ctrl-C stops it.
+    /// --dev-info). The printed URL logs one browser in, once. Ctrl-C stops it.
     ///
     /// Example:
     ///   paymos-inbox console --dev-info dev.json --open

@@ -573,7 +573,7 @@ pub(crate) async fn mark_paid_in(
         .map_or(String::new(), |o| format!(" (order {o})"));
     let begun = crate::audit::begin(stack, ActionKind::MarkPaid, &caller, invoice_id, None).await?;
     let done = fulfil
-        .mark_paid(invoice_id, order, actor, now_ms())
+        .mark_paid(invoice_id, order, &caller, now_ms())
         .await
         .map_err(IntoFailure::into_failure);
     crate::audit::finish(stack, &begun, done, |applied| {

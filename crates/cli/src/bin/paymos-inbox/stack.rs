@@ -367,12 +367,14 @@ impl StackArgs {
             .collect())
     }
 
-    /// The clients: for the endpoints given (an emulator's, with local credentials), else for
-    /// AWS with the profile and region.
+    /// The clients: for `dev`'s emulators (named by its info file, or both endpoints on
+    /// loopback) with local credentials and no STS; else for AWS with the profile and region,
+    /// at the endpoints given (a VPC or FIPS endpoint is still AWS: STS names who acts).
     async fn clients(
         &self,
         dynamodb_endpoint: Option<String>,
         sqs_endpoint: Option<String>,
+        from_dev_info: bool,
     ) -> Result<
         (
             aws_sdk_dynamodb::Client,
@@ -383,7 +385,7 @@ impl StackArgs {
         Failure,
     > {
         Ok(match (dynamodb_endpoint, sqs_endpoint) {
-            (Some(d), Some(s)) => {
+            (Some(d), Some(s)) if from_dev_info || (loopback(&d) && loopback(&s)) => {
                 let (dynamodb, sqs) = clients(&d, &s).await;
                 // DynamoDB Local serves the streams' API on its own endpoint.
                 let streams = aws_sdk_dynamodbstreams::config::Builder::from(
@@ -420,29 +422,33 @@ impl StackArgs {
         })
     }
 
-    pub async fn resolve(&self) -> Result<Stack, Failure> {
-        let info: Option<DevInfo> = match &self.dev_info {
-            Some(path) => {
-                let text = if path.as_os_str() == "-" {
-                    std::io::read_to_string(std::io::stdin())
-                        .map_err(|e| Failure::usage(format!("--dev-info -: {e}")))?
-                } else {
-                    std::fs::read_to_string(path).map_err(|e| {
-                        Failure::usage(format!("--dev-info {}: {e}", path.display())).next(
-                            "`paymos-inbox dev` writes dev.json while it runs: start it, or pass the file it wrote (--info-file)",
-                        )
-                    })?
-                };
-                let line = text
-                    .lines()
-                    .find(|l| l.trim_start().starts_with('{'))
-                    .unwrap_or_default();
-                Some(serde_json::from_str(line).map_err(|e| {
-                    Failure::usage(format!("--dev-info: not the JSON line `dev` prints ({e})"))
-                })?)
-            }
-            None => None,
+    /// `dev`'s info file (`--dev-info`, `-` for standard input), if named: the JSON line
+    /// `dev` prints.
+    fn dev_info(&self) -> Result<Option<DevInfo>, Failure> {
+        let Some(path) = &self.dev_info else {
+            return Ok(None);
         };
+        let text = if path.as_os_str() == "-" {
+            std::io::read_to_string(std::io::stdin())
+                .map_err(|e| Failure::usage(format!("--dev-info -: {e}")))?
+        } else {
+            std::fs::read_to_string(path).map_err(|e| {
+                Failure::usage(format!("--dev-info {}: {e}", path.display())).next(
+                    "`paymos-inbox dev` writes dev.json while it runs: start it, or pass the file it wrote (--info-file)",
+                )
+            })?
+        };
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with('{'))
+            .unwrap_or_default();
+        serde_json::from_str(line).map(Some).map_err(|e| {
+            Failure::usage(format!("--dev-info: not the JSON line `dev` prints ({e})"))
+        })
+    }
+
+    pub async fn resolve(&self) -> Result<Stack, Failure> {
+        let info = self.dev_info()?;
         let stack_name = self.stack_name()?;
         let (outputs, alarms) = self.deployed(stack_name.as_deref()).await?;
         let named_by = NamedBy::of(self.dev_info.as_deref(), stack_name);
@@ -455,7 +461,13 @@ impl StackArgs {
             info.as_ref().map(|i| &i.dynamodb_endpoint),
         );
         let sqs_endpoint = pick(&self.sqs_endpoint, info.as_ref().map(|i| &i.sqs_endpoint));
-        let (dynamodb, sqs, streams, sts) = self.clients(dynamodb_endpoint, sqs_endpoint).await?;
+        let from_dev_info = info.as_ref().is_some_and(|i| {
+            Some(&i.dynamodb_endpoint) == dynamodb_endpoint.as_ref()
+                && Some(&i.sqs_endpoint) == sqs_endpoint.as_ref()
+        });
+        let (dynamodb, sqs, streams, sts) = self
+            .clients(dynamodb_endpoint, sqs_endpoint, from_dev_info)
+            .await?;
         Ok(Stack {
             named_by,
             dynamodb,
@@ -521,6 +533,21 @@ impl StackArgs {
 /// Whether `profile` is declared in the shared AWS config or credentials file (`[profile x]`,
 /// `[x]`; the files AWS_CONFIG_FILE and AWS_SHARED_CREDENTIALS_FILE name, else ~/.aws/). The
 /// default profile needs no file: environment variables may hold its keys.
+/// Whether an endpoint's host is this machine (`localhost`, `127.0.0.0/8`, `::1`): an
+/// emulator's, never AWS's.
+fn loopback(endpoint: &str) -> bool {
+    reqwest::Url::parse(endpoint).is_ok_and(|url| {
+        url.host_str().is_some_and(|host| {
+            host.eq_ignore_ascii_case("localhost")
+                || host
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        })
+    })
+}
+
 fn profile_exists(profile: &str) -> bool {
     if profile == "default" {
         return true;
@@ -650,6 +677,29 @@ mod tests {
     }
 
     // Issue 31: --config-env documented a default (`default`) that was never read.
+    // Issue 54: both endpoint variables set made the command line take the stack for `dev`,
+    // skip STS and record a self-declared actor; a VPC or FIPS endpoint is AWS.
+    #[test]
+    fn only_an_endpoint_on_this_machine_is_an_emulators() {
+        for local in [
+            "http://127.0.0.1:8000",
+            "http://localhost:4566",
+            "http://[::1]:9324",
+            "http://127.0.0.2",
+        ] {
+            assert!(super::loopback(local), "{local}");
+        }
+        for aws in [
+            "https://vpce-0a1b.dynamodb.eu-west-1.vpce.amazonaws.com",
+            "https://sqs-fips.us-east-1.amazonaws.com",
+            "http://10.0.0.5:8000",
+            "http://localhost.example.com",
+            "not a url",
+        ] {
+            assert!(!super::loopback(aws), "{aws}");
+        }
+    }
+
     #[test]
     fn the_default_config_env_names_the_stack_when_nothing_else_does() {
         let scratch = paymos_inbox_testkit::scratch("samconfig");

@@ -1,11 +1,10 @@
 // The console's page: what waits (GET /api/home), one payment's story (GET /api/search), the
-// command line's actions (POST /api/<action>, with the session's token; `events-resend` on a
+// command line's actions (POST /api/<action>, with the session's cookie; `events-resend` on a
 // story) and the audit trail of
 // them (GET /api/audit). Every text from
 // the server is set as text, never as markup.
 'use strict';
 
-const TOKEN = document.querySelector('meta[name="console-token"]').content;
 // Set when the identity may not write the state table: every action button is disabled (the
 // server refuses them all the same), and the banner says what is missing.
 const READ_ONLY = document.querySelector('meta[name="console-read-only"]').content;
@@ -54,7 +53,7 @@ async function getJson(path) {
 async function post(action, fields) {
   const response = await fetch(`/api/${action}`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-console-token': TOKEN },
+    headers: { 'content-type': 'application/json' },
     body: JSON.stringify(fields),
   });
   return { status: response.status, body: await response.json() };

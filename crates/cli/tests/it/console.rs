@@ -1481,3 +1481,45 @@ async fn the_consoles_release_of_an_invoice_whose_events_named_two_projects_need
     assert_eq!(story["fulfilled"], true, "{story}");
     assert_eq!(story["invoice"]["order"]["project"], "prj_b", "{story}");
 }
+
+// Issue 54: the console's header as one command. A quiet `dev` is healthy (exit 0); a dead
+// letter needs a person (exit 1), counted in `--json` as the console's header counts it.
+#[tokio::test]
+async fn status_says_healthy_or_why_not_as_the_consoles_header_does() {
+    let (dev, info, _scratch) = dev_with_info("console-status").await;
+    let (code, out, err) = run(args(&["status"], &info)).await;
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.starts_with("healthy\n"), "{out}");
+    assert!(out.contains("waiting:         nothing"), "{out}");
+    assert!(out.contains("alarms:          no alarms on dev"), "{out}");
+
+    dev.sqs
+        .send_message()
+        .queue_url(&dev.info.queues["DeadLetterQueue"])
+        .message_body(
+            work_item(
+                &invoice_paid("evt_status_dlq", "inv_status_dlq"),
+                paymos_inbox_core::wire::signature::Environment::Test,
+            )
+            .encode(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let (code, out, err) = run(args(&["status", "--json"], &info)).await;
+    assert_eq!(code, Some(1), "{out}{err}");
+    let status: Value = serde_json::from_str(out.trim()).unwrap_or_else(|_| panic!("{out}"));
+    assert_eq!(status["health"], "needs a person", "{status}");
+    assert_eq!(
+        status["waiting"],
+        serde_json::json!({"dead_letter": 1}),
+        "{status}"
+    );
+    assert_eq!(status["header"]["dead_letters"], 1, "{status}");
+    assert_eq!(status["header"]["oldest_pending"], Value::Null, "{status}");
+    assert_eq!(
+        status["why"],
+        serde_json::json!(["1 waiting for a person (exceptions lists them)"]),
+        "{status}"
+    );
+}

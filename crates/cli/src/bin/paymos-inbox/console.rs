@@ -3,7 +3,7 @@
 //! and a Host check; the page, its script and its style are embedded (no build step, nothing
 //! served from outside).
 
-mod api;
+pub(crate) mod api;
 
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

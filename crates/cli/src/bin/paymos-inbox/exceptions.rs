@@ -27,7 +27,9 @@ fn usage(e: impl Into<String>) -> ExitCode {
     crate::exit::Failure::usage(e).report()
 }
 
-async fn tables(stack: &StackArgs) -> Result<(Stack, DynamoResources, DynamoLedger), Failure> {
+pub(crate) async fn tables(
+    stack: &StackArgs,
+) -> Result<(Stack, DynamoResources, DynamoLedger), Failure> {
     let stack = stack.resolve().await?;
     let store = stack.resources()?;
     let deliveries = stack.require(&stack.deliveries, "deliveries-table")?;

@@ -155,6 +155,17 @@ enum Command {
     ///   paymos-inbox exceptions --resolve evt_… --actor alice --reason "shipped order 1002 by hand" --stack-name paymos-inbox-live
     #[command(verbatim_doc_comment)]
     Exceptions(exceptions::ExceptionsArgs),
+    /// The stack at a glance: alarms, queues, what waits, the last reconciliation
+    ///
+    /// The console's header as one command, from the same bounded reads (no scan). Exit 0
+    /// healthy; 1 when something needs a person (an alarm in ALARM, anything `exceptions`
+    /// lists, a delivery pending over 30 minutes); 4 when nothing waits but a read failed.
+    ///
+    /// Examples:
+    ///   paymos-inbox status --config-env live
+    ///   paymos-inbox status --stack-name paymos-inbox-live --json
+    #[command(verbatim_doc_comment)]
+    Status(status::StatusArgs),
     /// Fulfil a held or paid-late payment on a person's word
     ///
     /// Through the same conditional writes as a webhook (a racing webhook or a second release
@@ -367,6 +378,7 @@ mod ops;
 mod send;
 mod shown;
 mod stack;
+mod status;
 
 /// Where `dev` listens and `send` posts by default.
 pub(crate) const DEFAULT_PORT: u16 = 8787;
@@ -449,6 +461,7 @@ fn main() -> ExitCode {
         Command::MarkPaid(args) => runtime().block_on(ops::mark_paid(args)),
         Command::Reconcile(args) => runtime().block_on(ops::reconcile(args)),
         Command::Exceptions(args) => runtime().block_on(exceptions::list(args)),
+        Command::Status(args) => runtime().block_on(status::run(args)),
         Command::Release(args) => runtime().block_on(exceptions::release(args)),
         Command::Recheck(args) => runtime().block_on(exceptions::recheck(args)),
         Command::Orders(command) => runtime().block_on(exceptions::orders(command)),

@@ -275,48 +275,8 @@ impl Console {
         }
     }
 
-    /// The work queue's and the dead-letter queue's depths (one attribute each), the oldest
-    /// delivery recorded but not processed (the `pending-by-age` index, one item) and the last
-    /// reconciliation's verdict (the checkpoint a clean scheduled run keeps, one item); a read
-    /// that fails is said in its place.
     async fn header(&self) -> Value {
-        use paymos_inbox_core::roads::reconcile::ReconcileCheckpoint as _;
-        let depth = async |queue: &Option<String>| match queue.as_deref() {
-            Some(url) => paymos_inbox_aws::sqs::approximate_messages(&self.stack.sqs, url)
-                .await
-                .map_or_else(|e| json!({"unavailable": e.to_string()}), |n| json!(n)),
-            None => Value::Null,
-        };
-        let now = now_ms();
-        let oldest = match self.ledger.pending(1).await {
-            Ok(list) => list.first().map_or(Value::Null, |p| {
-                json!({"event_id": p.event_id, "event_type": p.event_type,
-                       "resource_id": p.resource_id,
-                       "age_secs": now.saturating_sub(p.received_at_ms) / 1000})
-            }),
-            Err(e) => json!({"unavailable": e.to_string()}),
-        };
-        let reconciled = match self.state.clean_until().await {
-            Ok(until) => reconciliation(until, now),
-            Err(e) => json!({"unavailable": e.to_string()}),
-        };
-        json!({
-            "work_queue": depth(&self.stack.queue).await,
-            "dead_letters": depth(&self.stack.dlq).await,
-            "oldest_pending": oldest,
-            "reconciliation": reconciled,
-            "alarms": self.alarms().await,
-        })
-    }
-
-    /// The stack's alarms and their states (DescribeAlarms by the names of its alarm
-    /// resources), or why there are none to read.
-    async fn alarms(&self) -> Value {
-        let read = match &self.stack.alarms {
-            Some(alarms) => Some(alarms.read().await.map_err(|e| e.to_string())),
-            None => None,
-        };
-        alarms(&self.stack.named_by, read)
+        header(&self.stack, &self.state, &self.ledger).await
     }
 
     fn about(&self) -> Value {
@@ -1093,6 +1053,44 @@ fn home(found: &[Exception], now: u64, about: Value) -> Value {
         })
         .collect();
     json!({"total": found.len(), "groups": groups, "about": about})
+}
+
+/// The work queue's and the dead-letter queue's depths (one attribute each), the oldest
+/// delivery recorded but not processed (the `pending-by-age` index, one item), the last
+/// reconciliation's verdict (the checkpoint a clean scheduled run keeps, one item) and the
+/// stack's alarms: the console's header and `status`. A read that fails is said in its place.
+pub(crate) async fn header(stack: &Stack, state: &DynamoResources, ledger: &DynamoLedger) -> Value {
+    use paymos_inbox_core::roads::reconcile::ReconcileCheckpoint as _;
+    let depth = async |queue: &Option<String>| match queue.as_deref() {
+        Some(url) => paymos_inbox_aws::sqs::approximate_messages(&stack.sqs, url)
+            .await
+            .map_or_else(|e| json!({"unavailable": e.to_string()}), |n| json!(n)),
+        None => Value::Null,
+    };
+    let now = now_ms();
+    let oldest = match ledger.pending(1).await {
+        Ok(list) => list.first().map_or(Value::Null, |p| {
+            json!({"event_id": p.event_id, "event_type": p.event_type,
+                   "resource_id": p.resource_id,
+                   "age_secs": now.saturating_sub(p.received_at_ms) / 1000})
+        }),
+        Err(e) => json!({"unavailable": e.to_string()}),
+    };
+    let reconciled = match state.clean_until().await {
+        Ok(until) => reconciliation(until, now),
+        Err(e) => json!({"unavailable": e.to_string()}),
+    };
+    let read = match &stack.alarms {
+        Some(alarms) => Some(alarms.read().await.map_err(|e| e.to_string())),
+        None => None,
+    };
+    json!({
+        "work_queue": depth(&stack.queue).await,
+        "dead_letters": depth(&stack.dlq).await,
+        "oldest_pending": oldest,
+        "reconciliation": reconciled,
+        "alarms": alarms(&stack.named_by, read),
+    })
 }
 
 /// The last reconciliation's verdict from what the scheduled run keeps

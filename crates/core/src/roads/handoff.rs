@@ -424,10 +424,116 @@ pub struct ItemChange {
     pub new: Option<StateRecord>,
 }
 
-/// Publishes the events of `changes`, in order. Returns the sequence number of the first change
-/// whose events were not all accepted, whether the publisher refused one of them or failed as a
+/// The most entries one `PutEvents` call takes.
+pub const PUT_EVENTS_ENTRIES: usize = 10;
+/// The most bytes one `PutEvents` call's entries may hold together (256 KiB): each entry
+/// counts its source, detail type, detail and resources.
+pub const PUT_EVENTS_BYTES: usize = 256 * 1024;
+/// How many `PutEvents` calls of one stream batch are in flight at once: the batch's changes
+/// are spread over this many lanes by the resource they are of, each lane in order.
+pub const PUBLISH_LANES: usize = 4;
+
+/// The resource a change's facts are of: an invoice and its fulfilment are one, so their
+/// facts stay in order; an item deleted is of what it was.
+fn resource_of(change: &ItemChange) -> &str {
+    match change.new.as_ref().or(change.old.as_ref()) {
+        Some(StateRecord::Invoice(r)) => &r.invoice_id,
+        Some(StateRecord::Fulfilment(r)) => &r.invoice_id,
+        Some(StateRecord::Review(r)) => &r.event_id,
+        Some(StateRecord::Withdrawal(r)) => &r.withdrawal_id,
+        Some(StateRecord::Deposit(r)) => &r.deposit_id,
+        Some(StateRecord::Balance(r)) => &r.payer,
+        Some(StateRecord::Action(a)) => &a.subject,
+        Some(StateRecord::Other { key, .. }) => key,
+        None => "",
+    }
+}
+
+/// The lane of a resource: the same one every time (FNV-1a of its id).
+fn lane_of(resource: &str) -> usize {
+    let hash = resource.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    usize::try_from(hash % PUBLISH_LANES as u64).expect("fewer lanes than usize holds")
+}
+
+/// An event's size as `PutEvents` counts it (its source, detail type, detail and resource).
+fn entry_bytes(event: &DomainEvent) -> usize {
+    SOURCE.len()
+        + event.detail_type.len()
+        + event.detail.to_string().len()
+        + "paymos-inbox:".len()
+        + event.idempotency_key.len()
+}
+
+/// `events` (each with its change's index) cut into `PutEvents` calls, in order: at most
+/// [`PUT_EVENTS_ENTRIES`] entries and [`PUT_EVENTS_BYTES`] each.
+fn calls(events: Vec<(usize, DomainEvent)>) -> Vec<Vec<(usize, DomainEvent)>> {
+    let mut out: Vec<Vec<(usize, DomainEvent)>> = Vec::new();
+    let mut bytes = 0;
+    for (index, event) in events {
+        let size = entry_bytes(&event);
+        match out.last_mut() {
+            Some(call) if call.len() < PUT_EVENTS_ENTRIES && bytes + size <= PUT_EVENTS_BYTES => {
+                bytes += size;
+                call.push((index, event));
+            }
+            _ => {
+                bytes = size;
+                out.push(vec![(index, event)]);
+            }
+        }
+    }
+    out
+}
+
+/// Publishes one lane's events, call after call; the index of the first change whose events
+/// were not all accepted, if any (the lane stops there).
+async fn publish_lane<P: EventPublisher>(
+    publisher: &P,
+    lane: Vec<(usize, DomainEvent)>,
+    changes: &[ItemChange],
+) -> Option<usize> {
+    for call in calls(lane) {
+        let events: Vec<DomainEvent> = call.iter().map(|(_, e)| e.clone()).collect();
+        let results = match publisher.publish(&events).await {
+            Ok(r) => r,
+            Err(e) => {
+                let first = call[0].0;
+                tracing::error!(sequence = %changes[first].sequence, error = e.kind.as_str(), reason = %e, "events not published; the stream retries from here");
+                return Some(first);
+            }
+        };
+        let mut refused = None;
+        for ((index, event), failed) in call.iter().zip(&results) {
+            match failed {
+                None => {
+                    tracing::info!(detail_type = event.detail_type, idempotency_key = %event.idempotency_key, "event published");
+                }
+                Some(reason) => {
+                    tracing::error!(sequence = %changes[*index].sequence, detail_type = event.detail_type, idempotency_key = %event.idempotency_key, reason = %reason, "event refused; the stream retries from here");
+                    refused = refused.or(Some(*index));
+                }
+            }
+        }
+        if results.len() < call.len() {
+            refused = refused.or(Some(call[results.len()].0));
+        }
+        if refused.is_some() {
+            return refused;
+        }
+    }
+    None
+}
+
+/// Publishes the events of `changes`. Returns the sequence number of the first change whose
+/// events were not all accepted, whether the publisher refused one of them or failed as a
 /// whole (the stream is retried from there: events before it are not published twice by this
 /// call, those after it may be, which their keys make harmless); `None` when all were.
+///
+/// The events go out in `PutEvents` calls of up to ten entries ([`calls`]), in
+/// [`PUBLISH_LANES`] lanes at once: the changes of one resource share a lane, in the stream's
+/// order, so one resource's facts are put in the order they were committed.
 ///
 /// Never an error: a failed publication is exactly a change to retry from, and the failure is
 /// logged here, with its kind, where that change is known.
@@ -437,31 +543,23 @@ pub async fn publish_changes<P: EventPublisher>(
     stack: impl Into<Applying>,
 ) -> Option<String> {
     let stack = stack.into();
-    for change in changes {
+    let mut lanes: Vec<Vec<(usize, DomainEvent)>> = vec![Vec::new(); PUBLISH_LANES];
+    for (index, change) in changes.iter().enumerate() {
         let events = events_of(change.old.as_ref(), change.new.as_ref(), &stack);
-        if events.is_empty() {
-            continue;
-        }
-        let results = match publisher.publish(&events).await {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::error!(sequence = %change.sequence, error = e.kind.as_str(), reason = %e, "events not published; the stream retries from here");
-                return Some(change.sequence.clone());
-            }
-        };
-        for (event, failed) in events.iter().zip(&results) {
-            match failed {
-                None => {
-                    tracing::info!(detail_type = event.detail_type, idempotency_key = %event.idempotency_key, "event published")
-                }
-                Some(reason) => {
-                    tracing::error!(detail_type = event.detail_type, idempotency_key = %event.idempotency_key, reason = %reason, "event refused; the stream retries from here");
-                    return Some(change.sequence.clone());
-                }
-            }
-        }
+        lanes[lane_of(resource_of(change))].extend(events.into_iter().map(|e| (index, e)));
     }
-    None
+    let failed = futures::future::join_all(
+        lanes
+            .into_iter()
+            .filter(|lane| !lane.is_empty())
+            .map(|lane| publish_lane(publisher, lane, changes)),
+    )
+    .await;
+    failed
+        .into_iter()
+        .flatten()
+        .min()
+        .map(|index| changes[index].sequence.clone())
 }
 
 #[cfg(test)]
@@ -789,7 +887,15 @@ mod tests {
             Some("2"),
             "retried from the refused change"
         );
-        assert_eq!(bus.published(), ["order-paid:inv_a"]);
+        let published = bus.published();
+        assert!(
+            published.contains(&"order-paid:inv_a".to_owned()),
+            "{published:?}"
+        );
+        assert!(
+            !published.contains(&"order-paid:inv_b".to_owned()),
+            "{published:?}"
+        );
         let bus = MemoryPublisher::new();
         bus.set_down(true);
         let failed = publish_changes(&bus, &batch, Environment::Live).await;
@@ -797,5 +903,96 @@ mod tests {
         bus.set_down(false);
         assert_eq!(publish_changes(&bus, &batch, Environment::Live).await, None);
         assert_eq!(bus.published().len(), 3);
+    }
+
+    /// A stream batch of `n` fulfilments, each of its own invoice, then a second change of
+    /// each (a late payment to review), so each resource has two facts in order.
+    fn fulfilments_then_closes(n: usize) -> Vec<ItemChange> {
+        let paid = |i: usize| ItemChange {
+            sequence: format!("{i:04}"),
+            old: None,
+            new: Some(StateRecord::Fulfilment(FulfilmentRecord {
+                invoice_id: format!("inv_{i}"),
+                ..match fulfilment("evt_1") {
+                    StateRecord::Fulfilment(f) => f,
+                    _ => unreachable!(),
+                }
+            })),
+        };
+        let closed = |i: usize| {
+            let old = invoice(&format!("inv_{i}"), InvoiceStatus::Expired);
+            let mut new = old.clone();
+            new.seen.paid_late = true;
+            ItemChange {
+                sequence: format!("{:04}", n + i),
+                old: Some(StateRecord::Invoice(old)),
+                new: Some(StateRecord::Invoice(new)),
+            }
+        };
+        (0..n).map(paid).chain((0..n).map(closed)).collect()
+    }
+
+    // Issue 50: one `PutEvents` a change, one after the other, fell behind at about 50 changes
+    // a second a shard. The batch's events go out ten to a call, four calls in flight, and
+    // one resource's facts in the order they were committed.
+    #[tokio::test]
+    async fn a_stream_batch_is_put_ten_events_a_call_in_lanes_and_each_resource_in_order() {
+        use crate::testkit::memory::MemoryPublisher;
+        let batch = fulfilments_then_closes(50);
+        let events: usize = batch
+            .iter()
+            .map(|c| events_of(c.old.as_ref(), c.new.as_ref(), Environment::Live).len())
+            .sum();
+        assert!(events >= 100, "the mix makes {events} events");
+        let bus = MemoryPublisher::new();
+        assert_eq!(publish_changes(&bus, &batch, Environment::Live).await, None);
+        let published = bus.published();
+        assert_eq!(published.len(), events, "every event once");
+        let calls = bus.calls();
+        assert!(
+            calls.iter().all(|&n| (1..=PUT_EVENTS_ENTRIES).contains(&n)),
+            "{calls:?}"
+        );
+        assert!(
+            calls.len() <= events / PUT_EVENTS_ENTRIES + PUBLISH_LANES,
+            "{} calls for {events} events: {calls:?}",
+            calls.len()
+        );
+        assert_eq!(bus.most_in_flight(), PUBLISH_LANES, "the lanes put at once");
+        for i in 0..50 {
+            let at = |key: &str| published.iter().position(|p| p == key);
+            let paid = at(&format!("order-paid:inv_{i}")).expect("its order paid");
+            let after: Vec<usize> = published
+                .iter()
+                .enumerate()
+                .filter(|(_, k)| k.as_str() == format!("payment-needs-review:inv_{i}:paid_late"))
+                .map(|(at, _)| at)
+                .collect();
+            assert!(
+                !after.is_empty() && after.iter().all(|&a| a > paid),
+                "inv_{i}: {published:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_call_holds_at_most_ten_entries_and_256_kib() {
+        let event = |bytes: usize| DomainEvent {
+            detail_type: "Order Paid",
+            idempotency_key: "order-paid:inv_1".into(),
+            detail: json!({"pad": "x".repeat(bytes)}),
+        };
+        let small: Vec<_> = (0..25).map(|i| (i, event(10))).collect();
+        let sizes: Vec<usize> = calls(small).iter().map(Vec::len).collect();
+        assert_eq!(sizes, [10, 10, 5]);
+        let large: Vec<_> = (0..5).map(|i| (i, event(100 * 1024))).collect();
+        let cut = calls(large);
+        assert_eq!(cut.iter().map(Vec::len).collect::<Vec<_>>(), [2, 2, 1]);
+        for call in &cut {
+            let bytes: usize = call.iter().map(|(_, e)| entry_bytes(e)).sum();
+            assert!(bytes <= PUT_EVENTS_BYTES, "{bytes}");
+        }
+        let order: Vec<usize> = cut.iter().flatten().map(|(i, _)| *i).collect();
+        assert_eq!(order, [0, 1, 2, 3, 4], "in order");
     }
 }

@@ -528,6 +528,11 @@ pub struct MemoryPublisher {
     published: Mutex<Vec<crate::roads::handoff::DomainEvent>>,
     refuse: Mutex<Vec<String>>,
     down: std::sync::atomic::AtomicBool,
+    /// Each call's number of entries, in the order the calls began.
+    calls: Mutex<Vec<usize>>,
+    /// Calls begun and not yet answered, and the most there ever were at once.
+    in_flight: std::sync::atomic::AtomicUsize,
+    most_in_flight: std::sync::atomic::AtomicUsize,
 }
 
 impl MemoryPublisher {
@@ -550,6 +555,18 @@ impl MemoryPublisher {
         self.down.store(down, Ordering::SeqCst);
     }
 
+    /// Each call's number of entries, in the order the calls began.
+    #[must_use]
+    pub fn calls(&self) -> Vec<usize> {
+        self.calls.lock().expect("lock").clone()
+    }
+
+    /// The most calls that were in flight at once.
+    #[must_use]
+    pub fn most_in_flight(&self) -> usize {
+        self.most_in_flight.load(Ordering::SeqCst)
+    }
+
     /// The idempotency keys accepted, in order.
     #[must_use]
     pub fn published(&self) -> Vec<String> {
@@ -567,6 +584,23 @@ impl crate::roads::handoff::EventPublisher for MemoryPublisher {
         &self,
         events: &[crate::roads::handoff::DomainEvent],
     ) -> Result<Vec<Option<String>>, PortError> {
+        self.calls.lock().expect("lock").push(events.len());
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_in_flight.fetch_max(now, Ordering::SeqCst);
+        // A call takes a turn of the executor, as a network call would: others begun beside it
+        // are in flight together.
+        let mut waited = false;
+        std::future::poll_fn(|cx| {
+            if waited {
+                std::task::Poll::Ready(())
+            } else {
+                waited = true;
+                cx.waker().wake_by_ref();
+                std::task::Poll::Pending
+            }
+        })
+        .await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
         if self.down.load(Ordering::SeqCst) {
             return Err(PortError::new("EventBridge PutEvents", "unavailable"));
         }

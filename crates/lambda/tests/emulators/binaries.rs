@@ -655,13 +655,16 @@ async fn the_publish_binary_sends_each_fact_of_a_stream_batch_to_the_bus() {
     let answer = publish.runtime.invoke(&batch).await.unwrap();
     assert_eq!(answer["batchItemFailures"], json!([]), "{answer}");
     let sent = received.lock().unwrap().clone();
-    let types: Vec<&str> = sent
+    // Each fact once; the publisher puts resources in lanes at once, so only one resource's
+    // facts keep their order among themselves.
+    let mut types: Vec<&str> = sent
         .iter()
         .map(|e| e["DetailType"].as_str().unwrap())
         .collect();
+    types.sort_unstable();
     assert_eq!(
         types,
-        ["Order Paid", "Invoice Closed", "Deposit Credited"],
+        ["Deposit Credited", "Invoice Closed", "Order Paid"],
         "{sent:#?}"
     );
     for e in &sent {

@@ -333,6 +333,8 @@ pub fn environment(lookup: &impl Fn(&str) -> Option<String>) -> Result<Environme
 pub struct SweepConfig {
     /// The ledger table.
     pub deliveries_table: String,
+    /// The state table (what waits for a person, as `exceptions` reads it).
+    pub state_table: String,
     /// The work queue.
     pub work_queue_url: String,
     /// Age in seconds after which a `received` record is sent again.
@@ -349,6 +351,11 @@ impl SweepConfig {
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         Ok(Self {
             deliveries_table: deliveries_table(&lookup)?,
+            state_table: required(
+                &lookup,
+                STATE_TABLE,
+                "the name of the state table (template.yaml: StateTable)",
+            )?,
             work_queue_url: work_queue_url(&lookup)?,
             sweep_after_secs: number(
                 &lookup,

@@ -1,9 +1,9 @@
 //! One run of the sweep, as the scheduled function and `dev`'s local schedule both run it:
 //! re-send the stranded deliveries, keep the bodies of what waits for a person, then report
-//! the oldest delivery still not processed.
+//! the oldest delivery still not processed and how many things wait for a person.
 
 use crate::telemetry::metric;
-use paymos_inbox_aws::dynamodb::DynamoLedger;
+use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_aws::sqs::SqsQueue;
 use paymos_inbox_core::port::PortError;
 use paymos_inbox_core::roads::sweep::{Swept, sweep_stranded};
@@ -11,20 +11,33 @@ use paymos_inbox_core::roads::sweep::{Swept, sweep_stranded};
 /// At most this many records per run; a larger backlog is taken by the next runs.
 pub const PER_RUN: usize = 500;
 
+/// What one run did and saw.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SweepRun {
+    /// The stranded deliveries it found and sent again.
+    #[serde(flatten)]
+    pub swept: Swept,
+    /// The age of the oldest delivery still not processed, in seconds (0: none).
+    pub oldest_pending_secs: u64,
+    /// How many things wait for a person, as `exceptions` lists them (dead letters aside).
+    pub waiting: usize,
+}
+
 /// Re-sends what was received more than `sweep_after_secs` before `now_ms` and is still not
 /// processed, counts it (`StrandedResent`), keeps the bodies of the deliveries that newly wait
-/// for a person (`DynamoLedger::keep_waiting_bodies`) and gauges the oldest pending delivery
-/// (`OldestPendingSeconds`); returns the sweep and that age.
+/// for a person (`DynamoLedger::keep_waiting_bodies`), gauges the oldest pending delivery
+/// (`OldestPendingSeconds`) and what waits for a person (`PaymentsWaiting`: the reads
+/// `exceptions` makes, no scan), so that its alarm stays in ALARM while anything waits.
 ///
 /// # Errors
 /// [`PortError`] when DynamoDB or SQS fails.
 pub async fn sweep_once(
-    ledger: &DynamoLedger,
+    (ledger, state): (&DynamoLedger, &DynamoResources),
     queue: &SqsQueue,
     lease_secs: u64,
     sweep_after_secs: u64,
     now_ms: u64,
-) -> Result<(Swept, u64), PortError> {
+) -> Result<SweepRun, PortError> {
     let swept = sweep_stranded(
         ledger,
         queue,
@@ -43,8 +56,14 @@ pub async fn sweep_once(
     });
     #[allow(clippy::cast_precision_loss)]
     metrics::gauge!(metric::OLDEST_PENDING).set(oldest as f64);
+    let waiting = paymos_inbox_core::roads::exceptions::list(state, ledger, 0)
+        .await?
+        .len();
+    #[allow(clippy::cast_precision_loss)]
+    metrics::gauge!(metric::PAYMENTS_WAITING).set(waiting as f64);
     tracing::info!(
         oldest_pending_secs = oldest,
+        waiting,
         found = swept.found,
         resent = swept.resent,
         skipped = swept.skipped,
@@ -54,5 +73,9 @@ pub async fn sweep_once(
         bodies_kept,
         "sweep done"
     );
-    Ok((swept, oldest))
+    Ok(SweepRun {
+        swept,
+        oldest_pending_secs: oldest,
+        waiting,
+    })
 }

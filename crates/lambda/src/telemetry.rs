@@ -186,6 +186,9 @@ pub mod metric {
     pub const STRANDED_RESENT: &str = "StrandedResent";
     /// Age of the oldest delivery recorded but not processed, seen by the sweep.
     pub const OLDEST_PENDING: &str = "OldestPendingSeconds";
+    /// How many things wait for a person, as `exceptions` lists them (dead letters aside),
+    /// seen by the sweep: `PaymentsNeedReviewAlarm` stays in ALARM while it is above zero.
+    pub const PAYMENTS_WAITING: &str = "PaymentsWaiting";
     /// What a scheduled reconciliation found, by `Outcome`: `missing`, `applied`, `double`,
     /// `duplicate_payment`, `unknown`, `paid_late`, `refunded`, `api_error`.
     pub const RECONCILE_FINDINGS: &str = "ReconcileFindings";
@@ -203,7 +206,7 @@ pub mod metric {
     /// Milliseconds each post of the signed hand-off took, answered or not.
     pub const WEBHOOK_LATENCY: &str = "WebhookLatencyMs";
     /// Every metric name the code emits.
-    pub const ALL: [&str; 12] = [
+    pub const ALL: [&str; 13] = [
         WEBHOOK_ATTEMPTS,
         WEBHOOK_LATENCY,
         CROSS_ENVIRONMENT_IDS,
@@ -216,6 +219,7 @@ pub mod metric {
         COLD_STARTS,
         STRANDED_RESENT,
         OLDEST_PENDING,
+        PAYMENTS_WAITING,
     ];
 }
 

@@ -395,7 +395,7 @@ fn new_signing_secret() -> String {
 }
 
 /// The scheduled sweep on a short local schedule: it heals a delivery recorded but never sent
-/// within a minute, and reports the oldest pending one as on AWS.
+/// within a minute, and reports the oldest pending one and what waits as on AWS.
 fn sweep(
     dynamodb: &aws_sdk_dynamodb::Client,
     sqs: &aws_sdk_sqs::Client,
@@ -406,13 +406,18 @@ fn sweep(
         created.table("DeliveriesTable"),
         None,
     );
+    let state = paymos_inbox_aws::dynamodb::DynamoResources::new(
+        dynamodb.clone(),
+        created.table("StateTable"),
+        created.table("DeliveriesTable"),
+    );
     let queue = paymos_inbox_aws::sqs::SqsQueue::new(sqs.clone(), created.queue("WorkQueue"));
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(DEV_SWEEP_EVERY).await;
             let now = paymos_inbox_lambda::now_ms();
             if let Err(error) = paymos_inbox_lambda::sweep::sweep_once(
-                &ledger,
+                (&ledger, &state),
                 &queue,
                 paymos_inbox_core::roads::ingest::DEFAULT_LEASE_SECS,
                 DEV_SWEEP_AFTER_SECS,

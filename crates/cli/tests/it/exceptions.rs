@@ -1124,3 +1124,110 @@ async fn an_order_id_carrying_terminal_escapes_is_printed_escaped() {
     assert!(json.contains(r"o-\u001b[2K"), "{json:?}");
     assert!(!json.contains('\u{1b}'), "{json:?}");
 }
+
+/// `PaymentsNeedReviewAlarm`'s state for one datapoint of its metric, as template.yaml defines
+/// it (its metric, statistic, threshold and comparison; one evaluation period), and what it
+/// keeps when the sweep sends none (`TreatMissingData`).
+fn review_alarm(datapoint: Option<f64>, was: &str) -> String {
+    let template: yaml_serde::Value =
+        yaml_serde::from_str(include_str!("../../../../template.yaml")).unwrap();
+    let alarm = &template["Resources"]["PaymentsNeedReviewAlarm"]["Properties"];
+    assert_eq!(alarm["MetricName"].as_str(), Some("PaymentsWaiting"));
+    assert_eq!(alarm["Statistic"].as_str(), Some("Maximum"));
+    assert_eq!(alarm["EvaluationPeriods"].as_u64(), Some(1));
+    let threshold = alarm["Threshold"].as_f64().unwrap();
+    let Some(value) = datapoint else {
+        return match alarm["TreatMissingData"].as_str() {
+            Some("ignore") => was.to_owned(),
+            Some("breaching") => "ALARM".to_owned(),
+            Some("notBreaching") => "OK".to_owned(),
+            _ => "INSUFFICIENT_DATA".to_owned(),
+        };
+    };
+    let breaching = match alarm["ComparisonOperator"].as_str().unwrap() {
+        "GreaterThanThreshold" => value > threshold,
+        "GreaterThanOrEqualToThreshold" => value >= threshold,
+        other => panic!("{other}"),
+    };
+    if breaching { "ALARM" } else { "OK" }.to_owned()
+}
+
+// Issue 51: the alarm counted new outcomes per five minutes, so a held payment paged once and
+// went OK ten minutes later while it still waited. The sweep now counts what waits as
+// `exceptions` lists it (PaymentsWaiting), and the alarm on that count stays in ALARM for as
+// long as the payment waits, through sweeps and the gaps between them, and is OK once it is
+// released.
+#[tokio::test]
+async fn the_review_alarm_stays_in_alarm_while_a_held_payment_waits_and_is_ok_once_released() {
+    use paymos_inbox_core::roads::ingest::DeliveryLedger as _;
+    let rig = Rig::new(Vec::new()).await;
+    let stack = rig.aws.stack().await;
+    let (state_table, deliveries) = (stack.table("StateTable"), stack.table("DeliveriesTable"));
+    let (store, ledger) = (
+        DynamoResources::new(rig.aws.dynamodb.clone(), state_table, deliveries),
+        DynamoLedger::new(rig.aws.dynamodb.clone(), deliveries, None),
+    );
+    let queue = paymos_inbox_aws::sqs::SqsQueue::new(rig.aws.sqs.clone(), stack.queue("WorkQueue"));
+    let sweep = async || {
+        paymos_inbox_lambda::sweep::sweep_once((&ledger, &store), &queue, 30, 600, NOW_MS)
+            .await
+            .unwrap()
+            .waiting
+    };
+    #[allow(clippy::cast_precision_loss)]
+    let gauge = |n: usize| Some(n as f64);
+    assert_eq!(sweep().await, 0);
+    let mut state = review_alarm(gauge(0), "INSUFFICIENT_DATA");
+    assert_eq!(state, "OK");
+
+    paymos_inbox::tools::exceptions::register_order(
+        &store,
+        (None, "order-inv_gauge"),
+        "10.00",
+        "usdt",
+    )
+    .await
+    .unwrap();
+    let paid = envelope(
+        "evt_gauge",
+        "invoice.paid",
+        json!({"invoice_id": "inv_gauge", "status": "paid",
+               "order": {"external_id": "order-inv_gauge", "amount": "12.00", "currency": "USDT"}}),
+    );
+    DynamoLedger::new(rig.aws.dynamodb.clone(), deliveries, None)
+        .record(&recorded_delivery(&paid, Environment::Live, NOW_MS), NOW_MS)
+        .await
+        .unwrap();
+    let applied = Fulfil::new(DynamoResources::new(
+        rig.aws.dynamodb.clone(),
+        state_table,
+        deliveries,
+    ))
+    .apply(&live(&paid), NOW_MS)
+    .await
+    .unwrap()
+    .1;
+    assert_eq!(applied, Applied::Held);
+    // Held: in ALARM at the next sweep, and still after many more and between them.
+    for _ in 0..3 {
+        assert_eq!(sweep().await, 1);
+        state = review_alarm(gauge(1), &state);
+        assert_eq!(state, "ALARM");
+        state = review_alarm(None, &state);
+        assert_eq!(state, "ALARM", "no count between two sweeps keeps it");
+    }
+    let released = exceptions::release(
+        &store,
+        &ledger,
+        "inv_gauge",
+        &by("alice", Some("customer confirmed"), true),
+        &RecordFulfilment,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    assert_eq!(released, Applied::Fulfilled);
+    assert_eq!(sweep().await, 0);
+    state = review_alarm(gauge(0), &state);
+    assert_eq!(state, "OK", "released: nothing waits");
+}

@@ -410,8 +410,27 @@ async fn sweep_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, String)> 
     let stranded = body("evt_s1", "invoice.paid", json!({"invoice_id": "inv_s"}));
     let now = paymos_inbox_lambda::now_ms();
     recorded(&setup, deliveries, &stranded, now - 3_600_000).await;
-    paymos_inbox_lambda::sweep::sweep_once(
-        &DynamoLedger::new(aws.dynamodb.clone(), deliveries, None),
+    // What waits for a person, which the sweep counts as `exceptions` reads it: a payment of
+    // an order known nowhere (its delivery waits; its invoice is read by key).
+    let waits = body("evt_s2", "invoice.paid", json!({"invoice_id": "inv_s2"}));
+    recorded(&setup, deliveries, &waits, now).await;
+    Fulfil::new(DynamoResources::new(
+        setup.dynamodb.clone(),
+        created.table("StateTable"),
+        deliveries,
+    ))
+    .apply(&live(&waits), now)
+    .await
+    .unwrap();
+    let run = paymos_inbox_lambda::sweep::sweep_once(
+        (
+            &DynamoLedger::new(aws.dynamodb.clone(), deliveries, None),
+            &DynamoResources::new(
+                aws.dynamodb.clone(),
+                created.table("StateTable"),
+                deliveries,
+            ),
+        ),
         &SqsQueue::new(aws.sqs.clone(), created.queue("WorkQueue")),
         30,
         600,
@@ -419,6 +438,7 @@ async fn sweep_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, String)> 
     )
     .await
     .unwrap();
+    assert!(run.waiting >= 1, "the payment waits for a person: {run:?}");
     used(created, &aws.calls)
 }
 

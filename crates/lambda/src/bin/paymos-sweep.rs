@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use paymos_inbox_aws::aws::load_config;
-use paymos_inbox_aws::dynamodb::DynamoLedger;
+use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_aws::sqs::SqsQueue;
 use paymos_inbox_lambda::config::SweepConfig;
 use paymos_inbox_lambda::sweep::sweep_once;
@@ -16,21 +16,23 @@ async fn main() -> Result<(), Error> {
     paymos_inbox_lambda::telemetry::init_metrics("sweep");
     let config = SweepConfig::from_lookup(|k| std::env::var(k).ok())?;
     let aws = load_config(Duration::from_secs(3), 3).await;
-    let ledger = DynamoLedger::new(
-        aws_sdk_dynamodb::Client::new(&aws),
+    let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
+    let ledger = DynamoLedger::new(dynamodb.clone(), config.deliveries_table.clone(), None);
+    let state = DynamoResources::new(
+        dynamodb,
+        config.state_table.clone(),
         config.deliveries_table.clone(),
-        None,
     );
     let queue = SqsQueue::new(
         aws_sdk_sqs::Client::new(&aws),
         config.work_queue_url.clone(),
     );
-    let (ledger, queue, config) = (&ledger, &queue, &config);
+    let (ledger, state, queue, config) = (&ledger, &state, &queue, &config);
     lambda_runtime::run(service_fn(
         move |_: LambdaEvent<serde_json::Value>| async move {
             paymos_inbox_lambda::telemetry::invocation_started();
             let swept = sweep_once(
-                ledger,
+                (ledger, state),
                 queue,
                 config.lease_secs,
                 config.sweep_after_secs,
@@ -38,7 +40,7 @@ async fn main() -> Result<(), Error> {
             )
             .await;
             paymos_inbox_lambda::telemetry::flush_metrics();
-            Ok::<_, Error>(serde_json::to_value(swept?.0)?)
+            Ok::<_, Error>(serde_json::to_value(swept?)?)
         },
     ))
     .await

@@ -259,6 +259,7 @@ async fn the_ingest_binary_answers_every_event_file_and_records_the_good_ones() 
             "DELIVERIES_TABLE",
             stack.table("DeliveriesTable").to_owned(),
         ),
+        ("STATE_TABLE", stack.table("StateTable").to_owned()),
         ("WORK_QUEUE_URL", stack.queue("WorkQueue").to_owned()),
     ]);
     let env = env_json("IngestFunction", &names);
@@ -389,6 +390,7 @@ async fn the_ingest_binary_stops_at_init_with_a_clear_error_when_its_secret_is_m
             "DELIVERIES_TABLE",
             stack.table("DeliveriesTable").to_owned(),
         ),
+        ("STATE_TABLE", stack.table("StateTable").to_owned()),
         ("WORK_QUEUE_URL", stack.queue("WorkQueue").to_owned()),
     ]);
     let secrets = secrets_manager(HashMap::new()).await;
@@ -441,6 +443,7 @@ async fn the_sweep_binary_sends_a_stranded_delivery_again_and_reports_the_oldest
             "DELIVERIES_TABLE",
             stack.table("DeliveriesTable").to_owned(),
         ),
+        ("STATE_TABLE", stack.table("StateTable").to_owned()),
         ("WORK_QUEUE_URL", stack.queue("WorkQueue").to_owned()),
     ]);
     let secrets = secrets_manager(HashMap::new()).await;
@@ -467,6 +470,12 @@ async fn the_sweep_binary_sends_a_stranded_delivery_again_and_reports_the_oldest
     let printed = sweep.stdout.lock().unwrap().clone();
     assert!(
         printed.lines().any(|l| l.contains("\"StrandedResent\":1")),
+        "{printed}"
+    );
+    // What waits for a person, counted each run for the alarm that stays on while it waits.
+    assert_eq!(answer["waiting"].as_u64(), Some(0), "{answer}");
+    assert!(
+        printed.lines().any(|l| l.contains("\"PaymentsWaiting\":0")),
         "{printed}"
     );
 }

@@ -209,6 +209,7 @@ async fn sam_local_invoke_ingest_answers_every_event_as_on_aws() {
             "DELIVERIES_TABLE",
             stack.table("DeliveriesTable").to_owned(),
         ),
+        ("STATE_TABLE", stack.table("StateTable").to_owned()),
         ("WORK_QUEUE_URL", stack.queue("WorkQueue").to_owned()),
     ]);
     let mut env = env_json("IngestFunction", &names);
@@ -393,6 +394,7 @@ async fn sam_local_invoke_sweep_sends_a_stranded_delivery_again() {
             "DELIVERIES_TABLE",
             stack.table("DeliveriesTable").to_owned(),
         ),
+        ("STATE_TABLE", stack.table("StateTable").to_owned()),
         ("WORK_QUEUE_URL", stack.queue("WorkQueue").to_owned()),
     ]);
     let secrets = secrets_manager(HashMap::new()).await;

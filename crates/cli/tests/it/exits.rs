@@ -237,6 +237,19 @@ async fn every_command_exits_as_the_table_says_in_each_failure_mode() {
         ]),
         2,
     );
+    // Found by the attack on `dev`: a window of nothing (ending before it starts, or starting
+    // tomorrow) read nothing and said clean, exit 0.
+    for window in [
+        &["--from", "2h", "--to", "3h"][..],
+        &["--from", "2099-01-01"][..],
+    ] {
+        w.expect(
+            "reconcile",
+            BadInput,
+            &cat(&[&["reconcile"], window, &dev_info, &api, &[&empty.url]]),
+            2,
+        );
+    }
     w.expect(
         "reconcile",
         Unreachable,

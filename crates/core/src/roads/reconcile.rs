@@ -239,7 +239,26 @@ impl Report {
         self.applied.get(invoice_id).map(said)
     }
 
-    /// Whether anything needs a person.
+    /// Whether anything still waits for a person after this run: a finding not cleared
+    /// ([`Report::clean`]), or one `--apply` handed to `exceptions` (a late payment, a hold).
+    #[must_use]
+    pub fn waits_for_a_person(&self) -> bool {
+        !self.clean()
+            || self.applied.values().any(|a| {
+                matches!(
+                    a,
+                    Ok(Applied::PaidLate
+                        | Applied::Held
+                        | Applied::DuplicatePayment
+                        | Applied::OrderUnknown
+                        | Applied::ProjectUnknown
+                        | Applied::OrderConflict)
+                )
+            })
+    }
+
+    /// Whether nothing needs a person from the reconciliation itself (what it applied may
+    /// still wait in `exceptions`: [`Report::waits_for_a_person`]).
     #[must_use]
     pub fn clean(&self) -> bool {
         self.missing.iter().all(|m| {

@@ -220,6 +220,9 @@ async fn a_payment_after_the_close_lands_as_paid_late_and_waits_for_a_person() {
     let report = run(&paymos, &fulfil, true).await;
     assert_eq!(ids(&report.paid_late), ["inv_l"]);
     assert_eq!(report.applied["inv_l"], Ok(Applied::PaidLate));
+    // Found by the attack on `dev`: `reconcile --apply` exited 0 while what it recorded waited
+    // in `exceptions` (the same run without --apply exits 1).
+    assert!(report.waits_for_a_person(), "it waits in exceptions");
     assert!(
         report.clean(),
         "recorded as late: the rest is the exceptions' list"

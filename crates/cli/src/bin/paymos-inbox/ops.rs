@@ -710,7 +710,7 @@ pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
         Some(to) => when("--to", to).map(|to| (from, to)),
         None => Ok((from, now)),
     });
-    let (from, to) = match window {
+    let (from, to) = match window.and_then(|(from, to)| checked_window(from, to, now)) {
         Ok(w) => w,
         Err(e) => return usage(e),
     };
@@ -749,10 +749,29 @@ pub async fn reconcile(args: ReconcileArgs) -> ExitCode {
     } else {
         print_report(&report);
     }
-    if report.clean() {
-        ExitCode::SUCCESS
-    } else {
+    if report.clean() && report.waits_for_a_person() && !args.json {
+        say!("what --apply recorded waits for a person: `paymos-inbox exceptions` lists it");
+    }
+    if report.waits_for_a_person() {
         ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// A window that reads something: it starts before it ends, and not after now (a window of
+/// nothing would say "clean" of invoices it never read).
+fn checked_window(from: i64, to: i64, now: i64) -> Result<(i64, i64), String> {
+    if from > now {
+        Err(format!(
+            "--from is in the future ({from}, now {now}): a reconciliation reads invoices already created"
+        ))
+    } else if from >= to {
+        Err(format!(
+            "--from ({from}) is not before --to ({to}): the window holds no time to read"
+        ))
+    } else {
+        Ok((from, to))
     }
 }
 

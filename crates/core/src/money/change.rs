@@ -570,6 +570,63 @@ impl Source {
     }
 }
 
+/// How far ahead of its own receipt a delivery's times may be, in seconds: the longest signature
+/// tolerance a stack accepts (an hour), so no genuine delivery from a clock that far off is
+/// refused, and a forged date is bounded by it.
+pub const AHEAD_OF_RECEIPT_S: u64 = 3600;
+
+/// Why a delivery cannot be what Paymos says, if it names a time later than its own receipt
+/// by more than [`AHEAD_OF_RECEIPT_S`]: its `occurred_at`, a refund's `data.completed_at` or a
+/// late payment's `data.paid_late_at`. Paymos reports what happened, never what will; a
+/// forged event (a leaked secret) dated a year ahead would otherwise decide which payments a
+/// refund returned. None where the receipt is unknown.
+#[must_use]
+pub fn dated_ahead(envelope: &Envelope, received_at_ms: Option<u64>) -> Option<String> {
+    let latest = received_at_ms? / 1000 + AHEAD_OF_RECEIPT_S;
+    [
+        ("occurred_at", Some(envelope.occurred_at)),
+        ("data.completed_at", envelope.data.completed_at),
+        ("data.paid_late_at", envelope.data.paid_late_at),
+    ]
+    .into_iter()
+    .find_map(|(field, at)| {
+        at.filter(|at| *at > latest).map(|at| {
+            format!(
+                "{}: {field} {at} is later than the delivery's receipt ({}): Paymos reports what happened, never what will (a forged event?)",
+                envelope.event_type,
+                latest - AHEAD_OF_RECEIPT_S
+            )
+        })
+    })
+}
+
+/// The first money field of `envelope`'s payment or refund that is no decimal of 0 or more.
+fn bad_money_of(envelope: &Envelope) -> Option<&'static str> {
+    let data = &envelope.data;
+    match envelope.category {
+        Category::Invoice => bad_money(&[
+            ("data.order.amount", &data.order_amount),
+            ("data.amount", &data.amount),
+            ("data.payment.expected", &data.payment_expected),
+        ]),
+        Category::Withdrawal => bad_money(&[("data.amount", &data.amount)]),
+        Category::Deposit | Category::Unknown => None,
+    }
+}
+
+/// Money, where an event carries it, is a decimal string of 0 or more (the reference): the
+/// first field that is not, if any.
+fn bad_money<'a>(fields: &[(&'a str, &Option<String>)]) -> Option<&'a str> {
+    fields
+        .iter()
+        .find(|(_, value)| {
+            value
+                .as_deref()
+                .is_some_and(|v| Amount::parse(v).is_none_or(|a| a.is_negative()))
+        })
+        .map(|(name, _)| *name)
+}
+
 /// Decides the change a verified event asks for. Pure and total: the same envelope always gives
 /// the same change, and a money event that misses what it needs becomes [`Change::Unusable`].
 #[must_use]
@@ -591,6 +648,11 @@ pub fn change_of(envelope: &Envelope) -> Change {
         .type_prefix()
         .and_then(|prefix| envelope.event_type.strip_prefix(prefix))
         .unwrap_or_default();
+    if let Some(field) = bad_money_of(envelope) {
+        return unusable(&format!(
+            "{field} is not a decimal string of 0 or more: nothing applied"
+        ));
+    }
     match envelope.category {
         Category::Invoice => match InvoiceStatus::parse(status_name) {
             Some(_) if too_long(&data.order_external_id) => unusable(&format!(
@@ -840,6 +902,45 @@ mod tests {
 
     fn change(event_type: &str, data: &str) -> Change {
         change_of(&Envelope::parse(&body(event_type, data)).unwrap())
+    }
+
+    // Missed mutants of this turn (`dated_ahead`): a time up to an hour after the receipt is
+    // a clock apart, one second more is no report of Paymos'; each of the three times.
+    #[test]
+    fn a_time_more_than_an_hour_after_the_receipt_is_no_report_of_paymos() {
+        let at = |occurred: u64, data: &str| {
+            Envelope::parse(
+                format!(
+                    r#"{{"event_id":"evt_1","event_type":"withdrawal.completed","version":1,"occurred_at":{occurred},"data":{{"withdrawal_id":"wdr_1"{data}}}}}"#
+                )
+                .as_bytes(),
+            )
+            .unwrap()
+        };
+        let received = Some(1_000_000);
+        let edge = 1_000 + AHEAD_OF_RECEIPT_S;
+        assert_eq!(dated_ahead(&at(edge, ""), received), None);
+        assert_eq!(
+            dated_ahead(&at(edge + 1, ""), None),
+            None,
+            "receipt unknown"
+        );
+        for (occurred, data, field) in [
+            (edge + 1, String::new(), "occurred_at"),
+            (
+                5,
+                format!(r#","completed_at":{}"#, edge + 1),
+                "data.completed_at",
+            ),
+            (
+                5,
+                format!(r#","paid_late_at":{}"#, edge + 1),
+                "data.paid_late_at",
+            ),
+        ] {
+            let why = dated_ahead(&at(occurred, &data), received).expect(field);
+            assert!(why.contains(field) && why.contains("(1000)"), "{why}");
+        }
     }
 
     // Issue 49 (missed mutants): a person's project is refused only where it is not the

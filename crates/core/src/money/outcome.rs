@@ -59,6 +59,9 @@ pub enum Write {
         closed: InvoiceStatus,
         /// Undated, with a full refund on record: marked [`Mark::AfterRefund`] for a person.
         after_refund: bool,
+        /// It names another project than the invoice's record: marked
+        /// [`Mark::ProjectsDisagree`], released only naming the project.
+        projects_disagree: bool,
     },
     /// A withdrawal's change whose full refund completed before a full refund recorded
     /// already: noted, the later refund's time kept.
@@ -293,6 +296,7 @@ pub fn writes(
             Write::PaidLate {
                 closed,
                 after_refund,
+                projects_disagree,
             },
             Change::Invoice {
                 invoice_id,
@@ -304,7 +308,7 @@ pub fn writes(
             invoice_id,
             *closed,
             (*occurred_at, *paid_at),
-            *after_refund,
+            (*after_refund, *projects_disagree),
             now_ms,
         )),
         (
@@ -663,11 +667,7 @@ fn standing_outcome(standing: &Standing) -> Applied {
 /// (adopted), an order other than the record's is held, and an order known nowhere waits.
 fn on_record(change: &Change, recorded: OrderRef) -> Step {
     match change {
-        Change::Invoice { order, .. }
-            if order.names_project()
-                && recorded.names_project()
-                && (order.project != recorded.project || order.home != recorded.home) =>
-        {
+        Change::Invoice { order, .. } if other_project(order, &recorded) => {
             // The payment names another project than the invoice's record: its events
             // disagree, or a person named another project. Neither project's order ships on
             // that word.
@@ -731,10 +731,42 @@ pub fn next(source: &Source, change: &Change, tried: &Plan, written: Written) ->
 /// price, or another project (what the record leaves out is not said, and is set once as ever).
 /// Where nothing shipped under it, Paymos' order then replaces the record's.
 #[must_use]
-pub fn differs(confirmed: &OrderRef, recorded: &OrderRef) -> bool {
-    let other_project = confirmed.names_project()
+/// Whether `order` and `recorded` each name a project (the home project's too), and not the
+/// same one: one invoice's words of two projects.
+fn other_project(order: &OrderRef, recorded: &OrderRef) -> bool {
+    order.names_project()
         && recorded.names_project()
-        && (confirmed.project != recorded.project || confirmed.home != recorded.home);
+        && (order.project != recorded.project || order.home != recorded.home)
+}
+
+/// Why a payment of an invoice that shipped `recorded` cannot be that payment, if it names
+/// another order or another project than what shipped (each only where both name one).
+fn conflicts(order: &OrderRef, recorded: &OrderRef) -> Option<String> {
+    let project = |o: &OrderRef| {
+        if o.home {
+            "the home project".to_owned()
+        } else {
+            format!("project {}", o.project.as_deref().unwrap_or_default())
+        }
+    };
+    if let (Some(paid), Some(shipped)) = (&order.external_id, &recorded.external_id)
+        && paid != shipped
+    {
+        return Some(format!(
+            "it pays order {paid}, but this invoice shipped order {shipped} (an invoice pays one order): nothing more shipped"
+        ));
+    }
+    other_project(order, recorded).then(|| {
+        format!(
+            "it names {}, but this invoice shipped under {} (an invoice is one project's): nothing more shipped",
+            project(order),
+            project(recorded)
+        )
+    })
+}
+
+pub fn differs(confirmed: &OrderRef, recorded: &OrderRef) -> bool {
+    let other_project = other_project(confirmed, recorded);
     let same_price = matches!(
         (&confirmed.amount, &recorded.amount),
         (Some(a), Some(b)) if a.same_value(b)
@@ -889,29 +921,30 @@ fn on_resource(
         }
         // Paid after it closed unpaid: the final status stays, the payment is noted (and,
         // undated after a full refund, marked for a person to say whether it was paid again).
-        (Change::Invoice { status, .. }, Found::Invoice(current))
+        (Change::Invoice { status, order, .. }, Found::Invoice(current))
             if current.is_final() && status.fulfils() && !current.fulfils() =>
         {
             let after_refund = undated && *standing == Standing::Refunded;
+            // Naming another project than the record: whose order a release ships is a
+            // person's to say (`--project`), never the record's word.
+            let projects_disagree = other_project(order, recorded);
             Step::Then(Plan {
                 write: Write::PaidLate {
                     closed: current,
                     after_refund,
+                    projects_disagree,
                 },
                 with_mark: true,
                 outcome: Applied::PaidLate,
                 reason: after_refund.then(|| AFTER_REFUND.into()),
             })
         }
-        // A payment naming another order than the one this invoice shipped (a delivery's, or a
-        // person's word): one of the two words is wrong (an invoice pays one order), and only a
-        // person can say which. A delivery's waits, listed; a person hears it (nothing written).
+        // A payment naming another order than the one this invoice shipped, or another project
+        // (a delivery's, or a person's word): one of the two words is wrong (an invoice pays one
+        // order of one project), and only a person can say which. A delivery's waits, listed; a
+        // person hears it (nothing written).
         (Change::Invoice { status, order, .. }, Found::Invoice(current))
-            if status.fulfils()
-                && current.fulfils()
-                && order.external_id.is_some()
-                && recorded.external_id.is_some()
-                && order.external_id != recorded.external_id =>
+            if status.fulfils() && current.fulfils() && conflicts(order, recorded).is_some() =>
         {
             if !delivery {
                 return Step::Done(Applied::OrderConflict);
@@ -920,11 +953,7 @@ fn on_resource(
                 write: Write::Review,
                 with_mark: true,
                 outcome: Applied::OrderConflict,
-                reason: Some(format!(
-                    "it pays order {}, but this invoice shipped order {} (an invoice pays one order): nothing more shipped",
-                    order.external_id.as_deref().unwrap_or_default(),
-                    recorded.external_id.as_deref().unwrap_or_default()
-                )),
+                reason: conflicts(order, recorded),
             })
         }
         // A person's road reports where the payment stands (a hold, a duplicate, a late
@@ -1116,6 +1145,49 @@ mod tests {
     use super::*;
     use crate::money::change::{Credit, OrderRef};
     use crate::money::status::{Amount, DepositStatus};
+
+    // Missed mutants of this turn (`other_project`, `conflicts`): two words of one invoice name
+    // two projects only where both name one, and either the project or the home differs; a
+    // payment conflicts with what shipped on another order first, else on another project.
+    #[test]
+    fn two_projects_only_where_both_name_one_and_they_differ() {
+        let of = |project: Option<&str>, home: bool| OrderRef {
+            external_id: Some("o-1".into()),
+            project: project.map(str::to_owned),
+            home,
+            ..OrderRef::none()
+        };
+        let cases = [
+            (of(Some("prj_b"), false), of(Some("prj_c"), false), true),
+            (of(Some("prj_b"), false), of(Some("prj_b"), false), false),
+            (of(None, true), of(None, true), false),
+            (of(None, true), of(Some("prj_b"), false), true),
+            (of(Some("prj_b"), false), of(Some("prj_b"), true), true),
+            (of(Some("prj_b"), false), of(None, false), false),
+            (of(None, false), of(Some("prj_b"), false), false),
+        ];
+        for (order, recorded, two) in cases {
+            assert_eq!(
+                other_project(&order, &recorded),
+                two,
+                "{order:?} {recorded:?}"
+            );
+            assert_eq!(
+                conflicts(&order, &recorded).is_some(),
+                two,
+                "{order:?} {recorded:?}"
+            );
+        }
+        let mut other = of(Some("prj_c"), false);
+        other.external_id = Some("o-2".into());
+        let why = conflicts(&other, &of(Some("prj_b"), false)).unwrap();
+        assert!(why.starts_with("it pays order o-2"), "{why}");
+        let why = conflicts(&of(None, true), &of(Some("prj_b"), false)).unwrap();
+        assert!(
+            why.contains("names the home project") && why.contains("under project prj_b"),
+            "{why}"
+        );
+    }
 
     fn me() -> Source {
         Source::Delivery {

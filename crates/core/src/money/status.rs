@@ -242,6 +242,12 @@ impl Amount {
         self.decimal().sign() == bigdecimal::num_bigint::Sign::Plus
     }
 
+    /// Whether the amount is less than zero.
+    #[must_use]
+    pub fn is_negative(&self) -> bool {
+        self.decimal().sign() == bigdecimal::num_bigint::Sign::Minus
+    }
+
     /// The exact sum of `amounts`, as decimal text (`None` for none).
     #[must_use]
     pub fn sum<'a>(amounts: impl IntoIterator<Item = &'a Amount>) -> Option<String> {

@@ -980,7 +980,7 @@ pub fn paid_late(
     invoice_id: &str,
     closed: InvoiceStatus,
     (at, paid_at): (u64, Option<u64>),
-    after_refund: bool,
+    (after_refund, projects_disagree): (bool, bool),
     now_ms: u64,
 ) -> Write {
     let mut set = vec![
@@ -989,6 +989,9 @@ pub fn paid_late(
         invoice_listing(invoice_id, closed, true, now_ms),
     ];
     set.extend(paid_at.map(|t| Set::Once(Field::PaymentAt, Value::Int(t))));
+    if projects_disagree {
+        set.push(Set::Put(Field::ProjectsDisagree, Value::Bool(true)));
+    }
     let mut guard = Guard::Is(Field::Status, Value::text(closed.as_str()));
     if after_refund {
         set.push(Set::Put(Field::AfterRefund, Value::Bool(true)));
@@ -1844,7 +1847,14 @@ mod tests {
         assert!(set(InvoiceStatus::Paid, Some(&twice)).contains(&put(REVIEW)));
         assert!(set(InvoiceStatus::Paid, Some(&Mark::Refunded)).contains(&put(&day)));
         assert!(set(InvoiceStatus::Paid, Some(&Mark::AfterRefund)).contains(&put(REVIEW)));
-        let late = paid_late("inv_1", InvoiceStatus::Expired, (3, None), false, DEC_1 - 1).set;
+        let late = paid_late(
+            "inv_1",
+            InvoiceStatus::Expired,
+            (3, None),
+            (false, false),
+            DEC_1 - 1,
+        )
+        .set;
         assert!(late.contains(&put(REVIEW)));
         assert!(late.contains(&Set::Put(Field::UpdatedAt, Value::Int(DEC_1 - 1))));
         let held = set(InvoiceStatus::Paid, Some(&Mark::Held));

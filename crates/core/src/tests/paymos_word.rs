@@ -1905,3 +1905,68 @@ async fn a_persons_word_of_a_payment_naming_no_project_keeps_its_time() {
     assert_eq!(shipped.await.unwrap(), Fulfilled);
     assert_eq!(claims(&store), ["order_paid#o-1"]);
 }
+
+// Finding 6 of this turn's attack (a leaked secret, no reverse check): a forged full refund of
+// an expired invoice, dated a year ahead of its own receipt, made the genuine late payment
+// that followed "returned" by it: listed nowhere, `release` refused it as refunded. A
+// delivery naming a time later than its receipt by more than an hour is no report of Paymos':
+// unusable (listed with why), and the late payment waits as `paid_late`. Before: `updated`,
+// then the payment silently settled.
+#[tokio::test]
+async fn a_refund_dated_a_year_after_its_receipt_returns_nothing_and_is_listed() {
+    let year_ahead = 100 + 365 * 86_400;
+    let mut forged = item(
+        "evt_f",
+        "withdrawal.completed",
+        year_ahead,
+        &format!(
+            r#"{{"withdrawal_id":"wdr_f","invoice_id":"inv_1","mode":"full","type":"refund","amount":"10","currency":"USD","completed_at":{year_ahead}}}"#
+        ),
+    );
+    forged.received_at_ms = Some(110_000);
+    let late = item(
+        "evt_l",
+        "invoice.paid",
+        150,
+        r#"{"invoice_id":"inv_1","status":"expired","paid_late_at":150,"order":{"external_id":"o-1","amount":"10","currency":"USD"}}"#,
+    );
+    let (outcomes, store) = webhooks(&[invoice("evt_x", "expired", 100), forged, late]).await;
+    assert_eq!(outcomes, [Updated, Unusable, PaidLate]);
+    let reviews = MemoryReviews::new();
+    assert!(store.fulfilments().is_empty());
+    let (seen, _) = store.invoice_seen("inv_1").await.unwrap();
+    assert_eq!(seen.unwrap().standing(), Standing::PaidLate);
+    let listed = list(&*store, &reviews, 0).await.unwrap();
+    assert!(listed.iter().any(|e| e.kind == "paid_late"), "{listed:?}");
+}
+
+// Finding 8: money that is no decimal of 0 or more (`-25.00`, `abc`) was applied: an Order
+// Paid of -25.00, or of no amount at all, and a refund of -25.00. The reference: money is a
+// decimal string. Such an event applies nothing and is listed `unusable` with the field.
+#[tokio::test]
+async fn money_that_is_no_decimal_of_zero_or_more_applies_nothing() {
+    let paid = |event_id: &str, amount: &str| {
+        item(
+            event_id,
+            "invoice.paid",
+            100,
+            &format!(
+                r#"{{"invoice_id":"inv_1","order":{{"external_id":"o-1","amount":"{amount}","currency":"USD"}}}}"#
+            ),
+        )
+    };
+    let refund = item(
+        "evt_r",
+        "withdrawal.completed",
+        100,
+        r#"{"withdrawal_id":"wdr_1","invoice_id":"inv_2","mode":"full","type":"refund","amount":"-25.00","currency":"USDT"}"#,
+    );
+    let (outcomes, store) =
+        webhooks(&[paid("evt_n", "-25.00"), paid("evt_g", "abc"), refund]).await;
+    assert_eq!(outcomes, [Unusable, Unusable, Unusable]);
+    assert!(store.fulfilments().is_empty());
+    assert!(store.invoice("inv_2").is_none(), "no refund recorded");
+    // A genuine amount still ships.
+    let (outcomes, _) = webhooks(&[paid("evt_p", "25.00")]).await;
+    assert_eq!(outcomes, [Fulfilled]);
+}

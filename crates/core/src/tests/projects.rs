@@ -450,3 +450,58 @@ async fn paymos_project_settles_an_invoice_whose_events_named_two_projects() {
     assert_eq!(store.fulfilments(), [("inv_x".into(), Some("1001".into()))]);
     assert!(store.keys().contains(&"order_paid#1001".to_owned()));
 }
+
+// Finding 5 of this turn's attack on `dev` (two projects, no reverse check): shop A's payment
+// of inv_x shipped order 4000, then a payment of the same invoice naming shop B answered
+// `already_final`, listed nowhere, though an invoice is one project's (a forged or mistaken
+// event, or the first was). Like a payment naming another order, it waits as `order_conflict`
+// for a person; nothing more ships. Before: `already_final`, nothing listed.
+#[tokio::test]
+async fn a_payment_naming_another_project_than_its_invoice_shipped_waits_as_a_conflict() {
+    let history = [
+        paid("evt_a", "inv_x", "prj_a", "4000"),
+        paid("evt_b", "inv_x", "prj_b", "4000"),
+        // The same project again is a replay of what shipped: nothing waits.
+        paid("evt_a2", "inv_x", "prj_a", "4000"),
+    ];
+    let (outcomes, store) = run(two_shops(), &history).await;
+    assert_eq!(outcomes, [Fulfilled, OrderConflict, AlreadyFinal]);
+    assert_eq!(store.fulfilments(), [("inv_x".into(), Some("4000".into()))]);
+}
+
+// Finding 5 again, a late payment: inv_x closed underpaid as shop A's, then paid in full late
+// naming shop B. It waits `paid_late`, and `release` without `--project` shipped shop A's
+// order on the record's word. It is marked as an invoice whose events named two projects:
+// released only naming the project the person checked. Before: `fulfilled` under shop A.
+#[tokio::test]
+async fn a_late_payment_naming_another_project_than_its_record_is_released_only_naming_one() {
+    let closed = item(
+        "evt_u",
+        "invoice.underpaid",
+        r#"{"invoice_id":"inv_x","project_id":"prj_a","order":{"external_id":"1001","amount":"10.00","currency":"USD"}}"#,
+    );
+    let late = item(
+        "evt_l",
+        "invoice.paid",
+        r#"{"invoice_id":"inv_x","status":"underpaid","paid_late_at":20,"project_id":"prj_b","order":{"external_id":"1001","amount":"10.00","currency":"USD"}}"#,
+    );
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(two_shops());
+    let mut outcomes = Vec::new();
+    for work in [&closed, &late] {
+        outcomes.push(fulfil.apply(work, 1_000).await.unwrap().1);
+    }
+    assert_eq!(outcomes, [Updated, PaidLate]);
+    assert!(store.invoice("inv_x").unwrap().projects_disagree);
+    let refused = release_x(&fulfil, None, false)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("--project"), "{refused}");
+    assert!(store.fulfilments().is_empty());
+    assert_eq!(
+        release_x(&fulfil, Some("prj_b"), false).await,
+        Ok(Fulfilled)
+    );
+    assert!(store.keys().contains(&"order_paid#prj_b#1001".to_owned()));
+}

@@ -112,77 +112,6 @@ pub async fn settle_confirmed<S: ResourceStore>(
     settle_as(store, source, change, effect, now_ms, true).await
 }
 
-/// [`Fulfil::paymos_dates`] on `store`: the roads that ask Paymos (the reverse check,
-/// `recheck`, the reconciliation) date a payment recorded here with no time by Paymos'.
-///
-/// # Errors
-/// [`PortError`] when the store fails.
-pub(crate) async fn paymos_dates_in<S: ResourceStore>(
-    store: &S,
-    invoice_id: &str,
-    paid_at: u64,
-    anew: bool,
-) -> Result<bool, PortError> {
-    let Some(found) = store.read(&Key::state(invoice_id)).await? else {
-        return Ok(false);
-    };
-    let late = found.contains_key(&Field::PaidLateAt);
-    let paid = late
-        || write::invoice_seen(&found)
-            .status
-            .is_some_and(InvoiceStatus::fulfils);
-    let undated =
-        paid && !found.contains_key(&Field::PaymentAt) && !found.contains_key(&Field::ReleasedAt);
-    // Without `anew`, dated only where a full refund recorded here returns it by then.
-    if !undated || (!anew && !write::invoice_seen(&found).refunded_in_full_at(Some(paid_at))) {
-        return Ok(paid);
-    }
-    // Settled by a full refund, or waiting `after_refund`: judged by no time. A late one
-    // keeps its close and waits as it was.
-    let unjudged = found.get(&Field::AfterRefund) == Some(&Value::Bool(true))
-        || found.contains_key(&Field::RefundedInFullBy);
-    let reopen = anew
-        && unjudged
-        && !late
-        && store
-            .read(&Key::state(crate::money::effect::fulfilment_key(
-                invoice_id,
-            )))
-            .await?
-            .is_none();
-    // Refused: the record moved since it was read; the change decides.
-    let written = store
-        .write(&[write::paymos_payment_time(invoice_id, paid_at, reopen)])
-        .await?;
-    Ok(!(reopen && written == Stored::Committed))
-}
-
-/// A completed refund of `invoice_id` as Paymos lists it, recorded through the webhook's use
-/// case and dated by Paymos' `completed_at`, so a later delivery of it finds it applied.
-async fn record_refund<S: ResourceStore>(
-    store: &S,
-    effect: &dyn FulfilmentEffect,
-    invoice_id: &str,
-    (refund, completed_at): (&crate::money::invoice::Refund, u64),
-    actor: &str,
-    now_ms: u64,
-) -> Result<Applied, PortError> {
-    let change = Change::Withdrawal {
-        withdrawal_id: refund.withdrawal_id.clone(),
-        status: crate::money::status::WithdrawalStatus::Completed,
-        occurred_at: completed_at,
-        kind: "refund".into(),
-        invoice_id: Some(invoice_id.to_owned()),
-        amount: refund.amount.clone(),
-        currency: refund.currency.clone(),
-        mode: refund.mode.map(|m| m.as_str().to_owned()),
-    };
-    let source = Source::Manual {
-        actor: actor.to_owned(),
-    };
-    settle_as(store, &source, &change, effect, now_ms, true).await
-}
-
 async fn settle_as<S: ResourceStore>(
     store: &S,
     source: &Source,
@@ -738,13 +667,26 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         actor: &str,
         now_ms: u64,
     ) -> Result<Applied, PortError> {
-        record_refund(
+        let change = Change::Withdrawal {
+            withdrawal_id: refund.withdrawal_id.clone(),
+            status: crate::money::status::WithdrawalStatus::Completed,
+            occurred_at: completed_at,
+            kind: "refund".into(),
+            invoice_id: Some(invoice_id.to_owned()),
+            amount: refund.amount.clone(),
+            currency: refund.currency.clone(),
+            mode: refund.mode.map(|m| m.as_str().to_owned()),
+        };
+        let source = Source::Manual {
+            actor: actor.to_owned(),
+        };
+        settle_as(
             &self.store,
+            &source,
+            &change,
             self.effect.as_ref(),
-            invoice_id,
-            (refund, completed_at),
-            actor,
             now_ms,
+            true,
         )
         .await
     }
@@ -812,7 +754,41 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         paid_at: u64,
         anew: bool,
     ) -> Result<bool, PortError> {
-        paymos_dates_in(&self.store, invoice_id, paid_at, anew).await
+        let Some(found) = self.store.read(&Key::state(invoice_id)).await? else {
+            return Ok(false);
+        };
+        let late = found.contains_key(&Field::PaidLateAt);
+        let paid = late
+            || write::invoice_seen(&found)
+                .status
+                .is_some_and(InvoiceStatus::fulfils);
+        let undated = paid
+            && !found.contains_key(&Field::PaymentAt)
+            && !found.contains_key(&Field::ReleasedAt);
+        // Without `anew`, dated only where a full refund recorded here returns it by then.
+        if !undated || (!anew && !write::invoice_seen(&found).refunded_in_full_at(Some(paid_at))) {
+            return Ok(paid);
+        }
+        // Settled by a full refund, or waiting `after_refund`: judged by no time. A late one
+        // keeps its close and waits as it was.
+        let unjudged = found.get(&Field::AfterRefund) == Some(&Value::Bool(true))
+            || found.contains_key(&Field::RefundedInFullBy);
+        let reopen = anew
+            && unjudged
+            && !late
+            && self
+                .store
+                .read(&Key::state(crate::money::effect::fulfilment_key(
+                    invoice_id,
+                )))
+                .await?
+                .is_none();
+        // Refused: the record moved since it was read; the change decides.
+        let written = self
+            .store
+            .write(&[write::paymos_payment_time(invoice_id, paid_at, reopen)])
+            .await?;
+        Ok(!(reopen && written == Stored::Committed))
     }
 
     async fn by_hand(

@@ -47,6 +47,15 @@ pub trait PaymosLedger: PaymentConfirmation {
         from: i64,
         to: i64,
     ) -> impl Future<Output = Result<Vec<(String, ConfirmedInvoice)>, PortError>> + Send;
+
+    /// The completed refunds of `invoice_id`.
+    ///
+    /// # Errors
+    /// [`PortError`] of its kind.
+    fn refunds_of(
+        &self,
+        invoice_id: &str,
+    ) -> impl Future<Output = Result<Vec<Refund>, PortError>> + Send;
 }
 
 /// What reconciliation reads of the state table, besides the invoice records.

@@ -18,7 +18,7 @@
 
 use crate::money::change::{Applied, Change, OrderRef, Source};
 use crate::money::effect::{FulfilmentEffect, PaidInvoice};
-use crate::money::invoice::{Refund, RefundMode, Standing};
+use crate::money::invoice::{InvoiceSeen, Refund, RefundMode, Standing};
 use crate::money::status::{InvoiceStatus, WithdrawalStatus};
 use crate::money::write::{self, Field, Refused, Stored, Value, What, WithdrawalChange};
 use crate::port::PortError;
@@ -85,6 +85,14 @@ pub enum Write {
     /// The processed mark, and the delivery's time of the payment on an invoice whose record
     /// holds it undated (a person's word): a full refund is then judged by that time.
     Dated,
+    /// The delivery's time of a payment a person's word recorded undated, which a full refund
+    /// completed before that time settled by no time: a new payment, never shipped. The record
+    /// is reopened at that time ([`write::paymos_payment_time`]), where nothing shipped, and its
+    /// payment (`recorded`: its order and price) is judged again ([`Step::Judge`]).
+    Reopen {
+        /// The order the record's payment named.
+        recorded: OrderRef,
+    },
     /// The processed mark only.
     MarkOnly,
     /// The processed mark and a review note (`review#<event_id>`) for the resource, if named.
@@ -150,6 +158,12 @@ pub enum Refusal {
     OtherProject(String),
     /// The invoice's payment waits for its order: the status goes with that mark kept.
     AwaitsOrder,
+    /// A delivery dates the payment a person's word recorded undated after the full refund
+    /// that settled it by no time ([`Write::Reopen`]).
+    ReturnedEarlier {
+        /// The order as the invoice's record holds it.
+        recorded: OrderRef,
+    },
     /// A full refund that completed later is recorded on the invoice already.
     LaterFullRefund,
     /// The review note exists already (the delivery was handled before).
@@ -181,6 +195,9 @@ pub enum Step {
     Then(Plan),
     /// Take what the change leaves out from the invoice's record, and plan again.
     Adopt(OrderRef),
+    /// Judge the payment the invoice's record held: the change with that order (all of it,
+    /// the price too, or none), planned again.
+    Judge(OrderRef),
 }
 
 /// The first plan for a change.
@@ -319,6 +336,17 @@ pub fn writes(
                 ..
             },
         ) => out.push(write::payment_time(invoice_id, *at)),
+        (
+            Write::Reopen { .. },
+            Change::Invoice {
+                invoice_id,
+                paid_at: Some(at),
+                ..
+            },
+        ) => out.extend([
+            write::paymos_payment_time(invoice_id, *at, true),
+            write::nothing_shipped(invoice_id),
+        ]),
         (Write::Change, Change::Withdrawal { .. }) => {
             out.extend(withdrawal(change, source, false, now_ms));
         }
@@ -519,6 +547,14 @@ pub fn refusal(
     let status = found.get(&Field::Status).and_then(Value::as_text);
     let invoice = || {
         let seen = write::invoice_seen(found);
+        let dated = paying.and_then(|(st, _, paid_at)| paid_at.filter(|_| st.fulfils()));
+        if let (Source::Delivery { .. }, Some(at)) = (source, dated)
+            && returned_earlier(found, &seen, at)
+        {
+            return Refusal::ReturnedEarlier {
+                recorded: seen.order,
+            };
+        }
         // A closed invoice whose payment waited for its order, undated, before the full refund
         // recorded since: that refund returned it, whoever says it was paid again undated.
         let undated = paying.is_some_and(|(st, _, paid_at)| st.fulfils() && paid_at.is_none());
@@ -605,6 +641,21 @@ pub fn refusal(
         What::RefundNote => Refusal::LaterFullRefund,
         What::Balance | What::Review | What::OperatorAction | What::Reconciled => Refusal::Noted,
     })
+}
+
+/// Whether the record holds a payment a person's word recorded undated (never late, judged,
+/// released or dated) that a full refund settled by no time, and a payment at `at` comes after
+/// every full refund: the refund returned an earlier payment, and this one is new.
+fn returned_earlier(found: &write::Fields, seen: &InvoiceSeen, at: u64) -> bool {
+    seen.status.is_some_and(InvoiceStatus::fulfils)
+        && found.contains_key(&Field::RefundedInFullBy)
+        && ![Field::PaymentAt, Field::ReleasedAt, Field::PaidLateAt]
+            .iter()
+            .any(|f| found.contains_key(f))
+        && !seen.after_refund
+        && !seen.held
+        && seen.duplicate_of.is_none()
+        && !seen.refunded_in_full_at(Some(at))
 }
 
 /// What a store's answer to `change`'s writes by `source` means.
@@ -829,6 +880,21 @@ fn corrected(change: &Change, recorded: &OrderRef, written: &Written) -> Step {
     }
 }
 
+/// After the record's payment was reopened: that payment judged again; where it shipped, or
+/// the record moved since it was read, the delivery dates it, as any delivery dates.
+fn reopened(recorded: &OrderRef, written: &Written) -> Step {
+    match written {
+        Written::Committed => Step::Judge(recorded.clone()),
+        Written::AlreadyProcessed => Step::Done(Applied::AlreadyProcessed),
+        Written::Refused(_) => Step::Then(Plan {
+            write: Write::Dated,
+            with_mark: true,
+            outcome: Applied::AlreadyFinal,
+            reason: None,
+        }),
+    }
+}
+
 /// For a change whose order Paymos `confirmed`: Paymos' order replaces a record's that says
 /// something else, where the record refused the change for it (an open invoice), holds the
 /// payment for a person on its word (a held or late one, which they then release as Paymos
@@ -1040,6 +1106,9 @@ pub fn next_as(
     if let Write::PaymosOrder { recorded } = &tried.write {
         return corrected(change, recorded, &written);
     }
+    if let Write::Reopen { recorded } = &tried.write {
+        return reopened(recorded, &written);
+    }
     if let Write::Learn = &tried.write {
         // Learned, or the record moved since it was read: the change is planned again.
         return match written {
@@ -1099,6 +1168,12 @@ pub fn next_as(
         (Write::Change, Refusal::Refunded { recorded, awaited }) => {
             refunded(change, recorded, awaited)
         }
+        (Write::Change, Refusal::ReturnedEarlier { recorded }) => Step::Then(Plan {
+            write: Write::Reopen { recorded },
+            with_mark: false,
+            outcome: tried.outcome,
+            reason: None,
+        }),
         (
             Write::Change,
             Refusal::Resource {
@@ -1130,6 +1205,7 @@ pub fn next_as(
             | Write::RefundBeforeLater
             | Write::PaymosOrder { .. }
             | Write::PaymosProject { .. }
+            | Write::Reopen { .. }
             | Write::Learn,
             _,
         ) => mark_only(Applied::AlreadyFinal),
@@ -1250,7 +1326,7 @@ mod tests {
             match next(&me(), change, &plan, answer.clone()) {
                 Step::Done(applied) => return (applied, tried),
                 Step::Then(p) => plan = p,
-                Step::Adopt(_) => panic!("{change:?}: nothing to adopt"),
+                Step::Adopt(_) | Step::Judge(_) => panic!("{change:?}: nothing to adopt"),
             }
         }
         panic!("{change:?} needs more answers than {answers:?}; tried {tried:?}")

@@ -786,6 +786,18 @@ pub fn paymos_payment_time(invoice_id: &str, paid_at: u64, reopen: bool) -> Writ
     }
 }
 
+/// The condition that nothing shipped from the invoice (no fulfilment of it), checked with a
+/// reopening ([`paymos_payment_time`]) in one transaction; nothing is written.
+#[must_use]
+pub fn nothing_shipped(invoice_id: &str) -> Write {
+    Write {
+        what: What::Fulfilment,
+        key: Key::state(fulfilment_key(invoice_id)),
+        guard: Guard::Absent,
+        set: Vec::new(),
+    }
+}
+
 /// The time (`paid_at`, the best a delivery knows) of a payment the invoice's record holds
 /// undated, a person's word, on which no full refund was judged without time
 /// ([`Mark::AfterRefund`]): set once, and a full refund is judged by it from then on.

@@ -138,6 +138,12 @@ async fn settle_as<S: ResourceStore>(
                 }
                 current = plan(&change);
             }
+            Step::Judge(recorded) => {
+                if let Change::Invoice { order, .. } = change.to_mut() {
+                    *order = recorded;
+                }
+                current = plan(&change);
+            }
         }
     }
     Err(PortError::new(

@@ -676,7 +676,11 @@ impl Machine<'_> {
         // person (a forgery means a leaked secret); a recheck applies what Paymos confirms
         let rec = self.world.invoices.get(id).filter(|_| !lagging);
         if let Some(rec) = rec.filter(|r| claim.answer(r) == Answer::Confirms) {
-            self.learn_event(id, order, price);
+            // 2: a closing event is confirmed by its status alone: the order and price it names
+            // are nobody's word but its own (a payment's were checked against the record)
+            if status.pays() {
+                self.learn_event(id, order, price);
+            }
             self.learn_record(id, rec);
             // 8: Paymos' record dates the payment, not the event (a forged `at` dates nothing)
             let at = self.paid_time(id, claim.at);

@@ -516,3 +516,30 @@ fn another_projects_later_event_without_project_id_changes_nothing() {
     let stacks = [Some(vec![0, 1])];
     check_projects("pe", world, &stacks, &acts, |_| o::Expected::default());
 }
+
+#[test] // (d)
+fn a_persons_word_refunded_undated_then_dated_after_the_refund_by_its_delivery_waits_as_judged() {
+    // A person marks invoice 0 paid with no order (it waits for one), the full refund Paymos
+    // completed at RETURNED_AT (120) is delivered (it returns that undated word), the person
+    // names the order (no price), then the payment's own delivery: Paymos paid it at
+    // PAID_AGAIN_AT (130), after the refund. A new payment, never returned: judged as the
+    // person's word was (no price, so held), listed; before, it stood paid, unshipped and
+    // listed nowhere.
+    let world = |rc| {
+        let paid = invoice(Status::Paid, false, Some(PAID_AGAIN_AT));
+        truth(paid, &[(true, RETURNED_AT)], rc)
+    };
+    let acts = [
+        Act::MarkPaid {
+            invoice: 0,
+            with_order: false,
+        },
+        refund(0),
+        Act::MarkPaid {
+            invoice: 0,
+            with_order: true,
+        },
+        said(Status::Paid, 0),
+    ];
+    check("d", world, &acts, false, Some(o::Wait::Held), false);
+}

@@ -224,6 +224,51 @@ impl PaymentConfirmation for PaymosApi {
             project_id: Some(d.project_id.clone()).filter(|p| !p.is_empty()),
         })
     }
+
+    async fn refunds_of(&self, invoice_id: &str) -> Result<Vec<Refund>, PortError> {
+        const OPERATION: &str = "Paymos GET /v1/refunds";
+        let mut params = paymos::RefundListParams {
+            invoice_id: Some(invoice_id.to_owned()),
+            limit: Some(100),
+            ..paymos::RefundListParams::default()
+        };
+        // Every page (the crate has no pager for refunds): a refund in full listed after the
+        // first page returns the payment just the same. A cursor seen before ends in an error,
+        // never in a shorter list.
+        let mut items = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        loop {
+            let page = self
+                .bounded(OPERATION, self.client.refunds().list(&params))
+                .await?
+                .map_err(|e| api_error(OPERATION, e))?;
+            items.extend(page.items);
+            match page.next_cursor.filter(|c| !c.is_empty()) {
+                None => break,
+                Some(cursor) if !seen.insert(cursor.clone()) => {
+                    return Err(PortError::new(
+                        OPERATION,
+                        "Paymos returned a page cursor twice: the refunds were not read whole",
+                    ));
+                }
+                Some(cursor) => params.cursor = Some(cursor),
+            }
+        }
+        Ok(items
+            .iter()
+            .filter(|r| matches!(r.status(), paymos::WithdrawalStatus::Completed))
+            .map(|r| Refund {
+                withdrawal_id: r.withdrawal_id().to_owned(),
+                amount: Amount::parse(r.amount()),
+                currency: upper(r.currency()),
+                mode: Some(match r.mode() {
+                    paymos::RefundMode::Full => RefundMode::Full,
+                    paymos::RefundMode::Overpayment => RefundMode::Overpayment,
+                }),
+                completed_at: r.completed_at().and_then(|t| u64::try_from(t).ok()),
+            })
+            .collect())
+    }
 }
 
 impl PaymosLedger for PaymosApi {
@@ -278,50 +323,5 @@ impl PaymosLedger for PaymosApi {
             out.push((item.invoice_id, at));
         }
         Ok(out)
-    }
-
-    async fn refunds_of(&self, invoice_id: &str) -> Result<Vec<Refund>, PortError> {
-        const OPERATION: &str = "Paymos GET /v1/refunds";
-        let mut params = paymos::RefundListParams {
-            invoice_id: Some(invoice_id.to_owned()),
-            limit: Some(100),
-            ..paymos::RefundListParams::default()
-        };
-        // Every page (the crate has no pager for refunds): a refund in full listed after the
-        // first page returns the payment just the same. A cursor seen before ends in an error,
-        // never in a shorter list.
-        let mut items = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        loop {
-            let page = self
-                .bounded(OPERATION, self.client.refunds().list(&params))
-                .await?
-                .map_err(|e| api_error(OPERATION, e))?;
-            items.extend(page.items);
-            match page.next_cursor.filter(|c| !c.is_empty()) {
-                None => break,
-                Some(cursor) if !seen.insert(cursor.clone()) => {
-                    return Err(PortError::new(
-                        OPERATION,
-                        "Paymos returned a page cursor twice: the refunds were not read whole",
-                    ));
-                }
-                Some(cursor) => params.cursor = Some(cursor),
-            }
-        }
-        Ok(items
-            .iter()
-            .filter(|r| matches!(r.status(), paymos::WithdrawalStatus::Completed))
-            .map(|r| Refund {
-                withdrawal_id: r.withdrawal_id().to_owned(),
-                amount: Amount::parse(r.amount()),
-                currency: upper(r.currency()),
-                mode: Some(match r.mode() {
-                    paymos::RefundMode::Full => RefundMode::Full,
-                    paymos::RefundMode::Overpayment => RefundMode::Overpayment,
-                }),
-                completed_at: r.completed_at().and_then(|t| u64::try_from(t).ok()),
-            })
-            .collect())
     }
 }

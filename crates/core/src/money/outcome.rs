@@ -548,7 +548,7 @@ pub fn refusal(
     let invoice = || {
         let seen = write::invoice_seen(found);
         let dated = paying.and_then(|(st, _, paid_at)| paid_at.filter(|_| st.fulfils()));
-        if let (Source::Delivery { .. }, Some(at)) = (source, dated)
+        if let Some(at) = dated
             && returned_earlier(found, &seen, at)
         {
             return Refusal::ReturnedEarlier {
@@ -649,9 +649,9 @@ pub fn refusal(
 fn returned_earlier(found: &write::Fields, seen: &InvoiceSeen, at: u64) -> bool {
     seen.status.is_some_and(InvoiceStatus::fulfils)
         && found.contains_key(&Field::RefundedInFullBy)
-        && ![Field::PaymentAt, Field::ReleasedAt, Field::PaidLateAt]
-            .iter()
-            .any(|f| found.contains_key(f))
+        && seen.payment_at.is_none()
+        && !seen.released
+        && !seen.paid_late
         && !seen.after_refund
         && !seen.held
         && seen.duplicate_of.is_none()
@@ -880,18 +880,25 @@ fn corrected(change: &Change, recorded: &OrderRef, written: &Written) -> Step {
     }
 }
 
-/// After the record's payment was reopened: that payment judged again; where it shipped, or
-/// the record moved since it was read, the delivery dates it, as any delivery dates.
-fn reopened(recorded: &OrderRef, written: &Written) -> Step {
-    match written {
-        Written::Committed => Step::Judge(recorded.clone()),
-        Written::AlreadyProcessed => Step::Done(Applied::AlreadyProcessed),
-        Written::Refused(_) => Step::Then(Plan {
+/// After a payment a person's word left undated took a road's time: reopened, that payment is
+/// judged again (where it shipped, or the record moved since it was read, the road dates it as
+/// any); dated on a person's road, where it stands now is what they hear.
+fn dated(source: &Source, tried: &Plan, written: &Written) -> Option<Step> {
+    match (&tried.write, written, source) {
+        (Write::Reopen { recorded }, Written::Committed, _) => Some(Step::Judge(recorded.clone())),
+        (Write::Reopen { .. }, Written::AlreadyProcessed, _) => {
+            Some(Step::Done(Applied::AlreadyProcessed))
+        }
+        (Write::Reopen { .. }, Written::Refused(_), _) => Some(Step::Then(Plan {
             write: Write::Dated,
             with_mark: true,
             outcome: Applied::AlreadyFinal,
             reason: None,
-        }),
+        })),
+        (Write::Dated, Written::Committed, Source::Manual { .. }) => {
+            Some(Step::Adopt(OrderRef::none()))
+        }
+        _ => None,
     }
 }
 
@@ -961,13 +968,14 @@ fn on_resource(
     // Whether the road knows when the payment was made (by Paymos' clock).
     let undated = matches!(change, Change::Invoice { paid_at: None, .. });
     // A delivery of the payment a person recorded undated dates it (the webhook road's best
-    // time: Paymos' where it was asked, else the event's): a full refund is judged by it.
+    // time: Paymos' where it was asked, else the event's), as a road that read Paymos' time
+    // does (`recheck`): a full refund is judged by it.
     let done = |outcome| match change {
         Change::Invoice {
             status,
             paid_at: Some(_),
             ..
-        } if delivery && record_undated && status.fulfils() => Step::Then(Plan {
+        } if record_undated && status.fulfils() => Step::Then(Plan {
             write: Write::Dated,
             with_mark: true,
             outcome,
@@ -1023,9 +1031,10 @@ fn on_resource(
             })
         }
         // A person's road reports where the payment stands (a hold, a duplicate, a late
-        // payment, or done).
+        // payment, or done), once Paymos' time it read dates a payment a person's word left
+        // undated.
         (Change::Invoice { .. }, Found::Invoice(current)) if current.is_final() && !delivery => {
-            mark_only(standing_outcome(standing))
+            done(standing_outcome(standing))
         }
         (Change::Invoice { .. }, Found::Invoice(current)) if current.is_final() => {
             done(Applied::AlreadyFinal)
@@ -1106,8 +1115,8 @@ pub fn next_as(
     if let Write::PaymosOrder { recorded } = &tried.write {
         return corrected(change, recorded, &written);
     }
-    if let Write::Reopen { recorded } = &tried.write {
-        return reopened(recorded, &written);
+    if let Some(step) = dated(source, tried, &written) {
+        return step;
     }
     if let Write::Learn = &tried.write {
         // Learned, or the record moved since it was read: the change is planned again.
@@ -1334,6 +1343,45 @@ mod tests {
 
     use InvoiceStatus as I;
     use Written::{AlreadyProcessed, Committed, Refused};
+
+    /// A payment a person's word recorded undated, settled by the full refund completed at 120
+    /// by no time: one paid at 130 comes after it, and each mark of another story says no.
+    #[test]
+    fn a_payment_dated_after_the_refund_that_settled_it_undated_is_new_and_nothing_else() {
+        let refund = Refund {
+            withdrawal_id: "wdr_1".into(),
+            amount: None,
+            currency: None,
+            mode: Some(RefundMode::Full),
+            completed_at: Some(120),
+        };
+        let settled = write::Fields::from([
+            (Field::Kind, Value::text("invoice")),
+            (Field::Status, Value::text("paid")),
+            (Field::Refunds, Value::Refunds(vec![refund])),
+            (Field::RefundedInFullBy, Value::text("wdr_1")),
+            (Field::RefundedInFullAt, Value::Int(120)),
+        ]);
+        let new =
+            |found: &write::Fields, at| returned_earlier(found, &write::invoice_seen(found), at);
+        assert!(new(&settled, 130));
+        assert!(!new(&settled, 120), "returned by the refund completed then");
+        let with = |field: Field, value: Value| {
+            let mut found = settled.clone();
+            found.insert(field, value);
+            assert!(!new(&found, 130), "{found:?}");
+        };
+        with(Field::Status, Value::text("awaiting_payment"));
+        with(Field::PaymentAt, Value::Int(130));
+        with(Field::ReleasedAt, Value::Int(1));
+        with(Field::PaidLateAt, Value::Int(1));
+        with(Field::AfterRefund, Value::Bool(true));
+        with(Field::Held, Value::Bool(true));
+        with(Field::DuplicateOf, Value::text("inv_2"));
+        let mut unsettled = settled.clone();
+        unsettled.remove(&Field::RefundedInFullBy);
+        assert!(!new(&unsettled, 130));
+    }
 
     #[test]
     fn every_outcome_from_what_the_store_reports() {

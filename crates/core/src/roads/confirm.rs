@@ -179,6 +179,16 @@ pub trait PaymentConfirmation: Send + Sync {
         &self,
         deposit_id: &str,
     ) -> impl Future<Output = Result<AtSource<ConfirmedDeposit>, PortError>> + Send;
+
+    /// The completed refunds of `invoice_id`: read before a payment Paymos confirms is applied,
+    /// so a full refund whose webhook is still on its way returns what was paid before it.
+    ///
+    /// # Errors
+    /// [`PortError`] of its kind.
+    fn refunds_of(
+        &self,
+        invoice_id: &str,
+    ) -> impl Future<Output = Result<Vec<crate::money::invoice::Refund>, PortError>> + Send;
 }
 
 /// No reverse check (the default).
@@ -199,6 +209,10 @@ impl PaymentConfirmation for NoConfirmation {
     }
 
     async fn deposit(&self, _: &str) -> Result<AtSource<ConfirmedDeposit>, PortError> {
+        Err(PortError::new("reverse check", "not configured"))
+    }
+
+    async fn refunds_of(&self, _: &str) -> Result<Vec<crate::money::invoice::Refund>, PortError> {
         Err(PortError::new("reverse check", "not configured"))
     }
 }

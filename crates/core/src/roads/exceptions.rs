@@ -900,6 +900,14 @@ async fn recheck_one<S: ExceptionStore, C: PaymentConfirmation>(
             settle_confirmed(state, &source, &other, effect, now_ms).await?,
         ));
     }
+    if matches!(
+        checked.verdict,
+        Verdict::Confirmed | Verdict::PaidLate { .. }
+    ) {
+        let store = (state, effect);
+        let paid = (&change, checked.paid_at);
+        crate::roads::fulfil::paymos_refunds_first(store, api, paid, "recheck", now_ms).await?;
+    }
     let confirmed = match checked.verdict {
         Verdict::Confirmed => checked.applied_to(change),
         Verdict::PaidLate { closed } => {

@@ -112,6 +112,130 @@ pub async fn settle_confirmed<S: ResourceStore>(
     settle_as(store, source, change, effect, now_ms, true).await
 }
 
+/// [`Fulfil::paymos_dates`] on `store`.
+async fn paymos_dates_in<S: ResourceStore>(
+    store: &S,
+    invoice_id: &str,
+    paid_at: u64,
+    anew: bool,
+) -> Result<bool, PortError> {
+    let Some(found) = store.read(&Key::state(invoice_id)).await? else {
+        return Ok(false);
+    };
+    let late = found.contains_key(&Field::PaidLateAt);
+    let paid = late
+        || write::invoice_seen(&found)
+            .status
+            .is_some_and(InvoiceStatus::fulfils);
+    let undated =
+        paid && !found.contains_key(&Field::PaymentAt) && !found.contains_key(&Field::ReleasedAt);
+    // Without `anew`, dated only where a full refund recorded here returns it by then.
+    if !undated || (!anew && !write::invoice_seen(&found).refunded_in_full_at(Some(paid_at))) {
+        return Ok(paid);
+    }
+    // Settled by a full refund, or waiting `after_refund`: judged by no time. A late one
+    // keeps its close and waits as it was.
+    let unjudged = found.get(&Field::AfterRefund) == Some(&Value::Bool(true))
+        || found.contains_key(&Field::RefundedInFullBy);
+    let reopen = anew
+        && unjudged
+        && !late
+        && store
+            .read(&Key::state(crate::money::effect::fulfilment_key(
+                invoice_id,
+            )))
+            .await?
+            .is_none();
+    // Refused: the record moved since it was read; the change decides.
+    let written = store
+        .write(&[write::paymos_payment_time(invoice_id, paid_at, reopen)])
+        .await?;
+    Ok(!(reopen && written == Stored::Committed))
+}
+
+/// A completed refund of `invoice_id` as Paymos lists it, recorded through the webhook's use
+/// case and dated by Paymos' `completed_at`, so a later delivery of it finds it applied.
+async fn record_refund<S: ResourceStore>(
+    store: &S,
+    effect: &dyn FulfilmentEffect,
+    invoice_id: &str,
+    (refund, completed_at): (&crate::money::invoice::Refund, u64),
+    actor: &str,
+    now_ms: u64,
+) -> Result<Applied, PortError> {
+    let change = Change::Withdrawal {
+        withdrawal_id: refund.withdrawal_id.clone(),
+        status: crate::money::status::WithdrawalStatus::Completed,
+        occurred_at: completed_at,
+        kind: "refund".into(),
+        invoice_id: Some(invoice_id.to_owned()),
+        amount: refund.amount.clone(),
+        currency: refund.currency.clone(),
+        mode: refund.mode.map(|m| m.as_str().to_owned()),
+    };
+    let source = Source::Manual {
+        actor: actor.to_owned(),
+    };
+    settle_as(store, &source, &change, effect, now_ms, true).await
+}
+
+/// Paymos' completed full refunds of the invoice `change` pays, each recorded (dated by its
+/// completion) before the payment Paymos confirms is applied: a refund whose webhook is still
+/// on its way returns what was paid before it, on the webhook's and `recheck`'s roads as on
+/// the reconciliation's. Nothing for a change that pays nothing.
+///
+/// # Errors
+/// The API's or the store's failure: the payment is not applied (retried, or said).
+pub(crate) async fn paymos_refunds_first<S: ResourceStore, C: PaymentConfirmation>(
+    (store, effect): (&S, &dyn FulfilmentEffect),
+    confirmation: &C,
+    (change, paid_at): (&Change, Option<u64>),
+    actor: &str,
+    now_ms: u64,
+) -> Result<(), PortError> {
+    let Change::Invoice {
+        invoice_id, status, ..
+    } = change
+    else {
+        return Ok(());
+    };
+    if !status.fulfils() {
+        return Ok(());
+    }
+    // Dated first: a payment a person's word recorded here with no time, on which no full
+    // refund was judged yet, takes Paymos' time, so a refund recorded next returns it only if
+    // it completed at or after it. One judged already by no time (settled, or waiting
+    // `after_refund`) is the change's to decide ([`crate::money::outcome`]'s reopening).
+    let mut after_refund = false;
+    if let Some(t) = paid_at
+        && let Some(found) = store.read(&Key::state(invoice_id)).await?
+    {
+        let seen = write::invoice_seen(&found);
+        let paid = seen.paid_late || seen.status.is_some_and(InvoiceStatus::fulfils);
+        let unjudged = ![Field::PaymentAt, Field::ReleasedAt, Field::RefundedInFullBy]
+            .iter()
+            .any(|f| found.contains_key(f));
+        after_refund = seen.after_refund;
+        if paid && unjudged && !after_refund {
+            // Refused: the record moved since it was read; the change decides.
+            store.write(&[write::payment_time(invoice_id, t)]).await?;
+        }
+    }
+    for refund in confirmation.refunds_of(invoice_id).await? {
+        if let (Some(crate::money::invoice::RefundMode::Full), Some(at)) =
+            (refund.mode, refund.completed_at)
+        {
+            record_refund(store, effect, invoice_id, (&refund, at), actor, now_ms).await?;
+        }
+    }
+    // One waiting `after_refund` (paid again?) keeps waiting for a person, but where a full
+    // refund completed at or after Paymos' time of it: that refund paid it back.
+    if let (Some(t), true) = (paid_at, after_refund) {
+        paymos_dates_in(store, invoice_id, t, false).await?;
+    }
+    Ok(())
+}
+
 async fn settle_as<S: ResourceStore>(
     store: &S,
     source: &Source,
@@ -570,6 +694,14 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
                 resource_id: resource_id.clone(),
             }
         };
+        if matches!(
+            checked.verdict,
+            Verdict::Confirmed | Verdict::PaidLate { .. }
+        ) {
+            let store = (&self.store, self.effect.as_ref());
+            let paid = (&change, checked.paid_at);
+            paymos_refunds_first(store, confirmation, paid, "reverse-check", now_ms).await?;
+        }
         Ok(match checked.verdict {
             Verdict::Confirmed => {
                 let by_paymos = checked.order.is_some();
@@ -673,26 +805,13 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         actor: &str,
         now_ms: u64,
     ) -> Result<Applied, PortError> {
-        let change = Change::Withdrawal {
-            withdrawal_id: refund.withdrawal_id.clone(),
-            status: crate::money::status::WithdrawalStatus::Completed,
-            occurred_at: completed_at,
-            kind: "refund".into(),
-            invoice_id: Some(invoice_id.to_owned()),
-            amount: refund.amount.clone(),
-            currency: refund.currency.clone(),
-            mode: refund.mode.map(|m| m.as_str().to_owned()),
-        };
-        let source = Source::Manual {
-            actor: actor.to_owned(),
-        };
-        settle_as(
+        record_refund(
             &self.store,
-            &source,
-            &change,
             self.effect.as_ref(),
+            invoice_id,
+            (refund, completed_at),
+            actor,
             now_ms,
-            true,
         )
         .await
     }
@@ -760,41 +879,7 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         paid_at: u64,
         anew: bool,
     ) -> Result<bool, PortError> {
-        let Some(found) = self.store.read(&Key::state(invoice_id)).await? else {
-            return Ok(false);
-        };
-        let late = found.contains_key(&Field::PaidLateAt);
-        let paid = late
-            || write::invoice_seen(&found)
-                .status
-                .is_some_and(InvoiceStatus::fulfils);
-        let undated = paid
-            && !found.contains_key(&Field::PaymentAt)
-            && !found.contains_key(&Field::ReleasedAt);
-        // Without `anew`, dated only where a full refund recorded here returns it by then.
-        if !undated || (!anew && !write::invoice_seen(&found).refunded_in_full_at(Some(paid_at))) {
-            return Ok(paid);
-        }
-        // Settled by a full refund, or waiting `after_refund`: judged by no time. A late one
-        // keeps its close and waits as it was.
-        let unjudged = found.get(&Field::AfterRefund) == Some(&Value::Bool(true))
-            || found.contains_key(&Field::RefundedInFullBy);
-        let reopen = anew
-            && unjudged
-            && !late
-            && self
-                .store
-                .read(&Key::state(crate::money::effect::fulfilment_key(
-                    invoice_id,
-                )))
-                .await?
-                .is_none();
-        // Refused: the record moved since it was read; the change decides.
-        let written = self
-            .store
-            .write(&[write::paymos_payment_time(invoice_id, paid_at, reopen)])
-            .await?;
-        Ok(!(reopen && written == Stored::Committed))
+        paymos_dates_in(&self.store, invoice_id, paid_at, anew).await
     }
 
     async fn by_hand(

@@ -47,15 +47,6 @@ pub trait PaymosLedger: PaymentConfirmation {
         from: i64,
         to: i64,
     ) -> impl Future<Output = Result<Vec<(String, ConfirmedInvoice)>, PortError>> + Send;
-
-    /// The completed refunds of `invoice_id`.
-    ///
-    /// # Errors
-    /// [`PortError`] of its kind.
-    fn refunds_of(
-        &self,
-        invoice_id: &str,
-    ) -> impl Future<Output = Result<Vec<Refund>, PortError>> + Send;
 }
 
 /// What reconciliation reads of the state table, besides the invoice records.
@@ -697,6 +688,23 @@ async fn set_aside_refunded<P: PaymosLedger>(
     paymos: &P,
     report: &mut Report,
 ) -> Result<(), PortError> {
+    // A late payment recorded here: Paymos' full refunds kept with it, so `--apply` dates it
+    // anew only where none of them returned it.
+    let ids = report
+        .late_recorded
+        .iter()
+        .map(|f| f.invoice_id.clone())
+        .collect();
+    let refunds = read_each(ids, |invoice| async move {
+        paymos.refunds_of(&invoice).await.map(|r| (invoice, r))
+    })
+    .await?;
+    for (fact, (_, refunds)) in report.late_recorded.iter_mut().zip(refunds) {
+        fact.refunds_before = refunds
+            .into_iter()
+            .filter(|r| r.mode == Some(crate::money::invoice::RefundMode::Full))
+            .collect();
+    }
     // A second payment refunded in full needs no refund either.
     for list in [
         &mut report.missing,
@@ -718,7 +726,13 @@ async fn set_aside_refunded<P: PaymosLedger>(
                 payment_at: fact.paid_at,
                 ..InvoiceSeen::with_status(InvoiceStatus::parse(&fact.status))
             };
-            if seen.refunded_in_full() {
+            // Where Paymos names no payment time but dates a full refund, nothing says the
+            // refund returned it: it is applied undated after the refunds and waits for a
+            // person, never settled here. (Neither dated: nothing ships on a guess.)
+            let dated = seen.refunds.iter().any(|r| {
+                r.mode == Some(crate::money::invoice::RefundMode::Full) && r.completed_at.is_some()
+            });
+            if seen.refunded_in_full() && (fact.paid_at.is_some() || !dated) {
                 report.refunded.push(fact.clone());
             } else {
                 let mut fact = fact.clone();
@@ -769,9 +783,16 @@ async fn apply_found<S: ReconcileStore>(fulfil: &Fulfil<S>, report: &mut Report,
     let said = |r: Result<Applied, PortError>| r.map_err(|e| e.to_string());
     // A late payment recorded here with no time (a person's word) takes Paymos' time: a full
     // refund delivered later is judged by it.
+    // Not one a full refund at Paymos returned (its refunds are read, never recorded, here):
+    // dated only where a refund recorded here returns it, as a refunded one.
     for m in &report.late_recorded {
+        let returned = |t| {
+            m.refunds_before
+                .iter()
+                .any(|r| r.completed_at.is_some_and(|at| at >= t))
+        };
         if let Some(t) = m.paid_at
-            && let Err(e) = fulfil.paymos_dates(&m.invoice_id, t, true).await
+            && let Err(e) = fulfil.paymos_dates(&m.invoice_id, t, !returned(t)).await
         {
             report
                 .applied

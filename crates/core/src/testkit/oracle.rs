@@ -3,16 +3,24 @@
 //! provider's contract (`paymos-webhooks.md`) and the rules of money alone; it imports nothing
 //! but `std` and nothing of the implementation. Money is compared as exact decimals, never floats.
 //! - 1 the other environment changes and blocks nothing; 2 with the reverse check only what
-//!   Paymos confirms counts (lagging waits `Unconfirmed`, forged is nothing); 3 no way back;
+//!   Paymos confirms counts (lagging waits `Unconfirmed`, forged is nothing; of a closure Paymos
+//!   confirms the status, not the order it names); 3 no way back;
 //! - 4 an order is learned, never invented; 5 price guard, same currency; 6 an order ships once;
 //! - 7 paid late waits; 8 only a completed Full refund settles, and only the payment it completed
 //!   at or after by Paymos' clock (never arrival order): a later payment is new and ships or
 //!   waits; what Paymos' record confirms (reverse check, recheck, reconcile) is dated by it, not
-//!   by the event; a road that knows no time (a person's) never settles in silence: paid with a
-//!   Full refund on record it waits `AfterRefund`, until released or a later Full refund; but a
-//!   person's word of a payment a delivery announced and nothing applied (pending its order, or
-//!   waiting for its project: 19) is that payment, dated as the delivery was;
-//! - 9 release; 10 withdrawals; 11 a deposit credits once; 12 a recheck of nothing waiting
+//!   by the event; on every road that asks Paymos about a payment (the webhook under the reverse
+//!   check, a recheck of a delivery that waited, reconcile) Paymos' refunds are read too, with
+//!   their times: a payment Paymos confirms is judged against every completed Full refund Paymos
+//!   lists of its invoice, delivered or not: paid back by one completed at or after it (it never
+//!   ships and waits for no one), new if made after every one; a person's undated word Paymos
+//!   confirms takes Paymos' time (one waiting `AfterRefund` keeps waiting, but for a Full refund
+//!   that returned it); a road that knows no time (a person's, or Paymos naming none) never
+//!   settles in silence: paid with a Full refund on record it waits `AfterRefund`, until
+//!   released or a later Full refund; but a person's word of a payment a delivery announced and
+//!   nothing applied (pending its order, or waiting for its project: 19) is that payment, dated
+//!   as the delivery was;
+//! - 9 release; 10 withdrawals; 11 a deposit credits once; 12 a recheck of nothing that waited
 //!   changes nothing.
 //!
 //! Projects (a merchant's shops; order and payer ids are unique only within one):
@@ -39,7 +47,8 @@
 //!   confirmation naming its project credits the deposit, once: 11); another project's name
 //!   changes nothing (15), the wait neither. A `recheck` reads Paymos' record, which names
 //!   the project: it applies what Paymos confirms (a deposit's wait ends only so, as a
-//!   delivery of money that waits: 2/11), and so does `reconcile --apply`. One listed
+//!   delivery of money that waits: 2/11; an invoice's refunds are read, 8, even where a later
+//!   delivery applied its payment), and so does `reconcile --apply`. One listed
 //!   project, every project, or the
 //!   reverse check on: rule 17. (Deliveries of one invoice naming two different projects are
 //!   not stated here: genuine events always name their invoice's own project, and only the
@@ -676,7 +685,7 @@ impl Machine<'_> {
         // person (a forgery means a leaked secret); a recheck applies what Paymos confirms
         let rec = self.world.invoices.get(id).filter(|_| !lagging);
         if let Some(rec) = rec.filter(|r| claim.answer(r) == Answer::Confirms) {
-            // 2: a closing event is confirmed by its status alone: the order and price it names
+            // 2/4: a closing event is confirmed by its status alone: the order and price it names
             // are nobody's word but its own (a payment's were checked against the record)
             if status.pays() {
                 self.learn_event(id, order, price);
@@ -685,6 +694,9 @@ impl Machine<'_> {
             // 8: Paymos' record dates the payment, not the event (a forged `at` dates nothing)
             let at = self.paid_time(id, claim.at);
             self.apply_status(id, status, status.pays() && rec.paid_late, at);
+            if status.pays() {
+                self.paymos_confirms(id, at);
+            }
         } else {
             self.unconfirmed
                 .entry(id.to_owned())
@@ -739,7 +751,8 @@ impl Machine<'_> {
             // 8: a payment a person recorded undated (late or not, shipped or not) takes the
             // first time a delivery of it gives (Paymos' where it was asked, else the event's):
             // the refund rule then knows which came first; not one that waits `AfterRefund`:
-            // final already, it keeps waiting for a person
+            // final already, it keeps waiting for a person (but where Paymos says a Full refund
+            // returned it: `paymos_confirms`)
             if status.pays() && inv.paid_at.is_none() && inv.refunds_before == 0 {
                 inv.paid_at = at;
             }
@@ -814,6 +827,55 @@ impl Machine<'_> {
         w.refunds.get(id).is_some_and(|r| r.completed)
             || w.payouts.get(id).is_some_and(|p| p.completed)
             || w.deposits.get(id).is_some_and(|d| d.confirmed)
+    }
+
+    /// 8: a road that asks Paymos about a payment of invoice `id` (reverse check, recheck)
+    /// reads its refunds too: every completed Full refund Paymos lists of it is recorded, dated
+    /// by Paymos' completion time, whether or not its own delivery came (once: a later delivery
+    /// of it changes nothing). The payment is judged against them by Paymos' clock: paid back by
+    /// one completed at or after it (`refunded`), new if made after every one. Read, not
+    /// delivered, such a refund is on record before a known payment (never "after a person's
+    /// word"): where no time tells, the payment waits `AfterRefund`.
+    fn read_refunds(&mut self, id: &str) {
+        let w = self.world;
+        let full: Vec<&String> = w
+            .refunds
+            .iter()
+            .filter(|(wdr, r)| {
+                r.invoice == id
+                    && r.completed
+                    && r.mode == Mode::Full
+                    && !self.applied.contains(*wdr)
+            })
+            .map(|(wdr, _)| wdr)
+            .collect();
+        for wdr in full {
+            self.apply_money(wdr, self.completed_at(wdr, None));
+            let inv = self.inv_mut(id);
+            if inv.payment()
+                && let Some(r) = inv.refunds.pop()
+            {
+                inv.refunds.insert(inv.refunds_before, r);
+                inv.refunds_before += 1;
+            }
+        }
+    }
+
+    /// 8: a payment Paymos confirms (reverse check, recheck): Paymos' refunds of it are read
+    /// (`read_refunds`); one known here with no time (a person's word) takes Paymos' (`at`)
+    /// where no Full refund was on record before it; one waiting `AfterRefund` keeps waiting
+    /// (3), but for a Full refund Paymos completed at or after `at`: it is paid back.
+    fn paymos_confirms(&mut self, id: &str, at: Option<u64>) {
+        let fresh = self.inv.get(id).is_none_or(|i| i.refunds_before == 0);
+        self.read_refunds(id);
+        let inv = self.inv_mut(id);
+        if !inv.payment() || inv.paid_at.is_some() {
+            return;
+        }
+        let returned = |p: u64| inv.refunds.iter().any(|r| r.is_some_and(|r| r >= p));
+        if fresh || at.is_some_and(returned) {
+            inv.paid_at = at;
+        }
     }
 
     /// 8: `at` is a refund's completion time (None: unknown).
@@ -929,11 +991,9 @@ impl Machine<'_> {
 
     fn recheck_one(&mut self, id: &str) {
         // 19: a recheck reads Paymos' record, which names the project, for a delivery that
-        // waited for it (a deposit's; an invoice's payment no road has applied since)
-        let unnamed = self
-            .inv
-            .get(id)
-            .is_some_and(|i| i.unnamed.is_some() && !i.paid && !i.shipped);
+        // waited for it (a deposit's; an invoice's payment, which it applies where no road has
+        // applied it since, and whose refunds it reads all the same: 8)
+        let unnamed = self.inv.get(id).is_some_and(|i| i.unnamed.is_some());
         if unnamed || self.unnamed_deposits.contains(id) {
             self.recheck_project(id);
         }
@@ -951,9 +1011,12 @@ impl Machine<'_> {
                     Answer::Confirms => {
                         self.learn_record(id, rec);
                         let late = claim.status.pays() && rec.paid_late;
-                        // 8: a recheck reads Paymos' record, dated by Paymos
+                        // 8: a recheck reads Paymos' record, dated by Paymos, and its refunds
                         let at = self.paid_time(id, claim.at);
                         self.apply_status(id, claim.status, late, at);
+                        if claim.status.pays() {
+                            self.paymos_confirms(id, at);
+                        }
                     }
                     Answer::NotYet => still.push(Some(claim)),
                     // a payment Paymos contradicts stays for a person (a leaked secret, or a
@@ -996,6 +1059,7 @@ impl Machine<'_> {
                 let unnamed = self.inv.get(id).and_then(|i| i.unnamed);
                 let at = self.paid_time(id, unnamed);
                 self.apply_status(id, status, rec.paid_late, at);
+                self.paymos_confirms(id, at);
             }
             self.inv_mut(id).unnamed = None;
         }
@@ -1386,8 +1450,12 @@ mod tests {
         let mut w = world(true);
         w.invoices
             .insert("inv_1".into(), rec("o1", "10", Paid, false));
-        w.refunds
-            .insert("wdr_1".into(), refund("inv_1", Mode::Full));
+        // live, the refund has not completed: only its sandbox copy says it has
+        let open = Refund {
+            completed: false,
+            ..refund("inv_1", Mode::Full)
+        };
+        w.refunds.insert("wdr_1".into(), open);
         w.deposits
             .insert("pcd_1".into(), deposit("alice", "5", true));
         let sandbox = |s| tweak(s, Env::Sandbox, true, true);
@@ -1742,6 +1810,118 @@ mod tests {
         assert_eq!(expected_at(&w, &c, &steps), want);
     }
 
+    #[test] // 2, 8
+    fn a_payment_paymos_confirms_is_judged_against_every_full_refund_it_lists() {
+        // inv_1 paid at 105, refunded in full at 140; inv_2 paid at 130 after a Full refund at
+        // 120 (its partial payment returned); inv_3 as inv_1, its payment lagging at first. No
+        // refund's delivery ever comes.
+        let w = refunded_world(&[("inv_1", "o1"), ("inv_2", "o2"), ("inv_3", "o3")]);
+        let paid_at = [("inv_1", 105), ("inv_2", 130), ("inv_3", 105)];
+        let c = clock(&paid_at, &[("wdr_1", 140), ("wdr_2", 120), ("wdr_3", 140)]);
+        let mut steps = vec![
+            at(paid("inv_1", "o1", "10"), 105),
+            at(paid("inv_2", "o2", "10"), 130),
+            lagging(at(paid("inv_3", "o3", "10"), 105)),
+        ];
+        let want = exp(
+            &[("o2", "inv_2")],
+            &[("inv_3", Wait::Unconfirmed)],
+            &["inv_1"],
+        );
+        assert_eq!(expected_at(&w, &c, &steps), want);
+        // the recheck reads them too; a late delivery of a refund read already changes nothing
+        steps.extend([recheck("inv_3"), at(wdr("wdr_1", true), 140)]);
+        let want = exp(&[("o2", "inv_2")], &[], &["inv_1", "inv_3"]);
+        assert_eq!(expected_at(&w, &c, &steps), want);
+        // without the reverse check no road asks Paymos: what no delivery said is not known
+        let unchecked = World {
+            reverse_check: false,
+            ..w.clone()
+        };
+        let steps = &steps[..2];
+        let want = exp(&[("o1", "inv_1"), ("o2", "inv_2")], &[], &[]);
+        assert_eq!(expected_at(&unchecked, &c, steps), want);
+        // Paymos gives inv_1's refund no time: nothing orders it against the payment, which
+        // waits for a person (inv_2 has no refund here)
+        let mut w = w;
+        w.refunds.remove("wdr_2");
+        let waits = exp(&[("o2", "inv_2")], &[("inv_1", Wait::AfterRefund)], &[]);
+        assert_eq!(expected_at(&w, &clock(&paid_at, &[]), steps), waits);
+    }
+
+    #[test] // 3, 8
+    fn a_persons_word_paymos_confirms_is_dated_by_paymos() {
+        // inv_1 paid at 130 after a Full refund at 120; inv_2 paid at 105, refunded at 140;
+        // inv_3 paid at 130 after a Full refund at 120, delivered before the person's word
+        let w = refunded_world(&[("inv_1", "o1"), ("inv_2", "o2"), ("inv_3", "o3")]);
+        let paid_at = [("inv_1", 130), ("inv_2", 105), ("inv_3", 130)];
+        let c = clock(&paid_at, &[("wdr_1", 120), ("wdr_2", 140), ("wdr_3", 120)]);
+        let steps = [
+            // marked paid, it ships; Paymos dates it after its refund: a new payment
+            mark("inv_1", "o1"),
+            at(paid("inv_1", "o1", "10"), 130),
+            // marked paid after its refund's delivery: it waits; Paymos dates it before the
+            // refund: paid back, it waits for no one
+            at(wdr("wdr_2", true), 140),
+            mark("inv_2", "o2"),
+            at(paid("inv_2", "o2", "10"), 105),
+            // the same, but Paymos dates it after the refund: judged already, it keeps waiting
+            at(wdr("wdr_3", true), 120),
+            mark("inv_3", "o3"),
+            at(paid("inv_3", "o3", "10"), 130),
+        ];
+        let want = exp(
+            &[("o1", "inv_1")],
+            &[("inv_3", Wait::AfterRefund)],
+            &["inv_2"],
+        );
+        assert_eq!(expected_at(&w, &c, &steps), want);
+    }
+
+    #[test] // 8, 19
+    fn a_recheck_of_a_payment_that_waited_for_its_project_reads_its_refunds() {
+        // two projects, no reverse check: inv_1 paid at 105 and refunded in full at 140,
+        // inv_2 paid at 130 after a Full refund at 120; each paid event first names no project,
+        // then a later one names it and it ships; the refunds' deliveries never come
+        let mut w = refunded_world(&[("inv_1", "o1"), ("inv_2", "o2")]);
+        w.reverse_check = false;
+        only(&mut w, &[A, "prj_b"]);
+        let c = clock(
+            &[("inv_1", 105), ("inv_2", 130)],
+            &[("wdr_1", 140), ("wdr_2", 120)],
+        );
+        let mut steps = vec![
+            of(at(paid("inv_1", "o1", "10"), 105), None),
+            at(paid("inv_1", "o1", "10"), 105),
+            of(at(paid("inv_2", "o2", "10"), 130), None),
+            at(paid("inv_2", "o2", "10"), 130),
+        ];
+        let shipped = [("o1", "inv_1"), ("o2", "inv_2")];
+        assert_eq!(expected_at(&w, &c, &steps), exp(&shipped, &[], &[]));
+        // the recheck reads Paymos' record and refunds: what shipped stays shipped
+        steps.extend([recheck("inv_1"), recheck("inv_2")]);
+        assert_eq!(expected_at(&w, &c, &steps), exp(&shipped, &[], &["inv_1"]));
+    }
+
+    #[test] // 2, 4
+    fn a_confirmed_closure_teaches_no_order_of_its_own() {
+        // Paymos' record names no usable order; a forged `expired` names one, and Paymos
+        // confirms only its status: the late payment waits with no order, even released
+        let mut w = world(true);
+        w.invoices
+            .insert("inv_1".into(), rec("", "10", Expired, true));
+        let steps = [
+            forged(ev("inv_1", Expired, Some("o_evil"), None)),
+            Step::Reconcile,
+            release("inv_1", false),
+            release("inv_1", true),
+        ];
+        assert_eq!(
+            expected(&w, &steps),
+            exp(&[], &[("inv_1", Wait::PaidLate)], &[])
+        );
+    }
+
     /// `inv_1` (open) and `inv_2` (closed) partly paid, refunded in full at 20, then marked paid;
     /// `inv_3` paid and refunded at Paymos, which names no time for either, then reconciled.
     fn marked_after_a_full_refund() -> (World, Vec<Step>) {
@@ -1854,7 +2034,8 @@ mod tests {
             .insert("wdr_1".into(), refund("inv_1", Mode::Full));
         w.payouts.insert("wdr_2".into(), Payout { completed: true });
         let steps = [
-            paid("inv_1", "o1", "10"),
+            // a person's word asks Paymos nothing (a confirmed payment would read wdr_1: 8)
+            mark("inv_1", "o1"),
             lagging(wdr("wdr_1", true)),
             lagging(wdr("wdr_2", true)),
             wdr("wdr_2", false),

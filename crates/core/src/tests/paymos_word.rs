@@ -1906,6 +1906,131 @@ async fn a_persons_word_of_a_payment_naming_no_project_keeps_its_time() {
     assert_eq!(claims(&store), ["order_paid#o-1"]);
 }
 
+/// inv_1's paid delivery at 100 as the reverse check first refused it (a 404), waiting.
+fn unconfirmed_payment(reviews: &MemoryReviews) {
+    let paid = body(
+        "evt_p",
+        "invoice.paid",
+        100,
+        r#"{"invoice_id":"inv_1","order":{"external_id":"o-1","amount":"10","currency":"USD"}}"#,
+    );
+    reviews.processed(
+        Delivery {
+            event_id: "evt_p".into(),
+            event_type: "invoice.paid".into(),
+            category: Category::Invoice,
+            resource_id: Some("inv_1".into()),
+            environment: Some(Environment::Live),
+            secret_label: "live".into(),
+            version: 1,
+            occurred_at: 100,
+            signed_at: 100,
+            received_at_ms: NOW_MS,
+            body: paid.into_bytes(),
+            body_sha256: String::new(),
+        },
+        Unconfirmed,
+        "invoice: Paymos does not know it (404)",
+        5,
+    );
+}
+
+// Found by this turn's attack on `dev` (finding 1): with the reverse check on, a delayed
+// `invoice.paid` shipped an invoice Paymos shows paid at 100 and refunded in full at 150. The
+// check read the invoice, never its refunds, so the refund whose webhook was still on its way
+// returned nothing. Paymos' completed full refunds are now recorded before a payment it
+// confirms: nothing ships, and the payment is refunded (nothing for a person). Before:
+// `fulfilled`, Order Paid, listed nowhere.
+#[tokio::test]
+async fn with_the_check_a_payment_paymos_refunded_in_full_before_it_arrived_never_ships() {
+    let store = Arc::new(MemoryResources::new());
+    let paymos = Arc::new(MemoryPaymos::new());
+    paymos.invoice("inv_1", at_paymos("paid", Some(100)));
+    paymos.refund("inv_1", paymos_refund(150));
+    let fulfil = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
+    let outcome = fulfil
+        .apply(&invoice("evt_p", "paid", 100), NOW_MS)
+        .await
+        .unwrap()
+        .1;
+    assert_eq!(outcome, Refunded);
+    assert!(store.fulfilments().is_empty());
+    assert!(
+        list(&*store, &MemoryReviews::new(), 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // A payment Paymos dates after that refund is a new one: it ships.
+    let store = Arc::new(MemoryResources::new());
+    let paymos = Arc::new(MemoryPaymos::new());
+    paymos.invoice("inv_1", at_paymos("paid", Some(200)));
+    paymos.refund("inv_1", paymos_refund(150));
+    let fulfil = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
+    let outcome = fulfil
+        .apply(&invoice("evt_p", "paid", 200), NOW_MS)
+        .await
+        .unwrap()
+        .1;
+    assert_eq!(outcome, Fulfilled);
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}
+
+// Finding 1, `recheck`: the paid delivery waited unconfirmed (a 404); Paymos then shows the
+// invoice paid at 100 and refunded in full at 150. Before: `fulfilled` by the recheck.
+#[tokio::test]
+async fn a_recheck_ships_nothing_of_a_payment_paymos_refunded_in_full() {
+    let store = Arc::new(MemoryResources::new());
+    let reviews = MemoryReviews::new();
+    unconfirmed_payment(&reviews);
+    let paymos = MemoryPaymos::new();
+    paymos.invoice("inv_1", at_paymos("paid", Some(100)));
+    paymos.refund("inv_1", paymos_refund(150));
+    let rechecked = recheck(
+        &*store,
+        &reviews,
+        &paymos,
+        &crate::money::effect::RecordFulfilment,
+        Environment::Live,
+        None,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    assert_eq!(rechecked[0].outcome.as_str(), "refunded", "{rechecked:?}");
+    assert!(store.fulfilments().is_empty());
+}
+
+// Finding 3, `reconcile --apply`: Paymos lists inv_1 paid with no payment time, and a full
+// refund (of an earlier part payment) completed at 400. Nothing says whether that refund
+// returned this payment: it neither ships nor settles in silence. Before: `REFUNDED … never
+// fulfilled`, nothing applied, nothing listed.
+#[tokio::test]
+async fn reconcile_never_settles_an_undated_payment_as_refunded_in_silence() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let paymos = MemoryPaymos::new();
+    paymos.invoice("inv_1", at_paymos("paid", None));
+    paymos.refund("inv_1", paymos_refund(400));
+    let window = (0, 2_000_000_000);
+    let report = crate::roads::reconcile::reconcile(&paymos, &fulfil, window, true, NOW_MS)
+        .await
+        .unwrap();
+    assert!(report.refunded.is_empty(), "{report:?}");
+    assert!(!report.clean(), "a person must look: {report:?}");
+    assert!(store.fulfilments().is_empty());
+    let listed = list(&*store, &MemoryReviews::new(), 0).await.unwrap();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|e| (e.kind, e.resource_id.as_deref()))
+            .collect::<Vec<_>>(),
+        [("after_refund", Some("inv_1"))],
+        "{listed:?}"
+    );
+    assert!(listed[0].why.contains("after a full refund"), "{listed:?}");
+}
+
 // Finding 6 of this turn's attack (a leaked secret, no reverse check): a forged full refund of
 // an expired invoice, dated a year ahead of its own receipt, made the genuine late payment
 // that followed "returned" by it: listed nowhere, `release` refused it as refunded. A

@@ -549,6 +549,10 @@ impl crate::roads::confirm::PaymentConfirmation for Slow {
         ))
         .await
     }
+
+    async fn refunds_of(&self, invoice_id: &str) -> Result<Vec<Refund>, crate::port::PortError> {
+        self.read(self.inner.refunds_of(invoice_id)).await
+    }
 }
 
 impl crate::roads::reconcile::PaymosLedger for Slow {
@@ -558,10 +562,6 @@ impl crate::roads::reconcile::PaymosLedger for Slow {
         to: i64,
     ) -> Result<Vec<(String, ConfirmedInvoice)>, crate::port::PortError> {
         self.inner.invoices_created(from, to).await
-    }
-
-    async fn refunds_of(&self, invoice_id: &str) -> Result<Vec<Refund>, crate::port::PortError> {
-        self.read(self.inner.refunds_of(invoice_id)).await
     }
 }
 

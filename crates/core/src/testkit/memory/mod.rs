@@ -444,6 +444,16 @@ impl crate::roads::confirm::PaymentConfirmation for MemoryPaymos {
     {
         Ok(self.read(&self.deposits, deposit_id))
     }
+
+    async fn refunds_of(&self, invoice_id: &str) -> Result<Vec<Refund>, PortError> {
+        Ok(self
+            .refunds
+            .lock()
+            .expect("lock")
+            .get(invoice_id)
+            .cloned()
+            .unwrap_or_default())
+    }
 }
 
 /// Paymos' books in memory (an invoice without a creation time is in every window).
@@ -467,16 +477,6 @@ impl PaymosLedger for MemoryPaymos {
             .collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(out)
-    }
-
-    async fn refunds_of(&self, invoice_id: &str) -> Result<Vec<Refund>, PortError> {
-        Ok(self
-            .refunds
-            .lock()
-            .expect("lock")
-            .get(invoice_id)
-            .cloned()
-            .unwrap_or_default())
     }
 }
 
@@ -518,6 +518,13 @@ impl<T: crate::roads::confirm::PaymentConfirmation> crate::roads::confirm::Payme
         >,
     > + Send {
         (**self).deposit(deposit_id)
+    }
+
+    fn refunds_of(
+        &self,
+        invoice_id: &str,
+    ) -> impl std::future::Future<Output = Result<Vec<Refund>, PortError>> + Send {
+        (**self).refunds_of(invoice_id)
     }
 }
 

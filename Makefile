@@ -7,7 +7,7 @@ CARGO ?= cargo
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help deps browser test unit lint lambda-deps cli-deps template-check dev bench fuzz-smoke mutants lambda-build sam-build watch invoke sam-local sam-local-engine release measure-startup clean
+.PHONY: help deps browser test unit lint workflow-lint lambda-deps cli-deps template-check dev bench fuzz-smoke mutants lambda-build sam-build watch invoke sam-local sam-local-engine release measure-startup clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -28,6 +28,18 @@ deps: node_modules/.installed $(VENV)/.installed ## install the emulators (npm) 
 lint: ## rustfmt and clippy on every crate, warnings are errors
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --all-features --locked -- -D warnings
+
+# The workflows in .github/workflows, by actionlint (requirements-dev.txt pins it into .venv), with
+# their `run:` scripts by shellcheck (Debian's package, installed when missing as root): any
+# finding fails. Without shellcheck actionlint skips the scripts, so it is required, never
+# optional; pyflakes is switched off, so no machine checks more than another.
+workflow-lint: $(VENV)/.installed ## actionlint and shellcheck on the GitHub Actions workflows
+	@command -v shellcheck >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  echo "workflow-lint: installing shellcheck (Debian's package)" && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends shellcheck >/dev/null; } || \
+	  { echo "workflow-lint: actionlint checks run: scripts with shellcheck: apt-get install shellcheck (brew install shellcheck)"; exit 1; }
+	$(VENV)/bin/actionlint -pyflakes= .github/workflows/*.yml
+	@echo "workflows: $$(ls .github/workflows/*.yml | wc -l) checked by actionlint $$($(VENV)/bin/actionlint -version | head -1 | cut -d' ' -f2) and $$(shellcheck --version | sed -n 's/^version: /shellcheck /p')"
 
 # What the Lambda binaries compile (crates/lambda, resolved on its own as `sam build` does): no
 # developer kit, no test kit (the in-memory twins, the model, fault injection) in their tree.
@@ -121,7 +133,7 @@ mutants: $(TOOLS)/bin/cargo-mutants ## mutation testing of core's rules by its f
 # reproduced by the next and never by chance; `make unit` and a plain `cargo test` draw new
 # ones each time, which is how new disagreements are found (then kept as regression seeds).
 PROPTEST_RNG_SEED ?= 2026
-test: deps browser lint lambda-deps cli-deps template-check sam-local-engine ## install what is needed, then run every test (unit, emulator, `sam local invoke`, template, fuzz smoke)
+test: deps browser lint workflow-lint lambda-deps cli-deps template-check sam-local-engine ## install what is needed, then run every test (unit, emulator, `sam local invoke`, template, fuzz smoke)
 	@rm -f target/sam-local/answers.txt
 	PROPTEST_RNG_SEED=$(PROPTEST_RNG_SEED) $(CARGO) test --workspace --all-targets --locked
 	@echo "sam local invoke, each function's answer to each event:"; cat target/sam-local/answers.txt

@@ -85,14 +85,20 @@ pub enum Write {
     /// The processed mark, and the delivery's time of the payment on an invoice whose record
     /// holds it undated (a person's word): a full refund is then judged by that time.
     Dated,
-    /// The delivery's time of a payment a person's word recorded undated, which a full refund
-    /// completed before that time settled by no time: a new payment, never shipped. The record
-    /// is reopened at that time ([`write::paymos_payment_time`]), where nothing shipped, and its
-    /// payment (`recorded`: its order and price) is judged again ([`Step::Judge`]).
+    /// A payment made after every full refund of the invoice, where one of them returned the
+    /// payment the record holds: the record is reopened at this payment's time, in one
+    /// transaction with the check that nothing shipped ([`write::nothing_shipped`]). `Some`:
+    /// the record's payment was a person's undated word ([`write::paymos_payment_time`]),
+    /// judged again with the order it named ([`Step::Judge`]); `None`: the record's payment was
+    /// dated before the refund ([`write::paid_anew`]), and this change is the new payment.
     Reopen {
-        /// The order the record's payment named.
-        recorded: OrderRef,
+        /// The order the record's undated payment named.
+        recorded: Option<OrderRef>,
     },
+    /// A payment made after the full refund of an invoice that shipped its order: the order
+    /// never ships twice, so it waits for a refund as a duplicate of the invoice itself
+    /// ([`write::paid_again`]).
+    PaidAgain,
     /// The processed mark only.
     MarkOnly,
     /// The processed mark and a review note (`review#<event_id>`) for the resource, if named.
@@ -158,11 +164,12 @@ pub enum Refusal {
     OtherProject(String),
     /// The invoice's payment waits for its order: the status goes with that mark kept.
     AwaitsOrder,
-    /// A delivery dates the payment a person's word recorded undated after the full refund
-    /// that settled it by no time ([`Write::Reopen`]).
+    /// A payment made after every full refund of the invoice, where one of them returned the
+    /// record's ([`Write::Reopen`]).
     ReturnedEarlier {
-        /// The order as the invoice's record holds it.
-        recorded: OrderRef,
+        /// The order the record's payment named, where that payment was a person's undated
+        /// word.
+        recorded: Option<OrderRef>,
     },
     /// A full refund that completed later is recorded on the invoice already.
     LaterFullRefund,
@@ -337,16 +344,13 @@ pub fn writes(
             },
         ) => out.push(write::payment_time(invoice_id, *at)),
         (
-            Write::Reopen { .. },
+            Write::Reopen { .. } | Write::PaidAgain,
             Change::Invoice {
                 invoice_id,
                 paid_at: Some(at),
                 ..
             },
-        ) => out.extend([
-            write::paymos_payment_time(invoice_id, *at, true),
-            write::nothing_shipped(invoice_id),
-        ]),
+        ) => out.extend(paid_after_refund(&plan.write, invoice_id, *at, now_ms)),
         (Write::Change, Change::Withdrawal { .. }) => {
             out.extend(withdrawal(change, source, false, now_ms));
         }
@@ -551,8 +555,9 @@ pub fn refusal(
         if let Some(at) = dated
             && returned_earlier(found, &seen, at)
         {
+            let undated = seen.payment_at.is_none();
             return Refusal::ReturnedEarlier {
-                recorded: seen.order,
+                recorded: undated.then_some(seen.order),
             };
         }
         // A closed invoice whose payment waited for its order, undated, before the full refund
@@ -643,13 +648,28 @@ pub fn refusal(
     })
 }
 
-/// Whether the record holds a payment a person's word recorded undated (never late, judged,
-/// released or dated) that a full refund settled by no time, and a payment at `at` comes after
-/// every full refund: the refund returned an earlier payment, and this one is new.
+/// The writes of a payment at `at` made after the full refund that returned the record's.
+fn paid_after_refund(write: &Write, invoice_id: &str, at: u64, now_ms: u64) -> Vec<write::Write> {
+    match write {
+        Write::Reopen { recorded } => vec![
+            match recorded {
+                Some(_) => write::paymos_payment_time(invoice_id, at, true),
+                None => write::paid_anew(invoice_id, at),
+            },
+            write::nothing_shipped(invoice_id),
+        ],
+        _ => vec![write::paid_again(invoice_id, at, now_ms)],
+    }
+}
+
+/// Whether a full refund returned the payment the record holds (a person's undated word, by no
+/// time, or one dated before it), never late, judged or released, and a payment at `at` comes
+/// after every full refund: the refund returned an earlier payment, and this one is new.
 fn returned_earlier(found: &write::Fields, seen: &InvoiceSeen, at: u64) -> bool {
     seen.status.is_some_and(InvoiceStatus::fulfils)
         && found.contains_key(&Field::RefundedInFullBy)
-        && seen.payment_at.is_none()
+        && seen.payment_at.is_none_or(|p| p < at)
+        && seen.refunded_in_full()
         && !seen.released
         && !seen.paid_late
         && !seen.after_refund
@@ -676,6 +696,9 @@ pub fn read(source: &Source, change: &Change, stored: Stored) -> Result<Written,
 }
 
 /// Why a payment no road dates waits after a full refund ([`Mark::AfterRefund`]).
+/// Why a payment after the full refund of a shipped invoice waits ([`Write::PaidAgain`]).
+pub const PAID_AGAIN: &str = "paid again after a full refund of this invoice, whose order shipped before: the order never ships twice, refund this payment";
+
 pub const AFTER_REFUND: &str = "paid after a full refund? No road knows when this payment was made, and a full refund is on record: release it if the customer paid again, else nothing ships";
 
 /// Why a payment no road dates, of an order known nowhere, waits while a full refund is on
@@ -885,12 +908,31 @@ fn corrected(change: &Change, recorded: &OrderRef, written: &Written) -> Step {
 /// any); dated on a person's road, where it stands now is what they hear.
 fn dated(source: &Source, tried: &Plan, written: &Written) -> Option<Step> {
     match (&tried.write, written, source) {
-        (Write::Reopen { recorded }, Written::Committed, _) => Some(Step::Judge(recorded.clone())),
-        (Write::Reopen { .. }, Written::AlreadyProcessed, _) => {
+        (Write::Reopen { recorded }, Written::Committed, _) => Some(match recorded {
+            Some(recorded) => Step::Judge(recorded.clone()),
+            None => Step::Adopt(OrderRef::none()),
+        }),
+        (Write::Reopen { .. } | Write::PaidAgain, Written::AlreadyProcessed, _) => {
             Some(Step::Done(Applied::AlreadyProcessed))
         }
-        (Write::Reopen { .. }, Written::Refused(_), _) => Some(Step::Then(Plan {
-            write: Write::Dated,
+        // Shipped from a dated payment the refund returned: the order never ships twice; the
+        // new payment waits for a refund. (A person's undated word that shipped is this
+        // payment, dated by it.)
+        (Write::Reopen { recorded: None }, Written::Refused(Refusal::Fulfilled), _) => {
+            Some(Step::Then(Plan {
+                write: Write::PaidAgain,
+                with_mark: true,
+                outcome: Applied::DuplicatePayment,
+                reason: Some(PAID_AGAIN.into()),
+            }))
+        }
+        // The record moved since it was read: dated, as any delivery dates (or noted only).
+        (Write::Reopen { recorded }, Written::Refused(_), _) => Some(Step::Then(Plan {
+            write: if recorded.is_some() {
+                Write::Dated
+            } else {
+                Write::MarkOnly
+            },
             with_mark: true,
             outcome: Applied::AlreadyFinal,
             reason: None,
@@ -1215,6 +1257,7 @@ pub fn next_as(
             | Write::PaymosOrder { .. }
             | Write::PaymosProject { .. }
             | Write::Reopen { .. }
+            | Write::PaidAgain
             | Write::Learn,
             _,
         ) => mark_only(Applied::AlreadyFinal),

@@ -745,7 +745,8 @@ pub fn payment_awaiting_order(
 
 /// Paymos' time (`paid_at`) of a payment recorded here with none (a person's word), read by
 /// a road that asked Paymos: the record takes it once and the refund rule judges the payment
-/// by it, not by the order the words arrived in (one released keeps its standing). With
+/// by it, not by the order the words arrived in (one released keeps its standing, and is
+/// never reopened). With
 /// `reopen`, a payment that never shipped and was judged against a full refund by no time
 /// (settled by it, or waiting [`Mark::AfterRefund`]), on an invoice that did not close first,
 /// is judged anew as Paymos' payment: its status and marks go, and the road's change, tried
@@ -757,12 +758,9 @@ pub fn paymos_payment_time(invoice_id: &str, paid_at: u64, reopen: bool) -> Writ
         Set::Once(Field::PaymentAt, Value::Int(paid_at)),
         Set::Remove(Field::AfterRefund),
     ];
-    let mut guard = vec![
-        Guard::Has(Field::Kind),
-        Guard::Lacks(Field::PaymentAt),
-        Guard::Lacks(Field::ReleasedAt),
-    ];
+    let mut guard = vec![Guard::Has(Field::Kind), Guard::Lacks(Field::PaymentAt)];
     if reopen {
+        guard.push(Guard::Lacks(Field::ReleasedAt));
         set.extend([
             Set::Remove(Field::Status),
             Set::Remove(Field::StatusAt),
@@ -783,6 +781,56 @@ pub fn paymos_payment_time(invoice_id: &str, paid_at: u64, reopen: bool) -> Writ
         key: Key::state(invoice_id),
         guard: Guard::All(guard),
         set,
+    }
+}
+
+/// A payment made at `paid_at`, after every full refund of the invoice, where one of them
+/// returned the payment the record holds, dated before it: the record is judged anew as this
+/// payment (its status and marks go, in one transaction with [`nothing_shipped`]), and the
+/// road's change, tried next, ships it, holds it or waits as any payment.
+#[must_use]
+pub fn paid_anew(invoice_id: &str, paid_at: u64) -> Write {
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::All(vec![
+            Guard::Has(Field::RefundedInFullBy),
+            Guard::Below(Field::RefundedInFullAt, Value::Int(paid_at)),
+            Guard::Below(Field::PaymentAt, Value::Int(paid_at)),
+            Guard::Lacks(Field::ReleasedAt),
+            Guard::Lacks(Field::PaidLateAt),
+        ]),
+        set: vec![
+            Set::Put(Field::PaymentAt, Value::Int(paid_at)),
+            Set::Remove(Field::Status),
+            Set::Remove(Field::StatusAt),
+            Set::Remove(Field::StatusRank),
+            Set::Remove(Field::Held),
+            Set::Remove(Field::DuplicateOf),
+        ],
+    }
+}
+
+/// A payment made at `paid_at`, after every full refund of an invoice that shipped its order
+/// from an earlier payment one of them returned: the order never ships twice, so the record
+/// holds this payment, a duplicate of the invoice itself, listed until a refund of it.
+#[must_use]
+pub fn paid_again(invoice_id: &str, paid_at: u64, now_ms: u64) -> Write {
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::All(vec![
+            Guard::Has(Field::RefundedInFullBy),
+            Guard::Below(Field::RefundedInFullAt, Value::Int(paid_at)),
+            Guard::Below(Field::PaymentAt, Value::Int(paid_at)),
+            Guard::Lacks(Field::DuplicateOf),
+        ]),
+        set: vec![
+            Set::Put(Field::PaymentAt, Value::Int(paid_at)),
+            Set::Put(Field::DuplicateOf, Value::text(invoice_id)),
+            Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+            Set::Put(Field::ListedIn, Value::text(REVIEW)),
+        ],
     }
 }
 

@@ -112,47 +112,6 @@ pub async fn settle_confirmed<S: ResourceStore>(
     settle_as(store, source, change, effect, now_ms, true).await
 }
 
-/// [`Fulfil::paymos_dates`] on `store`.
-async fn paymos_dates_in<S: ResourceStore>(
-    store: &S,
-    invoice_id: &str,
-    paid_at: u64,
-    anew: bool,
-) -> Result<bool, PortError> {
-    let Some(found) = store.read(&Key::state(invoice_id)).await? else {
-        return Ok(false);
-    };
-    let late = found.contains_key(&Field::PaidLateAt);
-    let paid = late
-        || write::invoice_seen(&found)
-            .status
-            .is_some_and(InvoiceStatus::fulfils);
-    let undated =
-        paid && !found.contains_key(&Field::PaymentAt) && !found.contains_key(&Field::ReleasedAt);
-    // Without `anew`, dated only where a full refund recorded here returns it by then.
-    if !undated || (!anew && !write::invoice_seen(&found).refunded_in_full_at(Some(paid_at))) {
-        return Ok(paid);
-    }
-    // Settled by a full refund, or waiting `after_refund`: judged by no time. A late one
-    // keeps its close and waits as it was.
-    let unjudged = found.get(&Field::AfterRefund) == Some(&Value::Bool(true))
-        || found.contains_key(&Field::RefundedInFullBy);
-    let reopen = anew
-        && unjudged
-        && !late
-        && store
-            .read(&Key::state(crate::money::effect::fulfilment_key(
-                invoice_id,
-            )))
-            .await?
-            .is_none();
-    // Refused: the record moved since it was read; the change decides.
-    let written = store
-        .write(&[write::paymos_payment_time(invoice_id, paid_at, reopen)])
-        .await?;
-    Ok(!(reopen && written == Stored::Committed))
-}
-
 /// A completed refund of `invoice_id` as Paymos lists it, recorded through the webhook's use
 /// case and dated by Paymos' `completed_at`, so a later delivery of it finds it applied.
 async fn record_refund<S: ResourceStore>(
@@ -215,7 +174,7 @@ pub(crate) async fn paymos_refunds_first<S: ResourceStore, C: PaymentConfirmatio
         let unjudged = ![Field::PaymentAt, Field::ReleasedAt, Field::RefundedInFullBy]
             .iter()
             .any(|f| found.contains_key(f));
-        after_refund = seen.after_refund;
+        after_refund = seen.after_refund && seen.payment_at.is_none();
         if paid && unjudged && !after_refund {
             // Refused: the record moved since it was read; the change decides.
             store.write(&[write::payment_time(invoice_id, t)]).await?;
@@ -228,10 +187,17 @@ pub(crate) async fn paymos_refunds_first<S: ResourceStore, C: PaymentConfirmatio
             record_refund(store, effect, invoice_id, (&refund, at), actor, now_ms).await?;
         }
     }
-    // One waiting `after_refund` (paid again?) keeps waiting for a person, but where a full
-    // refund completed at or after Paymos' time of it: that refund paid it back.
-    if let (Some(t), true) = (paid_at, after_refund) {
-        paymos_dates_in(store, invoice_id, t, false).await?;
+    // One a person's word left `after_refund` (paid again?) keeps waiting for them, but where
+    // a full refund completed at or after Paymos' time of it: that refund paid it back (one
+    // they released shipped all the same, and is known refunded).
+    if let (Some(t), true) = (paid_at, after_refund)
+        && let Some(found) = store.read(&Key::state(invoice_id)).await?
+        && write::invoice_seen(&found).refunded_in_full_at(Some(t))
+    {
+        // Refused: the record moved since it was read.
+        store
+            .write(&[write::paymos_payment_time(invoice_id, t, false)])
+            .await?;
     }
     Ok(())
 }
@@ -879,7 +845,41 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         paid_at: u64,
         anew: bool,
     ) -> Result<bool, PortError> {
-        paymos_dates_in(&self.store, invoice_id, paid_at, anew).await
+        let Some(found) = self.store.read(&Key::state(invoice_id)).await? else {
+            return Ok(false);
+        };
+        let late = found.contains_key(&Field::PaidLateAt);
+        let paid = late
+            || write::invoice_seen(&found)
+                .status
+                .is_some_and(InvoiceStatus::fulfils);
+        let undated = paid
+            && !found.contains_key(&Field::PaymentAt)
+            && !found.contains_key(&Field::ReleasedAt);
+        // Without `anew`, dated only where a full refund recorded here returns it by then.
+        if !undated || (!anew && !write::invoice_seen(&found).refunded_in_full_at(Some(paid_at))) {
+            return Ok(paid);
+        }
+        // Settled by a full refund, or waiting `after_refund`: judged by no time. A late one
+        // keeps its close and waits as it was.
+        let unjudged = found.get(&Field::AfterRefund) == Some(&Value::Bool(true))
+            || found.contains_key(&Field::RefundedInFullBy);
+        let reopen = anew
+            && unjudged
+            && !late
+            && self
+                .store
+                .read(&Key::state(crate::money::effect::fulfilment_key(
+                    invoice_id,
+                )))
+                .await?
+                .is_none();
+        // Refused: the record moved since it was read; the change decides.
+        let written = self
+            .store
+            .write(&[write::paymos_payment_time(invoice_id, paid_at, reopen)])
+            .await?;
+        Ok(!(reopen && written == Stored::Committed))
     }
 
     async fn by_hand(

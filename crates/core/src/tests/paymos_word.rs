@@ -2095,3 +2095,56 @@ async fn money_that_is_no_decimal_of_zero_or_more_applies_nothing() {
     let (outcomes, _) = webhooks(&[paid("evt_p", "25.00")]).await;
     assert_eq!(outcomes, [Fulfilled]);
 }
+
+// Finding 4: inv_1 paid at 100 and shipped, refunded in full at 140 (the order shipped and was
+// paid back), then the customer pays again at 150 (a new `invoice.paid`, Paymos' clock). The
+// reference: a payment made after a full refund is a new payment, not returned by it, "shipped
+// or named for a person". Its order shipped once already and never ships twice: it waits for a
+// refund, listed, until a full refund completed at or after it settles it. Before:
+// `already_final`, listed nowhere.
+#[tokio::test]
+async fn a_payment_after_the_full_refund_of_a_shipped_invoice_waits_for_a_refund() {
+    let history = [
+        invoice("evt_p", "paid", 100),
+        full_refund("evt_r", 140),
+        invoice("evt_again", "paid", 150),
+    ];
+    let (outcomes, store) = webhooks(&history).await;
+    assert_eq!(outcomes, [Fulfilled, Updated, DuplicatePayment]);
+    assert_eq!(store.fulfilments().len(), 1, "the order ships once");
+    let reviews = MemoryReviews::new();
+    let listed = list(&*store, &reviews, 0).await.unwrap();
+    assert!(
+        listed.iter().any(|e| e.kind == "duplicate_payment"),
+        "{listed:?}"
+    );
+    // A full refund Paymos completed at or after it settles it: nothing waits.
+    let second = item(
+        "evt_r2",
+        "withdrawal.completed",
+        160,
+        r#"{"withdrawal_id":"wdr_2","invoice_id":"inv_1","mode":"full","type":"refund","amount":"10","currency":"USDT"}"#,
+    );
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    assert_eq!(fulfil.apply(&second, NOW_MS).await.unwrap().1, Updated);
+    assert!(list(&*store, &reviews, 0).await.unwrap().is_empty());
+    assert_eq!(store.fulfilments().len(), 1);
+}
+
+// Finding 4, the order never shipped: the refund at 140 was delivered before the payment at 100
+// it returned (nothing shipped), then the customer pays again at 150: a new payment, which
+// ships once. Before: `already_final`, nothing shipped, listed nowhere.
+#[tokio::test]
+async fn a_payment_after_the_full_refund_of_an_unshipped_invoice_ships_once() {
+    let history = [
+        full_refund("evt_r", 140),
+        invoice("evt_p", "paid", 100),
+        invoice("evt_again", "paid", 150),
+        invoice("evt_again_too", "paid_over", 151),
+    ];
+    let (outcomes, store) = webhooks(&history).await;
+    assert_eq!(outcomes, [Updated, Refunded, Fulfilled, AlreadyFinal]);
+    assert_eq!(store.fulfilments().len(), 1, "shipped once");
+    let reviews = MemoryReviews::new();
+    assert!(list(&*store, &reviews, 0).await.unwrap().is_empty());
+}

@@ -7,7 +7,7 @@ CARGO ?= cargo
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help deps browser test unit lint workflow-lint lambda-deps cli-deps template-check dev bench fuzz-smoke mutants lambda-build sam-build watch invoke sam-local sam-local-engine release measure-startup clean
+.PHONY: help deps browser test unit lint workflow-lint publish-check lambda-deps cli-deps template-check dev bench fuzz-smoke mutants lambda-build sam-build watch invoke sam-local sam-local-engine release measure-startup clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -65,6 +65,19 @@ cli-deps: ## check the installed command line's tree carries no test kit
 	@features="$$($(CARGO) tree --locked -p $(CLI) -e normal,features --prefix none)"; \
 	  if grep -q '^paymos-inbox-core feature "testkit"' <<<"$$features"; then echo "the core's test kit is in the installed command line's tree"; exit 1; fi
 	@echo "paymos-inbox: no $(TESTKIT_ONLY) or core test kit, $$($(CARGO) tree --locked -p $(CLI) -e normal --prefix none | sed 's/ (\*)//' | sort -u | wc -l) crates"
+
+# `cargo install paymos-inbox` once published: the command line and the crates it needs, packed
+# and resolved as crates.io would take them (each manifest complete, every path dependency with
+# a version, what each includes listed, a lock resolved from the crates.io index alone; the test
+# kit is never published). --no-verify: verifying rebuilds the four crates and the AWS SDK from
+# the packed sources, many minutes on two cores on top of `make test`, whose own build compiles
+# the same sources. A version already on crates.io fails here: bump it after a release.
+PUBLISHED := paymos-inbox-core paymos-inbox-aws paymos-inbox-lambda paymos-inbox
+publish-check: ## cargo publish --dry-run of the command line and the crates it needs
+	@echo '$(CARGO) publish --dry-run --no-verify --locked $(addprefix -p ,$(PUBLISHED))'; \
+	  out="$$($(CARGO) publish --dry-run --no-verify --locked --allow-dirty $(addprefix -p ,$(PUBLISHED)) 2>&1)" || { echo "$$out"; exit 1; }; \
+	  grep -E '^ *(Packag|warning)' <<<"$$out" | grep -v 'aborting upload due to dry run'; \
+	  if grep -q 'warning: manifest has no' <<<"$$out"; then echo "a published crate's manifest lacks what crates.io shows"; exit 1; fi
 
 # checkov gets an environment of its own (it pins another boto3 than the SAM CLI), at the exact
 # version requirements-dev.txt pins; --skip-download: no call to its vendor's API. A template it
@@ -133,7 +146,7 @@ mutants: $(TOOLS)/bin/cargo-mutants ## mutation testing of core's rules by its f
 # reproduced by the next and never by chance; `make unit` and a plain `cargo test` draw new
 # ones each time, which is how new disagreements are found (then kept as regression seeds).
 PROPTEST_RNG_SEED ?= 2026
-test: deps browser lint workflow-lint lambda-deps cli-deps template-check sam-local-engine ## install what is needed, then run every test (unit, emulator, `sam local invoke`, template, fuzz smoke)
+test: deps browser lint workflow-lint publish-check lambda-deps cli-deps template-check sam-local-engine ## install what is needed, then run every test (unit, emulator, `sam local invoke`, template, fuzz smoke)
 	@rm -f target/sam-local/answers.txt
 	PROPTEST_RNG_SEED=$(PROPTEST_RNG_SEED) $(CARGO) test --workspace --all-targets --locked
 	@echo "sam local invoke, each function's answer to each event:"; cat target/sam-local/answers.txt

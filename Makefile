@@ -7,7 +7,7 @@ CARGO ?= cargo
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: help deps browser test unit lint workflow-lint publish-check lambda-deps cli-deps template-check dev bench fuzz-smoke mutants lambda-build sam-build watch invoke sam-local sam-local-engine release measure-startup clean
+.PHONY: help deps browser test unit lint workflow-lint publish-check lambda-deps cli-deps template-check dev bench fuzz-smoke mutants lambda-build sam-build watch invoke sam-local sam-local-engine release release-check measure-startup clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -193,7 +193,23 @@ release: $(VENV)/.lambda ## a release deployed with the SAM CLI alone: the six a
 	python3 scripts/release.py --functions target/lambda --arch arm64 --out $(RELEASE) \
 	  --cli aarch64-unknown-linux-gnu=target/lambda/paymos-inbox/bootstrap --cli $(HOST_TRIPLE)=target/release/paymos-inbox
 	tar -C dist -czf $(RELEASE).tar.gz paymos-inbox-$(VERSION)
+	cp $(RELEASE)/bin/paymos-inbox-* dist/
+	@$(MAKE) --no-print-directory release-check
 	@echo "$(RELEASE).tar.gz: unpack it, then sam deploy --config-env sandbox (docs/deploy.md)"
+
+# What `cargo binstall paymos-inbox` downloads on this machine: the file name crates/cli's
+# [package.metadata.binstall] pkg-url gives for the host's target, a release asset (release.yml
+# uploads bin/ flat). `make release` leaves each command line in dist/ under that name too; this
+# checks the name, the format (a bare binary) and that it is the release folder's bytes.
+release-check: ## after make release: dist/ has the command line under the name cargo binstall looks for on this machine
+	@meta="$$($(CARGO) metadata --locked --no-deps --format-version 1)"; \
+	  fmt="$$(python3 -c 'import json,sys; p=[p for p in json.load(sys.stdin)["packages"] if p["name"]=="$(CLI)"][0]["metadata"]["binstall"]; print(p["pkg-fmt"], p["pkg-url"].rsplit("/", 1)[1])' <<<"$$meta")"; \
+	  read -r pkgfmt name <<<"$$fmt"; \
+	  name="$$(sed -e 's/{ *target *}/$(HOST_TRIPLE)/g' -e 's/{ *binary-ext *}//g' -e 's/{ *version *}/$(VERSION)/g' <<<"$$name")"; \
+	  [ "$$pkgfmt" = bin ] || { echo "binstall's pkg-fmt is $$pkgfmt; the release's assets are bare binaries (bin)"; exit 1; }; \
+	  [ -x "dist/$$name" ] || { echo "dist/$$name: no command line under the name cargo binstall looks for on $(HOST_TRIPLE)"; exit 1; }; \
+	  cmp -s "dist/$$name" "$(RELEASE)/bin/paymos-inbox-$(HOST_TRIPLE)" || { echo "dist/$$name differs from $(RELEASE)/bin/"; exit 1; }; \
+	  echo "dist/$$name: what cargo binstall downloads for $(HOST_TRIPLE)"
 
 measure-startup: ## start-up time and peak RSS of the ingest binary (stub Runtime API, no AWS)
 	$(CARGO) build --release --locked --bin paymos-ingest

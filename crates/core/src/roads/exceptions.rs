@@ -402,6 +402,8 @@ enum Sibling {
 async fn sibling<S: ExceptionStore>(store: &S, inv: &InvoiceRecord) -> Result<Sibling, PortError> {
     let seen = &inv.seen;
     match seen.standing() {
+        // Paid again after its own full refund: its earlier payment was refunded in full.
+        Standing::DuplicateOf(first) if first == inv.invoice_id => Ok(Sibling::FirstRefunded),
         Standing::DuplicateOf(first) => {
             let (first_seen, _) = store.invoice_seen(&first).await?;
             Ok(if first_seen.is_some_and(|s| s.refunded_in_full()) {

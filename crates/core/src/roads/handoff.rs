@@ -248,10 +248,12 @@ fn invoice_facts(old: Option<&InvoiceRecord>, new: &InvoiceRecord) -> Vec<Fact> 
     if let Some(first) = &seen.duplicate_of
         && was.is_none_or(|w| w.duplicate_of.is_none())
     {
-        out.push(review(
-            "duplicate_payment",
-            format!("a second payment for an order {first} fulfilled: refund it"),
-        ));
+        let why = if first == invoice {
+            crate::money::outcome::PAID_AGAIN.to_owned()
+        } else {
+            format!("a second payment for an order {first} fulfilled: refund it")
+        };
+        out.push(review("duplicate_payment", why));
     }
     if let Some(st) = seen.status
         && st.is_final()

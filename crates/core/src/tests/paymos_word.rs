@@ -2114,10 +2114,20 @@ async fn a_payment_after_the_full_refund_of_a_shipped_invoice_waits_for_a_refund
     assert_eq!(store.fulfilments().len(), 1, "the order ships once");
     let reviews = MemoryReviews::new();
     let listed = list(&*store, &reviews, 0).await.unwrap();
-    assert!(
-        listed.iter().any(|e| e.kind == "duplicate_payment"),
-        "{listed:?}"
-    );
+    let line = listed.iter().find(|e| e.kind == "duplicate_payment");
+    let line = line.unwrap_or_else(|| panic!("{listed:?}"));
+    assert!(line.why.contains("refunded in full"), "{line:?}");
+    assert!(line.action.contains("keep it"), "{line:?}");
+    let by = ReleaseBy {
+        actor: "ops",
+        reason: Some("ship it again"),
+        override_amount: true,
+        project: None,
+    };
+    let effect = crate::money::effect::RecordFulfilment;
+    let refused = crate::roads::release::release(&*store, "inv_1", None, &by, &effect, NOW_MS);
+    assert!(!matches!(refused.await, Ok(Fulfilled)), "the order never ships twice");
+    assert_eq!(store.fulfilments().len(), 1);
     // A full refund Paymos completed at or after it settles it: nothing waits.
     let second = item(
         "evt_r2",

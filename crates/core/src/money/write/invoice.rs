@@ -1,0 +1,619 @@
+//! An invoice's record: the guards of its status, what it learns (its order, project and payment time) and the marks a person reads.
+
+use super::*;
+
+/// Whether an invoice takes `incoming` (from an event at `at`): anything reaches a final
+/// status only from an open one (or no status yet); an open status moves only forward in
+/// `(occurred_at, rank)`; nothing leaves a final status.
+#[must_use]
+pub fn transition(incoming: InvoiceStatus, at: u64) -> Guard {
+    let open = Guard::In(
+        Field::Status,
+        InvoiceStatus::OPEN
+            .iter()
+            .map(|s| Value::text(s.as_str()))
+            .collect(),
+    );
+    let forward = if incoming.is_final() {
+        open
+    } else {
+        Guard::All(vec![
+            open,
+            Guard::Any(vec![
+                Guard::Below(Field::StatusAt, Value::Int(at)),
+                Guard::All(vec![
+                    Guard::Is(Field::StatusAt, Value::Int(at)),
+                    Guard::Below(Field::StatusRank, Value::Int(u64::from(incoming.rank()))),
+                ]),
+            ]),
+        ])
+    };
+    // Another project's invoice takes no change of this stack's.
+    Guard::All(vec![
+        Guard::Lacks(Field::OtherProject),
+        Guard::Any(vec![Guard::Lacks(Field::Status), forward]),
+    ])
+}
+
+/// A payment made at `paid_at` (Paymos' clock; `None`: a person's road, which names no time)
+/// that a `full` refund returns never ships: the invoice carries a full refund ([`refund_note`])
+/// that completed when or after it was paid. A payment made after every full refund is a new
+/// payment. The rule of [`crate::money::invoice::Refund::returns_payment_at`], as a condition on the
+/// latest full refund's time (missing on records written before times were kept: it settles).
+#[must_use]
+pub fn refunded_in_full(paid_at: Option<u64>) -> Guard {
+    let flagged = Guard::Has(Field::RefundedInFullBy);
+    match paid_at {
+        None => flagged,
+        Some(at) => Guard::All(vec![
+            flagged,
+            Guard::Not(Box::new(Guard::Below(
+                Field::RefundedInFullAt,
+                Value::Int(at),
+            ))),
+        ]),
+    }
+}
+
+/// A paid change fulfils only with the order and price the invoice's record holds: the same
+/// order id (or none recorded yet), and a price where the record has one. A change naming no
+/// order is never written (the store returns the record, whose order is then adopted).
+#[must_use]
+pub fn order_on_record(order: &OrderRef) -> Guard {
+    let mut guards = vec![
+        match &order.external_id {
+            Some(id) => Guard::Any(vec![
+                Guard::Lacks(Field::OrderId),
+                Guard::Is(Field::OrderId, Value::text(id)),
+            ]),
+            None => Guard::Never,
+        },
+        // The project likewise: a change naming none takes the record's (adopted), and no
+        // other project's order ships from a record of the home project.
+        match &order.project {
+            Some(p) => unnamed_or(Guard::Is(Field::ProjectId, Value::text(p))),
+            None => Guard::Lacks(Field::ProjectId),
+        },
+    ];
+    if !order.has_price() {
+        // The record's price is a complete pair or none.
+        guards.push(Guard::Any(vec![
+            Guard::Lacks(Field::Amount),
+            Guard::Lacks(Field::Currency),
+        ]));
+    }
+    Guard::All(guards)
+}
+
+/// A record that names no project (neither one nor the home project), or holds `named`.
+pub(super) fn unnamed_or(named: Guard) -> Guard {
+    Guard::Any(vec![
+        Guard::All(vec![
+            Guard::Lacks(Field::ProjectId),
+            Guard::Lacks(Field::HomeProject),
+        ]),
+        named,
+    ])
+}
+
+/// A record whose status pays nothing (none, open, closed unpaid): nothing shipped under it.
+pub(super) fn no_payment_status() -> Guard {
+    Guard::Not(Box::new(Guard::In(
+        Field::Status,
+        [InvoiceStatus::Paid, InvoiceStatus::PaidOver]
+            .iter()
+            .map(|s| Value::text(s.as_str()))
+            .collect(),
+    )))
+}
+
+/// The fields of an invoice's status change, by `source` at `now_ms`, with the order and price
+/// set once (the first change that names them records them; the record is the truth).
+pub(super) fn invoice_fields(
+    status: InvoiceStatus,
+    at: u64,
+    order: &OrderRef,
+    source: &Source,
+    now_ms: u64,
+) -> Vec<Set> {
+    let mut set = vec![
+        Set::Put(Field::Kind, Value::text("invoice")),
+        Set::Put(Field::Status, Value::text(status.as_str())),
+        Set::Put(Field::StatusAt, Value::Int(at)),
+        Set::Put(Field::StatusRank, Value::Int(u64::from(status.rank()))),
+        Set::Put(Field::LastEventId, Value::Text(source.id())),
+        Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+        step(at, status.as_str(), source),
+    ];
+    // Only a final status is kept among what the invoice holds (once: nothing leaves it): an
+    // open one moves forward as often as events come, and names itself in `last_event_id`, so
+    // the set stays a handful of ids however many events arrive.
+    if status.is_final() {
+        set.push(Set::Add(
+            Field::Applied,
+            Value::Texts(BTreeSet::from([source.id()])),
+        ));
+    }
+    set.extend(order_once(order));
+    set
+}
+
+/// The project an order names, set once: its key scope, or that it is the home project's.
+pub(super) fn project_once(order: &OrderRef) -> Option<Set> {
+    match &order.project {
+        Some(p) => Some(Set::Once(Field::ProjectId, Value::text(p))),
+        None if order.home => Some(Set::Once(Field::HomeProject, Value::Bool(true))),
+        None => None,
+    }
+}
+
+/// One step of a resource's story: when (Paymos' clock) it first reached `status`, and who
+/// moved it there (a delivery's ledger key, or `manual:` and the actor), set once per status on
+/// the item that is written anyway: a copy or a later event of the same status adds nothing, so
+/// an item keeps one step per status it reached, however many events come.
+pub(super) fn step(at: u64, status: &str, source: &Source) -> Set {
+    let by = match source {
+        Source::Delivery { event_id } => event_id.clone(),
+        Source::Manual { .. } => source.id(),
+    };
+    let step = crate::money::record::Step {
+        at,
+        status: status.to_owned(),
+        by,
+    };
+    Set::Once(Field::Named(step.attribute()), Value::Text(step.value()))
+}
+
+/// The order and its price, set once.
+pub(super) fn order_once(order: &OrderRef) -> Vec<Set> {
+    let mut set = Vec::new();
+    if let Some(id) = &order.external_id {
+        set.push(Set::Once(Field::OrderId, Value::text(id)));
+    }
+    set.extend(project_once(order));
+    if let (Some(amount), Some(currency)) = (&order.amount, &order.currency) {
+        set.push(Set::Once(Field::Amount, Value::Amount(amount.clone())));
+        set.push(Set::Once(Field::AmountText, Value::text(amount.as_str())));
+        set.push(Set::Once(Field::Currency, Value::text(currency)));
+    }
+    set
+}
+
+/// Paymos' confirmed `order` (and its price, or none) on an invoice's record, replacing
+/// `recorded`, which a delivery nothing confirmed set (a stack that turned the reverse check on
+/// later, `dev`, a forged event before it): what Paymos confirms wins. Written only while the
+/// record still holds `recorded` and nothing shipped under it (no payment status: open, closed
+/// unpaid or paid late; or a payment held for a person, who then releases Paymos' order; and
+/// no release).
+#[must_use]
+pub fn paymos_order(invoice_id: &str, order: &OrderRef, recorded: &OrderRef, now_ms: u64) -> Write {
+    let mut set = vec![Set::Put(Field::UpdatedAt, Value::Int(now_ms))];
+    if let Some(id) = &order.external_id {
+        set.push(Set::Put(Field::OrderId, Value::text(id)));
+    }
+    match (&order.amount, &order.currency) {
+        (Some(amount), Some(currency)) => set.extend([
+            Set::Put(Field::Amount, Value::Amount(amount.clone())),
+            Set::Put(Field::AmountText, Value::text(amount.as_str())),
+            Set::Put(Field::Currency, Value::text(currency)),
+        ]),
+        _ => set.extend([
+            Set::Remove(Field::Amount),
+            Set::Remove(Field::AmountText),
+            Set::Remove(Field::Currency),
+        ]),
+    }
+    // Paymos' project too, where it names one: the events' disagreement is settled.
+    match (&order.project, order.home) {
+        (Some(p), _) => set.extend([
+            Set::Put(Field::ProjectId, Value::text(p)),
+            Set::Remove(Field::HomeProject),
+        ]),
+        (None, true) => set.extend([
+            Set::Put(Field::HomeProject, Value::Bool(true)),
+            Set::Remove(Field::ProjectId),
+        ]),
+        (None, false) => {}
+    }
+    if order.names_project() {
+        set.push(Set::Remove(Field::ProjectsDisagree));
+    }
+    let as_read = match &recorded.external_id {
+        Some(id) => Guard::Is(Field::OrderId, Value::text(id)),
+        None => Guard::Lacks(Field::OrderId),
+    };
+    // Nothing shipped under it: no payment status (open, closed unpaid, paid late), or a
+    // payment held for a person; and no release.
+    let unpaid = no_payment_status();
+    let held = Guard::Is(Field::Held, Value::Bool(true));
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::All(vec![
+            Guard::Has(Field::Kind),
+            as_read,
+            Guard::Lacks(Field::ReleasedAt),
+            Guard::Any(vec![unpaid, held]),
+        ]),
+        set,
+    }
+}
+
+/// What `order` names and the invoice's record leaves out (its id, its price, its project),
+/// set once, from a change the record's status refused: written only while the record holds
+/// no other order and no other project, and nothing shipped under it (no payment status, no
+/// release), so a late event, a late payment or a person's word names the order before
+/// anything ships, as a first event would have.
+#[must_use]
+pub fn learned_order(invoice_id: &str, order: &OrderRef, now_ms: u64) -> Write {
+    let mut guards = vec![
+        Guard::Has(Field::Kind),
+        Guard::Lacks(Field::ReleasedAt),
+        no_payment_status(),
+    ];
+    let mut new = Vec::new();
+    match &order.external_id {
+        Some(id) => {
+            guards.push(Guard::Any(vec![
+                Guard::Lacks(Field::OrderId),
+                Guard::Is(Field::OrderId, Value::text(id)),
+            ]));
+            new.push(Guard::Lacks(Field::OrderId));
+        }
+        None => guards.push(Guard::Lacks(Field::OrderId)),
+    }
+    if order.has_price() {
+        new.push(Guard::Lacks(Field::Amount));
+    }
+    guards.push(Guard::Any(new));
+    match (&order.project, order.home) {
+        (Some(p), _) => guards.push(unnamed_or(Guard::Is(Field::ProjectId, Value::text(p)))),
+        (None, true) => guards.push(unnamed_or(Guard::Has(Field::HomeProject))),
+        (None, false) => {}
+    }
+    let mut set = vec![Set::Put(Field::UpdatedAt, Value::Int(now_ms))];
+    set.extend(order_once(order));
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::All(guards),
+        set,
+    }
+}
+
+/// Paymos confirmed a change of the invoice for a project this stack applies: the mark that
+/// called it another project's (`marked`, as read: an event's word, never Paymos') goes, and
+/// the change is tried again.
+#[must_use]
+pub fn paymos_project(invoice_id: &str, marked: &str, now_ms: u64) -> Write {
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::Is(Field::OtherProject, Value::text(marked)),
+        set: vec![
+            Set::Remove(Field::OtherProject),
+            Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+        ],
+    }
+}
+
+/// A payment a person's road found with its order known nowhere: the invoice is marked so and
+/// listed for review (its status untouched, so the payment still ships once an order is
+/// learned, which clears the mark). A delivery's own such payment waits as its ledger record.
+#[must_use]
+pub fn awaits_order(
+    invoice_id: &str,
+    (order, paid_at, after_refund): (&OrderRef, Option<u64>, bool),
+    now_ms: u64,
+) -> Write {
+    let mut set = vec![
+        Set::Once(Field::Kind, Value::text("invoice")),
+        Set::Put(Field::AwaitsOrder, Value::Bool(true)),
+        Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+        Set::Put(Field::ListedIn, Value::text(REVIEW)),
+    ];
+    // The project the person named, once: a later delivery naming none takes it.
+    set.extend(project_once(order));
+    // Undated while a full refund is on record ([`Mark::AfterRefund`]): once its order is
+    // known, a person says whether it was paid again.
+    if after_refund {
+        set.push(Set::Put(Field::AfterRefund, Value::Bool(true)));
+    } else if paid_at.is_some() {
+        // Dated (Paymos' word): its time judges the refund, not a person's undated word.
+        set.push(Set::Remove(Field::AfterRefund));
+    }
+    // When it was paid, where the road knows (Paymos' word): the refund rule reads it.
+    set.extend(paid_at.map(|t| Set::Once(Field::PaymentAt, Value::Int(t))));
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::Not(Box::new(Guard::In(
+            Field::Status,
+            [InvoiceStatus::Paid, InvoiceStatus::PaidOver]
+                .iter()
+                .map(|s| Value::text(s.as_str()))
+                .collect(),
+        ))),
+        set,
+    }
+}
+
+/// An invoice of a project this stack does not apply, marked as that project's: every later
+/// change of it, naming a project or not, applies nothing ([`transition`]).
+#[must_use]
+pub fn other_project(invoice_id: &str, project: &str) -> Write {
+    invoice_once(invoice_id, Field::OtherProject, project)
+}
+
+/// What a delivery's payment of an order known nowhere teaches its invoice's record, once:
+/// its project (`order`'s) and when it was paid (`paid_at`, Paymos' clock), so that a person's
+/// word of it later (which knows no time) is judged against a full refund by that time.
+#[must_use]
+pub fn payment_awaiting_order(
+    invoice_id: &str,
+    order: &OrderRef,
+    paid_at: Option<u64>,
+) -> Option<Write> {
+    let mut set = vec![Set::Once(Field::Kind, Value::text("invoice"))];
+    set.extend(project_once(order));
+    set.extend(paid_at.map(|t| Set::Once(Field::PaymentAt, Value::Int(t))));
+    (set.len() > 1).then(|| Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::Always,
+        set,
+    })
+}
+
+/// Paymos' time (`paid_at`) of a payment recorded here with none (a person's word), read by
+/// a road that asked Paymos: the record takes it once and the refund rule judges the payment
+/// by it, not by the order the words arrived in (one released keeps its standing, and is
+/// never reopened). With
+/// `reopen`, a payment that never shipped and was judged against a full refund by no time
+/// (settled by it, or waiting [`Mark::AfterRefund`]), on an invoice that did not close first,
+/// is judged anew as Paymos' payment: its status and marks go, and the road's change, tried
+/// next, ships it, holds it or settles it as any payment (a crash between leaves it unfulfilled
+/// and listed by the reconciliation, whose next run applies it).
+#[must_use]
+pub fn paymos_payment_time(invoice_id: &str, paid_at: u64, reopen: bool) -> Write {
+    let mut set = vec![
+        Set::Once(Field::PaymentAt, Value::Int(paid_at)),
+        Set::Remove(Field::AfterRefund),
+    ];
+    let mut guard = vec![Guard::Has(Field::Kind), Guard::Lacks(Field::PaymentAt)];
+    if reopen {
+        guard.push(Guard::Lacks(Field::ReleasedAt));
+        set.extend([
+            Set::Remove(Field::Status),
+            Set::Remove(Field::StatusAt),
+            Set::Remove(Field::StatusRank),
+            Set::Remove(Field::Held),
+            Set::Remove(Field::DuplicateOf),
+        ]);
+        guard.extend([
+            Guard::Any(vec![
+                Guard::Is(Field::AfterRefund, Value::Bool(true)),
+                Guard::Has(Field::RefundedInFullBy),
+            ]),
+            Guard::Lacks(Field::PaidLateAt),
+        ]);
+    }
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::All(guard),
+        set,
+    }
+}
+
+/// A payment made at `paid_at`, after every full refund of the invoice, where one of them
+/// returned the payment the record holds, dated before it: the record is judged anew as this
+/// payment (its status and marks go, in one transaction with [`nothing_shipped`]), and the
+/// road's change, tried next, ships it, holds it or waits as any payment.
+#[must_use]
+pub fn paid_anew(invoice_id: &str, paid_at: u64) -> Write {
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::All(vec![
+            Guard::Has(Field::RefundedInFullBy),
+            Guard::Below(Field::RefundedInFullAt, Value::Int(paid_at)),
+            Guard::Below(Field::PaymentAt, Value::Int(paid_at)),
+            Guard::Lacks(Field::ReleasedAt),
+            Guard::Lacks(Field::PaidLateAt),
+        ]),
+        set: vec![
+            Set::Put(Field::PaymentAt, Value::Int(paid_at)),
+            Set::Remove(Field::Status),
+            Set::Remove(Field::StatusAt),
+            Set::Remove(Field::StatusRank),
+            Set::Remove(Field::Held),
+            Set::Remove(Field::DuplicateOf),
+        ],
+    }
+}
+
+/// A payment made at `paid_at`, after every full refund of an invoice that shipped its order
+/// from an earlier payment one of them returned: the order never ships twice, so the record
+/// holds this payment, a duplicate of the invoice itself, listed until a refund of it.
+#[must_use]
+pub fn paid_again(invoice_id: &str, paid_at: u64, now_ms: u64) -> Write {
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::All(vec![
+            Guard::Has(Field::RefundedInFullBy),
+            Guard::Below(Field::RefundedInFullAt, Value::Int(paid_at)),
+            Guard::Below(Field::PaymentAt, Value::Int(paid_at)),
+            Guard::Lacks(Field::DuplicateOf),
+        ]),
+        set: vec![
+            Set::Put(Field::PaymentAt, Value::Int(paid_at)),
+            Set::Put(Field::DuplicateOf, Value::text(invoice_id)),
+            Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+            Set::Put(Field::ListedIn, Value::text(REVIEW)),
+        ],
+    }
+}
+
+/// The condition that nothing shipped from the invoice (no fulfilment of it), checked with a
+/// reopening ([`paymos_payment_time`]) in one transaction; nothing is written.
+#[must_use]
+pub fn nothing_shipped(invoice_id: &str) -> Write {
+    Write {
+        what: What::Fulfilment,
+        key: Key::state(fulfilment_key(invoice_id)),
+        guard: Guard::Absent,
+        set: Vec::new(),
+    }
+}
+
+/// The time (`paid_at`, the best a delivery knows) of a payment the invoice's record holds
+/// undated, a person's word, on which no full refund was judged without time
+/// ([`Mark::AfterRefund`]): set once, and a full refund is judged by it from then on.
+#[must_use]
+pub fn payment_time(invoice_id: &str, paid_at: u64) -> Write {
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::All(vec![
+            Guard::Has(Field::Kind),
+            Guard::Lacks(Field::PaymentAt),
+            Guard::Lacks(Field::AfterRefund),
+        ]),
+        set: vec![Set::Once(Field::PaymentAt, Value::Int(paid_at))],
+    }
+}
+
+/// The key of the stack's own record: which project is its home (whose keys carry none).
+pub const STACK_KEY: &str = "stack#projects";
+
+/// The stack's home project (`home`, the first of `PaymosProjectIds`), written once: its
+/// records' keys carry no project, so another project listed first would read them as its own.
+#[must_use]
+pub fn home_project(home: &str) -> Write {
+    Write {
+        what: What::Transition,
+        key: Key::state(STACK_KEY),
+        guard: Guard::Any(vec![
+            Guard::Absent,
+            Guard::Is(Field::ProjectId, Value::text(home)),
+        ]),
+        set: vec![
+            Set::Once(Field::Kind, Value::text("stack")),
+            Set::Once(Field::ProjectId, Value::text(home)),
+        ],
+    }
+}
+
+/// What an invoice's record learns once, and keeps, whatever else it holds.
+pub(super) fn invoice_once(invoice_id: &str, field: Field, text: &str) -> Write {
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::Always,
+        set: vec![
+            Set::Once(Field::Kind, Value::text("invoice")),
+            Set::Once(field, Value::text(text)),
+        ],
+    }
+}
+
+/// Why a paid invoice is not fulfilled, kept on its record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mark {
+    /// The amount or currency differs from the registered order: `held` for review.
+    Held,
+    /// Its order was fulfilled by another invoice: `duplicate_of` that invoice, for a refund.
+    DuplicateOf(String),
+    /// It was refunded in full before the payment was applied: its refund already says so.
+    Refunded,
+    /// Its payment waits for its order ([`awaits_order`]): a status that pays nothing keeps it
+    /// listed for review.
+    AwaitsOrder,
+    /// Paid at a time no road knew while a full refund is on record: `after_refund`, for a
+    /// person ([`crate::money::invoice::Standing::AfterRefund`]).
+    AfterRefund,
+    /// The payment names another project than the invoice's record: `held` and
+    /// `projects_disagree`, never released on the record's word (which project's order it
+    /// pays, a person names, or Paymos confirms).
+    ProjectsDisagree,
+}
+
+/// An invoice's status change that fulfils nothing, with `mark` (why a payment does not ship)
+/// when there is one.
+#[must_use]
+pub fn invoice_transition(
+    invoice_id: &str,
+    (status, at, paid_at): (InvoiceStatus, u64, Option<u64>),
+    order: &OrderRef,
+    mark: Option<&Mark>,
+    source: &Source,
+    now_ms: u64,
+) -> Write {
+    // Events that named two projects: the record keeps the project it had and takes none of
+    // this payment's, so it never names two.
+    let unscoped;
+    let order = if mark == Some(&Mark::ProjectsDisagree) {
+        unscoped = OrderRef {
+            project: None,
+            home: false,
+            ..order.clone()
+        };
+        &unscoped
+    } else {
+        order
+    };
+    let mut set = invoice_fields(status, at, order, source, now_ms);
+    if status.fulfils() {
+        // A payment that does not ship keeps its time too: the refund rule reads it.
+        set.extend(paid_at.map(|t| Set::Put(Field::PaymentAt, Value::Int(t))));
+    }
+    match mark {
+        Some(Mark::Held) => set.push(Set::Put(Field::Held, Value::Bool(true))),
+        Some(Mark::ProjectsDisagree) => {
+            set.push(Set::Put(Field::Held, Value::Bool(true)));
+            set.push(Set::Put(Field::ProjectsDisagree, Value::Bool(true)));
+        }
+        Some(Mark::DuplicateOf(winner)) => {
+            set.push(Set::Put(Field::DuplicateOf, Value::text(winner)));
+        }
+        Some(Mark::AfterRefund) => set.push(Set::Put(Field::AfterRefund, Value::Bool(true))),
+        Some(Mark::Refunded | Mark::AwaitsOrder) | None => {}
+    }
+    // A dated payment (Paymos' word, or its order learned at last): its time judges the
+    // refund, whatever a person's undated word marked before.
+    if status.fulfils() && paid_at.is_some() && mark != Some(&Mark::AfterRefund) {
+        set.push(Set::Remove(Field::AfterRefund));
+    }
+    set.push(invoice_listing(
+        invoice_id,
+        status,
+        matches!(
+            mark,
+            Some(
+                Mark::Held
+                    | Mark::ProjectsDisagree
+                    | Mark::DuplicateOf(_)
+                    | Mark::AwaitsOrder
+                    | Mark::AfterRefund
+            )
+        ),
+        now_ms,
+    ));
+    // A plain status change never takes an invoice whose payment waits for its order off the
+    // review list: refused, it is written again marked so.
+    let guard = match mark {
+        None => Guard::All(vec![
+            transition(status, at),
+            Guard::Lacks(Field::AwaitsOrder),
+        ]),
+        Some(_) => transition(status, at),
+    };
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard,
+        set,
+    }
+}

@@ -668,7 +668,6 @@ fn paid_after_refund(write: &Write, invoice_id: &str, at: u64, now_ms: u64) -> V
 fn returned_earlier(found: &write::Fields, seen: &InvoiceSeen, at: u64) -> bool {
     seen.status.is_some_and(InvoiceStatus::fulfils)
         && found.contains_key(&Field::RefundedInFullBy)
-        && seen.payment_at.is_none_or(|p| p < at)
         && seen.refunded_in_full()
         && !seen.released
         && !seen.paid_late

@@ -12,8 +12,8 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_sqs::types::QueueAttributeName;
 use yaml_serde::Value;
 
-/// The template shipped with this build.
-pub const TEMPLATE: &str = include_str!("../../../../template.yaml");
+/// The template shipped with this build (`build.rs`: the repository's, or the package's copy).
+pub const TEMPLATE: &str = include_str!(concat!(env!("OUT_DIR"), "/template.yaml"));
 
 /// What was created: logical id → physical table name, queue URL and queue ARN.
 #[derive(Debug, Clone, Default, serde::Serialize)]

@@ -832,8 +832,8 @@ impl Run<'_> {
             }
             (None, Some(probe)) => {
                 proof.evidence.push(format!(
-                    "{} invoices acknowledged in this run; without API credentials (--api-key/--api-secret) they stand in for Paymos' paid list",
-                    self.acknowledged.len()
+                    "{} acknowledged in this run; without API credentials (--api-key/--api-secret) they stand in for Paymos' paid list",
+                    crate::counted(self.acknowledged.len(), "invoice")
                 ));
                 for ids in &self.acknowledged {
                     match probe.count(ids, &sender.client).await {

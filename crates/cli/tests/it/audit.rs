@@ -562,7 +562,7 @@ async fn events_resend_of_one_invoice_publishes_exactly_its_facts_again_with_the
     for (detail_type, key) in &expected {
         assert!(out.contains(&format!("{detail_type}  {key}\n")), "{out}");
     }
-    assert!(out.contains("2 event(s) published again"), "{out}");
+    assert!(out.contains("2 events published again"), "{out}");
 
     // Again: the same two facts and keys, and nothing else but the entry's Operator Action.
     let again = rig
@@ -773,7 +773,7 @@ async fn the_command_lines_actions_are_listed_by_audit_newest_first_and_publishe
     assert!(!out.contains(paymos_fake::SECRET), "{out}");
     let (code, out) = rig.cli(&["audit"]).await;
     assert_eq!(code, Some(0), "{out}");
-    assert!(out.starts_with("6 action(s), newest first"), "{out}");
+    assert!(out.starts_with("6 actions, newest first"), "{out}");
 
     // Each is an `Operator Action` on the hand-off: rebuilt from the table by `events since`,
     // and published from the stream by dev's publisher.

@@ -456,7 +456,7 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
         seen["redrive_offer"]
             .as_str()
             .unwrap()
-            .contains("1 message(s) will move from the dead-letter queue back to the work queue"),
+            .contains("1 message will move from the dead-letter queue back to the work queue"),
         "{seen}"
     );
     assert_eq!(seen["redrive_count_after_first_click"], 1, "{seen}");
@@ -470,7 +470,7 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
         seen["redrive_result"]
             .as_str()
             .unwrap()
-            .contains("moved 1 message(s)"),
+            .contains("moved 1 message from"),
         "{seen}"
     );
     let mut redriven = 0;
@@ -804,7 +804,7 @@ async fn parked_hand_off_events_wait_on_home_and_move_back_as_a_job_counted_firs
         item["why"]
             .as_str()
             .unwrap()
-            .starts_with("2 event(s) of the signed hand-off parked"),
+            .starts_with("2 events of the signed hand-off parked"),
         "{item}"
     );
     assert!(
@@ -821,7 +821,7 @@ async fn parked_hand_off_events_wait_on_home_and_move_back_as_a_job_counted_firs
     assert_eq!(offer["count"], 2, "{jobs}");
     assert_eq!(
         offer["sentence"],
-        "2 message(s) will move from the hand-off's dead-letter queue back to the queue the deliver function posts from, at most 10 a second",
+        "2 messages will move from the hand-off's dead-letter queue back to the queue the deliver function posts from, at most 10 a second",
         "{jobs}"
     );
     let (status, body) = console
@@ -959,7 +959,7 @@ async fn a_paced_job_answers_at_once_shows_its_progress_refuses_a_second_and_is_
         ended["result"]
             .as_str()
             .unwrap()
-            .starts_with("moved 3 message(s) from the hand-off's dead-letter queue"),
+            .starts_with("moved 3 messages from the hand-off's dead-letter queue"),
         "{ended}"
     );
     let depth = async |queue: &str| {

@@ -198,7 +198,7 @@ async fn send_pending_mark_paid_and_redrive_work_from_the_command_line() {
         .unwrap();
     assert!(ok, "{out}");
     assert!(
-        out.contains("1 deliveries recorded but not processed")
+        out.contains("1 delivery recorded but not processed")
             && out.contains("evt_stuck")
             && out.contains("in flight"),
         "{out}"

@@ -206,7 +206,10 @@ pub async fn list(args: AuditArgs) -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    say!("{} action(s), newest first", found.len());
+    say!(
+        "{}, newest first",
+        paymos_inbox::counted(found.len(), "action")
+    );
     for a in &found {
         let at = i64::try_from(a.at_ms)
             .ok()

@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use paymos_inbox::counted;
 use paymos_inbox::tools::exceptions as orders;
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_aws::paymos_api::PaymosApi;
@@ -108,7 +109,10 @@ pub async fn list(args: ExceptionsArgs) -> ExitCode {
         match indexed.await {
             Ok((d, i, r)) => {
                 tell!(
-                    "indexed {d} delivery(ies) that waited for a person and {i} fact(s) of the state table; flagged {r} invoice(s) refunded in full"
+                    "indexed {} that waited for a person and {} of the state table; flagged {} refunded in full",
+                    counted(d, "delivery"),
+                    counted(i, "fact"),
+                    counted(r, "invoice")
                 );
             }
             Err(e) => return fail(e),
@@ -195,7 +199,8 @@ fn parked_handoff(parked: u64) -> exceptions::Exception {
         project: None,
         since_ms: 0,
         why: format!(
-            "{parked} event(s) of the signed hand-off parked in its dead-letter queue: your endpoint answered 410 Gone or a redirect, or failed through the whole retry schedule (about 27 h)"
+            "{} of the signed hand-off parked in its dead-letter queue: your endpoint answered 410 Gone or a redirect, or failed through the whole retry schedule (about 27 h)",
+            counted(parked, "event")
         ),
         action: "fix the endpoint (the deliver function's log lines and WebhookAttempts say what it answered), then `paymos-inbox events redrive --per-second 5`".into(),
     }

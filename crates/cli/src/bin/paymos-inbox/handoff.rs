@@ -442,8 +442,8 @@ pub async fn resend(args: ResendArgs) -> ExitCode {
                 say!("{}  {}", e.detail_type, e.idempotency_key);
             }
             say!(
-                "{} event(s) published again, with their original idempotency keys",
-                events.len()
+                "{} published again, each with its original idempotency key",
+                paymos_inbox::counted(events.len(), "event")
             );
             ExitCode::SUCCESS
         }

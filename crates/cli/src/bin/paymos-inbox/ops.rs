@@ -296,7 +296,10 @@ pub async fn pending(args: PendingArgs) -> ExitCode {
         Ok(list) => {
             let now = now_ms();
             if !args.json {
-                say!("{} deliveries recorded but not processed", list.len());
+                say!(
+                    "{} recorded but not processed",
+                    paymos_inbox::counted(list.len(), "delivery")
+                );
             }
             for p in list {
                 let age = now.saturating_sub(p.received_at_ms) / 1000;
@@ -443,8 +446,8 @@ pub async fn move_back(
             } else {
                 let pace = per_second.map_or(String::new(), |n| format!(", at most {n} a second"));
                 say!(
-                    "moved {} message(s) from the DLQ back to {to} ({how}{pace})",
-                    done.moved()
+                    "moved {} from the DLQ back to {to} ({how}{pace})",
+                    paymos_inbox::counted(done.moved(), "message")
                 );
             }
             ExitCode::SUCCESS
@@ -937,15 +940,15 @@ pub async fn soak(args: SoakArgs) -> ExitCode {
             r.attempts
         );
         say!(
-            "port calls {}: {} failed, {} lost replies, {} crashes; {} message(s) reached the DLQ and were redriven",
+            "port calls {}: {} failed, {}, {}; {} redriven from the DLQ",
             r.port_calls,
             r.injected_failures,
-            r.injected_lost_replies,
-            r.injected_crashes,
-            r.dlq_redriven
+            paymos_inbox::counted(r.injected_lost_replies, "lost reply"),
+            paymos_inbox::counted(r.injected_crashes, "crash"),
+            paymos_inbox::counted(r.dlq_redriven, "message")
         );
         say!(
-            "edges: {} sandbox-signed for live invoices ({} reusing a live event id), {} hostile bodies, {} second invoices for paid orders, {} paid events without their order ({} came before any event named it: order_unknown, for a person), {} refunds (overpayment and full; {} payments came after their full refund: refunded, never shipped), {} senders gave up ({} record(s) sent again by the sweep)",
+            "edges: {} sandbox-signed for live invoices ({} reusing a live event id), {} hostile bodies, {} second invoices for paid orders, {} paid events without their order ({} came before any event named it: order_unknown, for a person), {} refunds (overpayment and full; {} payments came after their full refund: refunded, never shipped), {} senders gave up ({} sent again by the sweep)",
             r.sandbox_signed,
             r.sandbox_reused,
             r.hostile_bodies,
@@ -955,7 +958,7 @@ pub async fn soak(args: SoakArgs) -> ExitCode {
             r.refunds,
             r.refunded_first,
             r.given_up,
-            r.swept
+            paymos_inbox::counted(r.swept, "record")
         );
         say!(
             "processed {}/{} (the rest never acknowledged: their senders gave up); invoices {}: fulfilled exactly once {}; deposits credited once {}; balances exact {}",

@@ -178,9 +178,9 @@ fn deliveries(
     }
     if found.deliveries.len() > report.deliveries {
         v.push(format!(
-            "ledger holds {} records for {} planned deliveries",
-            found.deliveries.len(),
-            report.deliveries
+            "ledger holds {} for {}",
+            crate::counted(found.deliveries.len(), "record"),
+            crate::counted(report.deliveries, "planned delivery")
         ));
     }
     for d in found.deliveries.iter().filter(|d| !processed(d)) {

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use hyper::StatusCode;
+use paymos_inbox::counted;
 use paymos_inbox::tools::alarms::{Alarm, AlarmState};
 use paymos_inbox_aws::dynamodb::{
     DynamoLedger, DynamoResources, KeptBody, LedgerEntry, OrderOnRecord, WriteGrant,
@@ -637,7 +638,7 @@ impl Console {
                                 .per_second
                                 .map_or(String::new(), |p| format!(", at most {p} a second"));
                             json!({"count": n, "sentence": format!(
-                                "{n} message(s) will move from {}{pace}", r.from_to
+                                "{} will move from {}{pace}", counted(n, "message"), r.from_to
                             )})
                         }
                         Err(e) => json!({"unavailable": e.to_string()}),
@@ -656,8 +657,8 @@ impl Console {
             .await
         {
             Ok(found) => json!({"count": found.len(), "sentence": format!(
-                "{} delivery(ies) recorded over {} min ago and never processed will be sent to the work queue again",
-                found.len(),
+                "{} recorded over {} min ago and never processed will be sent to the work queue again",
+                counted(found.len(), "delivery"),
                 after / 60
             )}),
             Err(e) => json!({"unavailable": e.to_string()}),
@@ -811,7 +812,11 @@ impl Console {
             .map_err(|f| said(&f))?;
             Ok((
                 done.moved(),
-                format!("moved {} message(s) from {}", done.moved(), r.from_to),
+                format!(
+                    "moved {} from {}",
+                    counted(done.moved(), "message"),
+                    r.from_to
+                ),
             ))
         } else {
             let after = paymos_inbox_core::roads::sweep::DEFAULT_SWEEP_AFTER_SECS;
@@ -1417,10 +1422,10 @@ mod tests {
             json!({"job": 7, "action": "redrive", "of": "work-queue", "count": 3, "moved": 2,
                    "done": false})
         );
-        *lock(&job.ended) = Some(Ok((3, "moved 3 message(s)".into())));
+        *lock(&job.ended) = Some(Ok((3, "moved 3 messages".into())));
         let ended = job.view(7);
         assert_eq!((&ended["done"], &ended["moved"]), (&json!(true), &json!(3)));
-        assert_eq!(ended["result"], "moved 3 message(s)");
+        assert_eq!(ended["result"], "moved 3 messages");
         assert_eq!(ended["error"], Value::Null);
         *lock(&job.ended) = Some(Err("SendMessage: denied".into()));
         let failed = job.view(7);

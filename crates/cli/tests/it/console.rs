@@ -811,7 +811,7 @@ async fn parked_hand_off_events_wait_on_home_and_move_back_as_a_job_counted_firs
         item["action"]
             .as_str()
             .unwrap()
-            .contains("paymos-inbox events redrive"),
+            .ends_with("then press Move them back… under Parked hand-off events"),
         "{item}"
     );
 
@@ -1521,5 +1521,136 @@ async fn status_says_healthy_or_why_not_as_the_consoles_header_does() {
         status["why"],
         serde_json::json!(["1 waiting for a person (exceptions lists them)"]),
         "{status}"
+    );
+}
+
+// Issue 54, item 4: beside the button that does it, a "Do:" line told the operator to run a
+// command line (`paymos-inbox release … --override-amount`), and a count of one read
+// "1 message(s)". The console names its own button where its page has one; `exceptions` (the
+// same sentence, one source) keeps naming the command in the terminal; counts are said in
+// words.
+#[tokio::test]
+async fn the_do_lines_name_the_consoles_own_buttons_and_counts_are_said_in_words() {
+    let (dev, info, _scratch) = dev_with_info("console-do-lines").await;
+    let (held, late) = ("inv_do_held", "inv_do_late");
+    let (code, out, err) = run(args(
+        &[
+            "orders",
+            "register",
+            "order-inv_do_held",
+            "--amount",
+            "10.00",
+            "--currency",
+            "USDT",
+        ],
+        &info,
+    ))
+    .await;
+    assert_eq!(code, Some(0), "{out}{err}");
+    for (ty, resource) in [
+        ("invoice.paid", held),
+        ("invoice.expired", late),
+        ("invoice.paid", late),
+    ] {
+        let (_, out, err) = run(args(
+            &[
+                "send",
+                "--type",
+                ty,
+                "--resource",
+                resource,
+                "--wait",
+                "--json",
+            ],
+            &info,
+        ))
+        .await;
+        assert!(
+            out.contains("\"applied\":true"),
+            "{ty} {resource}: {out}{err}"
+        );
+    }
+    dev.sqs
+        .send_message()
+        .queue_url(&dev.info.queues["DeadLetterQueue"])
+        .message_body(
+            work_item(
+                &invoice_paid("evt_do_dlq", "inv_do_dlq"),
+                paymos_inbox_core::wire::signature::Environment::Test,
+            )
+            .encode(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let console = open_console(&info, &[]).await;
+    let home = console.get("api/home").await;
+    let action = |kind: &str| {
+        home["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["kind"] == kind)
+            .and_then(|g| g["items"][0]["action"].as_str())
+            .unwrap_or_else(|| panic!("{kind} in {home}"))
+            .to_owned()
+    };
+    assert_eq!(
+        action("held"),
+        "check the order; ship: press Override the amount… (beside Release; a reason is required), or refund in full"
+    );
+    assert_eq!(
+        action("paid_late"),
+        "ship anyway: press Release (a reason is required), or refund in full"
+    );
+    assert_eq!(
+        action("dead_letter"),
+        "read the fulfil logs for the cause, fix it, then press Move them back… under Dead letters"
+    );
+    // The invoice's story, where the buttons are, says it as the home page does.
+    let story = console.get(&format!("api/search?id={held}")).await;
+    assert_eq!(
+        story["waits"][0]["action"],
+        action("held").as_str(),
+        "{story}"
+    );
+
+    // The terminal's list: the same sentences, naming the commands.
+    let (code, out, err) = run(args(&["exceptions"], &info)).await;
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        out.contains(&format!(
+            "ship with `paymos-inbox release {held} --actor <you> --override-amount --reason …`"
+        )),
+        "{out}"
+    );
+    assert!(out.contains("then `paymos-inbox redrive`"), "{out}");
+    assert!(!out.contains("press "), "{out}");
+
+    // One message is "1 message"; none is "0 deliveries".
+    let jobs = console.get("api/jobs").await;
+    assert_eq!(
+        jobs["redrive"]["sentence"],
+        "1 message will move from the dead-letter queue back to the work queue",
+        "{jobs}"
+    );
+    assert!(
+        jobs["resend"]["sentence"]
+            .as_str()
+            .unwrap()
+            .starts_with("0 deliveries recorded over "),
+        "{jobs}"
+    );
+    let (status, started) = console
+        .act(
+            "redrive",
+            serde_json::json!({"id": "work-queue", "count": 1}),
+        )
+        .await;
+    assert_eq!(status, 202, "{started}");
+    let (ended, _) = console.followed(&started).await;
+    assert_eq!(
+        ended["result"], "moved 1 message from the dead-letter queue back to the work queue",
+        "{ended}"
     );
 }

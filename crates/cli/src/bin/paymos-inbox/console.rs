@@ -4,6 +4,7 @@
 //! served from outside).
 
 pub(crate) mod api;
+mod do_line;
 
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};

@@ -1237,8 +1237,10 @@ fn order(project: Option<&str>, on_record: &OrderOnRecord) -> Value {
     })
 }
 
+/// One thing that waits, as the page shows it: its way out names the page's own buttons.
 fn item(e: &Exception, now: u64) -> Value {
     let mut v = serde_json::to_value(e).expect("an exception serialises");
+    v["action"] = json!(super::do_line::on_the_page(e));
     v["age_secs"] = if e.since_ms == 0 {
         Value::Null
     } else {

@@ -326,6 +326,8 @@ function deliveries(list) {
       `${d.event_id} ${d.event_type} (${d.environment || '?'}, secret ${d.secret_label}): ${d.outcome}${d.reason ? ` because ${d.reason}` : ''}`)))];
 }
 
+// The buttons a story offers. The "Do:" lines name them where they are shown (do_line.rs):
+// change both together.
 function actions(story) {
   const id = story.id;
   const kinds = new Set((story.waits || []).map((w) => w.kind));

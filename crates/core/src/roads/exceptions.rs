@@ -376,7 +376,12 @@ pub async fn list<S: ExceptionStore, L: ReviewLedger>(
             project: None,
             since_ms: 0,
             why: format!(
-                "{dead_letters} message(s) in the dead-letter queue: applying failed five times"
+                "{} in the dead-letter queue: applying failed five times",
+                if dead_letters == 1 {
+                    "1 message".to_owned()
+                } else {
+                    format!("{dead_letters} messages")
+                }
             ),
             action: "read the fulfil logs for the cause, fix it, then `paymos-inbox redrive`"
                 .into(),

@@ -103,7 +103,7 @@ async fn every_payment_that_waits_is_listed_with_its_way_out_and_nothing_else() 
         ],
         "oldest first; a fulfilled delivery is not an exception"
     );
-    assert!(listed[0].why.starts_with("2 message(s)"));
+    assert!(listed[0].why.starts_with("2 messages in"));
     assert!(listed[1].action.contains("paymos-inbox recheck inv_u"));
     assert_eq!(
         listed[2].why, "invoice.paid: no invoice_id",

@@ -206,7 +206,7 @@ pub enum SignatureError {
     },
     /// No `v1` candidate matched any configured secret.
     #[error(
-        "none of the {candidates} v1 signature(s) matches any of the {secrets} configured secret(s)"
+        "no v1 signature of the header ({candidates} in all) matches a configured secret ({secrets} tried)"
     )]
     SignatureMismatch {
         /// How many `v1` values the header carried.

@@ -161,25 +161,17 @@ pub(crate) async fn paymos_refunds_first<S: ResourceStore, C: PaymentConfirmatio
     if !status.fulfils() {
         return Ok(());
     }
-    // Dated first: a payment a person's word recorded here with no time, on which no full
-    // refund was judged yet, takes Paymos' time, so a refund recorded next returns it only if
-    // it completed at or after it. One judged already by no time (settled, or waiting
-    // `after_refund`) is the change's to decide ([`crate::money::outcome`]'s reopening).
-    let mut after_refund = false;
-    if let Some(t) = paid_at
-        && let Some(found) = store.read(&Key::state(invoice_id)).await?
-    {
-        let seen = write::invoice_seen(&found);
-        let paid = seen.paid_late || seen.status.is_some_and(InvoiceStatus::fulfils);
-        let unjudged = ![Field::PaymentAt, Field::ReleasedAt, Field::RefundedInFullBy]
-            .iter()
-            .any(|f| found.contains_key(f));
-        after_refund = seen.after_refund && seen.payment_at.is_none();
-        if paid && unjudged && !after_refund {
-            // Refused: the record moved since it was read; the change decides.
-            store.write(&[write::payment_time(invoice_id, t)]).await?;
-        }
-    }
+    // A payment a person's word left undated is judged by Paymos' time through the change
+    // ([`crate::money::outcome`]: dated, or reopened where a refund recorded here settled it by
+    // no time); one waiting `after_refund` (paid again?) is decided below.
+    let after_refund = match paid_at {
+        Some(_) => store
+            .read(&Key::state(invoice_id))
+            .await?
+            .map(|found| write::invoice_seen(&found))
+            .is_some_and(|seen| seen.after_refund && seen.payment_at.is_none()),
+        None => false,
+    };
     for refund in confirmation.refunds_of(invoice_id).await? {
         if let (Some(crate::money::invoice::RefundMode::Full), Some(at)) =
             (refund.mode, refund.completed_at)

@@ -252,3 +252,67 @@ async fn a_manual_road_run_twice_reports_what_exists_and_a_raw_key_refund_writes
     assert_eq!(waiting, [ids.invoice(0), ids.invoice(4)]);
     drop(rig.aws);
 }
+
+/// inv_1's event at `at` (Paymos' clock): paid for order o-1 at 10 USD, or the full refund
+/// `wdr` of it.
+fn at(event_id: &str, at: u64, refund: Option<&str>) -> paymos_inbox_core::wire::work::WorkItem {
+    let (event_type, data) = match refund {
+        None => (
+            "invoice.paid",
+            json!({"invoice_id": "inv_1", "order": {"external_id": "o-1", "amount": "10", "currency": "USD"}}),
+        ),
+        Some(wdr) => (
+            "withdrawal.completed",
+            json!({"withdrawal_id": wdr, "invoice_id": "inv_1", "type": "refund", "mode": "full", "amount": "10", "currency": "USDT"}),
+        ),
+    };
+    let body = json!({"event_id": event_id, "event_type": event_type, "version": 1, "occurred_at": at, "data": data});
+    live(&body.to_string())
+}
+
+// A payment made after the full refund that returned an earlier one (issue 49, finding 4),
+// decided by DynamoDB's conditions on two times (`RefundedInFullAt`, `PaymentAt`) and the
+// fulfilment's absence: where the invoice shipped, it waits duplicate_payment until a full
+// refund completed after it; where nothing shipped, it ships once.
+#[tokio::test]
+async fn a_payment_after_a_full_refund_ships_once_or_waits_for_a_refund_on_dynamodb() {
+    use Applied::*;
+    for (history, outcomes, waits) in [
+        (
+            vec![
+                at("e1", 100, None),
+                at("e2", 140, Some("wdr_1")),
+                at("e3", 150, None),
+            ],
+            vec![Fulfilled, Updated, DuplicatePayment],
+            true,
+        ),
+        (
+            vec![
+                at("e1", 140, Some("wdr_1")),
+                at("e2", 100, None),
+                at("e3", 150, None),
+            ],
+            vec![Updated, Refunded, Fulfilled],
+            false,
+        ),
+    ] {
+        let rig = Rig::new().await;
+        let fulfil = Fulfil::new(rig.store.clone());
+        let mut got = Vec::new();
+        for work in &history {
+            got.push(fulfil.apply(work, NOW_MS).await.expect("DynamoDB Local").1);
+        }
+        assert_eq!(got, outcomes);
+        let shipped = rig.store.fulfilments().await.unwrap();
+        assert_eq!(shipped.len(), 1, "the order ships once: {shipped:?}");
+        let waiting = rig.store.invoices_under_review().await.unwrap();
+        assert_eq!(waiting.len(), usize::from(waits), "{waiting:?}");
+        if waits {
+            // A full refund completed after the new payment settles it.
+            let refund = at("e4", 160, Some("wdr_2"));
+            assert_eq!(fulfil.apply(&refund, NOW_MS).await.unwrap().1, Updated);
+            assert!(rig.store.invoices_under_review().await.unwrap().is_empty());
+        }
+    }
+}

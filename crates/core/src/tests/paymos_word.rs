@@ -117,6 +117,35 @@ async fn webhooks(history: &[WorkItem]) -> (Vec<Applied>, Arc<MemoryResources>) 
     (outcomes, store)
 }
 
+/// inv_1's paid delivery at `at` as the reverse check first refused it (a 404), waiting.
+fn unconfirmed_payment(reviews: &MemoryReviews, at: u64) {
+    let paid = body(
+        "evt_p",
+        "invoice.paid",
+        at,
+        r#"{"invoice_id":"inv_1","order":{"external_id":"o-1","amount":"10","currency":"USD"}}"#,
+    );
+    reviews.processed(
+        Delivery {
+            event_id: "evt_p".into(),
+            event_type: "invoice.paid".into(),
+            category: Category::Invoice,
+            resource_id: Some("inv_1".into()),
+            environment: Some(Environment::Live),
+            secret_label: "live".into(),
+            version: 1,
+            occurred_at: at,
+            signed_at: at,
+            received_at_ms: NOW_MS,
+            body: paid.into_bytes(),
+            body_sha256: String::new(),
+        },
+        Unconfirmed,
+        "invoice: Paymos does not know it (404)",
+        5,
+    );
+}
+
 /// Four of ten paid, then those four refunded in full at 20 (the customer then pays in full
 /// at 30, by Paymos' clock).
 fn partial_then_refunded() -> [WorkItem; 2] {
@@ -134,31 +163,7 @@ async fn a_recheck_ships_a_payment_paymos_dates_after_a_full_refund() {
     let (outcomes, store) = webhooks(&partial_then_refunded()).await;
     assert_eq!(outcomes, [Updated, Updated]);
     let reviews = MemoryReviews::new();
-    let paid = body(
-        "evt_p",
-        "invoice.paid",
-        30,
-        r#"{"invoice_id":"inv_1","order":{"external_id":"o-1","amount":"10","currency":"USD"}}"#,
-    );
-    reviews.processed(
-        Delivery {
-            event_id: "evt_p".into(),
-            event_type: "invoice.paid".into(),
-            category: Category::Invoice,
-            resource_id: Some("inv_1".into()),
-            environment: Some(Environment::Live),
-            secret_label: "live".into(),
-            version: 1,
-            occurred_at: 30,
-            signed_at: 30,
-            received_at_ms: NOW_MS,
-            body: paid.into_bytes(),
-            body_sha256: String::new(),
-        },
-        Unconfirmed,
-        "invoice: Paymos does not know it (404)",
-        5,
-    );
+    unconfirmed_payment(&reviews, 30);
     let paymos = MemoryPaymos::new();
     paymos.invoice("inv_1", at_paymos("paid", Some(30)));
     let rechecked = recheck(
@@ -1906,35 +1911,6 @@ async fn a_persons_word_of_a_payment_naming_no_project_keeps_its_time() {
     assert_eq!(claims(&store), ["order_paid#o-1"]);
 }
 
-/// inv_1's paid delivery at 100 as the reverse check first refused it (a 404), waiting.
-fn unconfirmed_payment(reviews: &MemoryReviews) {
-    let paid = body(
-        "evt_p",
-        "invoice.paid",
-        100,
-        r#"{"invoice_id":"inv_1","order":{"external_id":"o-1","amount":"10","currency":"USD"}}"#,
-    );
-    reviews.processed(
-        Delivery {
-            event_id: "evt_p".into(),
-            event_type: "invoice.paid".into(),
-            category: Category::Invoice,
-            resource_id: Some("inv_1".into()),
-            environment: Some(Environment::Live),
-            secret_label: "live".into(),
-            version: 1,
-            occurred_at: 100,
-            signed_at: 100,
-            received_at_ms: NOW_MS,
-            body: paid.into_bytes(),
-            body_sha256: String::new(),
-        },
-        Unconfirmed,
-        "invoice: Paymos does not know it (404)",
-        5,
-    );
-}
-
 // Found by this turn's attack on `dev` (finding 1): with the reverse check on, a delayed
 // `invoice.paid` shipped an invoice Paymos shows paid at 100 and refunded in full at 150. The
 // check read the invoice, never its refunds, so the refund whose webhook was still on its way
@@ -1982,7 +1958,7 @@ async fn with_the_check_a_payment_paymos_refunded_in_full_before_it_arrived_neve
 async fn a_recheck_ships_nothing_of_a_payment_paymos_refunded_in_full() {
     let store = Arc::new(MemoryResources::new());
     let reviews = MemoryReviews::new();
-    unconfirmed_payment(&reviews);
+    unconfirmed_payment(&reviews, 100);
     let paymos = MemoryPaymos::new();
     paymos.invoice("inv_1", at_paymos("paid", Some(100)));
     paymos.refund("inv_1", paymos_refund(150));
@@ -2126,7 +2102,10 @@ async fn a_payment_after_the_full_refund_of_a_shipped_invoice_waits_for_a_refund
     };
     let effect = crate::money::effect::RecordFulfilment;
     let refused = crate::roads::release::release(&*store, "inv_1", None, &by, &effect, NOW_MS);
-    assert!(!matches!(refused.await, Ok(Fulfilled)), "the order never ships twice");
+    assert!(
+        !matches!(refused.await, Ok(Fulfilled)),
+        "the order never ships twice"
+    );
     assert_eq!(store.fulfilments().len(), 1);
     // A full refund Paymos completed at or after it settles it: nothing waits.
     let second = item(

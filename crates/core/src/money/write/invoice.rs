@@ -406,6 +406,16 @@ pub fn paymos_payment_time(invoice_id: &str, paid_at: u64, reopen: bool) -> Writ
     }
 }
 
+/// A payment at `paid_at` comes after every full refund recorded, one of which returned the
+/// record's payment, dated before it.
+fn after_its_refund(paid_at: u64) -> Guard {
+    Guard::All(vec![
+        Guard::Has(Field::RefundedInFullBy),
+        Guard::Below(Field::RefundedInFullAt, Value::Int(paid_at)),
+        Guard::Below(Field::PaymentAt, Value::Int(paid_at)),
+    ])
+}
+
 /// A payment made at `paid_at`, after every full refund of the invoice, where one of them
 /// returned the payment the record holds, dated before it: the record is judged anew as this
 /// payment (its status and marks go, in one transaction with [`nothing_shipped`]), and the
@@ -416,9 +426,7 @@ pub fn paid_anew(invoice_id: &str, paid_at: u64) -> Write {
         what: What::Transition,
         key: Key::state(invoice_id),
         guard: Guard::All(vec![
-            Guard::Has(Field::RefundedInFullBy),
-            Guard::Below(Field::RefundedInFullAt, Value::Int(paid_at)),
-            Guard::Below(Field::PaymentAt, Value::Int(paid_at)),
+            after_its_refund(paid_at),
             Guard::Lacks(Field::ReleasedAt),
             Guard::Lacks(Field::PaidLateAt),
         ]),
@@ -442,9 +450,7 @@ pub fn paid_again(invoice_id: &str, paid_at: u64, now_ms: u64) -> Write {
         what: What::Transition,
         key: Key::state(invoice_id),
         guard: Guard::All(vec![
-            Guard::Has(Field::RefundedInFullBy),
-            Guard::Below(Field::RefundedInFullAt, Value::Int(paid_at)),
-            Guard::Below(Field::PaymentAt, Value::Int(paid_at)),
+            after_its_refund(paid_at),
             Guard::Lacks(Field::DuplicateOf),
         ]),
         set: vec![

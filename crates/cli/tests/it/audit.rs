@@ -214,20 +214,7 @@ impl Rig {
 
     /// A dead letter in the work queue's dead-letter queue: a payment of `invoice`.
     async fn dead_letter(&self, invoice: &str) {
-        self.dev
-            .sqs
-            .send_message()
-            .queue_url(&self.dev.info.queues["DeadLetterQueue"])
-            .message_body(
-                work_item(
-                    &invoice_paid(&format!("evt_{invoice}"), invoice),
-                    paymos_inbox_core::wire::signature::Environment::Test,
-                )
-                .encode(),
-            )
-            .send()
-            .await
-            .unwrap();
+        crate::console::dead_letter(&self.dev, invoice).await;
     }
 }
 

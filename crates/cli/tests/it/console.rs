@@ -110,20 +110,6 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
 
     // Seeded by `send`: a payment of 25.00 for an order registered at 10.00 (held), a payment
     // after its invoice expired (paid late), and a dead letter.
-    let (code, out, err) = run(args(
-        &[
-            "orders",
-            "register",
-            "order-inv_console_held",
-            "--amount",
-            "10.00",
-            "--currency",
-            "USDT",
-        ],
-        &info,
-    ))
-    .await;
-    assert_eq!(code, Some(0), "{out}{err}");
     // The held payment names its customer: the console shows its body without them.
     let scratch_personal = scratch("personal");
     let personal = scratch_personal.path().join("personal.json");
@@ -132,50 +118,8 @@ async fn a_held_payment_found_by_its_invoice_is_released_once_in_a_real_browser(
         r#"{"customer": {"email": "ann@example.com", "name": "Ann Example"}}"#,
     )
     .unwrap();
-    let mut held_event = String::new();
-    for (ty, resource) in [
-        ("invoice.paid", held),
-        ("invoice.expired", late),
-        ("invoice.paid", late),
-    ] {
-        let mut words = vec![
-            "send",
-            "--type",
-            ty,
-            "--resource",
-            resource,
-            "--wait",
-            "--json",
-        ];
-        if resource == held {
-            words.extend(["--data", personal.to_str().unwrap()]);
-        }
-        let (_, out, err) = run(args(&words, &info)).await;
-        if resource == held {
-            held_event =
-                serde_json::from_str::<Value>(out.lines().next().unwrap()).unwrap()["event_id"]
-                    .as_str()
-                    .unwrap()
-                    .to_owned();
-        }
-        assert!(
-            out.contains("\"applied\":true"),
-            "{ty} {resource}: {out}{err}"
-        );
-    }
-    dev.sqs
-        .send_message()
-        .queue_url(&dev.info.queues["DeadLetterQueue"])
-        .message_body(
-            work_item(
-                &invoice_paid("evt_console_dlq", "inv_console_dlq"),
-                paymos_inbox_core::wire::signature::Environment::Test,
-            )
-            .encode(),
-        )
-        .send()
-        .await
-        .unwrap();
+    let held_event = held_and_late(&info, (held, late), Some(&personal)).await;
+    dead_letter(&dev, "inv_console_dlq").await;
     let (before, listed) = exceptions(&info).await;
     assert_eq!(before.get("held"), Some(&1), "{before:?}");
     assert_eq!(before.get("paid_late"), Some(&1), "{before:?}");
@@ -710,6 +654,72 @@ impl Opened {
             .unwrap();
         (answer.status().as_u16(), answer.json().await.unwrap())
     }
+}
+
+/// Seeded by `send` on `dev` (`info`): a payment of 25.00 for an order registered at 10.00
+/// (`held`, its body carrying `held_data` where given), and a payment after its invoice expired
+/// (`late`). The held payment's event id.
+async fn held_and_late(info: &str, (held, late): (&str, &str), held_data: Option<&Path>) -> String {
+    let order = format!("order-{held}");
+    let register = [
+        "orders",
+        "register",
+        &order,
+        "--amount",
+        "10.00",
+        "--currency",
+        "USDT",
+    ];
+    let (code, out, err) = run(args(&register, info)).await;
+    assert_eq!(code, Some(0), "{out}{err}");
+    let mut held_event = String::new();
+    for (ty, resource) in [
+        ("invoice.paid", held),
+        ("invoice.expired", late),
+        ("invoice.paid", late),
+    ] {
+        let mut words = vec![
+            "send",
+            "--type",
+            ty,
+            "--resource",
+            resource,
+            "--wait",
+            "--json",
+        ];
+        if let (true, Some(data)) = (resource == held, held_data) {
+            words.extend(["--data", data.to_str().unwrap()]);
+        }
+        let (_, out, err) = run(args(&words, info)).await;
+        if resource == held {
+            let sent: Value = serde_json::from_str(out.lines().next().unwrap_or_default())
+                .unwrap_or_else(|_| panic!("send --json: {out}{err}"));
+            held_event = sent["event_id"].as_str().unwrap_or_default().to_owned();
+        }
+        assert!(
+            out.contains("\"applied\":true"),
+            "{ty} {resource}: {out}{err}"
+        );
+    }
+    held_event
+}
+
+/// A dead letter in `dev`'s work queue's dead-letter queue: a payment of `invoice`
+/// (`evt_<invoice>`), as fulfil leaves one it failed to apply five times.
+pub(crate) async fn dead_letter(dev: &paymos_inbox::local::dev::Dev, invoice: &str) {
+    dev.sqs
+        .send_message()
+        .queue_url(&dev.info.queues["DeadLetterQueue"])
+        .message_body(
+            work_item(
+                &invoice_paid(&format!("evt_{invoice}"), invoice),
+                paymos_inbox_core::wire::signature::Environment::Test,
+            )
+            .encode(),
+        )
+        .send()
+        .await
+        .unwrap();
 }
 
 /// `dev`, and its info file (removed with the scratch folder).
@@ -1493,19 +1503,7 @@ async fn status_says_healthy_or_why_not_as_the_consoles_header_does() {
     assert!(out.contains("waiting:         nothing"), "{out}");
     assert!(out.contains("alarms:          no alarms on dev"), "{out}");
 
-    dev.sqs
-        .send_message()
-        .queue_url(&dev.info.queues["DeadLetterQueue"])
-        .message_body(
-            work_item(
-                &invoice_paid("evt_status_dlq", "inv_status_dlq"),
-                paymos_inbox_core::wire::signature::Environment::Test,
-            )
-            .encode(),
-        )
-        .send()
-        .await
-        .unwrap();
+    dead_letter(&dev, "inv_status_dlq").await;
     let (code, out, err) = run(args(&["status", "--json"], &info)).await;
     assert_eq!(code, Some(1), "{out}{err}");
     let status: Value = serde_json::from_str(out.trim()).unwrap_or_else(|_| panic!("{out}"));
@@ -1533,56 +1531,8 @@ async fn status_says_healthy_or_why_not_as_the_consoles_header_does() {
 async fn the_do_lines_name_the_consoles_own_buttons_and_counts_are_said_in_words() {
     let (dev, info, _scratch) = dev_with_info("console-do-lines").await;
     let (held, late) = ("inv_do_held", "inv_do_late");
-    let (code, out, err) = run(args(
-        &[
-            "orders",
-            "register",
-            "order-inv_do_held",
-            "--amount",
-            "10.00",
-            "--currency",
-            "USDT",
-        ],
-        &info,
-    ))
-    .await;
-    assert_eq!(code, Some(0), "{out}{err}");
-    for (ty, resource) in [
-        ("invoice.paid", held),
-        ("invoice.expired", late),
-        ("invoice.paid", late),
-    ] {
-        let (_, out, err) = run(args(
-            &[
-                "send",
-                "--type",
-                ty,
-                "--resource",
-                resource,
-                "--wait",
-                "--json",
-            ],
-            &info,
-        ))
-        .await;
-        assert!(
-            out.contains("\"applied\":true"),
-            "{ty} {resource}: {out}{err}"
-        );
-    }
-    dev.sqs
-        .send_message()
-        .queue_url(&dev.info.queues["DeadLetterQueue"])
-        .message_body(
-            work_item(
-                &invoice_paid("evt_do_dlq", "inv_do_dlq"),
-                paymos_inbox_core::wire::signature::Environment::Test,
-            )
-            .encode(),
-        )
-        .send()
-        .await
-        .unwrap();
+    held_and_late(&info, (held, late), None).await;
+    dead_letter(&dev, "inv_do_dlq").await;
     let console = open_console(&info, &[]).await;
     let home = console.get("api/home").await;
     let action = |kind: &str| {

@@ -221,7 +221,12 @@ pub use listing::{
 /// An invoice's list after a write that sets its status (or keeps a closed one) at `now_ms`:
 /// [`REVIEW`] when the write makes its payment wait for a person (held, paid twice, paid
 /// late), else [`OPEN`] while the status is open, else its day.
-pub(super) fn invoice_listing(invoice_id: &str, status: InvoiceStatus, waits: bool, now_ms: u64) -> Set {
+pub(super) fn invoice_listing(
+    invoice_id: &str,
+    status: InvoiceStatus,
+    waits: bool,
+    now_ms: u64,
+) -> Set {
     Set::Put(
         Field::ListedIn,
         Value::Text(invoice_list(invoice_id, Some(status), waits, now_ms)),

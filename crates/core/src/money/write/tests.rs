@@ -264,9 +264,8 @@ fn invoice(status: InvoiceStatus, at: u64) -> Fields {
 #[test]
 fn an_invoice_moves_forward_only_and_never_leaves_a_final_status() {
     use InvoiceStatus as I;
-    let takes = |current: Option<Fields>, incoming: I, at| {
-        transition(incoming, at).holds(current.as_ref())
-    };
+    let takes =
+        |current: Option<Fields>, incoming: I, at| transition(incoming, at).holds(current.as_ref());
     assert!(takes(None, I::Paid, 1));
     assert!(takes(Some(Fields::new()), I::Confirming, 1), "refunds only");
     assert!(takes(Some(invoice(I::Confirming, 9)), I::Paid, 1));
@@ -341,12 +340,10 @@ fn a_missing_field_compares_false_and_numbers_compare_by_value() {
     assert!(!other.holds(Some(&order)));
     assert!(!Guard::Never.holds(None));
     assert!(
-        Guard::AtMost(Field::StatusAt, Value::Int(3))
-            .holds(Some(&invoice(InvoiceStatus::Paid, 3)))
+        Guard::AtMost(Field::StatusAt, Value::Int(3)).holds(Some(&invoice(InvoiceStatus::Paid, 3)))
     );
     assert!(
-        !Guard::Below(Field::StatusAt, Value::Int(3))
-            .holds(Some(&invoice(InvoiceStatus::Paid, 3)))
+        !Guard::Below(Field::StatusAt, Value::Int(3)).holds(Some(&invoice(InvoiceStatus::Paid, 3)))
     );
 }
 

@@ -161,17 +161,6 @@ pub(crate) async fn paymos_refunds_first<S: ResourceStore, C: PaymentConfirmatio
     if !status.fulfils() {
         return Ok(());
     }
-    // A payment a person's word left undated is judged by Paymos' time through the change
-    // ([`crate::money::outcome`]: dated, or reopened where a refund recorded here settled it by
-    // no time); one waiting `after_refund` (paid again?) is decided below.
-    let after_refund = match paid_at {
-        Some(_) => store
-            .read(&Key::state(invoice_id))
-            .await?
-            .map(|found| write::invoice_seen(&found))
-            .is_some_and(|seen| seen.after_refund && seen.payment_at.is_none()),
-        None => false,
-    };
     for refund in confirmation.refunds_of(invoice_id).await? {
         if let (Some(crate::money::invoice::RefundMode::Full), Some(at)) =
             (refund.mode, refund.completed_at)
@@ -179,12 +168,16 @@ pub(crate) async fn paymos_refunds_first<S: ResourceStore, C: PaymentConfirmatio
             record_refund(store, effect, invoice_id, (&refund, at), actor, now_ms).await?;
         }
     }
-    // One a person's word left `after_refund` (paid again?) keeps waiting for them, but where
-    // a full refund completed at or after Paymos' time of it: that refund paid it back (one
-    // they released shipped all the same, and is known refunded).
-    if let (Some(t), true) = (paid_at, after_refund)
+    // A payment a person's word left undated takes Paymos' time where a full refund completed
+    // at or after it: that refund paid it back, whether it waits `after_refund` (paid again?)
+    // or was released (shipped all the same, and known refunded). Any other is dated by the
+    // change ([`crate::money::outcome`]: dated, or reopened where a refund recorded here
+    // settled it by no time).
+    if let Some(t) = paid_at
         && let Some(found) = store.read(&Key::state(invoice_id)).await?
-        && write::invoice_seen(&found).refunded_in_full_at(Some(t))
+        && let seen = write::invoice_seen(&found)
+        && seen.payment_at.is_none()
+        && seen.refunded_in_full_at(Some(t))
     {
         // Refused: the record moved since it was read.
         store

@@ -9,7 +9,10 @@
 //! - an index (the state table's `listed`, the ledger's `waiting` and `pending-by-age`): a new
 //!   entry 1, a removed one 1, a key change 2 (removed from one partition, added to another,
 //!   or the range key moved: both in the same one), an entry whose projected attributes
-//!   changed 1, nothing changed 0; doubled inside a transaction;
+//!   changed 1, nothing changed 0; once inside a transaction too (AWS's developer guide,
+//!   "Amazon DynamoDB Transactions: How it works": "After a transaction completes in DynamoDB,
+//!   its changes start propagating to global secondary indexes (GSIs), streams, and backups":
+//!   an index takes the committed change, not the transaction's prepare and commit);
 //! - ingest's own writes (the body item, the record, its `pending-by-age` entry) and the
 //!   processed mark's removal of that entry.
 //!
@@ -188,12 +191,13 @@ impl ResourceStore for Metered {
             }
             if matches!(stored, Stored::Committed) {
                 let after = self.inner.fields(&w.key);
-                self.index_writes(before.as_ref(), after.as_ref(), factor);
+                // An index takes the committed change once, a transaction's too.
+                self.index_writes(before.as_ref(), after.as_ref(), 1);
                 self.changed(&w.key, before.as_ref(), after.as_ref());
                 if w.what == What::Processed {
                     // The processed mark removes the record's `pending-by-age` entry.
                     let shard = shard_of(&w.key.id, PENDING_SHARDS);
-                    self.count(format!("pending-by-age p{shard}"), factor);
+                    self.count(format!("pending-by-age p{shard}"), 1);
                 }
             }
         }

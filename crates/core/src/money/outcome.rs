@@ -158,8 +158,12 @@ pub enum Refusal {
     },
     /// The registered order's amount or currency differs.
     OrderMismatch,
-    /// The fulfilment (an effect's item) exists already.
-    Fulfilled,
+    /// The fulfilment (an effect's item) exists already: shipped at `at` (Unix seconds), where
+    /// its record says.
+    Fulfilled {
+        /// When it shipped.
+        at: Option<u64>,
+    },
     /// The invoice is another project's.
     OtherProject(String),
     /// The invoice's payment waits for its order: the status goes with that mark kept.
@@ -634,7 +638,9 @@ pub fn refusal(
             recorded: OrderRef::none(),
             undated: false,
         },
-        What::Fulfilment | What::Effect => Refusal::Fulfilled,
+        What::Fulfilment | What::Effect => Refusal::Fulfilled {
+            at: shipped_at(found),
+        },
         What::OrderClaim => Refusal::OrderClaimed {
             invoice_id: found
                 .get(&Field::InvoiceId)
@@ -675,6 +681,14 @@ fn returned_earlier(found: &write::Fields, seen: &InvoiceSeen, at: u64) -> bool 
         && !seen.held
         && seen.duplicate_of.is_none()
         && !seen.refunded_in_full_at(Some(at))
+}
+
+/// When a fulfilment's record says it shipped (Unix seconds).
+fn shipped_at(found: &write::Fields) -> Option<u64> {
+    found
+        .get(&Field::FulfilledAt)
+        .and_then(Value::as_int)
+        .map(|ms| ms / 1000)
 }
 
 /// What a store's answer to `change`'s writes by `source` means.
@@ -905,7 +919,11 @@ fn corrected(change: &Change, recorded: &OrderRef, written: &Written) -> Step {
 /// After a payment a person's word left undated took a road's time: reopened, that payment is
 /// judged again (where it shipped, or the record moved since it was read, the road dates it as
 /// any); dated on a person's road, where it stands now is what they hear.
-fn dated(source: &Source, tried: &Plan, written: &Written) -> Option<Step> {
+fn dated(source: &Source, change: &Change, tried: &Plan, written: &Written) -> Option<Step> {
+    let paid_at = match change {
+        Change::Invoice { paid_at, .. } => *paid_at,
+        _ => None,
+    };
     match (&tried.write, written, source) {
         (Write::Reopen { recorded }, Written::Committed, _) => Some(match recorded {
             Some(recorded) => Step::Judge(recorded.clone()),
@@ -914,10 +932,13 @@ fn dated(source: &Source, tried: &Plan, written: &Written) -> Option<Step> {
         (Write::Reopen { .. } | Write::PaidAgain, Written::AlreadyProcessed, _) => {
             Some(Step::Done(Applied::AlreadyProcessed))
         }
-        // Shipped from a dated payment the refund returned: the order never ships twice; the
-        // new payment waits for a refund. (A person's undated word that shipped is this
-        // payment, dated by it.)
-        (Write::Reopen { recorded: None }, Written::Refused(Refusal::Fulfilled), _) => {
+        // Shipped from a payment the refund returned (a dated one, or a person's word made
+        // before this payment was): the order never ships twice; the new payment waits for a
+        // refund. (A person's undated word that shipped after it was made is this payment,
+        // dated by it.)
+        (Write::Reopen { recorded }, Written::Refused(Refusal::Fulfilled { at }), _)
+            if recorded.is_none() || paid_at.zip(*at).is_some_and(|(p, shipped)| p > shipped) =>
+        {
             Some(Step::Then(Plan {
                 write: Write::PaidAgain,
                 with_mark: true,
@@ -1156,7 +1177,7 @@ pub fn next_as(
     if let Write::PaymosOrder { recorded } = &tried.write {
         return corrected(change, recorded, &written);
     }
-    if let Some(step) = dated(source, tried, &written) {
+    if let Some(step) = dated(source, change, tried, &written) {
         return step;
     }
     if let Write::Learn = &tried.write {
@@ -1612,7 +1633,7 @@ mod tests {
             (
                 "a fulfilment exists",
                 invoice(I::Paid),
-                vec![Refused(Refusal::Fulfilled), Committed],
+                vec![Refused(Refusal::Fulfilled { at: None }), Committed],
                 Applied::AlreadyFinal,
                 2,
             ),

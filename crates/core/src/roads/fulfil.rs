@@ -162,9 +162,10 @@ pub(crate) async fn paymos_refunds_first<S: ResourceStore, C: PaymentConfirmatio
         return Ok(());
     }
     for refund in confirmation.refunds_of(invoice_id).await? {
-        if let (Some(crate::money::invoice::RefundMode::Full), Some(at)) =
-            (refund.mode, refund.completed_at)
-        {
+        // Completed, one Paymos gives no time for completed no later than it was read: it
+        // returns every payment made before now (as the reconciliation judges it).
+        let at = refund.completed_at.unwrap_or(now_ms / 1000);
+        if refund.mode == Some(crate::money::invoice::RefundMode::Full) {
             record_refund(store, effect, invoice_id, (&refund, at), actor, now_ms).await?;
         }
     }

@@ -2137,3 +2137,58 @@ async fn a_payment_after_the_full_refund_of_an_unshipped_invoice_ships_once() {
     let reviews = MemoryReviews::new();
     assert!(list(&*store, &reviews, 0).await.unwrap().is_empty());
 }
+
+// Found by the reference-only attack on `dev` (its F1): support's `mark-paid` shipped inv_1 at
+// NOW (its word knows no payment time), a full refund completed after it, then the customer
+// paid again, dated after both. The payment the person saw was made before their word: this
+// one is new, and the order shipped already, so it waits for a refund. Before:
+// `already_final`, listed nowhere (the delivery only dated the person's word).
+#[tokio::test]
+async fn a_payment_after_the_full_refund_of_an_order_a_person_shipped_waits_for_a_refund() {
+    let now = NOW_MS / 1000;
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let shipped = fulfil.mark_paid("inv_1", order(), "support", NOW_MS).await;
+    assert_eq!(shipped.unwrap(), Fulfilled);
+    let refund = full_refund("evt_r", now + 100);
+    assert_eq!(fulfil.apply(&refund, NOW_MS).await.unwrap().1, Updated);
+    let again = invoice("evt_again", "paid", now + 200);
+    assert_eq!(
+        fulfil.apply(&again, NOW_MS).await.unwrap().1,
+        DuplicatePayment
+    );
+    assert_eq!(store.fulfilments().len(), 1, "the order ships once");
+    let reviews = MemoryReviews::new();
+    let listed = list(&*store, &reviews, 0).await.unwrap();
+    assert!(
+        listed.iter().any(|e| e.kind == "duplicate_payment"),
+        "{listed:?}"
+    );
+    // The payment the person saw, delivered late, dated before the refund: returned by it.
+    let seen = invoice("evt_seen", "paid", now - 100);
+    let seen = fulfil.apply(&seen, NOW_MS).await.unwrap().1;
+    assert_ne!(seen, Fulfilled);
+    assert_eq!(store.fulfilments().len(), 1);
+}
+
+// Found by the reference-only attack on `dev` (its F3): Paymos lists a completed full refund
+// of inv_1 with no `completed_at`; a delayed `invoice.paid` (paid at 100) came through the
+// reverse check. Completed, it completed no later than it was read: it returns every payment
+// made before then, as the reconciliation already judged (REFUNDED). Before: `fulfilled`.
+#[tokio::test]
+async fn with_the_check_a_full_refund_paymos_gives_no_time_returns_what_was_paid_before_it() {
+    let store = Arc::new(MemoryResources::new());
+    let paymos = Arc::new(MemoryPaymos::new());
+    paymos.invoice("inv_1", at_paymos("paid", Some(100)));
+    paymos.refund(
+        "inv_1",
+        Refund {
+            completed_at: None,
+            ..paymos_refund(0)
+        },
+    );
+    let fulfil = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
+    let paid = invoice("evt_p", "paid", 100);
+    assert_eq!(fulfil.apply(&paid, NOW_MS).await.unwrap().1, Refunded);
+    assert!(store.fulfilments().is_empty());
+}

@@ -407,12 +407,15 @@ pub fn paymos_payment_time(invoice_id: &str, paid_at: u64, reopen: bool) -> Writ
 }
 
 /// A payment at `paid_at` comes after every full refund recorded, one of which returned the
-/// record's payment, dated before it.
+/// record's payment (dated before it, or a person's word of no time).
 fn after_its_refund(paid_at: u64) -> Guard {
     Guard::All(vec![
         Guard::Has(Field::RefundedInFullBy),
         Guard::Below(Field::RefundedInFullAt, Value::Int(paid_at)),
-        Guard::Below(Field::PaymentAt, Value::Int(paid_at)),
+        Guard::Any(vec![
+            Guard::Lacks(Field::PaymentAt),
+            Guard::Below(Field::PaymentAt, Value::Int(paid_at)),
+        ]),
     ])
 }
 

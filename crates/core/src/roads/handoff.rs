@@ -599,6 +599,25 @@ mod tests {
         }
     }
 
+    // A payment made after its own invoice's full refund (the order shipped before) is a
+    // duplicate of that invoice: the review says it was paid again, not "a second payment for
+    // an order inv_1 fulfilled"; another invoice's duplicate keeps saying which one shipped.
+    #[test]
+    fn a_duplicate_of_its_own_invoice_is_handed_off_as_paid_again() {
+        let old = invoice("inv_1", InvoiceStatus::Paid);
+        let mut again = invoice("inv_1", InvoiceStatus::Paid);
+        again.seen.duplicate_of = Some("inv_1".into());
+        let why = |new: &InvoiceRecord| {
+            let state = |r: &InvoiceRecord| StateRecord::Invoice(r.clone());
+            let facts = events_of(Some(&state(&old)), Some(&state(new)), Environment::Live);
+            assert_eq!(facts.len(), 1, "{facts:?}");
+            facts[0].detail["why"].as_str().unwrap_or_default().to_owned()
+        };
+        assert_eq!(why(&again), crate::money::outcome::PAID_AGAIN);
+        again.seen.duplicate_of = Some("inv_0".into());
+        assert!(why(&again).contains("an order inv_0 fulfilled"));
+    }
+
     fn action() -> OperatorAction {
         OperatorAction {
             kind: crate::money::record::ActionKind::Release,

@@ -2192,3 +2192,38 @@ async fn with_the_check_a_full_refund_paymos_gives_no_time_returns_what_was_paid
     assert_eq!(fulfil.apply(&paid, NOW_MS).await.unwrap().1, Refunded);
     assert!(store.fulfilments().is_empty());
 }
+
+// A late payment a person recorded undated, which Paymos dates at 30, after its only full
+// refund (at 20): `reconcile --apply` dates it by Paymos, so that refund's delivery, when it
+// comes, returns nothing and the payment waits `paid_late`. Only a full refund at Paymos
+// completed at or after 30 keeps it undated (seed b3779d88 of the model).
+#[tokio::test]
+async fn reconcile_dates_a_late_payment_its_only_full_refund_came_before() {
+    let (_, store) = webhooks(&[invoice("evt_x", "expired", 10)]).await;
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let late = fulfil.mark_paid("inv_1", order(), "support", NOW_MS).await;
+    assert_eq!(late.unwrap(), PaidLate);
+    let paymos = MemoryPaymos::new();
+    paymos.invoice(
+        "inv_1",
+        ConfirmedInvoice {
+            paid_late: true,
+            ..at_paymos("expired", Some(30))
+        },
+    );
+    paymos.refund("inv_1", paymos_refund(20));
+    let range = (0, 2_000_000_000);
+    crate::roads::reconcile::reconcile(&paymos, &fulfil, range, true, NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(
+        fulfil
+            .apply(&full_refund("evt_r", 20), NOW_MS)
+            .await
+            .unwrap()
+            .1,
+        Updated
+    );
+    let (seen, _) = store.invoice_seen("inv_1").await.unwrap();
+    assert_eq!(seen.unwrap().standing(), Standing::PaidLate);
+}

@@ -611,7 +611,10 @@ mod tests {
             let state = |r: &InvoiceRecord| StateRecord::Invoice(r.clone());
             let facts = events_of(Some(&state(&old)), Some(&state(new)), Environment::Live);
             assert_eq!(facts.len(), 1, "{facts:?}");
-            facts[0].detail["why"].as_str().unwrap_or_default().to_owned()
+            facts[0].detail["why"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
         };
         assert_eq!(why(&again), crate::money::outcome::PAID_AGAIN);
         again.seen.duplicate_of = Some("inv_0".into());

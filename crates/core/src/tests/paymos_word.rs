@@ -146,6 +146,27 @@ fn unconfirmed_payment(reviews: &MemoryReviews, at: u64) {
     );
 }
 
+/// `recheck` on a live stack over the memory twins (of `resource`, or of everything waiting).
+async fn recheck_live(
+    store: &MemoryResources,
+    reviews: &MemoryReviews,
+    paymos: &MemoryPaymos,
+    resource: Option<&str>,
+) -> Vec<crate::roads::exceptions::Rechecked> {
+    let effect = crate::money::effect::RecordFulfilment;
+    recheck(
+        store,
+        reviews,
+        paymos,
+        &effect,
+        Environment::Live,
+        resource,
+        NOW_MS,
+    )
+    .await
+    .expect("memory")
+}
+
 /// Four of ten paid, then those four refunded in full at 20 (the customer then pays in full
 /// at 30, by Paymos' clock).
 fn partial_then_refunded() -> [WorkItem; 2] {
@@ -166,17 +187,7 @@ async fn a_recheck_ships_a_payment_paymos_dates_after_a_full_refund() {
     unconfirmed_payment(&reviews, 30);
     let paymos = MemoryPaymos::new();
     paymos.invoice("inv_1", at_paymos("paid", Some(30)));
-    let rechecked = recheck(
-        &*store,
-        &reviews,
-        &paymos,
-        &crate::money::effect::RecordFulfilment,
-        Environment::Live,
-        None,
-        NOW_MS,
-    )
-    .await
-    .unwrap();
+    let rechecked = recheck_live(&store, &reviews, &paymos, None).await;
     assert_eq!(rechecked[0].outcome.as_str(), "fulfilled", "{rechecked:?}");
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
 }
@@ -1358,17 +1369,7 @@ async fn a_forged_payment_paymos_contradicts_is_resolved_by_a_person_and_ships_n
     );
     let paymos = MemoryPaymos::new();
     paymos.invoice("inv_1", at_paymos("expired", None));
-    let rechecked = recheck(
-        &*store,
-        &reviews,
-        &paymos,
-        &crate::money::effect::RecordFulfilment,
-        Environment::Live,
-        None,
-        NOW_MS,
-    )
-    .await
-    .unwrap();
+    let rechecked = recheck_live(&store, &reviews, &paymos, None).await;
     assert_eq!(
         rechecked[0].outcome.as_str(),
         "unconfirmed",
@@ -1634,17 +1635,7 @@ async fn a_recheck_leaves_paymos_own_payment_to_the_reconciliation() {
         );
         let paymos = MemoryPaymos::new();
         paymos.invoice("inv_1", at_paymos);
-        let rechecked = recheck(
-            &*store,
-            &reviews,
-            &paymos,
-            &crate::money::effect::RecordFulfilment,
-            Environment::Live,
-            Some("inv_1"),
-            NOW_MS,
-        )
-        .await
-        .unwrap();
+        let rechecked = recheck_live(&store, &reviews, &paymos, Some("inv_1")).await;
         assert_eq!(rechecked.len(), 1, "{rechecked:?}");
         assert_eq!(
             rechecked[0].outcome.as_str(),
@@ -1962,17 +1953,7 @@ async fn a_recheck_ships_nothing_of_a_payment_paymos_refunded_in_full() {
     let paymos = MemoryPaymos::new();
     paymos.invoice("inv_1", at_paymos("paid", Some(100)));
     paymos.refund("inv_1", paymos_refund(150));
-    let rechecked = recheck(
-        &*store,
-        &reviews,
-        &paymos,
-        &crate::money::effect::RecordFulfilment,
-        Environment::Live,
-        None,
-        NOW_MS,
-    )
-    .await
-    .unwrap();
+    let rechecked = recheck_live(&store, &reviews, &paymos, None).await;
     assert_eq!(rechecked[0].outcome.as_str(), "refunded", "{rechecked:?}");
     assert!(store.fulfilments().is_empty());
 }

@@ -688,28 +688,14 @@ async fn set_aside_refunded<P: PaymosLedger>(
     paymos: &P,
     report: &mut Report,
 ) -> Result<(), PortError> {
-    // A late payment recorded here: Paymos' full refunds kept with it, so `--apply` dates it
-    // anew only where none of them returned it.
-    let ids = report
-        .late_recorded
-        .iter()
-        .map(|f| f.invoice_id.clone())
-        .collect();
-    let refunds = read_each(ids, |invoice| async move {
-        paymos.refunds_of(&invoice).await.map(|r| (invoice, r))
-    })
-    .await?;
-    for (fact, (_, refunds)) in report.late_recorded.iter_mut().zip(refunds) {
-        fact.refunds_before = refunds
-            .into_iter()
-            .filter(|r| r.mode == Some(crate::money::invoice::RefundMode::Full))
-            .collect();
-    }
-    // A second payment refunded in full needs no refund either.
-    for list in [
-        &mut report.missing,
-        &mut report.paid_late,
-        &mut report.duplicate_payments,
+    // A second payment refunded in full needs no refund either. A late payment recorded here
+    // is never set aside: Paymos' full refunds are kept with it, so `--apply` dates it anew
+    // only where none of them returned it.
+    for (list, settles) in [
+        (&mut report.missing, true),
+        (&mut report.paid_late, true),
+        (&mut report.late_recorded, false),
+        (&mut report.duplicate_payments, true),
     ] {
         let facts = std::mem::take(list);
         let ids = facts.iter().map(|f| f.invoice_id.clone()).collect();
@@ -732,7 +718,7 @@ async fn set_aside_refunded<P: PaymosLedger>(
             let dated = seen.refunds.iter().any(|r| {
                 r.mode == Some(crate::money::invoice::RefundMode::Full) && r.completed_at.is_some()
             });
-            if seen.refunded_in_full() && (fact.paid_at.is_some() || !dated) {
+            if settles && seen.refunded_in_full() && (fact.paid_at.is_some() || !dated) {
                 report.refunded.push(fact.clone());
             } else {
                 let mut fact = fact.clone();

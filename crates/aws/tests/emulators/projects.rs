@@ -237,3 +237,32 @@ async fn a_release_names_the_project_of_an_invoice_whose_events_named_two_on_dyn
     assert!(!record.contains_key("projects_disagree"));
     assert!(!record.contains_key("project_id"));
 }
+
+// Issue 49 (the last attack's F4, no reverse check), where the mark's condition decides: an
+// open event naming a project this stack does not apply marked inv_x; the payment naming the
+// home project waits `project_unknown` (it answered `other_project`, listed nowhere), and a
+// person naming the project lifts the mark (a condition on the mark as read) and ships once.
+#[tokio::test]
+async fn a_payment_of_this_shop_on_an_invoice_another_projects_event_marked_waits_on_dynamodb() {
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let (state, deliveries) = (stack.table("StateTable"), stack.table("DeliveriesTable"));
+    let resources = DynamoResources::new(aws.dynamodb.clone(), state, deliveries);
+    let fulfil = Fulfil::new(resources.clone()).for_projects(Projects::parse("prj_a"));
+    let forged = event("evt_f", "invoice.awaiting_payment", "inv_x", Some("prj_z"));
+    let paid = event("evt_p", "invoice.paid", "inv_x", Some("prj_a"));
+    let mut outcomes = Vec::new();
+    for body in [&forged, &paid] {
+        outcomes.push(fulfil.apply(&live(body), NOW_MS).await.unwrap().1);
+    }
+    assert_eq!(outcomes, [Applied::OtherProject, Applied::ProjectUnknown]);
+    assert!(!resources.is_fulfilled("inv_x").await.unwrap());
+    let marked = |project: Option<&'static str>| {
+        fulfil.mark_paid("inv_x", order_of(project), "support:eve", NOW_MS)
+    };
+    assert_eq!(marked(None).await.unwrap(), Applied::OtherProject);
+    assert_eq!(marked(Some("prj_a")).await.unwrap(), Applied::Fulfilled);
+    assert_eq!(marked(Some("prj_a")).await.unwrap(), Applied::AlreadyFinal);
+    assert!(resources.is_fulfilled("inv_x").await.unwrap());
+    assert!(aws.item(state, "pk", "order_paid#1001").await.is_some());
+}

@@ -906,6 +906,48 @@ fn other_project_mark(project: Option<&str>) -> Step {
     )
 }
 
+/// A change of an invoice an event marked another project's (`marked`), where Paymos or a
+/// person says otherwise. Paymos' confirmed project, or a person's `--project` (checked at
+/// Paymos), beats a mark an event set (a forged open event, a stack that turned the check on
+/// later): the mark goes, and the change is tried again. A delivery's payment naming a project
+/// this stack applies, with neither, means the invoice's events disagree: it waits for a
+/// person as `project_unknown` (acknowledged money is never left unnamed). A payment naming no
+/// project is the marked project's, as is any other change.
+fn against_a_mark(
+    source: &Source,
+    change: &Change,
+    marked: &str,
+    confirmed: bool,
+    outcome: Applied,
+) -> Option<Step> {
+    let Change::Invoice { status, order, .. } = change else {
+        return None;
+    };
+    let named = status.fulfils() && order.names_project();
+    if confirmed || (named && matches!(source, Source::Manual { .. })) {
+        return Some(Step::Then(Plan {
+            write: Write::PaymosProject {
+                marked: marked.to_owned(),
+            },
+            with_mark: false,
+            outcome,
+            reason: None,
+        }));
+    }
+    named.then(|| {
+        let ours = order
+            .project
+            .as_ref()
+            .map_or("this stack's home project".to_owned(), |p| format!("project {p}"));
+        mark_only(
+            Applied::ProjectUnknown,
+            Some(format!(
+                "an earlier event marked its invoice project {marked}'s, and this payment names {ours}: the invoice's events disagree, and only Paymos or a person can say whose it is; nothing applied"
+            )),
+        )
+    })
+}
+
 /// After Paymos' order replaced the record's: the change again, planned anew.
 fn corrected(change: &Change, recorded: &OrderRef, written: &Written) -> Step {
     match written {
@@ -1200,19 +1242,11 @@ pub fn next_as(
         Written::AlreadyProcessed => return Step::Done(Applied::AlreadyProcessed),
         Written::Refused(refusal) => refusal,
     };
-    if let (true, Write::Change, Refusal::OtherProject(marked), Change::Invoice { .. }) =
-        (confirmed, &tried.write, &refusal, change)
+    if let (Write::Change, Refusal::OtherProject(marked), Change::Invoice { .. }) =
+        (&tried.write, &refusal, change)
+        && let Some(step) = against_a_mark(source, change, marked, confirmed, tried.outcome)
     {
-        // Paymos says the invoice is of a project this stack applies: its word beats a mark an
-        // event set (a forged open event, a stack that turned the check on later).
-        return Step::Then(Plan {
-            write: Write::PaymosProject {
-                marked: marked.clone(),
-            },
-            with_mark: false,
-            outcome: tried.outcome,
-            reason: None,
-        });
+        return step;
     }
     if let Some(step) =
         correct(change, tried, &refusal, confirmed).or_else(|| again(tried, &refusal))

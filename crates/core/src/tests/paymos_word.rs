@@ -647,7 +647,7 @@ fn claims(store: &MemoryResources) -> Vec<String> {
 }
 
 /// `work` as the ledger records it, once processed.
-fn waited(work: &WorkItem) -> Delivery {
+pub(super) fn waited(work: &WorkItem) -> Delivery {
     let envelope = crate::wire::envelope::Envelope::parse(&work.body).unwrap();
     Delivery {
         event_id: work.event_id.clone(),

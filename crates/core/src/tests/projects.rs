@@ -505,3 +505,76 @@ async fn a_late_payment_naming_another_project_than_its_record_is_released_only_
     );
     assert!(store.keys().contains(&"order_paid#prj_b#1001".to_owned()));
 }
+
+// Issue 49 (the last attack's F4, no reverse check): the first event naming another project
+// pinned the invoice. A forged (or mistaken) open event naming shop Z marked inv_x as Z's; the
+// genuine payment naming this stack's own project then answered `other_project`, listed
+// nowhere, and `mark-paid --project prj_a` answered `other_project` too: an acknowledged
+// payment of this shop that no one was told of, with no way out. The invoice's events disagree
+// on its project: the payment waits `project_unknown` for a person (or `recheck`), and a person
+// naming the project they checked at Paymos lifts the mark and ships it, once.
+#[tokio::test]
+async fn a_payment_of_this_shop_on_an_invoice_another_projects_event_marked_waits_for_a_person() {
+    let one_shop = || Projects::only(vec!["prj_a".into()]);
+    let forged = item(
+        "evt_f",
+        "invoice.confirming",
+        r#"{"invoice_id":"inv_x","project_id":"prj_z","order":{"external_id":"1001","amount":"10.00","currency":"USD"}}"#,
+    );
+    let history = [forged, paid("evt_p", "inv_x", "prj_a", "1001")];
+    let (outcomes, store) = run(one_shop(), &history).await;
+    assert_eq!(outcomes, [OtherProject, ProjectUnknown]);
+    assert!(store.fulfilments().is_empty());
+    // The ledger lists the delivery by the outcome and reason fulfil recorded.
+    let ledger = crate::testkit::memory::MemoryReviews::new();
+    let (outcome, why) = store.outcome("evt_p").unwrap();
+    let waited = super::paymos_word::waited(&history[1]);
+    ledger.processed(waited, outcome, &why.unwrap_or_default(), 1);
+    let listed = crate::roads::exceptions::list(&*store, &ledger, 0)
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].kind, "project_unknown");
+    assert!(
+        listed[0].why.contains("marked its invoice project prj_z's")
+            && listed[0].project.as_deref() == Some("prj_a"),
+        "{listed:?}"
+    );
+    assert!(listed[0].action.contains("--project"), "{listed:?}");
+    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(one_shop());
+    let order = |project: Option<&str>| OrderRef {
+        external_id: Some("1001".into()),
+        amount: None,
+        currency: None,
+        project: project.map(str::to_owned),
+        home: false,
+    };
+    // Naming no project, the mark stands: the person has not said whose it is.
+    assert_eq!(
+        fulfil
+            .mark_paid("inv_x", order(None), "support", 5_000)
+            .await
+            .unwrap(),
+        OtherProject
+    );
+    assert!(store.fulfilments().is_empty());
+    assert_eq!(
+        fulfil
+            .mark_paid("inv_x", order(Some("prj_a")), "support", 5_000)
+            .await
+            .unwrap(),
+        Fulfilled
+    );
+    assert_eq!(
+        fulfil
+            .mark_paid("inv_x", order(Some("prj_a")), "support", 6_000)
+            .await
+            .unwrap(),
+        AlreadyFinal
+    );
+    assert_eq!(store.fulfilments(), [("inv_x".into(), Some("1001".into()))]);
+    let listed = crate::roads::exceptions::list(&*store, &ledger, 0)
+        .await
+        .unwrap();
+    assert!(listed.is_empty(), "{listed:?}");
+}

@@ -271,11 +271,38 @@ impl PaymentConfirmation for PaymosApi {
     }
 }
 
-impl PaymosLedger for PaymosApi {
-    async fn invoices_created(
+/// The most slices of a reconciliation's window listed at once: Paymos lists by creation time
+/// only, through a cursor, so one cursor reads one page after another; disjoint creation-time
+/// slices read concurrently keep a busy merchant's window within a run (issue 50), and Paymos
+/// never sees more than four of our listings at once. A 429 is retried after its
+/// `Retry-After` by the official crate (configure the client with retries).
+pub const SLICES_AT_ONCE: usize = 4;
+
+/// A window is cut into at most this many slices of equal length (a minute at least): a
+/// merchant's busy hours then spread over several slices, so four stay busy.
+pub const SLICES: i64 = 16;
+
+/// Disjoint slices covering `[from, to]` (inclusive Unix seconds, as Paymos' filters are),
+/// earliest first; an empty window is itself.
+#[must_use]
+pub fn slices(from: i64, to: i64) -> Vec<(i64, i64)> {
+    if to <= from {
+        return vec![(from, to)];
+    }
+    let span = to.saturating_sub(from).saturating_add(1);
+    let len = ((span + SLICES - 1) / SLICES).max(60);
+    (0..SLICES)
+        .map(|k| from.saturating_add(k.saturating_mul(len)))
+        .take_while(|start| *start <= to)
+        .map(|start| (start, start.saturating_add(len - 1).min(to)))
+        .collect()
+}
+
+impl PaymosApi {
+    /// Every paid or closed invoice created in `[from, to]`, every page of one cursor.
+    async fn invoices_in_slice(
         &self,
-        from: i64,
-        to: i64,
+        (from, to): (i64, i64),
     ) -> Result<Vec<(String, ConfirmedInvoice)>, PortError> {
         const OPERATION: &str = "Paymos GET /v1/invoices";
         use paymos::InvoiceStatus as Api;
@@ -323,5 +350,22 @@ impl PaymosLedger for PaymosApi {
             out.push((item.invoice_id, at));
         }
         Ok(out)
+    }
+}
+
+impl PaymosLedger for PaymosApi {
+    /// [`SLICES_AT_ONCE`] of the window's [`slices`] listed at once, in creation order.
+    async fn invoices_created(
+        &self,
+        from: i64,
+        to: i64,
+    ) -> Result<Vec<(String, ConfirmedInvoice)>, PortError> {
+        use futures::{StreamExt as _, TryStreamExt as _};
+        let lists: Vec<Vec<_>> = futures::stream::iter(slices(from, to))
+            .map(|slice| self.invoices_in_slice(slice))
+            .buffered(SLICES_AT_ONCE)
+            .try_collect()
+            .await?;
+        Ok(lists.into_iter().flatten().collect())
     }
 }

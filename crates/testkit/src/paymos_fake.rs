@@ -40,6 +40,10 @@ struct State {
     refuse_key: bool,
     /// Items a page (0: two).
     page_size: usize,
+    /// How long each list page takes to answer (Paymos' latency).
+    page_latency: Duration,
+    /// How many list requests are answered 429 with `Retry-After: 1` before the others.
+    throttle: usize,
 }
 
 /// Requests the fake saw, by whether their signature verified.
@@ -47,6 +51,11 @@ struct State {
 pub struct Seen {
     pub verified: AtomicUsize,
     pub rejected: AtomicUsize,
+    /// List pages being answered now, and the most ever at once.
+    pub listing: AtomicUsize,
+    pub most_listing: AtomicUsize,
+    /// List requests answered 429.
+    pub throttled: AtomicUsize,
 }
 
 /// A running fake.
@@ -197,6 +206,22 @@ impl FakePaymos {
                 .collect()
         };
         if path == "/v1/invoices" {
+            let (latency, throttled) = {
+                let mut st = state.lock().unwrap();
+                let throttled = st.throttle > 0;
+                st.throttle = st.throttle.saturating_sub(1);
+                (st.page_latency, throttled)
+            };
+            if throttled {
+                seen.throttled.fetch_add(1, Ordering::SeqCst);
+                let mut r = problem(429, "slow down");
+                r.headers_mut().insert("retry-after", "1".parse().unwrap());
+                return r;
+            }
+            let now = seen.listing.fetch_add(1, Ordering::SeqCst) + 1;
+            seen.most_listing.fetch_max(now, Ordering::SeqCst);
+            tokio::time::sleep(latency).await;
+            seen.listing.fetch_sub(1, Ordering::SeqCst);
             let statuses = wanted("status");
             // Shared, not copied: a listing of many pages reads the same items each time.
             let items: Arc<Vec<Value>> = {
@@ -308,6 +333,16 @@ impl FakePaymos {
     /// Pages of `size` items (Paymos' largest `limit` is 100), instead of two.
     pub fn page_size(&self, size: usize) {
         self.state.lock().unwrap().page_size = size;
+    }
+
+    /// Each list page answered after `latency`, as Paymos' would be.
+    pub fn page_latency(&self, latency: Duration) {
+        self.state.lock().unwrap().page_latency = latency;
+    }
+
+    /// The next `n` list requests are answered 429 with `Retry-After: 1`.
+    pub fn throttle(&self, n: usize) {
+        self.state.lock().unwrap().throttle = n;
     }
 
     /// A refund the fake knows.

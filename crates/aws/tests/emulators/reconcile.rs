@@ -187,7 +187,12 @@ async fn reconcile_reports_a_bad_api_secret_instead_of_an_empty_list() {
         .await
         .unwrap_err();
     assert!(err.contains("Paymos API"), "{err}");
-    assert_eq!(seen.rejected.load(Ordering::SeqCst), 1);
+    // The slices in flight at once each hear it once; none is retried, no other slice asked.
+    let rejected = seen.rejected.load(Ordering::SeqCst);
+    assert!(
+        (1..=paymos_inbox_aws::paymos_api::SLICES_AT_ONCE).contains(&rejected),
+        "{rejected}"
+    );
 }
 
 fn paid_event(event_id: &str, invoice: &str, amount: &str) -> String {
@@ -488,15 +493,126 @@ async fn a_window_of_a_hundred_thousand_paid_invoices_takes_n_over_a_hundred_rou
     );
     assert_eq!(report.matched, PAID - 1);
     let calls = fake.seen.verified.load(Ordering::SeqCst);
+    let empty_slices = paymos_inbox_aws::paymos_api::SLICES as usize - 1;
     assert_eq!(
         calls,
-        PAID / 100 + 1,
-        "a page of a hundred a call, and the refunds of the one missing (read before it is reported)"
+        PAID / 100 + empty_slices + 1,
+        "a page of a hundred a call (the window's other slices hold none: one call each), and the refunds of the one missing (read before it is reported)"
     );
     assert_eq!(store.reconcile_reads() - reads, 3, "three bulk reads");
     println!(
         "reconciliation of {PAID} paid invoices: {calls} Paymos calls, 3 bulk reads of the store, {took:?}"
     );
+}
+
+// Issue 50: one cursor reads one page after another, so a busy merchant's 48 h window no
+// longer fitted in a run (about 200,000 invoices at 150 ms a page). The window is listed in
+// disjoint creation-time slices, four at once: 20,000 invoices spread over 48 h, each listed
+// once, in as many pages as the slices hold, with four pages in flight (one before), and the
+// store read in bulk as before.
+#[tokio::test]
+async fn a_48_hour_window_is_listed_in_slices_four_pages_at_once_every_invoice_once() {
+    use paymos_inbox_core::money::status::InvoiceStatus;
+    use paymos_inbox_core::testkit::memory::MemoryResources;
+    use std::sync::Arc;
+    const PAID: i64 = 20_000;
+    const SPAN: i64 = 48 * 3600;
+    let (from, to) = (NOW as i64 - SPAN, NOW as i64 - 1);
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let mut items = Vec::new();
+    for i in 0..PAID {
+        let id = format!("inv_s{i:05}");
+        let order = OrderRef {
+            external_id: Some(format!("order-{id}")),
+            amount: paymos_inbox_core::money::status::Amount::parse("25.00"),
+            currency: Some("USDT".into()),
+            project: None,
+            home: false,
+        };
+        let applied = fulfil
+            .apply_by_hand(&id, InvoiceStatus::Paid, order, "webhook", NOW_MS)
+            .await
+            .unwrap();
+        assert_eq!(applied, Applied::Fulfilled);
+        let mut item = list_item(&id, "paid");
+        item["created_at"] = json!(from + i * SPAN / PAID);
+        items.push(item);
+    }
+    let fake = FakePaymos::start().await;
+    fake.list(items);
+    fake.page_size(100);
+    fake.page_latency(std::time::Duration::from_millis(20));
+    let api = paymos_inbox_aws::paymos_api::PaymosApi::new(
+        paymos::PaymosClient::builder(KEY, SECRET)
+            .base_url(fake.url.clone())
+            .build()
+            .unwrap(),
+    );
+    let reads = store.reconcile_reads();
+    let report =
+        paymos_inbox_core::roads::reconcile::reconcile(&api, &fulfil, (from, to), false, NOW_MS)
+            .await
+            .unwrap();
+    assert_eq!(
+        report.paid_at_paymos, PAID as usize,
+        "every invoice listed once"
+    );
+    assert_eq!(report.matched, PAID as usize);
+    assert!(report.clean(), "{report:?}");
+    let slices = paymos_inbox_aws::paymos_api::slices(from, to);
+    assert_eq!(slices.len(), 16);
+    let calls = fake.seen.verified.load(Ordering::SeqCst);
+    let pages: usize = slices
+        .iter()
+        .map(|(a, b)| {
+            let n = (0..PAID)
+                .filter(|i| (*a..=*b).contains(&(from + i * SPAN / PAID)))
+                .count();
+            n.div_ceil(100).max(1)
+        })
+        .sum();
+    assert_eq!(
+        calls, pages,
+        "each slice's pages of a hundred, nothing twice"
+    );
+    assert!(pages <= PAID as usize / 100 + 16, "{pages}");
+    assert_eq!(
+        fake.seen.most_listing.load(Ordering::SeqCst),
+        4,
+        "four pages in flight at once, never more"
+    );
+    assert_eq!(store.reconcile_reads() - reads, 3, "three bulk reads");
+}
+
+// Issue 50: Paymos' 429s of slices listed at once are retried (the official crate waits the
+// answer's `Retry-After`, or its backoff if longer), and the listing goes on: nothing is left
+// out, nothing is read twice.
+#[tokio::test]
+async fn a_listing_paymos_throttles_waits_its_retry_after_and_lists_every_invoice() {
+    use paymos_inbox_core::roads::reconcile::PaymosLedger as _;
+    let fake = FakePaymos::start().await;
+    fake.list(
+        (0..10)
+            .map(|i| list_item(&format!("inv_t{i}"), "paid"))
+            .collect(),
+    );
+    fake.throttle(2);
+    let api = paymos_inbox_aws::paymos_api::PaymosApi::new(
+        paymos::PaymosClient::builder(KEY, SECRET)
+            .base_url(fake.url.clone())
+            .max_retries(2)
+            .base_delay(std::time::Duration::from_millis(10))
+            .build()
+            .unwrap(),
+    );
+    let listed = api
+        .invoices_created(NOW as i64 - 3600, NOW as i64)
+        .await
+        .unwrap();
+    let ids: std::collections::BTreeSet<&str> = listed.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!((listed.len(), ids.len()), (10, 10), "{ids:?}");
+    assert_eq!(fake.seen.throttled.load(Ordering::SeqCst), 2);
 }
 
 // Issue 39: where the last clean run ended is kept on DynamoDB as the domain says it, and read

@@ -1604,3 +1604,75 @@ async fn the_do_lines_name_the_consoles_own_buttons_and_counts_are_said_in_words
         "{ended}"
     );
 }
+
+// Issue 54: the page lacked the button its "Do:" line needed for a payment after a full
+// refund (`after_refund`): the line sent the operator to `release` on a terminal. A person's
+// word of a payment while a full refund is on record waits for a person; the page's line now
+// says to press Release, and the console's release ships it once.
+#[tokio::test]
+async fn a_payment_after_a_full_refund_is_released_from_the_console() {
+    let (_dev, info, scratch) = dev_with_info("console-after-refund").await;
+    let invoice = "inv_console_after";
+    let refund = scratch.path().join("full-refund.json");
+    std::fs::write(
+        &refund,
+        format!(
+            r#"{{"type": "refund", "mode": "full", "invoice_id": "{invoice}", "amount": "10.00", "currency": "USDT"}}"#
+        ),
+    )
+    .unwrap();
+    let words = [
+        "send",
+        "--type",
+        "withdrawal.completed",
+        "--resource",
+        "wdr_console_after",
+        "--data",
+        refund.to_str().unwrap(),
+        "--wait",
+        "--json",
+    ];
+    let (_, out, err) = run(args(&words, &info)).await;
+    assert!(out.contains("\"applied\":true"), "{out}{err}");
+    let words = [
+        "mark-paid",
+        invoice,
+        "--order-id",
+        "order-after",
+        "--actor",
+        "support:ann",
+    ];
+    let (code, out, err) = run(args(&words, &info)).await;
+    assert_eq!(code, Some(1), "waits for a person: {out}{err}");
+    let console = open_console(&info, &[]).await;
+    let home = console.get("api/home").await;
+    let item = home["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["kind"] == "after_refund")
+        .map(|g| g["items"][0].clone())
+        .unwrap_or_else(|| panic!("after_refund in {home}"));
+    assert_eq!(item["resource_id"], invoice, "{item}");
+    assert!(
+        item["action"].as_str().unwrap().starts_with(
+            "if the customer paid again, ship it: press Release (a reason is required)"
+        ),
+        "{item}"
+    );
+    let release = serde_json::json!({"id": invoice, "reason": "paid again, checked at Paymos"});
+    let (status, body) = console.act("release", release.clone()).await;
+    assert_eq!(
+        (status, body["outcome"].as_str()),
+        (200, Some("fulfilled")),
+        "{body}"
+    );
+    let (status, body) = console.act("release", release).await;
+    assert_eq!(
+        (status, body["outcome"].as_str()),
+        (200, Some("already_final")),
+        "once: {body}"
+    );
+    let story = console.get(&format!("api/search?id={invoice}")).await;
+    assert_eq!(story["fulfilled"], true, "{story}");
+}

@@ -585,7 +585,7 @@ fn delivery_exception(delivery: &Waiting, all: &[Waiting]) -> Exception {
             "find the order this payment is for, then `paymos-inbox mark-paid {invoice_id} --order-id <order> --actor <you>` (`reconcile --apply` does it once Paymos' invoice names its order)"
         ),
         Pending::Payment { invoice_id, .. } if delivery.project_unknown() => format!(
-            "find the project this payment is of (Paymos' dashboard), then `paymos-inbox mark-paid {invoice_id} --project <prj_…> --order-id <order> --actor <you>`; with the reverse check configured, {} applies Paymos' word",
+            "find the project this payment is of (Paymos' dashboard), then `paymos-inbox mark-paid {invoice_id} --project <prj_…> --order-id <order> --actor <you>`; or, with the reverse check configured, apply Paymos' word with {}",
             recheck(invoice_id)
         ),
         Pending::Payment { invoice_id, .. } if delivery.order_conflict() => format!(

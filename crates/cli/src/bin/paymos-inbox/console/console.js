@@ -332,7 +332,7 @@ function actions(story) {
   const id = story.id;
   const kinds = new Set((story.waits || []).map((w) => w.kind));
   const panel = el('div', { class: 'panel actions' });
-  if (kinds.has('held') || kinds.has('paid_late')) {
+  if (kinds.has('held') || kinds.has('paid_late') || kinds.has('after_refund')) {
     const reason = el('textarea', { name: 'reason', id: 'release-reason', rows: 2, required: true, placeholder: 'why this payment ships (kept on the invoice)',
       oninput: (e) => { draftReason = e.target.value; } });
     reason.value = draftReason;
@@ -365,7 +365,9 @@ function actions(story) {
       ...(project ? [el('label', { for: 'mark-project' }, 'of project'), project] : []),
       el('button', { type: 'button', 'data-action': 'mark-paid', onclick: () => act('mark-paid', { id, order_id: order.value, project: project ? project.value : undefined }) }, 'Mark paid'));
   }
-  if (kinds.has('unconfirmed') || (story.deliveries || []).some((d) => d.outcome === 'unconfirmed')) {
+  // What waits for Paymos' word, of an invoice, a withdrawal or a deposit.
+  const onPaymosWord = (k) => k === 'unconfirmed' || k === 'project_unknown';
+  if ([...kinds].some(onPaymosWord) || (story.deliveries || []).some((d) => onPaymosWord(d.outcome))) {
     panel.append(el('div', { class: 'row' }, el('button', { type: 'button', 'data-action': 'recheck', onclick: () => act('recheck', { id }) }, 'Recheck with Paymos')));
   }
   // What only a person's own act settles (an order conflict; an unusable delivery applied by

@@ -2,8 +2,8 @@
 //! `exceptions` prints (the domain's sentence, each command in backticks); the terminal prints
 //! it as it is, and the console says each command its page has a button for as that button, so
 //! the operator is never sent to a terminal beside the button that does it. A command the page
-//! has no action for (`exceptions --body`, the recheck of a withdrawal or a deposit, a release
-//! of an invoice paid after its refund, `reconcile --apply`) stays the command line.
+//! has no action for (`exceptions --body`, `reconcile --apply`, an action on another resource
+//! than the item's) stays the command line.
 //!
 //! Which button the page shows where is `actions()` and the jobs of `console.js`: change both
 //! together.
@@ -50,7 +50,9 @@ fn button(e: &Exception, words: &[&str]) -> Option<&'static str> {
     let of_item = |id: &str| invoice == Some(id);
     let has = |flag: &str| words.contains(&flag);
     match words {
-        ["release", id, ..] if of_item(id) && matches!(e.kind, "held" | "paid_late") => {
+        ["release", id, ..]
+            if of_item(id) && matches!(e.kind, "held" | "paid_late" | "after_refund") =>
+        {
             Some(if has("--override-amount") {
                 "press Override the amount… (beside Release; a reason is required)"
             } else if has("--project") {
@@ -64,7 +66,12 @@ fn button(e: &Exception, words: &[&str]) -> Option<&'static str> {
         } else {
             "press Mark paid, naming its order"
         }),
-        ["recheck", id] if of_item(id) && e.kind == "unconfirmed" => {
+        // An invoice's, a withdrawal's or a deposit's story: each offers it for what waits on
+        // Paymos' word.
+        ["recheck", id]
+            if e.resource_id.as_deref() == Some(*id)
+                && matches!(e.kind, "unconfirmed" | "project_unknown") =>
+        {
             Some("press Recheck with Paymos")
         }
         ["exceptions", "--resolve", id, ..]
@@ -154,6 +161,27 @@ mod tests {
                 "find which order inv_1 paid: if it is not the one shipped, ship the paid one by hand and recover the other; then press Resolved, saying how you settled it",
             ),
             (
+                "after_refund",
+                Some("inv_1"),
+                None,
+                "if the customer paid again, ship it with `paymos-inbox release inv_1 --actor <you> --reason …`; if not, nothing ships: refund what was paid again",
+                "if the customer paid again, ship it: press Release (a reason is required); if not, nothing ships: refund what was paid again",
+            ),
+            (
+                "unconfirmed",
+                Some("wdr_1"),
+                Some("evt_1"),
+                "`paymos-inbox recheck wdr_1`: records the refund on inv_1 if Paymos confirms it",
+                "press Recheck with Paymos: records the refund on inv_1 if Paymos confirms it",
+            ),
+            (
+                "project_unknown",
+                Some("pcd_1"),
+                Some("evt_1"),
+                "configure the reverse check (PaymosApiSecretName), then `paymos-inbox recheck pcd_1`: credits the payer of the project Paymos names, once",
+                "configure the reverse check (PaymosApiSecretName), then press Recheck with Paymos: credits the payer of the project Paymos names, once",
+            ),
+            (
                 "dead_letter",
                 None,
                 None,
@@ -183,32 +211,19 @@ mod tests {
                 Some("evt_1"),
                 "print its body with `paymos-inbox exceptions --body evt_1 --environment live`, apply it by hand",
             ),
-            // A withdrawal's story has no Recheck; nor has the invoice's for its refund.
-            (
-                "unconfirmed",
-                Some("wdr_1"),
-                Some("evt_1"),
-                "`paymos-inbox recheck wdr_1`: records the refund on inv_1 if Paymos confirms it",
-            ),
+            // The invoice's story has no Recheck of its refund: the refund's own story has.
             (
                 "held",
                 Some("inv_1"),
                 None,
                 "a refund of it (wdr_1) waits unconfirmed, so the order may have been paid back: `paymos-inbox recheck wdr_1` first, then see what is left",
             ),
-            // Release is offered for held and paid-late payments only.
+            // Recheck is offered where a delivery waits for Paymos' word.
             (
-                "after_refund",
+                "duplicate_payment",
                 Some("inv_1"),
                 None,
-                "if the customer paid again, ship it with `paymos-inbox release inv_1 --actor <you> --reason …`; if not, nothing ships: refund what was paid again",
-            ),
-            // Recheck is offered where an unconfirmed delivery waits.
-            (
-                "project_unknown",
-                Some("pcd_1"),
-                Some("evt_1"),
-                "configure the reverse check (PaymosApiSecretName), then `paymos-inbox recheck pcd_1`: credits the payer of the project Paymos names, once",
+                "`paymos-inbox recheck inv_1`",
             ),
             // A release names the item's own invoice, never another.
             (
@@ -224,16 +239,16 @@ mod tests {
                 "{kind}"
             );
         }
-        // Both in one line: the button where the page has it, the command where it has not.
+        // Both in one line, each said as its button.
         let line = waiting(
             "project_unknown",
             Some("inv_1"),
             Some("evt_1"),
-            "find the project, then `paymos-inbox mark-paid inv_1 --project <prj_…> --order-id <order> --actor <you>`; with the reverse check configured, `paymos-inbox recheck inv_1` applies Paymos' word",
+            "find the project, then `paymos-inbox mark-paid inv_1 --project <prj_…> --order-id <order> --actor <you>`; or, with the reverse check configured, apply Paymos' word with `paymos-inbox recheck inv_1`",
         );
         assert_eq!(
             on_the_page(&line),
-            "find the project, then press Mark paid, naming its project and its order; with the reverse check configured, `paymos-inbox recheck inv_1` applies Paymos' word"
+            "find the project, then press Mark paid, naming its project and its order; or, with the reverse check configured, apply Paymos' word: press Recheck with Paymos"
         );
     }
 }

@@ -22,3 +22,4 @@ mod privileges;
 mod soak;
 mod template;
 mod tools;
+mod version;

@@ -130,6 +130,18 @@ async fn a_delivery_verifies_with_the_standard_webhooks_package_and_a_tampered_o
         "order-paid:inv_d1",
         "the fact's id, to dedupe on"
     );
+    // Issue 52: the version reaches the endpoint's logs, and the documented request is this one.
+    let agent = format!("paymos-inbox/{}", env!("CARGO_PKG_VERSION"));
+    assert_eq!(header("user-agent"), agent);
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/handoff.md"
+    ))
+    .unwrap();
+    assert!(
+        doc.contains(&format!("  user-agent: {agent}\n")),
+        "docs/handoff.md shows the request with user-agent {agent}"
+    );
     let payload: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(payload["type"], "Order Paid");
     assert_eq!(payload["data"]["amount"], "10.50");

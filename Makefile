@@ -72,12 +72,24 @@ cli-deps: ## check the installed command line's tree carries no test kit
 # kit is never published). --no-verify: verifying rebuilds the four crates and the AWS SDK from
 # the packed sources, many minutes on two cores on top of `make test`, whose own build compiles
 # the same sources. A version already on crates.io fails here: bump it after a release.
+# Each package carries the licence texts its `license` names (MIT OR Apache-2.0: both), each
+# the repository's own (`cargo package --list`, then the bytes).
 PUBLISHED := paymos-inbox-core paymos-inbox-aws paymos-inbox-lambda paymos-inbox
-publish-check: ## cargo publish --dry-run of the command line and the crates it needs
+LICENSES := LICENSE-MIT LICENSE-APACHE
+publish-check: ## cargo publish --dry-run of the command line and the crates it needs, each with its licence texts
 	@echo '$(CARGO) publish --dry-run --no-verify --locked $(addprefix -p ,$(PUBLISHED))'; \
 	  out="$$($(CARGO) publish --dry-run --no-verify --locked --allow-dirty $(addprefix -p ,$(PUBLISHED)) 2>&1)" || { echo "$$out"; exit 1; }; \
 	  grep -E '^ *(Packag|warning)' <<<"$$out" | grep -v 'aborting upload due to dry run'; \
 	  if grep -q 'warning: manifest has no' <<<"$$out"; then echo "a published crate's manifest lacks what crates.io shows"; exit 1; fi
+	@dirs="$$($(CARGO) metadata --locked --no-deps --format-version 1 | python3 -c 'import json,os,sys; [print(p["name"], os.path.dirname(p["manifest_path"])) for p in json.load(sys.stdin)["packages"]]')"; \
+	for p in $(PUBLISHED); do \
+	  dir="$$(sed -n "s|^$$p ||p" <<<"$$dirs")"; \
+	  list="$$($(CARGO) package --list --locked --allow-dirty -p "$$p" 2>/dev/null)" || { echo "$$p: cargo package --list failed"; exit 1; }; \
+	  for l in $(LICENSES); do \
+	    grep -qx "$$l" <<<"$$list" || { echo "$$p: the package has no $$l"; exit 1; }; \
+	    cmp -s "$$dir/$$l" "$$l" || { echo "$$p: its $$l is not the repository's"; exit 1; }; \
+	  done; \
+	done; echo "$(PUBLISHED): each packs $(LICENSES)"
 
 # checkov gets an environment of its own (it pins another boto3 than the SAM CLI), at the exact
 # version requirements-dev.txt pins; --skip-download: no call to its vendor's API. A template it

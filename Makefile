@@ -111,6 +111,16 @@ template-check: $(VENV)/.installed $(CHECKOV_VENV)/.installed ## cfn-lint, sam v
 	    echo "checkov did not read template.yaml"; exit 1; fi; \
 	  exit $$rc
 
+# The AWS CLI in an environment of its own (its botocore pin is not the SAM CLI's), at the pin
+# requirements-dev.txt gives: the tests run the documents' `aws …` lines with it, against moto.
+AWSCLI_VENV := $(VENV)/awscli
+AWSCLI_PIN = $(shell sed -n 's/^\(awscli==[^ ;]*\).*/\1/p' requirements-dev.txt)
+
+$(AWSCLI_VENV)/.installed: requirements-dev.txt
+	python3 -m venv $(AWSCLI_VENV)
+	$(AWSCLI_VENV)/bin/python -m pip install --quiet --disable-pip-version-check '$(AWSCLI_PIN)'
+	@touch $@
+
 TOOLS := .tools
 FUZZ_TARGETS := signature_header envelope function_url_request
 FUZZ_SECONDS ?= 10
@@ -158,7 +168,7 @@ mutants: $(TOOLS)/bin/cargo-mutants ## mutation testing of core's rules by its f
 # reproduced by the next and never by chance; `make unit` and a plain `cargo test` draw new
 # ones each time, which is how new disagreements are found (then kept as regression seeds).
 PROPTEST_RNG_SEED ?= 2026
-test: deps browser lint workflow-lint publish-check lambda-deps cli-deps template-check sam-local-engine ## install what is needed, then run every test (unit, emulator, `sam local invoke`, template, fuzz smoke)
+test: deps $(VENV)/.lambda $(AWSCLI_VENV)/.installed browser lint workflow-lint publish-check lambda-deps cli-deps template-check sam-local-engine ## install what is needed, then run every test (unit, emulator, `sam local invoke`, template, the documents' commands, fuzz smoke)
 	@rm -f target/sam-local/answers.txt
 	PROPTEST_RNG_SEED=$(PROPTEST_RNG_SEED) $(CARGO) test --workspace --all-targets --locked
 	@echo "sam local invoke, each function's answer to each event:"; cat target/sam-local/answers.txt

@@ -11,6 +11,7 @@
 
 mod archive;
 mod binaries;
+mod cargo_lambda;
 mod deliver;
 mod edges;
 mod events;

@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use paymos_inbox_core::roads::ingest::sha256_hex;
 
-fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).to_path_buf()
 }
 
-fn venv(tool: &str) -> PathBuf {
+pub(crate) fn venv(tool: &str) -> PathBuf {
     let path = root().join(".venv/bin").join(tool);
     assert!(
         path.exists(),
@@ -26,7 +26,7 @@ fn venv(tool: &str) -> PathBuf {
     path
 }
 
-fn run(command: &mut Command) -> String {
+pub(crate) fn run(command: &mut Command) -> String {
     let out = command.output().expect("runs");
     assert!(
         out.status.success(),
@@ -64,13 +64,40 @@ print(json.dumps(out))
 }
 
 /// A server stopped when the test ends, however it ends.
-struct Stops(std::process::Child);
+pub(crate) struct Stops(std::process::Child);
 
 impl Drop for Stops {
     fn drop(&mut self) {
         self.0.kill().ok();
         self.0.wait().ok();
     }
+}
+
+/// moto's server on a free loopback port, stopped when the returned guard drops, and its URL.
+pub(crate) fn moto_server() -> (Stops, String) {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let moto = Stops(
+        Command::new(venv("moto_server"))
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("moto_server"),
+    );
+    let mut ready = false;
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            ready = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(ready, "moto's server did not start");
+    (moto, format!("http://127.0.0.1:{port}"))
 }
 
 fn host_arch() -> &'static str {
@@ -158,20 +185,7 @@ fn the_release_deploys_the_binaries_it_sums_with_the_template_as_it_is() {
 
     // `sam package` (what `sam deploy` does first) against moto's S3: every zip uploaded, byte
     // for byte what SHA256SUMS says.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let _moto = Stops(
-        Command::new(venv("moto_server"))
-            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("moto_server"),
-    );
-    let s3 = format!("http://127.0.0.1:{port}");
+    let (_moto, s3) = moto_server();
     let aws = |command: &mut Command| {
         command
             .env("AWS_ENDPOINT_URL_S3", &s3)
@@ -187,15 +201,6 @@ fn the_release_deploys_the_binaries_it_sums_with_the_template_as_it_is() {
         aws(&mut c);
         run(&mut c)
     };
-    let mut ready = false;
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            ready = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert!(ready, "moto's server did not start");
     boto("import boto3; boto3.client('s3').create_bucket(Bucket='release')");
     let mut package = Command::new(venv("sam"));
     package

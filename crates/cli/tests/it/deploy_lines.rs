@@ -37,7 +37,7 @@ fn documents() -> Vec<(String, String)> {
 }
 
 /// `Key=Value Key2="a b"` (SAM's shorthand; `ParameterKey=K,ParameterValue=V` too) → a map.
-fn overrides(text: &str) -> BTreeMap<String, String> {
+pub(crate) fn overrides(text: &str) -> BTreeMap<String, String> {
     shell_words::split(text)
         .unwrap_or_else(|e| panic!("cannot split the overrides {text:?}: {e}"))
         .iter()
@@ -54,7 +54,11 @@ fn overrides(text: &str) -> BTreeMap<String, String> {
 
 /// A config environment's `parameter_overrides` for a command (`deploy`, `sync`): the
 /// command's table over the environment's `global` table, as the SAM CLI reads them.
-fn configured(config: &toml::Table, env: &str, command: &str) -> Option<BTreeMap<String, String>> {
+pub(crate) fn configured(
+    config: &toml::Table,
+    env: &str,
+    command: &str,
+) -> Option<BTreeMap<String, String>> {
     let table = |section: &str| {
         config
             .get(env)?
@@ -181,7 +185,7 @@ fn deploy_lines(text: &str, envs: &[String]) -> Vec<String> {
 
 /// A config environment of samconfig.toml that a `parameter_overrides = "…"` line in a
 /// document's TOML block sets, under the `[env.deploy.parameters]` header above it.
-fn documented_config_edits(text: &str) -> Vec<(String, String)> {
+pub(crate) fn documented_config_edits(text: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut in_toml = false;
     let mut env = String::new();
@@ -203,7 +207,7 @@ fn documented_config_edits(text: &str) -> Vec<(String, String)> {
     out
 }
 
-fn samconfig() -> toml::Table {
+pub(crate) fn samconfig() -> toml::Table {
     let text = std::fs::read_to_string(root().join("samconfig.toml")).expect("samconfig.toml");
     text.parse().expect("samconfig.toml parses")
 }

@@ -19,6 +19,7 @@ mod exceptions;
 mod exits;
 mod handoff;
 mod privileges;
+mod readme;
 mod soak;
 mod template;
 mod tools;

@@ -175,6 +175,29 @@ fn the_release_deploys_the_binaries_it_sums_with_the_template_as_it_is() {
             "{path}"
         );
     }
+    // The README's check of an unpacked release, run as it shows it (crates/cli/tests/it/
+    // readme.rs: every README command is run or checked), passes here and fails on a changed
+    // byte.
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let check = readme
+        .lines()
+        .map(|l| l.split(" # ").next().unwrap_or_default().trim())
+        .find(|l| l.starts_with("sha256sum -c "))
+        .expect("the README checks a release's sums");
+    run(Command::new("bash").args(["-c", check]).current_dir(&out));
+    let samconfig = out.join("samconfig.toml");
+    let kept = std::fs::read(&samconfig).unwrap();
+    std::fs::write(&samconfig, [kept.as_slice(), b"\n"].concat()).unwrap();
+    let changed = Command::new("bash")
+        .args(["-c", check])
+        .current_dir(&out)
+        .output()
+        .unwrap();
+    assert!(
+        !changed.status.success(),
+        "`{check}` fails on a changed file"
+    );
+    std::fs::write(&samconfig, kept).unwrap();
 
     // SAM's own linter on it.
     run(Command::new(venv("sam"))

@@ -135,6 +135,97 @@ fn every_documented_command_line_parses() {
     );
 }
 
+/// The `make …` lines of a document's code blocks (continuations joined, comments dropped).
+fn make_lines(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_block = false;
+    let mut pending = String::new();
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with("```") {
+            in_block = !in_block;
+            pending.clear();
+            continue;
+        }
+        if !in_block {
+            continue;
+        }
+        let mut line = trimmed
+            .split(" # ")
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_owned();
+        if !pending.is_empty() {
+            line = format!("{pending} {line}");
+            pending.clear();
+        }
+        if let Some(joined) = line.strip_suffix('\\') {
+            pending = joined.trim_end().to_owned();
+        } else if line.starts_with("make ") {
+            out.push(line);
+        }
+    }
+    out
+}
+
+// Issue 52: every command the README shows is run or checked (crates/cli/tests/it/readme.rs
+// names the rule for each). A `make …` line: `make -n` takes it (the target exists, its
+// variables pass), and each `paymos-inbox` command it would run parses with the CLI's parser
+// (`make dev DEV_ARGS="…"` hands its options to `paymos-inbox dev`). The secrets a block reads
+// first (`read -rsp … API_SECRET`) are given as values.
+#[test]
+fn every_readme_make_line_runs_commands_the_cli_parses() {
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let lines = make_lines(&readme);
+    assert!(lines.len() >= 3, "the README's make lines: {lines:?}");
+    let mut parsed = 0;
+    let mut failures = Vec::new();
+    for line in &lines {
+        let out = std::process::Command::new("bash")
+            .args([
+                "-c",
+                &format!("make -n --no-print-directory {}", &line[5..]),
+            ])
+            .current_dir(root)
+            .env("API_SECRET", "sk_test_x")
+            .env("WEBHOOK_SECRET", "whsec_test_x")
+            .env_remove("MAKEFLAGS")
+            .output()
+            .expect("make runs");
+        if !out.status.success() {
+            failures.push(format!(
+                "{line}: make -n refuses it: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+            continue;
+        }
+        for command in String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once(" -p paymos-inbox -- ").map(|(_, args)| args))
+        {
+            let command = format!("paymos-inbox {}", command.replace('…', "x"));
+            match shell_words::split(&command).map(|args| Cli::try_parse_from(&args)) {
+                Ok(Ok(_)) => parsed += 1,
+                Ok(Err(e)) => failures.push(format!(
+                    "{line}: runs `{command}`, which does not parse: {}",
+                    e.to_string().lines().next().unwrap_or_default()
+                )),
+                Err(e) => failures.push(format!("{line}: cannot split `{command}`: {e}")),
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(parsed >= 2, "make dev runs `paymos-inbox dev` ({parsed})");
+    assert_eq!(
+        make_lines(
+            "```sh\nmake dev DEV_ARGS=\"--slow 11\" \\\n  FORWARD_TO=x   # why\n```\nmake prose"
+        ),
+        ["make dev DEV_ARGS=\"--slow 11\" FORWARD_TO=x"]
+    );
+}
+
 #[test]
 fn a_renamed_flag_fails_the_check() {
     let parse = |line: &str| Cli::try_parse_from(shell_words::split(line).unwrap()).is_ok();

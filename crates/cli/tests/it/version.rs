@@ -106,6 +106,32 @@ fn the_workspace_version_is_the_changelogs_newest_release_with_its_upgrade_check
     }
 }
 
+// What `make release` writes (and release.yml uploads, as `paymos-inbox-<version>.tar.gz`) is
+// named by this version: the Makefile reads it from Cargo.toml, as the workflow does.
+#[test]
+fn the_release_folder_and_tarball_are_named_by_the_version() {
+    let version = env!("CARGO_PKG_VERSION");
+    let out = std::process::Command::new("make")
+        .args(["-n", "--no-print-directory", "release"])
+        .current_dir(root())
+        .env_remove("MAKEFLAGS")
+        .output()
+        .expect("make runs");
+    let plan = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "make -n release: {plan}");
+    for name in [
+        format!("--out dist/paymos-inbox-{version} "),
+        format!("-czf dist/paymos-inbox-{version}.tar.gz paymos-inbox-{version}"),
+    ] {
+        assert!(plan.contains(&name), "make release writes {name}:\n{plan}");
+    }
+    let workflow = read(".github/workflows/release.yml");
+    assert!(
+        workflow.contains("assets/$dir.tar.gz")
+            && workflow.contains("dir=\"paymos-inbox-$VERSION\"")
+    );
+}
+
 #[test]
 fn the_workflow_reads_the_changelog_with_the_parser_this_test_uses() {
     let workflow = read(".github/workflows/release.yml");

@@ -15,7 +15,7 @@ use base64::Engine as _;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-use crate::release::{moto_server, root, run, venv};
+use crate::release::{moto_server, root, run};
 
 const STACK: &str = "paymos-inbox-sandbox";
 
@@ -71,6 +71,16 @@ fn documented_block() -> String {
         .find(|block| block.contains("cargo lambda deploy"))
         .expect("docs/deploy.md has a block with `cargo lambda deploy`")
         .to_owned()
+}
+
+fn cargo_lambda() -> PathBuf {
+    let path = root().join(".venv/bin/cargo-lambda");
+    assert!(
+        path.exists(),
+        "{} is missing: `make test` installs it (make .venv/.lambda, from requirements-lambda.txt)",
+        path.display()
+    );
+    path
 }
 
 fn awscli() -> PathBuf {
@@ -153,7 +163,7 @@ fn bash(script: &str, moto: &str, scratch: &Path) -> String {
             .env("CARGO_TARGET_DIR", scratch.join("target"))
             .env("BUILD_LOG", scratch.join("build-args"))
             .env("PREBUILT_DIR", prebuilt)
-            .env("CARGO_LAMBDA", venv("cargo-lambda"))
+            .env("CARGO_LAMBDA", cargo_lambda())
             .env("REAL_CARGO", env!("CARGO"))
             .env("CARGO_LAMBDA_COLOR", "never"),
         moto,

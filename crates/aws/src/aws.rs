@@ -23,6 +23,7 @@ use paymos_inbox_core::port::{PortError, PortErrorKind};
 /// `attempt_timeout` bounds each HTTP attempt; `max_attempts` includes the first.
 pub async fn load_config(attempt_timeout: Duration, max_attempts: u32) -> SdkConfig {
     let loaded = aws_config::from_env()
+        .app_name(app_name())
         .timeout_config(
             TimeoutConfig::builder()
                 .connect_timeout(Duration::from_secs(1))
@@ -34,6 +35,17 @@ pub async fn load_config(attempt_timeout: Duration, max_attempts: u32) -> SdkCon
         .load()
         .await;
     without_empty_endpoints(loaded)
+}
+
+/// This release, as every AWS call's user agent names it (`app/paymos-inbox-0.2.0`): a
+/// merchant's CloudTrail and AWS's support can tell which release made a call.
+///
+/// # Panics
+/// Never: the name is letters, digits, `-` and `.`, which an app name allows.
+#[must_use]
+pub fn app_name() -> aws_config::AppName {
+    aws_config::AppName::new(concat!("paymos-inbox-", env!("CARGO_PKG_VERSION")))
+        .expect("an app name of letters, digits, '-' and '.'")
 }
 
 /// An endpoint URL set to nothing is no endpoint: `sam local invoke` passes a template's
@@ -387,6 +399,16 @@ pub fn kind_of_code(code: Option<&str>) -> PortErrorKind {
 
 #[cfg(test)]
 mod tests {
+    #[tokio::test]
+    async fn every_aws_call_names_this_release_in_its_user_agent() {
+        let config = super::load_config(std::time::Duration::from_secs(1), 1).await;
+        let name = config.app_name().map(ToString::to_string);
+        assert_eq!(
+            name.as_deref(),
+            Some(concat!("paymos-inbox-", env!("CARGO_PKG_VERSION")))
+        );
+    }
+
     /// What aws-config found for every service: `value`.
     #[derive(Debug)]
     struct Everywhere(&'static str);

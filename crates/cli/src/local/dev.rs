@@ -155,7 +155,7 @@ impl Drop for Dev {
 /// The configuration of the local clients: the environment's credentials or local ones, a
 /// region, and a 5 s attempt timeout.
 pub async fn shared_config() -> aws_config::SdkConfig {
-    let mut loader = aws_config::from_env();
+    let mut loader = aws_config::from_env().app_name(paymos_inbox_aws::aws::app_name());
     if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() && std::env::var_os("AWS_PROFILE").is_none()
     {
         loader = loader.credentials_provider(aws_sdk_dynamodb::config::Credentials::new(

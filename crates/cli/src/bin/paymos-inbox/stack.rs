@@ -231,7 +231,7 @@ impl StackArgs {
     /// The AWS configuration: --profile and --region over the usual chain. An unknown profile
     /// and a missing region are the caller's to fix (exit 2), found before any call.
     pub async fn aws(&self) -> Result<aws_config::SdkConfig, Failure> {
-        let mut loader = aws_config::from_env();
+        let mut loader = aws_config::from_env().app_name(paymos_inbox_aws::aws::app_name());
         if let Some(profile) = &self.profile {
             if !profile_exists(profile) {
                 return Err(Failure::usage(format!(

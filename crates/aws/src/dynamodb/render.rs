@@ -15,7 +15,7 @@ use paymos_inbox_core::money::status::Amount;
 use paymos_inbox_core::money::write::{Field, Fields, Guard, Key, Set, Table, Value, Write};
 
 /// Every field with an attribute name of its own (a merchant's named ones aside).
-const FIELDS: [(Field, &str); 54] = [
+const FIELDS: [(Field, &str); 55] = [
     (Field::Kind, "kind"),
     (Field::Status, "status"),
     (Field::StatusAt, "status_at"),
@@ -70,6 +70,7 @@ const FIELDS: [(Field, &str); 54] = [
     (Field::Actor, "actor"),
     (Field::Count, "count"),
     (Field::CleanUntil, "clean_until"),
+    (Field::ReadUntil, "read_until"),
 ];
 
 /// The attribute a field is stored as.

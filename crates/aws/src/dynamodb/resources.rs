@@ -814,4 +814,14 @@ impl paymos_inbox_core::roads::reconcile::ReconcileCheckpoint for DynamoResource
         .await?
         .and_then(|i| get_u64(&i, "clean_until")))
     }
+
+    async fn read_until(&self) -> Result<Option<u64>, PortError> {
+        Ok(get(
+            &self.client,
+            &self.tables.state,
+            ("pk", write::RECONCILE_READ_KEY),
+        )
+        .await?
+        .and_then(|i| get_u64(&i, "read_until")))
+    }
 }

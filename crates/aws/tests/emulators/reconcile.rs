@@ -636,12 +636,19 @@ async fn where_the_last_clean_run_ended_is_kept_and_never_moves_back() {
             .unwrap(),
     );
     assert_eq!(store.clean_until().await.unwrap(), None);
+    assert_eq!(store.read_until().await.unwrap(), None);
     let (report, window) = scheduled(&api, &fulfil, (48, false), NOW_MS).await.unwrap();
     assert!(report.clean(), "{report:?}");
     assert_eq!(store.clean_until().await.unwrap(), Some(window.1));
+    assert_eq!(store.read_until().await.unwrap(), Some(window.1));
     let (late, _) = scheduled(&api, &fulfil, (48, false), NOW_MS - 3_600_000)
         .await
         .unwrap();
     assert!(late.clean());
     assert_eq!(store.clean_until().await.unwrap(), Some(NOW_MS / 1000));
+    assert_eq!(store.read_until().await.unwrap(), Some(NOW_MS / 1000));
+    let behind = paymos_inbox_core::roads::reconcile::behind(&store, NOW_MS + 7_200_000)
+        .await
+        .unwrap();
+    assert_eq!(behind, Some(7_200));
 }

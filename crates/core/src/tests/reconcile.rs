@@ -659,6 +659,46 @@ async fn a_window_of_many_payments_costs_the_same_bulk_reads_whatever_its_size()
     }
 }
 
+// Issue 50: a run cut short (the function's time, Paymos' API down) left nothing behind, and
+// the only alarm said the reconciliation "found something that needs a person". How far
+// behind it is counts from the end of the last run that read its whole window, whatever it
+// found: a finding keeps the next window's start back, not this.
+#[tokio::test]
+async fn how_far_behind_the_reconciliation_is_counts_from_the_last_run_that_read_its_window() {
+    use crate::roads::reconcile::{ReconcileCheckpoint as _, behind, scheduled};
+    const HOURS: u64 = 48;
+    let hour = 3_600_000;
+    let (paymos, fulfil, store) = rig();
+    assert_eq!(behind(&*store, NOW_MS).await.unwrap(), None, "no run yet");
+    let (report, _) = scheduled(&paymos, &fulfil, (HOURS, false), NOW_MS)
+        .await
+        .unwrap();
+    assert!(report.clean());
+    // Three hours of runs that never finished: three hours behind.
+    assert_eq!(
+        behind(&*store, NOW_MS + 3 * hour).await.unwrap(),
+        Some(3 * 3600)
+    );
+    // A run that finds something for a person still read its window: caught up, while the
+    // clean end (where the next window starts at the latest) stays.
+    paymos.invoice("inv_found", at_paymos("paid", "o-found"));
+    let (report, window) = scheduled(&paymos, &fulfil, (HOURS, false), NOW_MS + 3 * hour)
+        .await
+        .unwrap();
+    assert_eq!(ids(&report.missing), ["inv_found"]);
+    assert_eq!(store.read_until().await.unwrap(), Some(window.1));
+    assert_eq!(store.clean_until().await.unwrap(), Some(NOW_MS / 1000));
+    assert_eq!(
+        behind(&*store, NOW_MS + 4 * hour).await.unwrap(),
+        Some(3600)
+    );
+    // An older run finishing late never moves it back.
+    scheduled(&paymos, &fulfil, (HOURS, false), NOW_MS + hour)
+        .await
+        .unwrap();
+    assert_eq!(store.read_until().await.unwrap(), Some(window.1));
+}
+
 // Issue 39: a scheduled run read the last 48 hours whatever happened before; runs that failed
 // for three days left a gap no later run read, and a payment whose webhook never came in it
 // was never found. A run starts where the last clean one ended at the latest.

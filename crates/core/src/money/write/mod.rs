@@ -169,6 +169,9 @@ pub enum Field {
     /// Where the last clean reconciliation ended (Unix seconds): the next one starts there at
     /// the latest.
     CleanUntil,
+    /// Where the last reconciliation that read its whole window ended (Unix seconds), clean or
+    /// not: how far behind the reconciliation is, apart from what it found.
+    ReadUntil,
     /// An attribute named at run time: a merchant's effect's, or a step of a resource's story
     /// ([`crate::money::record::Step::attribute`]).
     Named(String),

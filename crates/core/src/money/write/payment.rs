@@ -357,6 +357,29 @@ pub fn amount_guard(order: &OrderRef) -> Option<Write> {
 /// The key of where the last clean reconciliation ended.
 pub const RECONCILED_KEY: &str = "reconciled";
 
+/// The key of where the last reconciliation that read its whole window ended.
+pub const RECONCILE_READ_KEY: &str = "reconciled#read";
+
+/// A reconciliation read its whole window up to `until` (Unix seconds), whatever it found: kept
+/// only if no later run's end is, so it never moves back. A run cut short (the function's
+/// time, Paymos or the store failing) writes none, so the next run sees how far behind it is.
+#[must_use]
+pub fn reconcile_read(until: u64, now_ms: u64) -> Write {
+    Write {
+        what: What::Reconciled,
+        key: Key::state(RECONCILE_READ_KEY),
+        guard: Guard::Any(vec![
+            Guard::Lacks(Field::ReadUntil),
+            Guard::Below(Field::ReadUntil, Value::Int(until)),
+        ]),
+        set: vec![
+            Set::Put(Field::Kind, Value::text("reconciled")),
+            Set::Put(Field::ReadUntil, Value::Int(until)),
+            Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+        ],
+    }
+}
+
 /// A reconciliation that found nothing for a person ended at `until` (Unix seconds): kept only
 /// if no later clean run's end is, so it never moves back.
 #[must_use]

@@ -542,6 +542,16 @@ impl crate::roads::reconcile::ReconcileCheckpoint for MemoryResources {
                 _ => None,
             }))
     }
+
+    async fn read_until(&self) -> Result<Option<u64>, PortError> {
+        Ok(self
+            .lock()
+            .get(&Key::state(write::RECONCILE_READ_KEY))
+            .and_then(|f| match f.get(&Field::ReadUntil) {
+                Some(Value::Int(until)) => Some(*until),
+                _ => None,
+            }))
+    }
 }
 
 impl ExceptionStore for MemoryResources {

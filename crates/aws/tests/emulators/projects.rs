@@ -266,3 +266,43 @@ async fn a_payment_of_this_shop_on_an_invoice_another_projects_event_marked_wait
     assert!(resources.is_fulfilled("inv_x").await.unwrap());
     assert!(aws.item(state, "pk", "order_paid#1001").await.is_some());
 }
+
+// Issue 49 (the model's rule 20, class F), where the conditions decide: a payment naming the
+// home project and no order waits for its order; shop B's open event of the invoice names
+// order 1001; then its payment naming no project. It shipped the home project's order 1001
+// for shop B's invoice. The record names one project (the open event's transition is
+// refused, then moves the status alone and marks the record), and a payment of a marked
+// record ships nothing on an event's word.
+#[tokio::test]
+async fn an_order_learned_from_another_projects_event_ships_no_ones_order_on_dynamodb() {
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let (state, deliveries) = (stack.table("StateTable"), stack.table("DeliveriesTable"));
+    let resources = DynamoResources::new(aws.dynamodb.clone(), state, deliveries);
+    let fulfil = Fulfil::new(resources.clone()).for_projects(Projects::parse("prj_a,prj_b"));
+    let pending = envelope(
+        "evt_f",
+        "invoice.paid",
+        json!({"invoice_id": "inv_f", "project_id": "prj_a"}),
+    );
+    let opened = event("evt_o", "invoice.confirming", "inv_f", Some("prj_b"));
+    let silent = event("evt_p", "invoice.paid", "inv_f", None);
+    let mut outcomes = Vec::new();
+    for body in [&pending, &opened, &silent] {
+        outcomes.push(fulfil.apply(&live(body), NOW_MS).await.unwrap().1);
+    }
+    assert_eq!(
+        outcomes,
+        [Applied::OrderUnknown, Applied::Updated, Applied::Held]
+    );
+    assert!(!resources.is_fulfilled("inv_f").await.unwrap());
+    let record = aws.item(state, "pk", "inv_f").await.unwrap();
+    assert_eq!(
+        record.get("projects_disagree"),
+        Some(&AttributeValue::Bool(true))
+    );
+    assert!(!record.contains_key("project_id"), "{record:?}");
+    for claim in ["order_paid#1001", "order_paid#prj_b#1001"] {
+        assert!(aws.item(state, "pk", claim).await.is_none(), "{claim}");
+    }
+}

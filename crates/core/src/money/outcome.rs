@@ -177,6 +177,12 @@ pub enum Refusal {
     },
     /// A full refund that completed later is recorded on the invoice already.
     LaterFullRefund,
+    /// The invoice's events named two projects ([`write::Mark::ProjectsDisagree`]): no payment
+    /// of it ships on an event's word.
+    ProjectsDisagree {
+        /// The order as the invoice's record holds it.
+        recorded: OrderRef,
+    },
     /// The review note exists already (the delivery was handled before).
     Noted,
 }
@@ -588,11 +594,8 @@ pub fn refusal(
             recorded: seen.order,
         }
     };
-    if let (What::Payment | What::Transition | What::PaidLate | What::Release, Some(p)) = (
-        refused.write,
-        found.get(&Field::OtherProject).and_then(Value::as_text),
-    ) {
-        return Written::Refused(Refusal::OtherProject(p.to_owned()));
+    if let Some(refusal) = of_projects(refused, paying) {
+        return Written::Refused(refusal);
     }
     if refused.write == What::Transition
         && found.get(&Field::AwaitsOrder) == Some(&Value::Bool(true))
@@ -651,6 +654,29 @@ pub fn refusal(
         What::AmountGuard => Refusal::OrderMismatch,
         What::RefundNote => Refusal::LaterFullRefund,
         What::Balance | What::Review | What::OperatorAction | What::Reconciled => Refusal::Noted,
+    })
+}
+
+/// A change refused for the invoice's project: another project's invoice
+/// ([`Refusal::OtherProject`]), or a payment its status took whose invoice's events named two
+/// projects ([`Refusal::ProjectsDisagree`]).
+fn of_projects(
+    refused: &Refused,
+    paying: Option<(InvoiceStatus, u64, Option<u64>)>,
+) -> Option<Refusal> {
+    let found = &refused.found;
+    if let (What::Payment | What::Transition | What::PaidLate | What::Release, Some(p)) = (
+        refused.write,
+        found.get(&Field::OtherProject).and_then(Value::as_text),
+    ) {
+        return Some(Refusal::OtherProject(p.to_owned()));
+    }
+    let item = (!found.is_empty()).then_some(found);
+    (refused.write == What::Payment
+        && found.get(&Field::ProjectsDisagree) == Some(&Value::Bool(true))
+        && paying.is_some_and(|(st, at, _)| write::transition(st, at).holds(item)))
+    .then(|| Refusal::ProjectsDisagree {
+        recorded: write::order_of(found),
     })
 }
 
@@ -904,6 +930,64 @@ fn other_project_mark(project: Option<&str>) -> Step {
         }
         .reason(),
     )
+}
+
+/// An invoice whose events named two projects ([`Mark::ProjectsDisagree`]). A status that pays
+/// nothing, naming another project than the record's, moves the status alone (it teaches no
+/// order: an order id is its project's) and marks the record; a payment of a marked record
+/// ships nothing on an event's word: it is held for a person naming the project (`release
+/// --project`), unless Paymos confirmed it, whose order (and project) then settle the record.
+fn disagreeing(change: &Change, tried: &Plan, refusal: &Refusal, confirmed: bool) -> Option<Step> {
+    let Change::Invoice { status, order, .. } = change else {
+        return None;
+    };
+    let plan = |write, outcome, reason: String| {
+        Some(Step::Then(Plan {
+            write,
+            with_mark: true,
+            outcome,
+            reason: Some(reason),
+        }))
+    };
+    match (&tried.write, refusal) {
+        (Write::Change, Refusal::Resource { recorded, .. })
+            if !status.fulfils() && other_project(order, recorded) =>
+        {
+            plan(
+                Write::Unfulfilled(Mark::ProjectsDisagree),
+                tried.outcome,
+                format!(
+                    "it names {}, the invoice's record {}: its status alone, and no payment of it ships on an event's word",
+                    project_name(order),
+                    project_name(recorded)
+                ),
+            )
+        }
+        (Write::Change, Refusal::ProjectsDisagree { recorded }) if confirmed => {
+            Some(Step::Then(Plan {
+                write: Write::PaymosOrder {
+                    recorded: recorded.clone(),
+                },
+                with_mark: false,
+                outcome: tried.outcome,
+                reason: None,
+            }))
+        }
+        (Write::Change, Refusal::ProjectsDisagree { .. }) => plan(
+            Write::Unfulfilled(Mark::ProjectsDisagree),
+            Applied::Held,
+            "the invoice's events named two projects: which shop's payment it is, only Paymos or a person can say; nothing shipped".to_owned(),
+        ),
+        _ => None,
+    }
+}
+
+/// How a reason names `order`'s project.
+fn project_name(order: &OrderRef) -> String {
+    order
+        .project
+        .as_ref()
+        .map_or("the home project".to_owned(), |p| format!("project {p}"))
 }
 
 /// A change of an invoice an event marked another project's (`marked`), where Paymos or a
@@ -1246,6 +1330,9 @@ pub fn next_as(
         (&tried.write, &refusal, change)
         && let Some(step) = against_a_mark(source, change, marked, confirmed, tried.outcome)
     {
+        return step;
+    }
+    if let Some(step) = disagreeing(change, tried, &refusal, confirmed) {
         return step;
     }
     if let Some(step) =

@@ -561,17 +561,23 @@ pub fn invoice_transition(
     now_ms: u64,
 ) -> Write {
     // Events that named two projects: the record keeps the project it had and takes none of
-    // this payment's, so it never names two.
+    // this payment's, so it never names two. A status that pays nothing teaches no order
+    // either: an order id is its project's, and this one may be another shop's.
     let unscoped;
-    let order = if mark == Some(&Mark::ProjectsDisagree) {
-        unscoped = OrderRef {
-            project: None,
-            home: false,
-            ..order.clone()
-        };
-        &unscoped
-    } else {
-        order
+    let order = match mark {
+        Some(Mark::ProjectsDisagree) if status.fulfils() => {
+            unscoped = OrderRef {
+                project: None,
+                home: false,
+                ..order.clone()
+            };
+            &unscoped
+        }
+        Some(Mark::ProjectsDisagree) => {
+            unscoped = OrderRef::none();
+            &unscoped
+        }
+        _ => order,
     };
     let mut set = invoice_fields(status, at, order, source, now_ms);
     if status.fulfils() {
@@ -581,7 +587,11 @@ pub fn invoice_transition(
     match mark {
         Some(Mark::Held) => set.push(Set::Put(Field::Held, Value::Bool(true))),
         Some(Mark::ProjectsDisagree) => {
-            set.push(Set::Put(Field::Held, Value::Bool(true)));
+            // A payment is held; a status that pays nothing only marks the record, so that no
+            // payment of it ships on an event's word.
+            if status.fulfils() {
+                set.push(Set::Put(Field::Held, Value::Bool(true)));
+            }
             set.push(Set::Put(Field::ProjectsDisagree, Value::Bool(true)));
         }
         Some(Mark::DuplicateOf(winner)) => {
@@ -600,14 +610,8 @@ pub fn invoice_transition(
         status,
         matches!(
             mark,
-            Some(
-                Mark::Held
-                    | Mark::ProjectsDisagree
-                    | Mark::DuplicateOf(_)
-                    | Mark::AwaitsOrder
-                    | Mark::AfterRefund
-            )
-        ),
+            Some(Mark::Held | Mark::DuplicateOf(_) | Mark::AwaitsOrder | Mark::AfterRefund)
+        ) || (mark == Some(&Mark::ProjectsDisagree) && status.fulfils()),
         now_ms,
     ));
     // A plain status change never takes an invoice whose payment waits for its order off the
@@ -618,6 +622,16 @@ pub fn invoice_transition(
             Guard::Lacks(Field::AwaitsOrder),
         ]),
         Some(_) => transition(status, at),
+    };
+    // A record names one project: a change naming another is refused, and planned again as
+    // the events' disagreement ([`Mark::ProjectsDisagree`]).
+    let guard = match (&order.project, order.home) {
+        (Some(p), _) => Guard::All(vec![
+            guard,
+            unnamed_or(Guard::Is(Field::ProjectId, Value::text(p))),
+        ]),
+        (None, true) => Guard::All(vec![guard, unnamed_or(Guard::Has(Field::HomeProject))]),
+        (None, false) => guard,
     };
     Write {
         what: What::Transition,

@@ -17,6 +17,8 @@ pub fn payment(
             transition(paid.status, at),
             Guard::Not(Box::new(refunded_in_full(paid_at))),
             order_on_record(paid.order),
+            // Its events named two projects: only a person naming one, or Paymos, ships it.
+            Guard::Lacks(Field::ProjectsDisagree),
         ]),
         set: {
             let mut set = invoice_fields(paid.status, at, paid.order, paid.source, paid.at_ms);

@@ -13,6 +13,8 @@ mod alarms;
 mod audit;
 mod check;
 mod cli;
+#[path = "../../../core/src/tests/conditions.rs"]
+mod conditions;
 mod console;
 mod deploy_lines;
 mod exceptions;

@@ -9,6 +9,8 @@ use paymos_inbox_lambda::config::{
 };
 use yaml_serde::Value;
 
+use crate::conditions::Stack;
+
 fn template() -> Value {
     let text = include_str!("../../../../template.yaml");
     yaml_serde::from_str(text).expect("template.yaml parses")
@@ -903,39 +905,171 @@ fn every_parameter_is_constrained() {
     }
 }
 
-// Issue 32: no alarm on throttles or on an invocation spike.
+// Issue 32: no alarm on throttles or on an invocation spike. Issue 51: with `Monitoring=essential`
+// (the default) only ingest's, fulfil's and the reconciliation's throttles alarm.
 #[test]
 fn every_function_alarms_when_throttled_and_ingest_on_an_invocation_spike() {
     let t = template();
-    let alarms = of_type(&t, "AWS::CloudWatch::Alarm");
-    let on = |metric: &str, function: &str| {
-        alarms.iter().find(|(_, a)| {
+    fn on<'t>(
+        alarms: &[(&'t str, &'t Value)],
+        metric: &str,
+        function: &str,
+    ) -> Option<(&'t str, &'t Value)> {
+        alarms.iter().copied().find(|(_, a)| {
             let p = &a["Properties"];
             p["Namespace"].as_str() == Some("AWS/Lambda")
                 && p["MetricName"].as_str() == Some(metric)
                 && p["Dimensions"][0]["Name"].as_str() == Some("FunctionName")
                 && target(&p["Dimensions"][0]["Value"]) == function
         })
-    };
+    }
     let functions = of_type(&t, "AWS::Serverless::Function");
     assert_eq!(functions.len(), 6);
-    for (function, r) in functions {
-        let (name, alarm) =
-            on("Throttles", function).unwrap_or_else(|| panic!("{function}: a throttles alarm"));
-        assert_eq!(
-            alarm["Condition"], r["Condition"],
-            "{name} exists exactly when {function} does"
-        );
-        assert!(
-            !alarm["Properties"]["AlarmActions"].is_null(),
-            "{name} notifies the alarm topic"
-        );
+    for monitoring in ["essential", "full"] {
+        for options in [&[][..], &OPTIONS[..]] {
+            let mut set = options.to_vec();
+            set.push(("Monitoring", monitoring));
+            let stack = Stack::new(&t, &set);
+            let (made, alarms) = (
+                stack.resources("AWS::Serverless::Function"),
+                stack.resources("AWS::CloudWatch::Alarm"),
+            );
+            for (function, _) in &functions {
+                let expected = made.iter().any(|(f, _)| f == function)
+                    && (monitoring == "full"
+                        || ["IngestFunction", "FulfilFunction", "ReconcileFunction"]
+                            .contains(function));
+                let alarm = on(&alarms, "Throttles", function);
+                assert_eq!(
+                    alarm.is_some(),
+                    expected,
+                    "{function}'s throttles alarm with {set:?}"
+                );
+                if let Some((name, alarm)) = alarm {
+                    assert!(
+                        !alarm["Properties"]["AlarmActions"].is_null(),
+                        "{name} notifies the alarm topic"
+                    );
+                }
+            }
+        }
     }
-    let (name, spike) = on("Invocations", "IngestFunction").expect("an ingest invocations alarm");
+    let alarms = of_type(&t, "AWS::CloudWatch::Alarm");
+    let (name, spike) =
+        on(&alarms, "Invocations", "IngestFunction").expect("an ingest invocations alarm");
     let threshold = target(&spike["Properties"]["Threshold"]);
     assert_eq!(threshold, "IngestInvocationsAlarmThreshold", "{name}");
     assert!(!t["Parameters"][threshold.as_str()]["MinValue"].is_null());
     assert!(!spike["Properties"]["AlarmActions"].is_null());
+}
+
+/// The optional parts that bring alarms of their own: the reverse check and reconciliation, the
+/// events queue, the signed hand-off.
+const OPTIONS: [(&str, &str); 3] = [
+    ("PaymosApiSecretName", "paymos-inbox/api"),
+    ("EventsQueue", "true"),
+    ("WebhookTargetUrl", "https://shop.example/paymos-events"),
+];
+/// What `Monitoring=essential` keeps: the alarms that say money waits or is lost. What waits for
+/// a person (and its daily reminder), the oldest pending delivery, dead letters (the work
+/// queue's and the hand-off's), ingest's and fulfil's errors and throttles, the sweep's errors
+/// (it counts what waits), a misconfigured stack (a setting, a refused call, a wrong or
+/// mislabelled secret).
+const ESSENTIAL: [&str; 14] = [
+    "PaymentsNeedReviewAlarm",
+    "PaymentsStillWaitingAlarm",
+    "OldestPendingAlarm",
+    "DeadLetterQueueAlarm",
+    "PublishFailuresAlarm",
+    "IngestErrorsAlarm",
+    "IngestServerErrorsAlarm",
+    "IngestThrottlesAlarm",
+    "FulfilErrorsAlarm",
+    "FulfilThrottlesAlarm",
+    "SweepErrorsAlarm",
+    "MisconfiguredAlarm",
+    "SignatureRefusalsAlarm",
+    "EnvironmentRefusalsAlarm",
+];
+/// And with the optional parts on: their dead letters, the reconciliation finding something or
+/// falling behind.
+const ESSENTIAL_OF_OPTIONS: [&str; 4] = [
+    "EventsDeadLetterAlarm",
+    "WebhookTargetDeadLetterAlarm",
+    "ReconcileFindingsAlarm",
+    "ReconcileThrottlesAlarm",
+];
+/// What only `Monitoring=full` adds: early warnings and signals a later alarm of `ESSENTIAL`
+/// also gives when money waits (the work queue's age before the oldest pending delivery's, the
+/// publisher's lag and errors before its parked batches, the endpoint's backlog before its dead
+/// letters), and what is no money's (a reused event id, an invocation spike).
+const FULL_ONLY: [&str; 7] = [
+    "WorkQueueAgeAlarm",
+    "PublisherIteratorAgeAlarm",
+    "PublisherErrorsAlarm",
+    "PublisherThrottlesAlarm",
+    "SweepThrottlesAlarm",
+    "CrossEnvironmentIdsAlarm",
+    "IngestInvocationsSpikeAlarm",
+];
+const FULL_ONLY_OF_OPTIONS: [&str; 3] = [
+    "WebhookTargetBacklogAlarm",
+    "DeliverErrorsAlarm",
+    "DeliverThrottlesAlarm",
+];
+
+// Issue 51: 27 alarms and a dashboard cost a quiet shop more a month than its deliveries.
+#[test]
+fn essential_monitoring_keeps_the_alarms_that_say_money_waits_or_is_lost_and_full_adds_the_rest() {
+    let t = template();
+    assert_eq!(Stack::new(&t, &[]).parameter("Monitoring"), "essential");
+    let made = |monitoring: &str, options: &[(&'static str, &'static str)], kind: &str| {
+        let mut set = options.to_vec();
+        set.push(("Monitoring", monitoring));
+        Stack::new(&t, &set)
+            .resources(kind)
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect::<std::collections::BTreeSet<_>>()
+    };
+    let listed = |lists: &[&[&'static str]]| -> std::collections::BTreeSet<&'static str> {
+        lists.concat().into_iter().collect()
+    };
+    let alarm = "AWS::CloudWatch::Alarm";
+    assert_eq!(made("essential", &[], alarm), listed(&[&ESSENTIAL[..]]));
+    assert_eq!(
+        made("essential", &OPTIONS, alarm),
+        listed(&[&ESSENTIAL[..], &ESSENTIAL_OF_OPTIONS[..]])
+    );
+    assert_eq!(
+        made("full", &[], alarm),
+        listed(&[&ESSENTIAL[..], &FULL_ONLY[..]])
+    );
+    let every = listed(&[
+        &ESSENTIAL[..],
+        &ESSENTIAL_OF_OPTIONS[..],
+        &FULL_ONLY[..],
+        &FULL_ONLY_OF_OPTIONS[..],
+    ]);
+    assert_eq!(made("full", &OPTIONS, alarm), every);
+    // A new alarm is a decision made here: essential or full.
+    let in_template: std::collections::BTreeSet<&str> = of_type(&t, alarm)
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(
+        every, in_template,
+        "each alarm of template.yaml is listed here"
+    );
+    for monitoring in ["essential", "full"] {
+        let dashboards = made(monitoring, &OPTIONS, "AWS::CloudWatch::Dashboard");
+        assert_eq!(dashboards.len(), usize::from(monitoring == "full"));
+    }
+    // Essential's alarms page: each notifies the topic.
+    for name in listed(&[&ESSENTIAL[..], &ESSENTIAL_OF_OPTIONS[..]]) {
+        let actions = &props(&t, name)["AlarmActions"];
+        assert!(!actions.is_null(), "{name} notifies the alarm topic");
+    }
 }
 
 // Issue 32: checkov's failed checks were answered nowhere. A check that does not apply is skipped

@@ -24,9 +24,9 @@ pub struct SweepRun {
 }
 
 /// Re-sends what was received more than `sweep_after_secs` before `now_ms` and is still not
-/// processed, counts it (`StrandedResent`), keeps the bodies of the deliveries that newly wait
+/// processed, counts it (`StrandedResent`, when it sent any), keeps the bodies of the deliveries that newly wait
 /// for a person (`DynamoLedger::keep_waiting_bodies`), gauges the oldest pending delivery
-/// (`OldestPendingSeconds`) and what waits for a person (`PaymentsWaiting`: the reads
+/// (`OldestPendingSeconds`, when there is one) and what waits for a person (`PaymentsWaiting`: the reads
 /// `exceptions` makes, no scan), so that its alarm stays in ALARM while anything waits.
 ///
 /// # Errors
@@ -47,15 +47,25 @@ pub async fn sweep_once(
         PER_RUN,
     )
     .await?;
-    metrics::counter!(metric::STRANDED_RESENT).increment(swept.resent as u64);
+    // An idle run writes `PaymentsWaiting` alone: each metric written is a series billed by
+    // the month, and a count of nothing or the age of nothing tells an alarm no more than
+    // their absence (`OldestPendingAlarm` treats missing data as OK).
+    if swept.resent > 0 {
+        metrics::counter!(metric::STRANDED_RESENT).increment(swept.resent as u64);
+    }
     // A person acts on what a waiting delivery said: its body outlives BodyRetentionDays.
     let bodies_kept = ledger.keep_waiting_bodies().await?;
     // The oldest delivery still not processed (after this run's re-sends).
-    let oldest = ledger.pending(1).await?.first().map_or(0, |p| {
-        super::now_ms().saturating_sub(p.received_at_ms) / 1000
-    });
-    #[allow(clippy::cast_precision_loss)]
-    metrics::gauge!(metric::OLDEST_PENDING).set(oldest as f64);
+    let oldest = ledger
+        .pending(1)
+        .await?
+        .first()
+        .map(|p| super::now_ms().saturating_sub(p.received_at_ms) / 1000);
+    if let Some(oldest) = oldest {
+        #[allow(clippy::cast_precision_loss)]
+        metrics::gauge!(metric::OLDEST_PENDING).set(oldest as f64);
+    }
+    let oldest = oldest.unwrap_or(0);
     let waiting = paymos_inbox_core::roads::exceptions::list(state, ledger, 0)
         .await?
         .len();

@@ -2,8 +2,10 @@
 //! AWS bills for them counted from that second (`heat.rs`) and priced at us-east-1's list
 //! prices, on-demand and with `TableBillingMode=PROVISIONED`, with the default parameters and
 //! with `LogLevel=WARN`, `Tracing=PassThrough`; what each guarantee's write units cost; and
-//! whether the issue's targets are reached. docs/performance.md shows the tables this
-//! generates, and a test holds them to it.
+//! whether the issue's targets are reached. And (issue 51) what a stack with no traffic pays a
+//! month, counted from what `template.yaml` makes with each column's parameters and each
+//! `Monitoring` setting. docs/performance.md shows the tables this generates, and a test holds
+//! them to it.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -82,6 +84,233 @@ mod price {
     pub const PROVISIONED_WRU: f64 = 0.000_65 / 3_600.0 / 0.70 * 1e6;
     /// And a read unit for an hour, $0.00013.
     pub const PROVISIONED_RRU: f64 = 0.000_13 / 3_600.0 / 0.70 * 1e6;
+}
+
+/// A month as CloudWatch, Secrets Manager and DynamoDB bill one by the hour.
+const HOURS: f64 = 730.0;
+
+/// us-east-1 list prices of what a stack pays a month, traffic or none
+/// (`shared/reference/aws-scale-and-cost.md`, from AWS's CloudWatch, Secrets Manager and
+/// EventBridge pricing pages), in dollars.
+mod monthly {
+    /// A standard-resolution alarm's metric: a metric-math alarm is billed per metric it reads.
+    pub const ALARM_METRIC: f64 = 0.10;
+    /// A dashboard (beyond the account's free three, which its other uses may take).
+    pub const DASHBOARD: f64 = 3.00;
+    /// A custom metric series (each distinct set of dimension values is one), EMF included.
+    pub const SERIES: f64 = 0.30;
+    /// A secret.
+    pub const SECRET: f64 = 0.40;
+    /// An EventBridge Scheduler invocation, priced as the reference's EventBridge event ($1.00
+    /// a million; counted without any free tier).
+    pub const SCHEDULED_RUN: f64 = 1.00 / 1e6;
+}
+
+/// What one run of the sweep on an idle stack takes (paper figures, as the durations above):
+/// 100 ms; the 64 shards of `pending-by-age` queried twice (the stranded, then the oldest) and
+/// the review lists, some 140 queries of an empty page, each counted a whole read unit (the
+/// most it can be); 700 bytes logged at `INFO` (its `sweep done` line and its metrics
+/// document), 300 at `WARN` (the document alone).
+struct IdleRun {
+    ms: f64,
+    read_units: f64,
+    bytes: f64,
+    bytes_warn: f64,
+}
+
+const IDLE_SWEEP: IdleRun = IdleRun {
+    ms: 100.0,
+    read_units: 140.0,
+    bytes: 700.0,
+    bytes_warn: 300.0,
+};
+/// The requests an SQS event source makes of an empty queue in a month: five long polls of
+/// 20 s at a time (a paper figure: Lambda does not document how many pollers wait on an empty
+/// queue).
+const IDLE_POLLS: f64 = 5.0 * 3.0 * 60.0 * HOURS;
+/// The custom metric series an idle stack writes: the sweep's `PaymentsWaiting` alone
+/// (`lambda/src/sweep.rs` writes `OldestPendingSeconds` and `StrandedResent` only when
+/// something is pending or sent again, and the sweep counts no cold start).
+const IDLE_SERIES: f64 = 1.0;
+
+/// `rate(N minutes|hours|days)` → runs a month.
+fn runs_a_month(rate: &str) -> f64 {
+    let inner = rate
+        .strip_prefix("rate(")
+        .and_then(|r| r.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{rate}: price a cron schedule here"));
+    let (n, unit) = inner.split_once(' ').expect("rate(N unit)");
+    let n: f64 = n.parse().expect("a number of units");
+    let minutes = match unit.trim_end_matches('s') {
+        "minute" => 1.0,
+        "hour" => 60.0,
+        "day" => 1_440.0,
+        other => panic!("a rate in {other}"),
+    };
+    HOURS * 60.0 / (n * minutes)
+}
+
+/// What a stack with no traffic pays a month with `monitoring`, each item as (item, how much,
+/// dollars): counted from what `template.yaml` makes with the column's parameters.
+#[allow(clippy::cast_precision_loss, reason = "counts of a few dozen")]
+fn floor(
+    template: &yaml_serde::Value,
+    column: Stack,
+    monitoring: &str,
+) -> Vec<(String, String, f64)> {
+    let stack = super::conditions::Stack::new(
+        template,
+        &[
+            ("Monitoring", monitoring),
+            (
+                "TableBillingMode",
+                if column.provisioned {
+                    "PROVISIONED"
+                } else {
+                    "PAY_PER_REQUEST"
+                },
+            ),
+            ("LogLevel", if column.cheapest { "WARN" } else { "INFO" }),
+            (
+                "Tracing",
+                if column.cheapest {
+                    "PassThrough"
+                } else {
+                    "Active"
+                },
+            ),
+        ],
+    );
+    let alarms = stack.resources("AWS::CloudWatch::Alarm");
+    let read: usize = alarms
+        .iter()
+        .map(|(_, a)| {
+            a["Properties"]["Metrics"].as_sequence().map_or(1, |m| {
+                m.iter().filter(|m| !m["MetricStat"].is_null()).count()
+            })
+        })
+        .sum();
+    let dashboards = stack.resources("AWS::CloudWatch::Dashboard").len();
+    // The webhook secrets ingest reads, the API key's when set, and those the stack makes.
+    let secrets = 1
+        + usize::from(!stack.parameter("PaymosApiSecretName").is_empty())
+        + stack.resources("AWS::SecretsManager::Secret").len();
+    let keys = stack.resources("AWS::KMS::Key").len()
+        + usize::from(!stack.parameter("KmsKeyArn").is_empty());
+    assert_eq!(keys, 0, "price the KMS keys of the stack here");
+    let events = |kind: &'static str| {
+        stack
+            .resources("AWS::Serverless::Function")
+            .into_iter()
+            .flat_map(|(_, f)| f["Properties"]["Events"].as_mapping().into_iter().flatten())
+            .filter(move |(_, e)| e["Type"].as_str() == Some(kind))
+            .map(|(_, e)| e)
+            .collect::<Vec<_>>()
+    };
+    let schedules = events("ScheduleV2");
+    assert_eq!(
+        schedules.len(),
+        1,
+        "the sweep's schedule alone: price the others' runs here"
+    );
+    let rate = schedules[0]["Properties"]["ScheduleExpression"].clone();
+    let rate = match &rate {
+        yaml_serde::Value::Tagged(r) => stack.parameter(r.value.as_str().unwrap()).to_owned(),
+        other => other.as_str().unwrap().to_owned(),
+    };
+    let runs = runs_a_month(&rate);
+    let run = IDLE_SWEEP;
+    let per_run = monthly::SCHEDULED_RUN
+        + price::LAMBDA_REQUEST / 1e6
+        + MEMORY_GB * run.ms / 1_000.0 * price::LAMBDA_GB_S / 1e6
+        + if column.provisioned {
+            0.0
+        } else {
+            run.read_units * DOLLARS_PER_MILLION_RRU / 1e6
+        }
+        + if column.cheapest {
+            run.bytes_warn
+        } else {
+            run.bytes
+        } * price::LOG_BYTE
+            / 1e6
+        + if column.cheapest {
+            0.0
+        } else {
+            price::TRACE / 1e6
+        };
+    let polled = events("SQS").len();
+    let (mut write_units, mut read_units) = (0.0, 0.0);
+    for (_, target) in stack.resources("AWS::ApplicationAutoScaling::ScalableTarget") {
+        let p = &target["Properties"];
+        let min = p["MinCapacity"].as_f64().expect("a MinCapacity");
+        if p["ScalableDimension"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Write")
+        {
+            write_units += min;
+        } else {
+            read_units += min;
+        }
+    }
+    vec![
+        (
+            "CloudWatch alarms, $0.10 a metric each reads".into(),
+            format!("{} alarms, {read} metrics", alarms.len()),
+            read as f64 * monthly::ALARM_METRIC,
+        ),
+        (
+            "CloudWatch dashboard".into(),
+            format!("{dashboards}"),
+            dashboards as f64 * monthly::DASHBOARD,
+        ),
+        (
+            "custom metrics an idle stack writes (the sweep's `PaymentsWaiting`)".into(),
+            format!("{IDLE_SERIES:.0} series"),
+            IDLE_SERIES * monthly::SERIES,
+        ),
+        (
+            "Secrets Manager: the webhook secrets' (and the API key's when set)".into(),
+            format!("{secrets}"),
+            secrets as f64 * monthly::SECRET,
+        ),
+        (
+            "KMS: no key of the stack's own (`KmsKeyArn` empty)".into(),
+            format!("{keys}"),
+            0.0,
+        ),
+        (
+            format!("the sweep's runs, `{rate}`: the schedule, Lambda, its reads, logs and traces"),
+            format!("{runs:.0} runs"),
+            runs * per_run,
+        ),
+        (
+            "SQS: the event sources' polls of an empty queue".into(),
+            format!(
+                "{polled} queues, {:.0} requests",
+                polled as f64 * IDLE_POLLS
+            ),
+            polled as f64 * IDLE_POLLS * price::SQS_REQUEST / 1e6,
+        ),
+        (
+            "DynamoDB: provisioned capacity's minimum (auto scaling's `MinCapacity`)".into(),
+            format!("{write_units:.0} write units, {read_units:.0} read units"),
+            HOURS * (write_units * 0.000_65 + read_units * 0.000_13),
+        ),
+        (
+            "storage at rest: the tables, their backups, the logs".into(),
+            "a few MB".into(),
+            0.0,
+        ),
+    ]
+}
+
+fn floor_total(template: &yaml_serde::Value, column: Stack, monitoring: &str) -> f64 {
+    floor(template, column, monitoring)
+        .iter()
+        .map(|i| i.2)
+        .sum()
 }
 
 /// The parameters a column prices.
@@ -203,7 +432,7 @@ fn amount(x: f64, unit: &str) -> String {
 }
 
 /// The all-in table, the per-path totals, and what each guarantee costs.
-fn all_in(second: &Second) -> String {
+fn all_in(second: &Second, template: &yaml_serde::Value) -> String {
     let mix = second.mix();
     let mut out = String::from(
         "| item | a delivery of the mix | on-demand | on-demand, `LogLevel=WARN`, `Tracing=PassThrough` | provisioned | provisioned, `WARN`, `PassThrough` |\n|---|---|---|---|---|---|\n",
@@ -237,6 +466,21 @@ fn all_in(second: &Second) -> String {
     for s in STACKS {
         let _ = write!(out, " ${:.2} |", total(&mix, s, true));
     }
+    for monitoring in ["essential", "full"] {
+        let _ = write!(
+            out,
+            "\n| **a month with no traffic**, `Monitoring={monitoring}`{} | |",
+            if monitoring == "essential" {
+                " (the default)"
+            } else {
+                ""
+            }
+        );
+        for s in STACKS {
+            let _ = write!(out, " ${:.2} |", floor_total(template, s, monitoring));
+        }
+    }
+    out.push_str(&floor_table(template));
     out.push_str("\n\nPer path, all-in (the mix's log bytes a delivery), per million deliveries of that outcome:\n\n| outcome | on-demand | provisioned | the hand-off's events a delivery |\n|---|---|---|---|\n");
     for (outcome, took) in &second.by_outcome {
         #[allow(clippy::cast_precision_loss, reason = "counts of a few thousand")]
@@ -249,6 +493,36 @@ fn all_in(second: &Second) -> String {
         );
     }
     out.push_str(&guarantees(&mix, &totals));
+    let quiet = floor_total(template, STACKS[0], "essential");
+    let _ = writeln!(
+        out,
+        "\n**a month with no traffic**: ${quiet:.2} with the defaults (`Monitoring=essential`, on-demand); the target is $3.00. {}",
+        if quiet <= 3.0 { "Reached." } else { "Missed." }
+    );
+    out
+}
+
+/// What a month with no traffic pays, item by item, with the default parameters.
+fn floor_table(template: &yaml_serde::Value) -> String {
+    let mut out = String::from(
+        "\n\nA month with no traffic, item by item, with the default parameters (on-demand, `INFO`, `Active`):\n\n| item | `Monitoring=essential` | | `Monitoring=full` | |\n|---|---|---|---|---|\n",
+    );
+    let (essential, full) = (
+        floor(template, STACKS[0], "essential"),
+        floor(template, STACKS[0], "full"),
+    );
+    for ((item, n, cost), (_, n_full, cost_full)) in essential.iter().zip(&full) {
+        let _ = writeln!(
+            out,
+            "| {item} | {n} | ${cost:.2} | {n_full} | ${cost_full:.2} |"
+        );
+    }
+    let _ = write!(
+        out,
+        "| **total, a month** | | **${:.2}** | | **${:.2}** |",
+        floor_total(template, STACKS[0], "essential"),
+        floor_total(template, STACKS[0], "full")
+    );
     out
 }
 
@@ -311,7 +585,9 @@ fn guarantees(mix: &Took, totals: &[f64]) -> String {
 // priced here; the doc shows exactly this.
 #[tokio::test]
 async fn docs_performance_counts_every_item_of_a_million_deliveries() {
-    let table = all_in(&the_second().await);
+    let parsed: yaml_serde::Value =
+        yaml_serde::from_str(include_str!("../../../../template.yaml")).expect("template.yaml");
+    let table = all_in(&the_second().await, &parsed);
     let doc = include_str!("../../../../docs/performance.md");
     let shown = super::heat::in_performance_md(
         "<!-- the all-in table (crates/core/src/tests/allin.rs): begin -->\n",
@@ -349,8 +625,35 @@ async fn docs_performance_counts_every_item_of_a_million_deliveries() {
             "the publisher once a stream batch of {PUBLISH_BATCH} changes and {PUT_EVENTS_MS} ms an event"
         ),
         format!("once a batch of {FULFIL_BATCH}"),
+        format!(
+            "{} ms, {} queries of an empty page each counted a whole read unit",
+            IDLE_SWEEP.ms, IDLE_SWEEP.read_units
+        ),
+        format!(
+            "{} bytes of logs ({} at `WARN`)",
+            IDLE_SWEEP.bytes, IDLE_SWEEP.bytes_warn
+        ),
+        "five long polls of 20 s at a time (a paper figure".to_owned(),
     ] {
         assert!(flat.contains(&said), "docs/performance.md says: {said}");
+    }
+    assert_eq!(IDLE_POLLS, 5.0 * 3.0 * 60.0 * HOURS, "five polls of 20 s");
+    // The README gives the month with no traffic as the table does.
+    let readme = include_str!("../../../../README.md")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for said in [
+        format!(
+            "that is ${:.2} a month",
+            floor_total(&parsed, STACKS[0], "essential")
+        ),
+        format!(
+            "the early-warning alarms and the dashboard, ${:.2}",
+            floor_total(&parsed, STACKS[0], "full")
+        ),
+    ] {
+        assert!(readme.contains(&said), "README.md says: {said}");
     }
     let unreached = table
         .matches("Not reachable with every guarantee kept")

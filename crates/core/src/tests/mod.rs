@@ -9,6 +9,7 @@
 )]
 
 mod allin;
+mod conditions;
 mod confirm;
 mod exceptions;
 mod fulfil;

@@ -30,7 +30,8 @@ async fn main() -> Result<(), Error> {
     let (ledger, state, queue, config) = (&ledger, &state, &queue, &config);
     lambda_runtime::run(service_fn(
         move |_: LambdaEvent<serde_json::Value>| async move {
-            paymos_inbox_lambda::telemetry::invocation_started();
+            // No `ColdStarts`: the schedule's runs are each a cold start or nearly, and an
+            // idle stack would pay a series a month to say so (issue 51).
             let swept = sweep_once(
                 (ledger, state),
                 queue,

@@ -422,6 +422,38 @@ async fn the_sweep_binary_sends_a_stranded_delivery_again_and_reports_the_oldest
     use paymos_inbox_core::roads::ingest::DeliveryLedger;
     let aws = Aws::new();
     let stack = aws.stack().await;
+    let names = HashMap::from([
+        (
+            "DELIVERIES_TABLE",
+            stack.table("DeliveriesTable").to_owned(),
+        ),
+        ("STATE_TABLE", stack.table("StateTable").to_owned()),
+        ("WORK_QUEUE_URL", stack.queue("WorkQueue").to_owned()),
+    ]);
+    let secrets = secrets_manager(HashMap::new()).await;
+    let sweep = Function::start(
+        env!("CARGO_BIN_EXE_paymos-sweep"),
+        env_json("SweepFunction", &names),
+        &secrets,
+    )
+    .await;
+    // Issue 51: an idle run writes one metric series, `PaymentsWaiting` (each series is billed
+    // a month); no count of nothing sent, no age of nothing pending, no cold start.
+    let idle = sweep.runtime.invoke("{}").await.unwrap();
+    assert_eq!(idle["found"].as_u64(), Some(0), "{idle}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let printed = sweep.stdout.lock().unwrap().clone();
+    let documents: Vec<&str> = printed.lines().filter(|l| l.contains("\"_aws\"")).collect();
+    assert_eq!(documents.len(), 1, "{printed}");
+    let written: Vec<String> = serde_json::from_str::<serde_json::Value>(documents[0]).unwrap()
+        ["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["Name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(written, ["PaymentsWaiting"], "{printed}");
+    sweep.stdout.lock().unwrap().clear();
     // A delivery recorded an hour ago whose sender gave up before any send.
     let body = invoice_paid("evt_stranded", "inv_stranded");
     let hour_ago = paymos_inbox_lambda::now_ms() - 3_600_000;
@@ -438,21 +470,6 @@ async fn the_sweep_binary_sends_a_stranded_delivery_again_and_reports_the_oldest
     .record(&delivery, hour_ago + 30_000)
     .await
     .unwrap();
-    let names = HashMap::from([
-        (
-            "DELIVERIES_TABLE",
-            stack.table("DeliveriesTable").to_owned(),
-        ),
-        ("STATE_TABLE", stack.table("StateTable").to_owned()),
-        ("WORK_QUEUE_URL", stack.queue("WorkQueue").to_owned()),
-    ]);
-    let secrets = secrets_manager(HashMap::new()).await;
-    let sweep = Function::start(
-        env!("CARGO_BIN_EXE_paymos-sweep"),
-        env_json("SweepFunction", &names),
-        &secrets,
-    )
-    .await;
     // What EventBridge Scheduler sends.
     let answer = sweep.runtime.invoke("{}").await.unwrap();
     assert_eq!(
@@ -470,6 +487,12 @@ async fn the_sweep_binary_sends_a_stranded_delivery_again_and_reports_the_oldest
     let printed = sweep.stdout.lock().unwrap().clone();
     assert!(
         printed.lines().any(|l| l.contains("\"StrandedResent\":1")),
+        "{printed}"
+    );
+    assert!(
+        printed
+            .lines()
+            .any(|l| l.contains("\"OldestPendingSeconds\":")),
         "{printed}"
     );
     // What waits for a person, counted each run for the alarm that stays on while it waits.

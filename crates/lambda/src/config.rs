@@ -226,6 +226,14 @@ pub struct FulfilConfig {
 }
 
 impl FulfilConfig {
+    /// Whether fulfil lists open invoices `open`: only with the reconciliation, the one reader
+    /// of that list, which runs with the Paymos API key (issue 51: a write unit or two an
+    /// invoice otherwise). `exceptions --reindex` lists them when it is turned on later.
+    #[must_use]
+    pub fn keeps_open_list(&self) -> bool {
+        self.api_secrets_id.is_some()
+    }
+
     /// Reads the configuration through `lookup`.
     ///
     /// # Errors

@@ -53,6 +53,8 @@ pub struct DynamoResources {
     client: Client,
     tables: Tables,
     units: WriteUnits,
+    /// Whether open invoices are listed `open` (only the reconciliation reads that list).
+    open_list: bool,
 }
 
 impl DynamoResources {
@@ -70,7 +72,17 @@ impl DynamoResources {
                 ledger: ledger_table.into(),
             },
             units: WriteUnits::default(),
+            open_list: true,
         }
+    }
+
+    /// The store of a stack without the reconciliation: it keeps no `open` list
+    /// ([`write::without_open_list`]); `exceptions --reindex` lists the open invoices when the
+    /// reconciliation is turned on.
+    #[must_use]
+    pub fn without_open_list(mut self) -> Self {
+        self.open_list = false;
+        self
     }
 
     /// The write units DynamoDB reported for this store's committed writes so far.
@@ -253,6 +265,13 @@ impl DynamoResources {
 
 impl ResourceStore for DynamoResources {
     async fn write(&self, writes: &[Write]) -> Result<Stored, PortError> {
+        let unlisted;
+        let writes = if self.open_list {
+            writes
+        } else {
+            unlisted = write::without_open_list(writes);
+            &unlisted[..]
+        };
         match writes {
             // One item alone: a plain conditional update, half a transaction's units.
             [one] if !one.set.is_empty() => {

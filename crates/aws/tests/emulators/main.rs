@@ -13,6 +13,7 @@
 mod contract;
 mod cost;
 mod model;
+mod open_list;
 mod projects;
 mod reconcile;
 mod retention;

@@ -1018,6 +1018,39 @@ const FULL_ONLY_OF_OPTIONS: [&str; 3] = [
     "DeliverThrottlesAlarm",
 ];
 
+// Issue 51, lever 2: fulfil lists open invoices only on a stack with the reconciliation, the
+// list's one reader. It keeps the list when it has the Paymos API key, which the template gives
+// it exactly when it makes the reconciliation.
+#[test]
+fn fulfil_keeps_the_open_list_exactly_when_the_reconciliation_runs() {
+    let t = template();
+    let key =
+        &props(&t, "FulfilFunction")["Environment"]["Variables"][config::PAYMOS_API_SECRETS_ID];
+    let Value::Tagged(given) = key else {
+        panic!("fulfil's API key is given on a condition: {key:?}")
+    };
+    assert_eq!(given.tag, "If");
+    let mut seen = Vec::new();
+    for set in [&[][..], &[("PaymosApiSecretName", "paymos-inbox/api")][..]] {
+        let stack = Stack::new(&t, set);
+        let reconciles = stack
+            .resources("AWS::Serverless::Function")
+            .iter()
+            .any(|(f, _)| *f == "ReconcileFunction");
+        let has_key = stack.holds(given.value[0].as_str().unwrap());
+        let fulfil = FulfilConfig::from_lookup(|k| match k {
+            config::DELIVERIES_TABLE | config::STATE_TABLE => Some("t".to_owned()),
+            config::PAYMOS_ENVIRONMENT => Some("sandbox".to_owned()),
+            config::PAYMOS_API_SECRETS_ID if has_key => Some("paymos-inbox/api".to_owned()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(fulfil.keeps_open_list(), reconciles, "{set:?}");
+        seen.push(reconciles);
+    }
+    assert_eq!(seen, [false, true], "both stacks were read");
+}
+
 // Issue 51: 27 alarms and a dashboard cost a quiet shop more a month than its deliveries.
 #[test]
 fn essential_monitoring_keeps_the_alarms_that_say_money_waits_or_is_lost_and_full_adds_the_rest() {

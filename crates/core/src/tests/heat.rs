@@ -90,13 +90,23 @@ impl Took {
     }
 }
 
-/// The memory twin, every write counted on its partitions.
-#[derive(Default)]
+/// The memory twin, every write counted on its partitions: of a stack with the default
+/// parameters, which keeps no `open` list (no reconciliation, its one reader).
 struct Metered {
     inner: MemoryResources,
     writes: Mutex<BTreeMap<String, u64>>,
     /// What the delivery being applied took so far.
     took: Mutex<Took>,
+}
+
+impl Default for Metered {
+    fn default() -> Self {
+        Self {
+            inner: MemoryResources::default().without_open_list(),
+            writes: Mutex::default(),
+            took: Mutex::default(),
+        }
+    }
 }
 
 impl Metered {

@@ -22,14 +22,17 @@ async fn main() -> Result<(), Error> {
     let config = FulfilConfig::from_lookup(|k| std::env::var(k).ok())?;
     let aws = load_config(Duration::from_secs(3), 3).await;
     let dynamodb = aws_sdk_dynamodb::Client::new(&aws);
-    let fulfil = Fulfil::new(DynamoResources::new(
-        dynamodb,
-        config.state_table,
-        config.deliveries_table,
-    ))
-    .for_environment(config.environment)
-    .for_projects(config.projects.clone())
-    .with_patience_minutes(config.patience_minutes);
+    let keeps_open_list = config.keeps_open_list();
+    let resources = DynamoResources::new(dynamodb, config.state_table, config.deliveries_table);
+    let resources = if keeps_open_list {
+        resources
+    } else {
+        resources.without_open_list()
+    };
+    let fulfil = Fulfil::new(resources)
+        .for_environment(config.environment)
+        .for_projects(config.projects.clone())
+        .with_patience_minutes(config.patience_minutes);
     // The home project is pinned once: another listed first would read its records (whose
     // keys carry no project) as its own and ship its orders again.
     if let Err(e) = fulfil.pin_home_project().await {

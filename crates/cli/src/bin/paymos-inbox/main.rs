@@ -285,7 +285,9 @@ enum EventsCommand {
     /// Print the events the facts committed since a time stand for
     ///
     /// Read from the state table (not the 24-hour stream): for a consumer that was down. One
-    /// JSON envelope per line.
+    /// JSON envelope per line. It reads the review list, the audit trail and the day lists
+    /// since the time; it needs no `open` list (a stack without the reconciliation writes none):
+    /// an invoice still open has published no event.
     ///
     /// Example:
     ///   paymos-inbox events since 2026-11-01 --stack-name paymos-inbox-live

@@ -235,6 +235,28 @@ pub(super) fn invoice_listing(
     )
 }
 
+/// `writes` for a stack that keeps no `open` list (issue 51: only the reconciliation reads
+/// it, and only a stack with the reconciliation writes it): an invoice whose status is open
+/// is listed nowhere instead (its write removes its list, which costs no index write when it
+/// had none), and is listed by its day or for review as before once it leaves that. `exceptions
+/// --reindex` lists the open ones when the reconciliation is turned on later.
+#[must_use]
+pub fn without_open_list(writes: &[Write]) -> Vec<Write> {
+    let open = |list: &str| list == OPEN || list.starts_with(&format!("{OPEN}#"));
+    writes
+        .iter()
+        .cloned()
+        .map(|mut w| {
+            for set in &mut w.set {
+                if matches!(set, Set::Put(Field::ListedIn, Value::Text(list)) if open(list)) {
+                    *set = Set::Remove(Field::ListedIn);
+                }
+            }
+            w
+        })
+        .collect()
+}
+
 /// What fulfils a paid invoice, for a webhook's payment and a release alike: the fulfilment
 /// record and the merchant's items (each only if absent), the order's claim ([`order_claim`])
 /// and, when `amount_checked`, the registered order's [`amount_guard`].

@@ -107,9 +107,18 @@ pub struct MemoryResources {
     items: Mutex<HashMap<Key, Fields>>,
     /// Reconciliation's reads: each bulk read once, each order's claim read alone once.
     reconcile_reads: std::sync::atomic::AtomicUsize,
+    /// No `open` list kept ([`crate::money::write::without_open_list`]).
+    no_open_list: bool,
 }
 
 impl MemoryResources {
+    /// The store of a stack without the reconciliation: it keeps no `open` list.
+    #[must_use]
+    pub fn without_open_list(mut self) -> Self {
+        self.no_open_list = true;
+        self
+    }
+
     /// The reads reconciliation made ([`ReconcileStore`]'s calls; a batch of claims counts one).
     #[must_use]
     pub fn reconcile_reads(&self) -> usize {
@@ -390,6 +399,13 @@ fn fulfilment_of(f: &Fields) -> FulfilmentRecord {
 
 impl ResourceStore for MemoryResources {
     async fn write(&self, writes: &[Write]) -> Result<Stored, PortError> {
+        let unlisted;
+        let writes = if self.no_open_list {
+            unlisted = crate::money::write::without_open_list(writes);
+            &unlisted[..]
+        } else {
+            writes
+        };
         let mut items = self.lock();
         let refused: Vec<Refused> = writes
             .iter()

@@ -587,7 +587,8 @@ fn guarantees(mix: &Took, totals: &[f64]) -> String {
 async fn docs_performance_counts_every_item_of_a_million_deliveries() {
     let parsed: yaml_serde::Value =
         yaml_serde::from_str(include_str!("../../../../template.yaml")).expect("template.yaml");
-    let table = all_in(&the_second().await, &parsed);
+    let second = the_second().await;
+    let table = all_in(&second, &parsed);
     let doc = include_str!("../../../../docs/performance.md");
     let shown = super::heat::in_performance_md(
         "<!-- the all-in table (crates/core/src/tests/allin.rs): begin -->\n",
@@ -638,12 +639,31 @@ async fn docs_performance_counts_every_item_of_a_million_deliveries() {
         assert!(flat.contains(&said), "docs/performance.md says: {said}");
     }
     assert_eq!(IDLE_POLLS, 5.0 * 3.0 * 60.0 * HOURS, "five polls of 20 s");
-    // The README gives the month with no traffic as the table does.
+    // The README gives the totals and the month with no traffic as the table does.
     let readme = include_str!("../../../../README.md")
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ");
+    let mix = second.mix();
+    let totals = |quiet: bool| STACKS.map(|s| total(&mix, s, quiet));
+    let (busy, quiet) = (totals(false), totals(true));
     for said in [
+        format!(
+            "| on-demand tables (the default) | ${:.2} | ${:.2} |",
+            busy[0], busy[1]
+        ),
+        format!(
+            "| provisioned tables (`TableBillingMode=PROVISIONED`) | ${:.2} | ${:.2} |",
+            busy[2], busy[3]
+        ),
+        format!(
+            "| on-demand, under a delivery a second | ${:.2} | ${:.2} |",
+            quiet[0], quiet[1]
+        ),
+        format!(
+            "| provisioned, under a delivery a second | ${:.2} | ${:.2} |",
+            quiet[2], quiet[3]
+        ),
         format!(
             "that is ${:.2} a month",
             floor_total(&parsed, STACKS[0], "essential")

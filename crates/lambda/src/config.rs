@@ -61,6 +61,17 @@ pub const METRICS_STACK: &str = "PAYMOS_INBOX_STACK";
 /// such lines.
 pub const LOG_LEVEL: &str = "PAYMOS_INBOX_LOG_LEVEL";
 
+/// Environment variable: the template's `Monitoring`, `essential` or `full` (unset: `full`, as
+/// `dev` and `sam local` run). With `essential` no dashboard reads an outcome, so only the
+/// outcomes its alarms read are counted by `Outcome` ([`crate::telemetry::keeps_outcome`]).
+pub const MONITORING: &str = "PAYMOS_INBOX_MONITORING";
+
+/// Whether every outcome is counted by its `Outcome` dimension ([`MONITORING`] is not
+/// `essential`).
+pub fn full_monitoring(lookup: impl Fn(&str) -> Option<String>) -> bool {
+    lookup(MONITORING).is_none_or(|v| v.trim() != "essential")
+}
+
 /// The `Stack` dimension of the metrics, from [`METRICS_STACK`].
 pub fn metrics_stack(lookup: impl Fn(&str) -> Option<String>) -> String {
     lookup(METRICS_STACK)

@@ -198,7 +198,7 @@ fn record_metrics(applied: &Applying, now_ms: u64) {
         Err(FulfilError::Unavailable(_)) => FAILURE_OUTCOMES[1],
         Err(FulfilError::NotYet { .. }) => FAILURE_OUTCOMES[2],
     };
-    metrics::counter!(metric::FULFIL_OUTCOMES, metric::OUTCOME => outcome).increment(1);
+    crate::telemetry::count_outcome(metric::FULFIL_OUTCOMES, outcome);
     if let Ok((item, (_, applied))) = applied {
         if *applied == Applied::Credited {
             metrics::counter!(metric::DEPOSITS_CREDITED).increment(1);

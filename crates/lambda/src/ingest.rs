@@ -102,11 +102,7 @@ pub fn answer(inbound: &Inbound<'_>, outcome: Result<Receipt, IngestError>) -> R
         let counted = crate::telemetry::counted(crate::telemetry::metric::INGEST_ANSWERS, code)
             .filter(|_| written);
         if counted.is_none() {
-            metrics::counter!(
-                crate::telemetry::metric::INGEST_ANSWERS,
-                crate::telemetry::metric::OUTCOME => code
-            )
-            .increment(1);
+            crate::telemetry::count_outcome(crate::telemetry::metric::INGEST_ANSWERS, code);
         }
         counted
     };

@@ -205,6 +205,14 @@ pub mod metric {
     pub const WEBHOOK_ATTEMPTS: &str = "WebhookAttempts";
     /// Milliseconds each post of the signed hand-off took, answered or not.
     pub const WEBHOOK_LATENCY: &str = "WebhookLatencyMs";
+    /// The outcomes `Monitoring=essential`'s alarms read by their `Outcome` dimension (a wrong
+    /// or mislabelled secret, a misconfigured stack); every other outcome is counted in one
+    /// series without it there, a series being billed a month. `Misconfigured` keeps its setting.
+    pub const ESSENTIAL_OUTCOMES: [(&str, &str); 3] = [
+        (INGEST_ANSWERS, "signature_mismatch"),
+        (INGEST_ANSWERS, "environment_mismatch"),
+        (INGEST_ANSWERS, "misconfigured"),
+    ];
     /// Every metric name the code emits.
     pub const ALL: [&str; 13] = [
         WEBHOOK_ATTEMPTS,
@@ -227,15 +235,42 @@ static METRICS: std::sync::OnceLock<&'static metrics_cloudwatch_embedded::Collec
     std::sync::OnceLock::new();
 /// The `Stack` dimension and the `function` property, as [`init_metrics`] installed them.
 static COUNTING: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
+/// Whether every outcome keeps its `Outcome` dimension ([`crate::config::full_monitoring`]).
+static FULL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+
+/// Whether `metric` counts `outcome` by its `Outcome` dimension: always with `Monitoring=full`
+/// (the dashboard reads each), else only what an essential alarm reads
+/// ([`metric::ESSENTIAL_OUTCOMES`]; `Misconfigured` always).
+#[must_use]
+pub fn keeps_outcome(full: bool, metric: &str, outcome: &str) -> bool {
+    full || metric == metric::MISCONFIGURED
+        || metric::ESSENTIAL_OUTCOMES.contains(&(metric, outcome))
+}
+
+/// Counts 1 of `metric` (a counter by `Outcome`), by `outcome` where [`keeps_outcome`] says so
+/// with the setting [`init_metrics`] read, else in its one series without the dimension.
+pub fn count_outcome(metric: &'static str, outcome: &str) {
+    if keeps_outcome(FULL.get().copied().unwrap_or(true), metric, outcome) {
+        metrics::counter!(metric, metric::OUTCOME => outcome.to_owned()).increment(1);
+    } else {
+        metrics::counter!(metric).increment(1);
+    }
+}
 static WARM: AtomicBool = AtomicBool::new(false);
 
 /// Installs the EMF recorder (once per process): every metric with the `Stack` dimension
 /// ([`crate::config::METRICS_STACK`]), every document with the `function` property.
 pub fn init_metrics(function: &str) {
+    init_metrics_with(function, |k| std::env::var(k).ok());
+}
+
+/// [`init_metrics`] with the settings read through `lookup`.
+pub fn init_metrics_with(function: &str, lookup: impl Fn(&str) -> Option<String>) {
     if METRICS.get().is_some() {
         return;
     }
-    let stack = crate::config::metrics_stack(|k| std::env::var(k).ok());
+    let _ = FULL.set(crate::config::full_monitoring(&lookup));
+    let stack = crate::config::metrics_stack(&lookup);
     match metrics_cloudwatch_embedded::Builder::new()
         .cloudwatch_namespace(metric::NAMESPACE)
         .with_dimension(metric::STACK, stack.clone())
@@ -277,7 +312,11 @@ pub fn counted(metric: &str, outcome: &str) -> Option<String> {
         "_aws".into(),
         serde_json::json!({"Timestamp": at_ms, "CloudWatchMetrics": [{
             "Namespace": metric::NAMESPACE,
-            "Dimensions": [[metric::STACK, metric::OUTCOME]],
+            "Dimensions": [if keeps_outcome(FULL.get().copied().unwrap_or(true), metric, outcome) {
+                vec![metric::STACK, metric::OUTCOME]
+            } else {
+                vec![metric::STACK]
+            }],
             "Metrics": [{"Name": metric}]}]}),
     );
     members.insert(metric.to_owned(), Value::from(1));

@@ -146,7 +146,25 @@ async fn logged_at(level: &str) -> (u64, u64) {
     }
     .instrument(invocation(10))
     .await;
-    let fulfil_bytes = line_bytes(&out.take());
+    let written = out.take();
+    // `Monitoring=essential`: the batch's outcomes are one series (no dashboard reads each), so
+    // one document counts them all, none by `Outcome`.
+    let documents: Vec<serde_json::Value> = written
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|d| d.get("_aws").is_some())
+        .collect();
+    assert!(
+        documents
+            .iter()
+            .any(|d| d["FulfilOutcomes"].as_f64() == Some(10.0)),
+        "{written}"
+    );
+    assert!(
+        documents.iter().all(|d| d.get("Outcome").is_none()),
+        "{written}"
+    );
+    let fulfil_bytes = line_bytes(&written);
     (ingest_bytes / 10, fulfil_bytes / 10)
 }
 
@@ -188,7 +206,11 @@ async fn published_at(level: &str) -> u64 {
 
 #[tokio::test]
 async fn the_cost_table_prices_the_log_bytes_ingest_and_fulfil_write_for_a_delivery() {
-    telemetry::init_metrics("ingest");
+    // The template's default, `Monitoring=essential`: the outcomes no essential alarm reads are
+    // counted without their dimension.
+    telemetry::init_metrics_with("ingest", |k| {
+        (k == paymos_inbox_lambda::config::MONITORING).then(|| "essential".to_owned())
+    });
     // The process's cold start, counted once, is not a delivery's.
     telemetry::invocation_started();
     telemetry::flush_metrics_to(std::io::sink());

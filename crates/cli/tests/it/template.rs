@@ -401,6 +401,10 @@ fn functions_build_the_binaries_cargo_defines_and_fit_the_senders_clock() {
         &globals["Environment"]["Variables"][paymos_inbox_lambda::config::LOG_LEVEL],
         "LogLevel"
     ));
+    assert!(is_ref(
+        &globals["Environment"]["Variables"][paymos_inbox_lambda::config::MONITORING],
+        "Monitoring"
+    ));
     assert!(is_ref(&globals["Tracing"], "Tracing"));
     let ingest_timeout = props(&t, "IngestFunction")["Timeout"].as_u64().unwrap();
     assert!(ingest_timeout < 10, "ingest answers inside Paymos' 10 s");
@@ -1103,6 +1107,40 @@ fn essential_monitoring_keeps_the_alarms_that_say_money_waits_or_is_lost_and_ful
         let actions = &props(&t, name)["AlarmActions"];
         assert!(!actions.is_null(), "{name} notifies the alarm topic");
     }
+    // Metric dimensions only where something reads them: an essential stack counts by
+    // `Outcome` exactly the outcomes its alarms read (the dashboard, which reads every one,
+    // comes with full).
+    use paymos_inbox_lambda::telemetry::{keeps_outcome, metric};
+    let mut read = std::collections::BTreeSet::new();
+    for alarm in listed(&[&ESSENTIAL[..], &ESSENTIAL_OF_OPTIONS[..]]) {
+        let p = props(&t, alarm);
+        let stats = p["Metrics"].as_sequence().into_iter().flatten();
+        for m in std::iter::once(p).chain(stats.map(|m| &m["MetricStat"]["Metric"])) {
+            if m["Namespace"].as_str() != Some(metric::NAMESPACE) {
+                continue;
+            }
+            let name = m["MetricName"].as_str().unwrap();
+            for d in m["Dimensions"].as_sequence().into_iter().flatten() {
+                if d["Name"].as_str() == Some(metric::OUTCOME) {
+                    let outcome = d["Value"].as_str().unwrap();
+                    assert!(
+                        keeps_outcome(false, name, outcome),
+                        "{alarm} reads {name} by {outcome}: essential must count it so"
+                    );
+                    read.insert((name, outcome));
+                }
+            }
+        }
+    }
+    for kept in metric::ESSENTIAL_OUTCOMES {
+        assert!(
+            read.contains(&kept),
+            "{kept:?} is kept, and no essential alarm reads it"
+        );
+    }
+    assert!(!keeps_outcome(false, metric::FULFIL_OUTCOMES, "fulfilled"));
+    assert!(!keeps_outcome(false, metric::INGEST_ANSWERS, "new"));
+    assert!(keeps_outcome(true, metric::INGEST_ANSWERS, "new"));
 }
 
 // Issue 32: checkov's failed checks were answered nowhere. A check that does not apply is skipped

@@ -49,7 +49,8 @@ pub async fn sweep_once(
     .await?;
     // An idle run writes `PaymentsWaiting` alone: each metric written is a series billed by
     // the month, and a count of nothing or the age of nothing tells an alarm no more than
-    // their absence (`OldestPendingAlarm` treats missing data as OK).
+    // their absence (`OldestPendingAlarm` treats missing data as OK). The recorder writes no
+    // counter of 0; the guard says so here.
     if swept.resent > 0 {
         metrics::counter!(metric::STRANDED_RESENT).increment(swept.resent as u64);
     }

@@ -192,6 +192,10 @@ pub mod metric {
     /// What a scheduled reconciliation found, by `Outcome`: `missing`, `applied`, `double`,
     /// `duplicate_payment`, `unknown`, `paid_late`, `refunded`, `api_error`.
     pub const RECONCILE_FINDINGS: &str = "ReconcileFindings";
+    /// Seconds since the end of the last scheduled reconciliation that read its whole window,
+    /// as each run starts (about the schedule's interval when runs finish):
+    /// `ReconcileBehindAlarm`.
+    pub const RECONCILE_BEHIND: &str = "ReconcileBehindSeconds";
     /// A function that could not start because its configuration is wrong (a refused Paymos
     /// API key, a key of the other environment's project), by `Outcome`: the setting.
     pub const MISCONFIGURED: &str = "Misconfigured";
@@ -214,7 +218,8 @@ pub mod metric {
         (INGEST_ANSWERS, "misconfigured"),
     ];
     /// Every metric name the code emits.
-    pub const ALL: [&str; 13] = [
+    pub const ALL: [&str; 14] = [
+        RECONCILE_BEHIND,
         WEBHOOK_ATTEMPTS,
         WEBHOOK_LATENCY,
         CROSS_ENVIRONMENT_IDS,

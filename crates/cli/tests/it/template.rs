@@ -997,10 +997,11 @@ const ESSENTIAL: [&str; 14] = [
 ];
 /// And with the optional parts on: their dead letters, the reconciliation finding something or
 /// falling behind.
-const ESSENTIAL_OF_OPTIONS: [&str; 4] = [
+const ESSENTIAL_OF_OPTIONS: [&str; 5] = [
     "EventsDeadLetterAlarm",
     "WebhookTargetDeadLetterAlarm",
     "ReconcileFindingsAlarm",
+    "ReconcileBehindAlarm",
     "ReconcileThrottlesAlarm",
 ];
 /// What only `Monitoring=full` adds: early warnings and signals a later alarm of `ESSENTIAL`

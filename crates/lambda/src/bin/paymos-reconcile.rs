@@ -54,6 +54,13 @@ async fn main() -> Result<(), Error> {
     lambda_runtime::run(service_fn(move |_: LambdaEvent<serde_json::Value>| async move {
         let now_ms = paymos_inbox_lambda::now_ms();
         paymos_inbox_lambda::telemetry::invocation_started();
+        // How far behind the runs are, whatever this one will find: runs cut short (the
+        // function's time, Paymos' API down) show here, apart from findings.
+        if let Ok(Some(behind)) =
+            paymos_inbox_core::roads::reconcile::behind(fulfil.store(), now_ms).await
+        {
+            metrics::gauge!(metric::RECONCILE_BEHIND).set(behind as f64);
+        }
         let found = |outcome: &'static str, n: usize| {
             metrics::counter!(metric::RECONCILE_FINDINGS, metric::OUTCOME => outcome)
                 .increment(n as u64);

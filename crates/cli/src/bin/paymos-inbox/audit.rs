@@ -11,7 +11,7 @@ use paymos_inbox_core::money::write::Stored;
 use paymos_inbox_core::roads::fulfil::ResourceStore as _;
 use paymos_inbox_lambda::now_ms;
 
-use crate::exit::{Failure, IntoFailure};
+use crate::exit::Failure;
 use crate::stack::{Stack, StackArgs};
 
 /// Who acts, as the audit entry, `released_by` and `won_by` record it. On AWS, the caller's
@@ -21,7 +21,7 @@ use crate::stack::{Stack, StackArgs};
 /// loopback endpoints ([`Stack::sts`]), never by which variables are set.
 ///
 /// # Errors
-/// STS's failure, said as such (exit 4 and its next step, as classified): no action is taken
+/// STS's failure, said as such (exit 4 and its next step, by its kind): no action is taken
 /// when nobody can be named for it.
 pub(crate) async fn who(stack: &Stack, given: Option<&str>) -> Result<String, Failure> {
     let Some(sts) = &stack.sts else {
@@ -41,13 +41,13 @@ pub(crate) async fn who(stack: &Stack, given: Option<&str>) -> Result<String, Fa
             "STS GetCallerIdentity named no ARN: nothing was done (the audit trail names who acts)",
         )),
         Err(e) => {
-            let classified = e.into_failure();
+            let failed = Failure::from(e);
             Err(Failure {
                 message: format!(
                     "could not learn who acts from STS GetCallerIdentity, so nothing was done: {}",
-                    classified.message
+                    failed.message
                 ),
-                ..classified
+                ..failed
             })
         }
     }
@@ -92,7 +92,7 @@ pub(crate) async fn begin(
             "an entry {} exists already",
             entry.key()
         )))),
-        Err(e) => Err(undone(e.into_failure())),
+        Err(e) => Err(undone(Failure::from(e))),
     }
 }
 
@@ -116,7 +116,7 @@ pub(crate) async fn finish<T>(
         Ok(state) => state
             .write(&[begun.finish(&result, count)])
             .await
-            .map_err(IntoFailure::into_failure),
+            .map_err(Failure::from),
         Err(f) => Err(f),
     };
     let failure = match finished {
@@ -187,7 +187,7 @@ pub(crate) async fn recent(stack: &Stack, limit: usize) -> Result<Vec<OperatorAc
         .resources()?
         .recent_actions(limit)
         .await
-        .map_err(|e| e.into_failure())
+        .map_err(Failure::from)
 }
 
 /// Exit 0 with the list (none recorded is no failure), as the other read commands.

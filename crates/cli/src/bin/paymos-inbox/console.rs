@@ -651,7 +651,7 @@ mod tests {
         }
         for refused in ["0.0.0.0", "::", "192.168.1.10", "10.0.0.1"] {
             let e = loopback(refused.parse().unwrap()).unwrap_err();
-            assert_eq!(e.code, crate::exit::USAGE, "{refused}");
+            assert_eq!(e.kind, crate::exit::Kind::Usage, "{refused}");
             assert!(e.message.contains("loopback only"), "{}", e.message);
         }
     }

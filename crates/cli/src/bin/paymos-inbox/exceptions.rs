@@ -18,9 +18,10 @@ use paymos_inbox_lambda::now_ms;
 use crate::exit::Failure;
 use crate::stack::{ApiArgs, Stack, StackArgs};
 
-/// An I/O error's text, classified and said in one line ([`crate::exit::classify`]).
-fn fail(e: impl crate::exit::IntoFailure) -> ExitCode {
-    e.into_failure().report()
+/// A failure said in one line with its next step, exiting with the code its kind decides
+/// ([`crate::exit::Kind::answer`]).
+fn fail(e: impl Into<crate::exit::Failure>) -> ExitCode {
+    e.into().report()
 }
 
 /// Bad usage or input, found before any I/O (exit 2).
@@ -171,11 +172,10 @@ pub(crate) async fn waiting(
     state: &DynamoResources,
     ledger: &DynamoLedger,
 ) -> Result<Vec<exceptions::Exception>, Failure> {
-    use crate::exit::IntoFailure;
     let depth = async |queue: Option<&str>| match queue {
         Some(url) => approximate_messages(&stack.sqs, url)
             .await
-            .map_err(IntoFailure::into_failure),
+            .map_err(Failure::from),
         None => Ok(0),
     };
     let dead_letters = depth(stack.dlq.as_deref()).await?;
@@ -183,7 +183,7 @@ pub(crate) async fn waiting(
     let parked = depth(stack.webhook_dlq.as_deref()).await?;
     let mut found = exceptions::list(state, ledger, dead_letters)
         .await
-        .map_err(IntoFailure::into_failure)?;
+        .map_err(Failure::from)?;
     if parked > 0 {
         found.insert(0, parked_handoff(parked));
     }
@@ -222,7 +222,6 @@ pub(crate) async fn release_in(
     invoice_id: &str,
     by: &ReleaseBy<'_>,
 ) -> Result<paymos_inbox_core::money::change::Applied, Unreleased> {
-    use crate::exit::IntoFailure as _;
     let actor = crate::audit::who(stack, Some(by.actor))
         .await
         .map_err(Unreleased::Failed)?;
@@ -250,7 +249,7 @@ pub(crate) async fn release_in(
         Ok(applied) => (Ok(applied), None),
         // Recorded as refused, in the domain's words: someone tried.
         Err(ReleaseError::NotReleasable(why)) => (Err(Failure::usage(why.clone())), Some(why)),
-        Err(e) => (Err(e.into_failure()), None),
+        Err(ReleaseError::Port(e)) => (Err(e.into()), None),
     };
     let done = crate::audit::finish(stack, &begun, done, |applied| {
         let overridden = if by.override_amount
@@ -311,7 +310,6 @@ pub(crate) async fn resolve_in(
     environment: Option<paymos_inbox_core::wire::signature::Environment>,
     (actor, reason): (&str, &str),
 ) -> Result<paymos_inbox_core::money::change::Applied, Failure> {
-    use crate::exit::IntoFailure as _;
     let actor = crate::audit::who(stack, Some(actor)).await?;
     let begun =
         crate::audit::begin(stack, ActionKind::Resolve, &actor, event_id, Some(reason)).await?;
@@ -319,7 +317,7 @@ pub(crate) async fn resolve_in(
         .await
         .map_err(|e| match e {
             exceptions::ResolveError::NotResolvable(why) => Failure::usage(why),
-            exceptions::ResolveError::Port(e) => e.into_failure(),
+            exceptions::ResolveError::Port(e) => Failure::from(e),
         });
     crate::audit::finish(stack, &begun, done, |was| {
         (format!("resolved (was {was})"), None)
@@ -400,7 +398,7 @@ async fn print_body(
                 .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
                 .map_or_else(|| "?".to_owned(), |t| t.to_string());
             Failure {
-                code: crate::EXIT_NEEDS_A_PERSON,
+                kind: crate::exit::Kind::NeedsAPerson,
                 message: format!(
                     "the body of {event_id} ({}, received {received}) has expired: only its record is kept",
                     name(*env)
@@ -566,7 +564,6 @@ pub(crate) async fn recheck_in(
     ),
     resource_id: Option<&str>,
 ) -> Result<Vec<exceptions::Rechecked>, Failure> {
-    use crate::exit::IntoFailure as _;
     if let Some(id) = resource_id {
         a_rechecked_id(id)?;
     }
@@ -602,7 +599,7 @@ pub(crate) async fn recheck_in(
         .for_projects(stack.projects.clone())
         .recheck(ledger, &api, resource_id, now_ms())
         .await
-        .map_err(|e| e.into_failure());
+        .map_err(Failure::from);
     crate::audit::finish(stack, &begun, done, |results| {
         (rechecked(results), u64::try_from(results.len()).ok())
     })
@@ -717,11 +714,10 @@ pub async fn orders(command: OrdersCommand) -> ExitCode {
         project,
         stack,
     } = command;
-    if paymos_inbox_core::money::status::Amount::parse(&amount).is_none() {
-        return usage(format!(
-            "--amount {amount:?} is not an exact decimal like 10.50"
-        ));
-    }
+    let terms = match orders::order_terms(&amount, &currency) {
+        Ok(terms) => terms,
+        Err(e) => return usage(e),
+    };
     let (stack, state, _) = match tables(&stack).await {
         Ok(t) => t,
         Err(e) => return fail(e),
@@ -730,7 +726,10 @@ pub async fn orders(command: OrdersCommand) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    match orders::register_order(&state, (scope.as_deref(), &order_id), &amount, &currency).await {
+    match state
+        .register_order((scope.as_deref(), &order_id), &terms, &currency)
+        .await
+    {
         Ok(()) => {
             say!(
                 "order {order_id}: {amount} {}",

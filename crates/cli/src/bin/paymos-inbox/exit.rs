@@ -8,11 +8,17 @@
 //! | 3 | unproven: nothing failed, something could not be proven (`check`) |
 //! | 4 | could not reach AWS, Paymos or the receiver (or it lacks what was named) |
 //!
+//! A failure has a [`Kind`]; the kind alone decides the exit code and the console's HTTP status
+//! ([`Kind::answer`], one table for both doors). A port's error ([`PortError`]) keeps its kind
+//! to here; only text from something we did not write is classified ([`classify`]).
+//!
 //! A failure prints `error: …` and, when there is one, `  next: …` on stderr; the detail an SDK
 //! or a library gave (its error chain) only with `--verbose`.
 
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
+
+use paymos_inbox_core::port::{PortError, PortErrorKind};
 
 /// Something waits for a person (a finding, a failed `check` step, a refused `release`, an
 /// invalid signature).
@@ -72,35 +78,115 @@ pub fn set_verbose(on: bool) {
     VERBOSE.store(on, Ordering::Relaxed);
 }
 
-/// A command that could not do what it was asked: its exit code, one line saying what, the
-/// next step, and the detail behind it (printed only with `--verbose`).
+/// What kind of failure a command met: it alone decides the exit code and the console's HTTP
+/// status ([`Kind::answer`], the one table for both doors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Bad usage or input, found before any I/O: nothing was done.
+    Usage,
+    /// Something waits for a person (a body that expired, a refusal to act on).
+    NeedsAPerson,
+    /// A port of ours (DynamoDB, SQS, STS, the Paymos API, …) failed, of this kind.
+    Port(PortErrorKind),
+    /// Could not reach what the command needs, said as text by something we did not write
+    /// ([`classify`]), or as a sentence of ours.
+    Unreachable,
+}
+
+impl Kind {
+    /// The exit code and the console's HTTP status of a failure of this kind. No wildcard: a
+    /// new kind of port error does not compile until it is given its row.
+    #[must_use]
+    pub fn answer(self) -> (u8, hyper::StatusCode) {
+        use hyper::StatusCode;
+        match self {
+            Self::Usage => (USAGE, StatusCode::BAD_REQUEST),
+            Self::NeedsAPerson => (NEEDS_A_PERSON, StatusCode::CONFLICT),
+            Self::Port(kind) => match kind {
+                PortErrorKind::Throttled => (UNREACHABLE, StatusCode::SERVICE_UNAVAILABLE),
+                PortErrorKind::Unavailable => (UNREACHABLE, StatusCode::BAD_GATEWAY),
+                PortErrorKind::Misconfigured => (UNREACHABLE, StatusCode::INTERNAL_SERVER_ERROR),
+                PortErrorKind::Conflict => (UNREACHABLE, StatusCode::CONFLICT),
+            },
+            Self::Unreachable => (UNREACHABLE, StatusCode::BAD_GATEWAY),
+        }
+    }
+}
+
+/// What a port error of each kind is said as, and its next step (a refused credential, which
+/// the port names as one, apart). No wildcard, as [`Kind::answer`].
+fn port_said(kind: PortErrorKind, refused_credential: bool) -> (&'static str, &'static str) {
+    match kind {
+        PortErrorKind::Throttled => (
+            "the service asked us to slow down (throttled)",
+            "wait a minute and run it again",
+        ),
+        PortErrorKind::Unavailable => (CANNOT_REACH, CANNOT_REACH_NEXT),
+        PortErrorKind::Misconfigured if refused_credential => (
+            "AWS refused the credentials or denied the call",
+            "sign in again (`aws sso login`), or check the profile's keys; the identity needs \
+             the operator's permissions in docs/security.md",
+        ),
+        PortErrorKind::Misconfigured => (
+            "the service refused the request as configured (a missing table, queue or index, \
+             or a malformed request)",
+            "check --state-table/--deliveries-table and the queue URLs (or the stack's outputs) \
+             and --region",
+        ),
+        PortErrorKind::Conflict => (
+            "another writer held the same items at that moment",
+            "run it again",
+        ),
+    }
+}
+
+const CANNOT_REACH: &str = "could not reach the service (no connection or no answer)";
+const CANNOT_REACH_NEXT: &str = "check the network, --region and any endpoint \
+     (--dynamodb-endpoint, AWS_ENDPOINT_URL_*); for `dev`'s emulators, is `paymos-inbox dev` \
+     still running?";
+
+/// A command that could not do what it was asked: its kind (which decides its exit code and
+/// HTTP status), one line saying what, the next step, and the detail behind it (printed only
+/// with `--verbose`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
-    pub code: u8,
+    pub kind: Kind,
     pub message: String,
     pub next: Option<String>,
     pub detail: Option<String>,
 }
 
 impl Failure {
-    /// Bad usage or input (exit 2).
-    pub fn usage(message: impl Into<String>) -> Self {
+    /// A failure of `kind`, said as given.
+    pub fn of(kind: Kind, message: impl Into<String>) -> Self {
         Self {
-            code: USAGE,
+            kind,
             message: message.into(),
             next: None,
             detail: None,
         }
     }
 
+    /// Bad usage or input (exit 2).
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self::of(Kind::Usage, message)
+    }
+
     /// Could not reach what the command needs (exit 4), said as given.
     pub fn unreachable(message: impl Into<String>) -> Self {
-        Self {
-            code: UNREACHABLE,
-            message: message.into(),
-            next: None,
-            detail: None,
-        }
+        Self::of(Kind::Unreachable, message)
+    }
+
+    /// Its exit code ([`Kind::answer`]).
+    #[must_use]
+    pub fn code(&self) -> u8 {
+        self.kind.answer().0
+    }
+
+    /// The console's HTTP status of it ([`Kind::answer`]).
+    #[must_use]
+    pub fn status(&self) -> hyper::StatusCode {
+        self.kind.answer().1
     }
 
     #[must_use]
@@ -128,30 +214,41 @@ impl Failure {
         for line in self.lines(VERBOSE.load(Ordering::Relaxed)) {
             tell!("{line}");
         }
-        ExitCode::from(self.code)
+        ExitCode::from(self.code())
     }
 }
 
-/// What a command can fail with: a [`Failure`] as it is, any other error by its text
-/// ([`classify`]).
-pub trait IntoFailure {
-    fn into_failure(self) -> Failure;
-}
-
-impl IntoFailure for Failure {
-    fn into_failure(self) -> Failure {
-        self
+/// A port's failure, by its kind: the kind decides the exit code, the HTTP status, the
+/// sentence and the next step; its text only names, among the cases of that same kind, which
+/// one it is (a missing table, no credentials found), never another kind's. The whole text is
+/// the detail.
+impl From<PortError> for Failure {
+    fn from(e: PortError) -> Self {
+        let text = e.to_string();
+        let (mut said, mut next) = port_said(e.kind, e.is_refused_credential());
+        let mut message = None;
+        if !e.is_refused_credential()
+            && let Some(row) = row_of(&text, Some(e.kind))
+        {
+            (said, next) = (row.2, row.3);
+            message = Some(with_missing_files(said, |var| std::env::var(var).ok()));
+        }
+        Self {
+            kind: Kind::Port(e.kind),
+            message: format!(
+                "{}: {}",
+                e.operation,
+                message.unwrap_or_else(|| said.to_owned())
+            ),
+            next: Some(next.to_owned()),
+            detail: Some(text),
+        }
     }
 }
 
-impl<E: std::fmt::Display> IntoFailure for E {
-    fn into_failure(self) -> Failure {
-        classify(&self.to_string())
-    }
-}
-
-/// An error from I/O (AWS, Paymos' API, an emulator, a file), as its text: classified, and
-/// said in one line with the next step; the whole text is the detail.
+/// Text from something we did not write (an SDK before any port exists, a library of the
+/// local pipeline): classified ([`classify`]), said in one line with the next step; the whole
+/// text is the detail.
 impl From<String> for Failure {
     fn from(text: String) -> Self {
         classify(&text)
@@ -166,8 +263,21 @@ impl From<&str> for Failure {
 
 /// The kinds of I/O error a person can act on: what the text contains (lower case), what to
 /// say, and the next step. The first that matches wins.
-const KINDS: &[(&[&str], &str, &str)] = &[
+/// A row of [`KINDS`]: the port kind whose cases it names (`None`: only text says it), what
+/// the text contains (lower case), what to say, and the next step.
+type Row = (
+    Option<PortErrorKind>,
+    &'static [&'static str],
+    &'static str,
+    &'static str,
+);
+
+/// The cases of I/O error a person can act on, as text says them. For a [`PortError`] only the
+/// rows of its own kind name its case; text from something we did not write is classified by
+/// all of them ([`classify`]). The first that matches wins.
+const KINDS: &[Row] = &[
     (
+        Some(PortErrorKind::Unavailable),
         &[
             "no credentials",
             "credentialsnotloaded",
@@ -177,11 +287,12 @@ const KINDS: &[(&[&str], &str, &str)] = &[
             "no providers in chain provided credentials",
             "while loading credentials",
         ],
-        "no AWS credentials found",
+        NO_CREDENTIALS,
         "sign in (`aws sso login --profile NAME`, then --profile NAME), or set AWS_PROFILE, \
          or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
     ),
     (
+        Some(PortErrorKind::Misconfigured),
         &[
             "expiredtoken",
             "unrecognizedclientexception",
@@ -194,11 +305,13 @@ const KINDS: &[(&[&str], &str, &str)] = &[
         "sign in again (`aws sso login`), or check the profile's keys",
     ),
     (
+        Some(PortErrorKind::Misconfigured),
         &["accessdenied", "is not authorized to perform"],
         "AWS denied the call",
         "the identity needs the operator's permissions in docs/security.md",
     ),
     (
+        Some(PortErrorKind::Misconfigured),
         &[
             "resourcenotfoundexception",
             "cannot do operations on a non-existent table",
@@ -207,6 +320,7 @@ const KINDS: &[(&[&str], &str, &str)] = &[
         "check --state-table/--deliveries-table (or the stack's outputs) and --region",
     ),
     (
+        Some(PortErrorKind::Misconfigured),
         &["does not have the specified index"],
         "the table has no such index yet (the stack is older than this command, or DynamoDB is \
          still building it)",
@@ -214,6 +328,7 @@ const KINDS: &[(&[&str], &str, &str)] = &[
          index ACTIVE, then run `paymos-inbox exceptions --reindex` once",
     ),
     (
+        Some(PortErrorKind::Misconfigured),
         &[
             "nonexistentqueue",
             "queuedoesnotexist",
@@ -223,12 +338,14 @@ const KINDS: &[(&[&str], &str, &str)] = &[
         "check the queue URL (or the stack's outputs) and --region",
     ),
     (
+        None,
         &["is not installed", "no `node` on path", "no `java` on path"],
         "",
         "run `make deps` (npm ci) in the project folder, or pass --dynamodb-endpoint and \
          --sqs-endpoint of running emulators",
     ),
     (
+        Some(PortErrorKind::Unavailable),
         &[
             "dispatch failure",
             "connection refused",
@@ -243,15 +360,19 @@ const KINDS: &[(&[&str], &str, &str)] = &[
             "connect error",
             "io error",
         ],
-        "could not reach the service (no connection or no answer)",
-        "check the network, --region and any endpoint (--dynamodb-endpoint, AWS_ENDPOINT_URL_*); \
-         for `dev`'s emulators, is `paymos-inbox dev` still running?",
+        CANNOT_REACH,
+        CANNOT_REACH_NEXT,
     ),
 ];
 
-/// What an error's text says, in one line with the next step (exit 4). The SDKs' errors carry
-/// their whole chain (`DisplayErrorContext`) and debug structures; the person reading needs
-/// the kind and what to do, and the text itself only with `--verbose`.
+const NO_CREDENTIALS: &str = "no AWS credentials found";
+
+/// What an error's text says, in one line with the next step (exit 4, [`Kind::Unreachable`]).
+/// Only for errors that arrive as text from something we did not write, before or beside any
+/// port (the local pipeline's emulators and tools, `dev`'s files, the `events --follow` stream
+/// reader): a port's error keeps its kind (`Failure`'s `From<PortError>`).
+/// The SDKs' errors carry their whole chain (`DisplayErrorContext`) and debug structures; the
+/// person reading needs the kind and what to do, and the text itself only with `--verbose`.
 pub fn classify(text: &str) -> Failure {
     classify_with(text, |var| std::env::var(var).ok())
 }
@@ -269,8 +390,27 @@ fn missing_aws_files(lookup: &impl Fn(&str) -> Option<String>) -> Vec<String> {
         .collect()
 }
 
-fn classify_with(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Failure {
+/// The first row of [`KINDS`] whose needles `text` contains: of the port kind `only`, when
+/// given.
+fn row_of(text: &str, only: Option<PortErrorKind>) -> Option<&'static Row> {
     let lower = text.to_ascii_lowercase();
+    KINDS.iter().find(|(kind, needles, _, _)| {
+        (only.is_none() || *kind == only) && needles.iter().any(|n| lower.contains(n))
+    })
+}
+
+/// `said`, and when it is that no AWS credentials were found, the AWS files the environment
+/// names that do not exist.
+fn with_missing_files(said: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
+    let missing = missing_aws_files(&lookup);
+    if said == NO_CREDENTIALS && !missing.is_empty() {
+        format!("{said}: {}", missing.join("; "))
+    } else {
+        said.to_owned()
+    }
+}
+
+fn classify_with(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Failure {
     let first = text.lines().next().unwrap_or(text);
     // What was being done, when the text says it first (`--stack-name shop: …`).
     let context = text
@@ -279,31 +419,21 @@ fn classify_with(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Failure
         .filter(|h| h.len() <= 60 && !h.contains('(') && !h.contains('{'))
         .map(|h| format!("{h}: "))
         .unwrap_or_default();
-    match KINDS
-        .iter()
-        .find(|(needles, _, _)| needles.iter().any(|n| lower.contains(n)))
-    {
-        Some((_, said, next)) => {
-            let mut message = if said.is_empty() {
+    match row_of(text, None) {
+        Some((_, _, said, next)) => Failure {
+            kind: Kind::Unreachable,
+            message: if said.is_empty() {
                 first.to_owned()
             } else {
-                format!("{context}{said}")
-            };
-            let missing = missing_aws_files(&lookup);
-            if *said == "no AWS credentials found" && !missing.is_empty() {
-                message = format!("{message}: {}", missing.join("; "));
-            }
-            Failure {
-                code: UNREACHABLE,
-                message,
-                next: Some((*next).to_owned()),
-                detail: Some(text.to_owned()),
-            }
-        }
+                format!("{context}{}", with_missing_files(said, lookup))
+            },
+            next: Some((*next).to_owned()),
+            detail: Some(text.to_owned()),
+        },
         None => {
             let short: String = first.chars().take(240).collect();
             Failure {
-                code: UNREACHABLE,
+                kind: Kind::Unreachable,
                 detail: (short != text).then(|| text.to_owned()),
                 message: short,
                 next: None,
@@ -341,11 +471,125 @@ mod tests {
         assert_eq!(with(&[]), "--stack-name shop: no AWS credentials found");
     }
 
+    /// Every port kind, in the order the table below lists them: a new kind does not compile
+    /// here (no wildcard) until it is given its exit code and HTTP status.
+    fn listed(kind: PortErrorKind) -> usize {
+        match kind {
+            PortErrorKind::Throttled => 0,
+            PortErrorKind::Unavailable => 1,
+            PortErrorKind::Misconfigured => 2,
+            PortErrorKind::Conflict => 3,
+        }
+    }
+
+    #[test]
+    fn each_kind_answers_its_exit_code_and_http_status_in_one_table() {
+        use hyper::StatusCode;
+        let ports = [
+            (PortErrorKind::Throttled, UNREACHABLE, 503),
+            (PortErrorKind::Unavailable, UNREACHABLE, 502),
+            (PortErrorKind::Misconfigured, UNREACHABLE, 500),
+            (PortErrorKind::Conflict, UNREACHABLE, 409),
+        ];
+        for (i, (kind, code, status)) in ports.into_iter().enumerate() {
+            assert_eq!(listed(kind), i, "{kind}: listed in the order of `listed`");
+            let answer = Kind::Port(kind).answer();
+            assert_eq!((answer.0, answer.1.as_u16()), (code, status), "{kind}");
+            let failure = Failure::from(PortError::of_kind("DynamoDB Query", kind, "x"));
+            assert_eq!(
+                (failure.code(), failure.status().as_u16()),
+                (code, status),
+                "{kind}"
+            );
+            assert!(failure.next.is_some(), "{kind}: a next step");
+        }
+        for (kind, code, status) in [
+            (Kind::Usage, USAGE, StatusCode::BAD_REQUEST),
+            (Kind::NeedsAPerson, NEEDS_A_PERSON, StatusCode::CONFLICT),
+            (Kind::Unreachable, UNREACHABLE, StatusCode::BAD_GATEWAY),
+        ] {
+            assert_eq!(kind.answer(), (code, status), "{kind:?}");
+        }
+        assert_eq!(Failure::usage("x").status(), StatusCode::BAD_REQUEST);
+        assert_eq!(classify("anything").code(), UNREACHABLE);
+    }
+
+    // Issue 53: an error's kind, not its text, decides what it is. `classify` read "is not
+    // authorized" in any text as a denial; a port error is said as its kind says.
+    #[test]
+    fn a_port_error_is_said_by_its_kind_whatever_its_text_says() {
+        let text = "dispatch failure: the proxy said: User arn:aws:iam::1:user/x is not authorized to perform: dynamodb:Query";
+        assert!(
+            classify(text).message.contains("AWS denied the call"),
+            "the text alone would say a denial"
+        );
+        let unavailable = Failure::from(PortError::new("DynamoDB Query", text));
+        assert_eq!(unavailable.kind, Kind::Port(PortErrorKind::Unavailable));
+        assert_eq!(
+            (unavailable.code(), unavailable.status().as_u16()),
+            (UNREACHABLE, 502)
+        );
+        assert_eq!(
+            unavailable.message,
+            "DynamoDB Query: could not reach the service (no connection or no answer)"
+        );
+        assert!(
+            unavailable
+                .detail
+                .as_deref()
+                .is_some_and(|d| d.contains(text))
+        );
+
+        // A refused credential is named by the port, whatever its text says.
+        let refused = Failure::from(PortError::refused_credential(
+            "SQS SendMessage",
+            "connection refused by the proxy: ExpiredToken",
+        ));
+        assert_eq!(refused.status().as_u16(), 500);
+        assert_eq!(
+            refused.message,
+            "SQS SendMessage: AWS refused the credentials or denied the call"
+        );
+
+        // Within its kind, the text names which case it is.
+        let missing = Failure::from(PortError::of_kind(
+            "DynamoDB Query",
+            PortErrorKind::Misconfigured,
+            "service error: ResourceNotFoundException: Cannot do operations on a non-existent table",
+        ));
+        assert_eq!(
+            missing.message,
+            "DynamoDB Query: the table does not exist here"
+        );
+        let no_credentials = Failure::from(PortError::new(
+            "STS GetCallerIdentity",
+            "dispatch failure: other: no providers in chain provided credentials",
+        ));
+        assert!(
+            no_credentials
+                .message
+                .starts_with("STS GetCallerIdentity: no AWS credentials found"),
+            "{}",
+            no_credentials.message
+        );
+        // But never another kind's case: a throttle that mentions a missing table is a throttle.
+        let throttled = Failure::from(PortError::of_kind(
+            "DynamoDB Query",
+            PortErrorKind::Throttled,
+            "ResourceNotFoundException retried: ProvisionedThroughputExceededException",
+        ));
+        assert_eq!(
+            throttled.message,
+            "DynamoDB Query: the service asked us to slow down (throttled)"
+        );
+        assert_eq!(throttled.status().as_u16(), 503);
+    }
+
     #[test]
     fn an_sdk_dump_becomes_one_line_with_the_next_step_and_the_dump_only_when_verbose() {
         let dump = "--stack-name shop: dispatch failure: io error: error trying to connect: tcp connect error: Connection refused (os error 111) DispatchFailure(DispatchFailure { source: ConnectorError { kind: Io } })";
         let f = Failure::from(dump.to_owned());
-        assert_eq!(f.code, UNREACHABLE);
+        assert_eq!(f.code(), UNREACHABLE);
         assert_eq!(
             f.message,
             "--stack-name shop: could not reach the service (no connection or no answer)"
@@ -404,7 +648,7 @@ mod tests {
         ] {
             let f = classify(text);
             assert!(f.message.contains(says), "{text} → {}", f.message);
-            assert_eq!(f.code, UNREACHABLE);
+            assert_eq!(f.code(), UNREACHABLE);
             assert!(f.next.is_some());
         }
     }

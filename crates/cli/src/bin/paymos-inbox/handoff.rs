@@ -17,9 +17,10 @@ use paymos_inbox_lambda::now_ms;
 use crate::exit::Failure;
 use crate::stack::{Stack, StackArgs};
 
-/// An I/O error's text, classified and said in one line ([`crate::exit::classify`]).
-fn fail(e: impl crate::exit::IntoFailure) -> ExitCode {
-    e.into_failure().report()
+/// A failure said in one line with its next step, exiting with the code its kind decides
+/// ([`crate::exit::Kind::answer`]).
+fn fail(e: impl Into<crate::exit::Failure>) -> ExitCode {
+    e.into().report()
 }
 
 fn environment(name: &str) -> Result<Environment, String> {
@@ -124,7 +125,7 @@ async fn consume(args: TailArgs) -> ExitCode {
             .await
         {
             Ok(got) => got.messages.unwrap_or_default(),
-            Err(e) => return fail(aws_sdk_sqs::error::DisplayErrorContext(e)),
+            Err(e) => return fail(paymos_inbox_aws::aws::port_error("SQS ReceiveMessage", e)),
         };
         if got.is_empty() && !args.follow {
             return ExitCode::SUCCESS;
@@ -202,7 +203,7 @@ async fn read_since(
     let resources = state_records(stack)?;
     paymos_inbox_core::roads::handoff::since(&resources, since_ms, applying(stack, environment))
         .await
-        .map_err(|e| Failure::from(e.to_string()))
+        .map_err(Failure::from)
 }
 
 /// The state table, read as records (the deliveries table is not needed).
@@ -353,11 +354,7 @@ pub(crate) async fn read_resource(
     let resources = state_records(stack)?;
     let mut records = Vec::new();
     for key in &keys {
-        if let Some(record) = resources
-            .record(key)
-            .await
-            .map_err(|e| Failure::from(e.to_string()))?
-        {
+        if let Some(record) = resources.record(key).await.map_err(Failure::from)? {
             records.push(record);
         }
     }
@@ -388,7 +385,6 @@ pub(crate) async fn resend_in(
     environment: Environment,
     actor: Option<&str>,
 ) -> Result<Vec<DomainEvent>, Failure> {
-    use crate::exit::IntoFailure as _;
     crate::audit::recordable(stack)?;
     let events: Vec<DomainEvent> = match which {
         Facts::Since(since_ms) => read_since(stack, *since_ms, environment).await?,
@@ -410,7 +406,7 @@ pub(crate) async fn resend_in(
         Target::Bus(publisher) => handoff::resend(publisher, &events).await,
         Target::Queue(publisher) => handoff::resend(publisher, &events).await,
     }
-    .map_err(|e| e.into_failure());
+    .map_err(Failure::from);
     crate::audit::finish(stack, &begun, done, |sent| {
         (format!("published {sent}"), u64::try_from(*sent).ok())
     })

@@ -388,10 +388,11 @@ pub(crate) const DEFAULT_PORT: u16 = 8787;
 /// Exit code: something waits for a person (see [`exit`]).
 pub const EXIT_NEEDS_A_PERSON: u8 = exit::NEEDS_A_PERSON;
 
-/// Prints the failure `e` (an I/O error's text is classified: [`exit::classify`]) and answers
+/// Prints the failure `e` (a port error by its kind, text we did not write classified:
+/// [`exit::classify`]) and answers
 /// its exit code.
-pub fn failed(e: impl exit::IntoFailure) -> ExitCode {
-    e.into_failure().report()
+pub fn failed(e: impl Into<exit::Failure>) -> ExitCode {
+    e.into().report()
 }
 
 /// Logs on stderr for a person: our crates at INFO (DEBUG with --verbose), everything else only

@@ -16,6 +16,7 @@ use paymos_inbox_core::wire::signature::WebhookSecret;
 use paymos_inbox_lambda::now_ms;
 
 use crate::FIXTURE_SECRET;
+use crate::exit::Failure;
 use crate::stack::{ApiArgs, OptionalApiArgs, Stack, StackArgs};
 
 /// Runs `work`, showing `label` and the elapsed seconds on stderr while it runs, when stderr is
@@ -62,9 +63,10 @@ pub(crate) async fn with_progress_of<T>(
     out
 }
 
-/// An I/O error's text, classified and said in one line ([`crate::exit::classify`]).
-fn fail(e: impl crate::exit::IntoFailure) -> ExitCode {
-    e.into_failure().report()
+/// A failure said in one line with its next step, exiting with the code its kind decides
+/// ([`crate::exit::Kind::answer`]).
+fn fail(e: impl Into<crate::exit::Failure>) -> ExitCode {
+    e.into().report()
 }
 
 /// Bad usage or input, found before any I/O (exit 2).
@@ -344,7 +346,6 @@ pub(crate) async fn resend_in(
     actor: Option<&str>,
     sent: Option<&AtomicUsize>,
 ) -> Result<paymos_inbox_core::roads::sweep::Swept, crate::exit::Failure> {
-    use crate::exit::IntoFailure as _;
     let unseen = AtomicUsize::new(0);
     let queue = Counting {
         queue: SqsQueue::new(stack.sqs.clone(), stack.require(&stack.queue, "queue-url")?),
@@ -363,7 +364,7 @@ pub(crate) async fn resend_in(
         limit,
     )
     .await
-    .map_err(|e| e.into_failure());
+    .map_err(Failure::from);
     crate::audit::finish(stack, &begun, done, |swept| {
         let result = format!(
             "{} stranded, {} sent again, {} taken by someone else, {} failed, {} without a body",
@@ -473,7 +474,6 @@ pub(crate) async fn redrive_in(
     actor: Option<&str>,
     moved: Option<&AtomicUsize>,
 ) -> Result<paymos_inbox::local::redrive::Redriven, crate::exit::Failure> {
-    use crate::exit::IntoFailure as _;
     let (queue, dlq) = queues(stack);
     let queue = stack.require(&queue, names.0)?;
     let dlq = stack.require(&dlq, names.1)?;
@@ -490,7 +490,7 @@ pub(crate) async fn redrive_in(
         moved.unwrap_or(&unseen),
     )
     .await
-    .map_err(|e| e.into_failure());
+    .map_err(Failure::from);
     crate::audit::finish(stack, &begun, done, |done| {
         let moved = done.moved();
         (format!("moved {moved}"), u64::try_from(moved).ok())
@@ -547,7 +547,6 @@ pub(crate) async fn mark_paid_in(
     given: OrderGiven,
     actor: &str,
 ) -> Result<paymos_inbox_core::money::change::Applied, crate::exit::Failure> {
-    use crate::exit::{Failure, IntoFailure};
     crate::exceptions::an_invoice_id(invoice_id).map_err(Failure::usage)?;
     let amount = match given.amount.as_deref().map(|a| Amount::parse(a).ok_or(a)) {
         Some(Err(a)) => {
@@ -578,7 +577,7 @@ pub(crate) async fn mark_paid_in(
     let done = fulfil
         .mark_paid(invoice_id, order, &caller, now_ms())
         .await
-        .map_err(IntoFailure::into_failure);
+        .map_err(Failure::from);
     crate::audit::finish(stack, &begun, done, |applied| {
         (format!("{}{named}", applied.as_str()), None)
     })
@@ -596,13 +595,12 @@ pub(crate) async fn refused_project(
     invoice_id: &str,
     project: Option<&str>,
 ) -> Result<Option<String>, crate::exit::Failure> {
-    use crate::exit::IntoFailure;
     stack.scope_of(project)?;
     let why = stack
         .fulfil()?
         .refuses_person(invoice_id, project)
         .await
-        .map_err(IntoFailure::into_failure)?;
+        .map_err(Failure::from)?;
     Ok(why.map(|why| format!("{invoice_id}: {why}")))
 }
 

@@ -106,7 +106,7 @@ impl Answered {
     }
 
     /// A refusal in the domain's (or the command line's) own words: 409 for a state that does
-    /// not allow it, 400 for input, 502 for a store or an API that failed.
+    /// not allow it, 400 for input.
     fn refused(status: StatusCode, why: impl Into<String>) -> Self {
         Self {
             status,
@@ -114,12 +114,11 @@ impl Answered {
         }
     }
 
+    /// A failure, with the HTTP status its kind decides ([`crate::exit::Kind::answer`], the
+    /// exit code's table): 400 for input, 502/503 for a store or an API that failed or asked us
+    /// to slow down, 500 for a stack configured wrong.
     fn failed(f: &Failure) -> Self {
-        let status = if f.code == crate::exit::USAGE {
-            StatusCode::BAD_REQUEST
-        } else {
-            StatusCode::BAD_GATEWAY
-        };
+        let status = f.status();
         tracing::warn!(status = status.as_u16(), "console: {}", f.message);
         Self::refused(status, said(f))
     }
@@ -328,7 +327,7 @@ impl Console {
             .state
             .invoice_seen(invoice_id)
             .await
-            .map_err(|e| Failure::from(e.to_string()))?;
+            .map_err(Failure::from)?;
         let deliveries = self.waiting_of(invoice_id).await?;
         let mut timeline = self.steps(invoice_id).await?;
         let waits = crate::exceptions::waiting(&self.stack, &self.state, &self.ledger)
@@ -406,11 +405,7 @@ impl Console {
         } else {
             "deposit"
         };
-        let record = self
-            .state
-            .record(id)
-            .await
-            .map_err(|e| Failure::from(e.to_string()))?;
+        let record = self.state.record(id).await.map_err(Failure::from)?;
         Ok(json!({
             "id": id,
             "kind": kind,
@@ -446,7 +441,7 @@ impl Console {
             .state
             .invoices_under_review()
             .await
-            .map_err(|e| Failure::from(e.to_string()))?;
+            .map_err(Failure::from)?;
         let mut orders = Vec::new();
         let mut deliveries = Vec::new();
         let mut waiting = Vec::new();
@@ -471,7 +466,7 @@ impl Console {
                 .state
                 .order_on_record(scope.as_deref(), order_id)
                 .await
-                .map_err(|e| Failure::from(e.to_string()))?;
+                .map_err(Failure::from)?;
             if let Some(claim) = &on_record.claim {
                 deliveries.extend(self.waiting_of(&claim.invoice_id).await?);
             }
@@ -495,19 +490,14 @@ impl Console {
         let mut found = Vec::new();
         for environment in [Environment::Live, Environment::Test] {
             let key = delivery_key(Some(environment), event_id);
-            let Some(entry) = self
-                .ledger
-                .entry(&key)
-                .await
-                .map_err(|e| Failure::from(e.to_string()))?
-            else {
+            let Some(entry) = self.ledger.entry(&key).await.map_err(Failure::from)? else {
                 continue;
             };
             let body = match self
                 .ledger
                 .kept_body(&key, now_ms() / 1000)
                 .await
-                .map_err(|e| Failure::from(e.to_string()))?
+                .map_err(Failure::from)?
             {
                 KeptBody::Kept(bytes) => serde_json::from_slice::<Value>(&bytes).map_or_else(
                     |_| json!("[not JSON: `exceptions --body` prints it]"),
@@ -548,20 +538,13 @@ impl Console {
     /// the ledger recorded it, or a person's road (`manual:…`). One `GetItem` for the story,
     /// one a delivery.
     async fn steps(&self, id: &str) -> Result<Vec<Value>, Failure> {
-        let story = self
-            .state
-            .story(id)
-            .await
-            .map_err(|e| Failure::from(e.to_string()))?;
+        let story = self.state.story(id).await.map_err(Failure::from)?;
         let mut out = Vec::with_capacity(story.len());
         for step in story {
             let delivery = if step.by.starts_with("manual:") {
                 None
             } else {
-                self.ledger
-                    .entry(&step.by)
-                    .await
-                    .map_err(|e| Failure::from(e.to_string()))?
+                self.ledger.entry(&step.by).await.map_err(Failure::from)?
             };
             out.push(json!({
                 "at_ms": step.at * 1000,
@@ -583,7 +566,7 @@ impl Console {
         };
         let facts = match crate::handoff::read_resource(&self.stack, id, environment).await {
             Ok(facts) => facts,
-            Err(f) if f.code == crate::exit::USAGE => Vec::new(),
+            Err(f) if f.kind == crate::exit::Kind::Usage => Vec::new(),
             Err(f) => return Err(f),
         };
         Ok(facts
@@ -604,7 +587,7 @@ impl Console {
             .ledger
             .with_outcomes(&DELIVERY_OUTCOMES, Some(resource_id))
             .await
-            .map_err(|e| Failure::from(e.to_string()))?;
+            .map_err(Failure::from)?;
         Ok(records
             .iter()
             .map(|r| {
@@ -934,7 +917,7 @@ impl Console {
             Ok(was) => {
                 Answered::ok(json!({"id": event_id, "outcome": "resolved", "was": was.as_str()}))
             }
-            Err(f) if f.code == crate::exit::USAGE => {
+            Err(f) if f.kind == crate::exit::Kind::Usage => {
                 Answered::refused(StatusCode::CONFLICT, f.message)
             }
             Err(f) => Answered::failed(&f),

@@ -4,8 +4,10 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use aws_sdk_sqs::error::{DisplayErrorContext, ProvideErrorMetadata};
+use aws_sdk_sqs::error::ProvideErrorMetadata;
 use aws_sdk_sqs::types::QueueAttributeName;
+use paymos_inbox_aws::aws::port_error;
+use paymos_inbox_core::port::{PortError, PortErrorKind};
 
 /// How the messages were moved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,29 +44,35 @@ pub fn unsupported(code: Option<&str>) -> bool {
     )
 }
 
-async fn arn(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<String, String> {
+async fn arn(sqs: &aws_sdk_sqs::Client, url: &str) -> Result<String, PortError> {
     sqs.get_queue_attributes()
         .queue_url(url)
         .attribute_names(QueueAttributeName::QueueArn)
         .send()
         .await
-        .map_err(|e| format!("GetQueueAttributes: {}", DisplayErrorContext(e)))?
+        .map_err(|e| port_error("SQS GetQueueAttributes", e))?
         .attributes
         .and_then(|mut a| a.remove(&QueueAttributeName::QueueArn))
-        .ok_or_else(|| format!("{url} has no QueueArn"))
+        .ok_or_else(|| {
+            PortError::of_kind(
+                "SQS GetQueueAttributes",
+                PortErrorKind::Misconfigured,
+                format!("{url} has no QueueArn"),
+            )
+        })
 }
 
 /// Moves the messages of `dlq` back to `queue` (up to `max` when moved one by one), waiting for
 /// SQS's move task to finish when the service runs one.
 ///
 /// # Errors
-/// The first SQS call that fails, as text.
+/// The first SQS call that fails, of its kind.
 pub async fn redrive(
     sqs: &aws_sdk_sqs::Client,
     dlq: &str,
     queue: &str,
     max: usize,
-) -> Result<Redriven, String> {
+) -> Result<Redriven, PortError> {
     redrive_paced(sqs, dlq, queue, max, None).await
 }
 
@@ -73,14 +81,14 @@ pub async fn redrive(
 /// that just came back is not flooded.
 ///
 /// # Errors
-/// The first SQS call that fails, as text.
+/// The first SQS call that fails, of its kind.
 pub async fn redrive_paced(
     sqs: &aws_sdk_sqs::Client,
     dlq: &str,
     queue: &str,
     max: usize,
     per_second: Option<u16>,
-) -> Result<Redriven, String> {
+) -> Result<Redriven, PortError> {
     redrive_counted(sqs, dlq, queue, (max, per_second), &AtomicUsize::new(0)).await
 }
 
@@ -89,14 +97,14 @@ pub async fn redrive_paced(
 /// read every 2 s as the task is waited for) on AWS.
 ///
 /// # Errors
-/// The first SQS call that fails, as text.
+/// The first SQS call that fails, of its kind.
 pub async fn redrive_counted(
     sqs: &aws_sdk_sqs::Client,
     dlq: &str,
     queue: &str,
     (max, per_second): (usize, Option<u16>),
     moved: &AtomicUsize,
-) -> Result<Redriven, String> {
+) -> Result<Redriven, PortError> {
     let (source, destination) = (arn(sqs, dlq).await?, arn(sqs, queue).await?);
     match sqs
         .start_message_move_task()
@@ -116,7 +124,7 @@ pub async fn redrive_counted(
                 .await
                 .map(Redriven::OneByOne)
         }
-        Err(e) => Err(format!("StartMessageMoveTask: {}", DisplayErrorContext(e))),
+        Err(e) => Err(port_error("SQS StartMessageMoveTask", e)),
     }
 }
 
@@ -124,7 +132,7 @@ async fn wait_for_task(
     sqs: &aws_sdk_sqs::Client,
     source: &str,
     moved: &AtomicUsize,
-) -> Result<u64, String> {
+) -> Result<u64, PortError> {
     loop {
         let tasks = sqs
             .list_message_move_tasks()
@@ -132,7 +140,7 @@ async fn wait_for_task(
             .max_results(1)
             .send()
             .await
-            .map_err(|e| format!("ListMessageMoveTasks: {}", DisplayErrorContext(e)))?;
+            .map_err(|e| port_error("SQS ListMessageMoveTasks", e))?;
         let Some(task) = tasks.results().first() else {
             return Ok(0);
         };
@@ -144,10 +152,13 @@ async fn wait_for_task(
         match task.status() {
             Some("COMPLETED") => return Ok(so_far),
             Some("FAILED" | "CANCELLED") => {
-                return Err(format!(
-                    "the message move task ended {}: {}",
-                    task.status().unwrap_or_default(),
-                    task.failure_reason().unwrap_or_default()
+                return Err(PortError::new(
+                    "SQS message move task",
+                    format!(
+                        "the message move task ended {}: {}",
+                        task.status().unwrap_or_default(),
+                        task.failure_reason().unwrap_or_default()
+                    ),
                 ));
             }
             _ => tokio::time::sleep(std::time::Duration::from_secs(2)).await,
@@ -164,7 +175,7 @@ async fn one_by_one(
     max: usize,
     per_second: Option<u16>,
     counted: &AtomicUsize,
-) -> Result<usize, String> {
+) -> Result<usize, PortError> {
     let pause = per_second.map(|n| std::time::Duration::from_secs_f64(1.0 / f64::from(n.max(1))));
     let mut moved = 0;
     let mut empty = 0;
@@ -177,7 +188,7 @@ async fn one_by_one(
             .wait_time_seconds(1)
             .send()
             .await
-            .map_err(|e| format!("ReceiveMessage: {}", DisplayErrorContext(e)))?
+            .map_err(|e| port_error("SQS ReceiveMessage", e))?
             .messages
             .unwrap_or_default();
         if messages.is_empty() {
@@ -192,13 +203,13 @@ async fn one_by_one(
                 .set_message_attributes(m.message_attributes)
                 .send()
                 .await
-                .map_err(|e| format!("SendMessage: {}", DisplayErrorContext(e)))?;
+                .map_err(|e| port_error("SQS SendMessage", e))?;
             sqs.delete_message()
                 .queue_url(dlq)
                 .receipt_handle(m.receipt_handle.unwrap_or_default())
                 .send()
                 .await
-                .map_err(|e| format!("DeleteMessage: {}", DisplayErrorContext(e)))?;
+                .map_err(|e| port_error("SQS DeleteMessage", e))?;
             moved += 1;
             counted.store(moved, Ordering::Relaxed);
             if let Some(pause) = pause {

@@ -346,17 +346,19 @@ impl StackArgs {
             .send()
             .await
             .map_err(|e| {
-                let text = format!(
-                    "--stack-name {name}: {}",
-                    aws_sdk_cloudformation::error::DisplayErrorContext(&e)
-                );
-                if text.contains("does not exist") {
+                let port = paymos_inbox_aws::aws::port_error("CloudFormation DescribeStacks", e);
+                // CloudFormation names a missing stack only in its message.
+                if port.message.contains("does not exist") {
                     Failure {
-                        detail: Some(text),
+                        detail: Some(port.to_string()),
                         ..not_found()
                     }
                 } else {
-                    Failure::from(text)
+                    let failed = Failure::from(port);
+                    Failure {
+                        message: format!("--stack-name {name}: {}", failed.message),
+                        ..failed
+                    }
                 }
             })?;
         let stack = described.stacks().first().ok_or_else(not_found)?;

@@ -340,9 +340,7 @@ impl Rig {
         let swept = std::cell::Cell::new(0);
         ledger
             .wait_until_processed(Duration::from_secs(180), || async {
-                let moved = redrive(&self.sqs, dlq, queue, 10_000)
-                    .await
-                    .map_err(|e| paymos_inbox_core::port::PortError::new("SQS redrive", e))?;
+                let moved = redrive(&self.sqs, dlq, queue, 10_000).await?;
                 redriven.set(redriven.get() + moved.moved());
                 // The scheduled sweep, compressed: anything still `received` past its lease.
                 let now = paymos_inbox_lambda::now_ms();

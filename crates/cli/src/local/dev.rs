@@ -564,8 +564,9 @@ where
             .endpoint_url(dynamodb_endpoint)
             .build(),
     );
-    let mut reader =
-        crate::local::stream::StreamReader::open(&dynamodb, streams, state_table).await?;
+    let mut reader = crate::local::stream::StreamReader::open(&dynamodb, streams, state_table)
+        .await
+        .map_err(|e| e.to_string())?;
     let retries = crate::local::stream::Retries {
         attempts: 3,
         pause: Duration::from_millis(500),

@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use aws_sdk_dynamodbstreams::types::{AttributeValue, ShardIteratorType};
 
+use paymos_inbox_aws::aws::port_error;
 use paymos_inbox_aws::dynamodb::{state_record, stream_image};
 use paymos_inbox_core::money::record::StateRecord;
+use paymos_inbox_core::port::{PortError, PortErrorKind};
 use paymos_inbox_core::roads::handoff::{EventPublisher, ItemChange, publish_changes};
 
 /// Reads one table's stream from its beginning.
@@ -39,20 +41,16 @@ fn state_of_image(
     stream_image(&image.into()).and_then(|i| state_record(&i))
 }
 
-fn sdk(e: impl std::error::Error + Send + Sync + 'static) -> String {
-    aws_sdk_dynamodbstreams::error::DisplayErrorContext(e).to_string()
-}
-
 impl StreamReader {
     /// The stream of `table`.
     ///
     /// # Errors
-    /// When the table has no stream or a call fails.
+    /// When the table has no stream or a call fails, of its kind.
     pub async fn open(
         dynamodb: &aws_sdk_dynamodb::Client,
         client: aws_sdk_dynamodbstreams::Client,
         table: &str,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, PortError> {
         Self::open_at(dynamodb, client, table, false).await
     }
 
@@ -60,12 +58,12 @@ impl StreamReader {
     /// appear later are read from their start).
     ///
     /// # Errors
-    /// When the table has no stream or a call fails.
+    /// When the table has no stream or a call fails, of its kind.
     pub async fn open_latest(
         dynamodb: &aws_sdk_dynamodb::Client,
         client: aws_sdk_dynamodbstreams::Client,
         table: &str,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, PortError> {
         Self::open_at(dynamodb, client, table, true).await
     }
 
@@ -74,17 +72,23 @@ impl StreamReader {
         client: aws_sdk_dynamodbstreams::Client,
         table: &str,
         latest: bool,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, PortError> {
         let described = dynamodb
             .describe_table()
             .table_name(table)
             .send()
             .await
-            .map_err(|e| aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string())?;
+            .map_err(|e| port_error("DynamoDB DescribeTable", e))?;
         let stream_arn = described
             .table()
             .and_then(|t| t.latest_stream_arn())
-            .ok_or_else(|| format!("{table} has no stream"))?
+            .ok_or_else(|| {
+                PortError::of_kind(
+                    "DynamoDB DescribeTable",
+                    PortErrorKind::Misconfigured,
+                    format!("{table} has no stream"),
+                )
+            })?
             .to_owned();
         let mut reader = Self {
             client,
@@ -100,14 +104,14 @@ impl StreamReader {
     }
 
     /// Adds shards that appeared since the last look, read from their beginning.
-    async fn discover(&mut self) -> Result<(), String> {
+    async fn discover(&mut self) -> Result<(), PortError> {
         let stream = self
             .client
             .describe_stream()
             .stream_arn(&self.stream_arn)
             .send()
             .await
-            .map_err(sdk)?;
+            .map_err(|e| port_error("DynamoDB Streams DescribeStream", e))?;
         for shard in stream
             .stream_description()
             .map(|d| d.shards())
@@ -127,7 +131,7 @@ impl StreamReader {
     }
 
     /// An iterator just after what was read from `shard` (from its start if nothing was).
-    async fn iterator(&self, shard: &str) -> Result<Option<String>, String> {
+    async fn iterator(&self, shard: &str) -> Result<Option<String>, PortError> {
         let request = self
             .client
             .get_shard_iterator()
@@ -142,14 +146,18 @@ impl StreamReader {
             }
             None => request.shard_iterator_type(ShardIteratorType::TrimHorizon),
         };
-        Ok(request.send().await.map_err(sdk)?.shard_iterator)
+        Ok(request
+            .send()
+            .await
+            .map_err(|e| port_error("DynamoDB Streams GetShardIterator", e))?
+            .shard_iterator)
     }
 
     /// The next records of every shard, in order per shard.
     ///
     /// # Errors
-    /// When a call fails.
-    pub async fn next_batch(&mut self) -> Result<Vec<ItemChange>, String> {
+    /// When a call fails, of its kind.
+    pub async fn next_batch(&mut self) -> Result<Vec<ItemChange>, PortError> {
         self.discover().await?;
         let mut changes = Vec::new();
         let shards: Vec<(String, Option<String>)> = self
@@ -180,7 +188,7 @@ impl StreamReader {
                     self.shards.insert(shard, fresh);
                     continue;
                 }
-                Err(e) => return Err(sdk(e)),
+                Err(e) => return Err(port_error("DynamoDB Streams GetRecords", e)),
             };
             self.shards
                 .insert(shard.clone(), got.next_shard_iterator().map(str::to_owned));

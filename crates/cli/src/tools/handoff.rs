@@ -24,13 +24,13 @@ impl Follow {
     /// Follows `table`'s stream from now on.
     ///
     /// # Errors
-    /// When the table has no stream or a call fails.
+    /// When the table has no stream or a call fails, of its kind.
     pub async fn open(
         dynamodb: &aws_sdk_dynamodb::Client,
         streams: aws_sdk_dynamodbstreams::Client,
         table: &str,
         environment: Environment,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, PortError> {
         Ok(Self {
             reader: StreamReader::open_latest(dynamodb, streams, table).await?,
             environment,
@@ -41,8 +41,8 @@ impl Follow {
     /// `events since` gives it).
     ///
     /// # Errors
-    /// When a call fails.
-    pub async fn next(&mut self) -> Result<Vec<(u64, DomainEvent)>, String> {
+    /// When a call fails, of its kind.
+    pub async fn next(&mut self) -> Result<Vec<(u64, DomainEvent)>, PortError> {
         let changes = self.reader.next_batch().await?;
         Ok(changes
             .iter()

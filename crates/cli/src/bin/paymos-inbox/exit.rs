@@ -294,25 +294,6 @@ const KINDS: &[Row] = &[
     (
         Some(PortErrorKind::Misconfigured),
         &[
-            "expiredtoken",
-            "unrecognizedclientexception",
-            "invalidclienttokenid",
-            "security token included in the request is invalid",
-            "signaturedoesnotmatch",
-            "token has expired",
-        ],
-        "AWS refused the credentials (expired or invalid)",
-        "sign in again (`aws sso login`), or check the profile's keys",
-    ),
-    (
-        Some(PortErrorKind::Misconfigured),
-        &["accessdenied", "is not authorized to perform"],
-        "AWS denied the call",
-        "the identity needs the operator's permissions in docs/security.md",
-    ),
-    (
-        Some(PortErrorKind::Misconfigured),
-        &[
             "resourcenotfoundexception",
             "cannot do operations on a non-existent table",
         ],
@@ -368,9 +349,9 @@ const KINDS: &[Row] = &[
 const NO_CREDENTIALS: &str = "no AWS credentials found";
 
 /// What an error's text says, in one line with the next step (exit 4, [`Kind::Unreachable`]).
-/// Only for errors that arrive as text from something we did not write, before or beside any
-/// port (the local pipeline's emulators and tools, `dev`'s files, the `events --follow` stream
-/// reader): a port's error keeps its kind (`Failure`'s `From<PortError>`).
+/// Only for errors that still arrive as text, beside any port: the local pipeline's (`dev`,
+/// `soak`, `bench-e2e`: the emulators it starts, the tools it runs) and `sign`'s files. A
+/// port's error keeps its kind (`Failure`'s `From<PortError>`).
 /// The SDKs' errors carry their whole chain (`DisplayErrorContext`) and debug structures; the
 /// person reading needs the kind and what to do, and the text itself only with `--verbose`.
 pub fn classify(text: &str) -> Failure {
@@ -515,13 +496,16 @@ mod tests {
     }
 
     // Issue 53: an error's kind, not its text, decides what it is. `classify` read "is not
-    // authorized" in any text as a denial; a port error is said as its kind says.
+    // authorized" in any text as a denial, and "non-existent table" as a missing table (a
+    // misconfiguration); an unavailable port is said as unavailable whatever its text says.
     #[test]
     fn a_port_error_is_said_by_its_kind_whatever_its_text_says() {
-        let text = "dispatch failure: the proxy said: User arn:aws:iam::1:user/x is not authorized to perform: dynamodb:Query";
+        let text = "the proxy said: User x is not authorized to perform: dynamodb:Query; ResourceNotFoundException: Cannot do operations on a non-existent table (dispatch failure)";
         assert!(
-            classify(text).message.contains("AWS denied the call"),
-            "the text alone would say a denial"
+            classify(text)
+                .message
+                .contains("the table does not exist here"),
+            "the text alone says another kind's case"
         );
         let unavailable = Failure::from(PortError::new("DynamoDB Query", text));
         assert_eq!(unavailable.kind, Kind::Port(PortErrorKind::Unavailable));
@@ -626,14 +610,6 @@ mod tests {
                 "--stack-name shop: no AWS credentials found",
             ),
             (
-                "service error: UnrecognizedClientException: The security token included in the request is invalid.",
-                "AWS refused the credentials",
-            ),
-            (
-                "service error: AccessDeniedException: User: arn:aws:iam::1:user/x is not authorized to perform: dynamodb:Query",
-                "AWS denied the call",
-            ),
-            (
                 "service error: ResourceNotFoundException: Cannot do operations on a non-existent table",
                 "the table does not exist here",
             ),
@@ -650,6 +626,22 @@ mod tests {
             assert!(f.message.contains(says), "{text} → {}", f.message);
             assert_eq!(f.code(), UNREACHABLE);
             assert!(f.next.is_some());
+        }
+        // A refused credential or a denied call is named by the port, not by its text.
+        for refused in [
+            "service error: UnrecognizedClientException: The security token included in the request is invalid.",
+            "service error: AccessDeniedException: User: arn:aws:iam::1:user/x is not authorized to perform: dynamodb:Query",
+        ] {
+            let f = Failure::from(PortError::refused_credential("DynamoDB Query", refused));
+            assert_eq!(
+                f.message,
+                "DynamoDB Query: AWS refused the credentials or denied the call"
+            );
+            assert!(
+                f.next
+                    .as_deref()
+                    .is_some_and(|n| n.contains("docs/security.md"))
+            );
         }
     }
 

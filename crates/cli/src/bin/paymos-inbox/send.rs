@@ -115,7 +115,7 @@ async fn outcome_of(
                 }
                 return Ok(false);
             }
-            Err(e) => return Err(Failure::from(format!("reading {event_id}: {e}"))),
+            Err(e) => return Err(Failure::from(e.context(format!("reading {event_id}")))),
         }
     }
 }
@@ -337,10 +337,10 @@ async fn signing_secrets(args: &SendArgs) -> Result<Vec<(String, WebhookSecret)>
         _ => None,
     };
     let Some(text) = held else {
-        return labelled_secrets(FIXTURE_SECRET).map_err(|e| Failure::from(e.reason));
+        return labelled_secrets(FIXTURE_SECRET).map_err(|e| Failure::unreachable(e.reason));
     };
     let mut pairs = labelled_secrets(&text)
-        .map_err(|e| Failure::from(format!("the secrets dev holds: {}", e.reason)))?;
+        .map_err(|e| Failure::unreachable(format!("the secrets dev holds: {}", e.reason)))?;
     let wanted = if args.live {
         Environment::Live
     } else {

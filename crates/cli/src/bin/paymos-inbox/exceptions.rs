@@ -16,13 +16,8 @@ use paymos_inbox_core::roads::release::{ReleaseBy, ReleaseError};
 use paymos_inbox_lambda::now_ms;
 
 use crate::exit::Failure;
+use crate::failed as fail;
 use crate::stack::{ApiArgs, Stack, StackArgs};
-
-/// A failure said in one line with its next step, exiting with the code its kind decides
-/// ([`crate::exit::Kind::answer`]).
-fn fail(e: impl Into<crate::exit::Failure>) -> ExitCode {
-    e.into().report()
-}
 
 /// Bad usage or input, found before any I/O (exit 2).
 fn usage(e: impl Into<String>) -> ExitCode {

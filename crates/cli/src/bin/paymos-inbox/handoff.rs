@@ -15,13 +15,8 @@ use paymos_inbox_core::wire::signature::Environment;
 use paymos_inbox_lambda::now_ms;
 
 use crate::exit::Failure;
+use crate::failed as fail;
 use crate::stack::{Stack, StackArgs};
-
-/// A failure said in one line with its next step, exiting with the code its kind decides
-/// ([`crate::exit::Kind::answer`]).
-fn fail(e: impl Into<crate::exit::Failure>) -> ExitCode {
-    e.into().report()
-}
 
 fn environment(name: &str) -> Result<Environment, String> {
     paymos_inbox_lambda::config::environment(&|_: &str| Some(name.to_owned()))

@@ -388,9 +388,8 @@ pub(crate) const DEFAULT_PORT: u16 = 8787;
 /// Exit code: something waits for a person (see [`exit`]).
 pub const EXIT_NEEDS_A_PERSON: u8 = exit::NEEDS_A_PERSON;
 
-/// Prints the failure `e` (a port error by its kind, text we did not write classified:
-/// [`exit::classify`]) and answers
-/// its exit code.
+/// Prints the failure `e` (a port error said by its kind, text from what we did not write
+/// classified: [`exit::classify`]) and answers the exit code its kind decides.
 pub fn failed(e: impl Into<exit::Failure>) -> ExitCode {
     e.into().report()
 }

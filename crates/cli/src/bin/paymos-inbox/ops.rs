@@ -17,6 +17,7 @@ use paymos_inbox_lambda::now_ms;
 
 use crate::FIXTURE_SECRET;
 use crate::exit::Failure;
+use crate::failed as fail;
 use crate::stack::{ApiArgs, OptionalApiArgs, Stack, StackArgs};
 
 /// Runs `work`, showing `label` and the elapsed seconds on stderr while it runs, when stderr is
@@ -61,12 +62,6 @@ pub(crate) async fn with_progress_of<T>(
         eprint!("\r\x1b[2K");
     }
     out
-}
-
-/// A failure said in one line with its next step, exiting with the code its kind decides
-/// ([`crate::exit::Kind::answer`]).
-fn fail(e: impl Into<crate::exit::Failure>) -> ExitCode {
-    e.into().report()
 }
 
 /// Bad usage or input, found before any I/O (exit 2).

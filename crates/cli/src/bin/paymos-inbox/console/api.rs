@@ -1279,6 +1279,51 @@ fn redact(value: &Value, key: &str) -> Value {
 mod tests {
     use super::*;
 
+    // Issue 53: the console answers a failure with the HTTP status its kind decides, from the
+    // exit code's own table, and says it as the command line does (its sentence and next step).
+    #[test]
+    fn a_failure_is_answered_with_the_status_of_its_kind() {
+        use paymos_inbox_core::port::{PortError, PortErrorKind};
+        for (failure, status) in [
+            (Failure::usage("--id is empty"), StatusCode::BAD_REQUEST),
+            (
+                Failure::from(PortError::of_kind(
+                    "DynamoDB Query",
+                    PortErrorKind::Throttled,
+                    "ProvisionedThroughputExceededException",
+                )),
+                StatusCode::SERVICE_UNAVAILABLE,
+            ),
+            (
+                Failure::from(PortError::new(
+                    "DynamoDB Query",
+                    "dispatch failure: User x is not authorized to perform: dynamodb:Query",
+                )),
+                StatusCode::BAD_GATEWAY,
+            ),
+            (
+                Failure::from(PortError::refused_credential(
+                    "DynamoDB Query",
+                    "UnrecognizedClientException",
+                )),
+                StatusCode::INTERNAL_SERVER_ERROR,
+            ),
+            (
+                Failure::from(PortError::of_kind(
+                    "DynamoDB TransactWriteItems",
+                    PortErrorKind::Conflict,
+                    "TransactionConflict",
+                )),
+                StatusCode::CONFLICT,
+            ),
+        ] {
+            let answered = Answered::failed(&failure);
+            assert_eq!(answered.status, status, "{failure:?}");
+            assert_eq!(answered.status, failure.status());
+            assert_eq!(answered.body["refused"], json!(said(&failure)));
+        }
+    }
+
     fn exception(kind: &'static str, since_ms: u64) -> Exception {
         Exception {
             kind,

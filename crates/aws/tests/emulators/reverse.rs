@@ -583,3 +583,60 @@ async fn a_late_payment_carries_paymos_order_or_teaches_the_missing_one_on_dynam
     assert!(record.contains_key("paid_late_at"));
     assert!(rig.item("fulfilment#inv_q").await.is_none());
 }
+
+// The reference-only attack of this stop (its F1, money-losing), on DynamoDB Local through the
+// official crate: with the reverse check on, a second payment after the full refund of a
+// shipped invoice was acknowledged `already_final` and listed nowhere. Paymos shows inv_r paid
+// at 100, refunded in full at 140, then paid again at 150 (`paid_late_at` where it says so).
+#[tokio::test]
+async fn with_the_check_a_payment_after_the_full_refund_of_a_shipped_invoice_waits_on_dynamodb() {
+    for late in [false, true] {
+        let rig = Rig::new().await;
+        let id = if late { "inv_rl" } else { "inv_r" };
+        let doc = |paid_at: Option<u64>, late: bool| {
+            let mut d = invoice(id, "paid", ("25.00", "USDT"), ("25.00", "USDT"));
+            if let Some(at) = paid_at {
+                d["completed_at"] = json!(at);
+                if late {
+                    d["paid_late_at"] = json!(at);
+                }
+            }
+            d
+        };
+        // Paymos gives no time of the first payment (the shape the attack's API answered).
+        rig.api.answer(id, Answer::Invoices(vec![doc(None, false)]));
+        let order =
+            json!({"external_id": format!("order-{id}"), "amount": "25.00", "currency": "USDT"});
+        let first = envelope(
+            "evt_r1",
+            "invoice.paid",
+            json!({"invoice_id": id, "is_test": false, "order": order}),
+        );
+        assert_eq!(rig.deliver(&first).await.unwrap(), Applied::Fulfilled);
+        let mut refund = paymos_fake::refund("wdr_r", id, "full", "25.00");
+        refund["completed_at"] = json!(140);
+        rig.api.refund(refund);
+        let refunded = envelope(
+            "evt_r2",
+            "withdrawal.completed",
+            json!({"withdrawal_id": "wdr_r", "type": "refund", "mode": "full", "invoice_id": id,
+                   "amount": "25.00", "currency": "USDT", "completed_at": 140, "is_test": false}),
+        );
+        let applied = rig.deliver(&refunded).await.unwrap();
+        assert_eq!(applied, Applied::Updated, "{}", rig.reason("evt_r2").await);
+        rig.api
+            .answer(id, Answer::Invoices(vec![doc(Some(150), late)]));
+        let mut data = json!({"invoice_id": id, "is_test": false, "order": order});
+        if late {
+            data["paid_late_at"] = json!(150);
+        }
+        let again = envelope("evt_r3", "invoice.paid", data);
+        let applied = rig.deliver(&again).await.unwrap();
+        assert_eq!(
+            applied,
+            Applied::DuplicatePayment,
+            "late {late}: {}",
+            rig.reason("evt_r3").await
+        );
+    }
+}

@@ -163,6 +163,8 @@ pub enum Refusal {
     Fulfilled {
         /// When it shipped.
         at: Option<u64>,
+        /// Whether a person's road shipped it (`won_by` is `manual:…`), not a delivery.
+        by_person: bool,
     },
     /// The invoice is another project's.
     OtherProject(String),
@@ -641,9 +643,7 @@ pub fn refusal(
             recorded: OrderRef::none(),
             undated: false,
         },
-        What::Fulfilment | What::Effect => Refusal::Fulfilled {
-            at: shipped_at(found),
-        },
+        What::Fulfilment | What::Effect => shipped(found),
         What::OrderClaim => Refusal::OrderClaimed {
             invoice_id: found
                 .get(&Field::InvoiceId)
@@ -707,6 +707,17 @@ fn returned_earlier(found: &write::Fields, seen: &InvoiceSeen, at: u64) -> bool 
         && !seen.held
         && seen.duplicate_of.is_none()
         && !seen.refunded_in_full_at(Some(at))
+}
+
+/// A fulfilment that exists: when it shipped, and whether a person's road shipped it.
+fn shipped(found: &write::Fields) -> Refusal {
+    Refusal::Fulfilled {
+        at: shipped_at(found),
+        by_person: found
+            .get(&Field::WonBy)
+            .and_then(Value::as_text)
+            .is_some_and(|by| by.starts_with("manual:")),
+    }
 }
 
 /// When a fulfilment's record says it shipped (Unix seconds).
@@ -1058,12 +1069,14 @@ fn dated(source: &Source, change: &Change, tried: &Plan, written: &Written) -> O
         (Write::Reopen { .. } | Write::PaidAgain, Written::AlreadyProcessed, _) => {
             Some(Step::Done(Applied::AlreadyProcessed))
         }
-        // Shipped from a payment the refund returned (a dated one, or a person's word made
-        // before this payment was): the order never ships twice; the new payment waits for a
-        // refund. (A person's undated word that shipped after it was made is this payment,
-        // dated by it.)
-        (Write::Reopen { recorded }, Written::Refused(Refusal::Fulfilled { at }), _)
-            if recorded.is_none() || paid_at.zip(*at).is_some_and(|(p, shipped)| p > shipped) =>
+        // Shipped from a payment the refund returned (a dated one, a delivery's Paymos gave no
+        // time, or a person's word made before this payment was): the order never ships
+        // twice; the new payment waits for a refund. (A person's undated word that shipped
+        // after it was made is this payment, dated by it.)
+        (Write::Reopen { recorded }, Written::Refused(Refusal::Fulfilled { at, by_person }), _)
+            if recorded.is_none()
+                || !by_person
+                || paid_at.zip(*at).is_some_and(|(p, shipped)| p > shipped) =>
         {
             Some(Step::Then(Plan {
                 write: Write::PaidAgain,
@@ -1754,7 +1767,13 @@ mod tests {
             (
                 "a fulfilment exists",
                 invoice(I::Paid),
-                vec![Refused(Refusal::Fulfilled { at: None }), Committed],
+                vec![
+                    Refused(Refusal::Fulfilled {
+                        at: None,
+                        by_person: false,
+                    }),
+                    Committed,
+                ],
                 Applied::AlreadyFinal,
                 2,
             ),

@@ -2208,3 +2208,59 @@ async fn reconcile_dates_a_late_payment_its_only_full_refund_came_before() {
     let (seen, _) = store.invoice_seen("inv_1").await.unwrap();
     assert_eq!(seen.unwrap().standing(), Standing::PaidLate);
 }
+
+// The reference-only attack of this stop (its F1, money-losing): with the reverse check on, a
+// customer's second payment after the full refund of a shipped invoice was acknowledged as
+// `already_final` and listed nowhere, where the same history without the check waits
+// `duplicate_payment`: every road must obey the one rule. Paymos shows the invoice paid at 150
+// (after its full refund at 140), as a plain payment or as a late one (`paid_late_at`). Where
+// Paymos gave no time of the first payment, the repayment's delivery was taken for that
+// payment's time (as a person's undated word is dated by its delivery): the record then said
+// the shipped payment came after the refund. Before: `already_final`, the record's payment
+// dated 150.
+#[tokio::test]
+async fn with_the_check_a_payment_after_the_full_refund_of_a_shipped_invoice_waits_for_a_refund() {
+    for (first_at, late) in [
+        (None, false),
+        (None, true),
+        (Some(100), false),
+        (Some(100), true),
+    ] {
+        let store = Arc::new(MemoryResources::new());
+        let paymos = Arc::new(MemoryPaymos::new());
+        let fulfil = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
+        paymos.invoice("inv_1", at_paymos("paid", first_at));
+        let first = fulfil.apply(&invoice("evt_p", "paid", 100), NOW_MS).await;
+        assert_eq!(first.unwrap().1, Fulfilled);
+        paymos.withdrawal("wdr_1", refund_at_paymos(140));
+        paymos.refund("inv_1", paymos_refund(140));
+        let refund = full_refund("evt_r", 140);
+        assert_eq!(fulfil.apply(&refund, NOW_MS).await.unwrap().1, Updated);
+        paymos.invoice(
+            "inv_1",
+            ConfirmedInvoice {
+                paid_late: late,
+                ..at_paymos("paid", Some(150))
+            },
+        );
+        // The delivery says so too where Paymos does (`paid_late_at`).
+        let data = if late {
+            r#"{"invoice_id":"inv_1","paid_late_at":150,"order":{"external_id":"o-1","amount":"10","currency":"USD"}}"#
+        } else {
+            r#"{"invoice_id":"inv_1","order":{"external_id":"o-1","amount":"10","currency":"USD"}}"#
+        };
+        let again = item("evt_again", "invoice.paid", 150, data);
+        let again = fulfil.apply(&again, NOW_MS).await;
+        assert_eq!(
+            again.unwrap().1,
+            DuplicatePayment,
+            "{first_at:?} late: {late}"
+        );
+        assert_eq!(store.fulfilments().len(), 1, "the order ships once");
+        let listed = list(&*store, &MemoryReviews::new(), 0).await.unwrap();
+        assert!(
+            listed.iter().any(|e| e.kind == "duplicate_payment"),
+            "late: {late}: {listed:?}"
+        );
+    }
+}

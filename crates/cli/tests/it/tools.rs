@@ -322,6 +322,30 @@ async fn mark_paid_naming_another_project_than_the_record_is_refused_with_exit_2
         .unwrap();
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("has spaces around it"), "{out}");
+    // This stop's attack (its F6): `send --wait` of another project's payment exited 0, as if
+    // applied; the stack applied nothing of it, as with another environment's: exit 1, why.
+    let elsewhere = _scratch_info.path().join("elsewhere.json");
+    std::fs::write(&elsewhere, r#"{"project_id": "prj_zz"}"#).unwrap();
+    let sent = args(&[
+        "send",
+        "--type",
+        "invoice.paid",
+        "--resource",
+        "inv_elsewhere",
+        "--data",
+        elsewhere.to_str().unwrap(),
+        "--wait",
+        "--dev-info",
+        &info,
+    ]);
+    let (code, out) = tokio::task::spawn_blocking(move || cli_code(sent))
+        .await
+        .unwrap();
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("outcome: other_project (the stack applies other projects"),
+        "{out}"
+    );
     let tables = tables_of(&dev);
     assert_eq!(
         aws_state_fulfilments(&tables, "inv_home").await

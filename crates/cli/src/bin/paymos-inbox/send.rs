@@ -58,9 +58,12 @@ pub struct SendArgs {
     #[arg(long)]
     json: bool,
     /// Then wait (up to 60 s) for each delivery's outcome in the stack's deliveries table and
-    /// print it: exit 0 only when it was applied (`other_environment` means the stack applies
-    /// another environment than the secret you signed with). Needs the stack (--stack-name,
-    /// --dev-info or --deliveries-table).
+    /// print it: exit 0 when the stack applied it, whatever the rules made of it (`held` and
+    /// `duplicate_payment` wait for a person, as they should); exit 1 when it applied nothing:
+    /// `other_environment` (the stack applies another environment than the secret you signed
+    /// with), `other_project` (the stack applies other projects: `--project` of `dev`,
+    /// PaymosProjectIds), `unusable`. Needs the stack (--stack-name, --dev-info or
+    /// --deliveries-table).
     #[arg(long)]
     wait: bool,
     #[command(flatten)]
@@ -81,10 +84,16 @@ async fn outcome_of(
         match ledger.state_of(&key).await {
             Ok(Some((paymos_inbox_core::roads::ingest::DeliveryState::Processed, outcome))) => {
                 let outcome = outcome.unwrap_or_default();
-                let applied = !matches!(outcome.as_str(), "other_environment" | "unusable");
+                let applied = !matches!(
+                    outcome.as_str(),
+                    "other_environment" | "other_project" | "unusable"
+                );
                 let said = match outcome.as_str() {
                     "other_environment" => {
                         " (a mistake: the stack's PaymosEnvironment is not the environment of the secret this was signed with; deploy with the matching --config-env, or sign with the stack's secret)"
+                    }
+                    "other_project" => {
+                        " (the stack applies other projects: send with --data naming one of them in project_id, or run dev without --project)"
                     }
                     "unconfirmed" => {
                         " (the reverse check: Paymos does not know this invoice; expected for a made-up test invoice)"

@@ -268,6 +268,42 @@ impl Waiting {
     }
 }
 
+/// Whether what a waiting delivery of an invoice asked for was settled since, by its invoice's
+/// record: nothing of it waits any more (neither `exceptions` lists it nor `recheck` asks
+/// Paymos about it again).
+async fn settled_since<S: ExceptionStore>(
+    store: &S,
+    delivery: &Waiting,
+) -> Result<bool, PortError> {
+    let resource = delivery.record.delivery.resource_id.as_deref();
+    let Some(invoice) = resource.filter(|r| r.starts_with("inv_")) else {
+        return Ok(false);
+    };
+    let (seen, fulfilled) = store.invoice_seen(invoice).await?;
+    // Fulfilled since (released, reconciled, or another event); an order conflict is of a
+    // fulfilled invoice, and waits until a person resolves it.
+    if fulfilled && !delivery.order_conflict() {
+        return Ok(true);
+    }
+    // A payment of an order known nowhere, applied since under its order (held, a duplicate,
+    // late, refunded): the invoice's own line says what waits now. A refund settles it only if
+    // it returned this payment (by Paymos' clock): a payment made after a full refund is a new
+    // one, and still waits for its order.
+    let paid_at = delivery.read.as_ref().map(|(e, _)| e.occurred_at);
+    let paid_since = seen.as_ref().is_some_and(|s| {
+        s.status.is_some_and(InvoiceStatus::fulfils)
+            || s.paid_late
+            || s.refunded_in_full_at(s.payment_at.or(paid_at))
+    });
+    if (delivery.order_unknown() || delivery.project_unknown()) && paid_since {
+        return Ok(true);
+    }
+    // A person named its project (`mark-paid --project`): the invoice's own line says what
+    // waits now (its order).
+    Ok(delivery.project_unknown()
+        && seen.is_some_and(|s| s.awaits_order && s.order.names_project()))
+}
+
 /// Every delivery with one of `outcomes`, read, oldest first.
 async fn waiting<L: ReviewLedger>(
     ledger: &L,
@@ -337,36 +373,9 @@ pub async fn list<S: ExceptionStore, L: ReviewLedger>(
         out.push(invoice_exception(&inv, refund, &sibling));
     }
     for delivery in &deliveries {
-        let resource = delivery.record.delivery.resource_id.as_deref();
-        if let Some(invoice) = resource.filter(|r| r.starts_with("inv_")) {
-            let (seen, fulfilled) = store.invoice_seen(invoice).await?;
-            // Fulfilled since (released, reconciled, or another event); an order conflict is
-            // of a fulfilled invoice, and waits until a person resolves it.
-            if fulfilled && !delivery.order_conflict() {
-                continue;
-            }
-            // A payment of an order known nowhere, applied since under its order (held, a
-            // duplicate, late, refunded): the invoice's own line says what waits now.
-            // A refund settles it only if it returned this payment (by Paymos' clock): a payment
-            // made after a full refund is a new one, and still waits for its order.
-            let paid_at = delivery.read.as_ref().map(|(e, _)| e.occurred_at);
-            let paid_since = seen.as_ref().is_some_and(|s| {
-                s.status.is_some_and(InvoiceStatus::fulfils)
-                    || s.paid_late
-                    || s.refunded_in_full_at(s.payment_at.or(paid_at))
-            });
-            if (delivery.order_unknown() || delivery.project_unknown()) && paid_since {
-                continue;
-            }
-            // A person named its project (`mark-paid --project`): the invoice's own line says
-            // what waits now (its order).
-            if delivery.project_unknown()
-                && seen.is_some_and(|s| s.awaits_order && s.order.names_project())
-            {
-                continue;
-            }
+        if !settled_since(store, delivery).await? {
+            out.push(delivery_exception(delivery, &deliveries));
         }
-        out.push(delivery_exception(delivery, &deliveries));
     }
     if dead_letters > 0 {
         out.push(Exception {
@@ -851,6 +860,7 @@ pub async fn recheck<S: ExceptionStore, L: ReviewLedger, C: PaymentConfirmation>
         {
             continue;
         }
+        let settled = settled_since(state, &delivery).await?;
         let Some((envelope, change)) = delivery.read else {
             continue;
         };
@@ -868,6 +878,12 @@ pub async fn recheck<S: ExceptionStore, L: ReviewLedger, C: PaymentConfirmation>
             ledger
                 .mark_resolved(&key, resolved, "recheck", now_ms)
                 .await?;
+        }
+        // Still not what Paymos shows, of an invoice settled since (shipped by the genuine
+        // delivery or another road): `exceptions` lists it no more, so neither does the
+        // recheck, whose exit code would otherwise say forever that something waits.
+        if settled && matches!(outcome, Recheck::Waits(_)) {
+            continue;
         }
         out.push(Rechecked {
             event_id,

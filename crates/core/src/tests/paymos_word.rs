@@ -2264,3 +2264,38 @@ async fn with_the_check_a_payment_after_the_full_refund_of_a_shipped_invoice_wai
         );
     }
 }
+
+// This stop's attack (its F5): a forged payment naming order o-forged waited unconfirmed;
+// the genuine payment then shipped Paymos' order o-1. `exceptions` lists nothing (the invoice
+// shipped), but `recheck` answered "unconfirmed (the event names order o-forged …)" on every
+// run, so its exit code said forever that something waits. It is settled: not reported.
+#[tokio::test]
+async fn a_recheck_reports_nothing_of_a_forgery_whose_invoice_shipped_since() {
+    let store = Arc::new(MemoryResources::new());
+    let reviews = MemoryReviews::new();
+    let forged = body(
+        "evt_f",
+        "invoice.paid",
+        100,
+        r#"{"invoice_id":"inv_1","order":{"external_id":"o-forged","amount":"10","currency":"USD"}}"#,
+    );
+    let mut waited = super::paymos_word::waited(&WorkItem {
+        event_id: "evt_f".into(),
+        environment: Some(Environment::Live),
+        body: forged.into_bytes(),
+        received_at_ms: None,
+    });
+    waited.received_at_ms = NOW_MS;
+    reviews.processed(waited, Unconfirmed, "the event names order o-forged", 5);
+    let paymos = MemoryPaymos::new();
+    paymos.invoice("inv_1", at_paymos("paid", Some(100)));
+    let rechecked = recheck_live(&store, &reviews, &paymos, None).await;
+    assert_eq!(rechecked.len(), 1, "before anything shipped it waits: {rechecked:?}");
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let genuine = fulfil.apply(&invoice("evt_p", "paid", 100), NOW_MS).await;
+    assert_eq!(genuine.unwrap().1, Fulfilled);
+    assert!(list(&*store, &reviews, 0).await.unwrap().is_empty());
+    let rechecked = recheck_live(&store, &reviews, &paymos, None).await;
+    assert!(rechecked.is_empty(), "{rechecked:?}");
+    assert_eq!(store.fulfilments().len(), 1);
+}

@@ -92,7 +92,7 @@ async fn measure() -> Vec<(&'static str, f64, f64, u64)> {
     let unusable = envelope(
         "evt_w_unusable",
         "payment_channel.deposit.confirmed",
-        json!({"id": "pcd_w2", "is_final": true}),
+        json!({"id": "pcd_w2", "is_final": true, "payment_channel_external_id": "c-1", "net": "abc", "currency": "USDT"}),
     );
     let paths = [
         (

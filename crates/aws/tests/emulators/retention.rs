@@ -196,7 +196,7 @@ async fn every_reader_gets_the_body_back_and_still_works_once_it_expired() {
     let unusable = envelope(
         "evt_b_wait",
         "payment_channel.deposit.confirmed",
-        json!({"id": "pcd_b", "is_final": true}),
+        json!({"id": "pcd_b", "is_final": true, "payment_channel_external_id": "c-1", "net": "abc", "currency": "USDT"}),
     );
     assert_eq!(rig.post(&unusable, "evt_b_wait", NOW_MS).await, 200);
     let (_, applied) = rig.fulfil.apply(&live(&unusable), NOW_MS).await.unwrap();
@@ -314,7 +314,7 @@ async fn records_written_before_the_update_keep_their_inline_body_and_read_as_be
     let waiting = envelope(
         "evt_b_v1w",
         "payment_channel.deposit.confirmed",
-        json!({"id": "pcd_b_v1", "is_final": true}),
+        json!({"id": "pcd_b_v1", "is_final": true, "payment_channel_external_id": "c-1", "net": "abc", "currency": "USDT"}),
     );
     let mut waits = old_format_record(&waiting, "processed", old);
     waits.insert("outcome".into(), AttributeValue::S("unusable".into()));
@@ -416,7 +416,7 @@ async fn the_body_of_a_delivery_that_waits_for_a_person_is_kept_as_long_as_its_r
         envelope(
             id,
             "payment_channel.deposit.confirmed",
-            json!({"id": format!("pcd_{id}"), "is_final": true}),
+            json!({"id": format!("pcd_{id}"), "is_final": true, "payment_channel_external_id": "c-1", "net": "abc", "currency": "USDT"}),
         )
     };
     let (waits, waits_too) = (unusable("evt_k_wait"), unusable("evt_k_wait_2"));

@@ -836,7 +836,7 @@ async fn exceptions_body_prints_an_unusable_deliverys_exact_bytes_live_and_sandb
             envelope(
                 id,
                 "payment_channel.deposit.confirmed",
-                json!({"id": format!("pcd_{id}"), "is_final": true, "memo": "Zürich, café ".repeat(40)}),
+                json!({"id": format!("pcd_{id}"), "is_final": true, "payment_channel_external_id": "c-1", "net": "abc", "currency": "USDT", "memo": "Zürich, café ".repeat(40)}),
             )
         )
     };

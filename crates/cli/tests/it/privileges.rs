@@ -319,7 +319,7 @@ async fn fulfil_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, String)>
     let order =
         |id: &str, amount: &str| json!({"external_id": id, "amount": amount, "currency": "USD"});
     // Every kind of write: open, paid, paid again, held, closed then paid late, a refund, a
-    // credit, an unusable credit, a second message of a processed delivery.
+    // credit, a credit that waits for Paymos' word, a second message of a processed delivery.
     let history = [
         body(
             "evt_f1",

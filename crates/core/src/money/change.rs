@@ -696,37 +696,39 @@ pub fn change_of(envelope: &Envelope) -> Change {
         },
         Category::Deposit => match DepositStatus::parse(status_name) {
             Some(status) => {
+                // A final confirmation credits the payer; one that leaves out what a credit
+                // needs (the official partial vectors: no payer, net or currency) credits
+                // nothing on its own word: Paymos' deposit does, under the check, or it waits
+                // for it ([`unsaid_deposit`]). What it says wrongly is unusable.
                 let credit = if status == DepositStatus::Confirmed && data.is_final == Some(true) {
-                    let Some(payer) = &data.payer else {
-                        return unusable(
-                            "data.payment_channel_external_id is missing or not a string",
-                        );
-                    };
                     if too_long(&data.payer) {
                         return unusable(&format!(
                             "data.payment_channel_external_id is longer than {MAX_REFERENCE_LEN} bytes"
                         ));
                     }
-                    let Some(net) = data.net.as_deref().and_then(Amount::parse) else {
-                        return unusable("data.net is missing or not a decimal string");
-                    };
-                    if !net.is_positive() {
+                    let net = data.net.as_deref().map(Amount::parse);
+                    if net == Some(None) {
+                        return unusable("data.net is not a decimal string");
+                    }
+                    let net = net.flatten();
+                    if net.as_ref().is_some_and(|n| !n.is_positive()) {
                         return unusable("data.net is not more than 0: nothing to credit");
                     }
-                    let Some(currency) = upper(&data.currency) else {
-                        return unusable("data.currency is missing or not a string");
-                    };
-                    if too_long(&Some(currency.clone())) {
+                    let currency = upper(&data.currency);
+                    if too_long(&currency) {
                         return unusable(&format!(
                             "data.currency is longer than {MAX_REFERENCE_LEN} bytes"
                         ));
                     }
-                    Some(Credit {
-                        payer: payer.clone(),
-                        net,
-                        currency,
-                        project: envelope.data.project_id.clone(),
-                    })
+                    match (&data.payer, net, currency) {
+                        (Some(payer), Some(net), Some(currency)) => Some(Credit {
+                            payer: payer.clone(),
+                            net,
+                            currency,
+                            project: envelope.data.project_id.clone(),
+                        }),
+                        _ => None,
+                    }
                 } else {
                     None
                 };
@@ -861,6 +863,29 @@ pub fn with_order(change: Change, order: Option<OrderRef>) -> Change {
             }
         }
         (change, _) => change,
+    }
+}
+
+/// Why a deposit confirmation credits nothing on its own word though it may be a final one
+/// (its `is_final` left out, or what a credit needs: the official partial vectors), if so: only
+/// Paymos' deposit can say (the reverse check, or `recheck` once it is configured).
+#[must_use]
+pub fn unsaid_deposit(change: &Change, data: &EventData) -> Option<String> {
+    match change {
+        Change::Deposit {
+            status: DepositStatus::Confirmed,
+            credit: None,
+            ..
+        } if data.is_final != Some(false) => Some(
+            if data.is_final.is_none() {
+                "the confirmation does not say it is final (data.is_final), and only a final one credits"
+            } else {
+                "the confirmation leaves out what a credit needs (data.payment_channel_external_id, data.net, data.currency)"
+            }
+            .to_owned()
+                + ": nothing credited; with the reverse check configured, `recheck` credits what Paymos confirms",
+        ),
+        _ => None,
     }
 }
 
@@ -1103,9 +1128,14 @@ mod tests {
         ));
     }
 
+    // Issue 49 (this stop's attack, F2 and F4): a confirmation that leaves out what a credit
+    // needs, or whether it is final (the official partial vectors), was unusable, or `updated`
+    // and never credited nor listed. It credits nothing on its own word and says why: Paymos'
+    // deposit decides (the reverse check, or `recheck`). One that says `is_final: false` is
+    // not final, and waits for nothing.
     #[test]
-    fn a_final_deposit_without_what_it_credits_is_unusable_not_an_error() {
-        for (data, field) in [
+    fn a_confirmation_without_what_it_credits_waits_for_paymos_word() {
+        for (data, why) in [
             (
                 r#"{"id":"pcd_1","is_final":true,"payment_channel_external_id":"c","net":1.5,"currency":"TRX"}"#,
                 "data.net",
@@ -1118,13 +1148,30 @@ mod tests {
                 r#"{"id":"pcd_1","is_final":true,"payment_channel_external_id":"c","net":"1.5"}"#,
                 "data.currency",
             ),
+            (
+                r#"{"id":"pcd_1","payment_channel_external_id":"c","net":"1.5","currency":"TRX"}"#,
+                "data.is_final",
+            ),
         ] {
-            let c = change("payment_channel.deposit.confirmed", data);
+            let envelope =
+                Envelope::parse(&body("payment_channel.deposit.confirmed", data)).unwrap();
+            let c = change_of(&envelope);
+            assert!(matches!(&c, Change::Deposit { credit: None, .. }), "{c:?}");
+            let unsaid = unsaid_deposit(&c, &envelope.data).unwrap_or_default();
             assert!(
-                matches!(&c, Change::Unusable { reason, .. } if reason.contains(field)),
-                "{c:?}"
+                unsaid.contains(why) && unsaid.contains("recheck"),
+                "{unsaid}"
             );
         }
+        let not_final = r#"{"id":"pcd_1","is_final":false,"payment_channel_external_id":"c","net":"1.5","currency":"TRX"}"#;
+        let envelope =
+            Envelope::parse(&body("payment_channel.deposit.confirmed", not_final)).unwrap();
+        assert_eq!(unsaid_deposit(&change_of(&envelope), &envelope.data), None);
+        let wrong = r#"{"id":"pcd_1","is_final":true,"payment_channel_external_id":"c","net":"abc","currency":"TRX"}"#;
+        assert!(matches!(
+            change("payment_channel.deposit.confirmed", wrong),
+            Change::Unusable { reason, .. } if reason.contains("data.net")
+        ));
     }
 
     #[test]

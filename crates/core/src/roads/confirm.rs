@@ -12,7 +12,7 @@
 use std::future::Future;
 
 use crate::money::change::{Change, Credit, OrderRef, as_paymos_says};
-use crate::money::status::{Amount, InvoiceStatus, WithdrawalStatus};
+use crate::money::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
 use crate::port::{PortError, PortErrorKind};
 use crate::wire::envelope::EventData;
 use crate::wire::signature::Environment;
@@ -417,24 +417,15 @@ pub fn withdrawal_verdict(
     Verdict::Confirmed
 }
 
-/// The verdict on a deposit event (of `data`) that credits `credit`: Paymos' status, payer,
-/// net, currency and project.
+/// The verdict on a deposit confirmation by Paymos' deposit alone: confirmed and final, with a
+/// payer and a net, it credits as Paymos has it (its payer, net, currency and project), what
+/// the event left out too ([`contradicts`] judges what it said). Not final yet: later; final but
+/// not confirmed (reorged): nothing.
 #[must_use]
-pub fn deposit_verdict(
-    at_source: &AtSource<ConfirmedDeposit>,
-    credit: &Credit,
-    data: &EventData,
-) -> Verdict {
+pub fn deposit_verdict(at_source: &AtSource<ConfirmedDeposit>) -> Verdict {
     let AtSource::Found(there) = at_source else {
         return Verdict::Unconfirmed(format!("deposit: {NOT_FOUND}"));
     };
-    if let (Some(named), Some(project)) = (&data.project_id, &there.project_id)
-        && named != project
-    {
-        return Verdict::Unconfirmed(format!(
-            "the event names project {named}, Paymos' deposit is of project {project}"
-        ));
-    }
     if there.status != "confirmed" || !there.is_final {
         return if there.is_final {
             Verdict::Unconfirmed(format!("Paymos says the deposit is {}", there.status))
@@ -444,8 +435,32 @@ pub fn deposit_verdict(
             }
         };
     }
+    if there.payer.is_empty() || !there.net.as_ref().is_some_and(Amount::is_positive) {
+        return Verdict::Unconfirmed(
+            "Paymos' deposit names no payer or no net above 0: nothing to credit".to_owned(),
+        );
+    }
+    Verdict::Confirmed
+}
+
+/// What a deposit event says that Paymos' deposit `there` contradicts (its project, payer, net
+/// or currency), if anything: a forged event, waiting for a person (`recheck` then credits
+/// Paymos' own). What it leaves out contradicts nothing.
+fn contradicts(
+    there: &ConfirmedDeposit,
+    credit: Option<&Credit>,
+    data: &EventData,
+) -> Option<String> {
+    if let (Some(named), Some(project)) = (&data.project_id, &there.project_id)
+        && named != project
+    {
+        return Some(format!(
+            "the event names project {named}, Paymos' deposit is of project {project}"
+        ));
+    }
+    let credit = credit?;
     if there.payer != credit.payer {
-        return Verdict::Unconfirmed(format!(
+        return Some(format!(
             "the event credits payer {}, Paymos' deposit is of {}",
             credit.payer, there.payer
         ));
@@ -454,16 +469,15 @@ pub fn deposit_verdict(
         .net
         .as_ref()
         .is_some_and(|n| n.same_value(&credit.net));
-    if !same_net || !there.currency.eq_ignore_ascii_case(&credit.currency) {
-        return Verdict::Unconfirmed(format!(
+    (!same_net || !there.currency.eq_ignore_ascii_case(&credit.currency)).then(|| {
+        format!(
             "the event credits {} {}, Paymos' deposit nets {} {}",
             credit.net.as_str(),
             credit.currency,
             there.net.as_ref().map_or("none", Amount::as_str),
             there.currency
-        ));
-    }
-    Verdict::Confirmed
+        )
+    })
 }
 
 /// The stack's environment against the resource's: a key of the other environment is the
@@ -497,6 +511,9 @@ pub struct Checked {
     /// When Paymos says it happened: an invoice's payment (`paid_late_at`, else
     /// `completed_at`), a refund's completion. The rules read this time, never the event's.
     pub paid_at: Option<u64>,
+    /// For a confirmed deposit: the credit as Paymos has it (its payer, net, currency and
+    /// project), whatever the delivery said or left out.
+    pub credit: Option<Credit>,
 }
 
 impl Checked {
@@ -529,19 +546,21 @@ impl Checked {
                 currency,
                 mode,
             },
+            // Paymos' credit, whatever the delivery said or left out (a partial event, a forged
+            // amount): the delivery only asked.
             Change::Deposit {
                 deposit_id,
                 status,
                 occurred_at,
-                credit: Some(credit),
-            } => Change::Deposit {
+                credit,
+            } if self.credit.is_some() || credit.is_some() => Change::Deposit {
                 deposit_id,
                 status,
                 occurred_at,
-                credit: Some(Credit {
+                credit: self.credit.clone().or(credit.map(|credit| Credit {
                     project: self.project.clone().or(credit.project),
                     ..credit
-                }),
+                })),
             },
             other => other,
         }
@@ -553,6 +572,7 @@ impl Checked {
             order: None,
             project: None,
             paid_at: None,
+            credit: None,
         }
     }
 }
@@ -605,6 +625,7 @@ pub async fn check<C: PaymentConfirmation>(
                 order,
                 project,
                 paid_at,
+                credit: None,
             })
         }
         Change::Withdrawal {
@@ -630,19 +651,35 @@ pub async fn check<C: PaymentConfirmation>(
             }
             Ok(checked)
         }
+        // A confirmation that credits, or that says it is one and leaves out what a credit
+        // needs (`is_final`, the payer, the net: a partial event): Paymos' deposit decides.
         Change::Deposit {
             deposit_id,
-            credit: Some(credit),
+            status: DepositStatus::Confirmed,
+            credit,
             ..
-        } => {
+        } if data.is_final != Some(false) => {
             let at = confirmation.deposit(deposit_id).await?;
             if let AtSource::Found(d) = &at {
                 same_environment(d.is_test, environment)?;
             }
-            let mut checked = Checked::plain(deposit_verdict(&at, credit, data));
+            let mut checked = Checked::plain(deposit_verdict(&at));
+            if let (AtSource::Found(d), Verdict::Confirmed) = (&at, &checked.verdict)
+                && let Some(differs) = contradicts(d, credit.as_ref(), data)
+            {
+                checked.verdict = Verdict::Unconfirmed(differs);
+            }
             if let AtSource::Found(d) = &at {
                 // Whose payer it credits: a payer id is unique only within its project.
                 checked.project.clone_from(&d.project_id);
+                if checked.verdict == Verdict::Confirmed {
+                    checked.credit = d.net.clone().map(|net| Credit {
+                        payer: d.payer.clone(),
+                        net,
+                        currency: d.currency.to_ascii_uppercase(),
+                        project: d.project_id.clone(),
+                    });
+                }
             }
             Ok(checked)
         }
@@ -891,17 +928,11 @@ mod tests {
         );
     }
 
+    // Issue 49 (this stop's attack, F2 to F4): a deposit confirmation is Paymos' deposit, as
+    // Paymos has it. The event's payer, net or project, or their absence (a partial event),
+    // no longer decide: Paymos' confirmed and final deposit credits its own payer and net.
     #[test]
-    fn deposits_are_read_back_with_their_payer_net_and_project() {
-        let deposit_verdict_of = |at: &AtSource<ConfirmedDeposit>, credit: &Credit| {
-            deposit_verdict(at, credit, &EventData::default())
-        };
-        let credit = Credit {
-            payer: "c-1".into(),
-            net: Amount::parse("99").unwrap(),
-            currency: "TRX".into(),
-            project: None,
-        };
+    fn a_deposit_is_confirmed_by_paymos_whatever_the_event_said_of_it() {
         let deposit = |payer: &str, net: &str, status: &str, is_final: bool| {
             AtSource::Found(ConfirmedDeposit {
                 status: status.into(),
@@ -914,48 +945,24 @@ mod tests {
             })
         };
         assert_eq!(
-            deposit_verdict_of(&deposit("c-1", "99.00", "confirmed", true), &credit),
+            deposit_verdict(&deposit("c-1", "99.00", "confirmed", true)),
             Verdict::Confirmed
         );
         for (answer, words) in [
-            (deposit("c-2", "99", "confirmed", true), "payer"),
-            (deposit("c-1", "9", "confirmed", true), "nets"),
+            (deposit("", "99", "confirmed", true), "no payer"),
+            (deposit("c-1", "0", "confirmed", true), "above 0"),
             (deposit("c-1", "99", "reorged", true), "reorged"),
             (AtSource::NotFound, "404"),
         ] {
             assert!(
-                matches!(deposit_verdict_of(&answer, &credit), Verdict::Unconfirmed(r) if r.contains(words)),
+                matches!(deposit_verdict(&answer), Verdict::Unconfirmed(r) if r.contains(words)),
                 "{words}"
             );
         }
         assert!(matches!(
-            deposit_verdict_of(&deposit("c-1", "99", "confirming", false), &credit),
+            deposit_verdict(&deposit("c-1", "99", "confirming", false)),
             Verdict::NotYet { .. }
         ));
-        // The project as the payer: an event naming another project than Paymos' deposit.
-        let of_b = AtSource::Found(ConfirmedDeposit {
-            project_id: Some("prj_b".into()),
-            ..match deposit("c-1", "99", "confirmed", true) {
-                AtSource::Found(d) => d,
-                AtSource::NotFound => unreachable!(),
-            }
-        });
-        let naming = |project: Option<&str>| EventData {
-            project_id: project.map(str::to_owned),
-            ..EventData::default()
-        };
-        assert!(matches!(
-            deposit_verdict(&of_b, &credit, &naming(Some("prj_a"))),
-            Verdict::Unconfirmed(r) if r.contains("prj_a") && r.contains("prj_b")
-        ));
-        assert_eq!(
-            deposit_verdict(&of_b, &credit, &naming(Some("prj_b"))),
-            Verdict::Confirmed
-        );
-        assert_eq!(
-            deposit_verdict(&of_b, &credit, &naming(None)),
-            Verdict::Confirmed
-        );
     }
 
     #[test]

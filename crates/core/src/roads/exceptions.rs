@@ -905,7 +905,29 @@ async fn recheck_one<S: ExceptionStore, C: PaymentConfirmation>(
     now_ms: u64,
 ) -> Result<Recheck, PortError> {
     let pays = matches!(&change, Change::Invoice { status, .. } if status.fulfils());
-    let checked = check(api, &change, &envelope.data, applying.environment).await?;
+    // A person asks Paymos about a deposit: Paymos' deposit is what credits, whatever the event
+    // said of it (what Paymos confirms wins; a forged amount was only the reason to ask).
+    let (change, data) = match change {
+        Change::Deposit {
+            deposit_id,
+            status,
+            occurred_at,
+            credit: Some(_),
+        } => (
+            Change::Deposit {
+                deposit_id,
+                status,
+                occurred_at,
+                credit: None,
+            },
+            crate::wire::envelope::EventData {
+                is_final: Some(true),
+                ..crate::wire::envelope::EventData::default()
+            },
+        ),
+        change => (change, envelope.data.clone()),
+    };
+    let checked = check(api, &change, &data, applying.environment).await?;
     if let Some(project) = checked
         .project
         .as_deref()

@@ -535,6 +535,12 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
             (change, by_paymos) = self
                 .confirmed(confirmation, change, &envelope, receives, now_ms)
                 .await?;
+        } else if let Some(reason) = crate::money::change::unsaid_deposit(&change, &envelope.data) {
+            // Acknowledged, and perhaps a payer's money: it waits, listed, for Paymos' word.
+            change = Change::Unconfirmed {
+                reason,
+                resource_id: envelope.resource_id.clone(),
+            };
         }
         // Another project's delivery applies nothing (its project as the event names it, or,
         // under the check, as Paymos' answer does: the event's own word then counts for

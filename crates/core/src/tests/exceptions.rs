@@ -534,10 +534,10 @@ async fn unconfirmed_deposits_and_payouts_are_rechecked_and_a_deposit_credits_on
     let rechecked = recheck_live(store.as_ref(), &reviews, &paymos, Some("pcd_1")).await;
     let outcomes: Vec<_> = rechecked.iter().map(|r| r.outcome.as_str()).collect();
     assert_eq!(outcomes, ["credited"], "{rechecked:?}");
-    assert_eq!(
-        store.credits("c-1", "USDT"),
-        [Amount::parse("5.00").unwrap()]
-    );
+    // Paymos' net, as Paymos writes it.
+    let credited = store.credits("c-1", "USDT");
+    assert_eq!(credited.len(), 1, "{credited:?}");
+    assert!(credited[0].same_value(&Amount::parse("5.00").unwrap()));
     assert_eq!(reviews.resolved("evt_d").unwrap().0, "rechecked_credited");
     // Once: a second recheck finds nothing of it, and the same deposit through a second
     // endpoint credits nothing more.

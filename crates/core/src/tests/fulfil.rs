@@ -227,11 +227,11 @@ async fn every_outcome_from_a_history_of_deliveries() {
                 1,
                 r#"{"id":"pcd_1","is_final":true}"#,
             )],
-            vec![Unusable],
+            vec![Unconfirmed],
             vec![],
         ),
         (
-            "unusable, redelivered",
+            "a partial confirmation, redelivered",
             vec![
                 item(
                     "evt_u",
@@ -246,7 +246,8 @@ async fn every_outcome_from_a_history_of_deliveries() {
                     r#"{"id":"pcd_1","is_final":true}"#,
                 ),
             ],
-            vec![Unusable, AlreadyProcessed],
+            // It credits nothing on its own word and waits for Paymos' (listed, `recheck`).
+            vec![Unconfirmed, AlreadyProcessed],
             vec![],
         ),
     ];

@@ -2290,7 +2290,11 @@ async fn a_recheck_reports_nothing_of_a_forgery_whose_invoice_shipped_since() {
     let paymos = MemoryPaymos::new();
     paymos.invoice("inv_1", at_paymos("paid", Some(100)));
     let rechecked = recheck_live(&store, &reviews, &paymos, None).await;
-    assert_eq!(rechecked.len(), 1, "before anything shipped it waits: {rechecked:?}");
+    assert_eq!(
+        rechecked.len(),
+        1,
+        "before anything shipped it waits: {rechecked:?}"
+    );
     let fulfil = Fulfil::new(Arc::clone(&store));
     let genuine = fulfil.apply(&invoice("evt_p", "paid", 100), NOW_MS).await;
     assert_eq!(genuine.unwrap().1, Fulfilled);
@@ -2298,4 +2302,86 @@ async fn a_recheck_reports_nothing_of_a_forgery_whose_invoice_shipped_since() {
     let rechecked = recheck_live(&store, &reviews, &paymos, None).await;
     assert!(rechecked.is_empty(), "{rechecked:?}");
     assert_eq!(store.fulfilments().len(), 1);
+}
+
+/// A confirmation of pcd_1 as Paymos sends it in the official partial vectors: no `is_final`,
+/// payer, net or project (`data`: what it does carry).
+fn partial_deposit(event_id: &str, data: &str) -> WorkItem {
+    item(event_id, "payment_channel.deposit.confirmed", 100, data)
+}
+
+// This stop's reference-only attack (its F2 and F4): a `deposit.confirmed` shaped as the
+// official `ton_channel_deposit_raw` vector (no `is_final`, payer, net or project) was
+// `updated`, never credited nor listed, with or without the check; one naming no payer was
+// `unusable` with no way out. Without the check it now waits `unconfirmed`, listed with
+// `recheck` as its way out; with the check, and by that recheck, Paymos' deposit credits its
+// own payer, once.
+#[tokio::test]
+async fn a_confirmation_that_leaves_out_what_it_credits_is_credited_by_paymos_word() {
+    let partial = partial_deposit(
+        "evt_d",
+        r#"{"id":"pcd_1","status":"confirmed","gross":"10.50"}"#,
+    );
+    let no_payer = partial_deposit(
+        "evt_n",
+        r#"{"id":"pcd_2","is_final":true,"net":"9.00","currency":"USDT"}"#,
+    );
+    let paymos = Arc::new(MemoryPaymos::new());
+    paymos.deposit("pcd_1", deposit_at_paymos("prj_a"));
+    paymos.deposit("pcd_2", deposit_at_paymos("prj_a"));
+    // Without the check: listed, with its way out; nothing credited on its word.
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let reviews = MemoryReviews::new();
+    for work in [&partial, &no_payer] {
+        assert_eq!(fulfil.apply(work, NOW_MS).await.unwrap().1, Unconfirmed);
+        let (outcome, why) = store.outcome(&work.event_id).unwrap();
+        reviews.processed(waited(work), outcome, &why.unwrap_or_default(), 1);
+    }
+    assert!(store.balances().is_empty());
+    let listed = list(&*store, &reviews, 0).await.unwrap();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert!(
+        listed.iter().all(|e| e.action.contains("recheck")),
+        "{listed:?}"
+    );
+    // Once the API is configured, `recheck` credits Paymos' deposits, once each.
+    let rechecked = recheck_live(&store, &reviews, &paymos, None).await;
+    let outcomes: Vec<_> = rechecked.iter().map(|r| r.outcome.as_str()).collect();
+    assert_eq!(outcomes, ["credited", "credited"], "{rechecked:?}");
+    assert_eq!(store.balances().len(), 1, "{:?}", store.balances());
+    // With the check: the delivery itself is credited as Paymos has it.
+    let store = Arc::new(MemoryResources::new());
+    let checked = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
+    for work in [&partial, &no_payer] {
+        assert_eq!(checked.apply(work, NOW_MS).await.unwrap().1, Credited);
+    }
+    assert_eq!(
+        checked.apply(&partial, NOW_MS).await.unwrap().1,
+        AlreadyProcessed
+    );
+}
+
+// This stop's attack (its F3): a confirmation crediting 99.00 where Paymos' deposit nets 9.00
+// waited unconfirmed, rightly; `recheck` then "refuted" it, and Paymos' own deposit was never
+// credited. A person asking Paymos is answered with Paymos' deposit: it credits 9.00, once.
+#[tokio::test]
+async fn a_recheck_credits_paymos_deposit_whatever_the_event_said_of_it() {
+    let paymos = Arc::new(MemoryPaymos::new());
+    paymos.deposit("pcd_1", deposit_at_paymos("prj_a"));
+    let store = Arc::new(MemoryResources::new());
+    let checked = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
+    let wrong = partial_deposit(
+        "evt_w",
+        r#"{"id":"pcd_1","is_final":true,"payment_channel_external_id":"c-1","net":"99.00","currency":"USDT"}"#,
+    );
+    assert_eq!(checked.apply(&wrong, NOW_MS).await.unwrap().1, Unconfirmed);
+    assert!(store.balances().is_empty());
+    let reviews = MemoryReviews::new();
+    let (outcome, why) = store.outcome("evt_w").unwrap();
+    reviews.processed(waited(&wrong), outcome, &why.unwrap_or_default(), 1);
+    let rechecked = recheck_live(&store, &reviews, &paymos, None).await;
+    assert_eq!(rechecked[0].outcome.as_str(), "credited", "{rechecked:?}");
+    let balances = store.balances();
+    assert_eq!(balances.len(), 1, "{balances:?}");
 }

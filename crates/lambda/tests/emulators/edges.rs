@@ -206,7 +206,7 @@ async fn a_body_with_characters_sqs_refuses_is_queued_and_applied() {
 }
 
 #[tokio::test]
-async fn a_final_deposit_missing_what_it_credits_is_unusable_and_never_reaches_the_dlq() {
+async fn a_final_deposit_missing_what_it_credits_waits_for_paymos_word_and_never_reaches_the_dlq() {
     let p = Pipeline::new().await;
     let body = envelope(
         "evt_nonet",
@@ -215,10 +215,13 @@ async fn a_final_deposit_missing_what_it_credits_is_unusable_and_never_reaches_t
     );
     assert_eq!(p.post(&body, LIVE_SECRET).await, 200);
     assert_eq!(p.drain().await, 0, "not retried");
+    // Its net is no decimal string: it credits nothing on its own word, and waits, listed,
+    // for Paymos' (issue 49: `recheck` credits Paymos' deposit once configured).
     let record = p.ledger("evt_nonet").await;
-    assert_eq!(get_s(&record, "outcome"), "unusable");
+    assert_eq!(get_s(&record, "outcome"), "unconfirmed");
+    let why = get_s(&record, "outcome_reason");
     assert!(
-        get_s(&record, "outcome_reason").contains("data.net"),
+        why.contains("data.net") && why.contains("recheck"),
         "{record:?}"
     );
     assert!(p.state("pcd_nonet").await.is_none(), "nothing credited");

@@ -769,7 +769,7 @@ async fn the_paths_that_need_a_person_cost_what_the_readme_says() {
     let no_net = envelope(
         "evt_cost_unusable",
         "payment_channel.deposit.confirmed",
-        json!({"id": "pcd_cost", "is_final": true, "payment_channel_external_id": "p", "currency": "USDT"}),
+        json!({"id": "pcd_cost", "is_final": true, "payment_channel_external_id": "p", "net": "abc", "currency": "USDT"}),
     );
     assert_eq!(rig.apply(&no_net).await, Applied::Unusable);
     // A transaction is read first: its refusal would be billed as its writes.

@@ -103,6 +103,8 @@ pub struct Step {
 pub struct CheckOptions {
     /// The receiver's URL.
     pub url: String,
+    /// The project steps 1 to 5 pay in: one the receiver applies.
+    pub project: String,
     /// The secret it holds.
     pub secret: WebhookSecret,
     /// A secret it does NOT hold: step 4's "broken" delivery, and the retired `v1` of step 1's
@@ -152,11 +154,12 @@ struct Sender {
 impl Sender {
     fn body(&self, event_id: &str, event_type: &str, invoice: &str) -> String {
         let now = paymos_inbox_lambda::now_ms() / 1000;
+        let project = serde_json::json!({"project_id": self.options.project});
         envelope(
             event_id,
             event_type,
             now,
-            &data_for(event_type, invoice, !self.options.live, now, None),
+            &data_for(event_type, invoice, !self.options.live, now, Some(&project)),
         )
     }
 

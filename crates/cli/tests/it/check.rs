@@ -195,6 +195,7 @@ async fn receiver(flaw: Flaw) -> (String, PathBuf) {
 
 fn options(url: &str) -> CheckOptions {
     CheckOptions {
+        project: "prj_local".into(),
         url: format!("{url}/"),
         secret: WebhookSecret::new(TEST_SECRET),
         wrong_secret: WebhookSecret::new("whsec_test_wrong"),
@@ -355,4 +356,28 @@ async fn check_against_dev_passes_all_six_steps_with_evidence_even_when_replies_
         "{:#?}",
         steps[3].evidence
     );
+}
+
+// This stop's attack (its F7): `check` against `dev --project prj_a` paid steps 1 to 5 in
+// prj_local, a project the stack does not apply, and failed them ("2xx given but nothing
+// shipped: lost"); it had no `--project`. It now pays in `dev`'s home project (or --project):
+// the six steps pass, exit 0.
+#[tokio::test]
+async fn check_against_a_dev_of_its_own_projects_pays_in_them() {
+    let dev = crate::tools::dev_of(None, &["prj_a"]).await;
+    let (_folder, info) = crate::tools::info_file(&dev, "check-project");
+    let url = dev.info.ingest_url.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+            .args(["check", &url, "--dev-info", &info, "--settle", "0.2"])
+            .env_remove("PAYMOS_WEBHOOK_SECRET")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(!said.contains("FAIL"), "{said}");
 }

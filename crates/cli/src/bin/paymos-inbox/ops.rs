@@ -135,6 +135,10 @@ pub struct CheckArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// The project the receiver applies (prj_…), which steps 1 to 5 pay in (default: `dev`'s
+    /// home project with --dev-info, else prj_local, what `send` names)
+    #[arg(long, value_parser = crate::exit::id)]
+    project: Option<String>,
     #[command(flatten)]
     stack: StackArgs,
 }
@@ -191,8 +195,21 @@ pub async fn check(args: CheckArgs) -> ExitCode {
         (_, _, Some(t)) => Some(MarkPaid::Tables(t.clone())),
         _ => None,
     };
+    // A receiver that applies only its own projects takes steps 1 to 5 in one of them.
+    let project = args
+        .project
+        .clone()
+        .or_else(|| {
+            args.stack
+                .given()
+                .then(|| args.stack.running_dev())
+                .flatten()
+                .and_then(|d| d.projects.first().cloned())
+        })
+        .unwrap_or_else(|| "prj_local".to_owned());
     let options = CheckOptions {
         url: args.url,
+        project,
         secret: WebhookSecret::new(args.secret),
         wrong_secret: WebhookSecret::new("whsec_test_paymos_inbox_check_wrong_secret"),
         live: args.live,

@@ -143,6 +143,21 @@ pub struct CheckArgs {
     stack: StackArgs,
 }
 
+/// The project `check` pays steps 1 to 5 in: a receiver that applies only its own projects
+/// takes them in one of them (--project, else `dev`'s home project, else `send`'s prj_local).
+fn check_project(args: &CheckArgs) -> String {
+    args.project
+        .clone()
+        .or_else(|| {
+            args.stack
+                .given()
+                .then(|| args.stack.running_dev())
+                .flatten()
+                .and_then(|d| d.projects.first().cloned())
+        })
+        .unwrap_or_else(|| "prj_local".to_owned())
+}
+
 pub async fn check(args: CheckArgs) -> ExitCode {
     let receiver = match reqwest::Url::parse(&args.url) {
         Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => u,
@@ -195,18 +210,7 @@ pub async fn check(args: CheckArgs) -> ExitCode {
         (_, _, Some(t)) => Some(MarkPaid::Tables(t.clone())),
         _ => None,
     };
-    // A receiver that applies only its own projects takes steps 1 to 5 in one of them.
-    let project = args
-        .project
-        .clone()
-        .or_else(|| {
-            args.stack
-                .given()
-                .then(|| args.stack.running_dev())
-                .flatten()
-                .and_then(|d| d.projects.first().cloned())
-        })
-        .unwrap_or_else(|| "prj_local".to_owned());
+    let project = check_project(&args);
     let options = CheckOptions {
         url: args.url,
         project,

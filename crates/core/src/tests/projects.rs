@@ -619,8 +619,24 @@ async fn an_order_learned_from_another_projects_event_ships_no_ones_order() {
         "invoice.paid",
         r#"{"invoice_id":"inv_x","order":{"external_id":"1001","amount":"10.00","currency":"USD"}}"#,
     );
-    let (outcomes, store) = run(two_shops(), &[pending, opened, silent]).await;
+    let copy = item(
+        "evt_p2",
+        "invoice.paid",
+        r#"{"invoice_id":"inv_x","order":{"external_id":"1001","amount":"10.00","currency":"USD"}}"#,
+    );
+    let (outcomes, store) = run(two_shops(), &[pending, opened, silent, copy]).await;
+    // The copy of a held payment is that payment: nothing new.
+    assert_eq!(outcomes, [OrderUnknown, Updated, Held, AlreadyFinal]);
     assert!(store.fulfilments().is_empty(), "{outcomes:?}");
     let held = store.invoice("inv_x").unwrap();
     assert!(held.projects_disagree, "{held:?} {outcomes:?}");
+    let listed =
+        crate::roads::exceptions::list(&*store, &crate::testkit::memory::MemoryReviews::new(), 0)
+            .await
+            .unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(
+        listed[0].kind == "held" && listed[0].action.contains("release inv_x --project"),
+        "{listed:?}"
+    );
 }

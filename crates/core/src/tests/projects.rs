@@ -640,3 +640,46 @@ async fn an_order_learned_from_another_projects_event_ships_no_ones_order() {
         "{listed:?}"
     );
 }
+
+// The same invoice, its events having named two projects, on a stack that turned the reverse
+// check on since: Paymos' word names the project (B) and the order, settles the record and
+// ships B's order once (a mutant of `disagreeing` no fast test caught).
+#[tokio::test]
+async fn paymos_word_ships_an_invoice_whose_events_named_two_projects() {
+    let pending = item(
+        "evt_f",
+        "invoice.paid",
+        r#"{"invoice_id":"inv_x","project_id":"prj_a"}"#,
+    );
+    let opened = item(
+        "evt_o",
+        "invoice.confirming",
+        r#"{"invoice_id":"inv_x","project_id":"prj_b","order":{"external_id":"1001","amount":"10.00","currency":"USD"}}"#,
+    );
+    let (_, store) = run(two_shops(), &[pending, opened]).await;
+    assert!(store.invoice("inv_x").unwrap().projects_disagree);
+    let paymos = Arc::new(crate::testkit::memory::MemoryPaymos::new());
+    paymos.invoice(
+        "inv_x",
+        crate::roads::confirm::ConfirmedInvoice {
+            status: "paid".into(),
+            is_test: false,
+            order_id: Some("1001".into()),
+            order_amount: crate::money::status::Amount::parse("10.00"),
+            order_currency: Some("USD".into()),
+            token_amount: None,
+            token_currency: None,
+            paid_late: false,
+            project_id: Some("prj_b".into()),
+            paid_at: Some(20),
+        },
+    );
+    let checked = Fulfil::new(Arc::clone(&store))
+        .for_projects(two_shops())
+        .with_confirmation(Arc::clone(&paymos));
+    let paid = paid("evt_p", "inv_x", "prj_b", "1001");
+    assert_eq!(checked.apply(&paid, 5_000).await.unwrap().1, Fulfilled);
+    assert_eq!(store.fulfilments(), [("inv_x".into(), Some("1001".into()))]);
+    assert!(store.keys().contains(&"order_paid#prj_b#1001".to_owned()));
+    assert!(!store.invoice("inv_x").unwrap().projects_disagree);
+}

@@ -965,6 +965,46 @@ mod tests {
         ));
     }
 
+    // What a deposit event says that Paymos contradicts: its project, payer, net or currency,
+    // each alone; what it leaves out contradicts nothing.
+    #[test]
+    fn a_deposit_event_is_contradicted_by_each_thing_it_says_otherwise() {
+        let there = ConfirmedDeposit {
+            status: "confirmed".into(),
+            is_final: true,
+            is_test: false,
+            payer: "c-1".into(),
+            net: Amount::parse("9"),
+            currency: "USDT".into(),
+            project_id: Some("prj_a".into()),
+        };
+        let credit = |payer: &str, net: &str, currency: &str| Credit {
+            payer: payer.into(),
+            net: Amount::parse(net).unwrap(),
+            currency: currency.into(),
+            project: None,
+        };
+        let none = EventData::default();
+        assert_eq!(
+            contradicts(&there, Some(&credit("c-1", "9.00", "usdt")), &none),
+            None
+        );
+        assert_eq!(contradicts(&there, None, &none), None, "left out");
+        for (said, words) in [
+            (credit("c-2", "9", "USDT"), "payer c-2"),
+            (credit("c-1", "99", "USDT"), "99 USDT"),
+            (credit("c-1", "9", "TRX"), "9 TRX"),
+        ] {
+            let differs = contradicts(&there, Some(&said), &none).unwrap_or_default();
+            assert!(differs.contains(words), "{words}: {differs}");
+        }
+        let naming = EventData {
+            project_id: Some("prj_b".into()),
+            ..EventData::default()
+        };
+        assert!(contradicts(&there, None, &naming).is_some_and(|d| d.contains("prj_b")));
+    }
+
     #[test]
     fn a_key_of_the_other_environment_is_the_stacks_problem() {
         let e = same_environment(true, Environment::Live).unwrap_err();

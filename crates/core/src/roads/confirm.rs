@@ -547,20 +547,18 @@ impl Checked {
                 mode,
             },
             // Paymos' credit, whatever the delivery said or left out (a partial event, a forged
-            // amount): the delivery only asked.
+            // amount): the delivery only asked. (A confirmed deposit always carries Paymos'
+            // credit; a status that credits nothing carries none.)
             Change::Deposit {
                 deposit_id,
                 status,
                 occurred_at,
                 credit,
-            } if self.credit.is_some() || credit.is_some() => Change::Deposit {
+            } => Change::Deposit {
                 deposit_id,
                 status,
                 occurred_at,
-                credit: self.credit.clone().or(credit.map(|credit| Credit {
-                    project: self.project.clone().or(credit.project),
-                    ..credit
-                })),
+                credit: self.credit.clone().or(credit),
             },
             other => other,
         }
@@ -1003,6 +1001,26 @@ mod tests {
             ..EventData::default()
         };
         assert!(contradicts(&there, None, &naming).is_some_and(|d| d.contains("prj_b")));
+    }
+
+    // An open event is confirmed by nothing Paymos says of a payment: it moves as it came, with
+    // its own time (a closure or a payment takes Paymos' order and time).
+    #[test]
+    fn an_open_event_is_applied_as_it_came() {
+        let body = br#"{"event_id":"evt_1","event_type":"invoice.confirming","version":1,"occurred_at":7,"data":{"invoice_id":"inv_1","order":{"external_id":"o-1","amount":"10","currency":"USD"}}}"#;
+        let change =
+            crate::money::change::change_of(&crate::wire::envelope::Envelope::parse(body).unwrap());
+        assert!(matches!(
+            &change,
+            Change::Invoice {
+                paid_at: Some(7),
+                ..
+            }
+        ));
+        assert_eq!(
+            Checked::plain(Verdict::Confirmed).applied_to(change.clone()),
+            change
+        );
     }
 
     #[test]

@@ -920,10 +920,7 @@ async fn recheck_one<S: ExceptionStore, C: PaymentConfirmation>(
                 occurred_at,
                 credit: None,
             },
-            crate::wire::envelope::EventData {
-                is_final: Some(true),
-                ..crate::wire::envelope::EventData::default()
-            },
+            crate::wire::envelope::EventData::default(),
         ),
         change => (change, envelope.data.clone()),
     };

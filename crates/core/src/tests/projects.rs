@@ -624,6 +624,14 @@ async fn an_order_learned_from_another_projects_event_ships_no_ones_order() {
         "invoice.paid",
         r#"{"invoice_id":"inv_x","order":{"external_id":"1001","amount":"10.00","currency":"USD"}}"#,
     );
+    let (_, store) = run(two_shops(), &[pending.clone(), opened.clone()]).await;
+    let marked = store.invoice("inv_x").unwrap();
+    assert!(marked.projects_disagree);
+    assert_eq!(
+        (marked.order.external_id, marked.order.project),
+        (None, None),
+        "project B's event taught none of its order or project"
+    );
     let (outcomes, store) = run(two_shops(), &[pending, opened, silent, copy]).await;
     // The copy of a held payment is that payment: nothing new.
     assert_eq!(outcomes, [OrderUnknown, Updated, Held, AlreadyFinal]);
@@ -682,4 +690,30 @@ async fn paymos_word_ships_an_invoice_whose_events_named_two_projects() {
     assert_eq!(store.fulfilments(), [("inv_x".into(), Some("1001".into()))]);
     assert!(store.keys().contains(&"order_paid#prj_b#1001".to_owned()));
     assert!(!store.invoice("inv_x").unwrap().projects_disagree);
+}
+
+// A payment naming another project than its record's, held: it keeps the order it names (set
+// once, as any first naming), so a person's `release --project` ships it (a mutant of
+// `invoice_transition` no fast test caught).
+#[tokio::test]
+async fn a_payment_held_for_naming_another_project_keeps_its_order() {
+    let opened = item(
+        "evt_o",
+        "invoice.confirming",
+        r#"{"invoice_id":"inv_x","project_id":"prj_b"}"#,
+    );
+    let (outcomes, store) = run(
+        two_shops(),
+        &[opened, paid("evt_p", "inv_x", "prj_a", "1001")],
+    )
+    .await;
+    assert_eq!(outcomes, [Updated, Held]);
+    let held = store.invoice("inv_x").unwrap();
+    assert!(held.projects_disagree);
+    assert_eq!(held.order.external_id.as_deref(), Some("1001"));
+    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(two_shops());
+    assert_eq!(
+        release_x(&fulfil, Some("prj_a"), false).await,
+        Ok(Fulfilled)
+    );
 }

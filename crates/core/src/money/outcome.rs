@@ -671,10 +671,10 @@ fn of_projects(
     ) {
         return Some(Refusal::OtherProject(p.to_owned()));
     }
-    let item = (!found.is_empty()).then_some(found);
+    // Marked, so a record: its status took the payment, or a copy of what it holds came.
     (refused.write == What::Payment
         && found.get(&Field::ProjectsDisagree) == Some(&Value::Bool(true))
-        && paying.is_some_and(|(st, at, _)| write::transition(st, at).holds(item)))
+        && paying.is_some_and(|(st, at, _)| write::transition(st, at).holds(Some(found))))
     .then(|| Refusal::ProjectsDisagree {
         recorded: write::order_of(found),
     })

@@ -795,19 +795,14 @@ fn on_record(change: &Change, recorded: OrderRef) -> Step {
             // The payment names another project than the invoice's record: its events
             // disagree, or a person named another project. Neither project's order ships on
             // that word.
-            let name = |o: &OrderRef| {
-                o.project
-                    .as_ref()
-                    .map_or("the home project".to_owned(), |p| format!("project {p}"))
-            };
             Step::Then(Plan {
                 write: Write::Unfulfilled(Mark::ProjectsDisagree),
                 with_mark: true,
                 outcome: Applied::Held,
                 reason: Some(format!(
                     "the payment names {}, the invoice's record {}: nothing shipped",
-                    name(order),
-                    name(&recorded)
+                    project_name(order),
+                    project_name(&recorded)
                 )),
             })
         }

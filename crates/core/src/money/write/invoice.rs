@@ -96,6 +96,15 @@ pub(super) fn unnamed_or(named: Guard) -> Guard {
     ])
 }
 
+/// Where `order` names a project: the record names none, or that one (a record names one).
+fn same_project(order: &OrderRef) -> Option<Guard> {
+    match (&order.project, order.home) {
+        (Some(p), _) => Some(unnamed_or(Guard::Is(Field::ProjectId, Value::text(p)))),
+        (None, true) => Some(unnamed_or(Guard::Has(Field::HomeProject))),
+        (None, false) => None,
+    }
+}
+
 /// A record whose status pays nothing (none, open, closed unpaid): nothing shipped under it.
 pub(super) fn no_payment_status() -> Guard {
     Guard::Not(Box::new(Guard::In(
@@ -266,11 +275,7 @@ pub fn learned_order(invoice_id: &str, order: &OrderRef, now_ms: u64) -> Write {
         new.push(Guard::Lacks(Field::Amount));
     }
     guards.push(Guard::Any(new));
-    match (&order.project, order.home) {
-        (Some(p), _) => guards.push(unnamed_or(Guard::Is(Field::ProjectId, Value::text(p)))),
-        (None, true) => guards.push(unnamed_or(Guard::Has(Field::HomeProject))),
-        (None, false) => {}
-    }
+    guards.extend(same_project(order));
     let mut set = vec![Set::Put(Field::UpdatedAt, Value::Int(now_ms))];
     set.extend(order_once(order));
     Write {
@@ -625,13 +630,9 @@ pub fn invoice_transition(
     };
     // A record names one project: a change naming another is refused, and planned again as
     // the events' disagreement ([`Mark::ProjectsDisagree`]).
-    let guard = match (&order.project, order.home) {
-        (Some(p), _) => Guard::All(vec![
-            guard,
-            unnamed_or(Guard::Is(Field::ProjectId, Value::text(p))),
-        ]),
-        (None, true) => Guard::All(vec![guard, unnamed_or(Guard::Has(Field::HomeProject))]),
-        (None, false) => guard,
+    let guard = match same_project(order) {
+        Some(project) => Guard::All(vec![guard, project]),
+        None => guard,
     };
     Write {
         what: What::Transition,

@@ -475,10 +475,18 @@ fn duplicate_line(
 fn invoice_exception(inv: &InvoiceRecord, refund: Option<&str>, sibling: &Sibling) -> Exception {
     let seen = &inv.seen;
     let id = &inv.invoice_id;
-    let paid = format!(
-        "{} {}",
-        seen.order.amount.as_ref().map_or("?", |a| a.as_str()),
-        seen.order.currency.as_deref().unwrap_or("")
+    // A person's word may name no amount: said in words, never a question mark.
+    let paid = seen.order.amount.as_ref().map_or_else(
+        || "an amount no road gave".to_owned(),
+        |a| {
+            format!(
+                "{} {}",
+                a.as_str(),
+                seen.order.currency.as_deref().unwrap_or("")
+            )
+            .trim_end()
+            .to_owned()
+        },
     );
     let order = seen.order.external_id.as_deref().unwrap_or("?");
     // Only a `full` refund settles a payment, whatever the others add up to.

@@ -1742,3 +1742,41 @@ async fn a_resource_keeps_when_and_by_whom_it_reached_each_status_once() {
         [("paid", "manual:support:a")]
     );
 }
+
+// Found by the last attack on `dev`: a person's `mark-paid` naming an order and no amount, of an
+// invoice a full refund is on record for, waits `after_refund`; its line read "Paid ? for order
+// o-9", a question mark where the amount goes. An amount no road gave is said in words.
+#[tokio::test]
+async fn a_payment_no_road_gave_an_amount_for_is_listed_in_words() {
+    let (outcomes, store) = run(
+        &[withdrawal(
+            "evt_r",
+            "completed",
+            20,
+            r#","type":"refund","invoice_id":"inv_9","mode":"full","amount":"4.00","currency":"USDT""#,
+        )],
+        |_| {},
+    )
+    .await;
+    assert_eq!(outcomes, [Updated]);
+    let by_hand = Fulfil::new(Arc::clone(&store))
+        .mark_paid("inv_9", order_ref(Some("o-9")), "support", 5_000)
+        .await
+        .unwrap();
+    assert_eq!(by_hand, Held);
+    assert!(store.fulfilments().is_empty());
+    let listed = crate::roads::exceptions::list(
+        store.as_ref(),
+        &crate::testkit::memory::MemoryReviews::new(),
+        0,
+    )
+    .await
+    .unwrap();
+    let [only] = listed.as_slice() else {
+        panic!("{listed:?}")
+    };
+    assert_eq!(only.kind, "after_refund", "{only:?}");
+    assert!(only.why.contains("for order o-9"), "{}", only.why);
+    assert!(!only.why.contains("Paid ?"), "{}", only.why);
+    assert!(only.why.contains("an amount no road gave"), "{}", only.why);
+}

@@ -74,7 +74,7 @@ cli-deps: ## check the installed command line's tree carries no test kit
 # the same sources. A version already on crates.io fails here: bump it after a release.
 # Each package carries the licence texts its `license` names (MIT OR Apache-2.0: both), each
 # the repository's own (`cargo package --list`, then the bytes).
-PUBLISHED := paymos-inbox-core paymos-inbox-aws paymos-inbox-lambda paymos-inbox
+PUBLISHED := paymos-inbox-core paymos-inbox-aws paymos-inbox-lambda paymos-inbox-local paymos-inbox
 LICENSES := LICENSE-MIT LICENSE-APACHE
 publish-check: ## cargo publish --dry-run of the command line and the crates it needs, each with its licence texts
 	@echo '$(CARGO) publish --dry-run --no-verify --locked $(addprefix -p ,$(PUBLISHED))'; \

@@ -11,7 +11,6 @@
 use std::collections::BTreeMap;
 use std::str::FromStr as _;
 
-use paymos_inbox::local::poller::poll_once;
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_aws::sqs::SqsQueue;
 use paymos_inbox_core::roads::fulfil::Fulfil;
@@ -19,6 +18,7 @@ use paymos_inbox_core::roads::ingest::{Ingest, IngestSettings};
 use paymos_inbox_core::wire::signature::{SigningKey, Verifier, WebhookSecret};
 use paymos_inbox_lambda::ingest::respond;
 use paymos_inbox_lambda::telemetry::{self, metric};
+use paymos_inbox_local::poller::poll_once;
 use serde_json::{Value, json};
 use tracing::Instrument;
 

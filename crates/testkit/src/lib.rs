@@ -21,9 +21,6 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::config::{Credentials, Region};
 use aws_sdk_dynamodb::types::AttributeValue;
-use paymos_inbox::local::emulators::{self, Emulator};
-use paymos_inbox::local::tables::{self, QueuePair};
-use paymos_inbox::local::template::{self, Created};
 use paymos_inbox_aws::aws::CallCounter;
 use paymos_inbox_aws::dynamodb::{DynamoResources, LedgerSchema};
 use paymos_inbox_core::money::invoice::InvoiceSeen;
@@ -31,6 +28,9 @@ use paymos_inbox_core::roads::handoff::StateRecords as _;
 use paymos_inbox_core::testkit::model::Inspect;
 use paymos_inbox_core::testkit::world::Observe;
 use paymos_inbox_core::wire::signature::{WebhookSecret, signature_header};
+use paymos_inbox_local::emulators::{self, Emulator};
+use paymos_inbox_local::tables::{self, QueuePair};
+use paymos_inbox_local::template::{self, Created};
 
 /// The fixed secrets the tests (and events/) sign with.
 pub const LIVE_SECRET: &str = "whsec_live_paymos_inbox_fixture";

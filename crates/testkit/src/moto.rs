@@ -69,7 +69,7 @@ impl Moto {
         };
         assert!(ready, "moto's server did not answer on port {port}");
         let http = reqwest::Client::new();
-        started.url = paymos_inbox::local::stub::serve(move |req| {
+        started.url = paymos_inbox_local::stub::serve(move |req| {
             let (http, moto) = (http.clone(), moto.clone());
             async move { bridge(&http, &moto, req).await }
         })

@@ -166,7 +166,7 @@ impl FakePaymos {
         let state: Arc<Mutex<State>> = Arc::default();
         let seen: Arc<Seen> = Arc::default();
         let (s, n) = (state.clone(), seen.clone());
-        let url = paymos_inbox::local::stub::serve(move |req| {
+        let url = paymos_inbox_local::stub::serve(move |req| {
             let (state, seen) = (s.clone(), n.clone());
             async move { Self::serve(&state, &seen, req).await }
         })

@@ -13,15 +13,15 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 
-use crate::local::dev::{clients, run_poller, serve_ingest};
-use crate::local::pipeline::Pipeline;
-use crate::local::template;
 use crate::tools::send::{SENDER_TIMEOUT, post};
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_aws::sqs::SqsQueue;
 use paymos_inbox_core::roads::fulfil::Fulfil;
 use paymos_inbox_core::roads::ingest::{Inbound, Ingest, IngestSettings};
 use paymos_inbox_core::wire::signature::{SigningKey, Verifier, WebhookSecret, signature_header};
+use paymos_inbox_local::dev::{clients, run_poller, serve_ingest};
+use paymos_inbox_local::pipeline::Pipeline;
+use paymos_inbox_local::template;
 
 const SECRET: &str = "whsec_live_paymos_inbox_bench";
 

@@ -11,7 +11,7 @@ use paymos_inbox_core::port::PortError;
 use paymos_inbox_core::roads::handoff::{DomainEvent, EventPublisher, events_of};
 use paymos_inbox_core::wire::signature::Environment;
 
-use crate::local::stream::StreamReader;
+use paymos_inbox_local::stream::StreamReader;
 
 /// The events of what the state table commits from the moment it is opened, read from the
 /// table's stream: each poll reads what is new, whatever the history.

@@ -17,7 +17,7 @@ use paymos_inbox_testkit::*;
 /// `dev`, its info file, a fake Paymos API, and a held payment (25.00 paid for an order
 /// registered at 10.00) under `held`.
 struct Rig {
-    dev: paymos_inbox::local::dev::Dev,
+    dev: paymos_inbox_local::dev::Dev,
     info: String,
     api: FakePaymos,
     state: DynamoResources,

@@ -150,46 +150,45 @@ async fn receiver(flaw: Flaw) -> (String, PathBuf) {
             300,
         ),
     });
-    let url =
-        paymos_inbox::local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
-            let state = state.clone();
-            async move {
-                let path = req.uri().path().to_owned();
-                let invoice = req
-                    .uri()
-                    .query()
-                    .and_then(|q| q.strip_prefix("invoice="))
-                    .unwrap_or_default()
-                    .to_owned();
-                let header = req
-                    .headers()
-                    .get("x-webhook-signature")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or_default()
-                    .to_owned();
-                let body = req
-                    .into_body()
-                    .collect()
-                    .await
-                    .map(|c| c.to_bytes())
-                    .unwrap_or_default();
-                let (status, text) = match path.as_str() {
-                    "/orders" => (200, format!("{{\"count\": {}}}", state.count(&invoice))),
-                    "/mark-paid" => {
-                        if state.count(&invoice) == 0 {
-                            state.ship(&invoice);
-                        }
-                        (200, "{}".to_owned())
+    let url = paymos_inbox_local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
+        let state = state.clone();
+        async move {
+            let path = req.uri().path().to_owned();
+            let invoice = req
+                .uri()
+                .query()
+                .and_then(|q| q.strip_prefix("invoice="))
+                .unwrap_or_default()
+                .to_owned();
+            let header = req
+                .headers()
+                .get("x-webhook-signature")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            let body = req
+                .into_body()
+                .collect()
+                .await
+                .map(|c| c.to_bytes())
+                .unwrap_or_default();
+            let (status, text) = match path.as_str() {
+                "/orders" => (200, format!("{{\"count\": {}}}", state.count(&invoice))),
+                "/mark-paid" => {
+                    if state.count(&invoice) == 0 {
+                        state.ship(&invoice);
                     }
-                    _ => (state.webhook(&header, &body).await, "{}".to_owned()),
-                };
-                let mut response = hyper::Response::new(Full::new(Bytes::from(text)));
-                *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
-                response
-            }
-        })
-        .await
-        .unwrap();
+                    (200, "{}".to_owned())
+                }
+                _ => (state.webhook(&header, &body).await, "{}".to_owned()),
+            };
+            let mut response = hyper::Response::new(Full::new(Bytes::from(text)));
+            *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
+            response
+        }
+    })
+    .await
+    .unwrap();
     (url, rows)
 }
 

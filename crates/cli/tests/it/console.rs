@@ -706,7 +706,7 @@ async fn held_and_late(info: &str, (held, late): (&str, &str), held_data: Option
 
 /// A dead letter in `dev`'s work queue's dead-letter queue: a payment of `invoice`
 /// (`evt_<invoice>`), as fulfil leaves one it failed to apply five times.
-pub(crate) async fn dead_letter(dev: &paymos_inbox::local::dev::Dev, invoice: &str) {
+pub(crate) async fn dead_letter(dev: &paymos_inbox_local::dev::Dev, invoice: &str) {
     dev.sqs
         .send_message()
         .queue_url(&dev.info.queues["DeadLetterQueue"])
@@ -723,7 +723,7 @@ pub(crate) async fn dead_letter(dev: &paymos_inbox::local::dev::Dev, invoice: &s
 }
 
 /// `dev`, and its info file (removed with the scratch folder).
-async fn dev_with_info(prefix: &str) -> (paymos_inbox::local::dev::Dev, String, TempDir) {
+async fn dev_with_info(prefix: &str) -> (paymos_inbox_local::dev::Dev, String, TempDir) {
     let dev = crate::tools::dev(None).await;
     let scratch_info = scratch(prefix);
     let info = scratch_info.path().join("info.json");

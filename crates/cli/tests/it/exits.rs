@@ -147,7 +147,7 @@ fn cat<'a>(parts: &[&[&'a str]]) -> Vec<&'a str> {
 
 /// A receiver that answers 200 to anything, signed or not (what `check` must catch).
 async fn accepts_everything() -> String {
-    paymos_inbox::local::stub::serve(|_req| async {
+    paymos_inbox_local::stub::serve(|_req| async {
         hyper::Response::new(Full::new(Bytes::from_static(b"ok")))
     })
     .await

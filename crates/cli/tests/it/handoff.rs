@@ -4,7 +4,6 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use paymos_inbox::local::stream::{Retries, StreamReader, deliver};
 use paymos_inbox::tools::handoff;
 use paymos_inbox_aws::dynamodb::DynamoResources;
 use paymos_inbox_aws::events::QueuePublisher;
@@ -14,6 +13,7 @@ use paymos_inbox_core::roads::handoff::{DomainEvent, EventPublisher};
 use paymos_inbox_core::roads::ingest::PortError;
 use paymos_inbox_core::testkit::schemas::assert_valid;
 use paymos_inbox_core::wire::signature::Environment;
+use paymos_inbox_local::stream::{Retries, StreamReader, deliver};
 use serde_json::{Value, json};
 
 use paymos_inbox_testkit::*;

@@ -7,7 +7,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use paymos_inbox::local::template::Created;
 use paymos_inbox_aws::aws::{CallCounter, Grant};
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_aws::sqs::SqsQueue;
@@ -17,6 +16,7 @@ use paymos_inbox_core::roads::ingest::{
     DeliveryLedger as _, Inbound, Ingest, IngestSettings, KeySource as _,
 };
 use paymos_inbox_core::wire::signature::{Environment, Verifier, WebhookSecret, signature_header};
+use paymos_inbox_local::template::Created;
 use serde_json::json;
 use yaml_serde::Value;
 
@@ -42,7 +42,7 @@ const SERVICE_USED: [(&str, &str, &str); 1] = [(
 
 /// A Secrets Manager client on the local stand-in, its calls recorded by `calls`.
 async fn secrets_client(calls: &CallCounter) -> aws_sdk_secretsmanager::Client {
-    let url = paymos_inbox::local::secrets::serve(HashMap::from([
+    let url = paymos_inbox_local::secrets::serve(HashMap::from([
         (
             SECRETS[0].0.to_owned(),
             // Both environments: a new delivery then looks for its id's other record.
@@ -482,7 +482,7 @@ async fn reconcile_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, Strin
 async fn publisher_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, String)> {
     use paymos_inbox_core::roads::handoff::EventPublisher as _;
     let url =
-        paymos_inbox::local::stub::serve(|_req: hyper::Request<hyper::body::Incoming>| async {
+        paymos_inbox_local::stub::serve(|_req: hyper::Request<hyper::body::Incoming>| async {
             let body = json!({"FailedEntryCount": 0, "Entries": [{"EventId": "e-1"}]}).to_string();
             hyper::Response::new(http_body_util::Full::new(hyper::body::Bytes::from(body)))
         })

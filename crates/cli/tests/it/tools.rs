@@ -5,13 +5,13 @@ use std::process::Command;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use paymos_inbox::local::dev::{DevOptions, start};
 use paymos_inbox::tools::check::Tables;
 use paymos_inbox_core::wire::signature::{SigningKey, WebhookSecret};
+use paymos_inbox_local::dev::{DevOptions, start};
 
 use paymos_inbox_testkit::*;
 
-pub(crate) async fn dev(slow: Option<Duration>) -> paymos_inbox::local::dev::Dev {
+pub(crate) async fn dev(slow: Option<Duration>) -> paymos_inbox_local::dev::Dev {
     // The project `send` and `check` name (`prj_local`): another project's events are
     // `other_project`, as on a stack with PaymosProjectIds.
     dev_of(slow, &["prj_local"]).await
@@ -20,7 +20,7 @@ pub(crate) async fn dev(slow: Option<Duration>) -> paymos_inbox::local::dev::Dev
 /// `dev`'s info in a scratch folder, as `--dev-info` reads it: the folder (removed when
 /// dropped) and the file's path.
 pub(crate) fn info_file(
-    dev: &paymos_inbox::local::dev::Dev,
+    dev: &paymos_inbox_local::dev::Dev,
     prefix: &str,
 ) -> (paymos_inbox_testkit::TempDir, String) {
     let folder = scratch(prefix);
@@ -34,7 +34,7 @@ pub(crate) fn info_file(
 pub(crate) async fn dev_of(
     slow: Option<Duration>,
     projects: &[&str],
-) -> paymos_inbox::local::dev::Dev {
+) -> paymos_inbox_local::dev::Dev {
     let (dynamodb, sqs) = endpoint_urls();
     start(DevOptions {
         dynamodb_endpoint: Some(dynamodb),
@@ -57,7 +57,7 @@ pub(crate) async fn dev_of(
     .expect("dev starts")
 }
 
-pub(crate) fn tables_of(d: &paymos_inbox::local::dev::Dev) -> Tables {
+pub(crate) fn tables_of(d: &paymos_inbox_local::dev::Dev) -> Tables {
     Tables {
         dynamodb: d.dynamodb.clone(),
         deliveries: d.info.tables["DeliveriesTable"].clone(),
@@ -482,7 +482,7 @@ async fn the_hand_offs_parked_events_go_back_paced() {
                 .unwrap();
         }
         let started = std::time::Instant::now();
-        let moved = paymos_inbox::local::redrive::redrive_paced(
+        let moved = paymos_inbox_local::redrive::redrive_paced(
             &aws.sqs,
             &pair.dlq_url,
             &pair.queue_url,
@@ -539,7 +539,7 @@ async fn dev_forwards_the_hand_off_signed_and_retried_to_a_local_endpoint() {
     let answered = Arc::new(AtomicUsize::new(0));
     let (kept, count) = (received.clone(), answered.clone());
     let endpoint =
-        paymos_inbox::local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
+        paymos_inbox_local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
             let (kept, count) = (kept.clone(), count.clone());
             async move {
                 use http_body_util::BodyExt as _;
@@ -651,10 +651,10 @@ async fn dev_forwards_the_hand_off_signed_and_retried_to_a_local_endpoint() {
 async fn creating_the_local_stack_twice_is_creating_it_once() {
     let aws = Aws::new();
     let prefix = unique("twice");
-    let first = paymos_inbox::local::template::create_all(&aws.dynamodb, &aws.sqs, &prefix)
+    let first = paymos_inbox_local::template::create_all(&aws.dynamodb, &aws.sqs, &prefix)
         .await
         .expect("created");
-    let again = paymos_inbox::local::template::create_all(&aws.dynamodb, &aws.sqs, &prefix)
+    let again = paymos_inbox_local::template::create_all(&aws.dynamodb, &aws.sqs, &prefix)
         .await
         .expect("created again: the same tables and queues");
     assert_eq!(first.tables, again.tables);

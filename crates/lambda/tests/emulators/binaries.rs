@@ -39,7 +39,7 @@ impl RuntimeApi {
         let ready = Arc::new(Notify::new());
         let (st, rd) = (state.clone(), ready.clone());
         let addr =
-            paymos_inbox::local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
+            paymos_inbox_local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
                 let (st, rd) = (st.clone(), rd.clone());
                 async move { runtime_route(req, st, rd).await }
             })
@@ -136,7 +136,7 @@ async fn runtime_route(
 
 /// Secrets Manager's `GetSecretValue` on loopback, for INIT (the one `dev` serves too).
 pub(crate) async fn secrets_manager(secrets: HashMap<String, String>) -> String {
-    paymos_inbox::local::secrets::serve(secrets)
+    paymos_inbox_local::secrets::serve(secrets)
         .await
         .expect("a loopback port")
 }
@@ -235,7 +235,7 @@ pub(crate) fn fresh_ingest_events() -> Vec<(String, String)> {
         std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
     }
     let now = paymos_inbox_lambda::now_ms() / 1000;
-    let names = paymos_inbox::local::events::refresh(
+    let names = paymos_inbox_local::events::refresh(
         &dir,
         &paymos_inbox_core::wire::signature::WebhookSecret::new(TEST_SECRET),
         now,
@@ -629,7 +629,7 @@ async fn fulfil_and_the_reconciliation_stop_at_init_when_the_paymos_key_is_refus
 /// EventBridge's `PutEvents` on loopback: keeps what it was sent; refuses entries whose detail
 /// contains `refuse`.
 pub(crate) async fn eventbridge(received: Arc<Mutex<Vec<Value>>>) -> String {
-    paymos_inbox::local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
+    paymos_inbox_local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
         let received = received.clone();
         async move {
             let body = req

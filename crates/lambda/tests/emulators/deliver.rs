@@ -31,31 +31,30 @@ const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 pub(crate) async fn receiver(status: u16) -> (String, Received) {
     let received: Received = Arc::default();
     let kept = received.clone();
-    let url =
-        paymos_inbox::local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
-            let kept = kept.clone();
-            async move {
-                let headers = req
-                    .headers()
-                    .iter()
-                    .map(|(k, v)| {
-                        (
-                            k.as_str().to_owned(),
-                            v.to_str().unwrap_or_default().to_owned(),
-                        )
-                    })
-                    .collect();
-                let body = req.into_body().collect().await.unwrap().to_bytes();
-                kept.lock()
-                    .unwrap()
-                    .push((headers, String::from_utf8_lossy(&body).into_owned()));
-                let mut r = hyper::Response::new(Full::new(Bytes::new()));
-                *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
-                r
-            }
-        })
-        .await
-        .unwrap();
+    let url = paymos_inbox_local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
+        let kept = kept.clone();
+        async move {
+            let headers = req
+                .headers()
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.as_str().to_owned(),
+                        v.to_str().unwrap_or_default().to_owned(),
+                    )
+                })
+                .collect();
+            let body = req.into_body().collect().await.unwrap().to_bytes();
+            kept.lock()
+                .unwrap()
+                .push((headers, String::from_utf8_lossy(&body).into_owned()));
+            let mut r = hyper::Response::new(Full::new(Bytes::new()));
+            *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
+            r
+        }
+    })
+    .await
+    .unwrap();
     (url, received)
 }
 
@@ -228,26 +227,25 @@ async fn redirecting(status: u16, location: &str) -> (String, Received) {
     let received: Received = Arc::default();
     let kept = received.clone();
     let location = location.to_owned();
-    let url =
-        paymos_inbox::local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
-            let kept = kept.clone();
-            let location = location.clone();
-            async move {
-                let method = req.method().to_string();
-                let body = req.into_body().collect().await.unwrap().to_bytes();
-                kept.lock().unwrap().push((
-                    vec![("method".into(), method)],
-                    String::from_utf8_lossy(&body).into(),
-                ));
-                let mut r = hyper::Response::new(Full::new(Bytes::new()));
-                *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
-                r.headers_mut()
-                    .insert("location", location.parse().unwrap());
-                r
-            }
-        })
-        .await
-        .unwrap();
+    let url = paymos_inbox_local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
+        let kept = kept.clone();
+        let location = location.clone();
+        async move {
+            let method = req.method().to_string();
+            let body = req.into_body().collect().await.unwrap().to_bytes();
+            kept.lock().unwrap().push((
+                vec![("method".into(), method)],
+                String::from_utf8_lossy(&body).into(),
+            ));
+            let mut r = hyper::Response::new(Full::new(Bytes::new()));
+            *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
+            r.headers_mut()
+                .insert("location", location.parse().unwrap());
+            r
+        }
+    })
+    .await
+    .unwrap();
     (url, received)
 }
 

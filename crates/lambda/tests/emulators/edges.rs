@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use paymos_inbox::local::poller::poll_once;
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources, order_paid_key};
 use paymos_inbox_aws::sqs::SqsQueue;
 use paymos_inbox_core::money::change::OrderRef;
@@ -14,6 +13,7 @@ use paymos_inbox_core::roads::ingest::{DeliveryLedger, Ingest, IngestSettings};
 use paymos_inbox_core::roads::sweep::resend_stranded;
 use paymos_inbox_core::wire::signature::{Environment, SigningKey, Verifier, WebhookSecret};
 use paymos_inbox_lambda::ingest::{respond, respond_with_keys};
+use paymos_inbox_local::poller::poll_once;
 use serde_json::json;
 
 use paymos_inbox_testkit::*;

@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use paymos_inbox::local::poller::poll_once;
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources, balance_key};
 use paymos_inbox_aws::sqs::SqsQueue;
 use paymos_inbox_core::money::change::{Applied, OrderRef};
@@ -15,6 +14,7 @@ use paymos_inbox_core::roads::fulfil::Fulfil;
 use paymos_inbox_core::roads::ingest::{Ingest, IngestSettings};
 use paymos_inbox_core::wire::signature::{SigningKey, Verifier, WebhookSecret};
 use paymos_inbox_lambda::ingest::respond;
+use paymos_inbox_local::poller::poll_once;
 use serde_json::json;
 
 use paymos_inbox_testkit::*;

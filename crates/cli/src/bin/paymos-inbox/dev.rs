@@ -4,8 +4,8 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use paymos_inbox::local::dev::{DevOptions, PORT_BUSY, default_environment, start};
 use paymos_inbox_lambda::config::parse_secrets;
+use paymos_inbox_local::dev::{DevOptions, PORT_BUSY, default_environment, start};
 
 use crate::exit::Failure;
 use crate::{DEFAULT_PORT, FIXTURE_SECRET};

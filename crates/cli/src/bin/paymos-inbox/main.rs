@@ -492,7 +492,7 @@ fn main() -> ExitCode {
                     .next("run it from the clone's top folder (events/ is there), or name the folder with --dir")
                     .report();
             }
-            match paymos_inbox::local::events::refresh(&dir, &secret, at) {
+            match paymos_inbox_local::events::refresh(&dir, &secret, at) {
                 Ok(files) => {
                     for f in files {
                         say!("signed {} at t={at}", dir.join(f).display());

@@ -452,8 +452,8 @@ pub async fn move_back(
     match redrive_in(&stack, names, queues, (max, per_second), actor, None).await {
         Ok(done) => {
             let how = match done {
-                paymos_inbox::local::redrive::Redriven::ByTask(_) => "sqs_message_move_task",
-                paymos_inbox::local::redrive::Redriven::OneByOne(_) => "one_by_one",
+                paymos_inbox_local::redrive::Redriven::ByTask(_) => "sqs_message_move_task",
+                paymos_inbox_local::redrive::Redriven::OneByOne(_) => "one_by_one",
             };
             if json {
                 say!(
@@ -489,7 +489,7 @@ pub(crate) async fn redrive_in(
     (max, per_second): (usize, Option<u16>),
     actor: Option<&str>,
     moved: Option<&AtomicUsize>,
-) -> Result<paymos_inbox::local::redrive::Redriven, crate::exit::Failure> {
+) -> Result<paymos_inbox_local::redrive::Redriven, crate::exit::Failure> {
     let (queue, dlq) = queues(stack);
     let queue = stack.require(&queue, names.0)?;
     let dlq = stack.require(&dlq, names.1)?;
@@ -498,7 +498,7 @@ pub(crate) async fn redrive_in(
     let subject = names.0.trim_end_matches("-url");
     let begun = crate::audit::begin(stack, ActionKind::Redrive, &actor, subject, None).await?;
     let unseen = AtomicUsize::new(0);
-    let done = paymos_inbox::local::redrive::redrive_counted(
+    let done = paymos_inbox_local::redrive::redrive_counted(
         &stack.sqs,
         dlq,
         queue,
@@ -901,18 +901,14 @@ pub struct SoakArgs {
     json: bool,
 }
 
-type Endpoints = (
-    String,
-    String,
-    Vec<paymos_inbox::local::emulators::Emulator>,
-);
+type Endpoints = (String, String, Vec<paymos_inbox_local::emulators::Emulator>);
 
 /// The given endpoints, or emulators started for the command (stopped when dropped).
 fn endpoints_or_emulators(
     dynamodb: Option<String>,
     sqs: Option<String>,
 ) -> Result<Endpoints, String> {
-    paymos_inbox::local::emulators::endpoints_or_start(dynamodb, sqs).map_err(|e| e.to_string())
+    paymos_inbox_local::emulators::endpoints_or_start(dynamodb, sqs).map_err(|e| e.to_string())
 }
 
 pub async fn soak(args: SoakArgs) -> ExitCode {

@@ -373,9 +373,7 @@ async fn dev_secrets(endpoint: &str) -> Result<String, Failure> {
         .post(endpoint)
         .header("x-amz-target", "secretsmanager.GetSecretValue")
         .header("content-type", "application/x-amz-json-1.1")
-        .body(
-            serde_json::json!({ "SecretId": paymos_inbox::local::dev::DEV_SECRET_ID }).to_string(),
-        )
+        .body(serde_json::json!({ "SecretId": paymos_inbox_local::dev::DEV_SECRET_ID }).to_string())
         .timeout(SENDER_TIMEOUT)
         .send()
         .await

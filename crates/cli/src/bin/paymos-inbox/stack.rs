@@ -1,7 +1,7 @@
 //! Finding a receiver's tables and queues: the JSON line `dev` prints, or names and endpoints
 //! given as flags or environment variables (a deployed stack's outputs).
 
-use paymos_inbox::local::dev::{DevInfo, clients};
+use paymos_inbox_local::dev::{DevInfo, clients};
 
 use crate::exit::Failure;
 
@@ -391,7 +391,7 @@ impl StackArgs {
                 let (dynamodb, sqs) = clients(&d, &s).await;
                 // DynamoDB Local serves the streams' API on its own endpoint.
                 let streams = aws_sdk_dynamodbstreams::config::Builder::from(
-                    &paymos_inbox::local::dev::shared_config().await,
+                    &paymos_inbox_local::dev::shared_config().await,
                 )
                 .endpoint_url(d)
                 .build();

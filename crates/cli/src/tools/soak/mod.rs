@@ -14,14 +14,14 @@ use futures::StreamExt;
 use serde_json::json;
 
 use crate::faults::{Faults, Faulty};
-use crate::local::dev::{clients, run_poller, serve_ingest};
-use crate::local::pipeline::Pipeline;
-use crate::local::redrive::redrive;
-use crate::local::template;
 use crate::tools::send::{SENDER_TIMEOUT, post};
 use paymos_inbox_core::roads::fulfil::Fulfil;
 use paymos_inbox_core::roads::ingest::{Ingest, IngestSettings};
 use paymos_inbox_core::wire::signature::{SigningKey, Verifier, WebhookSecret};
+use paymos_inbox_local::dev::{clients, run_poller, serve_ingest};
+use paymos_inbox_local::pipeline::Pipeline;
+use paymos_inbox_local::redrive::redrive;
+use paymos_inbox_local::template;
 use plan::plan;
 use verify::verify;
 

@@ -11,7 +11,7 @@ use paymos_inbox_core::roads::handoff::StateRecords;
 use paymos_inbox_core::roads::ingest::DeliveryState;
 
 use super::{Expect, SoakReport};
-use crate::local::template;
+use paymos_inbox_local::template;
 
 /// The tables as the soak left them, as typed records.
 struct Found {

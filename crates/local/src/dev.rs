@@ -20,10 +20,10 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
-use crate::local::emulators::{self, Emulator};
-use crate::local::pipeline::Pipeline;
-use crate::local::poller::poll_once;
-use crate::local::template::{self, Created};
+use crate::emulators::{self, Emulator};
+use crate::pipeline::Pipeline;
+use crate::poller::poll_once;
+use crate::template::{self, Created};
 use paymos_inbox_core::roads::fulfil::Fulfil;
 use paymos_inbox_core::roads::ingest::{Ingest, IngestSettings};
 use paymos_inbox_core::wire::signature::{SigningKey, Verifier};
@@ -290,12 +290,7 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
     );
     let mut tasks = vec![server, poller, publisher, sweep(&dynamodb, &sqs, &created)];
     if let (Some(url), Some(secret)) = (&options.forward_to, &signing_secret) {
-        tasks.push(crate::local::forward::run(
-            sqs.clone(),
-            &created,
-            url,
-            secret,
-        )?);
+        tasks.push(crate::forward::run(sqs.clone(), &created, url, secret)?);
     }
     if let Some(api) = options.reconcile_with.map(PaymosApi::new) {
         tasks.push(reconcile_every_minute(api, stack_fulfil()));
@@ -373,7 +368,7 @@ async fn hand_off(
 async fn serve_secrets(text: Option<&str>) -> Result<Option<String>, String> {
     match text {
         Some(text) => Ok(Some(
-            crate::local::secrets::serve(std::collections::HashMap::from([(
+            crate::secrets::serve(std::collections::HashMap::from([(
                 DEV_SECRET_ID.to_owned(),
                 text.to_owned(),
             )]))
@@ -564,10 +559,10 @@ where
             .endpoint_url(dynamodb_endpoint)
             .build(),
     );
-    let mut reader = crate::local::stream::StreamReader::open(&dynamodb, streams, state_table)
+    let mut reader = crate::stream::StreamReader::open(&dynamodb, streams, state_table)
         .await
         .map_err(|e| e.to_string())?;
-    let retries = crate::local::stream::Retries {
+    let retries = crate::stream::Retries {
         attempts: 3,
         pause: Duration::from_millis(500),
     };
@@ -578,7 +573,7 @@ where
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
                 Ok(batch) => {
-                    if let Err(e) = crate::local::stream::deliver(
+                    if let Err(e) = crate::stream::deliver(
                         &publisher,
                         &batch,
                         &stack,

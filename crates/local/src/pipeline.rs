@@ -2,7 +2,7 @@
 //! run the same ingest and fulfil on the same tables and queue (the soak wraps the adapters in
 //! its fault injector first).
 
-use crate::local::template::Created;
+use crate::template::Created;
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_aws::sqs::SqsQueue;
 use paymos_inbox_core::roads::fulfil::Fulfil;

@@ -305,7 +305,10 @@ mod tests {
 
     #[test]
     fn a_missing_runtime_is_found_on_path_or_named_with_what_to_install() {
-        let scratch = paymos_inbox_testkit::scratch("paymos-inbox-path");
+        let scratch = tempfile::Builder::new()
+            .prefix("paymos-inbox-path-")
+            .tempdir()
+            .unwrap();
         let dir = scratch.path();
         std::fs::write(dir.join("node"), "").unwrap();
         let path = std::env::join_paths([dir]).unwrap();

@@ -831,3 +831,40 @@ async fn every_command_exits_as_the_table_says_in_each_failure_mode() {
     );
     assert!(w.table.len() >= 20, "{} commands walked", w.table.len());
 }
+
+// Found by the last attack on `dev`: stopped by SIGTERM (a process manager, `kill`, a CI
+// runner), `dev` left its info file behind, which sends `send`, `console` and the operator's
+// commands to a port nobody listens on. SIGTERM now stops it as Ctrl-C does: the file goes,
+// and it exits 0.
+#[test]
+fn dev_stopped_by_sigterm_removes_its_info_file() {
+    let (dynamodb, sqs) = endpoint_urls();
+    let scratch = scratch("dev-sigterm");
+    let info = scratch.path().join("dev.json");
+    let mut dev = Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+        .args(["dev", "--port", "0", "--no-handlers", "--prefix"])
+        .arg(unique("sigterm"))
+        .arg("--info-file")
+        .arg(&info)
+        .args(["--dynamodb-endpoint", &dynamodb, "--sqs-endpoint", &sqs])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("paymos-inbox dev");
+    let started = std::time::Instant::now();
+    while !info.is_file() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "dev never wrote its info file"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let killed = Command::new("kill")
+        .args(["-TERM", &dev.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let status = dev.wait().expect("dev exits");
+    assert!(status.success(), "{status:?}");
+    assert!(!info.exists(), "the info file outlived dev");
+}

@@ -150,10 +150,24 @@ pub async fn run(args: DevArgs) -> ExitCode {
     } else {
         tracing::info!(url = %dev.info.ingest_url, "ready: send a webhook with `paymos-inbox send --type invoice.paid`; Ctrl-C stops everything");
     }
-    let _ = tokio::signal::ctrl_c().await;
+    stopped().await;
     tracing::info!("stopping");
     // A stale file would send the tools to a port nobody listens on.
     let _ = std::fs::remove_file(&args.info_file);
     drop(dev);
     ExitCode::SUCCESS
+}
+
+/// Until Ctrl-C, or SIGTERM (a process manager, `kill`, a CI runner), which stop `dev` alike.
+async fn stopped() {
+    #[cfg(unix)]
+    if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        return;
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }

@@ -469,6 +469,19 @@ fn duplicate_line(
     )
 }
 
+/// The way out of a payment whose order is known nowhere: a person names it (and its project,
+/// where the record names none: a stack of several projects needs it).
+fn name_the_order(id: &str, recorded: &crate::money::change::OrderRef) -> String {
+    let project = if recorded.names_project() {
+        ""
+    } else {
+        " --project <prj_…, where the stack applies several>"
+    };
+    format!(
+        "find the order this payment is for, then `paymos-inbox mark-paid {id} --order-id <order>{project} --actor <you>`"
+    )
+}
+
 /// An invoice under review: why it waits (a partial refund says how much went back) and the
 /// way out for its standing (a refund of it waiting unconfirmed, `refund`, is rechecked first;
 /// another invoice of its order, `sibling`, may leave only a refund, or the choice to keep it).
@@ -509,9 +522,7 @@ fn invoice_exception(inv: &InvoiceRecord, refund: Option<&str>, sibling: &Siblin
         Standing::OrderUnknown => (
             "order_unknown",
             format!("paid, but its order is known nowhere: nothing shipped{refunded}"),
-            format!(
-                "find the order this payment is for, then `paymos-inbox mark-paid {id} --order-id <order> --actor <you>`"
-            ),
+            name_the_order(id, &seen.order),
         ),
         Standing::AfterRefund => (
             "after_refund",
@@ -599,7 +610,7 @@ fn delivery_exception(delivery: &Waiting, all: &[Waiting]) -> Exception {
     let recheck = |id: &str| format!("`paymos-inbox recheck {id}`");
     let action = match &delivery.pending {
         Pending::Payment { invoice_id, .. } if delivery.order_unknown() => format!(
-            "find the order this payment is for, then `paymos-inbox mark-paid {invoice_id} --order-id <order> --actor <you>` (`reconcile --apply` does it once Paymos' invoice names its order)"
+            "find the order this payment is for, then `paymos-inbox mark-paid {invoice_id} --order-id <order> --actor <you>` (with `--project <prj_…>` where the stack applies several projects) (`reconcile --apply` does it once Paymos' invoice names its order)"
         ),
         Pending::Payment { invoice_id, .. } if delivery.project_unknown() => format!(
             "find the project this payment is of (Paymos' dashboard), then `paymos-inbox mark-paid {invoice_id} --project <prj_…> --order-id <order> --actor <you>`; or, with the reverse check configured, apply Paymos' word with {}",

@@ -1885,13 +1885,18 @@ async fn a_persons_word_of_a_payment_naming_no_project_keeps_its_time() {
     // delivery's own line, which asked for the project, is done).
     let ledger = MemoryReviews::new();
     ledger.processed(waited(&paid), ProjectUnknown, "no project", 1);
-    let kinds: Vec<_> = list(&*store, &ledger, 0)
-        .await
-        .unwrap()
+    let listed = list(&*store, &ledger, 0).await.unwrap();
+    let kinds: Vec<_> = listed
         .iter()
         .map(|e| (e.kind, e.resource_id.clone()))
         .collect();
     assert_eq!(kinds, [("order_unknown", Some("inv_1".to_owned()))]);
+    // The record names its project: the way out asks only for the order.
+    assert!(
+        !listed[0].action.contains("--project"),
+        "{}",
+        listed[0].action
+    );
     // Its order named, it ships (once).
     let with_order = OrderRef {
         external_id: Some("o-1".into()),

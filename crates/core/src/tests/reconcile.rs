@@ -443,6 +443,12 @@ async fn a_paid_invoice_with_no_order_anywhere_stays_listed_until_its_order_is_n
         "{listed:?}"
     );
     assert!(listed[0].action.contains("mark-paid inv_n --order-id"));
+    // Its record names no project: on a stack of several, `mark-paid` needs it named.
+    assert!(
+        listed[0].action.contains("--project <prj_"),
+        "{}",
+        listed[0].action
+    );
     // A later run, beyond any window, still finds it listed: the record names it.
     let applied = fulfil
         .mark_paid("inv_n", order("o-n"), "support", NOW_MS)

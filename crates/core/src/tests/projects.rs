@@ -717,3 +717,21 @@ async fn a_payment_held_for_naming_another_project_keeps_its_order() {
         Ok(Fulfilled)
     );
 }
+
+// Issue 49, the model's rule 20 (class A, reproduced by its survey): a forged `invoice.paid`
+// naming shop B shipped B's order 4000 for an invoice of shop A; then shop A's genuine
+// `invoice.paid_over` of it arrived and answered `already_final`, listed nowhere: if the first
+// was the forgery, A's customer is never served and nobody is told. Like a payment naming
+// another project of the same status, it waits as a conflict for a person.
+#[tokio::test]
+async fn a_paid_over_naming_another_project_after_a_payment_shipped_waits_as_a_conflict() {
+    let first = paid("evt_b", "inv_x", "prj_b", "4000");
+    let over = item(
+        "evt_a",
+        "invoice.paid_over",
+        r#"{"invoice_id":"inv_x","project_id":"prj_a","order":{"external_id":"4000","amount":"10.00","currency":"USD"}}"#,
+    );
+    let (outcomes, store) = run(two_shops(), &[first, over]).await;
+    assert_eq!(outcomes, [Fulfilled, OrderConflict]);
+    assert_eq!(store.fulfilments(), [("inv_x".into(), Some("4000".into()))]);
+}

@@ -18,7 +18,7 @@
 //! | `lease_until` | N | Unix ms until which the recording attempt may still be sending it |
 //! | `enqueue_attempts` | N | how many attempts sent it to the queue |
 //! | `outcome`, `processed_at` | S, N | set by fulfil |
-//! | `waiting` | S | the outcome, only while it waits for a person (the processed mark sets it, a resolution removes it unless the delivery still waits, as a payment waiting for its order does): the sparse `waiting` index |
+//! | `waiting` | S | `w0`…`w7` (core's `waiting_shard` of its key; the outcome in releases before, until `exceptions --reindex`), only while it waits for a person (the processed mark sets it, a resolution removes it unless the delivery still waits, as a payment waiting for its order does): the sparse `waiting` index |
 //! | `body_conflicts`, `last_conflict_sha256`, `last_conflict_at` | N, S, N | same id, other body |
 //! | `body_kept` | BOOL | its body item's expiry was lifted because the delivery waits for a person (`keep_waiting_bodies`) |
 //! | `lifted_expires_at` | N | the record's own `expires_at`, put aside while it waits for a person, restored by its resolution |
@@ -56,6 +56,7 @@ use super::records::delivery_record;
 use crate::aws::port_error;
 use paymos_inbox_core::money::change::Applied;
 use paymos_inbox_core::money::record::DeliveryRecord;
+use paymos_inbox_core::money::write;
 use paymos_inbox_core::port::PortError;
 use paymos_inbox_core::roads::exceptions::{OutcomeRecord, Resolution, ReviewLedger};
 use paymos_inbox_core::roads::ingest::{
@@ -90,8 +91,10 @@ impl LedgerSchema {
     /// writes a second at 20,000 deliveries a second. Records of releases with 8 shards are in
     /// `p0`…`p7`, which the readers read too.
     pub const PENDING_SHARDS: u8 = 64;
-    /// The sparse index of processed deliveries that wait for a person: hash `waiting` (the
-    /// outcome, present only while it waits), range `processed_at`.
+    /// The sparse index of processed deliveries that wait for a person: hash `waiting` (a
+    /// shard of the delivery's key, `w0`…`w7`, present only while it waits: a storm of one
+    /// outcome heats no key, and a reader queries eight keys whatever the outcomes), range
+    /// `processed_at`.
     pub const WAITING_INDEX: &'static str = "waiting";
     /// Its hash key.
     pub const WAITING: &'static str = "waiting";
@@ -803,51 +806,30 @@ impl ReviewLedger for DynamoLedger {
         outcomes: &[Applied],
         resource_id: Option<&str>,
     ) -> Result<Vec<OutcomeRecord>, PortError> {
-        // One query per outcome on the sparse `waiting` index (the resource as a filter): what
-        // is read is what waits, never the history.
+        // One query per shard of the sparse `waiting` index, together (the outcomes and the
+        // resource as a filter): what is read is what waits, never the history.
+        let wanted: Vec<&str> = outcomes.iter().map(|o| o.as_str()).collect();
+        let shards = write::waiting_shards();
+        let found: Vec<Vec<Item>> = futures::future::try_join_all(
+            shards
+                .iter()
+                .map(|shard| self.waiting_in(shard, &wanted, resource_id, None)),
+        )
+        .await?;
+        let items: Vec<Item> = found.into_iter().flatten().collect();
         let mut out = Vec::new();
-        for outcome in outcomes {
-            let mut start = None;
-            loop {
-                let mut query = self
-                    .client
-                    .query()
-                    .table_name(&self.table)
-                    .index_name(LedgerSchema::WAITING_INDEX)
-                    .key_condition_expression("waiting = :k")
-                    .expression_attribute_values(":k", s(outcome.as_str()))
-                    .set_exclusive_start_key(start);
-                if let Some(r) = resource_id {
-                    query = query
-                        .filter_expression("resource_id = :r")
-                        .expression_attribute_values(":r", s(r));
-                }
-                let page = query
-                    .send()
-                    .await
-                    .map_err(|e| port_error("DynamoDB Query", e))?;
-                let items = page.items.unwrap_or_default();
-                // Each body from its body item (a few reads at a time), what `exceptions` reads.
-                let mut read = Vec::with_capacity(items.len());
-                for chunk in items.chunks(8) {
-                    read.extend(
-                        futures::future::join_all(chunk.iter().map(|i| self.with_body(i))).await,
-                    );
-                }
-                for (item, existing) in items.iter().zip(read) {
-                    let outcome = get_s(item, "outcome").and_then(Applied::parse);
-                    if let (Some(existing), Some(outcome)) = (existing?, outcome) {
-                        out.push(OutcomeRecord {
-                            delivery: existing.delivery,
-                            outcome,
-                            reason: get_s(item, "outcome_reason").map(str::to_owned),
-                            processed_at_ms: get_u64(item, "processed_at").unwrap_or_default(),
-                        });
-                    }
-                }
-                start = page.last_evaluated_key;
-                if start.is_none() {
-                    break;
+        // Each body from its body item (a few reads at a time), what `exceptions` reads.
+        for chunk in items.chunks(8) {
+            let read = futures::future::join_all(chunk.iter().map(|i| self.with_body(i))).await;
+            for (item, existing) in chunk.iter().zip(read) {
+                let outcome = get_s(item, "outcome").and_then(Applied::parse);
+                if let (Some(existing), Some(outcome)) = (existing?, outcome) {
+                    out.push(OutcomeRecord {
+                        delivery: existing.delivery,
+                        outcome,
+                        reason: get_s(item, "outcome_reason").map(str::to_owned),
+                        processed_at_ms: get_u64(item, "processed_at").unwrap_or_default(),
+                    });
                 }
             }
         }
@@ -864,15 +846,15 @@ impl ReviewLedger for DynamoLedger {
         by: &str,
         at_ms: u64,
     ) -> Result<(), PortError> {
-        // What still waits stays on the `waiting` index under its outcome; anything else leaves it.
+        // What still waits stays on the `waiting` index, under its shard; anything else leaves it.
         let still = resolution.still_waits();
         let mut values = HashMap::from([
             (":o".to_owned(), s(resolution.name())),
             (":by".to_owned(), s(by)),
             (":at".to_owned(), n(at_ms)),
         ]);
-        let update = if let Some(outcome) = still {
-            values.insert(":w".to_owned(), s(outcome.as_str()));
+        let update = if still.is_some() {
+            values.insert(":w".to_owned(), s(write::waiting_shard(event_id)));
             "SET outcome = :o, resolved_by = :by, resolved_at = :at, waiting = :w"
         } else {
             "SET outcome = :o, resolved_by = :by, resolved_at = :at REMOVE waiting"
@@ -955,34 +937,65 @@ impl DynamoLedger {
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
     pub async fn keep_waiting_bodies(&self) -> Result<usize, PortError> {
+        let filter = "attribute_not_exists(body_kept) OR attribute_exists(expires_at)";
+        let shards = write::waiting_shards();
+        let found: Vec<Vec<Item>> = futures::future::try_join_all(
+            shards
+                .iter()
+                .map(|shard| self.waiting_in(shard, &[], None, Some(filter))),
+        )
+        .await?;
         let mut kept = 0;
-        for outcome in paymos_inbox_core::money::change::DELIVERY_OUTCOMES {
-            let mut start = None;
-            loop {
-                let page = self
-                    .client
-                    .query()
-                    .table_name(&self.table)
-                    .index_name(LedgerSchema::WAITING_INDEX)
-                    .key_condition_expression("waiting = :k")
-                    .filter_expression(
-                        "attribute_not_exists(body_kept) OR attribute_exists(expires_at)",
-                    )
-                    .expression_attribute_values(":k", s(outcome.as_str()))
-                    .set_exclusive_start_key(start)
-                    .send()
-                    .await
-                    .map_err(|e| port_error("DynamoDB Query", e))?;
-                for item in page.items() {
-                    kept += usize::from(self.keep_body(item).await?);
-                }
-                start = page.last_evaluated_key;
-                if start.is_none() {
-                    break;
-                }
-            }
+        for item in found.iter().flatten() {
+            kept += usize::from(self.keep_body(item).await?);
         }
         Ok(kept)
+    }
+
+    /// Every record under one key of the sparse `waiting` index, every page: of `outcomes`
+    /// (any, when empty), of `resource_id` when given, and passing `filter` when given.
+    async fn waiting_in(
+        &self,
+        shard: &str,
+        outcomes: &[&str],
+        resource_id: Option<&str>,
+        filter: Option<&str>,
+    ) -> Result<Vec<Item>, PortError> {
+        let mut values = HashMap::from([(":k".to_owned(), s(shard))]);
+        let mut filters: Vec<String> = filter.map(|f| format!("({f})")).into_iter().collect();
+        if !outcomes.is_empty() {
+            let names: Vec<String> = (0..outcomes.len()).map(|i| format!(":o{i}")).collect();
+            for (name, outcome) in names.iter().zip(outcomes) {
+                values.insert(name.clone(), s(*outcome));
+            }
+            filters.push(format!("outcome IN ({})", names.join(", ")));
+        }
+        if let Some(r) = resource_id {
+            values.insert(":r".to_owned(), s(r));
+            filters.push("resource_id = :r".to_owned());
+        }
+        let filter = (!filters.is_empty()).then(|| filters.join(" AND "));
+        let mut out = Vec::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(LedgerSchema::WAITING_INDEX)
+                .key_condition_expression("waiting = :k")
+                .set_filter_expression(filter.clone())
+                .set_expression_attribute_values(Some(values.clone()))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| port_error("DynamoDB Query", e))?;
+            out.extend(page.items.unwrap_or_default());
+            start = page.last_evaluated_key;
+            if start.is_none() {
+                return Ok(out);
+            }
+        }
     }
 
     /// One waiting record's body kept (an inline body, from before bodies were kept apart, has
@@ -1028,10 +1041,12 @@ impl DynamoLedger {
         ))
     }
 
-    /// Once, after updating a stack from a version without the `waiting` index: marks every
-    /// processed delivery whose outcome waits for a person (and that no person resolved) as
-    /// waiting, so the index lists it. One scan of the table; idempotent. Returns how many
-    /// were marked.
+    /// Once, after updating a stack from a version without the `waiting` index or with one
+    /// keyed by the outcome: marks every processed delivery whose outcome waits for a person
+    /// (and that no person resolved) as waiting, and moves each one waiting under its outcome
+    /// (a payment a recheck left waiting for its order included) to its shard
+    /// ([`write::waiting_shard`]), so the index lists it where the readers read. One scan of
+    /// the table; idempotent. Returns how many were marked or moved.
     ///
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
@@ -1041,15 +1056,15 @@ impl DynamoLedger {
             .map(|o| o.as_str().to_owned())
             .collect();
         let names: Vec<String> = (0..waits.len()).map(|i| format!(":o{i}")).collect();
+        let names = names.join(", ");
         let filter = format!(
-            "outcome IN ({}) AND attribute_not_exists(waiting) AND attribute_not_exists(resolved_by)",
-            names.join(", ")
+            "(outcome IN ({names}) AND attribute_not_exists(waiting) AND attribute_not_exists(resolved_by)) OR waiting IN ({names})"
         );
-        let values: Vec<(&str, &str)> = names
-            .iter()
-            .map(String::as_str)
+        let values: Vec<(String, &str)> = (0..waits.len())
+            .map(|i| format!(":o{i}"))
             .zip(waits.iter().map(String::as_str))
             .collect();
+        let values: Vec<(&str, &str)> = values.iter().map(|(n, v)| (n.as_str(), *v)).collect();
         // Body items have no outcome: the filter leaves them out.
         let found = scan(&self.client, &self.table, Some((&filter, &values))).await?;
         let mut marked = 0;
@@ -1058,24 +1073,28 @@ impl DynamoLedger {
             else {
                 continue;
             };
+            // Unmarked, unresolved and of its outcome still; or still under the outcome key.
+            let (condition, was) = match get_s(item, LedgerSchema::WAITING) {
+                Some(was) => ("waiting = :was", was),
+                None => (
+                    "outcome = :was AND attribute_not_exists(waiting) AND attribute_not_exists(resolved_by)",
+                    outcome,
+                ),
+            };
             let done = self
                 .client
                 .update_item()
                 .table_name(&self.table)
                 .key(LedgerSchema::KEY, s(key))
-                .update_expression("SET waiting = :o")
-                .condition_expression("outcome = :o AND attribute_not_exists(resolved_by)")
-                .expression_attribute_values(":o", s(outcome))
+                .update_expression("SET waiting = :w")
+                .condition_expression(condition)
+                .expression_attribute_values(":was", s(was))
+                .expression_attribute_values(":w", s(write::waiting_shard(key)))
                 .send()
                 .await;
-            match done {
-                Ok(_) => marked += 1,
-                // Resolved or changed meanwhile: it no longer waits.
-                Err(e)
-                    if e.as_service_error().is_some_and(
-                        aws_sdk_dynamodb::operation::update_item::UpdateItemError::is_conditional_check_failed_exception,
-                    ) => {}
-                Err(e) => return Err(port_error("DynamoDB UpdateItem", e)),
+            // Refused: resolved, changed or moved meanwhile.
+            if let Conditional::Done(_) = conditional(done, "DynamoDB UpdateItem")? {
+                marked += 1;
             }
         }
         Ok(marked)

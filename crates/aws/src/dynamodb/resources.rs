@@ -303,8 +303,8 @@ impl ResourceStore for DynamoResources {
 }
 
 /// The state table's one index (`template.yaml`): hash `listed_in`, range `updated_at`; each
-/// item that stands for an event is in one list at a time ([`write::listing`]): `review`,
-/// `open`, or the UTC day it last changed.
+/// item that stands for an event is in one list at a time ([`write::listing`]): `review#k`,
+/// `open#k`, or the UTC day it last changed.
 pub const LISTED_INDEX: &str = "listed";
 
 /// No item is dated earlier than this (2020-01-01): where a read of every day list since a
@@ -331,10 +331,10 @@ impl DynamoResources {
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
     pub async fn invoices_under_review(&self) -> Result<Vec<InvoiceRecord>, PortError> {
-        // The `review` list (and, rarely, one refunded in full or marked again by a late
-        // replay after its release): the standing decides.
+        // The `review` lists, every shard (and, rarely, one refunded in full or marked again
+        // by a late replay after its release): the standing decides.
         Ok(self
-            .listed(write::REVIEW, None)
+            .lists(write::review_lists(), None)
             .await?
             .into_iter()
             .filter_map(|i| {
@@ -454,19 +454,21 @@ impl DynamoResources {
         Ok(pages.into_iter().flatten().collect())
     }
 
-    /// Once, after updating a stack from a version without the `listed` index: lists every
-    /// item that stands for an event and is not listed yet, as its next write would (an
-    /// invoice `review` while its payment waits, `open` while its status is open, else by its
-    /// day; a fulfilment, a withdrawal, a deposit and a review note by theirs), dating a
-    /// fulfilment or a review note that has no `updated_at` by its own time. One scan of the
-    /// state table; idempotent. Returns how many were listed.
+    /// Once, after updating a stack from a version without the `listed` index, or with one
+    /// `review` list: lists every item that stands for an event and is not listed yet, or is
+    /// in that one list, as its next write would (an invoice in its `review#k` while its
+    /// payment waits, `open` while its status is open, else by its day; a fulfilment, a
+    /// withdrawal, a deposit and a review note by theirs), dating a fulfilment or a review
+    /// note that has no `updated_at` by its own time. One scan of the state table;
+    /// idempotent. Returns how many were listed.
     ///
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
     pub async fn reindex_listed(&self) -> Result<usize, PortError> {
         let filter = (
-            "attribute_not_exists(listed_in) AND kind IN (:i, :f, :w, :d, :r)",
+            "(attribute_not_exists(listed_in) OR listed_in = :one) AND kind IN (:i, :f, :w, :d, :r)",
             &[
+                (":one", write::REVIEW),
                 (":i", "invoice"),
                 (":f", "fulfilment"),
                 (":w", "withdrawal"),
@@ -522,7 +524,8 @@ impl DynamoResources {
         Ok(written.into_iter().filter(|w| *w).count())
     }
 
-    /// Lists one item written before the index, unless it was listed meanwhile.
+    /// Lists one item written before the index (or in the one `review` list of releases
+    /// before), unless it was listed (or moved) meanwhile.
     async fn list_unlisted(&self, pk: &str, (list, at): &(String, u64)) -> Result<bool, PortError> {
         let done = self
             .client
@@ -530,7 +533,8 @@ impl DynamoResources {
             .table_name(&self.tables.state)
             .key("pk", s(pk))
             .update_expression("SET listed_in = :list, updated_at = if_not_exists(updated_at, :at)")
-            .condition_expression("attribute_not_exists(listed_in)")
+            .condition_expression("attribute_not_exists(listed_in) OR listed_in = :one")
+            .expression_attribute_values(":one", s(write::REVIEW))
             .expression_attribute_values(":list", s(list))
             .expression_attribute_values(":at", n(*at))
             .send()
@@ -701,7 +705,7 @@ impl StateRecords for DynamoResources {
     /// The short lists (what waits, the audit trail, the open invoices) and the day lists
     /// since `since_ms`, from that time: what changed since, never the books.
     async fn changed_since(&self, since_ms: u64) -> Result<Vec<StateRecord>, PortError> {
-        let mut items = self.listed(write::REVIEW, Some(since_ms)).await?;
+        let mut items = self.lists(write::review_lists(), Some(since_ms)).await?;
         items.extend(self.listed(write::ACTIONS, Some(since_ms)).await?);
         items.extend(self.lists(write::open_lists(), Some(since_ms)).await?);
         items.extend(self.days_since(since_ms, None).await?);

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use futures::StreamExt as _;
 use paymos_inbox_aws::dynamodb::DynamoLedger;
-use paymos_inbox_core::money::write::day_listing;
+use paymos_inbox_core::money::write::{day_listing, review_list, waiting_shard};
 use paymos_inbox_core::roads::exceptions::{DELIVERY_OUTCOMES, ReviewLedger as _};
 use paymos_inbox_core::roads::handoff::StateRecords as _;
 use paymos_inbox_core::wire::signature::Environment;
@@ -69,7 +69,7 @@ fn waiting(
     at_ms: u64,
 ) -> HashMap<String, AttributeValue> {
     let mut item = delivery(event_id, invoice, outcome, at_ms);
-    item.insert("waiting".to_owned(), s(outcome));
+    item.insert("waiting".to_owned(), s(&waiting_shard(event_id)));
     item
 }
 
@@ -337,7 +337,7 @@ async fn operator_reads_examine_what_they_list_not_the_history() {
         }
         item
     };
-    let review = ("listed_in", s("review"));
+    let review = |id: &str| ("listed_in", s(&review_list(id)));
     let open = ("listed_in", s("open"));
     let held = ("held", AttributeValue::Bool(true));
     let awaiting = ("status", s("awaiting_payment"));
@@ -345,8 +345,8 @@ async fn operator_reads_examine_what_they_list_not_the_history() {
         &aws,
         &state,
         vec![
-            with("inv_held_1", NOW_MS, &[held.clone(), review.clone()]),
-            with("inv_held_2", NOW_MS, &[held.clone(), review]),
+            with("inv_held_1", NOW_MS, &[held.clone(), review("inv_held_1")]),
+            with("inv_held_2", NOW_MS, &[held.clone(), review("inv_held_2")]),
             with("inv_twice", old + 3, &[("duplicate_of", s("inv_old_2"))]),
             with(
                 "inv_released",

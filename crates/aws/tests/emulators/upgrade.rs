@@ -118,7 +118,8 @@ fn n(v: u64) -> AttributeValue {
 // Issue 42, the upgrade as one checklist: from tables in the previous releases' layouts (an
 // open invoice written before the `listed` index, one in the unsharded `open` list, a delivery
 // that waited for a person before the `waiting` index and whose record expires, one still
-// pending in an old `pending-by-age` shard), the checklist's after-deploy step
+// pending in an old `pending-by-age` shard; issue 50: one waiting under its outcome's key, a
+// held invoice in the one `review` list), the checklist's after-deploy step
 // (`exceptions --reindex`: the three calls below) and the sweep's next run leave every money
 // rule holding: what waits is listed and never expires, what is open is re-read, what is
 // pending is found.
@@ -200,12 +201,55 @@ async fn after_the_checklist_every_record_of_the_previous_layouts_is_read_as_bef
     );
     put(&aws, deliveries, &pending).await;
 
+    // Issue 50's layouts: a payment waiting for its order under its outcome's key (a recheck
+    // left it so), a held invoice in the one `review` list. Neither is where the readers of
+    // the shards look until the reindex moves it.
+    let keyed_by_outcome = old_record(
+        "evt_old_unknown",
+        "inv_old_unknown",
+        &[
+            ("state", s("processed")),
+            ("outcome", s("order_unknown")),
+            ("processed_at", n(NOW_MS + 2)),
+            ("resolved_by", s("recheck")),
+            ("waiting", s("order_unknown")),
+        ],
+    );
+    put(&aws, deliveries, &keyed_by_outcome).await;
+    put(
+        &aws,
+        state,
+        &[
+            ("pk", s("inv_old_held")),
+            ("kind", s("invoice")),
+            ("status", s("paid")),
+            ("held", AttributeValue::Bool(true)),
+            ("listed_in", s("review")),
+            ("updated_at", n(NOW_MS - 7_200_000)),
+        ],
+    )
+    .await;
+    assert!(resources.invoices_under_review().await.unwrap().is_empty());
+
     // The checklist's step after the deploy: exceptions --reindex.
-    assert_eq!(ledger.reindex_waiting().await.unwrap(), 1);
-    assert!(resources.reindex_listed().await.unwrap() >= 1);
+    assert_eq!(ledger.reindex_waiting().await.unwrap(), 2);
+    assert_eq!(ledger.reindex_waiting().await.unwrap(), 0, "idempotent");
+    assert!(resources.reindex_listed().await.unwrap() >= 2);
     resources.flag_full_refunds().await.unwrap();
     // The sweep's next run keeps what waits.
-    assert_eq!(ledger.keep_waiting_bodies().await.unwrap(), 1);
+    assert_eq!(ledger.keep_waiting_bodies().await.unwrap(), 2);
+    let held: Vec<String> = resources
+        .invoices_under_review()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| i.invoice_id)
+        .collect();
+    assert_eq!(
+        held,
+        ["inv_old_held"],
+        "the one review list's is in its shard"
+    );
 
     let waiting = ledger
         .with_outcomes(&DELIVERY_OUTCOMES, None)
@@ -216,8 +260,8 @@ async fn after_the_checklist_every_record_of_the_previous_layouts_is_read_as_bef
             .iter()
             .map(|w| w.delivery.event_id.as_str())
             .collect::<Vec<_>>(),
-        ["evt_old_wait"],
-        "what waited is listed"
+        ["evt_old_wait", "evt_old_unknown"],
+        "what waited is listed, under its outcome's key before or in no index"
     );
     let record = aws
         .item(deliveries, "event_id", "evt_old_wait")

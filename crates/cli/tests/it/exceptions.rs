@@ -1231,3 +1231,49 @@ async fn the_review_alarm_stays_in_alarm_while_a_held_payment_waits_and_is_ok_on
     state = review_alarm(gauge(0), &state);
     assert_eq!(state, "OK", "released: nothing waits");
 }
+
+// Issue 50: the `waiting` index was keyed by the outcome (five keys) and the review list was one
+// key, each heated by a storm of its outcome; both are eight shards now, which every reader
+// queries. What that costs the scheduled sweep, counted on an idle stack: the 64 shards of
+// `pending-by-age` twice (the stranded, then the oldest), the eight `waiting` keys twice (the
+// bodies kept, then what waits) and the eight review lists: 152 queries of an empty page a
+// run, where the five outcome keys twice and the one list made 139 (issue 51's month with no
+// traffic prices each as a read unit: 13 more a run, 113,880 a month, $0.014).
+#[tokio::test]
+async fn an_idle_sweep_queries_each_shard_of_what_waits_once_a_read() {
+    let rig = Rig::new(Vec::new()).await;
+    let stack = rig.aws.stack().await;
+    let (state_table, deliveries) = (stack.table("StateTable"), stack.table("DeliveriesTable"));
+    let (store, ledger) = (
+        DynamoResources::new(rig.aws.dynamodb.clone(), state_table, deliveries),
+        DynamoLedger::new(rig.aws.dynamodb.clone(), deliveries, None),
+    );
+    let queue = paymos_inbox_aws::sqs::SqsQueue::new(rig.aws.sqs.clone(), stack.queue("WorkQueue"));
+    rig.aws.calls.reset();
+    let run = paymos_inbox_lambda::sweep::sweep_once((&ledger, &store), &queue, 30, 600, NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(run.waiting, 0);
+    let mut queries = std::collections::BTreeMap::<String, usize>::new();
+    for grant in rig.aws.calls.grants() {
+        if grant.action == "dynamodb:Query" {
+            let index = grant
+                .target
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            *queries.entry(index).or_default() += 1;
+        }
+    }
+    let expected: std::collections::BTreeMap<String, usize> =
+        [("listed", 8), ("pending-by-age", 128), ("waiting", 16)]
+            .map(|(i, n)| (i.to_owned(), n))
+            .into();
+    assert_eq!(queries, expected);
+    assert_eq!(
+        queries.values().sum::<usize>(),
+        152,
+        "139 before the shards"
+    );
+}

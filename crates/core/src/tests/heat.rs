@@ -30,7 +30,9 @@ use crate::money::record::{
     DepositRecord, FulfilmentRecord, InvoiceRecord, ReviewRecord, StateRecord, WithdrawalRecord,
 };
 use crate::money::status::{DepositStatus, InvoiceStatus, WithdrawalStatus};
-use crate::money::write::{Field, Fields, Key, Stored, Table, Value, What, Write, shard_of};
+use crate::money::write::{
+    Field, Fields, Key, REVIEW_SHARDS, Stored, Table, Value, What, Write, shard_of,
+};
 use crate::port::PortError;
 use crate::roads::fulfil::{Fulfil, ResourceStore};
 use crate::testkit::memory::MemoryResources;
@@ -386,10 +388,31 @@ pub(super) fn in_performance_md(begin: &str, end: &str) -> Option<&'static str> 
 }
 
 pub(super) async fn the_second() -> Second {
-    let fulfil = Fulfil::new(Metered::default());
+    a_second_of(Metered::default(), Vec::new(), the_mix()).await
+}
+
+/// `deliveries` applied through ingest's writes and fulfil on `store`, after `before` (applied
+/// the same way, uncounted: what the table already holds), every write counted.
+async fn a_second_of(
+    store: Metered,
+    before: Vec<(String, Vec<u8>)>,
+    deliveries: Vec<(String, Vec<u8>)>,
+) -> Second {
+    let fulfil = Fulfil::new(store);
     let store = fulfil.store();
+    for (event_id, body) in before {
+        let item = WorkItem {
+            event_id,
+            environment: Some(Environment::Live),
+            body,
+            received_at_ms: Some(NOW_MS),
+        };
+        fulfil.apply(&item, NOW_MS).await.expect("applied");
+    }
+    store.writes.lock().unwrap().clear();
+    *store.took.lock().unwrap() = Took::default();
     let mut by_outcome: BTreeMap<&'static str, Took> = BTreeMap::new();
-    for (event_id, body) in the_mix() {
+    for (event_id, body) in deliveries {
         // Ingest: the body item, the record, its `pending-by-age` entry.
         let key = delivery_key(Some(Environment::Live), &event_id);
         store.count(format!("deliveries body#{key}"), 1);
@@ -490,4 +513,166 @@ async fn no_partition_takes_more_than_800_writes_a_second_at_20000_deliveries_a_
         *most <= BOUND,
         "{partition} takes {most} writes in a second (at most {BOUND})"
     );
+}
+
+/// `body` with its envelope (`event_type`, `data`) changed by `change`.
+fn changed(body: &[u8], change: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
+    let mut envelope: serde_json::Value = serde_json::from_slice(body).expect("the mix's JSON");
+    change(&mut envelope);
+    envelope.to_string().into_bytes()
+}
+
+fn event_type(body: &[u8]) -> String {
+    let envelope: serde_json::Value = serde_json::from_slice(body).expect("the mix's JSON");
+    envelope["event_type"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Issue 50: a checkout that sends no order makes every payment `order_unknown`: the mix, its
+/// payments without their order.
+fn every_payment_order_unknown() -> Vec<(String, Vec<u8>)> {
+    the_mix()
+        .into_iter()
+        .map(|(id, body)| {
+            if event_type(&body) != "invoice.paid" {
+                return (id, body);
+            }
+            let body = changed(&body, |e| {
+                e["data"].as_object_mut().map(|d| d.remove("order"));
+            });
+            (id, body)
+        })
+        .collect()
+}
+
+/// Issue 50: a day of held and late payments: the mix, where every other paid invoice's order
+/// is registered at another amount (held) and the rest expired before they were paid (late).
+fn held_and_late_payments(store: &Metered) -> Vec<(String, Vec<u8>)> {
+    // A paid invoice of the mix is every fourth: every other one of them is held.
+    let held = |invoice: &str| {
+        invoice
+            .trim_start_matches("inv_")
+            .parse::<u64>()
+            .is_ok_and(|n| (n / 4) % 2 == 0)
+    };
+    let nine = crate::money::status::Amount::parse("9.00").expect("an amount");
+    the_mix()
+        .into_iter()
+        .map(|(id, body)| {
+            let envelope: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+            let invoice = envelope["data"]["invoice_id"].as_str().unwrap_or_default();
+            match envelope["event_type"].as_str() {
+                Some("invoice.paid") if held(invoice) => {
+                    let order = envelope["data"]["order"]["external_id"].as_str();
+                    store
+                        .inner
+                        .register_order(order.unwrap_or_default(), &nine, "USDT");
+                    (id, body)
+                }
+                Some("invoice.confirming") if id.ends_with("_c") && !held(invoice) => {
+                    let body = changed(&body, |e| {
+                        e["event_type"] = "invoice.expired".into();
+                        e["data"]["status"] = "expired".into();
+                    });
+                    (id, body)
+                }
+                _ => (id, body),
+            }
+        })
+        .collect()
+}
+
+/// Issue 50: a replay storm: one day's events (the mix, applied already) delivered again at
+/// the same rate under new event ids, as a replay to a second endpoint sends them (a replay
+/// under its own id stops at ingest's conditional put: two writes on its own keys).
+fn replayed(day: &[(String, Vec<u8>)]) -> Vec<(String, Vec<u8>)> {
+    day.iter()
+        .map(|(id, body)| {
+            let again = format!("{id}_r");
+            let body = changed(body, |e| e["event_id"] = again.clone().into());
+            (again, body)
+        })
+        .collect()
+}
+
+/// The hottest partition of `second`, printed with the next nine and the outcomes.
+fn hottest(name: &str, second: &Second) -> (String, u64) {
+    let applied: BTreeMap<&str, u64> = second
+        .by_outcome
+        .iter()
+        .map(|(o, took)| (*o, took.deliveries))
+        .collect();
+    let mut hottest: Vec<(&String, &u64)> = second.writes.iter().collect();
+    hottest.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    println!("{name}: {RATE} deliveries in a second, outcomes {applied:?}; the hottest:");
+    for (partition, n) in hottest.iter().take(10) {
+        println!("  {n:>5}  {partition}");
+    }
+    // What one key took before the shards: every shard of the `waiting` index and of the
+    // review list together.
+    for (list, prefix) in [("waiting", "waiting w"), ("review", "listed review#")] {
+        let shards = second.writes.iter().filter(|(p, _)| p.starts_with(prefix));
+        let (all, most) = shards.fold((0, 0), |(all, most), (_, n)| (all + n, most.max(*n)));
+        println!(
+            "  `{list}`: {all} writes on its {REVIEW_SHARDS} keys (one key before), {most} on the hottest"
+        );
+    }
+    let (partition, most) = hottest[0];
+    (partition.clone(), *most)
+}
+
+// Issue 50: the lists a storm heats. The `waiting` index was keyed by the outcome and the
+// review list was one key: every payment `order_unknown` put 2,700-5,400 index writes a
+// second on one key at 20,000 deliveries a second, a day of held and late payments did the
+// same to the review list. Each storm now keeps every key under the bound.
+#[tokio::test]
+async fn no_partition_takes_more_than_800_writes_a_second_in_a_storm() {
+    let unknown = a_second_of(
+        Metered::default(),
+        Vec::new(),
+        every_payment_order_unknown(),
+    )
+    .await;
+    let store = Metered::default();
+    let mix = held_and_late_payments(&store);
+    let review = a_second_of(store, Vec::new(), mix).await;
+    let replay = a_second_of(Metered::default(), the_mix(), replayed(&the_mix())).await;
+    for (name, second, outcomes, list) in [
+        (
+            "every payment order_unknown",
+            &unknown,
+            &["order_unknown"][..],
+            "waiting w",
+        ),
+        (
+            "a day of held and late payments",
+            &review,
+            &["held", "paid_late"][..],
+            "listed review#",
+        ),
+        ("a replay storm", &replay, &["already_final"][..], ""),
+    ] {
+        for outcome in outcomes {
+            let took = second.by_outcome.get(outcome).map_or(0, |t| t.deliveries);
+            assert!(took >= 1_000, "{name}: {took} {outcome}, the storm is one");
+        }
+        // On one key, as before the shards, the storm's list would take more than a partition.
+        let one_key: u64 = second
+            .writes
+            .iter()
+            .filter(|(p, _)| !list.is_empty() && p.starts_with(list))
+            .map(|(_, n)| n)
+            .sum();
+        assert!(
+            list.is_empty() || one_key > BOUND,
+            "{name}: {one_key} on {list}"
+        );
+        let (partition, most) = hottest(name, second);
+        assert!(
+            most <= BOUND,
+            "{name}: {partition} takes {most} writes in a second (at most {BOUND})"
+        );
+    }
 }

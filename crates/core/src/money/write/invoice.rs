@@ -315,7 +315,7 @@ pub fn awaits_order(
         Set::Once(Field::Kind, Value::text("invoice")),
         Set::Put(Field::AwaitsOrder, Value::Bool(true)),
         Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
-        Set::Put(Field::ListedIn, Value::text(REVIEW)),
+        Set::Put(Field::ListedIn, Value::Text(review_list(invoice_id))),
     ];
     // The project the person named, once: a later delivery naming none takes it.
     set.extend(project_once(order));
@@ -465,7 +465,7 @@ pub fn paid_again(invoice_id: &str, paid_at: u64, now_ms: u64) -> Write {
             Set::Put(Field::PaymentAt, Value::Int(paid_at)),
             Set::Put(Field::DuplicateOf, Value::text(invoice_id)),
             Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
-            Set::Put(Field::ListedIn, Value::text(REVIEW)),
+            Set::Put(Field::ListedIn, Value::Text(review_list(invoice_id))),
         ],
     }
 }

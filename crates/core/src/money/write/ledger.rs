@@ -12,9 +12,10 @@ pub fn processed(key: &str, outcome: Applied, reason: Option<&str>, now_ms: u64)
         Set::Remove(Field::PendingShard),
     ];
     // A delivery whose outcome waits for a person is marked so, and only such a delivery: the
-    // index of what waits holds what `exceptions` lists, whatever the history.
+    // index of what waits holds what `exceptions` lists, whatever the history. Its key is a
+    // shard of the delivery's, not its outcome: a storm of one outcome heats no key.
     if crate::money::change::DELIVERY_OUTCOMES.contains(&outcome) {
-        set.push(Set::Put(Field::Waiting, Value::text(outcome.as_str())));
+        set.push(Set::Put(Field::Waiting, Value::Text(waiting_shard(key))));
     }
     if let Some(reason) = reason {
         set.push(Set::Put(Field::OutcomeReason, Value::text(reason)));

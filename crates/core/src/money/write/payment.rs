@@ -93,7 +93,7 @@ pub fn paid_late(
 ///
 /// | `listed_in` | what | read by |
 /// |---|---|---|
-/// | [`REVIEW`] | an invoice whose payment waits for a person (held, paid twice, paid late) until a release | `exceptions`, `release` |
+/// | `review#k` ([`review_list`]) | an invoice whose payment waits for a person (held, paid twice, paid late) until a release | `exceptions`, `release` |
 /// | [`ACTIONS`] | the operators' audit trail ([`crate::money::action`]), newest first | `audit`, the console |
 /// | `open#k` ([`open_list`]) | an invoice while its status is open | the reconciliation's re-read at Paymos |
 /// | `day#2026-12-01#k` ([`day_list`]) | anything else, by the UTC day it last changed | `events since`/`resend`, the reconciliation's fulfilments |
@@ -101,15 +101,25 @@ pub fn paid_late(
 /// An item is in one list at a time. `open` and each day are spread over [`LIST_SHARDS`]
 /// lists by a hash of the item's own key (`k`, [`shard_of`]), so that no one partition of the
 /// index takes every write of a busy day (a partition takes 1,000 writes a second, and a list
-/// whose range key only grows cannot be split); `review` stays one list (what waits for a
-/// person is few). Readers read every shard, and the unsharded lists of releases before
-/// (`open`, `day#2026-12-01`): `events since` reads the days since, and the two short lists,
-/// from the time asked ([`days_listing`], [`open_lists`]).
+/// whose range key only grows cannot be split). What waits for a person is few on a usual day,
+/// but a storm (a day of held or late payments) lists every payment there: `review` is spread
+/// over [`REVIEW_SHARDS`] lists the same way (`review#k`), and the deliveries' sparse `waiting`
+/// index over as many keys ([`waiting_shard`]), not one a outcome. Readers read every shard,
+/// and the unsharded `open` and `day#2026-12-01` lists of releases before: `events since`
+/// reads the days since, and the short lists, from the time asked ([`days_listing`],
+/// [`open_lists`], [`review_lists`]). What the one `review` list and the outcome keys of
+/// releases before held, `exceptions --reindex` moves to its shard.
 pub mod listing {
     use crate::money::status::InvoiceStatus;
 
-    /// Invoices whose payment waits for a person.
+    /// Invoices whose payment waits for a person: the one list of releases before the shards,
+    /// and the prefix of each shard (`review#k`, [`review_list`]).
     pub const REVIEW: &str = "review";
+    /// How many lists `review` is spread over, and the deliveries' `waiting` index: a storm
+    /// that makes every payment of 20,000 deliveries a second wait (4,545 a second of the
+    /// mix) puts under 800 writes a second on each, and a reader of what waits makes this
+    /// many queries, not one per outcome (the scheduled sweep reads both every run).
+    pub const REVIEW_SHARDS: u32 = 8;
     /// The audit trail: every operator's action, newest first by its time (few: one list).
     pub const ACTIONS: &str = "actions";
     /// Invoices whose status is open (the list of releases before the shards; each shard is
@@ -168,6 +178,35 @@ pub mod listing {
         format!("{OPEN}#{}", shard_of(invoice_id, LIST_SHARDS))
     }
 
+    /// The review list of the invoice `invoice_id`: `review#k`.
+    #[must_use]
+    pub fn review_list(invoice_id: &str) -> String {
+        format!("{REVIEW}#{}", shard_of(invoice_id, REVIEW_SHARDS))
+    }
+
+    /// Every review list: each shard (`exceptions --reindex` moves what the one list of
+    /// releases before held).
+    #[must_use]
+    pub fn review_lists() -> Vec<String> {
+        (0..REVIEW_SHARDS)
+            .map(|k| format!("{REVIEW}#{k}"))
+            .collect()
+    }
+
+    /// The key of the deliveries' sparse `waiting` index under which the delivery `key`
+    /// ([`crate::wire::work::delivery_key`]) waits for a person: `w0`…`w7`, by a hash of
+    /// its key, whatever its outcome (kept in its `outcome`).
+    #[must_use]
+    pub fn waiting_shard(key: &str) -> String {
+        format!("w{}", shard_of(key, REVIEW_SHARDS))
+    }
+
+    /// Every key of the `waiting` index ([`waiting_shard`]).
+    #[must_use]
+    pub fn waiting_shards() -> Vec<String> {
+        (0..REVIEW_SHARDS).map(|k| format!("w{k}")).collect()
+    }
+
     /// Every list of open invoices: the unsharded one of releases before, then each shard.
     #[must_use]
     pub fn open_lists() -> Vec<String> {
@@ -187,7 +226,7 @@ pub mod listing {
         at_ms: u64,
     ) -> String {
         if waits {
-            REVIEW.to_owned()
+            review_list(invoice_id)
         } else if status.is_some_and(|st| InvoiceStatus::OPEN.contains(&st)) {
             open_list(invoice_id)
         } else {
@@ -216,12 +255,13 @@ pub mod listing {
 }
 
 pub use listing::{
-    ACTIONS, LIST_SHARDS, OPEN, REVIEW, SHARDED_FROM_MS, day_list, day_listing, days_listing,
-    invoice_list, open_list, open_lists, shard_of,
+    ACTIONS, LIST_SHARDS, OPEN, REVIEW, REVIEW_SHARDS, SHARDED_FROM_MS, day_list, day_listing,
+    days_listing, invoice_list, open_list, open_lists, review_list, review_lists, shard_of,
+    waiting_shard, waiting_shards,
 };
 
 /// An invoice's list after a write that sets its status (or keeps a closed one) at `now_ms`:
-/// [`REVIEW`] when the write makes its payment wait for a person (held, paid twice, paid
+/// its [`review_list`] when the write makes its payment wait for a person (held, paid twice, paid
 /// late), else [`OPEN`] while the status is open, else its day.
 pub(super) fn invoice_listing(
     invoice_id: &str,

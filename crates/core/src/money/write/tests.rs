@@ -46,7 +46,10 @@ fn a_dated_payment_alone_lifts_after_refund_and_two_projects_hold_for_review() {
     let two = set(InvoiceStatus::Paid, None, Some(&Mark::ProjectsDisagree));
     assert!(two.contains(&Set::Put(Field::Held, Value::Bool(true))));
     assert!(two.contains(&Set::Put(Field::ProjectsDisagree, Value::Bool(true))));
-    assert!(two.contains(&Set::Put(Field::ListedIn, Value::text(REVIEW))));
+    assert!(two.contains(&Set::Put(
+        Field::ListedIn,
+        Value::Text(review_list("inv_1"))
+    )));
     let held = set(InvoiceStatus::Paid, None, Some(&Mark::Held));
     assert!(!held.contains(&Set::Put(Field::ProjectsDisagree, Value::Bool(true))));
 }
@@ -62,6 +65,8 @@ fn an_invoice_is_listed_open_while_open_review_while_it_waits_and_else_by_its_da
     };
     let (open, day) = (open_list("inv_1"), day_list("inv_1", DEC_1));
     assert!(open.starts_with("open#") && day.starts_with("day#2026-12-02#"));
+    let review = review_list("inv_1");
+    assert!(review.starts_with("review#"));
     for status in InvoiceStatus::OPEN {
         assert!(set(status, None).contains(&put(&open)), "{status:?}");
     }
@@ -72,11 +77,11 @@ fn an_invoice_is_listed_open_while_open_review_while_it_waits_and_else_by_its_da
     ] {
         assert!(set(status, None).contains(&put(&day)), "{status:?}");
     }
-    assert!(set(InvoiceStatus::Paid, Some(&Mark::Held)).contains(&put(REVIEW)));
+    assert!(set(InvoiceStatus::Paid, Some(&Mark::Held)).contains(&put(&review)));
     let twice = Mark::DuplicateOf("inv_0".into());
-    assert!(set(InvoiceStatus::Paid, Some(&twice)).contains(&put(REVIEW)));
+    assert!(set(InvoiceStatus::Paid, Some(&twice)).contains(&put(&review)));
     assert!(set(InvoiceStatus::Paid, Some(&Mark::Refunded)).contains(&put(&day)));
-    assert!(set(InvoiceStatus::Paid, Some(&Mark::AfterRefund)).contains(&put(REVIEW)));
+    assert!(set(InvoiceStatus::Paid, Some(&Mark::AfterRefund)).contains(&put(&review)));
     let late = paid_late(
         "inv_1",
         InvoiceStatus::Expired,
@@ -85,7 +90,7 @@ fn an_invoice_is_listed_open_while_open_review_while_it_waits_and_else_by_its_da
         DEC_1 - 1,
     )
     .set;
-    assert!(late.contains(&put(REVIEW)));
+    assert!(late.contains(&put(&review)));
     assert!(late.contains(&Set::Put(Field::UpdatedAt, Value::Int(DEC_1 - 1))));
     let held = set(InvoiceStatus::Paid, Some(&Mark::Held));
     let listed: Vec<&Set> = held
@@ -159,6 +164,41 @@ fn a_keys_shard_is_a_stored_format_and_never_changes() {
         .flat_map(|k| [shard_of(k, LIST_SHARDS), shard_of(k, 64)])
         .collect();
     assert_eq!(shards, [13, 13, 7, 39, 13, 13, 8, 8, 27, 59, 27, 59]);
+}
+
+// Issue 50: what waits for a person was one list (`review`) and one `waiting` key an outcome,
+// each heated by a storm of its outcome. Both are spread over eight keys by the item's own key,
+// whatever its outcome; the keys are stored, and pinned.
+#[test]
+fn review_and_waiting_keys_are_eight_shards_of_the_items_key_whatever_its_outcome() {
+    assert_eq!(REVIEW_SHARDS, 8);
+    let review: Vec<String> = ["inv_1", "inv_2", "inv_3"].map(review_list).into();
+    assert_eq!(review, ["review#5", "review#7", "review#0"]);
+    assert_eq!(review_lists().len(), 8);
+    assert!(review.iter().all(|r| review_lists().contains(r)));
+    let keys: Vec<Option<Value>> = crate::money::change::DELIVERY_OUTCOMES
+        .iter()
+        .map(|outcome| {
+            let mark = processed("evt_1", *outcome, None, 5);
+            mark.set.iter().find_map(|s| match s {
+                Set::Put(Field::Waiting, v) => Some(v.clone()),
+                _ => None,
+            })
+        })
+        .collect();
+    assert_eq!(keys, vec![Some(Value::text(waiting_shard("evt_1"))); 5]);
+    assert_eq!(
+        ["evt_1", "test#evt_1", "evt_2"].map(waiting_shard),
+        ["w3", "w3", "w7"]
+    );
+    assert_eq!(waiting_shards().len(), 8);
+    let settled = processed("evt_1", crate::money::change::Applied::Fulfilled, None, 5);
+    assert!(
+        !settled
+            .set
+            .iter()
+            .any(|s| matches!(s, Set::Put(Field::Waiting, _)))
+    );
 }
 
 // Issue 32: every item that stands for an event is listed under the day it changed, with
@@ -244,7 +284,10 @@ fn a_delivery_is_marked_waiting_exactly_when_its_outcome_waits_for_a_person() {
         if waits {
             assert_eq!(
                 waiting,
-                [&Set::Put(Field::Waiting, Value::text(outcome.as_str()))],
+                [&Set::Put(
+                    Field::Waiting,
+                    Value::text(waiting_shard("evt_1"))
+                )],
                 "{outcome:?}"
             );
         } else {

@@ -15,7 +15,7 @@ use paymos_inbox_core::money::status::Amount;
 use paymos_inbox_core::money::write::{Field, Fields, Guard, Key, Set, Table, Value, Write};
 
 /// Every field with an attribute name of its own (a merchant's named ones aside).
-const FIELDS: [(Field, &str); 55] = [
+const FIELDS: [(Field, &str); 57] = [
     (Field::Kind, "kind"),
     (Field::Status, "status"),
     (Field::StatusAt, "status_at"),
@@ -34,6 +34,8 @@ const FIELDS: [(Field, &str); 55] = [
     (Field::Refunds, "refunds"),
     (Field::RefundedInFullBy, "refunded_in_full_by"),
     (Field::RefundedInFullAt, "refunded_in_full_at"),
+    (Field::RefundOfUnknownModeBy, "refund_of_unknown_mode_by"),
+    (Field::RefundOfUnknownModeAt, "refund_of_unknown_mode_at"),
     (Field::PaymentAt, "payment_at"),
     (Field::ProjectId, "project_id"),
     (Field::HomeProject, "home_project"),

@@ -316,3 +316,116 @@ async fn a_payment_after_a_full_refund_ships_once_or_waits_for_a_refund_on_dynam
         }
     }
 }
+
+/// inv_1's completed refund `wdr` at `at` as the official `ton_refund_v1` vector has it: no
+/// `mode`, no `completed_at`.
+fn refund_of_unknown_mode(
+    event_id: &str,
+    at: u64,
+    wdr: &str,
+) -> paymos_inbox_core::wire::work::WorkItem {
+    let data = json!({"withdrawal_id": wdr, "invoice_id": "inv_1", "type": "refund", "status": "completed", "is_test": false, "network": "TON", "currency": "USDT", "amount": "10.00"});
+    let body = json!({"event_id": event_id, "event_type": "withdrawal.completed", "version": 1, "occurred_at": at, "data": data});
+    live(&body.to_string())
+}
+
+// A refund of unknown mode may have been `full` (which returns every payment received until it
+// completed): decided by DynamoDB's condition on `refund_of_unknown_mode_by`/`_at`, a payment
+// made at or before it (or undated: `mark-paid`) waits held for a person, one made after it
+// ships; a release ships the held one once, and a `full` refund recorded later settles it.
+#[tokio::test]
+async fn a_payment_made_before_a_refund_of_unknown_mode_waits_held_on_dynamodb() {
+    use Applied::*;
+    use paymos_inbox_core::money::effect::RecordFulfilment;
+    use paymos_inbox_core::roads::release::{ReleaseBy, release};
+    for (history, outcomes, ships) in [
+        (
+            vec![
+                refund_of_unknown_mode("e1", 140, "wdr_1"),
+                at("e2", 100, None),
+            ],
+            vec![Updated, Held],
+            false,
+        ),
+        (
+            vec![
+                refund_of_unknown_mode("e1", 100, "wdr_1"),
+                at("e2", 100, None),
+            ],
+            vec![Updated, Held],
+            false,
+        ),
+        (
+            vec![
+                refund_of_unknown_mode("e1", 100, "wdr_1"),
+                at("e2", 150, None),
+            ],
+            vec![Updated, Fulfilled],
+            true,
+        ),
+    ] {
+        let rig = Rig::new().await;
+        let fulfil = Fulfil::new(rig.store.clone());
+        let mut got = Vec::new();
+        for work in &history {
+            got.push(fulfil.apply(work, NOW_MS).await.expect("DynamoDB Local").1);
+        }
+        assert_eq!(got, outcomes);
+        let shipped = rig.store.fulfilments().await.unwrap();
+        assert_eq!(shipped.len(), usize::from(ships), "{shipped:?}");
+        let waiting = rig.store.invoices_under_review().await.unwrap();
+        assert_eq!(waiting.len(), usize::from(!ships), "{waiting:?}");
+    }
+    // The held one ships on a person's word, once.
+    let rig = Rig::new().await;
+    let fulfil = Fulfil::new(rig.store.clone());
+    fulfil
+        .apply(&refund_of_unknown_mode("e1", 140, "wdr_1"), NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(
+        fulfil.apply(&at("e2", 100, None), NOW_MS).await.unwrap().1,
+        Held
+    );
+    let by = ReleaseBy {
+        actor: "bob",
+        reason: Some("Paymos shows it an overpayment refund"),
+        override_amount: false,
+        project: None,
+    };
+    let released = release(&rig.store, "inv_1", None, &by, &RecordFulfilment, NOW_MS).await;
+    assert_eq!(released.unwrap(), Fulfilled);
+    let again = release(&rig.store, "inv_1", None, &by, &RecordFulfilment, NOW_MS).await;
+    assert!(!matches!(again, Ok(Fulfilled)), "{again:?}");
+    assert_eq!(rig.store.fulfilments().await.unwrap().len(), 1);
+    assert!(rig.store.invoices_under_review().await.unwrap().is_empty());
+    // `mark-paid` (no payment time) after it waits too; a full refund recorded later settles it.
+    let rig = Rig::new().await;
+    let fulfil = Fulfil::new(rig.store.clone());
+    fulfil
+        .apply(&refund_of_unknown_mode("e1", 140, "wdr_1"), NOW_MS)
+        .await
+        .unwrap();
+    let order = OrderRef {
+        external_id: Some("o-1".into()),
+        ..OrderRef::none()
+    };
+    assert_eq!(
+        fulfil
+            .mark_paid("inv_1", order, "alice", NOW_MS)
+            .await
+            .unwrap(),
+        Held
+    );
+    assert_eq!(rig.store.invoices_under_review().await.unwrap().len(), 1);
+    assert_eq!(
+        fulfil
+            .apply(&at("e3", 160, Some("wdr_2")), NOW_MS)
+            .await
+            .unwrap()
+            .1,
+        Updated
+    );
+    assert!(rig.store.invoices_under_review().await.unwrap().is_empty());
+    assert!(rig.store.fulfilments().await.unwrap().is_empty());
+}

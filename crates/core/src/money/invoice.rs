@@ -67,6 +67,20 @@ impl Refund {
                 _ => true,
             }
     }
+
+    /// Whether this refund may have returned a payment made at `paid_at`: its mode is unknown
+    /// (a delivery that did not say it, as the official refund vectors do not), so it may have
+    /// been `full`, and it completed when or after the payment was made (or either time is
+    /// unknown). Such a payment never ships in silence: it waits for a person. A payment made
+    /// after it is not affected.
+    #[must_use]
+    pub fn may_return_payment_at(&self, paid_at: Option<u64>) -> bool {
+        self.mode.is_none()
+            && match (self.completed_at, paid_at) {
+                (Some(completed), Some(paid)) => completed >= paid,
+                _ => true,
+            }
+    }
 }
 
 /// An invoice as the resource table holds it.
@@ -176,6 +190,15 @@ impl InvoiceSeen {
     #[must_use]
     pub fn refunded_in_full_at(&self, paid_at: Option<u64>) -> bool {
         self.refunds.iter().any(|r| r.returns_payment_at(paid_at))
+    }
+
+    /// A refund of unknown mode that may have returned the payment
+    /// ([`Refund::may_return_payment_at`]), the first recorded.
+    #[must_use]
+    pub fn refund_of_unknown_mode(&self) -> Option<&Refund> {
+        self.refunds
+            .iter()
+            .find(|r| r.may_return_payment_at(self.payment_at))
     }
 
     /// A payment no road dated (a person's word, marked `after_refund`) while a full refund is

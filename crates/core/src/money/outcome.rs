@@ -145,6 +145,14 @@ pub enum Refusal {
         /// refund recorded since settles it.
         awaited: bool,
     },
+    /// A refund of unknown mode (it may have been `full`) completed when or after the payment
+    /// was made ([`write::refund_of_unknown_mode`]): the payment waits for a person.
+    RefundOfUnknownMode {
+        /// The refund (`wdr_…`).
+        by: String,
+        /// The order as the invoice's record holds it.
+        recorded: OrderRef,
+    },
     /// The paid change carries no order, or carries an order or price other than the invoice's
     /// record (which may know no order either): the record is the truth.
     OrderOnRecord {
@@ -611,18 +619,7 @@ pub fn refusal(
         What::Payment
             if paying.is_some_and(|(st, at, _)| write::transition(st, at).holds(item)) =>
         {
-            let paid_at = paying.and_then(|(_, _, paid_at)| paid_at);
-            if write::refunded_in_full(paid_at).holds(item) {
-                Refusal::Refunded {
-                    recorded: write::order_of(found),
-                    awaited: found.get(&Field::AwaitsOrder) == Some(&Value::Bool(true))
-                        && found.get(&Field::AfterRefund).is_none(),
-                }
-            } else {
-                Refusal::OrderOnRecord {
-                    recorded: write::order_of(found),
-                }
-            }
+            payment_refused(found, paying.and_then(|(_, _, paid_at)| paid_at))
         }
         What::Payment | What::Transition | What::PaidLate | What::Release => invoice(),
         What::Withdrawal => Refusal::Resource {
@@ -655,6 +652,31 @@ pub fn refusal(
         What::RefundNote => Refusal::LaterFullRefund,
         What::Balance | What::Review | What::OperatorAction | What::Reconciled => Refusal::Noted,
     })
+}
+
+/// A payment made at `paid_at` whose status the record took, refused by the rest of its guard
+/// ([`write::payment`]): a full refund returned it, a refund of unknown mode may have, or the
+/// record's order or price decides.
+fn payment_refused(found: &write::Fields, paid_at: Option<u64>) -> Refusal {
+    let recorded = write::order_of(found);
+    if write::refunded_in_full(paid_at).holds(Some(found)) {
+        Refusal::Refunded {
+            recorded,
+            awaited: found.get(&Field::AwaitsOrder) == Some(&Value::Bool(true))
+                && found.get(&Field::AfterRefund).is_none(),
+        }
+    } else if write::refund_of_unknown_mode(paid_at).holds(Some(found)) {
+        Refusal::RefundOfUnknownMode {
+            by: found
+                .get(&Field::RefundOfUnknownModeBy)
+                .and_then(Value::as_text)
+                .unwrap_or_default()
+                .to_owned(),
+            recorded,
+        }
+    } else {
+        Refusal::OrderOnRecord { recorded }
+    }
 }
 
 /// A change refused for the invoice's project: another project's invoice
@@ -1297,6 +1319,33 @@ fn refunded(change: &Change, recorded: OrderRef, awaited: bool) -> Step {
     }
 }
 
+/// A payment refused because a refund of unknown mode (`by`), which may have been `full`,
+/// completed when or after it was made ([`Refusal::RefundOfUnknownMode`]): what the record
+/// says of its order first (adopted, or another order or project held, or an order known
+/// nowhere waiting for it), then it waits `held` for a person, never shipped in silence. A
+/// release ships it; a `full` refund recorded later settles it as refunded.
+fn of_unknown_mode(change: &Change, by: &str, recorded: OrderRef) -> Step {
+    match on_record(change, recorded) {
+        Step::Adopt(recorded)
+            if matches!(change, Change::Invoice { order, .. } if {
+                let mut adopted = order.clone();
+                adopted.adopt(&recorded);
+                adopted == *order
+            }) =>
+        {
+            Step::Then(Plan {
+                write: Write::Unfulfilled(Mark::Held),
+                with_mark: true,
+                outcome: Applied::Held,
+                reason: Some(format!(
+                    "a refund of unknown mode, {by}, completed after this payment was made: check at Paymos whether it returned the whole payment"
+                )),
+            })
+        }
+        other => other,
+    }
+}
+
 /// [`next`], for a change whose order Paymos `confirmed` (the reverse check, `recheck`,
 /// `reconcile`): Paymos' order and price replace a record's that differs, before the change is
 /// tried again; what Paymos confirms wins over what an unconfirmed delivery said.
@@ -1367,6 +1416,9 @@ pub fn next_as(
         (Write::Change, Refusal::OrderOnRecord { recorded }) => on_record(change, recorded),
         (Write::Change, Refusal::Refunded { recorded, awaited }) => {
             refunded(change, recorded, awaited)
+        }
+        (Write::Change, Refusal::RefundOfUnknownMode { by, recorded }) => {
+            of_unknown_mode(change, &by, recorded)
         }
         (Write::Change, Refusal::ReturnedEarlier { recorded }) => Step::Then(Plan {
             write: Write::Reopen { recorded },

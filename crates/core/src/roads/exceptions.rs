@@ -9,7 +9,7 @@ use std::future::Future;
 pub use crate::money::change::Applying;
 use crate::money::change::{Applied, Change, OrderRef, Source, change_of};
 use crate::money::effect::FulfilmentEffect;
-use crate::money::invoice::Standing;
+use crate::money::invoice::{InvoiceSeen, Standing};
 use crate::money::record::InvoiceRecord;
 use crate::money::status::InvoiceStatus;
 use crate::roads::confirm::{PaymentConfirmation, Verdict, check};
@@ -485,6 +485,24 @@ fn name_the_order(id: &str, recorded: &crate::money::change::OrderRef) -> String
 /// An invoice under review: why it waits (a partial refund says how much went back) and the
 /// way out for its standing (a refund of it waiting unconfirmed, `refund`, is rechecked first;
 /// another invoice of its order, `sibling`, may leave only a refund, or the choice to keep it).
+/// The way out of a held payment: by why it is held.
+fn held_action(seen: &InvoiceSeen, id: &str) -> String {
+    if seen.projects_disagree {
+        format!(
+            "check at Paymos which project's invoice it is; ship with `paymos-inbox release {id} --project <its project> --actor <you> --reason …`, or refund in full"
+        )
+    } else if let Some(refund) = seen.refund_of_unknown_mode() {
+        format!(
+            "check at Paymos whether {} returned the whole payment: if not, ship with `paymos-inbox release {id} --actor <you> --reason …`; if it did, nothing ships (its `full` refund recorded settles it)",
+            refund.withdrawal_id
+        )
+    } else {
+        format!(
+            "check the order; ship with `paymos-inbox release {id} --actor <you> --override-amount --reason …`, or refund in full"
+        )
+    }
+}
+
 fn invoice_exception(inv: &InvoiceRecord, refund: Option<&str>, sibling: &Sibling) -> Exception {
     let seen = &inv.seen;
     let id = &inv.invoice_id;
@@ -543,15 +561,7 @@ fn invoice_exception(inv: &InvoiceRecord, refund: Option<&str>, sibling: &Siblin
                 },
                 |why| format!("paid {paid}, held: {why}{refunded}"),
             ),
-            if seen.projects_disagree {
-                format!(
-                    "check at Paymos which project's invoice it is; ship with `paymos-inbox release {id} --project <its project> --actor <you> --reason …`, or refund in full"
-                )
-            } else {
-                format!(
-                    "check the order; ship with `paymos-inbox release {id} --actor <you> --override-amount --reason …`, or refund in full"
-                )
-            },
+            held_action(seen, id),
         ),
         _ => (
             "paid_late",

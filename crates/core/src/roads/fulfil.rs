@@ -165,7 +165,9 @@ pub(crate) async fn paymos_refunds_first<S: ResourceStore, C: PaymentConfirmatio
         // Completed, one Paymos gives no time for completed no later than it was read: it
         // returns every payment made before now (as the reconciliation judges it).
         let at = refund.completed_at.unwrap_or(now_ms / 1000);
-        if refund.mode == Some(crate::money::invoice::RefundMode::Full) {
+        // A full one, and one whose mode Paymos does not say (it may have been full: the
+        // payment it may have returned waits for a person). An overpayment returns none of it.
+        if refund.mode != Some(crate::money::invoice::RefundMode::Overpayment) {
             record_refund(store, effect, invoice_id, (&refund, at), actor, now_ms).await?;
         }
     }

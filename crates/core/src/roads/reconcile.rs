@@ -751,10 +751,12 @@ async fn set_aside_refunded<P: PaymosLedger>(
                 report.refunded.push(fact.clone());
             } else {
                 let mut fact = fact.clone();
+                // Recorded first: a full one, and one whose mode Paymos does not say, after
+                // which the payment waits for a person (never REFUNDED on a guess, nor shipped).
                 fact.refunds_before = seen
                     .refunds
                     .into_iter()
-                    .filter(|r| r.mode == Some(crate::money::invoice::RefundMode::Full))
+                    .filter(|r| r.mode != Some(crate::money::invoice::RefundMode::Overpayment))
                     .collect();
                 kept.push(fact);
             }
@@ -804,7 +806,7 @@ async fn apply_found<S: ReconcileStore>(fulfil: &Fulfil<S>, report: &mut Report,
         let returned = |t| {
             m.refunds_before
                 .iter()
-                .any(|r| r.completed_at.is_some_and(|at| at >= t))
+                .any(|r| r.returns_payment_at(Some(t)) && r.completed_at.is_some())
         };
         if let Some(t) = m.paid_at
             && let Err(e) = fulfil.paymos_dates(&m.invoice_id, t, !returned(t)).await

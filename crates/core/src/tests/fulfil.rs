@@ -1780,3 +1780,150 @@ async fn a_payment_no_road_gave_an_amount_for_is_listed_in_words() {
     assert!(!only.why.contains("Paid ?"), "{}", only.why);
     assert!(only.why.contains("an amount no road gave"), "{}", only.why);
 }
+
+// A refund of unknown mode (the official `ton_refund_v1`/`v2` shape: `type: refund`,
+// `invoice_id`, `amount`, no `mode`, no `completed_at`) may have been `full`, which returns
+// every payment received until it completed: a payment made at or before it waits for a
+// person, never ships in silence.
+fn refund_of_unknown_mode(event_id: &str, at: u64, invoice: &str) -> WorkItem {
+    item(
+        event_id,
+        "withdrawal.completed",
+        at,
+        &format!(
+            r#"{{"withdrawal_id":"wdr_{event_id}","invoice_id":"{invoice}","type":"refund","status":"completed","is_test":false,"network":"TON","currency":"USDT","amount":"10.00"}}"#
+        ),
+    )
+}
+
+fn bob() -> crate::roads::release::ReleaseBy<'static> {
+    crate::roads::release::ReleaseBy {
+        actor: "bob",
+        reason: Some("Paymos shows an overpayment refund: the whole payment stayed"),
+        override_amount: false,
+        project: None,
+    }
+}
+
+#[tokio::test]
+async fn a_payment_made_before_a_refund_of_unknown_mode_waits_for_a_person_and_ships_on_a_release()
+{
+    use crate::roads::exceptions::{list, release};
+    use crate::testkit::memory::MemoryReviews;
+    // Refunded at T-100 (no mode), delivered first; paid at T-200 by Paymos' clock.
+    let history = [
+        refund_of_unknown_mode("evt_r", 1_699_999_900, "inv_x"),
+        invoice("evt_p", "paid", 1_699_999_800, "inv_x", "o-x"),
+    ];
+    let (outcomes, store) = run(&history, |_| {}).await;
+    assert_eq!(outcomes, [Updated, Held]);
+    assert!(store.fulfilments().is_empty(), "nothing ships in silence");
+    let reviews = MemoryReviews::new();
+    let listed = list(store.as_ref(), &reviews, 0).await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(
+        (listed[0].kind, listed[0].resource_id.as_deref()),
+        ("held", Some("inv_x"))
+    );
+    assert!(
+        listed[0].why.contains(
+            "a refund of unknown mode, wdr_evt_r, completed after this payment was made: check at Paymos whether it returned the whole payment"
+        ),
+        "{}",
+        listed[0].why
+    );
+    assert!(
+        listed[0]
+            .action
+            .contains("release inv_x --actor <you> --reason")
+            && !listed[0].action.contains("--override-amount"),
+        "its way out is a person's word, the amount is right: {}",
+        listed[0].action
+    );
+    let released = release(
+        store.as_ref(),
+        &reviews,
+        "inv_x",
+        &bob(),
+        &RecordFulfilment,
+        1_800_000_000_000,
+    )
+    .await
+    .unwrap();
+    assert_eq!(released, Fulfilled);
+    assert_eq!(store.fulfilments(), [("inv_x".into(), Some("o-x".into()))]);
+    assert!(list(store.as_ref(), &reviews, 0).await.unwrap().is_empty());
+    let again = release(
+        store.as_ref(),
+        &reviews,
+        "inv_x",
+        &bob(),
+        &RecordFulfilment,
+        1_800_000_000_001,
+    )
+    .await;
+    assert!(!matches!(again, Ok(Fulfilled)), "{again:?}");
+    assert_eq!(store.fulfilments().len(), 1, "once");
+}
+
+#[tokio::test]
+async fn a_payment_at_the_second_of_a_refund_of_unknown_mode_waits_and_a_full_refund_settles_it() {
+    let history = [
+        refund_of_unknown_mode("evt_r", 50, "inv_x"),
+        invoice("evt_p", "paid", 50, "inv_x", "o-x"),
+    ];
+    let (outcomes, store) = run(&history, |_| {}).await;
+    assert_eq!(outcomes, [Updated, Held]);
+    assert!(waits_in(&store, "inv_x"));
+    // Paymos says later that it was a full refund: the payment is settled as refunded.
+    let (outcomes, store) = run(
+        &[
+            refund_of_unknown_mode("evt_r", 50, "inv_x"),
+            invoice("evt_p", "paid", 50, "inv_x", "o-x"),
+            refund("evt_f", 60, "inv_x", "10.00", "full"),
+        ],
+        |_| {},
+    )
+    .await;
+    assert_eq!(outcomes, [Updated, Held, Updated]);
+    assert_eq!(
+        store.invoice("inv_x").unwrap().seen().standing(),
+        crate::money::invoice::Standing::Refunded
+    );
+    assert!(store.fulfilments().is_empty());
+}
+
+#[tokio::test]
+async fn a_payment_made_after_a_refund_of_unknown_mode_ships() {
+    let history = [
+        underpaid("evt_u", "underpaid_waiting", 10),
+        refund_of_unknown_mode("evt_r", 20, "inv_1"),
+        underpaid("evt_p", "paid", 30),
+    ];
+    let (outcomes, store) = run(&history, |_| {}).await;
+    assert_eq!(outcomes, [Updated, Updated, Fulfilled]);
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}
+
+#[tokio::test]
+async fn an_overpayment_refund_completed_after_the_payment_changes_nothing() {
+    let history = [
+        refund("evt_r", 100, "inv_1", "0.50", "overpayment"),
+        invoice("evt_p", "paid", 50, "inv_1", "o-1"),
+    ];
+    let (outcomes, store) = run(&history, |_| {}).await;
+    assert_eq!(outcomes, [Updated, Fulfilled]);
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}
+
+#[tokio::test]
+async fn mark_paid_after_a_refund_of_unknown_mode_waits_for_a_person() {
+    let (_, store) = run(&[refund_of_unknown_mode("evt_r", 30, "inv_1")], |_| {}).await;
+    let applied = Fulfil::new(Arc::clone(&store))
+        .mark_paid("inv_1", order_ref(Some("o-1")), "support", 5_000)
+        .await
+        .unwrap();
+    assert_eq!(applied, Held);
+    assert!(store.fulfilments().is_empty());
+    assert!(waits_in(&store, "inv_1"));
+}

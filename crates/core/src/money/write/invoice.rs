@@ -42,15 +42,33 @@ pub fn transition(incoming: InvoiceStatus, at: u64) -> Guard {
 /// latest full refund's time (missing on records written before times were kept: it settles).
 #[must_use]
 pub fn refunded_in_full(paid_at: Option<u64>) -> Guard {
-    let flagged = Guard::Has(Field::RefundedInFullBy);
+    returned_by(Field::RefundedInFullBy, Field::RefundedInFullAt, paid_at)
+}
+
+/// A payment made at `paid_at` (`None`: no road dates it) that a refund of unknown mode, one
+/// that may have been `full`, may have returned: the invoice carries such a refund
+/// ([`refund_note`]) that completed when or after it was paid. Such a payment never ships in
+/// silence (it waits for a person); one made after every such refund is not affected. The rule
+/// of [`crate::money::invoice::Refund::may_return_payment_at`], as a condition on the latest
+/// such refund's time.
+#[must_use]
+pub fn refund_of_unknown_mode(paid_at: Option<u64>) -> Guard {
+    returned_by(
+        Field::RefundOfUnknownModeBy,
+        Field::RefundOfUnknownModeAt,
+        paid_at,
+    )
+}
+
+/// The record flags a refund (`by`) whose latest completion (`at`, missing: any time) is not
+/// before `paid_at` (`None`: any payment).
+fn returned_by(by: Field, at: Field, paid_at: Option<u64>) -> Guard {
+    let flagged = Guard::Has(by);
     match paid_at {
         None => flagged,
-        Some(at) => Guard::All(vec![
+        Some(paid) => Guard::All(vec![
             flagged,
-            Guard::Not(Box::new(Guard::Below(
-                Field::RefundedInFullAt,
-                Value::Int(at),
-            ))),
+            Guard::Not(Box::new(Guard::Below(at, Value::Int(paid)))),
         ]),
     }
 }

@@ -8,14 +8,14 @@
 //! |---|---|---|
 //! | `Processed` (the delivery's mark) | not processed yet | the delivery was handled before |
 //! | `Transition` (an invoice's status) | [`transition`] | stale, or final already |
-//! | `Payment` (a paid invoice that fulfils) | [`transition`], not [`refunded_in_full`] (by a full refund completed since it was paid), [`order_on_record`] | final already; refunded in full; the record's order or price decides |
+//! | `Payment` (a paid invoice that fulfils) | [`transition`], not [`refunded_in_full`] (by a full refund completed since it was paid), not [`refund_of_unknown_mode`] (likewise, of a refund whose mode is unknown), [`order_on_record`] | final already; refunded in full; held for a person; the record's order or price decides |
 //! | `PaidLate` | still closed as read | raced to another status |
 //! | `Release` | [`release`]: still waiting as read | released, refunded or moved since |
 //! | `Fulfilment`, `Effect` | absent | fulfilled already |
 //! | `OrderClaim` | [`order_claim`]: absent | another invoice fulfilled the order |
 //! | `AmountGuard` | [`amount_guard`]: unregistered, or the same amount and currency | held for review |
 //! | `Withdrawal` | [`withdrawal_transition`] | stale, or final already |
-//! | `RefundNote` | a full one: [`refund_note`], no later full refund recorded | a later full refund's time stays |
+//! | `RefundNote` | a full one, or one of unknown mode: [`refund_note`], no later one of its kind recorded | a later one's time stays |
 //! | `Deposit` | [`deposit_transition`] | credited already, or stale |
 //! | `Balance` | none | never refused |
 //! | `Review` | absent | the delivery was handled before |
@@ -125,6 +125,8 @@ pub enum Field {
     Refunds,
     RefundedInFullBy,
     RefundedInFullAt,
+    RefundOfUnknownModeBy,
+    RefundOfUnknownModeAt,
     PaymentAt,
     ProjectId,
     HomeProject,

@@ -3,7 +3,7 @@
 use super::*;
 
 /// A paid invoice that fulfils: its status, under [`transition`], not [`refunded_in_full`],
-/// and [`order_on_record`]; then everything that fulfils it ([`fulfilment`]).
+/// not [`refund_of_unknown_mode`], and [`order_on_record`]; then everything that fulfils it ([`fulfilment`]).
 #[must_use]
 pub fn payment(
     paid: &PaidInvoice<'_>,
@@ -16,6 +16,7 @@ pub fn payment(
         guard: Guard::All(vec![
             transition(paid.status, at),
             Guard::Not(Box::new(refunded_in_full(paid_at))),
+            Guard::Not(Box::new(refund_of_unknown_mode(paid_at))),
             order_on_record(paid.order),
             // Its events named two projects: only a person naming one, or Paymos, ships it.
             Guard::Lacks(Field::ProjectsDisagree),
@@ -485,9 +486,10 @@ pub fn expected_order(
 
 /// A completed refund, noted on its invoice: appended to its refunds (the withdrawal completes
 /// once, so it is appended once) and, for a `full` one, what a payment's guard reads
-/// ([`refunded_in_full`]): the flag, and the latest full refund's time. That time only moves
-/// forward: the note is refused where a later full refund is recorded, and written again
-/// `after_later` (the time kept). It gives the invoice no status.
+/// ([`refunded_in_full`]): the flag, and the latest full refund's time; for one of unknown mode
+/// (it may have been `full`), likewise what [`refund_of_unknown_mode`] reads. That time only
+/// moves forward: the note is refused where a later refund of its kind is recorded, and written
+/// again `after_later` (the time kept). It gives the invoice no status.
 #[must_use]
 pub fn refund_note(invoice_id: &str, refund: &Refund, after_later: bool, now_ms: u64) -> Write {
     let mut set = vec![
@@ -495,20 +497,24 @@ pub fn refund_note(invoice_id: &str, refund: &Refund, after_later: bool, now_ms:
         Set::Append(Field::Refunds, refund.clone()),
         Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
     ];
+    let flags = match refund.mode {
+        Some(RefundMode::Full) => {
+            // A payment of unknown time waiting after a full refund: a full refund recorded
+            // since is the person's way out (the payment paid back), as a release is.
+            set.push(Set::Remove(Field::AfterRefund));
+            Some((Field::RefundedInFullBy, Field::RefundedInFullAt))
+        }
+        None => Some((Field::RefundOfUnknownModeBy, Field::RefundOfUnknownModeAt)),
+        Some(RefundMode::Overpayment) => None,
+    };
     let mut guard = Guard::Always;
-    if refund.mode == Some(RefundMode::Full) {
-        set.push(Set::Once(
-            Field::RefundedInFullBy,
-            Value::text(&refund.withdrawal_id),
-        ));
-        // A payment of unknown time waiting after a full refund: a full refund recorded since
-        // is the person's way out (the payment paid back), as a release is.
-        set.push(Set::Remove(Field::AfterRefund));
+    if let Some((by, at_field)) = flags {
+        set.push(Set::Once(by, Value::text(&refund.withdrawal_id)));
         if let (Some(at), false) = (refund.completed_at, after_later) {
-            set.push(Set::Put(Field::RefundedInFullAt, Value::Int(at)));
+            set.push(Set::Put(at_field.clone(), Value::Int(at)));
             guard = Guard::Any(vec![
-                Guard::Lacks(Field::RefundedInFullAt),
-                Guard::Below(Field::RefundedInFullAt, Value::Int(at)),
+                Guard::Lacks(at_field.clone()),
+                Guard::Below(at_field, Value::Int(at)),
             ]);
         }
     }

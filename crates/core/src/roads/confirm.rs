@@ -12,6 +12,7 @@
 use std::future::Future;
 
 use crate::money::change::{Change, Credit, OrderRef, as_paymos_says};
+use crate::money::invoice::RefundMode;
 use crate::money::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
 use crate::port::{PortError, PortErrorKind};
 use crate::wire::envelope::EventData;
@@ -514,6 +515,8 @@ pub struct Checked {
     /// For a confirmed deposit: the credit as Paymos has it (its payer, net, currency and
     /// project), whatever the delivery said or left out.
     pub credit: Option<Credit>,
+    /// For a refund: its mode as Paymos has it (`full` or `overpayment`), where Paymos says.
+    pub refund_mode: Option<RefundMode>,
 }
 
 impl Checked {
@@ -544,7 +547,9 @@ impl Checked {
                 invoice_id,
                 amount,
                 currency,
-                mode,
+                // Paymos' mode where it says one: a delivery that left it out is no refund of
+                // unknown mode once Paymos was asked.
+                mode: self.refund_mode.map(|m| m.as_str().to_owned()).or(mode),
             },
             // Paymos' credit, whatever the delivery said or left out (a partial event, a forged
             // amount): the delivery only asked. (A confirmed deposit always carries Paymos'
@@ -571,6 +576,7 @@ impl Checked {
             project: None,
             paid_at: None,
             credit: None,
+            refund_mode: None,
         }
     }
 }
@@ -624,6 +630,7 @@ pub async fn check<C: PaymentConfirmation>(
                 project,
                 paid_at,
                 credit: None,
+                refund_mode: None,
             })
         }
         Change::Withdrawal {
@@ -646,6 +653,14 @@ pub async fn check<C: PaymentConfirmation>(
                 // A refund is of its invoice's project, and completed when Paymos says.
                 checked.project.clone_from(&w.project_id);
                 checked.paid_at = w.completed_at;
+                // Its mode: `full`, or the only other, `overpayment`.
+                checked.refund_mode = w.full.map(|full| {
+                    if full {
+                        RefundMode::Full
+                    } else {
+                        RefundMode::Overpayment
+                    }
+                });
             }
             Ok(checked)
         }

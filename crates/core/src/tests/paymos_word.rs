@@ -2390,3 +2390,108 @@ async fn a_recheck_credits_paymos_deposit_whatever_the_event_said_of_it() {
     let balances = store.balances();
     assert_eq!(balances.len(), 1, "{balances:?}");
 }
+
+/// Paymos' completed refund of inv_1 at `completed_at`, of `mode` (none: Paymos did not say).
+fn paymos_refund_of(mode: Option<RefundMode>, completed_at: u64) -> Refund {
+    Refund {
+        mode,
+        ..paymos_refund(completed_at)
+    }
+}
+
+// A refund of unknown mode may have been `full`: with the reverse check, Paymos' refunds of the
+// invoice are recorded before the payment it confirms, one of no mode too. A payment Paymos
+// dates at or before it waits `held` for a person; after it, or after an `overpayment` refund,
+// it ships. Before: `fulfilled` at 100 (the refund of no mode was not recorded).
+#[tokio::test]
+async fn with_the_check_a_paymos_refund_of_no_mode_holds_a_payment_made_before_it() {
+    for (mode, paid_at, outcome) in [
+        (None, 100, Held),
+        (None, 150, Held),
+        (None, 200, Fulfilled),
+        (Some(RefundMode::Overpayment), 100, Fulfilled),
+    ] {
+        let store = Arc::new(MemoryResources::new());
+        let paymos = Arc::new(MemoryPaymos::new());
+        paymos.invoice("inv_1", at_paymos("paid", Some(paid_at)));
+        paymos.refund("inv_1", paymos_refund_of(mode, 150));
+        let fulfil = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
+        let got = fulfil
+            .apply(&invoice("evt_p", "paid", paid_at), NOW_MS)
+            .await
+            .unwrap()
+            .1;
+        assert_eq!(got, outcome, "{mode:?} {paid_at}");
+        assert_eq!(store.fulfilments().len(), usize::from(outcome == Fulfilled));
+        let listed = list(&*store, &MemoryReviews::new(), 0).await.unwrap();
+        assert_eq!(listed.len(), usize::from(outcome == Held), "{listed:?}");
+    }
+}
+
+// `reconcile --apply` of a payment Paymos has, dated before a refund of no mode: never REFUNDED,
+// never shipped in silence; it waits `held` for a person.
+#[tokio::test]
+async fn reconcile_holds_a_payment_made_before_a_paymos_refund_of_no_mode() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let paymos = MemoryPaymos::new();
+    paymos.invoice("inv_1", at_paymos("paid", Some(100)));
+    paymos.refund("inv_1", paymos_refund_of(None, 150));
+    let window = (0, 2_000_000_000);
+    let report = crate::roads::reconcile::reconcile(&paymos, &fulfil, window, true, NOW_MS)
+        .await
+        .unwrap();
+    assert!(report.refunded.is_empty(), "{report:?}");
+    assert!(store.fulfilments().is_empty(), "{report:?}");
+    let listed = list(&*store, &MemoryReviews::new(), 0).await.unwrap();
+    assert_eq!(
+        listed
+            .iter()
+            .map(|e| (e.kind, e.resource_id.as_deref()))
+            .collect::<Vec<_>>(),
+        [("held", Some("inv_1"))],
+        "{listed:?}"
+    );
+    assert!(listed[0].why.contains("refund of unknown mode, wdr_1"));
+}
+
+// With the reverse check, a refund delivery that leaves out its mode takes Paymos' (the fact is
+// Paymos' where Paymos was asked): `full` settles the payment made before it as refunded,
+// `overpayment` leaves it to ship. Before: recorded with no mode either way (then, held).
+#[tokio::test]
+async fn with_the_check_a_refund_delivered_without_mode_takes_paymos_mode() {
+    for (full, outcome) in [(true, Refunded), (false, Fulfilled)] {
+        let store = Arc::new(MemoryResources::new());
+        let paymos = Arc::new(MemoryPaymos::new());
+        paymos.invoice("inv_1", at_paymos("paid", Some(100)));
+        paymos.withdrawal(
+            "wdr_1",
+            ConfirmedWithdrawal {
+                full: Some(full),
+                ..refund_at_paymos(150)
+            },
+        );
+        let fulfil = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
+        let without_mode = item(
+            "evt_r",
+            "withdrawal.completed",
+            150,
+            r#"{"withdrawal_id":"wdr_1","invoice_id":"inv_1","type":"refund","status":"completed","amount":"4.00","currency":"USDT"}"#,
+        );
+        let mut outcomes = Vec::new();
+        for work in [without_mode, invoice("evt_p", "paid", 100)] {
+            outcomes.push(fulfil.apply(&work, NOW_MS).await.unwrap().1);
+        }
+        assert_eq!(outcomes, [Updated, outcome], "full: {full}");
+        let (seen, _) = store.invoice_seen("inv_1").await.unwrap();
+        let mode = seen.unwrap().refunds[0].mode;
+        assert_eq!(
+            mode,
+            Some(if full {
+                RefundMode::Full
+            } else {
+                RefundMode::Overpayment
+            })
+        );
+    }
+}

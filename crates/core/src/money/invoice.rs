@@ -447,4 +447,38 @@ mod tests {
         assert_eq!(invoice.refunded_text().as_deref(), Some("2 TON + 0.3 USDT"));
         assert_eq!(held("1", "USD", vec![]).refunded_text(), None);
     }
+
+    // A refund of unknown mode may have returned a payment made when or before it completed
+    // (or either time unknown); never one made after it; a refund whose mode is known never
+    // "may" (a full one returns, an overpayment does not).
+    #[test]
+    fn only_a_refund_of_unknown_mode_completed_at_or_after_the_payment_may_have_returned_it() {
+        let of = |mode, completed_at| Refund {
+            mode,
+            completed_at,
+            ..refund("1", "USDT", true)
+        };
+        let cases = [
+            (None, Some(20), Some(10), true),
+            (None, Some(20), Some(20), true),
+            (None, Some(20), Some(21), false),
+            (None, None, Some(21), true),
+            (None, Some(20), None, true),
+            (Some(RefundMode::Full), Some(20), Some(10), false),
+            (Some(RefundMode::Overpayment), Some(20), Some(10), false),
+        ];
+        for (mode, completed, paid, may) in cases {
+            let r = of(mode, completed);
+            assert_eq!(r.may_return_payment_at(paid), may, "{r:?} {paid:?}");
+            let seen = InvoiceSeen {
+                payment_at: paid,
+                ..held("1", "USDT", vec![refund("1", "USDT", false), r.clone()])
+            };
+            assert_eq!(
+                seen.refund_of_unknown_mode(),
+                may.then_some(&r),
+                "{r:?} {paid:?}"
+            );
+        }
+    }
 }

@@ -1322,26 +1322,19 @@ fn refunded(change: &Change, recorded: OrderRef, awaited: bool) -> Step {
 /// A payment refused because a refund of unknown mode (`by`), which may have been `full`,
 /// completed when or after it was made ([`Refusal::RefundOfUnknownMode`]): what the record
 /// says of its order first (adopted, or another order or project held, or an order known
-/// nowhere waiting for it), then it waits `held` for a person, never shipped in silence. A
-/// release ships it; a `full` refund recorded later settles it as refunded.
+/// nowhere waiting for it), then it waits `held` for a person, never shipped in silence (the
+/// record keeps its own order, which a release ships: nothing to adopt first). A release ships
+/// it; a `full` refund recorded later settles it as refunded.
 fn of_unknown_mode(change: &Change, by: &str, recorded: OrderRef) -> Step {
     match on_record(change, recorded) {
-        Step::Adopt(recorded)
-            if matches!(change, Change::Invoice { order, .. } if {
-                let mut adopted = order.clone();
-                adopted.adopt(&recorded);
-                adopted == *order
-            }) =>
-        {
-            Step::Then(Plan {
-                write: Write::Unfulfilled(Mark::Held),
-                with_mark: true,
-                outcome: Applied::Held,
-                reason: Some(format!(
-                    "a refund of unknown mode, {by}, completed after this payment was made: check at Paymos whether it returned the whole payment"
-                )),
-            })
-        }
+        Step::Adopt(_) => Step::Then(Plan {
+            write: Write::Unfulfilled(Mark::Held),
+            with_mark: true,
+            outcome: Applied::Held,
+            reason: Some(format!(
+                "a refund of unknown mode, {by}, completed after this payment was made: check at Paymos whether it returned the whole payment"
+            )),
+        }),
         other => other,
     }
 }

@@ -11,8 +11,7 @@ use crate::port::PortError;
 use crate::roads::handoff::{DETAIL_VERSION, DomainEvent, EventPublisher, slug};
 use crate::wire::signature::Environment;
 
-/// The detail type of the fact that the deliverer paused itself.
-pub const ENDPOINT_PAUSED: &str = "Endpoint Paused";
+pub use crate::roads::handoff::ENDPOINT_PAUSED;
 
 /// The detail type of `events test`'s message (never on the bus: posted to the endpoint alone).
 pub const ENDPOINT_TEST: &str = "Endpoint Test";

@@ -821,6 +821,86 @@ async fn recheck_credits_an_unconfirmed_deposit_once() {
     assert_eq!(code, Some(0), "{out}");
 }
 
+// Issue 49, the attack's F6: a deposit and a refund Paymos answers 404 for (forged, or of a
+// project the API key does not read) waited `unconfirmed`; `recheck` then "refuted" both, exit
+// 0, and `exceptions` forgot them: nothing credited, nothing recorded. Now each recheck exits 1
+// and says it still waits, `exceptions` keeps both with the way out a person takes once they
+// checked at Paymos (`exceptions --resolve`), and only that takes one off the list.
+#[tokio::test]
+async fn recheck_keeps_a_deposit_and_a_refund_paymos_does_not_know_listed_for_a_person() {
+    let rig = Rig::new(Vec::new()).await;
+    let deposit = envelope(
+        "evt_nf_d",
+        "payment_channel.deposit.confirmed",
+        json!({"id": "pcd_nf", "is_final": true, "payment_channel_external_id": "payer-9",
+               "currency": "USDT", "net": "5.00", "project_id": "prj_b"}),
+    );
+    let refund = envelope(
+        "evt_nf_r",
+        "withdrawal.completed",
+        json!({"withdrawal_id": "wdr_nf", "type": "refund", "invoice_id": "inv_nf", "mode": "full",
+               "amount": "5.00", "currency": "USDT", "project_id": "prj_b"}),
+    );
+    for body in [&deposit, &refund] {
+        rig.record(body).await;
+        let (_, applied) = rig
+            .checked(Duration::from_secs(5))
+            .apply(&live(body), NOW_MS)
+            .await
+            .unwrap();
+        assert_eq!(applied, Applied::Unconfirmed);
+    }
+    for (resource, event) in [("pcd_nf", "evt_nf_d"), ("wdr_nf", "evt_nf_r")] {
+        let (code, out) = paymos_inbox(&rig, &["recheck", resource, "--environment", "live"]).await;
+        assert_eq!(code, Some(1), "still waits: {out}");
+        assert!(out.contains(&format!("{event}: unconfirmed")), "{out}");
+        assert!(out.contains("404"), "{out}");
+        assert_eq!(rig.outcome(event).await, "unconfirmed");
+    }
+    let (code, out) = paymos_inbox(&rig, &["exceptions", "--json"]).await;
+    assert_eq!(code, Some(1), "{out}");
+    let listed: Vec<Value> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    for (resource, event) in [("pcd_nf", "evt_nf_d"), ("wdr_nf", "evt_nf_r")] {
+        let e = listed
+            .iter()
+            .find(|e| e["resource_id"] == resource)
+            .unwrap_or_else(|| panic!("{resource} not listed: {out}"));
+        assert_eq!(e["kind"], "unconfirmed", "{e}");
+        let action = e["action"].as_str().unwrap();
+        assert!(
+            action.contains(&format!("recheck {resource}"))
+                && action.contains("at Paymos")
+                && action.contains(&format!("exceptions --resolve {event}")),
+            "{action}"
+        );
+    }
+    assert!(
+        rig.aws
+            .item(&rig.state, "pk", &balance_key(None, "payer-9", "USDT"))
+            .await
+            .is_none(),
+        "nothing credited"
+    );
+    // A person who checked at Paymos and found the refund forged resolves it; the deposit waits.
+    let resolve = [
+        "exceptions",
+        "--resolve",
+        "evt_nf_r",
+        "--actor",
+        "alice",
+        "--reason",
+        "no such refund at Paymos",
+    ];
+    let (code, out) = paymos_inbox(&rig, &resolve).await;
+    assert_eq!(code, Some(0), "{out}");
+    let (code, out) = paymos_inbox(&rig, &["exceptions", "--json"]).await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("pcd_nf") && !out.contains("wdr_nf"), "{out}");
+}
+
 // Issue 42, item 7: the unusable outcome said to "read the archived body of evt_… in the
 // deliveries table", where no body is (a body is an item of its own, `body#<key>#<sha256>`,
 // deflated, under `test#evt_…` for a sandbox delivery), and no command printed one.

@@ -270,6 +270,11 @@ pub enum Verdict {
     },
     /// Paymos contradicts it: nothing applied, recorded `unconfirmed` with the difference.
     Unconfirmed(String),
+    /// Paymos does not know it with this key (404): forged, or of a project the key does not
+    /// read (the sources do not say whether one key reads every project). Nothing applied,
+    /// recorded `unconfirmed`; never refuted on this word: a person who checked at Paymos says
+    /// which.
+    Unknown(String),
 }
 
 const NOT_FOUND: &str = "Paymos does not know it (404): forged, or another project's";
@@ -328,7 +333,7 @@ pub fn invoice_verdict(
     claim: &PaidClaim,
 ) -> Verdict {
     let AtSource::Found(invoice) = at_source else {
-        return Verdict::Unconfirmed(format!("invoice: {NOT_FOUND}"));
+        return Verdict::Unknown(format!("invoice: {NOT_FOUND}"));
     };
     let there = InvoiceStatus::parse(&invoice.status);
     let not_yet = || Verdict::NotYet {
@@ -374,7 +379,7 @@ pub fn withdrawal_verdict(
         } else {
             "withdrawal"
         };
-        return Verdict::Unconfirmed(format!("{what}: {NOT_FOUND}"));
+        return Verdict::Unknown(format!("{what}: {NOT_FOUND}"));
     };
     let parsed = WithdrawalStatus::parse(&there.status);
     match parsed {
@@ -425,7 +430,7 @@ pub fn withdrawal_verdict(
 #[must_use]
 pub fn deposit_verdict(at_source: &AtSource<ConfirmedDeposit>) -> Verdict {
     let AtSource::Found(there) = at_source else {
-        return Verdict::Unconfirmed(format!("deposit: {NOT_FOUND}"));
+        return Verdict::Unknown(format!("deposit: {NOT_FOUND}"));
     };
     if there.status != "confirmed" || !there.is_final {
         return if there.is_final {
@@ -871,7 +876,7 @@ mod tests {
         );
         assert!(matches!(
             invoice_verdict(&AtSource::NotFound, I::Paid, &c),
-            Verdict::Unconfirmed(r) if r.contains("404")
+            Verdict::Unknown(r) if r.contains("404")
         ));
     }
 
@@ -905,12 +910,18 @@ mod tests {
             (refund("completed", "inv_2", false, "5"), "inv_2"),
             (refund("completed", "inv_1", false, "4"), "amount"),
             (refund("failed", "inv_1", false, "5"), "failed"),
-            (AtSource::NotFound, "404"),
         ] {
             assert!(
                 matches!(withdrawal_verdict(&answer, w, Some((&inv, false)), &five), Verdict::Unconfirmed(r) if r.contains(words)),
                 "{words}"
             );
+        }
+        // Unknown to the key, refund or payout: no word against it.
+        for refund in [Some((&inv, false)), None] {
+            assert!(matches!(
+                withdrawal_verdict(&AtSource::NotFound, w, refund, &five),
+                Verdict::Unknown(r) if r.contains("404") && r.starts_with(if refund.is_some() { "refund" } else { "withdrawal" })
+            ));
         }
         assert!(matches!(
             withdrawal_verdict(&refund("completed", "inv_1", false, "5"), w, Some((&inv, true)), &five),
@@ -965,7 +976,6 @@ mod tests {
             (deposit("", "99", "confirmed", true), "no payer"),
             (deposit("c-1", "0", "confirmed", true), "above 0"),
             (deposit("c-1", "99", "reorged", true), "reorged"),
-            (AtSource::NotFound, "404"),
         ] {
             assert!(
                 matches!(deposit_verdict(&answer), Verdict::Unconfirmed(r) if r.contains(words)),
@@ -975,6 +985,10 @@ mod tests {
         assert!(matches!(
             deposit_verdict(&deposit("c-1", "99", "confirming", false)),
             Verdict::NotYet { .. }
+        ));
+        assert!(matches!(
+            deposit_verdict(&AtSource::NotFound),
+            Verdict::Unknown(r) if r.contains("404")
         ));
     }
 

@@ -611,6 +611,15 @@ fn by_hand(record: &OutcomeRecord) -> String {
     )
 }
 
+/// The way out of an unconfirmed delivery a recheck may never settle (Paymos answers 404 to a
+/// forgery and to a project the API key does not read alike): a person checks at Paymos,
+/// settles it and resolves it.
+fn or_resolve(event_id: &str) -> String {
+    format!(
+        "; else check it at Paymos (a 404 is a forgery, or of a project the API key does not read) and settle it (forged: rotate the webhook secret), then `paymos-inbox exceptions --resolve {event_id} --actor <you> --reason \"…\"`"
+    )
+}
+
 /// A delivery that waits: unconfirmed (re-checked; a payment then released if genuine) or
 /// unusable (by hand).
 fn delivery_exception(delivery: &Waiting, all: &[Waiting]) -> Exception {
@@ -644,24 +653,28 @@ fn delivery_exception(delivery: &Waiting, all: &[Waiting]) -> Exception {
             refund_first,
         ),
         Pending::InvoiceStatus { invoice_id } => format!(
-            "{}: applies what Paymos says now ({event_type} is not a payment: nothing to ship)",
-            recheck(invoice_id)
+            "{}: applies what Paymos says now ({event_type} is not a payment: nothing to ship){}",
+            recheck(invoice_id),
+            or_resolve(event_id)
         ),
         Pending::Refund {
             withdrawal_id,
             invoice_id,
         } => format!(
-            "{}: records the refund on {} if Paymos confirms it",
+            "{}: records the refund on {} if Paymos confirms it{}",
             recheck(withdrawal_id),
-            invoice_id.as_deref().unwrap_or("its invoice")
+            invoice_id.as_deref().unwrap_or("its invoice"),
+            or_resolve(event_id)
         ),
         Pending::Payout { withdrawal_id } => format!(
-            "{}: applies the payout's status if Paymos confirms it",
-            recheck(withdrawal_id)
+            "{}: applies the payout's status if Paymos confirms it{}",
+            recheck(withdrawal_id),
+            or_resolve(event_id)
         ),
         Pending::Deposit { deposit_id } => format!(
-            "{}: credits the payer once if Paymos confirms it",
-            recheck(deposit_id)
+            "{}: credits the payer once if Paymos confirms it{}",
+            recheck(deposit_id),
+            or_resolve(event_id)
         ),
         Pending::Other => by_hand(record),
     };
@@ -997,9 +1010,11 @@ async fn recheck_one<S: ExceptionStore, C: PaymentConfirmation>(
             return Ok(Recheck::Waits(format!("still {status} at Paymos")));
         }
         // A payment Paymos contradicts stays listed (Paymos may yet record it paid late, and a
-        // forged one is a leaked secret a person must see); anything else it contradicts is a
-        // forgery or another project's event, read and closed.
+        // forged one is a leaked secret a person must see); anything else it contradicts is
+        // Paymos' word against it, read and closed. A 404 is no word against anything (the key
+        // may not read its project): whatever it is, it waits for a person who checked.
         Verdict::Unconfirmed(reason) if pays => return Ok(Recheck::Waits(reason)),
+        Verdict::Unknown(reason) => return Ok(Recheck::Waits(reason)),
         Verdict::Unconfirmed(reason) => return Ok(Recheck::Refuted(reason)),
     };
     let source = Source::Manual {

@@ -692,7 +692,7 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
                 .await?,
                 true,
             ),
-            Verdict::Unconfirmed(reason) => (unconfirmed(reason), false),
+            Verdict::Unconfirmed(reason) | Verdict::Unknown(reason) => (unconfirmed(reason), false),
         })
     }
 

@@ -560,20 +560,28 @@ async fn unconfirmed_deposits_and_payouts_are_rechecked_and_a_deposit_credits_on
         .unwrap();
     assert_eq!(again, Applied::AlreadyFinal);
     assert_eq!(store.credits("c-1", "USDT").len(), 1, "credited once");
-    // The rest: the payout is applied; the deposit Paymos does not know is refuted and leaves
-    // the list, crediting nothing.
+    // The rest: the payout is applied; the deposit Paymos does not know (a 404: forged, or of
+    // a project the key does not read) credits nothing and waits for a person who checked.
     let rest = recheck_live(store.as_ref(), &reviews, &paymos, None).await;
     let outcomes: Vec<_> = rest
         .iter()
         .map(|r| (r.event_id.as_str(), r.outcome.as_str()))
         .collect();
-    assert_eq!(outcomes, [("evt_forged", "refuted"), ("evt_p", "updated")]);
+    assert_eq!(
+        outcomes,
+        [("evt_forged", "unconfirmed"), ("evt_p", "updated")]
+    );
     assert_eq!(
         store.withdrawal("wdr_p"),
         Some(crate::money::status::WithdrawalStatus::Completed)
     );
     assert!(store.credits("c-1", "USDT").len() == 1);
-    assert!(list(store.as_ref(), &reviews, 0).await.unwrap().is_empty());
+    let listed = list(store.as_ref(), &reviews, 0).await.unwrap();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(
+        listed_about(&listed, "pcd_forged").contains("exceptions --resolve evt_forged"),
+        "{listed:?}"
+    );
 }
 
 /// An unconfirmed `withdrawal.completed` refunding `invoice` (`mode`, `amount`).

@@ -22,4 +22,5 @@ mod projects;
 mod reconcile;
 mod release;
 mod schemas;
+mod until_a_person;
 mod world;

@@ -306,3 +306,89 @@ async fn an_order_learned_from_another_projects_event_ships_no_ones_order_on_dyn
         assert!(aws.item(state, "pk", claim).await.is_none(), "{claim}");
     }
 }
+
+// Issue 49, the attack's F7, where a condition decides: pcd_x credited 49 to payer 42; final
+// confirmations of it saying net 99, payer 43 or project prj_b were `already_final`, listed
+// nowhere. On DynamoDB Local the deposit's condition answers with the credit it holds (ALL_OLD):
+// each contradicting snapshot credits nothing more and waits `unconfirmed` on the `waiting`
+// index, with both values; a plain copy is `already_final` and waits for no one.
+#[tokio::test]
+async fn a_final_confirmation_contradicting_the_credit_waits_on_dynamodb() {
+    use paymos_inbox_aws::dynamodb::{DynamoLedger, balance_key};
+    use paymos_inbox_core::roads::exceptions::ReviewLedger as _;
+    use paymos_inbox_core::roads::ingest::DeliveryLedger as _;
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let (state, deliveries) = (stack.table("StateTable"), stack.table("DeliveriesTable"));
+    let resources = DynamoResources::new(aws.dynamodb.clone(), state, deliveries);
+    let ledger = DynamoLedger::new(aws.dynamodb.clone(), deliveries, None);
+    let fulfil = Fulfil::new(resources.clone()).for_projects(Projects::parse("prj_a,prj_b"));
+    let environment = paymos_inbox_core::wire::signature::Environment::Live;
+    let confirmed = |event_id: &str, net: &str, payer: &str, project: &str| {
+        envelope(
+            event_id,
+            "payment_channel.deposit.confirmed",
+            json!({"id": "pcd_x", "is_final": true, "payment_channel_external_id": payer,
+                   "net": net, "currency": "USDT", "project_id": project}),
+        )
+    };
+    for (body, expected) in [
+        (
+            confirmed("evt_1", "49.00", "42", "prj_a"),
+            Applied::Credited,
+        ),
+        (
+            confirmed("evt_copy", "49", "42", "prj_a"),
+            Applied::AlreadyFinal,
+        ),
+        (
+            confirmed("evt_net", "99.00", "42", "prj_a"),
+            Applied::Unconfirmed,
+        ),
+        (
+            confirmed("evt_payer", "49.00", "43", "prj_a"),
+            Applied::Unconfirmed,
+        ),
+        (
+            confirmed("evt_project", "49.00", "42", "prj_b"),
+            Applied::Unconfirmed,
+        ),
+    ] {
+        ledger
+            .record(&recorded_delivery(&body, environment, NOW_MS), NOW_MS)
+            .await
+            .unwrap();
+        let (_, applied) = fulfil.apply(&live(&body), NOW_MS).await.unwrap();
+        assert_eq!(applied, expected, "{body}");
+    }
+    let balance = aws
+        .item(state, "pk", &balance_key(None, "42", "USDT"))
+        .await
+        .unwrap();
+    assert!(
+        Amount::parse(balance["balance"].as_n().unwrap())
+            .unwrap()
+            .same_value(&Amount::parse("49").unwrap()),
+        "credited once: {balance:?}"
+    );
+    let waiting = ledger
+        .with_outcomes(&[Applied::Unconfirmed], Some("pcd_x"))
+        .await
+        .unwrap();
+    let mut ids: Vec<_> = waiting
+        .iter()
+        .map(|w| w.delivery.event_id.as_str())
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["evt_net", "evt_payer", "evt_project"], "{waiting:?}");
+    let why = |id: &str| {
+        waiting
+            .iter()
+            .find(|w| w.delivery.event_id == id)
+            .and_then(|w| w.reason.clone())
+            .unwrap_or_default()
+    };
+    assert!(why("evt_net").contains("99.00") && why("evt_net").contains("49.00"));
+    assert!(why("evt_payer").contains("43") && why("evt_payer").contains("payer 42"));
+    assert!(why("evt_project").contains("prj_b"));
+}

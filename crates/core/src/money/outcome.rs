@@ -195,6 +195,9 @@ pub enum Refusal {
     },
     /// The review note exists already (the delivery was handled before).
     Noted,
+    /// The deposit was credited otherwise than this final confirmation says (why, with both
+    /// values: [`write::credit_differs`]).
+    CreditDiffers(String),
 }
 
 /// A resource as the store found it when it refused a write.
@@ -483,6 +486,8 @@ fn review(source: &Source, change: &Change, plan: &Plan, now_ms: u64) -> Option<
         | Change::ProjectUnknown { resource_id, .. } => resource_id.as_deref(),
         // A payment whose order is known nowhere yet.
         Change::Invoice { invoice_id, .. } => Some(invoice_id.as_str()),
+        // A confirmation contradicting the deposit's credit.
+        Change::Deposit { deposit_id, .. } => Some(deposit_id.as_str()),
         _ => None,
     };
     let why = plan.reason.as_deref().unwrap_or_default();
@@ -764,7 +769,21 @@ pub fn read(source: &Source, change: &Change, stored: Stored) -> Result<Written,
         } => Some((*status, *occurred_at, *paid_at)),
         _ => None,
     };
-    Ok(winner(stored)?.map_or(Written::Committed, |r| refusal(source, paying, &r)))
+    let Some(refused) = winner(stored)? else {
+        return Ok(Written::Committed);
+    };
+    if let (
+        Change::Deposit {
+            credit: Some(credit),
+            ..
+        },
+        What::Deposit,
+    ) = (change, refused.write)
+        && let Some(why) = write::credit_differs(&refused.found, credit)
+    {
+        return Ok(Written::Refused(Refusal::CreditDiffers(why)));
+    }
+    Ok(refusal(source, paying, &refused))
 }
 
 /// Why a payment no road dates waits after a full refund ([`Mark::AfterRefund`]).
@@ -1407,6 +1426,14 @@ pub fn next_as(
         // Dated meanwhile by another road: the mark alone.
         (Write::Dated, _) => mark_only(tried.outcome),
         (Write::Change, Refusal::OrderOnRecord { recorded }) => on_record(change, recorded),
+        // A snapshot of a credited deposit that contradicts its credit: nothing more credited,
+        // and it waits for a person (a person's road is told, nothing written).
+        (Write::Change, Refusal::CreditDiffers(why)) => Step::Then(Plan {
+            write: Write::Review,
+            with_mark: true,
+            outcome: Applied::Unconfirmed,
+            reason: Some(why),
+        }),
         (Write::Change, Refusal::Refunded { recorded, awaited }) => {
             refunded(change, recorded, awaited)
         }

@@ -13,7 +13,9 @@ use crate::money::invoice::{InvoiceSeen, Standing};
 use crate::money::record::InvoiceRecord;
 use crate::money::status::InvoiceStatus;
 use crate::roads::confirm::{PaymentConfirmation, Verdict, check};
-use crate::roads::fulfil::{Fulfil, ResourceStore, close_then_pay, settle_confirmed};
+use crate::roads::fulfil::{
+    Fulfil, ResourceStore, close_then_pay, settle_confirmed, settle_saying,
+};
 use crate::roads::ingest::{Delivery, PortError};
 use crate::roads::release::{Named, ReleaseBy, ReleaseError, ReleaseStore, release_named};
 use crate::wire::envelope::Envelope;
@@ -612,11 +614,11 @@ fn by_hand(record: &OutcomeRecord) -> String {
 }
 
 /// The way out of an unconfirmed delivery a recheck may never settle (Paymos answers 404 to a
-/// forgery and to a project the API key does not read alike): a person checks at Paymos,
-/// settles it and resolves it.
+/// forgery and to a project the API key does not read alike; a deposit credited otherwise than
+/// Paymos has it): a person checks at Paymos, settles it and resolves it.
 fn or_resolve(event_id: &str) -> String {
     format!(
-        "; else check it at Paymos (a 404 is a forgery, or of a project the API key does not read) and settle it (forged: rotate the webhook secret), then `paymos-inbox exceptions --resolve {event_id} --actor <you> --reason \"…\"`"
+        "; else check it at Paymos (a 404 is a forgery, or of a project the API key does not read) and settle it (forged: rotate the webhook secret; a credit that differs from Paymos': correct the balance by hand), then `paymos-inbox exceptions --resolve {event_id} --actor <you> --reason \"…\"`"
     )
 }
 
@@ -672,7 +674,7 @@ fn delivery_exception(delivery: &Waiting, all: &[Waiting]) -> Exception {
             or_resolve(event_id)
         ),
         Pending::Deposit { deposit_id } => format!(
-            "{}: credits the payer once if Paymos confirms it{}",
+            "{}: credits the payer once, never twice, if Paymos confirms it{}",
             recheck(deposit_id),
             or_resolve(event_id)
         ),
@@ -1022,9 +1024,14 @@ async fn recheck_one<S: ExceptionStore, C: PaymentConfirmation>(
     };
     // Paymos was asked: its answer names the project (the event's own word counts for nothing).
     let confirmed = applying.projects.apply_to(confirmed, None);
-    Ok(Recheck::Applied(
-        settle_confirmed(state, &source, &confirmed, effect, now_ms).await?,
-    ))
+    Ok(
+        match settle_saying(state, &source, &confirmed, effect, now_ms, true).await? {
+            // Paymos' deposit is not what was credited: a person settles it, never a second
+            // credit.
+            (Applied::Unconfirmed, why) => Recheck::Waits(why.unwrap_or_default()),
+            (applied, _) => Recheck::Applied(applied),
+        },
+    )
 }
 
 /// The manual roads of a stack: the same store, effect and environment as its webhooks.

@@ -198,6 +198,26 @@ async fn settle_as<S: ResourceStore>(
     now_ms: u64,
     confirmed: bool,
 ) -> Result<Applied, PortError> {
+    Ok(
+        settle_saying(store, source, change, effect, now_ms, confirmed)
+            .await?
+            .0,
+    )
+}
+
+/// [`settle`] (or [`settle_confirmed`]), with why the outcome's plan said (a person's road
+/// tells it: nothing notes it for them).
+///
+/// # Errors
+/// As [`settle`].
+pub(crate) async fn settle_saying<S: ResourceStore>(
+    store: &S,
+    source: &Source,
+    change: &Change,
+    effect: &dyn FulfilmentEffect,
+    now_ms: u64,
+    confirmed: bool,
+) -> Result<(Applied, Option<String>), PortError> {
     let by = source.id();
     let mut change = std::borrow::Cow::Borrowed(change);
     let mut current = plan(&change);
@@ -207,7 +227,7 @@ async fn settle_as<S: ResourceStore>(
         match next_as(source, &change, &current, written, confirmed) {
             Step::Done(applied) => {
                 note(&by, &change, applied, current.reason.as_deref());
-                return Ok(applied);
+                return Ok((applied, current.reason));
             }
             Step::Then(p) => current = p,
             Step::Adopt(recorded) => {

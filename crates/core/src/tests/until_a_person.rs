@@ -146,3 +146,124 @@ async fn a_deposit_or_refund_paymos_does_not_know_waits_for_a_person_through_its
     );
     assert!(list(&*store, &reviews, 0).await.unwrap().is_empty());
 }
+
+/// A final confirmation of pcd_x by `event_id`: `net` USDT to `payer` of `project`.
+fn confirmed(event_id: &str, net: &str, payer: &str, project: &str) -> WorkItem {
+    item(
+        event_id,
+        "payment_channel.deposit.confirmed",
+        &format!(
+            r#"{{"id":"pcd_x","is_final":true,"gross":"50.00","payment_channel_external_id":"{payer}","net":"{net}","currency":"USDT","project_id":"{project}"}}"#
+        ),
+    )
+}
+
+// The attack's F7 (two projects, no check): pcd_x credited 49 to payer 42 of prj_a, then final
+// confirmations of it saying net 99, payer 43, project prj_b: each was `already_final`, listed
+// nowhere, and the difference vanished. A webhook's `data` is a snapshot of the deposit: one
+// that contradicts the credit made credits nothing more and waits for a person with both
+// values; a plain copy stays `already_final`, unlisted.
+#[tokio::test]
+async fn a_final_confirmation_contradicting_the_credit_waits_for_a_person() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let reviews = MemoryReviews::new();
+    let history = [
+        (confirmed("evt_1", "49.00", "42", "prj_a"), Credited),
+        (confirmed("evt_copy", "49", "42", "prj_a"), AlreadyFinal),
+        (confirmed("evt_net", "99.00", "42", "prj_a"), Unconfirmed),
+        (confirmed("evt_payer", "49.00", "43", "prj_a"), Unconfirmed),
+        (
+            confirmed("evt_project", "49.00", "42", "prj_b"),
+            Unconfirmed,
+        ),
+    ];
+    let mut outcomes = Vec::new();
+    for (work, _) in &history {
+        outcomes.push(fulfil.apply(work, NOW_MS).await.unwrap().1);
+        if let Some((outcome @ Unconfirmed, why)) = store.outcome(&work.event_id) {
+            reviews.processed(waited(work), outcome, &why.unwrap_or_default(), 1);
+        }
+    }
+    let expected: Vec<_> = history.iter().map(|(_, o)| *o).collect();
+    assert_eq!(outcomes, expected);
+    let balances: Vec<_> = store.balances().into_iter().collect();
+    assert_eq!(
+        balances,
+        [((None, "42".into(), "USDT".into()), "49".into())],
+        "credited once, as first"
+    );
+    let listed = list(&*store, &reviews, 0).await.unwrap();
+    assert_eq!(listed.len(), 3, "{listed:?}");
+    for (event, said, credited) in [
+        ("evt_net", "99.00", "49.00"),
+        ("evt_payer", "43", "42"),
+        ("evt_project", "prj_b", "home project"),
+    ] {
+        let e = listed
+            .iter()
+            .find(|e| e.event_id.as_deref() == Some(event))
+            .unwrap_or_else(|| panic!("{event} not listed: {listed:?}"));
+        assert_eq!(e.kind, "unconfirmed");
+        assert!(
+            e.why.contains(said) && e.why.contains(credited) && e.why.contains("evt_1"),
+            "{e:?}"
+        );
+        assert!(
+            e.action.contains("recheck pcd_x")
+                && e.action.contains("at Paymos")
+                && e.action.contains(&format!("exceptions --resolve {event}")),
+            "{e:?}"
+        );
+    }
+}
+
+// With the reverse check: what was credited is a deposit as some road had it; a delivery that
+// Paymos now confirms otherwise (a stack that turned the check on later) credits nothing more
+// and waits, also through its recheck; one Paymos confirms as credited is a plain copy.
+#[tokio::test]
+async fn with_the_check_a_credit_paymos_contradicts_is_never_credited_twice() {
+    let store = Arc::new(MemoryResources::new());
+    let unchecked = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let first = confirmed("evt_1", "49.00", "42", "prj_a");
+    assert_eq!(unchecked.apply(&first, NOW_MS).await.unwrap().1, Credited);
+    let paymos = Arc::new(MemoryPaymos::new());
+    let at_paymos = |net: &str| crate::roads::confirm::ConfirmedDeposit {
+        status: "confirmed".into(),
+        is_final: true,
+        is_test: false,
+        payer: "42".into(),
+        net: crate::money::status::Amount::parse(net),
+        currency: "USDT".into(),
+        project_id: Some("prj_a".into()),
+    };
+    paymos.deposit("pcd_x", at_paymos("99.00"));
+    let checked = Fulfil::new(Arc::clone(&store))
+        .with_confirmation(Arc::clone(&paymos))
+        .for_projects(Projects::parse("prj_a,prj_b"));
+    let later = confirmed("evt_99", "99.00", "42", "prj_a");
+    assert_eq!(checked.apply(&later, NOW_MS).await.unwrap().1, Unconfirmed);
+    let (outcome, why) = store.outcome("evt_99").unwrap();
+    let why = why.unwrap_or_default();
+    assert!(why.contains("99.00") && why.contains("49.00"), "{why}");
+    let reviews = MemoryReviews::new();
+    reviews.processed(waited(&later), outcome, &why, 1);
+    let rechecked = recheck_all(&store, &reviews, &paymos).await;
+    assert_eq!(
+        rechecked,
+        [("evt_99".to_owned(), "unconfirmed".to_owned())],
+        "Paymos' 99 is not what was credited: a person settles it"
+    );
+    assert_eq!(reviews.resolved("evt_99"), None);
+    assert_eq!(list(&*store, &reviews, 0).await.unwrap().len(), 1);
+    // Paymos as credited: a delivery saying so is a plain copy.
+    paymos.deposit("pcd_x", at_paymos("49"));
+    let copy = confirmed("evt_copy", "49", "42", "prj_a");
+    assert_eq!(checked.apply(&copy, NOW_MS).await.unwrap().1, AlreadyFinal);
+    let balances: Vec<_> = store.balances().into_iter().collect();
+    assert_eq!(
+        balances,
+        [((None, "42".into(), "USDT".into()), "49".into())],
+        "credited once"
+    );
+}

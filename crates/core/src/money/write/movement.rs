@@ -123,6 +123,50 @@ pub fn deposit(
     ]
 }
 
+/// What a final confirmation's `credit` says otherwise than the credit the deposit `found`
+/// holds (its net, currency, payer or project), with both values, if anything: `data` is a
+/// snapshot of the deposit, so one that contradicts the credit made is no copy of it, and only a
+/// person (or Paymos) says which is right. A field the record lacks contradicts nothing; a
+/// credit of the home project's scope (naming it, or none) contradicts no project either.
+#[must_use]
+pub fn credit_differs(found: &Fields, credit: &Credit) -> Option<String> {
+    let text = |field: Field| found.get(&field).and_then(Value::as_text);
+    let mut differs = Vec::new();
+    if let Some(Value::Amount(net)) = found.get(&Field::Net)
+        && let Some(currency) = text(Field::Currency)
+        && !(net.same_value(&credit.net) && currency.eq_ignore_ascii_case(&credit.currency))
+    {
+        differs.push(format!(
+            "net {} {}, credited {} {}",
+            credit.net.as_str(),
+            credit.currency,
+            net.as_str(),
+            currency
+        ));
+    }
+    if let Some(payer) = text(Field::Payer)
+        && payer != credit.payer
+    {
+        differs.push(format!("payer {}, credited to payer {payer}", credit.payer));
+    }
+    if let Some(project) = &credit.project
+        && text(Field::ProjectId) != Some(project.as_str())
+    {
+        differs.push(format!(
+            "project {project}, credited in {}",
+            text(Field::ProjectId).unwrap_or("the home project")
+        ));
+    }
+    // (Only a credited deposit refuses a credit, and only a credit sets these fields.)
+    (!differs.is_empty()).then(|| {
+        format!(
+            "this final confirmation says {}, by {}: nothing more credited; check the deposit at Paymos",
+            differs.join("; "),
+            text(Field::CreditedBy).unwrap_or("an earlier delivery")
+        )
+    })
+}
+
 /// Whether a withdrawal takes `incoming`: forward only, nothing leaves a final status.
 #[must_use]
 pub fn withdrawal_transition(incoming: WithdrawalStatus) -> Guard {

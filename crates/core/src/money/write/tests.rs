@@ -605,3 +605,81 @@ fn the_latest_full_refund_decides_which_payments_it_returns() {
     let old = Fields::from([(Field::RefundedInFullBy, Value::text("wdr_0"))]);
     assert!(refunded_in_full(Some(u64::MAX)).holds(Some(&old)));
 }
+
+// Issue 49 (the attack's F7): what a final confirmation says otherwise than the credit a
+// deposit holds, each alone, with both values; what equals it (as a decimal, the currency in
+// any case) or the record lacks contradicts nothing, nor does a credit of the home scope.
+#[test]
+fn a_credit_differs_by_each_thing_it_says_otherwise() {
+    let credited = |project: Option<&str>| {
+        let source = Source::Delivery {
+            event_id: "evt_1".into(),
+        };
+        let credit = Credit {
+            payer: "42".into(),
+            net: Amount::parse("49.00").unwrap(),
+            currency: "USDT".into(),
+            project: project.map(str::to_owned),
+        };
+        let writes = deposit(
+            "pcd_x",
+            (DepositStatus::Confirmed, 1),
+            Some(&credit),
+            &source,
+            1,
+        );
+        let mut found = Fields::new();
+        for set in &writes[0].set {
+            if let Set::Put(field, value) = set {
+                found.insert(field.clone(), value.clone());
+            }
+        }
+        found
+    };
+    let said = |payer: &str, net: &str, currency: &str, project: Option<&str>| Credit {
+        payer: payer.into(),
+        net: Amount::parse(net).unwrap(),
+        currency: currency.into(),
+        project: project.map(str::to_owned),
+    };
+    let home = credited(None);
+    assert_eq!(credit_differs(&home, &said("42", "49", "usdt", None)), None);
+    for (credit, words) in [
+        (
+            said("42", "99", "USDT", None),
+            "net 99 USDT, credited 49.00 USDT",
+        ),
+        (
+            said("42", "49", "TRX", None),
+            "net 49 TRX, credited 49.00 USDT",
+        ),
+        (
+            said("43", "49", "USDT", None),
+            "payer 43, credited to payer 42",
+        ),
+        (
+            said("42", "49", "USDT", Some("prj_b")),
+            "project prj_b, credited in the home project",
+        ),
+    ] {
+        let why = credit_differs(&home, &credit).unwrap_or_default();
+        assert!(
+            why.contains(words) && why.contains("by evt_1"),
+            "{words}: {why}"
+        );
+    }
+    let of_b = credited(Some("prj_b"));
+    assert_eq!(
+        credit_differs(&of_b, &said("42", "49", "USDT", Some("prj_b"))),
+        None
+    );
+    assert!(
+        credit_differs(&of_b, &said("42", "49", "USDT", Some("prj_c")))
+            .is_some_and(|w| w.contains("project prj_c, credited in prj_b"))
+    );
+    // A record that lacks what a credit says (a deposit not credited) contradicts nothing.
+    assert_eq!(
+        credit_differs(&Fields::new(), &said("43", "99", "TRX", None)),
+        None
+    );
+}

@@ -193,6 +193,17 @@ async fn a_final_confirmation_contradicting_the_credit_waits_for_a_person() {
         [((None, "42".into(), "USDT".into()), "49".into())],
         "credited once, as first"
     );
+    // The review note the hand-off publishes (Payment Needs Review) names the deposit.
+    let note = store
+        .fields(&crate::money::write::Key::state(
+            crate::money::write::review_key("evt_net"),
+        ))
+        .unwrap_or_default();
+    assert_eq!(
+        note.get(&crate::money::write::Field::ResourceId),
+        Some(&crate::money::write::Value::text("pcd_x")),
+        "{note:?}"
+    );
     let listed = list(&*store, &reviews, 0).await.unwrap();
     assert_eq!(listed.len(), 3, "{listed:?}");
     for (event, said, credited) in [

@@ -1358,6 +1358,33 @@ fn of_unknown_mode(change: &Change, by: &str, recorded: OrderRef) -> Step {
     }
 }
 
+/// After a write that corrected the record before the change (Paymos' order or project, a
+/// learned order, a payment's date): the change planned again, or where it stands.
+fn after_a_correction(
+    source: &Source,
+    change: &Change,
+    tried: &Plan,
+    written: &Written,
+) -> Option<Step> {
+    if let Write::PaymosOrder { recorded } = &tried.write {
+        return Some(corrected(change, recorded, written));
+    }
+    if let Some(step) = dated(source, change, tried, written) {
+        return Some(step);
+    }
+    match (&tried.write, written) {
+        (Write::Learn | Write::PaymosProject { .. }, Written::AlreadyProcessed) => {
+            Some(Step::Done(Applied::AlreadyProcessed))
+        }
+        // Learned, or the record moved since it was read: the change is planned again.
+        (Write::Learn, _) | (Write::PaymosProject { .. }, Written::Committed) => {
+            Some(Step::Adopt(OrderRef::none()))
+        }
+        (Write::PaymosProject { .. }, Written::Refused(_)) => Some(other_project_mark(None)),
+        _ => None,
+    }
+}
+
 /// [`next`], for a change whose order Paymos `confirmed` (the reverse check, `recheck`,
 /// `reconcile`): Paymos' order and price replace a record's that differs, before the change is
 /// tried again; what Paymos confirms wins over what an unconfirmed delivery said.
@@ -1369,25 +1396,8 @@ pub fn next_as(
     written: Written,
     confirmed: bool,
 ) -> Step {
-    if let Write::PaymosOrder { recorded } = &tried.write {
-        return corrected(change, recorded, &written);
-    }
-    if let Some(step) = dated(source, change, tried, &written) {
+    if let Some(step) = after_a_correction(source, change, tried, &written) {
         return step;
-    }
-    if let Write::Learn = &tried.write {
-        // Learned, or the record moved since it was read: the change is planned again.
-        return match written {
-            Written::AlreadyProcessed => Step::Done(Applied::AlreadyProcessed),
-            Written::Committed | Written::Refused(_) => Step::Adopt(OrderRef::none()),
-        };
-    }
-    if let Write::PaymosProject { .. } = &tried.write {
-        return match written {
-            Written::Committed => Step::Adopt(OrderRef::none()),
-            Written::AlreadyProcessed => Step::Done(Applied::AlreadyProcessed),
-            Written::Refused(_) => other_project_mark(None),
-        };
     }
     let refusal = match written {
         Written::Committed if tried.with_mark => return Step::Done(tried.outcome),

@@ -143,8 +143,10 @@ async fn a_paused_hand_off_keeps_every_event_and_resumed_delivers_each_once_each
     }
     // Published to the hand-off's queue meanwhile, and none posted.
     let queue = dev.info.queues["WebhookDeliveryQueue"].clone();
+    // Polled until there (the pipeline runs beside every other suite in CI: minutes, not
+    // seconds, are the bound).
     let mut waiting = 0;
-    for _ in 0..100 {
+    for _ in 0..600 {
         let attributes = dev
             .sqs
             .get_queue_attributes()
@@ -179,7 +181,7 @@ async fn a_paused_hand_off_keeps_every_event_and_resumed_delivers_each_once_each
     let expected: std::collections::BTreeSet<String> =
         invoices.iter().map(|i| format!("order-paid:{i}")).collect();
     let mut got = std::collections::BTreeSet::new();
-    for _ in 0..150 {
+    for _ in 0..600 {
         got = ids(&posts).into_iter().collect();
         if got == expected {
             break;

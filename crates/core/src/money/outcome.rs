@@ -1372,15 +1372,17 @@ fn after_a_correction(
     if let Some(step) = dated(source, change, tried, written) {
         return Some(step);
     }
-    match (&tried.write, written) {
-        (Write::Learn | Write::PaymosProject { .. }, Written::AlreadyProcessed) => {
-            Some(Step::Done(Applied::AlreadyProcessed))
-        }
+    match &tried.write {
         // Learned, or the record moved since it was read: the change is planned again.
-        (Write::Learn, _) | (Write::PaymosProject { .. }, Written::Committed) => {
-            Some(Step::Adopt(OrderRef::none()))
-        }
-        (Write::PaymosProject { .. }, Written::Refused(_)) => Some(other_project_mark(None)),
+        Write::Learn => Some(match written {
+            Written::AlreadyProcessed => Step::Done(Applied::AlreadyProcessed),
+            Written::Committed | Written::Refused(_) => Step::Adopt(OrderRef::none()),
+        }),
+        Write::PaymosProject { .. } => Some(match written {
+            Written::Committed => Step::Adopt(OrderRef::none()),
+            Written::AlreadyProcessed => Step::Done(Applied::AlreadyProcessed),
+            Written::Refused(_) => other_project_mark(None),
+        }),
         _ => None,
     }
 }

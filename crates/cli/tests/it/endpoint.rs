@@ -7,8 +7,8 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use paymos_inbox_core::wire::signature::{SigningKey, WebhookSecret};
 use paymos_inbox_local::dev::{DevOptions, start};
+use paymos_inbox_core::wire::signature::{SigningKey, WebhookSecret};
 use paymos_inbox_testkit::*;
 
 type Posts = Arc<Mutex<Vec<(Vec<(String, String)>, String)>>>;
@@ -17,26 +17,28 @@ type Posts = Arc<Mutex<Vec<(Vec<(String, String)>, String)>>>;
 async fn consumer() -> (String, Posts) {
     let posts: Posts = Arc::default();
     let kept = posts.clone();
-    let url = paymos_inbox_local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
-        let kept = kept.clone();
-        async move {
-            use http_body_util::BodyExt as _;
-            let headers = req
-                .headers()
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or_default().to_owned()))
-                .collect();
-            let body = req.into_body().collect().await.unwrap().to_bytes();
-            kept.lock()
-                .unwrap()
-                .push((headers, String::from_utf8_lossy(&body).into_owned()));
-            let mut r = hyper::Response::new(http_body_util::Full::new(hyper::body::Bytes::new()));
-            *r.status_mut() = hyper::StatusCode::NO_CONTENT;
-            r
-        }
-    })
-    .await
-    .unwrap();
+    let url =
+        paymos_inbox_local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
+            let kept = kept.clone();
+            async move {
+                use http_body_util::BodyExt as _;
+                let headers = req
+                    .headers()
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or_default().to_owned()))
+                    .collect();
+                let body = req.into_body().collect().await.unwrap().to_bytes();
+                kept.lock()
+                    .unwrap()
+                    .push((headers, String::from_utf8_lossy(&body).into_owned()));
+                let mut r =
+                    hyper::Response::new(http_body_util::Full::new(hyper::body::Bytes::new()));
+                *r.status_mut() = hyper::StatusCode::NO_CONTENT;
+                r
+            }
+        })
+        .await
+        .unwrap();
     (url, posts)
 }
 

@@ -11,7 +11,8 @@ use crate::port::PortError;
 use crate::roads::handoff::{DETAIL_VERSION, DomainEvent, EventPublisher, slug};
 use crate::wire::signature::Environment;
 
-pub use crate::roads::handoff::ENDPOINT_PAUSED;
+/// The detail type of the fact that the deliverer paused itself.
+pub const ENDPOINT_PAUSED: &str = "Endpoint Paused";
 
 /// The detail type of `events test`'s message (never on the bus: posted to the endpoint alone).
 pub const ENDPOINT_TEST: &str = "Endpoint Test";

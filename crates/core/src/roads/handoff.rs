@@ -84,12 +84,11 @@ pub const DETAIL_TYPES: [(&str, &[&str]); 9] = [
     ),
     // The one fact not derived from the state table: the deliverer publishes it when it
     // pauses a failing destination (`roads::endpoint`).
-    (ENDPOINT_PAUSED, &["failing_since", "last_error"]),
+    (
+        crate::roads::endpoint::ENDPOINT_PAUSED,
+        &["failing_since", "last_error"],
+    ),
 ];
-
-/// The detail type of the fact that the deliverer paused itself (`roads::endpoint`, which
-/// builds it, stands on this module: the detail types are said here, once).
-pub const ENDPOINT_PAUSED: &str = "Endpoint Paused";
 
 /// One business fact to publish.
 #[derive(Debug, Clone, PartialEq)]

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use paymos_inbox_local::dev::{DevOptions, start};
+use paymos_inbox::local::dev::{DevOptions, start};
 use paymos_inbox_core::wire::signature::{SigningKey, WebhookSecret};
 use paymos_inbox_testkit::*;
 
@@ -18,7 +18,7 @@ async fn consumer() -> (String, Posts) {
     let posts: Posts = Arc::default();
     let kept = posts.clone();
     let url =
-        paymos_inbox_local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
+        paymos_inbox::local::stub::serve(move |req: hyper::Request<hyper::body::Incoming>| {
             let kept = kept.clone();
             async move {
                 use http_body_util::BodyExt as _;

@@ -555,7 +555,7 @@ async fn deliver_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, String)
     // A destination failing past WebhookPauseAfterHours: its own event source mapping found
     // and switched off (on dev's stand-in of Lambda's API), the Endpoint Paused fact published.
     let on = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let lambda_url = paymos_inbox_local::switch::serve(on).await.unwrap();
+    let lambda_url = paymos_inbox::local::switch::serve(on).await.unwrap();
     let lambda = aws_sdk_lambda::Config::builder()
         .behavior_version_latest()
         .region(aws_sdk_lambda::config::Region::new("us-east-1"))
@@ -570,7 +570,7 @@ async fn deliver_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, String)
         "arn:aws:sqs:us-east-1:000000000000:WebhookDeliveryQueue",
     );
     let bus_url =
-        paymos_inbox_local::stub::serve(|_req: hyper::Request<hyper::body::Incoming>| async {
+        paymos_inbox::local::stub::serve(|_req: hyper::Request<hyper::body::Incoming>| async {
             let body = json!({"FailedEntryCount": 0, "Entries": [{"EventId": "e-1"}]}).to_string();
             hyper::Response::new(http_body_util::Full::new(hyper::body::Bytes::from(body)))
         })

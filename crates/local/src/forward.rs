@@ -31,17 +31,15 @@ impl RetryQueue for Compressed {
     }
 }
 
-/// Starts forwarding every hand-off event of `created`'s stack to `url`, signed with `secret`,
-/// while `on` (the event source mapping's stand-in, [`super::switch`]): paused, the events wait
-/// in their queue.
+/// Starts forwarding every hand-off event of `created`'s stack to `url`, signed with `secret`.
 ///
 /// # Errors
 /// When the secret or the endpoint cannot be used.
 pub fn run(
     sqs: aws_sdk_sqs::Client,
     created: &Created,
-    (url, secret): (&str, &str),
-    on: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    url: &str,
+    secret: &str,
 ) -> Result<tokio::task::JoinHandle<()>, String> {
     let secret = OutboundSecret::parse(secret).map_err(|e| e.to_string())?;
     let target = HttpWebhookTarget::new(url, std::time::Duration::from_secs(10))
@@ -53,10 +51,6 @@ pub fn run(
     );
     Ok(tokio::spawn(async move {
         loop {
-            if !on.load(std::sync::atomic::Ordering::SeqCst) {
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                continue;
-            }
             if let Err(e) = once(&sqs, &queue_url, &target, &queue, &secret).await {
                 tracing::warn!(error = %e, "the local hand-off could not read its queue; trying again");
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;

@@ -17,7 +17,6 @@ mod cli;
 mod conditions;
 mod console;
 mod deploy_lines;
-mod endpoint;
 mod exceptions;
 mod exits;
 mod handoff;

@@ -109,6 +109,24 @@ fn grants_of(service: &str, operation: &str, body: &[u8]) -> Vec<Grant> {
         "SQS" => "sqs",
         "Secrets Manager" | "SecretsManager" => "secretsmanager",
         "EventBridge" => "events",
+        // Lambda's control plane speaks REST: the target is the kind of resource (the
+        // deliverer's own mapping; ListEventSourceMappings takes no resource).
+        "Lambda" => {
+            let target = match operation {
+                "ListEventSourceMappings" => "*",
+                "UpdateEventSourceMapping" => "event-source-mapping",
+                _ => "function",
+            };
+            let action = if operation == "Invoke" {
+                "InvokeFunction"
+            } else {
+                operation
+            };
+            return vec![Grant {
+                action: format!("lambda:{action}"),
+                target: target.to_owned(),
+            }];
+        }
         other => {
             return vec![Grant {
                 action: format!("{other}:{operation}"),

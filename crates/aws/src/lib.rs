@@ -4,6 +4,7 @@
 pub mod aws;
 pub mod dynamodb;
 pub mod events;
+pub mod lambda;
 pub mod paymos_api;
 pub mod secrets;
 pub mod sqs;

@@ -450,6 +450,12 @@ pub const WEBHOOK_QUEUE_URL: &str = "WEBHOOK_QUEUE_URL";
 
 /// Its dead-letter queue, where an event the endpoint answers `410 Gone` is parked at once.
 pub const WEBHOOK_DLQ_URL: &str = "WEBHOOK_DLQ_URL";
+/// Environment variable: hours the destination may fail before the deliverer pauses it
+/// (template.yaml: `WebhookPauseAfterHours`; empty or 0: never).
+pub const WEBHOOK_PAUSE_AFTER_HOURS: &str = "WEBHOOK_PAUSE_AFTER_HOURS";
+/// Environment variable: the delivery queue's ARN, by which the deliverer finds its own event
+/// source mapping to pause it.
+pub const WEBHOOK_QUEUE_ARN: &str = "WEBHOOK_QUEUE_ARN";
 
 /// What the deliverer function needs.
 #[derive(Debug, Clone)]
@@ -462,6 +468,48 @@ pub struct DeliverConfig {
     pub queue_url: String,
     /// Its dead-letter queue (`WebhookTargetDeadLetterQueue`).
     pub dead_letter_url: String,
+    /// The automatic pause, when set.
+    pub pause: Option<PauseConfig>,
+}
+
+/// What the deliverer needs to pause a failing destination.
+#[derive(Debug, Clone)]
+pub struct PauseConfig {
+    /// After how long of failing.
+    pub after: paymos_inbox_core::roads::endpoint::PauseAfter,
+    /// The delivery queue's ARN (its event source mapping is the switch).
+    pub queue_arn: String,
+    /// The bus the `Endpoint Paused` fact goes to.
+    pub event_bus: String,
+    /// The environment the stack applies (the fact says it).
+    pub environment: Environment,
+}
+
+impl PauseConfig {
+    /// [`WEBHOOK_PAUSE_AFTER_HOURS`] and, when it is above 0, what a pause needs.
+    ///
+    /// # Errors
+    /// Not a number, or a variable a pause needs missing.
+    fn from_lookup(lookup: &impl Fn(&str) -> Option<String>) -> Result<Option<Self>, ConfigError> {
+        let hours: Option<u64> = optional_number(lookup, WEBHOOK_PAUSE_AFTER_HOURS)?;
+        let Some(hours) = hours.filter(|h| *h > 0) else {
+            return Ok(None);
+        };
+        Ok(Some(Self {
+            after: paymos_inbox_core::roads::endpoint::PauseAfter(hours * 3600),
+            queue_arn: required(
+                lookup,
+                WEBHOOK_QUEUE_ARN,
+                "the delivery queue's ARN (template.yaml: WebhookDeliveryQueue)",
+            )?,
+            event_bus: required(
+                lookup,
+                EVENT_BUS_NAME,
+                "the bus of the Endpoint Paused fact (template.yaml: EventBus)",
+            )?,
+            environment: environment(lookup)?,
+        }))
+    }
 }
 
 impl DeliverConfig {
@@ -498,6 +546,7 @@ impl DeliverConfig {
                 WEBHOOK_DLQ_URL,
                 "the delivery queue's dead-letter queue (template.yaml: WebhookTargetDeadLetterQueue)",
             )?,
+            pause: PauseConfig::from_lookup(&lookup)?,
         })
     }
 }

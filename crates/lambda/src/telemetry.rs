@@ -209,6 +209,9 @@ pub mod metric {
     pub const WEBHOOK_ATTEMPTS: &str = "WebhookAttempts";
     /// Milliseconds each post of the signed hand-off took, answered or not.
     pub const WEBHOOK_LATENCY: &str = "WebhookLatencyMs";
+    /// The deliverer paused a destination that had failed for `WebhookPauseAfterHours`:
+    /// `WebhookTargetPausedAlarm`.
+    pub const WEBHOOK_PAUSES: &str = "WebhookPauses";
     /// The outcomes `Monitoring=essential`'s alarms read by their `Outcome` dimension (a wrong
     /// or mislabelled secret, a misconfigured stack); every other outcome is counted in one
     /// series without it there, a series being billed a month. `Misconfigured` keeps its setting.
@@ -218,8 +221,9 @@ pub mod metric {
         (INGEST_ANSWERS, "misconfigured"),
     ];
     /// Every metric name the code emits.
-    pub const ALL: [&str; 14] = [
+    pub const ALL: [&str; 15] = [
         RECONCILE_BEHIND,
+        WEBHOOK_PAUSES,
         WEBHOOK_ATTEMPTS,
         WEBHOOK_LATENCY,
         CROSS_ENVIRONMENT_IDS,

@@ -119,6 +119,10 @@ pub struct DevInfo {
     /// this run; a local secret, never a deployed stack's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhook_signing_secret: Option<String>,
+    /// With `--forward-to`: the stand-in of Lambda's API for the deliverer's event source
+    /// mapping (`events pause`/`resume` switch it; [`crate::switch`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lambda_endpoint: Option<String>,
 }
 
 /// How often `dev` runs the sweep (on AWS: `SweepRate`, 5 minutes).
@@ -198,6 +202,20 @@ pub async fn clients(dynamodb: &str, sqs: &str) -> (aws_sdk_dynamodb::Client, aw
 /// How [`start`]'s error begins when the port is taken.
 pub const PORT_BUSY: &str = "cannot listen on";
 
+/// The hand-off's switch (on) and, when `dev` forwards to an endpoint, the stand-in of Lambda's
+/// API that `events pause`/`resume` turn it with.
+async fn delivery_switch(
+    forwards: bool,
+) -> Result<(Arc<std::sync::atomic::AtomicBool>, Option<String>), String> {
+    let on = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let endpoint = if forwards {
+        Some(crate::switch::serve(Arc::clone(&on)).await?)
+    } else {
+        None
+    };
+    Ok((on, endpoint))
+}
+
 /// Starts everything and returns once the ingest URL accepts requests.
 ///
 /// # Errors
@@ -247,6 +265,7 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
 
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let secrets_manager_endpoint = serve_secrets(options.secrets_text.as_deref()).await?;
+    let (delivering, lambda_endpoint) = delivery_switch(options.forward_to.is_some()).await?;
     let info = DevInfo {
         ingest_url: format!("http://{addr}/"),
         dynamodb_endpoint: dynamodb_endpoint.clone(),
@@ -258,6 +277,7 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
         projects: options.projects.ids().to_vec(),
         forward_to: options.forward_to.clone(),
         webhook_signing_secret: signing_secret.clone(),
+        lambda_endpoint,
     };
     if !options.handlers {
         drop(listener);
@@ -290,7 +310,12 @@ pub async fn start(options: DevOptions) -> Result<Dev, String> {
     );
     let mut tasks = vec![server, poller, publisher, sweep(&dynamodb, &sqs, &created)];
     if let (Some(url), Some(secret)) = (&options.forward_to, &signing_secret) {
-        tasks.push(crate::forward::run(sqs.clone(), &created, url, secret)?);
+        tasks.push(crate::forward::run(
+            sqs.clone(),
+            &created,
+            (url, secret),
+            delivering,
+        )?);
     }
     if let Some(api) = options.reconcile_with.map(PaymosApi::new) {
         tasks.push(reconcile_every_minute(api, stack_fulfil()));

@@ -31,15 +31,17 @@ impl RetryQueue for Compressed {
     }
 }
 
-/// Starts forwarding every hand-off event of `created`'s stack to `url`, signed with `secret`.
+/// Starts forwarding every hand-off event of `created`'s stack to `url`, signed with `secret`,
+/// while `on` (the event source mapping's stand-in, [`super::switch`]): paused, the events wait
+/// in their queue.
 ///
 /// # Errors
 /// When the secret or the endpoint cannot be used.
 pub fn run(
     sqs: aws_sdk_sqs::Client,
     created: &Created,
-    url: &str,
-    secret: &str,
+    (url, secret): (&str, &str),
+    on: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> Result<tokio::task::JoinHandle<()>, String> {
     let secret = OutboundSecret::parse(secret).map_err(|e| e.to_string())?;
     let target = HttpWebhookTarget::new(url, std::time::Duration::from_secs(10))
@@ -51,7 +53,11 @@ pub fn run(
     );
     Ok(tokio::spawn(async move {
         loop {
-            if let Err(e) = once(&sqs, &queue_url, &target, &queue, &secret).await {
+            if !on.load(std::sync::atomic::Ordering::SeqCst) {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                continue;
+            }
+            if let Err(e) = once(&sqs, &queue_url, (&target, &queue, &secret), &on).await {
                 tracing::warn!(error = %e, "the local hand-off could not read its queue; trying again");
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             }
@@ -60,13 +66,14 @@ pub fn run(
 }
 
 /// One receive: the batch as Lambda's event source hands it over, delivered, and what was
-/// delivered (or parked) deleted, as the event source does with a batch response.
+/// delivered (or parked) deleted, as the event source does with a batch response. A batch
+/// received while the switch went off goes back to the queue untouched: paused means nothing
+/// posted from the moment `events pause` answered.
 async fn once(
     sqs: &aws_sdk_sqs::Client,
     queue_url: &str,
-    target: &HttpWebhookTarget,
-    queue: &Compressed,
-    secret: &OutboundSecret,
+    (target, queue, secret): (&HttpWebhookTarget, &Compressed, &OutboundSecret),
+    on: &std::sync::atomic::AtomicBool,
 ) -> Result<(), String> {
     let messages = sqs
         .receive_message()
@@ -80,6 +87,18 @@ async fn once(
         .messages
         .unwrap_or_default();
     if messages.is_empty() {
+        return Ok(());
+    }
+    if !on.load(std::sync::atomic::Ordering::SeqCst) {
+        for m in &messages {
+            sqs.change_message_visibility()
+                .queue_url(queue_url)
+                .receipt_handle(m.receipt_handle.as_deref().unwrap_or_default())
+                .visibility_timeout(0)
+                .send()
+                .await
+                .map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(e).to_string())?;
+        }
         return Ok(());
     }
     let mut event = SqsEvent::default();

@@ -15,5 +15,6 @@ pub mod redrive;
 pub mod secrets;
 pub mod stream;
 pub mod stub;
+pub mod switch;
 pub mod tables;
 pub mod template;

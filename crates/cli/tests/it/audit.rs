@@ -282,6 +282,9 @@ async fn act(rig: &Rig, door: Door, kind: ActionKind) {
             ActionKind::Resend => &["pending", "--resend", "--older-than", "0"],
             ActionKind::EventsResend => &["events", "resend", "--resource", HELD],
             ActionKind::Resolve => &["exceptions", "--resolve", &unusable, "--reason", REASON],
+            ActionKind::EventsPause | ActionKind::EventsResume | ActionKind::EventsTest => {
+                unreachable!("the hand-off's switch and test: tests/it/endpoint.rs")
+            }
         };
         let mut words = words.to_vec();
         words.extend(["--actor", "alice"]);
@@ -304,6 +307,9 @@ async fn act(rig: &Rig, door: Door, kind: ActionKind) {
         ActionKind::Resend => ("resend", json!({"id": "stranded", "count": 1})),
         ActionKind::EventsResend => ("events-resend", json!({"id": HELD})),
         ActionKind::Resolve => ("resolve", json!({"id": unusable, "reason": REASON})),
+        ActionKind::EventsPause | ActionKind::EventsResume | ActionKind::EventsTest => {
+            unreachable!("the hand-off's switch and test: tests/it/endpoint.rs")
+        }
     };
     let answer = console
         .http
@@ -374,6 +380,9 @@ async fn recorded_once(door: Door, kind: ActionKind) {
         ActionKind::Resend => ("stranded", None, Some(0)),
         ActionKind::EventsResend => (HELD, None, Some(1)),
         ActionKind::Resolve => (e.subject.as_str(), Some(REASON), None),
+        ActionKind::EventsPause | ActionKind::EventsResume | ActionKind::EventsTest => {
+            unreachable!("the hand-off's switch and test: tests/it/endpoint.rs")
+        }
     };
     if kind == ActionKind::Resolve {
         assert!(e.subject.starts_with("evt_"), "{e:?}");
@@ -404,6 +413,9 @@ async fn recorded_once(door: Door, kind: ActionKind) {
         }
         ActionKind::EventsResend => "published 1",
         ActionKind::Resolve => "resolved (was unusable)",
+        ActionKind::EventsPause | ActionKind::EventsResume | ActionKind::EventsTest => {
+            unreachable!("the hand-off's switch and test: tests/it/endpoint.rs")
+        }
     };
     assert_eq!(e.result, changed, "{door:?} {kind}");
 }

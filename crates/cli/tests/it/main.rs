@@ -17,6 +17,7 @@ mod cli;
 mod conditions;
 mod console;
 mod deploy_lines;
+mod endpoint;
 mod exceptions;
 mod exits;
 mod handoff;

@@ -80,6 +80,9 @@ fn logical(created: &Created, target: &str) -> String {
     if target == BUS {
         return "EventBus".into();
     }
+    if matches!(target, "*" | "event-source-mapping") {
+        return target.into();
+    }
     let (table, index) = target
         .split_once("/index/")
         .map_or((target, None), |(t, i)| (t, Some(i)));
@@ -131,11 +134,15 @@ fn resource_of(v: &Value) -> Vec<String> {
                         (n, None) => n.to_owned(),
                     }];
                 }
+                if text.contains(":event-source-mapping:") {
+                    return vec!["event-source-mapping".to_owned()];
+                }
                 vec![text]
             } else {
                 vec![text.split('.').next().unwrap_or_default().to_owned()]
             }
         }
+        Value::String(any) if any == "*" => vec![any.clone()],
         other => vec![format!("{other:?}")],
     }
 }
@@ -545,6 +552,49 @@ async fn deliver_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, String)
     paymos_inbox_core::roads::outbound::RetryQueue::park(&queue, "{}", "410 Gone")
         .await
         .unwrap();
+    // A destination failing past WebhookPauseAfterHours: its own event source mapping found
+    // and switched off (on dev's stand-in of Lambda's API), the Endpoint Paused fact published.
+    let on = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let lambda_url = paymos_inbox_local::switch::serve(on).await.unwrap();
+    let lambda = aws_sdk_lambda::Config::builder()
+        .behavior_version_latest()
+        .region(aws_sdk_lambda::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_lambda::config::Credentials::new(
+            "test", "test", None, None, "tests",
+        ))
+        .endpoint_url(lambda_url)
+        .interceptor(aws.calls.clone())
+        .build();
+    let switch = paymos_inbox_aws::lambda::EventSourceSwitch::new(
+        aws_sdk_lambda::Client::from_conf(lambda),
+        "arn:aws:sqs:us-east-1:000000000000:WebhookDeliveryQueue",
+    );
+    let bus_url =
+        paymos_inbox_local::stub::serve(|_req: hyper::Request<hyper::body::Incoming>| async {
+            let body = json!({"FailedEntryCount": 0, "Entries": [{"EventId": "e-1"}]}).to_string();
+            hyper::Response::new(http_body_util::Full::new(hyper::body::Bytes::from(body)))
+        })
+        .await
+        .unwrap();
+    let events = aws_sdk_eventbridge::Config::builder()
+        .behavior_version_latest()
+        .region(aws_sdk_eventbridge::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_eventbridge::config::Credentials::new(
+            "test", "test", None, None, "tests",
+        ))
+        .endpoint_url(bus_url)
+        .interceptor(aws.calls.clone())
+        .build();
+    let bus = paymos_inbox_aws::events::EventBridgePublisher::new(
+        aws_sdk_eventbridge::Client::from_conf(events),
+        BUS,
+    );
+    let fact = paymos_inbox_core::roads::endpoint::endpoint_paused(Environment::Live, 1, "503", 2);
+    assert!(
+        paymos_inbox_core::roads::endpoint::pause_failing(&switch, &bus, fact)
+            .await
+            .unwrap()
+    );
     used(created, &aws.calls)
 }
 

@@ -311,11 +311,12 @@ fn each_function_gets_every_variable_its_binary_reads_and_no_secret() {
     let deliver = env_vars(&t, "DeliverFunction");
     config::DeliverConfig::from_lookup(|k| {
         deliver.get(k).map(|_| {
-            if k == config::WEBHOOK_TARGET_URL {
-                "https://shop.example/hook".to_owned()
-            } else {
-                "1".to_owned()
+            match k {
+                config::WEBHOOK_TARGET_URL => "https://shop.example/hook",
+                config::PAYMOS_ENVIRONMENT => "live",
+                _ => "1",
             }
+            .to_owned()
         })
     })
     .expect("deliverer config is complete");
@@ -324,6 +325,8 @@ fn each_function_gets_every_variable_its_binary_reads_and_no_secret() {
         config::WEBHOOK_SIGNING_SECRET_ID,
         config::WEBHOOK_QUEUE_URL,
         config::WEBHOOK_DLQ_URL,
+        config::WEBHOOK_PAUSE_AFTER_HOURS,
+        config::WEBHOOK_QUEUE_ARN,
         config::DELIVERIES_TABLE,
         config::STATE_TABLE,
         config::WORK_QUEUE_URL,
@@ -997,9 +1000,10 @@ const ESSENTIAL: [&str; 14] = [
 ];
 /// And with the optional parts on: their dead letters, the reconciliation finding something or
 /// falling behind.
-const ESSENTIAL_OF_OPTIONS: [&str; 5] = [
+const ESSENTIAL_OF_OPTIONS: [&str; 6] = [
     "EventsDeadLetterAlarm",
     "WebhookTargetDeadLetterAlarm",
+    "WebhookTargetPausedAlarm",
     "ReconcileFindingsAlarm",
     "ReconcileBehindAlarm",
     "ReconcileThrottlesAlarm",

@@ -238,11 +238,18 @@ pub enum ActionKind {
     /// `exceptions --resolve`: a delivery a person settled outside the stack (an order
     /// conflict, an unusable delivery applied by hand) taken off what waits.
     Resolve,
+    /// `events pause`: the hand-off's deliveries to `WebhookTargetUrl` switched off (the
+    /// events wait in their queue).
+    EventsPause,
+    /// `events resume`: switched on again.
+    EventsResume,
+    /// `events test`: a signed test event posted to `WebhookTargetUrl` by the deployed stack.
+    EventsTest,
 }
 
 impl ActionKind {
     /// Every kind, in the order the command line lists them.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 10] = [
         Self::Release,
         Self::MarkPaid,
         Self::Recheck,
@@ -250,7 +257,21 @@ impl ActionKind {
         Self::Resend,
         Self::EventsResend,
         Self::Resolve,
+        Self::EventsPause,
+        Self::EventsResume,
+        Self::EventsTest,
     ];
+
+    /// Whether its entry is published as an `Operator Action` on the bus: the kinds detail
+    /// version 5 names. The hand-off's own switch and test are in the audit trail alone (a
+    /// consumer validating version 5 would refuse their kind).
+    #[must_use]
+    pub fn published(self) -> bool {
+        !matches!(
+            self,
+            Self::EventsPause | Self::EventsResume | Self::EventsTest
+        )
+    }
 
     /// Its name, as the command line spells it (`mark-paid`).
     #[must_use]
@@ -263,6 +284,9 @@ impl ActionKind {
             Self::Resend => "resend",
             Self::EventsResend => "events-resend",
             Self::Resolve => "resolve",
+            Self::EventsPause => "events-pause",
+            Self::EventsResume => "events-resume",
+            Self::EventsTest => "events-test",
         }
     }
 

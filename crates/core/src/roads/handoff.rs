@@ -36,7 +36,7 @@ pub const COMMON_FIELDS: [&str; 5] = [
 /// Every `detail-type` published, with the fields of its detail, each present in every event
 /// of its type (`null` where unknown), plus [`COMMON_FIELDS`]. README documents each, and
 /// `schemas/` holds their JSON Schemas; tests keep all three in step.
-pub const DETAIL_TYPES: [(&str, &[&str]); 8] = [
+pub const DETAIL_TYPES: [(&str, &[&str]); 9] = [
     (
         "Order Paid",
         &[
@@ -82,7 +82,14 @@ pub const DETAIL_TYPES: [(&str, &[&str]); 8] = [
         "Operator Action",
         &["kind", "actor", "subject", "reason", "result", "count"],
     ),
+    // The one fact not derived from the state table: the deliverer publishes it when it
+    // pauses a failing destination (`roads::endpoint`).
+    (ENDPOINT_PAUSED, &["failing_since", "last_error"]),
 ];
+
+/// The detail type of the fact that the deliverer paused itself (`roads::endpoint`, which
+/// builds it, stands on this module: the detail types are said here, once).
+pub const ENDPOINT_PAUSED: &str = "Endpoint Paused";
 
 /// One business fact to publish.
 #[derive(Debug, Clone, PartialEq)]
@@ -134,9 +141,13 @@ pub fn events_of(
             i,
         ),
         (None, StateRecord::Review(r)) => vec![review_needed(r)],
-        // Once its action has answered (an entry is begun before it: nothing to say yet).
+        // Once its action has answered (an entry is begun before it: nothing to say yet). The
+        // hand-off's own switch and test stay in the audit trail: an `Operator Action` of
+        // version 5 names no such kind, and the endpoint is paused by then anyway.
         (old, StateRecord::Action(a))
-            if a.finished() && !matches!(old, Some(StateRecord::Action(o)) if o.finished()) =>
+            if a.finished()
+                && a.kind.published()
+                && !matches!(old, Some(StateRecord::Action(o)) if o.finished()) =>
         {
             vec![operator_action(a)]
         }
@@ -780,8 +791,13 @@ mod tests {
             StateRecord::Action(action()),
         ];
         let mut seen = std::collections::BTreeSet::new();
+        let paused = crate::roads::endpoint::endpoint_paused(Environment::Live, 1, "503", 2);
         for s in &samples {
-            for e in events_of(None, Some(s), Environment::Live) {
+            let events = events_of(None, Some(s), Environment::Live);
+            for e in events
+                .into_iter()
+                .chain(matches!(s, StateRecord::Action(_)).then(|| paused.clone()))
+            {
                 let (_, fields) = DETAIL_TYPES
                     .iter()
                     .find(|(ty, _)| *ty == e.detail_type)

@@ -5,6 +5,7 @@
 //! hand-off publishes what was decided and delivers it outbound.
 
 pub mod confirm;
+pub mod endpoint;
 pub mod exceptions;
 pub mod fulfil;
 pub mod handoff;

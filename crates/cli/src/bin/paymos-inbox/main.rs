@@ -314,6 +314,35 @@ enum EventsCommand {
     ///   paymos-inbox events redrive --stack-name my-shop --per-second 5
     #[command(verbatim_doc_comment)]
     Redrive(handoff::RedriveArgs),
+    /// Pause the signed hand-off to WebhookTargetUrl: the events wait in their queue
+    ///
+    /// Switches the deliver function's event source mapping off (on `dev`, its stand-in): no
+    /// event is taken from the queue, none is lost (the queue keeps them 14 days), each keeps
+    /// its place on its retry schedule. Recorded in the audit trail.
+    ///
+    /// Example:
+    ///   paymos-inbox events pause --stack-name my-shop --reason "shop migrating"
+    #[command(verbatim_doc_comment)]
+    Pause(endpoint::SwitchArgs),
+    /// Resume the signed hand-off: the events waiting in the queue are delivered
+    ///
+    /// Switches the deliver function's event source mapping on again (after `events pause`,
+    /// or the automatic pause of WebhookPauseAfterHours). Recorded in the audit trail.
+    ///
+    /// Example:
+    ///   paymos-inbox events resume --stack-name my-shop
+    #[command(verbatim_doc_comment)]
+    Resume(endpoint::SwitchArgs),
+    /// Post a signed test event to WebhookTargetUrl from the deployed stack, and say the answer
+    ///
+    /// The deliver function signs an `Endpoint Test` event with the stack's key and posts it
+    /// once (no retry); exit 0 when the endpoint answered 2xx, 1 otherwise. On `dev`, to its
+    /// --forward-to. Recorded in the audit trail.
+    ///
+    /// Example:
+    ///   paymos-inbox events test --stack-name my-shop
+    #[command(verbatim_doc_comment)]
+    Test(endpoint::TestArgs),
     /// Re-sign events/ingest-*.json at a time (default: now)
     ///
     /// So a local invoke (`sam local invoke -e`, `cargo lambda invoke`) passes the timestamp
@@ -373,6 +402,7 @@ mod console;
 mod dev;
 #[cfg(test)]
 mod doc_commands;
+mod endpoint;
 mod exceptions;
 mod exit;
 mod handoff;
@@ -477,6 +507,13 @@ fn main() -> ExitCode {
         Command::Events(EventsCommand::Since(args)) => runtime().block_on(handoff::since(args)),
         Command::Events(EventsCommand::Resend(args)) => runtime().block_on(handoff::resend(args)),
         Command::Events(EventsCommand::Redrive(args)) => runtime().block_on(handoff::redrive(args)),
+        Command::Events(EventsCommand::Pause(args)) => {
+            runtime().block_on(endpoint::switch(args, false))
+        }
+        Command::Events(EventsCommand::Resume(args)) => {
+            runtime().block_on(endpoint::switch(args, true))
+        }
+        Command::Events(EventsCommand::Test(args)) => runtime().block_on(endpoint::test(args)),
         Command::Events(EventsCommand::Refresh { dir, secret, at }) => {
             let now = paymos_inbox_lambda::now_ms() / 1000;
             let at = match at.as_deref().map(|a| {

@@ -128,6 +128,12 @@ pub struct Stack {
     /// The signed hand-off's queue and its dead-letter queue.
     pub webhook_queue: Option<String>,
     pub webhook_dlq: Option<String>,
+    /// The deliver function (output `DeliverFunctionName`): `events test` asks it to post.
+    pub deliver_function: Option<String>,
+    /// `dev`'s stand-in of Lambda's API for the deliverer's event source mapping.
+    pub lambda_endpoint: Option<String>,
+    /// `dev`'s hand-off: where it posts and the secret it signs with (`events test` on `dev`).
+    pub dev_forward: Option<(String, String)>,
     /// The deployed stack's alarms (its resources, read through CloudFormation and CloudWatch);
     /// none when no stack is named (`dev` has no CloudWatch; tables named by flags, no stack).
     pub alarms: Option<paymos_inbox::tools::alarms::StackAlarms>,
@@ -527,6 +533,11 @@ impl StackArgs {
                     .and_then(|i| i.queues.get("WebhookTargetDeadLetterQueue")),
             )
             .or_else(|| output("WebhookTargetDeadLetterQueueUrl")),
+            deliver_function: output("DeliverFunctionName"),
+            lambda_endpoint: info.as_ref().and_then(|i| i.lambda_endpoint.clone()),
+            dev_forward: info
+                .as_ref()
+                .and_then(|i| Some((i.forward_to.clone()?, i.webhook_signing_secret.clone()?))),
             alarms,
         })
     }

@@ -672,3 +672,24 @@ impl crate::roads::outbound::RetryQueue for MemoryRetries {
         Ok(())
     }
 }
+
+/// A [`crate::roads::endpoint::DeliverySwitch`] in memory (the deliver function's event source
+/// mapping): on until turned off.
+#[derive(Debug)]
+pub struct MemorySwitch(std::sync::atomic::AtomicBool);
+
+impl Default for MemorySwitch {
+    fn default() -> Self {
+        Self(std::sync::atomic::AtomicBool::new(true))
+    }
+}
+
+impl crate::roads::endpoint::DeliverySwitch for MemorySwitch {
+    async fn is_on(&self) -> Result<bool, PortError> {
+        Ok(self.0.load(Ordering::SeqCst))
+    }
+
+    async fn turn(&self, on: bool) -> Result<bool, PortError> {
+        Ok(self.0.swap(on, Ordering::SeqCst) != on)
+    }
+}

@@ -175,6 +175,19 @@ async fn a_paused_hand_off_keeps_every_event_and_resumed_delivers_each_once_each
         ids(&posts)
     );
 
+    // `status` says so, and that a person is needed: the events wait.
+    let hand_off = |out: &str| -> serde_json::Value {
+        let status: serde_json::Value =
+            serde_json::from_str(out.lines().find(|l| l.starts_with('{')).unwrap()).unwrap();
+        status["header"]["hand_off"].clone()
+    };
+    let (code, out) = cli(on_dev(&["status", "--json"])).await;
+    assert_eq!(
+        (code, hand_off(&out)["state"].as_str()),
+        (Some(1), Some("paused")),
+        "{out}"
+    );
+
     let (code, out) = cli(on_dev(&["events", "resume", "--actor", "alice"])).await;
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("resumed"), "{out}");
@@ -191,6 +204,8 @@ async fn a_paused_hand_off_keeps_every_event_and_resumed_delivers_each_once_each
     assert_eq!(got, expected, "every event delivered after the resume");
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(ids(&posts).len(), invoices.len(), "each once");
+    let (_, out) = cli(on_dev(&["status", "--json"])).await;
+    assert_eq!(hand_off(&out)["state"], "delivering", "{out}");
 
     // The signed test event: answered 204, and it verifies with dev's secret.
     let (code, out) = cli(on_dev(&["events", "test", "--actor", "alice", "--json"])).await;

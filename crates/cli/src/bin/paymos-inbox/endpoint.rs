@@ -75,6 +75,25 @@ pub async fn switch(args: SwitchArgs, on: bool) -> ExitCode {
     }
 }
 
+/// Whether the signed hand-off delivers or is paused, for `status`: `{"state": "delivering"}`
+/// or `{"state": "paused"}`, `{"unavailable": why}` when it cannot be read, null when the stack
+/// hands off to no endpoint (no `WebhookTargetUrl`; `dev` without `--forward-to`).
+pub async fn hand_off(stack: &Stack, args: &StackArgs) -> Value {
+    let dev = matches!(stack.named_by, crate::stack::NamedBy::DevInfo(_));
+    if stack.webhook_queue.is_none() || (dev && stack.lambda_endpoint.is_none()) {
+        return Value::Null;
+    }
+    let on = match switch_of(stack, args).await {
+        Ok(switch) => switch.is_on().await.map_err(Failure::from),
+        Err(e) => Err(e),
+    };
+    match on {
+        Ok(true) => json!({"state": "delivering"}),
+        Ok(false) => json!({"state": "paused"}),
+        Err(e) => json!({"unavailable": e.message}),
+    }
+}
+
 /// The deliver function's event source mapping: on AWS, Lambda's, found by the delivery
 /// queue's ARN; on `dev`, its stand-in.
 async fn switch_of(stack: &Stack, args: &StackArgs) -> Result<EventSourceSwitch, Failure> {

@@ -1,7 +1,8 @@
 //! `status`: the console's header as one command, for a person at a terminal or a script. The
 //! stack's alarms, the work queue's and the dead-letter queue's depths, the oldest pending
 //! delivery, what waits for a person by outcome and the last reconciliation's verdict, from
-//! the same bounded reads (no scan); its exit code says healthy or not.
+//! the same bounded reads (no scan), and whether the signed hand-off delivers or is paused; its
+//! exit code says healthy or not.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -28,7 +29,7 @@ pub struct StatusArgs {
 enum Health {
     Healthy,
     /// Something waits for a person: an alarm in `ALARM`, a payment or a dead letter listed, a
-    /// stranded delivery (exit 1).
+    /// stranded delivery, a paused hand-off (exit 1).
     NeedsAPerson(Vec<String>),
     /// Nothing found waiting, but a read failed, so nothing can be said (exit 4).
     NotRead(Vec<String>),
@@ -93,6 +94,12 @@ fn judge(header: &Value, waiting: &BTreeMap<String, usize>) -> Health {
             age / 60
         ));
     }
+    if header["hand_off"]["state"] == "paused" {
+        person.push(
+            "the hand-off to WebhookTargetUrl is paused: its events wait in their queue (events resume)"
+                .to_owned(),
+        );
+    }
     if !person.is_empty() {
         Health::NeedsAPerson(person)
     } else if !unread.is_empty() {
@@ -115,7 +122,8 @@ pub async fn run(args: StatusArgs) -> ExitCode {
     for e in &found {
         *waiting.entry(e.kind.to_owned()).or_default() += 1;
     }
-    let header = crate::console::api::header(&stack, &state, &ledger).await;
+    let mut header = crate::console::api::header(&stack, &state, &ledger).await;
+    header["hand_off"] = crate::endpoint::hand_off(&stack, &args.stack).await;
     let health = judge(&header, &waiting);
     if args.json {
         say!(
@@ -183,6 +191,12 @@ fn lines(header: &Value, waiting: &BTreeMap<String, usize>, health: &Health) -> 
         format!("oldest pending:  {oldest}"),
         format!("waiting:         {listed}"),
         format!("reconciliation:  {reconciliation}"),
+        format!(
+            "hand-off:        {}",
+            header["hand_off"]["state"]
+                .as_str()
+                .map_or_else(|| shown(&header["hand_off"], "none"), str::to_owned)
+        ),
     ];
     out.extend(
         health
@@ -284,5 +298,29 @@ mod tests {
         );
         let waiting = BTreeMap::from([("held".to_owned(), 1)]);
         assert_eq!(judge(&unread, &waiting).code(), 1);
+    }
+
+    #[test]
+    fn a_paused_hand_off_needs_a_person_and_says_so() {
+        let with = |hand_off: Value| {
+            let mut h = quiet();
+            h["hand_off"] = hand_off;
+            h
+        };
+        let paused = with(json!({"state": "paused"}));
+        let health = judge(&paused, &BTreeMap::new());
+        assert_eq!(health.code(), 1);
+        assert!(health.why()[0].contains("paused"), "{health:?}");
+        assert!(
+            lines(&paused, &BTreeMap::new(), &health)
+                .contains(&"hand-off:        paused".to_owned())
+        );
+        let delivering = with(json!({"state": "delivering"}));
+        assert_eq!(judge(&delivering, &BTreeMap::new()), Health::Healthy);
+        assert_eq!(judge(&quiet(), &BTreeMap::new()), Health::Healthy);
+        assert!(
+            lines(&quiet(), &BTreeMap::new(), &Health::Healthy)
+                .contains(&"hand-off:        none".to_owned())
+        );
     }
 }

@@ -392,3 +392,50 @@ async fn a_final_confirmation_contradicting_the_credit_waits_on_dynamodb() {
     assert!(why("evt_payer").contains("43") && why("evt_payer").contains("payer 42"));
     assert!(why("evt_project").contains("prj_b"));
 }
+
+// Where the reopening's condition decides: the invoice whose events named two projects is held;
+// a copy of its payment Paymos confirms for project A (the home project) takes the payment off
+// the record under that condition, with nothing shipped, and ships A's order once.
+#[tokio::test]
+async fn paymos_confirming_the_project_ships_a_payment_held_for_two_projects_on_dynamodb() {
+    use paymos_inbox_testkit::paymos_fake::{Answer, FakePaymos, invoice};
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let (state, deliveries) = (stack.table("StateTable"), stack.table("DeliveriesTable"));
+    let resources = DynamoResources::new(aws.dynamodb.clone(), state, deliveries);
+    let shops = Projects::parse("prj_a,prj_b");
+    let fulfil = Fulfil::new(resources.clone()).for_projects(shops.clone());
+    let open = event("evt_o", "invoice.confirming", "inv_x", Some("prj_b"));
+    let paid = event("evt_p", "invoice.paid", "inv_x", Some("prj_a"));
+    fulfil.apply(&live(&open), NOW_MS).await.unwrap();
+    let (_, applied) = fulfil.apply(&live(&paid), NOW_MS).await.unwrap();
+    assert_eq!(applied, Applied::Held);
+    let api = FakePaymos::start().await;
+    let mut at_paymos = invoice("inv_x", "paid", ("10.00", "USD"), ("10.00", "USDT"));
+    at_paymos["project_id"] = "prj_a".into();
+    at_paymos["order"]["external_id"] = "1001".into();
+    api.answer("inv_x", Answer::Invoices(vec![at_paymos]));
+    let checked = Fulfil::new(resources.clone())
+        .for_projects(shops)
+        .with_confirmation(paymos_inbox_aws::paymos_api::PaymosApi::new(api.client()));
+    let copy = event("evt_p2", "invoice.paid", "inv_x", Some("prj_a"));
+    let (_, applied) = checked.apply(&live(&copy), NOW_MS + 1).await.unwrap();
+    assert_eq!(applied, Applied::Fulfilled);
+    assert!(aws.item(state, "pk", "order_paid#1001").await.is_some());
+    assert!(
+        aws.item(state, "pk", "order_paid#prj_b#1001")
+            .await
+            .is_none()
+    );
+    let record = aws.item(state, "pk", "inv_x").await.unwrap();
+    assert!(!record.contains_key("projects_disagree"), "{record:?}");
+    assert!(!record.contains_key("held"), "{record:?}");
+    assert_eq!(
+        record.get("status"),
+        Some(&AttributeValue::S("paid".into()))
+    );
+    // Once: a third copy ships nothing more.
+    let again = event("evt_p3", "invoice.paid", "inv_x", Some("prj_a"));
+    let (_, applied) = checked.apply(&live(&again), NOW_MS + 2).await.unwrap();
+    assert_eq!(applied, Applied::AlreadyFinal);
+}

@@ -71,6 +71,11 @@ pub enum Write {
     PaymosOrder {
         /// The record's order as it was read (the write's condition).
         recorded: OrderRef,
+        /// The record held the payment only because its events named two projects
+        /// ([`Refusal::Resource`]'s `projects_held`): Paymos' project answers the hold, so the
+        /// payment is taken off the record ([`write::paymos_order`]'s reopening) and judged
+        /// anew under Paymos' order when the change is planned again.
+        reopen: bool,
     },
     /// Paymos confirmed the change for a project this stack applies: the record's mark of
     /// another project (`marked`, set on an event's word) goes. The change is planned again.
@@ -135,6 +140,10 @@ pub enum Refusal {
         /// The invoice's record holds a payment no road dated (a person's word), and no full
         /// refund was on record before it (it does not wait [`Mark::AfterRefund`]).
         undated: bool,
+        /// The invoice's record holds a payment `held` because its events named two projects
+        /// ([`Mark::ProjectsDisagree`]), neither released nor paid late: which shop's payment
+        /// it is was the hold's question, and Paymos' word answers it.
+        projects_held: bool,
     },
     /// The invoice was refunded in full (a `full` refund is on its record): its payment never
     /// ships.
@@ -381,11 +390,21 @@ pub fn writes(
             out.extend(withdrawal(change, source, true, now_ms));
         }
         (
-            Write::PaymosOrder { recorded },
+            Write::PaymosOrder { recorded, reopen },
             Change::Invoice {
                 invoice_id, order, ..
             },
-        ) => out.push(write::paymos_order(invoice_id, order, recorded, now_ms)),
+        ) => {
+            out.push(write::paymos_order(
+                invoice_id,
+                order,
+                (recorded, *reopen),
+                now_ms,
+            ));
+            if *reopen {
+                out.push(write::nothing_shipped(invoice_id));
+            }
+        }
         (Write::PaymosProject { marked }, Change::Invoice { invoice_id, .. }) => {
             out.push(write::paymos_project(invoice_id, marked, now_ms));
         }
@@ -606,6 +625,11 @@ pub fn refusal(
             undated: (seen.paid_late || seen.status.is_some_and(InvoiceStatus::fulfils))
                 && seen.payment_at.is_none()
                 && !seen.after_refund,
+            projects_held: seen.held
+                && seen.projects_disagree
+                && !seen.released
+                && !seen.paid_late
+                && seen.status.is_some_and(InvoiceStatus::fulfils),
             recorded: seen.order,
         }
     };
@@ -635,6 +659,7 @@ pub fn refusal(
             standing: Standing::Clear,
             recorded: OrderRef::none(),
             undated: false,
+            projects_held: false,
         },
         What::Deposit => Refusal::Resource {
             found: Found::Deposit {
@@ -644,6 +669,7 @@ pub fn refusal(
             standing: Standing::Clear,
             recorded: OrderRef::none(),
             undated: false,
+            projects_held: false,
         },
         What::Fulfilment | What::Effect => shipped(found),
         What::OrderClaim => Refusal::OrderClaimed {
@@ -1014,6 +1040,7 @@ fn disagreeing(change: &Change, tried: &Plan, refusal: &Refusal, confirmed: bool
             Some(Step::Then(Plan {
                 write: Write::PaymosOrder {
                     recorded: recorded.clone(),
+                    reopen: false,
                 },
                 with_mark: false,
                 outcome: tried.outcome,
@@ -1144,6 +1171,29 @@ fn dated(source: &Source, change: &Change, tried: &Plan, written: &Written) -> O
 /// payment for a person on its word (a held or late one, which they then release as Paymos
 /// has it), or closed unpaid on an event's word: wherever nothing shipped under it.
 fn correct(change: &Change, tried: &Plan, refusal: &Refusal, confirmed: bool) -> Option<Step> {
+    if let (
+        true,
+        Write::Change,
+        Refusal::Resource {
+            standing: Standing::Held,
+            projects_held: true,
+            recorded,
+            ..
+        },
+        Change::Invoice { order, .. },
+    ) = (confirmed, &tried.write, refusal, change)
+        && order.names_project()
+    {
+        return Some(Step::Then(Plan {
+            write: Write::PaymosOrder {
+                recorded: recorded.clone(),
+                reopen: true,
+            },
+            with_mark: false,
+            outcome: tried.outcome,
+            reason: None,
+        }));
+    }
     let recorded = match (&tried.write, refusal) {
         (Write::Change, Refusal::OrderOnRecord { recorded })
         | (
@@ -1173,6 +1223,7 @@ fn correct(change: &Change, tried: &Plan, refusal: &Refusal, confirmed: bool) ->
         Step::Then(Plan {
             write: Write::PaymosOrder {
                 recorded: recorded.clone(),
+                reopen: false,
             },
             with_mark: false,
             outcome: tried.outcome,
@@ -1366,7 +1417,7 @@ fn after_a_correction(
     tried: &Plan,
     written: &Written,
 ) -> Option<Step> {
-    if let Write::PaymosOrder { recorded } = &tried.write {
+    if let Write::PaymosOrder { recorded, .. } = &tried.write {
         return Some(corrected(change, recorded, written));
     }
     if let Some(step) = dated(source, change, tried, written) {
@@ -1668,6 +1719,7 @@ mod tests {
                 standing: Standing::Clear,
                 recorded: o1(),
                 undated: false,
+                projects_held: false,
             })
         };
         let mine = |found| {
@@ -1677,6 +1729,7 @@ mod tests {
                 standing: Standing::Clear,
                 recorded: o1(),
                 undated: false,
+                projects_held: false,
             })
         };
         // (name, change, the store's answers in turn, outcome, writes tried). A change is
@@ -1794,6 +1847,7 @@ mod tests {
                         standing: Standing::Clear,
                         recorded: OrderRef::none(),
                         undated: false,
+                        projects_held: false,
                     }),
                     Committed,
                 ],
@@ -2022,6 +2076,7 @@ mod tests {
                 standing: standing.clone(),
                 recorded: o1(),
                 undated: false,
+                projects_held: false,
             });
             let step = next(&person, &paid, &plan(&paid), refused.clone());
             let Step::Then(then) = step else {
@@ -2081,6 +2136,7 @@ mod tests {
                 standing: Standing::Held,
                 recorded: o1(),
                 undated: false,
+                projects_held: false,
             })
         };
         // A second endpoint's paid event for a held payment: the hold is listed already.
@@ -2099,6 +2155,7 @@ mod tests {
             standing: Standing::Clear,
             recorded: o1(),
             undated: false,
+            projects_held: false,
         });
         for source in [me(), person] {
             let change = invoice(I::Confirming);
@@ -2118,6 +2175,7 @@ mod tests {
                 standing,
                 recorded,
                 undated: false,
+                projects_held: false,
             })
         };
         let priced = OrderRef {
@@ -2254,6 +2312,7 @@ mod tests {
             standing: Standing::Released,
             recorded: o1(),
             undated: false,
+            projects_held: false,
         });
         let Step::Then(then) = next(&me(), &invoice(I::Paid), &plan(&invoice(I::Paid)), refused)
         else {

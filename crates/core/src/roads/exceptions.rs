@@ -1091,7 +1091,8 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
             home: named.home,
             ..seen.order.clone()
         };
-        let settle = crate::money::write::paymos_order(invoice_id, &order, &seen.order, now_ms);
+        let settle =
+            crate::money::write::paymos_order(invoice_id, &order, (&seen.order, false), now_ms);
         // Refused, the record moved since it was read: the release reads it again and decides.
         let _ = self.store().write(&[settle]).await?;
         Ok(())

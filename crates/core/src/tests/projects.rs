@@ -419,11 +419,8 @@ async fn a_release_never_ships_an_invoice_whose_events_named_two_projects() {
     assert!(store.keys().contains(&"order_paid#prj_b#1001".to_owned()));
 }
 
-#[tokio::test]
-async fn paymos_project_settles_an_invoice_whose_events_named_two_projects() {
-    // Paymos' word is the other way out: `reconcile --apply` puts the project Paymos has the
-    // invoice in on the record; still a person's to ship (as any hold), now as Paymos has it.
-    let (store, fulfil) = two_projects_named().await;
+/// Paymos' record of inv_x: paid, order 1001 at 10.00 USD, in `project`.
+fn paymos_has_x_paid_in(project: &str) -> crate::testkit::memory::MemoryPaymos {
     let paymos = crate::testkit::memory::MemoryPaymos::new();
     paymos.invoice(
         "inv_x",
@@ -436,19 +433,82 @@ async fn paymos_project_settles_an_invoice_whose_events_named_two_projects() {
             token_amount: None,
             token_currency: None,
             paid_late: false,
-            project_id: Some("prj_a".into()),
+            project_id: Some(project.into()),
             paid_at: Some(30),
         },
     );
-    let report =
-        crate::roads::reconcile::reconcile(&paymos, &fulfil, (0, 2_000_000_000), true, 7_000)
-            .await
-            .unwrap();
-    assert_eq!(report.applied.get("inv_x"), Some(&Ok(Held)));
-    assert_eq!(store.fulfilments(), []);
-    assert_eq!(release_x(&fulfil, None, false).await, Ok(Fulfilled));
+    paymos
+}
+
+// Paymos' word is the other way out, and it settles the hold: which shop's payment it is was
+// the hold's only question, and Paymos answers it. `reconcile --apply` (as the webhook road
+// with the reverse check does) puts Paymos' project on the record and ships that project's
+// order, once. Before: the project was settled but the payment stayed `held` for a person,
+// while the same payment confirmed on the webhook road shipped.
+#[tokio::test]
+async fn paymos_project_settles_an_invoice_whose_events_named_two_projects() {
+    for (paymos_says, key) in [
+        ("prj_a", "order_paid#1001"),
+        ("prj_b", "order_paid#prj_b#1001"),
+    ] {
+        let (store, fulfil) = two_projects_named().await;
+        let paymos = paymos_has_x_paid_in(paymos_says);
+        let report =
+            crate::roads::reconcile::reconcile(&paymos, &fulfil, (0, 2_000_000_000), true, 7_000)
+                .await
+                .unwrap();
+        assert_eq!(
+            report.applied.get("inv_x"),
+            Some(&Ok(Fulfilled)),
+            "{paymos_says}"
+        );
+        assert_eq!(store.fulfilments(), [("inv_x".into(), Some("1001".into()))]);
+        assert!(
+            store.keys().contains(&key.to_owned()),
+            "{paymos_says}: {:?}",
+            store.keys()
+        );
+        let settled = store.invoice("inv_x").unwrap();
+        assert!(!settled.projects_disagree && !settled.held, "{settled:?}");
+        let listed = crate::roads::exceptions::list(
+            &*store,
+            &crate::testkit::memory::MemoryReviews::new(),
+            0,
+        )
+        .await
+        .unwrap();
+        assert!(listed.is_empty(), "{listed:?}");
+        // Run again: nothing more ships, nothing is missing.
+        let again =
+            crate::roads::reconcile::reconcile(&paymos, &fulfil, (0, 2_000_000_000), true, 8_000)
+                .await
+                .unwrap();
+        assert!(again.clean(), "{again:?}");
+        assert_eq!(store.fulfilments().len(), 1);
+        // And a person's release after it ships nothing more.
+        assert_ne!(release_x(&fulfil, None, false).await, Ok(Fulfilled));
+        assert_eq!(store.fulfilments().len(), 1);
+    }
+}
+
+// The webhook road with the reverse check meets the same hold: a second endpoint's copy of the
+// payment, confirmed by Paymos, ships Paymos' project's order once.
+#[tokio::test]
+async fn a_confirmed_copy_of_a_payment_held_for_two_projects_ships_paymos_project_order() {
+    let (store, _) = two_projects_named().await;
+    let paymos = Arc::new(paymos_has_x_paid_in("prj_a"));
+    let checked = Fulfil::new(Arc::clone(&store))
+        .for_projects(two_shops())
+        .with_confirmation(Arc::clone(&paymos));
+    let copy = paid("evt_p2", "inv_x", "prj_a", "1001");
+    assert_eq!(checked.apply(&copy, 9_000).await.unwrap().1, Fulfilled);
     assert_eq!(store.fulfilments(), [("inv_x".into(), Some("1001".into()))]);
     assert!(store.keys().contains(&"order_paid#1001".to_owned()));
+    // An unconfirmed copy (the check off) ships nothing on an event's word: it waits beside the
+    // hold, as a payment naming another project than the record's.
+    let (store, fulfil) = two_projects_named().await;
+    assert_eq!(fulfil.apply(&copy, 9_000).await.unwrap().1, OrderConflict);
+    assert_eq!(store.fulfilments(), []);
 }
 
 // Finding 5 of this turn's attack on `dev` (two projects, no reverse check): shop A's payment

@@ -212,8 +212,19 @@ pub(super) fn order_once(order: &OrderRef) -> Vec<Set> {
 /// record still holds `recorded` and nothing shipped under it (no payment status: open, closed
 /// unpaid or paid late; or a payment held for a person, who then releases Paymos' order; and
 /// no release).
+///
+/// With `reopen`, for a payment held only because its events named two projects
+/// ([`Mark::ProjectsDisagree`]): Paymos' project answers the hold, so the payment is taken off
+/// the record (its status and hold removed, as [`paid_anew`] does, in one transaction with
+/// [`nothing_shipped`]) and judged anew under Paymos' order, which ships it or holds it again
+/// for what else it says. Written only while the record is still so held, not paid late.
 #[must_use]
-pub fn paymos_order(invoice_id: &str, order: &OrderRef, recorded: &OrderRef, now_ms: u64) -> Write {
+pub fn paymos_order(
+    invoice_id: &str,
+    order: &OrderRef,
+    (recorded, reopen): (&OrderRef, bool),
+    now_ms: u64,
+) -> Write {
     let mut set = vec![Set::Put(Field::UpdatedAt, Value::Int(now_ms))];
     if let Some(id) = &order.external_id {
         set.push(Set::Put(Field::OrderId, Value::text(id)));
@@ -253,15 +264,31 @@ pub fn paymos_order(invoice_id: &str, order: &OrderRef, recorded: &OrderRef, now
     // payment held for a person; and no release.
     let unpaid = no_payment_status();
     let held = Guard::Is(Field::Held, Value::Bool(true));
+    let mut guard = vec![
+        Guard::Has(Field::Kind),
+        as_read,
+        Guard::Lacks(Field::ReleasedAt),
+    ];
+    if reopen {
+        guard.extend([
+            held,
+            Guard::Is(Field::ProjectsDisagree, Value::Bool(true)),
+            Guard::Lacks(Field::PaidLateAt),
+        ]);
+        set.extend([
+            Set::Remove(Field::Status),
+            Set::Remove(Field::StatusAt),
+            Set::Remove(Field::StatusRank),
+            Set::Remove(Field::Held),
+            Set::Remove(Field::Why),
+        ]);
+    } else {
+        guard.push(Guard::Any(vec![unpaid, held]));
+    }
     Write {
         what: What::Transition,
         key: Key::state(invoice_id),
-        guard: Guard::All(vec![
-            Guard::Has(Field::Kind),
-            as_read,
-            Guard::Lacks(Field::ReleasedAt),
-            Guard::Any(vec![unpaid, held]),
-        ]),
+        guard: Guard::All(guard),
         set,
     }
 }

@@ -14,7 +14,7 @@ use hyper::body::Bytes;
 use paymos_inbox_core::wire::signature::{WebhookSecret, signature_header};
 use serde_json::json;
 
-use paymos_inbox_testkit::paymos_fake::{FakePaymos, KEY, SECRET};
+use paymos_inbox_testkit::paymos_fake::{self, FakePaymos, KEY, SECRET};
 use paymos_inbox_testkit::*;
 
 use crate::tools::dev;
@@ -468,6 +468,59 @@ async fn every_command_exits_as_the_table_says_in_each_failure_mode() {
         &cat(&[&["mark-paid", "42", "--actor", "support"], &dev_info]),
         2,
     );
+    // With the API, `mark-paid` asks Paymos first (the last attack's F3): an invoice Paymos has
+    // unpaid ships nothing (exit 1), an order other than Paymos' is refused (exit 2), an API
+    // that does not answer applies nothing (exit 4), and Paymos' paid invoice ships (exit 0).
+    let asked = FakePaymos::start().await;
+    for (id, status) in [("inv_asked", "paid"), ("inv_unpaid", "awaiting_payment")] {
+        let mut at = paymos_fake::invoice(id, status, ("25.00", "USD"), ("25.00", "USDT"));
+        at["is_test"] = json!(true);
+        at["project_id"] = json!("prj_local");
+        asked.answer(id, paymos_fake::Answer::Invoices(vec![at]));
+    }
+    let asking = |args: &[&str], url: &str| -> Vec<String> {
+        let words: Vec<&str> = [&["mark-paid"][..], args, &dev_info, &api, &[url]].concat();
+        words.into_iter().map(str::to_owned).collect()
+    };
+    for (args, url, mode, code) in [
+        (
+            &["inv_unpaid", "--actor", "support"][..],
+            &asked.url,
+            NeedsAPerson,
+            1,
+        ),
+        (
+            &[
+                "inv_asked",
+                "--actor",
+                "support",
+                "--order-id",
+                "not-paymos",
+            ][..],
+            &asked.url,
+            BadInput,
+            2,
+        ),
+        (
+            &["inv_asked", "--actor", "support"][..],
+            &"http://127.0.0.1:9".to_owned(),
+            Unreachable,
+            4,
+        ),
+        (
+            &["inv_asked", "--actor", "support", "--json"][..],
+            &asked.url,
+            Ok,
+            0,
+        ),
+    ] {
+        let words = asking(args, url);
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        let out = w.expect("mark-paid", mode, &words, code);
+        if code == 0 {
+            assert!(out.contains(r#""outcome":"fulfilled""#), "{out}");
+        }
+    }
     // Issue 38, case 5: a blank id (an unset shell variable) names nothing: refused, no write.
     for blank in ["", " ", "\t"] {
         w.expect(

@@ -521,9 +521,119 @@ pub async fn reconcile<P: PaymosLedger, S: ReconcileStore>(
     late_unrecorded(fulfil.store(), late, &here, &mut report).await?;
     set_aside_refunded(paymos, &mut report).await?;
     if apply {
-        apply_found(fulfil, &mut report, now_ms).await;
+        apply_found(fulfil, &mut report, ("reconcile", now_ms)).await;
     }
     Ok(report)
+}
+
+/// Why a person's word that an invoice was paid, asked of Paymos first, applied nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AskedFirst {
+    /// Paymos does not know the invoice with this key (404): forged, or another project's.
+    #[error(
+        "Paymos does not know {0} with this API key (forged, or of a project the key does not read): nothing shipped"
+    )]
+    Unknown(String),
+    /// Paymos has it in a project this stack does not apply.
+    #[error("Paymos has {0} in project {1}, which this stack does not apply: nothing shipped")]
+    OtherProject(String, String),
+    /// Paymos has it unpaid.
+    #[error("Paymos has {0} {1}, not paid: nothing shipped")]
+    NotPaid(String, String),
+    /// The person's word contradicts Paymos' (another order, project or price).
+    #[error("{0}: nothing shipped")]
+    Contradicts(String),
+    /// Paymos' API or the store failed.
+    #[error(transparent)]
+    Port(#[from] PortError),
+}
+
+/// A person's word that `invoice_id` was paid (`mark-paid` with the API), asked of Paymos
+/// first: applied as Paymos has it (its status, order, price, project and payment time, its
+/// refunds recorded before it), as `reconcile --apply` applies a payment it finds, by `by`.
+/// What the person said of the order (`given`) must not contradict Paymos'.
+///
+/// # Errors
+/// [`AskedFirst`]: Paymos does not have it paid in a project of this stack as the person said,
+/// or a port failed (nothing written before the payment's own writes).
+pub async fn as_paymos_has_it<P: PaymosLedger, S: ReconcileStore>(
+    paymos: &P,
+    fulfil: &Fulfil<S>,
+    (invoice_id, given): (&str, &OrderRef),
+    (by, now_ms): (&str, u64),
+) -> Result<Applied, AskedFirst> {
+    let at = match paymos.invoice(invoice_id).await? {
+        AtSource::Found(at) => at,
+        AtSource::NotFound => {
+            return Err(AskedFirst::Unknown(invoice_id.to_owned()));
+        }
+    };
+    crate::roads::confirm::same_environment(at.is_test, fulfil.environment())?;
+    let projects = fulfil.projects();
+    if let Some(p) = at
+        .project_id
+        .as_deref()
+        .filter(|p| !projects.applies(Some(p)))
+    {
+        return Err(AskedFirst::OtherProject(
+            invoice_id.to_owned(),
+            p.to_owned(),
+        ));
+    }
+    let paid = PaidAtPaymos::of(invoice_id.to_owned(), &at, projects);
+    if let Some(why) = contradicts(given, &paid.order()) {
+        return Err(AskedFirst::Contradicts(format!("{invoice_id}: {why}")));
+    }
+    let mut report = Report::default();
+    if PaidAtPaymos::paid(&at.status) {
+        report.missing.push(paid);
+    } else if at.paid_late {
+        report.paid_late.push(paid);
+    } else {
+        return Err(AskedFirst::NotPaid(invoice_id.to_owned(), at.status));
+    }
+    set_aside_refunded(paymos, &mut report).await?;
+    apply_found(fulfil, &mut report, (by, now_ms)).await;
+    // Refunded in full at Paymos after it was paid: dated here, its refund settles it.
+    if !report.refunded.is_empty() {
+        return Ok(Applied::Refunded);
+    }
+    match report.applied.remove(invoice_id) {
+        Some(Ok(applied)) => Ok(applied),
+        Some(Err(e)) => Err(PortError::new("mark-paid as Paymos has it", e).into()),
+        None => Err(PortError::new("mark-paid as Paymos has it", "nothing was applied").into()),
+    }
+}
+
+/// How a person's word of an order (`given`) contradicts Paymos' (`paymos`), if it does: where
+/// they named an order id, a project or a price, it is Paymos'.
+fn contradicts(given: &OrderRef, paymos: &OrderRef) -> Option<String> {
+    if let Some(id) = given.external_id.as_deref()
+        && paymos.external_id.as_deref() != Some(id)
+    {
+        return Some(format!(
+            "you named order {id}, Paymos has order {}",
+            paymos.external_id.as_deref().unwrap_or("none")
+        ));
+    }
+    if let Some(p) = given.project.as_deref()
+        && paymos.project.as_deref() != Some(p)
+    {
+        return Some(format!(
+            "you named project {p}, Paymos has {}",
+            paymos.project.as_deref().unwrap_or("none")
+        ));
+    }
+    if given.has_price() && (given.amount != paymos.amount || given.currency != paymos.currency) {
+        return Some(format!(
+            "you named {} {}, Paymos has the order at {} {}",
+            given.amount.as_ref().map_or("", |a| a.as_str()),
+            given.currency.as_deref().unwrap_or_default(),
+            paymos.amount.as_ref().map_or("none", |a| a.as_str()),
+            paymos.currency.as_deref().unwrap_or_default()
+        ));
+    }
+    None
 }
 
 /// The invoice that fulfilled each order Paymos lists paid in the window, whenever it did (the
@@ -772,7 +882,7 @@ async fn set_aside_refunded<P: PaymosLedger>(
 async fn refunds_first<S: ReconcileStore>(
     fulfil: &Fulfil<S>,
     m: &PaidAtPaymos,
-    now_ms: u64,
+    (by, now_ms): (&str, u64),
 ) -> Result<(), PortError> {
     // Dated first, judged against the refunds recorded here until now; a payment recorded
     // here has nothing left to apply, and its refunds are read, never recorded.
@@ -787,7 +897,7 @@ async fn refunds_first<S: ReconcileStore>(
     for refund in &m.refunds_before {
         if let Some(at) = refund.completed_at {
             fulfil
-                .apply_refund_confirmed(&m.invoice_id, (refund, at), "reconcile", now_ms)
+                .apply_refund_confirmed(&m.invoice_id, (refund, at), by, now_ms)
                 .await?;
         }
     }
@@ -796,7 +906,11 @@ async fn refunds_first<S: ReconcileStore>(
 
 /// `--apply`: a late payment lands as the close Paymos has, then the payment (`paid_late`, to
 /// wait for a person); a missing one or a duplicate payment as its paid status, by hand.
-async fn apply_found<S: ReconcileStore>(fulfil: &Fulfil<S>, report: &mut Report, now_ms: u64) {
+async fn apply_found<S: ReconcileStore>(
+    fulfil: &Fulfil<S>,
+    report: &mut Report,
+    (by, now_ms): (&str, u64),
+) {
     let said = |r: Result<Applied, PortError>| r.map_err(|e| e.to_string());
     // A late payment recorded here with no time (a person's word) takes Paymos' time: a full
     // refund delivered later is judged by it.
@@ -832,17 +946,11 @@ async fn apply_found<S: ReconcileStore>(fulfil: &Fulfil<S>, report: &mut Report,
         // Dated and Paymos' full refunds before it recorded first ([`refunds_first`]): a
         // payment a person named undated after a full refund is reopened before the close
         // Paymos has lands on it.
-        let dated = refunds_first(fulfil, m, now_ms).await;
+        let dated = refunds_first(fulfil, m, (by, now_ms)).await;
         let closing = match dated {
             Ok(()) => {
                 fulfil
-                    .apply_confirmed(
-                        &m.invoice_id,
-                        (closed, None),
-                        m.order(),
-                        "reconcile",
-                        now_ms,
-                    )
+                    .apply_confirmed(&m.invoice_id, (closed, None), m.order(), by, now_ms)
                     .await
             }
             Err(e) => Err(e),
@@ -854,7 +962,7 @@ async fn apply_found<S: ReconcileStore>(fulfil: &Fulfil<S>, report: &mut Report,
                         &m.invoice_id,
                         (InvoiceStatus::Paid, m.paid_at),
                         m.order(),
-                        "reconcile",
+                        by,
                         now_ms,
                     )
                     .await,
@@ -867,16 +975,10 @@ async fn apply_found<S: ReconcileStore>(fulfil: &Fulfil<S>, report: &mut Report,
         let status = InvoiceStatus::parse(&m.status).unwrap_or(InvoiceStatus::Paid);
         // An empty `external_order_id` is no order: the payment waits for it (order_unknown),
         // it never shares a claim with every other invoice that has none.
-        let applied = match refunds_first(fulfil, m, now_ms).await {
+        let applied = match refunds_first(fulfil, m, (by, now_ms)).await {
             Ok(()) => said(
                 fulfil
-                    .apply_confirmed(
-                        &m.invoice_id,
-                        (status, m.paid_at),
-                        m.order(),
-                        "reconcile",
-                        now_ms,
-                    )
+                    .apply_confirmed(&m.invoice_id, (status, m.paid_at), m.order(), by, now_ms)
                     .await,
             ),
             Err(e) => Err(e.to_string()),

@@ -2495,3 +2495,93 @@ async fn with_the_check_a_refund_delivered_without_mode_takes_paymos_mode() {
         );
     }
 }
+
+/// `mark-paid` of inv_1 with the API: asked of Paymos first, as `paymos` has it.
+async fn mark_paid_asking(
+    store: &Arc<MemoryResources>,
+    paymos: &MemoryPaymos,
+    given: OrderRef,
+) -> Result<Applied, crate::roads::reconcile::AskedFirst> {
+    let fulfil = Fulfil::new(Arc::clone(store));
+    crate::roads::reconcile::as_paymos_has_it(paymos, &fulfil, ("inv_1", &given), ("alice", NOW_MS))
+        .await
+}
+
+// Attack F3 of the last turn: `mark-paid` never asked Paymos, even with the API at hand, so a
+// person's undated word on an invoice refunded in full before waited `held`, and one on an
+// invoice Paymos has unpaid shipped. With the API it is applied as Paymos has it: its payment
+// time (after the refund: it ships), its order (a person naming another is refused), its
+// status (unpaid, or unknown to Paymos: nothing ships).
+#[tokio::test]
+async fn mark_paid_with_the_api_is_applied_as_paymos_has_it() {
+    // Paid at 30 by Paymos' clock, after the full refund at 20 of an earlier partial payment.
+    let (_, store) = webhooks(&partial_then_refunded()).await;
+    let paymos = MemoryPaymos::new();
+    paymos.invoice("inv_1", at_paymos("paid", Some(30)));
+    paymos.refund("inv_1", paymos_refund(20));
+    assert_eq!(
+        mark_paid_asking(&store, &paymos, OrderRef::none()).await,
+        Ok(Fulfilled)
+    );
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+    assert_eq!(store.invoice("inv_1").unwrap().payment_at, Some(30));
+    // Once.
+    assert_eq!(
+        mark_paid_asking(&store, &paymos, order()).await,
+        Ok(AlreadyFinal)
+    );
+    assert_eq!(store.fulfilments().len(), 1);
+
+    // Refunded in full at Paymos after it was paid: nothing ships.
+    let store = Arc::new(MemoryResources::new());
+    let paymos = MemoryPaymos::new();
+    paymos.invoice("inv_1", at_paymos("paid", Some(30)));
+    paymos.refund("inv_1", paymos_refund(40));
+    assert_eq!(
+        mark_paid_asking(&store, &paymos, OrderRef::none()).await,
+        Ok(Refunded)
+    );
+    assert_eq!(store.fulfilments(), []);
+}
+
+#[tokio::test]
+async fn mark_paid_with_the_api_ships_nothing_paymos_does_not_have_paid_as_said() {
+    use crate::roads::reconcile::AskedFirst;
+    let store = Arc::new(MemoryResources::new());
+    let paymos = MemoryPaymos::new();
+    // Unknown to Paymos with this key.
+    assert!(matches!(
+        mark_paid_asking(&store, &paymos, OrderRef::none()).await,
+        Err(AskedFirst::Unknown(_))
+    ));
+    // Unpaid at Paymos.
+    paymos.invoice("inv_1", at_paymos("awaiting_payment", None));
+    let refused = mark_paid_asking(&store, &paymos, order()).await;
+    assert!(
+        matches!(&refused, Err(AskedFirst::NotPaid(_, s)) if s == "awaiting_payment"),
+        "{refused:?}"
+    );
+    // Paid, but the person names another order, or another price.
+    paymos.invoice("inv_1", at_paymos("paid", Some(30)));
+    let other = OrderRef {
+        external_id: Some("o-2".into()),
+        ..order()
+    };
+    let refused = mark_paid_asking(&store, &paymos, other).await.unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("you named order o-2, Paymos has order o-1"),
+        "{refused}"
+    );
+    let dearer = OrderRef {
+        amount: Amount::parse("12"),
+        ..order()
+    };
+    assert!(matches!(
+        mark_paid_asking(&store, &paymos, dearer).await,
+        Err(AskedFirst::Contradicts(_))
+    ));
+    assert_eq!(store.fulfilments(), []);
+    assert!(store.invoice("inv_1").is_none(), "nothing written");
+}

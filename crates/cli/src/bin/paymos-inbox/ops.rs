@@ -539,6 +539,11 @@ pub struct MarkPaidArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// With the Paymos API, the invoice is asked of Paymos first and applied as Paymos has it
+    /// (its order, price, project and payment time, its refunds recorded before it); nothing
+    /// ships where Paymos does not have it paid, or has another order than the one you name.
+    #[command(flatten)]
+    api: OptionalApiArgs,
     #[command(flatten)]
     stack: StackArgs,
 }
@@ -561,7 +566,7 @@ pub(crate) async fn mark_paid_in(
     stack: &Stack,
     invoice_id: &str,
     given: OrderGiven,
-    actor: &str,
+    (actor, api): (&str, Option<&paymos::PaymosClient>),
 ) -> Result<paymos_inbox_core::money::change::Applied, crate::exit::Failure> {
     crate::exceptions::an_invoice_id(invoice_id).map_err(Failure::usage)?;
     let amount = match given.amount.as_deref().map(|a| Amount::parse(a).ok_or(a)) {
@@ -574,9 +579,13 @@ pub(crate) async fn mark_paid_in(
         None => None,
     };
     let fulfil = stack.fulfil()?;
-    if let Some(why) = refused_project(stack, invoice_id, given.project.as_deref()).await? {
+    // Asked of Paymos, its project decides (a --project contradicting it is refused there).
+    if api.is_none()
+        && let Some(why) = refused_project(stack, invoice_id, given.project.as_deref()).await?
+    {
         return Err(Failure::usage(why));
     }
+    stack.scope_of(given.project.as_deref())?;
     let caller = crate::audit::who(stack, Some(actor)).await?;
     let order = OrderRef {
         external_id: given.order_id,
@@ -590,14 +599,40 @@ pub(crate) async fn mark_paid_in(
         .as_deref()
         .map_or(String::new(), |o| format!(" (order {o})"));
     let begun = crate::audit::begin(stack, ActionKind::MarkPaid, &caller, invoice_id, None).await?;
-    let done = fulfil
-        .mark_paid(invoice_id, order, &caller, now_ms())
-        .await
-        .map_err(Failure::from);
+    let done = match api {
+        Some(client) => {
+            let paymos = paymos_inbox_aws::paymos_api::PaymosApi::new(client.clone());
+            paymos_inbox_core::roads::reconcile::as_paymos_has_it(
+                &paymos,
+                &fulfil,
+                (invoice_id, &order),
+                (&caller, now_ms()),
+            )
+            .await
+            .map_err(asked_first)
+        }
+        None => fulfil
+            .mark_paid(invoice_id, order, &caller, now_ms())
+            .await
+            .map_err(Failure::from),
+    };
     crate::audit::finish(stack, &begun, done, |applied| {
         (format!("{}{named}", applied.as_str()), None)
     })
     .await
+}
+
+/// A person's word Paymos did not bear out (exit 1: nothing shipped, a person looks again; the
+/// console: 409), a contradiction of what they named (exit 2), or a port's failure.
+fn asked_first(e: paymos_inbox_core::roads::reconcile::AskedFirst) -> Failure {
+    use paymos_inbox_core::roads::reconcile::AskedFirst;
+    match e {
+        AskedFirst::Port(e) => Failure::from(e),
+        AskedFirst::Contradicts(_) => Failure::usage(e.to_string()),
+        AskedFirst::Unknown(_) | AskedFirst::OtherProject(..) | AskedFirst::NotPaid(..) => {
+            Failure::of(crate::exit::Kind::NeedsAPerson, e.to_string())
+        }
+    }
 }
 
 /// Why a person's word of `invoice_id` naming `project` is refused (a project not the stack's,
@@ -654,7 +689,11 @@ pub async fn mark_paid(args: MarkPaidArgs) -> ExitCode {
         amount: args.amount,
         currency: args.currency,
     };
-    match mark_paid_in(&stack, &args.invoice_id, given, &args.actor).await {
+    let api = match args.api.client() {
+        Ok(api) => api,
+        Err(e) => return usage(e),
+    };
+    match mark_paid_in(&stack, &args.invoice_id, given, (&args.actor, api.as_ref())).await {
         Ok(applied) => {
             if args.json {
                 say!(

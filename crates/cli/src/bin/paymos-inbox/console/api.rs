@@ -925,7 +925,8 @@ impl Console {
     }
 
     async fn mark_paid(&self, invoice_id: &str, given: crate::ops::OrderGiven) -> Answered {
-        match crate::ops::mark_paid_in(&self.stack, invoice_id, given, &self.actor).await {
+        let asked = (self.actor.as_str(), self.api.as_ref());
+        match crate::ops::mark_paid_in(&self.stack, invoice_id, given, asked).await {
             Ok(applied) => Answered::ok(json!({"id": invoice_id, "outcome": applied.as_str(),
                 "waits": crate::ops::waits_for_person(applied)})),
             Err(f) => Answered::failed(&f),

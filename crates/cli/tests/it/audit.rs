@@ -43,6 +43,19 @@ impl Rig {
             state,
             _scratch: scratch_info,
         };
+        // What Paymos has of the invoices a person marks paid (`mark-paid` asks it first).
+        for manual in [
+            "inv_audit_manual",
+            "inv_audit_cli_manual",
+            "inv_audit_console_manual",
+        ] {
+            let mut at = paymos_fake::invoice(manual, "paid", ("10.00", "USDT"), ("10.00", "USDT"));
+            at["is_test"] = json!(true);
+            at["project_id"] = json!("prj_local");
+            at["order"]["external_id"] = json!("order-manual");
+            rig.api
+                .answer(manual, paymos_fake::Answer::Invoices(vec![at]));
+        }
         let order = format!("order-{held}");
         let register = [
             "orders",

@@ -427,7 +427,7 @@ fn classify_with(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Failure
 mod tests {
     use super::*;
 
-    // Issue 41: with AWS_CONFIG_FILE naming a missing file, the SDK's warnings came first and
+    // With AWS_CONFIG_FILE naming a missing file, the SDK's warnings came first and
     // the command never said why no profile was found.
     #[test]
     fn no_credentials_names_the_aws_file_that_does_not_exist() {
@@ -495,7 +495,7 @@ mod tests {
         assert_eq!(classify("anything").code(), UNREACHABLE);
     }
 
-    // Issue 53: an error's kind, not its text, decides what it is. `classify` read "is not
+    // An error's kind, not its text, decides what it is. `classify` read "is not
     // authorized" in any text as a denial, and "non-existent table" as a missing table (a
     // misconfiguration); an unavailable port is said as unavailable whatever its text says.
     #[test]

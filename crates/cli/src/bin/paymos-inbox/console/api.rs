@@ -1279,7 +1279,7 @@ fn redact(value: &Value, key: &str) -> Value {
 mod tests {
     use super::*;
 
-    // Issue 53: the console answers a failure with the HTTP status its kind decides, from the
+    // The console answers a failure with the HTTP status its kind decides, from the
     // exit code's own table, and says it as the command line does (its sentence and next step).
     #[test]
     fn a_failure_is_answered_with_the_status_of_its_kind() {

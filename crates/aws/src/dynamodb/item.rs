@@ -92,33 +92,23 @@ pub(crate) async fn scan(
     table: &str,
     filter: Option<(&str, &[(&str, &str)])>,
 ) -> Result<Vec<Item>, PortError> {
-    let mut out = Vec::new();
-    let mut start = None;
-    loop {
-        let mut request = client
-            .scan()
-            .table_name(table)
-            .consistent_read(true)
-            .set_exclusive_start_key(start);
-        if let Some((expression, values)) = filter {
-            request = request.filter_expression(expression);
-            if expression.contains("#status") {
-                request = request.expression_attribute_names("#status", "status");
-            }
-            for (name, value) in values {
-                request = request.expression_attribute_values(*name, s(*value));
-            }
+    let mut request = client.scan().table_name(table).consistent_read(true);
+    if let Some((expression, values)) = filter {
+        request = request.filter_expression(expression);
+        if expression.contains("#status") {
+            request = request.expression_attribute_names("#status", "status");
         }
-        let page = request
-            .send()
-            .await
-            .map_err(|e| port_error("DynamoDB Scan", e))?;
-        out.extend(page.items.unwrap_or_default());
-        start = page.last_evaluated_key;
-        if start.is_none() {
-            return Ok(out);
+        for (name, value) in values {
+            request = request.expression_attribute_values(*name, s(*value));
         }
     }
+    request
+        .into_paginator()
+        .items()
+        .send()
+        .try_collect()
+        .await
+        .map_err(|e| port_error("DynamoDB Scan", e))
 }
 
 /// What an adapter's committed writes cost, shared by its clones: the write capacity units

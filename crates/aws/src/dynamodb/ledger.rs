@@ -975,27 +975,19 @@ impl DynamoLedger {
             filters.push("resource_id = :r".to_owned());
         }
         let filter = (!filters.is_empty()).then(|| filters.join(" AND "));
-        let mut out = Vec::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .index_name(LedgerSchema::WAITING_INDEX)
-                .key_condition_expression("waiting = :k")
-                .set_filter_expression(filter.clone())
-                .set_expression_attribute_values(Some(values.clone()))
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| port_error("DynamoDB Query", e))?;
-            out.extend(page.items.unwrap_or_default());
-            start = page.last_evaluated_key;
-            if start.is_none() {
-                return Ok(out);
-            }
-        }
+        self.client
+            .query()
+            .table_name(&self.table)
+            .index_name(LedgerSchema::WAITING_INDEX)
+            .key_condition_expression("waiting = :k")
+            .set_filter_expression(filter)
+            .set_expression_attribute_values(Some(values))
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| port_error("DynamoDB Query", e))
     }
 
     /// One waiting record's body kept (an inline body, from before bodies were kept apart, has

@@ -395,27 +395,19 @@ impl DynamoResources {
         if let Some(kind) = kind {
             values.insert(":kind".to_owned(), s(kind));
         }
-        let mut out = Vec::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .client
-                .query()
-                .table_name(&self.tables.state)
-                .index_name(LISTED_INDEX)
-                .key_condition_expression(&condition)
-                .set_filter_expression(kind.map(|_| "kind = :kind".to_owned()))
-                .set_expression_attribute_values(Some(values.clone()))
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| port_error("DynamoDB Query", e))?;
-            out.extend(page.items.unwrap_or_default());
-            start = page.last_evaluated_key;
-            if start.is_none() {
-                return Ok(out);
-            }
-        }
+        self.client
+            .query()
+            .table_name(&self.tables.state)
+            .index_name(LISTED_INDEX)
+            .key_condition_expression(condition)
+            .set_filter_expression(kind.map(|_| "kind = :kind".to_owned()))
+            .set_expression_attribute_values(Some(values))
+            .into_paginator()
+            .items()
+            .send()
+            .try_collect()
+            .await
+            .map_err(|e| port_error("DynamoDB Query", e))
     }
 
     /// The items of every day list (each day's shards, and its unsharded list of releases

@@ -261,6 +261,15 @@ impl From<&str> for Failure {
     }
 }
 
+/// The local pipeline's failures (`sign`'s event files, the stack `dev` and the tools make from
+/// the template): whatever their kind, could not do it (exit 4, [`Kind::Unreachable`]), said
+/// in one line as their text reads ([`classify`]), as before they were typed.
+impl From<paymos_inbox_local::error::LocalError> for Failure {
+    fn from(e: paymos_inbox_local::error::LocalError) -> Self {
+        classify(&e.to_string())
+    }
+}
+
 /// The kinds of I/O error a person can act on: what the text contains (lower case), what to
 /// say, and the next step. The first that matches wins.
 /// A row of [`KINDS`]: the port kind whose cases it names (`None`: only text says it), what

@@ -4,8 +4,8 @@
 //! background, one at a time, and is read back while it runs.
 //!
 //! Here: the console itself (the stack it resolved, who acts, whether it may write) and its
-//! answers. Each page has a module: [`home`] (what waits, the header, the audit trail),
-//! [`story`] (one payment's story), [`jobs`] (the bulk jobs) and [`act`] (the actions).
+//! answers. Each page has a module: `home` (what waits, the header, the audit trail), `story`
+//! (one payment's story), `jobs` (the bulk jobs) and `act` (the actions).
 
 use std::sync::Mutex;
 

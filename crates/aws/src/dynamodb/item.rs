@@ -85,6 +85,20 @@ pub(crate) async fn get(
         .item)
 }
 
+/// Every item `query` finds, page after page: the SDK's paginator follows `LastEvaluatedKey`,
+/// one request a page, as a hand-written loop would.
+pub(crate) async fn query_all(
+    query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+) -> Result<Vec<Item>, PortError> {
+    query
+        .into_paginator()
+        .items()
+        .send()
+        .try_collect()
+        .await
+        .map_err(|e| port_error("DynamoDB Query", e))
+}
+
 /// Every item of `table` that `filter` (an expression and its string values) keeps, read
 /// consistently page by page: for operators' tools and checks, never a hot path.
 pub(crate) async fn scan(

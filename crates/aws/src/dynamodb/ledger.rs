@@ -50,7 +50,7 @@ use aws_sdk_dynamodb::types::{
 };
 
 use super::item::{
-    Conditional, Item, WriteUnits, conditional, get, get_b, get_s, get_u64, n, s, scan,
+    Conditional, Item, WriteUnits, conditional, get, get_b, get_s, get_u64, n, query_all, s, scan,
 };
 use super::records::delivery_record;
 use crate::aws::port_error;
@@ -975,19 +975,16 @@ impl DynamoLedger {
             filters.push("resource_id = :r".to_owned());
         }
         let filter = (!filters.is_empty()).then(|| filters.join(" AND "));
-        self.client
-            .query()
-            .table_name(&self.table)
-            .index_name(LedgerSchema::WAITING_INDEX)
-            .key_condition_expression("waiting = :k")
-            .set_filter_expression(filter)
-            .set_expression_attribute_values(Some(values))
-            .into_paginator()
-            .items()
-            .send()
-            .try_collect()
-            .await
-            .map_err(|e| port_error("DynamoDB Query", e))
+        query_all(
+            self.client
+                .query()
+                .table_name(&self.table)
+                .index_name(LedgerSchema::WAITING_INDEX)
+                .key_condition_expression("waiting = :k")
+                .set_filter_expression(filter)
+                .set_expression_attribute_values(Some(values)),
+        )
+        .await
     }
 
     /// One waiting record's body kept (an inline body, from before bodies were kept apart, has

@@ -21,6 +21,19 @@ fn awaiting(event_id: &str, invoice_id: &str) -> String {
     )
 }
 
+/// The invoices the `open` lists hold, by id.
+pub(crate) async fn open_ids(resources: &DynamoResources) -> Vec<String> {
+    let mut ids: Vec<String> = resources
+        .open_invoices()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(invoice, _)| invoice)
+        .collect();
+    ids.sort();
+    ids
+}
+
 #[tokio::test]
 async fn without_the_reconciliation_an_open_invoice_is_listed_nowhere_until_the_reindex() {
     let aws = Aws::new();
@@ -53,14 +66,11 @@ async fn without_the_reconciliation_an_open_invoice_is_listed_nowhere_until_the_
     // The reconciliation is turned on: the re-index lists the open invoice, once.
     assert_eq!(resources.reindex_listed().await.unwrap(), 1);
     assert_eq!(resources.reindex_listed().await.unwrap(), 0, "idempotent");
-    let open: Vec<String> = resources
-        .open_invoices()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|(invoice, _)| invoice)
-        .collect();
-    assert_eq!(open, ["inv_open"], "re-read at Paymos");
+    assert_eq!(
+        open_ids(&resources).await,
+        ["inv_open"],
+        "re-read at Paymos"
+    );
 
     // A stack with the reconciliation lists an open invoice as it is written.
     Fulfil::new(resources.clone())
@@ -95,16 +105,12 @@ async fn a_list_or_a_scan_longer_than_a_page_is_read_whole() {
             .await
             .unwrap();
     }
-    let mut listed: Vec<String> = resources
-        .open_invoices()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|(invoice, _)| invoice)
-        .collect();
-    listed.sort();
     let every: Vec<String> = (0..INVOICES).map(|i| format!("inv_{i:02}")).collect();
-    assert_eq!(listed, every, "the list's every page, each item once");
+    assert_eq!(
+        open_ids(&resources).await,
+        every,
+        "the list's every page, each item once"
+    );
     let mut keys = resources.keys().await.unwrap();
     keys.sort();
     assert_eq!(keys, every, "the table's every page, each item once");

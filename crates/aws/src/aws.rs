@@ -460,7 +460,7 @@ mod tests {
             .or_else(|| config.endpoint_url().map(str::to_owned))
     }
 
-    // Issue 41: `sam local invoke` hands a function an empty AWS_ENDPOINT_URL_X; the SDK took
+    // `sam local invoke` hands a function an empty AWS_ENDPOINT_URL_X; the SDK took
     // it as the endpoint and panicked at INIT ("URL was unset").
     #[test]
     fn an_empty_endpoint_url_is_no_endpoint_and_a_set_one_is_kept() {

@@ -273,7 +273,7 @@ impl PaymentConfirmation for PaymosApi {
 
 /// The most slices of a reconciliation's window listed at once: Paymos lists by creation time
 /// only, through a cursor, so one cursor reads one page after another; disjoint creation-time
-/// slices read concurrently keep a busy merchant's window within a run (issue 50), and Paymos
+/// slices read concurrently keep a busy merchant's window within a run, and Paymos
 /// never sees more than four of our listings at once. A 429 is retried after its
 /// `Retry-After` by the official crate (configure the client with retries).
 pub const SLICES_AT_ONCE: usize = 4;

@@ -183,7 +183,7 @@ impl Eq for PortError {}
 mod tests {
     use super::*;
 
-    // Issue 39: a conflict or a throttle is tried again within the invocation, a few times,
+    // A conflict or a throttle is tried again within the invocation, a few times,
     // each wait longer and spread; what a retry at once cannot fix is left to the queue.
     #[test]
     fn only_a_conflict_or_a_throttle_is_tried_again_at_once_each_wait_longer() {

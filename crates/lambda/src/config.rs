@@ -238,7 +238,7 @@ pub struct FulfilConfig {
 
 impl FulfilConfig {
     /// Whether fulfil lists open invoices `open`: only with the reconciliation, the one reader
-    /// of that list, which runs with the Paymos API key (issue 51: a write unit or two an
+    /// of that list, which runs with the Paymos API key (listing costs a write unit or two an
     /// invoice otherwise). `exceptions --reindex` lists them when it is turned on later.
     #[must_use]
     pub fn keeps_open_list(&self) -> bool {
@@ -719,7 +719,7 @@ mod tests {
         );
     }
 
-    // Issue 49, defect 9: the reverse check's patience is a setting, 1 to 135 minutes (the work
+    // The reverse check's patience is a setting, 1 to 135 minutes (the work
     // queue's last receive), 15 by default: as long as the official plugins wait.
     #[test]
     fn the_reverse_checks_patience_is_one_to_135_minutes_by_default_15() {
@@ -742,7 +742,7 @@ mod tests {
         }
     }
 
-    // Issue 42, item 2: a record retention shorter than a week would take a record (and what
+    // A record retention shorter than a week would take a record (and what
     // waits on it) before the sweep could keep it.
     #[test]
     fn delivery_retention_is_empty_or_at_least_seven_days() {
@@ -846,7 +846,7 @@ mod tests {
         assert!(environment(&lookup(&[(PAYMOS_ENVIRONMENT, "prod")])).is_err());
     }
 
-    // Issue 30: the check was a string prefix, so `http://127.0.0.1.evil.example/` passed.
+    // The check was a string prefix, so `http://127.0.0.1.evil.example/` passed.
     #[test]
     fn the_webhook_endpoint_is_https_or_a_loopback_host_by_its_parsed_host() {
         let config = |url: &str| {

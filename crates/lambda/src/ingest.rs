@@ -95,7 +95,7 @@ pub fn answer(inbound: &Inbound<'_>, outcome: Result<Receipt, IngestError>) -> R
         Ok(receipt) => receipt.ingested.as_str(),
         Err(error) => error.code(),
     };
-    // The line that says the answer counts it (issue 39: an answer said once, not in a line
+    // The line that says the answer counts it (an answer is said once, not in a line
     // and again in the invocation's metrics document); where no line is written (`LogLevel`
     // above it) or no EMF recorder is installed, the metrics document counts it.
     let count = |written: bool| {

@@ -455,7 +455,7 @@ mod tests {
         String::from_utf8(lines.0.lock().unwrap().clone()).unwrap()
     }
 
-    // Issue 39: ingest's answer is said once: the line that says it carries its count, its EMF
+    // Ingest's answer is said once: the line that says it carries its count, its EMF
     // members at the line's top level beside the delivery's fields.
     #[test]
     fn a_line_that_counts_itself_is_one_flat_emf_document() {
@@ -500,7 +500,7 @@ mod tests {
         assert_eq!(level(env(&[])), "info");
     }
 
-    // Issue 39: a stack that keeps only what needs a person pays for the warnings' lines alone.
+    // A stack that keeps only what needs a person pays for the warnings' lines alone.
     #[test]
     fn at_warn_the_per_delivery_line_goes_and_refusals_stay() {
         let info = written_at("INFO");

@@ -12,14 +12,16 @@ use serde_json::Value;
 
 use paymos_inbox_core::wire::signature::{WebhookSecret, signature_header};
 
+use crate::error::LocalError;
+
 /// Re-signs every `ingest-*.json` function-URL event in `dir` at Unix time `at` with `secret`.
 /// Returns the files it rewrote.
 ///
 /// # Errors
-/// A file that cannot be read, parsed or written, named in the message.
-pub fn refresh(dir: &Path, secret: &WebhookSecret, at: u64) -> Result<Vec<String>, String> {
+/// A file that cannot be read, parsed or written ([`LocalError::File`], naming it).
+pub fn refresh(dir: &Path, secret: &WebhookSecret, at: u64) -> Result<Vec<String>, LocalError> {
     let mut names: Vec<_> = std::fs::read_dir(dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .map_err(|e| LocalError::file(dir.display(), e))?
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with("ingest-") && n.ends_with(".json"))
@@ -27,13 +29,14 @@ pub fn refresh(dir: &Path, secret: &WebhookSecret, at: u64) -> Result<Vec<String
     names.sort();
     for name in &names {
         let path = dir.join(name);
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("{name}: {e}"))?;
-        let mut event: Value = serde_json::from_str(&text).map_err(|e| format!("{name}: {e}"))?;
+        let text = std::fs::read_to_string(&path).map_err(|e| LocalError::file(name, e))?;
+        let mut event: Value =
+            serde_json::from_str(&text).map_err(|e| LocalError::file(name, e))?;
         let raw = event["body"].as_str().unwrap_or_default();
         let body = if event["isBase64Encoded"].as_bool() == Some(true) {
             base64::engine::general_purpose::STANDARD
                 .decode(raw)
-                .map_err(|e| format!("{name}: body is not base64: {e}"))?
+                .map_err(|e| LocalError::file(name, format!("body is not base64: {e}")))?
         } else {
             raw.as_bytes().to_vec()
         };
@@ -50,13 +53,14 @@ pub fn refresh(dir: &Path, secret: &WebhookSecret, at: u64) -> Result<Vec<String
         };
         let headers = event["headers"]
             .as_object_mut()
-            .ok_or_else(|| format!("{name}: no headers object"))?;
+            .ok_or_else(|| LocalError::file(name, "no headers object"))?;
         headers.insert("x-webhook-signature".into(), header.into());
         headers.insert("x-webhook-timestamp".into(), t.to_string().into());
         event["requestContext"]["timeEpoch"] = Value::from(at * 1000);
-        let mut out = serde_json::to_string_pretty(&event).map_err(|e| format!("{name}: {e}"))?;
+        let mut out =
+            serde_json::to_string_pretty(&event).map_err(|e| LocalError::file(name, e))?;
         out.push('\n');
-        std::fs::write(&path, out).map_err(|e| format!("{name}: {e}"))?;
+        std::fs::write(&path, out).map_err(|e| LocalError::file(name, e))?;
     }
     Ok(names)
 }

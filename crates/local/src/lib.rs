@@ -7,6 +7,7 @@
 
 pub mod dev;
 pub mod emulators;
+pub mod error;
 pub mod events;
 pub mod forward;
 pub mod pipeline;

@@ -9,19 +9,21 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use serde_json::{Value, json};
 
+use crate::error::LocalError;
+
 /// Serves `secrets` (secret id → secret string) on a free loopback port; returns its URL (for
 /// `AWS_ENDPOINT_URL_SECRETS_MANAGER`).
 ///
 /// # Errors
-/// When no port can be bound.
-pub async fn serve(secrets: HashMap<String, String>) -> Result<String, String> {
+/// When no port can be bound ([`LocalError::Listen`]).
+pub async fn serve(secrets: HashMap<String, String>) -> Result<String, LocalError> {
     let secrets = Arc::new(secrets);
     super::stub::serve(move |req| {
         let secrets = Arc::clone(&secrets);
         async move { answer(req, &secrets).await }
     })
     .await
-    .map_err(|e| format!("cannot listen on loopback: {e}"))
+    .map_err(LocalError::Listen)
 }
 
 async fn answer(

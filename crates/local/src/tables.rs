@@ -3,6 +3,8 @@
 
 use aws_sdk_sqs::types::QueueAttributeName;
 
+use crate::error::LocalError;
+
 /// The URLs of a work queue and its dead-letter queue.
 #[derive(Debug, Clone)]
 pub struct QueuePair {
@@ -15,20 +17,20 @@ pub struct QueuePair {
 /// Creates `name` and `name-dlq`, with a redrive to the DLQ after `max_receive_count` receives.
 ///
 /// # Errors
-/// The SDK's error, as text.
+/// The SQS call that failed ([`LocalError::Service`], of its kind).
 pub async fn create_queue_pair(
     client: &aws_sdk_sqs::Client,
     name: &str,
     visibility_timeout_secs: u32,
     max_receive_count: u32,
-) -> Result<QueuePair, String> {
+) -> Result<QueuePair, LocalError> {
     let dlq_url = client
         .create_queue()
         .queue_name(format!("{name}-dlq"))
         .attributes(QueueAttributeName::MessageRetentionPeriod, "1209600")
         .send()
         .await
-        .map_err(sqs_err)?
+        .map_err(|e| LocalError::sqs("SQS CreateQueue", e))?
         .queue_url
         .unwrap_or_default();
     let dlq_arn = client
@@ -37,7 +39,7 @@ pub async fn create_queue_pair(
         .attribute_names(QueueAttributeName::QueueArn)
         .send()
         .await
-        .map_err(sqs_err)?
+        .map_err(|e| LocalError::sqs("SQS GetQueueAttributes", e))?
         .attributes
         .and_then(|mut a| a.remove(&QueueAttributeName::QueueArn))
         .unwrap_or_default();
@@ -56,12 +58,8 @@ pub async fn create_queue_pair(
         .attributes(QueueAttributeName::RedrivePolicy, redrive.to_string())
         .send()
         .await
-        .map_err(sqs_err)?
+        .map_err(|e| LocalError::sqs("SQS CreateQueue", e))?
         .queue_url
         .unwrap_or_default();
     Ok(QueuePair { queue_url, dlq_url })
-}
-
-fn sqs_err<E: std::error::Error>(e: E) -> String {
-    format!("SQS: {}", aws_sdk_sqs::error::DisplayErrorContext(e))
 }

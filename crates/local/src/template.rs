@@ -12,6 +12,8 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_sqs::types::QueueAttributeName;
 use yaml_serde::Value;
 
+use crate::error::LocalError;
+
 /// The template shipped with this build (`build.rs`: the repository's, or the package's copy).
 pub const TEMPLATE: &str = include_str!(concat!(env!("OUT_DIR"), "/template.yaml"));
 
@@ -41,8 +43,8 @@ impl Created {
     }
 }
 
-fn parse() -> Result<Value, String> {
-    yaml_serde::from_str(TEMPLATE).map_err(|e| format!("template.yaml: {e}"))
+fn parse() -> Result<Value, LocalError> {
+    yaml_serde::from_str(TEMPLATE).map_err(|e| LocalError::Template(format!("template.yaml: {e}")))
 }
 
 fn resources_of<'t>(t: &'t Value, ty: &str) -> Vec<(&'t str, &'t Value)> {
@@ -57,16 +59,16 @@ fn resources_of<'t>(t: &'t Value, ty: &str) -> Vec<(&'t str, &'t Value)> {
         .unwrap_or_default()
 }
 
-fn key_schema(v: &Value) -> Result<Vec<KeySchemaElement>, String> {
+fn key_schema(v: &Value) -> Result<Vec<KeySchemaElement>, LocalError> {
     v.as_sequence()
-        .ok_or("KeySchema is not a list")?
+        .ok_or_else(|| LocalError::Template("KeySchema is not a list".to_owned()))?
         .iter()
         .map(|k| {
             KeySchemaElement::builder()
                 .attribute_name(k["AttributeName"].as_str().unwrap_or_default())
                 .key_type(KeyType::from(k["KeyType"].as_str().unwrap_or_default()))
                 .build()
-                .map_err(|e| e.to_string())
+                .map_err(|e| LocalError::Template(e.to_string()))
         })
         .collect()
 }
@@ -83,12 +85,13 @@ fn referenced(v: &Value) -> Option<&str> {
 /// `<prefix>-<LogicalId>` (queue names are shortened to SQS's 80 characters).
 ///
 /// # Errors
-/// The first call that fails, as text.
+/// The first call that fails ([`LocalError::Service`], of its kind), or what the template
+/// declares that cannot be built.
 pub async fn create_all(
     dynamodb: &aws_sdk_dynamodb::Client,
     sqs: &aws_sdk_sqs::Client,
     prefix: &str,
-) -> Result<Created, String> {
+) -> Result<Created, LocalError> {
     let t = parse()?;
     let mut created = Created::default();
     for (logical, p) in resources_of(&t, "AWS::DynamoDB::Table") {
@@ -110,23 +113,12 @@ pub async fn create_all(
     Ok(created)
 }
 
-fn dynamodb_err(call: &str, name: &str, e: impl std::error::Error + 'static) -> String {
-    format!(
-        "{call} {name}: {}",
-        aws_sdk_dynamodb::error::DisplayErrorContext(e)
-    )
-}
-
-fn sqs_err(e: impl std::error::Error + 'static) -> String {
-    format!("SQS: {}", aws_sdk_sqs::error::DisplayErrorContext(e))
-}
-
 /// One table as the template declares it: keys, attributes, indexes, stream, TTL.
 async fn create_table(
     dynamodb: &aws_sdk_dynamodb::Client,
     name: &str,
     p: &Value,
-) -> Result<(), String> {
+) -> Result<(), LocalError> {
     let mut req = dynamodb
         .create_table()
         .table_name(name)
@@ -144,7 +136,7 @@ async fn create_table(
                     d["AttributeType"].as_str().unwrap_or("S"),
                 ))
                 .build()
-                .map_err(|e| e.to_string())?,
+                .map_err(|e| LocalError::Template(e.to_string()))?,
         );
     }
     for g in p["GlobalSecondaryIndexes"]
@@ -160,7 +152,7 @@ async fn create_table(
                 .stream_enabled(true)
                 .stream_view_type(StreamViewType::from(view))
                 .build()
-                .map_err(|e| e.to_string())?,
+                .map_err(|e| LocalError::Template(e.to_string()))?,
         );
     }
     let wanted = key_schema(&p["KeySchema"])?;
@@ -177,18 +169,16 @@ async fn create_table(
                 .table_name(name)
                 .send()
                 .await
-                .map_err(|e| dynamodb_err("DescribeTable", name, e))?;
+                .map_err(|e| LocalError::dynamodb("DynamoDB DescribeTable", name, e))?;
             let keys = existing
                 .table()
                 .map(|t| t.key_schema().to_vec())
                 .unwrap_or_default();
             if keys != wanted {
-                return Err(format!(
-                    "{name} exists with other keys than template.yaml's: delete it, or use another prefix"
-                ));
+                return Err(LocalError::OtherKeys(name.to_owned()));
             }
         }
-        Err(e) => return Err(dynamodb_err("CreateTable", name, e)),
+        Err(e) => return Err(LocalError::dynamodb("DynamoDB CreateTable", name, e)),
     }
     if let Some(attr) = p["TimeToLiveSpecification"]["AttributeName"].as_str() {
         // The template enables TTL only when a retention is set; locally it is always on.
@@ -200,7 +190,7 @@ async fn create_table(
                     .attribute_name(attr)
                     .enabled(true)
                     .build()
-                    .map_err(|e| e.to_string())?,
+                    .map_err(|e| LocalError::Template(e.to_string()))?,
             )
             .send()
             .await;
@@ -210,14 +200,14 @@ async fn create_table(
                 if aws_sdk_dynamodb::error::ProvideErrorMetadata::message(&e)
                     .is_some_and(|m| m.contains("already enabled")) => {}
             other => {
-                other.map_err(|e| dynamodb_err("UpdateTimeToLive", name, e))?;
+                other.map_err(|e| LocalError::dynamodb("DynamoDB UpdateTimeToLive", name, e))?;
             }
         }
     }
     Ok(())
 }
 
-fn index(g: &Value) -> Result<GlobalSecondaryIndex, String> {
+fn index(g: &Value) -> Result<GlobalSecondaryIndex, LocalError> {
     let projection = &g["Projection"];
     let mut proj = Projection::builder().projection_type(ProjectionType::from(
         projection["ProjectionType"].as_str().unwrap_or("ALL"),
@@ -234,7 +224,7 @@ fn index(g: &Value) -> Result<GlobalSecondaryIndex, String> {
         .set_key_schema(Some(key_schema(&g["KeySchema"])?))
         .projection(proj.build())
         .build()
-        .map_err(|e| e.to_string())
+        .map_err(|e| LocalError::Template(e.to_string()))
 }
 
 /// One queue with the template's timeouts; its URL and ARN.
@@ -242,7 +232,7 @@ async fn create_queue(
     sqs: &aws_sdk_sqs::Client,
     name: &str,
     p: &Value,
-) -> Result<(String, String), String> {
+) -> Result<(String, String), LocalError> {
     let mut req = sqs.create_queue().queue_name(name);
     for (attr, key) in [
         (QueueAttributeName::VisibilityTimeout, "VisibilityTimeout"),
@@ -258,7 +248,7 @@ async fn create_queue(
     let url = req
         .send()
         .await
-        .map_err(sqs_err)?
+        .map_err(|e| LocalError::sqs("SQS CreateQueue", e))?
         .queue_url
         .unwrap_or_default();
     let arn = sqs
@@ -267,7 +257,7 @@ async fn create_queue(
         .attribute_names(QueueAttributeName::QueueArn)
         .send()
         .await
-        .map_err(sqs_err)?
+        .map_err(|e| LocalError::sqs("SQS GetQueueAttributes", e))?
         .attributes
         .and_then(|mut a| a.remove(&QueueAttributeName::QueueArn))
         .unwrap_or_default();
@@ -280,14 +270,18 @@ async fn redrive_policy(
     created: &Created,
     logical: &str,
     p: &Value,
-) -> Result<(), String> {
+) -> Result<(), LocalError> {
     let redrive = &p["RedrivePolicy"];
     if redrive.is_null() {
         return Ok(());
     }
     let target = referenced(&redrive["deadLetterTargetArn"])
         .and_then(|dlq| created.queue_arns.get(dlq))
-        .ok_or_else(|| format!("{logical}: the redrive target is not a queue of this template"))?;
+        .ok_or_else(|| {
+            LocalError::Template(format!(
+                "{logical}: the redrive target is not a queue of this template"
+            ))
+        })?;
     let policy = serde_json::json!({
         "deadLetterTargetArn": target,
         "maxReceiveCount": redrive["maxReceiveCount"].as_u64().unwrap_or(5).to_string(),
@@ -297,6 +291,6 @@ async fn redrive_policy(
         .attributes(QueueAttributeName::RedrivePolicy, policy.to_string())
         .send()
         .await
-        .map_err(sqs_err)?;
+        .map_err(|e| LocalError::sqs("SQS SetQueueAttributes", e))?;
     Ok(())
 }

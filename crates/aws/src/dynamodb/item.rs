@@ -85,6 +85,20 @@ pub(crate) async fn get(
         .item)
 }
 
+/// Every item `query` finds, page after page: the SDK's paginator follows `LastEvaluatedKey`,
+/// one request a page, as a hand-written loop would.
+pub(crate) async fn query_all(
+    query: aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder,
+) -> Result<Vec<Item>, PortError> {
+    query
+        .into_paginator()
+        .items()
+        .send()
+        .try_collect()
+        .await
+        .map_err(|e| port_error("DynamoDB Query", e))
+}
+
 /// Every item of `table` that `filter` (an expression and its string values) keeps, read
 /// consistently page by page: for operators' tools and checks, never a hot path.
 pub(crate) async fn scan(
@@ -92,33 +106,23 @@ pub(crate) async fn scan(
     table: &str,
     filter: Option<(&str, &[(&str, &str)])>,
 ) -> Result<Vec<Item>, PortError> {
-    let mut out = Vec::new();
-    let mut start = None;
-    loop {
-        let mut request = client
-            .scan()
-            .table_name(table)
-            .consistent_read(true)
-            .set_exclusive_start_key(start);
-        if let Some((expression, values)) = filter {
-            request = request.filter_expression(expression);
-            if expression.contains("#status") {
-                request = request.expression_attribute_names("#status", "status");
-            }
-            for (name, value) in values {
-                request = request.expression_attribute_values(*name, s(*value));
-            }
+    let mut request = client.scan().table_name(table).consistent_read(true);
+    if let Some((expression, values)) = filter {
+        request = request.filter_expression(expression);
+        if expression.contains("#status") {
+            request = request.expression_attribute_names("#status", "status");
         }
-        let page = request
-            .send()
-            .await
-            .map_err(|e| port_error("DynamoDB Scan", e))?;
-        out.extend(page.items.unwrap_or_default());
-        start = page.last_evaluated_key;
-        if start.is_none() {
-            return Ok(out);
+        for (name, value) in values {
+            request = request.expression_attribute_values(*name, s(*value));
         }
     }
+    request
+        .into_paginator()
+        .items()
+        .send()
+        .try_collect()
+        .await
+        .map_err(|e| port_error("DynamoDB Scan", e))
 }
 
 /// What an adapter's committed writes cost, shared by its clones: the write capacity units

@@ -50,7 +50,7 @@ use aws_sdk_dynamodb::types::{
 };
 
 use super::item::{
-    Conditional, Item, WriteUnits, conditional, get, get_b, get_s, get_u64, n, s, scan,
+    Conditional, Item, WriteUnits, conditional, get, get_b, get_s, get_u64, n, query_all, s, scan,
 };
 use super::records::delivery_record;
 use crate::aws::port_error;
@@ -975,27 +975,16 @@ impl DynamoLedger {
             filters.push("resource_id = :r".to_owned());
         }
         let filter = (!filters.is_empty()).then(|| filters.join(" AND "));
-        let mut out = Vec::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .client
+        query_all(
+            self.client
                 .query()
                 .table_name(&self.table)
                 .index_name(LedgerSchema::WAITING_INDEX)
                 .key_condition_expression("waiting = :k")
-                .set_filter_expression(filter.clone())
-                .set_expression_attribute_values(Some(values.clone()))
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| port_error("DynamoDB Query", e))?;
-            out.extend(page.items.unwrap_or_default());
-            start = page.last_evaluated_key;
-            if start.is_none() {
-                return Ok(out);
-            }
-        }
+                .set_filter_expression(filter)
+                .set_expression_attribute_values(Some(values)),
+        )
+        .await
     }
 
     /// One waiting record's body kept (an inline body, from before bodies were kept apart, has

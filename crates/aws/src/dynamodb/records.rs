@@ -303,7 +303,7 @@ mod tests {
         );
         assert_eq!(state_record(&Item::new()), None);
     }
-    // Issue 40: the console's search by order id reads the order's claim and registration.
+    // The console's search by order id reads the order's claim and registration.
     #[test]
     fn an_orders_claim_and_its_registration_read_as_written() {
         let registered =
@@ -341,7 +341,7 @@ mod tests {
         assert_eq!(order_claim(&Item::new()), None, "a claim names its invoice");
     }
 
-    // Issue 40: an audit entry, as its write renders it, reads back as the entry (the stream's
+    // An audit entry, as its write renders it, reads back as the entry (the stream's
     // image and the `audit` read alike).
     #[test]
     fn an_operator_action_as_written_reads_back_as_its_record() {

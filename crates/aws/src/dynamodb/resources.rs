@@ -20,7 +20,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use futures::{StreamExt as _, TryStreamExt as _};
 
-use super::item::{Conditional, Item, WriteUnits, conditional, get, get_s, get_u64, n, s, scan};
+use super::item::{
+    Conditional, Item, WriteUnits, conditional, get, get_s, get_u64, n, query_all, s, scan,
+};
 use super::records::{OrderOnRecord, invoice_seen, order_claim, registered_order, state_record};
 use super::render::{Tables, fields_of, item_of, transact_item, update};
 use crate::aws::{kind_of_code, port_error};
@@ -395,27 +397,16 @@ impl DynamoResources {
         if let Some(kind) = kind {
             values.insert(":kind".to_owned(), s(kind));
         }
-        let mut out = Vec::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .client
+        query_all(
+            self.client
                 .query()
                 .table_name(&self.tables.state)
                 .index_name(LISTED_INDEX)
-                .key_condition_expression(&condition)
+                .key_condition_expression(condition)
                 .set_filter_expression(kind.map(|_| "kind = :kind".to_owned()))
-                .set_expression_attribute_values(Some(values.clone()))
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(|e| port_error("DynamoDB Query", e))?;
-            out.extend(page.items.unwrap_or_default());
-            start = page.last_evaluated_key;
-            if start.is_none() {
-                return Ok(out);
-            }
-        }
+                .set_expression_attribute_values(Some(values)),
+        )
+        .await
     }
 
     /// The items of every day list (each day's shards, and its unsharded list of releases

@@ -84,7 +84,7 @@ impl Ids {
 
 /// One step's verdict.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Step {
+pub struct StepVerdict {
     /// 1 to 6.
     pub number: u8,
     /// What it proves.
@@ -462,7 +462,7 @@ impl Proof {
         }
     }
 
-    fn done(self) -> Step {
+    fn done(self) -> StepVerdict {
         let verdict = if self.failed {
             "fail"
         } else if self.missing.is_some() {
@@ -472,7 +472,7 @@ impl Proof {
         };
         // Progress: the steps take minutes (retries, the slow-reply wait), one line each.
         tracing::info!(step = self.number, of = 6, verdict, "check: {}", self.name);
-        Step {
+        StepVerdict {
             number: self.number,
             name: self.name,
             verdict,
@@ -573,7 +573,7 @@ impl Checker {
 }
 
 /// Runs the six steps against `options.url`.
-pub async fn run(options: CheckOptions) -> Vec<Step> {
+pub async fn run(options: CheckOptions) -> Vec<StepVerdict> {
     let secret = options.secret.clone();
     let rotation = [options.secret.clone(), options.wrong_secret.clone()];
     let checker = Checker {
@@ -620,7 +620,7 @@ impl Run<'_> {
     /// 1. One delivery: the advisory `confirming` first (a receiver deduplicating by resource
     ///    id drops the `paid` after it), then `paid` during a secret rotation (the valid v1
     ///    first).
-    async fn one_delivery(&mut self) -> (Step, First) {
+    async fn one_delivery(&mut self) -> (StepVerdict, First) {
         let (checker, sender) = (self.checker, &self.checker.sender);
         let mut proof = Proof::new(1, "one delivery ships the order once");
         let invoice = format!("inv_check_{}", &new_event_id()[4..]);
@@ -650,7 +650,7 @@ impl Run<'_> {
 
     /// 2. The same event again (a retry, re-signed), and the same payment from a second
     ///    endpoint (another event id, same invoice).
-    async fn again(&self, first: &First) -> Step {
+    async fn again(&self, first: &First) -> StepVerdict {
         let (checker, sender) = (self.checker, &self.checker.sender);
         let mut proof = Proof::new(
             2,
@@ -684,7 +684,7 @@ impl Run<'_> {
     }
 
     /// 3. Collisions: copies of one new event at once, then retries until answered.
-    async fn collisions(&mut self) -> Step {
+    async fn collisions(&mut self) -> StepVerdict {
         let (checker, sender) = (self.checker, &self.checker.sender);
         let mut proof = Proof::new(3, "colliding attempts ship once");
         let invoice = format!("inv_check_{}", &new_event_id()[4..]);
@@ -724,7 +724,7 @@ impl Run<'_> {
     }
 
     /// 4. Broken, made right by hand, replayed.
-    async fn made_right_by_hand(&mut self) -> Step {
+    async fn made_right_by_hand(&mut self) -> StepVerdict {
         let (checker, sender) = (self.checker, &self.checker.sender);
         let mut proof = Proof::new(
             4,
@@ -764,7 +764,7 @@ impl Run<'_> {
     ///    invoice this run had acknowledged.
     /// 6. Another project's payment of an order with the same id as step 1's: order ids are
     ///    unique only within a project, and a stack applies only its own projects.
-    async fn another_project(&self, first: &First) -> Step {
+    async fn another_project(&self, first: &First) -> StepVerdict {
         let (checker, sender) = (self.checker, &self.checker.sender);
         let mut proof = Proof::new(6, "another project's payment ships nothing here");
         let invoice = format!("inv_check_{}", &new_event_id()[4..]);
@@ -825,7 +825,7 @@ impl Run<'_> {
         proof.done()
     }
 
-    async fn against_the_source(&self) -> Step {
+    async fn against_the_source(&self) -> StepVerdict {
         let (checker, sender) = (self.checker, &self.checker.sender);
         let mut proof = Proof::new(5, "the receiver's rows match what was paid");
         match (&checker.options().api, &checker.options().probe) {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use paymos_inbox::tools::check::{self, CheckOptions, MarkPaid, Probe, Step};
+use paymos_inbox::tools::check::{self, CheckOptions, MarkPaid, Probe, StepVerdict};
 use paymos_inbox_core::wire::signature::{SigningKey, Verifier, WebhookSecret};
 use tokio::sync::Mutex;
 
@@ -211,7 +211,7 @@ fn options(url: &str) -> CheckOptions {
     }
 }
 
-fn first_failure(steps: &[Step]) -> Option<u8> {
+fn first_failure(steps: &[StepVerdict]) -> Option<u8> {
     steps.iter().find(|s| s.verdict == "fail").map(|s| s.number)
 }
 

@@ -968,7 +968,7 @@ mod tests {
         }
     }
 
-    // Issue 49 (missed mutants): a person's project is refused only where it is not the
+    // A person's project is refused only where it is not the
     // record's, and a project is required only where several are applied and none is known.
     #[test]
     fn a_persons_project_is_refused_only_where_the_record_names_another() {
@@ -1128,7 +1128,7 @@ mod tests {
         ));
     }
 
-    // Issue 49 (this stop's attack, F2 and F4): a confirmation that leaves out what a credit
+    // A confirmation that leaves out what a credit
     // needs, or whether it is final (the official partial vectors), was unusable, or `updated`
     // and never credited nor listed. It credits nothing on its own word and says why: Paymos'
     // deposit decides (the reverse check, or `recheck`). One that says `is_final: false` is

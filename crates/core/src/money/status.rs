@@ -270,7 +270,7 @@ mod tests {
     use super::*;
     use crate::money::write::{self, Field, Fields, Value};
 
-    // Issue 43 (a mutant no fast test caught: an amount displayed as nothing): an amount is
+    // An amount is
     // shown as the text Paymos sent, trailing zeros and all (the console and the command line
     // show it so), never as a float.
     #[test]

@@ -952,7 +952,7 @@ mod tests {
         );
     }
 
-    // Issue 49 (this stop's attack, F2 to F4): a deposit confirmation is Paymos' deposit, as
+    // A deposit confirmation is Paymos' deposit, as
     // Paymos has it. The event's payer, net or project, or their absence (a partial event),
     // no longer decide: Paymos' confirmed and final deposit credits its own payer and net.
     #[test]

@@ -644,7 +644,7 @@ mod tests {
         }
     }
 
-    // Issue 40: an operator's action is published once, when its entry appears with its
+    // An operator's action is published once, when its entry appears with its
     // answer (written whole, as before entries were begun), under an id of its own; the entry
     // written again unchanged, or going (a TTL), publishes nothing.
     #[test]
@@ -972,7 +972,7 @@ mod tests {
         (0..n).map(paid).chain((0..n).map(closed)).collect()
     }
 
-    // Issue 50: one `PutEvents` a change, one after the other, fell behind at about 50 changes
+    // One `PutEvents` a change, one after the other, fell behind at about 50 changes
     // a second a shard. The batch's events go out ten to a call, four calls in flight, and
     // one resource's facts in the order they were committed.
     #[tokio::test]

@@ -222,7 +222,7 @@ mod tests {
         assert_eq!(queue.sent().len(), 1);
     }
 
-    // Issue 38, case 4: a record whose body is gone is never sent with an empty body; one that
+    // A record whose body is gone is never sent with an empty body; one that
     // is sent keeps its body for a whole retention from now.
     #[tokio::test]
     async fn a_stranded_delivery_is_sent_with_its_body_or_not_at_all() {
@@ -244,7 +244,7 @@ mod tests {
         let sent: Vec<_> = queue.sent().into_iter().map(|d| d.event_id).collect();
         assert_eq!(sent, ["evt_kept"], "never an empty body");
         assert!(queue.sent().iter().all(|d| !d.body.is_empty()));
-        // Both records are kept from now (issue 49: a record not processed never expires), the
+        // Both records are kept from now (a record not processed never expires), the
         // bodiless one too; only the one with its body is sent.
         let mut kept = ledger.bodies_kept();
         kept.sort();
@@ -257,7 +257,7 @@ mod tests {
         );
     }
 
-    // Issue 39: a delivery that waits through an outage (fulfil cannot apply it; its copy waits
+    // A delivery that waits through an outage (fulfil cannot apply it; its copy waits
     // in the queue) was sent again by every run, one more message each time for a fulfil already
     // behind. Its sends now space out: half its age since the last one, at most an hour apart.
     #[tokio::test]

@@ -1,5 +1,5 @@
 //! The oracle of the webhook receiver's model test: given Paymos' own truth (`World`) and what
-//! reached the receiver (`Step`s), `expected` says what MUST hold in the end. Written from the
+//! reached the receiver (`Arrival`s), `expected` says what MUST hold in the end. Written from the
 //! provider's contract (`paymos-webhooks.md`) and the rules of money alone; it imports nothing
 //! but `std` and nothing of the implementation. Money is compared as exact decimals, never floats.
 //! - 1 the other environment changes and blocks nothing; 2 with the reverse check only what
@@ -202,7 +202,7 @@ impl World {
 /// (Unix seconds, `occurred_at`) of the fact it announces (8: under the reverse check Paymos'
 /// record dates the fact instead: a forged `at` dates nothing).
 #[derive(Clone, Debug)]
-pub enum Step {
+pub enum Arrival {
     /// An invoice webhook; `project` is `data.project_id`, `order` `data.order.external_id`,
     /// `price` `data.order.amount` + `currency` (None: left out); for a paying status `at` is
     /// when the payment was made.
@@ -295,13 +295,13 @@ pub struct Expected {
 /// The final state the receiver must reach for `world` after `steps` (Paymos' clock naming no
 /// time: see `Clock`).
 #[must_use]
-pub fn expected(world: &World, steps: &[Step]) -> Expected {
+pub fn expected(world: &World, steps: &[Arrival]) -> Expected {
     expected_at(world, &Clock::default(), steps)
 }
 
 /// The final state the receiver must reach for `world`, dated by `clock`, after `steps`.
 #[must_use]
-pub fn expected_at(world: &World, clock: &Clock, steps: &[Step]) -> Expected {
+pub fn expected_at(world: &World, clock: &Clock, steps: &[Arrival]) -> Expected {
     let mut m = Machine {
         world,
         clock,
@@ -545,21 +545,21 @@ impl Machine<'_> {
         }
     }
 
-    fn step(&mut self, step: &Step) {
+    fn step(&mut self, step: &Arrival) {
         let live = self.world.environment;
         // The contract: deliveries are deduplicated by (the environment and) `event_id`; a
         // second delivery of one event changes nothing, whatever the first did.
-        if let Step::Invoice {
+        if let Arrival::Invoice {
             event_id: Some(e),
             env,
             ..
         }
-        | Step::Withdrawal {
+        | Arrival::Withdrawal {
             event_id: Some(e),
             env,
             ..
         }
-        | Step::Deposit {
+        | Arrival::Deposit {
             event_id: Some(e),
             env,
             ..
@@ -570,15 +570,15 @@ impl Machine<'_> {
         }
         match step {
             // 1: a step signed by the other environment changes nothing and blocks nothing
-            Step::Invoice { env, .. }
-            | Step::Withdrawal { env, .. }
-            | Step::Deposit { env, .. }
+            Arrival::Invoice { env, .. }
+            | Arrival::Withdrawal { env, .. }
+            | Arrival::Deposit { env, .. }
                 if *env != live => {}
-            Step::Invoice { .. } => self.invoice_delivery(step),
+            Arrival::Invoice { .. } => self.invoice_delivery(step),
             // 19: a final deposit confirmation naming no project is credited by no webhook
             // (only Paymos' record could say whose payer it is), whatever an advisory named:
             // it waits for a person; of a deposit credited already (once, 11) it is nothing
-            Step::Deposit {
+            Arrival::Deposit {
                 id,
                 project: None,
                 confirmed: true,
@@ -589,12 +589,12 @@ impl Machine<'_> {
                 }
             }
             // 15: another project's refund (withdrawals ignore the filter) or deposit: nothing
-            Step::Withdrawal { id, .. } | Step::Deposit { id, .. }
+            Arrival::Withdrawal { id, .. } | Arrival::Deposit { id, .. }
                 if {
                     let of = self.money_project(id);
                     !self.applies(&of)
                 } => {}
-            Step::Withdrawal {
+            Arrival::Withdrawal {
                 id,
                 genuine,
                 lagging,
@@ -602,15 +602,15 @@ impl Machine<'_> {
                 completed: true,
                 ..
             } => self.money_event(id, *lagging, *at, *genuine),
-            Step::Deposit {
+            Arrival::Deposit {
                 id,
                 lagging,
                 confirmed: true,
                 ..
             } => self.money_event(id, *lagging, 0, false), // a deposit's time matters to nothing
             // 2/10/11: open/failed withdrawals and advisory deposits move nothing
-            Step::Withdrawal { .. } | Step::Deposit { .. } => {}
-            Step::MarkPaid {
+            Arrival::Withdrawal { .. } | Arrival::Deposit { .. } => {}
+            Arrival::MarkPaid {
                 invoice,
                 order,
                 project,
@@ -621,18 +621,18 @@ impl Machine<'_> {
                     self.mark_paid(invoice, order.as_deref());
                 }
             }
-            Step::Release {
+            Arrival::Release {
                 invoice,
                 override_amount,
             } => self.release(invoice, *override_amount),
-            Step::Recheck { id } => self.recheck(id),
-            Step::Reconcile => self.reconcile(),
+            Arrival::Recheck { id } => self.recheck(id),
+            Arrival::Reconcile => self.reconcile(),
         }
     }
 
     /// A live invoice delivery, deduplicated.
-    fn invoice_delivery(&mut self, step: &Step) {
-        let Step::Invoice {
+    fn invoice_delivery(&mut self, step: &Arrival) {
+        let Arrival::Invoice {
             invoice,
             project,
             genuine,
@@ -1336,10 +1336,10 @@ mod tests {
             confirmed,
         }
     }
-    fn ev(id: &str, status: Status, order: Option<&str>, price: Option<Price>) -> Step {
+    fn ev(id: &str, status: Status, order: Option<&str>, price: Option<Price>) -> Arrival {
         let order = order.map(Into::into);
         let (env, genuine, lagging) = (Env::Live, true, false);
-        Step::Invoice {
+        Arrival::Invoice {
             event_id: None,
             invoice: id.into(),
             project: Some(A.into()),
@@ -1352,12 +1352,12 @@ mod tests {
             price,
         }
     }
-    fn paid(id: &str, order: &str, amount: &str) -> Step {
+    fn paid(id: &str, order: &str, amount: &str) -> Arrival {
         ev(id, Paid, Some(order), Some(p(amount, "USD")))
     }
-    fn wdr(id: &str, completed: bool) -> Step {
+    fn wdr(id: &str, completed: bool) -> Arrival {
         let (env, genuine, lagging) = (Env::Live, true, false);
-        Step::Withdrawal {
+        Arrival::Withdrawal {
             event_id: None,
             id: id.into(),
             env,
@@ -1368,15 +1368,15 @@ mod tests {
         }
     }
     /// The same step announcing a fact of Paymos time `t`.
-    fn at(mut s: Step, t: u64) -> Step {
-        if let Step::Invoice { at, .. } | Step::Withdrawal { at, .. } = &mut s {
+    fn at(mut s: Arrival, t: u64) -> Arrival {
+        if let Arrival::Invoice { at, .. } | Arrival::Withdrawal { at, .. } = &mut s {
             *at = t;
         }
         s
     }
-    fn dep(id: &str, confirmed: bool) -> Step {
+    fn dep(id: &str, confirmed: bool) -> Arrival {
         let (env, genuine, lagging) = (Env::Live, true, false);
-        Step::Deposit {
+        Arrival::Deposit {
             event_id: None,
             id: id.into(),
             project: Some(A.into()),
@@ -1387,20 +1387,20 @@ mod tests {
         }
     }
     /// The same step signed by `e`, genuine or forged, lagging or not.
-    fn tweak(mut s: Step, e: Env, g: bool, l: bool) -> Step {
-        if let Step::Invoice {
+    fn tweak(mut s: Arrival, e: Env, g: bool, l: bool) -> Arrival {
+        if let Arrival::Invoice {
             env,
             genuine,
             lagging,
             ..
         }
-        | Step::Withdrawal {
+        | Arrival::Withdrawal {
             env,
             genuine,
             lagging,
             ..
         }
-        | Step::Deposit {
+        | Arrival::Deposit {
             env,
             genuine,
             lagging,
@@ -1411,24 +1411,24 @@ mod tests {
         }
         s
     }
-    fn forged(s: Step) -> Step {
+    fn forged(s: Arrival) -> Arrival {
         tweak(s, Env::Live, false, false)
     }
-    fn lagging(s: Step) -> Step {
+    fn lagging(s: Arrival) -> Arrival {
         tweak(s, Env::Live, true, true)
     }
-    fn mark(invoice: &str, order: &str) -> Step {
-        Step::MarkPaid {
+    fn mark(invoice: &str, order: &str) -> Arrival {
+        Arrival::MarkPaid {
             invoice: invoice.into(),
             order: Some(order.into()),
             project: Some(A.into()),
         }
     }
-    fn recheck(id: &str) -> Step {
-        Step::Recheck { id: id.into() }
+    fn recheck(id: &str) -> Arrival {
+        Arrival::Recheck { id: id.into() }
     }
-    fn release(id: &str, override_amount: bool) -> Step {
-        Step::Release {
+    fn release(id: &str, override_amount: bool) -> Arrival {
+        Arrival::Release {
             invoice: id.into(),
             override_amount,
         }
@@ -1639,7 +1639,7 @@ mod tests {
         w.invoices
             .insert("inv_3".into(), rec("o3", "10", Paid, false));
         register(&mut w, "o2", p("5", "USD"));
-        let mut steps = vec![ev("inv_1", Expired, None, None), Step::Reconcile];
+        let mut steps = vec![ev("inv_1", Expired, None, None), Arrival::Reconcile];
         let late = [("inv_1", Wait::PaidLate), ("inv_2", Wait::PaidLate)];
         assert_eq!(expected(&w, &steps), exp(&[("o3", "inv_3")], &late, &[]));
         steps.extend([release("inv_1", false), release("inv_2", false)]);
@@ -1785,7 +1785,7 @@ mod tests {
             lagging(at(paid("inv_1", "o1", "10"), 10)),
             recheck("inv_1"),
             // known only at Paymos: reconcile reads the refund (20) and the payment (30)
-            Step::Reconcile,
+            Arrival::Reconcile,
         ];
         let want = exp(&[("o1", "inv_1"), ("o3", "inv_3")], &[], &[]);
         assert_eq!(expected_at(&w, &c, &steps), want);
@@ -1801,7 +1801,7 @@ mod tests {
             lagging(at(paid("inv_1", "o1", "10"), 30)),
             recheck("inv_1"),
             at(wdr("wdr_3", true), 20),
-            Step::Reconcile,
+            Arrival::Reconcile,
             // a forged payment Paymos confirms, dated in the future: Paymos' 10 dates it
             at(wdr("wdr_5", true), 20),
             forged(at(paid("inv_5", "o5", "10"), 99)),
@@ -1912,7 +1912,7 @@ mod tests {
             .insert("inv_1".into(), rec("", "10", Expired, true));
         let steps = [
             forged(ev("inv_1", Expired, Some("o_evil"), None)),
-            Step::Reconcile,
+            Arrival::Reconcile,
             release("inv_1", false),
             release("inv_1", true),
         ];
@@ -1924,7 +1924,7 @@ mod tests {
 
     /// `inv_1` (open) and `inv_2` (closed) partly paid, refunded in full at 20, then marked paid;
     /// `inv_3` paid and refunded at Paymos, which names no time for either, then reconciled.
-    fn marked_after_a_full_refund() -> (World, Vec<Step>) {
+    fn marked_after_a_full_refund() -> (World, Vec<Arrival>) {
         let mut w = world(false);
         for (r, i) in [("wdr_1", "inv_1"), ("wdr_2", "inv_2"), ("wdr_3", "inv_3")] {
             w.refunds.insert(r.into(), refund(i, Mode::Full));
@@ -1939,7 +1939,7 @@ mod tests {
             at(ev("inv_2", Underpaid, Some("o2"), None), 15),
             at(wdr("wdr_2", true), 20),
             mark("inv_2", "o2"),
-            Step::Reconcile,
+            Arrival::Reconcile,
             // final already: a later dated payment event changes nothing
             at(paid("inv_1", "o1", "10"), 30),
         ];
@@ -2093,10 +2093,10 @@ mod tests {
     }
 
     /// The same invoice step naming `project` (None: left out).
-    fn of(mut s: Step, project: Option<&str>) -> Step {
-        if let Step::Invoice { project: p, .. }
-        | Step::MarkPaid { project: p, .. }
-        | Step::Deposit { project: p, .. } = &mut s
+    fn of(mut s: Arrival, project: Option<&str>) -> Arrival {
+        if let Arrival::Invoice { project: p, .. }
+        | Arrival::MarkPaid { project: p, .. }
+        | Arrival::Deposit { project: p, .. } = &mut s
         {
             *p = project.map(Into::into);
         }
@@ -2182,7 +2182,7 @@ mod tests {
                 lagging(wdr("wdr_1", true)),
                 of(mark("inv_b", "o1"), Some("prj_b")),
                 wdr("wdr_2", true),
-                Step::Reconcile,
+                Arrival::Reconcile,
                 recheck("inv_b"),
             ];
             let want = Expected::default();
@@ -2331,7 +2331,7 @@ mod tests {
             // paid at 130, naming no project (19: applied nowhere, it waits for its project)
             let silent = of(at(ev("inv_2", Paid, named, None), 130), None);
             // a person names its project, no order: it is that payment, dated 130
-            let word = Step::MarkPaid {
+            let word = Arrival::MarkPaid {
                 invoice: "inv_2".into(),
                 order: None,
                 project: Some(A.into()),

@@ -961,7 +961,7 @@ fn recheck_id(ids: &Ids, id: u8) -> String {
 
 /// The oracle's world and steps for world `t` and its `acts`.
 #[must_use]
-pub fn oracle_case(ids: &Ids, t: &Truth, acts: &[Act]) -> (o::World, Vec<o::Step>) {
+pub fn oracle_case(ids: &Ids, t: &Truth, acts: &[Act]) -> (o::World, Vec<o::Arrival>) {
     let invoices = (0..INVOICES)
         .map(|i| {
             let truth = &t.invoices[usize::from(i)];
@@ -1042,7 +1042,7 @@ pub fn oracle_case(ids: &Ids, t: &Truth, acts: &[Act]) -> (o::World, Vec<o::Step
 }
 
 /// The oracle's step of an invoice act.
-fn invoice_step(ids: &Ids, t: &Truth, act: &Act, event_id: Option<String>) -> o::Step {
+fn invoice_step(ids: &Ids, t: &Truth, act: &Act, event_id: Option<String>) -> o::Arrival {
     let Act::Invoice {
         invoice,
         status,
@@ -1067,7 +1067,7 @@ fn invoice_step(ids: &Ids, t: &Truth, act: &Act, event_id: Option<String>) -> o:
         amount: PRICES[if forged { 1 - truth.price } else { truth.price }].into(),
         currency: "USD".into(),
     });
-    o::Step::Invoice {
+    o::Arrival::Invoice {
         event_id,
         invoice: ids.invoice(invoice),
         project: project.then(|| project_of(ids, t, invoice)),
@@ -1081,7 +1081,7 @@ fn invoice_step(ids: &Ids, t: &Truth, act: &Act, event_id: Option<String>) -> o:
     }
 }
 
-fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Step {
+fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Arrival {
     let env = |sandbox: bool| if sandbox { Env::Sandbox } else { Env::Live };
     let event_id = item(ids, t, act).map(|w| w.event_id);
     match *act {
@@ -1090,7 +1090,7 @@ fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Step {
             refund,
             sandbox,
             lagging,
-        } => o::Step::Withdrawal {
+        } => o::Arrival::Withdrawal {
             event_id,
             id: ids.refund(refund),
             env: env(sandbox),
@@ -1109,7 +1109,7 @@ fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Step {
             lagging,
         } => {
             let truth = &t.deposits[usize::from(deposit)];
-            o::Step::Deposit {
+            o::Arrival::Deposit {
                 event_id,
                 id: ids.deposit(deposit),
                 project: project.then(|| ids.project(truth.project)),
@@ -1123,7 +1123,7 @@ fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Step {
             payout,
             sandbox,
             lagging,
-        } => o::Step::Withdrawal {
+        } => o::Arrival::Withdrawal {
             event_id,
             id: ids.payout(payout),
             env: env(sandbox),
@@ -1137,7 +1137,7 @@ fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Step {
             with_order,
         } => {
             let named = true_order(ids, t, invoice);
-            o::Step::MarkPaid {
+            o::Arrival::MarkPaid {
                 invoice: ids.invoice(invoice),
                 order: (with_order && !named.is_empty()).then_some(named),
                 project: Some(project_of(ids, t, invoice)),
@@ -1146,14 +1146,14 @@ fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Step {
         Act::Release {
             invoice,
             override_amount,
-        } => o::Step::Release {
+        } => o::Arrival::Release {
             invoice: ids.invoice(invoice),
             override_amount,
         },
-        Act::Recheck(id) => o::Step::Recheck {
+        Act::Recheck(id) => o::Arrival::Recheck {
             id: recheck_id(ids, id),
         },
-        Act::Reconcile => o::Step::Reconcile,
+        Act::Reconcile => o::Arrival::Reconcile,
     }
 }
 

@@ -149,7 +149,7 @@ impl DeliveryState {
 mod tests {
     use super::*;
 
-    // Issue 38: a body at the largest `MaxBodyBytes` a stack accepts still fits one SQS
+    // A body at the largest `MaxBodyBytes` a stack accepts still fits one SQS
     // message after base64, with the longest ids and the message attributes beside it.
     #[test]
     fn the_largest_accepted_body_fits_one_sqs_message() {

@@ -31,7 +31,7 @@ async fn main() -> Result<(), Error> {
     lambda_runtime::run(service_fn(
         move |_: LambdaEvent<serde_json::Value>| async move {
             // No `ColdStarts`: the schedule's runs are each a cold start or nearly, and an
-            // idle stack would pay a series a month to say so (issue 51).
+            // idle stack would pay a series a month to say so.
             let swept = sweep_once(
                 (ledger, state),
                 queue,

@@ -467,7 +467,7 @@ mod tests {
         Session::new(SocketAddr::from(([127, 0, 0, 1], 4321)))
     }
 
-    // Issue 54: the JSON answers lacked `X-Content-Type-Options: nosniff` (a browser may then
+    // The JSON answers lacked `X-Content-Type-Options: nosniff` (a browser may then
     // guess a type other than the one said); every answer, page or JSON, says it.
     #[test]
     fn every_answer_forbids_type_sniffing() {
@@ -493,7 +493,7 @@ mod tests {
         }
     }
 
-    // Issue 54: `GET /` needed no token and wrote it into the page, so any process that could
+    // `GET /` needed no token and wrote it into the page, so any process that could
     // reach loopback read it and acted as the operator. Now every request, GET included, needs
     // the session's cookie; the page holds no secret.
     #[test]

@@ -169,7 +169,7 @@ fn make_lines(text: &str) -> Vec<String> {
     out
 }
 
-// Issue 52: every command the README shows is run or checked (crates/cli/tests/it/readme.rs
+// Every command the README shows is run or checked (crates/cli/tests/it/readme.rs
 // names the rule for each). A `make …` line: `make -n` takes it (the target exists, its
 // variables pass), and each `paymos-inbox` command it would run parses with the CLI's parser
 // (`make dev DEV_ARGS="…"` hands its options to `paymos-inbox dev`). The secrets a block reads
@@ -266,7 +266,7 @@ fn leaves() -> Vec<(String, clap::Command)> {
     out
 }
 
-// Issue 31: the top-level list was a wall of text (12 lines over 110 characters) and 10 of 19
+// The top-level list was a wall of text (12 lines over 110 characters) and 10 of 19
 // commands showed no example.
 #[test]
 fn the_top_level_list_is_one_short_line_per_command() {
@@ -316,7 +316,7 @@ fn root() -> &'static std::path::Path {
     std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
 }
 
-// Issue 31: three install lines, two with a placeholder URL.
+// Three install lines, two with a placeholder URL.
 #[test]
 fn there_is_one_install_line_and_it_names_the_repository() {
     let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
@@ -348,7 +348,7 @@ fn there_is_one_install_line_and_it_names_the_repository() {
     );
 }
 
-// Issue 31: every name the documents give in backticks that looks like one of the template's
+// Every name the documents give in backticks that looks like one of the template's
 // or the code's (`WorkQueueUrl`, `KmsKeyArn`, `DeliveryLedger`) exists in template.yaml or in
 // the code, and every stack and config environment they name exists in samconfig.toml.
 #[test]
@@ -419,7 +419,7 @@ fn every_name_the_documents_give_exists_in_the_template_or_the_code() {
     );
 }
 
-// Issue 31: the hand-off was documented as "retried about a day" while its schedule said
+// The hand-off was documented as "retried about a day" while its schedule said
 // otherwise; the durations the documents state are the code's.
 #[test]
 fn the_stated_durations_are_the_codes() {
@@ -575,7 +575,7 @@ fn with_environment(example: &HelpExample) -> Result<Vec<String>, String> {
     Ok(args)
 }
 
-// Issue 42, item 12: `recheck --help`'s examples did not parse without PAYMOS_API_KEY in the
+// `recheck --help`'s examples did not parse without PAYMOS_API_KEY in the
 // reader's environment; every example of every `--help` parses with the CLI's own parser (a
 // failure is what exits 2), with the variables it sets and none of the test's.
 #[test]

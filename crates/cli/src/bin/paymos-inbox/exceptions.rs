@@ -750,7 +750,7 @@ mod tests {
         }
     }
 
-    // Issue 40: a recheck's audit entry says what it changed, each outcome counted once.
+    // A recheck's audit entry says what it changed, each outcome counted once.
     #[test]
     fn a_rechecks_entry_counts_each_outcome() {
         assert_eq!(rechecked(&[]), "0 rechecked");

@@ -261,6 +261,15 @@ impl From<&str> for Failure {
     }
 }
 
+/// The local pipeline's failures (`sign`'s event files, the stack `dev` and the tools make from
+/// the template): whatever their kind, could not do it (exit 4, [`Kind::Unreachable`]), said
+/// in one line as their text reads ([`classify`]), as before they were typed.
+impl From<paymos_inbox_local::error::LocalError> for Failure {
+    fn from(e: paymos_inbox_local::error::LocalError) -> Self {
+        classify(&e.to_string())
+    }
+}
+
 /// The kinds of I/O error a person can act on: what the text contains (lower case), what to
 /// say, and the next step. The first that matches wins.
 /// A row of [`KINDS`]: the port kind whose cases it names (`None`: only text says it), what
@@ -427,7 +436,7 @@ fn classify_with(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Failure
 mod tests {
     use super::*;
 
-    // Issue 41: with AWS_CONFIG_FILE naming a missing file, the SDK's warnings came first and
+    // With AWS_CONFIG_FILE naming a missing file, the SDK's warnings came first and
     // the command never said why no profile was found.
     #[test]
     fn no_credentials_names_the_aws_file_that_does_not_exist() {
@@ -495,7 +504,7 @@ mod tests {
         assert_eq!(classify("anything").code(), UNREACHABLE);
     }
 
-    // Issue 53: an error's kind, not its text, decides what it is. `classify` read "is not
+    // An error's kind, not its text, decides what it is. `classify` read "is not
     // authorized" in any text as a denial, and "non-existent table" as a missing table (a
     // misconfiguration); an unavailable port is said as unavailable whatever its text says.
     #[test]

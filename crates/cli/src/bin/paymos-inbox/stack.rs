@@ -689,8 +689,8 @@ mod tests {
         Cli::parse_from(std::iter::once("x").chain(line.iter().copied())).stack
     }
 
-    // Issue 31: --config-env documented a default (`default`) that was never read.
-    // Issue 54: both endpoint variables set made the command line take the stack for `dev`,
+    // --config-env documented a default (`default`) that was never read.
+    // Both endpoint variables set made the command line take the stack for `dev`,
     // skip STS and record a self-declared actor; a VPC or FIPS endpoint is AWS.
     #[test]
     fn only_an_endpoint_on_this_machine_is_an_emulators() {

@@ -276,7 +276,7 @@ pub(super) fn invoice_listing(
     )
 }
 
-/// `writes` for a stack that keeps no `open` list (issue 51: only the reconciliation reads
+/// `writes` for a stack that keeps no `open` list (only the reconciliation reads
 /// it, and only a stack with the reconciliation writes it): an invoice whose status is open
 /// is listed nowhere instead (its write removes its list, which costs no index write when it
 /// had none), and is listed by its day or for review as before once it leaves that. `exceptions

@@ -21,7 +21,7 @@ fn a_payment_awaiting_its_order_writes_only_what_it_teaches() {
     assert!(payment_awaiting_order("inv_1", &named, None).is_some());
 }
 
-// Issue 32: an invoice is listed `open` while its status is open (the reconciliation
+// An invoice is listed `open` while its status is open (the reconciliation
 // re-reads it), `review` from what makes its payment wait until a release (exceptions
 // lists it), and otherwise under the day it changed (events since): one list at a time.
 // Only a dated payment takes an undated word's `after_refund` off (its time judges the
@@ -139,7 +139,7 @@ fn a_day_list_is_the_utc_day_and_the_days_run_from_the_first_to_the_last() {
     assert!(open_lists().contains(&open_list("inv_1")));
 }
 
-// Issue 39: the lists spread each busy day's and the open invoices' writes over
+// The lists spread each busy day's and the open invoices' writes over
 // LIST_SHARDS partitions, every shard used, each key always in the same one.
 #[test]
 fn lists_spread_keys_over_every_shard_and_keep_each_key_in_one() {
@@ -166,7 +166,7 @@ fn a_keys_shard_is_a_stored_format_and_never_changes() {
     assert_eq!(shards, [13, 13, 7, 39, 13, 13, 8, 8, 27, 59, 27, 59]);
 }
 
-// Issue 50: what waits for a person was one list (`review`) and one `waiting` key an outcome,
+// What waits for a person was one list (`review`) and one `waiting` key an outcome,
 // each heated by a storm of its outcome. Both are spread over eight keys by the item's own key,
 // whatever its outcome; the keys are stored, and pinned.
 #[test]
@@ -201,7 +201,7 @@ fn review_and_waiting_keys_are_eight_shards_of_the_items_key_whatever_its_outcom
     );
 }
 
-// Issue 32: every item that stands for an event is listed under the day it changed, with
+// Every item that stands for an event is listed under the day it changed, with
 // the time the index ranges by, so `events since` and the reconciliation's window find it.
 #[test]
 fn every_item_that_stands_for_an_event_is_listed_by_the_time_it_changed() {
@@ -249,7 +249,7 @@ fn every_item_that_stands_for_an_event_is_listed_by_the_time_it_changed() {
     }
 }
 
-// Issue 32: what waits for a person is marked at its processed mark, and nothing else is,
+// What waits for a person is marked at its processed mark, and nothing else is,
 // so the index `exceptions` reads holds exactly what it lists.
 #[test]
 fn a_delivery_is_marked_waiting_exactly_when_its_outcome_waits_for_a_person() {
@@ -507,7 +507,7 @@ fn only_a_full_refund_flags_the_invoice() {
     assert!(!flags(&refund(None)));
 }
 
-// Issue 42, item 1: an invoice refunded in full before the flags existed gets them from its
+// An invoice refunded in full before the flags existed gets them from its
 // recorded refunds, and then settles exactly the payments those refunds return.
 #[test]
 fn the_flags_of_recorded_refunds_settle_what_the_refunds_return() {
@@ -561,7 +561,7 @@ fn the_flags_of_recorded_refunds_settle_what_the_refunds_return() {
     }
 }
 
-// Issue 38, case 1: a full refund settles only the payments made until it completed.
+// A full refund settles only the payments made until it completed.
 #[test]
 fn the_latest_full_refund_decides_which_payments_it_returns() {
     let full = |at| Refund {
@@ -606,7 +606,7 @@ fn the_latest_full_refund_decides_which_payments_it_returns() {
     assert!(refunded_in_full(Some(u64::MAX)).holds(Some(&old)));
 }
 
-// Issue 49 (the attack's F7): what a final confirmation says otherwise than the credit a
+// What a final confirmation says otherwise than the credit a
 // deposit holds, each alone, with both values; what equals it (as a decimal, the currency in
 // any case) or the record lacks contradicts nothing, nor does a credit of the home scope.
 #[test]

@@ -1,0 +1,111 @@
+//! The ways out on a person's word: a release (a held, late or unconfirmed payment
+//! fulfilled), and a resolution (a delivery settled outside the stack, taken off the list).
+
+use crate::money::change::Applied;
+use crate::money::effect::FulfilmentEffect;
+use crate::roads::ingest::PortError;
+use crate::roads::release::{ReleaseBy, ReleaseError, release_named};
+use crate::wire::signature::Environment;
+
+use super::pending::{named, waiting};
+use super::{ExceptionStore, OutcomeRecord, Resolution, ReviewLedger};
+
+/// Releases `invoice_id` with the stack's `effect` (see [`crate::roads::release::release_named`]):
+/// only where a payment waits (held, paid late, or an unconfirmed payment), never while a
+/// refund of it waits unconfirmed; the unconfirmed payments of it are marked resolved.
+///
+/// # Errors
+/// [`ReleaseError`] when it is not releasable or a call fails.
+pub async fn release<S: ExceptionStore, L: ReviewLedger>(
+    state: &S,
+    ledger: &L,
+    invoice_id: &str,
+    by: &ReleaseBy<'_>,
+    effect: &dyn FulfilmentEffect,
+    now_ms: u64,
+) -> Result<Applied, ReleaseError> {
+    let waiting = waiting(ledger, &[Applied::Unconfirmed]).await?;
+    let named = named(invoice_id, &waiting);
+    let applied = release_named(state, invoice_id, &named, by, effect, now_ms).await?;
+    for paid in waiting
+        .iter()
+        .filter(|w| w.pending.payment_of(invoice_id).is_some())
+    {
+        ledger
+            .mark_resolved(
+                &paid.record.delivery.key(),
+                Resolution::Released,
+                &format!("manual:{}", by.actor),
+                now_ms,
+            )
+            .await?;
+    }
+    Ok(applied)
+}
+
+/// Why [`resolve`] resolved nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    /// Nothing of that id waits for a person's own act (named in words an operator acts on).
+    #[error("{0}")]
+    NotResolvable(String),
+    /// The ledger failed.
+    #[error(transparent)]
+    Port(#[from] PortError),
+}
+
+/// The outcomes only a person's own act settles, which [`resolve`] takes off the list: an order
+/// conflict, an unusable delivery applied by hand, and an unconfirmed one a person found forged
+/// (Paymos says the invoice was never paid: the secret that signed it is rotated).
+pub const RESOLVED_BY_HAND: [Applied; 3] = [
+    Applied::OrderConflict,
+    Applied::Unusable,
+    Applied::Unconfirmed,
+];
+
+/// Takes the delivery `event_id` (of `environment`, or of either when it names none) off what
+/// waits, once a person settled it outside the stack ([`RESOLVED_BY_HAND`]), noting who: its
+/// outcome until then.
+///
+/// # Errors
+/// [`ResolveError::NotResolvable`] when no such delivery waits so, or a live and a sandbox one
+/// both do and no environment is named; [`ResolveError::Port`] when the ledger fails.
+pub async fn resolve<L: ReviewLedger>(
+    ledger: &L,
+    event_id: &str,
+    environment: Option<Environment>,
+    actor: &str,
+    now_ms: u64,
+) -> Result<Applied, ResolveError> {
+    let mut found: Vec<OutcomeRecord> = ledger
+        .with_outcomes(&RESOLVED_BY_HAND, None)
+        .await?
+        .into_iter()
+        .filter(|r| {
+            r.delivery.event_id == event_id
+                && environment.is_none_or(|e| r.delivery.environment == Some(e))
+        })
+        .collect();
+    let record = match found.len() {
+        1 => found.remove(0),
+        0 => {
+            return Err(ResolveError::NotResolvable(format!(
+                "{event_id}: no delivery of that id waits as order_conflict, unusable or unconfirmed (see `paymos-inbox exceptions`)"
+            )));
+        }
+        _ => {
+            return Err(ResolveError::NotResolvable(format!(
+                "{event_id}: a live and a sandbox delivery of that id both wait: name --environment"
+            )));
+        }
+    };
+    ledger
+        .mark_resolved(
+            &record.delivery.key(),
+            Resolution::ByHand,
+            &format!("manual:{actor}"),
+            now_ms,
+        )
+        .await?;
+    Ok(record.outcome)
+}

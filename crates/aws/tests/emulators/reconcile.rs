@@ -643,7 +643,7 @@ async fn where_the_last_clean_run_ended_is_kept_and_never_moves_back() {
     assert_eq!(store.clean_until().await.unwrap(), None);
     assert_eq!(store.read_until().await.unwrap(), None);
     // Issue 50: a run with time for two slices keeps where it got to, and no end; the next
-    // continues that window and finishes it.
+    // continues that window from there and finishes it (asserted by what each run lists).
     let mut one_more = Some(());
     let (_, cut) = scheduled(&api, &fulfil, (48, false), NOW_MS, move || {
         one_more.take().is_some()
@@ -651,14 +651,28 @@ async fn where_the_last_clean_run_ended_is_kept_and_never_moves_back() {
     .await
     .unwrap();
     assert!(!cut.finished());
-    assert_eq!(cut.done_until, Some(cut.window.0 + 2 * 3600 - 1));
+    let done_until = cut.window.0 + 2 * 3600 - 1;
+    assert_eq!(cut.done_until, Some(done_until));
     assert_eq!(Progress::kept(&store).await.unwrap(), Some(cut));
     assert_eq!(store.read_until().await.unwrap(), None);
+    let listed = |from: u64, to: u64| {
+        let calls = std::mem::take(&mut *fake.seen.listed.lock().unwrap());
+        let bounds = |(a, b): (Option<i64>, Option<i64>)| (a.unwrap() as u64, b.unwrap() as u64);
+        let calls: Vec<(u64, u64)> = calls.into_iter().map(bounds).collect();
+        // In creation order (four at once: sorted), each part once, the whole of `[from, to]`.
+        let mut sorted = calls.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted.first().map(|c| c.0), Some(from), "{calls:?}");
+        assert_eq!(sorted.last().map(|c| c.1), Some(to), "{calls:?}");
+        assert!(sorted.windows(2).all(|w| w[1].0 == w[0].1 + 1), "{calls:?}");
+    };
+    listed(cut.window.0, done_until);
     let (report, done) = scheduled(&api, &fulfil, (48, false), NOW_MS + 60_000, || true)
         .await
         .unwrap();
     assert!(report.clean(), "{report:?}");
     assert_eq!(done.window, cut.window, "the same window, continued");
+    listed(done_until + 1, done.window.1);
     let window = done.window;
     assert_eq!(store.clean_until().await.unwrap(), Some(window.1));
     assert_eq!(store.read_until().await.unwrap(), Some(window.1));

@@ -953,3 +953,57 @@ async fn what_a_run_cut_short_found_holds_the_next_windows_start_back() {
     assert_eq!(store.read_until().await.unwrap(), Some(done.window.1));
     assert_eq!(store.clean_until().await.unwrap(), None);
 }
+
+// Issue 50: a window read slice by slice still finds an order fulfilled twice when the two
+// fulfilments fall in different slices and only one invoice is listed in the window: the
+// order of each fulfilment a slice reads has its claim read, which names the other invoice.
+#[tokio::test]
+async fn an_order_fulfilled_in_two_slices_of_a_window_is_double() {
+    use crate::money::write::{Field, Guard, Key, Set, Value, What, Write};
+    use crate::roads::fulfil::ResourceStore as _;
+    use crate::roads::reconcile::scheduled;
+    let (paymos, fulfil, store) = rig();
+    let from = NOW_MS / 1000 - 48 * 3600;
+    // inv_x: created and fulfilled in the window's first hour, listed paid.
+    paymos.invoice("inv_x", at_paymos("paid", "o-1"));
+    paymos.created_at("inv_x", i64::try_from(from + 60).unwrap());
+    // inv_y: created a month before, paid, fulfilled ten hours into the window under another
+    // order, whose record now names o-1 (a key problem the claim did not stop).
+    paymos.invoice("inv_y", at_paymos("paid", "o-y"));
+    paymos.created_at("inv_y", i64::try_from(from - 30 * 86_400).unwrap());
+    for (invoice, order_id, at_s) in [
+        ("inv_x", "o-1", from + 120),
+        ("inv_y", "o-y", from + 36_000),
+    ] {
+        fulfil
+            .apply_by_hand(
+                invoice,
+                InvoiceStatus::Paid,
+                order(order_id),
+                "support",
+                at_s * 1000,
+            )
+            .await
+            .unwrap();
+    }
+    store
+        .write(&[Write {
+            what: What::Transition,
+            key: Key::state(crate::money::effect::fulfilment_key("inv_y")),
+            guard: Guard::Always,
+            set: vec![Set::Put(Field::OrderId, Value::text("o-1"))],
+        }])
+        .await
+        .unwrap();
+    let (report, done) = scheduled(&paymos, &fulfil, (48, false), NOW_MS, || true)
+        .await
+        .unwrap();
+    assert!(done.finished());
+    assert_eq!(
+        report.double.into_iter().collect::<Vec<_>>(),
+        [(
+            "o-1".to_owned(),
+            vec!["inv_x".to_owned(), "inv_y".to_owned()]
+        )]
+    );
+}

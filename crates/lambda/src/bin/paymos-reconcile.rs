@@ -168,3 +168,21 @@ async fn behind(store: &DynamoResources, now_ms: u64) {
         metrics::gauge!(metric::RECONCILE_BEHIND).set(behind as f64);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A run stops before a slice when the invocation's time left is under the margin the
+    // open invoices' re-read and the writes need after the window's last slice.
+    #[test]
+    fn another_slice_only_with_more_than_the_margin_left() {
+        let now = paymos_inbox_lambda::now_ms();
+        assert!(time_for_another(now + 240_000)(), "four minutes left");
+        assert!(!time_for_another(now + 50_000)(), "under a minute left");
+        assert!(
+            !time_for_another(now.saturating_sub(1))(),
+            "past the deadline"
+        );
+    }
+}

@@ -283,19 +283,13 @@ pub const SLICES_AT_ONCE: usize = 4;
 pub const SLICES: i64 = 16;
 
 /// Disjoint slices covering `[from, to]` (inclusive Unix seconds, as Paymos' filters are),
-/// earliest first; an empty window is itself.
+/// earliest first, at most [`SLICES`]; an empty window is itself. (A scheduled run hands this
+/// one slice of its window at a time: [`paymos_inbox_core::roads::reconcile::SLICE_S`].)
 #[must_use]
 pub fn slices(from: i64, to: i64) -> Vec<(i64, i64)> {
-    if to <= from {
-        return vec![(from, to)];
-    }
     let span = to.saturating_sub(from).saturating_add(1);
     let len = ((span + SLICES - 1) / SLICES).max(60);
-    (0..SLICES)
-        .map(|k| from.saturating_add(k.saturating_mul(len)))
-        .take_while(|start| *start <= to)
-        .map(|start| (start, start.saturating_add(len - 1).min(to)))
-        .collect()
+    paymos_inbox_core::roads::reconcile::slices_of(from, to, len)
 }
 
 impl PaymosApi {

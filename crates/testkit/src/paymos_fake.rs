@@ -56,6 +56,8 @@ pub struct Seen {
     pub most_listing: AtomicUsize,
     /// List requests answered 429.
     pub throttled: AtomicUsize,
+    /// Each list request's `created_from` and `created_to`, in the order they came.
+    pub listed: Mutex<Vec<(Option<i64>, Option<i64>)>>,
 }
 
 /// A running fake.
@@ -240,6 +242,7 @@ impl FakePaymos {
             };
             let bound = |name: &str| wanted(name).first().and_then(|v| v.parse::<i64>().ok());
             let (from, to) = (bound("created_from"), bound("created_to"));
+            seen.listed.lock().unwrap().push((from, to));
             let items: Vec<&Value> = items
                 .iter()
                 .filter(|i| {

@@ -379,20 +379,33 @@ impl DynamoResources {
     /// The items of one list of the `listed` index, changed at or after `since_ms` when given,
     /// of `kind` when given: a query that examines the list (from that time), never the table.
     async fn listed(&self, list: &str, since_ms: Option<u64>) -> Result<Vec<Item>, PortError> {
-        self.listed_of(list, since_ms, None).await
+        self.listed_of(list, (since_ms, None), None).await
     }
 
+    /// [`Self::listed`], changed until `until_ms` too when given.
     async fn listed_of(
         &self,
         list: &str,
-        since_ms: Option<u64>,
+        (since_ms, until_ms): (Option<u64>, Option<u64>),
         kind: Option<&str>,
     ) -> Result<Vec<Item>, PortError> {
         let mut values = HashMap::from([(":list".to_owned(), s(list))]);
         let mut condition = "listed_in = :list".to_owned();
-        if let Some(at) = since_ms {
-            condition.push_str(" AND updated_at >= :since");
-            values.insert(":since".to_owned(), n(at));
+        match (since_ms, until_ms) {
+            (Some(at), Some(until)) => {
+                condition.push_str(" AND updated_at BETWEEN :since AND :until");
+                values.insert(":since".to_owned(), n(at));
+                values.insert(":until".to_owned(), n(until));
+            }
+            (Some(at), None) => {
+                condition.push_str(" AND updated_at >= :since");
+                values.insert(":since".to_owned(), n(at));
+            }
+            (None, Some(until)) => {
+                condition.push_str(" AND updated_at <= :until");
+                values.insert(":until".to_owned(), n(until));
+            }
+            (None, None) => {}
         }
         if let Some(kind) = kind {
             values.insert(":kind".to_owned(), s(kind));
@@ -415,7 +428,7 @@ impl DynamoResources {
     async fn days_since(&self, since_ms: u64, kind: Option<&str>) -> Result<Vec<Item>, PortError> {
         let from = since_ms.max(FIRST_DAY_MS);
         let days = write::days_listing(from, now_ms().saturating_add(DAY_MARGIN_MS));
-        self.lists_of(days, Some(since_ms), kind).await
+        self.lists_of(days, (Some(since_ms), None), kind).await
     }
 
     /// The items of each of `lists` (the shards of one list), changed at or after `since_ms`
@@ -425,19 +438,19 @@ impl DynamoResources {
         lists: Vec<String>,
         since_ms: Option<u64>,
     ) -> Result<Vec<Item>, PortError> {
-        self.lists_of(lists, since_ms, None).await
+        self.lists_of(lists, (since_ms, None), None).await
     }
 
     async fn lists_of(
         &self,
         lists: Vec<String>,
-        since_ms: Option<u64>,
+        range: (Option<u64>, Option<u64>),
         kind: Option<&str>,
     ) -> Result<Vec<Item>, PortError> {
         let pages: Vec<Vec<Item>> = futures::stream::iter(
             lists
                 .into_iter()
-                .map(|list| async move { self.listed_of(&list, since_ms, kind).await }),
+                .map(|list| async move { self.listed_of(&list, range, kind).await }),
         )
         .buffered(DAYS_AT_ONCE)
         .try_collect()
@@ -708,18 +721,37 @@ impl StateRecords for DynamoResources {
 const KEYS_PER_BATCH: usize = 100;
 
 impl DynamoResources {
-    /// The claims of one batch of orders (`(claim, key)`): one consistent `BatchGetItem`, and
-    /// again for the keys DynamoDB left unprocessed (after a growing pause: it left them for
-    /// want of capacity).
+    /// The claims of one batch of orders (`(claim, key)`), read by key ([`Self::batch`]).
     async fn claims(
         &self,
         batch: Vec<(String, String)>,
     ) -> Result<Vec<(String, String)>, PortError> {
-        const OPERATION: &str = "DynamoDB BatchGetItem";
         let claim_of: HashMap<String, String> =
             batch.into_iter().map(|(claim, key)| (key, claim)).collect();
-        let mut keys: Vec<Item> = claim_of
-            .keys()
+        let keys = claim_of.keys().cloned().collect();
+        Ok(self
+            .batch(keys, Some("pk, invoice_id"))
+            .await?
+            .iter()
+            .filter_map(|item| {
+                let claim = claim_of.get(get_s(item, "pk")?)?;
+                Some((claim.clone(), get_s(item, "invoice_id")?.to_owned()))
+            })
+            .collect())
+    }
+
+    /// The items of one batch of keys (at most [`KEYS_PER_BATCH`]) that exist, with the
+    /// attributes of `projection` when given: one consistent `BatchGetItem`, and again for the
+    /// keys DynamoDB left unprocessed (after a growing pause: it left them for want of
+    /// capacity).
+    async fn batch(
+        &self,
+        keys: Vec<String>,
+        projection: Option<&str>,
+    ) -> Result<Vec<Item>, PortError> {
+        const OPERATION: &str = "DynamoDB BatchGetItem";
+        let mut keys: Vec<Item> = keys
+            .iter()
             .map(|k| HashMap::from([(ResourceSchema::KEY.to_owned(), s(k))]))
             .collect();
         let mut found = Vec::new();
@@ -728,7 +760,7 @@ impl DynamoResources {
             let asked = KeysAndAttributes::builder()
                 .set_keys(Some(keys))
                 .consistent_read(true)
-                .projection_expression("pk, invoice_id")
+                .set_projection_expression(projection.map(str::to_owned))
                 .build()
                 .map_err(|e| PortError::new(OPERATION, e))?;
             let answer = self
@@ -738,18 +770,14 @@ impl DynamoResources {
                 .send()
                 .await
                 .map_err(|e| port_error(OPERATION, e))?;
-            for item in answer
-                .responses()
-                .and_then(|r| r.get(&self.tables.state))
-                .into_iter()
-                .flatten()
-            {
-                if let (Some(key), Some(invoice)) = (get_s(item, "pk"), get_s(item, "invoice_id"))
-                    && let Some(claim) = claim_of.get(key)
-                {
-                    found.push((claim.clone(), invoice.to_owned()));
-                }
-            }
+            found.extend(
+                answer
+                    .responses()
+                    .and_then(|r| r.get(&self.tables.state))
+                    .into_iter()
+                    .flatten()
+                    .cloned(),
+            );
             keys = answer
                 .unprocessed_keys()
                 .and_then(|u| u.get(&self.tables.state))
@@ -792,8 +820,41 @@ impl ReconcileStore for DynamoResources {
         Ok(found.into_iter().flatten().collect())
     }
 
-    async fn fulfilments_since(&self, since_ms: u64) -> Result<Vec<FulfilmentRecord>, PortError> {
-        DynamoResources::fulfilments_since(self, since_ms).await
+    /// The day lists of the days from `from_ms` to `to_ms`, queried on that time: what changed
+    /// then, never the books.
+    async fn fulfilments_between(
+        &self,
+        from_ms: u64,
+        to_ms: u64,
+    ) -> Result<Vec<FulfilmentRecord>, PortError> {
+        let days = write::days_listing(from_ms.max(FIRST_DAY_MS), to_ms);
+        Ok(fulfilments_in(
+            self.lists_of(days, (Some(from_ms), Some(to_ms)), Some("fulfilment"))
+                .await?,
+        ))
+    }
+
+    /// `BatchGetItem`s of 100 fulfilment keys, a few at once.
+    async fn fulfilments_of(
+        &self,
+        invoice_ids: &[String],
+    ) -> Result<Vec<FulfilmentRecord>, PortError> {
+        // Owned batches: a stream that borrowed the ids across its awaits would not be `Send`.
+        let batches: Vec<Vec<String>> = invoice_ids
+            .chunks(KEYS_PER_BATCH)
+            .map(|batch| {
+                batch
+                    .iter()
+                    .map(|id| paymos_inbox_core::money::effect::fulfilment_key(id))
+                    .collect()
+            })
+            .collect();
+        let found: Vec<Vec<Item>> =
+            futures::stream::iter(batches.into_iter().map(|keys| self.batch(keys, None)))
+                .buffer_unordered(DAYS_AT_ONCE)
+                .try_collect()
+                .await?;
+        Ok(fulfilments_in(found.into_iter().flatten().collect()))
     }
 
     async fn open_invoices(&self) -> Result<Vec<(String, Option<String>)>, PortError> {

@@ -364,7 +364,8 @@ async fn an_order_paid_twice_is_a_duplicate_payment_to_refund_never_missing_or_f
 
 // Issue 39: the reconciliation keeps up with a busy merchant. The claims of the orders Paymos
 // lists paid in the window are read a hundred at once (BatchGetItem), never one GetItem an
-// order: a window of n paid orders costs n/100 reads of claims.
+// order: a window of n paid orders costs n/100 reads of claims, and (issue 50: a slice's
+// fulfilments read by key, not the window's) n/100 of their fulfilments.
 #[tokio::test]
 async fn the_claims_of_a_window_are_read_a_hundred_at_once() {
     use futures::StreamExt as _;
@@ -417,8 +418,8 @@ async fn the_claims_of_a_window_are_read_a_hundred_at_once() {
     let count = |op: &str| operations.iter().filter(|o| *o == op).count();
     assert_eq!(
         count("DynamoDB.BatchGetItem"),
-        PAID.div_ceil(100),
-        "{operations:?}"
+        2 * PAID.div_ceil(100),
+        "the fulfilments of the listed invoices and their orders' claims, a hundred a call: {operations:?}"
     );
     assert_eq!(count("DynamoDB.GetItem"), 0, "no claim read alone");
     println!(
@@ -433,7 +434,7 @@ async fn the_claims_of_a_window_are_read_a_hundred_at_once() {
 // the claims' BatchGetItem of a hundred on DynamoDB is the test above). The last one is found
 // missing (the crate's pager stops quietly after 100 pages unless told otherwise: 10,000
 // invoices, and a run reported clean). The run lists them a hundred a page (Paymos' largest)
-// and reads the store in three bulk reads, never one invoice alone: its round trips grow as
+// and reads the store in four bulk reads, never one invoice alone: its round trips grow as
 // n/100.
 #[tokio::test]
 async fn a_window_of_a_hundred_thousand_paid_invoices_takes_n_over_a_hundred_round_trips() {
@@ -499,9 +500,13 @@ async fn a_window_of_a_hundred_thousand_paid_invoices_takes_n_over_a_hundred_rou
         PAID / 100 + empty_slices + 1,
         "a page of a hundred a call (the window's other slices hold none: one call each), and the refunds of the one missing (read before it is reported)"
     );
-    assert_eq!(store.reconcile_reads() - reads, 3, "three bulk reads");
+    assert_eq!(
+        store.reconcile_reads() - reads,
+        4,
+        "four bulk reads: the listed invoices' fulfilments, the window's, the claims, the open invoices"
+    );
     println!(
-        "reconciliation of {PAID} paid invoices: {calls} Paymos calls, 3 bulk reads of the store, {took:?}"
+        "reconciliation of {PAID} paid invoices: {calls} Paymos calls, 4 bulk reads of the store, {took:?}"
     );
 }
 
@@ -582,7 +587,7 @@ async fn a_48_hour_window_is_listed_in_slices_four_pages_at_once_every_invoice_o
         4,
         "four pages in flight at once, never more"
     );
-    assert_eq!(store.reconcile_reads() - reads, 3, "three bulk reads");
+    assert_eq!(store.reconcile_reads() - reads, 4, "four bulk reads");
 }
 
 // Issue 50: Paymos' 429s of slices listed at once are retried (the official crate waits the
@@ -619,7 +624,7 @@ async fn a_listing_paymos_throttles_waits_its_retry_after_and_lists_every_invoic
 // back; an older run finishing late never moves it back.
 #[tokio::test]
 async fn where_the_last_clean_run_ended_is_kept_and_never_moves_back() {
-    use paymos_inbox_core::roads::reconcile::{ReconcileCheckpoint as _, scheduled};
+    use paymos_inbox_core::roads::reconcile::{Progress, ReconcileCheckpoint as _, scheduled};
     let aws = Aws::new();
     let stack = aws.stack().await;
     let store = DynamoResources::new(
@@ -637,11 +642,41 @@ async fn where_the_last_clean_run_ended_is_kept_and_never_moves_back() {
     );
     assert_eq!(store.clean_until().await.unwrap(), None);
     assert_eq!(store.read_until().await.unwrap(), None);
-    let (report, window) = scheduled(&api, &fulfil, (48, false), NOW_MS).await.unwrap();
+    // Issue 50: a run with time for two slices keeps where it got to, and no end; the next
+    // continues that window from there and finishes it (asserted by what each run lists).
+    let mut one_more = Some(());
+    let (_, cut) = scheduled(&api, &fulfil, (48, false), NOW_MS, move || {
+        one_more.take().is_some()
+    })
+    .await
+    .unwrap();
+    assert!(!cut.finished());
+    let done_until = cut.window.0 + 2 * 3600 - 1;
+    assert_eq!(cut.done_until, Some(done_until));
+    assert_eq!(Progress::kept(&store).await.unwrap(), Some(cut));
+    assert_eq!(store.read_until().await.unwrap(), None);
+    let listed = |from: u64, to: u64| {
+        let calls = std::mem::take(&mut *fake.seen.listed.lock().unwrap());
+        let bounds = |(a, b): (Option<i64>, Option<i64>)| (a.unwrap() as u64, b.unwrap() as u64);
+        let calls: Vec<(u64, u64)> = calls.into_iter().map(bounds).collect();
+        // In creation order (four at once: sorted), each part once, the whole of `[from, to]`.
+        let mut sorted = calls.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted.first().map(|c| c.0), Some(from), "{calls:?}");
+        assert_eq!(sorted.last().map(|c| c.1), Some(to), "{calls:?}");
+        assert!(sorted.windows(2).all(|w| w[1].0 == w[0].1 + 1), "{calls:?}");
+    };
+    listed(cut.window.0, done_until);
+    let (report, done) = scheduled(&api, &fulfil, (48, false), NOW_MS + 60_000, || true)
+        .await
+        .unwrap();
     assert!(report.clean(), "{report:?}");
+    assert_eq!(done.window, cut.window, "the same window, continued");
+    listed(done_until + 1, done.window.1);
+    let window = done.window;
     assert_eq!(store.clean_until().await.unwrap(), Some(window.1));
     assert_eq!(store.read_until().await.unwrap(), Some(window.1));
-    let (late, _) = scheduled(&api, &fulfil, (48, false), NOW_MS - 3_600_000)
+    let (late, _) = scheduled(&api, &fulfil, (48, false), NOW_MS - 3_600_000, || true)
         .await
         .unwrap();
     assert!(late.clean());

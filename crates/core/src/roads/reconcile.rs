@@ -20,6 +20,10 @@
 //!
 //! Orders are grouped by Paymos' `external_order_id` (and by the fulfilments' own order), so
 //! two invoices of one order fulfilled by different roads show as DOUBLE.
+//!
+//! A scheduled run ([`scheduled`]) reads its window an hour's slice at a time, holding one
+//! slice's invoices and fulfilments, and keeps where it got to ([`Progress`]): a run whose time
+//! runs out is continued by the next from there.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -32,7 +36,6 @@ use crate::roads::confirm::{AtSource, ConfirmedInvoice, PaymentConfirmation};
 use crate::roads::fulfil::{Fulfil, ResourceStore};
 use crate::roads::ingest::PortError;
 use crate::roads::release::ReleaseStore;
-use crate::wire::signature::Environment;
 
 /// Paymos' books, as reconciliation reads them (besides each invoice, read as the reverse check
 /// reads it).
@@ -51,14 +54,26 @@ pub trait PaymosLedger: PaymentConfirmation {
 
 /// What reconciliation reads of the state table, besides the invoice records.
 pub trait ReconcileStore: ResourceStore + ReleaseStore {
-    /// Every fulfilment record written at or after `since_ms` (or with no time), whatever its
-    /// key: the window a reconciliation compares, not the books.
+    /// Every fulfilment record written in `[from_ms, to_ms]`, whatever its key: what was
+    /// fulfilled here in one slice of a window (UNKNOWN is what Paymos did not list), not the
+    /// books.
     ///
     /// # Errors
     /// [`PortError`] when the store fails.
-    fn fulfilments_since(
+    fn fulfilments_between(
         &self,
-        since_ms: u64,
+        from_ms: u64,
+        to_ms: u64,
+    ) -> impl Future<Output = Result<Vec<FulfilmentRecord>, PortError>> + Send;
+
+    /// The fulfilment records of `invoice_ids`, whenever written, read by key
+    /// ([`crate::money::effect::fulfilment_key`]), many at once (DynamoDB's `BatchGetItem`).
+    ///
+    /// # Errors
+    /// [`PortError`] when the store fails.
+    fn fulfilments_of(
+        &self,
+        invoice_ids: &[String],
     ) -> impl Future<Output = Result<Vec<FulfilmentRecord>, PortError>> + Send;
 
     /// Invoices whose status is still open, with their order id.
@@ -104,11 +119,19 @@ pub trait ReconcileStore: ResourceStore + ReleaseStore {
 }
 
 impl<T: ReconcileStore> ReconcileStore for std::sync::Arc<T> {
-    fn fulfilments_since(
+    fn fulfilments_between(
         &self,
-        since_ms: u64,
+        from_ms: u64,
+        to_ms: u64,
     ) -> impl Future<Output = Result<Vec<FulfilmentRecord>, PortError>> + Send {
-        (**self).fulfilments_since(since_ms)
+        (**self).fulfilments_between(from_ms, to_ms)
+    }
+
+    fn fulfilments_of(
+        &self,
+        invoice_ids: &[String],
+    ) -> impl Future<Output = Result<Vec<FulfilmentRecord>, PortError>> + Send {
+        (**self).fulfilments_of(invoice_ids)
     }
 
     fn open_invoices(
@@ -265,6 +288,41 @@ impl Report {
             && self.shipped_otherwise.is_empty()
             && self.unknown.is_empty()
     }
+
+    /// Adds what another slice of the window, or the re-read of the open invoices, found.
+    fn absorb(&mut self, other: Self) {
+        let Self {
+            paid_at_paymos,
+            matched,
+            missing,
+            double,
+            duplicate_payments,
+            shipped_otherwise,
+            unknown,
+            open_rechecked,
+            paid_late,
+            late_recorded,
+            refunded,
+            applied,
+        } = other;
+        self.paid_at_paymos += paid_at_paymos;
+        self.matched += matched;
+        self.missing.extend(missing);
+        for (order, invoices) in double {
+            let kept = self.double.entry(order).or_default();
+            kept.extend(invoices);
+            kept.sort();
+            kept.dedup();
+        }
+        self.duplicate_payments.extend(duplicate_payments);
+        self.shipped_otherwise.extend(shipped_otherwise);
+        self.unknown.extend(unknown);
+        self.open_rechecked += open_rechecked;
+        self.paid_late.extend(paid_late);
+        self.late_recorded.extend(late_recorded);
+        self.refunded.extend(refunded);
+        self.applied.extend(applied);
+    }
 }
 
 impl PaidAtPaymos {
@@ -357,11 +415,6 @@ impl Fulfilled {
     }
 }
 
-/// How much earlier than the window's start the fulfilments compared with Paymos' list are
-/// read: an invoice created in the window is fulfilled here after it was created, whatever the
-/// two clocks say, give or take this much.
-pub const CLOCK_MARGIN_MS: u64 = 86_400_000;
-
 /// Where the last clean reconciliation ended, as the store keeps it
 /// ([`crate::money::write::reconciled`]).
 pub trait ReconcileCheckpoint: Send + Sync {
@@ -419,38 +472,153 @@ pub fn scheduled_window(now: u64, hours: u64, clean_until: Option<u64>) -> (u64,
     (from.max(now.saturating_sub(LONGEST_GAP_S)), now)
 }
 
-/// A scheduled run: [`reconcile`] over [`scheduled_window`]; when it finds nothing for a
-/// person, where it ended is kept, so the next run starts there at the latest. Also the window
-/// it read.
+/// How long a slice of a scheduled run's window is (seconds): the run reads its window slice
+/// by slice in creation order, keeps where it got to after each ([`Progress`]), and holds one
+/// slice's invoices at a time, whatever the window's length.
+pub const SLICE_S: i64 = 3600;
+
+/// Disjoint slices of `len` seconds (the last one shorter) covering `[from, to]` (inclusive
+/// Unix seconds, as Paymos' filters are), earliest first; an empty window is itself.
+#[must_use]
+pub fn slices_of(from: i64, to: i64, len: i64) -> Vec<(i64, i64)> {
+    if to <= from {
+        return vec![(from, to)];
+    }
+    let len = len.max(1);
+    std::iter::successors(Some(from), |start| {
+        start.checked_add(len).filter(|next| *next <= to)
+    })
+    .map(|start| (start, start.saturating_add(len - 1).min(to)))
+    .collect()
+}
+
+/// A scheduled run's progress through its window, as the store keeps it
+/// ([`crate::money::write::reconcile_progress`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    /// The window (Unix seconds, inclusive).
+    pub window: (u64, u64),
+    /// The end of the last slice read (none yet: nothing read).
+    pub done_until: Option<u64>,
+    /// Whether a part of the window read so far found something for a person.
+    pub for_a_person: bool,
+}
+
+impl Progress {
+    /// Whether every slice of the window was read.
+    #[must_use]
+    pub fn finished(&self) -> bool {
+        self.done_until.is_some_and(|d| d >= self.window.1)
+    }
+
+    /// The progress kept, if any.
+    ///
+    /// # Errors
+    /// [`PortError`] when the store fails.
+    pub async fn kept<S: crate::roads::fulfil::ResourceStore>(
+        store: &S,
+    ) -> Result<Option<Self>, PortError> {
+        use crate::money::write::{Field, Key, Value};
+        let Some(item) = store
+            .read(&Key::state(crate::money::write::RECONCILE_PROGRESS_KEY))
+            .await?
+        else {
+            return Ok(None);
+        };
+        let int = |f: Field| match item.get(&f) {
+            Some(Value::Int(t)) => Some(*t),
+            _ => None,
+        };
+        Ok(match (int(Field::WindowFrom), int(Field::WindowTo)) {
+            (Some(from), Some(to)) => Some(Self {
+                window: (from, to),
+                done_until: int(Field::DoneUntil),
+                for_a_person: item.get(&Field::ForAPerson) == Some(&Value::Bool(true)),
+            }),
+            _ => None,
+        })
+    }
+}
+
+/// A scheduled run: the window a run cut short left unfinished ([`Progress`]), from where it
+/// stopped; else a new one, [`scheduled_window`]. Its [`SLICE_S`] slices are read one after
+/// the other, in creation order, and after each the progress is kept; before each but the
+/// first (a run always reads one, however short its time) `another_slice` says whether time is
+/// left for it (the function's remaining time, less a margin): a run cut short leaves the rest
+/// to the next, and the window never grows because a run stopped. The invoices open here are
+/// re-read once per window, by the run that reads its last slice (they are what is open now,
+/// not the window's: re-read per slice, each would be read again and again; by a run that stops,
+/// the time a window's slices need would go to them). When the whole window is read, where it
+/// ended is kept ([`crate::money::write::reconcile_read`]), and, when no part of it found
+/// anything for a person, as the clean end the next window starts at the latest. Returns what
+/// this run found, in the slices it read, and the progress.
 ///
 /// # Errors
-/// As [`reconcile`].
-pub async fn scheduled<P: PaymosLedger, S: ReconcileStore + ReconcileCheckpoint>(
+/// As [`reconcile`]; the slices read before are kept.
+pub async fn scheduled<P, S, B>(
     paymos: &P,
     fulfil: &Fulfil<S>,
     (hours, apply): (u64, bool),
     now_ms: u64,
-) -> Result<(Report, (u64, u64)), PortError> {
-    let now = now_ms / 1000;
-    let window = scheduled_window(now, hours, fulfil.store().clean_until().await?);
+    mut another_slice: B,
+) -> Result<(Report, Progress), PortError>
+where
+    P: PaymosLedger,
+    S: ReconcileStore + ReconcileCheckpoint,
+    B: FnMut() -> bool + Send,
+{
+    let store = fulfil.store();
+    let mut progress = match Progress::kept(store).await? {
+        Some(kept) if !kept.finished() => kept,
+        _ => Progress {
+            window: scheduled_window(now_ms / 1000, hours, store.clean_until().await?),
+            done_until: None,
+            for_a_person: false,
+        },
+    };
     let signed = |t: u64| i64::try_from(t).unwrap_or(i64::MAX);
-    let report = reconcile(
-        paymos,
-        fulfil,
-        (signed(window.0), signed(window.1)),
-        apply,
-        now_ms,
-    )
-    .await?;
-    // Refused only where a later run's end is kept already.
-    let mut ends = vec![crate::money::write::reconcile_read(window.1, now_ms)];
-    if report.clean() {
-        ends.push(crate::money::write::reconciled(window.1, now_ms));
+    let (from, to) = (signed(progress.window.0), signed(progress.window.1));
+    let mut report = Report::default();
+    let mut crossed = BTreeSet::new();
+    let done = progress.done_until;
+    let left = slices_of(from, to, SLICE_S)
+        .into_iter()
+        .filter(|(_, end)| done.is_none_or(|d| signed(d) < *end));
+    for (k, slice) in left.enumerate() {
+        if k > 0 && !another_slice() {
+            break;
+        }
+        let found = read_slice(paymos, fulfil, slice, (apply, now_ms), &mut crossed).await?;
+        progress.for_a_person |= !found.clean();
+        progress.done_until = Some(u64::try_from(slice.1).unwrap_or(0));
+        report.absorb(found);
+        let (window, done) = (progress.window, progress.done_until.unwrap_or(0));
+        store
+            .write(&[crate::money::write::reconcile_progress(
+                window,
+                done,
+                progress.for_a_person,
+                now_ms,
+            )])
+            .await?;
     }
-    for end in ends {
-        fulfil.store().write(&[end]).await?;
+    if progress.finished() {
+        let open = recheck_open(paymos, fulfil, &report, (apply, now_ms)).await?;
+        progress.for_a_person |= !open.clean();
+        report.absorb(open);
+        // Refused only where a later run's end is kept already.
+        let mut ends = vec![crate::money::write::reconcile_read(
+            progress.window.1,
+            now_ms,
+        )];
+        if !progress.for_a_person {
+            ends.push(crate::money::write::reconciled(progress.window.1, now_ms));
+        }
+        for end in ends {
+            store.write(&[end]).await?;
+        }
     }
-    Ok((report, window))
+    Ok((report, progress))
 }
 
 /// How many single reads (an invoice, its refunds) reconciliation has in flight at once: a
@@ -475,7 +643,9 @@ where
 }
 
 /// Runs a reconciliation over invoices created in `[from, to]` (Unix seconds); with `apply`,
-/// drives what is missing through the same conditional transition as a webhook.
+/// drives what is missing through the same conditional transition as a webhook. The window is
+/// read as one slice (a person's command: [`scheduled`] reads its window slice by slice), then
+/// the invoices still open here are re-read.
 ///
 /// # Errors
 /// [`PortError`] when Paymos' API or the store fails (never a silent UNKNOWN).
@@ -486,14 +656,38 @@ pub async fn reconcile<P: PaymosLedger, S: ReconcileStore>(
     apply: bool,
     now_ms: u64,
 ) -> Result<Report, PortError> {
+    let mut crossed = BTreeSet::new();
+    let mut report = read_slice(paymos, fulfil, (from, to), (apply, now_ms), &mut crossed).await?;
+    let open = recheck_open(paymos, fulfil, &report, (apply, now_ms)).await?;
+    report.absorb(open);
+    Ok(report)
+}
+
+/// One slice `[from, to]` (Unix seconds) of a window: the invoices Paymos lists created in it
+/// against what was fulfilled here, found, set aside and (with `apply`) applied. What it reads
+/// of the store is bounded by the slice, never the window: the fulfilments of the invoices it
+/// lists, by key, many at once, whenever written (a payment fulfilled after its slice, or
+/// before by a clock ahead of Paymos', is found all the same); their orders' claims, by key;
+/// and the fulfilments written in the slice's own time (UNKNOWN: fulfilled here, not listed).
+/// `crossed` carries the invoices listed by the slices before whose fulfilment came after their
+/// slice, and those they applied: a fulfilment of this slice's time they name is known, not
+/// asked about (an invoice is fulfilled after it was created: one listed by a slice before the
+/// run's first is asked about, one by one, as one created before the window).
+async fn read_slice<P: PaymosLedger, S: ReconcileStore>(
+    paymos: &P,
+    fulfil: &Fulfil<S>,
+    (from, to): (i64, i64),
+    (apply, now_ms): (bool, u64),
+    crossed: &mut BTreeSet<String>,
+) -> Result<Report, PortError> {
     let mut report = Report::default();
-    let projects = fulfil.projects();
+    let (store, projects) = (fulfil.store(), fulfil.projects());
     let listed = paymos.invoices_created(from, to).await?;
     // A key of the other environment is the stack's problem: nothing of it ships here.
     for (_, at) in &listed {
         crate::roads::confirm::same_environment(at.is_test, fulfil.environment())?;
     }
-    let (paid, mut late): (Vec<_>, Vec<_>) = listed
+    let (paid, late): (Vec<_>, Vec<_>) = listed
         .into_iter()
         // Another project's invoices are that project's stack's to reconcile.
         .filter(|(_, at)| projects.applies(at.project_id.as_deref()))
@@ -501,27 +695,44 @@ pub async fn reconcile<P: PaymosLedger, S: ReconcileStore>(
         .map(|(id, at)| PaidAtPaymos::of(id, &at, projects))
         .partition(|p| PaidAtPaymos::paid(&p.status));
     report.paid_at_paymos = paid.len();
-    let window_ms = u64::try_from(from)
-        .unwrap_or(0)
-        .saturating_mul(1000)
-        .saturating_sub(CLOCK_MARGIN_MS);
-    let mut here = Fulfilled::of(fulfil.store().fulfilments_since(window_ms).await?);
-    claims_before_the_window(fulfil.store(), &paid, &mut here).await?;
+    let ids: Vec<String> = paid
+        .iter()
+        .chain(&late)
+        .map(|p| p.invoice_id.clone())
+        .collect();
+    let mut records = store.fulfilments_of(&ids).await?;
+    let (from_ms, to_ms) = (
+        u64::try_from(from).unwrap_or(0).saturating_mul(1000),
+        u64::try_from(to).unwrap_or(0).saturating_mul(1000) + 999,
+    );
+    let by_key: BTreeSet<(String, String)> = records
+        .iter()
+        .map(|f| (f.invoice_id.clone(), f.won_by.clone()))
+        .collect();
+    for f in store.fulfilments_between(from_ms, to_ms).await? {
+        if !by_key.contains(&(f.invoice_id.clone(), f.won_by.clone())) {
+            records.push(f);
+        }
+    }
+    let mut here = Fulfilled::of(records);
+    claims_before_the_window(store, &paid, &mut here).await?;
     compare(&paid, &mut here, &mut report);
-    unknown(paymos, &paid, &here, (from, to), &mut report).await?;
-    recheck_open(
-        paymos,
-        (fulfil.store(), projects, fulfil.environment()),
-        &paid,
-        &here,
-        &mut report,
-        &mut late,
-    )
-    .await?;
-    late_unrecorded(fulfil.store(), late, &here, &mut report).await?;
+    unknown(paymos, (&paid, &*crossed), &here, (from, to), &mut report).await?;
+    crossed.extend(
+        paid.iter()
+            .filter(|p| {
+                here.invoices
+                    .get(&p.invoice_id)
+                    .is_some_and(|f| f.1 > to_ms)
+            })
+            .map(|p| p.invoice_id.clone()),
+    );
+    late_unrecorded(store, late, &here, &mut report).await?;
     set_aside_refunded(paymos, &mut report).await?;
     if apply {
         apply_found(fulfil, &mut report, ("reconcile", now_ms)).await;
+        // Fulfilled now, in the window's last slice: known there.
+        crossed.extend(report.applied.keys().cloned());
     }
     Ok(report)
 }
@@ -636,19 +847,25 @@ fn contradicts(given: &OrderRef, paymos: &OrderRef) -> Option<String> {
     None
 }
 
-/// The invoice that fulfilled each order Paymos lists paid in the window, whenever it did (the
-/// order's claim, read by key), joins that order's invoices: an order fulfilled before the
-/// window by another invoice makes a second payment a duplicate, not a missing one, and a
-/// second fulfilment a double, though no fulfilment of the window names it. The orders listed
-/// are read by key, many at once ([`ReconcileStore::orders_fulfilled_by`]), never the books.
+/// The invoice that fulfilled each order Paymos lists paid in the slice, or a fulfilment of it
+/// names, whenever it did (the order's claim, read by key), joins that order's invoices: an
+/// order fulfilled before the window, or in another slice, by another invoice makes a second
+/// payment a duplicate, not a missing one, and a second fulfilment a double, though no
+/// fulfilment the slice read names it. The orders are read by key, many at once
+/// ([`ReconcileStore::orders_fulfilled_by`]), never the books.
 async fn claims_before_the_window<S: ReconcileStore>(
     store: &S,
     paid: &[PaidAtPaymos],
     here: &mut Fulfilled,
 ) -> Result<(), PortError> {
+    let shipped = here
+        .shipped
+        .values()
+        .filter_map(|(_, order, project)| Some((project.clone(), order.clone()?)));
     let orders: BTreeSet<(Option<String>, String)> = paid
         .iter()
         .map(|p| (p.scope.clone(), p.order_id.clone()))
+        .chain(shipped)
         .collect();
     let orders: Vec<(Option<String>, String)> = orders.into_iter().collect();
     for (claim, winner) in store.orders_fulfilled_by(&orders).await? {
@@ -706,11 +923,12 @@ fn compare(paid: &[PaidAtPaymos], here: &mut Fulfilled, report: &mut Report) {
     }
 }
 
-/// UNKNOWN: fulfilled here in the window, not listed paid there. Created before the window but
-/// paid in it? Each is asked about one by one first.
+/// UNKNOWN: fulfilled here in the slice, not listed paid there (by it, nor by a slice before
+/// as `crossed`). Created before the window but paid in it? Each is asked about one by one
+/// first.
 async fn unknown<P: PaymosLedger>(
     paymos: &P,
-    paid: &[PaidAtPaymos],
+    (paid, crossed): (&[PaidAtPaymos], &BTreeSet<String>),
     here: &Fulfilled,
     (from, to): (i64, i64),
     report: &mut Report,
@@ -721,7 +939,9 @@ async fn unknown<P: PaymosLedger>(
         .iter()
         .filter(|(invoice, (_, at_ms))| {
             let at = i64::try_from(*at_ms).unwrap_or(i64::MAX);
-            (from * 1000..=to * 1000).contains(&at) && !listed.contains(invoice.as_str())
+            (from * 1000..=to * 1000 + 999).contains(&at)
+                && !listed.contains(invoice.as_str())
+                && !crossed.contains(invoice.as_str())
         })
         .map(|(invoice, _)| invoice.clone())
         .collect();
@@ -743,21 +963,58 @@ async fn unknown<P: PaymosLedger>(
 }
 
 /// Invoices still open here, re-read at Paymos as the official plugins' cron does (a paid
-/// webhook that never arrived leaves exactly this): paid ones are MISSING, late ones join `late`.
+/// webhook that never arrived leaves exactly this), but those the window's slices found
+/// already (`read`): paid ones are MISSING, late ones PAID_LATE where not recorded here; set
+/// aside and (with `apply`) applied as a slice's.
 async fn recheck_open<P: PaymosLedger, S: ReconcileStore>(
     paymos: &P,
-    (store, fulfil_projects, environment): (&S, &crate::money::change::Projects, Environment),
-    paid: &[PaidAtPaymos],
-    here: &Fulfilled,
+    fulfil: &Fulfil<S>,
+    read: &Report,
+    (apply, now_ms): (bool, u64),
+) -> Result<Report, PortError> {
+    let mut report = Report::default();
+    let mut late = Vec::new();
+    reread_open(paymos, fulfil, read, &mut report, &mut late).await?;
+    let ids: Vec<String> = late.iter().map(|p| p.invoice_id.clone()).collect();
+    let here = Fulfilled::of(if ids.is_empty() {
+        Vec::new()
+    } else {
+        fulfil.store().fulfilments_of(&ids).await?
+    });
+    late_unrecorded(fulfil.store(), late, &here, &mut report).await?;
+    set_aside_refunded(paymos, &mut report).await?;
+    if apply {
+        apply_found(fulfil, &mut report, ("reconcile", now_ms)).await;
+    }
+    Ok(report)
+}
+
+/// The re-read of [`recheck_open`]: paid ones are MISSING, late ones join `late`.
+async fn reread_open<P: PaymosLedger, S: ReconcileStore>(
+    paymos: &P,
+    fulfil: &Fulfil<S>,
+    read: &Report,
     report: &mut Report,
     late: &mut Vec<PaidAtPaymos>,
 ) -> Result<(), PortError> {
-    let listed: BTreeSet<&str> = paid.iter().map(|p| p.invoice_id.as_str()).collect();
-    let open: Vec<(String, Option<String>)> = store
+    let (fulfil_projects, environment) = (fulfil.projects(), fulfil.environment());
+    let found: BTreeSet<&str> = [
+        &read.missing,
+        &read.duplicate_payments,
+        &read.paid_late,
+        &read.late_recorded,
+        &read.refunded,
+    ]
+    .into_iter()
+    .flatten()
+    .map(|p| p.invoice_id.as_str())
+    .collect();
+    let open: Vec<(String, Option<String>)> = fulfil
+        .store()
         .open_invoices()
         .await?
         .into_iter()
-        .filter(|(invoice, _)| !listed.contains(invoice.as_str()) && !here.has(invoice))
+        .filter(|(invoice, _)| !found.contains(invoice.as_str()))
         .collect();
     report.open_rechecked += open.len();
     let mut orders: std::collections::BTreeMap<String, Option<String>> = open.into_iter().collect();

@@ -134,7 +134,7 @@ async fn a_second_payment_of_an_order_fulfilled_before_the_window_is_a_duplicate
         .unwrap();
     assert!(
         store
-            .fulfilments_since(NOW_MS - 86_400_000)
+            .fulfilments_between(NOW_MS - 86_400_000, NOW_MS)
             .await
             .unwrap()
             .is_empty(),
@@ -628,11 +628,11 @@ async fn a_backlog_of_open_invoices_is_read_again_a_few_at_a_time() {
 }
 
 // Issue 39: a busy merchant's window. However many invoices were paid at Paymos and fulfilled
-// here, the use case makes one listing, one read of the window's fulfilments, one read of their
-// orders' claims and one of the open invoices: bulk calls the adapters page a hundred at a time
+// here, the use case makes one listing, one read of the listed invoices' fulfilments by key, one
+// of the fulfilments written in the window, one of their orders' claims and one of the open
+// invoices: bulk calls the adapters page a hundred at a time
 // (Paymos' `limit=100`, DynamoDB's BatchGetItem of 100: the adapters' tests count those), so a
-// run's round trips grow as n/100; and it reads not one single invoice. (Run once at 100,000 by
-// hand: the same four reads.)
+// run's round trips grow as n/100; and it reads not one single invoice.
 #[tokio::test]
 async fn a_window_of_many_payments_costs_the_same_bulk_reads_whatever_its_size() {
     for paid in [1_000, 10_000] {
@@ -659,8 +659,8 @@ async fn a_window_of_many_payments_costs_the_same_bulk_reads_whatever_its_size()
         assert_eq!(paymos.reads(), 0, "{paid}: no single invoice read");
         assert_eq!(
             store.reconcile_reads() - reads,
-            3,
-            "{paid}: the window's fulfilments, their claims, the open invoices"
+            4,
+            "{paid}: the listed invoices' fulfilments, the window's, their claims, the open invoices"
         );
     }
 }
@@ -671,12 +671,12 @@ async fn a_window_of_many_payments_costs_the_same_bulk_reads_whatever_its_size()
 // found: a finding keeps the next window's start back, not this.
 #[tokio::test]
 async fn how_far_behind_the_reconciliation_is_counts_from_the_last_run_that_read_its_window() {
-    use crate::roads::reconcile::{ReconcileCheckpoint as _, behind, scheduled};
+    use crate::roads::reconcile::{Progress, ReconcileCheckpoint as _, behind, scheduled};
     const HOURS: u64 = 48;
     let hour = 3_600_000;
     let (paymos, fulfil, store) = rig();
     assert_eq!(behind(&*store, NOW_MS).await.unwrap(), None, "no run yet");
-    let (report, _) = scheduled(&paymos, &fulfil, (HOURS, false), NOW_MS)
+    let (report, _) = scheduled(&paymos, &fulfil, (HOURS, false), NOW_MS, || true)
         .await
         .unwrap();
     assert!(report.clean());
@@ -688,9 +688,11 @@ async fn how_far_behind_the_reconciliation_is_counts_from_the_last_run_that_read
     // A run that finds something for a person still read its window: caught up, while the
     // clean end (where the next window starts at the latest) stays.
     paymos.invoice("inv_found", at_paymos("paid", "o-found"));
-    let (report, window) = scheduled(&paymos, &fulfil, (HOURS, false), NOW_MS + 3 * hour)
-        .await
-        .unwrap();
+    paymos.created_at("inv_found", i64::try_from(NOW_MS / 1000 + 3600).unwrap());
+    let (report, Progress { window, .. }) =
+        scheduled(&paymos, &fulfil, (HOURS, false), NOW_MS + 3 * hour, || true)
+            .await
+            .unwrap();
     assert_eq!(ids(&report.missing), ["inv_found"]);
     assert_eq!(store.read_until().await.unwrap(), Some(window.1));
     assert_eq!(store.clean_until().await.unwrap(), Some(NOW_MS / 1000));
@@ -699,7 +701,7 @@ async fn how_far_behind_the_reconciliation_is_counts_from_the_last_run_that_read
         Some(3600)
     );
     // An older run finishing late never moves it back.
-    scheduled(&paymos, &fulfil, (HOURS, false), NOW_MS + hour)
+    scheduled(&paymos, &fulfil, (HOURS, false), NOW_MS + hour, || true)
         .await
         .unwrap();
     assert_eq!(store.read_until().await.unwrap(), Some(window.1));
@@ -710,14 +712,17 @@ async fn how_far_behind_the_reconciliation_is_counts_from_the_last_run_that_read
 // was never found. A run starts where the last clean one ended at the latest.
 #[tokio::test]
 async fn runs_that_fail_for_days_leave_no_gap_the_next_clean_run_does_not_read() {
-    use crate::roads::reconcile::{ReconcileCheckpoint as _, scheduled, scheduled_window};
+    use crate::roads::reconcile::{
+        Progress, ReconcileCheckpoint as _, scheduled, scheduled_window,
+    };
     const HOURS: u64 = 48;
     let day = 86_400_000;
     let (paymos, fulfil, store) = rig();
     // A clean run on day 0 keeps where it ended.
-    let (report, window) = scheduled(&paymos, &fulfil, (HOURS, false), NOW_MS)
-        .await
-        .unwrap();
+    let (report, Progress { window, .. }) =
+        scheduled(&paymos, &fulfil, (HOURS, false), NOW_MS, || true)
+            .await
+            .unwrap();
     assert!(report.clean());
     assert_eq!(window, (NOW_MS / 1000 - HOURS * 3600, NOW_MS / 1000));
     assert_eq!(store.clean_until().await.unwrap(), Some(NOW_MS / 1000));
@@ -726,7 +731,7 @@ async fn runs_that_fail_for_days_leave_no_gap_the_next_clean_run_does_not_read()
     paymos.invoice("inv_gap", at_paymos("paid", "o-gap"));
     paymos.created_at("inv_gap", i64::try_from(NOW_MS / 1000 + 6 * 3600).unwrap());
     for d in 1..=3 {
-        let (report, _) = scheduled(&paymos, &fulfil, (HOURS, false), NOW_MS + d * day)
+        let (report, _) = scheduled(&paymos, &fulfil, (HOURS, false), NOW_MS + d * day, || true)
             .await
             .unwrap();
         assert_eq!(ids(&report.missing), ["inv_gap"], "day {d}");
@@ -735,16 +740,17 @@ async fn runs_that_fail_for_days_leave_no_gap_the_next_clean_run_does_not_read()
     // Day 4: 48 hours back would start after the payment; the run starts where the last clean
     // one ended, finds it, applies it, and only then keeps its own end.
     let now = NOW_MS + 4 * day;
-    let (report, window) = scheduled(&paymos, &fulfil, (HOURS, true), now)
-        .await
-        .unwrap();
+    let (report, Progress { window, .. }) =
+        scheduled(&paymos, &fulfil, (HOURS, true), now, || true)
+            .await
+            .unwrap();
     assert_eq!(window.0, NOW_MS / 1000, "from the last clean end");
     assert_eq!(report.applied["inv_gap"], Ok(Applied::Fulfilled));
     assert_eq!(store.fulfilled(), ["inv_gap"]);
     assert!(report.clean());
     assert_eq!(store.clean_until().await.unwrap(), Some(now / 1000));
     // An older run finishing late never moves the end back.
-    let (late, _) = scheduled(&paymos, &fulfil, (HOURS, false), now - day)
+    let (late, _) = scheduled(&paymos, &fulfil, (HOURS, false), now - day, || true)
         .await
         .unwrap();
     assert!(late.clean());
@@ -785,4 +791,219 @@ async fn the_report_names_what_applying_each_invoice_did() {
     let json = serde_json::to_value(&report).unwrap();
     assert_eq!(json["applied"]["inv_m"], "fulfilled");
     assert_eq!(json["applied"]["inv_e"], "error: the table is gone");
+}
+
+/// Invoices created over the 48 hours before `NOW_MS`, one every few seconds, each fulfilled
+/// here a minute after it was created (so some are fulfilled in the slice after theirs), but
+/// every thousandth, whose webhook never came.
+async fn busy_two_days(
+    invoices: i64,
+) -> (
+    MemoryPaymos,
+    Fulfil<Arc<MemoryResources>>,
+    Arc<MemoryResources>,
+) {
+    let (paymos, fulfil, store) = rig();
+    let from = i64::try_from(NOW_MS / 1000).unwrap() - 48 * 3600;
+    for i in 0..invoices {
+        let (invoice, order_id) = (format!("inv_{i:06}"), format!("o-{i:06}"));
+        let created = from + i * 48 * 3600 / invoices;
+        paymos.invoice(&invoice, at_paymos("paid", &order_id));
+        paymos.created_at(&invoice, created);
+        if i % 1000 != 7 {
+            let at_ms = u64::try_from(created + 60).unwrap() * 1000;
+            fulfil
+                .apply_by_hand(
+                    &invoice,
+                    InvoiceStatus::Paid,
+                    order(&order_id),
+                    "webhook",
+                    at_ms,
+                )
+                .await
+                .unwrap();
+        }
+    }
+    (paymos, fulfil, store)
+}
+
+/// A budget of `slices` slices a run: the first is always read, each other asks.
+fn slices_budget(slices: usize) -> impl FnMut() -> bool + Send {
+    let mut left = slices.saturating_sub(1);
+    move || {
+        let another = left > 0;
+        left = left.saturating_sub(1);
+        another
+    }
+}
+
+// Issue 50: a scheduled run that could not read its window within the function's time kept
+// nothing, so the next one read it all again, from further back: once behind, never caught up.
+// A run given the time of half the slices stops half way and keeps where it got to; the next
+// lists only the slices left; together they list every invoice once and find what one uncut
+// run finds; only the run that reads the last slice keeps the window's end.
+#[tokio::test]
+async fn a_run_cut_short_is_continued_by_the_next_from_where_it_stopped() {
+    use crate::roads::reconcile::{ReconcileCheckpoint as _, scheduled};
+    const INVOICES: i64 = 20_000;
+    let hour = 3_600_000;
+    let (whole_paymos, whole_fulfil, _) = busy_two_days(INVOICES).await;
+    let (whole, whole_run) = scheduled(&whole_paymos, &whole_fulfil, (48, true), NOW_MS, || true)
+        .await
+        .unwrap();
+    let slices = whole_paymos.listings();
+    assert!(whole_run.finished() && slices.len() >= 48, "{slices:?}");
+
+    let (paymos, fulfil, store) = busy_two_days(INVOICES).await;
+    let half = slices.len() / 2;
+    let (first, cut) = scheduled(&paymos, &fulfil, (48, true), NOW_MS, slices_budget(half))
+        .await
+        .unwrap();
+    assert_eq!(
+        paymos.listings(),
+        slices[..half],
+        "half the slices, in creation order"
+    );
+    assert!(!cut.finished());
+    assert_eq!(cut.window, whole_run.window);
+    assert_eq!(
+        store.clean_until().await.unwrap(),
+        None,
+        "a run cut short keeps no end"
+    );
+    assert_eq!(store.read_until().await.unwrap(), None);
+    assert_eq!(
+        first.open_rechecked, 0,
+        "the open invoices wait for the window's end"
+    );
+    // The next hourly run continues that window, not a new one, and finishes it.
+    let (second, done) = scheduled(&paymos, &fulfil, (48, true), NOW_MS + hour, || true)
+        .await
+        .unwrap();
+    assert_eq!(
+        paymos.listings()[half..],
+        slices[half..],
+        "only the slices left"
+    );
+    assert_eq!(done.window, whole_run.window);
+    assert!(done.finished());
+    assert_eq!(store.clean_until().await.unwrap(), Some(done.window.1));
+    assert_eq!(store.read_until().await.unwrap(), Some(done.window.1));
+
+    // Every invoice listed by exactly one slice of the two runs.
+    let listed = |t: i64| {
+        paymos
+            .listings()
+            .iter()
+            .filter(|(a, b)| (*a..=*b).contains(&t))
+            .count()
+    };
+    let from = i64::try_from(NOW_MS / 1000).unwrap() - 48 * 3600;
+    assert!((0..INVOICES).all(|i| listed(from + i * 48 * 3600 / INVOICES) == 1));
+    assert_eq!(
+        first.paid_at_paymos + second.paid_at_paymos,
+        whole.paid_at_paymos
+    );
+    assert_eq!(whole.paid_at_paymos, usize::try_from(INVOICES).unwrap());
+    // The same findings, the same applied.
+    let mut missing = ids(&first.missing);
+    missing.extend(ids(&second.missing));
+    assert_eq!(missing, ids(&whole.missing));
+    assert_eq!(missing.len(), 20);
+    assert_eq!(first.matched + second.matched, whole.matched);
+    assert!(first.clean() && second.clean() && whole.clean());
+    let applied = |r: &Report| r.applied.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(
+        [applied(&first), applied(&second)].concat(),
+        applied(&whole)
+    );
+    // Not one single invoice read by the uncut run (a fulfilment in the slice after its
+    // invoice's, or applied by a slice before, is known from that slice); the continuing run
+    // asks about those it cannot know: fulfilled in its first slice, created in the last slice
+    // of the run cut short, and those the run cut short applied (now, in the last slice).
+    let crossing = (0..INVOICES)
+        .map(|i| from + i * 48 * 3600 / INVOICES)
+        .filter(|c| (slices[half - 1].0..=slices[half - 1].1).contains(c))
+        .filter(|c| c + 60 > slices[half - 1].1)
+        .count();
+    assert_eq!(whole_paymos.reads(), 0);
+    assert!(crossing > 0);
+    assert_eq!(paymos.reads(), crossing + first.applied.len());
+}
+
+// A part of a window read by a run cut short found something for a person: the run that
+// finishes the window finds nothing in its part, yet keeps no clean end (the next window starts
+// where the last clean one ended, and finds it again).
+#[tokio::test]
+async fn what_a_run_cut_short_found_holds_the_next_windows_start_back() {
+    use crate::roads::reconcile::{ReconcileCheckpoint as _, scheduled};
+    let (paymos, fulfil, store) = rig();
+    let from = i64::try_from(NOW_MS / 1000).unwrap() - 48 * 3600;
+    paymos.invoice("inv_early", at_paymos("paid", "o-early"));
+    paymos.created_at("inv_early", from + 60);
+    let (first, cut) = scheduled(&paymos, &fulfil, (48, false), NOW_MS, slices_budget(2))
+        .await
+        .unwrap();
+    assert_eq!(ids(&first.missing), ["inv_early"]);
+    assert_eq!((cut.for_a_person, cut.finished()), (true, false));
+    let (second, done) = scheduled(&paymos, &fulfil, (48, false), NOW_MS + 3_600_000, || true)
+        .await
+        .unwrap();
+    assert!(second.clean() && done.finished() && done.for_a_person);
+    assert_eq!(store.read_until().await.unwrap(), Some(done.window.1));
+    assert_eq!(store.clean_until().await.unwrap(), None);
+}
+
+// Issue 50: a window read slice by slice still finds an order fulfilled twice when the two
+// fulfilments fall in different slices and only one invoice is listed in the window: the
+// order of each fulfilment a slice reads has its claim read, which names the other invoice.
+#[tokio::test]
+async fn an_order_fulfilled_in_two_slices_of_a_window_is_double() {
+    use crate::money::write::{Field, Guard, Key, Set, Value, What, Write};
+    use crate::roads::fulfil::ResourceStore as _;
+    use crate::roads::reconcile::scheduled;
+    let (paymos, fulfil, store) = rig();
+    let from = NOW_MS / 1000 - 48 * 3600;
+    // inv_x: created and fulfilled in the window's first hour, listed paid.
+    paymos.invoice("inv_x", at_paymos("paid", "o-1"));
+    paymos.created_at("inv_x", i64::try_from(from + 60).unwrap());
+    // inv_y: created a month before, paid, fulfilled ten hours into the window under another
+    // order, whose record now names o-1 (a key problem the claim did not stop).
+    paymos.invoice("inv_y", at_paymos("paid", "o-y"));
+    paymos.created_at("inv_y", i64::try_from(from - 30 * 86_400).unwrap());
+    for (invoice, order_id, at_s) in [
+        ("inv_x", "o-1", from + 120),
+        ("inv_y", "o-y", from + 36_000),
+    ] {
+        fulfil
+            .apply_by_hand(
+                invoice,
+                InvoiceStatus::Paid,
+                order(order_id),
+                "support",
+                at_s * 1000,
+            )
+            .await
+            .unwrap();
+    }
+    store
+        .write(&[Write {
+            what: What::Transition,
+            key: Key::state(crate::money::effect::fulfilment_key("inv_y")),
+            guard: Guard::Always,
+            set: vec![Set::Put(Field::OrderId, Value::text("o-1"))],
+        }])
+        .await
+        .unwrap();
+    let (report, done) = scheduled(&paymos, &fulfil, (48, false), NOW_MS, || true)
+        .await
+        .unwrap();
+    assert!(done.finished());
+    assert_eq!(
+        report.double.into_iter().collect::<Vec<_>>(),
+        [(
+            "o-1".to_owned(),
+            vec!["inv_x".to_owned(), "inv_y".to_owned()]
+        )]
+    );
 }

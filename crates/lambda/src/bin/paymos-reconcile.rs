@@ -2,9 +2,12 @@
 //! invoices of the last hours (or since the last clean run ended, when that is earlier: runs
 //! that failed leave no gap) against the fulfilments here, and invoices still open here
 //! re-read at Paymos. Anything that needs a person (MISSING not applied, DOUBLE, DUPLICATE
-//! PAYMENT, UNKNOWN) or an API failure fails the invocation, which the template alarms on.
+//! PAYMENT, UNKNOWN) or an API failure fails the invocation, which the template alarms on. The
+//! window is read an hour's slice at a time; a run whose time runs out keeps where it got to,
+//! and the next one continues that window from there (`reconciliation cut short` in the log,
+//! `ReconcileBehindSeconds` growing until a run finishes a window).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use lambda_runtime::{Error, LambdaEvent, service_fn};
 use paymos_inbox_aws::aws::load_config;
@@ -13,7 +16,7 @@ use paymos_inbox_aws::paymos_api::PaymosApi;
 use paymos_inbox_aws::secrets::paymos_client;
 use paymos_inbox_core::money::change::Applied;
 use paymos_inbox_core::roads::fulfil::Fulfil;
-use paymos_inbox_core::roads::reconcile::scheduled;
+use paymos_inbox_core::roads::reconcile::{Progress, Report, scheduled};
 use paymos_inbox_lambda::config::{PAYMOS_API_SECRETS_ID, ReconcileConfig};
 use paymos_inbox_lambda::telemetry::metric;
 
@@ -51,20 +54,23 @@ async fn main() -> Result<(), Error> {
     .for_environment(config.environment)
     .for_projects(config.projects.clone());
     let (api, fulfil, config) = (&api, &fulfil, &config);
-    lambda_runtime::run(service_fn(move |_: LambdaEvent<serde_json::Value>| async move {
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| async move {
         let now_ms = paymos_inbox_lambda::now_ms();
+        let deadline_ms = event.context.deadline;
         paymos_inbox_lambda::telemetry::invocation_started();
         behind(fulfil.store(), now_ms).await;
         let found = |outcome: &'static str, n: usize| {
             metrics::counter!(metric::RECONCILE_FINDINGS, metric::OUTCOME => outcome)
                 .increment(n as u64);
         };
-        // The last `window_hours`, or from where the last clean run ended when that is earlier.
-        let (report, (from, now)) = match scheduled(
+        // The last `window_hours`, or from where the last clean run ended when that is earlier;
+        // or the rest of the window a run cut short left.
+        let (report, progress) = match scheduled(
             api,
             fulfil,
             (config.window_hours, config.apply),
             now_ms,
+            time_for_another(deadline_ms),
         )
         .await
         {
@@ -88,22 +94,8 @@ async fn main() -> Result<(), Error> {
         found("paid_late", report.paid_late.len());
         found("refunded", report.refunded.len());
         paymos_inbox_lambda::telemetry::flush_metrics();
-        tracing::info!(
-            paid_at_paymos = report.paid_at_paymos,
-            matched = report.matched,
-            missing = report.missing.len(),
-            applied = report.applied.len(),
-            double = report.double.len(),
-            duplicate_payments = report.duplicate_payments.len(),
-            shipped_otherwise = report.shipped_otherwise.len(),
-            unknown = report.unknown.len(),
-            paid_late = report.paid_late.len(),
-            refunded = report.refunded.len(),
-            open_rechecked = report.open_rechecked,
-            from,
-            to = now,
-            "reconciliation done"
-        );
+        log_run(&report, &progress);
+        let (from, now) = progress.window;
         if !report.clean() {
             return Err(Error::from(format!(
                 "reconciliation needs a person: {} missing ({} applied), {} double, {} duplicate payments, {} shipped otherwise, {} unknown, {} paid late; run `paymos-inbox reconcile --from {}h` for the list",
@@ -122,11 +114,75 @@ async fn main() -> Result<(), Error> {
     .await
 }
 
+/// What a run read and found, in its log; a run cut short says so, and where it got to.
+fn log_run(report: &Report, progress: &Progress) {
+    let (from, now) = progress.window;
+    if !progress.finished() {
+        tracing::warn!(
+            from,
+            to = now,
+            done_until = progress.done_until,
+            "reconciliation cut short: the next run continues the window from done_until"
+        );
+    }
+    tracing::info!(
+        paid_at_paymos = report.paid_at_paymos,
+        matched = report.matched,
+        missing = report.missing.len(),
+        applied = report.applied.len(),
+        double = report.double.len(),
+        duplicate_payments = report.duplicate_payments.len(),
+        shipped_otherwise = report.shipped_otherwise.len(),
+        unknown = report.unknown.len(),
+        paid_late = report.paid_late.len(),
+        refunded = report.refunded.len(),
+        open_rechecked = report.open_rechecked,
+        from,
+        to = now,
+        "reconciliation done"
+    );
+}
+
+/// Left of an invocation's time at its end, besides the longest slice read so far: the
+/// progress writes and the re-read of the invoices still open, after the window's last slice.
+const MARGIN: Duration = Duration::from_secs(60);
+
+/// Whether an invocation ending at `deadline_ms` (Unix ms) has time for another slice: as long
+/// as the longest one so far (the first one's time counts from here), and [`MARGIN`].
+fn time_for_another(deadline_ms: u64) -> impl FnMut() -> bool + Send {
+    let (mut last, mut longest) = (Instant::now(), Duration::ZERO);
+    move || {
+        let now = Instant::now();
+        longest = longest.max(now.duration_since(last));
+        last = now;
+        let left = deadline_ms.saturating_sub(paymos_inbox_lambda::now_ms());
+        Duration::from_millis(left) > longest + MARGIN
+    }
+}
+
 /// How far behind the runs are, whatever this one will find (`ReconcileBehindSeconds`): runs cut
 /// short (the function's time, Paymos' API down) show here, apart from findings. A store that
 /// cannot say is the run's to find out.
 async fn behind(store: &DynamoResources, now_ms: u64) {
     if let Ok(Some(behind)) = paymos_inbox_core::roads::reconcile::behind(store, now_ms).await {
         metrics::gauge!(metric::RECONCILE_BEHIND).set(behind as f64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A run stops before a slice when the invocation's time left is under the margin the
+    // open invoices' re-read and the writes need after the window's last slice.
+    #[test]
+    fn another_slice_only_with_more_than_the_margin_left() {
+        let now = paymos_inbox_lambda::now_ms();
+        assert!(time_for_another(now + 240_000)(), "four minutes left");
+        assert!(!time_for_another(now + 50_000)(), "under a minute left");
+        assert!(
+            !time_for_another(now.saturating_sub(1))(),
+            "past the deadline"
+        );
     }
 }

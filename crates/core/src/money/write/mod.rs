@@ -174,6 +174,15 @@ pub enum Field {
     /// Where the last reconciliation that read its whole window ended (Unix seconds), clean or
     /// not: how far behind the reconciliation is, apart from what it found.
     ReadUntil,
+    /// A scheduled reconciliation's window kept in progress: its start and end (Unix seconds).
+    WindowFrom,
+    /// See [`Field::WindowFrom`].
+    WindowTo,
+    /// How far through its window a scheduled reconciliation got: the end of its last slice
+    /// read (Unix seconds).
+    DoneUntil,
+    /// Whether a part of a reconciliation's window already read found something for a person.
+    ForAPerson,
     /// An attribute named at run time: a merchant's effect's, or a step of a resource's story
     /// ([`crate::money::record::Step::attribute`]).
     Named(String),

@@ -464,6 +464,42 @@ pub fn reconciled(until: u64, now_ms: u64) -> Write {
     }
 }
 
+/// The key of a scheduled reconciliation's progress through its window.
+pub const RECONCILE_PROGRESS_KEY: &str = "reconciled#progress";
+
+/// A scheduled reconciliation read its window `(from, to)` (Unix seconds) up to `done` (the
+/// end of its last slice read), and whether a part of it read so far found something for a
+/// person: the next run continues that window from there. Kept only for a later window than
+/// the one kept, or for the same window further on, so it never moves back.
+#[must_use]
+pub fn reconcile_progress(
+    (from, to): (u64, u64),
+    done: u64,
+    for_a_person: bool,
+    now_ms: u64,
+) -> Write {
+    Write {
+        what: What::Reconciled,
+        key: Key::state(RECONCILE_PROGRESS_KEY),
+        guard: Guard::Any(vec![
+            Guard::Lacks(Field::WindowTo),
+            Guard::Below(Field::WindowTo, Value::Int(to)),
+            Guard::All(vec![
+                Guard::Is(Field::WindowTo, Value::Int(to)),
+                Guard::Below(Field::DoneUntil, Value::Int(done)),
+            ]),
+        ]),
+        set: vec![
+            Set::Put(Field::Kind, Value::text("reconciled")),
+            Set::Put(Field::WindowFrom, Value::Int(from)),
+            Set::Put(Field::WindowTo, Value::Int(to)),
+            Set::Put(Field::DoneUntil, Value::Int(done)),
+            Set::Put(Field::ForAPerson, Value::Bool(for_a_person)),
+            Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+        ],
+    }
+}
+
 /// The registered order itself (the merchant's: what [`amount_guard`] reads), within its
 /// project's key scope.
 #[must_use]

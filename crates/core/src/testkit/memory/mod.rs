@@ -346,6 +346,7 @@ pub struct MemoryPaymos {
     deposits: Mutex<HashMap<String, crate::roads::confirm::ConfirmedDeposit>>,
     refunds: Mutex<HashMap<String, Vec<Refund>>>,
     created: Mutex<HashMap<String, i64>>,
+    listings: Mutex<Vec<(i64, i64)>>,
     reads: AtomicUsize,
 }
 
@@ -386,7 +387,14 @@ impl MemoryPaymos {
         self.reads.load(Ordering::SeqCst)
     }
 
-    /// Sets when `invoice_id` was created (Unix seconds); one without is in every window.
+    /// Each listing asked for (`created_from`, `created_to`), in order.
+    #[must_use]
+    pub fn listings(&self) -> Vec<(i64, i64)> {
+        self.listings.lock().expect("lock").clone()
+    }
+
+    /// Sets when `invoice_id` was created (Unix seconds); one without is in every window (and
+    /// in every slice of a scheduled run's: give it one there).
     pub fn created_at(&self, invoice_id: &str, at: i64) {
         self.created
             .lock()
@@ -463,6 +471,7 @@ impl PaymosLedger for MemoryPaymos {
         from: i64,
         to: i64,
     ) -> Result<Vec<(String, crate::roads::confirm::ConfirmedInvoice)>, PortError> {
+        self.listings.lock().expect("lock").push((from, to));
         let created = self.created.lock().expect("lock").clone();
         let mut out: Vec<_> = self
             .invoices

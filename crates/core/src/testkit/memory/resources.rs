@@ -492,12 +492,41 @@ impl StateRecords for MemoryResources {
 }
 
 impl ReconcileStore for MemoryResources {
-    async fn fulfilments_since(&self, since_ms: u64) -> Result<Vec<FulfilmentRecord>, PortError> {
+    async fn fulfilments_between(
+        &self,
+        from_ms: u64,
+        to_ms: u64,
+    ) -> Result<Vec<FulfilmentRecord>, PortError> {
         self.read();
-        let mut out = self.fulfilment_records();
-        out.retain(|f| f.fulfilled_at_ms.is_none_or(|at| at >= since_ms));
+        let mut out: Vec<FulfilmentRecord> = self
+            .lock()
+            .iter()
+            .filter(|(k, item)| {
+                k.table == Table::State
+                    && item.get(&Field::Kind).and_then(Value::as_text) == Some("fulfilment")
+                    && item
+                        .get(&Field::FulfilledAt)
+                        .and_then(Value::as_int)
+                        .is_some_and(|at| (from_ms..=to_ms).contains(&at))
+            })
+            .map(|(_, item)| fulfilment_of(item))
+            .collect();
         out.sort_by(|a, b| a.invoice_id.cmp(&b.invoice_id));
         Ok(out)
+    }
+
+    async fn fulfilments_of(
+        &self,
+        invoice_ids: &[String],
+    ) -> Result<Vec<FulfilmentRecord>, PortError> {
+        // One batch, as DynamoDB's adapter reads them (BatchGetItem, a hundred keys a call).
+        self.read();
+        let items = self.lock();
+        Ok(invoice_ids
+            .iter()
+            .filter_map(|id| items.get(&Key::state(crate::money::effect::fulfilment_key(id))))
+            .map(fulfilment_of)
+            .collect())
     }
 
     async fn open_invoices(&self) -> Result<Vec<(String, Option<String>)>, PortError> {

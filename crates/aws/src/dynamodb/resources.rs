@@ -28,7 +28,7 @@ use super::render::{Tables, fields_of, item_of, transact_item, update};
 use crate::aws::{kind_of_code, port_error};
 use paymos_inbox_core::money::invoice::InvoiceSeen;
 use paymos_inbox_core::money::record::OperatorAction;
-use paymos_inbox_core::money::record::{FulfilmentRecord, InvoiceRecord, StateRecord, Step};
+use paymos_inbox_core::money::record::{FulfilmentRecord, InvoiceRecord, StateRecord, StoryStep};
 use paymos_inbox_core::money::status::Amount;
 use paymos_inbox_core::money::write::{self, Fields, Key, Refused, Stored, Write};
 use paymos_inbox_core::roads::exceptions::ExceptionStore;
@@ -118,10 +118,10 @@ impl DynamoResources {
     ///
     /// # Errors
     /// [`PortError`] when DynamoDB fails.
-    pub async fn story(&self, key: &str) -> Result<Vec<Step>, PortError> {
+    pub async fn story(&self, key: &str) -> Result<Vec<StoryStep>, PortError> {
         let item = get(&self.client, &self.tables.state, (ResourceSchema::KEY, key)).await?;
         Ok(item.map_or_else(Vec::new, |item| {
-            Step::story(
+            StoryStep::story(
                 item.iter()
                     .filter_map(|(name, v)| Some((name.as_str(), v.as_s().ok()?.as_str()))),
             )

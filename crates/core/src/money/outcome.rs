@@ -35,7 +35,7 @@ pub const MAX_WRITES: usize = 8;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     /// The writes.
-    pub write: Write,
+    pub write: Writes,
     /// Whether the delivery's processed mark is written in the same transaction.
     pub with_mark: bool,
     /// The outcome recorded on the delivery if the store commits.
@@ -46,7 +46,7 @@ pub struct Plan {
 
 /// The writes of a [`Plan`], for the change it belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Write {
+pub enum Writes {
     /// The change as decided: the resource's conditional transition and, for a paid invoice,
     /// the fulfilment's items, the order's once-only claim and the registered order's guard.
     Change,
@@ -188,7 +188,7 @@ pub enum Refusal {
     /// The invoice's payment waits for its order: the status goes with that mark kept.
     AwaitsOrder,
     /// A payment made after every full refund of the invoice, where one of them returned the
-    /// record's ([`Write::Reopen`]).
+    /// record's ([`Writes::Reopen`]).
     ReturnedEarlier {
         /// The order the record's payment named, where that payment was a person's undated
         /// word.
@@ -243,25 +243,25 @@ pub enum Step {
 #[must_use]
 pub fn plan(change: &Change) -> Plan {
     let (write, outcome) = match change {
-        Change::Invoice { status, .. } if status.fulfils() => (Write::Change, Applied::Fulfilled),
-        Change::Invoice { .. } | Change::Withdrawal { .. } => (Write::Change, Applied::Updated),
+        Change::Invoice { status, .. } if status.fulfils() => (Writes::Change, Applied::Fulfilled),
+        Change::Invoice { .. } | Change::Withdrawal { .. } => (Writes::Change, Applied::Updated),
         Change::Deposit {
             credit: Some(_), ..
-        } => (Write::Change, Applied::Credited),
-        Change::Deposit { credit: None, .. } => (Write::Change, Applied::Updated),
-        Change::Ignore { .. } => (Write::MarkOnly, Applied::Ignored),
-        Change::Unconfirmed { .. } => (Write::Review, Applied::Unconfirmed),
-        Change::Unusable { .. } => (Write::Review, Applied::Unusable),
-        Change::ProjectUnknown { .. } => (Write::Review, Applied::ProjectUnknown),
-        Change::OtherEnvironment { .. } => (Write::MarkOnly, Applied::OtherEnvironment),
-        Change::OtherProject { .. } => (Write::MarkOnly, Applied::OtherProject),
+        } => (Writes::Change, Applied::Credited),
+        Change::Deposit { credit: None, .. } => (Writes::Change, Applied::Updated),
+        Change::Ignore { .. } => (Writes::MarkOnly, Applied::Ignored),
+        Change::Unconfirmed { .. } => (Writes::Review, Applied::Unconfirmed),
+        Change::Unusable { .. } => (Writes::Review, Applied::Unusable),
+        Change::ProjectUnknown { .. } => (Writes::Review, Applied::ProjectUnknown),
+        Change::OtherEnvironment { .. } => (Writes::MarkOnly, Applied::OtherEnvironment),
+        Change::OtherProject { .. } => (Writes::MarkOnly, Applied::OtherProject),
     };
     let reason = match change {
         Change::Ignore { .. } => None,
         other => other.reason(),
     };
     Plan {
-        with_mark: write != Write::Change,
+        with_mark: write != Writes::Change,
         write,
         outcome,
         reason,
@@ -288,7 +288,7 @@ fn invoice_change(
         return Vec::new();
     };
     match &plan.write {
-        Write::Change if status.fulfils() => {
+        Writes::Change if status.fulfils() => {
             let paid = PaidInvoice {
                 invoice_id,
                 status: *status,
@@ -304,7 +304,7 @@ fn invoice_change(
                 (*status, *occurred_at, *paid_at),
                 order,
                 match write {
-                    Write::Unfulfilled(mark) => Some(mark),
+                    Writes::Unfulfilled(mark) => Some(mark),
                     _ => None,
                 },
                 source,
@@ -312,7 +312,7 @@ fn invoice_change(
             );
             // A hold keeps why, where the rule said (another order or project than the
             // record's), for the person who lists it.
-            if let (Write::Unfulfilled(Mark::Held | Mark::ProjectsDisagree), Some(why)) =
+            if let (Writes::Unfulfilled(Mark::Held | Mark::ProjectsDisagree), Some(why)) =
                 (write, &plan.reason)
             {
                 transition
@@ -344,12 +344,12 @@ pub fn writes(
         ));
     }
     match (&plan.write, change) {
-        (Write::Review | Write::MarkOnly, _) => out.extend(noted(source, change, plan, now_ms)),
-        (Write::Change | Write::Unfulfilled(_), Change::Invoice { .. }) => {
+        (Writes::Review | Writes::MarkOnly, _) => out.extend(noted(source, change, plan, now_ms)),
+        (Writes::Change | Writes::Unfulfilled(_), Change::Invoice { .. }) => {
             out.extend(invoice_change(source, change, plan, effect, now_ms));
         }
         (
-            Write::PaidLate {
+            Writes::PaidLate {
                 closed,
                 after_refund,
                 projects_disagree,
@@ -368,7 +368,7 @@ pub fn writes(
             now_ms,
         )),
         (
-            Write::Dated,
+            Writes::Dated,
             Change::Invoice {
                 invoice_id,
                 paid_at: Some(at),
@@ -376,21 +376,21 @@ pub fn writes(
             },
         ) => out.push(write::payment_time(invoice_id, *at)),
         (
-            Write::Reopen { .. } | Write::PaidAgain,
+            Writes::Reopen { .. } | Writes::PaidAgain,
             Change::Invoice {
                 invoice_id,
                 paid_at: Some(at),
                 ..
             },
         ) => out.extend(paid_after_refund(&plan.write, invoice_id, *at, now_ms)),
-        (Write::Change, Change::Withdrawal { .. }) => {
+        (Writes::Change, Change::Withdrawal { .. }) => {
             out.extend(withdrawal(change, source, false, now_ms));
         }
-        (Write::RefundBeforeLater, Change::Withdrawal { .. }) => {
+        (Writes::RefundBeforeLater, Change::Withdrawal { .. }) => {
             out.extend(withdrawal(change, source, true, now_ms));
         }
         (
-            Write::PaymosOrder { recorded, reopen },
+            Writes::PaymosOrder { recorded, reopen },
             Change::Invoice {
                 invoice_id, order, ..
             },
@@ -405,17 +405,17 @@ pub fn writes(
                 out.push(write::nothing_shipped(invoice_id));
             }
         }
-        (Write::PaymosProject { marked }, Change::Invoice { invoice_id, .. }) => {
+        (Writes::PaymosProject { marked }, Change::Invoice { invoice_id, .. }) => {
             out.push(write::paymos_project(invoice_id, marked, now_ms));
         }
         (
-            Write::Learn,
+            Writes::Learn,
             Change::Invoice {
                 invoice_id, order, ..
             },
         ) => out.push(write::learned_order(invoice_id, order, now_ms)),
         (
-            Write::Change,
+            Writes::Change,
             Change::Deposit {
                 deposit_id,
                 status,
@@ -440,7 +440,7 @@ pub fn writes(
 /// another project's invoice as that project's.
 fn noted(source: &Source, change: &Change, plan: &Plan, now_ms: u64) -> Vec<write::Write> {
     match (&plan.write, change) {
-        (Write::Review, Change::Invoice { invoice_id, .. })
+        (Writes::Review, Change::Invoice { invoice_id, .. })
             if matches!(source, Source::Manual { .. }) =>
         {
             let after_refund = plan.reason.as_deref() == Some(ORDER_UNKNOWN_AFTER_REFUND);
@@ -455,10 +455,10 @@ fn noted(source: &Source, change: &Change, plan: &Plan, now_ms: u64) -> Vec<writ
             )]
         }
         // Of a fulfilled invoice: the note alone (its record stays as it shipped).
-        (Write::Review, _) if plan.outcome == Applied::OrderConflict => {
+        (Writes::Review, _) if plan.outcome == Applied::OrderConflict => {
             review(source, change, plan, now_ms).into_iter().collect()
         }
-        (Write::Review, _) => {
+        (Writes::Review, _) => {
             let mut out: Vec<_> = review(source, change, plan, now_ms).into_iter().collect();
             if let Change::Invoice {
                 invoice_id,
@@ -484,7 +484,7 @@ fn noted(source: &Source, change: &Change, plan: &Plan, now_ms: u64) -> Vec<writ
             out
         }
         (
-            Write::MarkOnly,
+            Writes::MarkOnly,
             Change::OtherProject {
                 project,
                 invoice_id: Some(invoice_id),
@@ -734,9 +734,9 @@ fn of_projects(
 }
 
 /// The writes of a payment at `at` made after the full refund that returned the record's.
-fn paid_after_refund(write: &Write, invoice_id: &str, at: u64, now_ms: u64) -> Vec<write::Write> {
+fn paid_after_refund(write: &Writes, invoice_id: &str, at: u64, now_ms: u64) -> Vec<write::Write> {
     match write {
-        Write::Reopen { recorded } => vec![
+        Writes::Reopen { recorded } => vec![
             match recorded {
                 Some(_) => write::paymos_payment_time(invoice_id, at, true),
                 None => write::paid_anew(invoice_id, at),
@@ -813,7 +813,7 @@ pub fn read(source: &Source, change: &Change, stored: Stored) -> Result<Written,
 }
 
 /// Why a payment no road dates waits after a full refund ([`Mark::AfterRefund`]).
-/// Why a payment after the full refund of a shipped invoice waits ([`Write::PaidAgain`]).
+/// Why a payment after the full refund of a shipped invoice waits ([`Writes::PaidAgain`]).
 pub const PAID_AGAIN: &str = "paid again after a full refund of this invoice, whose order shipped before: the order never ships twice, refund this payment";
 
 pub const AFTER_REFUND: &str = "paid after a full refund? No road knows when this payment was made, and a full refund is on record: release it if the customer paid again, else nothing ships";
@@ -825,7 +825,7 @@ pub const ORDER_UNKNOWN_AFTER_REFUND: &str = "the payment names no order and non
 /// A payment no road dates, refused for a full refund on record: it waits for a person.
 fn after_refund() -> Step {
     Step::Then(Plan {
-        write: Write::Unfulfilled(Mark::AfterRefund),
+        write: Writes::Unfulfilled(Mark::AfterRefund),
         with_mark: true,
         outcome: Applied::Held,
         reason: Some(AFTER_REFUND.into()),
@@ -835,7 +835,7 @@ fn after_refund() -> Step {
 /// The processed mark alone, with `outcome`.
 fn mark_only(outcome: Applied, reason: Option<String>) -> Step {
     Step::Then(Plan {
-        write: Write::MarkOnly,
+        write: Writes::MarkOnly,
         with_mark: true,
         outcome,
         reason,
@@ -863,7 +863,7 @@ fn on_record(change: &Change, recorded: OrderRef) -> Step {
             // disagree, or a person named another project. Neither project's order ships on
             // that word.
             Step::Then(Plan {
-                write: Write::Unfulfilled(Mark::ProjectsDisagree),
+                write: Writes::Unfulfilled(Mark::ProjectsDisagree),
                 with_mark: true,
                 outcome: Applied::Held,
                 reason: Some(format!(
@@ -881,7 +881,7 @@ fn on_record(change: &Change, recorded: OrderRef) -> Step {
             // The event names another order than the invoice's record: never fulfilled
             // on the event's word.
             Step::Then(Plan {
-                write: Write::Unfulfilled(Mark::Held),
+                write: Writes::Unfulfilled(Mark::Held),
                 with_mark: true,
                 outcome: Applied::Held,
                 reason: Some(format!(
@@ -895,7 +895,7 @@ fn on_record(change: &Change, recorded: OrderRef) -> Step {
         Change::Invoice {
             invoice_id, order, ..
         } if order.external_id.is_none() && recorded.external_id.is_none() => Step::Then(Plan {
-            write: Write::Review,
+            write: Writes::Review,
             with_mark: true,
             outcome: Applied::OrderUnknown,
             reason: Some(format!(
@@ -977,11 +977,11 @@ fn again(tried: &Plan, refusal: &Refusal) -> Option<Step> {
         }))
     };
     match (&tried.write, refusal) {
-        (Write::Change, Refusal::LaterFullRefund) => {
-            plan(Write::RefundBeforeLater, false, tried.outcome, None)
+        (Writes::Change, Refusal::LaterFullRefund) => {
+            plan(Writes::RefundBeforeLater, false, tried.outcome, None)
         }
-        (Write::Change, Refusal::AwaitsOrder) => plan(
-            Write::Unfulfilled(Mark::AwaitsOrder),
+        (Writes::Change, Refusal::AwaitsOrder) => plan(
+            Writes::Unfulfilled(Mark::AwaitsOrder),
             true,
             tried.outcome,
             tried.reason.clone(),
@@ -1023,11 +1023,11 @@ fn disagreeing(change: &Change, tried: &Plan, refusal: &Refusal, confirmed: bool
         }))
     };
     match (&tried.write, refusal) {
-        (Write::Change, Refusal::Resource { recorded, .. })
+        (Writes::Change, Refusal::Resource { recorded, .. })
             if !status.fulfils() && other_project(order, recorded) =>
         {
             plan(
-                Write::Unfulfilled(Mark::ProjectsDisagree),
+                Writes::Unfulfilled(Mark::ProjectsDisagree),
                 tried.outcome,
                 format!(
                     "it names {}, the invoice's record {}: its status alone, and no payment of it ships on an event's word",
@@ -1036,9 +1036,9 @@ fn disagreeing(change: &Change, tried: &Plan, refusal: &Refusal, confirmed: bool
                 ),
             )
         }
-        (Write::Change, Refusal::ProjectsDisagree { recorded }) if confirmed => {
+        (Writes::Change, Refusal::ProjectsDisagree { recorded }) if confirmed => {
             Some(Step::Then(Plan {
-                write: Write::PaymosOrder {
+                write: Writes::PaymosOrder {
                     recorded: recorded.clone(),
                     reopen: false,
                 },
@@ -1047,8 +1047,8 @@ fn disagreeing(change: &Change, tried: &Plan, refusal: &Refusal, confirmed: bool
                 reason: None,
             }))
         }
-        (Write::Change, Refusal::ProjectsDisagree { .. }) => plan(
-            Write::Unfulfilled(Mark::ProjectsDisagree),
+        (Writes::Change, Refusal::ProjectsDisagree { .. }) => plan(
+            Writes::Unfulfilled(Mark::ProjectsDisagree),
             Applied::Held,
             "the invoice's events named two projects: which shop's payment it is, only Paymos or a person can say; nothing shipped".to_owned(),
         ),
@@ -1084,7 +1084,7 @@ fn against_a_mark(
     let named = status.fulfils() && order.names_project();
     if confirmed || (named && matches!(source, Source::Manual { .. })) {
         return Some(Step::Then(Plan {
-            write: Write::PaymosProject {
+            write: Writes::PaymosProject {
                 marked: marked.to_owned(),
             },
             with_mark: false,
@@ -1125,41 +1125,44 @@ fn dated(source: &Source, change: &Change, tried: &Plan, written: &Written) -> O
         _ => None,
     };
     match (&tried.write, written, source) {
-        (Write::Reopen { recorded }, Written::Committed, _) => Some(match recorded {
+        (Writes::Reopen { recorded }, Written::Committed, _) => Some(match recorded {
             Some(recorded) => Step::Judge(recorded.clone()),
             None => Step::Adopt(OrderRef::none()),
         }),
-        (Write::Reopen { .. } | Write::PaidAgain, Written::AlreadyProcessed, _) => {
+        (Writes::Reopen { .. } | Writes::PaidAgain, Written::AlreadyProcessed, _) => {
             Some(Step::Done(Applied::AlreadyProcessed))
         }
         // Shipped from a payment the refund returned (a dated one, a delivery's Paymos gave no
         // time, or a person's word made before this payment was): the order never ships
         // twice; the new payment waits for a refund. (A person's undated word that shipped
         // after it was made is this payment, dated by it.)
-        (Write::Reopen { recorded }, Written::Refused(Refusal::Fulfilled { at, by_person }), _)
-            if recorded.is_none()
-                || !by_person
-                || paid_at.zip(*at).is_some_and(|(p, shipped)| p > shipped) =>
+        (
+            Writes::Reopen { recorded },
+            Written::Refused(Refusal::Fulfilled { at, by_person }),
+            _,
+        ) if recorded.is_none()
+            || !by_person
+            || paid_at.zip(*at).is_some_and(|(p, shipped)| p > shipped) =>
         {
             Some(Step::Then(Plan {
-                write: Write::PaidAgain,
+                write: Writes::PaidAgain,
                 with_mark: true,
                 outcome: Applied::DuplicatePayment,
                 reason: Some(PAID_AGAIN.into()),
             }))
         }
         // The record moved since it was read: dated, as any delivery dates (or noted only).
-        (Write::Reopen { recorded }, Written::Refused(_), _) => Some(Step::Then(Plan {
+        (Writes::Reopen { recorded }, Written::Refused(_), _) => Some(Step::Then(Plan {
             write: if recorded.is_some() {
-                Write::Dated
+                Writes::Dated
             } else {
-                Write::MarkOnly
+                Writes::MarkOnly
             },
             with_mark: true,
             outcome: Applied::AlreadyFinal,
             reason: None,
         })),
-        (Write::Dated, Written::Committed, Source::Manual { .. }) => {
+        (Writes::Dated, Written::Committed, Source::Manual { .. }) => {
             Some(Step::Adopt(OrderRef::none()))
         }
         _ => None,
@@ -1173,7 +1176,7 @@ fn dated(source: &Source, change: &Change, tried: &Plan, written: &Written) -> O
 fn correct(change: &Change, tried: &Plan, refusal: &Refusal, confirmed: bool) -> Option<Step> {
     if let (
         true,
-        Write::Change,
+        Writes::Change,
         Refusal::Resource {
             standing: Standing::Held,
             projects_held: true,
@@ -1185,7 +1188,7 @@ fn correct(change: &Change, tried: &Plan, refusal: &Refusal, confirmed: bool) ->
         && order.names_project()
     {
         return Some(Step::Then(Plan {
-            write: Write::PaymosOrder {
+            write: Writes::PaymosOrder {
                 recorded: recorded.clone(),
                 reopen: true,
             },
@@ -1195,9 +1198,9 @@ fn correct(change: &Change, tried: &Plan, refusal: &Refusal, confirmed: bool) ->
         }));
     }
     let recorded = match (&tried.write, refusal) {
-        (Write::Change, Refusal::OrderOnRecord { recorded })
+        (Writes::Change, Refusal::OrderOnRecord { recorded })
         | (
-            Write::Change,
+            Writes::Change,
             Refusal::Resource {
                 standing: Standing::Held | Standing::PaidLate,
                 recorded,
@@ -1206,7 +1209,7 @@ fn correct(change: &Change, tried: &Plan, refusal: &Refusal, confirmed: bool) ->
         ) => recorded,
         // Closed unpaid by an event (a forged close before the check): nothing shipped.
         (
-            Write::Change,
+            Writes::Change,
             Refusal::Resource {
                 found: Found::Invoice(closed),
                 standing: Standing::Clear,
@@ -1221,7 +1224,7 @@ fn correct(change: &Change, tried: &Plan, refusal: &Refusal, confirmed: bool) ->
     };
     (confirmed && differs(order, recorded)).then(|| {
         Step::Then(Plan {
-            write: Write::PaymosOrder {
+            write: Writes::PaymosOrder {
                 recorded: recorded.clone(),
                 reopen: false,
             },
@@ -1246,7 +1249,7 @@ fn on_resource(
         // leaves out is learned, while nothing shipped under the record.
         if !current.fulfils() && *standing != Standing::Released && teaches(order, recorded) {
             return Step::Then(Plan {
-                write: Write::Learn,
+                write: Writes::Learn,
                 with_mark: false,
                 outcome: Applied::Updated,
                 reason: None,
@@ -1264,7 +1267,7 @@ fn on_resource(
             paid_at: Some(_),
             ..
         } if record_undated && status.fulfils() => Step::Then(Plan {
-            write: Write::Dated,
+            write: Writes::Dated,
             with_mark: true,
             outcome,
             reason: None,
@@ -1291,7 +1294,7 @@ fn on_resource(
             // person's to say (`--project`), never the record's word.
             let projects_disagree = other_project(order, recorded);
             Step::Then(Plan {
-                write: Write::PaidLate {
+                write: Writes::PaidLate {
                     closed: current,
                     after_refund,
                     projects_disagree,
@@ -1312,7 +1315,7 @@ fn on_resource(
                 return Step::Done(Applied::OrderConflict);
             }
             Step::Then(Plan {
-                write: Write::Review,
+                write: Writes::Review,
                 with_mark: true,
                 outcome: Applied::OrderConflict,
                 reason: conflicts(order, recorded),
@@ -1381,7 +1384,7 @@ fn refunded(change: &Change, recorded: OrderRef, awaited: bool) -> Step {
         // other.)
         (false, false) if undated => after_refund(),
         _ => Step::Then(Plan {
-            write: Write::Unfulfilled(Mark::Refunded),
+            write: Writes::Unfulfilled(Mark::Refunded),
             with_mark: true,
             outcome: Applied::Refunded,
             reason: Some("refunded in full before its payment was applied: nothing shipped".into()),
@@ -1398,7 +1401,7 @@ fn refunded(change: &Change, recorded: OrderRef, awaited: bool) -> Step {
 fn of_unknown_mode(change: &Change, by: &str, recorded: OrderRef) -> Step {
     match on_record(change, recorded) {
         Step::Adopt(_) => Step::Then(Plan {
-            write: Write::Unfulfilled(Mark::Held),
+            write: Writes::Unfulfilled(Mark::Held),
             with_mark: true,
             outcome: Applied::Held,
             reason: Some(format!(
@@ -1417,7 +1420,7 @@ fn after_a_correction(
     tried: &Plan,
     written: &Written,
 ) -> Option<Step> {
-    if let Write::PaymosOrder { recorded, .. } = &tried.write {
+    if let Writes::PaymosOrder { recorded, .. } = &tried.write {
         return Some(corrected(change, recorded, written));
     }
     if let Some(step) = dated(source, change, tried, written) {
@@ -1425,11 +1428,11 @@ fn after_a_correction(
     }
     match &tried.write {
         // Learned, or the record moved since it was read: the change is planned again.
-        Write::Learn => Some(match written {
+        Writes::Learn => Some(match written {
             Written::AlreadyProcessed => Step::Done(Applied::AlreadyProcessed),
             Written::Committed | Written::Refused(_) => Step::Adopt(OrderRef::none()),
         }),
-        Write::PaymosProject { .. } => Some(match written {
+        Writes::PaymosProject { .. } => Some(match written {
             Written::Committed => Step::Adopt(OrderRef::none()),
             Written::AlreadyProcessed => Step::Done(Applied::AlreadyProcessed),
             Written::Refused(_) => other_project_mark(None),
@@ -1458,7 +1461,7 @@ pub fn next_as(
         Written::AlreadyProcessed => return Step::Done(Applied::AlreadyProcessed),
         Written::Refused(refusal) => refusal,
     };
-    if let (Write::Change, Refusal::OtherProject(marked), Change::Invoice { .. }) =
+    if let (Writes::Change, Refusal::OtherProject(marked), Change::Invoice { .. }) =
         (&tried.write, &refusal, change)
         && let Some(step) = against_a_mark(source, change, marked, confirmed, tried.outcome)
     {
@@ -1478,39 +1481,39 @@ pub fn next_as(
         // The resource holds this delivery's own change: a crash came between the change and
         // its mark. The outcome is the plan's. (A person's second run is not a crash: it is
         // told what exists.)
-        (Write::Change | Write::RefundBeforeLater, Refusal::Resource { mine: true, .. })
+        (Writes::Change | Writes::RefundBeforeLater, Refusal::Resource { mine: true, .. })
             if delivery =>
         {
             mark_only(tried.outcome)
         }
         // The note exists: this delivery was handled before. The mark alone is never refused
         // but by the processed mark.
-        (Write::Review | Write::MarkOnly, _) => Step::Done(Applied::AlreadyProcessed),
+        (Writes::Review | Writes::MarkOnly, _) => Step::Done(Applied::AlreadyProcessed),
         // Dated meanwhile by another road: the mark alone.
-        (Write::Dated, _) => mark_only(tried.outcome),
-        (Write::Change, Refusal::OrderOnRecord { recorded }) => on_record(change, recorded),
+        (Writes::Dated, _) => mark_only(tried.outcome),
+        (Writes::Change, Refusal::OrderOnRecord { recorded }) => on_record(change, recorded),
         // A snapshot of a credited deposit that contradicts its credit: nothing more credited,
         // and it waits for a person (a person's road is told, nothing written).
-        (Write::Change, Refusal::CreditDiffers(why)) => Step::Then(Plan {
-            write: Write::Review,
+        (Writes::Change, Refusal::CreditDiffers(why)) => Step::Then(Plan {
+            write: Writes::Review,
             with_mark: true,
             outcome: Applied::Unconfirmed,
             reason: Some(why),
         }),
-        (Write::Change, Refusal::Refunded { recorded, awaited }) => {
+        (Writes::Change, Refusal::Refunded { recorded, awaited }) => {
             refunded(change, recorded, awaited)
         }
-        (Write::Change, Refusal::RefundOfUnknownMode { by, recorded }) => {
+        (Writes::Change, Refusal::RefundOfUnknownMode { by, recorded }) => {
             of_unknown_mode(change, &by, recorded)
         }
-        (Write::Change, Refusal::ReturnedEarlier { recorded }) => Step::Then(Plan {
-            write: Write::Reopen { recorded },
+        (Writes::Change, Refusal::ReturnedEarlier { recorded }) => Step::Then(Plan {
+            write: Writes::Reopen { recorded },
             with_mark: false,
             outcome: tried.outcome,
             reason: None,
         }),
         (
-            Write::Change,
+            Writes::Change,
             Refusal::Resource {
                 found,
                 standing,
@@ -1519,14 +1522,14 @@ pub fn next_as(
                 ..
             },
         ) => on_resource(change, (found, &recorded), &standing, (delivery, undated)),
-        (Write::Change, Refusal::OrderClaimed { invoice_id }) => Step::Then(Plan {
-            write: Write::Unfulfilled(Mark::DuplicateOf(invoice_id)),
+        (Writes::Change, Refusal::OrderClaimed { invoice_id }) => Step::Then(Plan {
+            write: Writes::Unfulfilled(Mark::DuplicateOf(invoice_id)),
             with_mark: true,
             outcome: Applied::DuplicatePayment,
             reason: None,
         }),
-        (Write::Change, Refusal::OrderMismatch) => Step::Then(Plan {
-            write: Write::Unfulfilled(Mark::Held),
+        (Writes::Change, Refusal::OrderMismatch) => Step::Then(Plan {
+            write: Writes::Unfulfilled(Mark::Held),
             with_mark: true,
             outcome: Applied::Held,
             reason: None,
@@ -1534,15 +1537,15 @@ pub fn next_as(
         // A fulfilment exists although the invoice was open (only a custom effect can do that),
         // or a racing change made the invoice final before the held, duplicate or late write.
         (
-            Write::Change
-            | Write::Unfulfilled(_)
-            | Write::PaidLate { .. }
-            | Write::RefundBeforeLater
-            | Write::PaymosOrder { .. }
-            | Write::PaymosProject { .. }
-            | Write::Reopen { .. }
-            | Write::PaidAgain
-            | Write::Learn,
+            Writes::Change
+            | Writes::Unfulfilled(_)
+            | Writes::PaidLate { .. }
+            | Writes::RefundBeforeLater
+            | Writes::PaymosOrder { .. }
+            | Writes::PaymosProject { .. }
+            | Writes::Reopen { .. }
+            | Writes::PaidAgain
+            | Writes::Learn,
             _,
         ) => mark_only(Applied::AlreadyFinal),
     }
@@ -1654,7 +1657,7 @@ mod tests {
 
     /// Runs `change` against a store that answers `answers` in turn; the outcome and the writes
     /// tried.
-    fn run(change: &Change, answers: &[Written]) -> (Applied, Vec<Write>) {
+    fn run(change: &Change, answers: &[Written]) -> (Applied, Vec<Writes>) {
         let mut plan = plan(change);
         let mut tried = Vec::new();
         for answer in answers {
@@ -2032,7 +2035,7 @@ mod tests {
             let Step::Then(mark) = next(&me(), &change, &plan(&change), Committed) else {
                 panic!("no mark after {change:?}")
             };
-            assert_eq!((mark.write, mark.with_mark), (Write::MarkOnly, true));
+            assert_eq!((mark.write, mark.with_mark), (Writes::MarkOnly, true));
         }
         let unusable = Change::Unusable {
             reason: "x".into(),
@@ -2122,7 +2125,7 @@ mod tests {
         };
         assert_eq!(
             (held.write, held.outcome),
-            (Write::Unfulfilled(Mark::Held), Applied::Held)
+            (Writes::Unfulfilled(Mark::Held), Applied::Held)
         );
         assert!(held.reason.unwrap().contains("o-record"));
     }
@@ -2277,7 +2280,7 @@ mod tests {
                     refused(found, standing.clone(), recorded.clone()),
                 );
                 let learned =
-                    matches!(&step, Step::Then(p) if p.write == Write::Learn && !p.with_mark);
+                    matches!(&step, Step::Then(p) if p.write == Writes::Learn && !p.with_mark);
                 assert_eq!(
                     learned, learns,
                     "{order:?} on {recorded:?} ({found:?}, {standing:?}): {step:?}"
@@ -2286,7 +2289,7 @@ mod tests {
         }
         // Learned, or refused for a record that moved: the change is planned again.
         let learning = Plan {
-            write: Write::Learn,
+            write: Writes::Learn,
             with_mark: false,
             outcome: Applied::Updated,
             reason: None,
@@ -2345,7 +2348,7 @@ mod tests {
     fn the_mark_after_a_refusal_never_asks_for_more() {
         for outcome in Applied::ALL {
             let tried = Plan {
-                write: Write::MarkOnly,
+                write: Writes::MarkOnly,
                 with_mark: true,
                 outcome,
                 reason: None,

@@ -173,7 +173,7 @@ pub struct DeliveryRecord {
 /// first reached a status, and who moved it there (a delivery's ledger key, or `manual:` and the
 /// actor). Stored as an attribute per status (`step_paid`: `1700000100|test#evt_…`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Step {
+pub struct StoryStep {
     /// When.
     pub at: u64,
     /// The status it reached.
@@ -182,7 +182,7 @@ pub struct Step {
     pub by: String,
 }
 
-impl Step {
+impl StoryStep {
     /// What a step's attribute name starts with.
     pub const PREFIX: &str = "step_";
 
@@ -375,11 +375,11 @@ pub fn action_key(at_ms: u64, kind: ActionKind, subject: &str, actor: &str) -> S
 
 #[cfg(test)]
 mod tests {
-    use super::{ActionKind, Step, action_key};
+    use super::{ActionKind, StoryStep, action_key};
 
     #[test]
     fn a_story_reads_back_in_paymos_time_whatever_the_stored_order() {
-        let step = |at, status: &str, by: &str| Step {
+        let step = |at, status: &str, by: &str| StoryStep {
             at,
             status: status.to_owned(),
             by: by.to_owned(),
@@ -397,7 +397,7 @@ mod tests {
             (confirming.attribute(), confirming.value()),
         ];
         assert_eq!(
-            Step::story(stored.iter().map(|(n, v)| (n.as_str(), v.as_str()))),
+            StoryStep::story(stored.iter().map(|(n, v)| (n.as_str(), v.as_str()))),
             [confirming, paid],
             "in time, an actor's `|` kept, what is not a step left out"
         );

@@ -30,7 +30,7 @@ fn imports(source: &str) -> BTreeSet<Module> {
                 ["port", ..] => {
                     out.insert(("port".to_owned(), "port".to_owned()));
                 }
-                // A group: `crate::money::{write::Write, record::Step}`.
+                // A group: `crate::money::{write::Write, record::StoryStep}`.
                 [layer, ""] if LAYERS.contains(layer) => {
                     let group = rest[end..].trim_start_matches('{');
                     let group = &group[..group.find('}').unwrap_or(group.len())];

@@ -183,7 +183,7 @@ pub(super) fn step(at: u64, status: &str, source: &Source) -> Set {
         Source::Delivery { event_id } => event_id.clone(),
         Source::Manual { .. } => source.id(),
     };
-    let step = crate::money::record::Step {
+    let step = crate::money::record::StoryStep {
         at,
         status: status.to_owned(),
         by,

@@ -184,7 +184,7 @@ pub enum Field {
     /// Whether a part of a reconciliation's window already read found something for a person.
     ForAPerson,
     /// An attribute named at run time: a merchant's effect's, or a step of a resource's story
-    /// ([`crate::money::record::Step::attribute`]).
+    /// ([`crate::money::record::StoryStep::attribute`]).
     Named(String),
 }
 

@@ -55,8 +55,8 @@ pub fn invoice_seen(fields: &Fields) -> InvoiceSeen {
 
 /// The story an item's fields keep, oldest first ([`step`]).
 #[must_use]
-pub fn story(fields: &Fields) -> Vec<crate::money::record::Step> {
-    crate::money::record::Step::story(fields.iter().filter_map(|(f, v)| match f {
+pub fn story(fields: &Fields) -> Vec<crate::money::record::StoryStep> {
+    crate::money::record::StoryStep::story(fields.iter().filter_map(|(f, v)| match f {
         Field::Named(name) => Some((name.as_str(), v.as_text()?)),
         _ => None,
     }))

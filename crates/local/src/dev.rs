@@ -199,8 +199,42 @@ pub async fn clients(dynamodb: &str, sqs: &str) -> (aws_sdk_dynamodb::Client, aw
     )
 }
 
-/// How [`start`]'s error begins when the port is taken.
-pub const PORT_BUSY: &str = "cannot listen on";
+/// Why [`start`] could not start `dev`, of its kind: the caller's choice (a port taken,
+/// `--forward-to` no URL the hand-off posts to), or what else failed, in words that say what to
+/// do.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The port asked for cannot be bound (taken, most often).
+    #[error("cannot listen on 127.0.0.1:{port}: {source}")]
+    PortBusy {
+        /// The port asked for.
+        port: u16,
+        /// Why it could not be bound.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `--forward-to` is no URL the hand-off can post to.
+    #[error("--forward-to {url}: {why}")]
+    ForwardTo {
+        /// The URL given.
+        url: String,
+        /// Why it cannot be used.
+        why: String,
+    },
+    /// The stack could not be set up (the template, the emulators' tables and queues), of its
+    /// kind.
+    #[error(transparent)]
+    Local(#[from] crate::error::LocalError),
+    /// What else could not be started.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<String> for StartError {
+    fn from(said: String) -> Self {
+        Self::Other(said)
+    }
+}
 
 /// The hand-off's switch (on) and, when `dev` forwards to an endpoint, the stand-in of Lambda's
 /// API that `events pause`/`resume` turn it with.
@@ -216,19 +250,30 @@ async fn delivery_switch(
     Ok((on, endpoint))
 }
 
+/// What the caller chose, checked before anything starts: the port first (a busy one is said
+/// at once, not after the emulators' seconds of start-up), then `--forward-to`. The listener.
+async fn chosen(options: &DevOptions) -> Result<TcpListener, StartError> {
+    let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], options.port)))
+        .await
+        .map_err(|source| StartError::PortBusy {
+            port: options.port,
+            source,
+        })?;
+    if let Some(url) = &options.forward_to {
+        paymos_inbox_aws::webhook::endpoint(url).map_err(|e| StartError::ForwardTo {
+            url: url.clone(),
+            why: e.to_string(),
+        })?;
+    }
+    Ok(listener)
+}
+
 /// Starts everything and returns once the ingest URL accepts requests.
 ///
 /// # Errors
-/// What could not be started, in words that say what to do.
-pub async fn start(options: DevOptions) -> Result<Dev, String> {
-    // What the caller chose is checked before anything starts: the port first (a busy one is
-    // said at once, not after the emulators' seconds of start-up), then --forward-to.
-    let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], options.port)))
-        .await
-        .map_err(|e| format!("{PORT_BUSY} 127.0.0.1:{}: {e}", options.port))?;
-    if let Some(url) = &options.forward_to {
-        paymos_inbox_aws::webhook::endpoint(url).map_err(|e| format!("--forward-to {url}: {e}"))?;
-    }
+/// What could not be started, of its kind, in words that say what to do.
+pub async fn start(options: DevOptions) -> Result<Dev, StartError> {
+    let listener = chosen(&options).await?;
     let (given_dynamodb, given_sqs) = (
         options.dynamodb_endpoint.clone(),
         options.sqs_endpoint.clone(),

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use paymos_inbox_lambda::config::parse_secrets;
-use paymos_inbox_local::dev::{DevOptions, PORT_BUSY, default_environment, start};
+use paymos_inbox_local::dev::{DevOptions, StartError, default_environment, start};
 
 use crate::exit::Failure;
 use crate::{DEFAULT_PORT, FIXTURE_SECRET};
@@ -119,13 +119,14 @@ pub async fn run(args: DevArgs) -> ExitCode {
     };
     let dev = match start(options).await {
         Ok(dev) => dev,
-        Err(e) if e.starts_with(PORT_BUSY) => {
-            return Failure::usage(e)
+        Err(e @ StartError::PortBusy { .. }) => {
+            return Failure::usage(e.to_string())
                 .next("pass --port 0 (a free port; dev.json and the ready line name it), or stop what listens there")
                 .report();
         }
-        Err(e) if e.starts_with("--forward-to") => return Failure::usage(e).report(),
-        Err(e) => return crate::failed(e),
+        Err(e @ StartError::ForwardTo { .. }) => return Failure::usage(e.to_string()).report(),
+        Err(StartError::Local(e)) => return crate::failed(e),
+        Err(StartError::Other(e)) => return crate::failed(e),
     };
     let line = serde_json::to_string(&dev.info).expect("info serialises");
     say!("{line}");

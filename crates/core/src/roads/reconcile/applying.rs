@@ -1,0 +1,231 @@
+//! What `--apply` does with what a run found, and a person's word asked of Paymos first
+//! (`mark-paid` with the API), applied the same way.
+
+use crate::money::change::{Applied, OrderRef};
+use crate::money::status::InvoiceStatus;
+use crate::roads::confirm::AtSource;
+use crate::roads::fulfil::Fulfil;
+use crate::roads::ingest::PortError;
+
+use super::{PaidAtPaymos, PaymosLedger, ReconcileStore, Report, set_aside_refunded};
+
+/// Why a person's word that an invoice was paid, asked of Paymos first, applied nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AskedFirst {
+    /// Paymos does not know the invoice with this key (404): forged, or another project's.
+    #[error(
+        "Paymos does not know {0} with this API key (forged, or of a project the key does not read): nothing shipped"
+    )]
+    Unknown(String),
+    /// Paymos has it in a project this stack does not apply.
+    #[error("Paymos has {0} in project {1}, which this stack does not apply: nothing shipped")]
+    OtherProject(String, String),
+    /// Paymos has it unpaid.
+    #[error("Paymos has {0} {1}, not paid: nothing shipped")]
+    NotPaid(String, String),
+    /// The person's word contradicts Paymos' (another order, project or price).
+    #[error("{0}: nothing shipped")]
+    Contradicts(String),
+    /// Paymos' API or the store failed.
+    #[error(transparent)]
+    Port(#[from] PortError),
+}
+
+/// A person's word that `invoice_id` was paid (`mark-paid` with the API), asked of Paymos
+/// first: applied as Paymos has it (its status, order, price, project and payment time, its
+/// refunds recorded before it), as `reconcile --apply` applies a payment it finds, by `by`.
+/// What the person said of the order (`given`) must not contradict Paymos'.
+///
+/// # Errors
+/// [`AskedFirst`]: Paymos does not have it paid in a project of this stack as the person said,
+/// or a port failed (nothing written before the payment's own writes).
+pub async fn as_paymos_has_it<P: PaymosLedger, S: ReconcileStore>(
+    paymos: &P,
+    fulfil: &Fulfil<S>,
+    (invoice_id, given): (&str, &OrderRef),
+    (by, now_ms): (&str, u64),
+) -> Result<Applied, AskedFirst> {
+    let at = match paymos.invoice(invoice_id).await? {
+        AtSource::Found(at) => at,
+        AtSource::NotFound => {
+            return Err(AskedFirst::Unknown(invoice_id.to_owned()));
+        }
+    };
+    crate::roads::confirm::same_environment(at.is_test, fulfil.environment())?;
+    let projects = fulfil.projects();
+    if let Some(p) = at
+        .project_id
+        .as_deref()
+        .filter(|p| !projects.applies(Some(p)))
+    {
+        return Err(AskedFirst::OtherProject(
+            invoice_id.to_owned(),
+            p.to_owned(),
+        ));
+    }
+    let paid = PaidAtPaymos::of(invoice_id.to_owned(), &at, projects);
+    if let Some(why) = contradicts(given, &paid.order()) {
+        return Err(AskedFirst::Contradicts(format!("{invoice_id}: {why}")));
+    }
+    let mut report = Report::default();
+    if PaidAtPaymos::paid(&at.status) {
+        report.missing.push(paid);
+    } else if at.paid_late {
+        report.paid_late.push(paid);
+    } else {
+        return Err(AskedFirst::NotPaid(invoice_id.to_owned(), at.status));
+    }
+    set_aside_refunded(paymos, &mut report).await?;
+    apply_found(fulfil, &mut report, (by, now_ms)).await;
+    // Refunded in full at Paymos after it was paid: dated here, its refund settles it.
+    if !report.refunded.is_empty() {
+        return Ok(Applied::Refunded);
+    }
+    match report.applied.remove(invoice_id) {
+        Some(Ok(applied)) => Ok(applied),
+        Some(Err(e)) => Err(PortError::new("mark-paid as Paymos has it", e).into()),
+        None => Err(PortError::new("mark-paid as Paymos has it", "nothing was applied").into()),
+    }
+}
+
+/// How a person's word of an order (`given`) contradicts Paymos' (`paymos`), if it does: where
+/// they named an order id, a project or a price, it is Paymos'.
+fn contradicts(given: &OrderRef, paymos: &OrderRef) -> Option<String> {
+    if let Some(id) = given.external_id.as_deref()
+        && paymos.external_id.as_deref() != Some(id)
+    {
+        return Some(format!(
+            "you named order {id}, Paymos has order {}",
+            paymos.external_id.as_deref().unwrap_or("none")
+        ));
+    }
+    if let Some(p) = given.project.as_deref()
+        && paymos.project.as_deref() != Some(p)
+    {
+        return Some(format!(
+            "you named project {p}, Paymos has {}",
+            paymos.project.as_deref().unwrap_or("none")
+        ));
+    }
+    if given.has_price() && (given.amount != paymos.amount || given.currency != paymos.currency) {
+        return Some(format!(
+            "you named {} {}, Paymos has the order at {} {}",
+            given.amount.as_ref().map_or("", |a| a.as_str()),
+            given.currency.as_deref().unwrap_or_default(),
+            paymos.amount.as_ref().map_or("none", |a| a.as_str()),
+            paymos.currency.as_deref().unwrap_or_default()
+        ));
+    }
+    None
+}
+
+/// Paymos' time of `m`'s payment ([`Fulfil::paymos_dates`]), then Paymos' full refunds of its
+/// invoice completed before it, recorded before the payment is applied: a later delivery of one
+/// (dated by its event, which may say later than the payment) finds it applied.
+async fn refunds_first<S: ReconcileStore>(
+    fulfil: &Fulfil<S>,
+    m: &PaidAtPaymos,
+    (by, now_ms): (&str, u64),
+) -> Result<(), PortError> {
+    // Dated first, judged against the refunds recorded here until now; a payment recorded
+    // here has nothing left to apply, and its refunds are read, never recorded.
+    let recorded = match m.paid_at {
+        Some(t) => fulfil.paymos_dates(&m.invoice_id, t, true).await?,
+        None => false,
+    };
+    if recorded {
+        return Ok(());
+    }
+    // (A full refund Paymos names no time for settles any payment: never one of these.)
+    for refund in &m.refunds_before {
+        if let Some(at) = refund.completed_at {
+            fulfil
+                .apply_refund_confirmed(&m.invoice_id, (refund, at), by, now_ms)
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+/// `--apply`: a late payment lands as the close Paymos has, then the payment (`paid_late`, to
+/// wait for a person); a missing one or a duplicate payment as its paid status, by hand.
+pub(super) async fn apply_found<S: ReconcileStore>(
+    fulfil: &Fulfil<S>,
+    report: &mut Report,
+    (by, now_ms): (&str, u64),
+) {
+    let said = |r: Result<Applied, PortError>| r.map_err(|e| e.to_string());
+    // A late payment recorded here with no time (a person's word) takes Paymos' time: a full
+    // refund delivered later is judged by it.
+    // Not one a full refund at Paymos returned (its refunds are read, never recorded, here):
+    // dated only where a refund recorded here returns it, as a refunded one.
+    for m in &report.late_recorded {
+        let returned = |t| {
+            m.refunds_before
+                .iter()
+                .any(|r| r.returns_payment_at(Some(t)) && r.completed_at.is_some())
+        };
+        if let Some(t) = m.paid_at
+            && let Err(e) = fulfil.paymos_dates(&m.invoice_id, t, !returned(t)).await
+        {
+            report
+                .applied
+                .insert(m.invoice_id.clone(), Err(e.to_string()));
+        }
+    }
+    // A payment Paymos has refunded in full, recorded here with no time (a person's word):
+    // dated by Paymos, the refund settles it here too.
+    for m in &report.refunded {
+        if let Some(t) = m.paid_at
+            && let Err(e) = fulfil.paymos_dates(&m.invoice_id, t, false).await
+        {
+            report
+                .applied
+                .insert(m.invoice_id.clone(), Err(e.to_string()));
+        }
+    }
+    for m in &report.paid_late {
+        let closed = InvoiceStatus::parse(&m.status).unwrap_or(InvoiceStatus::Expired);
+        // Dated and Paymos' full refunds before it recorded first ([`refunds_first`]): a
+        // payment a person named undated after a full refund is reopened before the close
+        // Paymos has lands on it.
+        let dated = refunds_first(fulfil, m, (by, now_ms)).await;
+        let closing = match dated {
+            Ok(()) => {
+                fulfil
+                    .apply_confirmed(&m.invoice_id, (closed, None), m.order(), by, now_ms)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        let applied = match closing {
+            Ok(_) => said(
+                fulfil
+                    .apply_confirmed(
+                        &m.invoice_id,
+                        (InvoiceStatus::Paid, m.paid_at),
+                        m.order(),
+                        by,
+                        now_ms,
+                    )
+                    .await,
+            ),
+            Err(e) => Err(e.to_string()),
+        };
+        report.applied.insert(m.invoice_id.clone(), applied);
+    }
+    for m in report.missing.iter().chain(&report.duplicate_payments) {
+        let status = InvoiceStatus::parse(&m.status).unwrap_or(InvoiceStatus::Paid);
+        // An empty `external_order_id` is no order: the payment waits for it (order_unknown),
+        // it never shares a claim with every other invoice that has none.
+        let applied = match refunds_first(fulfil, m, (by, now_ms)).await {
+            Ok(()) => said(
+                fulfil
+                    .apply_confirmed(&m.invoice_id, (status, m.paid_at), m.order(), by, now_ms)
+                    .await,
+            ),
+            Err(e) => Err(e.to_string()),
+        };
+        report.applied.insert(m.invoice_id.clone(), applied);
+    }
+}

@@ -2585,3 +2585,31 @@ async fn mark_paid_with_the_api_ships_nothing_paymos_does_not_have_paid_as_said(
     assert_eq!(store.fulfilments(), []);
     assert!(store.invoice("inv_1").is_none(), "nothing written");
 }
+
+// A missed mutant of `correct` (its guard that only a record closed unpaid takes Paymos' order):
+// a person's word shipped order o-B; the genuine payment of o-1, which Paymos confirms, arrives
+// after. Nothing more ships and nothing on the record moves: it waits as a conflict for a
+// person (Paymos' order was paid, another shipped), as a webhook without the check would.
+#[tokio::test]
+async fn a_confirmed_payment_of_another_order_than_a_persons_shipped_one_waits_as_a_conflict() {
+    let store = Arc::new(MemoryResources::new());
+    let named_b = OrderRef {
+        external_id: Some("o-B".into()),
+        ..OrderRef::none()
+    };
+    let by_hand = Fulfil::new(Arc::clone(&store))
+        .mark_paid("inv_1", named_b, "support", NOW_MS)
+        .await;
+    assert_eq!(by_hand, Ok(Fulfilled));
+    let paymos = Arc::new(MemoryPaymos::new());
+    paymos.invoice("inv_1", at_paymos("paid", Some(30)));
+    let checked = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
+    let before = store.invoice("inv_1").unwrap();
+    let (_, applied) = checked
+        .apply(&invoice("evt_p", "paid", 30), NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(applied, OrderConflict);
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-B".into()))]);
+    assert_eq!(store.invoice("inv_1").unwrap().order, before.order);
+}

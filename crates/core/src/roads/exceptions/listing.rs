@@ -310,7 +310,7 @@ fn delivery_exception(delivery: &Waiting, all: &[Waiting]) -> Exception {
         Pending::Payment { invoice_id, .. } => refund_waiting(all, invoice_id).map_or_else(
             || {
                 format!(
-                    "{}: applies it once Paymos shows it paid; if you know it was paid, `paymos-inbox mark-paid {invoice_id} --order-id <order> --actor <you>`; if Paymos shows it was never paid (forged: rotate the webhook secret), `paymos-inbox exceptions --resolve {event_id} --actor <you> --reason \"…\"`",
+                    "{}: applies it once Paymos shows it paid as this delivery says; if Paymos shows it paid otherwise (another order, price or project), apply Paymos' own payment with `paymos-inbox mark-paid {invoice_id} --actor <you>`, given the API's key; if Paymos shows it was never paid (forged: rotate the webhook secret), or once applied, `paymos-inbox exceptions --resolve {event_id} --actor <you> --reason \"…\"`",
                     recheck(invoice_id)
                 )
             },

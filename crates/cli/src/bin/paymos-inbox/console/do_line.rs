@@ -63,8 +63,10 @@ fn button(e: &Exception, words: &[&str]) -> Option<&'static str> {
         }
         ["mark-paid", id, ..] if of_item(id) => Some(if has("--project") {
             "press Mark paid, naming its project and its order"
-        } else {
+        } else if has("--order-id") {
             "press Mark paid, naming its order"
+        } else {
+            "press Mark paid"
         }),
         // An invoice's, a withdrawal's or a deposit's story: each offers it for what waits on
         // Paymos' word.
@@ -150,8 +152,8 @@ mod tests {
                 "unconfirmed",
                 Some("inv_1"),
                 Some("evt_1"),
-                "`paymos-inbox recheck inv_1`: applies it once Paymos shows it paid; if you know it was paid, `paymos-inbox mark-paid inv_1 --order-id <order> --actor <you>`; if Paymos shows it was never paid (forged: rotate the webhook secret), `paymos-inbox exceptions --resolve evt_1 --actor <you> --reason \"…\"`",
-                "press Recheck with Paymos: applies it once Paymos shows it paid; if you know it was paid, press Mark paid, naming its order; if Paymos shows it was never paid (forged: rotate the webhook secret), press Resolved, saying how you settled it",
+                "`paymos-inbox recheck inv_1`: applies it once Paymos shows it paid as this delivery says; if Paymos shows it paid otherwise (another order, price or project), apply Paymos' own payment with `paymos-inbox mark-paid inv_1 --actor <you>`, given the API's key; if Paymos shows it was never paid (forged: rotate the webhook secret), or once applied, `paymos-inbox exceptions --resolve evt_1 --actor <you> --reason \"…\"`",
+                "press Recheck with Paymos: applies it once Paymos shows it paid as this delivery says; if Paymos shows it paid otherwise (another order, price or project), apply Paymos' own payment: press Mark paid, given the API's key; if Paymos shows it was never paid (forged: rotate the webhook secret), or once applied, press Resolved, saying how you settled it",
             ),
             (
                 "order_conflict",

@@ -7,4 +7,5 @@ pub mod events;
 pub mod paymos_api;
 pub mod secrets;
 pub mod sqs;
+pub mod trace;
 pub mod webhook;

@@ -9,6 +9,7 @@ pub mod ingest;
 pub mod publish;
 pub mod sweep;
 pub mod telemetry;
+pub mod trace;
 
 /// The current Unix time in milliseconds (the only clock the handlers read).
 #[must_use]

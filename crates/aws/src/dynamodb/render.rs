@@ -15,7 +15,7 @@ use paymos_inbox_core::money::status::Amount;
 use paymos_inbox_core::money::write::{Field, Fields, Guard, Key, Set, Table, Value, Write};
 
 /// Every field with an attribute name of its own (a merchant's named ones aside).
-const FIELDS: [(Field, &str); 57] = [
+const FIELDS: [(Field, &str); 58] = [
     (Field::Kind, "kind"),
     (Field::Status, "status"),
     (Field::StatusAt, "status_at"),
@@ -73,6 +73,7 @@ const FIELDS: [(Field, &str); 57] = [
     (Field::Count, "count"),
     (Field::CleanUntil, "clean_until"),
     (Field::ReadUntil, "read_until"),
+    (Field::Traceparent, crate::trace::TRACEPARENT),
 ];
 
 /// The attribute a field is stored as.

@@ -174,6 +174,8 @@ pub enum Field {
     /// Where the last reconciliation that read its whole window ended (Unix seconds), clean or
     /// not: how far behind the reconciliation is, apart from what it found.
     ReadUntil,
+    /// The W3C `traceparent` of the delivery whose write changed the item last ([`traced`]).
+    Traceparent,
     /// An attribute named at run time: a merchant's effect's, or a step of a resource's story
     /// ([`crate::money::record::Step::attribute`]).
     Named(String),

@@ -1,5 +1,5 @@
 //! paymos-inbox's Lambda functions: settings read once at start-up ([`config`]), logs and
-//! metrics ([`telemetry`]), and trigger translation only: a function-URL request into the ingest use case and its answer
+//! metrics ([`telemetry`]), one trace per payment ([`trace`]), and trigger translation only: a function-URL request into the ingest use case and its answer
 //! back into an HTTP response; an SQS batch into the fulfil use case and a batch response.
 
 pub mod config;

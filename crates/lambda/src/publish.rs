@@ -52,6 +52,7 @@ pub async fn publish_traced<P: EventPublisher>(
         })
         .collect();
     let failed = publish_changes(publisher, &changes, &stack).await;
+    // The spans end once their changes' events are published (or not).
     drop(spans);
     failed
 }

@@ -29,7 +29,8 @@ pub const ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 
 static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
 
-/// The layer that exports our spans (`paymos_inbox…` targets, INFO and above) to `endpoint`,
+/// The layer that exports our spans (`paymos_inbox…` targets, INFO and above, the local
+/// stand-ins' aside) to `endpoint`,
 /// named `service`; `None` (no exporter, nothing recorded) when `endpoint` is unset or empty.
 /// Trace ids carry their start time, as X-Ray asks. Installed once per process.
 ///
@@ -58,8 +59,13 @@ where
             )
             .build()
     });
+    // Our code's spans; not the local stand-ins' (`dev`'s invocation around every poll).
     let ours = tracing_subscriber::filter::Targets::new()
-        .with_target("paymos_inbox", tracing::Level::INFO);
+        .with_target("paymos_inbox", tracing::Level::INFO)
+        .with_target(
+            "paymos_inbox_local",
+            tracing::level_filters::LevelFilter::OFF,
+        );
     Ok(Some(
         tracing_opentelemetry::layer()
             .with_tracer(provider.tracer("paymos-inbox"))

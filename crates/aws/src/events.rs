@@ -42,6 +42,7 @@ impl EventPublisher for EventBridgePublisher {
                         .detail_type(e.detail_type)
                         .detail(e.detail.to_string())
                         .resources(format!("paymos-inbox:{}", e.idempotency_key))
+                        .set_trace_header(e.traceparent.as_deref().and_then(crate::trace::to_xray))
                         .build()
                 })
                 .collect();
@@ -122,6 +123,10 @@ impl EventPublisher for QueuePublisher {
         let mut results = Vec::with_capacity(events.len());
         for event in events {
             let body = envelope(event, now).to_string();
+            // EventBridge hands an SQS target the entry's trace header as the `AWSTraceHeader`
+            // system attribute; the emulators keep no system attribute, so it is sent as a
+            // message attribute of that name, which the local event sources read as Lambda's.
+            let trace = event.traceparent.as_deref().and_then(crate::trace::to_xray);
             let mut refused = None;
             for queue in std::iter::once(&self.queue_url).chain(&self.also) {
                 let sent = self
@@ -129,6 +134,12 @@ impl EventPublisher for QueuePublisher {
                     .send_message()
                     .queue_url(queue)
                     .message_body(&body)
+                    .set_message_attributes(trace.as_ref().map(|header| {
+                        std::collections::HashMap::from([(
+                            crate::trace::AWS_TRACE_HEADER.to_owned(),
+                            crate::sqs::attribute(header),
+                        )])
+                    }))
                     .send()
                     .await;
                 if let Err(e) = sent {

@@ -8,4 +8,5 @@ pub mod lambda;
 pub mod paymos_api;
 pub mod secrets;
 pub mod sqs;
+pub mod trace;
 pub mod webhook;

@@ -44,7 +44,8 @@ impl SqsQueue {
     }
 }
 
-fn attribute(value: &str) -> MessageAttributeValue {
+/// A string message attribute.
+pub(crate) fn attribute(value: &str) -> MessageAttributeValue {
     MessageAttributeValue::builder()
         .data_type("String")
         .string_value(value)
@@ -69,6 +70,9 @@ impl WorkQueue for SqsQueue {
             .message_attributes("event_type", attribute(&delivery.event_type));
         if let Some(resource) = &delivery.resource_id {
             send = send.message_attributes("resource_id", attribute(resource));
+        }
+        if let Some(traceparent) = crate::trace::carried() {
+            send = send.message_attributes(crate::trace::TRACEPARENT, attribute(&traceparent));
         }
         send.send()
             .await

@@ -97,9 +97,11 @@ fn causes(e: &dyn std::error::Error) -> String {
 
 impl WebhookTarget for HttpWebhookTarget {
     async fn post(&self, message: &Outbound) -> Result<u16, PortError> {
-        let response = self
-            .client
-            .post(&self.url)
+        let mut request = self.client.post(&self.url);
+        if let Some(traceparent) = crate::trace::carried() {
+            request = request.header(crate::trace::TRACEPARENT, traceparent);
+        }
+        let response = request
             .header("content-type", "application/json")
             .header("webhook-id", &message.id)
             .header("webhook-timestamp", message.timestamp.to_string())

@@ -216,6 +216,7 @@ async fn an_eventbridge_bus_refusing_the_token_is_a_refused_credential() {
         detail_type: "Order Paid",
         idempotency_key: "order-paid:inv_1".into(),
         detail: json!({"invoice_id": "inv_1"}),
+        traceparent: None,
     };
     let error = publisher.publish(&[event]).await.unwrap_err();
     assert_refused(&error, "EventBridge PutEvents");

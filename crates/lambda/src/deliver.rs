@@ -191,7 +191,7 @@ async fn post_one<T: WebhookTarget, Q: RetryQueue>(
     let message_id = message.message_id.clone().unwrap_or_default();
     let body = message.body.as_deref().unwrap_or_default();
     let started = std::time::Instant::now();
-    let result = deliver(target, body, secret, now_s).await;
+    let result = crate::trace::handing_off(&message, deliver(target, body, secret, now_s)).await;
     count(&result, started.elapsed());
     let error = match result {
         Ok(id) => {

@@ -86,7 +86,13 @@ async fn apply_one<S: ResourceStore, C: PaymentConfirmation>(
         .to_owned();
     // Every line about this message (adapters' warnings included) names the event.
     let span = tracing::info_span!("delivery", event_id = %event_id, message_id = %message_id);
-    apply_decoded(fulfil, message, decoded, now_ms)
+    // The trace ingest put on the message: its writes carry it on to the publisher.
+    let incoming = message
+        .message_attributes
+        .get(paymos_inbox_aws::trace::TRACEPARENT)
+        .and_then(|a| a.string_value.as_deref());
+    let traceparent = crate::trace::hop(&span, incoming);
+    paymos_inbox_aws::trace::carrying(traceparent, apply_decoded(fulfil, message, decoded, now_ms))
         .instrument(span)
         .await
 }
@@ -116,6 +122,11 @@ async fn apply_decoded<S: ResourceStore, C: PaymentConfirmation>(
                 .as_ref()
                 .map(|e| (e.event_type.as_str(), e.resource_id.as_deref()))
                 .unwrap_or_default();
+            let project = envelope.as_ref().and_then(|e| e.data.project_id.as_deref());
+            crate::trace::attributes(
+                &tracing::Span::current(),
+                &[("resource_id", resource_id), ("project", project)],
+            );
             tracing::info!(
                 event_type,
                 resource_id = resource_id.unwrap_or_default(),

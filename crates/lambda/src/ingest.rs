@@ -6,6 +6,8 @@ use lambda_http::{Body, Request, Response};
 use serde_json::json;
 use tracing::Instrument;
 
+use paymos_inbox_aws::trace::{TRACEPARENT, carrying};
+
 use paymos_inbox_core::roads::ingest::{
     DeliveryLedger, Inbound, Ingest, IngestError, Ingested, KeySource, Receipt, WorkQueue,
 };
@@ -22,9 +24,9 @@ pub async fn respond<L: DeliveryLedger, Q: WorkQueue>(
     now_ms: u64,
 ) -> Response<Body> {
     let inbound = inbound(request);
-    let span = delivery_span(&inbound);
+    let (span, traceparent) = delivery_span(&inbound, request.headers());
     async {
-        let outcome = ingest.handle(&inbound, now_ms).await;
+        let outcome = carrying(traceparent, ingest.handle(&inbound, now_ms)).await;
         answer(&inbound, outcome)
     }
     .instrument(span)
@@ -33,8 +35,9 @@ pub async fn respond<L: DeliveryLedger, Q: WorkQueue>(
 
 /// The span every log line of one request carries: `event_id` from `X-Webhook-Id` when it looks
 /// like one (so refusals of unreadable bodies still name the event), else `unknown`; the
-/// acknowledgement line names the verified one.
-fn delivery_span(inbound: &Inbound<'_>) -> tracing::Span {
+/// acknowledgement line names the verified one. With it, the trace the work item carries on:
+/// Paymos' `traceparent`, continued ([`crate::trace::hop`]).
+fn delivery_span(inbound: &Inbound<'_>, headers: &HeaderMap) -> (tracing::Span, Option<String>) {
     let claimed = inbound
         .webhook_id
         .map(str::trim)
@@ -46,7 +49,9 @@ fn delivery_span(inbound: &Inbound<'_>) -> tracing::Span {
                     .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
         })
         .unwrap_or("unknown");
-    tracing::info_span!("delivery", event_id = claimed)
+    let span = tracing::info_span!("delivery", event_id = claimed);
+    let traceparent = crate::trace::hop(&span, header_str(headers, TRACEPARENT));
+    (span, traceparent)
 }
 
 /// [`respond`], re-reading the secrets from `keys` when a signature matches none of them (at
@@ -58,9 +63,9 @@ pub async fn respond_with_keys<L: DeliveryLedger, Q: WorkQueue, K: KeySource>(
     keys: &K,
 ) -> Response<Body> {
     let inbound = inbound(request);
-    let span = delivery_span(&inbound);
+    let (span, traceparent) = delivery_span(&inbound, request.headers());
     async {
-        let outcome = ingest.handle_with_keys(&inbound, now_ms, keys).await;
+        let outcome = carrying(traceparent, ingest.handle_with_keys(&inbound, now_ms, keys)).await;
         answer(&inbound, outcome)
     }
     .instrument(span)

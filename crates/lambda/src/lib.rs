@@ -1,5 +1,5 @@
 //! paymos-inbox's Lambda functions: settings read once at start-up ([`config`]), logs and
-//! metrics ([`telemetry`]), and trigger translation only: a function-URL request into the ingest use case and its answer
+//! metrics ([`telemetry`]), one trace per payment ([`trace`]), and trigger translation only: a function-URL request into the ingest use case and its answer
 //! back into an HTTP response; an SQS batch into the fulfil use case and a batch response.
 
 pub mod config;
@@ -9,6 +9,7 @@ pub mod ingest;
 pub mod publish;
 pub mod sweep;
 pub mod telemetry;
+pub mod trace;
 
 /// The current Unix time in milliseconds (the only clock the handlers read).
 #[must_use]

@@ -145,12 +145,30 @@ fn now_rfc3339() -> String {
 pub const METRICS_LEVEL: &str = "INFO";
 
 /// Flat JSON logs on stdout, without ANSI colours, each with its timestamp and level.
+/// With [`crate::trace::ENDPOINT`] set, our spans are exported there too, named after the
+/// function (`AWS_LAMBDA_FUNCTION_NAME`).
 pub fn init_json() {
-    let _ = tracing::subscriber::set_global_default(json_subscriber(std::io::stdout));
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let service =
+        std::env::var("AWS_LAMBDA_FUNCTION_NAME").unwrap_or_else(|_| "paymos-inbox".into());
+    let spans = crate::trace::layer(
+        &service,
+        std::env::var(crate::trace::ENDPOINT).ok().as_deref(),
+    );
+    let (spans, refused) = match spans {
+        Ok(spans) => (spans, None),
+        Err(e) => (None, Some(e)),
+    };
+    let _ = tracing::subscriber::set_global_default(json_subscriber(std::io::stdout).with(spans));
+    if let Some(e) = refused {
+        tracing::warn!(error = %e, "spans are not exported");
+    }
 }
 
 /// The subscriber [`init_json`] installs, writing to `writer` (tests capture it).
-pub fn json_subscriber<W>(writer: W) -> impl Subscriber + Send + Sync + 'static
+pub fn json_subscriber<W>(
+    writer: W,
+) -> impl Subscriber + for<'a> LookupSpan<'a> + Send + Sync + 'static
 where
     W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
 {
@@ -344,7 +362,9 @@ pub fn invocation_started() {
 
 /// Writes the metrics gathered since the last flush to stdout as EMF documents (one line per
 /// dimension set), as Lambda's log pipeline expects them.
+/// The invocation's spans are handed to their exporter too ([`crate::trace::flush`]).
 pub fn flush_metrics() {
+    crate::trace::flush();
     flush_metrics_to(std::io::stdout().lock());
 }
 

@@ -7,6 +7,7 @@
 use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use paymos_inbox_aws::sqs::SqsQueue;
+use paymos_inbox_aws::trace::AWS_TRACE_HEADER;
 use paymos_inbox_aws::webhook::HttpWebhookTarget;
 use paymos_inbox_core::port::PortError;
 use paymos_inbox_core::roads::outbound::{OutboundSecret, RetryQueue};
@@ -65,6 +66,13 @@ pub fn run(
     }))
 }
 
+/// The trace header the stand-in bus put on `message` (a message attribute: the emulators keep
+/// no system attribute), as Lambda's event lists the system attribute.
+fn trace_header(message: &aws_sdk_sqs::types::Message) -> Option<(String, String)> {
+    let header = message.message_attributes.as_ref()?.get(AWS_TRACE_HEADER)?;
+    Some((AWS_TRACE_HEADER.to_owned(), header.string_value.clone()?))
+}
+
 /// One receive: the batch as Lambda's event source hands it over, delivered, and what was
 /// delivered (or parked) deleted, as the event source does with a batch response. A batch
 /// received while the switch went off goes back to the queue untouched: paused means nothing
@@ -81,6 +89,7 @@ async fn once(
         .max_number_of_messages(10)
         .wait_time_seconds(1)
         .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+        .message_attribute_names(AWS_TRACE_HEADER)
         .send()
         .await
         .map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(e).to_string())?
@@ -114,6 +123,7 @@ async fn once(
                 .iter()
                 .flatten()
                 .map(|(k, v)| (k.as_str().to_owned(), v.clone()))
+                .chain(trace_header(m))
                 .collect();
             record
         })

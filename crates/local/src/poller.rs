@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use aws_lambda_events::sqs::{SqsEvent, SqsMessage};
+use aws_lambda_events::sqs::{SqsEvent, SqsMessage, SqsMessageAttribute};
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
 
 use paymos_inbox_core::roads::confirm::PaymentConfirmation;
@@ -68,6 +68,17 @@ pub async fn poll_once<S: ResourceStore, C: PaymentConfirmation>(
                 .unwrap_or_default()
                 .into_iter()
                 .map(|(k, v)| (k.as_str().to_owned(), v))
+                .collect();
+            record.message_attributes = m
+                .message_attributes
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| {
+                    let mut attribute = SqsMessageAttribute::default();
+                    attribute.data_type = Some(v.data_type);
+                    attribute.string_value = v.string_value;
+                    (k, attribute)
+                })
                 .collect();
             record.event_source = Some("aws:sqs".into());
             record

@@ -9,10 +9,9 @@ use std::time::Duration;
 use aws_sdk_dynamodbstreams::types::{AttributeValue, ShardIteratorType};
 
 use paymos_inbox_aws::aws::port_error;
-use paymos_inbox_aws::dynamodb::{state_record, stream_image};
-use paymos_inbox_core::money::record::StateRecord;
+use paymos_inbox_aws::dynamodb::{item_change, stream_image};
 use paymos_inbox_core::port::{PortError, PortErrorKind};
-use paymos_inbox_core::roads::handoff::{EventPublisher, ItemChange, publish_changes};
+use paymos_inbox_core::roads::handoff::{EventPublisher, ItemChange};
 
 /// Reads one table's stream from its beginning.
 pub struct StreamReader {
@@ -29,16 +28,16 @@ pub struct StreamReader {
     latest_at_open: bool,
 }
 
-/// An image of DynamoDB Streams' API as the state record it holds, through the same conversion
-/// as Lambda's stream event (serde_dynamo's attribute values, then the adapter's one reading).
-fn state_of_image(
+/// An image of DynamoDB Streams' API as the item it holds, through the same conversion as
+/// Lambda's stream event (serde_dynamo's attribute values, then the adapter's one reading).
+fn item_of_image(
     image: Option<&std::collections::HashMap<String, AttributeValue>>,
-) -> Option<StateRecord> {
+) -> Option<std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue>> {
     let image: std::collections::HashMap<String, serde_dynamo::AttributeValue> = image?
         .iter()
         .map(|(k, v)| (k.clone(), v.clone().into()))
         .collect();
-    stream_image(&image.into()).and_then(|i| state_record(&i))
+    stream_image(&image.into())
 }
 
 impl StreamReader {
@@ -198,11 +197,11 @@ impl StreamReader {
                 };
                 let sequence = change.sequence_number().unwrap_or_default().to_owned();
                 self.read.insert(shard.clone(), sequence.clone());
-                changes.push(ItemChange {
+                changes.push(item_change(
                     sequence,
-                    old: state_of_image(change.old_image()),
-                    new: state_of_image(change.new_image()),
-                });
+                    item_of_image(change.old_image()).as_ref(),
+                    item_of_image(change.new_image()).as_ref(),
+                ));
             }
         }
         Ok(changes)
@@ -235,7 +234,7 @@ pub async fn deliver<P: EventPublisher>(
     let mut attempt = 0;
     while from < changes.len() {
         let rest = &changes[from..];
-        let failed = publish_changes(publisher, rest, stack).await;
+        let failed = paymos_inbox_lambda::publish::publish_traced(publisher, rest, stack).await;
         let Some(sequence) = failed else {
             return Ok(());
         };

@@ -13,7 +13,8 @@ mod resources;
 
 pub use probe::{PROBE_KEY, WriteGrant, may_update};
 pub use records::{
-    OrderClaim, OrderOnRecord, RegisteredOrder, delivery_record, state_record, stream_image,
+    OrderClaim, OrderOnRecord, RegisteredOrder, delivery_record, item_change, state_record,
+    stream_image,
 };
 
 pub use ledger::{

@@ -15,6 +15,7 @@ use paymos_inbox_core::money::record::{
     StateRecord, WithdrawalRecord,
 };
 use paymos_inbox_core::money::status::{Amount, DepositStatus, InvoiceStatus, WithdrawalStatus};
+use paymos_inbox_core::roads::handoff::ItemChange;
 use paymos_inbox_core::roads::ingest::{DeliveryState, event_id_of_key};
 
 fn text(item: &Item, name: &str) -> Option<String> {
@@ -211,6 +212,21 @@ pub fn delivery_record(item: &Item) -> DeliveryRecord {
     }
 }
 
+/// One change of the state table's stream as the hand-off reads it: its images as records, and
+/// the trace it continues: the `traceparent` its write set. A new image holding the old image's
+/// was changed by a write that set none (a person's road): that trace is not this change's.
+#[must_use]
+pub fn item_change(sequence: String, old: Option<&Item>, new: Option<&Item>) -> ItemChange {
+    let traceparent = |image: Option<&Item>| image.and_then(|i| text(i, crate::trace::TRACEPARENT));
+    let carried = traceparent(new).filter(|t| traceparent(old).as_ref() != Some(t));
+    ItemChange {
+        sequence,
+        old: old.and_then(state_record),
+        new: new.and_then(state_record),
+        traceparent: carried,
+    }
+}
+
 /// A stream image (Lambda's DynamoDB event) as the SDK's item, so it reads through
 /// [`state_record`] like any other (`None` when the image is absent).
 #[must_use]
@@ -226,6 +242,40 @@ pub fn stream_image(image: &serde_dynamo::Item) -> Option<Item> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Issue 54: a change continues the trace its own write set; a change by a write that set
+    // none (a person's road) keeps the last delivery's on the item, and is not of that trace.
+    #[test]
+    fn a_change_carries_the_trace_its_write_set_and_no_older_one() {
+        let item = |traceparent: Option<&str>| {
+            let mut item: Item = [("pk", s("inv_1")), ("kind", s("invoice"))]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect();
+            if let Some(t) = traceparent {
+                item.insert("traceparent".into(), s(t));
+            }
+            item
+        };
+        let (a, b) = (
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-53995c3f42cd8ad8-01",
+        );
+        let change = |old: Option<Item>, new: Item| {
+            item_change("1".into(), old.as_ref(), Some(&new)).traceparent
+        };
+        assert_eq!(change(None, item(Some(a))).as_deref(), Some(a));
+        assert_eq!(
+            change(Some(item(Some(a))), item(Some(b))).as_deref(),
+            Some(b)
+        );
+        assert_eq!(change(Some(item(Some(a))), item(Some(a))), None);
+        assert_eq!(change(Some(item(None)), item(None)), None);
+        assert!(matches!(
+            item_change("1".into(), None, Some(&item(Some(a)))).new,
+            Some(StateRecord::Invoice(_))
+        ));
+    }
 
     #[test]
     fn an_amount_reads_as_paymos_sent_it_and_a_fulfilment_round_trips() {

@@ -15,7 +15,7 @@ use paymos_inbox_core::money::status::Amount;
 use paymos_inbox_core::money::write::{Field, Fields, Guard, Key, Set, Table, Value, Write};
 
 /// Every field with an attribute name of its own (a merchant's named ones aside).
-const FIELDS: [(Field, &str); 61] = [
+const FIELDS: [(Field, &str); 62] = [
     (Field::Kind, "kind"),
     (Field::Status, "status"),
     (Field::StatusAt, "status_at"),
@@ -77,6 +77,7 @@ const FIELDS: [(Field, &str); 61] = [
     (Field::WindowTo, "window_to"),
     (Field::DoneUntil, "done_until"),
     (Field::ForAPerson, "for_a_person"),
+    (Field::Traceparent, crate::trace::TRACEPARENT),
 ];
 
 /// The attribute a field is stored as.

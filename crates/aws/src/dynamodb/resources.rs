@@ -267,12 +267,19 @@ impl DynamoResources {
 
 impl ResourceStore for DynamoResources {
     async fn write(&self, writes: &[Write]) -> Result<Stored, PortError> {
-        let unlisted;
+        let (unlisted, traced);
         let writes = if self.open_list {
             writes
         } else {
             unlisted = write::without_open_list(writes);
             &unlisted[..]
+        };
+        let writes = match crate::trace::carried() {
+            Some(traceparent) => {
+                traced = write::traced(writes, &traceparent);
+                &traced[..]
+            }
+            None => writes,
         };
         match writes {
             // One item alone: a plain conditional update, half a transaction's units.

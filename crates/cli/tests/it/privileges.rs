@@ -512,6 +512,7 @@ async fn publisher_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, Strin
         detail_type: "Order Paid",
         idempotency_key: "order-paid:inv_1".into(),
         detail: json!({"invoice_id": "inv_1"}),
+        traceparent: None,
     };
     publisher.publish(&[event]).await.unwrap();
     used(created, &aws.calls)

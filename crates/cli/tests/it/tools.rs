@@ -528,11 +528,10 @@ async fn the_hand_offs_parked_events_go_back_paced() {
     );
 }
 
-// Issue 30: a merchant could not see the hand-off locally. `dev --forward-to` posts every
-// hand-off event to their endpoint with the deliver function's own code: a 503 comes back on
-// the compressed schedule, and what arrives verifies with the secret `dev` prints.
-#[tokio::test]
-async fn dev_forwards_the_hand_off_signed_and_retried_to_a_local_endpoint() {
+/// A merchant's endpoint: what it received (headers, body), answered `status(attempt)`.
+async fn merchant(
+    status: fn(usize) -> u16,
+) -> (String, paymos_inbox_testkit::standard_webhooks::Received) {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
     let received: paymos_inbox_testkit::standard_webhooks::Received = Arc::default();
@@ -552,38 +551,49 @@ async fn dev_forwards_the_hand_off_signed_and_retried_to_a_local_endpoint() {
                 kept.lock()
                     .unwrap()
                     .push((headers, String::from_utf8_lossy(&body).into_owned()));
-                // Down for the first attempt, up afterwards.
-                let status = if count.fetch_add(1, Ordering::SeqCst) == 0 {
-                    503
-                } else {
-                    204
-                };
                 let mut r =
                     hyper::Response::new(http_body_util::Full::new(hyper::body::Bytes::new()));
-                *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
+                *r.status_mut() =
+                    hyper::StatusCode::from_u16(status(count.fetch_add(1, Ordering::SeqCst)))
+                        .unwrap();
                 r
             }
         })
         .await
         .unwrap();
+    (endpoint, received)
+}
+
+/// `dev` of the sandbox, every project, forwarding the hand-off to `endpoint`.
+async fn dev_forwarding_to(prefix: &str, endpoint: String) -> paymos_inbox_local::dev::Dev {
     let (dynamodb, sqs) = endpoint_urls();
-    let dev = start(DevOptions {
+    start(DevOptions {
         dynamodb_endpoint: Some(dynamodb),
         sqs_endpoint: Some(sqs),
         port: 0,
         keys: vec![SigningKey::new("test", &WebhookSecret::new(TEST_SECRET))],
         tolerance_secs: 300,
         slow: None,
-        prefix: unique("fwd"),
+        prefix: unique(prefix),
         environment: paymos_inbox_core::wire::signature::Environment::Test,
         handlers: true,
         secrets_text: None,
         reconcile_with: None,
-        forward_to: Some(endpoint.clone()),
+        forward_to: Some(endpoint),
         projects: paymos_inbox_core::money::change::Projects::all(),
     })
     .await
-    .expect("dev starts");
+    .expect("dev starts")
+}
+
+// Issue 30: a merchant could not see the hand-off locally. `dev --forward-to` posts every
+// hand-off event to their endpoint with the deliver function's own code: a 503 comes back on
+// the compressed schedule, and what arrives verifies with the secret `dev` prints.
+#[tokio::test]
+async fn dev_forwards_the_hand_off_signed_and_retried_to_a_local_endpoint() {
+    // Down for the first attempt, up afterwards.
+    let (endpoint, received) = merchant(|attempt| if attempt == 0 { 503 } else { 204 }).await;
+    let dev = dev_forwarding_to("fwd", endpoint).await;
     let secret = dev
         .info
         .webhook_signing_secret
@@ -641,6 +651,161 @@ async fn dev_forwards_the_hand_off_signed_and_retried_to_a_local_endpoint() {
         received.lock().unwrap().len(),
         2,
         "delivered once: nothing after the 2xx"
+    );
+}
+
+/// One exported span, as an OTLP collector receives it: its name, trace, own and parent span
+/// ids (lower-case hex) and string attributes.
+#[derive(Debug, Clone)]
+struct Exported {
+    name: String,
+    trace: String,
+    id: String,
+    parent: String,
+    attributes: std::collections::BTreeMap<String, String>,
+}
+
+/// An OTLP/HTTP collector on its own thread and runtime (the exporter's flush blocks the
+/// caller until it answers): its base URL, and the spans it has received.
+fn collector() -> (String, std::sync::Arc<std::sync::Mutex<Vec<Exported>>>) {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::common::v1::any_value::Value;
+    use prost::Message as _;
+    let spans = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = spans.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let url = paymos_inbox_local::stub::serve(
+                move |req: hyper::Request<hyper::body::Incoming>| {
+                    let kept = kept.clone();
+                    async move {
+                        use http_body_util::BodyExt as _;
+                        let body = req.into_body().collect().await.unwrap().to_bytes();
+                        let request = ExportTraceServiceRequest::decode(body).unwrap();
+                        let spans = request
+                            .resource_spans
+                            .into_iter()
+                            .flat_map(|r| r.scope_spans)
+                            .flat_map(|s| s.spans);
+                        kept.lock().unwrap().extend(spans.map(|span| {
+                            Exported {
+                                name: span.name,
+                                trace: hex::encode(span.trace_id),
+                                id: hex::encode(span.span_id),
+                                parent: hex::encode(span.parent_span_id),
+                                attributes: span
+                                    .attributes
+                                    .into_iter()
+                                    .filter_map(|kv| match kv.value?.value? {
+                                        Value::StringValue(v) => Some((kv.key, v)),
+                                        _ => None,
+                                    })
+                                    .collect(),
+                            }
+                        }));
+                        hyper::Response::new(http_body_util::Full::new(hyper::body::Bytes::new()))
+                    }
+                },
+            )
+            .await
+            .unwrap();
+            tx.send(url).unwrap();
+            std::future::pending::<()>().await;
+        });
+    });
+    (rx.recv().unwrap(), spans)
+}
+
+// Issue 54: each function had its own trace; nothing followed a payment from Paymos to the
+// merchant. With spans exported, the sender's `traceparent` is continued by ingest, fulfil (through
+// the work item's message attribute), the publisher (through the state item's) and the hand-off
+// (through EventBridge's trace header): one trace, each hop's span the child of the one
+// before, and the merchant's endpoint receives that trace's `traceparent`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_trace_spans_ingest_fulfil_the_publisher_and_the_hand_offs_post() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let (otlp, spans) = collector();
+    let layer = paymos_inbox_lambda::trace::layer("dev", Some(&otlp))
+        .unwrap()
+        .expect("an endpoint: spans are exported");
+    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer))
+        .expect("the only subscriber of this process");
+    let (endpoint, received) = merchant(|_| 204).await;
+    let dev = dev_forwarding_to("trace", endpoint).await;
+    let (trace, sender) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
+    let now = paymos_inbox_lambda::now_ms() / 1000;
+    let (event, invoice) = (unique("evt_trace"), unique("inv_trace"));
+    let body = serde_json::json!({"event_id": event, "event_type": "invoice.paid", "version": 1,
+        "occurred_at": now, "data": {"invoice_id": invoice, "status": "paid", "is_final": true,
+        "is_test": true, "order": {"external_id": "order-trace", "amount": "10.50", "currency": "USDT"}}})
+    .to_string();
+    let answer = reqwest::Client::new()
+        .post(&dev.info.ingest_url)
+        .header("content-type", "application/json")
+        .header("x-webhook-id", &event)
+        .header("x-webhook-signature", sign(&body, now, &[TEST_SECRET]))
+        .header("traceparent", format!("00-{trace}-{sender}-01"))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200, "{:?}", answer.text().await);
+    // Every hop, in the sender's trace, each the child of the one before.
+    let mut hops = Vec::new();
+    for _ in 0..150 {
+        let ours: Vec<Exported> = spans
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.trace == trace)
+            .cloned()
+            .collect();
+        let child_of = |parent: &str, name: &str| {
+            ours.iter()
+                .find(|s| s.parent == parent && s.name == name)
+                .cloned()
+        };
+        let ingest = child_of(sender, "delivery");
+        let fulfil = ingest.as_ref().and_then(|s| child_of(&s.id, "delivery"));
+        let publish = fulfil.as_ref().and_then(|s| child_of(&s.id, "publish"));
+        let hand_off = publish.as_ref().and_then(|s| child_of(&s.id, "hand-off"));
+        if let (Some(i), Some(f), Some(p), Some(h)) = (ingest, fulfil, publish, hand_off) {
+            hops = vec![i, f, p, h];
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let spans_now = spans.lock().unwrap().clone();
+    assert_eq!(
+        hops.len(),
+        4,
+        "ingest, fulfil, publish, hand-off: {spans_now:#?}"
+    );
+    let [ingest, fulfil, publish, hand_off] = &hops[..] else {
+        unreachable!()
+    };
+    assert_eq!(ingest.attributes["event_id"], event, "{ingest:?}");
+    assert_eq!(fulfil.attributes["event_id"], event, "{fulfil:?}");
+    assert_eq!(fulfil.attributes["resource_id"], invoice, "{fulfil:?}");
+    assert_eq!(publish.attributes["resource_id"], invoice, "{publish:?}");
+    assert_eq!(hand_off.attributes["event_id"], event, "{hand_off:?}");
+    assert_eq!(hand_off.attributes["resource_id"], invoice, "{hand_off:?}");
+    // The merchant's endpoint sees the trace, its parent the hand-off's span.
+    let posts = received.lock().unwrap().clone();
+    let traceparent = posts
+        .iter()
+        .flat_map(|(headers, _)| headers)
+        .find(|(k, _)| k == "traceparent")
+        .map(|(_, v)| v.clone());
+    assert_eq!(
+        traceparent,
+        Some(format!("00-{trace}-{}-01", hand_off.id)),
+        "{posts:?}"
     );
 }
 

@@ -71,6 +71,8 @@ pub fn endpoint_paused(
             "last_error": last_error,
         }),
         idempotency_key: key,
+        // The destination's health is no payment's: it continues no trace.
+        traceparent: None,
     }
 }
 

@@ -101,6 +101,9 @@ pub struct DomainEvent {
     pub idempotency_key: String,
     /// The detail (a JSON object).
     pub detail: Value,
+    /// The W3C `traceparent` of the delivery that committed it, when it carried one: the
+    /// publisher sends it on beside the event (never in the detail, the merchant's contract).
+    pub traceparent: Option<String>,
 }
 
 /// The slug of a detail type, the first part of its facts' ids (`Order Paid` → `order-paid`).
@@ -212,6 +215,7 @@ impl Fact {
             detail_type: self.detail_type,
             idempotency_key: key,
             detail,
+            traceparent: None,
         }
     }
 }
@@ -435,6 +439,9 @@ pub struct ItemChange {
     pub old: Option<StateRecord>,
     /// The item after.
     pub new: Option<StateRecord>,
+    /// The trace of the delivery whose write made this change, when it carried one: its
+    /// events continue it.
+    pub traceparent: Option<String>,
 }
 
 /// The most entries one `PutEvents` call takes.
@@ -448,7 +455,8 @@ pub const PUBLISH_LANES: usize = 4;
 
 /// The resource a change's facts are of: an invoice and its fulfilment are one, so their
 /// facts stay in order; an item deleted is of what it was.
-fn resource_of(change: &ItemChange) -> &str {
+#[must_use]
+pub fn resource_of(change: &ItemChange) -> &str {
     match change.new.as_ref().or(change.old.as_ref()) {
         Some(StateRecord::Invoice(r)) => &r.invoice_id,
         Some(StateRecord::Fulfilment(r)) => &r.invoice_id,
@@ -559,7 +567,10 @@ pub async fn publish_changes<P: EventPublisher>(
     let mut lanes: Vec<Vec<(usize, DomainEvent)>> = vec![Vec::new(); PUBLISH_LANES];
     for (index, change) in changes.iter().enumerate() {
         let events = events_of(change.old.as_ref(), change.new.as_ref(), &stack);
-        lanes[lane_of(resource_of(change))].extend(events.into_iter().map(|e| (index, e)));
+        lanes[lane_of(resource_of(change))].extend(events.into_iter().map(|mut e| {
+            e.traceparent.clone_from(&change.traceparent);
+            (index, e)
+        }));
     }
     let failed = futures::future::join_all(
         lanes
@@ -896,6 +907,7 @@ mod tests {
         use crate::testkit::memory::MemoryPublisher;
         let change = |sequence: &str, invoice: &str| ItemChange {
             sequence: sequence.into(),
+            traceparent: None,
             old: None,
             new: Some(StateRecord::Fulfilment(FulfilmentRecord {
                 invoice_id: invoice.into(),
@@ -907,6 +919,7 @@ mod tests {
         };
         let quiet = ItemChange {
             sequence: "0".into(),
+            traceparent: None,
             old: None,
             new: Some(StateRecord::Invoice(invoice(
                 "inv_0",
@@ -950,6 +963,7 @@ mod tests {
     fn fulfilments_then_closes(n: usize) -> Vec<ItemChange> {
         let paid = |i: usize| ItemChange {
             sequence: format!("{i:04}"),
+            traceparent: None,
             old: None,
             new: Some(StateRecord::Fulfilment(FulfilmentRecord {
                 invoice_id: format!("inv_{i}"),
@@ -965,6 +979,7 @@ mod tests {
             new.seen.paid_late = true;
             ItemChange {
                 sequence: format!("{:04}", n + i),
+                traceparent: None,
                 old: Some(StateRecord::Invoice(old)),
                 new: Some(StateRecord::Invoice(new)),
             }
@@ -1019,6 +1034,7 @@ mod tests {
     fn a_call_holds_at_most_ten_entries_and_256_kib() {
         let event = |bytes: usize| DomainEvent {
             detail_type: "Order Paid",
+            traceparent: None,
             idempotency_key: "order-paid:inv_1".into(),
             detail: json!({"pad": "x".repeat(bytes)}),
         };

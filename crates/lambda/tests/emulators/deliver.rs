@@ -160,6 +160,47 @@ async fn a_delivery_verifies_with_the_standard_webhooks_package_and_a_tampered_o
     );
 }
 
+// Issue 54: the merchant's endpoint receives the payment's trace. The trace header EventBridge
+// hands the delivery queue (`AWSTraceHeader`, X-Ray's spelling) reaches it as a W3C
+// `traceparent` of the same trace; an event that carries none is posted without one.
+#[tokio::test]
+async fn the_post_carries_the_events_trace_as_a_traceparent_header() {
+    let (url, received) = receiver(204).await;
+    let target = HttpWebhookTarget::new(&url, Duration::from_secs(5)).unwrap();
+    let secret = OutboundSecret::parse(SECRET).unwrap();
+    let mut event = batch(&[order_paid("inv_t1"), order_paid("inv_t2")]);
+    event.records[0].attributes.insert(
+        "AWSTraceHeader".into(),
+        "Root=1-4bf92f35-77b34da6a3ce929d0e0e4736;Parent=00f067aa0ba902b7;Sampled=1".into(),
+    );
+    let response = handle_batch(&target, &MemoryRetries::new(), &secret, event, now_s()).await;
+    assert!(response.batch_item_failures.is_empty());
+    let traceparents: std::collections::BTreeMap<String, Option<String>> = received
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(headers, _)| {
+            let header = |name: &str| {
+                headers
+                    .iter()
+                    .find(|(k, _)| k == name)
+                    .map(|(_, v)| v.clone())
+            };
+            (header("webhook-id").unwrap(), header("traceparent"))
+        })
+        .collect();
+    assert_eq!(
+        traceparents,
+        std::collections::BTreeMap::from([
+            (
+                "order-paid:inv_t1".to_owned(),
+                Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_owned())
+            ),
+            ("order-paid:inv_t2".to_owned(), None),
+        ])
+    );
+}
+
 #[tokio::test]
 async fn an_old_timestamp_does_not_verify() {
     let secret = OutboundSecret::parse(SECRET).unwrap();

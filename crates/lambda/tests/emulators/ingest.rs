@@ -124,6 +124,66 @@ async fn first_delivery_is_recorded_once_and_enqueued_once_in_two_calls() {
     );
 }
 
+// Issue 54: a sender's `traceparent` is advisory. Without span export, a valid one rides on the
+// work item to fulfil as sent, a malformed one is dropped (never a refusal), and neither costs a
+// call: each delivery is the same three calls as one without.
+#[tokio::test]
+async fn a_senders_traceparent_rides_on_the_work_item_and_a_malformed_one_is_dropped() {
+    let rig = Rig::new().await;
+    let live_only = rig.ingest_holding(
+        vec![SigningKey::new("live", &WebhookSecret::new(LIVE_SECRET))],
+        &rig.queue_url,
+        IngestSettings::default(),
+    );
+    let valid = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let sent = [
+        ("evt_tp_valid", Some(valid)),
+        (
+            "evt_tp_malformed",
+            Some("00-4bf92f3577b34da6a3ce929d0e0e4736-01"),
+        ),
+        ("evt_tp_none", None),
+    ];
+    for (event, traceparent) in sent {
+        let body = invoice_paid(event, &format!("inv_{event}"));
+        let signature = sign(&body, NOW, &[LIVE_SECRET]);
+        let timestamp = NOW.to_string();
+        let mut headers = vec![
+            ("X-Webhook-Id", event),
+            ("X-Webhook-Timestamp", timestamp.as_str()),
+            ("X-Webhook-Signature", signature.as_str()),
+        ];
+        headers.extend(traceparent.map(|t| ("traceparent", t)));
+        let request = function_url_request("POST", &headers, body.as_bytes(), false);
+        let response = respond(&live_only, &request, NOW_MS).await;
+        assert_eq!(response.status(), 200, "{traceparent:?}");
+    }
+    assert_eq!(
+        rig.aws.calls.operations(),
+        ["DynamoDB.PutItem", "DynamoDB.PutItem", "SQS.SendMessage"].repeat(3),
+        "no call of its own"
+    );
+    let carried: std::collections::BTreeMap<String, Option<String>> = rig
+        .aws
+        .drain(&rig.queue_url)
+        .await
+        .iter()
+        .map(|m| {
+            let attributes = m.message_attributes.clone().unwrap_or_default();
+            let attribute = |name: &str| attributes.get(name).and_then(|a| a.string_value.clone());
+            (attribute("event_id").unwrap(), attribute("traceparent"))
+        })
+        .collect();
+    assert_eq!(
+        carried,
+        std::collections::BTreeMap::from([
+            ("evt_tp_malformed".to_owned(), None),
+            ("evt_tp_none".to_owned(), None),
+            ("evt_tp_valid".to_owned(), Some(valid.to_owned())),
+        ])
+    );
+}
+
 #[tokio::test]
 async fn same_event_again_changes_nothing_and_costs_two_calls() {
     let rig = Rig::new().await;

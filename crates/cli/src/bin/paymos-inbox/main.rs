@@ -426,9 +426,12 @@ pub fn failed(e: impl Into<exit::Failure>) -> ExitCode {
 
 /// Logs on stderr for a person: our crates at INFO (DEBUG with --verbose), everything else only
 /// when it is a warning (the SDK's credential-chain chatter never), none at all for the soak
-/// unless --verbose (it counts the faults it injects instead); RUST_LOG overrides.
-fn init_logs(verbose: bool, colour: Colour, quiet: bool) {
+/// unless --verbose (it counts the faults it injects instead); RUST_LOG overrides. `dev` exports
+/// its functions' spans when `OTEL_EXPORTER_OTLP_ENDPOINT` names a collector, as a stack does.
+fn init_logs(verbose: bool, colour: Colour, quiet: bool, dev: bool) {
     use std::io::IsTerminal as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let ours = [
         "paymos_inbox",
         "paymos_inbox_core",
@@ -459,12 +462,24 @@ fn init_logs(verbose: bool, colour: Colour, quiet: bool) {
             std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
         ),
     };
+    let endpoint = std::env::var(paymos_inbox_lambda::trace::ENDPOINT).ok();
+    let spans =
+        paymos_inbox_lambda::trace::layer("paymos-inbox-dev", endpoint.as_deref().filter(|_| dev));
+    let (spans, refused) = match spans {
+        Ok(spans) => (spans, None),
+        Err(e) => (None, Some(e)),
+    };
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_target(false)
         .with_ansi(ansi)
+        .finish()
+        .with(spans)
         .try_init();
+    if let Some(e) = refused {
+        tracing::warn!(error = %e, "spans are not exported");
+    }
 }
 
 fn main() -> ExitCode {
@@ -476,7 +491,12 @@ fn main() -> ExitCode {
             paymos_inbox_lambda::telemetry::init_json();
             paymos_inbox_lambda::telemetry::init_metrics("dev");
         }
-        command => init_logs(cli.verbose, cli.color, matches!(command, Command::Soak(_))),
+        command => init_logs(
+            cli.verbose,
+            cli.color,
+            matches!(command, Command::Soak(_)),
+            matches!(command, Command::Dev(_)),
+        ),
     }
     let runtime = || {
         tokio::runtime::Builder::new_multi_thread()

@@ -183,6 +183,8 @@ pub enum Field {
     DoneUntil,
     /// Whether a part of a reconciliation's window already read found something for a person.
     ForAPerson,
+    /// The W3C `traceparent` of the delivery whose write changed the item last ([`traced`]).
+    Traceparent,
     /// An attribute named at run time: a merchant's effect's, or a step of a resource's story
     /// ([`crate::money::record::StoryStep::attribute`]).
     Named(String),

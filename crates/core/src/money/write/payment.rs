@@ -298,6 +298,38 @@ pub fn without_open_list(writes: &[Write]) -> Vec<Write> {
         .collect()
 }
 
+/// `writes`, each item the hand-off reads its facts from (an invoice, a fulfilment, a
+/// withdrawal, a deposit, a review note) also keeping `traceparent`, the trace of the delivery
+/// that writes it, so the stream's publisher continues that trace. The ledger's mark, claims,
+/// guards, balances and a merchant's effect items are left as they are, and so is a write
+/// that only checks its guard.
+#[must_use]
+pub fn traced(writes: &[Write], traceparent: &str) -> Vec<Write> {
+    writes
+        .iter()
+        .cloned()
+        .map(|mut w| {
+            let hands_off = matches!(
+                w.what,
+                What::Transition
+                    | What::Payment
+                    | What::PaidLate
+                    | What::Release
+                    | What::Withdrawal
+                    | What::Deposit
+                    | What::Fulfilment
+                    | What::RefundNote
+                    | What::Review
+            );
+            if hands_off && !w.set.is_empty() {
+                w.set
+                    .push(Set::Put(Field::Traceparent, Value::text(traceparent)));
+            }
+            w
+        })
+        .collect()
+}
+
 /// What fulfils a paid invoice, for a webhook's payment and a release alike: the fulfilment
 /// record and the merchant's items (each only if absent), the order's claim ([`order_claim`])
 /// and, when `amount_checked`, the registered order's [`amount_guard`].

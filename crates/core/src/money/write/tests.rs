@@ -683,3 +683,37 @@ fn a_credit_differs_by_each_thing_it_says_otherwise() {
         None
     );
 }
+
+// Issue 54: the trace of a delivery is kept on the items whose changes the hand-off publishes
+// (so the stream's publisher continues it), never on the ledger's mark, a merchant's items, a
+// claim or a guard, and a write that only checks its guard stays a check.
+#[test]
+fn a_deliverys_trace_is_kept_on_the_items_the_hand_off_reads_and_nowhere_else() {
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let write = |what, key: Key, set: Vec<Set>| Write {
+        what,
+        key,
+        guard: Guard::Always,
+        set,
+    };
+    let status = || vec![Set::Put(Field::Status, Value::text("paid"))];
+    let writes = [
+        write(What::Processed, Key::delivery("evt_1"), status()),
+        write(What::Payment, Key::state("inv_1"), status()),
+        write(What::Fulfilment, Key::state("fulfilment#inv_1"), status()),
+        write(What::Effect, Key::state("shipment#1"), status()),
+        write(What::OrderClaim, Key::state("order_paid#1"), status()),
+        write(What::Balance, Key::state("balance#c#USDT"), status()),
+        write(What::Review, Key::state("review#evt_1"), Vec::new()),
+    ];
+    let kept: Vec<What> = traced(&writes, traceparent)
+        .into_iter()
+        .filter(|w| {
+            w.set
+                .contains(&Set::Put(Field::Traceparent, Value::text(traceparent)))
+        })
+        .map(|w| w.what)
+        .collect();
+    assert_eq!(kept, [What::Payment, What::Fulfilment]);
+    assert_eq!(traced(&writes, traceparent).len(), writes.len());
+}

@@ -2613,3 +2613,40 @@ async fn a_confirmed_payment_of_another_order_than_a_persons_shipped_one_waits_a
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-B".into()))]);
     assert_eq!(store.invoice("inv_1").unwrap().order, before.order);
 }
+
+// A missed mutant of `as_paymos_has_it` (its project filter): on a stack of one project, an
+// invoice Paymos has in another project ships nothing there; one in its own project ships.
+#[tokio::test]
+async fn mark_paid_with_the_api_ships_only_an_invoice_of_a_project_the_stack_applies() {
+    use crate::roads::reconcile::{AskedFirst, as_paymos_has_it};
+    for (project, shipped) in [("prj_b", false), ("prj_a", true)] {
+        let store = Arc::new(MemoryResources::new());
+        let fulfil =
+            Fulfil::new(Arc::clone(&store)).for_projects(Projects::only(vec!["prj_a".into()]));
+        let paymos = MemoryPaymos::new();
+        paymos.invoice(
+            "inv_1",
+            ConfirmedInvoice {
+                project_id: Some(project.into()),
+                ..at_paymos("paid", Some(30))
+            },
+        );
+        let applied = as_paymos_has_it(
+            &paymos,
+            &fulfil,
+            ("inv_1", &OrderRef::none()),
+            ("alice", NOW_MS),
+        )
+        .await;
+        if shipped {
+            assert_eq!(applied, Ok(Fulfilled));
+            assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+        } else {
+            assert!(
+                matches!(&applied, Err(AskedFirst::OtherProject(_, p)) if p == "prj_b"),
+                "{applied:?}"
+            );
+            assert_eq!(store.fulfilments(), []);
+        }
+    }
+}

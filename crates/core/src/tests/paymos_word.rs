@@ -2650,3 +2650,37 @@ async fn mark_paid_with_the_api_ships_only_an_invoice_of_a_project_the_stack_app
         }
     }
 }
+
+// A missed mutant of `contradicts` (the project's comparison): a person naming the project
+// Paymos has the invoice in is heard; one naming another is refused, nothing written.
+#[tokio::test]
+async fn mark_paid_with_the_api_refuses_a_project_other_than_paymos() {
+    use crate::roads::reconcile::{AskedFirst, as_paymos_has_it};
+    for (named, heard) in [("prj_b", false), ("prj_a", true)] {
+        let store = Arc::new(MemoryResources::new());
+        let fulfil = Fulfil::new(Arc::clone(&store));
+        let paymos = MemoryPaymos::new();
+        paymos.invoice(
+            "inv_1",
+            ConfirmedInvoice {
+                project_id: Some("prj_a".into()),
+                ..at_paymos("paid", Some(30))
+            },
+        );
+        let given = OrderRef {
+            project: Some(named.into()),
+            ..OrderRef::none()
+        };
+        let applied =
+            as_paymos_has_it(&paymos, &fulfil, ("inv_1", &given), ("alice", NOW_MS)).await;
+        if heard {
+            assert_eq!(applied, Ok(Fulfilled));
+        } else {
+            assert!(
+                matches!(&applied, Err(AskedFirst::Contradicts(why)) if why.contains("you named project prj_b, Paymos has prj_a")),
+                "{applied:?}"
+            );
+            assert!(store.invoice("inv_1").is_none(), "nothing written");
+        }
+    }
+}

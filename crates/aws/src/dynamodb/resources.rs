@@ -834,6 +834,9 @@ impl ReconcileStore for DynamoResources {
         from_ms: u64,
         to_ms: u64,
     ) -> Result<Vec<FulfilmentRecord>, PortError> {
+        // No item is dated after today (and a margin): a window reaching into the future (a
+        // person's `--to`, the model's) reads no day lists beyond it.
+        let to_ms = to_ms.min(now_ms().saturating_add(DAY_MARGIN_MS));
         let days = write::days_listing(from_ms.max(FIRST_DAY_MS), to_ms);
         Ok(fulfilments_in(
             self.lists_of(days, (Some(from_ms), Some(to_ms)), Some("fulfilment"))

@@ -92,7 +92,9 @@ async fn runtime_route(
         loop {
             let next = state.lock().unwrap().pending.pop_front();
             if let Some((id, payload)) = next {
-                let deadline = paymos_inbox_lambda::now_ms() + 30_000;
+                // The longest timeout of the template's functions (the reconciliation's 300 s):
+                // a scheduled run reads as many hour slices as its time allows.
+                let deadline = paymos_inbox_lambda::now_ms() + 300_000;
                 let mut r = text(200, payload);
                 let h = r.headers_mut();
                 h.insert("lambda-runtime-aws-request-id", id.parse().unwrap());

@@ -8,6 +8,10 @@ BIN_DIR holds the binaries cargo built (`target/debug` or `target/release`), ARC
 or `arm64`. The template is derived as the release's is (scripts/release.py); the functions'
 `Metadata` (cargo-lambda's build) stays: `sam local invoke` reads only the code folder.
 
+The Globals' `Layers` (the ADOT collector, only with `AdotLayerArn`) is left out: SAM CLI reads a
+function's layers before it resolves conditions, and fetches every layer from AWS, which a local
+run has no account for; with the default (no `AdotLayerArn`) the stack has no layer either.
+
 `--trust CA_PEM` is for a local HTTPS endpoint standing in for the merchant's (the hand-off's
 tests): the certificate authority is copied beside each bootstrap and named by `SSL_CERT_FILE`,
 the variable the functions' TLS roots are read from, instead of the image's bundle. Without it
@@ -22,6 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from release import binary_of, derive_template  # noqa: E402
 
 GLOBALS_FIRST_VARIABLE = "        PAYMOS_INBOX_STACK: !Ref AWS::StackName\n"
+GLOBALS_LAYERS = "    Layers: !If [HasAdotLayer, [!Ref AdotLayerArn], !Ref AWS::NoValue]\n"
 
 
 def main() -> None:
@@ -39,8 +44,11 @@ def main() -> None:
         shutil.copy2(binary_of(a.bin_dir, binary), os.path.join(code, binary, "bootstrap"))
         if a.trust:
             shutil.copy2(a.trust, os.path.join(code, binary, "local-ca.pem"))
+    text = open(template, encoding="utf-8").read()
+    if text.count(GLOBALS_LAYERS) != 1:
+        sys.exit("template.yaml's Globals no longer name the ADOT layer as this script expects")
+    text = text.replace(GLOBALS_LAYERS, "")
     if a.trust:
-        text = open(template, encoding="utf-8").read()
         if text.count(GLOBALS_FIRST_VARIABLE) != 1:
             sys.exit("template.yaml's Globals no longer start their variables with PAYMOS_INBOX_STACK")
         # /var/task is where Lambda (and SAM) put the code folder.
@@ -48,7 +56,7 @@ def main() -> None:
             GLOBALS_FIRST_VARIABLE,
             GLOBALS_FIRST_VARIABLE + "        SSL_CERT_FILE: /var/task/local-ca.pem\n",
         )
-        open(template, "w", encoding="utf-8").write(text)
+    open(template, "w", encoding="utf-8").write(text)
     print(template)
 
 

@@ -2684,3 +2684,21 @@ async fn mark_paid_with_the_api_refuses_a_project_other_than_paymos() {
         }
     }
 }
+
+// The last attack on `dev` (its F6): `mark-paid --amount 10.00` was refused against Paymos'
+// `10`, amounts compared as text. Money is compared by value, as the registered order's guard
+// compares it: the same price written otherwise is no contradiction.
+#[tokio::test]
+async fn mark_paid_with_the_api_compares_the_price_by_value() {
+    let store = Arc::new(MemoryResources::new());
+    let paymos = MemoryPaymos::new();
+    paymos.invoice("inv_1", at_paymos("paid", Some(30)));
+    let written_otherwise = OrderRef {
+        amount: Amount::parse("10.00"),
+        ..order()
+    };
+    assert_eq!(
+        mark_paid_asking(&store, &paymos, written_otherwise).await,
+        Ok(Fulfilled)
+    );
+}

@@ -107,7 +107,17 @@ fn contradicts(given: &OrderRef, paymos: &OrderRef) -> Option<String> {
             paymos.project.as_deref().unwrap_or("none")
         ));
     }
-    if given.has_price() && (given.amount != paymos.amount || given.currency != paymos.currency) {
+    // Money by value (`10.00` is `10`), as the registered order's guard compares it.
+    let same_amount = match (&given.amount, &paymos.amount) {
+        (Some(a), Some(b)) => a.same_value(b),
+        _ => false,
+    };
+    let same_currency = given
+        .currency
+        .as_deref()
+        .zip(paymos.currency.as_deref())
+        .is_some_and(|(a, b)| a.eq_ignore_ascii_case(b));
+    if given.has_price() && !(same_amount && same_currency) {
         return Some(format!(
             "you named {} {}, Paymos has the order at {} {}",
             given.amount.as_ref().map_or("", |a| a.as_str()),

@@ -108,6 +108,7 @@ fn refunded_undated_then_dated_after() -> (Truth, Vec<Act>) {
     let word = |with_order| Act::MarkPaid {
         invoice: 0,
         with_order,
+        api: false,
     };
     let acts = vec![
         word(false),

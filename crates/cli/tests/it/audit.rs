@@ -56,6 +56,12 @@ impl Rig {
             rig.api
                 .answer(manual, paymos_fake::Answer::Invoices(vec![at]));
         }
+        // And of the held one (`release` asks it first): paid, its order, the local project.
+        let mut at = paymos_fake::invoice(held, "paid", ("10.00", "USDT"), ("10.00", "USDT"));
+        at["is_test"] = json!(true);
+        at["project_id"] = json!("prj_local");
+        rig.api
+            .answer(held, paymos_fake::Answer::Invoices(vec![at]));
         let order = format!("order-{held}");
         let register = [
             "orders",

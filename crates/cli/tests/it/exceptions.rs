@@ -747,7 +747,11 @@ async fn release_refuses_an_invoice_named_only_by_an_unconfirmed_closure() {
     );
     let (code, out) = paymos_inbox(&rig, &["release", "inv_closed", "--actor", "alice"]).await;
     assert_eq!(code, Some(1), "refused as any release is: {out}");
-    assert!(out.contains("not a payment"), "{out}");
+    // Asked first, Paymos has it open: what it has is the refusal.
+    assert!(
+        out.contains("Paymos has inv_closed awaiting_payment, not paid: nothing released"),
+        "{out}"
+    );
     assert_eq!(rig.fulfilments("inv_closed").await, 0, "nothing shipped");
     assert!(
         rig.aws.item(&rig.state, "pk", "inv_closed").await.is_none(),
@@ -1145,7 +1149,17 @@ async fn release_with_the_api_records_a_lost_full_refund_and_ships_nothing() {
         .await
         .unwrap();
     assert_eq!(applied, Applied::Held);
-    // Paymos refunded the payment in full after it was made; its webhook never arrived.
+    // Paymos has it paid, and refunded the payment in full after it was made; the refund's
+    // webhook never arrived.
+    rig.answer(
+        "inv_rf",
+        Answer::Invoices(vec![invoice(
+            "inv_rf",
+            "paid",
+            ("12.00", "USDT"),
+            ("12.00", "USDT"),
+        )]),
+    );
     let mut refund = paymos_fake::refund("wdr_rf", "inv_rf", "full", "12.00");
     refund["completed_at"] = json!(NOW + 60);
     rig.api.refund(refund);

@@ -240,16 +240,19 @@ pub enum Arrival {
         lagging: bool,
         confirmed: bool,
     },
-    /// A person: `mark-paid INV [--order-id O] [--project P]` (trusted: the invoice is paid).
+    /// A person: `mark-paid INV [--order-id O] [--project P]` (trusted: the invoice is paid;
+    /// with `api`, Paymos is asked first).
     MarkPaid {
         invoice: String,
         order: Option<String>,
         project: Option<String>,
+        api: bool,
     },
-    /// A person: `release INV [--override-amount]`.
+    /// A person: `release INV [--override-amount]` (with `api`, Paymos is asked first).
     Release {
         invoice: String,
         override_amount: bool,
+        api: bool,
     },
     /// A person: `recheck ID` (`inv_`/`wdr_`/`pcd_`): apply what Paymos confirms now.
     Recheck { id: String },
@@ -614,6 +617,13 @@ impl Machine<'_> {
                 invoice,
                 order,
                 project,
+                api: true,
+            } => self.mark_paid_asking(invoice, order.as_deref(), project.as_deref()),
+            Arrival::MarkPaid {
+                invoice,
+                order,
+                project,
+                api: false,
             } => {
                 // 15: a person's word for another project's invoice changes nothing
                 let of = self.invoice_project(invoice, project.as_deref());
@@ -624,7 +634,14 @@ impl Machine<'_> {
             Arrival::Release {
                 invoice,
                 override_amount,
-            } => self.release(invoice, *override_amount),
+                api,
+            } => {
+                if *api {
+                    self.release_asking(invoice, *override_amount);
+                } else {
+                    self.release(invoice, *override_amount);
+                }
+            }
             Arrival::Recheck { id } => self.recheck(id),
             Arrival::Reconcile => self.reconcile(),
         }
@@ -1075,57 +1092,104 @@ impl Machine<'_> {
             // 15: another project's invoice is not this receiver's to apply
             .filter(|(_, r)| w.applies(&r.project))
         {
-            // 6: an invoice that shipped, or whose payment is recorded here already, has
-            // nothing left to apply (its refunds are read, never recorded, by the run); 8: but
-            // a payment recorded with no time (a person's word) takes Paymos' time of it
-            // (one that never shipped, judged against a Full refund by no time, settled or
-            // waiting `AfterRefund`, on an invoice that did not close first, is Paymos' payment
-            // from now on, judged anew by its record)
-            // 8: Paymos' refunds are read first, with their times: a payment a Full refund
-            // completed at or after is paid back, not applied; one made after every Full refund
-            // is new (applied with the refunds before it); where no time tells, it waits
-            let full: Vec<(&String, Option<u64>)> = w
-                .refunds
-                .iter()
-                .filter(|(_, r)| r.invoice == *id && r.completed && r.mode == Mode::Full)
-                .map(|(wdr, _)| (wdr, self.completed_at(wdr, None)))
-                .collect();
-            let paid_at = self.paid_time(id, None);
-            let settled = full
-                .iter()
-                .any(|(_, r)| r.zip(paid_at).is_some_and(|(r, p)| r >= p));
-            if let Some(inv) = self.inv.get_mut(id).filter(|i| i.shipped || i.paid) {
-                if inv.shipped || inv.paid_at.is_some() {
-                    continue;
-                }
-                if settled {
-                    // dated only where a Full refund recorded here returns it by that time
-                    let returned = inv
-                        .refunds
-                        .iter()
-                        .any(|r| r.zip(paid_at).is_some_and(|(r, p)| r >= p));
-                    if returned {
-                        inv.paid_at = paid_at;
-                    }
-                    continue;
-                }
-                let reopen = (inv.after_refund() || inv.refunded()) && !inv.late;
-                inv.paid_at = paid_at;
-                if !reopen {
-                    continue;
-                }
-                inv.paid = false;
-                inv.judged = None;
+            self.reconcile_one(id, rec);
+        }
+    }
+
+    /// 8/15: a person's word asked of Paymos first: nothing where Paymos has the invoice
+    /// unpaid, in a project the receiver does not apply, or for another order or project than
+    /// the person named; else applied as `reconcile --apply` applies it.
+    fn mark_paid_asking(&mut self, id: &str, order: Option<&str>, project: Option<&str>) {
+        let w = self.world;
+        let Some(rec) = w.invoices.get(id) else {
+            return;
+        };
+        let paid = (rec.status.pays() || rec.paid_late) && w.applies(&rec.project);
+        let said_otherwise =
+            order.is_some_and(|o| o != rec.order) || project.is_some_and(|p| p != rec.project);
+        if paid && !said_otherwise {
+            self.reconcile_one(id, rec);
+        }
+    }
+
+    /// 9/8/15: a release asked of Paymos first: nothing where Paymos has the invoice unpaid,
+    /// in a project the receiver does not apply, or for another order than the one recorded;
+    /// else Paymos' Full refunds of it, with their times, are recorded first, then released.
+    fn release_asking(&mut self, id: &str, override_amount: bool) {
+        let w = self.world;
+        let Some(rec) = w.invoices.get(id) else {
+            return;
+        };
+        let recorded = self.inv.get(id).and_then(|i| i.order.clone());
+        let other_order = recorded.is_some_and(|o| !rec.order.is_empty() && o != rec.order);
+        if !(rec.status.pays() || rec.paid_late) || !w.applies(&rec.project) || other_order {
+            return;
+        }
+        let full: Vec<(String, u64)> = w
+            .refunds
+            .iter()
+            .filter(|(_, r)| r.invoice == id && r.completed && r.mode == Mode::Full)
+            .filter_map(|(wdr, _)| self.completed_at(wdr, None).map(|at| (wdr.clone(), at)))
+            .collect();
+        for (wdr, at) in full {
+            self.apply_money(&wdr, Some(at));
+        }
+        self.settle();
+        self.release(id, override_amount);
+    }
+
+    /// `reconcile --apply` of one invoice Paymos has paid (or paid late) in a project the
+    /// receiver applies.
+    fn reconcile_one(&mut self, id: &str, rec: &Invoice) {
+        let w = self.world;
+        // 6: an invoice that shipped, or whose payment is recorded here already, has
+        // nothing left to apply (its refunds are read, never recorded, by the run); 8: but
+        // a payment recorded with no time (a person's word) takes Paymos' time of it
+        // (one that never shipped, judged against a Full refund by no time, settled or
+        // waiting `AfterRefund`, on an invoice that did not close first, is Paymos' payment
+        // from now on, judged anew by its record)
+        // 8: Paymos' refunds are read first, with their times: a payment a Full refund
+        // completed at or after is paid back, recorded so with its refunds (a person's later
+        // word finds it returned), never shipped; one made after every Full refund is new
+        // (applied with the refunds before it); where no time tells, it waits
+        let full: Vec<(&String, Option<u64>)> = w
+            .refunds
+            .iter()
+            .filter(|(_, r)| r.invoice == *id && r.completed && r.mode == Mode::Full)
+            .map(|(wdr, _)| (wdr, self.completed_at(wdr, None)))
+            .collect();
+        let paid_at = self.paid_time(id, None);
+        let settled = full
+            .iter()
+            .any(|(_, r)| r.zip(paid_at).is_some_and(|(r, p)| r >= p));
+        if let Some(inv) = self.inv.get_mut(id).filter(|i| i.shipped || i.paid) {
+            if inv.shipped || inv.paid_at.is_some() {
+                return;
             }
             if settled {
-                continue;
+                // dated only where a Full refund recorded here returns it by that time
+                let returned = inv
+                    .refunds
+                    .iter()
+                    .any(|r| r.zip(paid_at).is_some_and(|(r, p)| r >= p));
+                if returned {
+                    inv.paid_at = paid_at;
+                }
+                return;
             }
-            for (wdr, at) in full {
-                self.apply_money(wdr, at);
+            let reopen = (inv.after_refund() || inv.refunded()) && !inv.late;
+            inv.paid_at = paid_at;
+            if !reopen {
+                return;
             }
-            self.apply_record(id, rec);
-            self.settle();
+            inv.paid = false;
+            inv.judged = None;
         }
+        for (wdr, at) in full {
+            self.apply_money(wdr, at);
+        }
+        self.apply_record(id, rec);
+        self.settle();
     }
 
     /// 5/13: held when its project's registration of the order cannot be matched exactly in
@@ -1422,6 +1486,7 @@ mod tests {
             invoice: invoice.into(),
             order: Some(order.into()),
             project: Some(A.into()),
+            api: false,
         }
     }
     fn recheck(id: &str) -> Arrival {
@@ -1431,6 +1496,7 @@ mod tests {
         Arrival::Release {
             invoice: id.into(),
             override_amount,
+            api: false,
         }
     }
     fn exp(shipped: &[(&str, &str)], waiting: &[(&str, Wait)], refunded: &[&str]) -> Expected {
@@ -2335,6 +2401,7 @@ mod tests {
                 invoice: "inv_2".into(),
                 order: None,
                 project: Some(A.into()),
+                api: false,
             };
             assert_eq!(
                 expected(&w, std::slice::from_ref(&silent)),

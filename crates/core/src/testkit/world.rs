@@ -203,6 +203,8 @@ pub enum Act {
         invoice: u8,
         /// Whether the person names the true order.
         with_order: bool,
+        /// With the Paymos API: Paymos is asked first.
+        api: bool,
     },
     /// `release INV [--override-amount]`.
     Release {
@@ -210,6 +212,8 @@ pub enum Act {
         invoice: u8,
         /// With the override.
         override_amount: bool,
+        /// With the Paymos API: Paymos is asked first.
+        api: bool,
     },
     /// `recheck ID` of an invoice (`0..`), refund (`10..`), deposit (`20..`) or payout (`30..`).
     Recheck(u8),
@@ -384,10 +388,10 @@ fn act(truth: &Truth) -> BoxedStrategy<Act> {
             }),
         1 => (0..payouts, flag(0.15, true), flag(0.2, rc))
             .prop_map(|(payout, sandbox, lagging)| Act::Payout { payout, sandbox, lagging }),
-        1 => (0..INVOICES, any::<bool>())
-            .prop_map(|(invoice, with_order)| Act::MarkPaid { invoice, with_order }),
-        2 => (0..INVOICES, any::<bool>())
-            .prop_map(|(invoice, override_amount)| Act::Release { invoice, override_amount }),
+        1 => (0..INVOICES, any::<bool>(), any::<bool>())
+            .prop_map(|(invoice, with_order, api)| Act::MarkPaid { invoice, with_order, api }),
+        2 => (0..INVOICES, any::<bool>(), any::<bool>())
+            .prop_map(|(invoice, override_amount, api)| Act::Release { invoice, override_amount, api }),
         1 => prop::sample::select(vec![0u8, 1, 2, 10, 11, 12, 20, 21, 22, 30]).prop_map(Act::Recheck),
         1 => Just(Act::Reconcile),
     ]
@@ -890,6 +894,7 @@ async fn operate<S: WorldStore>(
         Act::MarkPaid {
             invoice,
             with_order,
+            api: asking,
         } => {
             let named = true_order(ids, t, invoice);
             let order = OrderRef {
@@ -897,13 +902,26 @@ async fn operate<S: WorldStore>(
                 project: Some(project_of(ids, t, invoice)),
                 ..OrderRef::none()
             };
-            by_hand
-                .mark_paid(&ids.invoice(invoice), order, "support", now)
-                .await?;
+            let id = ids.invoice(invoice);
+            if !asking {
+                by_hand.mark_paid(&id, order, "support", now).await?;
+            } else if let Err(crate::roads::reconcile::AskedFirst::Port(e)) =
+                crate::roads::reconcile::as_paymos_has_it(
+                    &**api,
+                    by_hand,
+                    (&id, &order),
+                    ("support", now),
+                )
+                .await
+            {
+                // Paymos' refusal is an answer; only a port's failure stops the history.
+                return Err(e);
+            }
         }
         Act::Release {
             invoice,
             override_amount,
+            api: asking,
         } => {
             let by = ReleaseBy {
                 actor: "ops",
@@ -911,17 +929,14 @@ async fn operate<S: WorldStore>(
                 override_amount,
                 project: None,
             };
+            let id = ids.invoice(invoice);
+            let released = if asking {
+                by_hand.release_asking(reviews, &**api, &id, &by, now).await
+            } else {
+                exceptions::release(store, reviews, &id, &by, &RecordFulfilment, now).await
+            };
             // A refusal is an answer; only a store failure stops the history.
-            if let Err(crate::roads::release::ReleaseError::Port(e)) = exceptions::release(
-                store,
-                reviews,
-                &ids.invoice(invoice),
-                &by,
-                &RecordFulfilment,
-                now,
-            )
-            .await
-            {
+            if let Err(crate::roads::release::ReleaseError::Port(e)) = released {
                 return Err(e);
             }
         }
@@ -1135,20 +1150,24 @@ fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Arrival {
         Act::MarkPaid {
             invoice,
             with_order,
+            api,
         } => {
             let named = true_order(ids, t, invoice);
             o::Arrival::MarkPaid {
                 invoice: ids.invoice(invoice),
                 order: (with_order && !named.is_empty()).then_some(named),
                 project: Some(project_of(ids, t, invoice)),
+                api,
             }
         }
         Act::Release {
             invoice,
             override_amount,
+            api,
         } => o::Arrival::Release {
             invoice: ids.invoice(invoice),
             override_amount,
+            api,
         },
         Act::Recheck(id) => o::Arrival::Recheck {
             id: recheck_id(ids, id),

@@ -930,6 +930,7 @@ async fn a_release_asks_paymos_about_refunds_first() {
         let fulfil = Fulfil::new(Arc::clone(&store));
         assert_eq!(fulfil.apply(&held(), NOW_MS).await.unwrap().1, Held);
         let paymos = MemoryPaymos::new();
+        paymos.invoice("inv_1", at_paymos("paid", Some(30)));
         paymos.refund("inv_1", paymos_refund(refunded_at));
         let released = fulfil
             .release_asking(&MemoryReviews::new(), &paymos, "inv_1", &alice, NOW_MS)
@@ -2701,4 +2702,182 @@ async fn mark_paid_with_the_api_compares_the_price_by_value() {
         mark_paid_asking(&store, &paymos, written_otherwise).await,
         Ok(Fulfilled)
     );
+}
+
+/// inv_1's payment at 30, priced 9 against its order's registered 10 USD: held for a person,
+/// on a stack of `projects`, its event naming `project`.
+async fn held_for_its_price(
+    projects: &str,
+    project: Option<&str>,
+) -> (Arc<MemoryResources>, Fulfil<Arc<MemoryResources>>) {
+    let store = Arc::new(MemoryResources::new());
+    store.register_order("o-1", &Amount::parse("10").unwrap(), "USD");
+    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse(projects));
+    let named = project.map_or(String::new(), |p| format!(r#","project_id":"{p}""#));
+    let paid = item(
+        "evt_p",
+        "invoice.paid",
+        30,
+        &format!(
+            r#"{{"invoice_id":"inv_1"{named},"order":{{"external_id":"o-1","amount":"9","currency":"USD"}}}}"#
+        ),
+    );
+    assert_eq!(fulfil.apply(&paid, NOW_MS).await.unwrap().1, Held);
+    (store, fulfil)
+}
+
+// The last attack's A1: `release` with the API asked Paymos only for refunds, so it shipped a
+// held payment Paymos does not know (404), has unpaid, has in a project the stack does not
+// apply, or in another project than the person named, or for another order. Each must ship
+// nothing, in words that say what Paymos has; what Paymos has paid as recorded ships once.
+#[tokio::test]
+async fn a_release_with_the_api_ships_only_what_paymos_has_paid_as_recorded() {
+    let alice = |project| ReleaseBy {
+        actor: "alice",
+        reason: Some("price agreed by email"),
+        override_amount: true,
+        project,
+    };
+    let paid_in = |project: Option<&str>, order: &str, status: &str| ConfirmedInvoice {
+        project_id: project.map(str::to_owned),
+        order_id: Some(order.into()),
+        ..at_paymos(status, Some(30))
+    };
+    let refused: [(Option<ConfirmedInvoice>, Option<&str>, &str); 5] = [
+        (None, None, "Paymos does not know inv_1"),
+        (
+            Some(paid_in(Some("prj_a"), "o-1", "awaiting_payment")),
+            None,
+            "Paymos has inv_1 awaiting_payment",
+        ),
+        (
+            Some(paid_in(Some("prj_c"), "o-1", "paid")),
+            None,
+            "project prj_c, which this stack does not apply",
+        ),
+        (
+            Some(paid_in(Some("prj_a"), "o-1", "paid")),
+            Some("prj_b"),
+            "you named project prj_b, Paymos has prj_a",
+        ),
+        (
+            Some(paid_in(Some("prj_a"), "o-2", "paid")),
+            None,
+            "Paymos has order o-2",
+        ),
+    ];
+    for (at, project, why) in refused {
+        let (store, fulfil) = held_for_its_price("prj_a,prj_b", Some("prj_a")).await;
+        let paymos = MemoryPaymos::new();
+        if let Some(at) = at {
+            paymos.invoice("inv_1", at);
+        }
+        let released = fulfil
+            .release_asking(
+                &MemoryReviews::new(),
+                &paymos,
+                "inv_1",
+                &alice(project),
+                NOW_MS,
+            )
+            .await;
+        assert!(
+            matches!(&released, Err(crate::roads::release::ReleaseError::NotReleasable(w)) if w.contains(why) && w.contains("nothing released")),
+            "{why}: {released:?}"
+        );
+        assert_eq!(store.fulfilments(), [], "{why}");
+        assert!(store.invoice("inv_1").unwrap().held, "{why}");
+    }
+    // Paid as recorded: it ships, once.
+    let (store, fulfil) = held_for_its_price("prj_a,prj_b", Some("prj_a")).await;
+    let paymos = MemoryPaymos::new();
+    paymos.invoice("inv_1", paid_in(Some("prj_a"), "o-1", "paid"));
+    let reviews = MemoryReviews::new();
+    for expected in [Ok(Fulfilled), Ok(AlreadyFinal)] {
+        let released = fulfil
+            .release_asking(&reviews, &paymos, "inv_1", &alice(None), NOW_MS)
+            .await;
+        assert!(
+            released == expected
+                || matches!(
+                    &released,
+                    Err(crate::roads::release::ReleaseError::NotReleasable(_))
+                ) && expected == Ok(AlreadyFinal),
+            "{released:?}"
+        );
+    }
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}
+
+// The last attack's A2: a full refund Paymos shows was learned and not recorded. `mark-paid`
+// with the API answered `refunded` and wrote nothing, `reconcile --apply` reported REFUNDED and
+// wrote nothing; a person's `mark-paid` without the API then shipped the refunded order. The
+// road that learns it now records Paymos' refund and payment, each dated by Paymos: the
+// person's later word finds the payment returned, and nothing ships.
+#[tokio::test]
+async fn a_full_refund_learned_from_paymos_is_recorded_with_its_payment() {
+    for road in ["mark-paid with the API", "reconcile --apply"] {
+        let store = Arc::new(MemoryResources::new());
+        let fulfil = Fulfil::new(Arc::clone(&store));
+        let paymos = MemoryPaymos::new();
+        paymos.invoice("inv_1", at_paymos("paid", Some(30)));
+        paymos.refund("inv_1", paymos_refund(40));
+        if road == "reconcile --apply" {
+            let report = reconcile_all(&paymos, &fulfil, true).await;
+            assert_eq!(report.refunded.len(), 1, "{road}");
+        } else {
+            assert_eq!(
+                mark_paid_asking(&store, &paymos, OrderRef::none()).await,
+                Ok(Refunded),
+                "{road}"
+            );
+        }
+        // A person's word without the API, later: the payment was returned, nothing ships.
+        let later = fulfil.mark_paid("inv_1", order(), "bob", NOW_MS).await;
+        assert_eq!(store.fulfilments(), [], "{road}");
+        assert!(
+            matches!(later, Ok(Refunded | AlreadyFinal)),
+            "{road}: {later:?}"
+        );
+        let recorded = store.invoice("inv_1").expect(road);
+        assert_eq!(recorded.payment_at, Some(30), "{road}");
+        assert_eq!(recorded.refunds.len(), 1, "{road}");
+        let listed = list(&*store, &MemoryReviews::new(), 0).await.unwrap();
+        assert_eq!(listed, [], "{road}: {listed:?}");
+        // And a second run of the road says it again, writing nothing new.
+        if road == "reconcile --apply" {
+            let again = reconcile_all(&paymos, &fulfil, true).await;
+            assert_eq!(again.refunded.len(), 1, "{road}");
+        }
+        assert_eq!(store.fulfilments(), [], "{road}");
+    }
+}
+
+// The model's shape of the same: paid after it closed, refunded in full after that payment,
+// the refund's webhook delivered. `reconcile --apply` records the late payment, which the
+// refund returned: a person's later word ships nothing and leaves nothing waiting.
+#[tokio::test]
+async fn a_late_payment_paymos_refunded_in_full_is_recorded_as_returned() {
+    let (_, store) = webhooks(&[full_refund("evt_r", 40)]).await;
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    let paymos = MemoryPaymos::new();
+    paymos.invoice(
+        "inv_1",
+        ConfirmedInvoice {
+            paid_late: true,
+            ..at_paymos("expired", Some(30))
+        },
+    );
+    paymos.refund("inv_1", paymos_refund(40));
+    let report = reconcile_all(&paymos, &fulfil, true).await;
+    assert_eq!(report.refunded.len(), 1, "{report:?}");
+    assert_eq!(store.invoice("inv_1").unwrap().payment_at, Some(30));
+    // A person's word later ships nothing, and nothing waits: the refund returned it.
+    let later = fulfil.mark_paid("inv_1", order(), "bob", NOW_MS).await;
+    assert!(later.is_ok(), "{later:?}");
+    assert_eq!(store.fulfilments(), []);
+    let (seen, _) = store.invoice_seen("inv_1").await.unwrap();
+    assert_eq!(seen.unwrap().standing(), Standing::Refunded);
+    let listed = list(&*store, &MemoryReviews::new(), 0).await.unwrap();
+    assert_eq!(listed, [], "{listed:?}");
 }

@@ -71,7 +71,15 @@ fn the_generator_walks_every_road() {
         count("recheck", any(&|a| matches!(a, Act::Recheck(_))));
         count("reconcile --apply", any(&|a| matches!(a, Act::Reconcile)));
         count("mark-paid", any(&|a| matches!(a, Act::MarkPaid { .. })));
+        count(
+            "mark-paid with the API",
+            any(&|a| matches!(a, Act::MarkPaid { api: true, .. })),
+        );
         count("release", any(&|a| matches!(a, Act::Release { .. })));
+        count(
+            "release with the API",
+            any(&|a| matches!(a, Act::Release { api: true, .. })),
+        );
         count(
             "two or more projects",
             t.projects.as_ref().is_none_or(|p| p.len() > 1),
@@ -97,7 +105,7 @@ fn the_generator_walks_every_road() {
     for (shape, k) in &seen {
         assert!(*k * 20 >= n, "{shape}: {k} of {n}");
     }
-    assert_eq!(seen.len(), 11);
+    assert_eq!(seen.len(), 13);
 }
 
 /// Rule 19's shape: on a stack of two or more listed projects without the reverse check, a
@@ -428,6 +436,7 @@ fn another_projects_paid_event_refund_and_deposit_change_nothing() {
         Act::MarkPaid {
             invoice: 0,
             with_order: true,
+            api: false,
         },
         Act::Reconcile,
         Act::Recheck(0),
@@ -533,11 +542,13 @@ fn a_persons_word_refunded_undated_then_dated_after_the_refund_by_its_delivery_w
         Act::MarkPaid {
             invoice: 0,
             with_order: false,
+            api: false,
         },
         refund(0),
         Act::MarkPaid {
             invoice: 0,
             with_order: true,
+            api: false,
         },
         said(Status::Paid, 0),
     ];

@@ -212,7 +212,7 @@ pub(crate) const PARKED_HANDOFF: &str = "parked_handoff";
 /// [`Unreleased::Refused`] with the domain's sentence (recorded as refused: nothing changed), or
 /// [`Unreleased::Failed`]: STS's, the store's or the audit entry's failure.
 pub(crate) async fn release_in(
-    (stack, state, ledger): (&Stack, DynamoResources, &DynamoLedger),
+    (stack, ledger): (&Stack, &DynamoLedger),
     api: Option<paymos::PaymosClient>,
     invoice_id: &str,
     by: &ReleaseBy<'_>,
@@ -228,9 +228,10 @@ pub(crate) async fn release_in(
         actor: &actor,
         ..*by
     };
-    let fulfil = Fulfil::new(state).for_projects(stack.projects.clone());
-    // With the API, Paymos' full refunds of the invoice are recorded first: one whose webhook
-    // was lost returns the payment before a person ships it.
+    // The stack's projects and environment (a key of the other one is refused).
+    let fulfil = stack.fulfil().map_err(Unreleased::Failed)?;
+    // With the API, Paymos' invoice first (nothing ships that Paymos does not have paid as
+    // recorded), then its full refunds: one whose webhook was lost returns the payment.
     let released = match api {
         Some(client) => {
             let api = PaymosApi::patient(client);
@@ -436,8 +437,10 @@ pub struct ReleaseArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
-    /// With the Paymos API, its completed full refunds of the invoice are recorded first: a
-    /// refund whose webhook was lost returns the payment, and nothing ships.
+    /// With the Paymos API, the invoice is asked of Paymos first: nothing ships that Paymos
+    /// does not know, has unpaid, has in another project (than the stack's or --project) or
+    /// for another order; its project is taken where you name none; and its completed full
+    /// refunds are recorded first: a refund whose webhook was lost returns the payment.
     #[command(flatten)]
     api: crate::stack::OptionalApiArgs,
     #[command(flatten)]
@@ -464,7 +467,7 @@ pub async fn release(args: ReleaseArgs) -> ExitCode {
         Ok(api) => api,
         Err(e) => return usage(e),
     };
-    let (stack, state, ledger) = match tables(&args.stack).await {
+    let (stack, _, ledger) = match tables(&args.stack).await {
         Ok(t) => t,
         Err(e) => return fail(e),
     };
@@ -475,7 +478,7 @@ pub async fn release(args: ReleaseArgs) -> ExitCode {
         override_amount: args.override_amount,
         project: args.project.as_deref(),
     };
-    match release_in((&stack, state, &ledger), api, &args.invoice_id, &by).await {
+    match release_in((&stack, &ledger), api, &args.invoice_id, &by).await {
         Ok(applied) => {
             if args.json {
                 say!(

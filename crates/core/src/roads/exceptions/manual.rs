@@ -74,9 +74,11 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
         Ok(())
     }
 
-    /// [`Fulfil::release`], once Paymos' completed full refunds of the invoice are recorded
-    /// (each dated by Paymos, as the reconciliation records them): a refund whose webhook was
-    /// lost returns the payment before a person ships it, by the refund-in-time rule.
+    /// [`Fulfil::release`] as Paymos has the invoice: refused where Paymos does not have it
+    /// paid as recorded ([`Self::paid_as_recorded`]), under Paymos' project where the person
+    /// named none, once Paymos' completed full refunds of it are recorded (each dated by
+    /// Paymos, as the reconciliation records them): a refund whose webhook was lost returns the
+    /// payment before a person ships it, by the refund-in-time rule.
     ///
     /// # Errors
     /// As [`release`]; [`ReleaseError::Port`] when Paymos cannot be read (nothing released).
@@ -88,6 +90,11 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
         by: &ReleaseBy<'_>,
         now_ms: u64,
     ) -> Result<Applied, ReleaseError> {
+        let project = self.paid_as_recorded(paymos, invoice_id, by).await?;
+        let by = &ReleaseBy {
+            project: by.project.or(project.as_deref()),
+            ..*by
+        };
         for refund in paymos.refunds_of(invoice_id).await? {
             if let (Some(crate::money::invoice::RefundMode::Full), Some(at)) =
                 (refund.mode, refund.completed_at)
@@ -97,6 +104,69 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
             }
         }
         self.release(ledger, invoice_id, by, now_ms).await
+    }
+
+    /// Paymos' project of `invoice_id` where the stack lists several, once Paymos has the
+    /// invoice paid (or paid late) in this environment, in a project the stack applies and the
+    /// person named (if they did), for the order its record names.
+    ///
+    /// # Errors
+    /// [`ReleaseError::NotReleasable`] saying what Paymos has; [`ReleaseError::Port`] when
+    /// Paymos or the store cannot be read, or Paymos answers for the other environment.
+    async fn paid_as_recorded<P: crate::roads::reconcile::PaymosLedger>(
+        &self,
+        paymos: &P,
+        invoice_id: &str,
+        by: &ReleaseBy<'_>,
+    ) -> Result<Option<String>, ReleaseError> {
+        use crate::roads::confirm::AtSource;
+        let refused = |why: String| {
+            Err(ReleaseError::NotReleasable(format!(
+                "{why}: nothing released"
+            )))
+        };
+        let at = match paymos.invoice(invoice_id).await? {
+            AtSource::Found(at) => at,
+            AtSource::NotFound => {
+                return refused(format!(
+                    "Paymos does not know {invoice_id} with this API key (forged, or of a project the key does not read)"
+                ));
+            }
+        };
+        crate::roads::confirm::same_environment(at.is_test, self.environment())?;
+        let project = at.project_id.as_deref().filter(|p| !p.is_empty());
+        if let Some(p) = project.filter(|p| !self.projects().applies(Some(p))) {
+            return refused(format!(
+                "Paymos has {invoice_id} in project {p}, which this stack does not apply"
+            ));
+        }
+        if let (Some(g), Some(p)) = (by.project, project)
+            && g != p
+        {
+            return refused(format!("you named project {g}, Paymos has {p}"));
+        }
+        let paid = crate::money::status::InvoiceStatus::parse(&at.status)
+            .is_some_and(crate::money::status::InvoiceStatus::fulfils);
+        if !paid && !at.paid_late {
+            return refused(format!("Paymos has {invoice_id} {}, not paid", at.status));
+        }
+        let recorded = self
+            .store()
+            .read(&crate::money::write::Key::state(invoice_id))
+            .await?
+            .map(|fields| crate::money::write::invoice_seen(&fields).order);
+        if let (Some(r), Some(p)) = (
+            recorded.as_ref().and_then(|o| o.external_id.as_deref()),
+            at.order_id.as_deref().filter(|o| !o.is_empty()),
+        ) && r != p
+        {
+            return refused(format!(
+                "the payment waits under order {r}, Paymos has order {p}"
+            ));
+        }
+        Ok(project
+            .filter(|_| self.projects().ids().len() > 1)
+            .map(str::to_owned))
     }
 
     /// [`recheck`] with this stack's store, effect and environment, asking `api`.

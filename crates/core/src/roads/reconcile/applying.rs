@@ -132,11 +132,12 @@ fn contradicts(given: &OrderRef, paymos: &OrderRef) -> Option<String> {
 /// Paymos' time of `m`'s payment ([`Fulfil::paymos_dates`]), then Paymos' full refunds of its
 /// invoice completed before it, recorded before the payment is applied: a later delivery of one
 /// (dated by its event, which may say later than the payment) finds it applied.
+/// Whether they were: not where the record holds the payment already.
 async fn refunds_first<S: ReconcileStore>(
     fulfil: &Fulfil<S>,
     m: &PaidAtPaymos,
     (by, now_ms): (&str, u64),
-) -> Result<(), PortError> {
+) -> Result<bool, PortError> {
     // Dated first, judged against the refunds recorded here until now; a payment recorded
     // here has nothing left to apply, and its refunds are read, never recorded.
     let recorded = match m.paid_at {
@@ -144,7 +145,7 @@ async fn refunds_first<S: ReconcileStore>(
         None => false,
     };
     if recorded {
-        return Ok(());
+        return Ok(false);
     }
     // (A full refund Paymos names no time for settles any payment: never one of these.)
     for refund in &m.refunds_before {
@@ -154,7 +155,7 @@ async fn refunds_first<S: ReconcileStore>(
                 .await?;
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 /// `--apply`: a late payment lands as the close Paymos has, then the payment (`paid_late`, to
@@ -194,48 +195,55 @@ pub(super) async fn apply_found<S: ReconcileStore>(
                 .insert(m.invoice_id.clone(), Err(e.to_string()));
         }
     }
-    for m in &report.paid_late {
-        let closed = InvoiceStatus::parse(&m.status).unwrap_or(InvoiceStatus::Expired);
-        // Dated and Paymos' full refunds before it recorded first ([`refunds_first`]): a
-        // payment a person named undated after a full refund is reopened before the close
-        // Paymos has lands on it.
-        let dated = refunds_first(fulfil, m, (by, now_ms)).await;
-        let closing = match dated {
-            Ok(()) => {
-                fulfil
-                    .apply_confirmed(&m.invoice_id, (closed, None), m.order(), by, now_ms)
-                    .await
-            }
-            Err(e) => Err(e),
-        };
-        let applied = match closing {
-            Ok(_) => said(
-                fulfil
-                    .apply_confirmed(
-                        &m.invoice_id,
-                        (InvoiceStatus::Paid, m.paid_at),
-                        m.order(),
-                        by,
-                        now_ms,
-                    )
-                    .await,
-            ),
-            Err(e) => Err(e.to_string()),
-        };
-        report.applied.insert(m.invoice_id.clone(), applied);
-    }
-    for m in report.missing.iter().chain(&report.duplicate_payments) {
-        let status = InvoiceStatus::parse(&m.status).unwrap_or(InvoiceStatus::Paid);
-        // An empty `external_order_id` is no order: the payment waits for it (order_unknown),
-        // it never shares a claim with every other invoice that has none.
+    // Refunded in full at Paymos after it was paid, and recorded nowhere here: its refunds,
+    // then the payment, each dated by Paymos (the rule then says `refunded`), so a person's
+    // later word finds the payment returned. Nothing is recorded on a guess: not where Paymos
+    // names no payment time, nor where the record holds the payment already.
+    for m in report.refunded.iter().filter(|m| m.paid_at.is_some()) {
         let applied = match refunds_first(fulfil, m, (by, now_ms)).await {
-            Ok(()) => said(
-                fulfil
-                    .apply_confirmed(&m.invoice_id, (status, m.paid_at), m.order(), by, now_ms)
-                    .await,
-            ),
+            Ok(true) => said(apply_paid(fulfil, m, (by, now_ms)).await),
+            Ok(false) => continue,
             Err(e) => Err(e.to_string()),
         };
         report.applied.insert(m.invoice_id.clone(), applied);
     }
+    // Dated and Paymos' full refunds before it recorded first ([`refunds_first`]): a payment a
+    // person named undated after a full refund is reopened before the close Paymos has lands
+    // on it. An empty `external_order_id` is no order: the payment waits for it
+    // (order_unknown), it never shares a claim with every other invoice that has none.
+    for m in report
+        .paid_late
+        .iter()
+        .chain(&report.missing)
+        .chain(&report.duplicate_payments)
+    {
+        let applied = match refunds_first(fulfil, m, (by, now_ms)).await {
+            Ok(_) => said(apply_paid(fulfil, m, (by, now_ms)).await),
+            Err(e) => Err(e.to_string()),
+        };
+        report.applied.insert(m.invoice_id.clone(), applied);
+    }
+}
+
+/// `m`'s payment as Paymos has it: its paid status at its time, or, paid after it closed, the
+/// close Paymos has and then the payment.
+async fn apply_paid<S: ReconcileStore>(
+    fulfil: &Fulfil<S>,
+    m: &PaidAtPaymos,
+    (by, now_ms): (&str, u64),
+) -> Result<Applied, PortError> {
+    let (id, order) = (&m.invoice_id, m.order());
+    if PaidAtPaymos::paid(&m.status) {
+        let status = InvoiceStatus::parse(&m.status).unwrap_or(InvoiceStatus::Paid);
+        return fulfil
+            .apply_confirmed(id, (status, m.paid_at), order, by, now_ms)
+            .await;
+    }
+    let closed = InvoiceStatus::parse(&m.status).unwrap_or(InvoiceStatus::Expired);
+    fulfil
+        .apply_confirmed(id, (closed, None), order.clone(), by, now_ms)
+        .await?;
+    fulfil
+        .apply_confirmed(id, (InvoiceStatus::Paid, m.paid_at), order, by, now_ms)
+        .await
 }

@@ -760,7 +760,12 @@ async fn late_unrecorded<S: ReconcileStore>(
             Standing::Released => true,
             // A person's undated word waits; Paymos' time decides it instead.
             Standing::AfterRefund => fact.paid_at.is_none(),
-            Standing::Refunded => s.refunded_in_full_at(fact.paid_at.or(s.payment_at)),
+            // A record of the refund alone holds no payment: REFUNDED, and `--apply` records
+            // the payment it returned.
+            Standing::Refunded => {
+                (s.paid_late || s.status.is_some_and(InvoiceStatus::fulfils))
+                    && s.refunded_in_full_at(fact.paid_at.or(s.payment_at))
+            }
             _ => false,
         });
         if known {
@@ -808,17 +813,19 @@ async fn set_aside_refunded<P: PaymosLedger>(
             let dated = seen.refunds.iter().any(|r| {
                 r.mode == Some(crate::money::invoice::RefundMode::Full) && r.completed_at.is_some()
             });
-            if settles && seen.refunded_in_full() && (fact.paid_at.is_some() || !dated) {
-                report.refunded.push(fact.clone());
+            let refunded = settles && seen.refunded_in_full() && (fact.paid_at.is_some() || !dated);
+            let mut fact = fact.clone();
+            // Recorded first (`--apply`): a full one, and one whose mode Paymos does not say,
+            // after which the payment waits for a person (never REFUNDED on a guess, nor
+            // shipped); of a REFUNDED one, the refunds that returned it.
+            fact.refunds_before = seen
+                .refunds
+                .into_iter()
+                .filter(|r| r.mode != Some(crate::money::invoice::RefundMode::Overpayment))
+                .collect();
+            if refunded {
+                report.refunded.push(fact);
             } else {
-                let mut fact = fact.clone();
-                // Recorded first: a full one, and one whose mode Paymos does not say, after
-                // which the payment waits for a person (never REFUNDED on a guess, nor shipped).
-                fact.refunds_before = seen
-                    .refunds
-                    .into_iter()
-                    .filter(|r| r.mode != Some(crate::money::invoice::RefundMode::Overpayment))
-                    .collect();
                 kept.push(fact);
             }
         }

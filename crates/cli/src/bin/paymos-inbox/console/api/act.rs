@@ -144,7 +144,7 @@ impl Console {
             project,
         };
         match crate::exceptions::release_in(
-            (&self.stack, self.state.clone(), &self.ledger),
+            (&self.stack, &self.ledger),
             self.api.clone(),
             invoice_id,
             &by,

@@ -2881,3 +2881,41 @@ async fn a_late_payment_paymos_refunded_in_full_is_recorded_as_returned() {
     let listed = list(&*store, &MemoryReviews::new(), 0).await.unwrap();
     assert_eq!(listed, [], "{listed:?}");
 }
+
+// The last attack's A4: on a stack without the reverse check, a payment event naming no
+// project shipped under the home project what Paymos has in a project the stack does not
+// apply, and `reconcile` reported nothing (the invoice was paid at Paymos, so not UNKNOWN,
+// and another project's, so not compared). It is an order shipped otherwise than Paymos'
+// invoice says: SHIPPED OTHERWISE, for a person.
+#[tokio::test]
+async fn reconcile_reports_an_order_shipped_for_an_invoice_of_a_project_the_stack_does_not_apply() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a"));
+    assert_eq!(
+        fulfil
+            .apply(&invoice("evt_p", "paid", 30), NOW_MS)
+            .await
+            .unwrap()
+            .1,
+        Fulfilled
+    );
+    let paymos = MemoryPaymos::new();
+    paymos.invoice(
+        "inv_1",
+        ConfirmedInvoice {
+            project_id: Some("prj_c".into()),
+            ..at_paymos("paid", Some(30))
+        },
+    );
+    let report = reconcile_all(&paymos, &fulfil, false).await;
+    assert!(!report.clean(), "{report:?}");
+    let [found] = report.shipped_otherwise.as_slice() else {
+        panic!("{report:?}");
+    };
+    assert_eq!(found.paid.invoice_id, "inv_1");
+    assert_eq!(found.paid.project.as_deref(), Some("prj_c"));
+    assert_eq!(found.shipped_order_id.as_deref(), Some("o-1"));
+    // `--apply` ships nothing more.
+    let _ = reconcile_all(&paymos, &fulfil, true).await;
+    assert_eq!(store.fulfilments().len(), 1);
+}

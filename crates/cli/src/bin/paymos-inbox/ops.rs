@@ -870,7 +870,18 @@ fn print_report(report: &paymos_inbox_core::roads::reconcile::Report) {
             d.order_id
         );
     }
-    for o in &report.shipped_otherwise {
+    for o in report.shipped_otherwise.iter().filter(|o| o.not_applied) {
+        say!(
+            "SHIPPED OTHERWISE {}: shipped order {}{}, but Paymos has the invoice in project {}, which this stack does not apply: recover the order shipped here (that project's own stack ships its order)",
+            o.paid.invoice_id,
+            o.shipped_order_id.as_deref().unwrap_or("?"),
+            o.shipped_project
+                .as_deref()
+                .map_or(String::new(), |p| format!(" of {p}")),
+            o.paid.project.as_deref().unwrap_or("?"),
+        );
+    }
+    for o in report.shipped_otherwise.iter().filter(|o| !o.not_applied) {
         say!(
             "SHIPPED OTHERWISE {}: shipped order {}{}, but Paymos' invoice is of order {}{}: ship that one by hand and recover the other",
             o.paid.invoice_id,

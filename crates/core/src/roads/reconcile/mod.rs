@@ -203,6 +203,8 @@ pub struct ShippedOtherwise {
     pub shipped_order_id: Option<String>,
     /// The project of the order shipped here, where it is not the stack's first.
     pub shipped_project: Option<String>,
+    /// Paymos has the invoice in a project this stack does not apply: its own stack ships it.
+    pub not_applied: bool,
 }
 
 /// What reconciliation found (and did, with `--apply`).
@@ -521,7 +523,14 @@ async fn read_slice<P: PaymosLedger, S: ReconcileStore>(
     let mut here = Fulfilled::of(records);
     claims_before_the_window(store, &paid, &mut here).await?;
     compare(&paid, &mut here, &mut report);
-    unknown(paymos, (&paid, &*crossed), &here, (from, to), &mut report).await?;
+    unknown(
+        (paymos, projects),
+        (&paid, &*crossed),
+        &here,
+        (from, to),
+        &mut report,
+    )
+    .await?;
     crossed.extend(
         paid.iter()
             .filter(|p| {
@@ -588,6 +597,7 @@ fn compare(paid: &[PaidAtPaymos], here: &mut Fulfilled, report: &mut Report) {
                     paid: p.clone(),
                     shipped_order_id: order_id.clone(),
                     shipped_project: project.clone(),
+                    not_applied: false,
                 });
             }
             (Some((1, _)), None) => report.matched += 1,
@@ -621,7 +631,7 @@ fn compare(paid: &[PaidAtPaymos], here: &mut Fulfilled, report: &mut Report) {
 /// as `crossed`). Created before the window but paid in it? Each is asked about one by one
 /// first.
 async fn unknown<P: PaymosLedger>(
-    paymos: &P,
+    (paymos, projects): (&P, &crate::money::change::Projects),
     (paid, crossed): (&[PaidAtPaymos], &BTreeSet<String>),
     here: &Fulfilled,
     (from, to): (i64, i64),
@@ -644,13 +654,26 @@ async fn unknown<P: PaymosLedger>(
     })
     .await?;
     for (invoice, at) in read {
-        let paid_there = match at {
+        let paid_there = match &at {
             // A late payment is a payment (released here by a person).
             AtSource::Found(i) => PaidAtPaymos::paid(&i.status) || i.paid_late,
             AtSource::NotFound => false,
         };
-        if !paid_there {
-            report.unknown.push(invoice);
+        match at {
+            // Paid in a project this stack does not apply (a payment event that named none,
+            // taken as the home project's): shipped otherwise than Paymos' invoice says.
+            AtSource::Found(i) if paid_there && !projects.applies(i.project_id.as_deref()) => {
+                let (_, order_id, project) =
+                    here.shipped.get(&invoice).cloned().unwrap_or_default();
+                report.shipped_otherwise.push(ShippedOtherwise {
+                    paid: PaidAtPaymos::of(invoice, &i, projects),
+                    shipped_order_id: order_id,
+                    shipped_project: project,
+                    not_applied: true,
+                });
+            }
+            _ if !paid_there => report.unknown.push(invoice),
+            _ => {}
         }
     }
     Ok(())

@@ -687,3 +687,48 @@ async fn where_the_last_clean_run_ended_is_kept_and_never_moves_back() {
         .unwrap();
     assert_eq!(behind, Some(7_200));
 }
+
+// A window that reaches into the future (a person's late `--to`, a run of the model over all
+// time) read the day lists of every day to come: some 27,000 for the model's window. Its end
+// is capped at today and a day's margin; counted here: the reads of a window ending a thousand
+// days ahead are those of one ending a day ahead.
+#[tokio::test]
+async fn a_window_reaching_into_the_future_reads_no_day_list_of_days_to_come() {
+    use paymos_inbox_core::money::write::days_listing;
+    use paymos_inbox_core::roads::reconcile::ReconcileStore as _;
+    const DAY_MS: u64 = 86_400_000;
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let store = DynamoResources::new(
+        aws.dynamodb.clone(),
+        stack.table("StateTable"),
+        stack.table("DeliveriesTable"),
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let from = now - DAY_MS;
+    let queries = |to: u64| {
+        let (aws, store) = (&aws, &store);
+        async move {
+            aws.calls.reset();
+            store.fulfilments_between(from, to).await.unwrap();
+            aws.calls
+                .operations()
+                .iter()
+                .filter(|o| *o == "DynamoDB.Query")
+                .count()
+        }
+    };
+    let a_day_ahead = queries(now + DAY_MS).await;
+    let far_ahead = queries(now + 1_000 * DAY_MS).await;
+    assert_eq!(far_ahead, a_day_ahead, "no day list of days to come");
+    // Each list of the days up to a day ahead, and no more (the uncapped window's lists are
+    // some 500 times as many).
+    assert!(
+        a_day_ahead <= days_listing(from, now + 2 * DAY_MS).len(),
+        "{a_day_ahead} queries"
+    );
+    assert!(days_listing(from, now + 1_000 * DAY_MS).len() > 100 * a_day_ahead);
+}

@@ -43,8 +43,8 @@ mod scheduled;
 use applying::apply_found;
 pub use applying::{AskedFirst, as_paymos_has_it};
 pub use scheduled::{
-    LONGEST_GAP_S, Progress, ReconcileCheckpoint, SLICE_S, behind, scheduled, scheduled_window,
-    slices_of,
+    BEHIND_FOR_A_PERSON_S, Finding, Found, LONGEST_GAP_S, LastWindow, Progress,
+    ReconcileCheckpoint, SLICE_S, behind, scheduled, scheduled_window, slices_of,
 };
 
 /// Paymos' books, as reconciliation reads them (besides each invoice, read as the reverse check

@@ -1089,3 +1089,66 @@ async fn mark_paid_naming_another_order_than_the_one_shipped_exits_1_and_says_so
         1
     );
 }
+
+// Issue 49 (A7): `send --wait` said "Paymos does not know this invoice" of every unconfirmed
+// delivery, here of one Paymos knows well, paid for another order. It says the reverse check's
+// own reason.
+#[tokio::test]
+async fn send_wait_says_why_the_reverse_check_did_not_confirm_a_delivery() {
+    use paymos_inbox_testkit::paymos_fake::{self, Answer, FakePaymos};
+    let api = FakePaymos::start().await;
+    let mut at = paymos_fake::invoice(
+        "inv_send_other",
+        "paid",
+        ("25.00", "USDT"),
+        ("25.00", "USDT"),
+    );
+    at["is_test"] = serde_json::json!(true);
+    at["project_id"] = serde_json::json!("prj_local");
+    at["order"]["external_id"] = serde_json::json!("order-other");
+    api.answer("inv_send_other", Answer::Invoices(vec![at]));
+    let (dynamodb, sqs) = endpoint_urls();
+    let dev = start(DevOptions {
+        dynamodb_endpoint: Some(dynamodb),
+        sqs_endpoint: Some(sqs),
+        port: 0,
+        keys: vec![SigningKey::new("test", &WebhookSecret::new(TEST_SECRET))],
+        tolerance_secs: 300,
+        slow: None,
+        prefix: unique("send-why"),
+        environment: paymos_inbox_core::wire::signature::Environment::Test,
+        handlers: true,
+        secrets_text: None,
+        reconcile_with: Some(
+            paymos::PaymosClient::builder(paymos_fake::KEY, paymos_fake::SECRET)
+                .base_url(api.url.clone())
+                .build()
+                .unwrap(),
+        ),
+        forward_to: None,
+        projects: paymos_inbox_core::money::change::Projects::all(),
+    })
+    .await
+    .expect("dev starts");
+    let (_scratch, info) = info_file(&dev, "send-why");
+    let (ok, out) = tokio::task::spawn_blocking(move || {
+        cli(&[
+            "send",
+            "--type",
+            "invoice.paid",
+            "--resource",
+            "inv_send_other",
+            "--wait",
+            "--dev-info",
+            &info,
+        ])
+    })
+    .await
+    .unwrap();
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("outcome: unconfirmed (the reverse check: the event names order order-inv_send_other, Paymos' invoice order order-other"),
+        "{out}"
+    );
+    assert!(!out.contains("does not know"), "{out}");
+}

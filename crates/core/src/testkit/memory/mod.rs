@@ -262,6 +262,7 @@ impl WorkQueue for MemoryQueue {
 pub struct MemoryReviews {
     waiting: Mutex<Vec<OutcomeRecord>>,
     resolved: Mutex<HashMap<String, (Resolution, String)>>,
+    reasons_noted: AtomicUsize,
 }
 
 impl MemoryReviews {
@@ -279,6 +280,12 @@ impl MemoryReviews {
             reason: Some(why.to_owned()),
             processed_at_ms: at_ms,
         });
+    }
+
+    /// How many times a re-check noted a new reason ([`ReviewLedger::note_reason`]).
+    #[must_use]
+    pub fn reasons_noted(&self) -> usize {
+        self.reasons_noted.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// What resolved `event_id` (its new outcome as stored, and by whom), if anything did.
@@ -333,6 +340,25 @@ impl ReviewLedger for MemoryReviews {
             .lock()
             .expect("lock")
             .insert(event_id.to_owned(), (resolution, by.to_owned()));
+        Ok(())
+    }
+
+    async fn note_reason(
+        &self,
+        event_id: &str,
+        reason: &str,
+        _at_ms: u64,
+    ) -> Result<(), PortError> {
+        if self.resolved.lock().expect("lock").contains_key(event_id) {
+            return Ok(());
+        }
+        for r in self.waiting.lock().expect("lock").iter_mut() {
+            if r.delivery.event_id == event_id {
+                r.reason = Some(reason.to_owned());
+            }
+        }
+        self.reasons_noted
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
 }

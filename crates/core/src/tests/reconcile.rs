@@ -1064,3 +1064,56 @@ async fn an_order_fulfilled_in_two_slices_of_a_window_is_double() {
         )]
     );
 }
+
+// Issue 49 (A7): one invoice whose answer the tool could not decode failed every `reconcile`,
+// said as "could not reach the service". It is named UNREADABLE, for a person, and the run
+// goes on with the others: an invoice open here read unreadable, another found paid; a slice
+// whose listing is unreadable, the other slices compared.
+#[tokio::test]
+async fn an_unreadable_answer_is_its_own_finding_and_the_run_goes_on_with_the_others() {
+    use crate::roads::reconcile::{Finding, LastWindow, scheduled};
+    let (paymos, fulfil, store) = rig();
+    for invoice in ["inv_bad", "inv_good"] {
+        fulfil
+            .apply_by_hand(
+                invoice,
+                InvoiceStatus::Confirming,
+                order(&format!("o-{invoice}")),
+                "webhook",
+                NOW_MS,
+            )
+            .await
+            .unwrap();
+        paymos.invoice(invoice, at_paymos("paid", &format!("o-{invoice}")));
+        paymos.created_at(invoice, 0);
+    }
+    paymos.unreadable("inv_bad");
+    let report = run(&paymos, &fulfil, false).await;
+    assert_eq!(ids(&report.missing), ["inv_good"]);
+    assert_eq!(report.unreadable.len(), 1, "{report:?}");
+    assert_eq!(report.unreadable[0].about, "inv_bad");
+    assert!(report.unreadable[0].why.contains("missing field `amount`"));
+    assert!(!report.clean() && report.waits_for_a_person());
+
+    // A scheduled run: the slice holding the unreadable invoice is named, the others compared.
+    let (paymos, fulfil, store2) = rig();
+    drop(store);
+    let from = i64::try_from(NOW_MS / 1000).unwrap() - 48 * 3600;
+    for (invoice, at) in [("inv_early", from + 60), ("inv_late", from + 40 * 3600)] {
+        paymos.invoice(invoice, at_paymos("paid", &format!("o-{invoice}")));
+        paymos.created_at(invoice, at);
+    }
+    paymos.unreadable("inv_early");
+    let (report, _) = scheduled(&paymos, &fulfil, (48, false), NOW_MS, || true)
+        .await
+        .unwrap();
+    assert_eq!(ids(&report.missing), ["inv_late"]);
+    assert_eq!(
+        report.unreadable[0].about,
+        format!("the invoices created from {from} to {}", from + 3599)
+    );
+    let last = LastWindow::kept(&*store2).await.unwrap().expect("kept");
+    assert!(last.for_a_person);
+    assert_eq!(last.found.count(Finding::Unreadable), 1);
+    assert_eq!(last.found.count(Finding::Missing), 1);
+}

@@ -243,11 +243,13 @@ pub enum Finding {
     PaidLate,
     /// Paid at Paymos and refunded there in full: never fulfilled.
     Refunded,
+    /// An answer of Paymos this version cannot read.
+    Unreadable,
 }
 
 impl Finding {
     /// Every kind, in the order a report lists them.
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::Missing,
         Self::Applied,
         Self::Double,
@@ -256,6 +258,7 @@ impl Finding {
         Self::Unknown,
         Self::PaidLate,
         Self::Refunded,
+        Self::Unreadable,
     ];
 
     /// Its name, as kept and as `status` says it.
@@ -270,6 +273,7 @@ impl Finding {
             Self::Unknown => "unknown",
             Self::PaidLate => "paid_late",
             Self::Refunded => "refunded",
+            Self::Unreadable => "unreadable",
         }
     }
 
@@ -310,6 +314,7 @@ impl Found {
                     .count(),
             ),
             (Finding::Refunded, report.refunded.len()),
+            (Finding::Unreadable, report.unreadable.len()),
         ];
         for (finding, n) in counts {
             if n > 0 {
@@ -370,7 +375,7 @@ pub struct LastWindow {
     pub at_ms: u64,
     /// Whether anything it found is for a person (as the scheduled run fails on, and its
     /// alarm fires): a MISSING not applied, a DOUBLE, a DUPLICATE PAYMENT, a SHIPPED OTHERWISE,
-    /// an UNKNOWN, a PAID_LATE not recorded.
+    /// an UNKNOWN, a PAID_LATE not recorded, an UNREADABLE answer.
     pub for_a_person: bool,
     /// What it found, by kind.
     pub found: Found,

@@ -374,6 +374,7 @@ pub struct MemoryPaymos {
     created: Mutex<HashMap<String, i64>>,
     listings: Mutex<Vec<(i64, i64)>>,
     reads: AtomicUsize,
+    unreadable: Mutex<std::collections::HashSet<String>>,
 }
 
 impl MemoryPaymos {
@@ -428,6 +429,23 @@ impl MemoryPaymos {
             .insert(invoice_id.to_owned(), at);
     }
 
+    /// Answers `invoice_id` with something that does not decode (a field missing), as its own
+    /// read and in any listing that holds it (one item fails its page).
+    pub fn unreadable(&self, invoice_id: &str) {
+        self.unreadable
+            .lock()
+            .expect("lock")
+            .insert(invoice_id.to_owned());
+    }
+
+    fn unreadable_error(&self, operation: &'static str, about: &str) -> PortError {
+        PortError::of_kind(
+            operation,
+            crate::port::PortErrorKind::Unreadable,
+            format!("{about}: missing field `amount`"),
+        )
+    }
+
     /// Records a completed refund of `invoice_id`.
     pub fn refund(&self, invoice_id: &str, refund: Refund) {
         self.refunds
@@ -457,6 +475,9 @@ impl crate::roads::confirm::PaymentConfirmation for MemoryPaymos {
         invoice_id: &str,
     ) -> Result<crate::roads::confirm::AtSource<crate::roads::confirm::ConfirmedInvoice>, PortError>
     {
+        if self.unreadable.lock().expect("lock").contains(invoice_id) {
+            return Err(self.unreadable_error("Paymos GET /v1/invoices/{id}", invoice_id));
+        }
         Ok(self.read(&self.invoices, invoice_id))
     }
 
@@ -511,6 +532,13 @@ impl PaymosLedger for MemoryPaymos {
             .map(|(id, i)| (id.clone(), i.clone()))
             .collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
+        let unreadable = self.unreadable.lock().expect("lock");
+        if out.iter().any(|(id, _)| unreadable.contains(id)) {
+            return Err(self.unreadable_error(
+                "Paymos GET /v1/invoices",
+                &format!("the invoices created from {from} to {to}"),
+            ));
+        }
         Ok(out)
     }
 }

@@ -144,7 +144,8 @@ pub(crate) async fn header(stack: &Stack, state: &DynamoResources, ledger: &Dyna
 
 /// The last reconciliation's verdict from what the scheduled run keeps
 /// ([`paymos_inbox_core::money::write::reconciled`]): only a run that found nothing for a person keeps
-/// where its window ended (a failed run, or one with findings, alarms and keeps nothing).
+/// where its window ended (a failed run, or one with findings, alarms and keeps no clean end:
+/// what it found is [`last_run`]'s).
 fn reconciliation(clean_until: Option<u64>, now_ms: u64) -> Value {
     let Some(until) = clean_until else {
         return json!({"verdict": "never run clean: no scheduled reconciliation has yet ended finding nothing for a person"});

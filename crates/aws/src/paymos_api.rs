@@ -44,8 +44,9 @@ fn answer<T, U>(
 
 /// A Paymos API failure as a [`PortError`]: 401/403 is the stack's key, never the payment (a
 /// refused credential); 429 asks us to slow down; a client we could not configure or a request
-/// we could not build is ours to fix; the rest (transport, 5xx, an unreadable answer) is the
-/// service's. The crate's error stays as the source.
+/// we could not build is ours to fix; an answer that does not decode is unreadable (Paymos
+/// answered: no connection failed); the rest (transport, 5xx) is the service's. The crate's
+/// error stays as the source.
 #[must_use]
 pub fn api_error(operation: &'static str, e: paymos::Error) -> PortError {
     let error = match &e {
@@ -65,9 +66,23 @@ pub fn api_error(operation: &'static str, e: paymos::Error) -> PortError {
         | paymos::Error::Serialization(_) => {
             PortError::of_kind(operation, PortErrorKind::Misconfigured, &e)
         }
+        paymos::Error::InvalidResponse(_) => {
+            PortError::of_kind(operation, PortErrorKind::Unreadable, &e)
+        }
         _ => PortError::of_kind(operation, PortErrorKind::Unavailable, &e),
     };
     error.with_source(e)
+}
+
+/// An answer about `resource` that does not decode, naming it (the crate's error names the
+/// field); any other failure as it is.
+fn naming(resource: &str, e: paymos::Error) -> paymos::Error {
+    match e {
+        paymos::Error::InvalidResponse(source) => paymos::Error::InvalidResponse(
+            serde::de::Error::custom(format!("{resource}: {source}")),
+        ),
+        e => e,
+    }
 }
 
 fn upper(s: &str) -> Option<String> {
@@ -147,7 +162,8 @@ impl PaymentConfirmation for PaymosApi {
         const OPERATION: &str = "Paymos GET /v1/invoices/{id}";
         let result = self
             .bounded(OPERATION, self.client.invoices().get(invoice_id))
-            .await?;
+            .await?
+            .map_err(|e| naming(invoice_id, e));
         answer(OPERATION, result, |invoice| ConfirmedInvoice {
             status: invoice.status.as_str().to_owned(),
             is_test: invoice.is_test,
@@ -324,7 +340,12 @@ impl PaymosApi {
             .pager(params, Some(usize::MAX))
             .map_err(|e| api_error(OPERATION, e))?;
         let mut out = Vec::new();
-        while let Some(item) = pager.next().await.map_err(|e| api_error(OPERATION, e))? {
+        let window = format!("the invoices created from {from} to {to} (Unix s)");
+        while let Some(item) = pager
+            .next()
+            .await
+            .map_err(|e| api_error(OPERATION, naming(&window, e)))?
+        {
             let at = ConfirmedInvoice {
                 status: item.status.as_str().to_owned(),
                 is_test: item.is_test,
@@ -361,5 +382,33 @@ impl PaymosLedger for PaymosApi {
             .try_collect()
             .await?;
         Ok(lists.into_iter().flatten().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Issue 49 (A7): an answer that did not decode was a service "unavailable", said as "could
+    // not reach the service". It is unreadable, naming what it was about and the field.
+    #[test]
+    fn an_answer_that_does_not_decode_is_unreadable_and_names_the_invoice() {
+        let decoding = serde_json::from_str::<paymos::InvoiceListItem>(r#"{"invoice_id":"inv_1"}"#)
+            .unwrap_err();
+        let e = api_error(
+            "Paymos GET /v1/invoices/{id}",
+            naming("inv_1", paymos::Error::InvalidResponse(decoding)),
+        );
+        assert_eq!(e.kind, PortErrorKind::Unreadable);
+        assert!(
+            e.message.contains("inv_1: missing field `project_id`"),
+            "{}",
+            e.message
+        );
+        let refused = naming("inv_1", paymos::Error::Pagination("x".into()));
+        assert_eq!(
+            api_error("Paymos GET /v1/invoices", refused).kind,
+            PortErrorKind::Unavailable
+        );
     }
 }

@@ -16,6 +16,10 @@ pub enum PortErrorKind {
     Misconfigured,
     /// Another writer held the same items (a transaction conflict): retry at once.
     Conflict,
+    /// The service answered, with something we cannot read (not the contract this version was
+    /// built for: a field missing or of another type): no connection failed, and a retry reads
+    /// the same until the service or this tool changes.
+    Unreadable,
 }
 
 impl PortErrorKind {
@@ -27,6 +31,7 @@ impl PortErrorKind {
             Self::Unavailable => "unavailable",
             Self::Misconfigured => "misconfigured",
             Self::Conflict => "conflict",
+            Self::Unreadable => "unreadable",
         }
     }
 
@@ -36,7 +41,7 @@ impl PortErrorKind {
         match self {
             Self::Conflict | Self::Unavailable => 1,
             Self::Throttled => 10,
-            Self::Misconfigured => 60,
+            Self::Misconfigured | Self::Unreadable => 60,
         }
     }
 }
@@ -60,7 +65,7 @@ impl PortErrorKind {
         let (first, factor) = match self {
             Self::Conflict => (20.0, 3.0_f64),
             Self::Throttled => (100.0, 4.0),
-            Self::Unavailable | Self::Misconfigured => return None,
+            Self::Unavailable | Self::Misconfigured | Self::Unreadable => return None,
         };
         if attempt == 0 || attempt > RETRIES_AT_ONCE {
             return None;

@@ -4,7 +4,7 @@
 //! real SQS batches with partial batch failures, visibility timeouts and the DLQ redrive.
 
 use paymos_inbox_aws::paymos_api::PaymosApi;
-use paymos_inbox_core::roads::reconcile::reconcile;
+use paymos_inbox_core::roads::reconcile::scheduled;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -74,6 +74,9 @@ pub struct DevOptions {
 
 /// How often `dev` reconciles when given an API (on AWS: `ReconcileRate`, hourly).
 pub const DEV_RECONCILE_EVERY: Duration = Duration::from_secs(60);
+
+/// The hours `dev`'s reconciliation reads back at least (on AWS: `RECONCILE_WINDOW_HOURS`).
+pub const DEV_RECONCILE_HOURS: u64 = 48;
 
 /// The environment `dev` applies when none is asked for: the one of its secrets when they all
 /// name the same, else sandbox (the fixture secret's).
@@ -497,19 +500,21 @@ fn sweep(
     })
 }
 
-/// The scheduled reconciliation on a short local schedule (a report in the log, nothing
-/// applied).
+/// The scheduled reconciliation on a short local schedule, as the function runs it
+/// ([`scheduled`]: the window from where the last clean run ended, report only): what each
+/// window found is kept where `status` reads it, and said in the log.
 fn reconcile_every_minute<S>(api: PaymosApi, fulfil: Fulfil<S>) -> tokio::task::JoinHandle<()>
 where
-    S: paymos_inbox_core::roads::reconcile::ReconcileStore + 'static,
+    S: paymos_inbox_core::roads::reconcile::ReconcileStore
+        + paymos_inbox_core::roads::reconcile::ReconcileCheckpoint
+        + 'static,
 {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(DEV_RECONCILE_EVERY).await;
             let now_ms = paymos_inbox_lambda::now_ms();
-            let now = i64::try_from(now_ms / 1000).unwrap_or(i64::MAX);
-            match reconcile(&api, &fulfil, (now - 48 * 3600, now), false, now_ms).await {
-                Ok(report) => tracing::info!(
+            match scheduled(&api, &fulfil, (DEV_RECONCILE_HOURS, false), now_ms, || true).await {
+                Ok((report, _)) => tracing::info!(
                     paid_at_paymos = report.paid_at_paymos,
                     missing = report.missing.len(),
                     paid_late = report.paid_late.len(),
@@ -517,7 +522,7 @@ where
                     double = report.double.len(),
                     unknown = report.unknown.len(),
                     clean = report.clean(),
-                    "reconciliation done (`paymos-inbox reconcile` for the list)"
+                    "reconciliation done (`paymos-inbox status` says it, `paymos-inbox reconcile` lists it)"
                 ),
                 Err(error) => {
                     tracing::warn!(error = %error, "the local reconciliation could not run; it runs again")

@@ -837,6 +837,24 @@ impl ReviewLedger for DynamoLedger {
         Ok(out)
     }
 
+    /// Sets `outcome_reason` of a delivery that still waits (on the `waiting` index); one
+    /// resolved meanwhile is left as it is.
+    async fn note_reason(&self, event_id: &str, reason: &str, at_ms: u64) -> Result<(), PortError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .key("event_id", s(event_id))
+            .update_expression("SET outcome_reason = :r, outcome_reason_at = :at")
+            .condition_expression("attribute_exists(waiting)")
+            .expression_attribute_values(":r", s(reason))
+            .expression_attribute_values(":at", n(at_ms))
+            .send()
+            .await;
+        // Refused: resolved meanwhile, nothing waits to be said.
+        conditional(result, "DynamoDB UpdateItem").map(|_| ())
+    }
+
     /// Sets `resolved_by`, `resolved_at` and the new outcome; the delivery leaves the index of
     /// what waits unless it still waits ([`Resolution::still_waits`]).
     async fn mark_resolved(
@@ -1132,11 +1150,27 @@ impl DynamoLedger {
         &self,
         key: &str,
     ) -> Result<Option<(DeliveryState, Option<String>)>, PortError> {
+        Ok(self
+            .outcome_of(key)
+            .await?
+            .map(|(state, outcome, _)| (state, outcome)))
+    }
+
+    /// [`Self::state_of`], and why its outcome is what it is (`outcome_reason`, the latest a
+    /// re-check found), when one was recorded.
+    ///
+    /// # Errors
+    /// [`PortError`] when DynamoDB fails.
+    pub async fn outcome_of(
+        &self,
+        key: &str,
+    ) -> Result<Option<(DeliveryState, Option<String>, Option<String>)>, PortError> {
         let item = get(&self.client, &self.table, ("event_id", key)).await?;
         Ok(item.map(|i| {
             (
                 get_s(&i, "state").map_or(DeliveryState::Received, DeliveryState::parse),
                 get_s(&i, "outcome").map(str::to_owned),
+                get_s(&i, "outcome_reason").map(str::to_owned),
             )
         }))
     }

@@ -15,7 +15,7 @@ use paymos_inbox_core::money::status::Amount;
 use paymos_inbox_core::money::write::{Field, Fields, Guard, Key, Set, Table, Value, Write};
 
 /// Every field with an attribute name of its own (a merchant's named ones aside).
-const FIELDS: [(Field, &str); 62] = [
+const FIELDS: [(Field, &str); 63] = [
     (Field::Kind, "kind"),
     (Field::Status, "status"),
     (Field::StatusAt, "status_at"),
@@ -77,6 +77,7 @@ const FIELDS: [(Field, &str); 62] = [
     (Field::WindowTo, "window_to"),
     (Field::DoneUntil, "done_until"),
     (Field::ForAPerson, "for_a_person"),
+    (Field::Found, "found"),
     (Field::Traceparent, crate::trace::TRACEPARENT),
 ];
 
@@ -122,6 +123,12 @@ pub fn value(v: &Value) -> AttributeValue {
         Value::Bool(b) => AttributeValue::Bool(*b),
         Value::Texts(set) => AttributeValue::Ss(set.iter().cloned().collect()),
         Value::Refunds(list) => AttributeValue::L(list.iter().map(refund).collect()),
+        Value::Counts(counts) => AttributeValue::M(
+            counts
+                .iter()
+                .map(|(name, n)| (name.clone(), AttributeValue::N(n.to_string())))
+                .collect(),
+        ),
     }
 }
 
@@ -195,6 +202,11 @@ pub fn fields_of(item: &Item) -> Fields {
                     list.iter()
                         .filter_map(|r| r.as_m().ok())
                         .map(refund_of)
+                        .collect(),
+                ),
+                AttributeValue::M(m) => Value::Counts(
+                    m.iter()
+                        .filter_map(|(name, n)| Some((name.clone(), n.as_n().ok()?.parse().ok()?)))
                         .collect(),
                 ),
                 _ => return None,

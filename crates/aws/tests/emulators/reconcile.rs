@@ -653,7 +653,7 @@ async fn where_the_last_clean_run_ended_is_kept_and_never_moves_back() {
     assert!(!cut.finished());
     let done_until = cut.window.0 + 2 * 3600 - 1;
     assert_eq!(cut.done_until, Some(done_until));
-    assert_eq!(Progress::kept(&store).await.unwrap(), Some(cut));
+    assert_eq!(Progress::kept(&store).await.unwrap(), Some(cut.clone()));
     assert_eq!(store.read_until().await.unwrap(), None);
     let listed = |from: u64, to: u64| {
         let calls = std::mem::take(&mut *fake.seen.listed.lock().unwrap());

@@ -640,3 +640,61 @@ async fn with_the_check_a_payment_after_the_full_refund_of_a_shipped_invoice_wai
         );
     }
 }
+
+// Issue 49 (A7), where DynamoDB keeps the reason: a payment unconfirmed by a 404 that a
+// recheck then finds paid for another order waits with the latest reason, which `exceptions`
+// says; a delivery resolved meanwhile is left as it is.
+#[tokio::test]
+async fn a_recheck_keeps_the_latest_reason_an_unconfirmed_payment_waits_for() {
+    use paymos_inbox_core::roads::exceptions::ReviewLedger as _;
+    let rig = Rig::new().await;
+    rig.api.answer("inv_why", Answer::NotFound);
+    let body = paid("evt_why", "inv_why", json!({"external_id": "order-mine"}));
+    assert_eq!(rig.deliver(&body).await.unwrap(), Applied::Unconfirmed);
+    assert!(rig.reason("evt_why").await.contains("404"));
+    let mut other = invoice("inv_why", "paid", ("5", "USDT"), ("5", "USDT"));
+    other["order"]["external_id"] = json!("order-other");
+    rig.api.answer("inv_why", Answer::Invoices(vec![other]));
+    let ledger = DynamoLedger::new(rig.aws.dynamodb.clone(), &rig.ledger, None);
+    let api = PaymosApi::new(rig.api.client()).with_deadline(Duration::from_secs(5));
+    let rechecked = exceptions::recheck(
+        &rig.store(),
+        &ledger,
+        &api,
+        &RecordFulfilment,
+        Environment::Live,
+        None,
+        NOW_MS,
+    )
+    .await
+    .unwrap();
+    assert_eq!(rechecked[0].outcome.as_str(), "unconfirmed");
+    let why = rig.reason("evt_why").await;
+    assert!(
+        why.contains("Paymos' invoice order order-other") && !why.contains("404"),
+        "{why}"
+    );
+    let listed = exceptions::list(&rig.store(), &ledger, NOW_MS)
+        .await
+        .unwrap();
+    let listed = listed
+        .iter()
+        .find(|e| e.event_id.as_deref() == Some("evt_why"))
+        .expect("listed");
+    assert!(listed.why.contains("order-other"), "{listed:?}");
+
+    ledger
+        .mark_resolved("evt_why", exceptions::Resolution::ByHand, "alice", NOW_MS)
+        .await
+        .unwrap();
+    ledger
+        .note_reason("evt_why", "stale", NOW_MS)
+        .await
+        .unwrap();
+    let after = rig.reason("evt_why").await;
+    assert!(
+        after.starts_with("resolved_by_hand ")
+            && after.ends_with("Paymos' invoice order order-other"),
+        "resolved: left as it is: {after}"
+    );
+}

@@ -1522,6 +1522,76 @@ async fn status_says_healthy_or_why_not_as_the_consoles_header_does() {
     );
 }
 
+// Issue 49 (A3): with `dev` reconciling against a fake Paymos API, `status` said healthy (exit 0)
+// and `exceptions` listed nothing while the log said `missing=182` every minute. The scheduled
+// run keeps what its window found beside where it ended; `status` reads it (one item), needs a
+// person, and says what to run.
+#[tokio::test]
+async fn a_scheduled_reconciliation_that_found_a_missing_payment_makes_status_need_a_person() {
+    use paymos_inbox_core::roads::confirm::ConfirmedInvoice;
+    use paymos_inbox_core::roads::fulfil::Fulfil;
+    use paymos_inbox_core::testkit::memory::MemoryPaymos;
+    let (dev, info, _scratch) = dev_with_info("console-reconcile-found").await;
+    let fulfil = Fulfil::new(DynamoResources::new(
+        dev.dynamodb.clone(),
+        &dev.info.tables["StateTable"],
+        &dev.info.tables["DeliveriesTable"],
+    ))
+    .for_environment(paymos_inbox_core::wire::signature::Environment::Test);
+    let now_ms = paymos_inbox_lambda::now_ms();
+    let paymos = MemoryPaymos::new();
+    paymos.invoice(
+        "inv_status_missing",
+        ConfirmedInvoice {
+            status: "paid".into(),
+            is_test: true,
+            order_id: Some("order-status-missing".into()),
+            order_amount: paymos_inbox_core::money::status::Amount::parse("25.00"),
+            order_currency: Some("USDT".into()),
+            token_amount: None,
+            token_currency: None,
+            paid_late: false,
+            paid_at: None,
+            project_id: Some("prj_local".into()),
+        },
+    );
+    paymos.created_at(
+        "inv_status_missing",
+        i64::try_from(now_ms / 1000 - 600).unwrap(),
+    );
+    let (report, progress) = paymos_inbox_core::roads::reconcile::scheduled(
+        &paymos,
+        &fulfil,
+        (2, false),
+        now_ms,
+        || true,
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.missing.len(), 1, "{report:?}");
+    let from = jiff::Timestamp::from_second(i64::try_from(progress.window.0).unwrap()).unwrap();
+
+    let (code, out, err) = run(args(&["status"], &info)).await;
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(out.starts_with("needs a person\n"), "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("reconciliation:"))
+        .unwrap_or_default();
+    assert!(line.contains("found missing 1"), "{out}");
+    let why = format!(
+        "why:             the last reconciliation found missing 1: `paymos-inbox reconcile --from {from}` lists them"
+    );
+    assert!(out.contains(&why), "{out}");
+    let (code, out, err) = run(args(&["status", "--json"], &info)).await;
+    assert_eq!(code, Some(1), "{out}{err}");
+    let status: Value = serde_json::from_str(out.trim()).unwrap_or_else(|_| panic!("{out}"));
+    let last = &status["header"]["reconciliation"]["last_run"];
+    assert_eq!(last["found"], serde_json::json!({"missing": 1}), "{status}");
+    assert_eq!(last["for_a_person"], true, "{status}");
+    assert_eq!(status["waiting"], serde_json::json!({}), "{status}");
+}
+
 // Issue 54, item 4: beside the button that does it, a "Do:" line told the operator to run a
 // command line (`paymos-inbox release … --override-amount`), and a count of one read
 // "1 message(s)". The console names its own button where its page has one; `exceptions` (the

@@ -1563,3 +1563,23 @@ fn provisioned_capacity_scales_every_table_and_index_and_only_when_asked() {
     }
     assert_eq!(scaled, expected);
 }
+
+// Issue 49 (A3): `status` judges the reconciliation behind as `ReconcileBehindAlarm` does, and
+// on a stack with Monitoring=essential the findings and behind alarms are there (no condition
+// but the reverse check's).
+#[test]
+fn status_and_the_alarms_judge_the_reconciliation_by_one_threshold_in_essential_monitoring() {
+    let t = template();
+    let behind = props(&t, "ReconcileBehindAlarm");
+    assert_eq!(
+        behind["Threshold"].as_u64(),
+        Some(paymos_inbox_core::roads::reconcile::BEHIND_FOR_A_PERSON_S)
+    );
+    for alarm in ["ReconcileFindingsAlarm", "ReconcileBehindAlarm"] {
+        assert_eq!(
+            resource(&t, alarm)["Condition"].as_str(),
+            Some("HasReverseCheck"),
+            "{alarm}: in essential monitoring"
+        );
+    }
+}

@@ -1089,3 +1089,126 @@ async fn mark_paid_naming_another_order_than_the_one_shipped_exits_1_and_says_so
         1
     );
 }
+
+// Issue 49 (A7): `send --wait` said "Paymos does not know this invoice" of every unconfirmed
+// delivery, here of one Paymos knows well, paid for another order. It says the reverse check's
+// own reason.
+#[tokio::test]
+async fn send_wait_says_why_the_reverse_check_did_not_confirm_a_delivery() {
+    use paymos_inbox_testkit::paymos_fake::{self, Answer, FakePaymos};
+    let api = FakePaymos::start().await;
+    let mut at = paymos_fake::invoice(
+        "inv_send_other",
+        "paid",
+        ("25.00", "USDT"),
+        ("25.00", "USDT"),
+    );
+    at["is_test"] = serde_json::json!(true);
+    at["project_id"] = serde_json::json!("prj_local");
+    at["order"]["external_id"] = serde_json::json!("order-other");
+    api.answer("inv_send_other", Answer::Invoices(vec![at]));
+    let (dynamodb, sqs) = endpoint_urls();
+    let dev = start(DevOptions {
+        dynamodb_endpoint: Some(dynamodb),
+        sqs_endpoint: Some(sqs),
+        port: 0,
+        keys: vec![SigningKey::new("test", &WebhookSecret::new(TEST_SECRET))],
+        tolerance_secs: 300,
+        slow: None,
+        prefix: unique("send-why"),
+        environment: paymos_inbox_core::wire::signature::Environment::Test,
+        handlers: true,
+        secrets_text: None,
+        reconcile_with: Some(
+            paymos::PaymosClient::builder(paymos_fake::KEY, paymos_fake::SECRET)
+                .base_url(api.url.clone())
+                .build()
+                .unwrap(),
+        ),
+        forward_to: None,
+        projects: paymos_inbox_core::money::change::Projects::all(),
+    })
+    .await
+    .expect("dev starts");
+    let (_scratch, info) = info_file(&dev, "send-why");
+    let (ok, out) = tokio::task::spawn_blocking(move || {
+        cli(&[
+            "send",
+            "--type",
+            "invoice.paid",
+            "--resource",
+            "inv_send_other",
+            "--wait",
+            "--dev-info",
+            &info,
+        ])
+    })
+    .await
+    .unwrap();
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("outcome: unconfirmed (the reverse check: the event names order order-inv_send_other, Paymos' invoice order order-other"),
+        "{out}"
+    );
+    assert!(!out.contains("does not know"), "{out}");
+}
+
+// Issue 49 (A7), at the door: an answer of Paymos that does not decode was said as "could not
+// reach the service". `mark-paid` says Paymos answered something it cannot read, naming the
+// invoice and the field (exit 4); `reconcile` names the slice it could not read as UNREADABLE
+// and goes on (exit 1).
+#[tokio::test]
+async fn an_answer_paymos_gives_that_cannot_be_read_is_said_so_at_the_door() {
+    use paymos_inbox_testkit::paymos_fake::{self, Answer, FakePaymos};
+    let dev = dev(None).await;
+    let (_scratch_info, info) = info_file(&dev, "unreadable-info");
+    let api = FakePaymos::start().await;
+    let mut bad = paymos_fake::invoice("inv_bad", "paid", ("25.00", "USDT"), ("25.00", "USDT"));
+    bad["is_test"] = serde_json::json!(true);
+    bad["order"].as_object_mut().unwrap().remove("amount");
+    api.answer("inv_bad", Answer::Invoices(vec![bad]));
+    let now = paymos_inbox_lambda::now_ms() / 1000;
+    api.list(vec![
+        serde_json::json!({"invoice_id": "inv_bad", "project_id": "prj_local",
+        "external_order_id": "order-bad", "status": "paid", "is_final": true, "is_test": true,
+        "currency": "USDT", "created_at": now - 60}),
+    ]);
+    let run = |words: &[&str]| {
+        let mut all: Vec<String> = words.iter().map(|w| (*w).to_owned()).collect();
+        all.extend(["--dev-info".to_owned(), info.clone()]);
+        let url = api.url.clone();
+        tokio::task::spawn_blocking(move || {
+            let out = Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+                .args(all)
+                .env("PAYMOS_API_KEY", paymos_fake::KEY)
+                .env("PAYMOS_API_SECRET", paymos_fake::SECRET)
+                .env("PAYMOS_API_BASE_URL", url)
+                .env_remove("PAYMOS_WEBHOOK_SECRET")
+                .env_remove("AWS_ENDPOINT_URL_DYNAMODB")
+                .env_remove("AWS_ENDPOINT_URL_SQS")
+                .output()
+                .expect("run paymos-inbox");
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).into_owned()
+                    + &String::from_utf8_lossy(&out.stderr),
+            )
+        })
+    };
+    let (code, out) = run(&["mark-paid", "inv_bad", "--actor", "alice"])
+        .await
+        .unwrap();
+    assert_eq!(code, Some(4), "{out}");
+    assert!(
+        out.contains("the service answered something this tool cannot read: Paymos API returned an invalid response: inv_bad: missing field `amount`"),
+        "{out}"
+    );
+    assert!(!out.contains("could not reach"), "{out}");
+    let (code, out) = run(&["reconcile", "--from", "1h"]).await.unwrap();
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("UNREADABLE the invoices created from "),
+        "{out}"
+    );
+    assert!(out.contains("missing field `amount`"), "{out}");
+}

@@ -954,6 +954,63 @@ async fn what_a_run_cut_short_found_holds_the_next_windows_start_back() {
     assert_eq!(store.clean_until().await.unwrap(), None);
 }
 
+// Issue 49 (A3): on `dev` a scheduled run found 182 missing payments every minute and nothing a
+// person reads said so. The window read whole keeps what it found, counted by kind over the
+// runs that read it, and whether any of it is for a person, in the one item `status` reads;
+// what `--apply` fulfilled is counted apart and needs nobody.
+#[tokio::test]
+async fn what_a_window_found_is_kept_by_kind_where_status_reads_it_over_the_runs_that_read_it() {
+    use crate::roads::reconcile::{Finding, LastWindow, scheduled};
+    let (paymos, fulfil, store) = rig();
+    let from = i64::try_from(NOW_MS / 1000).unwrap() - 48 * 3600;
+    for (invoice, at) in [("inv_early", from + 60), ("inv_later", from + 40 * 3600)] {
+        paymos.invoice(invoice, at_paymos("paid", &format!("o-{invoice}")));
+        paymos.created_at(invoice, at);
+    }
+    let (_, cut) = scheduled(&paymos, &fulfil, (48, false), NOW_MS, slices_budget(2))
+        .await
+        .unwrap();
+    assert!(!cut.finished());
+    assert_eq!(cut.found.count(Finding::Missing), 1, "{cut:?}");
+    assert_eq!(
+        LastWindow::kept(&*store).await.unwrap(),
+        None,
+        "no window read whole"
+    );
+    let later = NOW_MS + 3_600_000;
+    let (_, done) = scheduled(&paymos, &fulfil, (48, false), later, || true)
+        .await
+        .unwrap();
+    let last = LastWindow::kept(&*store).await.unwrap().expect("kept");
+    assert_eq!(last.window, (Some(done.window.0), done.window.1));
+    assert_eq!(last.at_ms, later);
+    assert!(last.for_a_person);
+    assert_eq!(
+        last.found.iter().collect::<Vec<_>>(),
+        [(Finding::Missing, 2)],
+        "both runs' findings"
+    );
+    assert_eq!(
+        last.behind(later + 3_600_000),
+        2 * 3600,
+        "from the window's end, not from the run that finished it"
+    );
+
+    // With `--apply`: fulfilled, counted as applied, nobody needed.
+    let (paymos, fulfil, store) = rig();
+    paymos.invoice("inv_applied", at_paymos("paid", "o-applied"));
+    paymos.created_at("inv_applied", from + 60);
+    scheduled(&paymos, &fulfil, (48, true), NOW_MS, || true)
+        .await
+        .unwrap();
+    let last = LastWindow::kept(&*store).await.unwrap().expect("kept");
+    assert!(!last.for_a_person);
+    assert_eq!(
+        last.found.iter().collect::<Vec<_>>(),
+        [(Finding::Applied, 1)]
+    );
+}
+
 // Issue 50: a window read slice by slice still finds an order fulfilled twice when the two
 // fulfilments fall in different slices and only one invoice is listed in the window: the
 // order of each fulfilment a slice reads has its claim read, which names the other invoice.
@@ -1006,4 +1063,57 @@ async fn an_order_fulfilled_in_two_slices_of_a_window_is_double() {
             vec!["inv_x".to_owned(), "inv_y".to_owned()]
         )]
     );
+}
+
+// Issue 49 (A7): one invoice whose answer the tool could not decode failed every `reconcile`,
+// said as "could not reach the service". It is named UNREADABLE, for a person, and the run
+// goes on with the others: an invoice open here read unreadable, another found paid; a slice
+// whose listing is unreadable, the other slices compared.
+#[tokio::test]
+async fn an_unreadable_answer_is_its_own_finding_and_the_run_goes_on_with_the_others() {
+    use crate::roads::reconcile::{Finding, LastWindow, scheduled};
+    let (paymos, fulfil, store) = rig();
+    for invoice in ["inv_bad", "inv_good"] {
+        fulfil
+            .apply_by_hand(
+                invoice,
+                InvoiceStatus::Confirming,
+                order(&format!("o-{invoice}")),
+                "webhook",
+                NOW_MS,
+            )
+            .await
+            .unwrap();
+        paymos.invoice(invoice, at_paymos("paid", &format!("o-{invoice}")));
+        paymos.created_at(invoice, 0);
+    }
+    paymos.unreadable("inv_bad");
+    let report = run(&paymos, &fulfil, false).await;
+    assert_eq!(ids(&report.missing), ["inv_good"]);
+    assert_eq!(report.unreadable.len(), 1, "{report:?}");
+    assert_eq!(report.unreadable[0].about, "inv_bad");
+    assert!(report.unreadable[0].why.contains("missing field `amount`"));
+    assert!(!report.clean() && report.waits_for_a_person());
+
+    // A scheduled run: the slice holding the unreadable invoice is named, the others compared.
+    let (paymos, fulfil, store2) = rig();
+    drop(store);
+    let from = i64::try_from(NOW_MS / 1000).unwrap() - 48 * 3600;
+    for (invoice, at) in [("inv_early", from + 60), ("inv_late", from + 40 * 3600)] {
+        paymos.invoice(invoice, at_paymos("paid", &format!("o-{invoice}")));
+        paymos.created_at(invoice, at);
+    }
+    paymos.unreadable("inv_early");
+    let (report, _) = scheduled(&paymos, &fulfil, (48, false), NOW_MS, || true)
+        .await
+        .unwrap();
+    assert_eq!(ids(&report.missing), ["inv_late"]);
+    assert_eq!(
+        report.unreadable[0].about,
+        format!("the invoices created from {from} to {}", from + 3599)
+    );
+    let last = LastWindow::kept(&*store2).await.unwrap().expect("kept");
+    assert!(last.for_a_person);
+    assert_eq!(last.found.count(Finding::Unreadable), 1);
+    assert_eq!(last.found.count(Finding::Missing), 1);
 }

@@ -278,3 +278,65 @@ async fn with_the_check_a_credit_paymos_contradicts_is_never_credited_twice() {
         "credited once"
     );
 }
+
+// Issue 49 (A7): a payment first unconfirmed by a 404 kept "Paymos does not know it (404)" in
+// `exceptions` after `recheck` found the invoice paid for another order: a person read the old
+// reason and went looking for a forgery. The line says the latest reason; a recheck that finds
+// the same reason again writes nothing.
+#[tokio::test]
+async fn an_unconfirmed_payment_is_listed_with_the_reason_its_latest_recheck_found() {
+    let store = Arc::new(MemoryResources::new());
+    let paymos = Arc::new(MemoryPaymos::new());
+    let fulfil = Fulfil::new(Arc::clone(&store))
+        .with_confirmation(Arc::clone(&paymos))
+        .for_projects(Projects::parse("prj_a,prj_b"));
+    let reviews = MemoryReviews::new();
+    let paid = item(
+        "evt_p",
+        "invoice.paid",
+        r#"{"invoice_id":"inv_p","project_id":"prj_a","order":{"external_id":"o-mine","amount":"10","currency":"USDT"}}"#,
+    );
+    assert_eq!(fulfil.apply(&paid, NOW_MS).await.unwrap().1, Unconfirmed);
+    let (outcome, why) = store.outcome("evt_p").unwrap();
+    reviews.processed(waited(&paid), outcome, &why.unwrap_or_default(), 1);
+    let why_listed = async || {
+        let listed = list(&*store, &reviews, 0).await.unwrap();
+        let found = listed
+            .iter()
+            .find(|e| e.event_id.as_deref() == Some("evt_p"))
+            .unwrap_or_else(|| panic!("evt_p is not listed: {listed:?}"));
+        assert_eq!(found.kind, "unconfirmed");
+        found.why.clone()
+    };
+    assert!(why_listed().await.contains("404"));
+
+    paymos.invoice(
+        "inv_p",
+        crate::roads::confirm::ConfirmedInvoice {
+            status: "paid".into(),
+            is_test: false,
+            order_id: Some("o-other".into()),
+            order_amount: crate::money::status::Amount::parse("10"),
+            order_currency: Some("USDT".into()),
+            token_amount: None,
+            token_currency: None,
+            paid_late: false,
+            paid_at: None,
+            project_id: Some("prj_a".into()),
+        },
+    );
+    let rechecked = recheck_all(&store, &reviews, &paymos).await;
+    assert_eq!(rechecked, [("evt_p".to_owned(), "unconfirmed".to_owned())]);
+    let why = why_listed().await;
+    assert!(
+        why.contains("order o-mine, Paymos' invoice order o-other") && !why.contains("404"),
+        "{why}"
+    );
+    assert_eq!(reviews.reasons_noted(), 1);
+    recheck_all(&store, &reviews, &paymos).await;
+    assert_eq!(
+        reviews.reasons_noted(),
+        1,
+        "the same reason is not written again"
+    );
+}

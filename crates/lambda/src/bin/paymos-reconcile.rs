@@ -93,12 +93,13 @@ async fn main() -> Result<(), Error> {
         found("unknown", report.unknown.len());
         found("paid_late", report.paid_late.len());
         found("refunded", report.refunded.len());
+        found("unreadable", report.unreadable.len());
         paymos_inbox_lambda::telemetry::flush_metrics();
         log_run(&report, &progress);
         let (from, now) = progress.window;
         if !report.clean() {
             return Err(Error::from(format!(
-                "reconciliation needs a person: {} missing ({} applied), {} double, {} duplicate payments, {} shipped otherwise, {} unknown, {} paid late; run `paymos-inbox reconcile --from {}h` for the list",
+                "reconciliation needs a person: {} missing ({} applied), {} double, {} duplicate payments, {} shipped otherwise, {} unknown, {} paid late, {} unreadable; run `paymos-inbox reconcile --from {}h` for the list",
                 report.missing.len(),
                 report.applied.len(),
                 report.double.len(),
@@ -106,6 +107,7 @@ async fn main() -> Result<(), Error> {
                 report.shipped_otherwise.len(),
                 report.unknown.len(),
                 report.paid_late.len(),
+                report.unreadable.len(),
                 (now - from).div_ceil(3600)
             )));
         }
@@ -136,6 +138,7 @@ fn log_run(report: &Report, progress: &Progress) {
         unknown = report.unknown.len(),
         paid_late = report.paid_late.len(),
         refunded = report.refunded.len(),
+        unreadable = report.unreadable.len(),
         open_rechecked = report.open_rechecked,
         from,
         to = now,

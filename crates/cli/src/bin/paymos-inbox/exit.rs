@@ -6,7 +6,7 @@
 //! | 1 | something waits for a person, or a check failed |
 //! | 2 | bad usage or input: nothing was read or written (validated before any I/O) |
 //! | 3 | unproven: nothing failed, something could not be proven (`check`) |
-//! | 4 | could not reach AWS, Paymos or the receiver (or it lacks what was named) |
+//! | 4 | could not reach AWS, Paymos or the receiver, could not read its answer, or it lacks what was named |
 //!
 //! A failure has a [`Kind`]; the kind alone decides the exit code and the console's HTTP status
 //! ([`Kind::answer`], one table for both doors). A port's error ([`PortError`]) keeps its kind
@@ -37,7 +37,8 @@ Exit codes:
   1  something waits for a person, or a check failed
   2  bad usage or input (nothing was done)
   3  unproven: nothing failed, something could not be proven (check)
-  4  could not reach AWS, Paymos or the receiver, or it lacks what was named";
+  4  could not reach AWS, Paymos or the receiver, could not read its answer,
+     or it lacks what was named";
 
 static VERBOSE: AtomicBool = AtomicBool::new(false);
 
@@ -107,6 +108,7 @@ impl Kind {
                 PortErrorKind::Unavailable => (UNREACHABLE, StatusCode::BAD_GATEWAY),
                 PortErrorKind::Misconfigured => (UNREACHABLE, StatusCode::INTERNAL_SERVER_ERROR),
                 PortErrorKind::Conflict => (UNREACHABLE, StatusCode::CONFLICT),
+                PortErrorKind::Unreadable => (UNREACHABLE, StatusCode::BAD_GATEWAY),
             },
             Self::Unreachable => (UNREACHABLE, StatusCode::BAD_GATEWAY),
         }
@@ -136,6 +138,11 @@ fn port_said(kind: PortErrorKind, refused_credential: bool) -> (&'static str, &'
         PortErrorKind::Conflict => (
             "another writer held the same items at that moment",
             "run it again",
+        ),
+        PortErrorKind::Unreadable => (
+            "the service answered something this tool cannot read",
+            "it reads the same until Paymos or paymos-inbox changes: update paymos-inbox, \
+             or send what it names to Paymos' support; Paymos' dashboard shows the invoice",
         ),
     }
 }
@@ -232,6 +239,11 @@ impl From<PortError> for Failure {
         {
             (said, next) = (row.2, row.3);
             message = Some(with_missing_files(said, |var| std::env::var(var).ok()));
+        }
+        // What could not be read is the answer's, not ours: said whole (which invoice, which
+        // field), never only with --verbose.
+        if e.kind == PortErrorKind::Unreadable {
+            message = Some(format!("{said}: {}", e.message));
         }
         Self {
             kind: Kind::Port(e.kind),
@@ -469,6 +481,7 @@ mod tests {
             PortErrorKind::Unavailable => 1,
             PortErrorKind::Misconfigured => 2,
             PortErrorKind::Conflict => 3,
+            PortErrorKind::Unreadable => 4,
         }
     }
 
@@ -480,6 +493,7 @@ mod tests {
             (PortErrorKind::Unavailable, UNREACHABLE, 502),
             (PortErrorKind::Misconfigured, UNREACHABLE, 500),
             (PortErrorKind::Conflict, UNREACHABLE, 409),
+            (PortErrorKind::Unreadable, UNREACHABLE, 502),
         ];
         for (i, (kind, code, status)) in ports.into_iter().enumerate() {
             assert_eq!(listed(kind), i, "{kind}: listed in the order of `listed`");
@@ -502,6 +516,24 @@ mod tests {
         }
         assert_eq!(Failure::usage("x").status(), StatusCode::BAD_REQUEST);
         assert_eq!(classify("anything").code(), UNREACHABLE);
+    }
+
+    // Issue 49 (A7): an answer of Paymos the tool could not decode was said as "could not reach
+    // the service (no connection or no answer)". It is said as what it is, naming what the
+    // answer's decoder named (the invoice, the field), without --verbose.
+    #[test]
+    fn an_answer_that_cannot_be_read_is_said_so_and_names_what() {
+        let failure = Failure::from(PortError::of_kind(
+            "Paymos GET /v1/invoices/{id}",
+            PortErrorKind::Unreadable,
+            "inv_bad: Paymos API returned an invalid response: missing field `amount` at line 1 column 80",
+        ));
+        assert_eq!(
+            failure.message,
+            "Paymos GET /v1/invoices/{id}: the service answered something this tool cannot read: inv_bad: Paymos API returned an invalid response: missing field `amount` at line 1 column 80"
+        );
+        assert!(!failure.message.contains("could not reach"));
+        assert_eq!(failure.code(), UNREACHABLE);
     }
 
     // An error's kind, not its text, decides what it is. `classify` read "is not

@@ -921,6 +921,13 @@ fn print_report(report: &paymos_inbox_core::roads::reconcile::Report) {
             r.order_id
         );
     }
+    for u in &report.unreadable {
+        say!(
+            "UNREADABLE {}: Paymos answered something this tool cannot read ({}); nothing of it applied: read it in Paymos' dashboard, and update paymos-inbox or send it to Paymos' support",
+            u.about,
+            u.why
+        );
+    }
 }
 
 #[derive(clap::Args)]

@@ -81,8 +81,12 @@ async fn outcome_of(
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let key = paymos_inbox_core::roads::ingest::delivery_key(environment, event_id);
     loop {
-        match ledger.state_of(&key).await {
-            Ok(Some((paymos_inbox_core::roads::ingest::DeliveryState::Processed, outcome))) => {
+        match ledger.outcome_of(&key).await {
+            Ok(Some((
+                paymos_inbox_core::roads::ingest::DeliveryState::Processed,
+                outcome,
+                why,
+            ))) => {
                 let outcome = outcome.unwrap_or_default();
                 let applied = !matches!(
                     outcome.as_str(),
@@ -90,15 +94,17 @@ async fn outcome_of(
                 );
                 let said = match outcome.as_str() {
                     "other_environment" => {
-                        " (a mistake: the stack's PaymosEnvironment is not the environment of the secret this was signed with; deploy with the matching --config-env, or sign with the stack's secret)"
+                        " (a mistake: the stack's PaymosEnvironment is not the environment of the secret this was signed with; deploy with the matching --config-env, or sign with the stack's secret)".to_owned()
                     }
                     "other_project" => {
-                        " (the stack applies other projects: send with --data naming one of them in project_id, or run dev without --project)"
+                        " (the stack applies other projects: send with --data naming one of them in project_id, or run dev without --project)".to_owned()
                     }
-                    "unconfirmed" => {
-                        " (the reverse check: Paymos does not know this invoice; expected for a made-up test invoice)"
-                    }
-                    _ => "",
+                    "unconfirmed" => format!(
+                        " (the reverse check: {}; `paymos-inbox exceptions` lists it)",
+                        why.as_deref()
+                            .unwrap_or("Paymos did not confirm it as this delivery says")
+                    ),
+                    _ => String::new(),
                 };
                 if json {
                     say!(

@@ -94,6 +94,7 @@ fn judge(header: &Value, waiting: &BTreeMap<String, usize>) -> Health {
             age / 60
         ));
     }
+    person.extend(reconciliation_needs(&header["reconciliation"]["last_run"]));
     if header["hand_off"]["state"] == "paused" {
         person.push(
             "the hand-off to WebhookTargetUrl is paused: its events wait in their queue (events resume)"
@@ -107,6 +108,83 @@ fn judge(header: &Value, waiting: &BTreeMap<String, usize>) -> Health {
     } else {
         Health::Healthy
     }
+}
+
+/// Why the last reconciliation needs a person, and what to run: it found something for a person
+/// (as its scheduled run fails on, and `ReconcileFindingsAlarm` fires), or its runs have not
+/// read a whole window for longer than `ReconcileBehindAlarm` allows.
+fn reconciliation_needs(last: &Value) -> Vec<String> {
+    let mut why = Vec::new();
+    if last["for_a_person"] == true {
+        let from = last["window_from_ms"]
+            .as_u64()
+            .map_or_else(|| "48h".to_owned(), utc);
+        let found = &last["found"];
+        let apply = if found["missing"].as_u64().is_some_and(|n| n > 0)
+            || found["paid_late"].as_u64().is_some_and(|n| n > 0)
+        {
+            "; `--apply` fulfils the missing ones as a webhook would and lists the late ones in `exceptions`"
+        } else {
+            ""
+        };
+        why.push(format!(
+            "the last reconciliation found {}: `paymos-inbox reconcile --from {from}` lists them{apply}",
+            found_said(found)
+        ));
+    }
+    if let Some(behind) = last["behind_secs"].as_u64()
+        && behind > paymos_inbox_core::roads::reconcile::BEHIND_FOR_A_PERSON_S
+    {
+        why.push(format!(
+            "the reconciliation has read no whole window for {} h: its runs are cut short or do not run (the reconcile function's logs say why)",
+            behind / 3600
+        ));
+    }
+    why
+}
+
+/// What a reconciliation found, each kind and how many (`missing 2, refunded 1`), or nothing.
+fn found_said(found: &Value) -> String {
+    let said: Vec<String> = found
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(kind, n)| format!("{kind} {n}"))
+        .collect();
+    if said.is_empty() {
+        "nothing".to_owned()
+    } else {
+        said.join(", ")
+    }
+}
+
+/// A time (Unix ms) as UTC, to the second.
+fn utc(ms: u64) -> String {
+    i64::try_from(ms / 1000)
+        .ok()
+        .and_then(|s| jiff::Timestamp::from_second(s).ok())
+        .map_or_else(|| format!("{ms} (Unix ms)"), |t| t.to_string())
+}
+
+/// The reconciliation's line: what the last window read whole found and when, then the clean
+/// checkpoint's verdict.
+fn reconciliation_said(reconciliation: &Value, shown: impl Fn(&Value, &str) -> String) -> String {
+    let Some(verdict) = reconciliation["verdict"].as_str() else {
+        return shown(reconciliation, "none");
+    };
+    let last = &reconciliation["last_run"];
+    let Some(until) = last["read_until_ms"].as_u64() else {
+        return verdict.to_owned();
+    };
+    let found = match found_said(&last["found"]).as_str() {
+        "nothing" => "nothing found".to_owned(),
+        said => format!("found {said}"),
+    };
+    format!(
+        "read through {} ({} min ago): {found}; {verdict}",
+        utc(until),
+        last["age_secs"].as_u64().unwrap_or(0) / 60
+    )
 }
 
 pub async fn run(args: StatusArgs) -> ExitCode {
@@ -179,10 +257,7 @@ fn lines(header: &Value, waiting: &BTreeMap<String, usize>, health: &Health) -> 
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let reconciliation = &header["reconciliation"];
-    let reconciliation = reconciliation["verdict"]
-        .as_str()
-        .map_or_else(|| shown(reconciliation, "none"), str::to_owned);
+    let reconciliation = reconciliation_said(&header["reconciliation"], shown);
     let mut out = vec![
         health.word().to_owned(),
         format!("alarms:          {alarms}"),
@@ -210,6 +285,7 @@ fn lines(header: &Value, waiting: &BTreeMap<String, usize>, health: &Health) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use paymos_inbox_core::roads::reconcile::BEHIND_FOR_A_PERSON_S;
 
     fn header(alarms: Value, oldest: Value, dead_letters: Value) -> Value {
         json!({
@@ -322,5 +398,65 @@ mod tests {
             lines(&quiet(), &BTreeMap::new(), &Health::Healthy)
                 .contains(&"hand-off:        none".to_owned())
         );
+    }
+
+    // Issue 49 (A3): `status` said healthy while the scheduled reconciliation found missing
+    // payments every run. What the last window found for a person, or runs that have read no
+    // whole window for longer than `ReconcileBehindAlarm` allows, need a person, each with what
+    // to run; what needs nobody (a refund in full, what `--apply` fulfilled) is said, not judged.
+    #[test]
+    fn a_reconciliation_that_found_something_for_a_person_or_fell_behind_needs_a_person() {
+        let with = |last_run: Value| {
+            let mut h = quiet();
+            h["reconciliation"]["last_run"] = last_run;
+            h
+        };
+        let run = |found: Value, for_a_person: bool, behind_secs: u64| {
+            with(json!({
+                "window_from_ms": 1_796_000_000_000_u64, "read_until_ms": 1_796_172_800_000_u64,
+                "age_secs": 120, "behind_secs": behind_secs,
+                "found": found, "for_a_person": for_a_person,
+            }))
+        };
+        let missing = run(json!({"missing": 182, "refunded": 1}), true, 60);
+        let health = judge(&missing, &BTreeMap::new());
+        assert_eq!(
+            health,
+            Health::NeedsAPerson(vec![
+                "the last reconciliation found missing 182, refunded 1: `paymos-inbox reconcile --from 2026-11-30T00:53:20Z` lists them; `--apply` fulfils the missing ones as a webhook would and lists the late ones in `exceptions`".into()
+            ])
+        );
+        assert_eq!(health.code(), 1);
+        let said = lines(&missing, &BTreeMap::new(), &health);
+        assert!(
+            said.contains(
+                &"reconciliation:  read through 2026-12-02T00:53:20Z (2 min ago): found missing 182, refunded 1; never run clean".to_owned()
+            ),
+            "{said:?}"
+        );
+        let double = run(json!({"double": 1}), true, 60);
+        let why = judge(&double, &BTreeMap::new()).why().to_vec();
+        assert_eq!(
+            why,
+            [
+                "the last reconciliation found double 1: `paymos-inbox reconcile --from 2026-11-30T00:53:20Z` lists them"
+            ]
+        );
+
+        let refunded = run(json!({"refunded": 1, "applied": 2}), false, 60);
+        assert_eq!(judge(&refunded, &BTreeMap::new()), Health::Healthy);
+        let clean = run(json!({}), false, BEHIND_FOR_A_PERSON_S);
+        assert_eq!(judge(&clean, &BTreeMap::new()), Health::Healthy);
+        let said = lines(&clean, &BTreeMap::new(), &Health::Healthy);
+        assert!(said[6].contains(": nothing found; "), "{said:?}");
+        let behind = run(json!({}), false, BEHIND_FOR_A_PERSON_S + 1);
+        assert_eq!(
+            judge(&behind, &BTreeMap::new()),
+            Health::NeedsAPerson(vec![
+                "the reconciliation has read no whole window for 3 h: its runs are cut short or do not run (the reconcile function's logs say why)".into()
+            ])
+        );
+        // Never run (no reverse check, or not yet): nothing to judge.
+        assert_eq!(judge(&with(Value::Null), &BTreeMap::new()), Health::Healthy);
     }
 }

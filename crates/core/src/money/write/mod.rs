@@ -183,6 +183,8 @@ pub enum Field {
     DoneUntil,
     /// Whether a part of a reconciliation's window already read found something for a person.
     ForAPerson,
+    /// What a scheduled reconciliation's window found, counted by the kind of finding.
+    Found,
     /// The W3C `traceparent` of the delivery whose write changed the item last ([`traced`]).
     Traceparent,
     /// An attribute named at run time: a merchant's effect's, or a step of a resource's story
@@ -205,6 +207,8 @@ pub enum Value {
     Texts(BTreeSet<String>),
     /// A list of refunds.
     Refunds(Vec<Refund>),
+    /// Counts by name.
+    Counts(BTreeMap<String, u64>),
 }
 
 impl Value {

@@ -457,11 +457,17 @@ pub const RECONCILED_KEY: &str = "reconciled";
 /// The key of where the last reconciliation that read its whole window ended.
 pub const RECONCILE_READ_KEY: &str = "reconciled#read";
 
-/// A reconciliation read its whole window up to `until` (Unix seconds), whatever it found: kept
-/// only if no later run's end is, so it never moves back. A run cut short (the function's
+/// A reconciliation read its whole window `(from, until)` (Unix seconds), whatever it found:
+/// what it found, counted by kind, and whether any of it is for a person, kept beside where it
+/// ended, so a person's `status` reads the last run's verdict in the one item `behind` reads.
+/// Kept only if no later run's end is, so it never moves back. A run cut short (the function's
 /// time, Paymos or the store failing) writes none, so the next run sees how far behind it is.
 #[must_use]
-pub fn reconcile_read(until: u64, now_ms: u64) -> Write {
+pub fn reconcile_read(
+    (from, until): (u64, u64),
+    (for_a_person, found): (bool, &BTreeMap<String, u64>),
+    now_ms: u64,
+) -> Write {
     Write {
         what: What::Reconciled,
         key: Key::state(RECONCILE_READ_KEY),
@@ -471,7 +477,10 @@ pub fn reconcile_read(until: u64, now_ms: u64) -> Write {
         ]),
         set: vec![
             Set::Put(Field::Kind, Value::text("reconciled")),
+            Set::Put(Field::WindowFrom, Value::Int(from)),
             Set::Put(Field::ReadUntil, Value::Int(until)),
+            Set::Put(Field::ForAPerson, Value::Bool(for_a_person)),
+            Set::Put(Field::Found, Value::Counts(found.clone())),
             Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
         ],
     }
@@ -500,14 +509,14 @@ pub fn reconciled(until: u64, now_ms: u64) -> Write {
 pub const RECONCILE_PROGRESS_KEY: &str = "reconciled#progress";
 
 /// A scheduled reconciliation read its window `(from, to)` (Unix seconds) up to `done` (the
-/// end of its last slice read), and whether a part of it read so far found something for a
-/// person: the next run continues that window from there. Kept only for a later window than
+/// end of its last slice read), whether a part of it read so far found something for a
+/// person, and what, counted by kind: the next run continues that window from there. Kept only for a later window than
 /// the one kept, or for the same window further on, so it never moves back.
 #[must_use]
 pub fn reconcile_progress(
     (from, to): (u64, u64),
     done: u64,
-    for_a_person: bool,
+    (for_a_person, found): (bool, &BTreeMap<String, u64>),
     now_ms: u64,
 ) -> Write {
     Write {
@@ -527,6 +536,7 @@ pub fn reconcile_progress(
             Set::Put(Field::WindowTo, Value::Int(to)),
             Set::Put(Field::DoneUntil, Value::Int(done)),
             Set::Put(Field::ForAPerson, Value::Bool(for_a_person)),
+            Set::Put(Field::Found, Value::Counts(found.clone())),
             Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
         ],
     }

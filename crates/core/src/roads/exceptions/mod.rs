@@ -129,6 +129,19 @@ pub trait ReviewLedger: Send + Sync {
         by: &str,
         at_ms: u64,
     ) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    /// Notes why the delivery under `key` still waits, after a re-check found another reason
+    /// than the one recorded: what `exceptions` says of it is the latest. Only a delivery that
+    /// still waits is changed.
+    ///
+    /// # Errors
+    /// [`PortError`] when the ledger fails.
+    fn note_reason(
+        &self,
+        key: &str,
+        reason: &str,
+        at_ms: u64,
+    ) -> impl Future<Output = Result<(), PortError>> + Send;
 }
 
 /// One thing waiting for a person.

@@ -112,6 +112,7 @@ pub async fn recheck<S: ExceptionStore, L: ReviewLedger, C: PaymentConfirmation>
         };
         let key = delivery.record.delivery.key();
         let event_id = delivery.record.delivery.event_id;
+        let noted = delivery.record.reason;
         let outcome = recheck_one(state, api, effect, &applying, change, &envelope, now_ms).await?;
         let resolved = match &outcome {
             // Confirmed, but its order is known nowhere: it now waits for its order.
@@ -130,6 +131,13 @@ pub async fn recheck<S: ExceptionStore, L: ReviewLedger, C: PaymentConfirmation>
         // recheck, whose exit code would otherwise say forever that something waits.
         if settled && matches!(outcome, Recheck::Waits(_)) {
             continue;
+        }
+        // Still waiting, for another reason than the one recorded (a 404 then, another order
+        // now): `exceptions` says the latest.
+        if let Recheck::Waits(why) = &outcome
+            && noted.as_deref() != Some(why.as_str())
+        {
+            ledger.note_reason(&key, why, now_ms).await?;
         }
         out.push(Rechecked {
             event_id,

@@ -17,6 +17,8 @@
 //!   in `exceptions` for a person (release or refund); it is never fulfilled by reconciliation.
 //! - REFUNDED: paid at Paymos and refunded there in full: reported, never fulfilled. Refunds are
 //!   read before anything is applied.
+//! - UNREADABLE: Paymos answered something this version cannot read (an invoice, or a listing
+//!   of a slice's invoices): named, for a person; the run goes on with the others.
 //!
 //! Orders are grouped by Paymos' `external_order_id` (and by the fulfilments' own order), so
 //! two invoices of one order fulfilled by different roads show as DOUBLE.
@@ -43,8 +45,8 @@ mod scheduled;
 use applying::apply_found;
 pub use applying::{AskedFirst, as_paymos_has_it};
 pub use scheduled::{
-    LONGEST_GAP_S, Progress, ReconcileCheckpoint, SLICE_S, behind, scheduled, scheduled_window,
-    slices_of,
+    BEHIND_FOR_A_PERSON_S, Finding, Found, LONGEST_GAP_S, LastWindow, Progress,
+    ReconcileCheckpoint, SLICE_S, behind, scheduled, scheduled_window, slices_of,
 };
 
 /// Paymos' books, as reconciliation reads them (besides each invoice, read as the reverse check
@@ -207,6 +209,37 @@ pub struct ShippedOtherwise {
     pub not_applied: bool,
 }
 
+/// An answer of Paymos this version cannot read.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Unreadable {
+    /// What it was about: an invoice, or the slice of a window whose listing it was.
+    pub about: String,
+    /// What the decoder said (the field, when it names one).
+    pub why: String,
+}
+
+impl Unreadable {
+    /// `result` of a read about `about`; an unreadable answer is kept in `report` as such
+    /// (`None`), any other failure fails the run.
+    fn kept<T>(
+        about: &str,
+        result: Result<T, PortError>,
+        report: &mut Report,
+    ) -> Result<Option<T>, PortError> {
+        match result {
+            Ok(read) => Ok(Some(read)),
+            Err(e) if e.kind == crate::port::PortErrorKind::Unreadable => {
+                report.unreadable.push(Self {
+                    about: about.to_owned(),
+                    why: e.message,
+                });
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
 /// What reconciliation found (and did, with `--apply`).
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Report {
@@ -237,6 +270,9 @@ pub struct Report {
     pub late_recorded: Vec<PaidAtPaymos>,
     /// Paid at Paymos and refunded there in full: never fulfilled (REFUNDED).
     pub refunded: Vec<PaidAtPaymos>,
+    /// What Paymos answered that this version cannot read (UNREADABLE): for a person, who
+    /// reads it in Paymos' dashboard; nothing of it is applied.
+    pub unreadable: Vec<Unreadable>,
     /// With `--apply`: what applying each missing invoice did, or why it could not (a JSON
     /// consumer reads the outcome's name, or `error: …`).
     #[serde(serialize_with = "applied_names")]
@@ -299,6 +335,7 @@ impl Report {
             && self.duplicate_payments.is_empty()
             && self.shipped_otherwise.is_empty()
             && self.unknown.is_empty()
+            && self.unreadable.is_empty()
     }
 
     /// Adds what another slice of the window, or the re-read of the open invoices, found.
@@ -315,6 +352,7 @@ impl Report {
             paid_late,
             late_recorded,
             refunded,
+            unreadable,
             applied,
         } = other;
         self.paid_at_paymos += paid_at_paymos;
@@ -333,6 +371,7 @@ impl Report {
         self.paid_late.extend(paid_late);
         self.late_recorded.extend(late_recorded);
         self.refunded.extend(refunded);
+        self.unreadable.extend(unreadable);
         self.applied.extend(applied);
     }
 }
@@ -488,7 +527,12 @@ async fn read_slice<P: PaymosLedger, S: ReconcileStore>(
 ) -> Result<Report, PortError> {
     let mut report = Report::default();
     let (store, projects) = (fulfil.store(), fulfil.projects());
-    let listed = paymos.invoices_created(from, to).await?;
+    let listing = paymos.invoices_created(from, to).await;
+    let about = format!("the invoices created from {from} to {to}");
+    // Nothing of the slice is compared: what was fulfilled here would all be UNKNOWN.
+    let Some(listed) = Unreadable::kept(&about, listing, &mut report)? else {
+        return Ok(report);
+    };
     // A key of the other environment is the stack's problem: nothing of it ships here.
     for (_, at) in &listed {
         crate::roads::confirm::same_environment(at.is_test, fulfil.environment())?;
@@ -650,10 +694,13 @@ async fn unknown<P: PaymosLedger>(
         .map(|(invoice, _)| invoice.clone())
         .collect();
     let read = read_each(asked, |invoice| async move {
-        paymos.invoice(&invoice).await.map(|at| (invoice, at))
+        Ok((invoice.clone(), paymos.invoice(&invoice).await))
     })
     .await?;
     for (invoice, at) in read {
+        let Some(at) = Unreadable::kept(&invoice, at, report)? else {
+            continue;
+        };
         let paid_there = match &at {
             // A late payment is a payment (released here by a person).
             AtSource::Found(i) => PaidAtPaymos::paid(&i.status) || i.paid_late,
@@ -736,11 +783,11 @@ async fn reread_open<P: PaymosLedger, S: ReconcileStore>(
     report.open_rechecked += open.len();
     let mut orders: std::collections::BTreeMap<String, Option<String>> = open.into_iter().collect();
     let read = read_each(orders.keys().cloned().collect(), |invoice| async move {
-        paymos.invoice(&invoice).await.map(|at| (invoice, at))
+        Ok((invoice.clone(), paymos.invoice(&invoice).await))
     })
     .await?;
     for (invoice, at) in read {
-        let AtSource::Found(at) = at else {
+        let Some(AtSource::Found(at)) = Unreadable::kept(&invoice, at, report)? else {
             continue;
         };
         crate::roads::confirm::same_environment(at.is_test, environment)?;

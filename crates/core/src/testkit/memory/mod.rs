@@ -262,6 +262,7 @@ impl WorkQueue for MemoryQueue {
 pub struct MemoryReviews {
     waiting: Mutex<Vec<OutcomeRecord>>,
     resolved: Mutex<HashMap<String, (Resolution, String)>>,
+    reasons_noted: AtomicUsize,
 }
 
 impl MemoryReviews {
@@ -279,6 +280,12 @@ impl MemoryReviews {
             reason: Some(why.to_owned()),
             processed_at_ms: at_ms,
         });
+    }
+
+    /// How many times a re-check noted a new reason ([`ReviewLedger::note_reason`]).
+    #[must_use]
+    pub fn reasons_noted(&self) -> usize {
+        self.reasons_noted.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// What resolved `event_id` (its new outcome as stored, and by whom), if anything did.
@@ -335,6 +342,25 @@ impl ReviewLedger for MemoryReviews {
             .insert(event_id.to_owned(), (resolution, by.to_owned()));
         Ok(())
     }
+
+    async fn note_reason(
+        &self,
+        event_id: &str,
+        reason: &str,
+        _at_ms: u64,
+    ) -> Result<(), PortError> {
+        if self.resolved.lock().expect("lock").contains_key(event_id) {
+            return Ok(());
+        }
+        for r in self.waiting.lock().expect("lock").iter_mut() {
+            if r.delivery.event_id == event_id {
+                r.reason = Some(reason.to_owned());
+            }
+        }
+        self.reasons_noted
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
 }
 
 /// Paymos' API in memory, for the reverse check's use-case tests: what it holds is what it
@@ -348,6 +374,7 @@ pub struct MemoryPaymos {
     created: Mutex<HashMap<String, i64>>,
     listings: Mutex<Vec<(i64, i64)>>,
     reads: AtomicUsize,
+    unreadable: Mutex<std::collections::HashSet<String>>,
 }
 
 impl MemoryPaymos {
@@ -402,6 +429,23 @@ impl MemoryPaymos {
             .insert(invoice_id.to_owned(), at);
     }
 
+    /// Answers `invoice_id` with something that does not decode (a field missing), as its own
+    /// read and in any listing that holds it (one item fails its page).
+    pub fn unreadable(&self, invoice_id: &str) {
+        self.unreadable
+            .lock()
+            .expect("lock")
+            .insert(invoice_id.to_owned());
+    }
+
+    fn unreadable_error(&self, operation: &'static str, about: &str) -> PortError {
+        PortError::of_kind(
+            operation,
+            crate::port::PortErrorKind::Unreadable,
+            format!("{about}: missing field `amount`"),
+        )
+    }
+
     /// Records a completed refund of `invoice_id`.
     pub fn refund(&self, invoice_id: &str, refund: Refund) {
         self.refunds
@@ -431,6 +475,9 @@ impl crate::roads::confirm::PaymentConfirmation for MemoryPaymos {
         invoice_id: &str,
     ) -> Result<crate::roads::confirm::AtSource<crate::roads::confirm::ConfirmedInvoice>, PortError>
     {
+        if self.unreadable.lock().expect("lock").contains(invoice_id) {
+            return Err(self.unreadable_error("Paymos GET /v1/invoices/{id}", invoice_id));
+        }
         Ok(self.read(&self.invoices, invoice_id))
     }
 
@@ -485,6 +532,13 @@ impl PaymosLedger for MemoryPaymos {
             .map(|(id, i)| (id.clone(), i.clone()))
             .collect();
         out.sort_by(|a, b| a.0.cmp(&b.0));
+        let unreadable = self.unreadable.lock().expect("lock");
+        if out.iter().any(|(id, _)| unreadable.contains(id)) {
+            return Err(self.unreadable_error(
+                "Paymos GET /v1/invoices",
+                &format!("the invoices created from {from} to {to}"),
+            ));
+        }
         Ok(out)
     }
 }

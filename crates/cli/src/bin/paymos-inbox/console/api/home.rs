@@ -100,8 +100,9 @@ fn home(found: &[Exception], now: u64, about: Value) -> Value {
 
 /// The work queue's and the dead-letter queue's depths (one attribute each), the oldest
 /// delivery recorded but not processed (the `pending-by-age` index, one item), the last
-/// reconciliation's verdict (the checkpoint a clean scheduled run keeps, one item) and the
-/// stack's alarms: the console's header and `status`. A read that fails is said in its place.
+/// reconciliation's verdict (the checkpoint a clean scheduled run keeps, and what the last
+/// window read whole found: one item each) and the stack's alarms: the console's header and
+/// `status`. A read that fails is said in its place.
 pub(crate) async fn header(stack: &Stack, state: &DynamoResources, ledger: &DynamoLedger) -> Value {
     use paymos_inbox_core::roads::reconcile::ReconcileCheckpoint as _;
     let depth = async |queue: &Option<String>| match queue.as_deref() {
@@ -119,9 +120,14 @@ pub(crate) async fn header(stack: &Stack, state: &DynamoResources, ledger: &Dyna
         }),
         Err(e) => json!({"unavailable": e.to_string()}),
     };
-    let reconciled = match state.clean_until().await {
-        Ok(until) => reconciliation(until, now),
-        Err(e) => json!({"unavailable": e.to_string()}),
+    let last = paymos_inbox_core::roads::reconcile::LastWindow::kept(state).await;
+    let reconciled = match (state.clean_until().await, last) {
+        (Ok(until), Ok(last)) => {
+            let mut verdict = reconciliation(until, now);
+            verdict["last_run"] = last.as_ref().map_or(Value::Null, |l| last_run(l, now));
+            verdict
+        }
+        (Err(e), _) | (_, Err(e)) => json!({"unavailable": e.to_string()}),
     };
     let read = match &stack.alarms {
         Some(alarms) => Some(alarms.read().await.map_err(|e| e.to_string())),
@@ -138,7 +144,8 @@ pub(crate) async fn header(stack: &Stack, state: &DynamoResources, ledger: &Dyna
 
 /// The last reconciliation's verdict from what the scheduled run keeps
 /// ([`paymos_inbox_core::money::write::reconciled`]): only a run that found nothing for a person keeps
-/// where its window ended (a failed run, or one with findings, alarms and keeps nothing).
+/// where its window ended (a failed run, or one with findings, alarms and keeps no clean end:
+/// what it found is [`last_run`]'s).
 fn reconciliation(clean_until: Option<u64>, now_ms: u64) -> Value {
     let Some(until) = clean_until else {
         return json!({"verdict": "never run clean: no scheduled reconciliation has yet ended finding nothing for a person"});
@@ -151,6 +158,28 @@ fn reconciliation(clean_until: Option<u64>, now_ms: u64) -> Value {
         "clean_until_ms": until.saturating_mul(1000),
         "age_secs": (now_ms / 1000).saturating_sub(until),
         "verdict": format!("clean through {at}: nothing for a person in Paymos' invoices up to then"),
+    })
+}
+
+/// What the last window a scheduled run read whole found ([`LastWindow`]), for `status` and
+/// the console: the window, when, how far behind the runs are, each kind found and how many,
+/// and whether any of it is for a person.
+///
+/// [`LastWindow`]: paymos_inbox_core::roads::reconcile::LastWindow
+fn last_run(last: &paymos_inbox_core::roads::reconcile::LastWindow, now_ms: u64) -> Value {
+    let found: serde_json::Map<String, Value> = last
+        .found
+        .iter()
+        .map(|(kind, n)| (kind.as_str().to_owned(), json!(n)))
+        .collect();
+    json!({
+        "window_from_ms": last.window.0.map(|s| s.saturating_mul(1000)),
+        "read_until_ms": last.window.1.saturating_mul(1000),
+        "at_ms": last.at_ms,
+        "age_secs": now_ms.saturating_sub(last.at_ms) / 1000,
+        "behind_secs": last.behind(now_ms),
+        "found": found,
+        "for_a_person": last.for_a_person,
     })
 }
 

@@ -1166,7 +1166,8 @@ impl Machine<'_> {
             if inv.shipped || inv.paid_at.is_some() {
                 return;
             }
-            if settled {
+            let reopen = (inv.after_refund() || inv.refunded()) && !inv.late;
+            if settled && !reopen {
                 // dated only where a Full refund recorded here returns it by that time
                 let returned = inv
                     .refunds
@@ -1177,7 +1178,6 @@ impl Machine<'_> {
                 }
                 return;
             }
-            let reopen = (inv.after_refund() || inv.refunded()) && !inv.late;
             inv.paid_at = paid_at;
             if !reopen {
                 return;

@@ -2919,3 +2919,34 @@ async fn reconcile_reports_an_order_shipped_for_an_invoice_of_a_project_the_stac
     let _ = reconcile_all(&paymos, &fulfil, true).await;
     assert_eq!(store.fulfilments().len(), 1);
 }
+
+// The model's shape of the same, after A2: a person's undated word after a full refund on
+// record waits `after_refund`; Paymos has the payment at 130 and a second full refund at 140
+// that returned it. `reconcile --apply` gives the word Paymos' time and records that refund:
+// refunded, nothing waits, nothing ships (before: it kept waiting, the refund unrecorded).
+#[tokio::test]
+async fn a_persons_undated_word_paymos_refunded_after_is_recorded_as_returned() {
+    let (_, store) = webhooks(&[full_refund("evt_r", 120)]).await;
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    assert_eq!(
+        fulfil.mark_paid("inv_1", order(), "bob", NOW_MS).await,
+        Ok(Held)
+    );
+    let paymos = MemoryPaymos::new();
+    paymos.invoice("inv_1", at_paymos("paid", Some(130)));
+    paymos.refund("inv_1", paymos_refund(120));
+    paymos.refund(
+        "inv_1",
+        Refund {
+            withdrawal_id: "wdr_2".into(),
+            ..paymos_refund(140)
+        },
+    );
+    let report = reconcile_all(&paymos, &fulfil, true).await;
+    assert_eq!(report.refunded.len(), 1, "{report:?}");
+    assert_eq!(store.fulfilments(), []);
+    let (seen, _) = store.invoice_seen("inv_1").await.unwrap();
+    assert_eq!(seen.unwrap().standing(), Standing::Refunded);
+    let listed = list(&*store, &MemoryReviews::new(), 0).await.unwrap();
+    assert_eq!(listed, [], "{listed:?}");
+}

@@ -147,7 +147,17 @@ async fn refunds_first<S: ReconcileStore>(
     if recorded {
         return Ok(false);
     }
-    // (A full refund Paymos names no time for settles any payment: never one of these.)
+    record_refunds(fulfil, m, (by, now_ms)).await?;
+    Ok(true)
+}
+
+/// Paymos' refunds of `m`'s invoice kept with it, each dated by Paymos. (A full refund Paymos
+/// names no time for settles any payment: never one of these.)
+async fn record_refunds<S: ReconcileStore>(
+    fulfil: &Fulfil<S>,
+    m: &PaidAtPaymos,
+    (by, now_ms): (&str, u64),
+) -> Result<(), PortError> {
     for refund in &m.refunds_before {
         if let Some(at) = refund.completed_at {
             fulfil
@@ -155,7 +165,7 @@ async fn refunds_first<S: ReconcileStore>(
                 .await?;
         }
     }
-    Ok(true)
+    Ok(())
 }
 
 /// `--apply`: a late payment lands as the close Paymos has, then the payment (`paid_late`, to
@@ -195,11 +205,22 @@ pub(super) async fn apply_found<S: ReconcileStore>(
                 .insert(m.invoice_id.clone(), Err(e.to_string()));
         }
     }
-    // Refunded in full at Paymos after it was paid, and recorded nowhere here: its refunds,
-    // then the payment, each dated by Paymos (the rule then says `refunded`), so a person's
-    // later word finds the payment returned. Nothing is recorded on a guess: not where Paymos
-    // names no payment time, nor where the record holds the payment already.
+    // Refunded in full at Paymos after it was paid, and recorded nowhere here (or a person's
+    // undated word judged by no time, reopened as Paymos' payment): its refunds, then the
+    // payment, each dated by Paymos (the rule then says `refunded`), so a person's later word
+    // finds the payment returned. Nothing is recorded on a guess: not where Paymos names no
+    // payment time, nor where the record holds the payment (dated by Paymos if it was not).
     for m in report.refunded.iter().filter(|m| m.paid_at.is_some()) {
+        match holds_payment(fulfil, &m.invoice_id).await {
+            Ok(false) => {}
+            Ok(true) => continue,
+            Err(e) => {
+                report
+                    .applied
+                    .insert(m.invoice_id.clone(), Err(e.to_string()));
+                continue;
+            }
+        }
         let applied = match refunds_first(fulfil, m, (by, now_ms)).await {
             Ok(true) => said(apply_paid(fulfil, m, (by, now_ms)).await),
             Ok(false) => continue,
@@ -223,6 +244,25 @@ pub(super) async fn apply_found<S: ReconcileStore>(
         };
         report.applied.insert(m.invoice_id.clone(), applied);
     }
+}
+
+/// Whether the record of `invoice_id` holds a payment Paymos' time does not reopen: one not
+/// settled by a full refund judged by no time, nor waiting `after_refund`, or a late one.
+async fn holds_payment<S: ReconcileStore>(
+    fulfil: &Fulfil<S>,
+    invoice_id: &str,
+) -> Result<bool, PortError> {
+    let (seen, _) = fulfil.store().invoice_seen(invoice_id).await?;
+    Ok(seen.is_some_and(|s| {
+        let paid = s.paid_late || s.status.is_some_and(InvoiceStatus::fulfils);
+        let reopened = !s.paid_late
+            && matches!(
+                s.standing(),
+                crate::money::invoice::Standing::AfterRefund
+                    | crate::money::invoice::Standing::Refunded
+            );
+        paid && !reopened
+    }))
 }
 
 /// `m`'s payment as Paymos has it: its paid status at its time, or, paid after it closed, the

@@ -1117,3 +1117,25 @@ async fn an_unreadable_answer_is_its_own_finding_and_the_run_goes_on_with_the_ot
     assert_eq!(last.found.count(Finding::Unreadable), 1);
     assert_eq!(last.found.count(Finding::Missing), 1);
 }
+
+// The same for a refunds list the tool cannot read: it failed the whole run, and nothing of
+// the window was applied. The invoice it belongs to is named UNREADABLE and never applied on
+// a guess (a full refund may have returned it); the others are applied.
+#[tokio::test]
+async fn an_unreadable_refunds_list_names_its_invoice_and_the_others_apply() {
+    let (paymos, fulfil, store) = rig();
+    for invoice in ["inv_bad", "inv_good"] {
+        paymos.invoice(invoice, at_paymos("paid", &format!("o-{invoice}")));
+    }
+    paymos.unreadable_refunds("inv_bad");
+    let report = run(&paymos, &fulfil, true).await;
+    assert_eq!(
+        report.applied.get("inv_good"),
+        Some(&Ok(Applied::Fulfilled))
+    );
+    assert_eq!(report.applied.get("inv_bad"), None);
+    assert_eq!(report.unreadable.len(), 1, "{report:?}");
+    assert_eq!(report.unreadable[0].about, "the refunds of inv_bad");
+    assert!(!report.clean() && report.waits_for_a_person());
+    assert_eq!(store.fulfilled().len(), 1);
+}

@@ -856,6 +856,7 @@ async fn set_aside_refunded<P: PaymosLedger>(
     // A second payment refunded in full needs no refund either. A late payment recorded here
     // is never set aside: Paymos' full refunds are kept with it, so `--apply` dates it anew
     // only where none of them returned it.
+    let mut unreadable = Vec::new();
     for (list, settles) in [
         (&mut report.missing, true),
         (&mut report.paid_late, true),
@@ -865,11 +866,23 @@ async fn set_aside_refunded<P: PaymosLedger>(
         let facts = std::mem::take(list);
         let ids = facts.iter().map(|f| f.invoice_id.clone()).collect();
         let refunds = read_each(ids, |invoice| async move {
-            paymos.refunds_of(&invoice).await.map(|r| (invoice, r))
+            Ok((invoice.clone(), paymos.refunds_of(&invoice).await))
         })
         .await?;
         let mut kept = Vec::new();
         for (fact, (_, refunds)) in facts.iter().zip(refunds) {
+            // Refunds it cannot read: never applied on a guess, named for a person.
+            let refunds = match refunds {
+                Ok(refunds) => refunds,
+                Err(e) if e.kind == crate::port::PortErrorKind::Unreadable => {
+                    unreadable.push(Unreadable {
+                        about: format!("the refunds of {}", fact.invoice_id),
+                        why: e.message,
+                    });
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             // The rule reads the refunds alone (a refund in full, whatever its amount).
             // Only a full refund completed when or after the payment returned it.
             let seen = InvoiceSeen {
@@ -901,5 +914,6 @@ async fn set_aside_refunded<P: PaymosLedger>(
         }
         *list = kept;
     }
+    report.unreadable.extend(unreadable);
     Ok(())
 }

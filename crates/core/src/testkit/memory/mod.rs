@@ -438,6 +438,14 @@ impl MemoryPaymos {
             .insert(invoice_id.to_owned());
     }
 
+    /// Answers the refunds of `invoice_id` with something that does not decode.
+    pub fn unreadable_refunds(&self, invoice_id: &str) {
+        self.unreadable
+            .lock()
+            .expect("lock")
+            .insert(format!("refunds:{invoice_id}"));
+    }
+
     fn unreadable_error(&self, operation: &'static str, about: &str) -> PortError {
         PortError::of_kind(
             operation,
@@ -501,6 +509,10 @@ impl crate::roads::confirm::PaymentConfirmation for MemoryPaymos {
     }
 
     async fn refunds_of(&self, invoice_id: &str) -> Result<Vec<Refund>, PortError> {
+        let key = format!("refunds:{invoice_id}");
+        if self.unreadable.lock().expect("lock").contains(&key) {
+            return Err(self.unreadable_error("Paymos GET /v1/refunds", invoice_id));
+        }
         Ok(self
             .refunds
             .lock()

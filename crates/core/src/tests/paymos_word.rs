@@ -73,6 +73,14 @@ fn at_paymos(status: &str, paid_at: Option<u64>) -> ConfirmedInvoice {
     }
 }
 
+/// Paid in full at `paid_at` after it closed (`closed`), as Paymos has it.
+fn late_at_paymos(closed: &str, paid_at: Option<u64>) -> ConfirmedInvoice {
+    ConfirmedInvoice {
+        paid_late: true,
+        ..at_paymos(closed, paid_at)
+    }
+}
+
 fn refund_at_paymos(completed_at: u64) -> ConfirmedWithdrawal {
     ConfirmedWithdrawal {
         status: "completed".into(),
@@ -361,13 +369,7 @@ async fn a_late_payment_after_a_full_refund_whose_webhook_was_lost_is_reported()
     let (_, store) = webhooks(&[invoice("evt_u", "underpaid", 10), full_refund("evt_r", 20)]).await;
     let fulfil = Fulfil::new(Arc::clone(&store));
     let paymos = MemoryPaymos::new();
-    paymos.invoice(
-        "inv_1",
-        ConfirmedInvoice {
-            paid_late: true,
-            ..at_paymos("underpaid", Some(30))
-        },
-    );
+    paymos.invoice("inv_1", late_at_paymos("underpaid", Some(30)));
     paymos.refund("inv_1", paymos_refund(20));
     let report =
         crate::roads::reconcile::reconcile(&paymos, &fulfil, (0, 2_000_000_000), false, NOW_MS)
@@ -1253,13 +1255,7 @@ async fn reconcile_puts_paymos_order_on_a_late_payment_a_forged_close_named() {
     assert_eq!(outcomes, [PaidLate]);
     let fulfil = Fulfil::new(Arc::clone(&store));
     let paymos = MemoryPaymos::new();
-    paymos.invoice(
-        "inv_1",
-        ConfirmedInvoice {
-            paid_late: true,
-            ..at_paymos("expired", Some(110))
-        },
-    );
+    paymos.invoice("inv_1", late_at_paymos("expired", Some(110)));
     reconcile_all(&paymos, &fulfil, true).await;
     let released = release_by_alice(&fulfil).await;
     assert_eq!(released, Ok(Fulfilled));
@@ -1423,13 +1419,7 @@ async fn a_released_late_payment_is_known_to_the_reconciliation() {
     let released = release_by_alice(&fulfil).await;
     assert_eq!(released, Ok(Fulfilled));
     let paymos = MemoryPaymos::new();
-    paymos.invoice(
-        "inv_1",
-        ConfirmedInvoice {
-            paid_late: true,
-            ..at_paymos("expired", Some(120))
-        },
-    );
+    paymos.invoice("inv_1", late_at_paymos("expired", Some(120)));
     for from in [0, 1_800_100_000] {
         let report = crate::roads::reconcile::reconcile(
             &paymos,
@@ -1454,13 +1444,7 @@ async fn a_released_late_payment_is_known_to_the_reconciliation() {
 async fn a_late_payment_a_refund_returned_or_a_person_holds_is_known_to_the_reconciliation() {
     let late = |paid_at: Option<u64>| {
         let paymos = MemoryPaymos::new();
-        paymos.invoice(
-            "inv_1",
-            ConfirmedInvoice {
-                paid_late: true,
-                ..at_paymos("expired", paid_at)
-            },
-        );
+        paymos.invoice("inv_1", late_at_paymos("expired", paid_at));
         paymos.refund("inv_1", paymos_refund(20));
         paymos
     };
@@ -1618,10 +1602,7 @@ async fn a_recheck_leaves_paymos_own_payment_to_the_reconciliation() {
     for (at_paymos, shipped, listed) in [
         (at_paymos("paid", Some(30)), true, None),
         (
-            ConfirmedInvoice {
-                paid_late: true,
-                ..at_paymos("expired", Some(30))
-            },
+            late_at_paymos("expired", Some(30)),
             false,
             Some("paid_late"),
         ),
@@ -2191,13 +2172,7 @@ async fn reconcile_dates_a_late_payment_its_only_full_refund_came_before() {
     let late = fulfil.mark_paid("inv_1", order(), "support", NOW_MS).await;
     assert_eq!(late.unwrap(), PaidLate);
     let paymos = MemoryPaymos::new();
-    paymos.invoice(
-        "inv_1",
-        ConfirmedInvoice {
-            paid_late: true,
-            ..at_paymos("expired", Some(30))
-        },
-    );
+    paymos.invoice("inv_1", late_at_paymos("expired", Some(30)));
     paymos.refund("inv_1", paymos_refund(20));
     let range = (0, 2_000_000_000);
     crate::roads::reconcile::reconcile(&paymos, &fulfil, range, true, NOW_MS)
@@ -2861,13 +2836,7 @@ async fn a_late_payment_paymos_refunded_in_full_is_recorded_as_returned() {
     let (_, store) = webhooks(&[full_refund("evt_r", 40)]).await;
     let fulfil = Fulfil::new(Arc::clone(&store));
     let paymos = MemoryPaymos::new();
-    paymos.invoice(
-        "inv_1",
-        ConfirmedInvoice {
-            paid_late: true,
-            ..at_paymos("expired", Some(30))
-        },
-    );
+    paymos.invoice("inv_1", late_at_paymos("expired", Some(30)));
     paymos.refund("inv_1", paymos_refund(40));
     let report = reconcile_all(&paymos, &fulfil, true).await;
     assert_eq!(report.refunded.len(), 1, "{report:?}");

@@ -7,8 +7,6 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use paymos_inbox_core::wire::signature::{SigningKey, WebhookSecret};
-use paymos_inbox_local::dev::{DevOptions, start};
 use paymos_inbox_testkit::*;
 
 type Posts = Arc<Mutex<Vec<(Vec<(String, String)>, String)>>>;
@@ -82,28 +80,8 @@ fn ids(posts: &Posts) -> Vec<String> {
 #[tokio::test]
 async fn a_paused_hand_off_keeps_every_event_and_resumed_delivers_each_once_each_step_audited() {
     let (endpoint, posts) = consumer().await;
-    let (dynamodb, sqs) = endpoint_urls();
-    let dev = start(DevOptions {
-        dynamodb_endpoint: Some(dynamodb),
-        sqs_endpoint: Some(sqs),
-        port: 0,
-        keys: vec![SigningKey::new("test", &WebhookSecret::new(TEST_SECRET))],
-        tolerance_secs: 300,
-        slow: None,
-        prefix: unique("pause"),
-        environment: paymos_inbox_core::wire::signature::Environment::Test,
-        handlers: true,
-        secrets_text: None,
-        reconcile_with: None,
-        forward_to: Some(endpoint.clone()),
-        projects: paymos_inbox_core::money::change::Projects::all(),
-    })
-    .await
-    .expect("dev starts");
-    let folder = scratch("pause-info");
-    let info = folder.path().join("dev-info.json");
-    std::fs::write(&info, serde_json::to_string(&dev.info).unwrap()).unwrap();
-    let info = info.to_str().unwrap().to_owned();
+    let dev = crate::tools::dev_forwarding_to("pause", endpoint.clone()).await;
+    let (_folder, info) = crate::tools::info_file(&dev, "pause-info");
     let on_dev = |w: &[&str]| {
         let mut all = words(w);
         all.extend(["--dev-info".to_owned(), info.clone()]);

@@ -30,28 +30,39 @@ pub(crate) fn info_file(
     (folder, info)
 }
 
-/// `dev` applying `projects`, the first its home project.
-pub(crate) async fn dev_of(
-    slow: Option<Duration>,
-    projects: &[&str],
-) -> paymos_inbox_local::dev::Dev {
+/// A sandbox `dev` on the emulators, its tables and queues under a `prefix` of its own, with
+/// its handlers, signing with the fixture secret, for every project; the tests change what
+/// they need.
+pub(crate) fn dev_options(prefix: &str) -> DevOptions {
     let (dynamodb, sqs) = endpoint_urls();
-    start(DevOptions {
+    DevOptions {
         dynamodb_endpoint: Some(dynamodb),
         sqs_endpoint: Some(sqs),
         port: 0,
         keys: vec![SigningKey::new("test", &WebhookSecret::new(TEST_SECRET))],
         tolerance_secs: 300,
-        slow,
-        prefix: unique("dev"),
+        slow: None,
+        prefix: unique(prefix),
         environment: paymos_inbox_core::wire::signature::Environment::Test,
         handlers: true,
         secrets_text: None,
         reconcile_with: None,
         forward_to: None,
+        projects: paymos_inbox_core::money::change::Projects::all(),
+    }
+}
+
+/// `dev` applying `projects`, the first its home project.
+pub(crate) async fn dev_of(
+    slow: Option<Duration>,
+    projects: &[&str],
+) -> paymos_inbox_local::dev::Dev {
+    start(DevOptions {
+        slow,
         projects: paymos_inbox_core::money::change::Projects::only(
             projects.iter().map(|p| (*p).to_owned()).collect(),
         ),
+        ..dev_options("dev")
     })
     .await
     .expect("dev starts")
@@ -565,22 +576,13 @@ async fn merchant(
 }
 
 /// `dev` of the sandbox, every project, forwarding the hand-off to `endpoint`.
-async fn dev_forwarding_to(prefix: &str, endpoint: String) -> paymos_inbox_local::dev::Dev {
-    let (dynamodb, sqs) = endpoint_urls();
+pub(crate) async fn dev_forwarding_to(
+    prefix: &str,
+    endpoint: String,
+) -> paymos_inbox_local::dev::Dev {
     start(DevOptions {
-        dynamodb_endpoint: Some(dynamodb),
-        sqs_endpoint: Some(sqs),
-        port: 0,
-        keys: vec![SigningKey::new("test", &WebhookSecret::new(TEST_SECRET))],
-        tolerance_secs: 300,
-        slow: None,
-        prefix: unique(prefix),
-        environment: paymos_inbox_core::wire::signature::Environment::Test,
-        handlers: true,
-        secrets_text: None,
-        reconcile_with: None,
         forward_to: Some(endpoint),
-        projects: paymos_inbox_core::money::change::Projects::all(),
+        ..dev_options(prefix)
     })
     .await
     .expect("dev starts")
@@ -960,22 +962,12 @@ async fn events_redrive_finds_devs_hand_off_queues_in_its_info() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn send_to_dev_signs_with_a_secret_dev_holds() {
     const HELD: &str = "whsec_test_held_by_this_dev_only";
-    let (dynamodb, sqs) = endpoint_urls();
     let dev = start(DevOptions {
-        dynamodb_endpoint: Some(dynamodb),
-        sqs_endpoint: Some(sqs),
-        port: 0,
         keys: vec![SigningKey::new("test", &WebhookSecret::new(HELD))],
-        tolerance_secs: 300,
-        slow: None,
-        prefix: unique("dev"),
-        environment: paymos_inbox_core::wire::signature::Environment::Test,
-        handlers: true,
         // As `paymos-inbox dev --secret …` serves them to the functions' INIT.
         secrets_text: Some(format!("live=whsec_live_not_this_one\ntest={HELD}")),
-        reconcile_with: None,
-        forward_to: None,
         projects: paymos_inbox_core::money::change::Projects::only(vec!["prj_local".into()]),
+        ..dev_options("dev")
     })
     .await
     .expect("dev starts");
@@ -1107,26 +1099,14 @@ async fn send_wait_says_why_the_reverse_check_did_not_confirm_a_delivery() {
     at["project_id"] = serde_json::json!("prj_local");
     at["order"]["external_id"] = serde_json::json!("order-other");
     api.answer("inv_send_other", Answer::Invoices(vec![at]));
-    let (dynamodb, sqs) = endpoint_urls();
     let dev = start(DevOptions {
-        dynamodb_endpoint: Some(dynamodb),
-        sqs_endpoint: Some(sqs),
-        port: 0,
-        keys: vec![SigningKey::new("test", &WebhookSecret::new(TEST_SECRET))],
-        tolerance_secs: 300,
-        slow: None,
-        prefix: unique("send-why"),
-        environment: paymos_inbox_core::wire::signature::Environment::Test,
-        handlers: true,
-        secrets_text: None,
         reconcile_with: Some(
             paymos::PaymosClient::builder(paymos_fake::KEY, paymos_fake::SECRET)
                 .base_url(api.url.clone())
                 .build()
                 .unwrap(),
         ),
-        forward_to: None,
-        projects: paymos_inbox_core::money::change::Projects::all(),
+        ..dev_options("send-why")
     })
     .await
     .expect("dev starts");

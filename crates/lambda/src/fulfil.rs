@@ -14,7 +14,7 @@ use paymos_inbox_core::port::{PortError, PortErrorKind};
 use paymos_inbox_core::roads::confirm::PaymentConfirmation;
 use paymos_inbox_core::roads::fulfil::{Fulfil, FulfilError, PoisonError, ResourceStore};
 use paymos_inbox_core::roads::outbound::RetryQueue;
-use paymos_inbox_core::wire::work::WorkItem;
+use paymos_inbox_core::wire::work::{Check, QueueMessage, WorkItem};
 
 /// The `FulfilOutcomes` of a message that was not applied: a message that is not a work item,
 /// a store or API failure, and a payment Paymos does not show paid yet.
@@ -79,22 +79,59 @@ async fn apply_one<S: ResourceStore, C: PaymentConfirmation>(
     now_ms: u64,
 ) -> Result<(), u32> {
     let message_id = message.message_id.clone().unwrap_or_default();
-    let decoded = WorkItem::decode(message.body.as_deref().unwrap_or_default());
+    let decoded = QueueMessage::decode(message.body.as_deref().unwrap_or_default());
     let event_id = decoded
         .as_ref()
-        .map_or("unknown", |item| item.event_id.as_str())
+        .map_or("unknown", QueueMessage::event_id)
         .to_owned();
     // Every line about this message (adapters' warnings included) names the event.
     let span = tracing::info_span!("delivery", event_id = %event_id, message_id = %message_id);
+    let work = match decoded {
+        Ok(QueueMessage::Check(check)) => {
+            return check_one(fulfil, message, &check).instrument(span).await;
+        }
+        Ok(QueueMessage::Work(item)) => Ok(item),
+        Err(e) => Err(e),
+    };
     // The trace ingest put on the message: its writes carry it on to the publisher.
     let incoming = message
         .message_attributes
         .get(paymos_inbox_aws::trace::TRACEPARENT)
         .and_then(|a| a.string_value.as_deref());
     let traceparent = crate::trace::hop(&span, incoming);
-    paymos_inbox_aws::trace::carrying(traceparent, apply_decoded(fulfil, message, decoded, now_ms))
+    paymos_inbox_aws::trace::carrying(traceparent, apply_decoded(fulfil, message, work, now_ms))
         .instrument(span)
         .await
+}
+
+/// A delivery's delayed check, come due: nothing to say when its delivery was processed (what
+/// nearly every check finds, so it writes no line); a warning when it listed a straggler for
+/// the sweep. A ledger failure brings the check back, as a work item's would.
+async fn check_one<S: ResourceStore, C: PaymentConfirmation>(
+    fulfil: &Fulfil<S, C>,
+    message: &SqsMessage,
+    check: &Check,
+) -> Result<(), u32> {
+    match fulfil.check_delivery(check).await {
+        Ok(checked) => {
+            tracing::debug!(checked = checked.as_str(), "delivery checked");
+            Ok(())
+        }
+        Err(error) => {
+            let receives: u32 = message
+                .attributes
+                .get("ApproximateReceiveCount")
+                .and_then(|r| r.parse().ok())
+                .unwrap_or(1);
+            let message_id = message.message_id.as_deref().unwrap_or_default();
+            let back_in_s = error.redelivery_in_s(
+                receives,
+                paymos_inbox_core::roads::outbound::spread_of(message_id, receives),
+            );
+            tracing::error!(receives, back_in_s, reason = %error, "delivery not checked; SQS brings its check back then (then the DLQ)");
+            Err(back_in_s)
+        }
+    }
 }
 
 async fn apply_decoded<S: ResourceStore, C: PaymentConfirmation>(

@@ -143,10 +143,20 @@ async fn the_first_body_wins_and_the_conflict_is_noted() {
 #[tokio::test]
 async fn a_failed_send_answers_503_and_frees_the_lease_for_the_next_attempt() {
     let rig = rig();
+    // A first attempt queues the work and its check before the record (issue 51): when that
+    // send fails, nothing is recorded.
     rig.queue.fail_next(1);
     let error = rig.post(&body("evt_1", ""), NOW_MS).await.unwrap_err();
     assert_eq!(error.status(), 503);
     assert!(matches!(&error, IngestError::Unavailable(e) if e.kind == PortErrorKind::Unavailable));
+    assert!(rig.ledger.get("evt_1").is_none());
+    // A retry records first, then sends: when its send fails, its lease is released.
+    rig.queue.fail_next(1);
+    let error = rig
+        .post(&body("evt_1", ""), NOW_MS + 500)
+        .await
+        .unwrap_err();
+    assert_eq!(error.status(), 503);
     assert_eq!(
         rig.ledger.get("evt_1").unwrap().lease_until_ms,
         0,
@@ -795,4 +805,160 @@ async fn a_live_delivery_of_an_id_an_unlabelled_secret_recorded_is_refused_and_n
         "the record is kept as it was"
     );
     assert_eq!(queue.sent().len(), 1);
+}
+
+// ---- Issue 51: a delivery's delayed check, queued with its work, instead of a listing of
+// every delivery at its receipt. ----
+
+mod checks {
+    use super::*;
+    use crate::roads::fulfil::Checked;
+    use crate::roads::ingest::DEFAULT_CHECK_AFTER_SECS;
+    use crate::roads::sweep::sweep_stranded;
+    use crate::wire::work::Check;
+
+    const MINUTE: u64 = 60_000;
+
+    /// The scheduled sweep at `now_ms`, with its defaults (records 10 minutes old), reading the
+    /// stragglers' list alone (the memory ledger has no other way to find a record).
+    async fn sweep(rig: &Rig, now_ms: u64) -> crate::roads::sweep::Swept {
+        sweep_stranded(
+            rig.ledger.as_ref(),
+            rig.queue.as_ref(),
+            30,
+            now_ms - 10 * MINUTE,
+            now_ms,
+            100,
+        )
+        .await
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_new_delivery_queues_its_check_with_its_work_and_is_listed_nowhere() {
+        let rig = rig();
+        assert_eq!(
+            rig.post(&body("evt_1", ""), NOW_MS).await,
+            Ok(Ingested::New)
+        );
+        assert_eq!(rig.queue.sent().len(), 1, "its work");
+        assert_eq!(
+            rig.queue.checks(),
+            [("evt_1".to_owned(), DEFAULT_CHECK_AFTER_SECS)],
+            "its check, due in 10 minutes"
+        );
+        assert!(
+            !rig.ledger.is_listed("evt_1"),
+            "no index write for a delivery that will be processed"
+        );
+    }
+
+    // The guarantee the dense index gave: a delivery whose sender gave up, and whose fulfil
+    // keeps failing for longer than the check's delay, is found and applied without a scan.
+    #[tokio::test]
+    async fn a_delivery_whose_sender_gave_up_and_whose_fulfil_keeps_failing_is_found_by_its_check_and_applied()
+     {
+        let rig = rig();
+        let paid = body(
+            "evt_1",
+            r#","order":{"external_id":"order-1","amount":"10","currency":"USDT"}"#,
+        );
+        // Acknowledged once; the sender never comes back. Fulfil fails on every receive.
+        assert_eq!(rig.post(&paid, NOW_MS).await, Ok(Ingested::New));
+        // Before its check is due, the sweep's list holds nothing: it sends nothing.
+        assert_eq!(sweep(&rig, NOW_MS + 10 * MINUTE - 1).await.found, 0);
+        // The check comes due (its message timer): the record is still `received`.
+        let (key, due_s) = rig.queue.checks()[0].clone();
+        let at = NOW_MS + u64::from(due_s) * 1000;
+        let fulfil = Fulfil::new(Arc::clone(&rig.ledger));
+        let check = Check::of("evt_1", Some(Environment::Live));
+        assert_eq!(check.key(), key);
+        assert_eq!(fulfil.check_delivery(&check).await, Ok(Checked::Straggler));
+        assert!(rig.ledger.is_listed("evt_1"));
+        // A second receive of the same check (SQS delivers at least once) writes nothing more.
+        assert_eq!(fulfil.check_delivery(&check).await, Ok(Checked::Listed));
+        // The sweep sends it again from the list, spaced as any straggler, while fulfil fails.
+        let mut resent = Vec::new();
+        for run in 0..24 {
+            let now = at + run * 5 * MINUTE;
+            if sweep(&rig, now).await.resent == 1 {
+                resent.push((now - NOW_MS) / MINUTE);
+            }
+        }
+        // As the dense index had it: first at the first run a check and 10 minutes allow.
+        assert_eq!(resent, [15, 35, 75], "sent at widening spaces, never lost");
+        // Fulfil recovers: the copy it receives is applied, and the record leaves the list.
+        let copy = rig.queue.sent().last().cloned().unwrap();
+        assert_eq!(copy.event_id, "evt_1");
+        assert_eq!(copy.body, paid, "sent with its body");
+        let applied = Fulfil::new(MemoryResources::default())
+            .apply(
+                &WorkItem {
+                    event_id: copy.event_id.clone(),
+                    environment: copy.environment,
+                    body: copy.body.clone(),
+                    received_at_ms: Some(copy.received_at_ms),
+                },
+                at + 2 * 60 * MINUTE,
+            )
+            .await
+            .unwrap()
+            .1;
+        assert_eq!(applied, Applied::Fulfilled);
+        rig.ledger.mark_processed("evt_1");
+        assert!(!rig.ledger.is_listed("evt_1"));
+        assert_eq!(sweep(&rig, at + 3 * 60 * MINUTE).await.found, 0);
+    }
+
+    // A check that is never queued (the batch's check entry refused) is never waited for: the
+    // record is listed at its put, and the sweep, the backstop, finds it with no check at all.
+    #[tokio::test]
+    async fn a_delivery_whose_check_was_lost_is_listed_at_its_put_and_found_by_the_sweep() {
+        let rig = rig();
+        rig.queue.refuse_next_checks(1);
+        assert_eq!(
+            rig.post(&body("evt_1", ""), NOW_MS).await,
+            Ok(Ingested::New)
+        );
+        assert!(rig.queue.checks().is_empty(), "its check was lost");
+        assert!(rig.ledger.is_listed("evt_1"));
+        let swept = sweep(&rig, NOW_MS + 15 * MINUTE).await;
+        assert_eq!((swept.found, swept.resent), (1, 1));
+        assert_eq!(rig.queue.sent().len(), 2, "its work, then the sweep's copy");
+    }
+
+    // A retry of bytes an earlier attempt kept queues no check (its work and check may be
+    // queued already, or the attempt died before): its record is listed at its put.
+    #[tokio::test]
+    async fn a_retry_after_a_failed_send_is_listed_at_its_put() {
+        let rig = rig();
+        rig.queue.fail_next(1);
+        assert!(rig.post(&body("evt_1", ""), NOW_MS).await.is_err());
+        assert!(rig.ledger.get("evt_1").is_none(), "nothing recorded: 503");
+        assert_eq!(
+            rig.post(&body("evt_1", ""), NOW_MS + MINUTE).await,
+            Ok(Ingested::New)
+        );
+        assert!(rig.ledger.is_listed("evt_1"));
+        assert!(rig.queue.checks().is_empty());
+        assert_eq!(rig.queue.sent().len(), 1, "its work, after its put");
+    }
+
+    #[tokio::test]
+    async fn a_check_of_a_processed_or_unrecorded_delivery_writes_nothing() {
+        let rig = rig();
+        rig.post(&body("evt_1", ""), NOW_MS).await.unwrap();
+        rig.ledger.mark_processed("evt_1");
+        let fulfil = Fulfil::new(Arc::clone(&rig.ledger));
+        let live = Some(Environment::Live);
+        assert_eq!(
+            fulfil.check_delivery(&Check::of("evt_1", live)).await,
+            Ok(Checked::Processed)
+        );
+        assert_eq!(
+            fulfil.check_delivery(&Check::of("evt_2", live)).await,
+            Ok(Checked::NotRecorded)
+        );
+        assert!(!rig.ledger.is_listed("evt_1"));
+    }
 }

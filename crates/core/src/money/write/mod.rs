@@ -330,6 +330,8 @@ pub enum Set {
 pub enum What {
     /// The delivery's processed mark.
     Processed,
+    /// A delivery its delayed check found not processed, listed for the sweep.
+    Straggler,
     /// An invoice's status that fulfils nothing.
     Transition,
     /// A paid invoice's status, with its order, that fulfils it.

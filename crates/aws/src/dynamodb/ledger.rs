@@ -302,44 +302,6 @@ impl DynamoLedger {
         self.item_of(d, lease_until_ms, false)
     }
 
-    /// Completes a record that a processed mark wrote before the record's put (the work, queued
-    /// before the record, was applied first): every attribute of `item` but its state and lease,
-    /// only while it has no `received_at`. Whether it completed it.
-    async fn complete(&self, mut item: Item) -> Result<bool, PortError> {
-        let key = item.remove(LedgerSchema::KEY).unwrap_or_else(|| s(""));
-        for kept in ["state", "lease_until", LedgerSchema::PENDING_SHARD] {
-            item.remove(kept);
-        }
-        let mut names = HashMap::new();
-        let mut values = HashMap::new();
-        let sets: Vec<String> = item
-            .into_iter()
-            .enumerate()
-            .map(|(i, (name, value))| {
-                names.insert(format!("#a{i}"), name);
-                values.insert(format!(":a{i}"), value);
-                format!("#a{i} = :a{i}")
-            })
-            .collect();
-        let done = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key(LedgerSchema::KEY, key)
-            .update_expression(format!("SET {}", sets.join(", ")))
-            .condition_expression("attribute_exists(#state) AND attribute_not_exists(received_at)")
-            .set_expression_attribute_names(Some(names))
-            .expression_attribute_names("#state", "state")
-            .set_expression_attribute_values(Some(values))
-            .send()
-            .await;
-        // Refused: completed by another attempt meanwhile.
-        Ok(matches!(
-            conditional(done, "DynamoDB UpdateItem")?,
-            Conditional::Done(_)
-        ))
-    }
-
     /// The body item a new delivery's raw body is written as (for size reports).
     #[must_use]
     pub fn new_body_item(&self, d: &Delivery) -> Item {
@@ -728,10 +690,9 @@ impl DeliveryLedger for DynamoLedger {
         })
     }
 
-    /// The record's conditional put, with `pending_shard` only when `listing` says so. A record
-    /// that a mark wrote first (its work, queued before it, was applied before this put: an
-    /// item with a `state` and no `received_at`) is completed with one `UpdateItem` that keeps
-    /// its mark, and counts as new.
+    /// The record's conditional put, with `pending_shard` only when `listing` says so. Fulfil
+    /// applies a work item only once its record exists (`Fulfil::apply_queued`), so no mark
+    /// is written before the put.
     async fn record_listed(
         &self,
         delivery: &Delivery,
@@ -743,7 +704,7 @@ impl DeliveryLedger for DynamoLedger {
             .client
             .put_item()
             .table_name(&self.table)
-            .set_item(Some(item.clone()))
+            .set_item(Some(item))
             .condition_expression("attribute_not_exists(event_id)")
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
@@ -756,9 +717,6 @@ impl DeliveryLedger for DynamoLedger {
             }
             Conditional::Refused(PutItemError::ConditionalCheckFailedException(c)) => {
                 let old = c.item.unwrap_or_default();
-                if !old.contains_key("received_at") && self.complete(item).await? {
-                    return Ok(Recorded::New);
-                }
                 // Only a record not processed yet may be sent again: only its body is read.
                 let existing = if item_state(&old) == Some(DeliveryState::Processed) {
                     existing_of(&old)

@@ -15,7 +15,7 @@ use paymos_inbox_core::money::status::Amount;
 use paymos_inbox_core::money::write::{Field, Fields, Guard, Key, Set, Table, Value, Write};
 
 /// Every field with an attribute name of its own (a merchant's named ones aside).
-const FIELDS: [(Field, &str); 62] = [
+const FIELDS: [(Field, &str); 63] = [
     (Field::Kind, "kind"),
     (Field::Status, "status"),
     (Field::StatusAt, "status_at"),
@@ -67,6 +67,7 @@ const FIELDS: [(Field, &str); 62] = [
     (Field::OutcomeReason, "outcome_reason"),
     (Field::ProcessedAt, "processed_at"),
     (Field::PendingShard, "pending_shard"),
+    (Field::BodySha256, "body_sha256"),
     (Field::Waiting, "waiting"),
     (Field::ListedIn, "listed_in"),
     (Field::Actor, "actor"),

@@ -9,11 +9,8 @@ use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
 use paymos_inbox_aws::sqs::SqsQueue;
 use paymos_inbox_core::money::change::Applied;
 use paymos_inbox_core::port::PortError;
-use paymos_inbox_core::roads::fulfil::{Checked, Fulfil};
-use paymos_inbox_core::roads::ingest::{
-    BodyKept, Delivery, DeliveryLedger, Inbound, Ingest, IngestSettings, Listing, Recorded,
-    WorkQueue,
-};
+use paymos_inbox_core::roads::fulfil::{Checked, Fulfil, FulfilError};
+use paymos_inbox_core::roads::ingest::{Delivery, Inbound, Ingest, IngestSettings, WorkQueue};
 use paymos_inbox_core::roads::sweep::sweep_stranded;
 use paymos_inbox_core::wire::signature::{Environment, SigningKey, Verifier, WebhookSecret};
 use paymos_inbox_core::wire::work::{Check, QueueMessage, WorkItem};
@@ -113,8 +110,8 @@ async fn a_delivery_whose_sender_gave_up_is_found_by_its_check_and_applied() {
         panic!("a work item");
     };
     assert_eq!(item.body, invoice_paid("evt_c1", "inv_c1").into_bytes());
-    let (_, applied) = fulfil.apply(&item, NOW_MS + 16 * MINUTE).await.unwrap();
-    assert_eq!(applied, Applied::Fulfilled);
+    let applied = fulfil.apply_queued(&item, NOW_MS + 16 * MINUTE, 1).await;
+    assert_eq!(applied.unwrap().map(|(_, a)| a), Some(Applied::Fulfilled));
     let record = aws.item(deliveries, "event_id", "evt_c1").await.unwrap();
     assert_eq!(get_s(&record, "state"), "processed");
     assert!(
@@ -163,38 +160,73 @@ async fn a_delivery_whose_check_was_lost_is_found_by_the_sweep() {
     assert_eq!((swept.found, swept.resent), (1, 1));
 }
 
-// The work goes before its record: when fulfil applies it first, its mark is the item, and the
-// record's put completes it, the mark kept, instead of leaving a record without its fields.
+// The work goes before its record, so the record DynamoDB's condition kept decides what fulfil
+// applies: a work item received before its record's put is not applied (it comes back), and a
+// second body under a recorded event_id (its put refused) is never applied, whichever fulfil
+// receives first: one fulfilment, the first body's order and amount.
 #[tokio::test]
-async fn a_record_whose_work_was_applied_before_its_put_is_completed_with_its_mark_kept() {
+async fn only_the_recorded_body_of_an_event_id_is_applied() {
     let aws = Aws::new();
     let stack = aws.stack().await;
     let (state, deliveries) = (stack.table("StateTable"), stack.table("DeliveriesTable"));
+    let queue = aws.queue().await;
     let ledger = DynamoLedger::new(aws.dynamodb.clone(), deliveries, None);
-    let body = invoice_paid("evt_c3", "inv_c3");
-    let delivery = recorded_delivery(&body, Environment::Live, NOW_MS);
-    assert_eq!(ledger.keep_body(&delivery).await.unwrap(), BodyKept::New);
+    let ingest = ingest(
+        &ledger,
+        SqsQueue::new(aws.sqs.clone(), &queue.queue_url),
+        600,
+    );
     let fulfil = Fulfil::new(DynamoResources::new(
         aws.dynamodb.clone(),
         state,
         deliveries,
     ));
-    let work: WorkItem = live(&body);
+    let first = invoice_paid("evt_c3", "inv_c3");
+    let second = first.replace("10.50", "99.00");
     assert_eq!(
-        fulfil.apply(&work, NOW_MS).await.unwrap().1,
-        Applied::Fulfilled
+        fulfil.apply_queued(&live(&first), NOW_MS, 1).await,
+        Err(FulfilError::NotRecorded),
+        "before its record's put"
     );
+    deliver(&ingest, &first).await;
+    let signature = sign(&second, NOW, &[LIVE_SECRET]);
+    let request = Inbound {
+        method: "POST",
+        signature: Some(&signature),
+        webhook_id: None,
+        body: second.as_bytes(),
+    };
+    let _ = ingest.handle(&request, NOW_MS + 1).await;
+    let mut queued: Vec<WorkItem> = aws
+        .drain(&queue.queue_url)
+        .await
+        .iter()
+        .map(|m| match decoded(m) {
+            QueueMessage::Work(item) => item,
+            QueueMessage::Check(_) => panic!("the checks wait 10 minutes"),
+        })
+        .collect();
+    assert_eq!(queued.len(), 2, "the second body's work was queued too");
+    queued.sort_by_key(|item| item.body != second.as_bytes());
+    let mut applied = Vec::new();
+    for item in &queued {
+        let done = fulfil.apply_queued(item, NOW_MS + 2, 1).await.unwrap();
+        applied.push(done.map(|(_, a)| a));
+    }
     assert_eq!(
-        ledger
-            .record_listed(&delivery, NOW_MS + 30_000, Listing::ByCheck)
-            .await
-            .unwrap(),
-        Recorded::New
+        applied,
+        [None, Some(Applied::Fulfilled)],
+        "the second first"
     );
+    let fulfilments: Vec<_> = aws
+        .scan(state)
+        .await
+        .into_iter()
+        .filter(|i| get_s(i, "kind") == "fulfilment")
+        .collect();
+    assert_eq!(fulfilments.len(), 1);
+    let invoice = aws.item(state, "pk", "inv_c3").await.unwrap();
+    assert_eq!(get_s(&invoice, "amount_text"), "10.50", "the first body's");
     let record = aws.item(deliveries, "event_id", "evt_c3").await.unwrap();
-    assert_eq!(get_s(&record, "state"), "processed", "the mark kept");
     assert_eq!(get_s(&record, "outcome"), "fulfilled");
-    assert_eq!(get_s(&record, "event_type"), "invoice.paid", "completed");
-    assert_eq!(get_n(&record, "received_at"), NOW_MS);
-    assert!(!record.contains_key("pending_shard"));
 }

@@ -398,6 +398,10 @@ pub enum FulfilError {
         /// What Paymos shows now.
         status: String,
     },
+    /// The work item's delivery has no record yet (its work is queued before its record's
+    /// put): retry, and apply it once it is recorded.
+    #[error("the delivery is not recorded yet; applied on a later receive once it is")]
+    NotRecorded,
 }
 
 /// The first wait before a work item that was not applied comes back, and the longest.
@@ -550,6 +554,44 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
             // Processed (or listed) between the read and the write.
             Stored::Refused(_) => Checked::Processed,
         })
+    }
+
+    /// Applies a work item the queue brought, received for the `receives`-th time, only if it
+    /// is the delivery its record holds: one strongly consistent read of the record first. A
+    /// new delivery's work is queued before its record's put (issue 51), so another body under
+    /// the same `event_id`, whose put the first record refused, has its work queued too: the
+    /// record's body hash decides, and such a copy is acknowledged unapplied (`None`). A work
+    /// item with no record yet comes back ([`FulfilError::NotRecorded`]) until its last
+    /// receive, then is dropped: its attempt answered a failure, and the sender's retry
+    /// records it and queues it again.
+    ///
+    /// # Errors
+    /// [`FulfilError::NotRecorded`] before the record's put, else as
+    /// [`Fulfil::apply_received`].
+    pub async fn apply_queued(
+        &self,
+        item: &WorkItem,
+        now_ms: u64,
+        receives: u32,
+    ) -> Result<Option<(Option<Envelope>, Applied)>, FulfilError> {
+        let key = crate::wire::work::delivery_key(item.environment, &item.event_id);
+        let Some(record) = self.store.read(&Key::delivery(&key)).await? else {
+            if receives < crate::wire::work::WORK_RECEIVES {
+                return Err(FulfilError::NotRecorded);
+            }
+            tracing::warn!(event_id = %item.event_id, receives, "a work item whose delivery was never recorded: its attempt answered a failure; dropped, the sender's retry queues it again");
+            return Ok(None);
+        };
+        let body_sha256 = crate::roads::ingest::sha256_hex(&item.body);
+        // A record of a release that kept no hash is the body its work was queued after.
+        if record
+            .get(&Field::BodySha256)
+            .is_some_and(|recorded| *recorded != Value::Text(body_sha256))
+        {
+            tracing::warn!(event_id = %item.event_id, "a work item whose body is not the recorded one (another body under its event_id): not applied, the first body stands");
+            return Ok(None);
+        }
+        self.apply_received(item, now_ms, receives).await.map(Some)
     }
 
     /// Applies one work item as its last receive (a "not paid yet" from the reverse check is

@@ -185,8 +185,7 @@ pub trait DeliveryLedger: Send + Sync {
     }
 
     /// Writes the record of `delivery`, whose body [`Self::keep_body`] put, as
-    /// [`Self::record`] does, listed as `listing` says. A record a mark wrote before it (its
-    /// work, queued before it, applied first) is completed, and counts as new.
+    /// [`Self::record`] does, listed as `listing` says.
     fn record_listed(
         &self,
         delivery: &Delivery,
@@ -725,8 +724,9 @@ impl<L: DeliveryLedger, Q: WorkQueue> Ingest<L, Q> {
                 Ingested::New
             }
             Recorded::Existing(existing) => {
-                self.duplicate(&delivery, *existing, now_ms, queued.work)
-                    .await?
+                // This attempt's queued work stands for the record only if it is its body.
+                let sent = queued.work && existing.delivery.body_sha256 == delivery.body_sha256;
+                self.duplicate(&delivery, *existing, now_ms, sent).await?
             }
         };
         let cross_environment =
@@ -773,8 +773,8 @@ impl<L: DeliveryLedger, Q: WorkQueue> Ingest<L, Q> {
         }
     }
 
-    /// A delivery whose record exists; `sent` when this attempt queued its work already (new
-    /// bytes of a record the previous release wrote, a body that expired): a take-over then
+    /// A delivery whose record exists; `sent` when this attempt queued the recorded body's work
+    /// already (a record the previous release wrote, a body that expired): a take-over then
     /// sends nothing more.
     async fn duplicate(
         &self,

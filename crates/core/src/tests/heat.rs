@@ -15,8 +15,8 @@
 //!   an index takes the committed change, not the transaction's prepare and commit);
 //! - ingest's own writes (the body item, the record; since issue 51 no `pending-by-age`
 //!   entry: a delivery is listed there only if its delayed check finds it unprocessed, which
-//!   none of this second's is) and the check's read of the record (one strongly consistent
-//!   read unit, a record being under 4 KB).
+//!   none of this second's is), the check's read of the record, and fulfil's read of it before
+//!   it applies the work (each one strongly consistent read unit, a record being under 4 KB).
 //!
 //! Items here are under 1 KB (one write unit each). A partition takes 1,000 writes a second;
 //! none may take more than 800.
@@ -417,7 +417,14 @@ async fn a_second_of(
             body,
             received_at_ms: Some(NOW_MS),
         };
-        let (_, outcome) = fulfil.apply(&item, NOW_MS).await.expect("applied");
+        store.inner.record(&item);
+        // Fulfil, as the queue brings the work: its read of the record (counted), then the
+        // change and the mark.
+        let (_, outcome) = fulfil
+            .apply_queued(&item, NOW_MS, 1)
+            .await
+            .expect("applied")
+            .expect("the recorded delivery");
         let mut took = std::mem::take(&mut *store.took.lock().unwrap());
         took.deliveries = 1;
         by_outcome.entry(outcome.as_str()).or_default().add(&took);

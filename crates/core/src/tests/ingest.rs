@@ -962,3 +962,162 @@ mod checks {
         assert!(!rig.ledger.is_listed("evt_1"));
     }
 }
+
+// ---- A delivery's work is queued before its record's put (issue 51): fulfil applies only the
+// delivery its record holds. ----
+
+mod recorded_only {
+    use super::*;
+    use crate::money::write::{Fields, Key, Stored, Table, Write};
+    use crate::port::PortError;
+    use crate::roads::fulfil::ResourceStore;
+
+    /// Fulfil's store as DynamoDB's is: the ledger's records as ingest wrote them, and the
+    /// state table (with the ledger's marks) in the resources' twin.
+    struct Tables {
+        ledger: Arc<MemoryLedger>,
+        resources: MemoryResources,
+    }
+
+    impl ResourceStore for Tables {
+        async fn write(&self, writes: &[Write]) -> Result<Stored, PortError> {
+            let stored = self.resources.write(writes).await?;
+            if stored == Stored::Committed {
+                for w in writes.iter().filter(|w| w.key.table == Table::Ledger) {
+                    self.ledger.write(std::slice::from_ref(w)).await?;
+                }
+            }
+            Ok(stored)
+        }
+
+        async fn read(&self, key: &Key) -> Result<Option<Fields>, PortError> {
+            if key.table == Table::Ledger {
+                return self.ledger.read(key).await;
+            }
+            self.resources.read(key).await
+        }
+    }
+
+    fn paid(order: &str, amount: &str) -> Vec<u8> {
+        body(
+            "evt_1",
+            &format!(
+                r#","order":{{"external_id":"{order}","amount":"{amount}","currency":"USDT"}}"#
+            ),
+        )
+    }
+
+    fn work(delivery: &Delivery) -> WorkItem {
+        WorkItem {
+            event_id: delivery.event_id.clone(),
+            environment: delivery.environment,
+            body: delivery.body.clone(),
+            received_at_ms: Some(delivery.received_at_ms),
+        }
+    }
+
+    // Two signed bodies under one event_id: the second's work is queued before its put, which
+    // the first's record refuses. Whichever fulfil receives first, only the recorded body is
+    // applied: one fulfilment, the first body's order and amount.
+    #[tokio::test]
+    async fn a_second_body_under_a_recorded_event_id_is_never_applied() {
+        for second_first in [true, false] {
+            let rig = rig();
+            let first = paid("order-1", "10");
+            let second = paid("order-2", "99");
+            assert_eq!(rig.post(&first, NOW_MS).await, Ok(Ingested::New));
+            let _ = rig.post(&second, NOW_MS + 1).await;
+            let mut queued = rig.queue.sent();
+            assert_eq!(queued.len(), 2, "the second body's work was queued too");
+            assert_eq!(queued[1].body, second);
+            if second_first {
+                queued.reverse();
+            }
+            let fulfil = Fulfil::new(Tables {
+                ledger: Arc::clone(&rig.ledger),
+                resources: MemoryResources::default(),
+            });
+            let mut applied = Vec::new();
+            for delivery in &queued {
+                let done = fulfil.apply_queued(&work(delivery), NOW_MS + 2, 1).await;
+                applied.push(done.unwrap().map(|(_, a)| a));
+            }
+            let resources = &fulfil.store().resources;
+            assert_eq!(
+                resources.fulfilments(),
+                [("inv_1".to_owned(), Some("order-1".to_owned()))],
+                "second first: {second_first}"
+            );
+            let invoice = resources.invoice("inv_1").unwrap();
+            assert_eq!(
+                invoice.order.amount.map(|a| a.to_string()),
+                Some("10".to_owned()),
+                "second first: {second_first}"
+            );
+            let expected = if second_first {
+                [None, Some(Applied::Fulfilled)]
+            } else {
+                [Some(Applied::Fulfilled), None]
+            };
+            assert_eq!(applied, expected, "second first: {second_first}");
+        }
+    }
+
+    // Fulfil may receive a new delivery's work before its record's put: it applies nothing
+    // then, and the work comes back and is applied once the record exists. A work item whose
+    // attempt never recorded it (the sender answered a failure) is dropped at its last
+    // receive, never applied and never sent to the DLQ.
+    #[tokio::test]
+    async fn a_work_item_is_applied_only_once_its_delivery_is_recorded() {
+        let rig = rig();
+        let fulfil = Fulfil::new(Tables {
+            ledger: Arc::clone(&rig.ledger),
+            resources: MemoryResources::default(),
+        });
+        let body = paid("order-1", "10");
+        let early = WorkItem {
+            event_id: "evt_1".into(),
+            environment: Some(Environment::Live),
+            body: body.clone(),
+            received_at_ms: Some(NOW_MS),
+        };
+        assert_eq!(
+            fulfil.apply_queued(&early, NOW_MS, 1).await,
+            Err(crate::roads::fulfil::FulfilError::NotRecorded)
+        );
+        let last = crate::wire::work::WORK_RECEIVES;
+        assert_eq!(fulfil.apply_queued(&early, NOW_MS, last).await, Ok(None));
+        assert!(fulfil.store().resources.fulfilments().is_empty());
+        assert_eq!(rig.post(&body, NOW_MS).await, Ok(Ingested::New));
+        let applied = fulfil.apply_queued(&early, NOW_MS + 1, 2).await.unwrap();
+        assert_eq!(applied.map(|(_, a)| a), Some(Applied::Fulfilled));
+        assert_eq!(
+            fulfil.store().resources.fulfilments(),
+            [("inv_1".to_owned(), Some("order-1".to_owned()))]
+        );
+    }
+
+    // A second body arriving after the first attempt's lease ran out takes the record over:
+    // what it sends again is the recorded body, never its own (whose work fulfil skips).
+    #[tokio::test]
+    async fn a_take_over_by_a_second_body_sends_the_recorded_body_again() {
+        let rig = rig();
+        let first = paid("order-1", "10");
+        let second = paid("order-2", "99");
+        assert_eq!(rig.post(&first, NOW_MS).await, Ok(Ingested::New));
+        let answer = rig.post(&second, NOW_MS + LEASE_MS + 1).await;
+        assert_eq!(
+            answer,
+            Ok(Ingested::Duplicate {
+                resent: true,
+                body_conflict: true
+            })
+        );
+        let bodies: Vec<Vec<u8>> = rig.queue.sent().into_iter().map(|d| d.body).collect();
+        assert_eq!(
+            bodies,
+            [first.clone(), second, first],
+            "the recorded body, sent again"
+        );
+    }
+}

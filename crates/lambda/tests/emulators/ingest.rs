@@ -506,7 +506,9 @@ async fn same_event_id_with_another_body_keeps_the_first_and_flags_the_conflict(
         1,
         "the conflict is on the record"
     );
-    // The second body's work was queued before its put, which the record refused.
+    // The second body's work was queued before its put, which the record refused: fulfil
+    // reads the record and never applies it (`checks::only_the_recorded_body_…` in the
+    // adapters' emulator tests).
     let messages = rig.aws.drain(&rig.queue_url).await;
     assert_eq!(messages.len(), 2, "the first body's work, and the second's");
     assert_eq!(message_event(&messages[1]), second);

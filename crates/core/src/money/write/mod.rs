@@ -158,6 +158,9 @@ pub enum Field {
     OutcomeReason,
     ProcessedAt,
     PendingShard,
+    /// The SHA-256 of a delivery's raw body, as ingest recorded it (lower-case hex): the body
+    /// the delivery is, whichever copies of its `event_id` are queued.
+    BodySha256,
     /// A processed delivery that waits for a person: its outcome, only while it waits (the
     /// sparse index `exceptions`, `release` and `recheck` read).
     Waiting,

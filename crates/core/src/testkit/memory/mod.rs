@@ -289,6 +289,10 @@ impl MemoryLedger {
         let record = self.get(key)?;
         let mut fields = Fields::new();
         fields.insert(Field::State, Value::text(record.state.as_str()));
+        fields.insert(
+            Field::BodySha256,
+            Value::text(record.delivery.body_sha256.clone()),
+        );
         if self.is_listed(key) {
             fields.insert(
                 Field::PendingShard,

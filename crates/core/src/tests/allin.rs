@@ -27,11 +27,11 @@ struct Logged {
 }
 
 const LOG_BYTES: Logged = Logged {
-    ingest: 653,
-    fulfil: 490,
+    ingest: 478,
+    fulfil: 378,
     ingest_warn: 256,
     fulfil_warn: 43,
-    publish: 341,
+    publish: 229,
 };
 
 /// Messages in a fulfil invocation: the work queue's event source takes `BatchSize: 10` and

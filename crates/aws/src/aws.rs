@@ -175,7 +175,9 @@ fn grants_of(service: &str, operation: &str, body: &[u8]) -> Vec<Grant> {
         ("sqs", _) => {
             let url = text(&json["QueueUrl"]);
             let name = url.rsplit('/').next().unwrap_or_default().to_owned();
-            vec![grant(operation, name)]
+            // SQS' batch actions are authorised by their single action (the SQS developer
+            // guide, "Amazon SQS API permissions: Actions and resource reference").
+            vec![grant(operation.trim_end_matches("Batch"), name)]
         }
         ("secretsmanager", _) => vec![grant(operation, text(&json["SecretId"]))],
         _ => {

@@ -2,14 +2,16 @@
 //! delivery's exact raw body (base64, so any body fits SQS's character set), its `event_id` and
 //! the environment of the secret that verified it; fulfil needs no read to learn what to apply.
 
+use std::collections::HashMap;
+
 use aws_sdk_sqs::Client;
-use aws_sdk_sqs::types::MessageAttributeValue;
+use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
 
 use crate::aws::port_error;
 use paymos_inbox_core::port::PortError;
-use paymos_inbox_core::roads::ingest::{Delivery, WorkQueue};
+use paymos_inbox_core::roads::ingest::{Delivery, MAX_CHECK_AFTER_SECS, Queued, WorkQueue};
 use paymos_inbox_core::roads::outbound::RetryQueue;
-use paymos_inbox_core::wire::work::WorkItem;
+use paymos_inbox_core::wire::work::{Check, WorkItem};
 
 /// A [`WorkQueue`] on an SQS standard queue.
 #[derive(Debug, Clone)]
@@ -53,31 +55,92 @@ pub(crate) fn attribute(value: &str) -> MessageAttributeValue {
         .expect("data_type is set")
 }
 
+/// The work item of `delivery`, as the queue carries it.
+fn work_item(delivery: &Delivery) -> WorkItem {
+    WorkItem {
+        event_id: delivery.event_id.clone(),
+        environment: delivery.environment,
+        body: delivery.body.clone(),
+        received_at_ms: Some(delivery.received_at_ms),
+    }
+}
+
+/// The attributes a work item is sent with (what a person reads in the DLQ).
+fn attributes(delivery: &Delivery) -> HashMap<String, MessageAttributeValue> {
+    let mut attributes = HashMap::from([
+        ("event_id".to_owned(), attribute(&delivery.event_id)),
+        ("event_type".to_owned(), attribute(&delivery.event_type)),
+    ]);
+    if let Some(resource) = &delivery.resource_id {
+        attributes.insert("resource_id".to_owned(), attribute(resource));
+    }
+    if let Some(traceparent) = crate::trace::carried() {
+        attributes.insert(
+            crate::trace::TRACEPARENT.to_owned(),
+            attribute(&traceparent),
+        );
+    }
+    attributes
+}
+
 impl WorkQueue for SqsQueue {
     async fn enqueue(&self, delivery: &Delivery) -> Result<(), PortError> {
-        let item = WorkItem {
-            event_id: delivery.event_id.clone(),
-            environment: delivery.environment,
-            body: delivery.body.clone(),
-            received_at_ms: Some(delivery.received_at_ms),
-        };
-        let mut send = self
-            .client
+        self.client
             .send_message()
             .queue_url(&self.queue_url)
-            .message_body(item.encode())
-            .message_attributes("event_id", attribute(&delivery.event_id))
-            .message_attributes("event_type", attribute(&delivery.event_type));
-        if let Some(resource) = &delivery.resource_id {
-            send = send.message_attributes("resource_id", attribute(resource));
-        }
-        if let Some(traceparent) = crate::trace::carried() {
-            send = send.message_attributes(crate::trace::TRACEPARENT, attribute(&traceparent));
-        }
-        send.send()
+            .message_body(work_item(delivery).encode())
+            .set_message_attributes(Some(attributes(delivery)))
+            .send()
             .await
             .map_err(|e| port_error("SQS SendMessage", e))?;
         Ok(())
+    }
+
+    /// One `SendMessageBatch` of two entries: the work item, and its check with a message
+    /// timer (`DelaySeconds`, at most 900) on the same queue. SQS answers each entry apart.
+    async fn enqueue_checked(
+        &self,
+        delivery: &Delivery,
+        check_after_secs: u32,
+    ) -> Result<Queued, PortError> {
+        let work = SendMessageBatchRequestEntry::builder()
+            .id("work")
+            .message_body(work_item(delivery).encode())
+            .set_message_attributes(Some(attributes(delivery)))
+            .build()
+            .map_err(|e| PortError::new("SQS SendMessageBatch", e.to_string()))?;
+        let delay = check_after_secs.min(MAX_CHECK_AFTER_SECS);
+        let check = SendMessageBatchRequestEntry::builder()
+            .id("check")
+            .message_body(Check::of(&delivery.event_id, delivery.environment).encode())
+            .delay_seconds(i32::try_from(delay).unwrap_or(900))
+            .message_attributes("event_id", attribute(&delivery.event_id))
+            .build()
+            .map_err(|e| PortError::new("SQS SendMessageBatch", e.to_string()))?;
+        let sent = self
+            .client
+            .send_message_batch()
+            .queue_url(&self.queue_url)
+            .entries(work)
+            .entries(check)
+            .send()
+            .await
+            .map_err(|e| port_error("SQS SendMessageBatch", e))?;
+        let ok = |id: &str| sent.successful().iter().any(|s| s.id() == id);
+        let queued = Queued {
+            work: ok("work"),
+            check: ok("check"),
+        };
+        for failed in sent.failed() {
+            tracing::warn!(event_id = %delivery.event_id, entry = failed.id(), code = failed.code(), "SQS refused an entry of a delivery's batch");
+        }
+        if queued == Queued::NOTHING {
+            return Err(PortError::new(
+                "SQS SendMessageBatch",
+                "both entries were refused",
+            ));
+        }
+        Ok(queued)
     }
 }
 

@@ -10,7 +10,8 @@ use paymos_inbox_core::money::write::{Fields, Key, Stored, Write};
 use paymos_inbox_core::port::PortError;
 use paymos_inbox_core::roads::fulfil::ResourceStore;
 use paymos_inbox_core::roads::ingest::{
-    Delivery, DeliveryLedger, ExistingDelivery, Recorded, TakeOver, WorkQueue,
+    BodyKept, Delivery, DeliveryLedger, ExistingDelivery, Listing, Queued, Recorded, TakeOver,
+    WorkQueue,
 };
 
 /// What happens to one call.
@@ -159,6 +160,26 @@ impl<L: DeliveryLedger> DeliveryLedger for Faulty<L> {
             .await
     }
 
+    async fn keep_body(&self, delivery: &Delivery) -> Result<BodyKept, PortError> {
+        self.faults
+            .around("PutItem", self.inner.keep_body(delivery))
+            .await
+    }
+
+    async fn record_listed(
+        &self,
+        delivery: &Delivery,
+        lease_until_ms: u64,
+        listing: Listing,
+    ) -> Result<Recorded, PortError> {
+        self.faults
+            .around(
+                "PutItem",
+                self.inner.record_listed(delivery, lease_until_ms, listing),
+            )
+            .await
+    }
+
     async fn find(&self, key: &str) -> Result<Option<ExistingDelivery>, PortError> {
         self.faults.around("GetItem", self.inner.find(key)).await
     }
@@ -186,6 +207,19 @@ impl<Q: WorkQueue> WorkQueue for Faulty<Q> {
     async fn enqueue(&self, delivery: &Delivery) -> Result<(), PortError> {
         self.faults
             .around("SendMessage", self.inner.enqueue(delivery))
+            .await
+    }
+
+    async fn enqueue_checked(
+        &self,
+        delivery: &Delivery,
+        check_after_secs: u32,
+    ) -> Result<Queued, PortError> {
+        self.faults
+            .around(
+                "SendMessageBatch",
+                self.inner.enqueue_checked(delivery, check_after_secs),
+            )
             .await
     }
 }

@@ -6,7 +6,8 @@ use std::str::FromStr;
 use paymos_inbox_aws::dynamodb::LedgerSchema;
 use paymos_inbox_core::money::change::Projects;
 use paymos_inbox_core::roads::ingest::{
-    DEFAULT_LEASE_SECS, DEFAULT_MAX_BODY_BYTES, IngestSettings, LIMIT_MAX_BODY_BYTES,
+    DEFAULT_CHECK_AFTER_SECS, DEFAULT_LEASE_SECS, DEFAULT_MAX_BODY_BYTES, IngestSettings,
+    LIMIT_MAX_BODY_BYTES, MAX_CHECK_AFTER_SECS,
 };
 use paymos_inbox_core::wire::signature::{
     DEFAULT_TOLERANCE_SECS, Environment, SigningKey, parse_keys,
@@ -26,6 +27,8 @@ pub const SIGNATURE_TOLERANCE_SECS: &str = "SIGNATURE_TOLERANCE_SECS";
 pub const MAX_BODY_BYTES: &str = "MAX_BODY_BYTES";
 /// Environment variable: lease of a fresh delivery record in seconds (default 30).
 pub const INGEST_LEASE_SECS: &str = "INGEST_LEASE_SECS";
+/// When a new delivery's delayed check comes due, in seconds (600 by default, at most 900).
+pub const CHECK_AFTER_SECS: &str = "CHECK_AFTER_SECS";
 /// Environment variable: the Secrets Manager secret with the Paymos API key and secret
 /// (`{"api_key": "…", "api_secret": "…"}`); when set, fulfil re-reads every paid invoice at
 /// Paymos before fulfilling it (the reverse check).
@@ -153,11 +156,26 @@ impl IngestConfig {
             settings: IngestSettings {
                 max_body_bytes: max_body_bytes(&lookup)?,
                 lease_secs: number(&lookup, INGEST_LEASE_SECS, DEFAULT_LEASE_SECS)?,
+                check_after_secs: check_after_secs(&lookup)?,
             },
             retention_days: delivery_retention_days(&lookup)?,
             body_retention_days: body_retention_days(&lookup)?,
         })
     }
+}
+
+/// [`CHECK_AFTER_SECS`]: at most SQS' longest message timer.
+fn check_after_secs(lookup: &impl Fn(&str) -> Option<String>) -> Result<u32, ConfigError> {
+    let secs = number(lookup, CHECK_AFTER_SECS, DEFAULT_CHECK_AFTER_SECS)?;
+    if secs > MAX_CHECK_AFTER_SECS {
+        return Err(ConfigError::Invalid {
+            var: CHECK_AFTER_SECS,
+            reason: format!(
+                "{secs} is more than {MAX_CHECK_AFTER_SECS}: SQS delays a message 15 minutes at most"
+            ),
+        });
+    }
+    Ok(secs)
 }
 
 /// [`MAX_BODY_BYTES`]: at most [`LIMIT_MAX_BODY_BYTES`], so every accepted body's work item

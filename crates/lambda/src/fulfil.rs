@@ -14,11 +14,22 @@ use paymos_inbox_core::port::{PortError, PortErrorKind};
 use paymos_inbox_core::roads::confirm::PaymentConfirmation;
 use paymos_inbox_core::roads::fulfil::{Fulfil, FulfilError, PoisonError, ResourceStore};
 use paymos_inbox_core::roads::outbound::RetryQueue;
-use paymos_inbox_core::wire::work::WorkItem;
+use paymos_inbox_core::wire::work::{Check, QueueMessage, WorkItem};
 
 /// The `FulfilOutcomes` of a message that was not applied: a message that is not a work item,
-/// a store or API failure, and a payment Paymos does not show paid yet.
-pub const FAILURE_OUTCOMES: [&str; 3] = ["poison", "retry_unavailable", "retry_not_paid_yet"];
+/// a store or API failure, a payment Paymos does not show paid yet, and a work item whose
+/// delivery is not recorded yet.
+pub const FAILURE_OUTCOMES: [&str; 4] = [
+    "poison",
+    "retry_unavailable",
+    "retry_not_paid_yet",
+    "retry_not_recorded",
+];
+
+/// How long fulfil waits, before each read again, for the record of a work item it received
+/// before ingest's put (ingest queues a new delivery's work, then puts its record): then the
+/// message comes back on the spacing of a failure.
+const NOT_RECORDED_WAITS_MS: [u64; 3] = [50, 200, 750];
 
 /// How many messages of one batch are applied at the same time.
 pub const CONCURRENCY: usize = 10;
@@ -79,22 +90,59 @@ async fn apply_one<S: ResourceStore, C: PaymentConfirmation>(
     now_ms: u64,
 ) -> Result<(), u32> {
     let message_id = message.message_id.clone().unwrap_or_default();
-    let decoded = WorkItem::decode(message.body.as_deref().unwrap_or_default());
+    let decoded = QueueMessage::decode(message.body.as_deref().unwrap_or_default());
     let event_id = decoded
         .as_ref()
-        .map_or("unknown", |item| item.event_id.as_str())
+        .map_or("unknown", QueueMessage::event_id)
         .to_owned();
     // Every line about this message (adapters' warnings included) names the event.
     let span = tracing::info_span!("delivery", event_id = %event_id, message_id = %message_id);
+    let work = match decoded {
+        Ok(QueueMessage::Check(check)) => {
+            return check_one(fulfil, message, &check).instrument(span).await;
+        }
+        Ok(QueueMessage::Work(item)) => Ok(item),
+        Err(e) => Err(e),
+    };
     // The trace ingest put on the message: its writes carry it on to the publisher.
     let incoming = message
         .message_attributes
         .get(paymos_inbox_aws::trace::TRACEPARENT)
         .and_then(|a| a.string_value.as_deref());
     let traceparent = crate::trace::hop(&span, incoming);
-    paymos_inbox_aws::trace::carrying(traceparent, apply_decoded(fulfil, message, decoded, now_ms))
+    paymos_inbox_aws::trace::carrying(traceparent, apply_decoded(fulfil, message, work, now_ms))
         .instrument(span)
         .await
+}
+
+/// A delivery's delayed check, come due: nothing to say when its delivery was processed (what
+/// nearly every check finds, so it writes no line); a warning when it listed a straggler for
+/// the sweep. A ledger failure brings the check back, as a work item's would.
+async fn check_one<S: ResourceStore, C: PaymentConfirmation>(
+    fulfil: &Fulfil<S, C>,
+    message: &SqsMessage,
+    check: &Check,
+) -> Result<(), u32> {
+    match fulfil.check_delivery(check).await {
+        Ok(checked) => {
+            tracing::debug!(checked = checked.as_str(), "delivery checked");
+            Ok(())
+        }
+        Err(error) => {
+            let receives: u32 = message
+                .attributes
+                .get("ApproximateReceiveCount")
+                .and_then(|r| r.parse().ok())
+                .unwrap_or(1);
+            let message_id = message.message_id.as_deref().unwrap_or_default();
+            let back_in_s = error.redelivery_in_s(
+                receives,
+                paymos_inbox_core::roads::outbound::spread_of(message_id, receives),
+            );
+            tracing::error!(receives, back_in_s, reason = %error, "delivery not checked; SQS brings its check back then (then the DLQ)");
+            Err(back_in_s)
+        }
+    }
 }
 
 async fn apply_decoded<S: ResourceStore, C: PaymentConfirmation>(
@@ -110,9 +158,12 @@ async fn apply_decoded<S: ResourceStore, C: PaymentConfirmation>(
     let receive_count: u32 = receives.parse().unwrap_or(1);
     let message_id = message.message_id.as_deref().unwrap_or_default();
     let applied = match decoded {
-        Ok(item) => apply_retrying(fulfil, &item, now_ms, receive_count, message_id)
-            .await
-            .map(|a| (item, a)),
+        Ok(item) => match apply_retrying(fulfil, &item, now_ms, receive_count, message_id).await {
+            // Not the recorded delivery: acknowledged unapplied (`apply_queued` said why).
+            Ok(None) => return Ok(()),
+            Ok(Some(applied)) => Ok((item, applied)),
+            Err(e) => Err(e),
+        },
         Err(e) => Err(FulfilError::Poison(PoisonError::from(e))),
     };
     record_metrics(&applied, now_ms);
@@ -142,12 +193,13 @@ async fn apply_decoded<S: ResourceStore, C: PaymentConfirmation>(
                 FulfilError::Poison(_) => "poison",
                 FulfilError::Unavailable(e) => e.kind.as_str(),
                 FulfilError::NotYet { .. } => "not_paid_yet",
+                FulfilError::NotRecorded => "not_recorded",
             };
             let back_in_s = error.redelivery_in_s(
                 receive_count,
                 paymos_inbox_core::roads::outbound::spread_of(message_id, receive_count),
             );
-            if matches!(error, FulfilError::NotYet { .. }) {
+            if matches!(error, FulfilError::NotYet { .. } | FulfilError::NotRecorded) {
                 tracing::warn!(receives, back_in_s, error = kind, reason = %error, "delivery not applied yet; SQS redelivers it then");
             } else if kind == "misconfigured" {
                 tracing::error!(receives, back_in_s, error = kind, reason = %error, "delivery not applied: the stack is misconfigured (a missing table, a refused credential); every retry fails alike until it is fixed, then the DLQ");
@@ -164,17 +216,28 @@ async fn apply_decoded<S: ResourceStore, C: PaymentConfirmation>(
 /// Applies one work item, trying a conflict or a throttle again within this invocation, a few
 /// times with growing, spread waits ([`PortErrorKind::retry_at_once_ms`]): overload slows
 /// fulfil down instead of sending the message round the queue towards its dead-letter queue.
-/// A retry is safe: every write is conditional, as for SQS's own redelivery.
+/// A retry is safe: every write is conditional, as for SQS's own redelivery. A work item whose
+/// record is not there yet is read again a few times ([`NOT_RECORDED_WAITS_MS`]). `None`: not
+/// the recorded delivery ([`Fulfil::apply_queued`]), nothing applied.
 async fn apply_retrying<S: ResourceStore, C: PaymentConfirmation>(
     fulfil: &Fulfil<S, C>,
     item: &WorkItem,
     now_ms: u64,
     receives: u32,
     message_id: &str,
-) -> Result<(Option<paymos_inbox_core::wire::envelope::Envelope>, Applied), FulfilError> {
+) -> Result<Option<(Option<paymos_inbox_core::wire::envelope::Envelope>, Applied)>, FulfilError> {
     let mut attempt = 0;
+    let mut unrecorded = NOT_RECORDED_WAITS_MS.iter();
     loop {
-        let result = fulfil.apply_received(item, now_ms, receives).await;
+        let result = fulfil.apply_queued(item, now_ms, receives).await;
+        if matches!(result, Err(FulfilError::NotRecorded)) {
+            // Ingest puts the record right after it queues the work: fulfil may be quicker.
+            let Some(&wait_ms) = unrecorded.next() else {
+                return result;
+            };
+            tokio::time::sleep(std::time::Duration::from_millis(wait_ms)).await;
+            continue;
+        }
         let Err(FulfilError::Unavailable(error)) = &result else {
             return result;
         };
@@ -208,6 +271,7 @@ fn record_metrics(applied: &Applying, now_ms: u64) {
         Err(FulfilError::Poison(_)) => FAILURE_OUTCOMES[0],
         Err(FulfilError::Unavailable(_)) => FAILURE_OUTCOMES[1],
         Err(FulfilError::NotYet { .. }) => FAILURE_OUTCOMES[2],
+        Err(FulfilError::NotRecorded) => FAILURE_OUTCOMES[3],
     };
     crate::telemetry::count_outcome(metric::FULFIL_OUTCOMES, outcome);
     if let Ok((item, (_, applied))) = applied {
@@ -283,6 +347,38 @@ mod tests {
         event
     }
 
+    /// Records each work item of `event` as ingest does before fulfil receives it.
+    fn recorded(store: &MemoryResources, event: &SqsEvent) {
+        for message in &event.records {
+            if let Ok(item) = WorkItem::decode(message.body.as_deref().unwrap_or_default()) {
+                store.record(&item);
+            }
+        }
+    }
+
+    // Ingest queues a new delivery's work, then puts its record: a fulfil that receives the
+    // work first reads again shortly and applies it once, nothing back to the queue; one whose
+    // record never comes is not applied and comes back later.
+    #[tokio::test]
+    async fn a_work_item_received_before_its_record_is_applied_once_the_record_lands() {
+        let fulfil = Fulfil::new(MemoryResources::new());
+        let queue = MemoryRetries::new();
+        let event = batch(&["inv_r1"]);
+        let (response, ()) = tokio::join!(
+            handle_batch(&fulfil, &queue, event, 1_760_000_000_000),
+            async {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                recorded(fulfil.store(), &batch(&["inv_r1"]));
+            }
+        );
+        assert!(response.batch_item_failures.is_empty(), "{response:?}");
+        assert_eq!(fulfil.store().fulfilled(), ["inv_r1"]);
+
+        let response = handle_batch(&fulfil, &queue, batch(&["inv_r2"]), 1_760_000_000_000).await;
+        assert_eq!(response.batch_item_failures.len(), 1, "comes back");
+        assert_eq!(fulfil.store().fulfilled(), ["inv_r1"], "never applied");
+    }
+
     // Issue 39: overload slows fulfil down instead of failing messages towards the DLQ: a
     // batch whose writes meet other writers (or throttles) dozens of times is applied whole,
     // each payment fulfilled once, and no message goes back to the queue.
@@ -297,7 +393,9 @@ mod tests {
                 kind,
             });
             let queue = MemoryRetries::new();
-            let response = handle_batch(&fulfil, &queue, batch(&invoices), 1_760_000_000_000).await;
+            let event = batch(&invoices);
+            recorded(&fulfil.store().inner, &event);
+            let response = handle_batch(&fulfil, &queue, event, 1_760_000_000_000).await;
             assert!(
                 response.batch_item_failures.is_empty(),
                 "{kind}: {response:?}"
@@ -332,6 +430,7 @@ mod tests {
         event.records[1]
             .attributes
             .insert("ApproximateReceiveCount".into(), "3".into());
+        recorded(&fulfil.store().inner, &event);
         let response = handle_batch(&fulfil, &queue, event, 1_760_000_000_000).await;
         assert_eq!(response.batch_item_failures.len(), 2);
         assert!(fulfil.store().inner.fulfilments().is_empty());

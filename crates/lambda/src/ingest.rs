@@ -137,9 +137,10 @@ pub fn answer(inbound: &Inbound<'_>, outcome: Result<Receipt, IngestError>) -> R
                 outcome = ingested.as_str(),
                 event_id = %receipt.event_id,
                 event_type = %receipt.event_type,
-                resent,
-                body_conflict,
-                cross_environment = receipt.cross_environment,
+                // Said only when true: most lines are of new deliveries, which are neither.
+                resent = resent.then_some(true),
+                body_conflict = body_conflict.then_some(true),
+                cross_environment = receipt.cross_environment.then_some(true),
                 bytes = inbound.body.len(),
                 "delivery acknowledged"
             );

@@ -124,6 +124,15 @@ where
             }
         }
         event.record(&mut Fields(&mut line));
+        // The runtime's X-Ray trace header names a trace only when the request was sampled:
+        // an unsampled one (nearly all of them) says nothing a reader can follow.
+        if line
+            .get(XRAY_TRACE_ID)
+            .and_then(Value::as_str)
+            .is_some_and(|header| header.contains("Sampled=0"))
+        {
+            line.remove(XRAY_TRACE_ID);
+        }
         // A line that counts itself ([`counted`]): its EMF members at the top level.
         if let Some(Value::String(members)) = line.remove(COUNTED)
             && let Ok(Value::Object(members)) = serde_json::from_str::<Value>(&members)
@@ -133,6 +142,9 @@ where
         writeln!(writer, "{}", Value::Object(line))
     }
 }
+
+/// The field Lambda's runtime gives its invocation span: the X-Ray trace header.
+const XRAY_TRACE_ID: &str = "xrayTraceId";
 
 /// Now, as RFC 3339 in UTC with milliseconds (`2026-11-30T12:00:00.123Z`).
 fn now_rfc3339() -> String {
@@ -502,6 +514,34 @@ mod tests {
         assert_eq!(lines[0]["event_id"], "evt_1", "{text}");
         assert!(lines[0].get(COUNTED).is_none(), "{text}");
         assert!(lines[1].get("_aws").is_none() && lines[1].get(COUNTED).is_none());
+    }
+
+    // A line names the X-Ray trace of its invocation only when there is one: an unsampled
+    // invocation's header names none, and would cost some 115 bytes on every line.
+    #[test]
+    fn a_line_names_the_xray_trace_only_of_a_sampled_invocation() {
+        let text = written("INFO", || {
+            for sampled in [0, 1] {
+                let header = format!(
+                    "Root=1-674d9a3f-{sampled:024};Parent=53995c3f42cd8ad8;Sampled={sampled}"
+                );
+                let span = tracing::info_span!("Lambda runtime invoke", xrayTraceId = %header);
+                span.in_scope(|| tracing::info!(event_id = "evt_1", "delivery applied"));
+            }
+        });
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        assert!(lines[0].get(XRAY_TRACE_ID).is_none(), "{text}");
+        assert!(
+            lines[1][XRAY_TRACE_ID]
+                .as_str()
+                .is_some_and(|h| h.ends_with("Sampled=1")),
+            "{text}"
+        );
+        assert!(lines.iter().all(|l| l["event_id"] == "evt_1"), "{text}");
     }
 
     #[test]

@@ -133,6 +133,10 @@ async fn logged_at(level: &str) -> (u64, u64) {
         .collect();
     assert_eq!(event.records.len(), 10, "every delivery enqueued");
     let fulfil = Fulfil::new(MemoryResources::new());
+    // Recorded by ingest before fulfil receives them.
+    for body in &bodies {
+        fulfil.store().record(&live(body));
+    }
     async {
         let response = paymos_inbox_lambda::fulfil::handle_batch(
             &fulfil,

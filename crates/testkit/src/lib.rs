@@ -22,7 +22,7 @@ use std::time::Duration;
 use aws_sdk_dynamodb::config::{Credentials, Region};
 use aws_sdk_dynamodb::types::AttributeValue;
 use paymos_inbox_aws::aws::CallCounter;
-use paymos_inbox_aws::dynamodb::{DynamoResources, LedgerSchema};
+use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources, LedgerSchema};
 use paymos_inbox_core::money::invoice::InvoiceSeen;
 use paymos_inbox_core::roads::handoff::StateRecords as _;
 use paymos_inbox_core::testkit::model::Inspect;
@@ -255,6 +255,27 @@ impl Aws {
             .await
             .expect("get item")
             .item
+    }
+
+    /// Records in the deliveries `table`, as ingest does before fulfil receives them, the
+    /// delivery of each work item of `event` (an SQS event's JSON, such as an `events/` file):
+    /// fulfil applies a queued work item only once its delivery is recorded.
+    pub async fn record_work_items(&self, table: &str, event: &str, received_at_ms: u64) {
+        use paymos_inbox_core::roads::ingest::DeliveryLedger;
+        let event: serde_json::Value = serde_json::from_str(event).expect("an SQS event");
+        let ledger = DynamoLedger::new(self.inspect_dynamodb.clone(), table, None);
+        for message in event["Records"].as_array().expect("its records") {
+            let body = message["body"].as_str().unwrap_or_default();
+            let Ok(item) = paymos_inbox_core::wire::work::WorkItem::decode(body) else {
+                continue;
+            };
+            let body = String::from_utf8(item.body).expect("a UTF-8 body");
+            let environment = item.environment.expect("an environment");
+            ledger
+                .record(&recorded_delivery(&body, environment, received_at_ms), 0)
+                .await
+                .expect("recorded");
+        }
     }
 
     /// Receives everything currently visible in a queue (and hides it for the visibility timeout).

@@ -112,6 +112,9 @@ pub(crate) async fn scan(
         if expression.contains("#status") {
             request = request.expression_attribute_names("#status", "status");
         }
+        if expression.contains("#state") {
+            request = request.expression_attribute_names("#state", "state");
+        }
         for (name, value) in values {
             request = request.expression_attribute_values(*name, s(*value));
         }

@@ -60,7 +60,8 @@ use paymos_inbox_core::money::write;
 use paymos_inbox_core::port::PortError;
 use paymos_inbox_core::roads::exceptions::{OutcomeRecord, Resolution, ReviewLedger};
 use paymos_inbox_core::roads::ingest::{
-    Delivery, DeliveryLedger, DeliveryState, ExistingDelivery, Recorded, TakeOver, event_id_of_key,
+    BodyKept, Delivery, DeliveryLedger, DeliveryState, ExistingDelivery, Listing, Recorded,
+    TakeOver, event_id_of_key,
 };
 use paymos_inbox_core::wire::envelope::Category;
 use paymos_inbox_core::wire::signature::Environment;
@@ -86,11 +87,9 @@ impl LedgerSchema {
     pub const PENDING_SHARD: &'static str = "pending_shard";
     /// Its range key.
     pub const PENDING_SORT: &'static str = "received_at";
-    /// How many shards the index is spread over: every delivery writes it twice (listed at
-    /// receipt, removed by the processed mark), so 64 shards keep each partition under 700
-    /// writes a second at 20,000 deliveries a second. Records of releases with 8 shards are in
-    /// `p0`…`p7`, which the readers read too.
-    pub const PENDING_SHARDS: u8 = 64;
+    /// How many shards the index is spread over (`write::PENDING_SHARDS`). Records of
+    /// releases with 8 shards are in `p0`…`p7`, which the readers read too.
+    pub const PENDING_SHARDS: u8 = paymos_inbox_core::money::write::PENDING_SHARDS;
     /// The sparse index of processed deliveries that wait for a person: hash `waiting` (a
     /// shard of the delivery's key, `w0`…`w7`, present only while it waits: a storm of one
     /// outcome heats no key, and a reader queries eight keys whatever the outcomes), range
@@ -102,10 +101,7 @@ impl LedgerSchema {
     /// The shard of a delivery key.
     #[must_use]
     pub fn pending_shard(key: &str) -> String {
-        format!(
-            "p{}",
-            paymos_inbox_core::money::write::shard_of(key, u32::from(Self::PENDING_SHARDS))
-        )
+        paymos_inbox_core::money::write::pending_shard(key)
     }
 
     /// The key of the body item of the record under `delivery_key` whose body hashes to
@@ -200,7 +196,7 @@ impl DynamoLedger {
         &self.client
     }
 
-    fn item_of(&self, d: &Delivery, lease_until_ms: u64) -> Item {
+    fn item_of(&self, d: &Delivery, lease_until_ms: u64, listed: bool) -> Item {
         let mut item = Item::with_capacity(16);
         let key = d.key();
         item.insert(LedgerSchema::KEY.into(), s(&key));
@@ -221,10 +217,12 @@ impl DynamoLedger {
         item.insert("state".into(), s(DeliveryState::Received.as_str()));
         item.insert("lease_until".into(), n(lease_until_ms));
         item.insert("enqueue_attempts".into(), n(1));
-        item.insert(
-            LedgerSchema::PENDING_SHARD.into(),
-            s(LedgerSchema::pending_shard(&key)),
-        );
+        if listed {
+            item.insert(
+                LedgerSchema::PENDING_SHARD.into(),
+                s(LedgerSchema::pending_shard(&key)),
+            );
+        }
         if let Some(secs) = self.retention_secs {
             item.insert(LedgerSchema::TTL.into(), n(d.received_at_ms / 1000 + secs));
         }
@@ -301,7 +299,7 @@ impl DynamoLedger {
     /// The record a new delivery is written as (for size reports).
     #[must_use]
     pub fn new_item(&self, d: &Delivery, lease_until_ms: u64) -> Item {
-        self.item_of(d, lease_until_ms)
+        self.item_of(d, lease_until_ms, false)
     }
 
     /// The body item a new delivery's raw body is written as (for size reports).
@@ -521,8 +519,10 @@ impl DynamoLedger {
 }
 
 impl DynamoLedger {
-    /// Polls the pending index until no delivery is left unprocessed or `within` runs out,
-    /// calling `between` after each look (e.g. to redrive a DLQ). Returns whether it drained.
+    /// Polls the ledger (a consistent scan: a tool's read, the soak's and the benchmark's; the
+    /// stragglers' index holds only what a check or a retry listed) until no delivery is left
+    /// unprocessed or `within` runs out, calling `between` after each look (e.g. to redrive a
+    /// DLQ). Returns whether it drained.
     ///
     /// # Errors
     /// [`PortError`] when DynamoDB fails, or the error `between` returns.
@@ -537,7 +537,11 @@ impl DynamoLedger {
     {
         let deadline = std::time::Instant::now() + within;
         loop {
-            if self.pending(1).await?.is_empty() {
+            let received = [(":r", DeliveryState::Received.as_str())];
+            if scan(&self.client, &self.table, Some(("#state = :r", &received)))
+                .await?
+                .is_empty()
+            {
                 return Ok(true);
             }
             between().await?;
@@ -648,18 +652,25 @@ impl paymos_inbox_core::roads::sweep::StrandedDeliveries for DynamoLedger {
 }
 
 impl DeliveryLedger for DynamoLedger {
-    /// Two puts (the body item, then the record's conditional put); when the record exists and
-    /// is not processed yet, one consistent `GetItem` of its body item, the body a resend sends.
+    /// Two puts (the body item, then the record's conditional put, listed where the sweep reads
+    /// the stragglers); when the record exists and is not processed yet, one consistent
+    /// `GetItem` of its body item, the body a resend sends.
     async fn record(
         &self,
         delivery: &Delivery,
         lease_until_ms: u64,
     ) -> Result<Recorded, PortError> {
-        // The body first, as an item of its own, so a record never exists without its body. A
-        // crash before the record leaves only a body item that expires, and the sender
-        // retries. Put only if absent: the same key is the same bytes, and a retry or a replay
-        // must not give back an expiry that the sweep lifted while the delivery waits for a
-        // person (`keep_waiting_bodies`).
+        DeliveryLedger::keep_body(self, delivery).await?;
+        self.record_listed(delivery, lease_until_ms, Listing::Listed)
+            .await
+    }
+
+    /// The body first, as an item of its own, so a record never exists without its body. A
+    /// crash before the record leaves only a body item that expires, and the sender retries.
+    /// Put only if absent: the same key is the same bytes, and a retry or a replay must not give
+    /// back an expiry that the sweep lifted while the delivery waits for a person
+    /// (`keep_waiting_bodies`).
+    async fn keep_body(&self, delivery: &Delivery) -> Result<BodyKept, PortError> {
         let body = self
             .client
             .put_item()
@@ -669,16 +680,31 @@ impl DeliveryLedger for DynamoLedger {
             .return_consumed_capacity(ReturnConsumedCapacity::Total)
             .send()
             .await;
-        match conditional(body, "DynamoDB PutItem")? {
-            Conditional::Done(out) => self.units.add(out.consumed_capacity()),
+        Ok(match conditional(body, "DynamoDB PutItem")? {
+            Conditional::Done(out) => {
+                self.units.add(out.consumed_capacity());
+                BodyKept::New
+            }
             // Written by an earlier attempt: the same bytes, kept as they are.
-            Conditional::Refused(_) => {}
-        }
+            Conditional::Refused(_) => BodyKept::Seen,
+        })
+    }
+
+    /// The record's conditional put, with `pending_shard` only when `listing` says so. Fulfil
+    /// applies a work item only once its record exists (`Fulfil::apply_queued`), so no mark
+    /// is written before the put.
+    async fn record_listed(
+        &self,
+        delivery: &Delivery,
+        lease_until_ms: u64,
+        listing: Listing,
+    ) -> Result<Recorded, PortError> {
+        let item = self.item_of(delivery, lease_until_ms, listing == Listing::Listed);
         let result = self
             .client
             .put_item()
             .table_name(&self.table)
-            .set_item(Some(self.item_of(delivery, lease_until_ms)))
+            .set_item(Some(item))
             .condition_expression("attribute_not_exists(event_id)")
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .return_consumed_capacity(ReturnConsumedCapacity::Total)

@@ -67,6 +67,7 @@ const FIELDS: [(Field, &str); 63] = [
     (Field::OutcomeReason, "outcome_reason"),
     (Field::ProcessedAt, "processed_at"),
     (Field::PendingShard, "pending_shard"),
+    (Field::BodySha256, "body_sha256"),
     (Field::Waiting, "waiting"),
     (Field::ListedIn, "listed_in"),
     (Field::Actor, "actor"),

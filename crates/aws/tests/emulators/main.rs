@@ -10,6 +10,7 @@
     reason = "an emulator test reads top to bottom as one scenario"
 )]
 
+mod checks;
 mod contract;
 mod cost;
 mod model;

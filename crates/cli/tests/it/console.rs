@@ -707,16 +707,30 @@ async fn held_and_late(info: &str, (held, late): (&str, &str), held_data: Option
 /// A dead letter in `dev`'s work queue's dead-letter queue: a payment of `invoice`
 /// (`evt_<invoice>`), as fulfil leaves one it failed to apply five times.
 pub(crate) async fn dead_letter(dev: &paymos_inbox_local::dev::Dev, invoice: &str) {
+    use paymos_inbox_core::roads::ingest::DeliveryLedger as _;
+    let body = invoice_paid(&format!("evt_{invoice}"), invoice);
+    let test = paymos_inbox_core::wire::signature::Environment::Test;
+    // A recorded delivery's work item (its check queued with it: not listed as pending), as
+    // only those reach the dead-letter queue.
+    let ledger = paymos_inbox_aws::dynamodb::DynamoLedger::new(
+        dev.dynamodb.clone(),
+        &dev.info.tables["DeliveriesTable"],
+        None,
+    );
+    let delivery = recorded_delivery(&body, test, paymos_inbox_lambda::now_ms());
+    ledger.keep_body(&delivery).await.unwrap();
+    ledger
+        .record_listed(
+            &delivery,
+            0,
+            paymos_inbox_core::roads::ingest::Listing::ByCheck,
+        )
+        .await
+        .unwrap();
     dev.sqs
         .send_message()
         .queue_url(&dev.info.queues["DeadLetterQueue"])
-        .message_body(
-            work_item(
-                &invoice_paid(&format!("evt_{invoice}"), invoice),
-                paymos_inbox_core::wire::signature::Environment::Test,
-            )
-            .encode(),
-        )
+        .message_body(work_item(&body, test).encode())
         .send()
         .await
         .unwrap();

@@ -215,18 +215,20 @@ async fn send_pending_mark_paid_and_redrive_work_from_the_command_line() {
         "{out}"
     );
 
-    // redrive: a message in the DLQ goes back to the work queue and gets applied.
+    // redrive: a message of a recorded delivery in the DLQ goes back to the work queue and
+    // gets applied.
     let dlq = dev.info.queues["DeadLetterQueue"].clone();
+    let parked = invoice_paid("evt_from_dlq", "inv_from_dlq");
+    let test = paymos_inbox_core::wire::signature::Environment::Test;
+    ingest
+        .ledger()
+        .record(&recorded_delivery(&parked, test, now), 0)
+        .await
+        .unwrap();
     dev.sqs
         .send_message()
         .queue_url(&dlq)
-        .message_body(
-            work_item(
-                &invoice_paid("evt_from_dlq", "inv_from_dlq"),
-                paymos_inbox_core::wire::signature::Environment::Test,
-            )
-            .encode(),
-        )
+        .message_body(work_item(&parked, test).encode())
         .send()
         .await
         .unwrap();

@@ -643,7 +643,8 @@ pub fn refusal(
         return Written::Refused(Refusal::AwaitsOrder);
     }
     Written::Refused(match refused.write {
-        What::Processed => return Written::AlreadyProcessed,
+        // A straggler's listing is in no plan (a check writes it alone).
+        What::Processed | What::Straggler => return Written::AlreadyProcessed,
         // The status took the payment: the refund or the order's condition failed.
         What::Payment
             if paying.is_some_and(|(st, at, _)| write::transition(st, at).holds(item)) =>

@@ -20,7 +20,7 @@ use crate::roads::confirm::{NoConfirmation, PaymentConfirmation};
 use crate::roads::ingest::PortError;
 use crate::wire::envelope::Envelope;
 use crate::wire::signature::Environment;
-use crate::wire::work::{WorkItem, WorkItemError};
+use crate::wire::work::{Check, WorkItem, WorkItemError};
 
 /// Why a queue message cannot be applied at all (it was not written by ingest, so nothing
 /// acknowledged is lost by sending it to the DLQ).
@@ -354,6 +354,33 @@ fn unread(change: Change) -> Change {
     }
 }
 
+/// What a delivery's delayed check found ([`Fulfil::check_delivery`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Checked {
+    /// Processed: nothing to do (what nearly every check finds).
+    Processed,
+    /// No record: the attempt that queued the check died before recording it, and answered
+    /// nothing but a failure; the sender's retry records it.
+    NotRecorded,
+    /// Listed for the sweep already (by ingest, when the check could not be queued with it).
+    Listed,
+    /// Not processed: listed now, for the sweep to send again.
+    Straggler,
+}
+
+impl Checked {
+    /// Its name, for logs.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Processed => "processed",
+            Self::NotRecorded => "not_recorded",
+            Self::Listed => "listed",
+            Self::Straggler => "straggler",
+        }
+    }
+}
+
 /// Why a work item was not applied.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FulfilError {
@@ -371,6 +398,10 @@ pub enum FulfilError {
         /// What Paymos shows now.
         status: String,
     },
+    /// The work item's delivery has no record yet (its work is queued before its record's
+    /// put): retry, and apply it once it is recorded.
+    #[error("the delivery is not recorded yet; applied on a later receive once it is")]
+    NotRecorded,
 }
 
 /// The first wait before a work item that was not applied comes back, and the longest.
@@ -494,6 +525,73 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
     pub fn with_patience_minutes(mut self, minutes: u32) -> Self {
         self.patience = crate::roads::confirm::receives_for(minutes);
         self
+    }
+
+    /// A delivery's delayed check, come due (issue 51): one read of its record; if it is not
+    /// processed, it is listed where the sweep reads the stragglers (`write::straggler`, a
+    /// conditional write), and the sweep sends it again from there, spaced as any straggler.
+    /// The record is listed only here, never at its receipt: the list holds what strands.
+    ///
+    /// # Errors
+    /// [`FulfilError::Unavailable`] when the ledger fails: the check comes back (retry).
+    pub async fn check_delivery(&self, check: &Check) -> Result<Checked, FulfilError> {
+        let key = check.key();
+        let Some(record) = self.store.read(&Key::delivery(&key)).await? else {
+            // Its attempt died before the record's put: nothing was acknowledged.
+            return Ok(Checked::NotRecorded);
+        };
+        if record.get(&Field::State) == Some(&Value::text("processed")) {
+            return Ok(Checked::Processed);
+        }
+        if record.contains_key(&Field::PendingShard) {
+            return Ok(Checked::Listed);
+        }
+        Ok(match self.store.write(&[write::straggler(&key)]).await? {
+            Stored::Committed => {
+                tracing::warn!(event_id = %check.event_id, "a delivery still not processed when its check came due: listed for the sweep");
+                Checked::Straggler
+            }
+            // Processed (or listed) between the read and the write.
+            Stored::Refused(_) => Checked::Processed,
+        })
+    }
+
+    /// Applies a work item the queue brought, received for the `receives`-th time, only if it
+    /// is the delivery its record holds: one strongly consistent read of the record first. A
+    /// new delivery's work is queued before its record's put (issue 51), so another body under
+    /// the same `event_id`, whose put the first record refused, has its work queued too: the
+    /// record's body hash decides, and such a copy is acknowledged unapplied (`None`). A work
+    /// item with no record yet comes back ([`FulfilError::NotRecorded`]) until its last
+    /// receive, then is dropped: its attempt answered a failure, and the sender's retry
+    /// records it and queues it again.
+    ///
+    /// # Errors
+    /// [`FulfilError::NotRecorded`] before the record's put, else as
+    /// [`Fulfil::apply_received`].
+    pub async fn apply_queued(
+        &self,
+        item: &WorkItem,
+        now_ms: u64,
+        receives: u32,
+    ) -> Result<Option<(Option<Envelope>, Applied)>, FulfilError> {
+        let key = crate::wire::work::delivery_key(item.environment, &item.event_id);
+        let Some(record) = self.store.read(&Key::delivery(&key)).await? else {
+            if receives < crate::wire::work::WORK_RECEIVES {
+                return Err(FulfilError::NotRecorded);
+            }
+            tracing::warn!(event_id = %item.event_id, receives, "a work item whose delivery was never recorded: its attempt answered a failure; dropped, the sender's retry queues it again");
+            return Ok(None);
+        };
+        let body_sha256 = crate::roads::ingest::sha256_hex(&item.body);
+        // A record of a release that kept no hash is the body its work was queued after.
+        if record
+            .get(&Field::BodySha256)
+            .is_some_and(|recorded| *recorded != Value::Text(body_sha256))
+        {
+            tracing::warn!(event_id = %item.event_id, "a work item whose body is not the recorded one (another body under its event_id): not applied, the first body stands");
+            return Ok(None);
+        }
+        self.apply_received(item, now_ms, receives).await.map(Some)
     }
 
     /// Applies one work item as its last receive (a "not paid yet" from the reverse check is

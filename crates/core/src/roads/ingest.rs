@@ -47,6 +47,13 @@ pub const LIMIT_MAX_BODY_BYTES: usize = 195_000;
 /// than the sender's first retry gap (one minute).
 pub const DEFAULT_LEASE_SECS: u64 = 30;
 
+/// When a new delivery's delayed check comes due (issue 51): 10 minutes after arrival, when the
+/// sweep first looked for it before checks, within SQS' longest message timer.
+pub const DEFAULT_CHECK_AFTER_SECS: u32 = 600;
+
+/// SQS' longest message timer (`DelaySeconds`), 15 minutes.
+pub const MAX_CHECK_AFTER_SECS: u32 = 900;
+
 /// Lower-case hex SHA-256 of a body, as the ledger stores it.
 #[must_use]
 pub fn sha256_hex(body: &[u8]) -> String {
@@ -119,6 +126,43 @@ pub enum TakeOver {
     Lost(Option<DeliveryState>),
 }
 
+/// Whose the body of a delivery is: put by this attempt, or by an earlier one with the same
+/// bytes ([`DeliveryLedger::keep_body`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyKept {
+    /// Put now: the first attempt with these bytes.
+    New,
+    /// Kept already: an earlier attempt put it (and may have recorded the delivery).
+    Seen,
+}
+
+/// How a new record is found again if nothing applies it (issue 51).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listing {
+    /// Its delayed check was queued before it: the check lists it if it strands.
+    ByCheck,
+    /// Listed at once where the sweep reads the stragglers (`pending-by-age`): no check was
+    /// queued for it (a retry, or the check's send failed).
+    Listed,
+}
+
+/// What [`WorkQueue::enqueue_checked`] queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Queued {
+    /// The work item.
+    pub work: bool,
+    /// Its delayed check.
+    pub check: bool,
+}
+
+impl Queued {
+    /// Nothing queued.
+    pub const NOTHING: Self = Self {
+        work: false,
+        check: false,
+    };
+}
+
 /// The deliveries table: one record per delivery key ([`delivery_key`]), written once. The
 /// methods after `record` address a record by that key.
 pub trait DeliveryLedger: Send + Sync {
@@ -129,6 +173,27 @@ pub trait DeliveryLedger: Send + Sync {
         delivery: &Delivery,
         lease_until_ms: u64,
     ) -> impl Future<Output = Result<Recorded, PortError>> + Send;
+
+    /// Puts the body of `delivery` (only if absent: the same key is the same bytes) and says
+    /// whether this attempt put it. A ledger that keeps bodies with its records answers
+    /// [`BodyKept::Seen`], and [`Self::record_listed`] then records and lists as `record` does.
+    fn keep_body(
+        &self,
+        _delivery: &Delivery,
+    ) -> impl Future<Output = Result<BodyKept, PortError>> + Send {
+        async { Ok(BodyKept::Seen) }
+    }
+
+    /// Writes the record of `delivery`, whose body [`Self::keep_body`] put, as
+    /// [`Self::record`] does, listed as `listing` says.
+    fn record_listed(
+        &self,
+        delivery: &Delivery,
+        lease_until_ms: u64,
+        _listing: Listing,
+    ) -> impl Future<Output = Result<Recorded, PortError>> + Send {
+        self.record(delivery, lease_until_ms)
+    }
 
     /// The record under `key`, if any. A read that lags a write may miss it: use it only
     /// where that costs nothing but a count.
@@ -166,6 +231,26 @@ pub trait DeliveryLedger: Send + Sync {
 pub trait WorkQueue: Send + Sync {
     /// Sends one work item for `delivery`.
     fn enqueue(&self, delivery: &Delivery) -> impl Future<Output = Result<(), PortError>> + Send;
+
+    /// Sends the work item for `delivery` and its delayed check, due `check_after_secs` later
+    /// (at most SQS' 900), in one request where the queue can; reports which it queued. A
+    /// queue without checks sends the work alone.
+    ///
+    /// # Errors
+    /// [`PortError`] when neither was queued.
+    fn enqueue_checked(
+        &self,
+        delivery: &Delivery,
+        _check_after_secs: u32,
+    ) -> impl Future<Output = Result<Queued, PortError>> + Send {
+        async move {
+            self.enqueue(delivery).await?;
+            Ok(Queued {
+                work: true,
+                check: false,
+            })
+        }
+    }
 }
 
 // Shared ports: an `Arc` of a port is the same port.
@@ -176,6 +261,22 @@ impl<T: DeliveryLedger> DeliveryLedger for Arc<T> {
         lease_until_ms: u64,
     ) -> impl Future<Output = Result<Recorded, PortError>> + Send {
         (**self).record(delivery, lease_until_ms)
+    }
+
+    fn keep_body(
+        &self,
+        delivery: &Delivery,
+    ) -> impl Future<Output = Result<BodyKept, PortError>> + Send {
+        (**self).keep_body(delivery)
+    }
+
+    fn record_listed(
+        &self,
+        delivery: &Delivery,
+        lease_until_ms: u64,
+        listing: Listing,
+    ) -> impl Future<Output = Result<Recorded, PortError>> + Send {
+        (**self).record_listed(delivery, lease_until_ms, listing)
     }
 
     fn find(
@@ -215,6 +316,14 @@ impl<T: DeliveryLedger> DeliveryLedger for Arc<T> {
 impl<T: WorkQueue> WorkQueue for Arc<T> {
     fn enqueue(&self, delivery: &Delivery) -> impl Future<Output = Result<(), PortError>> + Send {
         (**self).enqueue(delivery)
+    }
+
+    fn enqueue_checked(
+        &self,
+        delivery: &Delivery,
+        check_after_secs: u32,
+    ) -> impl Future<Output = Result<Queued, PortError>> + Send {
+        (**self).enqueue_checked(delivery, check_after_secs)
     }
 }
 
@@ -441,6 +550,8 @@ pub struct IngestSettings {
     pub max_body_bytes: usize,
     /// Lease of a fresh record in seconds (see the module docs).
     pub lease_secs: u64,
+    /// When a new delivery's check comes due, in seconds (at most SQS' 900).
+    pub check_after_secs: u32,
 }
 
 impl Default for IngestSettings {
@@ -448,6 +559,7 @@ impl Default for IngestSettings {
         Self {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             lease_secs: DEFAULT_LEASE_SECS,
+            check_after_secs: DEFAULT_CHECK_AFTER_SECS,
         }
     }
 }
@@ -587,12 +699,35 @@ impl<L: DeliveryLedger, Q: WorkQueue> Ingest<L, Q> {
     pub async fn handle(&self, req: &Inbound<'_>, now_ms: u64) -> Result<Receipt, IngestError> {
         let delivery = self.admit(req, now_ms)?;
         let lease = now_ms + self.settings.lease_secs * 1000;
-        let ingested = match self.ledger.record(&delivery, lease).await? {
+        // New bytes: the work and its delayed check are queued before the record exists, so no
+        // record exists that neither its check nor the stragglers' list finds (an attempt may
+        // die right after its put, and its sender give up). Bytes seen before, or a check not
+        // queued: the record is listed at its put, as every record was before issue 51.
+        let queued = match self.ledger.keep_body(&delivery).await? {
+            BodyKept::New => {
+                self.queue
+                    .enqueue_checked(&delivery, self.settings.check_after_secs)
+                    .await?
+            }
+            BodyKept::Seen => Queued::NOTHING,
+        };
+        let listing = if queued.check {
+            Listing::ByCheck
+        } else {
+            Listing::Listed
+        };
+        let ingested = match self.ledger.record_listed(&delivery, lease, listing).await? {
             Recorded::New => {
-                self.send(&delivery, lease).await?;
+                if !queued.work {
+                    self.send(&delivery, lease).await?;
+                }
                 Ingested::New
             }
-            Recorded::Existing(existing) => self.duplicate(&delivery, *existing, now_ms).await?,
+            Recorded::Existing(existing) => {
+                // This attempt's queued work stands for the record only if it is its body.
+                let sent = queued.work && existing.delivery.body_sha256 == delivery.body_sha256;
+                self.duplicate(&delivery, *existing, now_ms, sent).await?
+            }
         };
         let cross_environment =
             ingested == Ingested::New && self.recorded_elsewhere(&delivery).await;
@@ -638,11 +773,15 @@ impl<L: DeliveryLedger, Q: WorkQueue> Ingest<L, Q> {
         }
     }
 
+    /// A delivery whose record exists; `sent` when this attempt queued the recorded body's work
+    /// already (a record the previous release wrote, a body that expired): a take-over then
+    /// sends nothing more.
     async fn duplicate(
         &self,
         delivery: &Delivery,
         existing: ExistingDelivery,
         now_ms: u64,
+        sent: bool,
     ) -> Result<Ingested, IngestError> {
         if existing.delivery.environment != delivery.environment {
             // Another environment's record under this delivery's own key (see
@@ -694,7 +833,9 @@ impl<L: DeliveryLedger, Q: WorkQueue> Ingest<L, Q> {
             .await?
         {
             TakeOver::Won => {
-                self.send(&existing.delivery, lease).await?;
+                if !sent {
+                    self.send(&existing.delivery, lease).await?;
+                }
                 Ok(Ingested::Duplicate {
                     resent: true,
                     body_conflict,

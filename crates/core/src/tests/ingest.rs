@@ -143,10 +143,20 @@ async fn the_first_body_wins_and_the_conflict_is_noted() {
 #[tokio::test]
 async fn a_failed_send_answers_503_and_frees_the_lease_for_the_next_attempt() {
     let rig = rig();
+    // A first attempt queues the work and its check before the record (issue 51): when that
+    // send fails, nothing is recorded.
     rig.queue.fail_next(1);
     let error = rig.post(&body("evt_1", ""), NOW_MS).await.unwrap_err();
     assert_eq!(error.status(), 503);
     assert!(matches!(&error, IngestError::Unavailable(e) if e.kind == PortErrorKind::Unavailable));
+    assert!(rig.ledger.get("evt_1").is_none());
+    // A retry records first, then sends: when its send fails, its lease is released.
+    rig.queue.fail_next(1);
+    let error = rig
+        .post(&body("evt_1", ""), NOW_MS + 500)
+        .await
+        .unwrap_err();
+    assert_eq!(error.status(), 503);
     assert_eq!(
         rig.ledger.get("evt_1").unwrap().lease_until_ms,
         0,
@@ -795,4 +805,319 @@ async fn a_live_delivery_of_an_id_an_unlabelled_secret_recorded_is_refused_and_n
         "the record is kept as it was"
     );
     assert_eq!(queue.sent().len(), 1);
+}
+
+// ---- Issue 51: a delivery's delayed check, queued with its work, instead of a listing of
+// every delivery at its receipt. ----
+
+mod checks {
+    use super::*;
+    use crate::roads::fulfil::Checked;
+    use crate::roads::ingest::DEFAULT_CHECK_AFTER_SECS;
+    use crate::roads::sweep::sweep_stranded;
+    use crate::wire::work::Check;
+
+    const MINUTE: u64 = 60_000;
+
+    /// The scheduled sweep at `now_ms`, with its defaults (records 10 minutes old), reading the
+    /// stragglers' list alone (the memory ledger has no other way to find a record).
+    async fn sweep(rig: &Rig, now_ms: u64) -> crate::roads::sweep::Swept {
+        sweep_stranded(
+            rig.ledger.as_ref(),
+            rig.queue.as_ref(),
+            30,
+            now_ms - 10 * MINUTE,
+            now_ms,
+            100,
+        )
+        .await
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_new_delivery_queues_its_check_with_its_work_and_is_listed_nowhere() {
+        let rig = rig();
+        assert_eq!(
+            rig.post(&body("evt_1", ""), NOW_MS).await,
+            Ok(Ingested::New)
+        );
+        assert_eq!(rig.queue.sent().len(), 1, "its work");
+        assert_eq!(
+            rig.queue.checks(),
+            [("evt_1".to_owned(), DEFAULT_CHECK_AFTER_SECS)],
+            "its check, due in 10 minutes"
+        );
+        assert!(
+            !rig.ledger.is_listed("evt_1"),
+            "no index write for a delivery that will be processed"
+        );
+    }
+
+    // The guarantee the dense index gave: a delivery whose sender gave up, and whose fulfil
+    // keeps failing for longer than the check's delay, is found and applied without a scan.
+    #[tokio::test]
+    async fn a_delivery_whose_sender_gave_up_and_whose_fulfil_keeps_failing_is_found_by_its_check_and_applied()
+     {
+        let rig = rig();
+        let paid = body(
+            "evt_1",
+            r#","order":{"external_id":"order-1","amount":"10","currency":"USDT"}"#,
+        );
+        // Acknowledged once; the sender never comes back. Fulfil fails on every receive.
+        assert_eq!(rig.post(&paid, NOW_MS).await, Ok(Ingested::New));
+        // Before its check is due, the sweep's list holds nothing: it sends nothing.
+        assert_eq!(sweep(&rig, NOW_MS + 10 * MINUTE - 1).await.found, 0);
+        // The check comes due (its message timer): the record is still `received`.
+        let (key, due_s) = rig.queue.checks()[0].clone();
+        let at = NOW_MS + u64::from(due_s) * 1000;
+        let fulfil = Fulfil::new(Arc::clone(&rig.ledger));
+        let check = Check::of("evt_1", Some(Environment::Live));
+        assert_eq!(check.key(), key);
+        assert_eq!(fulfil.check_delivery(&check).await, Ok(Checked::Straggler));
+        assert!(rig.ledger.is_listed("evt_1"));
+        // A second receive of the same check (SQS delivers at least once) writes nothing more.
+        assert_eq!(fulfil.check_delivery(&check).await, Ok(Checked::Listed));
+        // The sweep sends it again from the list, spaced as any straggler, while fulfil fails.
+        let mut resent = Vec::new();
+        for run in 0..24 {
+            let now = at + run * 5 * MINUTE;
+            if sweep(&rig, now).await.resent == 1 {
+                resent.push((now - NOW_MS) / MINUTE);
+            }
+        }
+        // As the dense index had it: first at the first run a check and 10 minutes allow.
+        assert_eq!(resent, [15, 35, 75], "sent at widening spaces, never lost");
+        // Fulfil recovers: the copy it receives is applied, and the record leaves the list.
+        let copy = rig.queue.sent().last().cloned().unwrap();
+        assert_eq!(copy.event_id, "evt_1");
+        assert_eq!(copy.body, paid, "sent with its body");
+        let applied = Fulfil::new(MemoryResources::default())
+            .apply(
+                &WorkItem {
+                    event_id: copy.event_id.clone(),
+                    environment: copy.environment,
+                    body: copy.body.clone(),
+                    received_at_ms: Some(copy.received_at_ms),
+                },
+                at + 2 * 60 * MINUTE,
+            )
+            .await
+            .unwrap()
+            .1;
+        assert_eq!(applied, Applied::Fulfilled);
+        rig.ledger.mark_processed("evt_1");
+        assert!(!rig.ledger.is_listed("evt_1"));
+        assert_eq!(sweep(&rig, at + 3 * 60 * MINUTE).await.found, 0);
+    }
+
+    // A check that is never queued (the batch's check entry refused) is never waited for: the
+    // record is listed at its put, and the sweep, the backstop, finds it with no check at all.
+    #[tokio::test]
+    async fn a_delivery_whose_check_was_lost_is_listed_at_its_put_and_found_by_the_sweep() {
+        let rig = rig();
+        rig.queue.refuse_next_checks(1);
+        assert_eq!(
+            rig.post(&body("evt_1", ""), NOW_MS).await,
+            Ok(Ingested::New)
+        );
+        assert!(rig.queue.checks().is_empty(), "its check was lost");
+        assert!(rig.ledger.is_listed("evt_1"));
+        let swept = sweep(&rig, NOW_MS + 15 * MINUTE).await;
+        assert_eq!((swept.found, swept.resent), (1, 1));
+        assert_eq!(rig.queue.sent().len(), 2, "its work, then the sweep's copy");
+    }
+
+    // A retry of bytes an earlier attempt kept queues no check (its work and check may be
+    // queued already, or the attempt died before): its record is listed at its put.
+    #[tokio::test]
+    async fn a_retry_after_a_failed_send_is_listed_at_its_put() {
+        let rig = rig();
+        rig.queue.fail_next(1);
+        assert!(rig.post(&body("evt_1", ""), NOW_MS).await.is_err());
+        assert!(rig.ledger.get("evt_1").is_none(), "nothing recorded: 503");
+        assert_eq!(
+            rig.post(&body("evt_1", ""), NOW_MS + MINUTE).await,
+            Ok(Ingested::New)
+        );
+        assert!(rig.ledger.is_listed("evt_1"));
+        assert!(rig.queue.checks().is_empty());
+        assert_eq!(rig.queue.sent().len(), 1, "its work, after its put");
+    }
+
+    #[tokio::test]
+    async fn a_check_of_a_processed_or_unrecorded_delivery_writes_nothing() {
+        let rig = rig();
+        rig.post(&body("evt_1", ""), NOW_MS).await.unwrap();
+        rig.ledger.mark_processed("evt_1");
+        let fulfil = Fulfil::new(Arc::clone(&rig.ledger));
+        let live = Some(Environment::Live);
+        assert_eq!(
+            fulfil.check_delivery(&Check::of("evt_1", live)).await,
+            Ok(Checked::Processed)
+        );
+        assert_eq!(
+            fulfil.check_delivery(&Check::of("evt_2", live)).await,
+            Ok(Checked::NotRecorded)
+        );
+        assert!(!rig.ledger.is_listed("evt_1"));
+    }
+}
+
+// ---- A delivery's work is queued before its record's put (issue 51): fulfil applies only the
+// delivery its record holds. ----
+
+mod recorded_only {
+    use super::*;
+    use crate::money::write::{Fields, Key, Stored, Table, Write};
+    use crate::port::PortError;
+    use crate::roads::fulfil::ResourceStore;
+
+    /// Fulfil's store as DynamoDB's is: the ledger's records as ingest wrote them, and the
+    /// state table (with the ledger's marks) in the resources' twin.
+    struct Tables {
+        ledger: Arc<MemoryLedger>,
+        resources: MemoryResources,
+    }
+
+    impl ResourceStore for Tables {
+        async fn write(&self, writes: &[Write]) -> Result<Stored, PortError> {
+            let stored = self.resources.write(writes).await?;
+            if stored == Stored::Committed {
+                for w in writes.iter().filter(|w| w.key.table == Table::Ledger) {
+                    self.ledger.write(std::slice::from_ref(w)).await?;
+                }
+            }
+            Ok(stored)
+        }
+
+        async fn read(&self, key: &Key) -> Result<Option<Fields>, PortError> {
+            if key.table == Table::Ledger {
+                return self.ledger.read(key).await;
+            }
+            self.resources.read(key).await
+        }
+    }
+
+    fn paid(order: &str, amount: &str) -> Vec<u8> {
+        body(
+            "evt_1",
+            &format!(
+                r#","order":{{"external_id":"{order}","amount":"{amount}","currency":"USDT"}}"#
+            ),
+        )
+    }
+
+    fn work(delivery: &Delivery) -> WorkItem {
+        WorkItem {
+            event_id: delivery.event_id.clone(),
+            environment: delivery.environment,
+            body: delivery.body.clone(),
+            received_at_ms: Some(delivery.received_at_ms),
+        }
+    }
+
+    // Two signed bodies under one event_id: the second's work is queued before its put, which
+    // the first's record refuses. Whichever fulfil receives first, only the recorded body is
+    // applied: one fulfilment, the first body's order and amount.
+    #[tokio::test]
+    async fn a_second_body_under_a_recorded_event_id_is_never_applied() {
+        for second_first in [true, false] {
+            let rig = rig();
+            let first = paid("order-1", "10");
+            let second = paid("order-2", "99");
+            assert_eq!(rig.post(&first, NOW_MS).await, Ok(Ingested::New));
+            let _ = rig.post(&second, NOW_MS + 1).await;
+            let mut queued = rig.queue.sent();
+            assert_eq!(queued.len(), 2, "the second body's work was queued too");
+            assert_eq!(queued[1].body, second);
+            if second_first {
+                queued.reverse();
+            }
+            let fulfil = Fulfil::new(Tables {
+                ledger: Arc::clone(&rig.ledger),
+                resources: MemoryResources::default(),
+            });
+            let mut applied = Vec::new();
+            for delivery in &queued {
+                let done = fulfil.apply_queued(&work(delivery), NOW_MS + 2, 1).await;
+                applied.push(done.unwrap().map(|(_, a)| a));
+            }
+            let resources = &fulfil.store().resources;
+            assert_eq!(
+                resources.fulfilments(),
+                [("inv_1".to_owned(), Some("order-1".to_owned()))],
+                "second first: {second_first}"
+            );
+            let invoice = resources.invoice("inv_1").unwrap();
+            assert_eq!(
+                invoice.order.amount.map(|a| a.to_string()),
+                Some("10".to_owned()),
+                "second first: {second_first}"
+            );
+            let expected = if second_first {
+                [None, Some(Applied::Fulfilled)]
+            } else {
+                [Some(Applied::Fulfilled), None]
+            };
+            assert_eq!(applied, expected, "second first: {second_first}");
+        }
+    }
+
+    // Fulfil may receive a new delivery's work before its record's put: it applies nothing
+    // then, and the work comes back and is applied once the record exists. A work item whose
+    // attempt never recorded it (the sender answered a failure) is dropped at its last
+    // receive, never applied and never sent to the DLQ.
+    #[tokio::test]
+    async fn a_work_item_is_applied_only_once_its_delivery_is_recorded() {
+        let rig = rig();
+        let fulfil = Fulfil::new(Tables {
+            ledger: Arc::clone(&rig.ledger),
+            resources: MemoryResources::default(),
+        });
+        let body = paid("order-1", "10");
+        let early = WorkItem {
+            event_id: "evt_1".into(),
+            environment: Some(Environment::Live),
+            body: body.clone(),
+            received_at_ms: Some(NOW_MS),
+        };
+        assert_eq!(
+            fulfil.apply_queued(&early, NOW_MS, 1).await,
+            Err(crate::roads::fulfil::FulfilError::NotRecorded)
+        );
+        let last = crate::wire::work::WORK_RECEIVES;
+        assert_eq!(fulfil.apply_queued(&early, NOW_MS, last).await, Ok(None));
+        assert!(fulfil.store().resources.fulfilments().is_empty());
+        assert_eq!(rig.post(&body, NOW_MS).await, Ok(Ingested::New));
+        let applied = fulfil.apply_queued(&early, NOW_MS + 1, 2).await.unwrap();
+        assert_eq!(applied.map(|(_, a)| a), Some(Applied::Fulfilled));
+        assert_eq!(
+            fulfil.store().resources.fulfilments(),
+            [("inv_1".to_owned(), Some("order-1".to_owned()))]
+        );
+    }
+
+    // A second body arriving after the first attempt's lease ran out takes the record over:
+    // what it sends again is the recorded body, never its own (whose work fulfil skips).
+    #[tokio::test]
+    async fn a_take_over_by_a_second_body_sends_the_recorded_body_again() {
+        let rig = rig();
+        let first = paid("order-1", "10");
+        let second = paid("order-2", "99");
+        assert_eq!(rig.post(&first, NOW_MS).await, Ok(Ingested::New));
+        let answer = rig.post(&second, NOW_MS + LEASE_MS + 1).await;
+        assert_eq!(
+            answer,
+            Ok(Ingested::Duplicate {
+                resent: true,
+                body_conflict: true
+            })
+        );
+        let bodies: Vec<Vec<u8>> = rig.queue.sent().into_iter().map(|d| d.body).collect();
+        assert_eq!(
+            bodies,
+            [first.clone(), second, first],
+            "the recorded body, sent again"
+        );
+    }
 }

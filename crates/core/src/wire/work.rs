@@ -93,6 +93,96 @@ impl WorkItem {
     }
 }
 
+/// A delivery's delayed check (issue 51): queued with its work item, in the same
+/// `SendMessageBatch`, on the same queue, and received by fulfil when its message timer ends.
+/// It carries no body: it asks the ledger whether the delivery was processed, and lists it for
+/// the sweep if not. A fulfil of before checks reads it as poison (no `body`): it never
+/// applies it as an empty body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    /// The delivery's `event_id`.
+    pub event_id: String,
+    /// The environment of the secret that verified it (with the id, the ledger key).
+    pub environment: Option<Environment>,
+}
+
+impl Check {
+    /// The check of `item`'s delivery.
+    #[must_use]
+    pub fn of(event_id: &str, environment: Option<Environment>) -> Self {
+        Self {
+            event_id: event_id.to_owned(),
+            environment,
+        }
+    }
+
+    /// The ledger key of its delivery.
+    #[must_use]
+    pub fn key(&self) -> String {
+        delivery_key(self.environment, &self.event_id)
+    }
+
+    /// The message text: `{"v":1,"check":true,"event_id",…}`, ASCII.
+    #[must_use]
+    pub fn encode(&self) -> String {
+        serde_json::json!({
+            "v": WORK_ITEM_VERSION,
+            "check": true,
+            "event_id": self.event_id,
+            "environment": self.environment.map(Environment::as_str),
+        })
+        .to_string()
+    }
+}
+
+/// What a message on the work queue is: a delivery to apply or a delivery's delayed check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueueMessage {
+    /// A work item.
+    Work(WorkItem),
+    /// A delayed check.
+    Check(Check),
+}
+
+#[derive(Deserialize)]
+struct CheckWire<'a> {
+    v: u64,
+    check: bool,
+    event_id: &'a str,
+    #[serde(default)]
+    environment: Option<&'a str>,
+}
+
+impl QueueMessage {
+    /// Reads a message written by [`WorkItem::encode`] or [`Check::encode`].
+    ///
+    /// # Errors
+    /// [`WorkItemError`] when the message is neither.
+    pub fn decode(message: &str) -> Result<Self, WorkItemError> {
+        if let Ok(check) = serde_json::from_str::<CheckWire<'_>>(message)
+            && check.check
+        {
+            if check.v != WORK_ITEM_VERSION {
+                return Err(WorkItemError::UnsupportedVersion(check.v));
+            }
+            return Ok(Self::Check(Check {
+                event_id: check.event_id.to_owned(),
+                environment: check.environment.and_then(Environment::from_label),
+            }));
+        }
+        WorkItem::decode(message).map(Self::Work)
+    }
+
+    /// The `event_id` it names.
+    #[must_use]
+    pub fn event_id(&self) -> &str {
+        match self {
+            Self::Work(item) => &item.event_id,
+            Self::Check(check) => &check.event_id,
+        }
+    }
+}
+
 /// What keys a sandbox delivery's record apart from a live one's (`#` is never in an event id).
 const SANDBOX_KEY_PREFIX: &str = "test#";
 
@@ -209,6 +299,32 @@ mod tests {
                 "{unknown}"
             );
         }
+    }
+
+    // Issue 51: a check and a work item share the queue; each reads back as what it is, and a
+    // check is never a work item (a fulfil of before refuses it, never applies an empty body).
+    #[test]
+    fn a_check_and_a_work_item_each_read_back_as_what_they_are() {
+        let check = Check::of("evt_1", Some(Environment::Test));
+        assert_eq!(check.key(), "test#evt_1");
+        let text = check.encode();
+        assert!(text.is_ascii(), "{text}");
+        assert_eq!(QueueMessage::decode(&text), Ok(QueueMessage::Check(check)));
+        assert_eq!(
+            WorkItem::decode(&text),
+            Err(WorkItemError::NotAWorkItem),
+            "a fulfil of before reads a check as poison"
+        );
+        let item = WorkItem {
+            event_id: "evt_2".into(),
+            environment: None,
+            body: b"{}".to_vec(),
+            received_at_ms: None,
+        };
+        assert_eq!(
+            QueueMessage::decode(&item.encode()),
+            Ok(QueueMessage::Work(item))
+        );
     }
 
     #[test]

@@ -352,6 +352,11 @@ async fn the_fulfil_binary_applies_the_sqs_event_files_and_reports_only_the_pois
         ))
         .unwrap()
     };
+    // Recorded by ingest before fulfil receives them.
+    for name in ["fulfil-single.json", "fulfil-batch-with-poison.json"] {
+        aws.record_work_items(stack.table("DeliveriesTable"), &read(name), 0)
+            .await;
+    }
 
     let single = fulfil
         .runtime

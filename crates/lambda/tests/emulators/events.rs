@@ -77,11 +77,16 @@ async fn every_function_url_event_gets_its_documented_answer() {
 #[tokio::test]
 async fn sqs_events_apply_and_report_only_the_poison_message() {
     let aws = Aws::new();
-    // The fixtures are sandbox deliveries (verified by the test secret).
+    let deliveries = aws.deliveries_table().await;
+    // The fixtures are sandbox deliveries (verified by the test secret), recorded by ingest.
+    for name in ["fulfil-single.json", "fulfil-batch-with-poison.json"] {
+        aws.record_work_items(&deliveries, &event(name), NOW_MS)
+            .await;
+    }
     let fulfil = Fulfil::new(DynamoResources::new(
         aws.dynamodb.clone(),
         aws.state_table().await,
-        aws.deliveries_table().await,
+        deliveries,
     ))
     .for_environment(paymos_inbox_core::wire::signature::Environment::Test);
 

@@ -619,18 +619,29 @@ mod property {
 async fn one_poison_message_in_a_batch_of_ten_fails_alone_and_reaches_the_dlq() {
     let rig = Rig::new().await;
     let queues = rig.aws.queue_with(1, 3).await;
+    let ledger =
+        paymos_inbox_aws::dynamodb::DynamoLedger::new(rig.aws.dynamodb.clone(), &rig.ledger, None);
     for i in 0..9 {
+        let body = invoice_event(
+            &format!("evt_b{i}"),
+            "invoice.paid",
+            &format!("inv_b{i}"),
+            NOW,
+        );
+        // Recorded by ingest, then sent.
+        paymos_inbox_core::roads::ingest::DeliveryLedger::record(
+            &ledger,
+            &recorded_delivery(
+                &body,
+                paymos_inbox_core::wire::signature::Environment::Live,
+                NOW_MS,
+            ),
+            0,
+        )
+        .await
+        .unwrap();
         rig.aws
-            .send_raw(
-                &queues.queue_url,
-                &live(&invoice_event(
-                    &format!("evt_b{i}"),
-                    "invoice.paid",
-                    &format!("inv_b{i}"),
-                    NOW,
-                ))
-                .encode(),
-            )
+            .send_raw(&queues.queue_url, &live(&body).encode())
             .await;
     }
     rig.aws

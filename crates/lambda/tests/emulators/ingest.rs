@@ -96,8 +96,12 @@ async fn first_delivery_is_recorded_once_and_enqueued_once_in_two_calls() {
     assert_eq!(response_json(&response)["status"], "new");
     assert_eq!(
         rig.aws.calls.operations(),
-        ["DynamoDB.PutItem", "DynamoDB.PutItem", "SQS.SendMessage"],
-        "a new delivery costs exactly three sequential calls: its body, its record, the send"
+        [
+            "DynamoDB.PutItem",
+            "SQS.SendMessageBatch",
+            "DynamoDB.PutItem"
+        ],
+        "a new delivery costs exactly three sequential calls: its body, its work and its check, its record"
     );
     let items = rig.aws.scan(&rig.table).await;
     assert_eq!(items.len(), 1);
@@ -160,7 +164,12 @@ async fn a_senders_traceparent_rides_on_the_work_item_and_a_malformed_one_is_dro
     }
     assert_eq!(
         rig.aws.calls.operations(),
-        ["DynamoDB.PutItem", "DynamoDB.PutItem", "SQS.SendMessage"].repeat(3),
+        [
+            "DynamoDB.PutItem",
+            "SQS.SendMessageBatch",
+            "DynamoDB.PutItem"
+        ]
+        .repeat(3),
         "no call of its own"
     );
     let carried: std::collections::BTreeMap<String, Option<String>> = rig
@@ -225,7 +234,7 @@ async fn same_event_again_changes_nothing_and_costs_two_calls() {
 }
 
 #[tokio::test]
-async fn twenty_concurrent_copies_make_one_record_and_one_message() {
+async fn twenty_concurrent_copies_make_one_record_and_at_most_two_messages() {
     let rig = Rig::new().await;
     let ingest = rig.ingest();
     let body = invoice_paid("evt_storm", "inv_storm");
@@ -249,7 +258,10 @@ async fn twenty_concurrent_copies_make_one_record_and_one_message() {
         "{statuses:?}"
     );
     assert_eq!(rig.aws.scan(&rig.table).await.len(), 1);
-    assert_eq!(rig.aws.drain(&rig.queue_url).await.len(), 1);
+    // The attempt that put the body queued its work before its record; another may win the
+    // record's put first and send it too (fulfil applies a delivery once).
+    let messages = rig.aws.drain(&rig.queue_url).await.len();
+    assert!((1..=2).contains(&messages), "{messages} messages");
 }
 
 #[tokio::test]
@@ -273,12 +285,9 @@ async fn a_failed_send_answers_5xx_and_the_retry_enqueues_once() {
     );
     assert_eq!(response_json(&response)["error"], "misconfigured");
     assert_eq!(response.headers()["retry-after"], "60");
-    let items = rig.aws.scan(&rig.table).await;
-    assert_eq!(items.len(), 1, "recorded before the send");
-    assert_eq!(
-        get_n(&items[0], "lease_until"),
-        0,
-        "the lease was released for the retry"
+    assert!(
+        rig.aws.scan(&rig.table).await.is_empty(),
+        "a new delivery's work is sent before its record: nothing recorded"
     );
     assert!(rig.aws.drain(&rig.queue_url).await.is_empty());
 
@@ -299,19 +308,17 @@ async fn a_failed_send_answers_5xx_and_the_retry_enqueues_once() {
         [
             "DynamoDB.PutItem",
             "DynamoDB.PutItem",
-            "DynamoDB.GetItem",
-            "DynamoDB.UpdateItem",
-            "SQS.SendMessage"
+            "SQS.SendMessage",
+            "DynamoDB.GetItem"
         ],
-        "the body, the refused record, the recorded body read back, the take-over, the send"
+        "the body (put already: no check), the record listed at its put, the send, the same id's sandbox record looked for"
     );
     let messages = rig.aws.drain(&rig.queue_url).await;
     assert_eq!(messages.len(), 1, "enqueued exactly once");
     assert_eq!(message_event(&messages[0]), body);
-    assert_eq!(
-        get_n(&rig.aws.scan(&rig.table).await[0], "enqueue_attempts"),
-        2
-    );
+    let record = &rig.aws.scan(&rig.table).await[0];
+    assert_eq!(get_n(record, "enqueue_attempts"), 1);
+    assert!(record.contains_key("pending_shard"), "listed for the sweep");
 }
 
 #[tokio::test]
@@ -499,11 +506,12 @@ async fn same_event_id_with_another_body_keeps_the_first_and_flags_the_conflict(
         1,
         "the conflict is on the record"
     );
-    assert_eq!(
-        rig.aws.drain(&rig.queue_url).await.len(),
-        1,
-        "no second message"
-    );
+    // The second body's work was queued before its put, which the record refused: fulfil
+    // reads the record and never applies it (`checks::only_the_recorded_body_…` in the
+    // adapters' emulator tests).
+    let messages = rig.aws.drain(&rig.queue_url).await;
+    assert_eq!(messages.len(), 2, "the first body's work, and the second's");
+    assert_eq!(message_event(&messages[1]), second);
 }
 
 /// Every refused request: the status, the error code, and not one AWS call.
@@ -728,7 +736,7 @@ async fn an_unknown_event_type_is_recorded_and_acknowledged() {
 }
 
 #[tokio::test]
-async fn pending_lists_unprocessed_deliveries_oldest_first_from_the_sparse_index() {
+async fn pending_lists_the_stragglers_their_checks_found_oldest_first_from_the_sparse_index() {
     let rig = Rig::new().await;
     let ingest = rig.ingest();
     for (i, id) in ["evt_p_a", "evt_p_b", "evt_p_c"].iter().enumerate() {
@@ -756,6 +764,14 @@ async fn pending_lists_unprocessed_deliveries_oldest_first_from_the_sparse_index
         .apply(&live(&invoice_paid("evt_p_b", "inv_evt_p_b")), NOW_MS)
         .await
         .unwrap();
+    // Their checks come due: the two still received are listed, the processed one is not.
+    for id in ["evt_p_a", "evt_p_b", "evt_p_c"] {
+        let check = paymos_inbox_core::wire::work::Check::of(
+            id,
+            Some(paymos_inbox_core::wire::signature::Environment::Live),
+        );
+        fulfil.check_delivery(&check).await.unwrap();
+    }
 
     let pending = DynamoLedger::new(rig.aws.dynamodb.clone(), &rig.table, None)
         .pending(10)
@@ -831,11 +847,11 @@ async fn a_sandbox_delivery_reusing_a_live_id_never_blocks_the_live_one() {
         rig.aws.calls.operations(),
         [
             "DynamoDB.PutItem",
+            "SQS.SendMessageBatch",
             "DynamoDB.PutItem",
-            "SQS.SendMessage",
             "DynamoDB.GetItem"
         ],
-        "recorded and sent, then the sandbox record of its id found (and counted)"
+        "sent with its check and recorded, then the sandbox record of its id found (and counted)"
     );
     assert_eq!(apply_next().await, "fulfilled");
 

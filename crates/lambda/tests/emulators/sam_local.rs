@@ -303,6 +303,11 @@ async fn sam_local_invoke_fulfil_applies_the_batches_and_reports_only_the_poison
     let mut env = env_json("FulfilFunction", &names);
     env.extend(sam.endpoints(&secrets));
     let read = |name: &str| std::fs::read_to_string(root().join("events").join(name)).unwrap();
+    // Recorded by ingest before fulfil receives them.
+    for name in ["fulfil-single.json", "fulfil-batch-with-poison.json"] {
+        aws.record_work_items(stack.table("DeliveriesTable"), &read(name), 0)
+            .await;
+    }
 
     let single = sam
         .invoke(

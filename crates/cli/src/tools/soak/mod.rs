@@ -283,8 +283,10 @@ impl Rig {
             ),
             Faulty::new(pipeline.ledger.clone(), faults.clone()),
             Faulty::new(pipeline.queue.clone(), faults.clone()),
+            // Compressed as the sweep is: a lease of a second, each check due a second later.
             IngestSettings {
                 lease_secs: 1,
+                check_after_secs: 1,
                 ..IngestSettings::default()
             },
         ));

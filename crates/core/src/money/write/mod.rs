@@ -158,6 +158,9 @@ pub enum Field {
     OutcomeReason,
     ProcessedAt,
     PendingShard,
+    /// The SHA-256 of a delivery's raw body, as ingest recorded it (lower-case hex): the body
+    /// the delivery is, whichever copies of its `event_id` are queued.
+    BodySha256,
     /// A processed delivery that waits for a person: its outcome, only while it waits (the
     /// sparse index `exceptions`, `release` and `recheck` read).
     Waiting,
@@ -334,6 +337,8 @@ pub enum Set {
 pub enum What {
     /// The delivery's processed mark.
     Processed,
+    /// A delivery its delayed check found not processed, listed for the sweep.
+    Straggler,
     /// An invoice's status that fulfils nothing.
     Transition,
     /// A paid invoice's status, with its order, that fulfils it.

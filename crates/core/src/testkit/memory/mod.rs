@@ -1,16 +1,18 @@
 //! In-memory ports for unit tests of the domain. Not for production: nothing survives a restart.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::money::change::Applied;
 use crate::money::invoice::Refund;
 use crate::money::status::InvoiceStatus;
+use crate::money::write::{Field, Fields, Key, Refused, Set, Stored, Table, Value, Write};
 use crate::roads::exceptions::{OutcomeRecord, Resolution, ReviewLedger};
+use crate::roads::fulfil::ResourceStore;
 use crate::roads::ingest::{
-    Delivery, DeliveryLedger, DeliveryState, ExistingDelivery, PortError, Recorded, TakeOver,
-    WorkQueue,
+    BodyKept, Delivery, DeliveryLedger, DeliveryState, ExistingDelivery, Listing, PortError,
+    Queued, Recorded, TakeOver, WorkQueue,
 };
 use crate::roads::reconcile::PaymosLedger;
 
@@ -18,10 +20,16 @@ mod resources;
 pub use resources::{MemoryResources, StoredInvoice};
 
 /// A [`DeliveryLedger`] in a `HashMap` by delivery key ([`crate::roads::ingest::delivery_key`]), with
-/// the same conditional semantics as DynamoDB's.
+/// the same conditional semantics as DynamoDB's. Its stragglers' list is the `pending-by-age`
+/// index's twin: a record is on it only when it was recorded [`Listing::Listed`] (`record`
+/// always lists, as every record was before issue 51) or listed later
+/// ([`MemoryLedger::list_straggler`], what a delayed check writes), until it is processed;
+/// `stranded` reads that list alone, never every record.
 #[derive(Debug, Default)]
 pub struct MemoryLedger {
     records: Mutex<HashMap<String, ExistingDelivery>>,
+    bodies: Mutex<HashSet<String>>,
+    listed: Mutex<HashSet<String>>,
     conflicts: Mutex<Vec<String>>,
     kept: Mutex<Vec<(String, u64)>>,
     calls: AtomicUsize,
@@ -65,11 +73,31 @@ impl MemoryLedger {
         self.calls.load(Ordering::SeqCst)
     }
 
-    /// Marks the record under `key` processed, as the fulfil side would.
+    /// Marks the record under `key` processed, as the fulfil side would (which takes it off
+    /// the stragglers' list).
     pub fn mark_processed(&self, key: &str) {
         if let Some(r) = self.records.lock().expect("lock").get_mut(key) {
             r.state = DeliveryState::Processed;
         }
+        self.listed.lock().expect("lock").remove(key);
+    }
+
+    /// Lists the record under `key` as a straggler if it is still received, as a delayed
+    /// check's write does (`write::straggler`); whether it listed it now.
+    pub fn list_straggler(&self, key: &str) -> bool {
+        let received = self
+            .records
+            .lock()
+            .expect("lock")
+            .get(key)
+            .is_some_and(|r| r.state == DeliveryState::Received);
+        received && self.listed.lock().expect("lock").insert(key.to_owned())
+    }
+
+    /// Whether the record under `key` is on the stragglers' list.
+    #[must_use]
+    pub fn is_listed(&self, key: &str) -> bool {
+        self.listed.lock().expect("lock").contains(key)
     }
 
     /// Keys of the records whose conflicts were noted.
@@ -85,11 +113,35 @@ impl DeliveryLedger for MemoryLedger {
         delivery: &Delivery,
         lease_until_ms: u64,
     ) -> Result<Recorded, PortError> {
+        self.keep_body(delivery).await?;
+        self.record_listed(delivery, lease_until_ms, Listing::Listed)
+            .await
+    }
+
+    // Counted with the record's put, as `record` counts both as one call.
+    async fn keep_body(&self, delivery: &Delivery) -> Result<BodyKept, PortError> {
+        let body = format!("{}#{}", delivery.key(), delivery.body_sha256);
+        Ok(if self.bodies.lock().expect("lock").insert(body) {
+            BodyKept::New
+        } else {
+            BodyKept::Seen
+        })
+    }
+
+    async fn record_listed(
+        &self,
+        delivery: &Delivery,
+        lease_until_ms: u64,
+        listing: Listing,
+    ) -> Result<Recorded, PortError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let mut records = self.records.lock().expect("lock");
         let key = delivery.key();
         if let Some(existing) = records.get(&key) {
             return Ok(Recorded::Existing(Box::new(existing.clone())));
+        }
+        if listing == Listing::Listed {
+            self.listed.lock().expect("lock").insert(key.clone());
         }
         records.insert(
             key,
@@ -149,13 +201,15 @@ impl crate::roads::sweep::StrandedDeliveries for MemoryLedger {
         limit: usize,
     ) -> Result<Vec<ExistingDelivery>, PortError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
+        let listed = self.listed.lock().expect("lock").clone();
         let mut found: Vec<ExistingDelivery> = self
             .records
             .lock()
             .expect("lock")
             .values()
             .filter(|r| {
-                r.state == DeliveryState::Received
+                listed.contains(&r.delivery.key())
+                    && r.state == DeliveryState::Received
                     && r.delivery.received_at_ms < received_before_ms
                     && r.lease_until_ms < now_ms
             })
@@ -177,6 +231,75 @@ impl crate::roads::sweep::StrandedDeliveries for MemoryLedger {
             .expect("lock")
             .push((delivery.event_id.clone(), now_ms));
         Ok(())
+    }
+}
+
+/// The deliveries table as fulfil's ledger writes see it (a delivery's mark, a straggler's
+/// listing): each write's guard evaluated with [`Guard::holds`] on the record's state and
+/// listing, as DynamoDB renders it as one condition on the same item ingest wrote. Only the
+/// ledger's items: a state item is refused as a misuse.
+impl ResourceStore for MemoryLedger {
+    async fn write(&self, writes: &[Write]) -> Result<Stored, PortError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let mut refused = Vec::new();
+        for w in writes {
+            if w.key.table != Table::Ledger {
+                return Err(PortError::new("memory ledger", "a state item's write"));
+            }
+            let found = self.fields(&w.key.id);
+            if !w.guard.holds(found.as_ref()) {
+                refused.push(Refused {
+                    write: w.what,
+                    found: found.unwrap_or_default(),
+                });
+            }
+        }
+        if !refused.is_empty() {
+            return Ok(Stored::Refused(refused));
+        }
+        for w in writes {
+            for set in &w.set {
+                match set {
+                    Set::Put(Field::State, value) if value == &Value::text("processed") => {
+                        self.mark_processed(&w.key.id);
+                    }
+                    Set::Put(Field::PendingShard, _) => {
+                        self.listed.lock().expect("lock").insert(w.key.id.clone());
+                    }
+                    Set::Remove(Field::PendingShard) => {
+                        self.listed.lock().expect("lock").remove(&w.key.id);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(Stored::Committed)
+    }
+
+    async fn read(&self, key: &Key) -> Result<Option<Fields>, PortError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        Ok(self.fields(&key.id))
+    }
+}
+
+impl MemoryLedger {
+    /// The record under `key` as the write vocabulary reads it: its state, and its list when it
+    /// is on the stragglers'.
+    fn fields(&self, key: &str) -> Option<Fields> {
+        let record = self.get(key)?;
+        let mut fields = Fields::new();
+        fields.insert(Field::State, Value::text(record.state.as_str()));
+        fields.insert(
+            Field::BodySha256,
+            Value::text(record.delivery.body_sha256.clone()),
+        );
+        if self.is_listed(key) {
+            fields.insert(
+                Field::PendingShard,
+                Value::Text(crate::money::write::pending_shard(key)),
+            );
+        }
+        Some(fields)
     }
 }
 
@@ -216,11 +339,15 @@ impl crate::roads::ingest::KeySource for MemoryKeys {
     }
 }
 
-/// A [`WorkQueue`] in a `Vec`, which can be told to fail the next sends.
+/// A [`WorkQueue`] in a `Vec`, which can be told to fail the next sends, or to refuse the next
+/// checks (a batch whose check entry failed). Its checks are kept as (delivery key, due in
+/// seconds).
 #[derive(Debug, Default)]
 pub struct MemoryQueue {
     sent: Mutex<Vec<Delivery>>,
+    checks: Mutex<Vec<(String, u32)>>,
     failures_left: AtomicUsize,
+    checks_refused: AtomicUsize,
 }
 
 impl MemoryQueue {
@@ -240,6 +367,17 @@ impl MemoryQueue {
     pub fn sent(&self) -> Vec<Delivery> {
         self.sent.lock().expect("lock").clone()
     }
+
+    /// Makes the next `n` checks fail while their work items are sent.
+    pub fn refuse_next_checks(&self, n: usize) {
+        self.checks_refused.store(n, Ordering::SeqCst);
+    }
+
+    /// The checks queued so far: (delivery key, due in seconds).
+    #[must_use]
+    pub fn checks(&self) -> Vec<(String, u32)> {
+        self.checks.lock().expect("lock").clone()
+    }
 }
 
 impl WorkQueue for MemoryQueue {
@@ -253,6 +391,28 @@ impl WorkQueue for MemoryQueue {
         }
         self.sent.lock().expect("lock").push(delivery.clone());
         Ok(())
+    }
+
+    async fn enqueue_checked(
+        &self,
+        delivery: &Delivery,
+        check_after_secs: u32,
+    ) -> Result<Queued, PortError> {
+        self.enqueue(delivery).await?;
+        let refused = self
+            .checks_refused
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if !refused {
+            self.checks
+                .lock()
+                .expect("lock")
+                .push((delivery.key(), check_after_secs));
+        }
+        Ok(Queued {
+            work: true,
+            check: !refused,
+        })
     }
 }
 

@@ -191,6 +191,20 @@ impl MemoryResources {
         Self::default()
     }
 
+    /// Records the delivery of `item` as ingest does (`received`, its body's hash): fulfil
+    /// applies a queued work item only once its delivery is recorded.
+    pub fn record(&self, item: &crate::wire::work::WorkItem) {
+        let key = crate::wire::work::delivery_key(item.environment, &item.event_id);
+        let record = Fields::from([
+            (Field::State, Value::text("received")),
+            (
+                Field::BodySha256,
+                Value::text(crate::roads::ingest::sha256_hex(&item.body)),
+            ),
+        ]);
+        self.lock().insert(Key::delivery(key), record);
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Fields>> {
         self.items.lock().expect("lock")
     }

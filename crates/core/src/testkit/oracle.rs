@@ -1107,9 +1107,21 @@ impl Machine<'_> {
         let paid = (rec.status.pays() || rec.paid_late) && w.applies(&rec.project);
         let said_otherwise =
             order.is_some_and(|o| o != rec.order) || project.is_some_and(|p| p != rec.project);
-        if paid && !said_otherwise {
-            self.reconcile_one(id, rec);
+        if !paid || said_otherwise {
+            return;
         }
+        // 8: asked by name, a person's undated word that shipped takes Paymos' time too (a
+        // later Full refund is judged by it); not a release, which a person dated by deciding
+        let paid_at = self.paid_time(id, None);
+        if let Some(inv) = self
+            .inv
+            .get_mut(id)
+            .filter(|i| i.shipped && i.paid_at.is_none() && !i.released)
+        {
+            inv.paid_at = paid_at;
+            return;
+        }
+        self.reconcile_one(id, rec);
     }
 
     /// 9/8/15: a release asked of Paymos first: nothing where Paymos has the invoice unpaid,

@@ -2919,3 +2919,38 @@ async fn a_persons_undated_word_paymos_refunded_after_is_recorded_as_returned() 
     let listed = list(&*store, &MemoryReviews::new(), 0).await.unwrap();
     assert_eq!(listed, [], "{listed:?}");
 }
+
+// Paymos' invoice naming no project (`project_id: ""`, which the adapter reads as none) was
+// taken as the home project's by `mark-paid` with the API: on a stack of several projects it
+// shipped the home project's order on a guess, and a person naming the project was refused
+// as contradicting Paymos. Where Paymos names none, the person's --project decides, and
+// without one nothing ships (exit 2: name it).
+#[tokio::test]
+async fn mark_paid_with_the_api_asks_the_person_for_a_project_paymos_does_not_name() {
+    use crate::roads::reconcile::{AskedFirst, as_paymos_has_it};
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let paymos = MemoryPaymos::new();
+    paymos.invoice("inv_1", at_paymos("paid", Some(30)));
+    let asked = |project: Option<&str>| OrderRef {
+        project: project.map(str::to_owned),
+        ..OrderRef::none()
+    };
+    let refused =
+        as_paymos_has_it(&paymos, &fulfil, ("inv_1", &asked(None)), ("alice", NOW_MS)).await;
+    assert!(
+        matches!(&refused, Err(AskedFirst::ProjectUnnamed(_))),
+        "{refused:?}"
+    );
+    assert_eq!(store.fulfilments(), []);
+    assert!(store.invoice("inv_1").is_none(), "nothing written");
+    let named = as_paymos_has_it(
+        &paymos,
+        &fulfil,
+        ("inv_1", &asked(Some("prj_b"))),
+        ("alice", NOW_MS),
+    )
+    .await;
+    assert_eq!(named, Ok(Fulfilled));
+    assert_eq!(claims(&store), ["order_paid#prj_b#o-1"]);
+}

@@ -628,7 +628,7 @@ fn asked_first(e: paymos_inbox_core::roads::reconcile::AskedFirst) -> Failure {
     use paymos_inbox_core::roads::reconcile::AskedFirst;
     match e {
         AskedFirst::Port(e) => Failure::from(e),
-        AskedFirst::Contradicts(_) => Failure::usage(e.to_string()),
+        AskedFirst::Contradicts(_) | AskedFirst::ProjectUnnamed(_) => Failure::usage(e.to_string()),
         AskedFirst::Unknown(_) | AskedFirst::OtherProject(..) | AskedFirst::NotPaid(..) => {
             Failure::of(crate::exit::Kind::NeedsAPerson, e.to_string())
         }

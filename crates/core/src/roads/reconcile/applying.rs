@@ -20,6 +20,11 @@ pub enum AskedFirst {
     /// Paymos has it in a project this stack does not apply.
     #[error("Paymos has {0} in project {1}, which this stack does not apply: nothing shipped")]
     OtherProject(String, String),
+    /// Paymos' invoice names no project, on a stack of several, and the person named none.
+    #[error(
+        "Paymos' invoice {0} names no project and this stack applies several: name its project with --project (nothing shipped)"
+    )]
+    ProjectUnnamed(String),
     /// Paymos has it unpaid.
     #[error("Paymos has {0} {1}, not paid: nothing shipped")]
     NotPaid(String, String),
@@ -53,6 +58,15 @@ pub async fn as_paymos_has_it<P: PaymosLedger, S: ReconcileStore>(
     };
     crate::roads::confirm::same_environment(at.is_test, fulfil.environment())?;
     let projects = fulfil.projects();
+    // Paymos names no project (its invoice carries one; an empty one is none): on a stack of
+    // several, whose it is is the person's to say, never the home project's on a guess.
+    let mut at = at;
+    if at.project_id.is_none() && projects.ids().len() > 1 {
+        match &given.project {
+            Some(p) => at.project_id = Some(p.clone()),
+            None => return Err(AskedFirst::ProjectUnnamed(invoice_id.to_owned())),
+        }
+    }
     if let Some(p) = at
         .project_id
         .as_deref()

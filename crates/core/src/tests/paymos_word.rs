@@ -2954,3 +2954,31 @@ async fn mark_paid_with_the_api_asks_the_person_for_a_project_paymos_does_not_na
     assert_eq!(named, Ok(Fulfilled));
     assert_eq!(claims(&store), ["order_paid#prj_b#o-1"]);
 }
+
+// The same guess on the reconciliation's road: on a stack of several projects, a paid invoice
+// whose Paymos record names no project was applied by `--apply` as the home project's. It is
+// named for a person (UNREADABLE: Paymos' answer lacks what the run needs), never applied.
+#[tokio::test]
+async fn reconcile_applies_nothing_of_an_invoice_paymos_names_no_project_for_on_several() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let paymos = MemoryPaymos::new();
+    paymos.invoice("inv_1", at_paymos("paid", Some(30)));
+    let report = reconcile_all(&paymos, &fulfil, true).await;
+    assert_eq!(store.fulfilments(), [], "{report:?}");
+    assert!(report.missing.is_empty(), "{report:?}");
+    let [named] = report.unreadable.as_slice() else {
+        panic!("{report:?}");
+    };
+    assert_eq!(named.about, "inv_1");
+    assert!(named.why.contains("names no project"), "{named:?}");
+    assert!(!report.clean());
+    // One project: Paymos' invoice is the stack's, as before.
+    let one = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a"));
+    let report = reconcile_all(&paymos, &one, true).await;
+    assert_eq!(
+        report.applied.get("inv_1"),
+        Some(&Ok(Fulfilled)),
+        "{report:?}"
+    );
+}

@@ -219,6 +219,28 @@ pub struct Unreadable {
 }
 
 impl Unreadable {
+    /// Whether Paymos' invoice `at` names no project on a stack of several (its invoices carry
+    /// one; an empty one is none): whose payment it is is a person's to say, never the home
+    /// project's on a guess. Kept in `report` as such.
+    fn names_no_project(
+        invoice_id: &str,
+        at: &ConfirmedInvoice,
+        projects: &crate::money::change::Projects,
+        report: &mut Report,
+    ) -> bool {
+        let unnamed = at.project_id.is_none() && projects.ids().len() > 1;
+        if unnamed {
+            report.unreadable.push(Self {
+                about: invoice_id.to_owned(),
+                why: format!(
+                    "Paymos' invoice names no project and this stack applies several ({}): check it in Paymos' dashboard, then `mark-paid {invoice_id} --project <its project>`",
+                    projects.ids().join(", ")
+                ),
+            });
+        }
+        unnamed
+    }
+
     /// `result` of a read about `about`; an unreadable answer is kept in `report` as such
     /// (`None`), any other failure fails the run.
     fn kept<T>(
@@ -542,6 +564,7 @@ async fn read_slice<P: PaymosLedger, S: ReconcileStore>(
         // Another project's invoices are that project's stack's to reconcile.
         .filter(|(_, at)| projects.applies(at.project_id.as_deref()))
         .filter(|(_, at)| PaidAtPaymos::paid(&at.status) || at.paid_late)
+        .filter(|(id, at)| !Unreadable::names_no_project(id, at, projects, &mut report))
         .map(|(id, at)| PaidAtPaymos::of(id, &at, projects))
         .partition(|p| PaidAtPaymos::paid(&p.status));
     report.paid_at_paymos = paid.len();
@@ -792,6 +815,10 @@ async fn reread_open<P: PaymosLedger, S: ReconcileStore>(
         };
         crate::roads::confirm::same_environment(at.is_test, environment)?;
         if !fulfil_projects.applies(at.project_id.as_deref()) {
+            continue;
+        }
+        let paid = PaidAtPaymos::paid(&at.status) || at.paid_late;
+        if paid && Unreadable::names_no_project(&invoice, &at, fulfil_projects, report) {
             continue;
         }
         let order_id = orders.remove(&invoice).flatten();

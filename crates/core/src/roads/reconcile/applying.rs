@@ -145,8 +145,8 @@ fn contradicts(given: &OrderRef, paymos: &OrderRef) -> Option<String> {
 
 /// Paymos' time of `m`'s payment ([`Fulfil::paymos_dates`]), then Paymos' full refunds of its
 /// invoice completed before it, recorded before the payment is applied: a later delivery of one
-/// (dated by its event, which may say later than the payment) finds it applied.
-/// Whether they were: not where the record holds the payment already.
+/// (dated by its event, which may say later than the payment) finds it applied. Returns whether
+/// they were recorded: not where the record holds the payment already.
 async fn refunds_first<S: ReconcileStore>(
     fulfil: &Fulfil<S>,
     m: &PaidAtPaymos,

@@ -2982,3 +2982,46 @@ async fn reconcile_applies_nothing_of_an_invoice_paymos_names_no_project_for_on_
         "{report:?}"
     );
 }
+
+// Missed mutants of `holds_payment`: a payment the record holds otherwise than reopenable (a
+// person's undated word held for its price, no refund here) is left as it was when Paymos
+// shows it refunded in full: dated only where a refund recorded here returns it (rule 8), its
+// refunds read, not recorded, by the run; nothing ships.
+#[tokio::test]
+async fn reconcile_leaves_a_held_undated_word_paymos_refunded_as_it_was() {
+    let store = Arc::new(MemoryResources::new());
+    store.register_order("o-1", &Amount::parse("12").unwrap(), "USD");
+    let fulfil = Fulfil::new(Arc::clone(&store));
+    assert_eq!(
+        fulfil.mark_paid("inv_1", order(), "bob", NOW_MS).await,
+        Ok(Held)
+    );
+    let paymos = MemoryPaymos::new();
+    paymos.invoice("inv_1", at_paymos("paid", Some(30)));
+    paymos.refund("inv_1", paymos_refund(40));
+    let report = reconcile_all(&paymos, &fulfil, true).await;
+    assert_eq!(report.refunded.len(), 1, "{report:?}");
+    let kept = store.invoice("inv_1").unwrap();
+    assert_eq!((kept.payment_at, kept.refunds.len()), (None, 0), "{kept:?}");
+    assert!(kept.held);
+    assert_eq!(store.fulfilments(), []);
+}
+
+// A missed mutant of `as_paymos_has_it` (`> 1` → `>= 1`): on a stack of one project, Paymos'
+// invoice naming no project is that project's, as before: it ships with no project named.
+#[tokio::test]
+async fn mark_paid_with_the_api_on_one_project_takes_an_unnamed_invoice_as_its_own() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a"));
+    let paymos = MemoryPaymos::new();
+    paymos.invoice("inv_1", at_paymos("paid", Some(30)));
+    let shipped = crate::roads::reconcile::as_paymos_has_it(
+        &paymos,
+        &fulfil,
+        ("inv_1", &OrderRef::none()),
+        ("alice", NOW_MS),
+    )
+    .await;
+    assert_eq!(shipped, Ok(Fulfilled));
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}

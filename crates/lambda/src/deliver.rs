@@ -302,8 +302,10 @@ fn count(result: &Result<String, DeliverError>, took: std::time::Duration) {
         }
         Err(_) => "no_answer",
     };
-    metrics::counter!(metric::WEBHOOK_ATTEMPTS, metric::OUTCOME => outcome).increment(1);
-    metrics::histogram!(metric::WEBHOOK_LATENCY).record(took.as_secs_f64() * 1000.0);
+    crate::telemetry::count_outcome(metric::WEBHOOK_ATTEMPTS, outcome);
+    if crate::telemetry::writes(metric::WEBHOOK_LATENCY) {
+        metrics::histogram!(metric::WEBHOOK_LATENCY).record(took.as_secs_f64() * 1000.0);
+    }
 }
 
 /// The batch response's entry for a message not delivered.

@@ -89,14 +89,15 @@ async fn apply_one<S: ResourceStore, C: PaymentConfirmation>(
     message: &SqsMessage,
     now_ms: u64,
 ) -> Result<(), u32> {
-    let message_id = message.message_id.clone().unwrap_or_default();
     let decoded = QueueMessage::decode(message.body.as_deref().unwrap_or_default());
     let event_id = decoded
         .as_ref()
         .map_or("unknown", QueueMessage::event_id)
         .to_owned();
     // Every line about this message (adapters' warnings included) names the event.
-    let span = tracing::info_span!("delivery", event_id = %event_id, message_id = %message_id);
+    // The message's id only on the lines of a message that comes back (the happy line's bytes
+    // are billed a delivery, and the event names it).
+    let span = tracing::info_span!("delivery", event_id = %event_id);
     let work = match decoded {
         Ok(QueueMessage::Check(check)) => {
             return check_one(fulfil, message, &check).instrument(span).await;
@@ -139,7 +140,7 @@ async fn check_one<S: ResourceStore, C: PaymentConfirmation>(
                 receives,
                 paymos_inbox_core::roads::outbound::spread_of(message_id, receives),
             );
-            tracing::error!(receives, back_in_s, reason = %error, "delivery not checked; SQS brings its check back then (then the DLQ)");
+            tracing::error!(message_id, receives, back_in_s, reason = %error, "delivery not checked; SQS brings its check back then (then the DLQ)");
             Err(back_in_s)
         }
     }
@@ -200,13 +201,13 @@ async fn apply_decoded<S: ResourceStore, C: PaymentConfirmation>(
                 paymos_inbox_core::roads::outbound::spread_of(message_id, receive_count),
             );
             if matches!(error, FulfilError::NotYet { .. } | FulfilError::NotRecorded) {
-                tracing::warn!(receives, back_in_s, error = kind, reason = %error, "delivery not applied yet; SQS redelivers it then");
+                tracing::warn!(message_id, receives, back_in_s, error = kind, reason = %error, "delivery not applied yet; SQS redelivers it then");
             } else if kind == "misconfigured" {
-                tracing::error!(receives, back_in_s, error = kind, reason = %error, "delivery not applied: the stack is misconfigured (a missing table, a refused credential); every retry fails alike until it is fixed, then the DLQ");
+                tracing::error!(message_id, receives, back_in_s, error = kind, reason = %error, "delivery not applied: the stack is misconfigured (a missing table, a refused credential); every retry fails alike until it is fixed, then the DLQ");
             } else if kind == "poison" {
-                tracing::error!(receives, back_in_s, error = kind, reason = %error, "delivery not applied: it is not a work item and never will be; to the DLQ after its receives, at once");
+                tracing::error!(message_id, receives, back_in_s, error = kind, reason = %error, "delivery not applied: it is not a work item and never will be; to the DLQ after its receives, at once");
             } else {
-                tracing::error!(receives, back_in_s, error = kind, reason = %error, "delivery not applied; SQS redelivers it then, later each time (then the DLQ)");
+                tracing::error!(message_id, receives, back_in_s, error = kind, reason = %error, "delivery not applied; SQS redelivers it then, later each time (then the DLQ)");
             }
             Err(back_in_s)
         }
@@ -275,10 +276,12 @@ fn record_metrics(applied: &Applying, now_ms: u64) {
     };
     crate::telemetry::count_outcome(metric::FULFIL_OUTCOMES, outcome);
     if let Ok((item, (_, applied))) = applied {
-        if *applied == Applied::Credited {
+        if *applied == Applied::Credited && crate::telemetry::writes(metric::DEPOSITS_CREDITED) {
             metrics::counter!(metric::DEPOSITS_CREDITED).increment(1);
         }
-        if let Some(received) = item.received_at_ms {
+        if let Some(received) = item.received_at_ms
+            && crate::telemetry::writes(metric::DELIVERY_AGE)
+        {
             #[allow(clippy::cast_precision_loss)]
             let age = now_ms.saturating_sub(received) as f64;
             metrics::histogram!(metric::DELIVERY_AGE).record(age);

@@ -117,7 +117,8 @@ pub fn answer(inbound: &Inbound<'_>, outcome: Result<Receipt, IngestError>) -> R
             cross_environment: true,
             ..
         }) | Err(IngestError::EnvironmentConflict { .. })
-    ) {
+    ) && crate::telemetry::writes(crate::telemetry::metric::CROSS_ENVIRONMENT_IDS)
+    {
         metrics::counter!(crate::telemetry::metric::CROSS_ENVIRONMENT_IDS).increment(1);
     }
     match outcome {

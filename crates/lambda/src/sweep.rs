@@ -51,7 +51,7 @@ pub async fn sweep_once(
     // the month, and a count of nothing or the age of nothing tells an alarm no more than
     // their absence (`OldestPendingAlarm` treats missing data as OK). The recorder writes no
     // counter of 0; the guard says so here.
-    if swept.resent > 0 {
+    if swept.resent > 0 && crate::telemetry::writes(metric::STRANDED_RESENT) {
         metrics::counter!(metric::STRANDED_RESENT).increment(swept.resent as u64);
     }
     // A person acts on what a waiting delivery said: its body outlives BodyRetentionDays.

@@ -242,9 +242,21 @@ pub mod metric {
     /// The deliverer paused a destination that had failed for `WebhookPauseAfterHours`:
     /// `WebhookTargetPausedAlarm`.
     pub const WEBHOOK_PAUSES: &str = "WebhookPauses";
+    /// The metrics `Monitoring=essential`'s alarms read: all an essential stack writes (a
+    /// series is billed a month, and its bytes in every invocation's log). `IngestAnswers`
+    /// only by the outcomes of [`ESSENTIAL_OUTCOMES`]; the others with full monitoring, whose
+    /// dashboard and early-warning alarms read them.
+    pub const ESSENTIAL: [&str; 6] = [
+        INGEST_ANSWERS,
+        MISCONFIGURED,
+        OLDEST_PENDING,
+        PAYMENTS_WAITING,
+        RECONCILE_BEHIND,
+        WEBHOOK_PAUSES,
+    ];
     /// The outcomes `Monitoring=essential`'s alarms read by their `Outcome` dimension (a wrong
-    /// or mislabelled secret, a misconfigured stack); every other outcome is counted in one
-    /// series without it there, a series being billed a month. `Misconfigured` keeps its setting.
+    /// or mislabelled secret, a misconfigured stack); an essential stack counts no other
+    /// outcome. `Misconfigured` keeps its setting.
     pub const ESSENTIAL_OUTCOMES: [(&str, &str); 3] = [
         (INGEST_ANSWERS, "signature_mismatch"),
         (INGEST_ANSWERS, "environment_mismatch"),
@@ -277,22 +289,33 @@ static COUNTING: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::ne
 /// Whether every outcome keeps its `Outcome` dimension ([`crate::config::full_monitoring`]).
 static FULL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 
-/// Whether `metric` counts `outcome` by its `Outcome` dimension: always with `Monitoring=full`
-/// (the dashboard reads each), else only what an essential alarm reads
-/// ([`metric::ESSENTIAL_OUTCOMES`]; `Misconfigured` always).
+/// Whether the monitoring [`init_metrics`] read is full (the default where it read none).
+fn full() -> bool {
+    FULL.get().copied().unwrap_or(true)
+}
+
+/// Whether `metric` counts `outcome`: always with `Monitoring=full` (the dashboard reads each),
+/// else only what an essential alarm reads ([`metric::ESSENTIAL_OUTCOMES`]; `Misconfigured`
+/// always).
 #[must_use]
 pub fn keeps_outcome(full: bool, metric: &str, outcome: &str) -> bool {
     full || metric == metric::MISCONFIGURED
         || metric::ESSENTIAL_OUTCOMES.contains(&(metric, outcome))
 }
 
-/// Counts 1 of `metric` (a counter by `Outcome`), by `outcome` where [`keeps_outcome`] says so
-/// with the setting [`init_metrics`] read, else in its one series without the dimension.
+/// Whether this stack writes `metric` (one counted without an outcome, a gauge or a
+/// histogram): every one with `Monitoring=full`, else those an essential alarm reads
+/// ([`metric::ESSENTIAL`]).
+#[must_use]
+pub fn writes(metric: &str) -> bool {
+    full() || metric::ESSENTIAL.contains(&metric)
+}
+
+/// Counts 1 of `metric` (a counter by `Outcome`) by `outcome`, where [`keeps_outcome`] says so
+/// with the setting [`init_metrics`] read.
 pub fn count_outcome(metric: &'static str, outcome: &str) {
-    if keeps_outcome(FULL.get().copied().unwrap_or(true), metric, outcome) {
+    if keeps_outcome(full(), metric, outcome) {
         metrics::counter!(metric, metric::OUTCOME => outcome.to_owned()).increment(1);
-    } else {
-        metrics::counter!(metric).increment(1);
     }
 }
 static WARM: AtomicBool = AtomicBool::new(false);
@@ -341,21 +364,21 @@ pub const COUNTED: &str = "counted";
 /// `Outcome`, with the `Stack` dimension and the `function` property the flushed documents
 /// have: logged as the [`COUNTED`] field, [`FlatJson`] writes them at the line's top level, so
 /// the line that says a delivery's answer also counts it and the answer is said once. `None`
-/// when the EMF recorder is not installed (the CLI, unit tests): count with `metrics` then.
+/// when the EMF recorder is not installed (the CLI, unit tests): count with [`count_outcome`]
+/// then; `None` too when this stack does not count `outcome` ([`keeps_outcome`]).
 #[must_use]
 pub fn counted(metric: &str, outcome: &str) -> Option<String> {
     let (stack, function) = COUNTING.get()?;
+    if !keeps_outcome(full(), metric, outcome) {
+        return None;
+    }
     let at_ms = jiff::Timestamp::now().as_millisecond();
     let mut members = Map::new();
     members.insert(
         "_aws".into(),
         serde_json::json!({"Timestamp": at_ms, "CloudWatchMetrics": [{
             "Namespace": metric::NAMESPACE,
-            "Dimensions": [if keeps_outcome(FULL.get().copied().unwrap_or(true), metric, outcome) {
-                vec![metric::STACK, metric::OUTCOME]
-            } else {
-                vec![metric::STACK]
-            }],
+            "Dimensions": [[metric::STACK, metric::OUTCOME]],
             "Metrics": [{"Name": metric}]}]}),
     );
     members.insert(metric.to_owned(), Value::from(1));
@@ -367,7 +390,7 @@ pub fn counted(metric: &str, outcome: &str) -> Option<String> {
 
 /// Marks the start of an invocation: the first one of the process counts a cold start.
 pub fn invocation_started() {
-    if !WARM.swap(true, Ordering::SeqCst) {
+    if !WARM.swap(true, Ordering::SeqCst) && writes(metric::COLD_STARTS) {
         metrics::counter!(metric::COLD_STARTS).increment(1);
     }
 }

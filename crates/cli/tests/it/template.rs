@@ -1116,7 +1116,10 @@ fn essential_monitoring_keeps_the_alarms_that_say_money_waits_or_is_lost_and_ful
     // `Outcome` exactly the outcomes its alarms read (the dashboard, which reads every one,
     // comes with full).
     use paymos_inbox_lambda::telemetry::{keeps_outcome, metric};
-    let mut read = std::collections::BTreeSet::new();
+    let (mut read, mut alarmed) = (
+        std::collections::BTreeSet::new(),
+        std::collections::BTreeSet::new(),
+    );
     for alarm in listed(&[&ESSENTIAL[..], &ESSENTIAL_OF_OPTIONS[..]]) {
         let p = props(&t, alarm);
         let stats = p["Metrics"].as_sequence().into_iter().flatten();
@@ -1125,6 +1128,11 @@ fn essential_monitoring_keeps_the_alarms_that_say_money_waits_or_is_lost_and_ful
                 continue;
             }
             let name = m["MetricName"].as_str().unwrap();
+            assert!(
+                metric::ESSENTIAL.contains(&name),
+                "{alarm} reads {name}: essential must write it"
+            );
+            alarmed.insert(name);
             for d in m["Dimensions"].as_sequence().into_iter().flatten() {
                 if d["Name"].as_str() == Some(metric::OUTCOME) {
                     let outcome = d["Value"].as_str().unwrap();
@@ -1143,6 +1151,13 @@ fn essential_monitoring_keeps_the_alarms_that_say_money_waits_or_is_lost_and_ful
             "{kept:?} is kept, and no essential alarm reads it"
         );
     }
+    // And no more (issue 51): a metric no essential alarm reads is a series billed a month and
+    // bytes in every invocation's log; full writes it.
+    assert_eq!(
+        alarmed,
+        metric::ESSENTIAL.into_iter().collect(),
+        "an essential stack writes exactly the metrics its alarms read"
+    );
     assert!(!keeps_outcome(false, metric::FULFIL_OUTCOMES, "fulfilled"));
     assert!(!keeps_outcome(false, metric::INGEST_ANSWERS, "new"));
     assert!(keeps_outcome(true, metric::INGEST_ANSWERS, "new"));

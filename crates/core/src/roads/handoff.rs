@@ -529,7 +529,8 @@ async fn publish_lane<P: EventPublisher>(
         for ((index, event), failed) in call.iter().zip(&results) {
             match failed {
                 None => {
-                    tracing::info!(detail_type = event.detail_type, idempotency_key = %event.idempotency_key, "event published");
+                    // The key names the kind (`order-paid:inv_…`): the line says it once.
+                    tracing::info!(idempotency_key = %event.idempotency_key, "event published");
                 }
                 Some(reason) => {
                     tracing::error!(sequence = %changes[*index].sequence, detail_type = event.detail_type, idempotency_key = %event.idempotency_key, reason = %reason, "event refused; the stream retries from here");

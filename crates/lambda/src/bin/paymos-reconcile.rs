@@ -60,8 +60,10 @@ async fn main() -> Result<(), Error> {
         paymos_inbox_lambda::telemetry::invocation_started();
         behind(fulfil.store(), now_ms).await;
         let found = |outcome: &'static str, n: usize| {
-            metrics::counter!(metric::RECONCILE_FINDINGS, metric::OUTCOME => outcome)
-                .increment(n as u64);
+            if paymos_inbox_lambda::telemetry::writes(metric::RECONCILE_FINDINGS) {
+                metrics::counter!(metric::RECONCILE_FINDINGS, metric::OUTCOME => outcome)
+                    .increment(n as u64);
+            }
         };
         // The last `window_hours`, or from where the last clean run ended when that is earlier;
         // or the rest of the window a run cut short left.

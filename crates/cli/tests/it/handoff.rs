@@ -479,3 +479,43 @@ async fn following_reads_what_is_new_from_the_stream_never_the_history_or_the_ta
         calls.operations()
     );
 }
+
+// Issue 49, the attack on `dev` (F3): with the API on, the hand-off stopped for good at the
+// first scheduled reconciliation. Its `reconciled#read` item, on the state table's stream,
+// holds what the run found by kind; a run that found nothing wrote an empty map, and reading
+// the stream failed on every poll after it ("Union did not contain a valid variant"): every
+// `Order Paid` committed later never reached the shop.
+#[tokio::test]
+async fn a_reconciliation_that_found_nothing_does_not_stop_the_hand_off() {
+    use paymos_inbox_core::roads::fulfil::ResourceStore as _;
+    let mut rig = Rig::new().await;
+    let publisher = QueuePublisher::new(
+        rig.aws.sqs.clone(),
+        &rig.events,
+        paymos_inbox_lambda::now_ms,
+    );
+    rig.apply(&paid("evt_r1", "inv_r1")).await;
+    let nothing = std::collections::BTreeMap::new();
+    rig.fulfil
+        .store()
+        .write(&[paymos_inbox_core::money::write::reconcile_read(
+            (NOW - 3_600, NOW),
+            (false, &nothing),
+            NOW_MS,
+        )])
+        .await
+        .unwrap();
+    rig.apply(&paid("evt_r2", "inv_r2")).await;
+    rig.pump(&publisher).await;
+    let keys: Vec<Value> = rig
+        .published()
+        .await
+        .iter()
+        .map(|e| e["detail"]["idempotency_key"].clone())
+        .collect();
+    assert_eq!(
+        keys,
+        [json!("order-paid:inv_r1"), json!("order-paid:inv_r2")],
+        "both payments reach the shop"
+    );
+}

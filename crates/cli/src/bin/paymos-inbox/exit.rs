@@ -349,6 +349,19 @@ const KINDS: &[Row] = &[
     (
         Some(PortErrorKind::Unavailable),
         &[
+            "api returned 5",
+            "internalservererror",
+            "internal server error",
+            "serviceunavailable",
+            "service unavailable",
+        ],
+        "the service answered with an error of its own (5xx): reached, but failing",
+        "run it again in a few minutes; if it keeps failing, check the \
+         service's status (Paymos' status page, AWS Health)",
+    ),
+    (
+        Some(PortErrorKind::Unavailable),
+        &[
             "dispatch failure",
             "connection refused",
             "tcp connect",
@@ -534,6 +547,40 @@ mod tests {
         );
         assert!(!failure.message.contains("could not reach"));
         assert_eq!(failure.code(), UNREACHABLE);
+    }
+
+    // The attack on `dev` (F5): Paymos answering 500 was said as "could not reach the service
+    // (no connection or no answer)", with advice about AWS endpoints, though Paymos was reached
+    // every time. A server's error is said as one.
+    #[test]
+    fn a_server_error_is_said_as_one_not_as_no_answer() {
+        let failure = Failure::from(PortError::of_kind(
+            "Paymos GET /v1/invoices/{id}",
+            PortErrorKind::Unavailable,
+            "Paymos API returned 500: Paymos API request failed",
+        ));
+        assert_eq!(
+            failure.message,
+            "Paymos GET /v1/invoices/{id}: the service answered with an error of its own (5xx): reached, but failing"
+        );
+        assert!(
+            !failure
+                .next
+                .as_deref()
+                .unwrap_or_default()
+                .contains("endpoint")
+        );
+        assert_eq!(failure.code(), UNREACHABLE);
+        let failure = Failure::from(PortError::of_kind(
+            "Paymos GET /v1/invoices/{id}",
+            PortErrorKind::Unavailable,
+            "error sending request: connection refused",
+        ));
+        assert!(
+            failure.message.ends_with(CANNOT_REACH),
+            "{}",
+            failure.message
+        );
     }
 
     // An error's kind, not its text, decides what it is. `classify` read "is not

@@ -17,13 +17,15 @@ use paymos_inbox_core::roads::outbound::RetryQueue;
 use paymos_inbox_core::wire::work::{Check, QueueMessage, WorkItem};
 
 /// The `FulfilOutcomes` of a message that was not applied: a message that is not a work item,
-/// a store or API failure, a payment Paymos does not show paid yet, and a work item whose
-/// delivery is not recorded yet.
-pub const FAILURE_OUTCOMES: [&str; 4] = [
+/// a store or API failure, a payment Paymos does not show paid yet, a work item whose
+/// delivery is not recorded yet, and one acknowledged unapplied (not the recorded body, or
+/// never recorded by its last receive: `Fulfil::apply_queued` logs why).
+pub const FAILURE_OUTCOMES: [&str; 5] = [
     "poison",
     "retry_unavailable",
     "retry_not_paid_yet",
     "retry_not_recorded",
+    "not_applied",
 ];
 
 /// How long fulfil waits, before each read again, for the record of a work item it received
@@ -161,7 +163,10 @@ async fn apply_decoded<S: ResourceStore, C: PaymentConfirmation>(
     let applied = match decoded {
         Ok(item) => match apply_retrying(fulfil, &item, now_ms, receive_count, message_id).await {
             // Not the recorded delivery: acknowledged unapplied (`apply_queued` said why).
-            Ok(None) => return Ok(()),
+            Ok(None) => {
+                crate::telemetry::count_outcome(metric::FULFIL_OUTCOMES, FAILURE_OUTCOMES[4]);
+                return Ok(());
+            }
             Ok(Some(applied)) => Ok((item, applied)),
             Err(e) => Err(e),
         },

@@ -94,6 +94,15 @@ async fn logs_and_emf_metrics_tell_what_happened_to_every_delivery() {
         .instrument(invocation(&format!("req-ingest-{i}")))
         .await;
     }
+    // Another body under a recorded `event_id`, queued as a work item (a put that lost its
+    // condition leaves one): acknowledged, not applied, and counted as such.
+    aws.sqs
+        .send_message()
+        .queue_url(&queue)
+        .message_body(live(&invoice_paid("evt_obs2", "inv_obs_other")).encode())
+        .send()
+        .await
+        .unwrap();
     for i in 0..5 {
         let polled = async {
             let polled = poll_once(&aws.sqs, &queue, &fulfil, 10, 0, || NOW_MS + 250)
@@ -224,6 +233,11 @@ async fn logs_and_emf_metrics_tell_what_happened_to_every_delivery() {
     );
     assert_eq!(sum(metric::FULFIL_OUTCOMES, "fulfilled"), 3.0, "{sums:?}");
     assert_eq!(sum(metric::FULFIL_OUTCOMES, "credited"), 1.0, "{sums:?}");
+    assert_eq!(
+        sum(metric::FULFIL_OUTCOMES, "not_applied"),
+        1.0,
+        "the other body, acknowledged unapplied: {sums:?}"
+    );
     assert_eq!(sum(metric::DEPOSITS_CREDITED, ""), 1.0, "{sums:?}");
     assert_eq!(
         sum(metric::COLD_STARTS, ""),

@@ -598,7 +598,7 @@ const INGEST_OUTCOMES: [&str; 17] = [
     "misconfigured",
 ];
 
-/// What `FulfilOutcomes` is emitted with: every `Applied`, and the three failures.
+/// What `FulfilOutcomes` is emitted with: every `Applied`, and what was not applied.
 fn fulfil_outcomes() -> Vec<&'static str> {
     paymos_inbox_core::money::change::Applied::ALL
         .iter()

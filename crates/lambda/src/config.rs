@@ -69,8 +69,9 @@ pub const LOG_LEVEL: &str = "PAYMOS_INBOX_LOG_LEVEL";
 /// outcomes its alarms read are counted by `Outcome` ([`crate::telemetry::keeps_outcome`]).
 pub const MONITORING: &str = "PAYMOS_INBOX_MONITORING";
 
-/// Whether every outcome is counted by its `Outcome` dimension ([`MONITORING`] is not
-/// `essential`).
+/// Whether every metric is written, every outcome by its `Outcome` dimension ([`MONITORING`]
+/// is not `essential`, which writes only what its alarms read:
+/// [`crate::telemetry::metric::ESSENTIAL`]).
 pub fn full_monitoring(lookup: impl Fn(&str) -> Option<String>) -> bool {
     lookup(MONITORING).is_none_or(|v| v.trim() != "essential")
 }

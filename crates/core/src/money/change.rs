@@ -664,6 +664,13 @@ pub fn change_of(envelope: &Envelope) -> Change {
                 "data.status is {}, which does not pay: nothing shipped",
                 data.status.as_deref().unwrap_or_default()
             )),
+            // And the other way: a close or an open event whose snapshot says the invoice
+            // paid is no close (applied, it would take the payment for a late one).
+            Some(status) if !status.fulfils() && paid_snapshot(data) => unusable(&format!(
+                "data.status is {}, which pays, and {} does not: nothing applied",
+                data.status.as_deref().unwrap_or_default(),
+                envelope.event_type
+            )),
             // A close that carries `paid_late_at` announces a payment (fulfil records the
             // close first: it lands late).
             Some(status) => invoice_change(envelope, resource, status),
@@ -695,6 +702,21 @@ pub fn change_of(envelope: &Envelope) -> Change {
             None => ignore(format!("unknown withdrawal event {}", envelope.event_type)),
         },
         Category::Deposit => match DepositStatus::parse(status_name) {
+            // `data` is the deposit at the event: a confirmation whose snapshot says it is
+            // still confirming (or reorged) is no confirmation to credit.
+            Some(DepositStatus::Confirmed)
+                if data
+                    .status
+                    .as_deref()
+                    .and_then(DepositStatus::parse)
+                    .is_some_and(|s| s != DepositStatus::Confirmed) =>
+            {
+                unusable(&format!(
+                    "data.status is {}, which {} contradicts: nothing credited",
+                    data.status.as_deref().unwrap_or_default(),
+                    envelope.event_type
+                ))
+            }
             Some(status) => {
                 // A final confirmation credits the payer; one that leaves out what a credit
                 // needs (the official partial vectors: no payer, net or currency) credits
@@ -792,6 +814,17 @@ fn unpaid_snapshot(data: &EventData) -> bool {
             .as_deref()
             .and_then(InvoiceStatus::parse)
             .is_some_and(|s| !s.fulfils())
+}
+
+/// Whether an invoice event's snapshot (`data.status`) names a status that pays, with no late
+/// payment announced (`paid_late_at`, which a close carries beside its own status).
+fn paid_snapshot(data: &EventData) -> bool {
+    data.paid_late_at.is_none()
+        && data
+            .status
+            .as_deref()
+            .and_then(InvoiceStatus::parse)
+            .is_some_and(InvoiceStatus::fulfils)
 }
 
 /// An invoice event's status and payment time: a close announcing a late payment

@@ -903,6 +903,48 @@ async fn a_payment_event_whose_snapshot_says_unpaid_ships_nothing_and_waits() {
     assert_eq!(webhooks(&[unknown]).await.0, [Fulfilled]);
 }
 
+// The attack on `dev` (F6), the same rule the other way: a close or open event whose own
+// snapshot says the invoice paid (and announces no late payment) closed it by its type
+// (`invoice.expired` with `data.status` `paid_over` wrote `expired`, and the genuine
+// `invoice.paid_over` then waited `paid_late`), and a `deposit.confirmed` whose snapshot
+// says `confirming` credited the payer. A type its snapshot contradicts on whether money moved
+// applies nothing and waits as `unusable` with why.
+#[tokio::test]
+async fn an_event_whose_snapshot_contradicts_its_type_on_money_applies_nothing_and_waits() {
+    let data = |status: &str| {
+        format!(
+            r#"{{"invoice_id":"inv_1","status":"{status}","order":{{"external_id":"o-1","amount":"10","currency":"USD"}}}}"#
+        )
+    };
+    for (kind, status) in [
+        ("invoice.expired", "paid_over"),
+        ("invoice.confirming", "paid"),
+        ("invoice.cancelled", "paid"),
+    ] {
+        let close = item("evt_c", kind, 90, &data(status));
+        let paid = item("evt_p", "invoice.paid_over", 100, &data("paid_over"));
+        let (outcomes, store) = webhooks(&[close, paid]).await;
+        assert_eq!(outcomes, [Unusable, Fulfilled], "{kind} saying {status}");
+        assert_eq!(store.fulfilments().len(), 1, "{kind} saying {status}");
+    }
+    // A close naming another close, or an open status: applied by its type, as before.
+    let close = item("evt_c", "invoice.expired", 90, &data("cancelled"));
+    assert_eq!(webhooks(&[close]).await.0, [Updated]);
+    let deposit = |status: &str| {
+        item(
+            "evt_d",
+            "payment_channel.deposit.confirmed",
+            100,
+            &format!(
+                r#"{{"id":"pcd_1","status":"{status}","is_final":true,"payment_channel_external_id":"payer-1","net":"4.90","currency":"USDT"}}"#
+            ),
+        )
+    };
+    assert_eq!(webhooks(&[deposit("confirming")]).await.0, [Unusable]);
+    assert_eq!(webhooks(&[deposit("reorged")]).await.0, [Unusable]);
+    assert_eq!(webhooks(&[deposit("confirmed")]).await.0, [Credited]);
+}
+
 // Found by the attack on `dev` (a reference-only helper): a held payment whose refund webhook
 // was lost was released on a person's word although Paymos had refunded it in full after the
 // payment; with the API configured, `release` never asked. Now it records Paymos' completed

@@ -702,69 +702,80 @@ pub fn change_of(envelope: &Envelope) -> Change {
             None => ignore(format!("unknown withdrawal event {}", envelope.event_type)),
         },
         Category::Deposit => match DepositStatus::parse(status_name) {
-            // `data` is the deposit at the event: a confirmation whose snapshot says it is
-            // still confirming (or reorged) is no confirmation to credit.
-            Some(DepositStatus::Confirmed)
-                if data
-                    .status
-                    .as_deref()
-                    .and_then(DepositStatus::parse)
-                    .is_some_and(|s| s != DepositStatus::Confirmed) =>
-            {
-                unusable(&format!(
-                    "data.status is {}, which {} contradicts: nothing credited",
-                    data.status.as_deref().unwrap_or_default(),
-                    envelope.event_type
-                ))
-            }
             Some(status) => {
-                // A final confirmation credits the payer; one that leaves out what a credit
-                // needs (the official partial vectors: no payer, net or currency) credits
-                // nothing on its own word: Paymos' deposit does, under the check, or it waits
-                // for it ([`unsaid_deposit`]). What it says wrongly is unusable.
-                let credit = if status == DepositStatus::Confirmed && data.is_final == Some(true) {
-                    if too_long(&data.payer) {
-                        return unusable(&format!(
-                            "data.payment_channel_external_id is longer than {MAX_REFERENCE_LEN} bytes"
-                        ));
-                    }
-                    let net = data.net.as_deref().map(Amount::parse);
-                    if net == Some(None) {
-                        return unusable("data.net is not a decimal string");
-                    }
-                    let net = net.flatten();
-                    if net.as_ref().is_some_and(|n| !n.is_positive()) {
-                        return unusable("data.net is not more than 0: nothing to credit");
-                    }
-                    let currency = upper(&data.currency);
-                    if too_long(&currency) {
-                        return unusable(&format!(
-                            "data.currency is longer than {MAX_REFERENCE_LEN} bytes"
-                        ));
-                    }
-                    match (&data.payer, net, currency) {
-                        (Some(payer), Some(net), Some(currency)) => Some(Credit {
-                            payer: payer.clone(),
-                            net,
-                            currency,
-                            project: envelope.data.project_id.clone(),
-                        }),
-                        _ => None,
-                    }
-                } else {
-                    None
-                };
-                Change::Deposit {
-                    deposit_id: resource,
-                    status,
-                    occurred_at: envelope.occurred_at,
-                    credit,
-                }
+                deposit_change(envelope, resource, status).unwrap_or_else(|why| unusable(&why))
             }
             None => ignore(format!("unknown deposit event {}", envelope.event_type)),
         },
         Category::Unknown => ignore(format!("unknown event type {}", envelope.event_type)),
     }
+}
+
+/// The change of a deposit event at `status`, or why it is unusable.
+fn deposit_change(
+    envelope: &Envelope,
+    deposit_id: String,
+    status: DepositStatus,
+) -> Result<Change, String> {
+    let data = &envelope.data;
+    // State is keyed by these references: a longer one could never be written.
+    let too_long =
+        |value: &Option<String>| value.as_ref().is_some_and(|v| v.len() > MAX_REFERENCE_LEN);
+    // `data` is the deposit at the event: a confirmation whose snapshot says it is still
+    // confirming (or reorged) is no confirmation to credit.
+    if status == DepositStatus::Confirmed
+        && let Some(said) = data
+            .status
+            .as_deref()
+            .filter(|s| DepositStatus::parse(s).is_some_and(|s| s != DepositStatus::Confirmed))
+    {
+        return Err(format!(
+            "data.status is {said}, which {} contradicts: nothing credited",
+            envelope.event_type
+        ));
+    }
+    // A final confirmation credits the payer; one that leaves out what a credit needs (the
+    // official partial vectors: no payer, net or currency) credits nothing on its own word:
+    // Paymos' deposit does, under the check, or it waits for it ([`unsaid_deposit`]). What it
+    // says wrongly is unusable.
+    let credit = if status == DepositStatus::Confirmed && data.is_final == Some(true) {
+        if too_long(&data.payer) {
+            return Err(format!(
+                "data.payment_channel_external_id is longer than {MAX_REFERENCE_LEN} bytes"
+            ));
+        }
+        let net = data.net.as_deref().map(Amount::parse);
+        if net == Some(None) {
+            return Err("data.net is not a decimal string".into());
+        }
+        let net = net.flatten();
+        if net.as_ref().is_some_and(|n| !n.is_positive()) {
+            return Err("data.net is not more than 0: nothing to credit".into());
+        }
+        let currency = data.currency.as_deref().map(str::to_ascii_uppercase);
+        if too_long(&currency) {
+            return Err(format!(
+                "data.currency is longer than {MAX_REFERENCE_LEN} bytes"
+            ));
+        }
+        match (&data.payer, net, currency) {
+            (Some(payer), Some(net), Some(currency)) => Some(Credit {
+                payer: payer.clone(),
+                net,
+                currency,
+                project: data.project_id.clone(),
+            }),
+            _ => None,
+        }
+    } else {
+        None
+    };
+    Ok(Change::Deposit {
+        deposit_id,
+        status,
+        occurred_at: envelope.occurred_at,
+        credit,
+    })
 }
 
 /// The close and the payment time of an invoice event announcing a full payment after the

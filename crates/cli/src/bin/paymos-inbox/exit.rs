@@ -245,6 +245,25 @@ impl From<PortError> for Failure {
         if e.kind == PortErrorKind::Unreadable {
             message = Some(format!("{said}: {}", e.message));
         }
+        // Paymos' refusals are Paymos', not AWS's: its key, or an answer that does not fit
+        // the stack (the other environment's key, another project's), said whole.
+        if e.operation.starts_with("Paymos") {
+            if e.is_refused_credential() {
+                (said, next) = (
+                    "Paymos refused the API key (401/403)",
+                    "check --api-key and --api-secret (or the secret PAYMOS_API_SECRETS_ID \
+                     names): a key of this stack's environment",
+                );
+                message = Some(said.to_owned());
+            } else if e.kind == PortErrorKind::Misconfigured {
+                (said, next) = (
+                    "Paymos' answer does not fit this stack",
+                    "use the API key of this stack's environment (sandbox or live) and of a \
+                     project it applies",
+                );
+                message = Some(format!("{said}: {}", e.message));
+            }
+        }
         Self {
             kind: Kind::Port(e.kind),
             message: format!(
@@ -581,6 +600,37 @@ mod tests {
             "{}",
             failure.message
         );
+    }
+
+    // The attack on `dev` (F5): Paymos refusing the API key was said as "AWS refused the
+    // credentials" with `aws sso login` as the next step, and a key of the other environment
+    // as "a missing table, queue or index" (the cause only with --verbose). Paymos' refusals
+    // are said as Paymos', with what Paymos or the check said.
+    #[test]
+    fn paymos_refusals_are_said_as_paymos_not_as_aws() {
+        let refused = Failure::from(PortError::refused_credential(
+            "Paymos GET /v1/refunds/{id}",
+            "Paymos API returned 401: invalid signature",
+        ));
+        assert!(
+            refused.message.contains("Paymos refused the API key"),
+            "{}",
+            refused.message
+        );
+        let next = refused.next.clone().unwrap_or_default();
+        assert!(!next.contains("aws sso"), "{next}");
+        assert!(next.contains("--api-key"), "{next}");
+        let other = Failure::from(PortError::of_kind(
+            "Paymos API",
+            PortErrorKind::Misconfigured,
+            "the API key reads sandbox resources but this stack applies live",
+        ));
+        assert_eq!(
+            other.message,
+            "Paymos API: Paymos' answer does not fit this stack: the API key reads sandbox resources but this stack applies live"
+        );
+        assert!(!other.next.clone().unwrap_or_default().contains("table"));
+        assert_eq!((refused.code(), other.code()), (UNREACHABLE, UNREACHABLE));
     }
 
     // An error's kind, not its text, decides what it is. `classify` read "is not

@@ -827,15 +827,13 @@ fn unpaid_snapshot(data: &EventData) -> bool {
             .is_some_and(|s| !s.fulfils())
 }
 
-/// Whether an invoice event's snapshot (`data.status`) names a status that pays, with no late
-/// payment announced (`paid_late_at`, which a close carries beside its own status).
+/// Whether an invoice event's snapshot (`data.status`) names a status that pays (a close
+/// announcing a late payment keeps its own status beside `paid_late_at`).
 fn paid_snapshot(data: &EventData) -> bool {
-    data.paid_late_at.is_none()
-        && data
-            .status
-            .as_deref()
-            .and_then(InvoiceStatus::parse)
-            .is_some_and(InvoiceStatus::fulfils)
+    data.status
+        .as_deref()
+        .and_then(InvoiceStatus::parse)
+        .is_some_and(InvoiceStatus::fulfils)
 }
 
 /// An invoice event's status and payment time: a close announcing a late payment

@@ -941,6 +941,14 @@ async fn an_event_whose_snapshot_contradicts_its_type_on_money_applies_nothing_a
         )
     };
     assert_eq!(webhooks(&[deposit("confirming")]).await.0, [Unusable]);
+    // An advisory event saying what it is stays advisory.
+    let advisory = item(
+        "evt_a",
+        "payment_channel.deposit.confirming",
+        90,
+        r#"{"id":"pcd_1","status":"confirming","payment_channel_external_id":"payer-1","net":"4.90","currency":"USDT"}"#,
+    );
+    assert_eq!(webhooks(&[advisory]).await.0, [Updated]);
     assert_eq!(webhooks(&[deposit("reorged")]).await.0, [Unusable]);
     assert_eq!(webhooks(&[deposit("confirmed")]).await.0, [Credited]);
 }

@@ -28,6 +28,7 @@ fn order_of(project: Option<&str>) -> OrderRef {
         currency: Some("USD".into()),
         project: project.map(str::to_owned),
         home: false,
+        unlisted: false,
     }
 }
 

@@ -62,6 +62,7 @@ async fn reconcile_finds_missing_and_unknown_and_apply_fulfils_the_missing_once(
         currency: None,
         project: None,
         home: false,
+        unlisted: false,
     };
     fulfil
         .mark_paid("inv_local", local, "support:eve", NOW_MS)
@@ -454,6 +455,7 @@ async fn a_window_of_a_hundred_thousand_paid_invoices_takes_n_over_a_hundred_rou
             currency: Some("USDT".into()),
             project: None,
             home: false,
+            unlisted: false,
         };
         let applied = fulfil
             .apply_by_hand(id, InvoiceStatus::Paid, order, "webhook", NOW_MS)
@@ -534,6 +536,7 @@ async fn a_48_hour_window_is_listed_in_slices_four_pages_at_once_every_invoice_o
             currency: Some("USDT".into()),
             project: None,
             home: false,
+            unlisted: false,
         };
         let applied = fulfil
             .apply_by_hand(&id, InvoiceStatus::Paid, order, "webhook", NOW_MS)

@@ -200,6 +200,7 @@ async fn a_manual_road_run_twice_reports_what_exists_and_a_raw_key_refund_writes
         currency: Some("USD".into()),
         project: None,
         home: false,
+        unlisted: false,
     };
     // reconcile --apply on a payment it holds (12 paid, 10.50 registered), twice.
     for _ in 0..2 {

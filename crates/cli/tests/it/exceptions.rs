@@ -310,6 +310,7 @@ async fn releasing_a_held_invoice_fulfils_once_against_a_second_release_and_a_re
         currency: None,
         project: None,
         home: false,
+        unlisted: false,
     };
     // mark-paid reports what exists: the payment is held.
     assert_eq!(

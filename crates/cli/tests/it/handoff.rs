@@ -163,6 +163,7 @@ async fn one_paid_delivery_publishes_exactly_one_order_paid_and_repeats_publish_
         currency: None,
         project: None,
         home: false,
+        unlisted: false,
     };
     rig.fulfil
         .mark_paid("inv_h1", order, "support:eve", NOW_MS)

@@ -236,6 +236,7 @@ where
         currency: Some("USD".into()),
         project: None,
         home: false,
+        unlisted: false,
     };
     for (step, op) in ops.iter().enumerate() {
         let now = 1_000 + step as u64;

@@ -282,6 +282,7 @@ async fn two_paid_invoices_for_one_order_fulfil_it_once() {
         currency: None,
         project: None,
         home: false,
+        unlisted: false,
     };
     let by_hand = p
         .fulfil

@@ -235,6 +235,7 @@ async fn a_replay_after_support_marked_the_invoice_paid_fulfils_nothing() {
         currency: Some("USDT".into()),
         project: None,
         home: false,
+        unlisted: false,
     };
     assert_eq!(
         rig.fulfil
@@ -264,6 +265,7 @@ async fn a_replay_after_support_marked_the_invoice_paid_fulfils_nothing() {
         currency: None,
         project: None,
         home: false,
+        unlisted: false,
     };
     assert_eq!(
         rig.fulfil

@@ -53,6 +53,7 @@ impl Pipeline {
             &state_table,
             &ledger_table,
         ))
+        .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"))
         .for_environment(Environment::Live);
         Self {
             aws,

@@ -33,7 +33,8 @@ impl Rig {
         let aws = Aws::new();
         let state = aws.state_table().await;
         let ledger = aws.deliveries_table().await;
-        let fulfil = Fulfil::new(DynamoResources::new(aws.dynamodb.clone(), &state, &ledger));
+        let fulfil = Fulfil::new(DynamoResources::new(aws.dynamodb.clone(), &state, &ledger))
+            .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"));
         Self {
             aws,
             state,

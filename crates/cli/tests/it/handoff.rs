@@ -38,7 +38,8 @@ impl Rig {
             aws.dynamodb.clone(),
             &state,
             stack.table("DeliveriesTable"),
-        ));
+        ))
+        .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"));
         let streams = aws_sdk_dynamodbstreams::Client::from_conf(
             aws_sdk_dynamodbstreams::Config::builder()
                 .behavior_version_latest()

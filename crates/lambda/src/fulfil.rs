@@ -369,7 +369,8 @@ mod tests {
     // record never comes is not applied and comes back later.
     #[tokio::test]
     async fn a_work_item_received_before_its_record_is_applied_once_the_record_lands() {
-        let fulfil = Fulfil::new(MemoryResources::new());
+        let fulfil = Fulfil::new(MemoryResources::new())
+            .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"));
         let queue = MemoryRetries::new();
         let event = batch(&["inv_r1"]);
         let (response, ()) = tokio::join!(
@@ -399,7 +400,8 @@ mod tests {
                 // More failures than messages: most messages meet several.
                 left: AtomicU32::new(12),
                 kind,
-            });
+            })
+            .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"));
             let queue = MemoryRetries::new();
             let event = batch(&invoices);
             recorded(&fulfil.store().inner, &event);
@@ -431,7 +433,8 @@ mod tests {
             inner: MemoryResources::new(),
             left: AtomicU32::new(1),
             kind: PortErrorKind::Misconfigured,
-        });
+        })
+        .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"));
         let queue = MemoryRetries::new();
         let mut event = batch(&["inv_m1", "inv_m2"]);
         event.records[1].body = Some("not a work item".into());

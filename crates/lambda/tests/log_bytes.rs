@@ -132,7 +132,8 @@ async fn logged_at(level: &str) -> (u64, u64) {
         })
         .collect();
     assert_eq!(event.records.len(), 10, "every delivery enqueued");
-    let fulfil = Fulfil::new(MemoryResources::new());
+    let fulfil = Fulfil::new(MemoryResources::new())
+        .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"));
     // Recorded by ingest before fulfil receives them.
     for body in &bodies {
         fulfil.store().record(&live(body));

@@ -58,7 +58,8 @@ async fn logs_and_emf_metrics_tell_what_happened_to_every_delivery() {
         aws.dynamodb.clone(),
         stack.table("StateTable"),
         stack.table("DeliveriesTable"),
-    ));
+    ))
+    .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"));
 
     // What Paymos sends: three paid invoices (one of them twice), a deposit, and a forgery.
     let mut sends: Vec<(String, String, String)> = (1..=3)

@@ -46,6 +46,7 @@ fn order(item: &Item) -> OrderRef {
         currency: text(item, "currency"),
         project: text(item, "project_id"),
         home: item.get("home_project").and_then(|v| v.as_bool().ok()) == Some(&true),
+        unlisted: false,
     }
 }
 
@@ -287,6 +288,7 @@ mod tests {
                 currency: Some("USDT".into()),
                 project: None,
                 home: false,
+                unlisted: false,
             },
             status: Some(InvoiceStatus::Paid),
             won_by: "evt_1".into(),

@@ -639,6 +639,7 @@ mod tests {
             currency: Some("USD".into()),
             project: None,
             home: false,
+            unlisted: false,
         };
         let guard = write::amount_guard(&order).unwrap();
         let item = transact_item(&tables(), &guard);

@@ -99,7 +99,8 @@ async fn a_delivery_whose_sender_gave_up_is_found_by_its_check_and_applied() {
         aws.dynamodb.clone(),
         state,
         deliveries,
-    ));
+    ))
+    .for_projects(crate::one_project());
     assert_eq!(fulfil.check_delivery(&check).await, Ok(Checked::Straggler));
     assert_eq!(fulfil.check_delivery(&check).await, Ok(Checked::Listed));
     let swept = sweep_at(NOW_MS + 15 * MINUTE).await;
@@ -180,7 +181,8 @@ async fn only_the_recorded_body_of_an_event_id_is_applied() {
         aws.dynamodb.clone(),
         state,
         deliveries,
-    ));
+    ))
+    .for_projects(crate::one_project());
     let first = invoice_paid("evt_c3", "inv_c3");
     let second = first.replace("10.50", "99.00");
     assert_eq!(

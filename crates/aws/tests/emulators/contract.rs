@@ -46,6 +46,7 @@ fn invoice(id: &str, order: &str, status: InvoiceStatus, at: u64, amount: &str) 
             currency: Some("USD".into()),
             project: None,
             home: false,
+            unlisted: false,
         },
     }
 }
@@ -287,6 +288,7 @@ async fn releases_agree_on_dynamodb_and_in_memory() {
         currency: None,
         project: None,
         home: false,
+        unlisted: false,
     };
     for (n, (history, invoice_id)) in cases.iter().enumerate() {
         outcomes(&dynamo, 1000 + n, history).await;

@@ -29,7 +29,8 @@ impl Tables {
             aws.dynamodb.clone(),
             &state,
             &deliveries,
-        ));
+        ))
+        .for_projects(crate::one_project());
         Self {
             aws,
             ledger,

@@ -22,3 +22,10 @@ mod reverse;
 mod scale;
 mod truth;
 mod upgrade;
+
+/// A stack of one project (`prj_1`, the fake Paymos' own, its home): a delivery naming no
+/// project is its own, keyed as before projects (a stack listing none holds it for its
+/// project: `projects`).
+pub(crate) fn one_project() -> paymos_inbox_core::money::change::Projects {
+    paymos_inbox_core::money::change::Projects::only(vec!["prj_1".into()])
+}

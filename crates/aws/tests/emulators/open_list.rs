@@ -40,7 +40,8 @@ async fn without_the_reconciliation_an_open_invoice_is_listed_nowhere_until_the_
     let stack = aws.stack().await;
     let (state, deliveries) = (stack.table("StateTable"), stack.table("DeliveriesTable"));
     let resources = DynamoResources::new(aws.dynamodb.clone(), state, deliveries);
-    let fulfil = Fulfil::new(resources.clone().without_open_list());
+    let fulfil =
+        Fulfil::new(resources.clone().without_open_list()).for_projects(crate::one_project());
     for (event_id, invoice_id) in [("evt_a", "inv_open"), ("evt_b", "inv_paid")] {
         let (_, applied) = fulfil
             .apply(&live(&awaiting(event_id, invoice_id)), NOW_MS)
@@ -74,6 +75,7 @@ async fn without_the_reconciliation_an_open_invoice_is_listed_nowhere_until_the_
 
     // A stack with the reconciliation lists an open invoice as it is written.
     Fulfil::new(resources.clone())
+        .for_projects(crate::one_project())
         .apply(&live(&awaiting("evt_d", "inv_later")), NOW_MS)
         .await
         .unwrap();

@@ -28,6 +28,7 @@ fn order_of(project: Option<&str>) -> OrderRef {
         currency: Some("USD".into()),
         project: project.map(str::to_owned),
         home: false,
+        unlisted: false,
     }
 }
 
@@ -133,7 +134,7 @@ async fn a_delivery_naming_another_order_than_the_one_shipped_waits_until_resolv
     let (state, deliveries) = (stack.table("StateTable"), stack.table("DeliveriesTable"));
     let resources = DynamoResources::new(aws.dynamodb.clone(), state, deliveries);
     let ledger = DynamoLedger::new(aws.dynamodb.clone(), deliveries, None);
-    let fulfil = Fulfil::new(resources.clone());
+    let fulfil = Fulfil::new(resources.clone()).for_projects(crate::one_project());
     let environment = paymos_inbox_core::wire::signature::Environment::Live;
     let unnamed = envelope("evt_none", "invoice.paid", json!({"invoice_id": "inv_c"}));
     let (_, applied) = fulfil.apply(&live(&unnamed), NOW_MS).await.unwrap();

@@ -48,7 +48,8 @@ async fn reconcile_finds_missing_and_unknown_and_apply_fulfils_the_missing_once(
         aws.dynamodb.clone(),
         stack.table("StateTable"),
         stack.table("DeliveriesTable"),
-    ));
+    ))
+    .for_projects(crate::one_project());
     // Here: inv_r1 and inv_r2 fulfilled by webhooks; inv_local fulfilled by hand but expired at Paymos.
     for (event, invoice) in [("evt_r1", "inv_r1"), ("evt_r2", "inv_r2")] {
         fulfil
@@ -62,6 +63,7 @@ async fn reconcile_finds_missing_and_unknown_and_apply_fulfils_the_missing_once(
         currency: None,
         project: None,
         home: false,
+        unlisted: false,
     };
     fulfil
         .mark_paid("inv_local", local, "support:eve", NOW_MS)
@@ -175,7 +177,8 @@ async fn reconcile_reports_a_bad_api_secret_instead_of_an_empty_list() {
         aws.dynamodb.clone(),
         stack.table("StateTable"),
         stack.table("DeliveriesTable"),
-    ));
+    ))
+    .for_projects(crate::one_project());
     let fake = fake_paymos(vec![("inv_x", "paid")], HashMap::new()).await;
     let (url, seen) = (fake.url.clone(), fake.seen.clone());
     let api = paymos::PaymosClient::builder(KEY, "sk_wrong")
@@ -228,6 +231,7 @@ async fn the_reverse_check_refuses_payments_paymos_does_not_confirm() {
         stack.table("StateTable"),
         stack.table("DeliveriesTable"),
     ))
+    .for_projects(crate::one_project())
     .with_confirmation(PaymosApi::new(api));
 
     // Paymos' invoices are for 25.00 USDT ("25" and "25.00" are the same decimal).
@@ -295,6 +299,7 @@ async fn the_reverse_check_refuses_payments_paymos_does_not_confirm() {
         state,
         stack.table("DeliveriesTable"),
     ))
+    .for_projects(crate::one_project())
     .with_confirmation(PaymosApi::new(down));
     let err = fulfil_down
         .apply(&live(&paid_event("evt_down", "inv_down", "25.00")), NOW_MS)
@@ -312,7 +317,8 @@ async fn an_order_paid_twice_is_a_duplicate_payment_to_refund_never_missing_or_f
         aws.dynamodb.clone(),
         stack.table("StateTable"),
         stack.table("DeliveriesTable"),
-    ));
+    ))
+    .for_projects(crate::one_project());
     fulfil
         .apply(&live(&invoice_paid("evt_d1", "inv_d1")), NOW_MS)
         .await
@@ -376,7 +382,8 @@ async fn the_claims_of_a_window_are_read_a_hundred_at_once() {
         aws.dynamodb.clone(),
         stack.table("StateTable"),
         stack.table("DeliveriesTable"),
-    ));
+    ))
+    .for_projects(crate::one_project());
     let ids: Vec<String> = (0..PAID).map(|i| format!("inv_b{i}")).collect();
     futures::stream::iter(ids.iter().map(|id| {
         let fulfil = &fulfil;
@@ -443,7 +450,7 @@ async fn a_window_of_a_hundred_thousand_paid_invoices_takes_n_over_a_hundred_rou
     use std::sync::Arc;
     const PAID: usize = 100_000;
     let store = Arc::new(MemoryResources::new());
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(crate::one_project());
     let ids: Vec<String> = (0..PAID).map(|i| format!("inv_w{i:06}")).collect();
     // The last one listed was paid at Paymos, and its webhook never came.
     let (fulfilled, never_came) = ids.split_at(PAID - 1);
@@ -454,6 +461,7 @@ async fn a_window_of_a_hundred_thousand_paid_invoices_takes_n_over_a_hundred_rou
             currency: Some("USDT".into()),
             project: None,
             home: false,
+            unlisted: false,
         };
         let applied = fulfil
             .apply_by_hand(id, InvoiceStatus::Paid, order, "webhook", NOW_MS)
@@ -524,7 +532,7 @@ async fn a_48_hour_window_is_listed_in_slices_four_pages_at_once_every_invoice_o
     const SPAN: i64 = 48 * 3600;
     let (from, to) = (NOW as i64 - SPAN, NOW as i64 - 1);
     let store = Arc::new(MemoryResources::new());
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(crate::one_project());
     let mut items = Vec::new();
     for i in 0..PAID {
         let id = format!("inv_s{i:05}");
@@ -534,6 +542,7 @@ async fn a_48_hour_window_is_listed_in_slices_four_pages_at_once_every_invoice_o
             currency: Some("USDT".into()),
             project: None,
             home: false,
+            unlisted: false,
         };
         let applied = fulfil
             .apply_by_hand(&id, InvoiceStatus::Paid, order, "webhook", NOW_MS)
@@ -632,7 +641,7 @@ async fn where_the_last_clean_run_ended_is_kept_and_never_moves_back() {
         stack.table("StateTable"),
         stack.table("DeliveriesTable"),
     );
-    let fulfil = Fulfil::new(store.clone());
+    let fulfil = Fulfil::new(store.clone()).for_projects(crate::one_project());
     let fake = FakePaymos::start().await;
     let api = paymos_inbox_aws::paymos_api::PaymosApi::new(
         paymos::PaymosClient::builder(KEY, SECRET)

@@ -45,7 +45,8 @@ impl Rig {
             aws.dynamodb.clone(),
             stack.table("StateTable"),
             &deliveries,
-        ));
+        ))
+        .for_projects(crate::one_project());
         let queue = aws.queue().await.queue_url;
         Self {
             aws,

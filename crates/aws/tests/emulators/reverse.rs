@@ -43,7 +43,9 @@ impl Rig {
     }
 
     fn checked(&self) -> Fulfil<DynamoResources, PaymosApi> {
-        Fulfil::new(self.store()).with_confirmation(PaymosApi::new(self.api.client()))
+        Fulfil::new(self.store())
+            .for_projects(crate::one_project())
+            .with_confirmation(PaymosApi::new(self.api.client()))
     }
 
     /// Records `body` in the ledger as ingest would, then applies it as its last receive.
@@ -258,7 +260,7 @@ async fn a_full_refund_on_a_later_page_of_refunds_keeps_the_payment_from_shippin
         rig.api
             .refund(paymos_fake::refund(id, "inv_many", mode, amount));
     }
-    let fulfil = Fulfil::new(rig.store());
+    let fulfil = Fulfil::new(rig.store()).for_projects(crate::one_project());
     let api = rig.api.client();
     let report = reconcile(
         &api,
@@ -381,7 +383,7 @@ async fn reconciliation_reports_late_and_refunded_payments_by_paymos_facts() {
 #[tokio::test]
 async fn two_invoices_of_one_paymos_order_fulfilled_by_different_roads_are_double() {
     let rig = Rig::new().await;
-    let fulfil = Fulfil::new(rig.store());
+    let fulfil = Fulfil::new(rig.store()).for_projects(crate::one_project());
     // A webhook fulfils inv_one for order-x; support fulfils inv_two by hand without naming
     // any order (nothing here ties it to order-x): only Paymos' grouping can see it.
     fulfil
@@ -512,7 +514,7 @@ async fn paymos_order_replaces_an_unconfirmed_one_on_dynamodb() {
         "invoice.awaiting_payment",
         json!({"invoice_id": "inv_p", "order": {"external_id": "dear", "amount": "500.00", "currency": "USD"}}),
     );
-    let unchecked = Fulfil::new(rig.store());
+    let unchecked = Fulfil::new(rig.store()).for_projects(crate::one_project());
     assert_eq!(
         unchecked.apply(&live(&planted), NOW_MS).await.unwrap().1,
         Applied::Updated
@@ -541,7 +543,7 @@ async fn paymos_order_replaces_an_unconfirmed_one_on_dynamodb() {
 #[tokio::test]
 async fn a_late_payment_carries_paymos_order_or_teaches_the_missing_one_on_dynamodb() {
     let rig = Rig::new().await;
-    let unchecked = Fulfil::new(rig.store());
+    let unchecked = Fulfil::new(rig.store()).for_projects(crate::one_project());
     let forged = envelope(
         "evt_forged",
         "invoice.expired",

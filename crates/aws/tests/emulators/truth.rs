@@ -193,13 +193,14 @@ async fn every_road_to_a_fulfilment_obeys_the_invoices_record() {
 async fn a_manual_road_run_twice_reports_what_exists_and_a_raw_key_refund_writes_nothing() {
     let rig = Rig::new().await;
     let ids = rig.ids().await;
-    let fulfil = Fulfil::new(rig.store.clone());
+    let fulfil = Fulfil::new(rig.store.clone()).for_projects(crate::one_project());
     let registered = |invoice: u8, amount: &str| OrderRef {
         external_id: Some(ids.order_of(invoice)),
         amount: Amount::parse(amount),
         currency: Some("USD".into()),
         project: None,
         home: false,
+        unlisted: false,
     };
     // reconcile --apply on a payment it holds (12 paid, 10.50 registered), twice.
     for _ in 0..2 {
@@ -298,7 +299,7 @@ async fn a_payment_after_a_full_refund_ships_once_or_waits_for_a_refund_on_dynam
         ),
     ] {
         let rig = Rig::new().await;
-        let fulfil = Fulfil::new(rig.store.clone());
+        let fulfil = Fulfil::new(rig.store.clone()).for_projects(crate::one_project());
         let mut got = Vec::new();
         for work in &history {
             got.push(fulfil.apply(work, NOW_MS).await.expect("DynamoDB Local").1);
@@ -365,7 +366,7 @@ async fn a_payment_made_before_a_refund_of_unknown_mode_waits_held_on_dynamodb()
         ),
     ] {
         let rig = Rig::new().await;
-        let fulfil = Fulfil::new(rig.store.clone());
+        let fulfil = Fulfil::new(rig.store.clone()).for_projects(crate::one_project());
         let mut got = Vec::new();
         for work in &history {
             got.push(fulfil.apply(work, NOW_MS).await.expect("DynamoDB Local").1);
@@ -378,7 +379,7 @@ async fn a_payment_made_before_a_refund_of_unknown_mode_waits_held_on_dynamodb()
     }
     // The held one ships on a person's word, once.
     let rig = Rig::new().await;
-    let fulfil = Fulfil::new(rig.store.clone());
+    let fulfil = Fulfil::new(rig.store.clone()).for_projects(crate::one_project());
     fulfil
         .apply(&refund_of_unknown_mode("e1", 140, "wdr_1"), NOW_MS)
         .await
@@ -401,7 +402,7 @@ async fn a_payment_made_before_a_refund_of_unknown_mode_waits_held_on_dynamodb()
     assert!(rig.store.invoices_under_review().await.unwrap().is_empty());
     // `mark-paid` (no payment time) after it waits too; a full refund recorded later settles it.
     let rig = Rig::new().await;
-    let fulfil = Fulfil::new(rig.store.clone());
+    let fulfil = Fulfil::new(rig.store.clone()).for_projects(crate::one_project());
     fulfil
         .apply(&refund_of_unknown_mode("e1", 140, "wdr_1"), NOW_MS)
         .await

@@ -79,7 +79,7 @@ async fn after_the_reindex_an_upgraded_invoice_refunded_in_full_never_ships_its_
 
     // The late payments arrive: the customer has the money back, nothing ships, and nothing
     // waits for a person (a closed invoice's payment is late, and settled by the refund).
-    let fulfil = Fulfil::new(resources.clone());
+    let fulfil = Fulfil::new(resources.clone()).for_projects(crate::one_project());
     for (invoice_id, expected) in [
         ("inv_up_open", Applied::Refunded),
         ("inv_up_closed", Applied::PaidLate),

@@ -346,6 +346,7 @@ impl MarkPaid {
                     currency: Some("USDT".into()),
                     project: None,
                     home: false,
+                    unlisted: false,
                 };
                 let applied = fulfil
                     .mark_paid(

@@ -65,6 +65,7 @@ impl Rig {
 
     fn checked(&self, deadline: Duration) -> Fulfil<DynamoResources, PaymosApi> {
         Fulfil::new(self.store())
+            .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"))
             .with_confirmation(PaymosApi::new(self.client()).with_deadline(deadline))
     }
 
@@ -253,10 +254,12 @@ async fn an_api_that_hangs_fails_only_its_own_message_and_in_time() {
     let mut event = SqsEvent::default();
     event.records = vec![message("m1", &slow, 1), message("m2", &credit, 1)];
     // The client would wait a minute: the check's own deadline is what bounds it.
-    let fulfil = Fulfil::new(rig.store()).with_confirmation(
-        PaymosApi::new(rig.client_with_timeout(Duration::from_secs(60)))
-            .with_deadline(Duration::from_millis(500)),
-    );
+    let fulfil = Fulfil::new(rig.store())
+        .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"))
+        .with_confirmation(
+            PaymosApi::new(rig.client_with_timeout(Duration::from_secs(60)))
+                .with_deadline(Duration::from_millis(500)),
+        );
     let started = Instant::now();
     let response = handle_batch(&fulfil, &QueueVisibility, event, NOW_MS).await;
     assert!(
@@ -285,7 +288,8 @@ async fn releasing_a_held_invoice_fulfils_once_against_a_second_release_and_a_re
     )
     .await
     .unwrap();
-    let fulfil = Fulfil::new(rig.store());
+    let fulfil = Fulfil::new(rig.store())
+        .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"));
     let paid = |event: &str| {
         envelope(
             event,
@@ -310,6 +314,7 @@ async fn releasing_a_held_invoice_fulfils_once_against_a_second_release_and_a_re
         currency: None,
         project: None,
         home: false,
+        unlisted: false,
     };
     // mark-paid reports what exists: the payment is held.
     assert_eq!(
@@ -403,7 +408,8 @@ async fn unconfirmed_and_late_payments_are_listed_and_released_and_a_refund_clea
         .await
         .unwrap();
     // Paid late: expired, then paid.
-    let fulfil = Fulfil::new(rig.store());
+    let fulfil = Fulfil::new(rig.store())
+        .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"));
     for (e, ty) in [("evt_exp", "invoice.expired"), ("evt_late", "invoice.paid")] {
         let body = envelope(
             e,
@@ -585,7 +591,8 @@ async fn recheck_applies_what_paymos_now_confirms() {
 #[tokio::test]
 async fn reconciliation_re_reads_open_invoices_and_applies_a_missing_one_once() {
     let rig = Rig::new(Vec::new()).await;
-    let fulfil = Fulfil::new(rig.store());
+    let fulfil = Fulfil::new(rig.store())
+        .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"));
     // The confirming webhook arrived; the paid one never did.
     let confirming = envelope(
         "evt_open",
@@ -795,9 +802,14 @@ async fn recheck_credits_an_unconfirmed_deposit_once() {
     let (code, out) = paymos_inbox(&rig, &recheck).await;
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("evt_lag_d: credited"), "{out}");
+    // The rig's stack lists no projects: the balance is keyed by Paymos' project (prj_1).
     let balance = || async {
         rig.aws
-            .item(&rig.state, "pk", &balance_key(None, "payer-9", "USDT"))
+            .item(
+                &rig.state,
+                "pk",
+                &balance_key(Some("prj_1"), "payer-9", "USDT"),
+            )
             .await
             .map(|b| b["balance"].as_n().unwrap().to_owned())
     };
@@ -936,6 +948,7 @@ async fn exceptions_body_prints_an_unusable_deliverys_exact_bytes_live_and_sandb
             .await
             .unwrap();
         let (_, applied) = Fulfil::new(rig.store())
+            .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"))
             .for_environment(environment)
             .apply(&work_item(text, environment), NOW_MS)
             .await
@@ -1145,6 +1158,7 @@ async fn release_with_the_api_records_a_lost_full_refund_and_ships_nothing() {
     );
     rig.record(&paid).await;
     let (_, applied) = Fulfil::new(rig.store())
+        .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"))
         .apply(&live(&paid), NOW_MS)
         .await
         .unwrap();
@@ -1198,7 +1212,8 @@ async fn an_order_id_carrying_terminal_escapes_is_printed_escaped() {
             json!({"invoice_id": "inv_esc", "order": {"external_id": order, "amount": "10.00", "currency": "USDT"}}),
         )
     };
-    let fulfil = Fulfil::new(rig.store());
+    let fulfil = Fulfil::new(rig.store())
+        .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"));
     let open = event("evt_eo", "invoice.awaiting_payment", evil);
     assert_eq!(
         fulfil.apply(&live(&open), NOW_MS).await.unwrap().1,
@@ -1297,6 +1312,7 @@ async fn the_review_alarm_stays_in_alarm_while_a_held_payment_waits_and_is_ok_on
         state_table,
         deliveries,
     ))
+    .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"))
     .apply(&live(&paid), NOW_MS)
     .await
     .unwrap()

@@ -38,7 +38,8 @@ impl Rig {
             aws.dynamodb.clone(),
             &state,
             stack.table("DeliveriesTable"),
-        ));
+        ))
+        .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"));
         let streams = aws_sdk_dynamodbstreams::Client::from_conf(
             aws_sdk_dynamodbstreams::Config::builder()
                 .behavior_version_latest()
@@ -163,6 +164,7 @@ async fn one_paid_delivery_publishes_exactly_one_order_paid_and_repeats_publish_
         currency: None,
         project: None,
         home: false,
+        unlisted: false,
     };
     rig.fulfil
         .mark_paid("inv_h1", order, "support:eve", NOW_MS)

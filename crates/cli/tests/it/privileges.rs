@@ -322,7 +322,8 @@ async fn fulfil_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, String)>
         aws.dynamodb.clone(),
         state,
         deliveries,
-    ));
+    ))
+    .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"));
     let order =
         |id: &str, amount: &str| json!({"external_id": id, "amount": amount, "currency": "USD"});
     // Every kind of write: open, paid, paid again, held, closed then paid late, a refund, a
@@ -426,6 +427,7 @@ async fn sweep_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, String)> 
         created.table("StateTable"),
         deliveries,
     ))
+    .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"))
     .apply(&live(&waits), now)
     .await
     .unwrap();
@@ -478,7 +480,8 @@ async fn reconcile_uses(aws: &Aws, created: &Created) -> BTreeSet<(String, Strin
         aws.dynamodb.clone(),
         state,
         deliveries,
-    ));
+    ))
+    .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"));
     let now_s = i64::try_from(now / 1000).unwrap();
     paymos_inbox_testkit::reconcile(&api, &fulfil, now_s - 3600, now_s + 60, true, now)
         .await

@@ -577,13 +577,14 @@ async fn merchant(
     (endpoint, received)
 }
 
-/// `dev` of the sandbox, every project, forwarding the hand-off to `endpoint`.
+/// `dev` of the sandbox, of `send`'s project, forwarding the hand-off to `endpoint`.
 pub(crate) async fn dev_forwarding_to(
     prefix: &str,
     endpoint: String,
 ) -> paymos_inbox_local::dev::Dev {
     start(DevOptions {
         forward_to: Some(endpoint),
+        projects: paymos_inbox_core::money::change::Projects::only(vec!["prj_local".into()]),
         ..dev_options(prefix)
     })
     .await

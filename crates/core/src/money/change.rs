@@ -27,6 +27,12 @@ pub struct OrderRef {
     /// The home project is named (its keys carry no project, so `project` is none): a record
     /// that holds it belongs to the home project, and no other project's order ships from it.
     pub home: bool,
+    /// Applied by a stack that lists no projects ([`Projects::scoped`]): before projects such a
+    /// stack claimed every order by its id alone (`order_paid#<id>`), so a claim under a
+    /// project's key also finds that key absent or its own
+    /// ([`crate::money::write::claimed_before_projects`]):
+    /// an order shipped before the upgrade ships no second time under its project's key.
+    pub unlisted: bool,
 }
 
 pub use crate::wire::envelope::named;
@@ -41,6 +47,7 @@ impl OrderRef {
             currency: None,
             project: None,
             home: false,
+            unlisted: false,
         }
     }
 
@@ -142,9 +149,10 @@ pub enum Change {
         /// The resource it names, when it names one.
         resource_id: Option<String>,
     },
-    /// A payment or a deposit naming no project, on a stack of several projects without the
-    /// reverse check, of a resource whose record names none: recorded as `project_unknown`,
-    /// nothing applied (which project's order or payer it is, nothing here can tell).
+    /// A payment or a deposit naming no project (nor Paymos, where asked), on a stack of
+    /// several projects ([`Projects::several`]), of a resource whose record names none:
+    /// recorded as `project_unknown`, nothing applied (which project's order or payer it is,
+    /// nothing here can tell).
     ProjectUnknown {
         /// The invoice or deposit.
         resource_id: Option<String>,
@@ -193,7 +201,7 @@ impl Change {
 }
 
 /// Why a payment or a deposit naming no project waits ([`Change::ProjectUnknown`]).
-pub const PROJECT_UNKNOWN: &str = "it names no project, nor does its record, and this stack applies several (PaymosProjectIds) without the reverse check: nothing applied";
+pub const PROJECT_UNKNOWN: &str = "it names no project, nor does its record (nor Paymos, where asked), and this stack applies several projects (PaymosProjectIds lists several, or none: every project): nothing applied";
 
 /// A credit of a payer's balance.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -234,12 +242,13 @@ impl From<Environment> for Applying {
 }
 
 /// The projects a stack applies (`PaymosProjectIds`): `prj_…` ids; none listed, every project
-/// (`dev` without `--project`), keyed together as before projects. The first listed is the
-/// stack's **home** project: its keys carry
+/// (`dev` without `--project`). The first listed is the stack's **home** project: its keys carry
 /// no project, as every key did before projects, so an upgrade keeps every existing record as
 /// the one configured project's. Every other project's order claims, registered orders and
 /// balances carry their project ([`crate::money::write::order_paid_key`]): order `1001` of two
-/// projects is two orders.
+/// projects is two orders. A stack that lists none has no home project: every project it
+/// applies is keyed by its own, and a payment naming none waits for its project as on a stack
+/// of several ([`Projects::several`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Projects(Vec<String>);
 
@@ -283,14 +292,31 @@ impl Projects {
         }
     }
 
-    /// The key scope of `project`: none for the home project (and for none), else the project.
-    /// A stack that lists no projects cannot tell its projects apart: it keys every project's
-    /// orders and payers together, as before projects (set `PaymosProjectIds` when one endpoint
-    /// serves several projects).
+    /// The key scope of `project`: none for the home project (and for none), else the project
+    /// (every project on a stack that lists none: order and payer ids are unique only within a
+    /// project, and such a stack receives every project).
     #[must_use]
     pub fn scope(&self, project: Option<&str>) -> Option<String> {
-        let home = self.0.first()?;
-        project.filter(|p| home != p).map(str::to_owned)
+        project
+            .filter(|p| self.0.first().is_none_or(|home| home != p))
+            .map(str::to_owned)
+    }
+
+    /// Whether a payment or a deposit naming no project cannot be keyed here: several projects
+    /// are listed, or none (every project). With one listed, it is that project's.
+    #[must_use]
+    pub fn several(&self) -> bool {
+        self.0.len() != 1
+    }
+
+    /// The projects as a person reads them: the list, or that every project is applied.
+    #[must_use]
+    pub fn listed(&self) -> String {
+        if self.0.is_empty() {
+            "every project: PaymosProjectIds lists none".to_owned()
+        } else {
+            self.0.join(", ")
+        }
     }
 
     /// `order` with its project as its key scope (idempotent: a scope's scope is itself).
@@ -299,6 +325,7 @@ impl Projects {
         OrderRef {
             project: self.scope(order.project.as_deref()),
             home: order.home || self.is_home(order.project.as_deref()),
+            unlisted: order.unlisted || self.0.is_empty(),
             ..order
         }
     }
@@ -322,16 +349,16 @@ impl Projects {
             // the right project would then apply nothing.
             return Some(format!(
                 "{g} is not a project this stack applies ({}): pass one of them",
-                self.0.join(", ")
+                self.listed()
             ));
         }
         match (given, of(recorded)) {
             (Some(g), Some(r)) if of(&given_ref).as_deref() != Some(r.as_str()) => Some(format!(
                 "the invoice's record is of project {r}, not {g}: pass --project {r}, or none"
             )),
-            (None, None) if self.0.len() > 1 => Some(format!(
+            (None, None) if self.several() => Some(format!(
                 "the invoice's record names no project and this stack applies several ({}): name its project with --project",
-                self.0.join(", ")
+                self.listed()
             )),
             _ => None,
         }
@@ -872,6 +899,7 @@ fn order_of(data: &EventData) -> OrderRef {
         currency,
         project: data.project_id.clone(),
         home: false,
+        unlisted: false,
     }
 }
 
@@ -1099,6 +1127,7 @@ mod tests {
             currency: Some("EUR".into()),
             project: Some("prj_b".into()),
             home: false,
+            unlisted: false,
         };
         change.adopt(&recorded);
         assert_eq!(change.external_id.as_deref(), Some("o-1"));

@@ -283,6 +283,7 @@ mod tests {
                 currency: Some(currency.into()),
                 project: None,
                 home: false,
+                unlisted: false,
             },
             ..InvoiceSeen::with_status(Some(InvoiceStatus::Paid))
         }

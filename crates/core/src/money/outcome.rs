@@ -2103,6 +2103,7 @@ mod tests {
             currency: None,
             project: None,
             home: false,
+            unlisted: false,
         };
         let silent = Change::Invoice {
             invoice_id: "inv_1".into(),

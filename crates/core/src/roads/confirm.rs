@@ -93,6 +93,7 @@ impl ConfirmedInvoice {
             currency: self.order_currency.clone(),
             project: self.project_id.clone(),
             home: false,
+            unlisted: false,
         }
     }
 }

@@ -670,8 +670,15 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
             Some(_) => None,
             None => envelope.data.project_id.as_deref(),
         };
+        let unnamed = match &change {
+            Change::Invoice { order, .. } => !order.names_project(),
+            Change::Deposit {
+                credit: Some(c), ..
+            } => c.project.is_none(),
+            _ => false,
+        };
         let mut change = self.projects.apply_to(change, named);
-        if self.confirmation.is_none() && envelope.data.project_id.is_none() {
+        if unnamed {
             change = self.project_known(change).await?;
         }
         // A close announcing a late payment, taken at its word (without the check; with it,
@@ -699,11 +706,12 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         Ok((Some(envelope), applied))
     }
 
-    /// `change`, unless it is a payment or a deposit naming no project on a stack of several
-    /// projects (without the reverse check), of a resource whose record names none: which
-    /// project's order or payer it is, nothing here can tell ([`Change::ProjectUnknown`]).
+    /// `change`, unless it is a payment or a deposit naming no project (nor Paymos, where
+    /// asked) on a stack of several projects or of every project ([`Projects::several`]), of a
+    /// resource whose record names none: which project's order or payer it is, nothing here can
+    /// tell ([`Change::ProjectUnknown`]).
     async fn project_known(&self, change: Change) -> Result<Change, PortError> {
-        if self.projects.ids().len() < 2 {
+        if !self.projects.several() {
             return Ok(change);
         }
         let (resource_id, paid_at) = match &change {

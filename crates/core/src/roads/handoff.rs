@@ -607,6 +607,7 @@ mod tests {
                 currency: Some("USDT".into()),
                 project: None,
                 home: false,
+                unlisted: false,
             },
             status: Some(InvoiceStatus::Paid),
             won_by: won_by.into(),

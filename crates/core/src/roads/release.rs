@@ -290,6 +290,7 @@ mod tests {
                 currency: None,
                 project: None,
                 home: false,
+                unlisted: false,
             },
             ..InvoiceSeen::with_status(Some(status))
         }

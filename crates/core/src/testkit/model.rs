@@ -229,13 +229,16 @@ pub async fn run<S>(store: &S, ids: &Ids, ops: &[Op]) -> Result<(), PortError>
 where
     S: ResourceStore + ReleaseStore + Clone,
 {
-    let fulfil = Fulfil::new(store.clone());
+    // One project, named by none of the deliveries: each is that project's.
+    let fulfil = Fulfil::new(store.clone())
+        .for_projects(crate::money::change::Projects::only(vec!["prj_1".into()]));
     let registered = || OrderRef {
         external_id: None,
         amount: Amount::parse("10.50"),
         currency: Some("USD".into()),
         project: None,
         home: false,
+        unlisted: false,
     };
     for (step, op) in ops.iter().enumerate() {
         let now = 1_000 + step as u64;

@@ -24,7 +24,12 @@
 //!   changes nothing.
 //!
 //! Projects (a merchant's shops; order and payer ids are unique only within one):
-//! - 18 a receiver that names no projects keys every project's orders and payers together;
+//! - 18 a receiver that names no projects receives every project ("no filter means every
+//!   project") and has no home project: an order is still (project, order id) and a balance
+//!   (project, payer, currency), as 13/14 say ("unique only within a project: two shops of one
+//!   merchant may both have order `1001` and payer `42`"), and a payment or a final deposit
+//!   confirmation naming no project, known nowhere, waits as 19 says (an order registered
+//!   under no project prices no project's order: 13);
 //! - 13 an order is (project, order id): it ships at most once per pair, and a registration
 //!   prices only its own project's order; 14 a balance is per (project, payer, currency);
 //! - 15 a delivery (or a person's word) of a project the stack does not apply changes nothing
@@ -32,7 +37,8 @@
 //! - 16 a plain payout names no project: merchant-wide, it moves nothing of any project;
 //! - 17 an invoice event without `project_id` belongs to its invoice's project: under the
 //!   reverse check Paymos' record's, else what an earlier delivery of the invoice named;
-//! - 19 on a stack of two or more listed projects without the reverse check (no Paymos API), a
+//! - 19 on a stack of two or more listed projects, or of none listed (every project: 18),
+//!   without the reverse check (no Paymos API), a
 //!   payment event (`paid`/`paid_over`) without `project_id` of an invoice no earlier delivery
 //!   of it (nor a person) named a project for (a refund is the withdrawal's delivery, not the
 //!   invoice's), or a final deposit confirmation without `project_id` of a deposit not credited
@@ -48,9 +54,8 @@
 //!   changes nothing (15), the wait neither. A `recheck` reads Paymos' record, which names
 //!   the project: it applies what Paymos confirms (a deposit's wait ends only so, as a
 //!   delivery of money that waits: 2/11; an invoice's refunds are read, 8, even where a later
-//!   delivery applied its payment), and so does `reconcile --apply`. One listed
-//!   project, every project, or the
-//!   reverse check on: rule 17. (Deliveries of one invoice naming two different projects are
+//!   delivery applied its payment), and so does `reconcile --apply`. One listed project, or
+//!   the reverse check on: rule 17. (Deliveries of one invoice naming two different projects are
 //!   not stated here: genuine events always name their invoice's own project, and only the
 //!   reverse check, which reads Paymos' record, sees forged ones.)
 use std::collections::{BTreeMap, BTreeSet};
@@ -179,20 +184,10 @@ impl World {
     fn applies(&self, project: &str) -> bool {
         project.is_empty() || self.projects.as_ref().is_none_or(|ps| ps.contains(project))
     }
-    /// 19: two or more listed projects and no reverse check: nothing can say the project of a
-    /// delivery that names none.
+    /// 19: two or more listed projects, or none listed (every project: 18), and no reverse
+    /// check: nothing can say the project of a delivery that names none.
     fn several(&self) -> bool {
-        !self.reverse_check && self.projects.as_ref().is_some_and(|ps| ps.len() > 1)
-    }
-    /// 18: the project an order or a balance is keyed by: its own where the receiver names the
-    /// projects it applies; none where it names none (it cannot tell its projects apart, and
-    /// keys every project's orders and payers together, as before projects).
-    fn scope(&self, project: &str) -> String {
-        if self.projects.is_some() {
-            project.to_owned()
-        } else {
-            String::new()
-        }
+        !self.reverse_check && self.projects.as_ref().is_none_or(|ps| ps.len() > 1)
     }
 }
 
@@ -512,8 +507,7 @@ impl Machine<'_> {
 
     /// 13/18: the key an invoice's order ships under, in the receiver's setting.
     fn key(&self, inv: &Inv, order: &str) -> (String, String) {
-        let (project, order) = inv.key(order);
-        (self.world.scope(&project), order)
+        inv.key(order)
     }
 
     /// 17: the project of invoice `id`, learned once: under the reverse check Paymos' record's
@@ -913,7 +907,7 @@ impl Machine<'_> {
         } else if let Some(d) = w.deposits.get(id) {
             self.applied.insert(id.to_owned());
             // 11/14: credit net once, to the payer of its project; a malformed net credits nothing
-            let key = (w.scope(&d.project), d.payer.clone(), d.currency.clone());
+            let key = (d.project.clone(), d.payer.clone(), d.currency.clone());
             let bal = self.balances.entry(key).or_default();
             if let Some(sum) = parse_amount(&d.net).and_then(|n| bal.checked_add(n)) {
                 *bal = sum;
@@ -2300,13 +2294,18 @@ mod tests {
             }
             assert_eq!(expected(&w, &steps), want, "reverse check {reverse_check}");
         }
-        // One listed project, or every project: known nowhere, it is "" (rule 17, 18)
+        // One listed project: known nowhere, it is "" (rule 17); every project: it waits for
+        // its project (rules 18, 19)
         for projects in [Some(BTreeSet::from([A.to_owned()])), None] {
             let mut w = world(false);
             w.projects = projects;
             let steps = [of(paid("inv_1", "o1", "10"), None)];
             let mut want = Expected::default();
-            want.shipped.insert(key("", "o1"), "inv_1".into());
+            if w.projects.is_some() {
+                want.shipped.insert(key("", "o1"), "inv_1".into());
+            } else {
+                want.waiting.insert("inv_1".into(), Wait::ProjectUnknown);
+            }
             assert_eq!(expected(&w, &steps), want, "projects {:?}", w.projects);
         }
     }

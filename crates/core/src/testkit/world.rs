@@ -22,7 +22,8 @@
 //! stack does not apply still arrive (no project filter; refunds ignore any filter); plain
 //! payouts name no project; and an invoice event may leave `project_id` out once an earlier one
 //! of the invoice named it (or, under the reverse check, where Paymos' invoice says it). On a
-//! stack of two or more listed projects without the reverse check (rule 19), half the payment
+//! stack of two or more listed projects, or of none listed, without the reverse check (rule
+//! 19), half the payment
 //! events of an invoice no earlier event named a project for leave it out too, and half the
 //! final deposit confirmations.
 
@@ -422,9 +423,10 @@ pub fn world() -> impl Strategy<Value = (Truth, Vec<Act>)> {
     })
 }
 
-/// Rule 19's stacks: two or more listed projects and no reverse check.
+/// Rule 19's stacks: two or more listed projects, or none (every project: rule 18), and no
+/// reverse check.
 fn several(t: &Truth) -> bool {
-    !t.reverse_check && t.projects.as_ref().is_some_and(|ps| ps.len() > 1)
+    !t.reverse_check && t.projects.as_ref().is_none_or(|ps| ps.len() > 1)
 }
 
 /// An invoice event leaves `project_id` out only where its invoice's project can be known: an
@@ -1026,7 +1028,7 @@ pub fn oracle_case(ids: &Ids, t: &Truth, acts: &[Act]) -> (o::World, Vec<o::Arri
         .map(|p| (ids.payout(p), o::Payout { completed: true }))
         .collect();
     // `o_0` is registered for the home project (the first the stack lists; with every
-    // project, none: no project's order is registered).
+    // project, under no project: no project's order is registered).
     let home = t.projects.as_ref().and_then(|ps| ps.first());
     let registered = BTreeMap::from([(
         (

@@ -90,7 +90,7 @@ type Checked = Fulfil<Arc<MemoryResources>, Arc<MemoryPaymos>>;
 fn rig() -> (Checked, Arc<MemoryResources>, Arc<MemoryPaymos>) {
     let store = Arc::new(MemoryResources::new());
     let api = Arc::new(paymos());
-    let fulfil = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&api));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store)).with_confirmation(Arc::clone(&api));
     (fulfil, store, api)
 }
 
@@ -281,7 +281,7 @@ async fn a_key_of_the_other_environment_is_a_stack_error_not_a_payment_verdict()
             ..invoice("paid", "o-s", "5")
         },
     );
-    let fulfil = Fulfil::new(Arc::clone(&store)).with_confirmation(api);
+    let fulfil = crate::tests::one_shop(Arc::clone(&store)).with_confirmation(api);
     let result = fulfil
         .apply(
             &item("evt_s", "invoice.paid", r#"{"invoice_id":"inv_s"}"#),
@@ -384,7 +384,7 @@ async fn paymos_order_replaces_what_an_unconfirmed_delivery_set() {
         r#"{"invoice_id":"inv_a","order":{"external_id":"dear","amount":"500.00","currency":"USD"}}"#,
     );
     // Taken at its word: this stack did not check yet.
-    let unchecked = Fulfil::new(Arc::clone(&store));
+    let unchecked = crate::tests::one_shop(Arc::clone(&store));
     assert_eq!(
         unchecked.apply(&planted, 1).await.unwrap().1,
         Applied::Updated
@@ -412,13 +412,13 @@ async fn paymos_order_replaces_what_an_unconfirmed_delivery_set() {
     // Held on the record's word before the check: a recheck of nothing changes nothing, and
     // the release ships Paymos' order once the confirmed payment corrected the record.
     let (_, store, _) = rig();
-    let unchecked = Fulfil::new(Arc::clone(&store));
+    let unchecked = crate::tests::one_shop(Arc::clone(&store));
     assert_eq!(
         unchecked.apply(&planted, 1).await.unwrap().1,
         Applied::Updated
     );
     assert_eq!(unchecked.apply(&genuine, 2).await.unwrap().1, Applied::Held);
-    let checked = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&api));
+    let checked = crate::tests::one_shop(Arc::clone(&store)).with_confirmation(Arc::clone(&api));
     let replay = item(
         "evt_paid_2",
         "invoice.paid",
@@ -487,7 +487,7 @@ async fn paymos_order_replaces_a_held_record_that_differs_in_one_thing_only() {
         if let Some((amount, currency)) = registered {
             store.register_order("cheap", &Amount::parse(amount).unwrap(), currency);
         }
-        let unchecked = Fulfil::new(Arc::clone(&store));
+        let unchecked = crate::tests::one_shop(Arc::clone(&store));
         let plant = item(
             "evt_plant",
             "invoice.awaiting_payment",

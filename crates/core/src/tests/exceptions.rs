@@ -8,7 +8,6 @@ use crate::money::effect::RecordFulfilment;
 use crate::money::status::Amount;
 use crate::roads::confirm::ConfirmedInvoice;
 use crate::roads::exceptions::{list, recheck, release};
-use crate::roads::fulfil::Fulfil;
 use crate::roads::ingest::Delivery;
 use crate::roads::release::{ReleaseBy, ReleaseError};
 use crate::testkit::memory::{MemoryPaymos, MemoryResources, MemoryReviews};
@@ -54,7 +53,7 @@ fn paid(event_id: &str, invoice: &str, amount: &str) -> WorkItem {
 async fn held() -> Arc<MemoryResources> {
     let store = Arc::new(MemoryResources::new());
     store.register_order("o-inv_held", &Amount::parse("10.00").unwrap(), "USD");
-    let (_, applied) = Fulfil::new(Arc::clone(&store))
+    let (_, applied) = crate::tests::one_shop(Arc::clone(&store))
         .apply(&paid("evt_h", "inv_held", "12.00"), NOW_MS)
         .await
         .unwrap();
@@ -221,7 +220,7 @@ async fn a_recheck_applies_what_paymos_now_confirms_and_leaves_the_rest_waiting(
 async fn a_second_payment_is_listed_to_refund_and_an_invoice_only_a_delivery_names_is_never_released()
  {
     let store = Arc::new(MemoryResources::new());
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let second = |event_id: &str, invoice: &str| {
         WorkItem {
         event_id: event_id.into(),
@@ -374,7 +373,7 @@ async fn an_unconfirmed_closure_is_rechecked_and_never_released() {
         "inv_open",
         &serde_json::json!({"invoice_id": "inv_open", "order": order}),
     );
-    Fulfil::new(Arc::clone(&store))
+    crate::tests::one_shop(Arc::clone(&store))
         .apply(&item_of(&confirming), NOW_MS)
         .await
         .unwrap();
@@ -554,7 +553,7 @@ async fn unconfirmed_deposits_and_payouts_are_rechecked_and_a_deposit_credits_on
             .into_bytes(),
         ..deposit
     };
-    let (_, again) = Fulfil::new(Arc::clone(&store))
+    let (_, again) = crate::tests::one_shop(Arc::clone(&store))
         .apply(&item_of(&second_endpoint), NOW_MS)
         .await
         .unwrap();
@@ -729,7 +728,7 @@ impl crate::money::effect::FulfilmentEffect for Ship {
 async fn every_road_that_fulfils_writes_the_stacks_effect_and_no_other_does() {
     let store = held().await;
     store.register_order("o-inv_short", &Amount::parse("10.00").unwrap(), "USD");
-    let stack = Fulfil::with_effect(Arc::clone(&store), Box::new(Ship));
+    let stack = crate::tests::one_shop_with_effect(Arc::clone(&store), Box::new(Ship));
     let shipments = || -> Vec<String> {
         store
             .keys()
@@ -767,6 +766,7 @@ async fn every_road_that_fulfils_writes_the_stacks_effect_and_no_other_does() {
         currency: None,
         project: None,
         home: false,
+        unlisted: false,
     };
     assert_eq!(
         stack.mark_paid("inv_m", order, "alice", NOW_MS).await,
@@ -910,7 +910,7 @@ async fn an_order_unknown_payment_whose_invoice_was_paid_since_is_listed_once_by
         5,
     );
     store.register_order("o-inv_held", &Amount::parse("10.00").unwrap(), "USD");
-    let (_, applied) = Fulfil::new(Arc::clone(&store))
+    let (_, applied) = crate::tests::one_shop(Arc::clone(&store))
         .apply(&paid("evt_h", "inv_held", "12.00"), NOW_MS)
         .await
         .unwrap();

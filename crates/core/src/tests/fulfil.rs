@@ -6,7 +6,7 @@ use crate::money::change::{Applied, Change, OrderRef, change_of};
 use crate::money::effect::RecordFulfilment;
 use crate::money::status::{Amount, InvoiceStatus, WithdrawalStatus};
 use crate::roads::confirm::ConfirmedInvoice;
-use crate::roads::fulfil::{Fulfil, FulfilError};
+use crate::roads::fulfil::FulfilError;
 use crate::roads::ingest::PortError;
 use crate::testkit::memory::{MemoryPaymos, MemoryResources};
 use crate::wire::signature::Environment;
@@ -63,7 +63,7 @@ async fn run(
 ) -> (Vec<Applied>, Arc<MemoryResources>) {
     let store = Arc::new(MemoryResources::new());
     prepare(&store);
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let mut outcomes = Vec::new();
     for (i, work) in history.iter().enumerate() {
         let (_, applied) = fulfil
@@ -363,13 +363,14 @@ async fn another_environments_delivery_and_a_mismatched_work_item_change_nothing
 
 #[tokio::test]
 async fn by_hand_and_by_webhook_fulfil_once() {
-    let fulfil = Fulfil::new(MemoryResources::new());
+    let fulfil = crate::tests::one_shop(MemoryResources::new());
     let order = OrderRef {
         external_id: Some("o-1".into()),
         amount: None,
         currency: None,
         project: None,
         home: false,
+        unlisted: false,
     };
     assert_eq!(
         fulfil
@@ -424,7 +425,8 @@ async fn the_reverse_check_fulfils_only_what_paymos_confirms() {
         (None, 1, Ok(Unconfirmed)),
         (Some("awaiting_payment"), 1, Err("not yet")),
     ] {
-        let fulfil = Fulfil::new(MemoryResources::new()).with_confirmation(paymos(at_source));
+        let fulfil =
+            crate::tests::one_shop(MemoryResources::new()).with_confirmation(paymos(at_source));
         let result = fulfil.apply_received(&paid, 1, receives).await;
         match (result, expected) {
             (Ok((_, applied)), Ok(expected)) => assert_eq!(applied, expected, "{at_source:?}"),
@@ -490,7 +492,7 @@ async fn a_crash_between_the_change_and_its_mark_is_recognised_on_the_next_recei
             inner: MemoryResources::new(),
             crashed: std::sync::atomic::AtomicBool::new(false),
         };
-        let fulfil = Fulfil::new(store);
+        let fulfil = crate::tests::one_shop(store);
         assert!(
             matches!(
                 fulfil.apply(&work, 1).await,
@@ -533,6 +535,7 @@ fn order_ref(id: Option<&str>) -> OrderRef {
         currency: None,
         project: None,
         home: false,
+        unlisted: false,
     }
 }
 
@@ -604,7 +607,7 @@ async fn an_event_naming_another_order_than_the_record_is_held_not_fulfilled() {
 #[tokio::test]
 async fn mark_paid_without_an_order_id_claims_the_recorded_order_once() {
     let store = Arc::new(MemoryResources::new());
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     for (i, inv) in ["inv_1", "inv_2"].into_iter().enumerate() {
         let work = invoice(&format!("evt_{i}"), "awaiting_payment", 10, inv, "o-1");
         fulfil.apply(&work, 1).await.unwrap();
@@ -758,7 +761,7 @@ async fn manual_roads_run_twice_report_what_exists() {
     ];
     let store = Arc::new(MemoryResources::new());
     store.register_order("o-h", &Amount::parse("1").unwrap(), "USD");
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     // By hand first (mark-paid, reconcile --apply), then again by the same person: the second
     // run says what exists (a hold, a duplicate, a fulfilment), never its own earlier write.
     let expected = [
@@ -870,7 +873,7 @@ async fn smaller_rules_of_the_invoice_and_the_deposit() {
 async fn after_a_late_payment_is_released_a_second_endpoints_payment_waits_for_no_one() {
     use crate::roads::release::{ReleaseBy, release};
     let store = Arc::new(MemoryResources::new());
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     for work in [
         invoice("evt_x", "expired", 15, "inv_1", "o-1"),
         invoice("evt_a", "paid", 20, "inv_1", "o-1"),
@@ -904,7 +907,7 @@ async fn after_a_late_payment_is_released_a_second_endpoints_payment_waits_for_n
 
 #[tokio::test]
 async fn a_redelivery_after_a_later_event_moved_the_invoice_changes_nothing() {
-    let fulfil = Fulfil::new(CrashBeforeMark {
+    let fulfil = crate::tests::one_shop(CrashBeforeMark {
         inner: MemoryResources::new(),
         crashed: std::sync::atomic::AtomicBool::new(false),
     });
@@ -921,7 +924,7 @@ async fn a_redelivery_after_a_later_event_moved_the_invoice_changes_nothing() {
     assert_eq!(again, AlreadyFinal);
     assert_eq!(fulfil.store().inner.fulfilments().len(), 1);
     // With nothing in between, the redelivery keeps its own outcome (`last_event_id`).
-    let fulfil = Fulfil::new(CrashBeforeMark {
+    let fulfil = crate::tests::one_shop(CrashBeforeMark {
         inner: MemoryResources::new(),
         crashed: std::sync::atomic::AtomicBool::new(false),
     });
@@ -981,7 +984,7 @@ async fn a_full_refund_recorded_first_keeps_the_late_payment_from_shipping() {
 #[tokio::test]
 async fn mark_paid_of_an_invoice_refunded_in_full_ships_nothing() {
     let (_, store) = run(&[refund("evt_r", 30, "inv_1", "1", "full")], |_| {}).await;
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let applied = fulfil
         .mark_paid("inv_1", order_ref(Some("o-1")), "support", 5_000)
         .await
@@ -1040,7 +1043,7 @@ async fn a_payment_naming_no_order_known_nowhere_waits_and_ships_once_learned() 
     assert_eq!(store.fulfilments(), [("inv_c".into(), Some("o-c".into()))]);
     // mark-paid without --order-id cannot name it either; with it, it ships.
     let (_, store) = run(&[silent("evt_d", "inv_d")], |_| {}).await;
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let by_hand = |order| fulfil.mark_paid("inv_d", order, "support", 5_000);
     assert_eq!(by_hand(OrderRef::none()).await.unwrap(), OrderUnknown);
     assert!(store.fulfilments().is_empty());
@@ -1216,7 +1219,7 @@ async fn a_full_refund_completed_after_the_payment_settles_it_in_any_arrival_ord
 async fn a_blank_order_id_by_hand_names_no_order() {
     for blank in ["", " ", "\t"] {
         let (_, store) = run(&[], |_| {}).await;
-        let fulfil = Fulfil::new(Arc::clone(&store));
+        let fulfil = crate::tests::one_shop(Arc::clone(&store));
         let applied = fulfil
             .mark_paid("inv_1", order_ref(Some(blank)), "support", 5_000)
             .await
@@ -1293,7 +1296,7 @@ async fn an_undated_late_payment_after_a_full_refund_leaves_the_dated_one_its_wa
         |_| {},
     )
     .await;
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let by_hand = fulfil
         .mark_paid("inv_1", order_ref(Some("o-1")), "support", 5_000)
         .await
@@ -1499,7 +1502,7 @@ impl crate::roads::fulfil::ResourceStore for Billed {
 async fn a_paid_invoices_second_copy_is_refused_by_a_read_and_writes_only_its_mark() {
     use crate::money::write::What;
     let store = Arc::new(Billed::default());
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let first = invoice("evt_a", "paid", 20, "inv_1", "o-1");
     let copy = invoice("evt_b", "paid", 20, "inv_1", "o-1");
     let (_, applied) = fulfil.apply(&first, 1_000).await.unwrap();
@@ -1529,7 +1532,7 @@ async fn a_paid_invoices_second_copy_is_refused_by_a_read_and_writes_only_its_ma
 #[tokio::test]
 async fn a_transaction_that_would_commit_and_a_single_write_are_written_as_before() {
     let store = Arc::new(Billed::default());
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let (_, applied) = fulfil
         .apply(&invoice("evt_o", "confirming", 10, "inv_1", "o-1"), 1_000)
         .await
@@ -1639,7 +1642,7 @@ async fn a_held_payment_warns_with_why_it_is_held() {
         )
         .await;
         assert_eq!(outcomes, [Updated, Updated]);
-        let by_hand = Fulfil::new(Arc::clone(&store))
+        let by_hand = crate::tests::one_shop(Arc::clone(&store))
             .mark_paid("inv_1", OrderRef::none(), "support", 5_000)
             .await
             .unwrap();
@@ -1722,13 +1725,13 @@ async fn a_resource_keeps_when_and_by_whom_it_reached_each_status_once() {
     );
 
     // A sandbox delivery names its ledger key; a person's road, the person.
-    let fulfil = Fulfil::new(MemoryResources::new()).for_environment(Environment::Test);
+    let fulfil = crate::tests::one_shop(MemoryResources::new()).for_environment(Environment::Test);
     fulfil.apply(&sandbox, 1).await.unwrap();
     assert_eq!(
         story(fulfil.store(), "inv_1"),
         [step("paid", 20, "test#evt_w2")]
     );
-    let fulfil = Fulfil::new(MemoryResources::new());
+    let fulfil = crate::tests::one_shop(MemoryResources::new());
     fulfil
         .mark_paid("inv_1", order_ref(Some("o-1")), "support:a", 7)
         .await
@@ -1759,7 +1762,7 @@ async fn a_payment_no_road_gave_an_amount_for_is_listed_in_words() {
     )
     .await;
     assert_eq!(outcomes, [Updated]);
-    let by_hand = Fulfil::new(Arc::clone(&store))
+    let by_hand = crate::tests::one_shop(Arc::clone(&store))
         .mark_paid("inv_9", order_ref(Some("o-9")), "support", 5_000)
         .await
         .unwrap();
@@ -1919,7 +1922,7 @@ async fn an_overpayment_refund_completed_after_the_payment_changes_nothing() {
 #[tokio::test]
 async fn mark_paid_after_a_refund_of_unknown_mode_waits_for_a_person() {
     let (_, store) = run(&[refund_of_unknown_mode("evt_r", 30, "inv_1")], |_| {}).await;
-    let applied = Fulfil::new(Arc::clone(&store))
+    let applied = crate::tests::one_shop(Arc::clone(&store))
         .mark_paid("inv_1", order_ref(Some("o-1")), "support", 5_000)
         .await
         .unwrap();

@@ -34,7 +34,7 @@ use crate::money::record::{
 use crate::money::status::{DepositStatus, InvoiceStatus, WithdrawalStatus};
 use crate::money::write::{Field, Fields, Key, REVIEW_SHARDS, Stored, Table, Value, What, Write};
 use crate::port::PortError;
-use crate::roads::fulfil::{Fulfil, ResourceStore};
+use crate::roads::fulfil::ResourceStore;
 use crate::testkit::memory::MemoryResources;
 use crate::wire::signature::Environment;
 use crate::wire::work::{WorkItem, delivery_key};
@@ -390,7 +390,7 @@ async fn a_second_of(
     before: Vec<(String, Vec<u8>)>,
     deliveries: Vec<(String, Vec<u8>)>,
 ) -> Second {
-    let fulfil = Fulfil::new(store);
+    let fulfil = crate::tests::one_shop(store);
     let store = fulfil.store();
     for (event_id, body) in before {
         let item = WorkItem {

@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use crate::money::change::Applied;
-use crate::roads::fulfil::Fulfil;
 use crate::roads::ingest::{
     Delivery, DeliveryState, Inbound, Ingest, IngestError, IngestSettings, Ingested, PortErrorKind,
     Receipt, delivery_key,
@@ -284,7 +283,7 @@ async fn a_sandbox_delivery_reusing_a_live_id_never_blocks_the_live_one() {
         Arc::clone(&queue),
         IngestSettings::default(),
     );
-    let fulfil = Fulfil::new(MemoryResources::new());
+    let fulfil = crate::tests::one_shop(MemoryResources::new());
     let post = |body: Vec<u8>, secret: &'static str| {
         let ingest = &ingest;
         async move {
@@ -870,7 +869,7 @@ mod checks {
         // The check comes due (its message timer): the record is still `received`.
         let (key, due_s) = rig.queue.checks()[0].clone();
         let at = NOW_MS + u64::from(due_s) * 1000;
-        let fulfil = Fulfil::new(Arc::clone(&rig.ledger));
+        let fulfil = crate::tests::one_shop(Arc::clone(&rig.ledger));
         let check = Check::of("evt_1", Some(Environment::Live));
         assert_eq!(check.key(), key);
         assert_eq!(fulfil.check_delivery(&check).await, Ok(Checked::Straggler));
@@ -891,7 +890,7 @@ mod checks {
         let copy = rig.queue.sent().last().cloned().unwrap();
         assert_eq!(copy.event_id, "evt_1");
         assert_eq!(copy.body, paid, "sent with its body");
-        let applied = Fulfil::new(MemoryResources::default())
+        let applied = crate::tests::one_shop(MemoryResources::default())
             .apply(
                 &WorkItem {
                     event_id: copy.event_id.clone(),
@@ -949,7 +948,7 @@ mod checks {
         let rig = rig();
         rig.post(&body("evt_1", ""), NOW_MS).await.unwrap();
         rig.ledger.mark_processed("evt_1");
-        let fulfil = Fulfil::new(Arc::clone(&rig.ledger));
+        let fulfil = crate::tests::one_shop(Arc::clone(&rig.ledger));
         let live = Some(Environment::Live);
         assert_eq!(
             fulfil.check_delivery(&Check::of("evt_1", live)).await,
@@ -1033,7 +1032,7 @@ mod recorded_only {
             if second_first {
                 queued.reverse();
             }
-            let fulfil = Fulfil::new(Tables {
+            let fulfil = crate::tests::one_shop(Tables {
                 ledger: Arc::clone(&rig.ledger),
                 resources: MemoryResources::default(),
             });
@@ -1070,7 +1069,7 @@ mod recorded_only {
     #[tokio::test]
     async fn a_work_item_is_applied_only_once_its_delivery_is_recorded() {
         let rig = rig();
-        let fulfil = Fulfil::new(Tables {
+        let fulfil = crate::tests::one_shop(Tables {
             ledger: Arc::clone(&rig.ledger),
             resources: MemoryResources::default(),
         });

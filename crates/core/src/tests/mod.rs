@@ -16,6 +16,7 @@ mod fulfil;
 mod heat;
 mod ingest;
 mod layers;
+mod no_list;
 mod outbound;
 mod paymos_word;
 mod projects;
@@ -24,3 +25,25 @@ mod release;
 mod schemas;
 mod until_a_person;
 mod world;
+
+/// A stack of one project (`prj_a`, its home): a delivery naming no project is its own, keyed
+/// as before projects. A stack that lists none keys each project apart and holds a payment
+/// naming none for its project ([`crate::money::change::Projects::several`]).
+pub(crate) fn one_shop<S: crate::roads::fulfil::ResourceStore>(
+    store: S,
+) -> crate::roads::fulfil::Fulfil<S> {
+    crate::roads::fulfil::Fulfil::new(store).for_projects(one_project())
+}
+
+/// [`one_shop`] with the merchant's own effect.
+pub(crate) fn one_shop_with_effect<S: crate::roads::fulfil::ResourceStore>(
+    store: S,
+    effect: Box<dyn crate::money::effect::FulfilmentEffect>,
+) -> crate::roads::fulfil::Fulfil<S> {
+    crate::roads::fulfil::Fulfil::with_effect(store, effect).for_projects(one_project())
+}
+
+/// The one project of [`one_shop`].
+pub(crate) fn one_project() -> crate::money::change::Projects {
+    crate::money::change::Projects::only(vec!["prj_a".into()])
+}

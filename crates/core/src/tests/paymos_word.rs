@@ -111,13 +111,14 @@ fn order() -> OrderRef {
         currency: Some("USD".into()),
         project: None,
         home: false,
+        unlisted: false,
     }
 }
 
 /// `history` applied by webhooks without the reverse check: each outcome, and the store.
 async fn webhooks(history: &[WorkItem]) -> (Vec<Applied>, Arc<MemoryResources>) {
     let store = Arc::new(MemoryResources::new());
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let mut outcomes = Vec::new();
     for work in history {
         outcomes.push(fulfil.apply(work, NOW_MS).await.expect("memory").1);
@@ -207,7 +208,7 @@ async fn a_recheck_ships_a_payment_paymos_dates_after_a_full_refund() {
 #[tokio::test]
 async fn an_undated_payment_after_a_full_refund_waits_for_a_person_and_release_ships_it() {
     let (_, store) = webhooks(&partial_then_refunded()).await;
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let by_hand = fulfil
         .mark_paid("inv_1", order(), "support", NOW_MS)
         .await
@@ -251,7 +252,7 @@ async fn an_undated_payment_after_a_full_refund_waits_for_a_person_and_release_s
 async fn a_dated_payment_replaces_a_persons_undated_word_after_a_full_refund() {
     let (_, store) = webhooks(&[full_refund("evt_r", 20)]).await;
     store.register_order("o-1", &Amount::parse("12").unwrap(), "USD");
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let by_hand = fulfil
         .mark_paid("inv_1", OrderRef::none(), "support", NOW_MS)
         .await
@@ -274,7 +275,7 @@ async fn a_dated_payment_replaces_a_persons_undated_word_after_a_full_refund() {
 #[tokio::test]
 async fn reconcile_applies_a_payment_with_paymos_time_and_ships_it_after_an_earlier_refund() {
     let (_, store) = webhooks(&partial_then_refunded()).await;
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let paymos = MemoryPaymos::new();
     paymos.invoice("inv_1", at_paymos("paid", Some(30)));
     paymos.refund("inv_1", paymos_refund(20));
@@ -303,7 +304,7 @@ async fn with_the_check_a_refund_and_a_payment_are_dated_by_paymos_clock() {
     let paymos = Arc::new(MemoryPaymos::new());
     paymos.invoice("inv_1", at_paymos("paid", Some(105)));
     paymos.withdrawal("wdr_1", refund_at_paymos(100));
-    let fulfil = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
     let mut outcomes = Vec::new();
     for work in [
         invoice("evt_u", "underpaid_waiting", 90),
@@ -348,7 +349,7 @@ async fn a_forged_payment_dated_in_the_future_ships_nothing_paymos_refunded() {
     let paymos = Arc::new(MemoryPaymos::new());
     paymos.invoice("inv_1", at_paymos("paid", Some(100)));
     paymos.withdrawal("wdr_1", refund_at_paymos(150));
-    let fulfil = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
     let mut outcomes = Vec::new();
     for work in [
         full_refund("evt_r", 150),
@@ -367,7 +368,7 @@ async fn a_forged_payment_dated_in_the_future_ships_nothing_paymos_refunded() {
 #[tokio::test]
 async fn a_late_payment_after_a_full_refund_whose_webhook_was_lost_is_reported() {
     let (_, store) = webhooks(&[invoice("evt_u", "underpaid", 10), full_refund("evt_r", 20)]).await;
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let paymos = MemoryPaymos::new();
     paymos.invoice("inv_1", late_at_paymos("underpaid", Some(30)));
     paymos.refund("inv_1", paymos_refund(20));
@@ -418,7 +419,7 @@ async fn a_deposit_is_credited_to_the_payer_of_the_project_paymos_names() {
     let paymos = Arc::new(MemoryPaymos::new());
     paymos.deposit("pcd_c", deposit_at_paymos("prj_c"));
     paymos.deposit("pcd_b", deposit_at_paymos("prj_b"));
-    let fulfil = Fulfil::new(Arc::clone(&store))
+    let fulfil = crate::tests::one_shop(Arc::clone(&store))
         .with_confirmation(Arc::clone(&paymos))
         .for_projects(Projects::parse("prj_a,prj_b,prj_c"));
     let c = fulfil.apply(&deposit("evt_c", "pcd_c", None), NOW_MS).await;
@@ -463,7 +464,7 @@ async fn a_forged_open_event_naming_another_project_blocks_nothing() {
     let store = Arc::new(MemoryResources::new());
     let paymos = Arc::new(MemoryPaymos::new());
     paymos.invoice("inv_1", home_paid_at_paymos());
-    let fulfil = Fulfil::new(Arc::clone(&store))
+    let fulfil = crate::tests::one_shop(Arc::clone(&store))
         .with_confirmation(Arc::clone(&paymos))
         .for_projects(Projects::parse("prj_a"));
     let forged = fulfil.apply(&open_of("prj_x"), NOW_MS).await.unwrap().1;
@@ -482,12 +483,13 @@ async fn a_forged_open_event_naming_another_project_blocks_nothing() {
 #[tokio::test]
 async fn a_payment_paymos_confirms_for_an_applied_project_overrides_a_project_mark() {
     let store = Arc::new(MemoryResources::new());
-    let unchecked = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a"));
+    let unchecked =
+        crate::tests::one_shop(Arc::clone(&store)).for_projects(Projects::parse("prj_a"));
     let marked = unchecked.apply(&open_of("prj_x"), NOW_MS).await.unwrap().1;
     assert_eq!(marked, OtherProject);
     let paymos = Arc::new(MemoryPaymos::new());
     paymos.invoice("inv_1", home_paid_at_paymos());
-    let checked = Fulfil::new(Arc::clone(&store))
+    let checked = crate::tests::one_shop(Arc::clone(&store))
         .with_confirmation(Arc::clone(&paymos))
         .for_projects(Projects::parse("prj_a"));
     let paid = checked
@@ -516,7 +518,8 @@ fn paid_of(project: &str) -> WorkItem {
 #[tokio::test]
 async fn a_person_naming_another_project_ships_nothing_from_a_home_invoice() {
     let store = Arc::new(MemoryResources::new());
-    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let fulfil =
+        crate::tests::one_shop(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
     let open = fulfil.apply(&open_of("prj_a"), NOW_MS).await.unwrap().1;
     let b = OrderRef {
         project: Some("prj_b".into()),
@@ -544,8 +547,8 @@ async fn an_invoice_whose_events_name_two_projects_ships_neither_and_waits() {
     for (open, paid) in [("prj_a", "prj_b"), ("prj_b", "prj_a")] {
         let (outcomes, store) = {
             let store = Arc::new(MemoryResources::new());
-            let fulfil =
-                Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+            let fulfil = crate::tests::one_shop(Arc::clone(&store))
+                .for_projects(Projects::parse("prj_a,prj_b"));
             let mut out = Vec::new();
             for work in [open_of(open), paid_of(paid)] {
                 out.push(fulfil.apply(&work, NOW_MS).await.expect("memory").1);
@@ -566,7 +569,8 @@ async fn an_invoice_whose_events_name_two_projects_ships_neither_and_waits() {
 async fn without_the_check_a_payment_naming_no_project_waits_for_its_project() {
     let store = Arc::new(MemoryResources::new());
     let ledger = MemoryReviews::new();
-    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let fulfil =
+        crate::tests::one_shop(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
     let paid = fulfil
         .apply(&invoice("evt_p", "paid", 30), NOW_MS)
         .await
@@ -630,7 +634,8 @@ async fn without_the_check_a_payment_naming_no_project_waits_for_its_project() {
 async fn without_the_check_a_payment_naming_no_project_takes_its_records() {
     let (outcomes, store) = {
         let store = Arc::new(MemoryResources::new());
-        let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+        let fulfil =
+            crate::tests::one_shop(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
         let mut out = Vec::new();
         for work in [open_of("prj_b"), invoice("evt_p", "paid", 30)] {
             out.push(fulfil.apply(&work, NOW_MS).await.expect("memory").1);
@@ -674,7 +679,7 @@ pub(super) fn waited(work: &WorkItem) -> Delivery {
 #[tokio::test]
 async fn reconcile_ships_nothing_of_the_other_environment_and_names_the_key() {
     let store = Arc::new(MemoryResources::new());
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let paymos = MemoryPaymos::new();
     paymos.invoice(
         "inv_1",
@@ -740,7 +745,7 @@ async fn a_recheck_of_the_other_environment_ships_nothing_of_a_live_delivery() {
 #[tokio::test]
 async fn a_webhook_dates_a_persons_undated_payment_and_a_refund_before_it_returns_nothing() {
     let store = Arc::new(MemoryResources::new());
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let marked = fulfil
         .mark_paid("inv_1", order(), "support", NOW_MS)
         .await
@@ -767,7 +772,8 @@ async fn a_webhook_dates_a_persons_undated_payment_and_a_refund_before_it_return
 #[tokio::test]
 async fn a_persons_project_is_kept_while_the_payment_waits_for_its_order() {
     let store = Arc::new(MemoryResources::new());
-    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let fulfil =
+        crate::tests::one_shop(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
     let b = OrderRef {
         project: Some("prj_b".into()),
         ..OrderRef::none()
@@ -791,7 +797,8 @@ async fn a_persons_project_is_kept_while_the_payment_waits_for_its_order() {
 #[tokio::test]
 async fn a_credited_deposit_meets_a_copy_naming_no_project_as_already_final() {
     let store = Arc::new(MemoryResources::new());
-    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let fulfil =
+        crate::tests::one_shop(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
     let first = fulfil
         .apply(&deposit("evt_d1", "pcd_1", Some("prj_a")), NOW_MS)
         .await
@@ -839,10 +846,12 @@ async fn a_close_announcing_a_late_payment_lands_paid_late_and_waits() {
 #[tokio::test]
 async fn a_stack_refuses_another_home_project_than_its_records() {
     let store = Arc::new(MemoryResources::new());
-    let a_first = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let a_first =
+        crate::tests::one_shop(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
     a_first.pin_home_project().await.unwrap();
     a_first.pin_home_project().await.unwrap();
-    let b_first = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_b,prj_a"));
+    let b_first =
+        crate::tests::one_shop(Arc::clone(&store)).for_projects(Projects::parse("prj_b,prj_a"));
     let err = b_first.pin_home_project().await.unwrap_err();
     assert_eq!(
         err.kind,
@@ -850,7 +859,7 @@ async fn a_stack_refuses_another_home_project_than_its_records() {
         "{err}"
     );
     assert!(err.to_string().contains("keep prj_a first"), "{err}");
-    let every = Fulfil::new(Arc::clone(&store));
+    let every = crate::tests::one_shop(Arc::clone(&store));
     every.pin_home_project().await.unwrap();
 }
 
@@ -860,7 +869,8 @@ async fn a_stack_refuses_another_home_project_than_its_records() {
 #[tokio::test]
 async fn an_invoice_whose_events_name_two_other_projects_ships_neither() {
     let store = Arc::new(MemoryResources::new());
-    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b,prj_c"));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store))
+        .for_projects(Projects::parse("prj_a,prj_b,prj_c"));
     let open = fulfil.apply(&open_of("prj_b"), NOW_MS).await.unwrap().1;
     let paid = fulfil.apply(&paid_of("prj_c"), NOW_MS).await.unwrap().1;
     assert_eq!((open, paid), (Updated, Held));
@@ -979,7 +989,7 @@ async fn a_release_asks_paymos_about_refunds_first() {
     for (refunded_at, ships) in [(40, false), (20, true)] {
         let store = Arc::new(MemoryResources::new());
         store.register_order("o-1", &Amount::parse("10").unwrap(), "USD");
-        let fulfil = Fulfil::new(Arc::clone(&store));
+        let fulfil = crate::tests::one_shop(Arc::clone(&store));
         assert_eq!(fulfil.apply(&held(), NOW_MS).await.unwrap().1, Held);
         let paymos = MemoryPaymos::new();
         paymos.invoice("inv_1", at_paymos("paid", Some(30)));
@@ -1014,7 +1024,7 @@ async fn a_persons_word_again_after_a_full_refund_of_the_payment_that_waited_for
     );
     let (outcomes, store) = webhooks(&[open]).await;
     assert_eq!(outcomes, [Updated]);
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let unnamed = OrderRef::none();
     let first = fulfil.mark_paid("inv_1", unnamed, "support", NOW_MS).await;
     let closed = item("evt_x", "invoice.expired", 10, r#"{"invoice_id":"inv_1"}"#);
@@ -1045,7 +1055,7 @@ async fn a_delivery_naming_another_order_than_the_one_shipped_waits_for_a_person
     let unnamed = item("evt_u", "invoice.paid", 100, r#"{"invoice_id":"inv_1"}"#);
     let (outcomes, store) = webhooks(&[unnamed]).await;
     assert_eq!(outcomes, [OrderUnknown]);
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let a = OrderRef {
         external_id: Some("o-A".into()),
         ..OrderRef::none()
@@ -1107,7 +1117,7 @@ async fn a_delivery_naming_another_order_than_the_one_shipped_waits_for_a_person
 #[tokio::test]
 async fn a_conflicting_delivery_teaches_the_shipped_record_nothing() {
     let store = Arc::new(MemoryResources::new());
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let a = OrderRef {
         external_id: Some("o-A".into()),
         ..OrderRef::none()
@@ -1137,7 +1147,7 @@ async fn a_conflicting_delivery_teaches_the_shipped_record_nothing() {
 async fn a_persons_word_naming_another_order_than_the_one_shipped_is_a_conflict() {
     let (outcomes, store) = webhooks(&[invoice("evt_p", "paid", 100)]).await;
     assert_eq!(outcomes, [Fulfilled]);
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let named = |id: &str| OrderRef {
         external_id: Some(id.into()),
         ..OrderRef::none()
@@ -1224,7 +1234,7 @@ async fn a_late_payment_teaches_the_order_its_close_did_not_name() {
     ])
     .await;
     assert_eq!(outcomes, [Updated, PaidLate]);
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let released = release_by_alice(&fulfil).await;
     assert_eq!(released, Ok(Fulfilled));
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
@@ -1237,7 +1247,7 @@ async fn a_persons_word_names_the_order_of_a_late_payment_known_nowhere() {
     let late = item("evt_l", "invoice.paid", 120, r#"{"invoice_id":"inv_1"}"#);
     let (outcomes, store) = webhooks(&[closed_naming_nothing("evt_x", 100), late]).await;
     assert_eq!(outcomes, [Updated, PaidLate]);
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let refused = release_by_alice(&fulfil).await;
     assert!(refused.is_err(), "{refused:?}");
     let named = OrderRef {
@@ -1303,7 +1313,7 @@ async fn reconcile_puts_paymos_order_on_a_late_payment_a_forged_close_named() {
     );
     let (outcomes, store) = webhooks(&[forged]).await;
     assert_eq!(outcomes, [PaidLate]);
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let paymos = MemoryPaymos::new();
     paymos.invoice("inv_1", late_at_paymos("expired", Some(110)));
     reconcile_all(&paymos, &fulfil, true).await;
@@ -1326,7 +1336,7 @@ async fn a_dated_payment_after_the_full_refund_that_settled_a_persons_word_ships
         r#"{"invoice_id":"inv_1"}"#,
     );
     let (_, store) = webhooks(&[open]).await;
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let first = fulfil
         .mark_paid("inv_1", OrderRef::none(), "support", NOW_MS)
         .await;
@@ -1366,7 +1376,7 @@ async fn a_dated_late_payment_after_the_full_refund_that_settled_a_persons_word_
         r#"{"invoice_id":"inv_1"}"#,
     );
     let (_, store) = webhooks(&[open]).await;
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let first = fulfil
         .mark_paid("inv_1", OrderRef::none(), "support", NOW_MS)
         .await;
@@ -1441,7 +1451,7 @@ async fn a_forged_payment_paymos_contradicts_is_resolved_by_a_person_and_ships_n
 #[tokio::test]
 async fn a_persons_word_after_a_full_refund_then_naming_the_order_waits_for_a_person() {
     let (_, store) = webhooks(&[full_refund("evt_r", 20)]).await;
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let unnamed = fulfil
         .mark_paid("inv_1", OrderRef::none(), "support", NOW_MS)
         .await;
@@ -1465,7 +1475,7 @@ async fn a_released_late_payment_is_known_to_the_reconciliation() {
         invoice("evt_l", "paid", 120),
     ])
     .await;
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let released = release_by_alice(&fulfil).await;
     assert_eq!(released, Ok(Fulfilled));
     let paymos = MemoryPaymos::new();
@@ -1499,7 +1509,7 @@ async fn a_late_payment_a_refund_returned_or_a_person_holds_is_known_to_the_reco
         paymos
     };
     let reported = async |store: &Arc<MemoryResources>, paymos: &MemoryPaymos| {
-        let fulfil = Fulfil::new(Arc::clone(store));
+        let fulfil = crate::tests::one_shop(Arc::clone(store));
         let report =
             crate::roads::reconcile::reconcile(paymos, &fulfil, (0, 2_000_000_000), false, NOW_MS)
                 .await
@@ -1524,7 +1534,7 @@ async fn a_late_payment_a_refund_returned_or_a_person_holds_is_known_to_the_reco
 
     let (_, store) =
         webhooks(&[closed_naming_nothing("evt_x", 10), full_refund("evt_r", 20)]).await;
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let by_hand = fulfil.mark_paid("inv_1", order(), "support", NOW_MS).await;
     assert_eq!(by_hand, Ok(PaidLate));
     let (seen, _) = store.invoice_seen("inv_1").await.unwrap();
@@ -1543,7 +1553,7 @@ async fn a_late_payment_a_refund_returned_or_a_person_holds_is_known_to_the_reco
 #[tokio::test]
 async fn reconcile_reports_an_invoice_shipped_under_another_order_than_paymos_names() {
     let store = Arc::new(MemoryResources::new());
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let named = |id: &str| OrderRef {
         external_id: Some(id.into()),
         ..OrderRef::none()
@@ -1593,7 +1603,8 @@ async fn reconcile_reports_an_invoice_shipped_under_another_order_than_paymos_na
 #[tokio::test]
 async fn a_hold_for_another_project_than_the_record_is_listed_with_that_reason() {
     let store = Arc::new(MemoryResources::new());
-    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let fulfil =
+        crate::tests::one_shop(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
     let b = OrderRef {
         project: Some("prj_b".into()),
         ..OrderRef::none()
@@ -1625,7 +1636,7 @@ async fn reconcile_puts_paymos_order_on_an_invoice_a_forged_close_named() {
     );
     let (outcomes, store) = webhooks(&[forged]).await;
     assert_eq!(outcomes, [Updated]);
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let paymos = MemoryPaymos::new();
     paymos.invoice("inv_1", at_paymos("paid", Some(110)));
     reconcile_all(&paymos, &fulfil, true).await;
@@ -1687,7 +1698,7 @@ async fn a_recheck_leaves_paymos_own_payment_to_the_reconciliation() {
             kinds(list(&*store, &reviews, 0).await.unwrap()),
             [("unconfirmed", Some("inv_1".to_owned()))]
         );
-        let fulfil = Fulfil::new(Arc::clone(&store));
+        let fulfil = crate::tests::one_shop(Arc::clone(&store));
         reconcile_all(&paymos, &fulfil, true).await;
         let want: &[(String, Option<String>)] = if shipped {
             &[("inv_1".into(), Some("o-1".into()))]
@@ -1747,7 +1758,7 @@ async fn a_late_payment_of_an_order_another_invoice_shipped_is_listed_for_a_refu
         listed[0].action.contains("refund inv_1") && !listed[0].action.contains("release"),
         "{listed:?}"
     );
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     assert!(release_by_alice(&fulfil).await.is_err());
     assert_eq!(store.fulfilments(), [("inv_a".into(), Some("o-1".into()))]);
 }
@@ -1874,7 +1885,7 @@ async fn a_forged_close_plants_no_order_where_paymos_names_none() {
             ..at_paymos("expired", Some(30))
         },
     );
-    let fulfil = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
     let forged = item(
         "evt_f",
         "invoice.expired",
@@ -1883,8 +1894,8 @@ async fn a_forged_close_plants_no_order_where_paymos_names_none() {
     );
     assert_eq!(fulfil.apply(&forged, NOW_MS).await.unwrap().1, Updated);
     assert_eq!(store.invoice("inv_1").unwrap().order.external_id, None);
-    reconcile_all(&paymos, &Fulfil::new(Arc::clone(&store)), true).await;
-    let released = release_by_alice(&Fulfil::new(Arc::clone(&store))).await;
+    reconcile_all(&paymos, &crate::tests::one_shop(Arc::clone(&store)), true).await;
+    let released = release_by_alice(&crate::tests::one_shop(Arc::clone(&store))).await;
     assert!(released.is_err(), "{released:?}");
     assert_eq!(store.fulfilments(), []);
 }
@@ -1898,7 +1909,8 @@ async fn a_forged_close_plants_no_order_where_paymos_names_none() {
 #[tokio::test]
 async fn a_persons_word_of_a_payment_naming_no_project_keeps_its_time() {
     let store = Arc::new(MemoryResources::new());
-    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let fulfil =
+        crate::tests::one_shop(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
     let paid = item("evt_p", "invoice.paid", 30, r#"{"invoice_id":"inv_1"}"#);
     assert_eq!(fulfil.apply(&paid, NOW_MS).await.unwrap().1, ProjectUnknown);
     let a = OrderRef {
@@ -1951,7 +1963,7 @@ async fn with_the_check_a_payment_paymos_refunded_in_full_before_it_arrived_neve
     let paymos = Arc::new(MemoryPaymos::new());
     paymos.invoice("inv_1", at_paymos("paid", Some(100)));
     paymos.refund("inv_1", paymos_refund(150));
-    let fulfil = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
     let outcome = fulfil
         .apply(&invoice("evt_p", "paid", 100), NOW_MS)
         .await
@@ -1970,7 +1982,7 @@ async fn with_the_check_a_payment_paymos_refunded_in_full_before_it_arrived_neve
     let paymos = Arc::new(MemoryPaymos::new());
     paymos.invoice("inv_1", at_paymos("paid", Some(200)));
     paymos.refund("inv_1", paymos_refund(150));
-    let fulfil = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
     let outcome = fulfil
         .apply(&invoice("evt_p", "paid", 200), NOW_MS)
         .await
@@ -2002,7 +2014,7 @@ async fn a_recheck_ships_nothing_of_a_payment_paymos_refunded_in_full() {
 #[tokio::test]
 async fn reconcile_never_settles_an_undated_payment_as_refunded_in_silence() {
     let store = Arc::new(MemoryResources::new());
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let paymos = MemoryPaymos::new();
     paymos.invoice("inv_1", at_paymos("paid", None));
     paymos.refund("inv_1", paymos_refund(400));
@@ -2132,7 +2144,7 @@ async fn a_payment_after_the_full_refund_of_a_shipped_invoice_waits_for_a_refund
         160,
         r#"{"withdrawal_id":"wdr_2","invoice_id":"inv_1","mode":"full","type":"refund","amount":"10","currency":"USDT"}"#,
     );
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     assert_eq!(fulfil.apply(&second, NOW_MS).await.unwrap().1, Updated);
     assert!(list(&*store, &reviews, 0).await.unwrap().is_empty());
     assert_eq!(store.fulfilments().len(), 1);
@@ -2165,7 +2177,7 @@ async fn a_payment_after_the_full_refund_of_an_unshipped_invoice_ships_once() {
 async fn a_payment_after_the_full_refund_of_an_order_a_person_shipped_waits_for_a_refund() {
     let now = NOW_MS / 1000;
     let store = Arc::new(MemoryResources::new());
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let shipped = fulfil.mark_paid("inv_1", order(), "support", NOW_MS).await;
     assert_eq!(shipped.unwrap(), Fulfilled);
     let refund = full_refund("evt_r", now + 100);
@@ -2205,7 +2217,7 @@ async fn with_the_check_a_full_refund_paymos_gives_no_time_returns_what_was_paid
             ..paymos_refund(0)
         },
     );
-    let fulfil = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
     let paid = invoice("evt_p", "paid", 100);
     assert_eq!(fulfil.apply(&paid, NOW_MS).await.unwrap().1, Refunded);
     assert!(store.fulfilments().is_empty());
@@ -2218,7 +2230,7 @@ async fn with_the_check_a_full_refund_paymos_gives_no_time_returns_what_was_paid
 #[tokio::test]
 async fn reconcile_dates_a_late_payment_its_only_full_refund_came_before() {
     let (_, store) = webhooks(&[invoice("evt_x", "expired", 10)]).await;
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let late = fulfil.mark_paid("inv_1", order(), "support", NOW_MS).await;
     assert_eq!(late.unwrap(), PaidLate);
     let paymos = MemoryPaymos::new();
@@ -2259,7 +2271,8 @@ async fn with_the_check_a_payment_after_the_full_refund_of_a_shipped_invoice_wai
     ] {
         let store = Arc::new(MemoryResources::new());
         let paymos = Arc::new(MemoryPaymos::new());
-        let fulfil = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
+        let fulfil =
+            crate::tests::one_shop(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
         paymos.invoice("inv_1", at_paymos("paid", first_at));
         let first = fulfil.apply(&invoice("evt_p", "paid", 100), NOW_MS).await;
         assert_eq!(first.unwrap().1, Fulfilled);
@@ -2326,7 +2339,7 @@ async fn a_recheck_reports_nothing_of_a_forgery_whose_invoice_shipped_since() {
         1,
         "before anything shipped it waits: {rechecked:?}"
     );
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let genuine = fulfil.apply(&invoice("evt_p", "paid", 100), NOW_MS).await;
     assert_eq!(genuine.unwrap().1, Fulfilled);
     assert!(list(&*store, &reviews, 0).await.unwrap().is_empty());
@@ -2362,7 +2375,7 @@ async fn a_confirmation_that_leaves_out_what_it_credits_is_credited_by_paymos_wo
     paymos.deposit("pcd_2", deposit_at_paymos("prj_a"));
     // Without the check: listed, with its way out; nothing credited on its word.
     let store = Arc::new(MemoryResources::new());
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let reviews = MemoryReviews::new();
     for work in [&partial, &no_payer] {
         assert_eq!(fulfil.apply(work, NOW_MS).await.unwrap().1, Unconfirmed);
@@ -2383,7 +2396,7 @@ async fn a_confirmation_that_leaves_out_what_it_credits_is_credited_by_paymos_wo
     assert_eq!(store.balances().len(), 1, "{:?}", store.balances());
     // With the check: the delivery itself is credited as Paymos has it.
     let store = Arc::new(MemoryResources::new());
-    let checked = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
+    let checked = crate::tests::one_shop(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
     for work in [&partial, &no_payer] {
         assert_eq!(checked.apply(work, NOW_MS).await.unwrap().1, Credited);
     }
@@ -2401,7 +2414,7 @@ async fn a_recheck_credits_paymos_deposit_whatever_the_event_said_of_it() {
     let paymos = Arc::new(MemoryPaymos::new());
     paymos.deposit("pcd_1", deposit_at_paymos("prj_a"));
     let store = Arc::new(MemoryResources::new());
-    let checked = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
+    let checked = crate::tests::one_shop(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
     let wrong = partial_deposit(
         "evt_w",
         r#"{"id":"pcd_1","is_final":true,"payment_channel_external_id":"c-1","net":"99.00","currency":"USDT"}"#,
@@ -2441,7 +2454,8 @@ async fn with_the_check_a_paymos_refund_of_no_mode_holds_a_payment_made_before_i
         let paymos = Arc::new(MemoryPaymos::new());
         paymos.invoice("inv_1", at_paymos("paid", Some(paid_at)));
         paymos.refund("inv_1", paymos_refund_of(mode, 150));
-        let fulfil = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
+        let fulfil =
+            crate::tests::one_shop(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
         let got = fulfil
             .apply(&invoice("evt_p", "paid", paid_at), NOW_MS)
             .await
@@ -2459,7 +2473,7 @@ async fn with_the_check_a_paymos_refund_of_no_mode_holds_a_payment_made_before_i
 #[tokio::test]
 async fn reconcile_holds_a_payment_made_before_a_paymos_refund_of_no_mode() {
     let store = Arc::new(MemoryResources::new());
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let paymos = MemoryPaymos::new();
     paymos.invoice("inv_1", at_paymos("paid", Some(100)));
     paymos.refund("inv_1", paymos_refund_of(None, 150));
@@ -2497,7 +2511,8 @@ async fn with_the_check_a_refund_delivered_without_mode_takes_paymos_mode() {
                 ..refund_at_paymos(150)
             },
         );
-        let fulfil = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
+        let fulfil =
+            crate::tests::one_shop(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
         let without_mode = item(
             "evt_r",
             "withdrawal.completed",
@@ -2528,7 +2543,7 @@ async fn mark_paid_asking(
     paymos: &MemoryPaymos,
     given: OrderRef,
 ) -> Result<Applied, crate::roads::reconcile::AskedFirst> {
-    let fulfil = Fulfil::new(Arc::clone(store));
+    let fulfil = crate::tests::one_shop(Arc::clone(store));
     crate::roads::reconcile::as_paymos_has_it(paymos, &fulfil, ("inv_1", &given), ("alice", NOW_MS))
         .await
 }
@@ -2623,13 +2638,13 @@ async fn a_confirmed_payment_of_another_order_than_a_persons_shipped_one_waits_a
         external_id: Some("o-B".into()),
         ..OrderRef::none()
     };
-    let by_hand = Fulfil::new(Arc::clone(&store))
+    let by_hand = crate::tests::one_shop(Arc::clone(&store))
         .mark_paid("inv_1", named_b, "support", NOW_MS)
         .await;
     assert_eq!(by_hand, Ok(Fulfilled));
     let paymos = Arc::new(MemoryPaymos::new());
     paymos.invoice("inv_1", at_paymos("paid", Some(30)));
-    let checked = Fulfil::new(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
+    let checked = crate::tests::one_shop(Arc::clone(&store)).with_confirmation(Arc::clone(&paymos));
     let before = store.invoice("inv_1").unwrap();
     let (_, applied) = checked
         .apply(&invoice("evt_p", "paid", 30), NOW_MS)
@@ -2647,8 +2662,8 @@ async fn mark_paid_with_the_api_ships_only_an_invoice_of_a_project_the_stack_app
     use crate::roads::reconcile::{AskedFirst, as_paymos_has_it};
     for (project, shipped) in [("prj_b", false), ("prj_a", true)] {
         let store = Arc::new(MemoryResources::new());
-        let fulfil =
-            Fulfil::new(Arc::clone(&store)).for_projects(Projects::only(vec!["prj_a".into()]));
+        let fulfil = crate::tests::one_shop(Arc::clone(&store))
+            .for_projects(Projects::only(vec!["prj_a".into()]));
         let paymos = MemoryPaymos::new();
         paymos.invoice(
             "inv_1",
@@ -2684,7 +2699,7 @@ async fn mark_paid_with_the_api_refuses_a_project_other_than_paymos() {
     use crate::roads::reconcile::{AskedFirst, as_paymos_has_it};
     for (named, heard) in [("prj_b", false), ("prj_a", true)] {
         let store = Arc::new(MemoryResources::new());
-        let fulfil = Fulfil::new(Arc::clone(&store));
+        let fulfil = crate::tests::one_shop(Arc::clone(&store));
         let paymos = MemoryPaymos::new();
         paymos.invoice(
             "inv_1",
@@ -2737,7 +2752,7 @@ async fn held_for_its_price(
 ) -> (Arc<MemoryResources>, Fulfil<Arc<MemoryResources>>) {
     let store = Arc::new(MemoryResources::new());
     store.register_order("o-1", &Amount::parse("10").unwrap(), "USD");
-    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse(projects));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store)).for_projects(Projects::parse(projects));
     let named = project.map_or(String::new(), |p| format!(r#","project_id":"{p}""#));
     let paid = item(
         "evt_p",
@@ -2843,7 +2858,7 @@ async fn a_release_with_the_api_ships_only_what_paymos_has_paid_as_recorded() {
 async fn a_full_refund_learned_from_paymos_is_recorded_with_its_payment() {
     for road in ["mark-paid with the API", "reconcile --apply"] {
         let store = Arc::new(MemoryResources::new());
-        let fulfil = Fulfil::new(Arc::clone(&store));
+        let fulfil = crate::tests::one_shop(Arc::clone(&store));
         let paymos = MemoryPaymos::new();
         paymos.invoice("inv_1", at_paymos("paid", Some(30)));
         paymos.refund("inv_1", paymos_refund(40));
@@ -2884,7 +2899,7 @@ async fn a_full_refund_learned_from_paymos_is_recorded_with_its_payment() {
 #[tokio::test]
 async fn a_late_payment_paymos_refunded_in_full_is_recorded_as_returned() {
     let (_, store) = webhooks(&[full_refund("evt_r", 40)]).await;
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let paymos = MemoryPaymos::new();
     paymos.invoice("inv_1", late_at_paymos("expired", Some(30)));
     paymos.refund("inv_1", paymos_refund(40));
@@ -2909,7 +2924,7 @@ async fn a_late_payment_paymos_refunded_in_full_is_recorded_as_returned() {
 #[tokio::test]
 async fn reconcile_reports_an_order_shipped_for_an_invoice_of_a_project_the_stack_does_not_apply() {
     let store = Arc::new(MemoryResources::new());
-    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a"));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store)).for_projects(Projects::parse("prj_a"));
     assert_eq!(
         fulfil
             .apply(&invoice("evt_p", "paid", 30), NOW_MS)
@@ -2946,7 +2961,7 @@ async fn reconcile_reports_an_order_shipped_for_an_invoice_of_a_project_the_stac
 #[tokio::test]
 async fn a_persons_undated_word_paymos_refunded_after_is_recorded_as_returned() {
     let (_, store) = webhooks(&[full_refund("evt_r", 120)]).await;
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     assert_eq!(
         fulfil.mark_paid("inv_1", order(), "bob", NOW_MS).await,
         Ok(Held)
@@ -2979,7 +2994,8 @@ async fn a_persons_undated_word_paymos_refunded_after_is_recorded_as_returned() 
 async fn mark_paid_with_the_api_asks_the_person_for_a_project_paymos_does_not_name() {
     use crate::roads::reconcile::{AskedFirst, as_paymos_has_it};
     let store = Arc::new(MemoryResources::new());
-    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let fulfil =
+        crate::tests::one_shop(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
     let paymos = MemoryPaymos::new();
     paymos.invoice("inv_1", at_paymos("paid", Some(30)));
     let asked = |project: Option<&str>| OrderRef {
@@ -3011,7 +3027,8 @@ async fn mark_paid_with_the_api_asks_the_person_for_a_project_paymos_does_not_na
 #[tokio::test]
 async fn reconcile_applies_nothing_of_an_invoice_paymos_names_no_project_for_on_several() {
     let store = Arc::new(MemoryResources::new());
-    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let fulfil =
+        crate::tests::one_shop(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
     let paymos = MemoryPaymos::new();
     paymos.invoice("inv_1", at_paymos("paid", Some(30)));
     let report = reconcile_all(&paymos, &fulfil, true).await;
@@ -3024,7 +3041,7 @@ async fn reconcile_applies_nothing_of_an_invoice_paymos_names_no_project_for_on_
     assert!(named.why.contains("names no project"), "{named:?}");
     assert!(!report.clean());
     // One project: Paymos' invoice is the stack's, as before.
-    let one = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a"));
+    let one = crate::tests::one_shop(Arc::clone(&store)).for_projects(Projects::parse("prj_a"));
     let report = reconcile_all(&paymos, &one, true).await;
     assert_eq!(
         report.applied.get("inv_1"),
@@ -3041,7 +3058,7 @@ async fn reconcile_applies_nothing_of_an_invoice_paymos_names_no_project_for_on_
 async fn reconcile_leaves_a_held_undated_word_paymos_refunded_as_it_was() {
     let store = Arc::new(MemoryResources::new());
     store.register_order("o-1", &Amount::parse("12").unwrap(), "USD");
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     assert_eq!(
         fulfil.mark_paid("inv_1", order(), "bob", NOW_MS).await,
         Ok(Held)
@@ -3062,7 +3079,7 @@ async fn reconcile_leaves_a_held_undated_word_paymos_refunded_as_it_was() {
 #[tokio::test]
 async fn mark_paid_with_the_api_on_one_project_takes_an_unnamed_invoice_as_its_own() {
     let store = Arc::new(MemoryResources::new());
-    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a"));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store)).for_projects(Projects::parse("prj_a"));
     let paymos = MemoryPaymos::new();
     paymos.invoice("inv_1", at_paymos("paid", Some(30)));
     let shipped = crate::roads::reconcile::as_paymos_has_it(

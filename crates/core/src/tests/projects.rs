@@ -12,7 +12,7 @@ use crate::wire::work::WorkItem;
 
 use Applied::*;
 
-fn item(event_id: &str, event_type: &str, data: &str) -> WorkItem {
+pub(super) fn item(event_id: &str, event_type: &str, data: &str) -> WorkItem {
     let body = format!(
         r#"{{"event_id":"{event_id}","event_type":"{event_type}","version":1,"occurred_at":20,"data":{data}}}"#
     );
@@ -24,7 +24,7 @@ fn item(event_id: &str, event_type: &str, data: &str) -> WorkItem {
     }
 }
 
-fn paid(event_id: &str, invoice: &str, project: &str, order: &str) -> WorkItem {
+pub(super) fn paid(event_id: &str, invoice: &str, project: &str, order: &str) -> WorkItem {
     item(
         event_id,
         "invoice.paid",
@@ -34,7 +34,7 @@ fn paid(event_id: &str, invoice: &str, project: &str, order: &str) -> WorkItem {
     )
 }
 
-fn deposit(event_id: &str, id: &str, project: &str, payer: &str, net: &str) -> WorkItem {
+pub(super) fn deposit(event_id: &str, id: &str, project: &str, payer: &str, net: &str) -> WorkItem {
     item(
         event_id,
         "payment_channel.deposit.confirmed",
@@ -44,7 +44,10 @@ fn deposit(event_id: &str, id: &str, project: &str, payer: &str, net: &str) -> W
     )
 }
 
-async fn run(projects: Projects, history: &[WorkItem]) -> (Vec<Applied>, Arc<MemoryResources>) {
+pub(super) async fn run(
+    projects: Projects,
+    history: &[WorkItem],
+) -> (Vec<Applied>, Arc<MemoryResources>) {
     let store = Arc::new(MemoryResources::new());
     let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(projects);
     let mut out = Vec::new();
@@ -75,10 +78,9 @@ async fn order_1001_of_two_projects_ships_twice_once_each() {
             ("inv_b".into(), Some("1001".into()))
         ]
     );
-    // A stack that names no projects keys them together, as before projects (an upgrade keeps
-    // its claims): name them when one endpoint serves several.
+    // A stack that names no projects keys them apart too (`no_list`).
     let (outcomes, _) = run(Projects::all(), &history).await;
-    assert_eq!(outcomes, [Fulfilled, DuplicatePayment, DuplicatePayment]);
+    assert_eq!(outcomes, [Fulfilled, Fulfilled, DuplicatePayment]);
     // The home project (listed first) keeps the keys it had before projects.
     let (_, store) = run(two_shops(), &history).await;
     let keys = store.keys();
@@ -194,6 +196,7 @@ async fn a_person_names_the_project_of_the_order_they_mark_paid() {
         currency: None,
         project: project.map(str::to_owned),
         home: false,
+        unlisted: false,
     };
     assert_eq!(
         fulfil
@@ -230,7 +233,10 @@ fn a_stack_lists_its_projects_the_first_its_home() {
     assert_eq!(projects.scope(Some("prj_b")).as_deref(), Some("prj_b"));
     assert_eq!(projects.project_of(None).as_deref(), Some("prj_a"));
     assert!(Projects::all().applies(Some("prj_anything")));
-    assert_eq!(Projects::all().scope(Some("prj_a")), None);
+    assert_eq!(
+        Projects::all().scope(Some("prj_a")).as_deref(),
+        Some("prj_a")
+    );
 }
 
 #[tokio::test]
@@ -420,7 +426,7 @@ async fn a_release_never_ships_an_invoice_whose_events_named_two_projects() {
 }
 
 /// Paymos' record of inv_x: paid, order 1001 at 10.00 USD, in `project`.
-fn paymos_has_x_paid_in(project: &str) -> crate::testkit::memory::MemoryPaymos {
+pub(super) fn paymos_has_x_paid_in(project: &str) -> crate::testkit::memory::MemoryPaymos {
     let paymos = crate::testkit::memory::MemoryPaymos::new();
     paymos.invoice(
         "inv_x",
@@ -608,6 +614,7 @@ async fn a_payment_of_this_shop_on_an_invoice_another_projects_event_marked_wait
         currency: None,
         project: project.map(str::to_owned),
         home: false,
+        unlisted: false,
     };
     // Naming no project, the mark stands: the person has not said whose it is.
     assert_eq!(

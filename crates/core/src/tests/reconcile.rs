@@ -37,6 +37,7 @@ fn order(id: &str) -> OrderRef {
         currency: Some("USDT".into()),
         project: None,
         home: false,
+        unlisted: false,
     }
 }
 
@@ -46,7 +47,11 @@ fn rig() -> (
     Arc<MemoryResources>,
 ) {
     let store = Arc::new(MemoryResources::new());
-    (MemoryPaymos::new(), Fulfil::new(Arc::clone(&store)), store)
+    (
+        MemoryPaymos::new(),
+        crate::tests::one_shop(Arc::clone(&store)),
+        store,
+    )
 }
 
 async fn run(paymos: &MemoryPaymos, fulfil: &Fulfil<Arc<MemoryResources>>, apply: bool) -> Report {

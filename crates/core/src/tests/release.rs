@@ -5,7 +5,6 @@ use std::sync::Arc;
 use crate::money::change::{Applied, OrderRef};
 use crate::money::effect::RecordFulfilment;
 use crate::money::status::{Amount, InvoiceStatus};
-use crate::roads::fulfil::Fulfil;
 use crate::roads::release::{ReleaseBy, ReleaseError, release};
 use crate::testkit::memory::MemoryResources;
 use crate::wire::signature::Environment;
@@ -45,7 +44,7 @@ async fn released_twice(
 ) {
     let store = Arc::new(MemoryResources::new());
     prepare(&store);
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     for item in history {
         fulfil.apply(item, 1).await.unwrap();
     }
@@ -165,6 +164,7 @@ async fn an_invoice_known_only_from_an_unconfirmed_delivery_is_never_released() 
         currency: Some("USD".into()),
         project: None,
         home: false,
+        unlisted: false,
     };
     // A forged delivery names an order just as a genuine one does: `recheck` applies it once
     // Paymos shows it paid; a person who knows better says so with `mark-paid --order-id`.
@@ -187,7 +187,7 @@ async fn an_invoice_known_only_from_an_unconfirmed_delivery_is_never_released() 
         "{applied:?}"
     );
     assert!(store.fulfilled().is_empty() && store.invoice("inv_9").is_none());
-    let fulfil = Fulfil::new(store);
+    let fulfil = crate::tests::one_shop(store);
     let by_hand = fulfil.mark_paid("inv_9", order, "support:a", 2).await;
     assert_eq!(by_hand, Ok(Applied::Fulfilled));
     // The order is claimed: a webhook paying it with another invoice is a duplicate payment.
@@ -212,7 +212,7 @@ fn plainly(actor: &str) -> ReleaseBy<'_> {
 async fn release_refuses_what_no_payment_waits_for_and_what_the_order_was_not_registered_for() {
     let store = Arc::new(MemoryResources::new());
     store.register_order("o-dear", &Amount::parse("500").unwrap(), "USD");
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     fulfil
         .apply(&paid("evt_o", "confirming", 10, "inv_open", "o-1"), 1)
         .await
@@ -291,7 +291,7 @@ async fn release_refuses_what_no_payment_waits_for_and_what_the_order_was_not_re
 async fn a_held_payment_is_not_released_without_the_override() {
     let store = Arc::new(MemoryResources::new());
     store.register_order("o-1", &Amount::parse("99").unwrap(), "USD");
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     fulfil
         .apply(&paid("evt_a", "paid", 20, "inv_1", "o-1"), 1)
         .await
@@ -320,7 +320,7 @@ async fn a_closure_or_a_refund_waiting_unconfirmed_is_never_released() {
     use crate::roads::release::{Named, release_named};
     let store = Arc::new(MemoryResources::new());
     store.register_order("o-1", &Amount::parse("99").unwrap(), "USD");
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     fulfil
         .apply(&paid("evt_a", "paid", 20, "inv_held", "o-1"), 1)
         .await
@@ -388,7 +388,7 @@ async fn a_released_payment_still_has_the_review_it_was_held_for() {
     use crate::roads::handoff::since;
     let store = Arc::new(MemoryResources::new());
     store.register_order("o-1", &Amount::parse("99").unwrap(), "USD");
-    let fulfil = Fulfil::new(Arc::clone(&store));
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
     let held = fulfil
         .apply(&paid("evt_a", "paid", 20, "inv_1", "o-1"), 1)
         .await

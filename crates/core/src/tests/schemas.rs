@@ -230,6 +230,7 @@ fn order(id: &str, amount: &str, currency: &str) -> OrderRef {
         currency: Some(currency.into()),
         project: None,
         home: false,
+        unlisted: false,
     }
 }
 

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use crate::money::change::{Applied, Projects};
 use crate::roads::exceptions::{list, recheck, resolve};
-use crate::roads::fulfil::Fulfil;
 use crate::testkit::memory::{MemoryPaymos, MemoryResources, MemoryReviews};
 use crate::wire::signature::Environment;
 use crate::wire::work::WorkItem;
@@ -78,7 +77,7 @@ async fn recheck_all(
 async fn a_deposit_or_refund_paymos_does_not_know_waits_for_a_person_through_its_recheck() {
     let store = Arc::new(MemoryResources::new());
     let paymos = Arc::new(MemoryPaymos::new());
-    let fulfil = Fulfil::new(Arc::clone(&store))
+    let fulfil = crate::tests::one_shop(Arc::clone(&store))
         .with_confirmation(Arc::clone(&paymos))
         .for_projects(Projects::parse("prj_a,prj_b"));
     let reviews = MemoryReviews::new();
@@ -166,7 +165,8 @@ fn confirmed(event_id: &str, net: &str, payer: &str, project: &str) -> WorkItem 
 #[tokio::test]
 async fn a_final_confirmation_contradicting_the_credit_waits_for_a_person() {
     let store = Arc::new(MemoryResources::new());
-    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let fulfil =
+        crate::tests::one_shop(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
     let reviews = MemoryReviews::new();
     let history = [
         (confirmed("evt_1", "49.00", "42", "prj_a"), Credited),
@@ -235,7 +235,8 @@ async fn a_final_confirmation_contradicting_the_credit_waits_for_a_person() {
 #[tokio::test]
 async fn with_the_check_a_credit_paymos_contradicts_is_never_credited_twice() {
     let store = Arc::new(MemoryResources::new());
-    let unchecked = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let unchecked =
+        crate::tests::one_shop(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
     let first = confirmed("evt_1", "49.00", "42", "prj_a");
     assert_eq!(unchecked.apply(&first, NOW_MS).await.unwrap().1, Credited);
     let paymos = Arc::new(MemoryPaymos::new());
@@ -249,7 +250,7 @@ async fn with_the_check_a_credit_paymos_contradicts_is_never_credited_twice() {
         project_id: Some("prj_a".into()),
     };
     paymos.deposit("pcd_x", at_paymos("99.00"));
-    let checked = Fulfil::new(Arc::clone(&store))
+    let checked = crate::tests::one_shop(Arc::clone(&store))
         .with_confirmation(Arc::clone(&paymos))
         .for_projects(Projects::parse("prj_a,prj_b"));
     let later = confirmed("evt_99", "99.00", "42", "prj_a");
@@ -287,7 +288,7 @@ async fn with_the_check_a_credit_paymos_contradicts_is_never_credited_twice() {
 async fn an_unconfirmed_payment_is_listed_with_the_reason_its_latest_recheck_found() {
     let store = Arc::new(MemoryResources::new());
     let paymos = Arc::new(MemoryPaymos::new());
-    let fulfil = Fulfil::new(Arc::clone(&store))
+    let fulfil = crate::tests::one_shop(Arc::clone(&store))
         .with_confirmation(Arc::clone(&paymos))
         .for_projects(Projects::parse("prj_a,prj_b"));
     let reviews = MemoryReviews::new();

@@ -68,6 +68,7 @@ fn order_paid(invoice: &str) -> String {
             currency: Some("USDT".into()),
             project: None,
             home: false,
+            unlisted: false,
         },
         status: Some(InvoiceStatus::Paid),
         won_by: "evt_1".into(),

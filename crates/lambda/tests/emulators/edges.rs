@@ -53,6 +53,7 @@ impl Pipeline {
             &state_table,
             &ledger_table,
         ))
+        .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"))
         .for_environment(Environment::Live);
         Self {
             aws,
@@ -282,6 +283,7 @@ async fn two_paid_invoices_for_one_order_fulfil_it_once() {
         currency: None,
         project: None,
         home: false,
+        unlisted: false,
     };
     let by_hand = p
         .fulfil

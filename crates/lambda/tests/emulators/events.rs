@@ -88,6 +88,7 @@ async fn sqs_events_apply_and_report_only_the_poison_message() {
         aws.state_table().await,
         deliveries,
     ))
+    .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"))
     .for_environment(paymos_inbox_core::wire::signature::Environment::Test);
 
     let single: SqsEvent = serde_json::from_str(&event("fulfil-single.json")).unwrap();

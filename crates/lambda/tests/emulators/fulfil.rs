@@ -33,7 +33,8 @@ impl Rig {
         let aws = Aws::new();
         let state = aws.state_table().await;
         let ledger = aws.deliveries_table().await;
-        let fulfil = Fulfil::new(DynamoResources::new(aws.dynamodb.clone(), &state, &ledger));
+        let fulfil = Fulfil::new(DynamoResources::new(aws.dynamodb.clone(), &state, &ledger))
+            .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"));
         Self {
             aws,
             state,
@@ -235,6 +236,7 @@ async fn a_replay_after_support_marked_the_invoice_paid_fulfils_nothing() {
         currency: Some("USDT".into()),
         project: None,
         home: false,
+        unlisted: false,
     };
     assert_eq!(
         rig.fulfil
@@ -264,6 +266,7 @@ async fn a_replay_after_support_marked_the_invoice_paid_fulfils_nothing() {
         currency: None,
         project: None,
         home: false,
+        unlisted: false,
     };
     assert_eq!(
         rig.fulfil

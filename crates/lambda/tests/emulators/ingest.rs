@@ -759,7 +759,8 @@ async fn pending_lists_the_stragglers_their_checks_found_oldest_first_from_the_s
         rig.aws.state_table().await,
         &rig.table,
     );
-    let fulfil = paymos_inbox_core::roads::fulfil::Fulfil::new(state);
+    let fulfil = paymos_inbox_core::roads::fulfil::Fulfil::new(state)
+        .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"));
     fulfil
         .apply(&live(&invoice_paid("evt_p_b", "inv_evt_p_b")), NOW_MS)
         .await
@@ -806,7 +807,8 @@ async fn a_sandbox_delivery_reusing_a_live_id_never_blocks_the_live_one() {
             rig.aws.state_table().await,
             &rig.table,
         ),
-    );
+    )
+    .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"));
     let paid = |is_test: bool| {
         envelope(
             "evt_shared",

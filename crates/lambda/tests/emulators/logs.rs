@@ -44,7 +44,8 @@ async fn logs_of_a_full_run_hold_no_secret_and_no_body() {
         aws.dynamodb.clone(),
         stack.table("StateTable"),
         stack.table("DeliveriesTable"),
-    ));
+    ))
+    .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"));
     let sentinel = "SENTINEL-card-4242-4242";
     let body = envelope(
         "evt_logs",

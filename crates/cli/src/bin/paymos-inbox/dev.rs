@@ -141,7 +141,7 @@ pub async fn run(args: DevArgs) -> ExitCode {
     }
     if dev.info.projects.is_empty() {
         tracing::warn!(
-            "applying every project (an endpoint without a project filter): pass --project prj_… to apply only yours, as PaymosProjectIds does on AWS"
+            "applying every project (an endpoint without a project filter), each keyed by its own; a payment naming no project waits project_unknown: pass --project prj_… to apply only yours, as PaymosProjectIds does on AWS"
         );
     } else {
         tracing::info!(projects = ?dev.info.projects, "applying these projects only; another project's deliveries are recorded other_project");

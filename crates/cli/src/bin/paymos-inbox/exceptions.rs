@@ -720,6 +720,13 @@ pub async fn orders(command: OrdersCommand) -> ExitCode {
         Ok(t) => t,
         Err(e) => return fail(e),
     };
+    // With no list every project is keyed by its own: an order registered under none would
+    // price no project's order.
+    if project.is_none() && stack.projects.ids().is_empty() {
+        return usage(
+            "this stack applies every project (no PaymosProjectIds), each keyed by its own: name the order's project with --project prj_…",
+        );
+    }
     let scope = match stack.scope_of(project.as_deref()) {
         Ok(s) => s,
         Err(e) => return fail(e),

@@ -593,6 +593,7 @@ pub(crate) async fn mark_paid_in(
         currency: given.currency.map(|c| c.to_ascii_uppercase()),
         project: given.project,
         home: false,
+        unlisted: false,
     };
     let named = order
         .external_id

@@ -290,10 +290,13 @@ impl Rig {
                 ..IngestSettings::default()
             },
         ));
-        let fulfil = Arc::new(Fulfil::new(Faulty::new(
-            pipeline.resources.clone(),
-            faults.clone(),
-        )));
+        // One project: the soak's deliveries name none, each that project's (a stack listing
+        // none would hold them for their project).
+        let fulfil = Arc::new(
+            Fulfil::new(Faulty::new(pipeline.resources.clone(), faults.clone())).for_projects(
+                paymos_inbox_core::money::change::Projects::parse("prj_soak"),
+            ),
+        );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .map_err(|e| e.to_string())?;

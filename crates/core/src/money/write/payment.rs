@@ -404,6 +404,7 @@ pub fn fulfilment(
     if amount_checked {
         writes.extend(amount_guard(paid.order));
     }
+    writes.extend(claimed_before_projects(paid));
     writes
 }
 
@@ -424,6 +425,24 @@ pub fn order_claim(paid: &PaidInvoice<'_>) -> Option<Write> {
             Set::Put(Field::WonBy, Value::Text(paid.source.id())),
             Set::Put(Field::PaidAt, Value::Int(paid.at_ms)),
         ],
+    })
+}
+
+/// The claim a stack that lists no projects also checks for a project's order
+/// ([`OrderRef::unlisted`]): the key every project's order was claimed under before projects
+/// (`order_paid#<id>`), absent or this invoice's. An order shipped before the upgrade ships no
+/// second time under its project's key; a refusal names the invoice that shipped it.
+#[must_use]
+pub fn claimed_before_projects(paid: &PaidInvoice<'_>) -> Option<Write> {
+    let id = paid.order.external_id.as_ref()?;
+    (paid.order.unlisted && paid.order.project.is_some()).then(|| Write {
+        what: What::OrderClaim,
+        key: Key::state(order_paid_key(None, id)),
+        guard: Guard::Any(vec![
+            Guard::Absent,
+            Guard::Is(Field::InvoiceId, Value::text(paid.invoice_id)),
+        ]),
+        set: Vec::new(),
     })
 }
 

@@ -26,6 +26,7 @@ pub fn order_of(fields: &Fields) -> OrderRef {
         currency: text(fields, &Field::Currency),
         project: text(fields, &Field::ProjectId),
         home: fields.get(&Field::HomeProject) == Some(&Value::Bool(true)),
+        unlisted: false,
     }
 }
 

@@ -366,6 +366,7 @@ fn a_missing_field_compares_false_and_numbers_compare_by_value() {
         currency: Some("USDT".into()),
         project: None,
         home: false,
+        unlisted: false,
     })
     .unwrap()
     .guard;
@@ -377,6 +378,7 @@ fn a_missing_field_compares_false_and_numbers_compare_by_value() {
         currency: Some("USDT".into()),
         project: None,
         home: false,
+        unlisted: false,
     })
     .unwrap()
     .guard;

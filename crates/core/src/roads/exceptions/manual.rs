@@ -55,7 +55,7 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
         if !self.projects().applies(Some(project)) {
             return Err(ReleaseError::NotReleasable(format!(
                 "{project} is not a project this stack applies ({}): pass one of them",
-                self.projects().ids().join(", ")
+                self.projects().listed()
             )));
         }
         let named = self.projects().scoped(OrderRef {
@@ -165,7 +165,7 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
             ));
         }
         Ok(project
-            .filter(|_| self.projects().ids().len() > 1)
+            .filter(|_| self.projects().several())
             .map(str::to_owned))
     }
 

@@ -61,7 +61,7 @@ pub async fn as_paymos_has_it<P: PaymosLedger, S: ReconcileStore>(
     // Paymos names no project (its invoice carries one; an empty one is none): on a stack of
     // several, whose it is is the person's to say, never the home project's on a guess.
     let mut at = at;
-    if at.project_id.is_none() && projects.ids().len() > 1 {
+    if at.project_id.is_none() && projects.several() {
         match &given.project {
             Some(p) => at.project_id = Some(p.clone()),
             None => return Err(AskedFirst::ProjectUnnamed(invoice_id.to_owned())),

@@ -228,13 +228,13 @@ impl Unreadable {
         projects: &crate::money::change::Projects,
         report: &mut Report,
     ) -> bool {
-        let unnamed = at.project_id.is_none() && projects.ids().len() > 1;
+        let unnamed = at.project_id.is_none() && projects.several();
         if unnamed {
             report.unreadable.push(Self {
                 about: invoice_id.to_owned(),
                 why: format!(
                     "Paymos' invoice names no project and this stack applies several ({}): check it in Paymos' dashboard, then `mark-paid {invoice_id} --project <its project>`",
-                    projects.ids().join(", ")
+                    projects.listed()
                 ),
             });
         }
@@ -438,6 +438,7 @@ impl PaidAtPaymos {
             currency: (!self.currency.is_empty()).then(|| self.currency.to_ascii_uppercase()),
             project: self.project.clone(),
             home: false,
+            unlisted: false,
         }
     }
 

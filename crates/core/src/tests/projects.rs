@@ -267,6 +267,37 @@ async fn each_published_fact_names_its_project() {
     assert_eq!(project("order-paid:inv_b"), Some("prj_b".into()));
 }
 
+// The attack on `dev` (F2): on a stack that lists no projects the hand-off's `Order Paid` said
+// `project_id: null` for invoices whose events named their project, so a shop of two projects
+// sharing order ids could not tell which order to ship. Each project keyed apart, each fact
+// names its project there too.
+#[tokio::test]
+async fn on_a_stack_listing_no_projects_each_published_fact_names_its_project() {
+    let history = [
+        paid("evt_a", "inv_a", "prj_a", "1001"),
+        paid("evt_b", "inv_b", "prj_b", "1001"),
+    ];
+    let (_, store) = run(Projects::all(), &history).await;
+    let stack = crate::money::change::Applying {
+        environment: Environment::Live,
+        projects: Projects::all(),
+    };
+    let events = crate::roads::handoff::since(&*store, 0, stack)
+        .await
+        .unwrap();
+    let project = |key: &str| {
+        events
+            .iter()
+            .find(|(_, e)| e.idempotency_key == key)
+            .map(|(_, e)| e.detail["project_id"].clone())
+    };
+    assert_eq!(
+        (project("order-paid:inv_a"), project("order-paid:inv_b")),
+        (Some("prj_a".into()), Some("prj_b".into())),
+        "{events:?}"
+    );
+}
+
 // Issue 43 (a mutant no fast test caught: the refusal "this invoice is another project's"
 // re-planned as nothing): an invoice another project's event noted as its own, then paid by an
 // event naming no project. The payment is that project's: `other_project`, nothing ships.

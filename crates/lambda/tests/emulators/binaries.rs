@@ -341,6 +341,9 @@ async fn the_fulfil_binary_applies_the_sqs_event_files_and_reports_only_the_pois
             stack.table("DeliveriesTable").to_owned(),
         ),
         ("STATE_TABLE", stack.table("StateTable").to_owned()),
+        // A stack of one project: the fixtures' payments name none, which a stack listing
+        // none (or several) cannot key.
+        ("PAYMOS_PROJECT_IDS", "prj_1".to_owned()),
     ]);
     let env = env_json("FulfilFunction", &names);
     let secrets = secrets_manager(HashMap::new()).await;

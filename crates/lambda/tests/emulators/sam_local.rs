@@ -298,6 +298,9 @@ async fn sam_local_invoke_fulfil_applies_the_batches_and_reports_only_the_poison
             stack.table("DeliveriesTable").to_owned(),
         ),
         ("STATE_TABLE", stack.table("StateTable").to_owned()),
+        // A stack of one project: the fixtures' payments name none, which a stack listing
+        // none (or several) cannot key.
+        ("PAYMOS_PROJECT_IDS", "prj_1".to_owned()),
     ]);
     let secrets = secrets_manager(HashMap::new()).await;
     let mut env = env_json("FulfilFunction", &names);

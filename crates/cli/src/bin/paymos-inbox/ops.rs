@@ -923,10 +923,39 @@ fn print_report(report: &paymos_inbox_core::roads::reconcile::Report) {
         );
     }
     for u in &report.unreadable {
-        say!(
-            "UNREADABLE {}: Paymos answered something this tool cannot read ({}); nothing of it applied: read it in Paymos' dashboard, and update paymos-inbox or send it to Paymos' support",
-            u.about,
-            u.why
+        say!("{}", unreadable_line(u));
+    }
+}
+
+/// A finding the run could not act on, with its own advice ([`Unreadable::why`]): what this
+/// run did of it is nothing, whatever another road did before.
+///
+/// [`Unreadable::why`]: paymos_inbox_core::roads::reconcile::Unreadable
+fn unreadable_line(u: &paymos_inbox_core::roads::reconcile::Unreadable) -> String {
+    format!(
+        "UNREADABLE {}: {}; this run applied nothing of it",
+        u.about, u.why
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use paymos_inbox_core::roads::reconcile::Unreadable;
+
+    // The attack on `dev` (F4): an invoice Paymos names no project for, shipped here before
+    // under the project its event named, was reported as "Paymos answered something this tool
+    // cannot read (…names no project…); nothing of it applied: … update paymos-inbox": it had
+    // shipped, and the advice was the decoder's. The line says what this run did, and the
+    // finding its own advice.
+    #[test]
+    fn an_unreadable_finding_says_what_this_run_did_with_its_own_advice() {
+        let line = super::unreadable_line(&Unreadable {
+            about: "inv_1".into(),
+            why: "Paymos' invoice names no project and this stack applies several".into(),
+        });
+        assert_eq!(
+            line,
+            "UNREADABLE inv_1: Paymos' invoice names no project and this stack applies several; this run applied nothing of it"
         );
     }
 }

@@ -241,6 +241,13 @@ impl Unreadable {
         unnamed
     }
 
+    /// Why an answer the decoder refused is a person's, with what to do.
+    fn undecoded(decoder_said: &str) -> String {
+        format!(
+            "Paymos answered something this tool cannot read ({decoder_said}): read it in Paymos' dashboard, and update paymos-inbox or send it to Paymos' support"
+        )
+    }
+
     /// `result` of a read about `about`; an unreadable answer is kept in `report` as such
     /// (`None`), any other failure fails the run.
     fn kept<T>(
@@ -253,7 +260,7 @@ impl Unreadable {
             Err(e) if e.kind == crate::port::PortErrorKind::Unreadable => {
                 report.unreadable.push(Self {
                     about: about.to_owned(),
-                    why: e.message,
+                    why: Self::undecoded(&e.message),
                 });
                 Ok(None)
             }
@@ -905,7 +912,7 @@ async fn set_aside_refunded<P: PaymosLedger>(
                 Err(e) if e.kind == crate::port::PortErrorKind::Unreadable => {
                     unreadable.push(Unreadable {
                         about: format!("the refunds of {}", fact.invoice_id),
-                        why: e.message,
+                        why: Unreadable::undecoded(&e.message),
                     });
                     continue;
                 }

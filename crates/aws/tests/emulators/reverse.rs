@@ -322,7 +322,9 @@ async fn reconciliation_reports_late_and_refunded_payments_by_paymos_facts() {
         "overpayment",
         "1.00",
     ));
-    let fulfil = Fulfil::new(rig.store());
+    // A stack of the fake Paymos' project: its invoices name it, its records name none.
+    let fulfil = Fulfil::new(rig.store())
+        .for_projects(paymos_inbox_core::money::change::Projects::parse("prj_1"));
     let api = rig.api.client();
     let run = |apply| {
         reconcile(

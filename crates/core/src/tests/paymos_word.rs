@@ -2916,6 +2916,32 @@ async fn a_late_payment_paymos_refunded_in_full_is_recorded_as_returned() {
     assert_eq!(listed, [], "{listed:?}");
 }
 
+// Found by the F1 helper while moving the emulator suites to a stack of one project: on a stack
+// that lists its project, a late payment `reconcile --apply` recorded was reported PAID_LATE
+// again by every later run (and applied again), since Paymos' invoice names the home project
+// and the record, keyed as the home project's, names none: the orders "differed".
+#[tokio::test]
+async fn a_late_payment_reconcile_recorded_on_a_stack_of_its_project_is_reported_once() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
+    let paymos = MemoryPaymos::new();
+    paymos.invoice(
+        "inv_1",
+        ConfirmedInvoice {
+            project_id: crate::tests::one_project().ids().first().cloned(),
+            ..late_at_paymos("expired", Some(30))
+        },
+    );
+    let first = reconcile_all(&paymos, &fulfil, true).await;
+    assert_eq!(first.paid_late.len(), 1, "{first:?}");
+    let again = reconcile_all(&paymos, &fulfil, true).await;
+    assert_eq!(
+        (again.paid_late.len(), again.late_recorded.len()),
+        (0, 1),
+        "{again:?}"
+    );
+}
+
 // The last attack's A4: on a stack without the reverse check, a payment event naming no
 // project shipped under the home project what Paymos has in a project the stack does not
 // apply, and `reconcile` reported nothing (the invoice was paid at Paymos, so not UNKNOWN,

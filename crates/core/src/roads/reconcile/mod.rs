@@ -615,7 +615,7 @@ async fn read_slice<P: PaymosLedger, S: ReconcileStore>(
             })
             .map(|p| p.invoice_id.clone()),
     );
-    late_unrecorded(store, late, &here, &mut report).await?;
+    late_unrecorded((store, projects), late, &here, &mut report).await?;
     set_aside_refunded(paymos, &mut report).await?;
     if apply {
         apply_found(fulfil, &mut report, ("reconcile", now_ms)).await;
@@ -776,7 +776,13 @@ async fn recheck_open<P: PaymosLedger, S: ReconcileStore>(
     } else {
         fulfil.store().fulfilments_of(&ids).await?
     });
-    late_unrecorded(fulfil.store(), late, &here, &mut report).await?;
+    late_unrecorded(
+        (fulfil.store(), fulfil.projects()),
+        late,
+        &here,
+        &mut report,
+    )
+    .await?;
     set_aside_refunded(paymos, &mut report).await?;
     if apply {
         apply_found(fulfil, &mut report, ("reconcile", now_ms)).await;
@@ -846,7 +852,7 @@ async fn reread_open<P: PaymosLedger, S: ReconcileStore>(
 /// PAID_LATE: late payments not recorded as such here (or recorded with another order than
 /// Paymos'), nor released, refunded or fulfilled.
 async fn late_unrecorded<S: ReconcileStore>(
-    store: &S,
+    (store, projects): (&S, &crate::money::change::Projects),
     late: Vec<PaidAtPaymos>,
     here: &Fulfilled,
     report: &mut Report,
@@ -861,7 +867,10 @@ async fn late_unrecorded<S: ReconcileStore>(
         let known = seen.is_some_and(|s| match s.standing() {
             // Recorded with another order than Paymos' (an event nothing confirmed named it):
             // not known until `--apply` puts Paymos' order on it, before a release ships it.
-            Standing::PaidLate => !crate::money::outcome::differs(&fact.order(), &s.order),
+            // Paymos' order as this stack keys it (the home project's record names none).
+            Standing::PaidLate => {
+                !crate::money::outcome::differs(&projects.scoped(fact.order()), &s.order)
+            }
             Standing::Released => true,
             // A person's undated word waits; Paymos' time decides it instead.
             Standing::AfterRefund => fact.paid_at.is_none(),

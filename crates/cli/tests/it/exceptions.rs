@@ -453,8 +453,8 @@ async fn unconfirmed_and_late_payments_are_listed_and_released_and_a_refund_clea
     );
 
     // Only an unconfirmed delivery names inv_unc: a forgery looks the same, so release refuses
-    // it. The person who saw the payment on chain says so with `mark-paid --order-id`; the
-    // late one ships anyway.
+    // it, and so does a person's word without Paymos' (`mark-paid` with no API). Paymos never
+    // knew it: the person takes it off the list as forged; the late one ships.
     let refused = exceptions::release(
         &store,
         &ledger,
@@ -469,16 +469,16 @@ async fn unconfirmed_and_late_payments_are_listed_and_released_and_a_refund_clea
         "{refused:?}"
     );
     assert_eq!(rig.fulfilments("inv_unc").await, 0);
-    let on_chain = OrderRef {
-        external_id: Some("order-inv_unc".into()),
-        ..OrderRef::none()
-    };
+    let word = exceptions::refuses_word(&store, &ledger, "inv_unc").await;
+    assert!(
+        matches!(&word, Ok(Some(why)) if why.contains("recheck inv_unc")),
+        "{word:?}"
+    );
     assert_eq!(
-        fulfil
-            .mark_paid("inv_unc", on_chain, "alice", NOW_MS)
+        exceptions::resolve(&ledger, "evt_unc", None, "alice", NOW_MS)
             .await
             .unwrap(),
-        Applied::Fulfilled
+        Applied::Unconfirmed
     );
     assert_eq!(
         exceptions::release(
@@ -493,7 +493,7 @@ async fn unconfirmed_and_late_payments_are_listed_and_released_and_a_refund_clea
         .unwrap(),
         Applied::Fulfilled
     );
-    assert_eq!(rig.fulfilments("inv_unc").await, 1);
+    assert_eq!(rig.fulfilments("inv_unc").await, 0);
     assert_eq!(rig.fulfilments("inv_late").await, 1);
     // A duplicate is refunded, never released.
     assert!(
@@ -676,6 +676,11 @@ fn by(
 
 /// Runs the `paymos-inbox` binary on the rig's tables and fake API: its exit code and output.
 async fn paymos_inbox(rig: &Rig, args: &[&str]) -> (Option<i32>, String) {
+    run_paymos_inbox(rig, args, true).await
+}
+
+/// [`paymos_inbox`], given the API's key (`with_api`) or not.
+async fn run_paymos_inbox(rig: &Rig, args: &[&str], with_api: bool) -> (Option<i32>, String) {
     let (dynamodb, sqs) = endpoint_urls();
     let mut all: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
     all.extend(
@@ -695,11 +700,19 @@ async fn paymos_inbox(rig: &Rig, args: &[&str]) -> (Option<i32>, String) {
     );
     let api = rig.api.url.clone();
     let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_paymos-inbox"));
+        if with_api {
+            command
+                .env("PAYMOS_API_KEY", paymos_fake::KEY)
+                .env("PAYMOS_API_SECRET", paymos_fake::SECRET)
+                .env("PAYMOS_API_BASE_URL", api);
+        } else {
+            command
+                .env_remove("PAYMOS_API_KEY")
+                .env_remove("PAYMOS_API_SECRET");
+        }
+        command
             .args(&all)
-            .env("PAYMOS_API_KEY", paymos_fake::KEY)
-            .env("PAYMOS_API_SECRET", paymos_fake::SECRET)
-            .env("PAYMOS_API_BASE_URL", api)
             .env_remove("PAYMOS_INBOX_STACK_NAME")
             .env_remove("PAYMOS_INBOX_CONFIG_ENV")
             .env_remove("DEAD_LETTER_QUEUE_URL")
@@ -716,6 +729,62 @@ async fn paymos_inbox(rig: &Rig, args: &[&str]) -> (Option<i32>, String) {
             String::from_utf8_lossy(&out.stderr)
         ),
     )
+}
+
+// Issue 49 (F8): on a stack with the reverse check, a payment Paymos did not confirm (a 404:
+// forged, or of a key that does not read it) was shipped by `mark-paid --order-id` without the
+// API, the way out `release` offered: the person's word carried the forged delivery's order
+// past Paymos' answer. Only Paymos' word ships it now: the API's `mark-paid` or `recheck`.
+#[tokio::test]
+async fn mark_paid_without_the_api_ships_nothing_paymos_did_not_confirm() {
+    let rig = Rig::new(Vec::new()).await;
+    rig.answer("inv_unc", Answer::NotFound);
+    let body = envelope(
+        "evt_unc",
+        "invoice.paid",
+        json!({"invoice_id": "inv_unc", "project_id": "prj_1", "order": {"external_id": "order-inv_unc", "amount": "25.00", "currency": "USDT"}}),
+    );
+    rig.record(&body).await;
+    let (_, applied) = rig
+        .checked(Duration::from_secs(5))
+        .apply(&live(&body), NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(applied, Applied::Unconfirmed);
+    let word = [
+        "mark-paid",
+        "inv_unc",
+        "--order-id",
+        "order-inv_unc",
+        "--project",
+        "prj_1",
+        "--actor",
+        "alice",
+    ];
+    let (code, out) = run_paymos_inbox(&rig, &word, false).await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("did not confirm it") && out.contains("exceptions --resolve evt_unc"),
+        "{out}"
+    );
+    assert_eq!(rig.fulfilments("inv_unc").await, 0, "nothing shipped");
+    assert_eq!(rig.outcome("evt_unc").await, "unconfirmed", "still listed");
+    // Paymos shows it paid now: the API's word ships it, once.
+    rig.answer(
+        "inv_unc",
+        Answer::Invoices(vec![invoice(
+            "inv_unc",
+            "paid",
+            ("25.00", "USDT"),
+            ("25.00", "USDT"),
+        )]),
+    );
+    let (code, out) = paymos_inbox(&rig, &word).await;
+    assert_eq!(
+        (code, rig.fulfilments("inv_unc").await),
+        (Some(0), 1),
+        "{out}"
+    );
 }
 
 // Issue 28, case 4: an invoice named only by an unconfirmed closure is not shipped.

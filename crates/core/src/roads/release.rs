@@ -112,7 +112,7 @@ pub fn waiting(
             "{invoice_id} closed {status} and was never paid: nothing to release"
         )),
         (_, Named::Payment(_)) => refuse(format!(
-            "{invoice_id} is paid only by an unconfirmed delivery: Paymos does not show it paid, and a forged delivery would look the same. `paymos-inbox recheck {invoice_id}` applies it once Paymos does; if Paymos shows it paid otherwise, `paymos-inbox mark-paid {invoice_id} --actor <you>` with the API applies Paymos' own payment; if you know it was paid and have no API key, `paymos-inbox mark-paid {invoice_id} --order-id <order> --actor <you>`"
+            "{invoice_id} is paid only by an unconfirmed delivery: Paymos does not show it paid, and a forged delivery would look the same. `paymos-inbox recheck {invoice_id}` applies it once Paymos does; if Paymos shows it paid otherwise, `paymos-inbox mark-paid {invoice_id} --actor <you>` with the API applies Paymos' own payment; a person's word without Paymos' ships nothing Paymos did not confirm"
         )),
         (_, Named::NoPayment(event_type)) => refuse(format!(
             "{invoice_id} is named only by an unconfirmed {event_type}, which is not a payment: nothing to release. `paymos-inbox recheck {invoice_id}` applies what Paymos says now"

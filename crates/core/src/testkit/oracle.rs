@@ -21,7 +21,11 @@
 //!   nothing applied (pending its order, or waiting for its project: 19) is that payment, dated
 //!   as the delivery was;
 //! - 9 release; 10 withdrawals; 11 a deposit credits once; 12 a recheck of nothing that waited
-//!   changes nothing.
+//!   changes nothing;
+//! - 21 with the reverse check, a person's word without Paymos' (`mark-paid` with no API) of an
+//!   invoice whose payment delivery Paymos did not confirm (it waits unconfirmed: 2), or whose
+//!   refund waits so (9), ships nothing: it stays waiting; only Paymos' word (`recheck`,
+//!   `mark-paid` with the API) ships it ("the signature alone is not sufficient").
 //!
 //! Projects (a merchant's shops; order and payer ids are unique only within one):
 //! - 18 a receiver that names no projects receives every project ("no filter means every
@@ -621,7 +625,7 @@ impl Machine<'_> {
             } => {
                 // 15: a person's word for another project's invoice changes nothing
                 let of = self.invoice_project(invoice, project.as_deref());
-                if self.applies(&of) {
+                if self.applies(&of) && !self.contradicted(invoice) {
                     self.mark_paid(invoice, order.as_deref());
                 }
             }
@@ -947,6 +951,22 @@ impl Machine<'_> {
             inv.paid = true;
             inv.late = inv.closed;
         }
+    }
+
+    /// 21: whether Paymos was asked about a payment of invoice `id` (or a refund of it) and
+    /// did not confirm it, and nothing shipped it since: a person's word alone ships nothing.
+    fn contradicted(&self, id: &str) -> bool {
+        let payment = self
+            .unconfirmed
+            .get(id)
+            .is_some_and(|w| w.iter().flatten().any(|c| c.status.pays()));
+        let refund = self
+            .world
+            .refunds
+            .iter()
+            .any(|(w, r)| r.invoice == id && self.unconfirmed.contains_key(w));
+        let shipped = self.inv.get(id).is_some_and(|i| i.shipped);
+        refund || (payment && !shipped)
     }
 
     /// 9: release only a `Held` (with override), `PaidLate` or `AfterRefund` invoice.

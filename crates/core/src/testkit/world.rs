@@ -906,7 +906,11 @@ async fn operate<S: WorldStore>(
             };
             let id = ids.invoice(invoice);
             if !asking {
-                by_hand.mark_paid(&id, order, "support", now).await?;
+                // Refused where Paymos did not confirm what a delivery of it said (rule 21).
+                let refused = crate::roads::exceptions::refuses_word(store, reviews, &id).await?;
+                if refused.is_none() {
+                    by_hand.mark_paid(&id, order, "support", now).await?;
+                }
             } else if let Err(crate::roads::reconcile::AskedFirst::Port(e)) =
                 crate::roads::reconcile::as_paymos_has_it(
                     &**api,

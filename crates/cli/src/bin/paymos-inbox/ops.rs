@@ -542,6 +542,8 @@ pub struct MarkPaidArgs {
     /// With the Paymos API, the invoice is asked of Paymos first and applied as Paymos has it
     /// (its order, price, project and payment time, its refunds recorded before it); nothing
     /// ships where Paymos does not have it paid, or has another order than the one you name.
+    /// Without it, an invoice whose payment or refund delivery Paymos did not confirm (it waits
+    /// `unconfirmed`) is refused: only Paymos' word ships it (`recheck`, or this with the API).
     #[command(flatten)]
     api: OptionalApiArgs,
     #[command(flatten)]
@@ -584,6 +586,22 @@ pub(crate) async fn mark_paid_in(
         && let Some(why) = refused_project(stack, invoice_id, given.project.as_deref()).await?
     {
         return Err(Failure::usage(why));
+    }
+    // Without the API, nothing Paymos was asked about and did not confirm ships on a word.
+    if api.is_none() {
+        let deliveries = stack.require(&stack.deliveries, "deliveries-table")?;
+        let ledger = DynamoLedger::new(stack.dynamodb.clone(), deliveries, None);
+        let refused = paymos_inbox_core::roads::exceptions::refuses_word(
+            &stack.resources()?,
+            &ledger,
+            invoice_id,
+        )
+        .await
+        .map_err(Failure::from)?;
+        if let Some(why) = refused {
+            // As Paymos' own refusal with the API: nothing shipped, it stays listed (409).
+            return Err(Failure::of(crate::exit::Kind::NeedsAPerson, why));
+        }
     }
     stack.scope_of(given.project.as_deref())?;
     let caller = crate::audit::who(stack, Some(actor)).await?;

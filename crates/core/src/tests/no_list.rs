@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::projects::{deposit, item, paid, paymos_has_x_paid_in, run};
 use crate::money::change::{Applied, OrderRef, Projects};
 use crate::roads::fulfil::Fulfil;
-use crate::testkit::memory::MemoryResources;
+use crate::testkit::memory::{MemoryResources, MemoryReviews};
 
 use Applied::*;
 
@@ -203,4 +203,47 @@ fn a_stack_listing_no_projects_scopes_every_project_and_has_no_home() {
     assert!(all.several());
     assert!(Projects::parse("prj_a,prj_b").several());
     assert!(!Projects::parse("prj_a").several());
+}
+
+// The upgrade, by a person's road: a payment of order 1001 that waits (paid after its invoice
+// closed) is released after the upgrade, while 1001 shipped before it under the key every
+// project shared. Before: `fulfilled`, 1001 shipped a second time (the release checked only its
+// project's key); now refused, naming the invoice that shipped it.
+#[tokio::test]
+async fn a_release_after_the_upgrade_ships_no_order_shipped_before_it() {
+    let store = Arc::new(MemoryResources::new());
+    let before = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a"));
+    let old = item(
+        "evt_old",
+        "invoice.paid",
+        r#"{"invoice_id":"inv_old","order":{"external_id":"1001","amount":"10.00","currency":"USD"}}"#,
+    );
+    assert_eq!(before.apply(&old, 1_000).await.unwrap().1, Fulfilled);
+
+    let after = Fulfil::new(Arc::clone(&store));
+    let closed = item(
+        "evt_exp",
+        "invoice.expired",
+        r#"{"invoice_id":"inv_late","project_id":"prj_a","order":{"external_id":"1001","amount":"10.00","currency":"USD"}}"#,
+    );
+    assert_eq!(after.apply(&closed, 2_000).await.unwrap().1, Updated);
+    let late = paid("evt_late", "inv_late", "prj_a", "1001");
+    assert_eq!(after.apply(&late, 2_000).await.unwrap().1, PaidLate);
+    let by = crate::roads::release::ReleaseBy {
+        actor: "alice",
+        reason: Some("paid late, checked"),
+        override_amount: false,
+        project: None,
+    };
+    let released = after
+        .release(&MemoryReviews::new(), "inv_late", &by, 3_000)
+        .await;
+    assert!(
+        matches!(&released, Err(crate::roads::release::ReleaseError::NotReleasable(why)) if why.contains("inv_old")),
+        "{released:?}"
+    );
+    assert_eq!(
+        store.fulfilments(),
+        [("inv_old".into(), Some("1001".into()))]
+    );
 }

@@ -26,7 +26,39 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
         if let Some(project) = by.project {
             self.name_project(invoice_id, project, now_ms).await?;
         }
+        self.shipped_before_projects(invoice_id).await?;
         release(self.store(), ledger, invoice_id, by, self.effect(), now_ms).await
+    }
+
+    /// On a stack that lists no projects, an order shipped before orders were keyed by project
+    /// (its claim under `order_paid#<id>`, which nothing writes since: read once, it cannot
+    /// move) ships no second time by a release, as the webhook's road refuses it
+    /// ([`crate::money::write::claimed_before_projects`]).
+    async fn shipped_before_projects(&self, invoice_id: &str) -> Result<(), ReleaseError> {
+        use crate::money::write::{Field, Key, order_of, order_paid_key};
+        let Some(fields) = self.store().read(&Key::state(invoice_id)).await? else {
+            return Ok(());
+        };
+        let order = self.projects().scoped(order_of(&fields));
+        let Some(id) = order
+            .external_id
+            .filter(|_| order.unlisted && order.project.is_some())
+        else {
+            return Ok(());
+        };
+        let Some(claim) = self
+            .store()
+            .read(&Key::state(order_paid_key(None, &id)))
+            .await?
+        else {
+            return Ok(());
+        };
+        match claim.get(&Field::InvoiceId).and_then(|v| v.as_text()) {
+            Some(shipped) if shipped != invoice_id => Err(ReleaseError::NotReleasable(format!(
+                "order {id} shipped before this stack kept each project's orders apart, paid by {shipped}: {invoice_id} is a second payment for it, or another project's order {id} that only Paymos' record can tell apart: check it at Paymos, then refund it or ship it outside the stack"
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// The project a person's release names: refused where the stack does not apply it or the

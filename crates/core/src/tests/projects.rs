@@ -239,16 +239,19 @@ fn a_stack_lists_its_projects_the_first_its_home() {
     );
 }
 
-#[tokio::test]
-async fn each_published_fact_names_its_project() {
+/// The project each `Order Paid` names, of order 1001 paid in prj_a (`inv_a`) and in prj_b
+/// (`inv_b`), on a stack applying `projects`.
+async fn projects_published(
+    projects: fn() -> Projects,
+) -> (Option<serde_json::Value>, Option<serde_json::Value>) {
     let history = [
         paid("evt_a", "inv_a", "prj_a", "1001"),
         paid("evt_b", "inv_b", "prj_b", "1001"),
     ];
-    let (_, store) = run(two_shops(), &history).await;
+    let (_, store) = run(projects(), &history).await;
     let stack = crate::money::change::Applying {
         environment: Environment::Live,
-        projects: two_shops(),
+        projects: projects(),
     };
     let events = crate::roads::handoff::since(&*store, 0, stack)
         .await
@@ -259,12 +262,15 @@ async fn each_published_fact_names_its_project() {
             .find(|(_, e)| e.idempotency_key == key)
             .map(|(_, e)| e.detail["project_id"].clone())
     };
+    (project("order-paid:inv_a"), project("order-paid:inv_b"))
+}
+
+#[tokio::test]
+async fn each_published_fact_names_its_project() {
     assert_eq!(
-        project("order-paid:inv_a"),
-        Some("prj_a".into()),
-        "{events:?}"
+        projects_published(two_shops).await,
+        (Some("prj_a".into()), Some("prj_b".into()))
     );
-    assert_eq!(project("order-paid:inv_b"), Some("prj_b".into()));
 }
 
 // The attack on `dev` (F2): on a stack that lists no projects the hand-off's `Order Paid` said
@@ -273,28 +279,9 @@ async fn each_published_fact_names_its_project() {
 // names its project there too.
 #[tokio::test]
 async fn on_a_stack_listing_no_projects_each_published_fact_names_its_project() {
-    let history = [
-        paid("evt_a", "inv_a", "prj_a", "1001"),
-        paid("evt_b", "inv_b", "prj_b", "1001"),
-    ];
-    let (_, store) = run(Projects::all(), &history).await;
-    let stack = crate::money::change::Applying {
-        environment: Environment::Live,
-        projects: Projects::all(),
-    };
-    let events = crate::roads::handoff::since(&*store, 0, stack)
-        .await
-        .unwrap();
-    let project = |key: &str| {
-        events
-            .iter()
-            .find(|(_, e)| e.idempotency_key == key)
-            .map(|(_, e)| e.detail["project_id"].clone())
-    };
     assert_eq!(
-        (project("order-paid:inv_a"), project("order-paid:inv_b")),
-        (Some("prj_a".into()), Some("prj_b".into())),
-        "{events:?}"
+        projects_published(Projects::all).await,
+        (Some("prj_a".into()), Some("prj_b".into()))
     );
 }
 

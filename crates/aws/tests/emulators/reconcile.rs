@@ -741,3 +741,52 @@ async fn a_window_reaching_into_the_future_reads_no_day_list_of_days_to_come() {
     );
     assert!(days_listing(from, now + 1_000 * DAY_MS).len() > 100 * a_day_ahead);
 }
+
+// The attack on `dev` (G16): Paymos' cursor pages may overlap (an invoice that moved between two
+// page reads is listed on both). The run asked DynamoDB for that invoice's fulfilment twice in
+// one BatchGetItem, which DynamoDB refuses ("Provided list of item keys contains duplicates"):
+// the run failed, said as a missing table, and the scheduled run failed so every time. An
+// invoice listed twice is one invoice: counted, compared and applied once.
+#[tokio::test]
+async fn an_invoice_listed_twice_by_overlapping_pages_is_reconciled_once() {
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let fulfil = Fulfil::new(DynamoResources::new(
+        aws.dynamodb.clone(),
+        stack.table("StateTable"),
+        stack.table("DeliveriesTable"),
+    ))
+    .for_projects(crate::one_project());
+    fulfil
+        .apply(&live(&invoice_paid("evt_o1", "inv_o1")), NOW_MS)
+        .await
+        .unwrap();
+    let fake = fake_paymos(
+        vec![
+            ("inv_o1", "paid"),
+            ("inv_o1", "paid"),
+            ("inv_o2", "paid"),
+            ("inv_o2", "paid"),
+        ],
+        HashMap::new(),
+    )
+    .await;
+    let api = paymos::PaymosClient::builder(KEY, SECRET)
+        .base_url(fake.url.clone())
+        .build()
+        .unwrap();
+    let window = ((NOW - 3600) as i64, (NOW + 3600) as i64);
+    let report = reconcile(&api, &fulfil, window.0, window.1, true, NOW_MS)
+        .await
+        .unwrap();
+    let missing: Vec<&str> = report
+        .missing
+        .iter()
+        .map(|m| m.invoice_id.as_str())
+        .collect();
+    assert_eq!(
+        (report.paid_at_paymos, report.matched, missing),
+        (2, 1, vec!["inv_o2"])
+    );
+    assert_eq!(report.applied.len(), 1, "{:?}", report.applied);
+}

@@ -563,6 +563,7 @@ async fn read_slice<P: PaymosLedger, S: ReconcileStore>(
     let Some(listed) = Unreadable::kept(&about, listing, &mut report)? else {
         return Ok(report);
     };
+    let listed = once_each(listed);
     // A key of the other environment is the stack's problem: nothing of it ships here.
     for (_, at) in &listed {
         crate::roads::confirm::same_environment(at.is_test, fulfil.environment())?;
@@ -623,6 +624,20 @@ async fn read_slice<P: PaymosLedger, S: ReconcileStore>(
         crossed.extend(report.applied.keys().cloned());
     }
     Ok(report)
+}
+
+/// Each invoice of a listing once, as its latest read has it: Paymos' cursor pages overlap
+/// where an invoice moved between two page reads, and one invoice is compared, counted and
+/// applied once.
+fn once_each<T>(listed: Vec<(String, T)>) -> Vec<(String, T)> {
+    let mut seen = BTreeSet::new();
+    let mut latest: Vec<(String, T)> = listed
+        .into_iter()
+        .rev()
+        .filter(|(id, _)| seen.insert(id.clone()))
+        .collect();
+    latest.reverse();
+    latest
 }
 
 /// The invoice that fulfilled each order Paymos lists paid in the slice, or a fulfilment of it

@@ -164,6 +164,19 @@ impl PaymentConfirmation for PaymosApi {
             .bounded(OPERATION, self.client.invoices().get(invoice_id))
             .await?
             .map_err(|e| naming(invoice_id, e));
+        // An answer about another invoice confirms nothing of this one.
+        if let Ok(other) = &result
+            && other.invoice_id != invoice_id
+        {
+            return Err(PortError::of_kind(
+                OPERATION,
+                PortErrorKind::Unreadable,
+                format!(
+                    "asked for {invoice_id}, Paymos answered with {}: nothing of it is read",
+                    other.invoice_id
+                ),
+            ));
+        }
         answer(OPERATION, result, |invoice| ConfirmedInvoice {
             status: invoice.status.as_str().to_owned(),
             is_test: invoice.is_test,

@@ -790,3 +790,50 @@ async fn an_invoice_listed_twice_by_overlapping_pages_is_reconciled_once() {
     );
     assert_eq!(report.applied.len(), 1, "{:?}", report.applied);
 }
+
+// The attack on `dev` (G15): Paymos' answer to `GET /v1/invoices/inv_asked` naming another
+// invoice confirmed the asked one (`fulfilled`): the reverse check compared the order, price
+// and status, not whose they were. An answer about another invoice confirms nothing: it is
+// unreadable (the message is retried, and said), and nothing ships.
+#[tokio::test]
+async fn an_answer_about_another_invoice_confirms_nothing() {
+    use paymos_inbox_aws::paymos_api::PaymosApi;
+    use paymos_inbox_core::port::PortErrorKind;
+    use paymos_inbox_core::roads::fulfil::FulfilError;
+
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let fake = FakePaymos::start().await;
+    // The asked invoice's order, price and status, under another invoice's id.
+    let mut other = invoice("inv_asked", "paid", ("25.00", "USDT"), ("25.00", "USDT"));
+    other["invoice_id"] = json!("inv_other");
+    fake.answer("inv_asked", Answer::Invoices(vec![other]));
+    let api = paymos::PaymosClient::builder(KEY, SECRET)
+        .base_url(fake.url.clone())
+        .build()
+        .unwrap();
+    let state = stack.table("StateTable");
+    let fulfil = Fulfil::new(DynamoResources::new(
+        aws.dynamodb.clone(),
+        state,
+        stack.table("DeliveriesTable"),
+    ))
+    .for_projects(crate::one_project())
+    .with_confirmation(PaymosApi::new(api));
+    let err = fulfil
+        .apply(
+            &live(&paid_event("evt_asked", "inv_asked", "25.00")),
+            NOW_MS,
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, FulfilError::Unavailable(p) if p.kind == PortErrorKind::Unreadable && p.to_string().contains("inv_other")),
+        "{err:?}"
+    );
+    assert!(
+        aws.item(state, "pk", "fulfilment#inv_asked")
+            .await
+            .is_none()
+    );
+}

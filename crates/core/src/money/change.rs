@@ -520,6 +520,24 @@ impl Applied {
         Self::ALL.into_iter().find(|a| a.as_str() == name)
     }
 
+    /// Whether a payment or delivery with this outcome waits for a person (what `exceptions`
+    /// lists): held, paid late or twice, its order or project unknown, unconfirmed, unusable, or
+    /// an order conflict. A road that ends so exits 1.
+    #[must_use]
+    pub fn waits_for_person(self) -> bool {
+        matches!(
+            self,
+            Self::Held
+                | Self::PaidLate
+                | Self::DuplicatePayment
+                | Self::OrderUnknown
+                | Self::ProjectUnknown
+                | Self::Unconfirmed
+                | Self::Unusable
+                | Self::OrderConflict
+        )
+    }
+
     /// The stored name.
     #[must_use]
     pub fn as_str(self) -> &'static str {

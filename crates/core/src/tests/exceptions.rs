@@ -335,6 +335,34 @@ async fn recheck_live(
     .unwrap()
 }
 
+// The attack on `dev` (G7): a recheck that applied a payment Paymos has paid late answered
+// `paid_late` and exited 0, though the payment then waits for a person (`exceptions` lists it
+// PAID_LATE) and `recheck --help` says "exit 1 while something still waits". What a recheck
+// applied to wait for a person counts as waiting.
+#[tokio::test]
+async fn a_recheck_that_applies_a_payment_to_wait_for_a_person_still_waits() {
+    let store = MemoryResources::new();
+    let reviews = MemoryReviews::new();
+    reviews.processed(
+        delivery("evt_l", "inv_l"),
+        Applied::Unconfirmed,
+        "not paid yet",
+        5,
+    );
+    let paymos = MemoryPaymos::new();
+    paymos.invoice(
+        "inv_l",
+        ConfirmedInvoice {
+            paid_late: true,
+            ..at_paymos("expired", "inv_l")
+        },
+    );
+    let rechecked = recheck_live(&store, &reviews, &paymos, None).await;
+    assert_eq!(rechecked[0].outcome.as_str(), "paid_late");
+    assert!(rechecked[0].outcome.waits(), "{rechecked:?}");
+    assert_eq!(store.fulfilled(), Vec::<String>::new());
+}
+
 fn at_paymos(status: &str, invoice: &str) -> ConfirmedInvoice {
     ConfirmedInvoice {
         status: status.into(),

@@ -674,21 +674,6 @@ pub(crate) async fn refused_project(
     Ok(why.map(|why| format!("{invoice_id}: {why}")))
 }
 
-/// Whether `applied` leaves the payment waiting for a person (what `exceptions` then lists).
-pub(crate) fn waits_for_person(applied: paymos_inbox_core::money::change::Applied) -> bool {
-    use paymos_inbox_core::money::change::Applied;
-    matches!(
-        applied,
-        Applied::Held
-            | Applied::PaidLate
-            | Applied::DuplicatePayment
-            | Applied::OrderUnknown
-            | Applied::ProjectUnknown
-            | Applied::Unconfirmed
-            | Applied::Unusable
-    )
-}
-
 pub async fn mark_paid(args: MarkPaidArgs) -> ExitCode {
     if let Err(e) = crate::exceptions::an_invoice_id(&args.invoice_id) {
         return usage(e);
@@ -725,7 +710,7 @@ pub async fn mark_paid(args: MarkPaidArgs) -> ExitCode {
             if let Some(why) = shipped_nothing(applied) {
                 tell!("{}: {why}", args.invoice_id);
                 ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
-            } else if waits_for_person(applied) {
+            } else if applied.waits_for_person() {
                 ExitCode::from(crate::EXIT_NEEDS_A_PERSON)
             } else {
                 ExitCode::SUCCESS

@@ -45,10 +45,15 @@ impl Recheck {
         }
     }
 
-    /// Whether the delivery still waits for a person.
+    /// Whether the delivery, or the payment it applied (held, paid late, …), still waits for a
+    /// person.
     #[must_use]
     pub fn waits(&self) -> bool {
-        matches!(self, Self::Waits(_))
+        match self {
+            Self::Waits(_) => true,
+            Self::Applied(applied) => applied.waits_for_person(),
+            Self::Refuted(_) => false,
+        }
     }
 }
 

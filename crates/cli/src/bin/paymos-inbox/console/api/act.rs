@@ -117,7 +117,7 @@ impl Console {
         let asked = (self.actor.as_str(), self.api.as_ref());
         match crate::ops::mark_paid_in(&self.stack, invoice_id, given, asked).await {
             Ok(applied) => Answered::ok(json!({"id": invoice_id, "outcome": applied.as_str(),
-                "waits": crate::ops::waits_for_person(applied)})),
+                "waits": applied.waits_for_person()})),
             Err(f) => Answered::failed(&f),
         }
     }

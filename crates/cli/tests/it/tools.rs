@@ -1128,7 +1128,9 @@ async fn send_wait_says_why_the_reverse_check_did_not_confirm_a_delivery() {
     })
     .await
     .unwrap();
-    assert!(ok, "{out}");
+    // The attack on `dev` (G9): it exited 0 with `"applied": true`, though the stack applied
+    // nothing of it; as with every outcome that applies nothing, exit 1.
+    assert!(!ok, "{out}");
     assert!(
         out.contains("outcome: unconfirmed (the reverse check: the event names order order-inv_send_other, Paymos' invoice order order-other"),
         "{out}"

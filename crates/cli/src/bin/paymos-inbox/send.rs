@@ -62,7 +62,8 @@ pub struct SendArgs {
     /// `duplicate_payment` wait for a person, as they should); exit 1 when it applied nothing:
     /// `other_environment` (the stack applies another environment than the secret you signed
     /// with), `other_project` (the stack applies other projects: `--project` of `dev`,
-    /// PaymosProjectIds), `unusable`. Needs the stack (--stack-name, --dev-info or
+    /// PaymosProjectIds), `unusable`, `unconfirmed` (the reverse check: Paymos does not show it
+    /// so), `order_unknown`, `project_unknown`. Needs the stack (--stack-name, --dev-info or
     /// --deliveries-table).
     #[arg(long)]
     wait: bool,
@@ -90,7 +91,12 @@ async fn outcome_of(
                 let outcome = outcome.unwrap_or_default();
                 let applied = !matches!(
                     outcome.as_str(),
-                    "other_environment" | "other_project" | "unusable"
+                    "other_environment"
+                        | "other_project"
+                        | "unusable"
+                        | "unconfirmed"
+                        | "order_unknown"
+                        | "project_unknown"
                 );
                 let said = match outcome.as_str() {
                     "other_environment" => {

@@ -246,4 +246,50 @@ async fn a_release_after_the_upgrade_ships_no_order_shipped_before_it() {
         store.fulfilments(),
         [("inv_old".into(), Some("1001".into()))]
     );
+    // An invoice the old key names itself (a record naming its project, as a stack that
+    // listed none wrote it) is released no second time, and refused for nothing else.
+    let shipped = paid("evt_y", "inv_y", "prj_a", "1003");
+    assert_eq!(after.apply(&shipped, 2_000).await.unwrap().1, Fulfilled);
+    use crate::money::write::{Field, Guard, Key, Set, Value, What, Write};
+    let old_claim = Write {
+        what: What::OrderClaim,
+        key: Key::state("order_paid#1003"),
+        guard: Guard::Always,
+        set: vec![Set::Put(Field::InvoiceId, Value::text("inv_y"))],
+    };
+    crate::roads::fulfil::ResourceStore::write(&*store, &[old_claim])
+        .await
+        .unwrap();
+    let reviews = MemoryReviews::new();
+    let again = after.release(&reviews, "inv_y", &by, 3_000).await;
+    assert_eq!(again, Ok(AlreadyFinal));
+}
+
+// Only a stack that lists no projects reads the key every project shared: on a stack listing
+// prj_a (home: its orders keep that key) and prj_b, prj_b's order 1001 is another order than the
+// home's 1001, and its late payment is released.
+#[tokio::test]
+async fn a_release_on_a_listed_stack_ships_another_projects_order_of_the_home_orders_id() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let home = paid("evt_home", "inv_home", "prj_a", "1001");
+    assert_eq!(fulfil.apply(&home, 1_000).await.unwrap().1, Fulfilled);
+    let closed = item(
+        "evt_exp",
+        "invoice.expired",
+        r#"{"invoice_id":"inv_b","project_id":"prj_b","order":{"external_id":"1001","amount":"10.00","currency":"USD"}}"#,
+    );
+    assert_eq!(fulfil.apply(&closed, 2_000).await.unwrap().1, Updated);
+    let late = paid("evt_late", "inv_b", "prj_b", "1001");
+    assert_eq!(fulfil.apply(&late, 2_000).await.unwrap().1, PaidLate);
+    let by = crate::roads::release::ReleaseBy {
+        actor: "alice",
+        reason: Some("paid late, checked"),
+        override_amount: false,
+        project: None,
+    };
+    let reviews = MemoryReviews::new();
+    let released = fulfil.release(&reviews, "inv_b", &by, 3_000).await;
+    assert_eq!(released, Ok(Fulfilled));
+    assert_eq!(store.fulfilments().len(), 2);
 }

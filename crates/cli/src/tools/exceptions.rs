@@ -10,7 +10,8 @@ use paymos_inbox_core::money::status::Amount;
 /// A message naming what is wrong: bad input.
 pub fn order_terms(amount: &str, currency: &str) -> Result<Amount, String> {
     let amount = Amount::parse(amount)
-        .ok_or_else(|| format!("--amount {amount:?} is not an exact decimal like 10.50"))?;
+        .filter(Amount::is_positive)
+        .ok_or_else(|| format!("--amount {amount:?} is not an exact decimal above 0 like 10.50"))?;
     if currency.is_empty() || !currency.bytes().all(|b| b.is_ascii_alphanumeric()) {
         return Err(format!(
             "--currency {currency:?} is not a currency code like USD"

@@ -468,6 +468,28 @@ async fn every_command_exits_as_the_table_says_in_each_failure_mode() {
         &cat(&[&["mark-paid", "42", "--actor", "support"], &dev_info]),
         2,
     );
+    // The attack on `dev` (G10): each of these shipped (exit 0, or 1 as a duplicate) and wrote
+    // its fulfilment: an invoice id with nothing after `inv_` or a space in it, a blank or
+    // spaced currency, an amount of nothing. Bad input, found before any I/O.
+    for bad in [
+        &["inv_"][..],
+        &["inv_zz 18"],
+        &["inv_zz8", "--amount", "10", "--currency", ""],
+        &["inv_zz14", "--amount", "10", "--currency", "US D"],
+        &["inv_zz13", "--amount", "0", "--currency", "USD"],
+    ] {
+        let words = [
+            &["mark-paid"][..],
+            bad,
+            &["--actor", "al", "--order-id", "o-bad"],
+        ];
+        w.expect(
+            "mark-paid",
+            BadInput,
+            &cat(&[&words.concat(), &dev_info]),
+            2,
+        );
+    }
     // With the API, `mark-paid` asks Paymos first (the last attack's F3): an invoice Paymos has
     // unpaid ships nothing (exit 1), an order other than Paymos' is refused (exit 2), an API
     // that does not answer applies nothing (exit 4), and Paymos' paid invoice ships (exit 0).

@@ -383,6 +383,13 @@ fn describe(e: &serde_json::Error) -> String {
     format!("{what} at line {} column {}", e.line(), e.column())
 }
 
+/// Whether `id` is a resource id of the kind `prefix` names (`inv_`, `wdr_`, `pcd_`): the
+/// prefix, then a short ASCII token ([`is_valid_id`]); a person's id is read by this rule too.
+#[must_use]
+pub fn is_resource_id(prefix: &str, id: &str) -> bool {
+    id.len() > prefix.len() && id.starts_with(prefix) && is_valid_id(id)
+}
+
 /// Ids are short ASCII tokens; anything else is refused before it reaches a table key.
 fn is_valid_id(id: &str) -> bool {
     !id.is_empty()

@@ -452,10 +452,12 @@ pub struct ReleaseArgs {
 /// # Errors
 /// The sentence.
 pub(crate) fn an_invoice_id(id: &str) -> Result<&str, String> {
-    if id.starts_with("inv_") {
+    if paymos_inbox_core::wire::envelope::is_resource_id("inv_", id) {
         Ok(id)
     } else {
-        Err(format!("{id}: an invoice id starts with inv_"))
+        Err(format!(
+            "{id:?}: an invoice id is inv_ followed by letters, digits, _ or -"
+        ))
     }
 }
 

@@ -571,15 +571,7 @@ pub(crate) async fn mark_paid_in(
     (actor, api): (&str, Option<&paymos::PaymosClient>),
 ) -> Result<paymos_inbox_core::money::change::Applied, crate::exit::Failure> {
     crate::exceptions::an_invoice_id(invoice_id).map_err(Failure::usage)?;
-    let amount = match given.amount.as_deref().map(|a| Amount::parse(a).ok_or(a)) {
-        Some(Err(a)) => {
-            return Err(Failure::usage(format!(
-                "--amount {a:?} is not a decimal like 10.50"
-            )));
-        }
-        Some(Ok(a)) => Some(a),
-        None => None,
-    };
+    let amount = terms(&given).map_err(Failure::usage)?;
     let fulfil = stack.fulfil()?;
     // Asked of Paymos, its project decides (a --project contradicting it is refused there).
     if api.is_none()
@@ -674,24 +666,35 @@ pub(crate) async fn refused_project(
     Ok(why.map(|why| format!("{invoice_id}: {why}")))
 }
 
+/// The amount a person gave (with its currency: clap requires both), read by the rule
+/// `orders register` reads it by ([`paymos_inbox::tools::exceptions::order_terms`]).
+fn terms(given: &OrderGiven) -> Result<Option<Amount>, String> {
+    match (&given.amount, &given.currency) {
+        (Some(amount), Some(currency)) => {
+            paymos_inbox::tools::exceptions::order_terms(amount, currency).map(Some)
+        }
+        (Some(_), None) | (None, Some(_)) => Err("--amount and --currency go together".into()),
+        (None, None) => Ok(None),
+    }
+}
+
 pub async fn mark_paid(args: MarkPaidArgs) -> ExitCode {
-    if let Err(e) = crate::exceptions::an_invoice_id(&args.invoice_id) {
-        return usage(e);
-    }
-    if let Some(a) = args.amount.as_deref()
-        && Amount::parse(a).is_none()
-    {
-        return usage(format!("--amount {a:?} is not a decimal like 10.50"));
-    }
-    let stack = match args.stack.resolve().await {
-        Ok(s) => s,
-        Err(e) => return fail(e),
-    };
     let given = OrderGiven {
         order_id: args.order_id,
         project: args.project,
         amount: args.amount,
         currency: args.currency,
+    };
+    // Bad input before any I/O.
+    if let Err(e) = crate::exceptions::an_invoice_id(&args.invoice_id)
+        .map(|_| ())
+        .and_then(|()| terms(&given).map(|_| ()))
+    {
+        return usage(e);
+    }
+    let stack = match args.stack.resolve().await {
+        Ok(s) => s,
+        Err(e) => return fail(e),
     };
     let api = match args.api.client() {
         Ok(api) => api,

@@ -686,6 +686,24 @@ async fn every_command_exits_as_the_table_says_in_each_failure_mode() {
         ]),
         1,
     );
+    // The attack on `dev` (G11): a project the stack does not apply was refused as a payment
+    // that waits (exit 1) after an audit entry; it is bad input, as for `mark-paid` (exit 2).
+    w.expect(
+        "release",
+        BadInput,
+        &cat(&[
+            &[
+                "release",
+                "inv_held",
+                "--actor",
+                "al",
+                "--project",
+                "prj_zz",
+            ],
+            &dev_info,
+        ]),
+        2,
+    );
     w.expect(
         "release",
         Ok,

@@ -473,6 +473,10 @@ pub async fn release(args: ReleaseArgs) -> ExitCode {
         Ok(t) => t,
         Err(e) => return fail(e),
     };
+    // A project the stack does not apply is bad input: refused before the audit entry.
+    if let Err(e) = stack.scope_of(args.project.as_deref()) {
+        return fail(e);
+    }
     // The stack's own use case: its store and its effect, as its webhooks have them.
     let by = ReleaseBy {
         actor: &args.actor,

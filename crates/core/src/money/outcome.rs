@@ -1331,6 +1331,23 @@ fn on_resource(
         (Change::Invoice { .. }, Found::Invoice(current)) if current.is_final() => {
             done(Applied::AlreadyFinal)
         }
+        // Nothing leaves a final status: a delivery saying another final status than the one
+        // recorded contradicts it (a forgery, or a refund that did complete), and only a person
+        // who checked at Paymos can say which is true. It applies nothing and waits.
+        (Change::Withdrawal { status, .. }, Found::Withdrawal(current))
+            if delivery && current.is_final() && status.is_final() && *status != current =>
+        {
+            Step::Then(Plan {
+                write: Writes::Review,
+                with_mark: true,
+                outcome: Applied::Unusable,
+                reason: Some(format!(
+                    "recorded {}, and this delivery says {}: nothing leaves a final status, so one of the two is wrong. Check the withdrawal at Paymos, then settle it by hand",
+                    current.as_str(),
+                    status.as_str()
+                )),
+            })
+        }
         (Change::Withdrawal { .. }, Found::Withdrawal(current)) if current.is_final() => {
             mark_only(Applied::AlreadyFinal)
         }

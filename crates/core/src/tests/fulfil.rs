@@ -1930,3 +1930,22 @@ async fn mark_paid_after_a_refund_of_unknown_mode_waits_for_a_person() {
     assert!(store.fulfilments().is_empty());
     assert!(waits_in(&store, "inv_1"));
 }
+
+// The attack on `dev` (G12): "nothing leaves a final status". A refund recorded `failed` and
+// then delivered `completed` (or the reverse) was `already_final` and listed nowhere: one of
+// the two deliveries is wrong (a forged one, or a refund that did complete, returning the
+// payment), and nothing said so. The second final status applies nothing and waits for a
+// person, with both statuses named.
+#[tokio::test]
+async fn a_withdrawal_delivered_with_another_final_status_than_its_record_waits_for_a_person() {
+    let refund = r#","type":"refund","invoice_id":"inv_1","mode":"full","amount":"10.50","currency":"USD""#;
+    for (first, second) in [("failed", "completed"), ("completed", "failed")] {
+        let history = [
+            withdrawal("evt_1", first, 10, refund),
+            withdrawal("evt_2", second, 11, refund),
+            withdrawal("evt_3", first, 12, refund),
+        ];
+        let (outcomes, _) = run(&history, |_| {}).await;
+        assert_eq!(outcomes, [Updated, Unusable, AlreadyFinal], "{first} then {second}");
+    }
+}

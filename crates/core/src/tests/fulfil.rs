@@ -1938,7 +1938,8 @@ async fn mark_paid_after_a_refund_of_unknown_mode_waits_for_a_person() {
 // person, with both statuses named.
 #[tokio::test]
 async fn a_withdrawal_delivered_with_another_final_status_than_its_record_waits_for_a_person() {
-    let refund = r#","type":"refund","invoice_id":"inv_1","mode":"full","amount":"10.50","currency":"USD""#;
+    let refund =
+        r#","type":"refund","invoice_id":"inv_1","mode":"full","amount":"10.50","currency":"USD""#;
     for (first, second) in [("failed", "completed"), ("completed", "failed")] {
         let history = [
             withdrawal("evt_1", first, 10, refund),
@@ -1946,6 +1947,10 @@ async fn a_withdrawal_delivered_with_another_final_status_than_its_record_waits_
             withdrawal("evt_3", first, 12, refund),
         ];
         let (outcomes, _) = run(&history, |_| {}).await;
-        assert_eq!(outcomes, [Updated, Unusable, AlreadyFinal], "{first} then {second}");
+        assert_eq!(
+            outcomes,
+            [Updated, Unusable, AlreadyFinal],
+            "{first} then {second}"
+        );
     }
 }

@@ -494,7 +494,38 @@ async fn a_payment_made_after_a_full_refund_at_paymos_is_not_set_aside_as_refund
     let report = run(&paymos, &fulfil, false).await;
     assert!(report.refunded.is_empty(), "{report:?}");
     assert_eq!(ids(&report.missing), ["inv_again"]);
+    assert_eq!(report.missing[0].held_by_refund(), None, "a new payment");
     assert!(!report.clean());
+}
+
+// The attack on `dev` (G8): Paymos has the invoice paid, naming no payment time, and a full
+// refund of it completed at 120. The dry run printed it MISSING as any payment to ship, while
+// `--apply` held it for a person (no time says whether the refund returned it). The finding
+// says which refund holds it, and `--apply` holds it so.
+#[tokio::test]
+async fn a_payment_paymos_names_no_time_for_after_a_dated_full_refund_is_reported_held() {
+    let (paymos, fulfil, store) = rig();
+    paymos.invoice("inv_undated", at_paymos("paid", "o-undated"));
+    paymos.refund(
+        "inv_undated",
+        Refund {
+            withdrawal_id: "wdr_dated".into(),
+            amount: Amount::parse("4"),
+            currency: Some("USDT".into()),
+            mode: Some(RefundMode::Full),
+            completed_at: Some(120),
+        },
+    );
+    let report = run(&paymos, &fulfil, false).await;
+    assert_eq!(ids(&report.missing), ["inv_undated"]);
+    assert_eq!(report.missing[0].held_by_refund(), Some("wdr_dated"));
+    let applied = run(&paymos, &fulfil, true).await;
+    assert_eq!(
+        applied.applied_to("inv_undated").as_deref(),
+        Some("held"),
+        "{applied:?}"
+    );
+    assert_eq!(store.fulfilled(), Vec::<String>::new());
 }
 
 /// Paymos' books in memory, answering each single read after a few turns of the executor and

@@ -846,9 +846,13 @@ fn print_report(report: &paymos_inbox_core::roads::reconcile::Report) {
         report.matched
     );
     for m in &report.missing {
-        let applied = report
-            .applied_to(&m.invoice_id)
-            .map_or(String::new(), |a| format!(" → {a}"));
+        let applied = match (report.applied_to(&m.invoice_id), m.held_by_refund()) {
+            (Some(a), _) => format!(" → {a}"),
+            (None, Some(refund)) => format!(
+                " (a refund Paymos lists, {refund}, may have returned it: `--apply` holds it for a person, never ships it)"
+            ),
+            (None, None) => String::new(),
+        };
         say!(
             "MISSING {} {} {} {} (order {}){applied}",
             m.invoice_id,

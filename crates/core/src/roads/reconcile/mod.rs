@@ -406,6 +406,18 @@ impl Report {
 }
 
 impl PaidAtPaymos {
+    /// The refund Paymos lists that may have returned this payment, where one does: a full
+    /// refund while Paymos names no payment time, or one of unknown mode completed when or
+    /// after it was paid. `--apply` then holds the payment for a person (never ships it, never
+    /// settles it as refunded on a guess): the report says so before it runs.
+    #[must_use]
+    pub fn held_by_refund(&self) -> Option<&str> {
+        self.refunds_before
+            .iter()
+            .find(|r| r.returns_payment_at(self.paid_at) || r.may_return_payment_at(self.paid_at))
+            .map(|r| r.withdrawal_id.as_str())
+    }
+
     /// Its order as this stack keys it, within its project (or, without an order id, the
     /// invoice's own group).
     fn claim(&self) -> String {

@@ -2849,6 +2849,51 @@ async fn a_release_with_the_api_ships_only_what_paymos_has_paid_as_recorded() {
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
 }
 
+// A mutant no fast test caught: `release` with the API, naming no project, of a payment held
+// because its invoice's events named two projects ships under the project Paymos names (the
+// record takes Paymos' word); without it the release refused "named two projects".
+#[tokio::test]
+async fn a_release_with_the_api_settles_two_projects_by_paymos_project() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil =
+        crate::tests::one_shop(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let event = |id: &str, ty: &str, project: &str| {
+        item(
+            id,
+            ty,
+            30,
+            &format!(
+                r#"{{"invoice_id":"inv_1","project_id":"{project}","order":{{"external_id":"o-1","amount":"10","currency":"USD"}}}}"#
+            ),
+        )
+    };
+    fulfil
+        .apply(&event("evt_o", "invoice.awaiting_payment", "prj_a"), NOW_MS)
+        .await
+        .unwrap();
+    let paid = event("evt_p", "invoice.paid", "prj_b");
+    assert_eq!(fulfil.apply(&paid, NOW_MS).await.unwrap().1, Held);
+    let paymos = MemoryPaymos::new();
+    paymos.invoice(
+        "inv_1",
+        ConfirmedInvoice {
+            project_id: Some("prj_b".into()),
+            ..at_paymos("paid", Some(30))
+        },
+    );
+    let alice = ReleaseBy {
+        actor: "alice",
+        reason: Some("checked"),
+        override_amount: false,
+        project: None,
+    };
+    let reviews = MemoryReviews::new();
+    let released = fulfil.release_asking(&reviews, &paymos, "inv_1", &alice, NOW_MS);
+    assert_eq!(released.await, Ok(Fulfilled));
+    let record = store.invoice("inv_1").unwrap();
+    assert_eq!(record.order.project.as_deref(), Some("prj_b"), "{record:?}");
+}
+
 // The last attack's A2: a full refund Paymos shows was learned and not recorded. `mark-paid`
 // with the API answered `refunded` and wrote nothing, `reconcile --apply` reported REFUNDED and
 // wrote nothing; a person's `mark-paid` without the API then shipped the refunded order. The

@@ -1175,3 +1175,18 @@ async fn an_unreadable_refunds_list_names_its_invoice_and_the_others_apply() {
     assert!(!report.clean() && report.waits_for_a_person());
     assert_eq!(store.fulfilled().len(), 1);
 }
+
+// Overlapping pages (the attack's G16, pinned here on the memory twin too): an invoice Paymos
+// lists twice is one invoice, as its latest read has it: counted once, applied once.
+#[tokio::test]
+async fn an_invoice_listed_twice_is_counted_and_applied_once() {
+    let (paymos, fulfil, store) = rig();
+    paymos.invoice("inv_twice", at_paymos("paid", "o-twice"));
+    paymos.list_twice();
+    let report = run(&paymos, &fulfil, true).await;
+    assert_eq!(
+        (report.paid_at_paymos, ids(&report.missing)),
+        (1, vec!["inv_twice"])
+    );
+    assert_eq!(store.fulfilled(), ["inv_twice"]);
+}

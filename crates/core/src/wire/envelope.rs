@@ -412,6 +412,16 @@ pub fn named(text: &str) -> Option<&str> {
 mod tests {
     use super::*;
 
+    // A person's invoice id is read by this rule (`mark-paid inv_` and `mark-paid "inv_zz 18"`
+    // shipped before it): the prefix, then a token.
+    #[test]
+    fn a_resource_id_is_its_prefix_then_a_token() {
+        assert!(is_resource_id("inv_", "inv_9") && is_resource_id("inv_", "inv_a-b_C"));
+        for not in ["inv_", "inv_zz 18", "wdr_9", "inv9", "", "inv_é"] {
+            assert!(!is_resource_id("inv_", not), "{not:?}");
+        }
+    }
+
     #[test]
     fn invoice_envelope_names_its_invoice() {
         let e = Envelope::parse(br#"{"event_id":"evt_1","event_type":"invoice.paid","version":2,"occurred_at":5,"data":{"invoice_id":"inv_9","is_test":true,"extra":[1]},"more":0}"#).unwrap();

@@ -1335,7 +1335,7 @@ fn on_resource(
         // recorded contradicts it (a forgery, or a refund that did complete), and only a person
         // who checked at Paymos can say which is true. It applies nothing and waits.
         (Change::Withdrawal { status, .. }, Found::Withdrawal(current))
-            if current.is_final() && status.is_final() && *status != current =>
+            if status.is_final() && *status != current =>
         {
             Step::Then(Plan {
                 write: Writes::Review,

@@ -205,6 +205,30 @@ fn a_stack_listing_no_projects_scopes_every_project_and_has_no_home() {
     assert!(!Projects::parse("prj_a").several());
 }
 
+/// `invoice` of `project`'s order 1001, closed (expired) and then paid: it waits `paid_late`.
+async fn paid_after_its_close(fulfil: &Fulfil<Arc<MemoryResources>>, invoice: &str, project: &str) {
+    let closed = item(
+        "evt_exp",
+        "invoice.expired",
+        &format!(
+            r#"{{"invoice_id":"{invoice}","project_id":"{project}","order":{{"external_id":"1001","amount":"10.00","currency":"USD"}}}}"#
+        ),
+    );
+    assert_eq!(fulfil.apply(&closed, 2_000).await.unwrap().1, Updated);
+    let late = paid("evt_late", invoice, project, "1001");
+    assert_eq!(fulfil.apply(&late, 2_000).await.unwrap().1, PaidLate);
+}
+
+/// A person's release, checked.
+fn alice() -> crate::roads::release::ReleaseBy<'static> {
+    crate::roads::release::ReleaseBy {
+        actor: "alice",
+        reason: Some("paid late, checked"),
+        override_amount: false,
+        project: None,
+    }
+}
+
 // The upgrade, by a person's road: a payment of order 1001 that waits (paid after its invoice
 // closed) is released after the upgrade, while 1001 shipped before it under the key every
 // project shared. Before: `fulfilled`, 1001 shipped a second time (the release checked only its
@@ -221,20 +245,8 @@ async fn a_release_after_the_upgrade_ships_no_order_shipped_before_it() {
     assert_eq!(before.apply(&old, 1_000).await.unwrap().1, Fulfilled);
 
     let after = Fulfil::new(Arc::clone(&store));
-    let closed = item(
-        "evt_exp",
-        "invoice.expired",
-        r#"{"invoice_id":"inv_late","project_id":"prj_a","order":{"external_id":"1001","amount":"10.00","currency":"USD"}}"#,
-    );
-    assert_eq!(after.apply(&closed, 2_000).await.unwrap().1, Updated);
-    let late = paid("evt_late", "inv_late", "prj_a", "1001");
-    assert_eq!(after.apply(&late, 2_000).await.unwrap().1, PaidLate);
-    let by = crate::roads::release::ReleaseBy {
-        actor: "alice",
-        reason: Some("paid late, checked"),
-        override_amount: false,
-        project: None,
-    };
+    paid_after_its_close(&after, "inv_late", "prj_a").await;
+    let by = alice();
     let released = after
         .release(&MemoryReviews::new(), "inv_late", &by, 3_000)
         .await;
@@ -274,20 +286,8 @@ async fn a_release_on_a_listed_stack_ships_another_projects_order_of_the_home_or
     let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
     let home = paid("evt_home", "inv_home", "prj_a", "1001");
     assert_eq!(fulfil.apply(&home, 1_000).await.unwrap().1, Fulfilled);
-    let closed = item(
-        "evt_exp",
-        "invoice.expired",
-        r#"{"invoice_id":"inv_b","project_id":"prj_b","order":{"external_id":"1001","amount":"10.00","currency":"USD"}}"#,
-    );
-    assert_eq!(fulfil.apply(&closed, 2_000).await.unwrap().1, Updated);
-    let late = paid("evt_late", "inv_b", "prj_b", "1001");
-    assert_eq!(fulfil.apply(&late, 2_000).await.unwrap().1, PaidLate);
-    let by = crate::roads::release::ReleaseBy {
-        actor: "alice",
-        reason: Some("paid late, checked"),
-        override_amount: false,
-        project: None,
-    };
+    paid_after_its_close(&fulfil, "inv_b", "prj_b").await;
+    let by = alice();
     let reviews = MemoryReviews::new();
     let released = fulfil.release(&reviews, "inv_b", &by, 3_000).await;
     assert_eq!(released, Ok(Fulfilled));

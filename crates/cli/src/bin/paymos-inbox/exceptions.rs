@@ -29,8 +29,7 @@ pub(crate) async fn tables(
 ) -> Result<(Stack, DynamoResources, DynamoLedger), Failure> {
     let stack = stack.resolve().await?;
     let store = stack.resources()?;
-    let deliveries = stack.require(&stack.deliveries, "deliveries-table")?;
-    let ledger = DynamoLedger::new(stack.dynamodb.clone(), deliveries, None);
+    let ledger = stack.ledger()?;
     Ok((stack, store, ledger))
 }
 
@@ -348,12 +347,7 @@ async fn print_body(
         ));
     }
     // Only the deliveries table: a body needs no state table.
-    let ledger = match stack.resolve().await.and_then(|stack| {
-        let table = stack
-            .require(&stack.deliveries, "deliveries-table")?
-            .to_owned();
-        Ok(DynamoLedger::new(stack.dynamodb, table, None))
-    }) {
+    let ledger = match stack.resolve().await.and_then(|stack| stack.ledger()) {
         Ok(l) => l,
         Err(e) => return fail(e),
     };

@@ -280,11 +280,10 @@ pub async fn pending(args: PendingArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    let table = match stack.require(&stack.deliveries, "deliveries-table") {
-        Ok(t) => t.to_owned(),
+    let ledger = match stack.ledger() {
+        Ok(l) => l,
         Err(e) => return fail(e),
     };
-    let ledger = DynamoLedger::new(stack.dynamodb.clone(), table, None);
     if args.resend {
         let job = (args.older_than, args.limit);
         return match resend_in(&stack, &ledger, job, args.actor.as_deref(), None).await {
@@ -574,24 +573,20 @@ pub(crate) async fn mark_paid_in(
     let amount = terms(&given).map_err(Failure::usage)?;
     let fulfil = stack.fulfil()?;
     // Asked of Paymos, its project decides (a --project contradicting it is refused there).
-    if api.is_none()
-        && let Some(why) = refused_project(stack, invoice_id, given.project.as_deref()).await?
-    {
-        return Err(Failure::usage(why));
-    }
-    // Without the API, nothing Paymos was asked about and did not confirm ships on a word.
     if api.is_none() {
-        let deliveries = stack.require(&stack.deliveries, "deliveries-table")?;
-        let ledger = DynamoLedger::new(stack.dynamodb.clone(), deliveries, None);
+        if let Some(why) = refused_project(stack, invoice_id, given.project.as_deref()).await? {
+            return Err(Failure::usage(why));
+        }
+        // Nothing Paymos was asked about and did not confirm ships on a word: refused as
+        // Paymos' own refusal with the API is (nothing shipped, it stays listed: 409).
         let refused = paymos_inbox_core::roads::exceptions::refuses_word(
             &stack.resources()?,
-            &ledger,
+            &stack.ledger()?,
             invoice_id,
         )
         .await
         .map_err(Failure::from)?;
         if let Some(why) = refused {
-            // As Paymos' own refusal with the API: nothing shipped, it stays listed (409).
             return Err(Failure::of(crate::exit::Kind::NeedsAPerson, why));
         }
     }
@@ -686,10 +681,7 @@ pub async fn mark_paid(args: MarkPaidArgs) -> ExitCode {
         currency: args.currency,
     };
     // Bad input before any I/O.
-    if let Err(e) = crate::exceptions::an_invoice_id(&args.invoice_id)
-        .map(|_| ())
-        .and_then(|()| terms(&given).map(|_| ()))
-    {
+    if let Err(e) = crate::exceptions::an_invoice_id(&args.invoice_id).and(terms(&given)) {
         return usage(e);
     }
     let stack = match args.stack.resolve().await {

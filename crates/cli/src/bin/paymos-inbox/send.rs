@@ -325,8 +325,7 @@ async fn wait_for_outcomes(
     sent: &[String],
 ) -> Result<bool, Failure> {
     let stack = stack.resolve().await?;
-    let table = crate::stack::Stack::need(&stack.deliveries, "deliveries-table")?.to_owned();
-    let ledger = paymos_inbox_aws::dynamodb::DynamoLedger::new(stack.dynamodb, table, None);
+    let ledger = stack.ledger()?;
     // The environment of the first secret.
     let environment = signing.first().and_then(|(l, s)| environment_of(l, s));
     let mut all_ok = true;

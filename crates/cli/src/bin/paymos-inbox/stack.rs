@@ -140,12 +140,6 @@ pub struct Stack {
 }
 
 impl Stack {
-    /// The value of a name the command needs (exit 2 when nothing gave it), with a hint that
-    /// does not know what named the stack: prefer [`Self::require`].
-    pub fn need<'a>(value: &'a Option<String>, what: &str) -> Result<&'a str, Failure> {
-        value.as_deref().ok_or_else(|| NamedBy::Flags.missing(what))
-    }
-
     /// The value of a name the command needs, `value` read from this stack (exit 2 when nothing
     /// gave it: the hint says what would, from what named the stack: [`NamedBy::missing`]).
     pub fn require<'a>(&self, value: &'a Option<String>, what: &str) -> Result<&'a str, Failure> {
@@ -183,6 +177,16 @@ impl Stack {
             .next("pass one of the stack's PaymosProjectIds, or none for its first")),
             p => Ok(self.projects.scope(p)),
         }
+    }
+
+    /// The deliveries table's ledger: what waits for a person, each delivery's outcome.
+    pub fn ledger(&self) -> Result<paymos_inbox_aws::dynamodb::DynamoLedger, Failure> {
+        let deliveries = self.require(&self.deliveries, "deliveries-table")?;
+        Ok(paymos_inbox_aws::dynamodb::DynamoLedger::new(
+            self.dynamodb.clone(),
+            deliveries,
+            None,
+        ))
     }
 
     /// The state table with its deliveries table, as the operator's commands write them.

@@ -96,8 +96,7 @@ impl Console {
     ) -> Result<Self, Failure> {
         let stack = args.resolve().await?;
         let state = stack.resources()?;
-        let deliveries = stack.require(&stack.deliveries, "deliveries-table")?;
-        let ledger = DynamoLedger::new(stack.dynamodb.clone(), deliveries, None);
+        let ledger = stack.ledger()?;
         let identity = crate::audit::who(&stack, Some(&actor))
             .await
             .unwrap_or_else(|f| format!("unknown ({})", f.message));

@@ -7,7 +7,7 @@ use crate::roads::ingest::PortError;
 use crate::roads::release::{ReleaseBy, ReleaseError, release_named};
 use crate::wire::signature::Environment;
 
-use super::pending::{named, settled_since, waiting};
+use super::pending::{named, refund_waiting, settled_since, waiting};
 use super::{ExceptionStore, OutcomeRecord, Resolution, ReviewLedger};
 
 /// Releases `invoice_id` with the stack's `effect` (see [`crate::roads::release::release_named`]):
@@ -57,15 +57,16 @@ pub async fn refuses_word<S: ExceptionStore, L: ReviewLedger>(
     ledger: &L,
     invoice_id: &str,
 ) -> Result<Option<String>, PortError> {
-    for w in waiting(ledger, &[Applied::Unconfirmed]).await? {
-        let event_id = &w.record.delivery.event_id;
-        let why = w.record.reason.as_deref().unwrap_or("no answer recorded");
-        if let Some(withdrawal_id) = w.pending.refund_of(invoice_id) {
-            return Ok(Some(format!(
-                "{invoice_id}: a refund of it ({withdrawal_id}, delivery {event_id}) waits unconfirmed ({why}): the order may have been paid back. Run `paymos-inbox recheck {withdrawal_id}` first, with the API"
-            )));
-        }
-        if w.pending.payment_of(invoice_id).is_some() && !settled_since(state, &w).await? {
+    let waiting = waiting(ledger, &[Applied::Unconfirmed]).await?;
+    if let Some(withdrawal_id) = refund_waiting(&waiting, invoice_id) {
+        return Ok(Some(format!(
+            "{invoice_id}: a refund of it ({withdrawal_id}) waits unconfirmed: the order may have been paid back. Run `paymos-inbox recheck {withdrawal_id}` first, with the API"
+        )));
+    }
+    for w in &waiting {
+        if w.pending.payment_of(invoice_id).is_some() && !settled_since(state, w).await? {
+            let event_id = &w.record.delivery.event_id;
+            let why = w.record.reason.as_deref().unwrap_or("no answer recorded");
             return Ok(Some(format!(
                 "{invoice_id}: Paymos was asked about the payment delivery {event_id} announced and did not confirm it ({why}); a person's word without Paymos' does not ship it. `paymos-inbox recheck {invoice_id}` applies it once Paymos shows it paid; `paymos-inbox mark-paid {invoice_id} --actor <you>` with the API applies Paymos' own payment; if Paymos shows it never paid (forged: rotate the webhook secret), `paymos-inbox exceptions --resolve {event_id} --actor <you> --reason \"…\"`"
             )));

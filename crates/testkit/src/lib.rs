@@ -30,7 +30,9 @@ use paymos_inbox_core::testkit::world::Observe;
 use paymos_inbox_core::wire::signature::{WebhookSecret, signature_header};
 use paymos_inbox_local::emulators::{self, Emulator};
 use paymos_inbox_local::tables::{self, QueuePair};
-use paymos_inbox_local::template::{self, Created};
+use paymos_inbox_local::template;
+/// What [`Aws::stack`] created: its tables and queues by logical name.
+pub use paymos_inbox_local::template::Created;
 
 /// The fixed secrets the tests (and events/) sign with.
 pub const LIVE_SECRET: &str = "whsec_live_paymos_inbox_fixture";

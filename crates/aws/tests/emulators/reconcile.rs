@@ -12,6 +12,16 @@ use serde_json::json;
 use paymos_inbox_testkit::paymos_fake::{Answer, FakePaymos, KEY, SECRET, invoice};
 use paymos_inbox_testkit::*;
 
+/// The stack's fulfil use case on its DynamoDB Local tables, of its one project.
+fn on_the_stack(aws: &Aws, stack: &Created) -> Fulfil<DynamoResources> {
+    Fulfil::new(DynamoResources::new(
+        aws.dynamodb.clone(),
+        stack.table("StateTable"),
+        stack.table("DeliveriesTable"),
+    ))
+    .for_projects(crate::one_project())
+}
+
 /// `inv_x_again` is a second checkout for `inv_x`'s order.
 fn list_item(id: &str, status: &str) -> serde_json::Value {
     let order = format!("order-{}", id.trim_end_matches("_again"));
@@ -44,12 +54,7 @@ async fn fake_paymos(
 async fn reconcile_finds_missing_and_unknown_and_apply_fulfils_the_missing_once() {
     let aws = Aws::new();
     let stack = aws.stack().await;
-    let fulfil = Fulfil::new(DynamoResources::new(
-        aws.dynamodb.clone(),
-        stack.table("StateTable"),
-        stack.table("DeliveriesTable"),
-    ))
-    .for_projects(crate::one_project());
+    let fulfil = on_the_stack(&aws, &stack);
     // Here: inv_r1 and inv_r2 fulfilled by webhooks; inv_local fulfilled by hand but expired at Paymos.
     for (event, invoice) in [("evt_r1", "inv_r1"), ("evt_r2", "inv_r2")] {
         fulfil
@@ -173,12 +178,7 @@ async fn reconcile_finds_missing_and_unknown_and_apply_fulfils_the_missing_once(
 async fn reconcile_reports_a_bad_api_secret_instead_of_an_empty_list() {
     let aws = Aws::new();
     let stack = aws.stack().await;
-    let fulfil = Fulfil::new(DynamoResources::new(
-        aws.dynamodb.clone(),
-        stack.table("StateTable"),
-        stack.table("DeliveriesTable"),
-    ))
-    .for_projects(crate::one_project());
+    let fulfil = on_the_stack(&aws, &stack);
     let fake = fake_paymos(vec![("inv_x", "paid")], HashMap::new()).await;
     let (url, seen) = (fake.url.clone(), fake.seen.clone());
     let api = paymos::PaymosClient::builder(KEY, "sk_wrong")
@@ -226,13 +226,7 @@ async fn the_reverse_check_refuses_payments_paymos_does_not_confirm() {
         .base_url(url)
         .build()
         .unwrap();
-    let fulfil = Fulfil::new(DynamoResources::new(
-        aws.dynamodb.clone(),
-        stack.table("StateTable"),
-        stack.table("DeliveriesTable"),
-    ))
-    .for_projects(crate::one_project())
-    .with_confirmation(PaymosApi::new(api));
+    let fulfil = on_the_stack(&aws, &stack).with_confirmation(PaymosApi::new(api));
 
     // Paymos' invoices are for 25.00 USDT ("25" and "25.00" are the same decimal).
     let apply = |body: String| {
@@ -294,13 +288,7 @@ async fn the_reverse_check_refuses_payments_paymos_does_not_confirm() {
         .max_retries(0)
         .build()
         .unwrap();
-    let fulfil_down = Fulfil::new(DynamoResources::new(
-        aws.dynamodb.clone(),
-        state,
-        stack.table("DeliveriesTable"),
-    ))
-    .for_projects(crate::one_project())
-    .with_confirmation(PaymosApi::new(down));
+    let fulfil_down = on_the_stack(&aws, &stack).with_confirmation(PaymosApi::new(down));
     let err = fulfil_down
         .apply(&live(&paid_event("evt_down", "inv_down", "25.00")), NOW_MS)
         .await
@@ -313,12 +301,7 @@ async fn the_reverse_check_refuses_payments_paymos_does_not_confirm() {
 async fn an_order_paid_twice_is_a_duplicate_payment_to_refund_never_missing_or_fulfilled_again() {
     let aws = Aws::new();
     let stack = aws.stack().await;
-    let fulfil = Fulfil::new(DynamoResources::new(
-        aws.dynamodb.clone(),
-        stack.table("StateTable"),
-        stack.table("DeliveriesTable"),
-    ))
-    .for_projects(crate::one_project());
+    let fulfil = on_the_stack(&aws, &stack);
     fulfil
         .apply(&live(&invoice_paid("evt_d1", "inv_d1")), NOW_MS)
         .await
@@ -378,12 +361,7 @@ async fn the_claims_of_a_window_are_read_a_hundred_at_once() {
     const PAID: usize = 450;
     let aws = Aws::new();
     let stack = aws.stack().await;
-    let fulfil = Fulfil::new(DynamoResources::new(
-        aws.dynamodb.clone(),
-        stack.table("StateTable"),
-        stack.table("DeliveriesTable"),
-    ))
-    .for_projects(crate::one_project());
+    let fulfil = on_the_stack(&aws, &stack);
     let ids: Vec<String> = (0..PAID).map(|i| format!("inv_b{i}")).collect();
     futures::stream::iter(ids.iter().map(|id| {
         let fulfil = &fulfil;
@@ -751,12 +729,7 @@ async fn a_window_reaching_into_the_future_reads_no_day_list_of_days_to_come() {
 async fn an_invoice_listed_twice_by_overlapping_pages_is_reconciled_once() {
     let aws = Aws::new();
     let stack = aws.stack().await;
-    let fulfil = Fulfil::new(DynamoResources::new(
-        aws.dynamodb.clone(),
-        stack.table("StateTable"),
-        stack.table("DeliveriesTable"),
-    ))
-    .for_projects(crate::one_project());
+    let fulfil = on_the_stack(&aws, &stack);
     fulfil
         .apply(&live(&invoice_paid("evt_o1", "inv_o1")), NOW_MS)
         .await
@@ -813,13 +786,7 @@ async fn an_answer_about_another_invoice_confirms_nothing() {
         .build()
         .unwrap();
     let state = stack.table("StateTable");
-    let fulfil = Fulfil::new(DynamoResources::new(
-        aws.dynamodb.clone(),
-        state,
-        stack.table("DeliveriesTable"),
-    ))
-    .for_projects(crate::one_project())
-    .with_confirmation(PaymosApi::new(api));
+    let fulfil = on_the_stack(&aws, &stack).with_confirmation(PaymosApi::new(api));
     let err = fulfil
         .apply(
             &live(&paid_event("evt_asked", "inv_asked", "25.00")),

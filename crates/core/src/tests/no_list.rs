@@ -151,6 +151,20 @@ async fn with_the_check_a_stack_listing_no_projects_keys_by_paymos_project() {
     assert_eq!(claims(&store), Vec::<String>::new());
 }
 
+/// A store where `inv_old` shipped order 1001 before the upgrade, as a stack listing none keyed
+/// it then: no project on the record, the claim by id alone (`order_paid#1001`).
+async fn shipped_before_the_upgrade() -> Arc<MemoryResources> {
+    let store = Arc::new(MemoryResources::new());
+    let before = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a"));
+    let old = item(
+        "evt_old",
+        "invoice.paid",
+        r#"{"invoice_id":"inv_old","order":{"external_id":"1001","amount":"10.00","currency":"USD"}}"#,
+    );
+    assert_eq!(before.apply(&old, 1_000).await.unwrap().1, Fulfilled);
+    store
+}
+
 // The upgrade: order 1001 shipped before it under the key every project shared
 // (`order_paid#1001`, as a stack of one home project still writes it). After it, a payment of
 // 1001 naming any project is a duplicate naming the invoice that shipped it, never a second
@@ -158,15 +172,7 @@ async fn with_the_check_a_stack_listing_no_projects_keys_by_paymos_project() {
 // Before this fix (keys per project, no look at the old key): `fulfilled`, a second shipment.
 #[tokio::test]
 async fn an_order_shipped_before_the_upgrade_ships_no_second_time_under_a_projects_key() {
-    let store = Arc::new(MemoryResources::new());
-    let before = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a"));
-    // As a stack listing none keyed it before: no project on the record, the claim by id alone.
-    let old = item(
-        "evt_old",
-        "invoice.paid",
-        r#"{"invoice_id":"inv_old","order":{"external_id":"1001","amount":"10.00","currency":"USD"}}"#,
-    );
-    assert_eq!(before.apply(&old, 1_000).await.unwrap().1, Fulfilled);
+    let store = shipped_before_the_upgrade().await;
     assert_eq!(claims(&store), ["order_paid#1001"]);
 
     let after = Fulfil::new(Arc::clone(&store));
@@ -235,15 +241,7 @@ fn alice() -> crate::roads::release::ReleaseBy<'static> {
 // project's key); now refused, naming the invoice that shipped it.
 #[tokio::test]
 async fn a_release_after_the_upgrade_ships_no_order_shipped_before_it() {
-    let store = Arc::new(MemoryResources::new());
-    let before = Fulfil::new(Arc::clone(&store)).for_projects(Projects::parse("prj_a"));
-    let old = item(
-        "evt_old",
-        "invoice.paid",
-        r#"{"invoice_id":"inv_old","order":{"external_id":"1001","amount":"10.00","currency":"USD"}}"#,
-    );
-    assert_eq!(before.apply(&old, 1_000).await.unwrap().1, Fulfilled);
-
+    let store = shipped_before_the_upgrade().await;
     let after = Fulfil::new(Arc::clone(&store));
     paid_after_its_close(&after, "inv_late", "prj_a").await;
     let by = alice();

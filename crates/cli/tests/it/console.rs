@@ -1442,6 +1442,90 @@ async fn the_consoles_mark_paid_naming_another_project_than_the_record_is_a_409(
     assert_eq!(story["fulfilled"], false, "{story}");
 }
 
+// A stack that lists no projects receives every project and keys each project's orders apart
+// (`order_paid#<project>#<id>`). Its order view read only the claim of before projects
+// (`order_paid#<id>`), so an order that shipped since showed "No invoice fulfilled it". The view
+// now asks which project, as `mark-paid --project` does, and finds the order under it; an
+// order shipped before the upgrade is found under any project, as fulfil refuses it again.
+#[tokio::test]
+async fn on_a_stack_that_lists_no_projects_the_order_view_finds_the_order_under_its_project() {
+    let dev = crate::tools::dev_of(None, &[]).await;
+    let (_scratch_info, info) = crate::tools::info_file(&dev, "console-unlisted");
+    let (code, out, err) = run(args(
+        &[
+            "send",
+            "--type",
+            "invoice.paid",
+            "--resource",
+            "inv_unlisted",
+            "--wait",
+        ],
+        &info,
+    ))
+    .await;
+    assert_eq!(code, Some(0), "{out}{err}");
+    // An order shipped before the upgrade: its claim under the order id alone.
+    dev.dynamodb
+        .put_item()
+        .table_name(&dev.info.tables["StateTable"])
+        .item("pk", AttributeValue::S("order_paid#order-old".into()))
+        .item("kind", AttributeValue::S("order_payment".into()))
+        .item("order_id", AttributeValue::S("order-old".into()))
+        .item("invoice_id", AttributeValue::S("inv_old".into()))
+        .item("won_by", AttributeValue::S("evt_old".into()))
+        .item("paid_at", AttributeValue::N("1700000000000".into()))
+        .send()
+        .await
+        .unwrap();
+    let console = open_console(&info, &[]).await;
+
+    let asked = console.get("api/search?id=order-inv_unlisted").await;
+    assert_eq!(asked["kind"], "order", "{asked}");
+    assert!(
+        asked["project_needed"]
+            .as_str()
+            .is_some_and(|why| why.contains("every project")),
+        "a stack of every project asks for the order's project: {asked}"
+    );
+    assert!(
+        asked["orders"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| o["before_projects"] == true),
+        "without a project only the claims of before projects are read: {asked}"
+    );
+
+    let found = console
+        .get("api/search?id=order-inv_unlisted&project=prj_local")
+        .await;
+    assert_eq!(found["project_needed"], Value::Null, "{found}");
+    let orders = found["orders"].as_array().unwrap();
+    assert_eq!(orders.len(), 1, "{found}");
+    assert_eq!(orders[0]["project"], "prj_local", "{found}");
+    assert_eq!(
+        orders[0]["claim"]["invoice_id"], "inv_unlisted",
+        "shipped: {found}"
+    );
+    assert_eq!(orders[0]["claim"]["before_projects"], false, "{found}");
+
+    let elsewhere = console
+        .get("api/search?id=order-inv_unlisted&project=prj_b")
+        .await;
+    assert_eq!(elsewhere["orders"][0]["project"], "prj_b", "{elsewhere}");
+    assert_eq!(
+        elsewhere["orders"][0]["claim"],
+        Value::Null,
+        "another project's order of the same id is another order: {elsewhere}"
+    );
+
+    let old = console
+        .get("api/search?id=order-old&project=prj_local")
+        .await;
+    assert_eq!(old["orders"][0]["claim"]["invoice_id"], "inv_old", "{old}");
+    assert_eq!(old["orders"][0]["claim"]["before_projects"], true, "{old}");
+}
+
 // Issue 49 (attack F3), the console's door: an invoice whose events named two projects is
 // held; *Release* without a project is refused (409) and ships nothing; naming the project
 // the person checked (the console's *of project*) ships that project's order, once.

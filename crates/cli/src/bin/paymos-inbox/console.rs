@@ -361,7 +361,11 @@ async fn answer(
         (Method::GET, "/api/home") => reply(console.home().await),
         (Method::GET, "/api/jobs") => reply(console.jobs().await),
         (Method::GET, "/api/audit") => reply(console.audit().await),
-        (Method::GET, "/api/search") => reply(console.search(&param(&query, "id")).await),
+        (Method::GET, "/api/search") => {
+            let project = param(&query, "project");
+            let project = (!project.is_empty()).then_some(project.as_str());
+            reply(console.search(&param(&query, "id"), project).await)
+        }
         (Method::GET, job) if job.starts_with("/api/jobs/") => reply(console.job(&job[10..])),
         (Method::POST, action) if action.starts_with("/api/") => {
             match Limited::new(request.into_body(), MAX_BODY).collect().await {

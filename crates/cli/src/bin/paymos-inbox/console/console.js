@@ -279,19 +279,27 @@ function resendFacts(id) {
     el('button', { type: 'button', 'data-action': 'events-resend', onclick: () => act('events-resend', { id }) }, 'Publish its facts again'));
 }
 
-// An order id, in each project the stack applies: the invoice that claimed it, and the amount
-// it was registered for.
+// An order id, in each project the stack applies (or the one named): the invoice that claimed
+// it, and the amount it was registered for. A stack of every project asks which project.
 function orderStory(story) {
   const parts = story.orders.map((o) => {
     const c = o.claim;
     const g = o.registered;
+    const before = c && c.before_projects ? ', before this stack kept each project\'s orders apart' : '';
     return el('div', { class: 'order', 'data-project': o.project || '' },
-      story.orders.length > 1 || o.project ? el('h3', {}, `In project ${o.project || '(every project)'}`) : null,
-      c ? el('p', {}, 'Fulfilled by invoice ', link(c.invoice_id), ` on ${when(c.paid_at_ms) || 'an unknown date'}${c.won_by ? ` (by ${c.won_by})` : ''}`)
+      story.orders.length > 1 || o.project ? el('h3', {}, `In project ${o.project}`)
+        : (o.before_projects ? el('h3', {}, 'Before this stack kept each project\'s orders apart') : null),
+      c ? el('p', {}, 'Fulfilled by invoice ', link(c.invoice_id), ` on ${when(c.paid_at_ms) || 'an unknown date'}${c.won_by ? ` (by ${c.won_by})` : ''}${before}`)
         : el('p', { class: 'quiet' }, 'No invoice fulfilled it.'),
       g ? el('p', {}, `Registered for ${g.amount || '?'} ${g.currency || ''}: a payment of another amount is held`)
         : el('p', { class: 'quiet' }, 'Not registered: no amount guard.'));
   });
+  if (story.project_needed) {
+    const project = el('input', { name: 'order-project', id: 'order-project', placeholder: 'prj_…' });
+    parts.unshift(el('form', { class: 'panel ask-project', onsubmit: (e) => { e.preventDefault(); search(story.id, false, project.value); } },
+      el('p', {}, story.project_needed), el('label', { for: 'order-project' }, 'its project'), project,
+      el('button', { type: 'submit' }, 'Show it')));
+  }
   if (story.waiting_invoices && story.waiting_invoices.length) {
     parts.push(el('h3', {}, 'Its invoices that wait for a person'), el('ul', { class: 'waiting-invoices' },
       story.waiting_invoices.map((w) => el('li', {}, link(w.invoice_id), `: ${w.standing}${w.project ? ` (project ${w.project})` : ''}`))));
@@ -407,14 +415,15 @@ async function act(action, fields) {
   }
 }
 
-async function search(id, keepResult) {
+async function search(id, keepResult, project) {
   id = (id || '').trim();
   if (!id) return;
+  project = (project || '').trim();
   document.getElementById('search-id').value = id;
   if (!keepResult) document.getElementById('result').hidden = true;
   const timeline = document.getElementById('timeline');
-  const { status, body } = await getJson(`/api/search?id=${encodeURIComponent(id)}`);
-  const parts = [el('h2', {}, id, ' ', el('span', { class: 'count' }, body.kind || ''))];
+  const { status, body } = await getJson(`/api/search?id=${encodeURIComponent(id)}${project ? `&project=${encodeURIComponent(project)}` : ''}`);
+  const parts = [el('h2', {}, id, ' ', el('span', { class: 'count' }, body.kind || ''), project ? el('span', { class: 'quiet' }, ` in ${project}`) : null)];
   if (status !== 200) {
     parts.push(el('p', {}, body.refused || `status ${status}`));
   } else if (body.kind === 'invoice') {

@@ -24,13 +24,20 @@ use super::{Answered, Console};
 const HANDOFF_ATTEMPTS: &str = "the hand-off's attempts to post each fact: they are messages of the deliver function's queue, and only those it parked are kept (the home page lists them)";
 
 impl Console {
-    /// One payment's story from an id: `inv_…`, `evt_…`, `wdr_…`, `pcd_…`, or an order id.
-    pub async fn search(&self, id: &str) -> Answered {
+    /// One payment's story from an id: `inv_…`, `evt_…`, `wdr_…`, `pcd_…`, or an order id,
+    /// read in `project` where one is named (an order id means something only within its
+    /// project).
+    pub async fn search(&self, id: &str, project: Option<&str>) -> Answered {
         if id.is_empty() || id.len() > 200 {
             return Answered::refused(
                 StatusCode::BAD_REQUEST,
                 "an id: inv_…, evt_…, wdr_…, pcd_… or an order id",
             );
+        }
+        if let Some(p) = project
+            && let Err(why) = crate::exit::id(p)
+        {
+            return Answered::refused(StatusCode::BAD_REQUEST, format!("project {why}"));
         }
         let story = if id.starts_with("evt_") {
             self.event(id).await
@@ -39,7 +46,7 @@ impl Console {
         } else if id.starts_with("wdr_") || id.starts_with("pcd_") {
             self.movement(id).await
         } else {
-            self.order(id).await
+            self.order(id, project).await
         };
         match story {
             Ok(story) => Answered::ok(story),
@@ -147,20 +154,22 @@ impl Console {
         }))
     }
 
-    /// An order id, in each project the stack applies (an order id is the merchant's, so one
-    /// id may name an order in each): its claim (which invoice fulfilled it, and when) and the
-    /// registered order's amount guard, two `GetItem`s a project; and the deliveries that wait
-    /// of each invoice that claimed it.
-    async fn order(&self, order_id: &str) -> Result<Value, Failure> {
-        let projects: Vec<Option<&str>> = if self.stack.projects.ids().is_empty() {
-            vec![None]
-        } else {
-            self.stack
-                .projects
-                .ids()
-                .iter()
-                .map(|p| Some(p.as_str()))
-                .collect()
+    /// An order id, in the project named or each project the stack lists (an order id is the
+    /// merchant's, so one id may name an order in each): its claim (which invoice fulfilled it,
+    /// and when) and the registered order's amount guard, two `GetItem`s a project; and the
+    /// deliveries that wait of each invoice that claimed it. A stack that lists no projects
+    /// keys each project's orders apart, so it is read in the project named; without one, only
+    /// its claims of before projects (`order_paid#<id>`), and the answer asks for the project.
+    async fn order(&self, order_id: &str, named: Option<&str>) -> Result<Value, Failure> {
+        let projects = &self.stack.projects;
+        let unlisted = projects.ids().is_empty();
+        if named.is_some() {
+            self.stack.scope_of(named)?;
+        }
+        let read: Vec<Option<&str>> = match named {
+            Some(p) => vec![Some(p)],
+            None if unlisted => vec![None],
+            None => projects.ids().iter().map(|p| Some(p.as_str())).collect(),
         };
         // Its invoices whose payment waits for a person (held, paid twice, paid late): the
         // `review` list, the read `exceptions` makes.
@@ -172,36 +181,59 @@ impl Console {
         let mut orders = Vec::new();
         let mut deliveries = Vec::new();
         let mut waiting = Vec::new();
-        for project in projects {
-            let scope = self.stack.projects.scope(project);
+        for project in read {
+            let scope = projects.scope(project);
+            // Read without a project, a stack of every project lists them from every project:
+            // each names its own, the project to ask the order in.
+            let every = unlisted && project.is_none();
             waiting.extend(
                 under_review
                     .iter()
                     .filter(|r| {
                         r.seen.order.external_id.as_deref() == Some(order_id)
-                            && self.stack.projects.scope(r.seen.order.project.as_deref()) == scope
+                            && (every || projects.scope(r.seen.order.project.as_deref()) == scope)
                     })
                     .map(|r| {
                         json!({
                             "invoice_id": r.invoice_id,
                             "standing": standing(&r.seen.standing()),
-                            "project": project,
+                            "project": project.or(r.seen.order.project.as_deref()),
                         })
                     }),
             );
-            let on_record = self
+            let mut on_record = self
                 .state
                 .order_on_record(scope.as_deref(), order_id)
                 .await
                 .map_err(Failure::from)?;
+            // An order shipped before this stack kept projects apart is claimed under its id
+            // alone, and ships no second time in any project
+            // (`paymos_inbox_core::money::write::claimed_before_projects`).
+            let mut before_projects = unlisted && scope.is_none();
+            if unlisted && scope.is_some() && on_record.claim.is_none() {
+                on_record.claim = self
+                    .state
+                    .order_on_record(None, order_id)
+                    .await
+                    .map_err(Failure::from)?
+                    .claim;
+                before_projects = on_record.claim.is_some();
+            }
             if let Some(claim) = &on_record.claim {
                 deliveries.extend(self.waiting_of(&claim.invoice_id).await?);
             }
-            orders.push(order(project, &on_record));
+            orders.push(order(project, &on_record, before_projects));
         }
+        let project_needed = (unlisted && named.is_none()).then(|| {
+            format!(
+                "this stack applies {} and keeps each project's orders apart: name the order's project to read its claim (only claims of before projects were read)",
+                projects.listed()
+            )
+        });
         Ok(json!({
             "id": order_id,
             "kind": "order",
+            "project_needed": project_needed,
             "orders": orders,
             "waiting_invoices": waiting,
             "deliveries": deliveries,
@@ -407,15 +439,18 @@ fn movement(record: &StateRecord) -> Value {
     }
 }
 
-/// One project's order for its story: which invoice claimed it (by whose write, when), and
-/// the amount and currency it was registered for.
-fn order(project: Option<&str>, on_record: &OrderOnRecord) -> Value {
+/// One project's order for its story: which invoice claimed it (by whose write, when, and
+/// whether before the stack kept projects apart), and the amount and currency it was
+/// registered for.
+fn order(project: Option<&str>, on_record: &OrderOnRecord, before_projects: bool) -> Value {
     json!({
         "project": project,
+        "before_projects": before_projects,
         "claim": on_record.claim.as_ref().map(|c| json!({
             "invoice_id": c.invoice_id,
             "won_by": c.won_by,
             "paid_at_ms": c.paid_at_ms,
+            "before_projects": before_projects,
         })),
         "registered": on_record.registered.as_ref().map(|r| json!({
             "amount": r.amount.as_ref().map(ToString::to_string),

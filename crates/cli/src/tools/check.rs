@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use crate::tools::send::{Attempt, data_for, envelope, new_event_id, post};
 use paymos_inbox_aws::dynamodb::{DynamoLedger, DynamoResources};
-use paymos_inbox_core::money::change::OrderRef;
+use paymos_inbox_core::money::change::{OrderRef, Projects};
 use paymos_inbox_core::money::status::Amount;
 use paymos_inbox_core::roads::fulfil::Fulfil;
 use paymos_inbox_core::roads::ingest::delivery_key;
@@ -37,6 +37,9 @@ pub struct Tables {
     pub deliveries: String,
     /// The state table.
     pub state: String,
+    /// The projects it applies, the first its home project (none listed: every project): how
+    /// step 4's mark-paid keys the order of the project the steps pay in.
+    pub projects: Projects,
 }
 
 /// How `check` observes the receiver's orders.
@@ -332,19 +335,27 @@ impl Probe {
 }
 
 impl MarkPaid {
-    async fn apply(&self, ids: &Ids, client: &reqwest::Client) -> Result<String, String> {
+    /// Marks `ids`' invoice paid, its order of `project` (the project the steps pay in).
+    async fn apply(
+        &self,
+        ids: &Ids,
+        project: &str,
+        client: &reqwest::Client,
+    ) -> Result<String, String> {
         match self {
             Self::Tables(t) => {
+                // As `mark-paid --project`: the stack's projects key the order in its own.
                 let fulfil = Fulfil::new(DynamoResources::new(
                     t.dynamodb.clone(),
                     t.state.clone(),
                     t.deliveries.clone(),
-                ));
+                ))
+                .for_projects(t.projects.clone());
                 let order = OrderRef {
                     external_id: Some(ids.order_id.clone()),
                     amount: Amount::parse("25.00"),
                     currency: Some("USDT".into()),
-                    project: None,
+                    project: Some(project.to_owned()),
                     home: false,
                     unlisted: false,
                 };
@@ -879,7 +890,10 @@ impl Checker {
     /// Step 4's hand: the mark-paid hook, then exactly one row.
     async fn mark_paid(&self, ids: &Ids, proof: &mut Proof) {
         match &self.options().mark_paid {
-            Some(hook) => match hook.apply(ids, &self.sender.client).await {
+            Some(hook) => match hook
+                .apply(ids, &self.options().project, &self.sender.client)
+                .await
+            {
                 Ok(done) => {
                     proof.evidence.push(format!("by hand: {done}"));
                     if let Some(n) = self.rows(ids, &[], proof).await

@@ -380,3 +380,112 @@ async fn check_against_a_dev_of_its_own_projects_pays_in_them() {
     assert_eq!(out.status.code(), Some(0), "{said}");
     assert!(!said.contains("FAIL"), "{said}");
 }
+
+/// `paymos-inbox` with `args`, as a person runs it: its exit code and what it printed.
+async fn paymos_inbox(args: &[&str]) -> (Option<i32>, String) {
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+            .args(&args)
+            .env_remove("PAYMOS_WEBHOOK_SECRET")
+            .env_remove("PAYMOS_API_KEY")
+            .env_remove("PAYMOS_API_SECRET")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+/// A payment of `order` in `project` by `invoice`, sent to `dev` (its info file `info`) and
+/// applied: its outcome.
+async fn paid_in(info: &str, (invoice, order, project): (&str, &str, &str)) -> String {
+    let folder = scratch("check-paid-in");
+    let data = folder.path().join("data.json");
+    std::fs::write(
+        &data,
+        serde_json::json!({"project_id": project,
+            "order": {"external_id": order, "amount": "25.00", "currency": "USDT"}})
+        .to_string(),
+    )
+    .unwrap();
+    let send = [
+        "send",
+        "--type",
+        "invoice.paid",
+        "--resource",
+        invoice,
+        "--data",
+        data.to_str().unwrap(),
+        "--wait",
+        "--json",
+        "--dev-info",
+        info,
+    ];
+    let (_, out) = paymos_inbox(&send).await;
+    out.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find_map(|sent| sent["outcome"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| panic!("send --json says no outcome: {out}"))
+}
+
+// `check`'s step 4 marked its invoice paid through the tables naming no project, with a fulfil
+// that knew none of the stack's: on a stack of two projects, `check --project prj_b` claimed
+// the order under the home project's key, so a second payment of prj_b's order shipped it
+// again; on a stack of every project, under the key of before projects, so another project's
+// order of the same id was refused as a duplicate. The order is now claimed in the project the
+// check pays in, as `mark-paid --project` claims it.
+#[tokio::test]
+async fn checks_mark_paid_through_the_tables_claims_the_order_in_the_project_it_pays_in() {
+    for (projects, project, other) in [
+        (&["prj_a", "prj_b"][..], "prj_b", "prj_a"),
+        (&[][..], "prj_local", "prj_z"),
+    ] {
+        let dev = crate::tools::dev_of(None, projects).await;
+        let (_folder, info) = crate::tools::info_file(&dev, "check-mark-paid");
+        let url = dev.info.ingest_url.clone();
+        let check = [
+            "check",
+            &url,
+            "--dev-info",
+            &info,
+            "--project",
+            project,
+            "--settle",
+            "0.2",
+            "--json",
+        ];
+        let (code, out) = paymos_inbox(&check).await;
+        // A stack of every project cannot prove step 6 (unproven, exit 3).
+        assert!(matches!(code, Some(0 | 3)), "{out}");
+        let steps: Vec<serde_json::Value> = out
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let four = steps.iter().find(|s| s["number"] == 4).expect(&out);
+        assert_eq!(four["verdict"], "pass", "{out}");
+        let marked = four["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find_map(|e| e.as_str()?.strip_prefix("by hand: mark-paid "))
+            .and_then(|e| e.split(':').next())
+            .unwrap_or_else(|| panic!("step 4 marked an invoice paid: {out}"))
+            .to_owned();
+        let order = format!("order-{marked}");
+        assert_eq!(
+            paid_in(&info, ("inv_check_again", &order, project)).await,
+            "duplicate_payment",
+            "{projects:?}: a second payment of {project}'s order {order} never ships it twice"
+        );
+        assert_eq!(
+            paid_in(&info, ("inv_check_other", &order, other)).await,
+            "fulfilled",
+            "{projects:?}: {other}'s order {order} is another order"
+        );
+    }
+}

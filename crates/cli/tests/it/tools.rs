@@ -73,6 +73,7 @@ pub(crate) fn tables_of(d: &paymos_inbox_local::dev::Dev) -> Tables {
         dynamodb: d.dynamodb.clone(),
         deliveries: d.info.tables["DeliveriesTable"].clone(),
         state: d.info.tables["StateTable"].clone(),
+        projects: paymos_inbox_core::money::change::Projects::only(d.info.projects.clone()),
     }
 }
 

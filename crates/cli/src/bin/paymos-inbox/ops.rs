@@ -186,6 +186,7 @@ pub async fn check(args: CheckArgs) -> ExitCode {
                     dynamodb: s.dynamodb,
                     deliveries,
                     state,
+                    projects: s.projects,
                 }),
                 _ => {
                     return usage(

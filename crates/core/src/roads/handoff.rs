@@ -258,7 +258,10 @@ fn invoice_facts(old: Option<&InvoiceRecord>, new: &InvoiceRecord) -> Vec<Fact> 
         ));
     }
     if seen.paid_late && !was.is_some_and(|w| w.paid_late) {
-        out.push(review("paid_late", "paid after the invoice closed".into()));
+        out.push(review(
+            "paid_late",
+            "its payment arrived after the invoice closed".into(),
+        ));
     }
     if let Some(first) = &seen.duplicate_of
         && was.is_none_or(|w| w.duplicate_of.is_none())

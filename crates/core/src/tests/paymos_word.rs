@@ -1281,6 +1281,28 @@ async fn a_payment_waiting_for_its_order_then_paid_late_is_listed_once() {
     assert_eq!(kinds, ["paid_late"], "{listed:?}");
 }
 
+// G13: a payment Paymos dates before its invoice closed, whose delivery arrives after the
+// closure was applied, rightly waits `paid_late` for a person; but it was listed as "paid after
+// it closed", which Paymos' own date contradicts. The words now say what holds for it and for
+// a payment made after the close alike: its payment arrived after the invoice closed.
+#[tokio::test]
+async fn a_payment_dated_before_the_close_that_arrives_after_it_is_listed_as_arriving_late() {
+    let (outcomes, store) = webhooks(&[
+        invoice("evt_x", "expired", 200),
+        invoice("evt_p", "paid", 150),
+    ])
+    .await;
+    assert_eq!(outcomes, [Updated, PaidLate]);
+    assert!(store.fulfilments().is_empty(), "it waits for a person");
+    let listed = list(&*store, &MemoryReviews::new(), 0).await.unwrap();
+    let kinds: Vec<_> = listed.iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, ["paid_late"], "{listed:?}");
+    assert_eq!(
+        listed[0].why, "its payment arrived after the invoice closed as expired (order o-1)",
+        "{listed:?}"
+    );
+}
+
 // Found by the model's new shapes: an open event naming the order that arrives after a later
 // one naming none (a late event) taught nothing, so the payment naming none waited
 // `order_unknown` though a delivery had named its order. A late event still teaches what the

@@ -227,10 +227,12 @@ fn invoice_exception(inv: &InvoiceRecord, refund: Option<&str>, sibling: &Siblin
             ),
             held_action(seen, id),
         ),
+        // Its payment arrived after the closure was applied; Paymos may date the payment
+        // before the close (a delivery that came late), so never "paid after it closed".
         _ => (
             "paid_late",
             format!(
-                "paid after it closed {} (order {order}){refunded}",
+                "its payment arrived after the invoice closed as {} (order {order}){refunded}",
                 seen.status.map_or("?", InvoiceStatus::as_str)
             ),
             format!(

@@ -367,7 +367,7 @@ fn standing(standing: &Standing) -> String {
         Standing::Clear => "clear: nothing waits".to_owned(),
         Standing::Held => "held: paid, but not as the registered order says".to_owned(),
         Standing::DuplicateOf(winner) => format!("a second payment: {winner} fulfilled its order"),
-        Standing::PaidLate => "paid after it closed".to_owned(),
+        Standing::PaidLate => "its payment arrived after the invoice closed".to_owned(),
         Standing::Released => "released by a person".to_owned(),
         Standing::Refunded => "refunded in full".to_owned(),
         Standing::OrderUnknown => "paid, its order known nowhere".to_owned(),

@@ -2607,6 +2607,37 @@ async fn mark_paid_with_the_api_is_applied_as_paymos_has_it() {
     assert_eq!(store.fulfilments(), []);
 }
 
+// The model's finding: a person's undated word shipped inv_1; asked later, Paymos has it paid
+// at 30 and refunded in full at 40. The answer was `refunded`, but the record kept the payment
+// undated, so a full refund delivered later that completed at 20 (before the payment: it
+// returned an earlier one) was judged by no time, and the invoice read as paid back. Paymos'
+// time, once read, is the payment's: the refund at 20 returns nothing of it.
+#[tokio::test]
+async fn mark_paid_with_the_api_dates_a_shipped_payment_paymos_refunded_after_it() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
+    fulfil
+        .mark_paid("inv_1", order(), "support", NOW_MS)
+        .await
+        .expect("memory");
+    assert_eq!(store.fulfilments().len(), 1);
+    let paymos = MemoryPaymos::new();
+    paymos.invoice("inv_1", at_paymos("paid", Some(30)));
+    paymos.refund("inv_1", paymos_refund(40));
+    assert_eq!(
+        mark_paid_asking(&store, &paymos, OrderRef::none()).await,
+        Ok(Refunded)
+    );
+    assert_eq!(store.invoice("inv_1").unwrap().payment_at, Some(30));
+    fulfil
+        .apply(&full_refund("evt_r20", 20), NOW_MS)
+        .await
+        .expect("memory");
+    let seen = store.invoice("inv_1").unwrap().seen();
+    assert!(!seen.refunded_in_full(), "{seen:?}");
+    assert_eq!(store.fulfilments().len(), 1);
+}
+
 #[tokio::test]
 async fn mark_paid_with_the_api_ships_nothing_paymos_does_not_have_paid_as_said() {
     use crate::roads::reconcile::AskedFirst;

@@ -209,11 +209,16 @@ pub(super) async fn apply_found<S: ReconcileStore>(
         }
     }
     // A payment Paymos has refunded in full, recorded here with no time (a person's word):
-    // dated by Paymos, the refund settles it here too.
+    // dated by Paymos where a refund recorded here returns it by then (the refund settles it
+    // here too), and always where it shipped: its refunds delivered later are judged by
+    // Paymos' time, not by none (one that completed before it returned an earlier payment).
     for m in &report.refunded {
-        if let Some(t) = m.paid_at
-            && let Err(e) = fulfil.paymos_dates(&m.invoice_id, t, false).await
-        {
+        let Some(t) = m.paid_at else { continue };
+        let dated = match fulfil.store().invoice_seen(&m.invoice_id).await {
+            Ok((_, shipped)) => fulfil.paymos_dates(&m.invoice_id, t, shipped).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = dated {
             report
                 .applied
                 .insert(m.invoice_id.clone(), Err(e.to_string()));

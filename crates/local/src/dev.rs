@@ -115,6 +115,10 @@ pub struct DevInfo {
     /// stack's `PaymosProjectIdsOutput` says them.
     #[serde(default)]
     pub projects: Vec<String>,
+    /// Whether `dev` runs the reverse check (it was given the API's key), as a stack's
+    /// `ReverseCheckOutput` says it: a person's word without the API then ships nothing.
+    #[serde(default)]
+    pub reverse_check: bool,
     /// With `--forward-to`: where the hand-off is posted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forward_to: Option<String>,
@@ -323,6 +327,7 @@ pub async fn start(options: DevOptions) -> Result<Dev, StartError> {
         secrets_manager_endpoint,
         environment: Some(stack_environment(options.environment).to_owned()),
         projects: options.projects.ids().to_vec(),
+        reverse_check: options.reconcile_with.is_some(),
         forward_to: options.forward_to.clone(),
         webhook_signing_secret: signing_secret.clone(),
         lambda_endpoint,

@@ -469,7 +469,7 @@ async fn unconfirmed_and_late_payments_are_listed_and_released_and_a_refund_clea
         "{refused:?}"
     );
     assert_eq!(rig.fulfilments("inv_unc").await, 0);
-    let word = exceptions::refuses_word(&store, &ledger, "inv_unc").await;
+    let word = exceptions::refuses_word(&store, &ledger, "inv_unc", false).await;
     assert!(
         matches!(&word, Ok(Some(why)) if why.contains("recheck inv_unc")),
         "{word:?}"
@@ -681,6 +681,19 @@ async fn paymos_inbox(rig: &Rig, args: &[&str]) -> (Option<i32>, String) {
 
 /// [`paymos_inbox`], given the API's key (`with_api`) or not.
 async fn run_paymos_inbox(rig: &Rig, args: &[&str], with_api: bool) -> (Option<i32>, String) {
+    run_paymos_inbox_with(rig, args, with_api, &[]).await
+}
+
+async fn run_paymos_inbox_with(
+    rig: &Rig,
+    args: &[&str],
+    with_api: bool,
+    envs: &[(&str, &str)],
+) -> (Option<i32>, String) {
+    let envs: Vec<(String, String)> = envs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
     let (dynamodb, sqs) = endpoint_urls();
     let mut all: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
     all.extend(
@@ -713,6 +726,7 @@ async fn run_paymos_inbox(rig: &Rig, args: &[&str], with_api: bool) -> (Option<i
         }
         command
             .args(&all)
+            .envs(envs)
             .env_remove("PAYMOS_INBOX_STACK_NAME")
             .env_remove("PAYMOS_INBOX_CONFIG_ENV")
             .env_remove("DEAD_LETTER_QUEUE_URL")
@@ -785,6 +799,66 @@ async fn mark_paid_without_the_api_ships_nothing_paymos_did_not_confirm() {
         (Some(0), 1),
         "{out}"
     );
+}
+
+// Issue 49 (attack H1): on a stack with the reverse check, a person's word without the API
+// shipped what Paymos never confirmed once nothing waited `unconfirmed`: a payment Paymos
+// answered 404 to, after its delivery was resolved as forged, and an invoice no delivery ever
+// named. On such a stack only Paymos' word makes an invoice paid (`mark-paid` with the API,
+// `recheck`, `reconcile --apply`): a person's word alone ships nothing, whatever waits.
+#[tokio::test]
+async fn on_a_stack_with_the_reverse_check_a_word_without_the_api_ships_nothing() {
+    let rig = Rig::new(Vec::new()).await;
+    rig.answer("inv_forged", Answer::NotFound);
+    let body = envelope(
+        "evt_forged",
+        "invoice.paid",
+        json!({"invoice_id": "inv_forged", "project_id": "prj_1", "order": {"external_id": "order-inv_forged", "amount": "25.00", "currency": "USDT"}}),
+    );
+    rig.record(&body).await;
+    let (_, applied) = rig
+        .checked(Duration::from_secs(5))
+        .apply(&live(&body), NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(applied, Applied::Unconfirmed);
+    let resolve = [
+        "exceptions",
+        "--resolve",
+        "evt_forged",
+        "--actor",
+        "alice",
+        "--reason",
+        "forged: Paymos has no such invoice",
+    ];
+    let (code, out) = run_checked_stack(&rig, &resolve).await;
+    assert_eq!(code, Some(0), "{out}");
+    for invoice in ["inv_forged", "inv_never_seen"] {
+        let order = format!("order-{invoice}");
+        let word = [
+            "mark-paid",
+            invoice,
+            "--order-id",
+            &order,
+            "--project",
+            "prj_1",
+            "--actor",
+            "alice",
+        ];
+        let (code, out) = run_checked_stack(&rig, &word).await;
+        assert_eq!(
+            (code, rig.fulfilments(invoice).await),
+            (Some(1), 0),
+            "{invoice}: nothing ships on a word alone: {out}"
+        );
+        assert!(out.contains("reverse check"), "{out}");
+    }
+}
+
+/// `paymos-inbox` on the rig's tables, the stack saying it runs the reverse check, without
+/// the API's key.
+async fn run_checked_stack(rig: &Rig, args: &[&str]) -> (Option<i32>, String) {
+    run_paymos_inbox_with(rig, args, false, &[("PAYMOS_INBOX_REVERSE_CHECK", "on")]).await
 }
 
 // Issue 28, case 4: an invoice named only by an unconfirmed closure is not shipped.

@@ -906,8 +906,10 @@ async fn operate<S: WorldStore>(
             };
             let id = ids.invoice(invoice);
             if !asking {
-                // Refused where Paymos did not confirm what a delivery of it said (rule 21).
-                let refused = crate::roads::exceptions::refuses_word(store, reviews, &id).await?;
+                // Refused on a stack with the reverse check (rule 21).
+                let refused =
+                    crate::roads::exceptions::refuses_word(store, reviews, &id, t.reverse_check)
+                        .await?;
                 if refused.is_none() {
                     by_hand.mark_paid(&id, order, "support", now).await?;
                 }

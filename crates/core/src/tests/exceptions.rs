@@ -109,10 +109,12 @@ async fn every_payment_that_waits_is_listed_with_its_way_out_and_nothing_else() 
         "the type named once"
     );
     // Only a person can apply an unusable delivery: the way out prints its kept body (under
-    // its environment's key), never a recheck.
+    // its environment's key), never a recheck. A payment's way out on a stack with the reverse
+    // check is Paymos' own invoice: a word without the API ships nothing there (issue 49, H1:
+    // it suggested the word alone, and a forged payment dated hours ahead shipped on it).
     assert_eq!(
         listed[2].action,
-        "print its body with `paymos-inbox exceptions --body evt_x --environment live`, apply it by hand"
+        "with the reverse check, `paymos-inbox mark-paid inv_x --actor <you>` given the API's key applies Paymos' own invoice (a word without it ships nothing there); without it, print its body with `paymos-inbox exceptions --body evt_x --environment live`, apply it by hand; then `paymos-inbox exceptions --resolve evt_x --actor <you> --reason \"…\"`"
     );
     assert!(
         listed[3].why.contains("paid 12.00 USD"),

@@ -542,7 +542,9 @@ pub struct MarkPaidArgs {
     /// With the Paymos API, the invoice is asked of Paymos first and applied as Paymos has it
     /// (its order, price, project and payment time, its refunds recorded before it); nothing
     /// ships where Paymos does not have it paid, or has another order than the one you name.
-    /// Without it, an invoice whose payment or refund delivery Paymos did not confirm (it waits
+    /// Without it, on a stack with the reverse check (ReverseCheckOutput, `dev` given the API's
+    /// key, --reverse-check on) nothing ships: only Paymos' word makes an invoice paid there;
+    /// elsewhere an invoice whose payment or refund delivery Paymos did not confirm (it waits
     /// `unconfirmed`) is refused: only Paymos' word ships it (`recheck`, or this with the API).
     #[command(flatten)]
     api: OptionalApiArgs,
@@ -584,6 +586,7 @@ pub(crate) async fn mark_paid_in(
             &stack.resources()?,
             &stack.ledger()?,
             invoice_id,
+            stack.reverse_check,
         )
         .await
         .map_err(Failure::from)?;

@@ -55,6 +55,10 @@ pub struct StackArgs {
     /// An SQS endpoint other than AWS's.
     #[arg(long, env = "AWS_ENDPOINT_URL_SQS")]
     sqs_endpoint: Option<String>,
+    /// Whether the stack runs the reverse check (stack output ReverseCheckOutput, or `dev`'s):
+    /// on such a stack a person's word without the API ships nothing.
+    #[arg(long, env = "PAYMOS_INBOX_REVERSE_CHECK", value_parser = ["on", "off"])]
+    reverse_check: Option<String>,
 }
 
 /// What named a stack's tables and queues: where to look when one is missing.
@@ -123,6 +127,9 @@ pub struct Stack {
     /// The projects the stack applies, the first its home project (output
     /// `PaymosProjectIdsOutput`, or `dev`'s; none: every project).
     pub projects: paymos_inbox_core::money::change::Projects,
+    /// Whether the stack runs the reverse check (`--reverse-check`, output
+    /// `ReverseCheckOutput`, or `dev`'s): only Paymos' word then makes an invoice paid.
+    pub reverse_check: bool,
     /// The bus the stack publishes to (stack output EventBusNameOutput).
     pub event_bus: Option<String>,
     /// The signed hand-off's queue and its dead-letter queue.
@@ -523,6 +530,15 @@ impl StackArgs {
                     )
                 },
                 |i| paymos_inbox_core::money::change::Projects::only(i.projects.clone()),
+            ),
+            reverse_check: self.reverse_check.as_deref().map_or_else(
+                || {
+                    info.as_ref().map_or_else(
+                        || output("ReverseCheckOutput").as_deref() == Some("on"),
+                        |i| i.reverse_check,
+                    )
+                },
+                |flag| flag == "on",
             ),
             event_bus: output("EventBusNameOutput"),
             webhook_queue: pick(

@@ -308,6 +308,12 @@ fn delivery_exception(delivery: &Waiting, all: &[Waiting]) -> Exception {
             "configure the reverse check (PaymosApiSecretName), then {}: credits the payer of the project Paymos names, once",
             recheck(deposit_id)
         ),
+        // A payment only a person applies: on a stack with the reverse check, as Paymos has it
+        // (a word without the API ships nothing there: `refuses_word`).
+        Pending::Payment { invoice_id, .. } if !delivery.unconfirmed() => format!(
+            "with the reverse check, `paymos-inbox mark-paid {invoice_id} --actor <you>` given the API's key applies Paymos' own invoice (a word without it ships nothing there); without it, {}; then `paymos-inbox exceptions --resolve {event_id} --actor <you> --reason \"…\"`",
+            by_hand(record)
+        ),
         _ if !delivery.unconfirmed() => by_hand(record),
         Pending::Payment { invoice_id, .. } => refund_waiting(all, invoice_id).map_or_else(
             || {

@@ -44,11 +44,14 @@ pub async fn release<S: ExceptionStore, L: ReviewLedger>(
 }
 
 /// Why a person's word that `invoice_id` was paid, given without Paymos' (`mark-paid` with no
-/// API), is refused, if it is: Paymos was asked about a payment or a refund of it and did not
-/// confirm it (a delivery of it waits `unconfirmed`, not settled since). What Paymos confirms
-/// wins over what a delivery said, and a person's word alone cannot tell a forged delivery's
-/// order from a genuine one: only Paymos' word ships it (`recheck`, or `mark-paid` with the
-/// API), and a forgery is taken off the list by `exceptions --resolve`.
+/// API), is refused, if it is. On a stack that runs the reverse check (`checked`), always: only
+/// Paymos' word makes an invoice paid there (a signature alone is not enough, nor is a word),
+/// whatever waits or was resolved, so neither a forgery taken off the list nor an invoice no
+/// delivery named ships on a word. Elsewhere, where Paymos was asked about a payment or a
+/// refund of it and did not confirm it (a delivery of it waits `unconfirmed`, not settled
+/// since: a stack whose check the caller was not told of). Only Paymos' word ships it
+/// (`recheck`, or `mark-paid` with the API); a forgery is taken off the list by
+/// `exceptions --resolve`.
 ///
 /// # Errors
 /// [`PortError`] when the ledger or the store fails.
@@ -56,7 +59,13 @@ pub async fn refuses_word<S: ExceptionStore, L: ReviewLedger>(
     state: &S,
     ledger: &L,
     invoice_id: &str,
+    checked: bool,
 ) -> Result<Option<String>, PortError> {
+    if checked {
+        return Ok(Some(format!(
+            "{invoice_id}: this stack runs the reverse check, so only Paymos' word makes an invoice paid here: a person's word without the API ships nothing. `paymos-inbox mark-paid {invoice_id} --actor <you>` with the API's key (PAYMOS_API_KEY, PAYMOS_API_SECRET) applies Paymos' own invoice, once; `paymos-inbox recheck {invoice_id}` applies a delivery Paymos now confirms"
+        )));
+    }
     let waiting = waiting(ledger, &[Applied::Unconfirmed]).await?;
     if let Some(withdrawal_id) = refund_waiting(&waiting, invoice_id) {
         return Ok(Some(format!(

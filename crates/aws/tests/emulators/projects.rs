@@ -211,6 +211,7 @@ async fn a_release_names_the_project_of_an_invoice_whose_events_named_two_on_dyn
         reason: Some("checked at Paymos"),
         override_amount: true,
         project,
+        order: None,
     };
     let refused = fulfil.release(&ledger, "inv_x", &by(None), NOW_MS).await;
     assert!(

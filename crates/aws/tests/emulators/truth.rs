@@ -393,6 +393,7 @@ async fn a_payment_made_before_a_refund_of_unknown_mode_waits_held_on_dynamodb()
         reason: Some("Paymos shows it an overpayment refund"),
         override_amount: false,
         project: None,
+        order: None,
     };
     let released = release(&rig.store, "inv_1", None, &by, &RecordFulfilment, NOW_MS).await;
     assert_eq!(released.unwrap(), Fulfilled);
@@ -429,4 +430,58 @@ async fn a_payment_made_before_a_refund_of_unknown_mode_waits_held_on_dynamodb()
     );
     assert!(rig.store.invoices_under_review().await.unwrap().is_empty());
     assert!(rig.store.fulfilments().await.unwrap().is_empty());
+}
+
+// Issue 49 (attack H2) on DynamoDB: an open event named order o-1, the payment o-2. The hold
+// keeps the order the payment named (`order_disputed`); a release ships neither word's order
+// until a person names one of the two, and the named one replaces the record's under
+// DynamoDB's condition (the record as read, nothing released), then ships once.
+#[tokio::test]
+async fn a_payment_naming_another_order_than_its_open_event_ships_the_order_a_person_names_on_dynamodb()
+ {
+    use paymos_inbox_core::roads::release::{ReleaseBy, ReleaseError};
+    let event = |event_id: &str, event_type: &str, order: &str| {
+        let data = json!({"invoice_id": "inv_1", "order": {"external_id": order, "amount": "10.50", "currency": "USD"}});
+        let body = json!({"event_id": event_id, "event_type": event_type, "version": 1, "occurred_at": 100, "data": data});
+        live(&body.to_string())
+    };
+    let rig = Rig::new().await;
+    for order in ["o-1", "o-2"] {
+        rig.store
+            .register_order((None, order), &Amount::parse("10.50").unwrap(), "USD")
+            .await
+            .unwrap();
+    }
+    let fulfil = Fulfil::new(rig.store.clone()).for_projects(crate::one_project());
+    let open = event("e1", "invoice.awaiting_payment", "o-1");
+    fulfil.apply(&open, NOW_MS).await.unwrap();
+    let paid = event("e2", "invoice.paid", "o-2");
+    assert_eq!(fulfil.apply(&paid, NOW_MS).await.unwrap().1, Applied::Held);
+    let ledger = paymos_inbox_core::testkit::memory::MemoryReviews::new();
+    let by = |order| ReleaseBy {
+        actor: "bob",
+        reason: None,
+        override_amount: false,
+        project: None,
+        order,
+    };
+    for order in [None, Some("o-3")] {
+        let refused = fulfil.release(&ledger, "inv_1", &by(order), NOW_MS).await;
+        assert!(
+            matches!(refused, Err(ReleaseError::NotReleasable(_))),
+            "{refused:?}"
+        );
+    }
+    assert!(rig.store.fulfilments().await.unwrap().is_empty());
+    let shipped = fulfil
+        .release(&ledger, "inv_1", &by(Some("o-2")), NOW_MS)
+        .await;
+    assert_eq!(shipped, Ok(Applied::Fulfilled));
+    let fulfilments = rig.store.fulfilments().await.unwrap();
+    assert_eq!(fulfilments.len(), 1, "{fulfilments:?}");
+    assert!(
+        format!("{fulfilments:?}").contains("o-2"),
+        "{fulfilments:?}"
+    );
+    assert!(rig.store.invoices_under_review().await.unwrap().is_empty());
 }

@@ -671,6 +671,7 @@ fn by(
         reason,
         override_amount,
         project: None,
+        order: None,
     }
 }
 

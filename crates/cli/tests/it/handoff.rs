@@ -356,6 +356,7 @@ async fn an_invoice_that_expired_was_paid_late_and_released_is_three_facts_with_
         reason: Some("paid on chain"),
         override_amount: false,
         project: None,
+        order: None,
     };
     let released = release(
         rig.fulfil.store(),

@@ -96,6 +96,10 @@ pub struct InvoiceSeen {
     /// Held because its payment named another project than its record: never released on the
     /// record's word.
     pub projects_disagree: bool,
+    /// Held because its payment named another order than its record (the order it named): an
+    /// invoice pays one order, and nothing says which word is right, so a release ships
+    /// neither until a person names one.
+    pub order_disputed: Option<String>,
     /// Paid after it closed.
     pub paid_late: bool,
     /// A second payment for an order another invoice fulfilled.
@@ -164,6 +168,7 @@ impl InvoiceSeen {
             held: false,
             held_why: None,
             projects_disagree: false,
+            order_disputed: None,
             paid_late: false,
             duplicate_of: None,
             released: false,

@@ -312,8 +312,10 @@ fn invoice_change(
             );
             // A hold keeps why, where the rule said (another order or project than the
             // record's), for the person who lists it.
-            if let (Writes::Unfulfilled(Mark::Held | Mark::ProjectsDisagree), Some(why)) =
-                (write, &plan.reason)
+            if let (
+                Writes::Unfulfilled(Mark::Held | Mark::ProjectsDisagree | Mark::OrderDisputed(_)),
+                Some(why),
+            ) = (write, &plan.reason)
             {
                 transition
                     .set
@@ -880,9 +882,11 @@ fn on_record(change: &Change, recorded: OrderRef) -> Step {
                 && order.external_id != recorded.external_id =>
         {
             // The event names another order than the invoice's record: never fulfilled
-            // on the event's word.
+            // on either word (a person names the order it paid).
             Step::Then(Plan {
-                write: Writes::Unfulfilled(Mark::Held),
+                write: Writes::Unfulfilled(Mark::OrderDisputed(
+                    order.external_id.clone().unwrap_or_default(),
+                )),
                 with_mark: true,
                 outcome: Applied::Held,
                 reason: Some(format!(
@@ -2144,7 +2148,10 @@ mod tests {
         };
         assert_eq!(
             (held.write, held.outcome),
-            (Writes::Unfulfilled(Mark::Held), Applied::Held)
+            (
+                Writes::Unfulfilled(Mark::OrderDisputed("o-1".into())),
+                Applied::Held
+            )
         );
         assert!(held.reason.unwrap().contains("o-record"));
     }

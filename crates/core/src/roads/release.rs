@@ -91,6 +91,15 @@ pub fn waiting(
             "{invoice_id}'s events named two projects: nothing ships on either's word. Check at Paymos which project's invoice it is, then `paymos-inbox release {invoice_id} --project <its project> --actor <you> --reason …` (or `paymos-inbox reconcile --apply` with the API: Paymos' project replaces the record's)"
         ));
     }
+    if let Some(s) = seen
+        && let Some(disputed) = &s.order_disputed
+    {
+        // An invoice pays one order: which of the two its events named is a person's to say.
+        let recorded = s.order.external_id.as_deref().unwrap_or("?");
+        return refuse(format!(
+            "{invoice_id}'s events named two orders, {recorded} and then {disputed} with its payment: an invoice pays one order, and nothing ships on either word. Check the invoice's order at Paymos, then `paymos-inbox release {invoice_id} --order-id <its order> --actor <you>` (it ships that order, once), or refund it in full"
+        ));
+    }
     match (seen.and_then(|s| s.status), named) {
         (_, Named::Refund(withdrawal_id)) => refuse(format!(
             "a refund of {invoice_id} ({withdrawal_id}) waits unconfirmed: the order may have been paid back. Run `paymos-inbox recheck {withdrawal_id}` first; release only if the payment still waits after it"
@@ -162,6 +171,10 @@ pub struct ReleaseBy<'a> {
     /// The project whose order this is, as the person checked it (`--project`): required where
     /// the invoice's events named two projects, and refused where it is not the record's.
     pub project: Option<&'a str>,
+    /// The order this payment is for, as the person checked it at Paymos (`--order-id`):
+    /// required where the invoice's events named two orders (one of the two), and refused where
+    /// it is not the record's.
+    pub order: Option<&'a str>,
 }
 
 /// What a release reads; it writes through [`ResourceStore`].

@@ -283,6 +283,7 @@ where
                     reason: Some("model"),
                     override_amount,
                     project: None,
+                    order: None,
                 };
                 // Refusals are answers here; only a store failure stops the history.
                 if let Err(crate::roads::release::ReleaseError::Port(e)) = release(

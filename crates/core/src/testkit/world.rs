@@ -936,6 +936,7 @@ async fn operate<S: WorldStore>(
                 reason: Some("model"),
                 override_amount,
                 project: None,
+                order: None,
             };
             let id = ids.invoice(invoice);
             let released = if asking {

@@ -67,6 +67,7 @@ fn alice() -> ReleaseBy<'static> {
         reason: Some("the customer paid the new price"),
         override_amount: true,
         project: None,
+        order: None,
     }
 }
 
@@ -272,6 +273,7 @@ async fn a_second_payment_is_listed_to_refund_and_an_invoice_only_a_delivery_nam
         reason: None,
         override_amount: false,
         project: None,
+        order: None,
     };
     let refused = release(
         store.as_ref(),

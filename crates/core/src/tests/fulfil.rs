@@ -885,6 +885,7 @@ async fn after_a_late_payment_is_released_a_second_endpoints_payment_waits_for_n
         reason: Some("paid on chain"),
         override_amount: false,
         project: None,
+        order: None,
     };
     assert_eq!(
         release(&*store, "inv_1", None, &by, &RecordFulfilment, 2).await,
@@ -1805,6 +1806,7 @@ fn bob() -> crate::roads::release::ReleaseBy<'static> {
         reason: Some("Paymos shows an overpayment refund: the whole payment stayed"),
         override_amount: false,
         project: None,
+        order: None,
     }
 }
 

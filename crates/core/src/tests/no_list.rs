@@ -232,6 +232,7 @@ fn alice() -> crate::roads::release::ReleaseBy<'static> {
         reason: Some("paid late, checked"),
         override_amount: false,
         project: None,
+        order: None,
     }
 }
 

@@ -229,6 +229,7 @@ async fn an_undated_payment_after_a_full_refund_waits_for_a_person_and_release_s
                 reason: None,
                 override_amount: false,
                 project: None,
+                order: None,
             },
             NOW_MS,
         )
@@ -976,6 +977,7 @@ async fn a_release_asks_paymos_about_refunds_first() {
         reason: Some("price agreed by email"),
         override_amount: true,
         project: None,
+        order: None,
     };
     // Paid at 30, for a price other than its order's registration: held for a person.
     let held = || {
@@ -1199,6 +1201,7 @@ fn alice() -> ReleaseBy<'static> {
         reason: None,
         override_amount: false,
         project: None,
+        order: None,
     }
 }
 
@@ -2151,6 +2154,7 @@ async fn a_payment_after_the_full_refund_of_a_shipped_invoice_waits_for_a_refund
         reason: Some("ship it again"),
         override_amount: true,
         project: None,
+        order: None,
     };
     let effect = crate::money::effect::RecordFulfilment;
     let refused = crate::roads::release::release(&*store, "inv_1", None, &by, &effect, NOW_MS);
@@ -2830,6 +2834,7 @@ async fn a_release_with_the_api_ships_only_what_paymos_has_paid_as_recorded() {
         reason: Some("price agreed by email"),
         override_amount: true,
         project,
+        order: None,
     };
     let paid_in = |project: Option<&str>, order: &str, status: &str| ConfirmedInvoice {
         project_id: project.map(str::to_owned),
@@ -2939,6 +2944,7 @@ async fn a_release_with_the_api_settles_two_projects_by_paymos_project() {
         reason: Some("checked"),
         override_amount: false,
         project: None,
+        order: None,
     };
     let reviews = MemoryReviews::new();
     let released = fulfil.release_asking(&reviews, &paymos, "inv_1", &alice, NOW_MS);

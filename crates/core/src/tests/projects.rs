@@ -362,6 +362,7 @@ async fn release_x(
         reason: Some("checked at Paymos"),
         override_amount,
         project,
+        order: None,
     };
     fulfil
         .release(

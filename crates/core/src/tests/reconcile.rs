@@ -410,6 +410,7 @@ async fn a_released_late_payment_is_not_unknown() {
         reason: Some("shipped anyway"),
         override_amount: false,
         project: None,
+        order: None,
     };
     let released = crate::roads::release::release(
         &store,

@@ -29,6 +29,7 @@ fn overriding(actor: &str) -> ReleaseBy<'_> {
         reason: Some("checked with the customer"),
         override_amount: true,
         project: None,
+        order: None,
     }
 }
 
@@ -177,6 +178,7 @@ async fn an_invoice_known_only_from_an_unconfirmed_delivery_is_never_released() 
             reason: Some("checked by phone"),
             override_amount: false,
             project: None,
+            order: None,
         },
         &RecordFulfilment,
         1,
@@ -205,6 +207,7 @@ fn plainly(actor: &str) -> ReleaseBy<'_> {
         reason: None,
         override_amount: false,
         project: None,
+        order: None,
     }
 }
 
@@ -261,6 +264,7 @@ async fn release_refuses_what_no_payment_waits_for_and_what_the_order_was_not_re
             reason: None,
             override_amount: true,
             project: None,
+            order: None,
         },
         &RecordFulfilment,
         3,
@@ -421,4 +425,58 @@ async fn a_released_payment_still_has_the_review_it_was_held_for() {
         );
     }
     assert!(after.contains(&"order-paid:inv_1".to_owned()), "{after:?}");
+}
+
+// Issue 49 (attack H2): without the API, an open event of inv_1 named order o-A and its
+// payment named o-B: held. A plain release shipped o-A, the order the open event planted,
+// though an invoice has one order ("every invoice is created with an external_order_id") and
+// nothing says which snapshot is right: a release cannot choose. It refuses, naming both; a
+// person who read the invoice's order at Paymos names it (`release --order-id`), and that
+// order ships, once.
+#[tokio::test]
+async fn a_payment_naming_another_order_than_its_open_event_ships_only_the_order_a_person_names() {
+    let store = Arc::new(MemoryResources::new());
+    for order in ["o-A", "o-B"] {
+        store.register_order(order, &Amount::parse("10.50").unwrap(), "USD");
+    }
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
+    let open = paid("evt_open", "awaiting_payment", 10, "inv_1", "o-A");
+    fulfil.apply(&open, 1).await.unwrap();
+    let (_, applied) = fulfil
+        .apply(&paid("evt_paid", "paid", 20, "inv_1", "o-B"), 1)
+        .await
+        .unwrap();
+    assert_eq!(applied, Applied::Held);
+    for by in [plainly("support:a"), overriding("support:a")] {
+        let refused = release(&*store, "inv_1", None, &by, &RecordFulfilment, 2).await;
+        assert!(
+            matches!(&refused, Err(ReleaseError::NotReleasable(why))
+                if why.contains("o-A") && why.contains("o-B") && why.contains("--order-id")),
+            "{refused:?}"
+        );
+    }
+    assert!(store.fulfilments().is_empty(), "{:?}", store.fulfilments());
+    let by = |order| ReleaseBy {
+        order: Some(order),
+        ..plainly("support:a")
+    };
+    let ledger = crate::testkit::memory::MemoryReviews::new();
+    let neither = fulfil.release(&ledger, "inv_1", &by("o-C"), 3).await;
+    assert!(
+        matches!(&neither, Err(ReleaseError::NotReleasable(why)) if why.contains("not o-C")),
+        "{neither:?}"
+    );
+    assert_eq!(
+        fulfil.release(&ledger, "inv_1", &by("o-B"), 3).await,
+        Ok(Applied::Fulfilled)
+    );
+    let again = fulfil.release(&ledger, "inv_1", &by("o-A"), 4).await;
+    assert!(
+        matches!(&again, Err(ReleaseError::NotReleasable(why)) if why.contains("not o-A")),
+        "{again:?}"
+    );
+    assert_eq!(
+        store.fulfilments(),
+        [("inv_1".to_owned(), Some("o-B".to_owned()))]
+    );
 }

@@ -428,6 +428,10 @@ pub struct ReleaseArgs {
     /// invoice's events named two projects; refused where the record names another.
     #[arg(value_parser = crate::exit::id, long)]
     project: Option<String>,
+    /// The order this payment is for, as you checked it at Paymos: required where the
+    /// invoice's events named two orders (one of them); refused where the record names another.
+    #[arg(value_parser = crate::exit::id, long)]
+    order_id: Option<String>,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -477,6 +481,7 @@ pub async fn release(args: ReleaseArgs) -> ExitCode {
         reason: args.reason.as_deref(),
         override_amount: args.override_amount,
         project: args.project.as_deref(),
+        order: args.order_id.as_deref(),
     };
     match release_in((&stack, &ledger), api, &args.invoice_id, &by).await {
         Ok(applied) => {

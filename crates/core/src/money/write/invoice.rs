@@ -256,6 +256,10 @@ pub fn paymos_order(
     if order.names_project() {
         set.push(Set::Remove(Field::ProjectsDisagree));
     }
+    // Paymos' order (or the one a person named) settles a dispute of orders too.
+    if order.external_id.is_some() {
+        set.push(Set::Remove(Field::OrderDisputed));
+    }
     let as_read = match &recorded.external_id {
         Some(id) => Guard::Is(Field::OrderId, Value::text(id)),
         None => Guard::Lacks(Field::OrderId),
@@ -597,6 +601,10 @@ pub enum Mark {
     /// `projects_disagree`, never released on the record's word (which project's order it
     /// pays, a person names, or Paymos confirms).
     ProjectsDisagree,
+    /// The payment names another order (this one) than the invoice's record: `held` and
+    /// `order_disputed`, never released on either word (an invoice pays one order: a person
+    /// names it, `release --order-id`).
+    OrderDisputed(String),
 }
 
 /// An invoice's status change that fulfils nothing, with `mark` (why a payment does not ship)
@@ -636,6 +644,10 @@ pub fn invoice_transition(
     }
     match mark {
         Some(Mark::Held) => set.push(Set::Put(Field::Held, Value::Bool(true))),
+        Some(Mark::OrderDisputed(named)) => set.extend([
+            Set::Put(Field::Held, Value::Bool(true)),
+            Set::Put(Field::OrderDisputed, Value::text(named)),
+        ]),
         Some(Mark::ProjectsDisagree) => {
             // A payment is held; a status that pays nothing only marks the record, so that no
             // payment of it ships on an event's word.
@@ -660,7 +672,13 @@ pub fn invoice_transition(
         status,
         matches!(
             mark,
-            Some(Mark::Held | Mark::DuplicateOf(_) | Mark::AwaitsOrder | Mark::AfterRefund)
+            Some(
+                Mark::Held
+                    | Mark::OrderDisputed(_)
+                    | Mark::DuplicateOf(_)
+                    | Mark::AwaitsOrder
+                    | Mark::AfterRefund
+            )
         ) || (mark == Some(&Mark::ProjectsDisagree) && status.fulfils()),
         now_ms,
     ));

@@ -134,6 +134,7 @@ pub enum Field {
     AfterRefund,
     OtherProject,
     ProjectsDisagree,
+    OrderDisputed,
     Applied,
     LastEventId,
     UpdatedAt,

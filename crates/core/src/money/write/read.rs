@@ -40,6 +40,7 @@ pub fn invoice_seen(fields: &Fields) -> InvoiceSeen {
         held: fields.get(&Field::Held) == Some(&Value::Bool(true)),
         held_why: text(fields, &Field::Why),
         projects_disagree: fields.get(&Field::ProjectsDisagree) == Some(&Value::Bool(true)),
+        order_disputed: text(fields, &Field::OrderDisputed),
         paid_late: fields.contains_key(&Field::PaidLateAt),
         duplicate_of: text(fields, &Field::DuplicateOf),
         released: fields.contains_key(&Field::ReleasedAt),

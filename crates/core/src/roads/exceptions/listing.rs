@@ -155,6 +155,10 @@ fn held_action(seen: &InvoiceSeen, id: &str) -> String {
         format!(
             "check at Paymos which project's invoice it is; ship with `paymos-inbox release {id} --project <its project> --actor <you> --reason …`, or refund in full"
         )
+    } else if seen.order_disputed.is_some() {
+        format!(
+            "check at Paymos which order the invoice is for; ship it with `paymos-inbox release {id} --order-id <its order> --actor <you>`, or refund in full"
+        )
     } else if let Some(refund) = seen.refund_of_unknown_mode() {
         format!(
             "check at Paymos whether {} returned the whole payment: if not, ship with `paymos-inbox release {id} --actor <you> --reason …`; if it did, nothing ships (its `full` refund recorded settles it)",

@@ -26,6 +26,9 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
         if let Some(project) = by.project {
             self.name_project(invoice_id, project, now_ms).await?;
         }
+        if let Some(order) = by.order {
+            self.name_order(invoice_id, order, now_ms).await?;
+        }
         self.shipped_before_projects(invoice_id).await?;
         release(self.store(), ledger, invoice_id, by, self.effect(), now_ms).await
     }
@@ -59,6 +62,48 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
             ))),
             _ => Ok(()),
         }
+    }
+
+    /// The order a person's release names: refused where it is not the record's, unless the
+    /// invoice's events named two orders and it is one of them, which settles them (the record
+    /// takes it, its price kept, while nothing shipped).
+    async fn name_order(
+        &self,
+        invoice_id: &str,
+        order: &str,
+        now_ms: u64,
+    ) -> Result<(), ReleaseError> {
+        let Some(fields) = self
+            .store()
+            .read(&crate::money::write::Key::state(invoice_id))
+            .await?
+        else {
+            return Ok(()); // nothing recorded: the release refuses it as unknown
+        };
+        let seen = crate::money::write::invoice_seen(&fields);
+        let recorded = seen.order.external_id.as_deref();
+        let disputed = seen.order_disputed.as_deref();
+        if recorded == Some(order) && disputed.is_none() {
+            return Ok(());
+        }
+        if recorded != Some(order) && disputed != Some(order) {
+            return Err(ReleaseError::NotReleasable(format!(
+                "{invoice_id} is recorded for order {}{}, not {order}: nothing released",
+                recorded.unwrap_or("(none)"),
+                disputed.map_or(String::new(), |d| format!(" (its payment named {d})")),
+            )));
+        }
+        let named = OrderRef {
+            external_id: Some(order.to_owned()),
+            amount: seen.order.amount.clone(),
+            currency: seen.order.currency.clone(),
+            ..OrderRef::none()
+        };
+        let settle =
+            crate::money::write::paymos_order(invoice_id, &named, (&seen.order, false), now_ms);
+        // Refused, the record moved since it was read: the release reads it again and decides.
+        let _ = self.store().write(&[settle]).await?;
+        Ok(())
     }
 
     /// The project a person's release names: refused where the stack does not apply it or the

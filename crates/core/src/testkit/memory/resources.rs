@@ -30,6 +30,8 @@ pub struct StoredInvoice {
     pub held_why: Option<String>,
     /// Held because its payment named another project than its record.
     pub projects_disagree: bool,
+    /// Held because its payment named another order than its record: the order it named.
+    pub order_disputed: Option<String>,
     /// Paid after it closed (event time, s).
     pub paid_late_at: Option<u64>,
     /// When its payment was made by Paymos' clock, where a delivery said so.
@@ -63,6 +65,7 @@ impl StoredInvoice {
             held: seen.held,
             held_why: seen.held_why,
             projects_disagree: seen.projects_disagree,
+            order_disputed: seen.order_disputed,
             paid_late_at: int(Field::PaidLateAt),
             payment_at: seen.payment_at,
             awaits_order: seen.awaits_order,
@@ -86,6 +89,7 @@ impl StoredInvoice {
             held: self.held,
             held_why: self.held_why.clone(),
             projects_disagree: self.projects_disagree,
+            order_disputed: self.order_disputed.clone(),
             paid_late: self.paid_late_at.is_some(),
             duplicate_of: self.duplicate_of.clone(),
             released: self.released_by.is_some(),

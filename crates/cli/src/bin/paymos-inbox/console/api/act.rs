@@ -142,6 +142,7 @@ impl Console {
             reason: Some(&reason),
             override_amount,
             project,
+            order: None,
         };
         match crate::exceptions::release_in(
             (&self.stack, &self.ledger),

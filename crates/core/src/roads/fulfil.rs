@@ -443,8 +443,10 @@ pub struct Fulfil<S, C = NoConfirmation> {
     confirmation: Option<C>,
     environment: Environment,
     projects: Projects,
-    /// The receive at which Paymos' "not yet" is final ([`crate::roads::confirm::receives_for`]).
-    patience: u32,
+    /// The receive at which Paymos' "not yet" is final ([`crate::roads::confirm::receives_for`]),
+    /// and the minutes since the delivery's receipt after which it is, whichever comes first (a
+    /// copy the sweep re-sends starts its receives again, never the time).
+    patience: (u32, u32),
 }
 
 impl<S: ResourceStore> Fulfil<S> {
@@ -461,7 +463,10 @@ impl<S: ResourceStore> Fulfil<S> {
             confirmation: None,
             environment: Environment::Live,
             projects: Projects::all(),
-            patience: NOT_YET_RECEIVES,
+            patience: (
+                NOT_YET_RECEIVES,
+                crate::roads::confirm::DEFAULT_PATIENCE_MINUTES,
+            ),
         }
     }
 
@@ -523,7 +528,7 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
     /// receive ([`crate::roads::confirm::receives_for`]; 15 by default).
     #[must_use]
     pub fn with_patience_minutes(mut self, minutes: u32) -> Self {
-        self.patience = crate::roads::confirm::receives_for(minutes);
+        self.patience = (crate::roads::confirm::receives_for(minutes), minutes);
         self
     }
 
@@ -604,7 +609,7 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         item: &WorkItem,
         now_ms: u64,
     ) -> Result<(Option<Envelope>, Applied), FulfilError> {
-        self.apply_received(item, now_ms, self.patience).await
+        self.apply_received(item, now_ms, self.patience.0).await
     }
 
     /// Applies one work item received for the `receives`-th time. Whatever ingest accepted is
@@ -652,8 +657,15 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         };
         let mut by_paymos = false;
         if let Some(confirmation) = &self.confirmation {
+            let waited_ms = item.received_at_ms.map(|at| now_ms.saturating_sub(at));
             (change, by_paymos) = self
-                .confirmed(confirmation, change, &envelope, receives, now_ms)
+                .confirmed(
+                    confirmation,
+                    change,
+                    &envelope,
+                    (receives, waited_ms),
+                    now_ms,
+                )
                 .await?;
         } else if let Some(reason) = crate::money::change::unsaid_deposit(&change, &envelope.data) {
             // Acknowledged, and perhaps a payer's money: it waits, listed, for Paymos' word.
@@ -754,7 +766,7 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         confirmation: &C,
         change: Change,
         envelope: &Envelope,
-        receives: u32,
+        (receives, waited_ms): (u32, Option<u64>),
         now_ms: u64,
     ) -> Result<(Change, bool), FulfilError> {
         let checked = check(confirmation, &change, &envelope.data, self.environment).await?;
@@ -793,12 +805,22 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
                 let by_paymos = checked.order.is_some();
                 (checked.applied_to(unread(change)), by_paymos)
             }
-            Verdict::NotYet { status } if receives < self.patience => {
+            Verdict::NotYet { status }
+                if receives < self.patience.0
+                    && waited_ms.is_none_or(|w| w < u64::from(self.patience.1) * 60_000) =>
+            {
                 return Err(FulfilError::NotYet {
                     resource_id: resource_id.unwrap_or_default(),
                     status,
                 });
             }
+            Verdict::NotYet { status } if receives < self.patience.0 => (
+                unconfirmed(format!(
+                    "still {status} at Paymos {} minutes after the delivery's receipt",
+                    self.patience.1
+                )),
+                false,
+            ),
             Verdict::NotYet { status } => (
                 unconfirmed(format!(
                     "still {status} at Paymos after {receives} receives"

@@ -270,6 +270,34 @@ async fn not_yet_is_retried_then_unconfirmed_without_sentinel_numbers() {
     );
 }
 
+// Issue 49 (attack H3): the patience counted receives only. A copy the sweep re-sends starts
+// at its first receive again, so a delivery Paymos never shows paid could be retried past the
+// patience, listed nowhere. The patience is also time since the delivery's receipt: a copy
+// received for the first time, of a delivery received longer ago than the patience, is
+// unconfirmed, listed, at once.
+#[tokio::test]
+async fn the_patience_counts_from_the_deliverys_receipt_not_from_a_resent_copy() {
+    let (fulfil, store, _) = rig();
+    let fulfil = fulfil.with_patience_minutes(15);
+    let now_ms = 1_800_000_000_000;
+    let received = |minutes_ago: u64| WorkItem {
+        received_at_ms: Some(now_ms - minutes_ago * 60_000),
+        ..item("evt_r", "invoice.paid", r#"{"invoice_id":"inv_b"}"#)
+    };
+    let within = fulfil.apply_received(&received(14), now_ms, 1).await;
+    assert!(
+        matches!(&within, Err(FulfilError::NotYet { .. })),
+        "{within:?}"
+    );
+    let (_, past) = fulfil
+        .apply_received(&received(15), now_ms, 1)
+        .await
+        .unwrap();
+    assert_eq!(past, Applied::Unconfirmed);
+    let reason = store.outcome("evt_r").unwrap().1.unwrap();
+    assert!(reason.contains("15 minutes"), "{reason}");
+}
+
 #[tokio::test]
 async fn a_key_of_the_other_environment_is_a_stack_error_not_a_payment_verdict() {
     let store = Arc::new(MemoryResources::new());

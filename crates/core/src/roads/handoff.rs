@@ -252,10 +252,12 @@ fn invoice_facts(old: Option<&InvoiceRecord>, new: &InvoiceRecord) -> Vec<Fact> 
     };
     let mut out = Vec::new();
     if seen.held && !was.is_some_and(|w| w.held) {
-        out.push(review(
-            "held",
-            "paid, but not what the order was registered for".into(),
-        ));
+        // Why, where the rule that held it said (another order or project than its record).
+        let why = seen.held_why.as_ref().map_or_else(
+            || "paid, but not what the order was registered for".to_owned(),
+            |why| format!("paid, held: {why}"),
+        );
+        out.push(review("held", why));
     }
     if seen.paid_late && !was.is_some_and(|w| w.paid_late) {
         out.push(review(
@@ -885,7 +887,26 @@ mod tests {
         let newly = events_of(Some(&paid), Some(&held), Environment::Live);
         assert_eq!(newly.len(), 1);
         assert_eq!(newly[0].idempotency_key, "payment-needs-review:inv_h:held");
+        assert_eq!(
+            newly[0].detail["why"],
+            "paid, but not what the order was registered for"
+        );
         assert!(events_of(Some(&held), Some(&held), Environment::Live).is_empty());
+        // Held for another order or project than its record (attack H7): it says why, never
+        // the price the order was registered for.
+        let StateRecord::Invoice(mut disputed) = held.clone() else {
+            unreachable!()
+        };
+        disputed.seen.held_why =
+            Some("the event names order o-2, the invoice's record order o-1".into());
+        let StateRecord::Invoice(before) = paid.clone() else {
+            unreachable!()
+        };
+        let said = invoice_facts(Some(&before), &disputed);
+        assert_eq!(
+            said[0].detail["why"],
+            "paid, held: the event names order o-2, the invoice's record order o-1"
+        );
 
         let deposit = |credited| {
             StateRecord::Deposit(DepositRecord {

@@ -693,6 +693,9 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         if unnamed {
             change = self.project_known(change).await?;
         }
+        if let Some(project) = named {
+            change = self.refund_of_its_project(change, project).await?;
+        }
         // A close announcing a late payment, taken at its word (without the check; with it,
         // Paymos' answer does the same): the close first, so the payment lands `paid_late`
         // and waits for a person, never shipped as an open invoice's.
@@ -754,6 +757,52 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         Ok(Change::ProjectUnknown {
             resource_id: Some(resource_id.clone()),
             paid_at,
+        })
+    }
+
+    /// `change`, unless it is a refund naming `project` of an invoice whose record names
+    /// another, on a stack of several projects or of every project: an invoice is one
+    /// project's, so one of the two words is wrong and nothing says which. It returns nothing
+    /// on either word and waits for a person ([`Change::Unusable`], the reason naming both).
+    async fn refund_of_its_project(
+        &self,
+        change: Change,
+        project: &str,
+    ) -> Result<Change, PortError> {
+        let Change::Withdrawal {
+            kind,
+            invoice_id: Some(invoice_id),
+            withdrawal_id,
+            ..
+        } = &change
+        else {
+            return Ok(change);
+        };
+        if kind != "refund" || !self.projects.several() {
+            return Ok(change);
+        }
+        let Some(fields) = self.store.read(&Key::state(invoice_id)).await? else {
+            return Ok(change);
+        };
+        let recorded = write::order_of(&fields);
+        let named = self.projects.scoped(OrderRef {
+            project: Some(project.to_owned()),
+            ..OrderRef::none()
+        });
+        let same =
+            (recorded.project.as_deref(), recorded.home) == (named.project.as_deref(), named.home);
+        if !recorded.names_project() || same {
+            return Ok(change);
+        }
+        let recorded_name = recorded
+            .project
+            .clone()
+            .unwrap_or_else(|| "the home project".to_owned());
+        Ok(Change::Unusable {
+            reason: format!(
+                "the refund names project {project}, its invoice {invoice_id}'s record {recorded_name}: an invoice is one project's, so nothing is returned on either word; check at Paymos whose refund {withdrawal_id} is"
+            ),
+            resource_id: Some(withdrawal_id.clone()),
         })
     }
 

@@ -821,3 +821,46 @@ async fn a_paid_over_naming_another_project_after_a_payment_shipped_waits_as_a_c
     assert_eq!(outcomes, [Fulfilled, OrderConflict]);
     assert_eq!(store.fulfilments(), [("inv_x".into(), Some("4000".into()))]);
 }
+
+// Attack G4 (issue 49): two projects, no reverse check. inv_1's payment named prj_a and
+// shipped prj_a's 1001; a full refund of inv_1 names prj_b. One of the two words is wrong (an
+// invoice is one project's), and nothing says which: the refund returns nothing of prj_a's
+// payment on prj_b's word, and waits, listed with why, for a person.
+#[tokio::test]
+async fn a_refund_naming_another_project_than_its_invoice_waits_for_a_person() {
+    let refund = item(
+        "evt_r",
+        "withdrawal.completed",
+        r#"{"withdrawal_id":"wdr_r","type":"refund","mode":"full","invoice_id":"inv_1","project_id":"prj_b","amount":"10.00","currency":"USD","status":"completed"}"#,
+    );
+    let history = [paid("evt_a", "inv_1", "prj_a", "1001"), refund];
+    let (outcomes, store) = run(two_shops(), &history).await;
+    let seen = store.invoice("inv_1").unwrap().seen();
+    assert_eq!(
+        (outcomes[1], seen.standing()),
+        (Unusable, crate::money::invoice::Standing::Clear),
+        "{outcomes:?}"
+    );
+    let why = store.outcome("evt_r").and_then(|(_, why)| why).unwrap();
+    assert!(
+        why.contains("prj_b") && why.contains("the home project"),
+        "{why}"
+    );
+    // Of its own project (the home one, kept by a flag, or another listed), it returns it.
+    for (stack, project) in [(two_shops(), "prj_a"), (Projects::all(), "prj_b")] {
+        let own = item(
+            "evt_r",
+            "withdrawal.completed",
+            &format!(
+                r#"{{"withdrawal_id":"wdr_r","type":"refund","mode":"full","invoice_id":"inv_1","project_id":"{project}","amount":"10.00","currency":"USD","status":"completed"}}"#
+            ),
+        );
+        let history = [paid("evt_a", "inv_1", project, "1001"), own];
+        let (outcomes, store) = run(stack, &history).await;
+        let seen = store.invoice("inv_1").unwrap().seen();
+        assert_eq!(
+            (outcomes[1], seen.standing()),
+            (Updated, crate::money::invoice::Standing::Refunded)
+        );
+    }
+}

@@ -435,7 +435,9 @@ async fn a_payment_made_before_a_refund_of_unknown_mode_waits_held_on_dynamodb()
 // Issue 49 (attack H2) on DynamoDB: an open event named order o-1, the payment o-2. The hold
 // keeps the order the payment named (`order_disputed`); a release ships neither word's order
 // until a person names one of the two, and the named one replaces the record's under
-// DynamoDB's condition (the record as read, nothing released), then ships once.
+// DynamoDB's condition (the record as read, nothing released), then ships once. A release
+// naming one that is refused (o-2 is registered at another price) puts the record back as it
+// was (`as_before`, under its own condition).
 #[tokio::test]
 async fn a_payment_naming_another_order_than_its_open_event_ships_the_order_a_person_names_on_dynamodb()
  {
@@ -446,9 +448,9 @@ async fn a_payment_naming_another_order_than_its_open_event_ships_the_order_a_pe
         live(&body.to_string())
     };
     let rig = Rig::new().await;
-    for order in ["o-1", "o-2"] {
+    for (order, price) in [("o-1", "10.50"), ("o-2", "99")] {
         rig.store
-            .register_order((None, order), &Amount::parse("10.50").unwrap(), "USD")
+            .register_order((None, order), &Amount::parse(price).unwrap(), "USD")
             .await
             .unwrap();
     }
@@ -465,7 +467,7 @@ async fn a_payment_naming_another_order_than_its_open_event_ships_the_order_a_pe
         project: None,
         order,
     };
-    for order in [None, Some("o-3")] {
+    for order in [None, Some("o-3"), Some("o-2")] {
         let refused = fulfil.release(&ledger, "inv_1", &by(order), NOW_MS).await;
         assert!(
             matches!(refused, Err(ReleaseError::NotReleasable(_))),
@@ -473,14 +475,30 @@ async fn a_payment_naming_another_order_than_its_open_event_ships_the_order_a_pe
         );
     }
     assert!(rig.store.fulfilments().await.unwrap().is_empty());
+    use paymos_inbox_core::roads::fulfil::ResourceStore;
+    let fields = rig
+        .store
+        .read(&paymos_inbox_core::money::write::Key::state("inv_1"))
+        .await
+        .unwrap()
+        .unwrap();
+    let seen = paymos_inbox_core::money::write::invoice_seen(&fields);
+    assert_eq!(
+        (
+            seen.order.external_id.as_deref(),
+            seen.order_disputed.as_deref()
+        ),
+        (Some("o-1"), Some("o-2")),
+        "as it was"
+    );
     let shipped = fulfil
-        .release(&ledger, "inv_1", &by(Some("o-2")), NOW_MS)
+        .release(&ledger, "inv_1", &by(Some("o-1")), NOW_MS)
         .await;
     assert_eq!(shipped, Ok(Applied::Fulfilled));
     let fulfilments = rig.store.fulfilments().await.unwrap();
     assert_eq!(fulfilments.len(), 1, "{fulfilments:?}");
     assert!(
-        format!("{fulfilments:?}").contains("o-2"),
+        format!("{fulfilments:?}").contains("o-1"),
         "{fulfilments:?}"
     );
     assert!(rig.store.invoices_under_review().await.unwrap().is_empty());

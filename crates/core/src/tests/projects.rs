@@ -864,3 +864,41 @@ async fn a_refund_naming_another_project_than_its_invoice_waits_for_a_person() {
         );
     }
 }
+
+// Issue 49 (attack, finding 1): a release naming a project settled the invoice's record before
+// it released, and kept it when the release was refused. Shop B's 5501 had shipped by inv_k1;
+// inv_k2's events named prj_a, then prj_b: held. A guess of prj_b was refused (B's 5501 is
+// shipped), yet the record took prj_b, so A's unshipped 5501 could never ship. A refused
+// release writes nothing: the record is as it was, and naming prj_a then ships it.
+#[tokio::test]
+async fn a_refused_release_naming_a_project_leaves_the_record_as_it_was() {
+    let opened = item(
+        "evt_o",
+        "invoice.confirming",
+        r#"{"invoice_id":"inv_x","project_id":"prj_a","order":{"external_id":"5501","amount":"10.00","currency":"USD"}}"#,
+    );
+    let history = [
+        paid("evt_k1", "inv_k1", "prj_b", "5501"),
+        opened,
+        paid("evt_p", "inv_x", "prj_b", "5501"),
+    ];
+    let store = Arc::new(MemoryResources::new());
+    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(two_shops());
+    for work in &history {
+        fulfil.apply(work, 1_000).await.unwrap();
+    }
+    let before = store.invoice("inv_x").unwrap();
+    assert!(release_x(&fulfil, Some("prj_b"), false).await.is_err());
+    assert_eq!(store.invoice("inv_x").unwrap().seen(), before.seen());
+    assert_eq!(
+        release_x(&fulfil, Some("prj_a"), false).await,
+        Ok(Fulfilled)
+    );
+    assert_eq!(
+        store.fulfilments(),
+        [
+            ("inv_k1".into(), Some("5501".into())),
+            ("inv_x".into(), Some("5501".into()))
+        ]
+    );
+}

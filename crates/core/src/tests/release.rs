@@ -480,3 +480,35 @@ async fn a_payment_naming_another_order_than_its_open_event_ships_only_the_order
         [("inv_1".to_owned(), Some("o-B".to_owned()))]
     );
 }
+
+// The same for an order (attack finding 1, on H2's way out): a release naming o-B, refused by
+// the amount guard (o-B was registered at another price), leaves the record disputed as it was;
+// naming o-A then ships o-A.
+#[tokio::test]
+async fn a_refused_release_naming_an_order_leaves_the_record_as_it_was() {
+    let store = Arc::new(MemoryResources::new());
+    store.register_order("o-A", &Amount::parse("10.50").unwrap(), "USD");
+    store.register_order("o-B", &Amount::parse("99").unwrap(), "USD");
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
+    let open = paid("evt_open", "awaiting_payment", 10, "inv_1", "o-A");
+    fulfil.apply(&open, 1).await.unwrap();
+    let paid = paid("evt_paid", "paid", 20, "inv_1", "o-B");
+    assert_eq!(fulfil.apply(&paid, 1).await.unwrap().1, Applied::Held);
+    let before = store.invoice("inv_1").unwrap().seen();
+    let by = |order| ReleaseBy {
+        order: Some(order),
+        ..plainly("support:a")
+    };
+    let ledger = crate::testkit::memory::MemoryReviews::new();
+    let refused = fulfil.release(&ledger, "inv_1", &by("o-B"), 3).await;
+    assert!(refused.is_err(), "{refused:?}");
+    assert_eq!(store.invoice("inv_1").unwrap().seen(), before);
+    assert_eq!(
+        fulfil.release(&ledger, "inv_1", &by("o-A"), 4).await,
+        Ok(Applied::Fulfilled)
+    );
+    assert_eq!(
+        store.fulfilments(),
+        [("inv_1".to_owned(), Some("o-A".to_owned()))]
+    );
+}

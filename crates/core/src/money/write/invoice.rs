@@ -256,10 +256,6 @@ pub fn paymos_order(
     if order.names_project() {
         set.push(Set::Remove(Field::ProjectsDisagree));
     }
-    // Paymos' order (or the one a person named) settles a dispute of orders too.
-    if order.external_id.is_some() {
-        set.push(Set::Remove(Field::OrderDisputed));
-    }
     let as_read = match &recorded.external_id {
         Some(id) => Guard::Is(Field::OrderId, Value::text(id)),
         None => Guard::Lacks(Field::OrderId),
@@ -293,6 +289,43 @@ pub fn paymos_order(
         what: What::Transition,
         key: Key::state(invoice_id),
         guard: Guard::All(guard),
+        set,
+    }
+}
+
+/// The invoice's record as `before` had it, where a person's release settled its order or
+/// project ([`paymos_order`]) and was then refused: a refused release writes nothing. Written
+/// only while nothing was released and its status is still `before`'s.
+#[must_use]
+pub fn as_before(invoice_id: &str, before: &Fields, now_ms: u64) -> Write {
+    let mut set = vec![Set::Put(Field::UpdatedAt, Value::Int(now_ms))];
+    for field in [
+        Field::OrderId,
+        Field::Amount,
+        Field::AmountText,
+        Field::Currency,
+        Field::ProjectId,
+        Field::HomeProject,
+        Field::ProjectsDisagree,
+        Field::OrderDisputed,
+    ] {
+        set.push(match before.get(&field) {
+            Some(value) => Set::Put(field, value.clone()),
+            None => Set::Remove(field),
+        });
+    }
+    let status = match before.get(&Field::Status) {
+        Some(value) => Guard::Is(Field::Status, value.clone()),
+        None => Guard::Lacks(Field::Status),
+    };
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::All(vec![
+            Guard::Has(Field::Kind),
+            Guard::Lacks(Field::ReleasedAt),
+            status,
+        ]),
         set,
     }
 }

@@ -23,14 +23,29 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
         by: &ReleaseBy<'_>,
         now_ms: u64,
     ) -> Result<Applied, ReleaseError> {
-        if let Some(project) = by.project {
-            self.name_project(invoice_id, project, now_ms).await?;
+        let key = crate::money::write::Key::state(invoice_id);
+        // What a person's naming settles, a refused release puts back: it writes nothing.
+        let before = match (by.project, by.order) {
+            (None, None) => None,
+            _ => self.store().read(&key).await?,
+        };
+        let released = async {
+            if let Some(project) = by.project {
+                self.name_project(invoice_id, project, now_ms).await?;
+            }
+            if let Some(order) = by.order {
+                self.name_order(invoice_id, order, now_ms).await?;
+            }
+            self.shipped_before_projects(invoice_id).await?;
+            release(self.store(), ledger, invoice_id, by, self.effect(), now_ms).await
         }
-        if let Some(order) = by.order {
-            self.name_order(invoice_id, order, now_ms).await?;
+        .await;
+        if let (Err(ReleaseError::NotReleasable(_)), Some(before)) = (&released, &before) {
+            let undo = crate::money::write::as_before(invoice_id, before, now_ms);
+            // Refused, the record moved since (a webhook, another release): it stands.
+            let _ = self.store().write(&[undo]).await?;
         }
-        self.shipped_before_projects(invoice_id).await?;
-        release(self.store(), ledger, invoice_id, by, self.effect(), now_ms).await
+        released
     }
 
     /// On a stack that lists no projects, an order shipped before orders were keyed by project
@@ -99,8 +114,11 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
             currency: seen.order.currency.clone(),
             ..OrderRef::none()
         };
-        let settle =
+        let mut settle =
             crate::money::write::paymos_order(invoice_id, &named, (&seen.order, false), now_ms);
+        settle.set.push(crate::money::write::Set::Remove(
+            crate::money::write::Field::OrderDisputed,
+        ));
         // Refused, the record moved since it was read: the release reads it again and decides.
         let _ = self.store().write(&[settle]).await?;
         Ok(())

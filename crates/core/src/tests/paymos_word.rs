@@ -3222,3 +3222,28 @@ async fn mark_paid_with_the_api_on_one_project_takes_an_unnamed_invoice_as_its_o
     assert_eq!(shipped, Ok(Fulfilled));
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
 }
+
+// Attack (finding 2): Paymos has inv_1 paid but its order empty ("treat an empty one as
+// unknown": not known yet, not absent). `mark-paid --order-id o-1` with the API, the way out
+// `exceptions` lists for it (`order_unknown`), was refused as contradicting Paymos ("Paymos has
+// order none"), and every other road refused it too: a confirmed payment never shipped. Where
+// Paymos names no order, the person's names it, as a person's project does where Paymos names
+// none on a stack of several; Paymos' status, price and time still decide.
+#[tokio::test]
+async fn mark_paid_with_the_api_names_the_order_paymos_leaves_empty() {
+    let store = Arc::new(MemoryResources::new());
+    let paymos = MemoryPaymos::new();
+    paymos.invoice(
+        "inv_1",
+        ConfirmedInvoice {
+            order_id: Some(String::new()),
+            ..at_paymos("paid", Some(30))
+        },
+    );
+    assert_eq!(
+        mark_paid_asking(&store, &paymos, OrderRef::none()).await,
+        Ok(OrderUnknown)
+    );
+    assert_eq!(mark_paid_asking(&store, &paymos, order()).await, Ok(Fulfilled));
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}

@@ -67,6 +67,11 @@ pub async fn as_paymos_has_it<P: PaymosLedger, S: ReconcileStore>(
             None => return Err(AskedFirst::ProjectUnnamed(invoice_id.to_owned())),
         }
     }
+    // Paymos names no order (an empty one is unknown, not absent): the person's names it;
+    // Paymos' status, price, project and time still decide.
+    if at.order_id.as_deref().is_none_or(|o| o.trim().is_empty()) {
+        at.order_id.clone_from(&given.external_id);
+    }
     if let Some(p) = at
         .project_id
         .as_deref()

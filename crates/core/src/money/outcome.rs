@@ -890,7 +890,7 @@ fn on_record(change: &Change, recorded: OrderRef) -> Step {
                 with_mark: true,
                 outcome: Applied::Held,
                 reason: Some(format!(
-                    "the event names order {}, the invoice's record order {}",
+                    "the payment names order {}, the invoice's record order {}",
                     order.external_id.as_deref().unwrap_or_default(),
                     recorded.external_id.as_deref().unwrap_or_default()
                 )),

@@ -898,14 +898,14 @@ mod tests {
             unreachable!()
         };
         disputed.seen.held_why =
-            Some("the event names order o-2, the invoice's record order o-1".into());
+            Some("the payment names order o-2, the invoice's record order o-1".into());
         let StateRecord::Invoice(before) = paid.clone() else {
             unreachable!()
         };
         let said = invoice_facts(Some(&before), &disputed);
         assert_eq!(
             said[0].detail["why"],
-            "paid, held: the event names order o-2, the invoice's record order o-1"
+            "paid, held: the payment names order o-2, the invoice's record order o-1"
         );
 
         let deposit = |credited| {

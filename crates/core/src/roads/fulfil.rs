@@ -769,8 +769,9 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         change: Change,
         project: &str,
     ) -> Result<Change, PortError> {
+        // Only a refund names an invoice; on a stack of one project, another's is refused
+        // before (`OtherProject`).
         let Change::Withdrawal {
-            kind,
             invoice_id: Some(invoice_id),
             withdrawal_id,
             ..
@@ -778,9 +779,6 @@ impl<S: ResourceStore, C: PaymentConfirmation> Fulfil<S, C> {
         else {
             return Ok(change);
         };
-        if kind != "refund" || !self.projects.several() {
-            return Ok(change);
-        }
         let Some(fields) = self.store.read(&Key::state(invoice_id)).await? else {
             return Ok(change);
         };

@@ -3244,6 +3244,9 @@ async fn mark_paid_with_the_api_names_the_order_paymos_leaves_empty() {
         mark_paid_asking(&store, &paymos, OrderRef::none()).await,
         Ok(OrderUnknown)
     );
-    assert_eq!(mark_paid_asking(&store, &paymos, order()).await, Ok(Fulfilled));
+    assert_eq!(
+        mark_paid_asking(&store, &paymos, order()).await,
+        Ok(Fulfilled)
+    );
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
 }

@@ -512,3 +512,23 @@ async fn a_refused_release_naming_an_order_leaves_the_record_as_it_was() {
         [("inv_1".to_owned(), Some("o-A".to_owned()))]
     );
 }
+
+// A missed mutant (the plain release's arm in `Fulfil::release`): a refused release, naming
+// nothing, writes nothing: the record is byte for byte as it was (no put-back either).
+#[tokio::test]
+async fn a_refused_plain_release_writes_nothing() {
+    use crate::money::write::Key;
+    use crate::roads::fulfil::ResourceStore;
+    let store = Arc::new(MemoryResources::new());
+    store.register_order("o-1", &Amount::parse("99").unwrap(), "USD");
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
+    let held = paid("evt_h", "paid", 20, "inv_1", "o-1");
+    assert_eq!(fulfil.apply(&held, 1).await.unwrap().1, Applied::Held);
+    let before = store.read(&Key::state("inv_1")).await.unwrap();
+    let ledger = crate::testkit::memory::MemoryReviews::new();
+    let refused = fulfil
+        .release(&ledger, "inv_1", &plainly("support:a"), 9)
+        .await;
+    assert!(refused.is_err(), "{refused:?}");
+    assert_eq!(store.read(&Key::state("inv_1")).await.unwrap(), before);
+}

@@ -29,12 +29,21 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
             (None, None) => None,
             _ => self.store().read(&key).await?,
         };
+        // Nothing recorded: nothing to name (the release refuses it as unknown).
         let released = async {
-            if let Some(project) = by.project {
-                self.name_project(invoice_id, project, now_ms).await?;
+            if let (Some(project), Some(fields)) = (by.project, &before) {
+                self.name_project(invoice_id, fields, project, now_ms)
+                    .await?;
             }
             if let Some(order) = by.order {
-                self.name_order(invoice_id, order, now_ms).await?;
+                // Read again only where naming the project may have moved the record.
+                let fields = match by.project {
+                    Some(_) => self.store().read(&key).await?,
+                    None => before.clone(),
+                };
+                if let Some(fields) = &fields {
+                    self.name_order(invoice_id, fields, order, now_ms).await?;
+                }
             }
             self.shipped_before_projects(invoice_id).await?;
             release(self.store(), ledger, invoice_id, by, self.effect(), now_ms).await
@@ -85,17 +94,11 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
     async fn name_order(
         &self,
         invoice_id: &str,
+        fields: &crate::money::write::Fields,
         order: &str,
         now_ms: u64,
     ) -> Result<(), ReleaseError> {
-        let Some(fields) = self
-            .store()
-            .read(&crate::money::write::Key::state(invoice_id))
-            .await?
-        else {
-            return Ok(()); // nothing recorded: the release refuses it as unknown
-        };
-        let seen = crate::money::write::invoice_seen(&fields);
+        let seen = crate::money::write::invoice_seen(fields);
         let recorded = seen.order.external_id.as_deref();
         let disputed = seen.order_disputed.as_deref();
         if recorded == Some(order) && disputed.is_none() {
@@ -130,17 +133,11 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
     async fn name_project(
         &self,
         invoice_id: &str,
+        fields: &crate::money::write::Fields,
         project: &str,
         now_ms: u64,
     ) -> Result<(), ReleaseError> {
-        let Some(fields) = self
-            .store()
-            .read(&crate::money::write::Key::state(invoice_id))
-            .await?
-        else {
-            return Ok(()); // nothing recorded: the release refuses it as unknown
-        };
-        let seen = crate::money::write::invoice_seen(&fields);
+        let seen = crate::money::write::invoice_seen(fields);
         if !seen.projects_disagree {
             return match self.projects().refuses_person(Some(project), &seen.order) {
                 Some(why) => Err(ReleaseError::NotReleasable(why)),

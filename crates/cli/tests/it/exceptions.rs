@@ -90,6 +90,24 @@ impl Rig {
         .to_owned()
     }
 
+    /// `invoice.paid` of `invoice` (order `order-<invoice>`, 25.00 USDT, prj_1) recorded and
+    /// applied under the reverse check, Paymos answering 404: it waits `unconfirmed`.
+    async fn refuted_payment(&self, event_id: &str, invoice: &str) {
+        self.answer(invoice, Answer::NotFound);
+        let body = envelope(
+            event_id,
+            "invoice.paid",
+            json!({"invoice_id": invoice, "project_id": "prj_1", "order": {"external_id": format!("order-{invoice}"), "amount": "25.00", "currency": "USDT"}}),
+        );
+        self.record(&body).await;
+        let (_, applied) = self
+            .checked(Duration::from_secs(5))
+            .apply(&live(&body), NOW_MS)
+            .await
+            .unwrap();
+        assert_eq!(applied, Applied::Unconfirmed);
+    }
+
     /// Records the delivery as ingest would (so the processed mark has a record to update).
     async fn record(&self, body: &str) {
         use paymos_inbox_core::roads::ingest::DeliveryLedger;
@@ -753,19 +771,7 @@ async fn run_paymos_inbox_with(
 #[tokio::test]
 async fn mark_paid_without_the_api_ships_nothing_paymos_did_not_confirm() {
     let rig = Rig::new(Vec::new()).await;
-    rig.answer("inv_unc", Answer::NotFound);
-    let body = envelope(
-        "evt_unc",
-        "invoice.paid",
-        json!({"invoice_id": "inv_unc", "project_id": "prj_1", "order": {"external_id": "order-inv_unc", "amount": "25.00", "currency": "USDT"}}),
-    );
-    rig.record(&body).await;
-    let (_, applied) = rig
-        .checked(Duration::from_secs(5))
-        .apply(&live(&body), NOW_MS)
-        .await
-        .unwrap();
-    assert_eq!(applied, Applied::Unconfirmed);
+    rig.refuted_payment("evt_unc", "inv_unc").await;
     let word = [
         "mark-paid",
         "inv_unc",
@@ -810,19 +816,7 @@ async fn mark_paid_without_the_api_ships_nothing_paymos_did_not_confirm() {
 #[tokio::test]
 async fn on_a_stack_with_the_reverse_check_a_word_without_the_api_ships_nothing() {
     let rig = Rig::new(Vec::new()).await;
-    rig.answer("inv_forged", Answer::NotFound);
-    let body = envelope(
-        "evt_forged",
-        "invoice.paid",
-        json!({"invoice_id": "inv_forged", "project_id": "prj_1", "order": {"external_id": "order-inv_forged", "amount": "25.00", "currency": "USDT"}}),
-    );
-    rig.record(&body).await;
-    let (_, applied) = rig
-        .checked(Duration::from_secs(5))
-        .apply(&live(&body), NOW_MS)
-        .await
-        .unwrap();
-    assert_eq!(applied, Applied::Unconfirmed);
+    rig.refuted_payment("evt_forged", "inv_forged").await;
     let resolve = [
         "exceptions",
         "--resolve",

@@ -427,6 +427,25 @@ async fn a_released_payment_still_has_the_review_it_was_held_for() {
     assert!(after.contains(&"order-paid:inv_1".to_owned()), "{after:?}");
 }
 
+/// Without the API: inv_1's open event named o-A (registered at 10.50), its payment o-B
+/// (registered at `b_price`), 10.50 USD: held, the orders disputed.
+async fn orders_disputed(
+    b_price: &str,
+) -> (
+    Arc<MemoryResources>,
+    crate::roads::fulfil::Fulfil<Arc<MemoryResources>>,
+) {
+    let store = Arc::new(MemoryResources::new());
+    store.register_order("o-A", &Amount::parse("10.50").unwrap(), "USD");
+    store.register_order("o-B", &Amount::parse(b_price).unwrap(), "USD");
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
+    let open = paid("evt_open", "awaiting_payment", 10, "inv_1", "o-A");
+    fulfil.apply(&open, 1).await.unwrap();
+    let paid = paid("evt_paid", "paid", 20, "inv_1", "o-B");
+    assert_eq!(fulfil.apply(&paid, 1).await.unwrap().1, Applied::Held);
+    (store, fulfil)
+}
+
 // Issue 49 (attack H2): without the API, an open event of inv_1 named order o-A and its
 // payment named o-B: held. A plain release shipped o-A, the order the open event planted,
 // though an invoice has one order ("every invoice is created with an external_order_id") and
@@ -435,18 +454,7 @@ async fn a_released_payment_still_has_the_review_it_was_held_for() {
 // order ships, once.
 #[tokio::test]
 async fn a_payment_naming_another_order_than_its_open_event_ships_only_the_order_a_person_names() {
-    let store = Arc::new(MemoryResources::new());
-    for order in ["o-A", "o-B"] {
-        store.register_order(order, &Amount::parse("10.50").unwrap(), "USD");
-    }
-    let fulfil = crate::tests::one_shop(Arc::clone(&store));
-    let open = paid("evt_open", "awaiting_payment", 10, "inv_1", "o-A");
-    fulfil.apply(&open, 1).await.unwrap();
-    let (_, applied) = fulfil
-        .apply(&paid("evt_paid", "paid", 20, "inv_1", "o-B"), 1)
-        .await
-        .unwrap();
-    assert_eq!(applied, Applied::Held);
+    let (store, fulfil) = orders_disputed("10.50").await;
     for by in [plainly("support:a"), overriding("support:a")] {
         let refused = release(&*store, "inv_1", None, &by, &RecordFulfilment, 2).await;
         assert!(
@@ -486,14 +494,7 @@ async fn a_payment_naming_another_order_than_its_open_event_ships_only_the_order
 // naming o-A then ships o-A.
 #[tokio::test]
 async fn a_refused_release_naming_an_order_leaves_the_record_as_it_was() {
-    let store = Arc::new(MemoryResources::new());
-    store.register_order("o-A", &Amount::parse("10.50").unwrap(), "USD");
-    store.register_order("o-B", &Amount::parse("99").unwrap(), "USD");
-    let fulfil = crate::tests::one_shop(Arc::clone(&store));
-    let open = paid("evt_open", "awaiting_payment", 10, "inv_1", "o-A");
-    fulfil.apply(&open, 1).await.unwrap();
-    let paid = paid("evt_paid", "paid", 20, "inv_1", "o-B");
-    assert_eq!(fulfil.apply(&paid, 1).await.unwrap().1, Applied::Held);
+    let (store, fulfil) = orders_disputed("99").await;
     let before = store.invoice("inv_1").unwrap().seen();
     let by = |order| ReleaseBy {
         order: Some(order),

@@ -533,3 +533,45 @@ async fn a_refused_plain_release_writes_nothing() {
     assert!(refused.is_err(), "{refused:?}");
     assert_eq!(store.read(&Key::state("inv_1")).await.unwrap(), before);
 }
+
+// Read again (issue 49, H2's way out with the API): `release --order-id` asks Paymos first when
+// the API is configured, and compared Paymos' order with the record's alone. Where the payment
+// named o-B, Paymos has o-B and the person names o-B, the release was refused ("the payment
+// waits under order o-A, Paymos has order o-B"): the disputed hold could not ship on the API's
+// road. The order Paymos is held to is the one the person names, once it is one of the two.
+#[tokio::test]
+async fn a_release_asking_paymos_ships_the_disputed_order_paymos_and_the_person_name() {
+    use crate::roads::confirm::ConfirmedInvoice;
+    let (store, fulfil) = orders_disputed("10.50").await;
+    let paymos = crate::testkit::memory::MemoryPaymos::new();
+    paymos.invoice(
+        "inv_1",
+        ConfirmedInvoice {
+            status: "paid".into(),
+            is_test: false,
+            order_id: Some("o-B".into()),
+            order_amount: Amount::parse("10.50"),
+            order_currency: Some("USD".into()),
+            token_amount: None,
+            token_currency: None,
+            paid_late: false,
+            project_id: None,
+            paid_at: Some(20),
+        },
+    );
+    let ledger = crate::testkit::memory::MemoryReviews::new();
+    let by = |order| ReleaseBy {
+        order,
+        ..plainly("support:a")
+    };
+    for (order, shipped) in [(None, false), (Some("o-A"), false), (Some("o-B"), true)] {
+        let released = fulfil
+            .release_asking(&ledger, &paymos, "inv_1", &by(order), 3)
+            .await;
+        assert_eq!(released.is_ok(), shipped, "{order:?}: {released:?}");
+    }
+    assert_eq!(
+        store.fulfilments(),
+        [("inv_1".to_owned(), Some("o-B".to_owned()))]
+    );
+}

@@ -200,7 +200,8 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
 
     /// Paymos' project of `invoice_id` where the stack lists several, once Paymos has the
     /// invoice paid (or paid late) in this environment, in a project the stack applies and the
-    /// person named (if they did), for the order its record names.
+    /// person named (if they did), for the order the person named (`--order-id`), else the one
+    /// its record names.
     ///
     /// # Errors
     /// [`ReleaseError::NotReleasable`] saying what Paymos has; [`ReleaseError::Port`] when
@@ -247,8 +248,11 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
             .read(&crate::money::write::Key::state(invoice_id))
             .await?
             .map(|fields| crate::money::write::invoice_seen(&fields).order);
+        // The order the person names (`--order-id`: one of two the events named, which the
+        // release checks), else the record's.
         if let (Some(r), Some(p)) = (
-            recorded.as_ref().and_then(|o| o.external_id.as_deref()),
+            by.order
+                .or_else(|| recorded.as_ref().and_then(|o| o.external_id.as_deref())),
             at.order_id.as_deref().filter(|o| !o.is_empty()),
         ) && r != p
         {

@@ -127,6 +127,7 @@ fn refunded_undated_then_dated_after() -> (Truth, Vec<Act>) {
             endpoint: 0,
             sandbox: false,
             forged: false,
+            elsewhere: false,
             lagging: false,
         },
     ];

@@ -607,9 +607,11 @@ pub async fn check<C: PaymentConfirmation>(
                 same_environment(i.is_test, environment)?;
             }
             let mut verdict = invoice_verdict(&at, *status, &PaidClaim::of(data));
-            // The project as the order and the price: an event naming another project than
-            // Paymos' invoice is not what Paymos confirms.
+            // The project as the order and the price: a payment naming another project than
+            // Paymos' invoice is not what Paymos confirms. Of a closure Paymos confirms the
+            // status, which is applied with Paymos' project whatever the event named.
             if let (AtSource::Found(i), Some(named)) = (&at, &data.project_id)
+                && status.fulfils()
                 && i.project_id.as_ref().is_some_and(|there| there != named)
                 && matches!(verdict, Verdict::Confirmed | Verdict::PaidLate { .. })
             {

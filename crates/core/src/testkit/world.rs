@@ -163,6 +163,8 @@ pub enum Act {
         sandbox: bool,
         /// Forged with a leaked live secret (reverse check on only).
         forged: bool,
+        /// Forged, it names the next project instead of its invoice's (where it names one).
+        elsewhere: bool,
         /// Paymos' API does not show it yet (reverse check on only).
         lagging: bool,
     },
@@ -355,10 +357,14 @@ fn act(truth: &Truth) -> BoxedStrategy<Act> {
             flag(0.25, rc),
             flag(0.15, rc),
             flag(0.7, true),
+            any::<bool>(),
         ),
     )
         .prop_map(
-            |((invoice, status, naming, priced, endpoint), (sandbox, forged, lagging, project))| {
+            |(
+                (invoice, status, naming, priced, endpoint),
+                (sandbox, forged, lagging, project, elsewhere),
+            )| {
                 Act::Invoice {
                     invoice,
                     status,
@@ -368,6 +374,7 @@ fn act(truth: &Truth) -> BoxedStrategy<Act> {
                     endpoint,
                     sandbox,
                     forged,
+                    elsewhere: elsewhere && forged,
                     lagging: lagging && !forged,
                 }
             },
@@ -497,6 +504,7 @@ fn genuine(t: &Truth, act: Act) -> Act {
                 endpoint,
                 sandbox,
                 forged: false,
+                elsewhere: false,
                 lagging,
             }
         }
@@ -537,6 +545,12 @@ fn true_order(ids: &Ids, t: &Truth, i: u8) -> String {
 /// The project of invoice `i`.
 fn project_of(ids: &Ids, t: &Truth, i: u8) -> String {
     ids.project(t.invoices[usize::from(i)].project)
+}
+
+/// The project an event of invoice `i` names: its invoice's, or (`elsewhere`) the next one.
+fn said_project(ids: &Ids, t: &Truth, i: u8, elsewhere: bool) -> String {
+    let own = t.invoices[usize::from(i)].project;
+    ids.project(if elsewhere { (own + 1) % PROJECTS } else { own })
 }
 
 /// The projects the stack applies, as the product is configured.
@@ -684,6 +698,30 @@ fn event_at(t: &Truth, invoice: u8, status: Status, forged: Option<u8>) -> u64 {
     )
 }
 
+/// The `data.order` an invoice event carries: no order (`naming` 0), its true one (1) or the
+/// other (2), with its price where `priced` (a forged event says the other price).
+fn said_order(
+    ids: &Ids,
+    t: &Truth,
+    invoice: u8,
+    naming: u8,
+    priced: bool,
+    forged: bool,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut order = serde_json::Map::new();
+    match naming {
+        0 => {}
+        1 => drop(order.insert("external_id".into(), true_order(ids, t, invoice).into())),
+        _ => drop(order.insert("external_id".into(), ids.order((invoice + 1) % 2).into())),
+    }
+    if priced {
+        let price = t.invoices[usize::from(invoice)].price ^ usize::from(forged);
+        order.insert("amount".into(), PRICES[price].into());
+        order.insert("currency".into(), "USD".into());
+    }
+    order
+}
+
 /// The delivery of an event act: its work item (sandbox copies reuse the live event id), its
 /// body carrying the Paymos time of the fact it announces.
 fn item(ids: &Ids, t: &Truth, act: &Act) -> Option<WorkItem> {
@@ -697,30 +735,20 @@ fn item(ids: &Ids, t: &Truth, act: &Act) -> Option<WorkItem> {
             endpoint,
             sandbox,
             forged,
+            elsewhere,
             ..
         } => {
-            let truth = &t.invoices[usize::from(invoice)];
-            let mut order = serde_json::Map::new();
-            match naming {
-                0 => {}
-                1 => drop(order.insert("external_id".into(), true_order(ids, t, invoice).into())),
-                _ => drop(order.insert("external_id".into(), ids.order((invoice + 1) % 2).into())),
-            }
-            if priced {
-                let price = if forged { 1 - truth.price } else { truth.price };
-                order.insert("amount".into(), PRICES[price].into());
-                order.insert("currency".into(), "USD".into());
-            }
+            let order = said_order(ids, t, invoice, naming, priced, forged);
             let mut data = serde_json::json!({"invoice_id": ids.invoice(invoice)});
             if project {
-                data["project_id"] = project_of(ids, t, invoice).into();
+                data["project_id"] = said_project(ids, t, invoice, elsewhere).into();
             }
             if !order.is_empty() {
                 data["order"] = order.into();
             }
             let id = format!(
                 "{}_{}_i{invoice}_{}_{naming}{}{}_{endpoint}",
-                if forged { "evf" } else { "evt" },
+                ["evt", "evf", "eve"][usize::from(forged) + usize::from(elsewhere)],
                 ids.run,
                 name(status),
                 u8::from(priced),
@@ -1076,6 +1104,7 @@ fn invoice_step(ids: &Ids, t: &Truth, act: &Act, event_id: Option<String>) -> o:
         endpoint,
         sandbox,
         forged,
+        elsewhere,
         lagging,
     } = *act
     else {
@@ -1094,7 +1123,7 @@ fn invoice_step(ids: &Ids, t: &Truth, act: &Act, event_id: Option<String>) -> o:
     o::Arrival::Invoice {
         event_id,
         invoice: ids.invoice(invoice),
-        project: project.then(|| project_of(ids, t, invoice)),
+        project: project.then(|| said_project(ids, t, invoice, elsewhere)),
         env: if sandbox { Env::Sandbox } else { Env::Live },
         genuine: !forged,
         lagging,

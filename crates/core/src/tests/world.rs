@@ -48,7 +48,7 @@ proptest! {
 /// The generator walks every road and every shape the rules differ on: of 3,000 histories
 /// (as many as a run judges), each road (the webhook with the check on and off, `recheck`,
 /// `reconcile --apply`, `mark-paid`, `release`), stacks of two and three projects, forged
-/// events, refund events apart from Paymos' clock and rule 19's payments naming no project on
+/// events (some naming another project), refund events apart from Paymos' clock and rule 19's payments naming no project on
 /// a stack of several projects without the check each come up in at least one in twenty.
 /// Prints the census (`--nocapture`).
 #[test]
@@ -89,6 +89,19 @@ fn the_generator_walks_every_road() {
             any(&|a| matches!(a, Act::Invoice { forged: true, .. })),
         );
         count(
+            "forged, naming another project",
+            any(&|a| {
+                matches!(
+                    a,
+                    Act::Invoice {
+                        elsewhere: true,
+                        project: true,
+                        ..
+                    }
+                )
+            }),
+        );
+        count(
             "refund event apart from Paymos' clock",
             t.refund_skew != 0 && any(&|a| matches!(a, Act::Refund { .. })),
         );
@@ -105,7 +118,7 @@ fn the_generator_walks_every_road() {
     for (shape, k) in &seen {
         assert!(*k * 20 >= n, "{shape}: {k} of {n}");
     }
-    assert_eq!(seen.len(), 13);
+    assert_eq!(seen.len(), 14);
 }
 
 /// Rule 19's shape: on a stack of two or more listed projects without the reverse check, a
@@ -190,6 +203,7 @@ fn said(status: Status, endpoint: u8) -> Act {
         endpoint,
         sandbox: false,
         forged: false,
+        elsewhere: false,
         lagging: false,
     }
 }
@@ -330,6 +344,7 @@ fn said_of(invoice: u8, status: Status, project: bool) -> Act {
         endpoint: 0,
         sandbox: false,
         forged: false,
+        elsewhere: false,
         lagging: false,
     }
 }
@@ -553,4 +568,37 @@ fn a_persons_word_refunded_undated_then_dated_after_the_refund_by_its_delivery_w
         said(Status::Paid, 0),
     ];
     check("d", world, &acts, false, Some(o::Wait::Held), false);
+}
+
+#[test] // rule 2: of a closure Paymos confirms the status, whatever project the event names
+fn a_forged_closure_naming_another_project_closes_as_paymos_has_it_and_waits_for_no_one() {
+    // Paymos has invoice 1 expired, project 0's; a forged `invoice.expired` names project 1,
+    // which the stack applies too.
+    let t = Truth {
+        projects: Some(vec![0, 1]),
+        ..shops(
+            [
+                (0, 0, Status::AwaitingPayment),
+                (0, 1, Status::Expired),
+                (0, 0, Status::AwaitingPayment),
+            ],
+            true,
+        )
+    };
+    let acts = [Act::Invoice {
+        invoice: 1,
+        status: Status::Expired,
+        naming: 0,
+        priced: false,
+        project: true,
+        endpoint: 0,
+        sandbox: false,
+        forged: true,
+        elsewhere: true,
+        lagging: false,
+    }];
+    let ids = Ids { run: "fc".into() };
+    let (w, steps) = oracle_case(&ids, &t, &acts);
+    assert_eq!(o::expected(&w, &steps), o::Expected::default());
+    assert_eq!(found("fc", &t, &acts), Vec::<String>::new());
 }

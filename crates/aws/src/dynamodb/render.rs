@@ -444,11 +444,12 @@ mod tests {
         assert_eq!(
             rendered.as_deref(),
             Some(
-                "attribute_not_exists(#a0) AND (attribute_not_exists(#a1) OR (#a1 IN (:v0, :v1, :v2, :v3) AND (#a2 < :v4 OR (#a2 = :v5 AND #a3 < :v6))))"
+                "(attribute_not_exists(#a0) OR attribute_exists(#a1) OR attribute_exists(#a2)) AND (attribute_not_exists(#a3) OR (#a3 IN (:v0, :v1, :v2, :v3) AND (#a4 < :v4 OR (#a4 = :v5 AND #a5 < :v6))))"
             )
         );
         assert_eq!(e.names["#a0"], "other_project");
-        assert_eq!(e.names["#a1"], "status");
+        assert_eq!(e.names["#a1"], "project_id");
+        assert_eq!(e.names["#a3"], "status");
         assert_eq!(e.values[":v4"], AttributeValue::N("7".into()));
         let mut e = Expr::default();
         assert_eq!(e.guard(&Guard::Always, "pk"), None);

@@ -79,9 +79,13 @@ pub enum Writes {
     },
     /// Paymos confirmed the change for a project this stack applies: the record's mark of
     /// another project (`marked`, set on an event's word) goes. The change is planned again.
+    /// With `disagree`, a delivery naming a project this stack applies took it off: the record
+    /// is marked [`Mark::ProjectsDisagree`] instead.
     PaymosProject {
         /// The project the record is marked with (the write's condition).
         marked: String,
+        /// The record's deliveries named two projects.
+        disagree: bool,
     },
     /// What the invoice's record leaves out of its order (its id, its price), set once from a
     /// change its status refused (a late event, a late payment, a person's word): the order
@@ -104,6 +108,19 @@ pub enum Writes {
     /// never ships twice, so it waits for a refund as a duplicate of the invoice itself
     /// ([`write::paid_again`]).
     PaidAgain,
+    /// A late event naming another project than the invoice's record: the record marked
+    /// [`Mark::ProjectsDisagree`] ([`write::projects_disagree`]), its status kept.
+    Disagree,
+    /// A person's word naming the project of the invoice's record (`recorded`, as read)
+    /// settles its events' disagreement ([`write::projects_settled`]). The change is planned
+    /// again after it.
+    Settle {
+        /// The record's order as it was read (the write's condition).
+        recorded: OrderRef,
+        /// The record holds a payment held only for the disagreement: it is taken off the
+        /// record, and the person's word judged as the payment.
+        reopen: bool,
+    },
     /// The processed mark only.
     MarkOnly,
     /// The processed mark and a review note (`review#<event_id>`) for the resource, if named.
@@ -183,7 +200,8 @@ pub enum Refusal {
         /// Whether a person's road shipped it (`won_by` is `manual:…`), not a delivery.
         by_person: bool,
     },
-    /// The invoice is another project's.
+    /// The invoice is another project's (as a delivery marked it, and no delivery of this
+    /// stack's projects named one before).
     OtherProject(String),
     /// The invoice's payment waits for its order: the status goes with that mark kept.
     AwaitsOrder,
@@ -407,9 +425,10 @@ pub fn writes(
                 out.push(write::nothing_shipped(invoice_id));
             }
         }
-        (Writes::PaymosProject { marked }, Change::Invoice { invoice_id, .. }) => {
-            out.push(write::paymos_project(invoice_id, marked, now_ms));
-        }
+        (
+            Writes::PaymosProject { .. } | Writes::Disagree | Writes::Settle { .. },
+            Change::Invoice { invoice_id, .. },
+        ) => out.extend(projects(&plan.write, invoice_id, now_ms)),
         (
             Writes::Learn,
             Change::Invoice {
@@ -435,6 +454,33 @@ pub fn writes(
         _ => {}
     }
     out
+}
+
+/// The writes of a plan that settles which project an invoice is: another project's mark taken
+/// off, the events' disagreement marked, or settled by a person.
+fn projects(plan: &Writes, invoice_id: &str, now_ms: u64) -> Vec<write::Write> {
+    match plan {
+        Writes::PaymosProject { marked, disagree } => {
+            vec![write::paymos_project(
+                invoice_id,
+                (marked, *disagree),
+                now_ms,
+            )]
+        }
+        Writes::Disagree => vec![write::projects_disagree(invoice_id, now_ms)],
+        Writes::Settle { recorded, reopen } => {
+            let mut out = vec![write::projects_settled(
+                invoice_id,
+                (recorded, *reopen),
+                now_ms,
+            )];
+            if *reopen {
+                out.push(write::nothing_shipped(invoice_id));
+            }
+            out
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// What a plan that applies nothing notes beside the mark: a waiting payment's review note and
@@ -721,9 +767,11 @@ fn of_projects(
     paying: Option<(InvoiceStatus, u64, Option<u64>)>,
 ) -> Option<Refusal> {
     let found = &refused.found;
-    if let (What::Payment | What::Transition | What::PaidLate | What::Release, Some(p)) = (
+    let named = found.contains_key(&Field::ProjectId) || found.contains_key(&Field::HomeProject);
+    if let (What::Payment | What::Transition | What::PaidLate | What::Release, Some(p), false) = (
         refused.write,
         found.get(&Field::OtherProject).and_then(Value::as_text),
+        named,
     ) {
         return Some(Refusal::OtherProject(p.to_owned()));
     }
@@ -993,7 +1041,7 @@ fn again(tried: &Plan, refusal: &Refusal) -> Option<Step> {
         ),
         // Only a payment, a status, a late payment or a release is refused for another
         // project's invoice (`written`), so the mark alone planned here is never refused so.
-        (_, Refusal::OtherProject(project)) => Some(other_project_mark(Some(project.as_str()))),
+        (_, Refusal::OtherProject(marked)) => Some(other_project_mark(Some(marked.as_str()))),
         _ => None,
     }
 }
@@ -1015,7 +1063,12 @@ fn other_project_mark(project: Option<&str>) -> Step {
 /// order: an order id is its project's) and marks the record; a payment of a marked record
 /// ships nothing on an event's word: it is held for a person naming the project (`release
 /// --project`), unless Paymos confirmed it, whose order (and project) then settle the record.
-fn disagreeing(change: &Change, tried: &Plan, refusal: &Refusal, confirmed: bool) -> Option<Step> {
+fn disagreeing(
+    change: &Change,
+    tried: &Plan,
+    refusal: &Refusal,
+    (confirmed, person): (bool, bool),
+) -> Option<Step> {
     let Change::Invoice { status, order, .. } = change else {
         return None;
     };
@@ -1041,11 +1094,47 @@ fn disagreeing(change: &Change, tried: &Plan, refusal: &Refusal, confirmed: bool
                 ),
             )
         }
+        // A late event: the status stays, the disagreement is noted all the same.
+        (Writes::Unfulfilled(Mark::ProjectsDisagree), Refusal::Resource { recorded, .. })
+            if !status.fulfils() && other_project(order, recorded) =>
+        {
+            plan(
+                Writes::Disagree,
+                Applied::Stale,
+                format!(
+                    "a late event naming {}, the invoice's record {}: no payment of it ships on an event's word",
+                    project_name(order),
+                    project_name(recorded)
+                ),
+            )
+        }
         (Writes::Change, Refusal::ProjectsDisagree { recorded }) if confirmed => {
             Some(Step::Then(Plan {
                 write: Writes::PaymosOrder {
                     recorded: recorded.clone(),
                     reopen: false,
+                },
+                with_mark: false,
+                outcome: tried.outcome,
+                reason: None,
+            }))
+        }
+        // A person naming the record's project (another is refused before: exit 2), of a
+        // record marked so, or holding a payment held only for it.
+        (
+            Writes::Change,
+            Refusal::ProjectsDisagree { recorded }
+            | Refusal::Resource {
+                standing: Standing::Held,
+                projects_held: true,
+                recorded,
+                ..
+            },
+        ) if person && order.names_project() && !other_project(order, recorded) => {
+            Some(Step::Then(Plan {
+                write: Writes::Settle {
+                    recorded: recorded.clone(),
+                    reopen: matches!(refusal, Refusal::Resource { .. }),
                 },
                 with_mark: false,
                 outcome: tried.outcome,
@@ -1074,8 +1163,10 @@ fn project_name(order: &OrderRef) -> String {
 /// Paymos), beats a mark an event set (a forged open event, a stack that turned the check on
 /// later): the mark goes, and the change is tried again. A delivery's payment naming a project
 /// this stack applies, with neither, means the invoice's events disagree: it waits for a
-/// person as `project_unknown` (acknowledged money is never left unnamed). A payment naming no
-/// project is the marked project's, as is any other change.
+/// person as `project_unknown` (acknowledged money is never left unnamed). A delivery's status
+/// that pays nothing, naming a project this stack applies, takes the mark off and marks the
+/// disagreement ([`Mark::ProjectsDisagree`]): its status applies, and no payment of it ships
+/// on an event's word. Any other change is the marked project's.
 fn against_a_mark(
     source: &Source,
     change: &Change,
@@ -1086,11 +1177,24 @@ fn against_a_mark(
     let Change::Invoice { status, order, .. } = change else {
         return None;
     };
+    let person = matches!(source, Source::Manual { .. });
     let named = status.fulfils() && order.names_project();
-    if confirmed || (named && matches!(source, Source::Manual { .. })) {
+    if confirmed || (named && person) {
         return Some(Step::Then(Plan {
             write: Writes::PaymosProject {
                 marked: marked.to_owned(),
+                disagree: false,
+            },
+            with_mark: false,
+            outcome,
+            reason: None,
+        }));
+    }
+    if !person && !status.fulfils() && order.names_project() {
+        return Some(Step::Then(Plan {
+            write: Writes::PaymosProject {
+                marked: marked.to_owned(),
+                disagree: true,
             },
             with_mark: false,
             outcome,
@@ -1179,18 +1283,22 @@ fn dated(source: &Source, change: &Change, tried: &Plan, written: &Written) -> O
 /// payment for a person on its word (a held or late one, which they then release as Paymos
 /// has it), or closed unpaid on an event's word: wherever nothing shipped under it.
 fn correct(change: &Change, tried: &Plan, refusal: &Refusal, confirmed: bool) -> Option<Step> {
+    // Held because its events named two projects, or held under another project than the one
+    // Paymos confirms (another shop's claim): Paymos' project answers, and the payment is
+    // judged anew as Paymos has it.
     if let (
         true,
         Writes::Change,
         Refusal::Resource {
             standing: Standing::Held,
-            projects_held: true,
+            projects_held,
             recorded,
             ..
         },
         Change::Invoice { order, .. },
     ) = (confirmed, &tried.write, refusal, change)
         && order.names_project()
+        && (*projects_held || other_project(order, recorded))
     {
         return Some(Step::Then(Plan {
             write: Writes::PaymosOrder {
@@ -1445,6 +1553,14 @@ fn after_a_correction(
     if let Writes::PaymosOrder { recorded, .. } = &tried.write {
         return Some(corrected(change, recorded, written));
     }
+    if let Writes::Settle { .. } = &tried.write {
+        return Some(match written {
+            Written::Committed => Step::Adopt(OrderRef::none()),
+            Written::AlreadyProcessed => Step::Done(Applied::AlreadyProcessed),
+            // Shipped or released meanwhile: nothing more is written on the person's word.
+            Written::Refused(_) => Step::Done(Applied::Held),
+        });
+    }
     if let Some(step) = dated(source, change, tried, written) {
         return Some(step);
     }
@@ -1489,7 +1605,8 @@ pub fn next_as(
     {
         return step;
     }
-    if let Some(step) = disagreeing(change, tried, &refusal, confirmed) {
+    let person = matches!(source, Source::Manual { .. });
+    if let Some(step) = disagreeing(change, tried, &refusal, (confirmed, person)) {
         return step;
     }
     if let Some(step) =
@@ -1511,6 +1628,10 @@ pub fn next_as(
         // The note exists: this delivery was handled before. The mark alone is never refused
         // but by the processed mark.
         (Writes::Review | Writes::MarkOnly, _) => Step::Done(Applied::AlreadyProcessed),
+        // Shipped or released meanwhile: the late event is the mark alone.
+        (Writes::Disagree, _) => mark_only(Applied::Stale),
+        // Answered before (`after_a_correction`).
+        (Writes::Settle { .. }, _) => Step::Done(Applied::Held),
         // Dated meanwhile by another road: the mark alone.
         (Writes::Dated, _) => mark_only(tried.outcome),
         (Writes::Change, Refusal::OrderOnRecord { recorded }) => on_record(change, recorded),
@@ -1733,6 +1854,63 @@ mod tests {
         let mut unsettled = settled.clone();
         unsettled.remove(&Field::RefundedInFullBy);
         assert!(!new(&unsettled, 130));
+    }
+
+    #[test]
+    fn a_late_event_notes_the_projects_disagreement_only_when_it_names_another_project() {
+        let named = |p: &str| OrderRef {
+            project: Some(p.into()),
+            ..o1()
+        };
+        let source = Source::Delivery {
+            event_id: "evt_1".into(),
+        };
+        let tried = Plan {
+            write: Writes::Unfulfilled(Mark::ProjectsDisagree),
+            with_mark: true,
+            outcome: Applied::Updated,
+            reason: None,
+        };
+        let refused = |recorded| {
+            Refused(Refusal::Resource {
+                found: Found::Invoice(I::Confirming),
+                mine: false,
+                standing: Standing::Clear,
+                recorded,
+                undated: false,
+                projects_held: false,
+            })
+        };
+        let change = |status, p: &str| Change::Invoice {
+            invoice_id: "inv_1".into(),
+            status,
+            occurred_at: 10,
+            paid_at: None,
+            order: named(p),
+        };
+        let disagree = |step: &Step| {
+            matches!(
+                step,
+                Step::Then(Plan {
+                    write: Writes::Disagree,
+                    ..
+                })
+            )
+        };
+        // A late open status naming another project than the record's: the mark alone.
+        let late = change(I::AwaitingPayment, "prj_b");
+        let step = next(&source, &late, &tried, refused(named("prj_a")));
+        assert!(disagree(&step), "{step:?}");
+        // Naming the record's own project, or a payment: nothing of the kind.
+        for (status, project) in [(I::AwaitingPayment, "prj_a"), (I::Paid, "prj_b")] {
+            let step = next(
+                &source,
+                &change(status, project),
+                &tried,
+                refused(named("prj_a")),
+            );
+            assert!(!disagree(&step), "{status:?} {project}: {step:?}");
+        }
     }
 
     #[test]

@@ -60,9 +60,25 @@
 //!   the project: it applies what Paymos confirms (a deposit's wait ends only so, as a
 //!   delivery of money that waits: 2/11; an invoice's refunds are read, 8, even where a later
 //!   delivery applied its payment), and so does `reconcile --apply`. One listed project, or
-//!   the reverse check on: rule 17. (Deliveries of one invoice naming two different projects are
-//!   not stated here: genuine events always name their invoice's own project, and only the
-//!   reverse check, which reads Paymos' record, sees forged ones.)
+//!   the reverse check on: rule 17.
+//! - 20 on rule 19's stacks, where a leaked secret can sign any project's name and nothing but
+//!   Paymos or a person tells a forged delivery from a genuine one (so a forged event counts
+//!   as a genuine one's word, and time): deliveries of one invoice naming two projects (the
+//!   later one of this stack; one of a project it does not apply changes nothing, 15) contest
+//!   it. What shipped stays shipped, once, and nothing more ships of it; else no event's word
+//!   ships it from then on: a payment of it waits for a person (under whatever name: the judge
+//!   asks only that it is listed), the contesting delivery teaches no order or price (an order
+//!   id is its project's; but where the project named before is not one of this stack, whose
+//!   word changed nothing), and a close still closes it until Paymos' record says it paid. Its
+//!   ways out: a person naming the project (`mark-paid --project` of the record's, `release
+//!   --project` of either), or Paymos' record (`reconcile --apply`, `mark-paid` or `release`
+//!   with the API), whose project, order and time replace what deliveries said; a `recheck`
+//!   reads Paymos only for what waits unconfirmed or for its project (12). A refund naming
+//!   another project than the one its invoice's deliveries named applies nothing (a person
+//!   decides). Of a contested invoice the oracle states what ships and that a payment waits,
+//!   not whether the receiver counts it paid back. (Written from a rules writer's answers,
+//!   who read only the contract; taken differently: an order a person's `--project` of the
+//!   other project finds is the record's, since an invoice has one `external_order_id`.)
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The environment whose secret signed a delivery: `Live` (`whsec_live_…`) or `Sandbox`.
@@ -248,10 +264,12 @@ pub enum Arrival {
         project: Option<String>,
         api: bool,
     },
-    /// A person: `release INV [--override-amount]` (with `api`, Paymos is asked first).
+    /// A person: `release INV [--override-amount] [--project P]` (with `api`, Paymos is asked
+    /// first).
     Release {
         invoice: String,
         override_amount: bool,
+        project: Option<String>,
         api: bool,
     },
     /// A person: `recheck ID` (`inv_`/`wdr_`/`pcd_`): apply what Paymos confirms now.
@@ -279,6 +297,10 @@ pub enum Wait {
     /// 19: a payment (or a deposit) naming no project, on a stack of several projects without
     /// the reverse check, of a resource no one named a project for: `mark-paid` naming it.
     ProjectUnknown,
+    /// 20: a payment of an invoice whose deliveries named two projects: a person (naming the
+    /// project) or Paymos' record decides. Listed under whatever name: the judge asks only
+    /// that it waits.
+    Contested,
 }
 
 /// What must hold in the end.
@@ -293,6 +315,11 @@ pub struct Expected {
     /// Invoices paid back in full: a completed Full refund settles their (shipped or waiting,
     /// for its project too: 19) payment, or no payment of them is known.
     pub refunded: BTreeSet<String>,
+    /// 20: invoices whose deliveries named two projects: of these the oracle says what ships
+    /// and that a payment that waits is listed (under whatever name), not whether the receiver
+    /// counts them paid back, nor that a second word of another project of what shipped is not
+    /// listed too ("which shop's payment it is, a person decides").
+    pub contested: BTreeSet<String>,
 }
 
 /// The final state the receiver must reach for `world` after `steps` (Paymos' clock naming no
@@ -385,6 +412,10 @@ struct Inv {
     refunds: Vec<Option<u64>>,
     shipped: bool,
     released: bool,
+    /// 20: deliveries of it named two projects before it shipped: no event's word ships it.
+    contested: bool,
+    /// 20: deliveries of it named two projects, ever (before it shipped or after).
+    questioned: bool,
 }
 
 impl Inv {
@@ -530,6 +561,18 @@ impl Machine<'_> {
         inv.project.clone().unwrap_or_default()
     }
 
+    /// 20: a refund (which names its invoice's project) of an invoice whose deliveries named
+    /// another project, one the stack applies, on a stack without the reverse check.
+    fn refund_of_another_project(&self, id: &str) -> bool {
+        let w = self.world;
+        let Some(r) = w.refunds.get(id).filter(|_| !w.reverse_check) else {
+            return false;
+        };
+        let named = w.invoices.get(&r.invoice).map(|i| i.project.as_str());
+        let known = self.inv.get(&r.invoice).and_then(|i| i.project.as_deref());
+        matches!((known, named), (Some(k), Some(n)) if !k.is_empty() && self.applies(k) && k != n)
+    }
+
     /// 15: the project of a resource a withdrawal or a deposit delivers (its body names it): a
     /// refund's is its invoice's, a deposit's its own; a payout (or anything else) names none.
     /// 19: a refund is a withdrawal's delivery, not its invoice's: it teaches the invoice nothing.
@@ -538,7 +581,7 @@ impl Machine<'_> {
         if let Some(r) = w.refunds.get(id) {
             let known = self.inv.get(&r.invoice).and_then(|i| i.project.clone());
             let named = w.invoices.get(&r.invoice).map(|i| i.project.clone());
-            known.or(named).unwrap_or_default()
+            named.or(known).unwrap_or_default()
         } else {
             w.deposits
                 .get(id)
@@ -590,6 +633,10 @@ impl Machine<'_> {
                     self.unnamed_deposits.insert(id.clone());
                 }
             }
+            // 20: without the reverse check, a refund naming another project than the one its
+            // invoice's deliveries named (one the stack applies) applies nothing: which is
+            // true, a person decides (it is listed, as a delivery that cannot be used)
+            Arrival::Withdrawal { id, .. } if self.refund_of_another_project(id) => {}
             // 15: another project's refund (withdrawals ignore the filter) or deposit: nothing
             Arrival::Withdrawal { id, .. } | Arrival::Deposit { id, .. }
                 if {
@@ -623,27 +670,55 @@ impl Machine<'_> {
                 order,
                 project,
                 api: false,
-            } => {
-                // 15: a person's word for another project's invoice changes nothing
-                let of = self.invoice_project(invoice, project.as_deref());
-                // 21: with the reverse check only Paymos' word ships
-                if self.applies(&of) && !self.world.reverse_check {
-                    self.mark_paid(invoice, order.as_deref());
-                }
-            }
+            } => self.persons_word(invoice, order.as_deref(), project.as_deref()),
             Arrival::Release {
                 invoice,
                 override_amount,
+                project,
                 api,
             } => {
                 if *api {
                     self.release_asking(invoice, *override_amount);
+                } else if let Some(p) = project.as_deref() {
+                    // 20: naming the project, a person settles a contest (either project named);
+                    // else a project other than the record's is refused
+                    let contested = self.inv.get(invoice).is_some_and(|i| i.contested);
+                    if contested || !self.refuses_person(invoice, Some(p)) {
+                        self.settle_contest(invoice, Some(p), None);
+                        self.settle();
+                        self.release(invoice, *override_amount);
+                    }
                 } else {
                     self.release(invoice, *override_amount);
                 }
             }
             Arrival::Recheck { id } => self.recheck(id),
             Arrival::Reconcile => self.reconcile(),
+        }
+    }
+
+    /// A person's `mark-paid` without the API, naming `project`.
+    fn persons_word(&mut self, invoice: &str, order: Option<&str>, project: Option<&str>) {
+        // a person's project other than the record's is refused (exit 2), nothing written;
+        // naming the record's, it settles a contest (20)
+        if self.refuses_person(invoice, project) {
+            return;
+        }
+        // 15: what another shop's delivery said, the person's word replaces
+        if let Some(inv) = self.inv.get_mut(invoice)
+            && inv
+                .project
+                .as_deref()
+                .is_some_and(|k| !self.world.applies(k))
+        {
+            inv.project = project.map(str::to_owned);
+        }
+        self.settle_contest(invoice, project, None);
+        // 15: a person's word for another project's invoice changes nothing
+        let of = self.invoice_project(invoice, project);
+        // 21: with the reverse check only Paymos' word ships
+        if self.applies(&of) && !self.world.reverse_check {
+            self.mark_paid(invoice, order);
         }
     }
 
@@ -665,6 +740,25 @@ impl Machine<'_> {
         };
         // 15/17: another project's invoice changes nothing and waits for no one
         let of = self.invoice_project(invoice, project.as_deref());
+        // 2: without the reverse check a signature is all there is: a forged event's word and
+        // time count as a genuine one's
+        let dated = (*genuine || !self.world.reverse_check).then_some(*at);
+        // 15: without the reverse check, a delivery naming a project the stack does not apply
+        // changes nothing, whatever an earlier one of its invoice named
+        if !self.world.reverse_check && project.as_deref().is_some_and(|p| !self.applies(p)) {
+            // 20: its invoice's deliveries named two projects all the same
+            if project
+                .as_deref()
+                .is_some_and(|p| !of.is_empty() && p != of)
+            {
+                self.inv_mut(invoice).questioned = true;
+            }
+            return;
+        }
+        if self.contest(invoice, &of, project.as_deref(), *status, dated) {
+            return;
+        }
+        let of = self.invoice_project(invoice, project.as_deref());
         // 19: a payment naming no project, known nowhere: applied nowhere, it waits
         if of.is_empty() && status.pays() && self.world.several() {
             let inv = self.inv_mut(invoice);
@@ -676,12 +770,68 @@ impl Machine<'_> {
         }
         let claim = Claim {
             status: *status,
-            at: genuine.then_some(*at),
+            at: dated,
             project: project.clone(),
             order: order.clone(),
             price: price.clone(),
         };
         self.invoice_event(invoice, *lagging, *at, claim);
+    }
+
+    /// 20: on rule 19's stacks (several projects, no reverse check), a delivery naming another
+    /// project than the one an earlier delivery (or a person) named for its invoice, one this
+    /// stack applies: the invoice's deliveries disagree and nothing tells which is true. (A
+    /// delivery naming a project not applied here changes nothing: 15.) What shipped stays
+    /// shipped (once: 6), and the delivery changes nothing more; else the invoice is contested
+    /// from now on: no event's word ships it. The contesting delivery teaches no order or price
+    /// (an order id is its project's) but where the project named before is not one this stack
+    /// applies (that word changed nothing: this one names the invoice's project); a payment it
+    /// announces is known all the same (of its time: 8), waiting for a person. Of a contested
+    /// invoice, a later delivery naming its project (or none) teaches as any, but its payment
+    /// ships nothing either. Whether the delivery is handled here (else it goes on as any).
+    fn contest(
+        &mut self,
+        id: &str,
+        of: &str,
+        named: Option<&str>,
+        status: Status,
+        at: Option<u64>,
+    ) -> bool {
+        if !self.world.several() {
+            return false;
+        }
+        let other = named.filter(|p| !p.is_empty() && !of.is_empty() && p != &of);
+        let Some(other) = other.filter(|p| self.applies(p)) else {
+            let contested = self.inv.get(id).is_some_and(|i| i.contested);
+            if contested && status.pays() {
+                self.contested_payment(id, status, at);
+            }
+            return contested && status.pays();
+        };
+        let replaces = !self.applies(of);
+        let inv = self.inv_mut(id);
+        inv.questioned = true;
+        if inv.shipped {
+            return true;
+        }
+        inv.contested = true;
+        if replaces {
+            inv.project = Some(other.to_owned());
+            if !status.pays() {
+                return false;
+            }
+        }
+        self.contested_payment(id, status, at);
+        true
+    }
+
+    /// 20: a delivery of a contested invoice: a payment it announces is known (of its time), a
+    /// closure closes it (until Paymos' record says it paid); its order and price teach
+    /// nothing (which shop's word it is, no one knows).
+    fn contested_payment(&mut self, id: &str, status: Status, at: Option<u64>) {
+        if status.is_final() {
+            self.apply_status(id, status, false, at);
+        }
     }
 
     fn invoice_event(&mut self, id: &str, lagging: bool, at: u64, claim: Claim) {
@@ -747,11 +897,15 @@ impl Machine<'_> {
     /// 4/5: Paymos' record, when read, wins: its order (if any) and its price.
     fn learn_record(&mut self, id: &str, rec: &Invoice) {
         let inv = self.inv_mut(id);
-        if inv.project.is_none() {
-            inv.project = Some(rec.project.clone()); // 17
+        // 17: Paymos' record names the project, whatever a delivery said, while nothing shipped
+        if inv.project.is_none() || !inv.shipped {
+            inv.project = Some(rec.project.clone());
         }
         if inv.paid {
             return; // 3: judged when applied
+        }
+        if rec.status.pays() {
+            inv.closed = false; // 2: a closure Paymos' record does not have was not Paymos'
         }
         if !inv.shipped && !rec.order.is_empty() {
             inv.order = Some(rec.order.clone());
@@ -955,6 +1109,38 @@ impl Machine<'_> {
         }
     }
 
+    /// A person's word naming `project` of invoice `id` whose deliveries (or Paymos' record,
+    /// or a person) named another is refused: which is true, the person checks first.
+    /// A known project the stack does not apply is an event's word of another shop: a person
+    /// naming one it applies is not refused (15: that delivery changed nothing), and a person's
+    /// project not of this stack is (exit 2).
+    fn refuses_person(&self, id: &str, project: Option<&str>) -> bool {
+        if project.is_some_and(|p| !self.applies(p)) {
+            return true;
+        }
+        let known = self.inv.get(id).and_then(|i| i.project.as_deref());
+        matches!((known, project), (Some(k), Some(p)) if !k.is_empty() && k != p && self.applies(k))
+    }
+
+    /// 20: a person's (`project`) or Paymos' (`rec`) word of whose invoice `id` is ends its
+    /// contest: the project is theirs, and the order Paymos' record names, else the one its
+    /// deliveries taught (an invoice has one `external_order_id`; the person checked it).
+    fn settle_contest(&mut self, id: &str, project: Option<&str>, rec: Option<&Invoice>) {
+        let Some(inv) = self.inv.get_mut(id).filter(|i| i.contested) else {
+            return;
+        };
+        let Some(p) = rec.map(|r| r.project.as_str()).or(project) else {
+            return;
+        };
+        inv.contested = false;
+        inv.judged = None; // 3: judged when it is applied, which it is only now
+        inv.project = Some(p.to_owned());
+        if let Some(rec) = rec {
+            inv.order = Some(rec.order.clone()).filter(|o| !o.is_empty());
+            inv.price = Some(rec.price.clone());
+        }
+    }
+
     /// 9: release only a `Held` (with override), `PaidLate` or `AfterRefund` invoice.
     fn release(&mut self, id: &str, override_amount: bool) {
         // 9: never while a refund of it waits unconfirmed (it may have been paid back)
@@ -1066,6 +1252,9 @@ impl Machine<'_> {
                 self.apply_money(id, None);
             }
         } else if let Some(rec) = w.invoices.get(id) {
+            if w.applies(&rec.project) && (rec.status.pays() || rec.paid_late) {
+                self.settle_contest(id, None, Some(rec));
+            }
             self.learn_record(id, rec);
             if w.applies(&rec.project) && (rec.status.pays() || rec.paid_late) {
                 let status = if rec.status.pays() {
@@ -1134,9 +1323,19 @@ impl Machine<'_> {
         };
         let recorded = self.inv.get(id).and_then(|i| i.order.clone());
         let other_order = recorded.is_some_and(|o| !rec.order.is_empty() && o != rec.order);
+        // 20: a payment recorded under another project than Paymos' (not contested: one word
+        // named it) is not released (Paymos' refunds of it are recorded first), as a person's
+        // `--project` of it would be refused; `reconcile --apply` applies Paymos' record
+        let other_project = self.inv.get(id).is_some_and(|i| {
+            !i.contested
+                && i.project
+                    .as_ref()
+                    .is_some_and(|p| !p.is_empty() && *p != rec.project)
+        });
         if !(rec.status.pays() || rec.paid_late) || !w.applies(&rec.project) || other_order {
             return;
         }
+        self.settle_contest(id, None, Some(rec));
         let full: Vec<(String, u64)> = w
             .refunds
             .iter()
@@ -1147,6 +1346,9 @@ impl Machine<'_> {
             self.apply_money(&wdr, Some(at));
         }
         self.settle();
+        if other_project {
+            return;
+        }
         self.release(id, override_amount);
     }
 
@@ -1154,6 +1356,22 @@ impl Machine<'_> {
     /// receiver applies.
     fn reconcile_one(&mut self, id: &str, rec: &Invoice) {
         let w = self.world;
+        // 20: a payment recorded here under another project than Paymos' (a delivery's word of
+        // another shop), or contested, that shipped nothing is not Paymos' payment as Paymos
+        // has it: Paymos' record replaces it
+        let foreign = self.inv.get(id).is_some_and(|i| {
+            !i.shipped
+                && i.payment()
+                && (i.contested || i.project.as_ref().is_some_and(|p| *p != rec.project))
+        });
+        self.settle_contest(id, None, Some(rec));
+        if let Some(inv) = self.inv.get_mut(id).filter(|_| foreign) {
+            inv.paid = false;
+            inv.pending = false;
+            inv.judged = None;
+            inv.paid_at = None;
+            inv.late = false;
+        }
         // 6: an invoice that shipped, or whose payment is recorded here already, has
         // nothing left to apply (its refunds are read, never recorded, by the run); 8: but
         // a payment recorded with no time (a person's word) takes Paymos' time of it
@@ -1293,6 +1511,9 @@ impl Machine<'_> {
             return None; // 8: paid back; a payment after the refund is new and waits as it must
         }
         let inv = inv.filter(|i| i.payment() && !i.shipped)?;
+        if inv.contested {
+            return Some(Wait::Contested); // 20: a person or Paymos decides
+        }
         if inv.after_refund() && !inv.released {
             return Some(Wait::AfterRefund); // 8: paid after a full refund? a person decides
         }
@@ -1353,6 +1574,12 @@ impl Machine<'_> {
                 .inv
                 .iter()
                 .filter(|(_, i)| i.refunded())
+                .map(|(id, _)| id.clone())
+                .collect(),
+            contested: self
+                .inv
+                .iter()
+                .filter(|(_, i)| i.questioned)
                 .map(|(id, _)| id.clone())
                 .collect(),
         }
@@ -1508,6 +1735,7 @@ mod tests {
         Arrival::Release {
             invoice: id.into(),
             override_amount,
+            project: None,
             api: false,
         }
     }
@@ -1520,6 +1748,7 @@ mod tests {
             waiting: waiting.iter().map(|(id, w)| ((*id).into(), *w)).collect(),
             balances: BTreeMap::new(),
             refunded: refunded.iter().map(|i| (*i).into()).collect(),
+            contested: BTreeSet::new(),
         }
     }
 

@@ -209,12 +209,14 @@ pub enum Act {
         /// With the Paymos API: Paymos is asked first.
         api: bool,
     },
-    /// `release INV [--override-amount]`.
+    /// `release INV [--override-amount] [--project P]`.
     Release {
         /// Invoice index.
         invoice: u8,
         /// With the override.
         override_amount: bool,
+        /// Naming the invoice's project (`--project`).
+        project: bool,
         /// With the Paymos API: Paymos is asked first.
         api: bool,
     },
@@ -337,7 +339,7 @@ fn truth() -> impl Strategy<Value = Truth> {
         )
 }
 
-fn act(truth: &Truth) -> BoxedStrategy<Act> {
+fn act(truth: &Truth, contested: bool) -> BoxedStrategy<Act> {
     let rc = truth.reverse_check;
     let statuses = prop::sample::select(vec![
         Status::AwaitingPayment,
@@ -354,7 +356,7 @@ fn act(truth: &Truth) -> BoxedStrategy<Act> {
         (0..INVOICES, statuses, 0u8..3, any::<bool>(), 0u8..2),
         (
             flag(0.15, true),
-            flag(0.25, rc),
+            flag(0.25, rc || (contested && several(truth))),
             flag(0.15, rc),
             flag(0.7, true),
             any::<bool>(),
@@ -398,8 +400,10 @@ fn act(truth: &Truth) -> BoxedStrategy<Act> {
             .prop_map(|(payout, sandbox, lagging)| Act::Payout { payout, sandbox, lagging }),
         1 => (0..INVOICES, any::<bool>(), any::<bool>())
             .prop_map(|(invoice, with_order, api)| Act::MarkPaid { invoice, with_order, api }),
-        2 => (0..INVOICES, any::<bool>(), any::<bool>())
-            .prop_map(|(invoice, override_amount, api)| Act::Release { invoice, override_amount, api }),
+        2 => (0..INVOICES, any::<bool>(), any::<bool>(), any::<bool>())
+            .prop_map(|(invoice, override_amount, api, project)| {
+                Act::Release { invoice, override_amount, project, api }
+            }),
         1 => prop::sample::select(vec![0u8, 1, 2, 10, 11, 12, 20, 21, 22, 30]).prop_map(Act::Recheck),
         1 => Just(Act::Reconcile),
     ]
@@ -409,10 +413,21 @@ fn act(truth: &Truth) -> BoxedStrategy<Act> {
 /// A world: Paymos' truth and a history, with events that do not exist at Paymos dropped
 /// (a refund, a deposit or a payout index beyond what Paymos holds).
 pub fn world() -> impl Strategy<Value = (Truth, Vec<Act>)> {
-    truth().prop_flat_map(|t| {
+    world_of(false)
+}
+
+/// [`world`], where on rule 19's stacks (several projects, no reverse check) a leaked secret
+/// forges events too, each naming another project than its invoice's (rule 20's shape: one
+/// invoice's deliveries naming two projects, which nothing but Paymos or a person can settle).
+pub fn world_contested() -> impl Strategy<Value = (Truth, Vec<Act>)> {
+    world_of(true)
+}
+
+fn world_of(contested: bool) -> impl Strategy<Value = (Truth, Vec<Act>)> {
+    truth().prop_flat_map(move |t| {
         // Each act with a coin: whether an invoice payment event whose project is known nowhere
         // keeps the `project_id` it would leave out (rule 19's stacks only).
-        let acts = prop::collection::vec((act(&t), any::<bool>()), 1..16);
+        let acts = prop::collection::vec((act(&t, contested), any::<bool>()), 1..16);
         (Just(t), acts).prop_map(|(t, acts)| {
             let acts: Vec<(Act, bool)> = acts
                 .into_iter()
@@ -450,8 +465,10 @@ fn knowable_projects(t: &Truth, acts: Vec<(Act, bool)>) -> Vec<Act> {
             status,
             project,
             sandbox: false,
+            forged,
             ..
         } = &mut act
+            && (!*forged || t.reverse_check)
         {
             let known = named.contains(invoice) || (t.reverse_check && status.is_final());
             if !known {
@@ -468,10 +485,31 @@ fn knowable_projects(t: &Truth, acts: Vec<(Act, bool)>) -> Vec<Act> {
 }
 
 /// A genuine event says what Paymos' invoice said at some moment: an open status, its final
-/// status (or `paid` for a late payment), its own order and price. Forged ones say anything.
-/// Without the reverse check nothing is forged (a signature is all there is to trust).
+/// status (or `paid` for a late payment), its own order and price. Forged ones say anything
+/// under the reverse check; without it (on rule 19's stacks only) a forgery is rule 20's: it
+/// names another project than its invoice's, and its order and price, at any time (a
+/// signature is all there is to trust: what else it could forge, it ships as a genuine event).
 fn genuine(t: &Truth, act: Act) -> Act {
     match act {
+        Act::Invoice {
+            invoice,
+            status,
+            endpoint,
+            sandbox,
+            forged: true,
+            ..
+        } if !t.reverse_check => Act::Invoice {
+            invoice,
+            status,
+            naming: 1,
+            priced: true,
+            project: true,
+            endpoint,
+            sandbox,
+            forged: true,
+            elsewhere: true,
+            lagging: false,
+        },
         Act::Invoice {
             invoice,
             status,
@@ -699,7 +737,7 @@ fn event_at(t: &Truth, invoice: u8, status: Status, forged: Option<u8>) -> u64 {
 }
 
 /// The `data.order` an invoice event carries: no order (`naming` 0), its true one (1) or the
-/// other (2), with its price where `priced` (a forged event says the other price).
+/// other (2), with its price where `priced` (forged under the reverse check, the other price).
 fn said_order(
     ids: &Ids,
     t: &Truth,
@@ -715,7 +753,7 @@ fn said_order(
         _ => drop(order.insert("external_id".into(), ids.order((invoice + 1) % 2).into())),
     }
     if priced {
-        let price = t.invoices[usize::from(invoice)].price ^ usize::from(forged);
+        let price = t.invoices[usize::from(invoice)].price ^ usize::from(forged && t.reverse_check);
         order.insert("amount".into(), PRICES[price].into());
         order.insert("currency".into(), "USD".into());
     }
@@ -934,11 +972,15 @@ async fn operate<S: WorldStore>(
             };
             let id = ids.invoice(invoice);
             if !asking {
-                // Refused on a stack with the reverse check (rule 21).
+                // Refused naming another project than the record's (exit 2), and on a stack with
+                // the reverse check (rule 21), as the command line refuses them.
+                let other = by_hand
+                    .refuses_person(&id, order.project.as_deref())
+                    .await?;
                 let refused =
                     crate::roads::exceptions::refuses_word(store, reviews, &id, t.reverse_check)
                         .await?;
-                if refused.is_none() {
+                if other.is_none() && refused.is_none() {
                     by_hand.mark_paid(&id, order, "support", now).await?;
                 }
             } else if let Err(crate::roads::reconcile::AskedFirst::Port(e)) =
@@ -957,20 +999,22 @@ async fn operate<S: WorldStore>(
         Act::Release {
             invoice,
             override_amount,
+            project,
             api: asking,
         } => {
+            let named = project.then(|| project_of(ids, t, invoice));
             let by = ReleaseBy {
                 actor: "ops",
                 reason: Some("model"),
                 override_amount,
-                project: None,
+                project: named.as_deref(),
                 order: None,
             };
             let id = ids.invoice(invoice);
             let released = if asking {
                 by_hand.release_asking(reviews, &**api, &id, &by, now).await
             } else {
-                exceptions::release(store, reviews, &id, &by, &RecordFulfilment, now).await
+                by_hand.release(reviews, &id, &by, now).await
             };
             // A refusal is an answer; only a store failure stops the history.
             if let Err(crate::roads::release::ReleaseError::Port(e)) = released {
@@ -1117,7 +1161,7 @@ fn invoice_step(ids: &Ids, t: &Truth, act: &Act, event_id: Option<String>) -> o:
         _ => Some(ids.order((invoice + 1) % 2)),
     };
     let price = priced.then(|| o::Price {
-        amount: PRICES[if forged { 1 - truth.price } else { truth.price }].into(),
+        amount: PRICES[truth.price ^ usize::from(forged && t.reverse_check)].into(),
         currency: "USD".into(),
     });
     o::Arrival::Invoice {
@@ -1201,10 +1245,12 @@ fn step(ids: &Ids, t: &Truth, act: &Act) -> o::Arrival {
         Act::Release {
             invoice,
             override_amount,
+            project,
             api,
         } => o::Arrival::Release {
             invoice: ids.invoice(invoice),
             override_amount,
+            project: project.then(|| project_of(ids, t, invoice)),
             api,
         },
         Act::Recheck(id) => o::Arrival::Recheck {
@@ -1249,7 +1295,7 @@ async fn judge_balances<V: Observe>(
 
 /// Paymos' clock as the truth has it, for the oracle: when each invoice was paid and each
 /// refund completed.
-fn paymos_clock(ids: &Ids, t: &Truth) -> o::Clock {
+pub fn paymos_clock(ids: &Ids, t: &Truth) -> o::Clock {
     o::Clock {
         paid_at: (0u8..)
             .zip(&t.invoices)
@@ -1340,11 +1386,17 @@ pub async fn judge<S: WorldStore, V: Observe>(
             waiting.entry(id).or_default().insert(wait);
         }
     }
-    let agrees = waiting.len() == want.waiting.len()
-        && want
-            .waiting
-            .iter()
-            .all(|(id, w)| waiting.get(id).is_some_and(|ours| ours.contains(w)));
+    // 20: of a contested invoice, a payment that waits is listed under whatever name, and a
+    // listing the oracle does not name is not a disagreement
+    let contested = |i: &String| want.contested.contains(i);
+    let agrees = waiting
+        .keys()
+        .all(|id| want.waiting.contains_key(id) || contested(id))
+        && want.waiting.iter().all(|(id, w)| {
+            waiting
+                .get(id)
+                .is_some_and(|ours| ours.contains(w) || *w == o::Wait::Contested || contested(id))
+        });
     if !agrees {
         out.push(format!(
             "waiting {waiting:?}, the oracle says {:?}",
@@ -1352,10 +1404,12 @@ pub async fn judge<S: WorldStore, V: Observe>(
         ));
     }
     out.extend(judge_balances(view, &want, &projects, &mine).await);
+    // 20: of a contested payment the oracle says only that it waits (under whatever name)
     let refunded: BTreeSet<String> = view
         .invoices()
         .await
         .into_iter()
+        .filter(|(i, _)| !contested(i))
         // Paid back in full; a payment waiting for its order, made after the refund, is not
         // the one it returned (the invoice's record knows no payment of it yet), and neither
         // is one no road dates that waits for a person (`after_refund`).
@@ -1369,7 +1423,13 @@ pub async fn judge<S: WorldStore, V: Observe>(
         })
         .map(|(i, _)| i)
         .collect();
-    if refunded != want.refunded {
+    let want_refunded: BTreeSet<String> = want
+        .refunded
+        .iter()
+        .filter(|i| !contested(i))
+        .cloned()
+        .collect();
+    if refunded != want_refunded {
         out.push(format!(
             "refunded {refunded:?}, the oracle says {:?}",
             want.refunded

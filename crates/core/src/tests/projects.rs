@@ -778,9 +778,9 @@ async fn paymos_word_ships_an_invoice_whose_events_named_two_projects() {
     assert!(!store.invoice("inv_x").unwrap().projects_disagree);
 }
 
-// A payment naming another project than its record's, held: it keeps the order it names (set
-// once, as any first naming), so a person's `release --project` ships it (a mutant of
-// `invoice_transition` no fast test caught).
+// A payment naming another project than its record's, held: it teaches the record nothing (an
+// order id is its project's, and which shop's payment it is, no one knows yet), so a person's
+// `release --project` names the order too, and ships it (oracle rule 20).
 #[tokio::test]
 async fn a_payment_held_for_naming_another_project_keeps_its_order() {
     let opened = item(
@@ -796,12 +796,27 @@ async fn a_payment_held_for_naming_another_project_keeps_its_order() {
     assert_eq!(outcomes, [Updated, Held]);
     let held = store.invoice("inv_x").unwrap();
     assert!(held.projects_disagree);
-    assert_eq!(held.order.external_id.as_deref(), Some("1001"));
+    assert_eq!(held.order.external_id, None);
     let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(two_shops());
+    let by = crate::roads::release::ReleaseBy {
+        actor: "ops",
+        reason: Some("checked at Paymos"),
+        override_amount: false,
+        project: Some("prj_a"),
+        order: Some("1001"),
+    };
     assert_eq!(
-        release_x(&fulfil, Some("prj_a"), false).await,
+        fulfil
+            .release(
+                &crate::testkit::memory::MemoryReviews::new(),
+                "inv_x",
+                &by,
+                9_000
+            )
+            .await,
         Ok(Fulfilled)
     );
+    assert_eq!(store.fulfilments(), [("inv_x".into(), Some("1001".into()))]);
 }
 
 // Issue 49, the model's rule 20 (class A, reproduced by its survey): a forged `invoice.paid`
@@ -901,4 +916,36 @@ async fn a_refused_release_naming_a_project_leaves_the_record_as_it_was() {
             ("inv_x".into(), Some("5501".into()))
         ]
     );
+}
+
+// Oracle rule 20 (the model's census): without the reverse check, a forged `invoice.paid`
+// names the home project and another price than its registered order: held for its price,
+// under the home project. `reconcile --apply` then reads Paymos' record: the invoice is
+// shop B's, paid at the right price. The payment held under another project than Paymos' was
+// not Paymos' payment: it is taken off, and Paymos' ships once, as shop B's order.
+#[tokio::test]
+async fn paymos_word_ships_a_payment_held_under_another_project() {
+    let (outcomes, store) = run(two_shops(), &[]).await;
+    assert!(outcomes.is_empty());
+    let amount = crate::money::status::Amount::parse;
+    store.register_order("1001", &amount("12.00").unwrap(), "USD");
+    let fulfil = Fulfil::new(Arc::clone(&store)).for_projects(two_shops());
+    let forged = paid("evt_f", "inv_x", "prj_a", "1001");
+    assert_eq!(fulfil.apply(&forged, 1_000).await.unwrap().1, Held);
+    let paymos = OrderRef {
+        external_id: Some("1001".into()),
+        amount: amount("10.00"),
+        currency: Some("USD".into()),
+        project: Some("prj_b".into()),
+        ..OrderRef::none()
+    };
+    let status = crate::money::status::InvoiceStatus::Paid;
+    let applied = fulfil
+        .apply_confirmed("inv_x", (status, Some(20)), paymos, "reconcile", 2_000)
+        .await
+        .unwrap();
+    assert_eq!(applied, Fulfilled);
+    assert_eq!(store.fulfilments(), [("inv_x".into(), Some("1001".into()))]);
+    assert!(store.keys().contains(&"order_paid#prj_b#1001".to_owned()));
+    assert!(!store.invoice("inv_x").unwrap().held);
 }

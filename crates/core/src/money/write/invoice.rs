@@ -28,9 +28,14 @@ pub fn transition(incoming: InvoiceStatus, at: u64) -> Guard {
             ]),
         ])
     };
-    // Another project's invoice takes no change of this stack's.
+    // Another project's invoice takes no change of this stack's (a record that names a
+    // project of this stack besides is not another project's: that delivery changed nothing).
     Guard::All(vec![
-        Guard::Lacks(Field::OtherProject),
+        Guard::Any(vec![
+            Guard::Lacks(Field::OtherProject),
+            Guard::Has(Field::ProjectId),
+            Guard::Has(Field::HomeProject),
+        ]),
         Guard::Any(vec![Guard::Lacks(Field::Status), forward]),
     ])
 }
@@ -229,6 +234,9 @@ pub fn paymos_order(
     if let Some(id) = &order.external_id {
         set.push(Set::Put(Field::OrderId, Value::text(id)));
     }
+    let other_project = order.names_project()
+        && recorded.names_project()
+        && (order.project != recorded.project || order.home != recorded.home);
     match (&order.amount, &order.currency) {
         (Some(amount), Some(currency)) => set.extend([
             Set::Put(Field::Amount, Value::Amount(amount.clone())),
@@ -256,6 +264,15 @@ pub fn paymos_order(
     if order.names_project() {
         set.push(Set::Remove(Field::ProjectsDisagree));
     }
+    // A payment recorded under another project than this order's was another shop's word,
+    // not this payment: its time goes with it (the payment applied next brings its own).
+    if other_project {
+        set.push(Set::Remove(Field::PaymentAt));
+        // and its order id, which was that shop's, where this word names none
+        if order.external_id.is_none() {
+            set.push(Set::Remove(Field::OrderId));
+        }
+    }
     let as_read = match &recorded.external_id {
         Some(id) => Guard::Is(Field::OrderId, Value::text(id)),
         None => Guard::Lacks(Field::OrderId),
@@ -270,11 +287,16 @@ pub fn paymos_order(
         Guard::Lacks(Field::ReleasedAt),
     ];
     if reopen {
-        guard.extend([
-            held,
-            Guard::Is(Field::ProjectsDisagree, Value::Bool(true)),
-            Guard::Lacks(Field::PaidLateAt),
-        ]);
+        // Held because its events named two projects, or under another project than this
+        // order's (the record still names it).
+        let in_question = match (other_project, same_project(recorded)) {
+            (true, Some(recorded_project)) => Guard::Any(vec![
+                Guard::Is(Field::ProjectsDisagree, Value::Bool(true)),
+                recorded_project,
+            ]),
+            _ => Guard::Is(Field::ProjectsDisagree, Value::Bool(true)),
+        };
+        guard.extend([held, in_question, Guard::Lacks(Field::PaidLateAt)]);
         set.extend([
             Set::Remove(Field::Status),
             Set::Remove(Field::StatusAt),
@@ -308,6 +330,7 @@ pub fn as_before(invoice_id: &str, before: &Fields, now_ms: u64) -> Write {
         Field::HomeProject,
         Field::ProjectsDisagree,
         Field::OrderDisputed,
+        Field::PaymentAt,
     ] {
         set.push(match before.get(&field) {
             Some(value) => Set::Put(field, value.clone()),
@@ -372,15 +395,19 @@ pub fn learned_order(invoice_id: &str, order: &OrderRef, now_ms: u64) -> Write {
 /// called it another project's (`marked`, as read: an event's word, never Paymos') goes, and
 /// the change is tried again.
 #[must_use]
-pub fn paymos_project(invoice_id: &str, marked: &str, now_ms: u64) -> Write {
+pub fn paymos_project(invoice_id: &str, (marked, disagree): (&str, bool), now_ms: u64) -> Write {
+    let mut set = vec![
+        Set::Remove(Field::OtherProject),
+        Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+    ];
+    if disagree {
+        set.push(Set::Put(Field::ProjectsDisagree, Value::Bool(true)));
+    }
     Write {
         what: What::Transition,
         key: Key::state(invoice_id),
         guard: Guard::Is(Field::OtherProject, Value::text(marked)),
-        set: vec![
-            Set::Remove(Field::OtherProject),
-            Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
-        ],
+        set,
     }
 }
 
@@ -430,6 +457,148 @@ pub fn awaits_order(
 #[must_use]
 pub fn other_project(invoice_id: &str, project: &str) -> Write {
     invoice_once(invoice_id, Field::OtherProject, project)
+}
+
+/// Paymos has the invoice paid (its own status, not a late payment), and its record a close an
+/// event recorded: Paymos' final status never changes, so that close was not Paymos' (a
+/// forged or mistaken delivery) and goes, with a payment recorded late on it (Paymos' payment,
+/// in time), while nothing was released. Paymos' payment is then applied as to an open
+/// invoice.
+#[must_use]
+pub fn paymos_pays_over_close(invoice_id: &str, now_ms: u64) -> Write {
+    let closes = [
+        InvoiceStatus::Underpaid,
+        InvoiceStatus::Expired,
+        InvoiceStatus::Cancelled,
+    ];
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::All(vec![
+            Guard::In(
+                Field::Status,
+                closes.iter().map(|s| Value::text(s.as_str())).collect(),
+            ),
+            Guard::Lacks(Field::ReleasedAt),
+        ]),
+        set: vec![
+            Set::Remove(Field::Status),
+            Set::Remove(Field::StatusAt),
+            Set::Remove(Field::StatusRank),
+            Set::Remove(Field::PaidLateAt),
+            Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+        ],
+    }
+}
+
+/// Paymos' project (`order`'s) on the record of an invoice of which no payment is known (none
+/// recorded, none waiting for its order, none released): what a road that asked Paymos read is the invoice's project from now
+/// on, whatever a delivery said, so that a later delivery naming another is seen as the
+/// disagreement it is. None where Paymos names no project.
+#[must_use]
+pub fn paymos_project_known(invoice_id: &str, order: &OrderRef, now_ms: u64) -> Option<Write> {
+    let project = match (&order.project, order.home) {
+        (Some(p), _) => [
+            Set::Put(Field::ProjectId, Value::text(p)),
+            Set::Remove(Field::HomeProject),
+        ],
+        (None, true) => [
+            Set::Put(Field::HomeProject, Value::Bool(true)),
+            Set::Remove(Field::ProjectId),
+        ],
+        (None, false) => return None,
+    };
+    let mut set = vec![Set::Put(Field::UpdatedAt, Value::Int(now_ms))];
+    set.extend(project);
+    Some(Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::All(vec![
+            Guard::Has(Field::Kind),
+            no_payment_status(),
+            Guard::Lacks(Field::PaidLateAt),
+            Guard::Lacks(Field::PaymentAt),
+            Guard::Lacks(Field::ReleasedAt),
+        ]),
+        set,
+    })
+}
+
+/// A person's word naming the project of the invoice's record (`recorded`, as read) settles
+/// its events' disagreement ([`Mark::ProjectsDisagree`]): the mark goes, while the record still
+/// holds that order, and nothing shipped under it (no payment status but one held, and no
+/// release). The person's change is then planned again. With `reopen`, a payment held only for
+/// that disagreement is taken off the record (as [`paymos_order`] reopens it, in one
+/// transaction with [`nothing_shipped`]): the person's word is then judged as the payment.
+#[must_use]
+pub fn projects_settled(
+    invoice_id: &str,
+    (recorded, reopen): (&OrderRef, bool),
+    now_ms: u64,
+) -> Write {
+    let as_read = match &recorded.external_id {
+        Some(id) => Guard::Is(Field::OrderId, Value::text(id)),
+        None => Guard::Lacks(Field::OrderId),
+    };
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::All(vec![
+            Guard::Is(Field::ProjectsDisagree, Value::Bool(true)),
+            as_read,
+            Guard::Lacks(Field::ReleasedAt),
+            if reopen {
+                Guard::All(vec![
+                    Guard::Is(Field::Held, Value::Bool(true)),
+                    Guard::Lacks(Field::PaidLateAt),
+                ])
+            } else {
+                Guard::Any(vec![
+                    no_payment_status(),
+                    Guard::Is(Field::Held, Value::Bool(true)),
+                ])
+            },
+        ]),
+        set: {
+            let mut set = vec![
+                Set::Remove(Field::ProjectsDisagree),
+                Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+            ];
+            if reopen {
+                set.extend([
+                    Set::Remove(Field::Status),
+                    Set::Remove(Field::StatusAt),
+                    Set::Remove(Field::StatusRank),
+                    Set::Remove(Field::Held),
+                    Set::Remove(Field::Why),
+                ]);
+            }
+            set
+        },
+    }
+}
+
+/// A late event naming another project than the invoice's record: the events' disagreement
+/// ([`Mark::ProjectsDisagree`]) alone, the status kept, while nothing shipped under it (no
+/// payment status but one held, and no release): no payment of it ships on an event's word.
+#[must_use]
+pub fn projects_disagree(invoice_id: &str, now_ms: u64) -> Write {
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::All(vec![
+            Guard::Has(Field::Kind),
+            Guard::Lacks(Field::ReleasedAt),
+            Guard::Any(vec![
+                no_payment_status(),
+                Guard::Is(Field::Held, Value::Bool(true)),
+            ]),
+        ]),
+        set: vec![
+            Set::Put(Field::ProjectsDisagree, Value::Bool(true)),
+            Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+        ],
+    }
 }
 
 /// What a delivery's payment of an order known nowhere teaches its invoice's record, once:
@@ -651,19 +820,11 @@ pub fn invoice_transition(
     source: &Source,
     now_ms: u64,
 ) -> Write {
-    // Events that named two projects: the record keeps the project it had and takes none of
-    // this payment's, so it never names two. A status that pays nothing teaches no order
-    // either: an order id is its project's, and this one may be another shop's.
+    // Events that named two projects: the record keeps the project it had and takes nothing of
+    // this change's, so it never names two: no order either (an order id is its project's,
+    // and this one may be another shop's), nor its price.
     let unscoped;
     let order = match mark {
-        Some(Mark::ProjectsDisagree) if status.fulfils() => {
-            unscoped = OrderRef {
-                project: None,
-                home: false,
-                ..order.clone()
-            };
-            &unscoped
-        }
         Some(Mark::ProjectsDisagree) => {
             unscoped = OrderRef::none();
             &unscoped

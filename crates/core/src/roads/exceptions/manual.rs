@@ -89,8 +89,9 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
     }
 
     /// The order a person's release names: refused where it is not the record's, unless the
-    /// invoice's events named two orders and it is one of them, which settles them (the record
-    /// takes it, its price kept, while nothing shipped).
+    /// invoice's events named two orders and it is one of them, which settles them, or the
+    /// record knows none (a payment whose order no delivery of its project named): the record
+    /// takes it, its price kept, while nothing shipped.
     async fn name_order(
         &self,
         invoice_id: &str,
@@ -104,7 +105,7 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
         if recorded == Some(order) && disputed.is_none() {
             return Ok(());
         }
-        if recorded != Some(order) && disputed != Some(order) {
+        if recorded.is_some() && recorded != Some(order) && disputed != Some(order) {
             return Err(ReleaseError::NotReleasable(format!(
                 "{invoice_id} is recorded for order {}{}, not {order}: nothing released",
                 recorded.unwrap_or("(none)"),

@@ -297,8 +297,19 @@ async fn apply_paid<S: ReconcileStore>(
     (by, now_ms): (&str, u64),
 ) -> Result<Applied, PortError> {
     let (id, order) = (&m.invoice_id, m.order());
+    let scoped = fulfil.projects().scoped(order.clone());
+    if let Some(known) = crate::money::write::paymos_project_known(id, &scoped, now_ms) {
+        // Refused, a payment is recorded: the change below corrects its project, if at all.
+        let _ = fulfil.store().write(&[known]).await?;
+    }
     if PaidAtPaymos::paid(&m.status) {
         let status = InvoiceStatus::parse(&m.status).unwrap_or(InvoiceStatus::Paid);
+        // Paymos' own status pays: a close its record holds was not Paymos' (refused, there
+        // was none to undo).
+        let _ = fulfil
+            .store()
+            .write(&[crate::money::write::paymos_pays_over_close(id, now_ms)])
+            .await?;
         return fulfil
             .apply_confirmed(id, (status, m.paid_at), order, by, now_ms)
             .await;

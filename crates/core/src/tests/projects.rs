@@ -782,7 +782,7 @@ async fn paymos_word_ships_an_invoice_whose_events_named_two_projects() {
 // order id is its project's, and which shop's payment it is, no one knows yet), so a person's
 // `release --project` names the order too, and ships it (oracle rule 20).
 #[tokio::test]
-async fn a_payment_held_for_naming_another_project_keeps_its_order() {
+async fn a_payment_held_for_naming_another_project_teaches_no_order() {
     let opened = item(
         "evt_o",
         "invoice.confirming",

@@ -393,7 +393,9 @@ pub fn learned_order(invoice_id: &str, order: &OrderRef, now_ms: u64) -> Write {
 
 /// Paymos confirmed a change of the invoice for a project this stack applies: the mark that
 /// called it another project's (`marked`, as read: an event's word, never Paymos') goes, and
-/// the change is tried again.
+/// the change is tried again. With `disagree`, a delivery naming a project this stack applies
+/// took it off: the record is marked [`Mark::ProjectsDisagree`] instead (no payment of it
+/// ships on an event's word).
 #[must_use]
 pub fn paymos_project(invoice_id: &str, (marked, disagree): (&str, bool), now_ms: u64) -> Write {
     let mut set = vec![

@@ -761,12 +761,12 @@ fn a_genuine_event_after_another_shops_mark_applies_and_a_later_payment_waits() 
     // On a stack of projects 0 and 1, a forged `underpaid_waiting` names project 2 (not
     // applied: it changes nothing); the genuine `confirming` names project 1 and applies; a
     // forged `paid` naming project 2 changes nothing; the genuine payment waits for a person,
-    // the invoice's deliveries having named two projects.
+    // the invoice's deliveries having named two projects, until a person names the project.
     let t = Truth {
         projects: Some(vec![0, 1]),
         ..contested(Status::Paid, false, &[])
     };
-    let acts = [
+    let mut acts = vec![
         forged(Status::UnderpaidWaiting, 0),
         said(Status::Confirming, 0),
         forged(Status::Paid, 1),
@@ -775,6 +775,17 @@ fn a_genuine_event_after_another_shops_mark_applies_and_a_later_payment_waits() 
     check20("ch", &t, &acts, |ids| o::Expected {
         contested: BTreeSet::from([ids.invoice(0)]),
         ..expect(&[], &[(ids.invoice(0), o::Wait::Contested)])
+    });
+    // The genuine `confirming` taught the record its order: a person's `mark-paid --project`
+    // of project 1, naming none, ships it.
+    acts.push(Act::MarkPaid {
+        invoice: 0,
+        with_order: false,
+        api: false,
+    });
+    check20("ch2", &t, &acts, |ids| o::Expected {
+        contested: BTreeSet::from([ids.invoice(0)]),
+        ..expect(&[((ids.project(1), ids.order(0)), ids.invoice(0))], &[])
     });
 }
 

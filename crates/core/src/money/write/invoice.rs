@@ -273,17 +273,9 @@ pub fn paymos_order(
             set.push(Set::Remove(Field::OrderId));
         }
     }
-    let as_read = match &recorded.external_id {
-        Some(id) => Guard::Is(Field::OrderId, Value::text(id)),
-        None => Guard::Lacks(Field::OrderId),
-    };
-    // Nothing shipped under it: no payment status (open, closed unpaid, paid late), or a
-    // payment held for a person; and no release.
-    let unpaid = no_payment_status();
-    let held = Guard::Is(Field::Held, Value::Bool(true));
     let mut guard = vec![
         Guard::Has(Field::Kind),
-        as_read,
+        order_as_read(recorded),
         Guard::Lacks(Field::ReleasedAt),
     ];
     if reopen {
@@ -296,16 +288,14 @@ pub fn paymos_order(
             ]),
             _ => Guard::Is(Field::ProjectsDisagree, Value::Bool(true)),
         };
-        guard.extend([held, in_question, Guard::Lacks(Field::PaidLateAt)]);
-        set.extend([
-            Set::Remove(Field::Status),
-            Set::Remove(Field::StatusAt),
-            Set::Remove(Field::StatusRank),
-            Set::Remove(Field::Held),
-            Set::Remove(Field::Why),
+        guard.extend([
+            Guard::Is(Field::Held, Value::Bool(true)),
+            in_question,
+            Guard::Lacks(Field::PaidLateAt),
         ]);
+        set.extend(held_payment_off());
     } else {
-        guard.push(Guard::Any(vec![unpaid, held]));
+        guard.push(unshipped());
     }
     Write {
         what: What::Transition,
@@ -538,46 +528,58 @@ pub fn projects_settled(
     (recorded, reopen): (&OrderRef, bool),
     now_ms: u64,
 ) -> Write {
-    let as_read = match &recorded.external_id {
-        Some(id) => Guard::Is(Field::OrderId, Value::text(id)),
-        None => Guard::Lacks(Field::OrderId),
+    let mut set = vec![
+        Set::Remove(Field::ProjectsDisagree),
+        Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+    ];
+    let unshipped = if reopen {
+        set.extend(held_payment_off());
+        Guard::All(vec![
+            Guard::Is(Field::Held, Value::Bool(true)),
+            Guard::Lacks(Field::PaidLateAt),
+        ])
+    } else {
+        unshipped()
     };
     Write {
         what: What::Transition,
         key: Key::state(invoice_id),
         guard: Guard::All(vec![
             Guard::Is(Field::ProjectsDisagree, Value::Bool(true)),
-            as_read,
+            order_as_read(recorded),
             Guard::Lacks(Field::ReleasedAt),
-            if reopen {
-                Guard::All(vec![
-                    Guard::Is(Field::Held, Value::Bool(true)),
-                    Guard::Lacks(Field::PaidLateAt),
-                ])
-            } else {
-                Guard::Any(vec![
-                    no_payment_status(),
-                    Guard::Is(Field::Held, Value::Bool(true)),
-                ])
-            },
+            unshipped,
         ]),
-        set: {
-            let mut set = vec![
-                Set::Remove(Field::ProjectsDisagree),
-                Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
-            ];
-            if reopen {
-                set.extend([
-                    Set::Remove(Field::Status),
-                    Set::Remove(Field::StatusAt),
-                    Set::Remove(Field::StatusRank),
-                    Set::Remove(Field::Held),
-                    Set::Remove(Field::Why),
-                ]);
-            }
-            set
-        },
+        set,
     }
+}
+
+/// The condition that the record holds `recorded`'s order id as it was read (or none).
+fn order_as_read(recorded: &OrderRef) -> Guard {
+    match &recorded.external_id {
+        Some(id) => Guard::Is(Field::OrderId, Value::text(id)),
+        None => Guard::Lacks(Field::OrderId),
+    }
+}
+
+/// Nothing shipped under the record: no payment status (open, closed unpaid, paid late), or a
+/// payment held for a person.
+fn unshipped() -> Guard {
+    Guard::Any(vec![
+        no_payment_status(),
+        Guard::Is(Field::Held, Value::Bool(true)),
+    ])
+}
+
+/// A payment held for a person taken off the record (its status and hold), to be judged anew.
+fn held_payment_off() -> [Set; 5] {
+    [
+        Set::Remove(Field::Status),
+        Set::Remove(Field::StatusAt),
+        Set::Remove(Field::StatusRank),
+        Set::Remove(Field::Held),
+        Set::Remove(Field::Why),
+    ]
 }
 
 /// A late event naming another project than the invoice's record: the events' disagreement
@@ -591,10 +593,7 @@ pub fn projects_disagree(invoice_id: &str, now_ms: u64) -> Write {
         guard: Guard::All(vec![
             Guard::Has(Field::Kind),
             Guard::Lacks(Field::ReleasedAt),
-            Guard::Any(vec![
-                no_payment_status(),
-                Guard::Is(Field::Held, Value::Bool(true)),
-            ]),
+            unshipped(),
         ]),
         set: vec![
             Set::Put(Field::ProjectsDisagree, Value::Bool(true)),

@@ -735,6 +735,28 @@ fn a_forged_payment_after_paymos_word_ships_nothing() {
     });
 }
 
+#[test] // rule 20 (j), 2, 5
+fn a_late_payment_forged_on_a_forged_close_gives_way_to_paymos_refunded_payment() {
+    // A forged `expired` then a forged `paid_over`, both naming project 2: recorded here as a
+    // late payment. Paymos has the invoice project 1's, paid (not late) at 130 and refunded in
+    // full at 140: `reconcile --apply` settles it as Paymos has it, refunded, waiting for no one.
+    let mut t = contested(
+        Status::Paid,
+        false,
+        &[(true, RETURNED_AT), (true, REFUNDED_AT)],
+    );
+    t.invoices[0].paid_at = Some(PAID_AGAIN_AT);
+    let acts = [
+        forged(Status::Expired, 1),
+        forged(Status::PaidOver, 0),
+        Act::Reconcile,
+    ];
+    check20("cj", &t, &acts, |ids| o::Expected {
+        refunded: BTreeSet::from([ids.invoice(0)]),
+        ..expect(&[], &[])
+    });
+}
+
 #[test] // rule 20 (f)
 fn a_persons_word_naming_the_project_ships_a_payment_held_for_the_contest() {
     // The genuine `confirming` names project 1; a forged `paid_over` names project 2 and is

@@ -478,6 +478,7 @@ pub fn paymos_pays_over_close(invoice_id: &str, now_ms: u64) -> Write {
             Set::Remove(Field::StatusAt),
             Set::Remove(Field::StatusRank),
             Set::Remove(Field::PaidLateAt),
+            Set::Remove(Field::PaymentAt),
             Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
         ],
     }

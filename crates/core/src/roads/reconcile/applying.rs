@@ -235,6 +235,14 @@ pub(super) async fn apply_found<S: ReconcileStore>(
     // finds the payment returned. Nothing is recorded on a guess: not where Paymos names no
     // payment time, nor where the record holds the payment (dated by Paymos if it was not).
     for m in report.refunded.iter().filter(|m| m.paid_at.is_some()) {
+        // A close here Paymos' own paid status contradicts goes first: what it held (a late
+        // payment on it) was not Paymos' payment, which its refunds settle below.
+        if let Err(e) = over_close(fulfil, m, now_ms).await {
+            report
+                .applied
+                .insert(m.invoice_id.clone(), Err(e.to_string()));
+            continue;
+        }
         match holds_payment(fulfil, &m.invoice_id).await {
             Ok(false) => {}
             Ok(true) => continue,
@@ -304,12 +312,7 @@ async fn apply_paid<S: ReconcileStore>(
     }
     if PaidAtPaymos::paid(&m.status) {
         let status = InvoiceStatus::parse(&m.status).unwrap_or(InvoiceStatus::Paid);
-        // Paymos' own status pays: a close its record holds was not Paymos' (refused, there
-        // was none to undo).
-        let _ = fulfil
-            .store()
-            .write(&[crate::money::write::paymos_pays_over_close(id, now_ms)])
-            .await?;
+        over_close(fulfil, m, now_ms).await?;
         return fulfil
             .apply_confirmed(id, (status, m.paid_at), order, by, now_ms)
             .await;
@@ -321,4 +324,24 @@ async fn apply_paid<S: ReconcileStore>(
     fulfil
         .apply_confirmed(id, (InvoiceStatus::Paid, m.paid_at), order, by, now_ms)
         .await
+}
+
+/// Paymos' own status pays `m`: a close the record holds (and a late payment on it) was not
+/// Paymos' and goes ([`crate::money::write::paymos_pays_over_close`]; refused, there was none
+/// to undo). Nothing where Paymos has the invoice closed.
+async fn over_close<S: ReconcileStore>(
+    fulfil: &Fulfil<S>,
+    m: &PaidAtPaymos,
+    now_ms: u64,
+) -> Result<(), PortError> {
+    if PaidAtPaymos::paid(&m.status) {
+        let _ = fulfil
+            .store()
+            .write(&[crate::money::write::paymos_pays_over_close(
+                &m.invoice_id,
+                now_ms,
+            )])
+            .await?;
+    }
+    Ok(())
 }

@@ -1108,6 +1108,21 @@ fn disagreeing(
                 ),
             )
         }
+        // A payment naming another project, returned by a full refund on record: nothing of it
+        // is recorded, the disagreement is noted all the same.
+        (Writes::Unfulfilled(Mark::Refunded), Refusal::Resource { recorded, .. })
+            if !confirmed && other_project(order, recorded) =>
+        {
+            plan(
+                Writes::Disagree,
+                Applied::Refunded,
+                format!(
+                    "a payment naming {}, the invoice's record {}, refunded in full before it: no payment of it ships on an event's word",
+                    project_name(order),
+                    project_name(recorded)
+                ),
+            )
+        }
         (Writes::Change, Refusal::ProjectsDisagree { recorded }) if confirmed => {
             Some(Step::Then(Plan {
                 write: Writes::PaymosOrder {

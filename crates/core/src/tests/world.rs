@@ -757,6 +757,28 @@ fn a_late_payment_forged_on_a_forged_close_gives_way_to_paymos_refunded_payment(
     });
 }
 
+#[test] // rule 20 (k), 5
+fn a_contest_outlives_the_refund_of_its_forged_payment() {
+    // The genuine `underpaid_waiting` names project 1; a full refund at 120; a forged `paid`
+    // naming project 2, dated long ago; then Paymos' own payment at 130, naming project 1. The
+    // invoice is contested: no event's word ships it. (Paid once, the oracle has the payment
+    // returned by the refund; of a contested invoice it judges that nothing ships and what
+    // waits is listed.)
+    let mut t = contested(Status::Paid, false, &[(true, RETURNED_AT)]);
+    t.invoices[0].paid_at = Some(PAID_AGAIN_AT);
+    let acts = [
+        said(Status::UnderpaidWaiting, 0),
+        refund(0),
+        forged(Status::Paid, 1),
+        said(Status::Paid, 1),
+    ];
+    check20("ck", &t, &acts, |ids| o::Expected {
+        contested: BTreeSet::from([ids.invoice(0)]),
+        refunded: BTreeSet::from([ids.invoice(0)]),
+        ..expect(&[], &[])
+    });
+}
+
 #[test] // rule 20 (f)
 fn a_persons_word_naming_the_project_ships_a_payment_held_for_the_contest() {
     // The genuine `confirming` names project 1; a forged `paid_over` names project 2 and is

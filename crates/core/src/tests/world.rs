@@ -779,6 +779,20 @@ fn a_contest_outlives_the_refund_of_its_forged_payment() {
     });
 }
 
+#[test] // rule 20 (l), 6
+fn a_forged_payment_held_gives_way_to_the_close_and_late_payment_paymos_has() {
+    // A forged `paid_over` naming project 2 is held (its price is not the registered order's);
+    // Paymos has the invoice project 1's, expired and paid late: `reconcile --apply` leaves
+    // that late payment waiting for a person, and ships nothing as if paid in time.
+    let mut t = contested(Status::Expired, true, &[]);
+    t.invoices[0].price = 1;
+    t.projects = Some(vec![2, 1]);
+    let acts = [forged(Status::PaidOver, 1), Act::Reconcile];
+    check20("cl", &t, &acts, |ids| {
+        expect(&[], &[(ids.invoice(0), o::Wait::PaidLate)])
+    });
+}
+
 #[test] // rule 20 (f)
 fn a_persons_word_naming_the_project_ships_a_payment_held_for_the_contest() {
     // The genuine `confirming` names project 1; a forged `paid_over` names project 2 and is

@@ -484,6 +484,30 @@ pub fn paymos_pays_over_close(invoice_id: &str, now_ms: u64) -> Write {
     }
 }
 
+/// Paymos has the invoice closed (a payment on it came late), under `order`'s project, and its
+/// record a payment an event recorded under another project, which a hold keeps from shipping:
+/// Paymos' final status never changes, so that payment was not Paymos' (a forged or mistaken
+/// delivery) and goes, with its time, while nothing was released. Paymos' close, then its late
+/// payment, are then applied as to an open invoice. (A held payment of Paymos' project is its
+/// late payment, delivered before the close: it stays.) None where Paymos names no project.
+#[must_use]
+pub fn paymos_closes_over_held(invoice_id: &str, order: &OrderRef, now_ms: u64) -> Option<Write> {
+    let mut set = held_payment_off().to_vec();
+    set.push(Set::Remove(Field::PaymentAt));
+    set.push(Set::Put(Field::UpdatedAt, Value::Int(now_ms)));
+    Some(Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::All(vec![
+            Guard::Is(Field::Held, Value::Bool(true)),
+            Guard::Lacks(Field::PaidLateAt),
+            Guard::Lacks(Field::ReleasedAt),
+            Guard::Not(Box::new(same_project(order)?)),
+        ]),
+        set,
+    })
+}
+
 /// Paymos' project (`order`'s) on the record of an invoice of which no payment is known (none
 /// recorded, none waiting for its order, none released): what a road that asked Paymos read is the invoice's project from now
 /// on, whatever a delivery said, so that a later delivery naming another is seen as the

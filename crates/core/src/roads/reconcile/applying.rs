@@ -3,6 +3,7 @@
 
 use crate::money::change::{Applied, OrderRef};
 use crate::money::status::InvoiceStatus;
+use crate::money::write;
 use crate::roads::confirm::AtSource;
 use crate::roads::fulfil::Fulfil;
 use crate::roads::ingest::PortError;
@@ -305,6 +306,7 @@ async fn apply_paid<S: ReconcileStore>(
     (by, now_ms): (&str, u64),
 ) -> Result<Applied, PortError> {
     let (id, order) = (&m.invoice_id, m.order());
+    over_close(fulfil, m, now_ms).await?;
     let scoped = fulfil.projects().scoped(order.clone());
     if let Some(known) = crate::money::write::paymos_project_known(id, &scoped, now_ms) {
         // Refused, a payment is recorded: the change below corrects its project, if at all.
@@ -312,7 +314,6 @@ async fn apply_paid<S: ReconcileStore>(
     }
     if PaidAtPaymos::paid(&m.status) {
         let status = InvoiceStatus::parse(&m.status).unwrap_or(InvoiceStatus::Paid);
-        over_close(fulfil, m, now_ms).await?;
         return fulfil
             .apply_confirmed(id, (status, m.paid_at), order, by, now_ms)
             .await;
@@ -326,22 +327,23 @@ async fn apply_paid<S: ReconcileStore>(
         .await
 }
 
-/// Paymos' own status pays `m`: a close the record holds (and a late payment on it) was not
-/// Paymos' and goes ([`crate::money::write::paymos_pays_over_close`]; refused, there was none
-/// to undo). Nothing where Paymos has the invoice closed.
+/// Paymos' own status of `m` over what an event recorded against it, which goes (refused,
+/// there was none to undo): where Paymos has it paid, a close the record holds, and a late
+/// payment on it ([`write::paymos_pays_over_close`]); where Paymos has it closed and paid late,
+/// a payment held unshipped under another project ([`write::paymos_closes_over_held`]).
 async fn over_close<S: ReconcileStore>(
     fulfil: &Fulfil<S>,
     m: &PaidAtPaymos,
     now_ms: u64,
 ) -> Result<(), PortError> {
-    if PaidAtPaymos::paid(&m.status) {
-        let _ = fulfil
-            .store()
-            .write(&[crate::money::write::paymos_pays_over_close(
-                &m.invoice_id,
-                now_ms,
-            )])
-            .await?;
+    let over = if PaidAtPaymos::paid(&m.status) {
+        Some(write::paymos_pays_over_close(&m.invoice_id, now_ms))
+    } else {
+        let scoped = fulfil.projects().scoped(m.order());
+        write::paymos_closes_over_held(&m.invoice_id, &scoped, now_ms)
+    };
+    if let Some(over) = over {
+        let _ = fulfil.store().write(&[over]).await?;
     }
     Ok(())
 }

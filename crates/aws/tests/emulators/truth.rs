@@ -503,3 +503,54 @@ async fn a_payment_naming_another_order_than_its_open_event_ships_the_order_a_pe
     );
     assert!(rig.store.invoices_under_review().await.unwrap().is_empty());
 }
+
+// Attack F1 on DynamoDB: a forged `full` refund (a leaked secret, no reverse check) settles the
+// genuine payment as refunded; Paymos has it paid at 100 and lists no refund. `reconcile
+// --apply` keeps Paymos' refunds alone on the record (under DynamoDB's condition on the count
+// of refunds it read) and ships the payment once; a second run applies nothing more.
+#[tokio::test]
+async fn a_refund_paymos_does_not_list_gives_way_to_the_payment_paymos_has_on_dynamodb() {
+    use paymos_inbox_core::roads::confirm::ConfirmedInvoice;
+    use paymos_inbox_core::testkit::memory::MemoryPaymos;
+    let rig = Rig::new().await;
+    let fulfil = Fulfil::new(rig.store.clone()).for_projects(crate::one_project());
+    let mut got = Vec::new();
+    for work in [at("e1", 150, Some("wdr_9")), at("e2", 100, None)] {
+        got.push(fulfil.apply(&work, NOW_MS).await.expect("DynamoDB Local").1);
+    }
+    assert_eq!(got, [Applied::Updated, Applied::Refunded]);
+    let paymos = MemoryPaymos::new();
+    paymos.invoice(
+        "inv_1",
+        ConfirmedInvoice {
+            status: "paid".into(),
+            is_test: false,
+            order_id: Some("o-1".into()),
+            order_amount: Amount::parse("10"),
+            order_currency: Some("USD".into()),
+            token_amount: None,
+            token_currency: None,
+            paid_late: false,
+            project_id: None,
+            paid_at: Some(100),
+        },
+    );
+    let window = (0, 2_000_000_000);
+    let report =
+        paymos_inbox_core::roads::reconcile::reconcile(&paymos, &fulfil, window, true, NOW_MS)
+            .await
+            .unwrap();
+    assert_eq!(
+        report.applied.get("inv_1"),
+        Some(&Ok(Applied::Fulfilled)),
+        "{report:?}"
+    );
+    let again =
+        paymos_inbox_core::roads::reconcile::reconcile(&paymos, &fulfil, window, true, NOW_MS)
+            .await
+            .unwrap();
+    assert!(again.clean(), "{again:?}");
+    let shipped = rig.store.fulfilments().await.unwrap();
+    assert_eq!(shipped.len(), 1, "the order ships once: {shipped:?}");
+    drop(rig.aws);
+}

@@ -3250,3 +3250,56 @@ async fn mark_paid_with_the_api_names_the_order_paymos_leaves_empty() {
     );
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
 }
+
+// Attack F1: without the check, a leaked secret signs a `full` refund of inv_1 completing at
+// 150; the genuine payment at 100 is then settled as refunded, on the forged refund's word.
+// Paymos has the invoice paid at 100 and lists no refund of it: `reconcile --apply` (and
+// `mark-paid` with the API, the same road) applies Paymos' word, the payment ships once, and
+// the next run is clean. Before: `MISSING … → already_final` on every run, nothing shipped,
+// nothing listed.
+#[tokio::test]
+async fn a_refund_paymos_does_not_list_gives_way_to_the_payment_paymos_has() {
+    let forged = item(
+        "evt_r",
+        "withdrawal.completed",
+        150,
+        r#"{"withdrawal_id":"wdr_9","invoice_id":"inv_1","mode":"full","type":"refund","amount":"10","currency":"USDT","completed_at":150}"#,
+    );
+    let (outcomes, store) = webhooks(&[forged, invoice("evt_p", "paid", 100)]).await;
+    assert_eq!(outcomes, [Updated, Refunded]);
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
+    let paymos = MemoryPaymos::new();
+    paymos.invoice("inv_1", at_paymos("paid", Some(100)));
+    // `release` with the API names the way out (before: "refunded in full: nothing to
+    // release", though Paymos lists no refund).
+    let alice = ReleaseBy {
+        actor: "alice",
+        reason: Some("paid, says Paymos"),
+        override_amount: false,
+        project: None,
+        order: None,
+    };
+    let released = fulfil
+        .release_asking(&MemoryReviews::new(), &paymos, "inv_1", &alice, NOW_MS)
+        .await;
+    assert!(
+        matches!(&released, Err(crate::roads::release::ReleaseError::NotReleasable(why)) if why.contains("wdr_9, a refund Paymos does not list") && why.contains("mark-paid inv_1")),
+        "{released:?}"
+    );
+    assert!(store.fulfilments().is_empty());
+    let window = (0, 2_000_000_000);
+    let report = crate::roads::reconcile::reconcile(&paymos, &fulfil, window, true, NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(
+        report.applied.get("inv_1"),
+        Some(&Ok(Fulfilled)),
+        "{report:?}"
+    );
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+    let again = crate::roads::reconcile::reconcile(&paymos, &fulfil, window, true, NOW_MS)
+        .await
+        .unwrap();
+    assert!(again.clean(), "{again:?}");
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}

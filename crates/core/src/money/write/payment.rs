@@ -654,6 +654,81 @@ pub fn refund_flags(invoice_id: &str, refunds: &[Refund]) -> Option<Write> {
     })
 }
 
+/// The refunds of an invoice as Paymos lists them (`listed`), where its record holds a full
+/// refund (or one of unknown mode) Paymos does not list: a delivery Paymos never made (a forged
+/// refund, without the reverse check) returned nothing. The record keeps the refunds Paymos
+/// lists and their flags, under the refunds it was read with (`seen`); a payment it settled as
+/// refunded that never shipped (`unshipped`) is taken off, to be applied anew as Paymos has it
+/// (a late one keeps its close and waits as it was). Nothing where the record holds no refund
+/// Paymos does not list.
+#[must_use]
+pub fn paymos_refunds_only(
+    invoice_id: &str,
+    (seen, listed): (&[Refund], &[String]),
+    unshipped: bool,
+    now_ms: u64,
+) -> Option<Write> {
+    let returns = |r: &Refund| r.mode != Some(RefundMode::Overpayment);
+    if !seen
+        .iter()
+        .any(|r| returns(r) && !listed.contains(&r.withdrawal_id))
+    {
+        return None;
+    }
+    let kept: Vec<Refund> = seen
+        .iter()
+        .filter(|r| !returns(r) || listed.contains(&r.withdrawal_id))
+        .cloned()
+        .collect();
+    let mut set = vec![
+        Set::Put(Field::Refunds, Value::Refunds(kept.clone())),
+        Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+    ];
+    for (mode, by, at) in [
+        (
+            Some(RefundMode::Full),
+            Field::RefundedInFullBy,
+            Field::RefundedInFullAt,
+        ),
+        (
+            None,
+            Field::RefundOfUnknownModeBy,
+            Field::RefundOfUnknownModeAt,
+        ),
+    ] {
+        let of: Vec<&Refund> = kept.iter().filter(|r| r.mode == mode).collect();
+        match of.first() {
+            Some(first) => set.push(Set::Put(by, Value::text(&first.withdrawal_id))),
+            None => set.push(Set::Remove(by)),
+        }
+        let times: Option<Vec<u64>> = of.iter().map(|r| r.completed_at).collect();
+        match times.and_then(|t| t.into_iter().max()) {
+            Some(latest) => set.push(Set::Put(at, Value::Int(latest))),
+            None => set.push(Set::Remove(at)),
+        }
+    }
+    let mut guard = vec![
+        Guard::Count(Field::Refunds, seen.len()),
+        Guard::Lacks(Field::ReleasedAt),
+    ];
+    if unshipped {
+        // Settled as refunded, never shipped: its paid status goes (not a late payment's close).
+        guard.push(Guard::Lacks(Field::PaidLateAt));
+        set.extend([
+            Set::Remove(Field::Status),
+            Set::Remove(Field::StatusAt),
+            Set::Remove(Field::StatusRank),
+            Set::Remove(Field::AfterRefund),
+        ]);
+    }
+    Some(Write {
+        what: What::RefundNote,
+        key: Key::state(invoice_id),
+        guard: Guard::All(guard),
+        set,
+    })
+}
+
 /// What a release reads and writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Waiting {

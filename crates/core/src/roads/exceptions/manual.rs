@@ -188,13 +188,29 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
             project: by.project.or(project.as_deref()),
             ..*by
         };
-        for refund in paymos.refunds_of(invoice_id).await? {
+        let refunds = paymos.refunds_of(invoice_id).await?;
+        for refund in &refunds {
             if let (Some(crate::money::invoice::RefundMode::Full), Some(at)) =
                 (refund.mode, refund.completed_at)
             {
-                self.apply_refund_confirmed(invoice_id, (&refund, at), by.actor, now_ms)
+                self.apply_refund_confirmed(invoice_id, (refund, at), by.actor, now_ms)
                     .await?;
             }
+        }
+        // Settled here by a refund Paymos does not list (a delivery Paymos never made): not
+        // released, which ships a payment that waits; applying Paymos' own payment is
+        // `mark-paid`'s with the API (and `reconcile --apply`'s).
+        if let (Some(seen), false) = self.store().invoice_seen(invoice_id).await?
+            && seen.standing() == crate::money::invoice::Standing::Refunded
+            && let Some(unlisted) = seen.refunds.iter().find(|r| {
+                r.mode != Some(crate::money::invoice::RefundMode::Overpayment)
+                    && !refunds.iter().any(|p| p.withdrawal_id == r.withdrawal_id)
+            })
+        {
+            return Err(ReleaseError::NotReleasable(format!(
+                "{invoice_id} was settled here by {}, a refund Paymos does not list: nothing released. `paymos-inbox mark-paid {invoice_id} --actor <you>` with the API applies the payment as Paymos has it",
+                unlisted.withdrawal_id
+            )));
         }
         self.release(ledger, invoice_id, by, now_ms).await
     }

@@ -271,8 +271,11 @@ pub(super) async fn apply_found<S: ReconcileStore>(
         .chain(&report.missing)
         .chain(&report.duplicate_payments)
     {
-        let applied = match refunds_first(fulfil, m, (by, now_ms)).await {
-            Ok(_) => said(apply_paid(fulfil, m, (by, now_ms)).await),
+        let applied = match only_paymos_refunds(fulfil, m, now_ms).await {
+            Ok(()) => match refunds_first(fulfil, m, (by, now_ms)).await {
+                Ok(_) => said(apply_paid(fulfil, m, (by, now_ms)).await),
+                Err(e) => Err(e.to_string()),
+            },
             Err(e) => Err(e.to_string()),
         };
         report.applied.insert(m.invoice_id.clone(), applied);
@@ -344,6 +347,31 @@ async fn over_close<S: ReconcileStore>(
     };
     if let Some(over) = over {
         let _ = fulfil.store().write(&[over]).await?;
+    }
+    Ok(())
+}
+
+/// A full refund (or one of unknown mode) recorded here that Paymos does not list among `m`'s
+/// invoice's refunds (a delivery Paymos never made) returned nothing: the record keeps Paymos'
+/// refunds alone, and a payment it settled as refunded that never shipped is applied anew as
+/// Paymos has it ([`write::paymos_refunds_only`]; refused, the record moved: the change decides).
+async fn only_paymos_refunds<S: ReconcileStore>(
+    fulfil: &Fulfil<S>,
+    m: &PaidAtPaymos,
+    now_ms: u64,
+) -> Result<(), PortError> {
+    let (seen, shipped) = fulfil.store().invoice_seen(&m.invoice_id).await?;
+    let Some(seen) = seen else { return Ok(()) };
+    let listed: Vec<String> = m
+        .refunds_before
+        .iter()
+        .map(|r| r.withdrawal_id.clone())
+        .collect();
+    let unshipped = !shipped && !seen.paid_late && seen.status.is_some_and(InvoiceStatus::fulfils);
+    if let Some(w) =
+        write::paymos_refunds_only(&m.invoice_id, (&seen.refunds, &listed), unshipped, now_ms)
+    {
+        let _ = fulfil.store().write(&[w]).await?;
     }
     Ok(())
 }

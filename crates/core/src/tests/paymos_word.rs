@@ -3303,3 +3303,78 @@ async fn a_refund_paymos_does_not_list_gives_way_to_the_payment_paymos_has() {
     assert!(again.clean(), "{again:?}");
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
 }
+
+// Attack F3: on a stack of prj_a and prj_b without the check, inv_1's close and its late
+// payment named prj_a; Paymos has the invoice prj_b's, closed and paid late. `release` with
+// the API refuses (a delivery's project is not Paymos') and names the way out that works:
+// `mark-paid` with the API puts Paymos' record on it, after which the release ships it under
+// Paymos' project, once. Before: each refusal pointed at the other ("pass --project prj_a",
+// then "you named project prj_a, Paymos has prj_b").
+#[tokio::test]
+async fn a_release_asking_paymos_names_the_way_to_paymos_project() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil =
+        crate::tests::one_shop(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let of_a = |event_id: &str, at: u64, extra: &str| {
+        item(
+            event_id,
+            "invoice.expired",
+            at,
+            &format!(
+                r#"{{"invoice_id":"inv_1","project_id":"prj_a"{extra},"order":{{"external_id":"o-1","amount":"10","currency":"USD"}}}}"#
+            ),
+        )
+    };
+    let mut outcomes = Vec::new();
+    for work in [
+        of_a("evt_x", 20, ""),
+        of_a("evt_l", 40, r#","paid_late_at":30"#),
+    ] {
+        outcomes.push(fulfil.apply(&work, NOW_MS).await.unwrap().1);
+    }
+    assert_eq!(outcomes, [Updated, PaidLate]);
+    let paymos = MemoryPaymos::new();
+    paymos.invoice(
+        "inv_1",
+        ConfirmedInvoice {
+            project_id: Some("prj_b".into()),
+            ..late_at_paymos("expired", Some(30))
+        },
+    );
+    let release = |project| {
+        let alice = ReleaseBy {
+            actor: "alice",
+            reason: Some("paid late, says Paymos"),
+            override_amount: false,
+            project,
+            order: None,
+        };
+        let fulfil = &fulfil;
+        let paymos = &paymos;
+        async move {
+            fulfil
+                .release_asking(&MemoryReviews::new(), paymos, "inv_1", &alice, NOW_MS)
+                .await
+        }
+    };
+    for project in [None, Some("prj_b")] {
+        let refused = release(project).await;
+        assert!(
+            matches!(&refused, Err(crate::roads::release::ReleaseError::NotReleasable(why)) if why.contains("Paymos has it in prj_b") && why.contains("mark-paid inv_1")),
+            "--project {project:?}: {refused:?}"
+        );
+    }
+    assert_eq!(store.fulfilments(), []);
+    let asked = crate::roads::reconcile::as_paymos_has_it(
+        &paymos,
+        &fulfil,
+        ("inv_1", &OrderRef::none()),
+        ("alice", NOW_MS),
+    )
+    .await;
+    assert_eq!(asked, Ok(PaidLate));
+    assert_eq!(release(None).await, Ok(Fulfilled));
+    assert_eq!(release(Some("prj_b")).await, Ok(AlreadyFinal));
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+    assert_eq!(claims(&store), ["order_paid#prj_b#o-1"]);
+}

@@ -212,6 +212,27 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
                 unlisted.withdrawal_id
             )));
         }
+        // Recorded under a project only a delivery named, not Paymos' (nothing confirmed it):
+        // not released here; `mark-paid` with the API puts Paymos' record on it first.
+        if let (Some(p), Some(fields)) = (
+            project.as_deref(),
+            self.store()
+                .read(&crate::money::write::Key::state(invoice_id))
+                .await?,
+        ) {
+            let seen = crate::money::write::invoice_seen(&fields);
+            if !seen.projects_disagree
+                && self
+                    .projects()
+                    .refuses_person(Some(p), &seen.order)
+                    .is_some()
+            {
+                return Err(ReleaseError::NotReleasable(format!(
+                    "{invoice_id} is recorded under {}, as a delivery named it; Paymos has it in {p}: nothing released. `paymos-inbox mark-paid {invoice_id} --actor <you>` with the API (or `reconcile --apply`) puts Paymos' record on it; then release it",
+                    seen.order.project.as_deref().unwrap_or("the home project")
+                )));
+            }
+        }
         self.release(ledger, invoice_id, by, now_ms).await
     }
 

@@ -15,7 +15,7 @@ use paymos_inbox_core::money::status::Amount;
 use paymos_inbox_core::money::write::{Field, Fields, Guard, Key, Set, Table, Value, Write};
 
 /// Every field with an attribute name of its own (a merchant's named ones aside).
-const FIELDS: [(Field, &str); 65] = [
+const FIELDS: [(Field, &str); 67] = [
     (Field::Kind, "kind"),
     (Field::Status, "status"),
     (Field::StatusAt, "status_at"),
@@ -44,6 +44,11 @@ const FIELDS: [(Field, &str); 65] = [
     (Field::OtherProject, "other_project"),
     (Field::ProjectsDisagree, "projects_disagree"),
     (Field::OrderDisputed, "order_disputed"),
+    (Field::ShippedOtherwise, "shipped_otherwise"),
+    (
+        Field::ShippedOtherwiseSettledBy,
+        "shipped_otherwise_settled_by",
+    ),
     (Field::Applied, "applied"),
     (Field::LastEventId, "last_event_id"),
     (Field::UpdatedAt, "updated_at"),

@@ -441,3 +441,79 @@ async fn paymos_confirming_the_project_ships_a_payment_held_for_two_projects_on_
     let (_, applied) = checked.apply(&live(&again), NOW_MS + 2).await.unwrap();
     assert_eq!(applied, Applied::AlreadyFinal);
 }
+
+// The attack on `dev` (issue 49, attack F2): a forged open event named prj_b's order o-1, the
+// genuine payment named none and shipped it; Paymos has the invoice prj_a's, of order o-2.
+// `reconcile --apply` notes it on the invoice (under a condition: once), which the `listed`
+// index lists as `order_conflict` although the invoice is fulfilled, until a person resolves
+// it; a later run lists it no more.
+#[tokio::test]
+async fn an_invoice_paymos_has_of_another_order_than_shipped_waits_until_resolved_on_dynamodb() {
+    use paymos_inbox_aws::dynamodb::DynamoLedger;
+    use paymos_inbox_core::roads::confirm::ConfirmedInvoice;
+    use paymos_inbox_core::roads::exceptions;
+    use paymos_inbox_core::testkit::memory::MemoryPaymos;
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let (state, deliveries) = (stack.table("StateTable"), stack.table("DeliveriesTable"));
+    let resources = DynamoResources::new(aws.dynamodb.clone(), state, deliveries);
+    let ledger = DynamoLedger::new(aws.dynamodb.clone(), deliveries, None);
+    let fulfil = Fulfil::new(resources.clone()).for_projects(Projects::parse("prj_a,prj_b"));
+    let open = envelope(
+        "evt_o",
+        "invoice.awaiting_payment",
+        json!({"invoice_id": "inv_s", "project_id": "prj_b", "order": {"external_id": "o-1", "amount": "10", "currency": "USD"}}),
+    );
+    let paid = envelope("evt_p", "invoice.paid", json!({"invoice_id": "inv_s"}));
+    let (_, applied) = fulfil.apply(&live(&open), NOW_MS).await.unwrap();
+    assert_eq!(applied, Applied::Updated);
+    let (_, applied) = fulfil.apply(&live(&paid), NOW_MS).await.unwrap();
+    assert_eq!(applied, Applied::Fulfilled);
+    let paymos = MemoryPaymos::new();
+    paymos.invoice(
+        "inv_s",
+        ConfirmedInvoice {
+            status: "paid".into(),
+            is_test: false,
+            order_id: Some("o-2".into()),
+            order_amount: Amount::parse("10"),
+            order_currency: Some("USD".into()),
+            token_amount: None,
+            token_currency: None,
+            paid_late: false,
+            project_id: Some("prj_a".into()),
+            paid_at: Some(NOW - 10),
+        },
+    );
+    let window = ((NOW - 3600) as i64, (NOW + 3600) as i64);
+    let listed = || async {
+        exceptions::list(&resources, &ledger, 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.kind, e.resource_id.unwrap_or_default()))
+            .collect::<Vec<_>>()
+    };
+    for _ in 0..2 {
+        let report =
+            paymos_inbox_core::roads::reconcile::reconcile(&paymos, &fulfil, window, true, NOW_MS)
+                .await
+                .unwrap();
+        assert_eq!(report.shipped_otherwise.len(), 1, "{report:?}");
+        assert_eq!(listed().await, [("order_conflict", "inv_s".to_owned())]);
+    }
+    let resolved = exceptions::resolve_invoice(&resources, "inv_s", "alice", NOW_MS).await;
+    assert_eq!(resolved, Ok(Applied::OrderConflict));
+    assert!(listed().await.is_empty());
+    let report =
+        paymos_inbox_core::roads::reconcile::reconcile(&paymos, &fulfil, window, true, NOW_MS)
+            .await
+            .unwrap();
+    assert!(report.clean(), "{report:?}");
+    assert!(listed().await.is_empty());
+    let record = aws.item(state, "pk", "inv_s").await.unwrap();
+    assert_eq!(
+        record.get("shipped_otherwise"),
+        Some(&AttributeValue::S("order o-2 of prj_a".into()))
+    );
+}

@@ -100,6 +100,12 @@ pub struct InvoiceSeen {
     /// invoice pays one order, and nothing says which word is right, so a release ships
     /// neither until a person names one.
     pub order_disputed: Option<String>,
+    /// Shipped here under another order (or project) than Paymos' invoice names, as a road
+    /// that asked Paymos found: Paymos' order, in words, until a person settles it (ships the
+    /// paid order by hand, recovers the other).
+    pub shipped_otherwise: Option<String>,
+    /// A person settled what [`Self::shipped_otherwise`] says (`exceptions --resolve`).
+    pub otherwise_settled: bool,
     /// Paid after it closed.
     pub paid_late: bool,
     /// A second payment for an order another invoice fulfilled.
@@ -142,6 +148,9 @@ pub enum Standing {
     /// paid again after the refund? A person decides: a release ships it, a refund of it
     /// settles it.
     AfterRefund,
+    /// Shipped under another order (or project) than Paymos' invoice names (Paymos' order, in
+    /// words): a person ships the paid order by hand, recovers the other, and resolves it.
+    ShippedOtherwise(String),
 }
 
 impl Standing {
@@ -155,6 +164,7 @@ impl Standing {
                 | Self::PaidLate
                 | Self::OrderUnknown
                 | Self::AfterRefund
+                | Self::ShippedOtherwise(_)
         )
     }
 }
@@ -169,6 +179,8 @@ impl InvoiceSeen {
             held_why: None,
             projects_disagree: false,
             order_disputed: None,
+            shipped_otherwise: None,
+            otherwise_settled: false,
             paid_late: false,
             duplicate_of: None,
             released: false,
@@ -240,7 +252,9 @@ impl InvoiceSeen {
     /// payment, a hold or a late payment waits for a person.
     #[must_use]
     pub fn standing(&self) -> Standing {
-        if self.released {
+        if let (Some(paymos), false) = (&self.shipped_otherwise, self.otherwise_settled) {
+            Standing::ShippedOtherwise(paymos.clone())
+        } else if self.released {
             Standing::Released
         } else if self.undated_after_refund() {
             Standing::AfterRefund

@@ -901,6 +901,7 @@ fn standing_outcome(standing: &Standing) -> Applied {
         Standing::PaidLate => Applied::PaidLate,
         Standing::OrderUnknown => Applied::OrderUnknown,
         Standing::AfterRefund => Applied::Held,
+        Standing::ShippedOtherwise(_) => Applied::OrderConflict,
         Standing::Clear | Standing::Released | Standing::Refunded => Applied::AlreadyFinal,
     }
 }

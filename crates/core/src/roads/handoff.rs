@@ -275,6 +275,14 @@ fn invoice_facts(old: Option<&InvoiceRecord>, new: &InvoiceRecord) -> Vec<Fact> 
         };
         out.push(review("duplicate_payment", why));
     }
+    if let (Some(paymos), false) = (&seen.shipped_otherwise, seen.otherwise_settled)
+        && was.is_none_or(|w| w.shipped_otherwise.is_none())
+    {
+        out.push(review(
+            "order_conflict",
+            format!("shipped here under another order than Paymos' invoice, which is of {paymos}: ship that one by hand and recover the other"),
+        ));
+    }
     if let Some(st) = seen.status
         && st.is_final()
         && !st.fulfils()
@@ -744,6 +752,29 @@ mod tests {
         let by_hand = events_of(None, Some(&fulfilment("manual:bob")), Environment::Test);
         assert_eq!(by_hand[0].detail["event_id"], Value::Null);
         assert_eq!(by_hand[0].detail["environment"], "sandbox");
+    }
+
+    #[test]
+    fn an_invoice_shipped_otherwise_needs_review_once_until_settled() {
+        let paid = invoice("inv_1", InvoiceStatus::Paid);
+        let mut otherwise = paid.clone();
+        otherwise.seen.shipped_otherwise = Some("order o-2 of prj_a".into());
+        let mut settled = otherwise.clone();
+        settled.seen.otherwise_settled = true;
+        let [paid, otherwise, settled] = [paid, otherwise, settled].map(StateRecord::Invoice);
+        let review = events_of(Some(&paid), Some(&otherwise), Environment::Live);
+        assert_eq!(review.len(), 1);
+        assert_eq!(
+            review[0].idempotency_key,
+            "payment-needs-review:inv_1:order_conflict"
+        );
+        assert!(
+            review[0].detail["why"]
+                .as_str()
+                .is_some_and(|w| w.contains("order o-2 of prj_a"))
+        );
+        assert!(events_of(Some(&otherwise), Some(&otherwise), Environment::Live).is_empty());
+        assert!(events_of(Some(&otherwise), Some(&settled), Environment::Live).is_empty());
     }
 
     #[test]

@@ -76,7 +76,9 @@ pub fn waiting(
                 "{invoice_id} is a second payment for an order {other} fulfilled: refund it, do not release it"
             ));
         }
-        Standing::Released => return Err(Ok(Applied::AlreadyFinal)),
+        Standing::Released | Standing::ShippedOtherwise(_) => {
+            return Err(Ok(Applied::AlreadyFinal));
+        }
         Standing::OrderUnknown => {
             return refuse(format!(
                 "{invoice_id} is paid, but its order is known nowhere: nothing to release. Name it: `paymos-inbox mark-paid {invoice_id} --order-id <order> --actor <you>`"

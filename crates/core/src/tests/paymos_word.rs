@@ -3378,3 +3378,75 @@ async fn a_release_asking_paymos_names_the_way_to_paymos_project() {
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
     assert_eq!(claims(&store), ["order_paid#prj_b#o-1"]);
 }
+
+// Attack F2: on a stack of prj_a and prj_b without the check, a forged open event names prj_b's
+// order o-1; the genuine payment names no order nor project and ships prj_b's o-1 (rule 17).
+// Paymos has the invoice prj_a's, of order o-2. `reconcile --apply` and `mark-paid` with the
+// API find it shipped otherwise: `exceptions` lists it (order_conflict, with Paymos' order and
+// the way out) until a person resolves it, after which no run brings it back. Before: only
+// the run's report said so, and `mark-paid` answered order_conflict, "waits for a person",
+// while nothing listed it.
+#[tokio::test]
+async fn an_invoice_paymos_has_of_another_order_than_shipped_waits_until_resolved() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil =
+        crate::tests::one_shop(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let unnamed = item("evt_paid", "invoice.paid", 30, r#"{"invoice_id":"inv_1"}"#);
+    let mut outcomes = Vec::new();
+    for work in [open_of("prj_b"), unnamed] {
+        outcomes.push(fulfil.apply(&work, NOW_MS).await.unwrap().1);
+    }
+    assert_eq!(outcomes, [Updated, Fulfilled]);
+    let paymos = MemoryPaymos::new();
+    paymos.invoice(
+        "inv_1",
+        ConfirmedInvoice {
+            project_id: Some("prj_a".into()),
+            order_id: Some("o-2".into()),
+            ..at_paymos("paid", Some(30))
+        },
+    );
+    let conflicts = || async {
+        list(&*store, &MemoryReviews::new(), 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.kind, e.resource_id.unwrap_or_default(), e.action))
+            .collect::<Vec<_>>()
+    };
+    assert!(conflicts().await.is_empty());
+    let window = (0, 2_000_000_000);
+    let report = crate::roads::reconcile::reconcile(&paymos, &fulfil, window, true, NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(report.shipped_otherwise.len(), 1, "{report:?}");
+    let listed = conflicts().await;
+    assert!(
+        matches!(&listed[..], [("order_conflict", id, action)] if id == "inv_1" && action.contains("ship order o-2 of prj_a by hand") && action.contains("exceptions --resolve inv_1")),
+        "{listed:?}"
+    );
+    let asked = crate::roads::reconcile::as_paymos_has_it(
+        &paymos,
+        &fulfil,
+        ("inv_1", &OrderRef::none()),
+        ("alice", NOW_MS),
+    )
+    .await;
+    assert_eq!(asked, Ok(OrderConflict));
+    assert_eq!(conflicts().await.len(), 1);
+    let resolved =
+        crate::roads::exceptions::resolve_invoice(&*store, "inv_1", "alice", NOW_MS).await;
+    assert_eq!(resolved, Ok(OrderConflict));
+    assert!(conflicts().await.is_empty());
+    let again = crate::roads::reconcile::reconcile(&paymos, &fulfil, window, true, NOW_MS)
+        .await
+        .unwrap();
+    assert!(again.clean(), "{again:?}");
+    assert!(conflicts().await.is_empty());
+    assert!(
+        crate::roads::exceptions::resolve_invoice(&*store, "inv_1", "alice", NOW_MS)
+            .await
+            .is_err()
+    );
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}

@@ -57,7 +57,9 @@ pub struct ExceptionsArgs {
     /// Take the delivery evt_… off the list once you settled it yourself: an order conflict
     /// (you shipped the paid order, or found the shipped one right), an unusable delivery you
     /// applied by hand, or an unconfirmed payment Paymos shows was never paid (forged: rotate
-    /// the secret) (with --actor and --reason; recorded in the audit trail). Exit 0
+    /// the secret); or the invoice inv_… of an order conflict Paymos' word found (shipped
+    /// under another order than Paymos' invoice names: you shipped Paymos' order and
+    /// recovered the other) (with --actor and --reason; recorded in the audit trail). Exit 0
     /// resolved, 2 when nothing of that id waits so.
     #[arg(long, value_name = "EVENT_ID", value_parser = crate::exit::named, conflicts_with_all = ["json", "reindex", "body"], requires_all = ["actor", "reason"])]
     resolve: Option<String>,
@@ -269,9 +271,10 @@ pub(crate) async fn release_in(
     }
 }
 
-/// `exceptions --resolve`: the delivery off what waits, through [`resolve_in`].
+/// `exceptions --resolve`: the delivery (or the invoice) off what waits, through
+/// [`resolve_in`].
 async fn resolve(args: &ExceptionsArgs, event_id: &str) -> ExitCode {
-    let (stack, _, ledger) = match tables(&args.stack).await {
+    let (stack, store, ledger) = match tables(&args.stack).await {
         Ok(t) => t,
         Err(e) => return fail(e),
     };
@@ -283,7 +286,14 @@ async fn resolve(args: &ExceptionsArgs, event_id: &str) -> ExitCode {
         args.actor.as_deref().unwrap_or_default(),
         args.reason.as_deref().unwrap_or_default(),
     );
-    match resolve_in((&stack, &ledger), event_id, environment, (actor, reason)).await {
+    match resolve_in(
+        (&stack, &store, &ledger),
+        event_id,
+        environment,
+        (actor, reason),
+    )
+    .await
+    {
         Ok(was) => {
             say!("{event_id}: resolved (was {was})");
             ExitCode::SUCCESS
@@ -294,13 +304,15 @@ async fn resolve(args: &ExceptionsArgs, event_id: &str) -> ExitCode {
 
 /// Takes the delivery `event_id` off what waits once a person settled it outside the stack
 /// (an order conflict, an unusable delivery applied by hand), recorded in the audit trail
-/// first: the command line's and the console's door. Its outcome until then.
+/// first: the command line's and the console's door. Its outcome until then. An invoice id
+/// (`inv_…`) is an order conflict a road asking Paymos found (shipped under another order
+/// than Paymos' invoice names).
 ///
 /// # Errors
-/// A usage failure (exit 2, the console's 409) when nothing of that id waits so; the ledger's
-/// or the audit trail's failure otherwise.
+/// A usage failure (exit 2, the console's 409) when nothing of that id waits so; the ledger's,
+/// the store's or the audit trail's failure otherwise.
 pub(crate) async fn resolve_in(
-    (stack, ledger): (&Stack, &DynamoLedger),
+    (stack, store, ledger): (&Stack, &DynamoResources, &DynamoLedger),
     event_id: &str,
     environment: Option<paymos_inbox_core::wire::signature::Environment>,
     (actor, reason): (&str, &str),
@@ -308,12 +320,15 @@ pub(crate) async fn resolve_in(
     let actor = crate::audit::who(stack, Some(actor)).await?;
     let begun =
         crate::audit::begin(stack, ActionKind::Resolve, &actor, event_id, Some(reason)).await?;
-    let done = exceptions::resolve(ledger, event_id, environment, &actor, now_ms())
-        .await
-        .map_err(|e| match e {
-            exceptions::ResolveError::NotResolvable(why) => Failure::usage(why),
-            exceptions::ResolveError::Port(e) => Failure::from(e),
-        });
+    let done = if event_id.starts_with("inv_") {
+        exceptions::resolve_invoice(store, event_id, &actor, now_ms()).await
+    } else {
+        exceptions::resolve(ledger, event_id, environment, &actor, now_ms()).await
+    }
+    .map_err(|e| match e {
+        exceptions::ResolveError::NotResolvable(why) => Failure::usage(why),
+        exceptions::ResolveError::Port(e) => Failure::from(e),
+    });
     crate::audit::finish(stack, &begun, done, |was| {
         (format!("resolved (was {was})"), None)
     })

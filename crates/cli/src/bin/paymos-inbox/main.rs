@@ -142,12 +142,12 @@ enum Command {
     ///
     /// Held, paid-late and duplicate-payment invoices, payments whose order (order_unknown)
     /// or project (project_unknown) is known nowhere, payments naming another order than the
-    /// one their invoice shipped (order_conflict), unconfirmed and unusable deliveries, dead
-    /// letters. Exit 1 when something waits (a cron job can alert on it). Once after an
+    /// one their invoice shipped, and invoices shipped under another order than Paymos'
+    /// (order_conflict), unconfirmed and unusable deliveries, dead letters. Exit 1 when something waits (a cron job can alert on it). Once after an
     /// upgrade that adds the indexes: --reindex. --body prints what Paymos sent for one
     /// delivery (an unusable one is applied by hand from it); --resolve takes an
-    /// order_conflict, unusable or forged unconfirmed delivery you settled off the list
-    /// (audited).
+    /// order_conflict (a delivery, or an invoice Paymos' word found), unusable or forged
+    /// unconfirmed delivery you settled off the list (audited).
     ///
     /// Examples:
     ///   paymos-inbox exceptions --stack-name paymos-inbox-live --json

@@ -924,3 +924,44 @@ pub fn invoice_transition(
         set,
     }
 }
+
+/// A road that asked Paymos (`reconcile --apply`, `mark-paid` with the API) found `invoice_id`
+/// shipped here under another order, or another project's, than Paymos' invoice names
+/// (`paymos`, in words): a person ships the paid order by hand and recovers the other. Listed
+/// for them (`order_conflict`) until they settle it; noted once, so a later run neither lists
+/// it again nor, once settled, brings it back.
+#[must_use]
+pub fn shipped_otherwise(invoice_id: &str, paymos: &str, now_ms: u64) -> Write {
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::All(vec![
+            Guard::Has(Field::Kind),
+            Guard::Lacks(Field::ShippedOtherwise),
+        ]),
+        set: vec![
+            Set::Put(Field::ShippedOtherwise, Value::text(paymos)),
+            Set::Put(Field::ListedIn, Value::Text(review_list(invoice_id))),
+            Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+        ],
+    }
+}
+
+/// A person settled what [`shipped_otherwise`] noted (`by`): off the list, kept by its day,
+/// with who settled it.
+#[must_use]
+pub fn shipped_otherwise_settled(invoice_id: &str, by: &str, now_ms: u64) -> Write {
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::All(vec![
+            Guard::Has(Field::ShippedOtherwise),
+            Guard::Lacks(Field::ShippedOtherwiseSettledBy),
+        ]),
+        set: vec![
+            Set::Put(Field::ShippedOtherwiseSettledBy, Value::text(by)),
+            Set::Put(Field::ListedIn, Value::Text(day_list(invoice_id, now_ms))),
+            Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+        ],
+    }
+}

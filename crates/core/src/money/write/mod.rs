@@ -135,6 +135,8 @@ pub enum Field {
     OtherProject,
     ProjectsDisagree,
     OrderDisputed,
+    ShippedOtherwise,
+    ShippedOtherwiseSettledBy,
     Applied,
     LastEventId,
     UpdatedAt,

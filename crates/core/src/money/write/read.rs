@@ -41,6 +41,8 @@ pub fn invoice_seen(fields: &Fields) -> InvoiceSeen {
         held_why: text(fields, &Field::Why),
         projects_disagree: fields.get(&Field::ProjectsDisagree) == Some(&Value::Bool(true)),
         order_disputed: text(fields, &Field::OrderDisputed),
+        shipped_otherwise: text(fields, &Field::ShippedOtherwise),
+        otherwise_settled: fields.contains_key(&Field::ShippedOtherwiseSettledBy),
         paid_late: fields.contains_key(&Field::PaidLateAt),
         duplicate_of: text(fields, &Field::DuplicateOf),
         released: fields.contains_key(&Field::ReleasedAt),

@@ -201,6 +201,19 @@ fn invoice_exception(inv: &InvoiceRecord, refund: Option<&str>, sibling: &Siblin
         }
     });
     let (kind, why, action) = match seen.standing() {
+        Standing::ShippedOtherwise(paymos) => (
+            "order_conflict",
+            format!(
+                "shipped here as order {order}{}, but Paymos' invoice is of {paymos}: that order was paid and never shipped",
+                seen.order
+                    .project
+                    .as_deref()
+                    .map_or(String::new(), |p| format!(" of {p}"))
+            ),
+            format!(
+                "ship {paymos} by hand and recover order {order}; then `paymos-inbox exceptions --resolve {id} --actor <you> --reason \"…\"`"
+            ),
+        ),
         Standing::DuplicateOf(first) => {
             let (why, action) = duplicate_line((id, order, &first), &paid, &refunded, sibling);
             ("duplicate_payment", why, action)

@@ -28,7 +28,7 @@ mod settle;
 
 pub use listing::list;
 pub use rechecking::{Recheck, Rechecked, recheck};
-pub use settle::{RESOLVED_BY_HAND, ResolveError, refuses_word, release, resolve};
+pub use settle::{RESOLVED_BY_HAND, ResolveError, refuses_word, release, resolve, resolve_invoice};
 
 /// How a person's road resolved a delivery that waited: its new outcome in the ledger.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

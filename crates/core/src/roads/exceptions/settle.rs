@@ -150,3 +150,38 @@ pub async fn resolve<L: ReviewLedger>(
         .await?;
     Ok(record.outcome)
 }
+
+/// Takes `invoice_id`'s order conflict that a road asking Paymos found
+/// ([`crate::money::write::shipped_otherwise`]: shipped here under another order than Paymos'
+/// invoice names) off the list, once a person shipped the paid order by hand and recovered
+/// the other, noting who (`actor`): its outcome until then. A later run finds it settled and
+/// lists it no more.
+///
+/// # Errors
+/// [`ResolveError::NotResolvable`] when the invoice does not wait so (or was settled
+/// meanwhile); [`ResolveError::Port`] when the store fails.
+pub async fn resolve_invoice<S: ExceptionStore>(
+    store: &S,
+    invoice_id: &str,
+    actor: &str,
+    now_ms: u64,
+) -> Result<Applied, ResolveError> {
+    let not = || {
+        ResolveError::NotResolvable(format!(
+            "{invoice_id}: it does not wait as an order conflict Paymos' word found (see `paymos-inbox exceptions`)"
+        ))
+    };
+    let (seen, _) = store.invoice_seen(invoice_id).await?;
+    if !seen.is_some_and(|s| s.shipped_otherwise.is_some() && !s.otherwise_settled) {
+        return Err(not());
+    }
+    let settled = crate::money::write::shipped_otherwise_settled(
+        invoice_id,
+        &format!("manual:{actor}"),
+        now_ms,
+    );
+    match store.write(&[settled]).await? {
+        crate::money::write::Stored::Committed => Ok(Applied::OrderConflict),
+        crate::money::write::Stored::Refused(_) => Err(not()),
+    }
+}

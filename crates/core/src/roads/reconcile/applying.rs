@@ -87,6 +87,7 @@ pub async fn as_paymos_has_it<P: PaymosLedger, S: ReconcileStore>(
     if let Some(why) = contradicts(given, &paid.order()) {
         return Err(AskedFirst::Contradicts(format!("{invoice_id}: {why}")));
     }
+    let words = paid.in_words();
     let mut report = Report::default();
     if PaidAtPaymos::paid(&at.status) {
         report.missing.push(paid);
@@ -102,6 +103,14 @@ pub async fn as_paymos_has_it<P: PaymosLedger, S: ReconcileStore>(
         return Ok(Applied::Refunded);
     }
     match report.applied.remove(invoice_id) {
+        // Shipped here under another order than Paymos': listed for a person until they
+        // settle it, as `reconcile --apply` lists it.
+        Some(Ok(Applied::OrderConflict)) => {
+            let noted = write::shipped_otherwise(invoice_id, &words, now_ms);
+            // Refused: noted before.
+            let _ = fulfil.store().write(&[noted]).await?;
+            Ok(Applied::OrderConflict)
+        }
         Some(Ok(applied)) => Ok(applied),
         Some(Err(e)) => Err(PortError::new("mark-paid as Paymos has it", e).into()),
         None => Err(PortError::new("mark-paid as Paymos has it", "nothing was applied").into()),

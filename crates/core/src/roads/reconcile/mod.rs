@@ -406,6 +406,16 @@ impl Report {
 }
 
 impl PaidAtPaymos {
+    /// Paymos' order, in the words a person reads: `order 12002 of prj_a` (the project where
+    /// Paymos names one).
+    #[must_use]
+    pub fn in_words(&self) -> String {
+        match &self.project {
+            Some(p) => format!("order {} of {p}", self.order_id),
+            None => format!("order {}", self.order_id),
+        }
+    }
+
     /// The refund Paymos lists that may have returned this payment, where one does: a full
     /// refund while Paymos names no payment time, or one of unknown mode completed when or
     /// after it was paid. `--apply` then holds the payment for a person (never ships it, never
@@ -630,6 +640,7 @@ async fn read_slice<P: PaymosLedger, S: ReconcileStore>(
     );
     late_unrecorded((store, projects), late, &here, &mut report).await?;
     set_aside_refunded(paymos, &mut report).await?;
+    shipped_otherwise(fulfil, &mut report, (apply, now_ms)).await?;
     if apply {
         apply_found(fulfil, &mut report, ("reconcile", now_ms)).await;
         // Fulfilled now, in the window's last slice: known there.
@@ -986,5 +997,32 @@ async fn set_aside_refunded<P: PaymosLedger>(
         *list = kept;
     }
     report.unreadable.extend(unreadable);
+    Ok(())
+}
+
+/// SHIPPED OTHERWISE, as a person left it: one they settled (`exceptions --resolve`) is no
+/// finding any more; with `apply`, each other is noted on its invoice, listed for a person
+/// (`order_conflict`) until they settle it ([`crate::money::write::shipped_otherwise`]), so it
+/// is not forgotten once it leaves the window.
+async fn shipped_otherwise<S: ReconcileStore>(
+    fulfil: &Fulfil<S>,
+    report: &mut Report,
+    (apply, now_ms): (bool, u64),
+) -> Result<(), PortError> {
+    let mut kept = Vec::new();
+    for found in std::mem::take(&mut report.shipped_otherwise) {
+        let id = &found.paid.invoice_id;
+        let (seen, _) = fulfil.store().invoice_seen(id).await?;
+        if seen.is_some_and(|s| s.otherwise_settled) {
+            continue;
+        }
+        if apply {
+            let noted = crate::money::write::shipped_otherwise(id, &found.paid.in_words(), now_ms);
+            // Refused: noted by a run before (or the record is gone, which nothing does).
+            let _ = fulfil.store().write(&[noted]).await?;
+        }
+        kept.push(found);
+    }
+    report.shipped_otherwise = kept;
     Ok(())
 }

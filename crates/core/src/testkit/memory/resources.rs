@@ -32,6 +32,10 @@ pub struct StoredInvoice {
     pub projects_disagree: bool,
     /// Held because its payment named another order than its record: the order it named.
     pub order_disputed: Option<String>,
+    /// Shipped under another order than Paymos' invoice names (Paymos' order, in words).
+    pub shipped_otherwise: Option<String>,
+    /// A person settled [`Self::shipped_otherwise`].
+    pub otherwise_settled: bool,
     /// Paid after it closed (event time, s).
     pub paid_late_at: Option<u64>,
     /// When its payment was made by Paymos' clock, where a delivery said so.
@@ -66,6 +70,8 @@ impl StoredInvoice {
             held_why: seen.held_why,
             projects_disagree: seen.projects_disagree,
             order_disputed: seen.order_disputed,
+            shipped_otherwise: seen.shipped_otherwise,
+            otherwise_settled: seen.otherwise_settled,
             paid_late_at: int(Field::PaidLateAt),
             payment_at: seen.payment_at,
             awaits_order: seen.awaits_order,
@@ -90,6 +96,8 @@ impl StoredInvoice {
             held_why: self.held_why.clone(),
             projects_disagree: self.projects_disagree,
             order_disputed: self.order_disputed.clone(),
+            shipped_otherwise: self.shipped_otherwise.clone(),
+            otherwise_settled: self.otherwise_settled,
             paid_late: self.paid_late_at.is_some(),
             duplicate_of: self.duplicate_of.clone(),
             released: self.released_by.is_some(),

@@ -96,7 +96,7 @@ impl Console {
             );
         };
         match crate::exceptions::resolve_in(
-            (&self.stack, &self.ledger),
+            (&self.stack, &self.state, &self.ledger),
             event_id,
             None,
             (&self.actor, &reason),

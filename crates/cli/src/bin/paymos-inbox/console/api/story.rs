@@ -372,6 +372,9 @@ fn standing(standing: &Standing) -> String {
         Standing::Refunded => "refunded in full".to_owned(),
         Standing::OrderUnknown => "paid, its order known nowhere".to_owned(),
         Standing::AfterRefund => "paid after a full refund? a person decides".to_owned(),
+        Standing::ShippedOtherwise(paymos) => {
+            format!("shipped, but Paymos' invoice is of {paymos}: a person settles it")
+        }
     }
 }
 

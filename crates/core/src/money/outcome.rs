@@ -161,6 +161,9 @@ pub enum Refusal {
         /// ([`Mark::ProjectsDisagree`]), neither released nor paid late: which shop's payment
         /// it is was the hold's question, and Paymos' word answers it.
         projects_held: bool,
+        /// When the late payment the invoice's record holds was made, where it holds one
+        /// dated: the same payment said again is that one.
+        late_at: Option<u64>,
     },
     /// The invoice was refunded in full (a `full` refund is on its record): its payment never
     /// ships.
@@ -678,6 +681,7 @@ pub fn refusal(
                 && !seen.released
                 && !seen.paid_late
                 && seen.status.is_some_and(InvoiceStatus::fulfils),
+            late_at: seen.payment_at.filter(|_| seen.paid_late),
             recorded: seen.order,
         }
     };
@@ -709,6 +713,7 @@ pub fn refusal(
             recorded: OrderRef::none(),
             undated: false,
             projects_held: false,
+            late_at: None,
         },
         What::Deposit => Refusal::Resource {
             found: Found::Deposit {
@@ -719,6 +724,7 @@ pub fn refusal(
             recorded: OrderRef::none(),
             undated: false,
             projects_held: false,
+            late_at: None,
         },
         What::Fulfilment | What::Effect => shipped(found),
         What::OrderClaim => Refusal::OrderClaimed {
@@ -891,6 +897,30 @@ fn mark_only(outcome: Applied, reason: Option<String>) -> Step {
         outcome,
         reason,
     })
+}
+
+/// The late payment on record, said again (a person's word the road dated by it, or a copy
+/// under another event id), which a full refund returned: nothing waits.
+fn late_returned(change: &Change, tried: &Plan, refusal: &Refusal) -> Option<Step> {
+    let (
+        Writes::Change,
+        Refusal::Resource {
+            found: Found::Invoice(current),
+            standing: Standing::Refunded,
+            late_at: Some(late),
+            ..
+        },
+        Change::Invoice {
+            status,
+            paid_at: Some(at),
+            ..
+        },
+    ) = (&tried.write, refusal, change)
+    else {
+        return None;
+    };
+    (current.is_final() && !current.fulfils() && status.fulfils() && at == late)
+        .then(|| mark_only(Applied::Refunded, None))
 }
 
 /// What a refused manual road reports: what exists, never its own earlier write.
@@ -1625,8 +1655,9 @@ pub fn next_as(
     if let Some(step) = disagreeing(change, tried, &refusal, (confirmed, person)) {
         return step;
     }
-    if let Some(step) =
-        correct(change, tried, &refusal, confirmed).or_else(|| again(tried, &refusal))
+    if let Some(step) = correct(change, tried, &refusal, confirmed)
+        .or_else(|| again(tried, &refusal))
+        .or_else(|| late_returned(change, tried, &refusal))
     {
         return step;
     }
@@ -1895,6 +1926,7 @@ mod tests {
                 recorded,
                 undated: false,
                 projects_held: false,
+                late_at: None,
             })
         };
         let change = |status, p: &str| Change::Invoice {
@@ -1939,6 +1971,7 @@ mod tests {
                 recorded: o1(),
                 undated: false,
                 projects_held: false,
+                late_at: None,
             })
         };
         let mine = |found| {
@@ -1949,6 +1982,7 @@ mod tests {
                 recorded: o1(),
                 undated: false,
                 projects_held: false,
+                late_at: None,
             })
         };
         // (name, change, the store's answers in turn, outcome, writes tried). A change is
@@ -2067,6 +2101,7 @@ mod tests {
                         recorded: OrderRef::none(),
                         undated: false,
                         projects_held: false,
+                        late_at: None,
                     }),
                     Committed,
                 ],
@@ -2296,6 +2331,7 @@ mod tests {
                 recorded: o1(),
                 undated: false,
                 projects_held: false,
+                late_at: None,
             });
             let step = next(&person, &paid, &plan(&paid), refused.clone());
             let Step::Then(then) = step else {
@@ -2360,6 +2396,7 @@ mod tests {
                 recorded: o1(),
                 undated: false,
                 projects_held: false,
+                late_at: None,
             })
         };
         // A second endpoint's paid event for a held payment: the hold is listed already.
@@ -2379,6 +2416,7 @@ mod tests {
             recorded: o1(),
             undated: false,
             projects_held: false,
+            late_at: None,
         });
         for source in [me(), person] {
             let change = invoice(I::Confirming);
@@ -2399,6 +2437,7 @@ mod tests {
                 recorded,
                 undated: false,
                 projects_held: false,
+                late_at: None,
             })
         };
         let priced = OrderRef {
@@ -2536,6 +2575,7 @@ mod tests {
             recorded: o1(),
             undated: false,
             projects_held: false,
+            late_at: None,
         });
         let Step::Then(then) = next(&me(), &invoice(I::Paid), &plan(&invoice(I::Paid)), refused)
         else {

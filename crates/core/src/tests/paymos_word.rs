@@ -3450,3 +3450,38 @@ async fn an_invoice_paymos_has_of_another_order_than_shipped_waits_until_resolve
     );
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
 }
+
+// F5 (an earlier attack): an expired invoice's late payment (Paymos' time 100), then a full
+// refund completed at 200, which returned it. A person's word that it was paid is that
+// payment (the record holds it): it answers `refunded`, and nothing waits or ships. Before:
+// `paid_late`, exit 1, though nothing waits.
+#[tokio::test]
+async fn a_persons_word_of_a_late_payment_refunded_in_full_answers_refunded() {
+    let late = item(
+        "evt_l",
+        "invoice.expired",
+        110,
+        r#"{"invoice_id":"inv_1","paid_late_at":100,"order":{"external_id":"o-1","amount":"10","currency":"USD"}}"#,
+    );
+    let refund = item(
+        "evt_r",
+        "withdrawal.completed",
+        200,
+        r#"{"withdrawal_id":"wdr_1","invoice_id":"inv_1","mode":"full","type":"refund","amount":"10","currency":"USDT","completed_at":200}"#,
+    );
+    let (outcomes, store) = webhooks(&[invoice("evt_x", "expired", 90), late, refund]).await;
+    assert_eq!(outcomes, [Updated, PaidLate, Updated]);
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
+    let marked = fulfil
+        .mark_paid("inv_1", order(), "support", NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(marked, Refunded);
+    assert_eq!(store.fulfilments(), []);
+    assert!(
+        list(&*store, &MemoryReviews::new(), 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

@@ -793,6 +793,26 @@ fn a_forged_payment_held_gives_way_to_the_close_and_late_payment_paymos_has() {
     });
 }
 
+#[test] // rule 20 (m), 5, 6
+fn a_late_payment_forged_under_another_project_gives_way_to_paymos_late_payment() {
+    // The invoice closed underpaid (project 1's genuine event) after a full refund at 120; a
+    // forged `paid` naming project 2, dated long ago, lands as a late payment that refund
+    // returned. Paymos has the invoice paid late at 130, after the refund: `reconcile --apply`
+    // puts Paymos' time on it, and that payment waits for a person.
+    let mut t = contested(Status::Underpaid, true, &[(true, RETURNED_AT)]);
+    t.invoices[0].paid_at = Some(PAID_AGAIN_AT);
+    let acts = [
+        refund(0),
+        said(Status::Underpaid, 1),
+        forged(Status::Paid, 1),
+        Act::Reconcile,
+    ];
+    check20("cm", &t, &acts, |ids| o::Expected {
+        contested: BTreeSet::from([ids.invoice(0)]),
+        ..expect(&[], &[(ids.invoice(0), o::Wait::PaidLate)])
+    });
+}
+
 #[test] // rule 20 (f)
 fn a_persons_word_naming_the_project_ships_a_payment_held_for_the_contest() {
     // The genuine `confirming` names project 1; a forged `paid_over` names project 2 and is

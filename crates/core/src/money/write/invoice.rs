@@ -508,6 +508,32 @@ pub fn paymos_closes_over_held(invoice_id: &str, order: &OrderRef, now_ms: u64) 
     })
 }
 
+/// Paymos has the invoice closed and paid late, under `order`'s project, and its record a late
+/// payment an event recorded under another project, or while its events named two projects
+/// ([`Mark::ProjectsDisagree`]): that late payment is one delivery's word, not Paymos' payment
+/// as Paymos has it, and goes with its time while nothing was released, so that Paymos' late
+/// payment lands at Paymos' time (a full refund on record judges it by that time).
+#[must_use]
+pub fn paymos_late_over_foreign(invoice_id: &str, order: &OrderRef, now_ms: u64) -> Write {
+    let mut foreign = vec![Guard::Is(Field::ProjectsDisagree, Value::Bool(true))];
+    foreign.extend(same_project(order).map(|same| Guard::Not(Box::new(same))));
+    Write {
+        what: What::PaidLate,
+        key: Key::state(invoice_id),
+        guard: Guard::All(vec![
+            Guard::Has(Field::PaidLateAt),
+            Guard::Lacks(Field::ReleasedAt),
+            Guard::Any(foreign),
+        ]),
+        set: vec![
+            Set::Remove(Field::PaidLateAt),
+            Set::Remove(Field::PaymentAt),
+            Set::Remove(Field::AfterRefund),
+            Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+        ],
+    }
+}
+
 /// Paymos' project (`order`'s) on the record of an invoice of which no payment is known (none
 /// recorded, none waiting for its order, none released): what a road that asked Paymos read is the invoice's project from now
 /// on, whatever a delivery said, so that a later delivery naming another is seen as the

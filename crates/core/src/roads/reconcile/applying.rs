@@ -342,20 +342,33 @@ async fn apply_paid<S: ReconcileStore>(
 /// Paymos' own status of `m` over what an event recorded against it, which goes (refused,
 /// there was none to undo): where Paymos has it paid, a close the record holds, and a late
 /// payment on it ([`write::paymos_pays_over_close`]); where Paymos has it closed and paid late,
-/// a payment held unshipped under another project ([`write::paymos_closes_over_held`]).
+/// a late payment recorded under another project or contested
+/// ([`write::paymos_late_over_foreign`]), and a payment held unshipped under another project
+/// ([`write::paymos_closes_over_held`]).
 async fn over_close<S: ReconcileStore>(
     fulfil: &Fulfil<S>,
     m: &PaidAtPaymos,
     now_ms: u64,
 ) -> Result<(), PortError> {
     let over = if PaidAtPaymos::paid(&m.status) {
-        Some(write::paymos_pays_over_close(&m.invoice_id, now_ms))
+        vec![write::paymos_pays_over_close(&m.invoice_id, now_ms)]
     } else {
         let scoped = fulfil.projects().scoped(m.order());
-        write::paymos_closes_over_held(&m.invoice_id, &scoped, now_ms)
+        let mut over = vec![write::paymos_late_over_foreign(
+            &m.invoice_id,
+            &scoped,
+            now_ms,
+        )];
+        over.extend(write::paymos_closes_over_held(
+            &m.invoice_id,
+            &scoped,
+            now_ms,
+        ));
+        over
     };
-    if let Some(over) = over {
-        let _ = fulfil.store().write(&[over]).await?;
+    // Each alone: a guard refused means there was none to undo.
+    for w in over {
+        let _ = fulfil.store().write(&[w]).await?;
     }
     Ok(())
 }

@@ -1962,6 +1962,60 @@ mod tests {
     }
 
     #[test]
+    fn a_refunded_payment_notes_the_projects_disagreement_only_on_an_events_word_of_another() {
+        let named = |p: &str| OrderRef {
+            project: Some(p.into()),
+            ..o1()
+        };
+        let source = Source::Delivery {
+            event_id: "evt_1".into(),
+        };
+        let tried = Plan {
+            write: Writes::Unfulfilled(Mark::Refunded),
+            with_mark: true,
+            outcome: Applied::Refunded,
+            reason: None,
+        };
+        let refused = || {
+            Refused(Refusal::Resource {
+                found: Found::Invoice(I::UnderpaidWaiting),
+                mine: false,
+                standing: Standing::Refunded,
+                recorded: named("prj_a"),
+                undated: false,
+                projects_held: false,
+                late_at: None,
+            })
+        };
+        let paid = |p: &str| Change::Invoice {
+            invoice_id: "inv_1".into(),
+            status: I::Paid,
+            occurred_at: 10,
+            paid_at: Some(10),
+            order: named(p),
+        };
+        let disagree = |step: &Step| {
+            matches!(
+                step,
+                Step::Then(Plan {
+                    write: Writes::Disagree,
+                    outcome: Applied::Refunded,
+                    ..
+                })
+            )
+        };
+        // A payment naming another project than the record's, returned by a full refund: the
+        // disagreement is noted.
+        let step = next(&source, &paid("prj_b"), &tried, refused());
+        assert!(disagree(&step), "{step:?}");
+        // The record's own project, or Paymos' word (which settles the project): nothing of it.
+        let step = next(&source, &paid("prj_a"), &tried, refused());
+        assert!(!disagree(&step), "{step:?}");
+        let step = next_as(&source, &paid("prj_b"), &tried, refused(), true);
+        assert!(!disagree(&step), "{step:?}");
+    }
+
+    #[test]
     fn every_outcome_from_what_the_store_reports() {
         let refused = |found| {
             Refused(Refusal::Resource {

@@ -719,3 +719,54 @@ fn a_deliverys_trace_is_kept_on_the_items_the_hand_off_reads_and_nowhere_else() 
     assert_eq!(kept, [What::Payment, What::Fulfilment]);
     assert_eq!(traced(&writes, traceparent).len(), writes.len());
 }
+
+// Missed mutants (`||` and `==` in `paymos_refunds_only`): Paymos lists the genuine full
+// refund at 20 and not the forged one at 150; an overpayment refund it does not list returns
+// none of the price and stays. The record keeps those two, and its full-refund flags are the
+// genuine one's, not a flag of the unknown mode.
+#[test]
+fn only_paymos_refunds_keep_their_flags_and_an_overpayment_stays() {
+    let refund = |id: &str, mode, at| Refund {
+        withdrawal_id: id.into(),
+        amount: Amount::parse("1"),
+        currency: Some("USDT".into()),
+        mode,
+        completed_at: Some(at),
+    };
+    let genuine = refund("wdr_g", Some(RefundMode::Full), 20);
+    let forged = refund("wdr_f", Some(RefundMode::Full), 150);
+    let over = refund("wdr_o", Some(RefundMode::Overpayment), 30);
+    let seen = [genuine.clone(), forged, over.clone()];
+    let w = paymos_refunds_only("inv_1", (&seen, &["wdr_g".to_owned()]), true, 5).unwrap();
+    assert!(
+        w.set.contains(&Set::Put(
+            Field::Refunds,
+            Value::Refunds(vec![genuine, over])
+        )),
+        "{:?}",
+        w.set
+    );
+    for kept in [
+        Set::Put(Field::RefundedInFullBy, Value::text("wdr_g")),
+        Set::Put(Field::RefundedInFullAt, Value::Int(20)),
+        Set::Remove(Field::RefundOfUnknownModeBy),
+        Set::Remove(Field::RefundOfUnknownModeAt),
+        Set::Remove(Field::Status),
+    ] {
+        assert!(w.set.contains(&kept), "{kept:?} in {:?}", w.set);
+    }
+    assert_eq!(
+        w.guard,
+        Guard::All(vec![
+            Guard::Count(Field::Refunds, 3),
+            Guard::Lacks(Field::ReleasedAt),
+            Guard::Lacks(Field::PaidLateAt),
+        ])
+    );
+    // Every refund it holds is Paymos': nothing to write.
+    let listed = ["wdr_g".to_owned(), "wdr_f".to_owned()];
+    assert_eq!(
+        paymos_refunds_only("inv_1", (&seen, &listed), true, 5),
+        None
+    );
+}

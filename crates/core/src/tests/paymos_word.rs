@@ -3485,3 +3485,101 @@ async fn a_persons_word_of_a_late_payment_refunded_in_full_answers_refunded() {
             .is_empty()
     );
 }
+
+// Attack round 2, F2: without the check, the genuine full refund's delivery says it completed
+// at 150, after the payment at 100; Paymos lists that refund completed at 50, before it.
+// `reconcile --apply` takes Paymos' time, and the payment, which the refund did not return,
+// ships once. Before: `already_final` on every run, `mark-paid` with the API likewise (exit 0).
+#[tokio::test]
+async fn a_refund_paymos_dates_before_the_payment_returns_nothing_of_it() {
+    let said = item(
+        "evt_r",
+        "withdrawal.completed",
+        150,
+        r#"{"withdrawal_id":"wdr_1","invoice_id":"inv_1","mode":"full","type":"refund","amount":"4.00","currency":"USDT","completed_at":150}"#,
+    );
+    let (outcomes, store) = webhooks(&[said, invoice("evt_p", "paid", 100)]).await;
+    assert_eq!(outcomes, [Updated, Refunded]);
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
+    let paymos = MemoryPaymos::new();
+    paymos.invoice("inv_1", at_paymos("paid", Some(100)));
+    paymos.refund("inv_1", paymos_refund(50));
+    let window = (0, 2_000_000_000);
+    let report = crate::roads::reconcile::reconcile(&paymos, &fulfil, window, true, NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(
+        report.applied.get("inv_1"),
+        Some(&Ok(Fulfilled)),
+        "{report:?}"
+    );
+    let again = crate::roads::reconcile::reconcile(&paymos, &fulfil, window, true, NOW_MS)
+        .await
+        .unwrap();
+    assert!(again.clean(), "{again:?}");
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}
+
+// Attack round 2, F1: an invoice closed underpaid (its partial payment at 10), paid late at
+// 100; a refund's delivery says the full refund of the partial payment completed at 150, so
+// the late payment stops waiting. Paymos lists the refund completed at 50, before the late
+// payment (or lists none: a forged refund). `reconcile` reports the late payment, and
+// `--apply` leaves it waiting for a person (`paid_late`). Before: "paid at Paymos: 0", exit 0,
+// and nothing waited.
+#[tokio::test]
+async fn a_late_payment_a_refund_did_not_return_by_paymos_clock_waits() {
+    for listed in [Some(50), None] {
+        let late = item(
+            "evt_l",
+            "invoice.underpaid",
+            110,
+            r#"{"invoice_id":"inv_1","paid_late_at":100,"order":{"external_id":"o-1","amount":"10","currency":"USD"}}"#,
+        );
+        let said = item(
+            "evt_r",
+            "withdrawal.completed",
+            150,
+            r#"{"withdrawal_id":"wdr_1","invoice_id":"inv_1","mode":"full","type":"refund","amount":"4.00","currency":"USDT","completed_at":150}"#,
+        );
+        let (outcomes, store) = webhooks(&[invoice("evt_u", "underpaid", 10), late, said]).await;
+        assert_eq!(outcomes, [Updated, PaidLate, Updated]);
+        let waiting = || async {
+            list(&*store, &MemoryReviews::new(), 0)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|e| e.kind)
+                .collect::<Vec<_>>()
+        };
+        assert!(waiting().await.is_empty());
+        let fulfil = crate::tests::one_shop(Arc::clone(&store));
+        let paymos = MemoryPaymos::new();
+        paymos.invoice("inv_1", late_at_paymos("underpaid", Some(100)));
+        if let Some(at) = listed {
+            paymos.refund("inv_1", paymos_refund(at));
+        }
+        let window = (0, 2_000_000_000);
+        let read = crate::roads::reconcile::reconcile(&paymos, &fulfil, window, false, NOW_MS)
+            .await
+            .unwrap();
+        assert_eq!(
+            read.paid_late.len(),
+            1,
+            "refund at Paymos {listed:?}: {read:?}"
+        );
+        let report = crate::roads::reconcile::reconcile(&paymos, &fulfil, window, true, NOW_MS)
+            .await
+            .unwrap();
+        assert_eq!(
+            report.applied.get("inv_1"),
+            Some(&Ok(PaidLate)),
+            "{report:?}"
+        );
+        assert_eq!(
+            waiting().await,
+            ["paid_late"],
+            "refund at Paymos {listed:?}"
+        );
+        assert_eq!(store.fulfilments(), []);
+    }
+}

@@ -655,30 +655,35 @@ pub fn refund_flags(invoice_id: &str, refunds: &[Refund]) -> Option<Write> {
 }
 
 /// The refunds of an invoice as Paymos lists them (`listed`), where its record holds a full
-/// refund (or one of unknown mode) Paymos does not list: a delivery Paymos never made (a forged
-/// refund, without the reverse check) returned nothing. The record keeps the refunds Paymos
-/// lists and their flags, under the refunds it was read with (`seen`); a payment it settled as
-/// refunded that never shipped (`unshipped`) is taken off, to be applied anew as Paymos has it
-/// (a late one keeps its close and waits as it was). Nothing where the record holds no refund
-/// Paymos does not list.
+/// refund (or one of unknown mode) Paymos does not list, or lists otherwise (another time or
+/// mode than a delivery said): a delivery Paymos never made (a forged refund, without the
+/// reverse check) returned nothing, and one Paymos dates otherwise returned what was paid
+/// until Paymos' time. The record keeps its refunds as Paymos lists them, and their flags,
+/// under the refunds it was read with (`seen`); a payment it settled as refunded that never
+/// shipped (`unshipped`) is taken off, to be applied anew as Paymos has it (a late one keeps
+/// its close and is judged again by the refunds kept). Nothing where each refund the record
+/// holds that returns a payment is Paymos' as Paymos lists it.
 #[must_use]
 pub fn paymos_refunds_only(
     invoice_id: &str,
-    (seen, listed): (&[Refund], &[String]),
+    (seen, listed): (&[Refund], &[Refund]),
     unshipped: bool,
     now_ms: u64,
 ) -> Option<Write> {
     let returns = |r: &Refund| r.mode != Some(RefundMode::Overpayment);
-    if !seen
-        .iter()
-        .any(|r| returns(r) && !listed.contains(&r.withdrawal_id))
-    {
+    let paymos = |r: &Refund| listed.iter().find(|p| p.withdrawal_id == r.withdrawal_id);
+    let as_listed = |r: &Refund| {
+        paymos(r).is_some_and(|p| p.mode == r.mode && p.completed_at == r.completed_at)
+    };
+    if seen.iter().all(|r| !returns(r) || as_listed(r)) {
         return None;
     }
     let kept: Vec<Refund> = seen
         .iter()
-        .filter(|r| !returns(r) || listed.contains(&r.withdrawal_id))
-        .cloned()
+        .filter_map(|r| match paymos(r) {
+            Some(p) => Some(p.clone()),
+            None => (!returns(r)).then(|| r.clone()),
+        })
         .collect();
     let mut set = vec![
         Set::Put(Field::Refunds, Value::Refunds(kept.clone())),

@@ -736,12 +736,12 @@ fn only_paymos_refunds_keep_their_flags_and_an_overpayment_stays() {
     let genuine = refund("wdr_g", Some(RefundMode::Full), 20);
     let forged = refund("wdr_f", Some(RefundMode::Full), 150);
     let over = refund("wdr_o", Some(RefundMode::Overpayment), 30);
-    let seen = [genuine.clone(), forged, over.clone()];
-    let w = paymos_refunds_only("inv_1", (&seen, &["wdr_g".to_owned()]), true, 5).unwrap();
+    let seen = [genuine.clone(), forged.clone(), over.clone()];
+    let w = paymos_refunds_only("inv_1", (&seen, std::slice::from_ref(&genuine)), true, 5).unwrap();
     assert!(
         w.set.contains(&Set::Put(
             Field::Refunds,
-            Value::Refunds(vec![genuine, over])
+            Value::Refunds(vec![genuine.clone(), over.clone()])
         )),
         "{:?}",
         w.set
@@ -763,10 +763,31 @@ fn only_paymos_refunds_keep_their_flags_and_an_overpayment_stays() {
             Guard::Lacks(Field::PaidLateAt),
         ])
     );
-    // Every refund it holds is Paymos': nothing to write.
-    let listed = ["wdr_g".to_owned(), "wdr_f".to_owned()];
+    // Every refund it holds is Paymos' as Paymos lists it: nothing to write.
+    let listed = [genuine.clone(), forged.clone()];
     assert_eq!(
         paymos_refunds_only("inv_1", (&seen, &listed), true, 5),
         None
+    );
+    // Paymos dates the forged one's id otherwise (at 10): the record takes Paymos' time.
+    let earlier = refund("wdr_f", Some(RefundMode::Full), 10);
+    let w = paymos_refunds_only(
+        "inv_1",
+        (&seen, &[genuine.clone(), earlier.clone()]),
+        true,
+        5,
+    )
+    .unwrap();
+    assert!(
+        w.set.contains(&Set::Put(
+            Field::Refunds,
+            Value::Refunds(vec![genuine, earlier, over])
+        )),
+        "{:?}",
+        w.set
+    );
+    assert!(
+        w.set
+            .contains(&Set::Put(Field::RefundedInFullAt, Value::Int(20)))
     );
 }

@@ -171,10 +171,7 @@ pub async fn resolve_invoice<S: ExceptionStore>(
             "{invoice_id}: it does not wait as an order conflict Paymos' word found (see `paymos-inbox exceptions`)"
         ))
     };
-    let (seen, _) = store.invoice_seen(invoice_id).await?;
-    if !seen.is_some_and(|s| s.shipped_otherwise.is_some() && !s.otherwise_settled) {
-        return Err(not());
-    }
+    // Its guard is the question: noted, and not settled yet.
     let settled = crate::money::write::shipped_otherwise_settled(
         invoice_id,
         &format!("manual:{actor}"),

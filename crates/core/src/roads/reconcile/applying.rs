@@ -374,9 +374,11 @@ async fn over_close<S: ReconcileStore>(
 }
 
 /// A full refund (or one of unknown mode) recorded here that Paymos does not list among `m`'s
-/// invoice's refunds (a delivery Paymos never made) returned nothing: the record keeps Paymos'
-/// refunds alone, and a payment it settled as refunded that never shipped is applied anew as
-/// Paymos has it ([`write::paymos_refunds_only`]; refused, the record moved: the change decides).
+/// invoice's refunds (a delivery Paymos never made) returned nothing, and one Paymos lists at
+/// another time returned what was paid until Paymos' time: the record keeps its refunds as
+/// Paymos lists them, and a payment they no longer settle that never shipped is applied anew
+/// as Paymos has it ([`write::paymos_refunds_only`]; refused, the record moved: the change
+/// decides).
 async fn only_paymos_refunds<S: ReconcileStore>(
     fulfil: &Fulfil<S>,
     m: &PaidAtPaymos,
@@ -384,15 +386,13 @@ async fn only_paymos_refunds<S: ReconcileStore>(
 ) -> Result<(), PortError> {
     let (seen, shipped) = fulfil.store().invoice_seen(&m.invoice_id).await?;
     let Some(seen) = seen else { return Ok(()) };
-    let listed: Vec<String> = m
-        .refunds_before
-        .iter()
-        .map(|r| r.withdrawal_id.clone())
-        .collect();
     let unshipped = !shipped && !seen.paid_late && seen.status.is_some_and(InvoiceStatus::fulfils);
-    if let Some(w) =
-        write::paymos_refunds_only(&m.invoice_id, (&seen.refunds, &listed), unshipped, now_ms)
-    {
+    if let Some(w) = write::paymos_refunds_only(
+        &m.invoice_id,
+        (&seen.refunds, &m.refunds_before),
+        unshipped,
+        now_ms,
+    ) {
         let _ = fulfil.store().write(&[w]).await?;
     }
     Ok(())

@@ -640,6 +640,7 @@ async fn read_slice<P: PaymosLedger, S: ReconcileStore>(
     );
     late_unrecorded((store, projects), late, &here, &mut report).await?;
     set_aside_refunded(paymos, &mut report).await?;
+    returned_otherwise(store, &mut report).await?;
     shipped_otherwise(fulfil, &mut report, (apply, now_ms)).await?;
     if apply {
         apply_found(fulfil, &mut report, ("reconcile", now_ms)).await;
@@ -822,6 +823,7 @@ async fn recheck_open<P: PaymosLedger, S: ReconcileStore>(
     )
     .await?;
     set_aside_refunded(paymos, &mut report).await?;
+    returned_otherwise(fulfil.store(), &mut report).await?;
     if apply {
         apply_found(fulfil, &mut report, ("reconcile", now_ms)).await;
     }
@@ -1024,5 +1026,30 @@ async fn shipped_otherwise<S: ReconcileStore>(
         kept.push(found);
     }
     report.shipped_otherwise = kept;
+    Ok(())
+}
+
+/// A late payment recorded here that a full refund recorded here returned, where no refund
+/// Paymos lists returns it by Paymos' clock (a refund Paymos never made, or one Paymos dates
+/// before the payment): not known, but PAID_LATE, which `--apply` judges by Paymos' refunds.
+async fn returned_otherwise<S: ReconcileStore>(
+    store: &S,
+    report: &mut Report,
+) -> Result<(), PortError> {
+    let mut known = Vec::new();
+    for fact in std::mem::take(&mut report.late_recorded) {
+        let (seen, _) = store.invoice_seen(&fact.invoice_id).await?;
+        let refunded_here = seen.is_some_and(|s| s.standing() == Standing::Refunded);
+        let by_paymos = fact.refunds_before.iter().any(|r| {
+            r.mode == Some(crate::money::invoice::RefundMode::Full)
+                && r.returns_payment_at(fact.paid_at)
+        });
+        if refunded_here && !by_paymos {
+            report.paid_late.push(fact);
+        } else {
+            known.push(fact);
+        }
+    }
+    report.late_recorded = known;
     Ok(())
 }

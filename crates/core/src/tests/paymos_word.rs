@@ -3583,3 +3583,55 @@ async fn a_late_payment_a_refund_did_not_return_by_paymos_clock_waits() {
         assert_eq!(store.fulfilments(), []);
     }
 }
+
+// Two mutants of `only_paymos_refunds` (its `unshipped`): a payment that shipped keeps its
+// status when a road asking Paymos corrects the refunds a forged delivery recorded after it
+// (without the check); only the refunds change, and nothing ships again. And a record with no
+// payment status (open, then the forged refund) keeps its open status until Paymos' payment
+// lands on it.
+#[tokio::test]
+async fn a_refund_paymos_does_not_list_leaves_a_shipped_payment_as_it_is() {
+    let forged = |at: u64| {
+        item(
+            "evt_r",
+            "withdrawal.completed",
+            at,
+            &format!(
+                r#"{{"withdrawal_id":"wdr_9","invoice_id":"inv_1","mode":"full","type":"refund","amount":"10","currency":"USDT","completed_at":{at}}}"#
+            ),
+        )
+    };
+    let (outcomes, store) = webhooks(&[invoice("evt_p", "paid", 100), forged(150)]).await;
+    assert_eq!(outcomes, [Fulfilled, Updated]);
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
+    let paymos = MemoryPaymos::new();
+    paymos.invoice("inv_1", at_paymos("paid", Some(100)));
+    let asked = crate::roads::reconcile::as_paymos_has_it(
+        &paymos,
+        &fulfil,
+        ("inv_1", &OrderRef::none()),
+        ("alice", NOW_MS),
+    )
+    .await;
+    assert_eq!(asked, Ok(AlreadyFinal));
+    let seen = store.invoice("inv_1").unwrap().seen();
+    assert_eq!(seen.status, Some(crate::money::status::InvoiceStatus::Paid));
+    assert!(seen.refunds.is_empty(), "{seen:?}");
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+    // Open, then the forged refund: Paymos' payment lands on the open record and ships.
+    let (_, store) = webhooks(&[invoice("evt_o", "underpaid_waiting", 90), forged(95)]).await;
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
+    let asked = crate::roads::reconcile::as_paymos_has_it(
+        &paymos,
+        &fulfil,
+        ("inv_1", &OrderRef::none()),
+        ("alice", NOW_MS),
+    )
+    .await;
+    assert_eq!(asked, Ok(Fulfilled));
+    let story = store.invoice("inv_1").unwrap().seen();
+    assert_eq!(
+        story.status,
+        Some(crate::money::status::InvoiceStatus::Paid)
+    );
+}

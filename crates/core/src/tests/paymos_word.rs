@@ -3635,3 +3635,44 @@ async fn a_refund_paymos_does_not_list_leaves_a_shipped_payment_as_it_is() {
         Some(crate::money::status::InvoiceStatus::Paid)
     );
 }
+
+// Attack round 2, F5: order o-1 shipped with inv_1; inv_2 paid it again and waits as
+// `duplicate_payment` ("its completed refund clears this"). Paymos refunded inv_2 in full, and
+// the refund's webhook was lost. `reconcile --apply` records Paymos' refund, which clears it;
+// nothing ships. Before: REFUNDED in the report, and the duplicate listed for ever.
+#[tokio::test]
+async fn a_duplicate_payment_paymos_refunded_in_full_is_cleared_by_the_reconciliation() {
+    let paid = |event_id: &str, invoice_id: &str| {
+        item(
+            event_id,
+            "invoice.paid",
+            100,
+            &format!(
+                r#"{{"invoice_id":"{invoice_id}","order":{{"external_id":"o-1","amount":"10","currency":"USD"}}}}"#
+            ),
+        )
+    };
+    let (outcomes, store) = webhooks(&[paid("evt_1", "inv_1"), paid("evt_2", "inv_2")]).await;
+    assert_eq!(outcomes, [Fulfilled, DuplicatePayment]);
+    let waiting = || async {
+        list(&*store, &MemoryReviews::new(), 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.kind, e.resource_id.unwrap_or_default()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(waiting().await, [("duplicate_payment", "inv_2".to_owned())]);
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
+    let paymos = MemoryPaymos::new();
+    paymos.invoice("inv_1", at_paymos("paid", Some(100)));
+    paymos.invoice("inv_2", at_paymos("paid", Some(100)));
+    paymos.refund("inv_2", paymos_refund(150));
+    let report =
+        crate::roads::reconcile::reconcile(&paymos, &fulfil, (0, 2_000_000_000), true, NOW_MS)
+            .await
+            .unwrap();
+    assert_eq!(report.refunded.len(), 1, "{report:?}");
+    assert!(waiting().await.is_empty(), "{:?}", waiting().await);
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}

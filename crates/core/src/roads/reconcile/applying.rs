@@ -255,7 +255,16 @@ pub(super) async fn apply_found<S: ReconcileStore>(
         }
         match holds_payment(fulfil, &m.invoice_id).await {
             Ok(false) => {}
-            Ok(true) => continue,
+            // A duplicate payment, whose way out is its refund: Paymos' full refund, whose
+            // webhook was lost, is recorded and settles it.
+            Ok(true) => {
+                if let Err(e) = refunds_of_waiting(fulfil, m, (by, now_ms)).await {
+                    report
+                        .applied
+                        .insert(m.invoice_id.clone(), Err(e.to_string()));
+                }
+                continue;
+            }
             Err(e) => {
                 report
                     .applied
@@ -394,6 +403,29 @@ async fn only_paymos_refunds<S: ReconcileStore>(
         now_ms,
     ) {
         let _ = fulfil.store().write(&[w]).await?;
+    }
+    Ok(())
+}
+
+/// Paymos' refunds of `m`'s invoice recorded where its record holds a duplicate payment (a
+/// second payment of an order shipped, which never ships): Paymos refunded it in full, and the
+/// refund's webhook was lost; its completed refund is the way out `exceptions` names for it.
+/// Any other payment the record holds has its refunds read, never recorded, here (rule 8).
+async fn refunds_of_waiting<S: ReconcileStore>(
+    fulfil: &Fulfil<S>,
+    m: &PaidAtPaymos,
+    (by, now_ms): (&str, u64),
+) -> Result<(), PortError> {
+    let (seen, shipped) = fulfil.store().invoice_seen(&m.invoice_id).await?;
+    if !shipped
+        && seen.is_some_and(|s| {
+            matches!(
+                s.standing(),
+                crate::money::invoice::Standing::DuplicateOf(_)
+            )
+        })
+    {
+        record_refunds(fulfil, m, (by, now_ms)).await?;
     }
     Ok(())
 }

@@ -3415,6 +3415,22 @@ async fn an_invoice_paymos_has_of_another_order_than_shipped_waits_until_resolve
             .collect::<Vec<_>>()
     };
     assert!(conflicts().await.is_empty());
+    // Round 2's F4: `release` with the API names the conflict, not a road that cannot settle
+    // it (before: "mark-paid … puts Paymos' record on it; then release it", in a loop).
+    let alice = ReleaseBy {
+        actor: "alice",
+        reason: Some("paid, says Paymos"),
+        override_amount: false,
+        project: None,
+        order: None,
+    };
+    let released = fulfil
+        .release_asking(&MemoryReviews::new(), &paymos, "inv_1", &alice, NOW_MS)
+        .await;
+    assert!(
+        matches!(&released, Err(crate::roads::release::ReleaseError::NotReleasable(why)) if why.contains("shipped here as order o-1 of prj_b") && why.contains("order o-2 of prj_a") && why.contains("order_conflict")),
+        "{released:?}"
+    );
     let window = (0, 2_000_000_000);
     let report = crate::roads::reconcile::reconcile(&paymos, &fulfil, window, true, NOW_MS)
         .await

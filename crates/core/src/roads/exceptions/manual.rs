@@ -197,6 +197,7 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
                     .await?;
             }
         }
+        self.shipped_as_paymos_has_it(paymos, invoice_id).await?;
         // Settled here by a refund Paymos does not list (a delivery Paymos never made): not
         // released, which ships a payment that waits; applying Paymos' own payment is
         // `mark-paid`'s with the API (and `reconcile --apply`'s).
@@ -234,6 +235,53 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
             }
         }
         self.release(ledger, invoice_id, by, now_ms).await
+    }
+
+    /// Refused where `invoice_id` shipped here under another order, or another project's, than
+    /// Paymos' invoice names: nothing is left to release, and shipping Paymos' order is a
+    /// person's (an order conflict, which `mark-paid` with the API, or `reconcile --apply`,
+    /// lists for them).
+    ///
+    /// # Errors
+    /// [`ReleaseError::NotReleasable`] naming both orders; [`ReleaseError::Port`] when Paymos or
+    /// the store cannot be read.
+    async fn shipped_as_paymos_has_it<P: crate::roads::reconcile::PaymosLedger>(
+        &self,
+        paymos: &P,
+        invoice_id: &str,
+    ) -> Result<(), ReleaseError> {
+        let (Some(seen), true) = self.store().invoice_seen(invoice_id).await? else {
+            return Ok(());
+        };
+        let crate::roads::confirm::AtSource::Found(at) = paymos.invoice(invoice_id).await? else {
+            return Ok(());
+        };
+        let words = |order: Option<&str>, project: Option<&str>| {
+            let order = order.unwrap_or("(none)");
+            project.map_or(format!("order {order}"), |p| {
+                format!("order {order} of {p}")
+            })
+        };
+        let recorded = self.projects().scoped(seen.order.clone());
+        let theirs = self.projects().scoped(OrderRef {
+            external_id: at.order_id.clone().filter(|o| !o.is_empty()),
+            project: at.project_id.clone().filter(|p| !p.is_empty()),
+            ..OrderRef::none()
+        });
+        let other_order =
+            theirs.external_id.is_some() && theirs.external_id != recorded.external_id;
+        let other_project = theirs.project.is_some() && theirs.project != recorded.project;
+        if other_order || other_project {
+            return Err(ReleaseError::NotReleasable(format!(
+                "{invoice_id} shipped here as {}, but Paymos' invoice is of {}: nothing to release. It is an order conflict: `paymos-inbox mark-paid {invoice_id} --actor <you>` with the API lists it (order_conflict); ship Paymos' order by hand, recover the other, then `paymos-inbox exceptions --resolve {invoice_id}`",
+                words(
+                    seen.order.external_id.as_deref(),
+                    seen.order.project.as_deref()
+                ),
+                words(at.order_id.as_deref(), at.project_id.as_deref())
+            )));
+        }
+        Ok(())
     }
 
     /// Paymos' project of `invoice_id` where the stack lists several, once Paymos has the
@@ -294,6 +342,8 @@ impl<S: ExceptionStore, C: PaymentConfirmation> Fulfil<S, C> {
             at.order_id.as_deref().filter(|o| !o.is_empty()),
         ) && r != p
         {
+            // Shipped under that other order: an order conflict, said so.
+            self.shipped_as_paymos_has_it(paymos, invoice_id).await?;
             return refused(format!(
                 "the payment waits under order {r}, Paymos has order {p}"
             ));

@@ -15,7 +15,7 @@ use paymos_inbox_core::money::status::Amount;
 use paymos_inbox_core::money::write::{Field, Fields, Guard, Key, Set, Table, Value, Write};
 
 /// Every field with an attribute name of its own (a merchant's named ones aside).
-const FIELDS: [(Field, &str); 67] = [
+const FIELDS: [(Field, &str); 68] = [
     (Field::Kind, "kind"),
     (Field::Status, "status"),
     (Field::StatusAt, "status_at"),
@@ -49,6 +49,7 @@ const FIELDS: [(Field, &str); 67] = [
         Field::ShippedOtherwiseSettledBy,
         "shipped_otherwise_settled_by",
     ),
+    (Field::PaymosOrderShippedWith, "paymos_order_shipped_with"),
     (Field::Applied, "applied"),
     (Field::LastEventId, "last_event_id"),
     (Field::UpdatedAt, "updated_at"),

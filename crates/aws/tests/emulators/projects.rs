@@ -517,3 +517,77 @@ async fn an_invoice_paymos_has_of_another_order_than_shipped_waits_until_resolve
         Some(&AttributeValue::S("order o-2 of prj_a".into()))
     );
 }
+
+// Attack round 2, F3 on DynamoDB: once the reconciliation finds inv_s shipped as o-1 of prj_b
+// while Paymos has it as o-2 of prj_a, o-2 is taken for inv_s's payment (a person ships it by
+// hand): inv_t's payment of o-2 waits as a duplicate and ships nothing. The claim's
+// condition decides. Before: inv_t fulfilled o-2 too.
+#[tokio::test]
+async fn a_payment_of_an_order_a_person_is_told_to_ship_by_hand_ships_nothing_on_dynamodb() {
+    use paymos_inbox_aws::dynamodb::DynamoLedger;
+    use paymos_inbox_core::roads::confirm::ConfirmedInvoice;
+    use paymos_inbox_core::roads::exceptions;
+    use paymos_inbox_core::testkit::memory::MemoryPaymos;
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let (state, deliveries) = (stack.table("StateTable"), stack.table("DeliveriesTable"));
+    let resources = DynamoResources::new(aws.dynamodb.clone(), state, deliveries);
+    let ledger = DynamoLedger::new(aws.dynamodb.clone(), deliveries, None);
+    let fulfil = Fulfil::new(resources.clone()).for_projects(Projects::parse("prj_a,prj_b"));
+    let open = envelope(
+        "evt_o",
+        "invoice.awaiting_payment",
+        json!({"invoice_id": "inv_s", "project_id": "prj_b", "order": {"external_id": "o-1", "amount": "10", "currency": "USD"}}),
+    );
+    let paid = envelope("evt_p", "invoice.paid", json!({"invoice_id": "inv_s"}));
+    for e in [&open, &paid] {
+        fulfil.apply(&live(e), NOW_MS).await.unwrap();
+    }
+    let paymos = MemoryPaymos::new();
+    let at_paymos = |at| ConfirmedInvoice {
+        status: "paid".into(),
+        is_test: false,
+        order_id: Some("o-2".into()),
+        order_amount: Amount::parse("10"),
+        order_currency: Some("USD".into()),
+        token_amount: None,
+        token_currency: None,
+        paid_late: false,
+        project_id: Some("prj_a".into()),
+        paid_at: Some(at),
+    };
+    paymos.invoice("inv_s", at_paymos(NOW - 10));
+    let window = ((NOW - 3600) as i64, (NOW + 3600) as i64);
+    let report =
+        paymos_inbox_core::roads::reconcile::reconcile(&paymos, &fulfil, window, true, NOW_MS)
+            .await
+            .unwrap();
+    assert_eq!(report.shipped_otherwise.len(), 1, "{report:?}");
+    let second = envelope(
+        "evt_t",
+        "invoice.paid",
+        json!({"invoice_id": "inv_t", "project_id": "prj_a", "order": {"external_id": "o-2", "amount": "10", "currency": "USD"}}),
+    );
+    let (_, applied) = fulfil.apply(&live(&second), NOW_MS).await.unwrap();
+    assert_eq!(applied, Applied::DuplicatePayment);
+    let mut listed: Vec<_> = exceptions::list(&resources, &ledger, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.kind, e.resource_id.unwrap_or_default()))
+        .collect();
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            ("duplicate_payment", "inv_t".to_owned()),
+            ("order_conflict", "inv_s".to_owned())
+        ]
+    );
+    let claim = aws.item(state, "pk", "order_paid#o-2").await.unwrap();
+    assert_eq!(
+        claim.get("invoice_id"),
+        Some(&AttributeValue::S("inv_s".into()))
+    );
+    assert!(aws.item(state, "pk", "fulfilment#inv_t").await.is_none());
+}

@@ -106,6 +106,9 @@ pub struct InvoiceSeen {
     pub shipped_otherwise: Option<String>,
     /// A person settled what [`Self::shipped_otherwise`] says (`exceptions --resolve`).
     pub otherwise_settled: bool,
+    /// The invoice that shipped Paymos' order of [`Self::shipped_otherwise`] before the road
+    /// found it: nothing is to ship by hand, and this payment is a second payment of it.
+    pub paymos_order_shipped_with: Option<String>,
     /// Paid after it closed.
     pub paid_late: bool,
     /// A second payment for an order another invoice fulfilled.
@@ -181,6 +184,7 @@ impl InvoiceSeen {
             order_disputed: None,
             shipped_otherwise: None,
             otherwise_settled: false,
+            paymos_order_shipped_with: None,
             paid_late: false,
             duplicate_of: None,
             released: false,

@@ -79,6 +79,18 @@
 //!   not whether the receiver counts it paid back. (Written from a rules writer's answers,
 //!   who read only the contract; taken differently: an order a person's `--project` of the
 //!   other project finds is the record's, since an invoice has one `external_order_id`.)
+//! - 22 an order conflict Paymos' word finds: where a road asking Paymos (`reconcile --apply`,
+//!   `mark-paid` with the API) reads Paymos' record of an invoice that pays (`paid`,
+//!   `paid_over`) and shipped here under another (project, order) than the record names
+//!   (the same id in another project is another order; an empty order is unknown, no
+//!   conflict), what shipped stays shipped (never un-shipped, never again), and from that run
+//!   on Paymos' order is taken by that invoice's payment (a person is told to ship it by
+//!   hand), unless another invoice shipped it already: every other payment of it, waiting or
+//!   later, by any arrival order (a run finds every conflict before it applies a payment),
+//!   ships nothing and waits `Duplicate` (its ways out: a completed Full refund, 8, or a
+//!   release). The conflict itself is listed for a person (`order_conflict`, which the judge
+//!   does not compare) until they resolve it; the generator makes no resolve. (Written from a
+//!   rules writer's answers, who read only the contract.)
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The environment whose secret signed a delivery: `Live` (`whsec_live_…`) or `Sandbox`.
@@ -338,6 +350,7 @@ pub fn expected_at(world: &World, clock: &Clock, steps: &[Arrival]) -> Expected 
         money_at: BTreeMap::new(),
         inv: BTreeMap::new(),
         shipped: BTreeMap::new(),
+        taken: BTreeMap::new(),
         unconfirmed: BTreeMap::new(),
         applied: BTreeSet::new(),
         balances: BTreeMap::new(),
@@ -520,6 +533,9 @@ struct Machine<'w> {
     money_at: BTreeMap<String, u64>,
     inv: BTreeMap<String, Inv>,
     shipped: BTreeMap<(String, String), String>,
+    /// 22: orders a person is told to ship by hand: Paymos' order of an invoice that shipped
+    /// another, taken by that invoice's payment when a road asking Paymos found it.
+    taken: BTreeMap<(String, String), String>,
     /// 2: deliveries Paymos did not confirm when they came, per resource (an invoice event's
     /// status; `None` for a withdrawal or a deposit), until a recheck applies them.
     unconfirmed: BTreeMap<String, Vec<Option<Claim>>>,
@@ -539,6 +555,33 @@ impl Machine<'_> {
     /// 15: whether the receiver applies `project` ("": named nowhere, merchant-wide: yes).
     fn applies(&self, project: &str) -> bool {
         self.world.applies(project)
+    }
+
+    /// 6/22: whether an order shipped, or was taken for a person to ship by hand.
+    fn claimed(&self, key: &(String, String)) -> bool {
+        self.shipped.contains_key(key) || self.taken.contains_key(key)
+    }
+
+    /// 22: Paymos' record of invoice `id`, read by a road asking Paymos, names another order
+    /// (or project) than the one it shipped here: what shipped stays shipped, and Paymos'
+    /// order is this payment's (a person ships it by hand), unless another invoice shipped it
+    /// already; an order Paymos names no id for is unknown, no conflict.
+    fn take_paymos_order(&mut self, id: &str, rec: &Invoice) {
+        let Some(inv) = self.inv.get(id).filter(|i| i.shipped) else {
+            return;
+        };
+        let Some(order) = inv.order.as_ref() else {
+            return;
+        };
+        let paymos = (rec.project.clone(), rec.order.clone());
+        let ours = self.key(inv, order);
+        let same_project = ours.0.is_empty() || ours.0 == paymos.0;
+        if rec.order.is_empty() || (same_project && ours.1 == paymos.1) {
+            return;
+        }
+        if !self.shipped.contains_key(&paymos) {
+            self.taken.entry(paymos).or_insert_with(|| id.to_owned());
+        }
     }
 
     /// 13/18: the key an invoice's order ships under, in the receiver's setting.
@@ -1166,8 +1209,7 @@ impl Machine<'_> {
                 let inv = &self.inv[id];
                 inv.paid
                     && inv.order.as_ref().is_some_and(|o| {
-                        !self.shipped.contains_key(&self.key(inv, o))
-                            && (override_amount || !self.held(inv, o))
+                        !self.claimed(&self.key(inv, o)) && (override_amount || !self.held(inv, o))
                     })
             }
             _ => false,
@@ -1274,13 +1316,18 @@ impl Machine<'_> {
     /// 3: apply each invoice paid at Paymos (or paid late) with Paymos' order, price and time.
     fn reconcile(&mut self) {
         let w = self.world;
-        for (id, rec) in w
-            .invoices
-            .iter()
-            .filter(|(_, r)| r.status.pays() || r.paid_late)
-            // 15: another project's invoice is not this receiver's to apply
-            .filter(|(_, r)| w.applies(&r.project))
-        {
+        let applied = || {
+            w.invoices
+                .iter()
+                .filter(|(_, r)| r.status.pays() || r.paid_late)
+                // 15: another project's invoice is not this receiver's to apply
+                .filter(|(_, r)| w.applies(&r.project))
+        };
+        // 22: the run finds every order conflict before it applies any payment it lacks
+        for (id, rec) in applied().filter(|(_, r)| r.status.pays()) {
+            self.take_paymos_order(id, rec);
+        }
+        for (id, rec) in applied() {
             self.reconcile_one(id, rec);
         }
     }
@@ -1299,6 +1346,7 @@ impl Machine<'_> {
         if !paid || said_otherwise {
             return;
         }
+        self.take_paymos_order(id, rec);
         // 8: asked by name, a person's undated word that shipped takes Paymos' time too (a
         // later Full refund is judged by it); not a release, which a person dated by deciding
         let paid_at = self.paid_time(id, None);
@@ -1468,7 +1516,7 @@ impl Machine<'_> {
             };
             // 8: a Full refund of this payment (whenever it arrived) means it never ships
             let key = self.key(inv, &order);
-            if inv.paid && !inv.shipped && !inv.refunded() && !self.shipped.contains_key(&key) {
+            if inv.paid && !inv.shipped && !inv.refunded() && !self.claimed(&key) {
                 self.shipped.insert(key, id.clone());
                 self.inv_mut(&id).shipped = true;
             }
@@ -1523,7 +1571,7 @@ impl Machine<'_> {
         let (true, Some(order)) = (inv.paid, &inv.order) else {
             return Some(Wait::OrderUnknown); // 4: never ship "no order"
         };
-        if inv.released && !self.shipped.contains_key(&self.key(inv, order)) {
+        if inv.released && !self.claimed(&self.key(inv, order)) {
             return None; // 9
         }
         match inv.judged {
@@ -1540,7 +1588,7 @@ impl Machine<'_> {
             // 7: a payment after the close is recorded as late first; a person decides (a
             // release still meets the order's claim and its price)
             Some(Wait::PaidLate)
-        } else if self.shipped.contains_key(&self.key(inv, order)) {
+        } else if self.claimed(&self.key(inv, order)) {
             Some(Wait::Duplicate) // 6/13: wins over Held
         } else if inv.released {
             None // 9

@@ -1321,6 +1321,60 @@ fn wait_of(kind: &str) -> Option<o::Wait> {
     })
 }
 
+/// What shipped, each by (project, order id) as its claim's key scope says, and in `out`
+/// what shipped with no order, with no claim, or twice.
+async fn judge_shipped<S: WorldStore, V: Observe>(
+    (store, view): (&S, &V),
+    scopes: &[Option<String>],
+    projects: &Projects,
+    mine: &impl Fn(&str) -> bool,
+    out: &mut Vec<String>,
+) -> BTreeMap<(String, String), String> {
+    let mut shipped = BTreeMap::new();
+    // 22: an invoice may hold two claims, its shipment's and Paymos' order taken for a person
+    // to ship by hand: its record's project says which one shipped.
+    let recorded: BTreeMap<String, Option<String>> = view
+        .invoices()
+        .await
+        .into_iter()
+        .map(|(id, seen)| (id, seen.order.project))
+        .collect();
+    for (invoice, order) in view
+        .fulfilments()
+        .await
+        .into_iter()
+        .filter(|(i, _)| mine(i))
+    {
+        let Some(order) = order else {
+            out.push(format!("{invoice} shipped with no order"));
+            continue;
+        };
+        let mut scope = None;
+        let first = recorded.get(&invoice).cloned().flatten();
+        for s in std::iter::once(&first)
+            .filter(|f| f.is_some())
+            .chain(scopes)
+        {
+            let by = store.order_fulfilled_by(s.as_deref(), &order).await;
+            if by.ok().flatten().as_deref() == Some(invoice.as_str()) {
+                scope = Some(s.clone());
+                break;
+            }
+        }
+        let Some(scope) = scope else {
+            out.push(format!("{invoice} shipped {order} with no claim of it"));
+            continue;
+        };
+        let project = projects.project_of(scope.as_deref()).unwrap_or_default();
+        if let Some(first) = shipped.insert((project.clone(), order.clone()), invoice.clone()) {
+            out.push(format!(
+                "order {order} of {project:?} shipped twice: {first} and {invoice}"
+            ));
+        }
+    }
+    shipped
+}
+
 /// Where the end state of run `ids` on `store` differs from the oracle's, in words (none: it
 /// agrees). Besides the oracle: no fulfilment without an order, none twice for one order.
 pub async fn judge<S: WorldStore, V: Observe>(
@@ -1341,36 +1395,7 @@ pub async fn judge<S: WorldStore, V: Observe>(
         .chain((0..PROJECTS).map(|p| Some(ids.project(p))))
         .collect();
     let mut out = Vec::new();
-    let mut shipped = BTreeMap::new();
-    for (invoice, order) in view
-        .fulfilments()
-        .await
-        .into_iter()
-        .filter(|(i, _)| mine(i))
-    {
-        let Some(order) = order else {
-            out.push(format!("{invoice} shipped with no order"));
-            continue;
-        };
-        let mut scope = None;
-        for s in &scopes {
-            let by = store.order_fulfilled_by(s.as_deref(), &order).await;
-            if by.ok().flatten().as_deref() == Some(invoice.as_str()) {
-                scope = Some(s.clone());
-                break;
-            }
-        }
-        let Some(scope) = scope else {
-            out.push(format!("{invoice} shipped {order} with no claim of it"));
-            continue;
-        };
-        let project = projects.project_of(scope.as_deref()).unwrap_or_default();
-        if let Some(first) = shipped.insert((project.clone(), order.clone()), invoice.clone()) {
-            out.push(format!(
-                "order {order} of {project:?} shipped twice: {first} and {invoice}"
-            ));
-        }
-    }
+    let shipped = judge_shipped((store, view), &scopes, &projects, &mine, &mut out).await;
     if shipped != want.shipped {
         out.push(format!(
             "shipped {shipped:?}, the oracle says {:?}",

@@ -3692,3 +3692,104 @@ async fn a_duplicate_payment_paymos_refunded_in_full_is_cleared_by_the_reconcili
     assert!(waiting().await.is_empty(), "{:?}", waiting().await);
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
 }
+
+/// inv_1 shipped here as order o-1 of prj_b (a forged open event named it); Paymos has it as
+/// order o-2 of prj_a, paid. inv_2 is Paymos' other invoice of o-2 of prj_a, paid too.
+async fn shipped_otherwise_and_a_second_payment(
+    second_first: bool,
+) -> (
+    Arc<MemoryResources>,
+    Vec<(&'static str, String, String)>,
+    Applied,
+) {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil =
+        crate::tests::one_shop(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let unnamed = item("evt_paid", "invoice.paid", 30, r#"{"invoice_id":"inv_1"}"#);
+    for work in [open_of("prj_b"), unnamed] {
+        fulfil.apply(&work, NOW_MS).await.unwrap();
+    }
+    let second = item(
+        "evt_paid_2",
+        "invoice.paid",
+        40,
+        r#"{"invoice_id":"inv_2","project_id":"prj_a","order":{"external_id":"o-2","amount":"10","currency":"USD"}}"#,
+    );
+    let paymos = MemoryPaymos::new();
+    let paid_at_paymos = |id: &str, at| {
+        paymos.invoice(
+            id,
+            ConfirmedInvoice {
+                project_id: Some("prj_a".into()),
+                order_id: Some("o-2".into()),
+                ..at_paymos("paid", Some(at))
+            },
+        );
+    };
+    paid_at_paymos("inv_1", 30);
+    let mut second_applied = None;
+    if second_first {
+        paid_at_paymos("inv_2", 40);
+        second_applied = Some(fulfil.apply(&second, NOW_MS).await.unwrap().1);
+    }
+    let window = (0, 2_000_000_000);
+    let report = crate::roads::reconcile::reconcile(&paymos, &fulfil, window, true, NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(report.shipped_otherwise.len(), 1, "{report:?}");
+    if !second_first {
+        paid_at_paymos("inv_2", 40);
+        second_applied = Some(fulfil.apply(&second, NOW_MS).await.unwrap().1);
+    }
+    let listed = list(&*store, &MemoryReviews::new(), 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| {
+            (
+                e.kind,
+                e.resource_id.unwrap_or_default(),
+                format!("{} | {}", e.why, e.action),
+            )
+        })
+        .collect();
+    (store, listed, second_applied.unwrap())
+}
+
+// Attack round 2, F3: Paymos' word finds inv_1 shipped as o-1 of prj_b while Paymos has it
+// as o-2 of prj_a, and `exceptions` tells a person to ship o-2 by hand. From that run on o-2
+// is inv_1's payment's: inv_2, a second payment of it, waits as a duplicate payment to refund
+// and ships nothing (rule 22). Before: inv_2 `fulfilled` o-2 too: twice in the world.
+#[tokio::test]
+async fn a_payment_of_an_order_a_person_is_told_to_ship_by_hand_ships_nothing() {
+    let (store, listed, second) = shipped_otherwise_and_a_second_payment(false).await;
+    assert_eq!(second, DuplicatePayment);
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+    assert!(
+        matches!(&listed[..], [(a, inv_1, ship), (b, inv_2, refund)]
+            if *a == "order_conflict" && inv_1 == "inv_1" && ship.contains("ship order o-2 of prj_a by hand")
+            && *b == "duplicate_payment" && inv_2 == "inv_2" && refund.contains("refund")),
+        "{listed:?}"
+    );
+}
+
+// The same where inv_2 shipped o-2 before the run found the conflict: nothing is to ship by
+// hand; inv_1's payment is a second payment of o-2, to refund, and the listing says so.
+#[tokio::test]
+async fn an_order_conflict_whose_order_shipped_otherwise_says_refund_not_ship() {
+    let (store, listed, second) = shipped_otherwise_and_a_second_payment(true).await;
+    assert_eq!(second, Fulfilled);
+    assert_eq!(
+        store.fulfilments(),
+        [
+            ("inv_1".into(), Some("o-1".into())),
+            ("inv_2".into(), Some("o-2".into()))
+        ]
+    );
+    assert!(
+        matches!(&listed[..], [(a, inv_1, action)]
+            if *a == "order_conflict" && inv_1 == "inv_1" && action.contains("which inv_2 paid and shipped")
+            && action.contains("refund inv_1") && !action.contains("ship order o-2")),
+        "{listed:?}"
+    );
+}

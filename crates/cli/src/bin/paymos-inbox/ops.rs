@@ -890,7 +890,7 @@ fn print_report(report: &paymos_inbox_core::roads::reconcile::Report) {
     }
     for o in report.shipped_otherwise.iter().filter(|o| !o.not_applied) {
         say!(
-            "SHIPPED OTHERWISE {}: shipped order {}{}, but Paymos' invoice is of order {}{}: ship that one by hand and recover the other",
+            "SHIPPED OTHERWISE {}: shipped order {}{}, but Paymos' invoice is of order {}{}: `--apply` takes that order for this payment (another payment of it waits as a duplicate) and lists the invoice: `paymos-inbox exceptions` says whether to ship it by hand or to refund this payment (another invoice shipped it), and to recover the other",
             o.paid.invoice_id,
             o.shipped_order_id.as_deref().unwrap_or("?"),
             o.shipped_project

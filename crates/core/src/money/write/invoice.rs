@@ -953,11 +953,24 @@ pub fn invoice_transition(
 
 /// A road that asked Paymos (`reconcile --apply`, `mark-paid` with the API) found `invoice_id`
 /// shipped here under another order, or another project's, than Paymos' invoice names
-/// (`paymos`, in words): a person ships the paid order by hand and recovers the other. Listed
-/// for them (`order_conflict`) until they settle it; noted once, so a later run neither lists
-/// it again nor, once settled, brings it back.
+/// (`paymos`, in words): a person ships the paid order by hand and recovers the other, or,
+/// where another invoice shipped Paymos' order first (`shipped_with`), refunds this payment
+/// and recovers the other. Listed for them (`order_conflict`) until they settle it; noted
+/// once, so a later run neither lists it again nor, once settled, brings it back.
 #[must_use]
-pub fn shipped_otherwise(invoice_id: &str, paymos: &str, now_ms: u64) -> Write {
+pub fn shipped_otherwise(
+    invoice_id: &str,
+    (paymos, shipped_with): (&str, Option<&str>),
+    now_ms: u64,
+) -> Write {
+    let mut set = vec![
+        Set::Put(Field::ShippedOtherwise, Value::text(paymos)),
+        Set::Put(Field::ListedIn, Value::Text(review_list(invoice_id))),
+        Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+    ];
+    if let Some(first) = shipped_with {
+        set.push(Set::Put(Field::PaymosOrderShippedWith, Value::text(first)));
+    }
     Write {
         what: What::Transition,
         key: Key::state(invoice_id),
@@ -965,10 +978,30 @@ pub fn shipped_otherwise(invoice_id: &str, paymos: &str, now_ms: u64) -> Write {
             Guard::Has(Field::Kind),
             Guard::Lacks(Field::ShippedOtherwise),
         ]),
+        set,
+    }
+}
+
+/// Paymos' order (`order_id` within its project's `scope`) of an invoice found
+/// [`shipped_otherwise`], taken for that invoice's payment, which Paymos says paid it: a
+/// person ships it by hand, so from then on another payment of it is a second payment (to
+/// refund), never a second shipment. Refused where an invoice holds it already.
+#[must_use]
+pub fn paymos_order_taken(
+    invoice_id: &str,
+    (scope, order_id): (Option<&str>, &str),
+    paid_at_ms: u64,
+) -> Write {
+    Write {
+        what: What::OrderClaim,
+        key: Key::state(order_paid_key(scope, order_id)),
+        guard: Guard::Absent,
         set: vec![
-            Set::Put(Field::ShippedOtherwise, Value::text(paymos)),
-            Set::Put(Field::ListedIn, Value::Text(review_list(invoice_id))),
-            Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+            Set::Put(Field::Kind, Value::text("order_payment")),
+            Set::Put(Field::OrderId, Value::text(order_id)),
+            Set::Put(Field::InvoiceId, Value::text(invoice_id)),
+            Set::Put(Field::WonBy, Value::text("paymos")),
+            Set::Put(Field::PaidAt, Value::Int(paid_at_ms)),
         ],
     }
 }

@@ -137,6 +137,7 @@ pub enum Field {
     OrderDisputed,
     ShippedOtherwise,
     ShippedOtherwiseSettledBy,
+    PaymosOrderShippedWith,
     Applied,
     LastEventId,
     UpdatedAt,

@@ -43,6 +43,7 @@ pub fn invoice_seen(fields: &Fields) -> InvoiceSeen {
         order_disputed: text(fields, &Field::OrderDisputed),
         shipped_otherwise: text(fields, &Field::ShippedOtherwise),
         otherwise_settled: fields.contains_key(&Field::ShippedOtherwiseSettledBy),
+        paymos_order_shipped_with: text(fields, &Field::PaymosOrderShippedWith),
         paid_late: fields.contains_key(&Field::PaidLateAt),
         duplicate_of: text(fields, &Field::DuplicateOf),
         released: fields.contains_key(&Field::ReleasedAt),

@@ -133,6 +133,36 @@ fn duplicate_line(
     )
 }
 
+/// An invoice shipped here under another order than Paymos' (`paymos`): ship Paymos' order
+/// by hand (the run took it for this payment), or, where another invoice shipped it first,
+/// refund this payment; recover the other either way.
+fn conflict_line(seen: &InvoiceSeen, id: &str, order: &str, paymos: &str) -> (String, String) {
+    let shipped = format!(
+        "shipped here as order {order}{}, but Paymos' invoice is of {paymos}",
+        seen.order
+            .project
+            .as_deref()
+            .map_or(String::new(), |p| format!(" of {p}"))
+    );
+    let resolve = format!("`paymos-inbox exceptions --resolve {id} --actor <you> --reason \"…\"`");
+    match &seen.paymos_order_shipped_with {
+        Some(first) => (
+            format!(
+                "{shipped}, which {first} paid and shipped: this payment is a second payment of it"
+            ),
+            format!(
+                "refund {id} at Paymos in full (nothing is to ship by hand) and recover order {order}; then {resolve}"
+            ),
+        ),
+        None => (
+            format!(
+                "{shipped}: that order was paid and never shipped; it is this payment's now (another payment of it waits as a duplicate)"
+            ),
+            format!("ship {paymos} by hand and recover order {order}; then {resolve}"),
+        ),
+    }
+}
+
 /// The way out of a payment whose order is known nowhere: a person names it (and its project,
 /// where the record names none: a stack of several projects needs it).
 fn name_the_order(id: &str, recorded: &crate::money::change::OrderRef) -> String {
@@ -201,19 +231,10 @@ fn invoice_exception(inv: &InvoiceRecord, refund: Option<&str>, sibling: &Siblin
         }
     });
     let (kind, why, action) = match seen.standing() {
-        Standing::ShippedOtherwise(paymos) => (
-            "order_conflict",
-            format!(
-                "shipped here as order {order}{}, but Paymos' invoice is of {paymos}: that order was paid and never shipped",
-                seen.order
-                    .project
-                    .as_deref()
-                    .map_or(String::new(), |p| format!(" of {p}"))
-            ),
-            format!(
-                "ship {paymos} by hand and recover order {order}; then `paymos-inbox exceptions --resolve {id} --actor <you> --reason \"…\"`"
-            ),
-        ),
+        Standing::ShippedOtherwise(paymos) => {
+            let (why, action) = conflict_line(seen, id, order, &paymos);
+            ("order_conflict", why, action)
+        }
         Standing::DuplicateOf(first) => {
             let (why, action) = duplicate_line((id, order, &first), &paid, &refunded, sibling);
             ("duplicate_payment", why, action)

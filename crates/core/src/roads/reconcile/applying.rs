@@ -87,7 +87,7 @@ pub async fn as_paymos_has_it<P: PaymosLedger, S: ReconcileStore>(
     if let Some(why) = contradicts(given, &paid.order()) {
         return Err(AskedFirst::Contradicts(format!("{invoice_id}: {why}")));
     }
-    let words = paid.in_words();
+    let paid_found = paid.clone();
     let mut report = Report::default();
     if PaidAtPaymos::paid(&at.status) {
         report.missing.push(paid);
@@ -106,9 +106,7 @@ pub async fn as_paymos_has_it<P: PaymosLedger, S: ReconcileStore>(
         // Shipped here under another order than Paymos': listed for a person until they
         // settle it, as `reconcile --apply` lists it.
         Some(Ok(Applied::OrderConflict)) => {
-            let noted = write::shipped_otherwise(invoice_id, &words, now_ms);
-            // Refused: noted before.
-            let _ = fulfil.store().write(&[noted]).await?;
+            super::note_shipped_otherwise(fulfil.store(), &paid_found, true, now_ms).await?;
             Ok(Applied::OrderConflict)
         }
         Some(Ok(applied)) => Ok(applied),

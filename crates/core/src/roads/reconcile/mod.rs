@@ -1019,13 +1019,46 @@ async fn shipped_otherwise<S: ReconcileStore>(
             continue;
         }
         if apply {
-            let noted = crate::money::write::shipped_otherwise(id, &found.paid.in_words(), now_ms);
-            // Refused: noted by a run before (or the record is gone, which nothing does).
-            let _ = fulfil.store().write(&[noted]).await?;
+            note_shipped_otherwise(fulfil.store(), &found.paid, !found.not_applied, now_ms).await?;
         }
         kept.push(found);
     }
     report.shipped_otherwise = kept;
+    Ok(())
+}
+
+/// Notes `paid`'s invoice shipped here otherwise than Paymos has it (`paid`), once, and
+/// first takes Paymos' order for its payment (where this stack applies its project, `take`),
+/// so that no other payment of it ships while a person ships it by hand; where another
+/// invoice shipped it already, the note names that invoice (nothing to ship: refund).
+async fn note_shipped_otherwise<S: ReconcileStore>(
+    store: &S,
+    paid: &PaidAtPaymos,
+    take: bool,
+    now_ms: u64,
+) -> Result<(), PortError> {
+    let mut shipped_with = None;
+    if let (true, Some(order)) = (take, paid.order().external_id) {
+        let at_ms = paid.paid_at.map_or(now_ms, |s| s.saturating_mul(1000));
+        let taken = crate::money::write::paymos_order_taken(
+            &paid.invoice_id,
+            (paid.scope.as_deref(), &order),
+            at_ms,
+        );
+        if let crate::money::write::Stored::Refused(_) = store.write(&[taken]).await? {
+            shipped_with = store
+                .order_fulfilled_by(paid.scope.as_deref(), &order)
+                .await?
+                .filter(|first| *first != paid.invoice_id);
+        }
+    }
+    let noted = crate::money::write::shipped_otherwise(
+        &paid.invoice_id,
+        (&paid.in_words(), shipped_with.as_deref()),
+        now_ms,
+    );
+    // Refused: noted by a run before (or the record is gone, which nothing does).
+    let _ = store.write(&[noted]).await?;
     Ok(())
 }
 

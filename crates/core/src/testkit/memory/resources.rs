@@ -36,6 +36,8 @@ pub struct StoredInvoice {
     pub shipped_otherwise: Option<String>,
     /// A person settled [`Self::shipped_otherwise`].
     pub otherwise_settled: bool,
+    /// The invoice that shipped Paymos' order of [`Self::shipped_otherwise`] first.
+    pub paymos_order_shipped_with: Option<String>,
     /// Paid after it closed (event time, s).
     pub paid_late_at: Option<u64>,
     /// When its payment was made by Paymos' clock, where a delivery said so.
@@ -72,6 +74,7 @@ impl StoredInvoice {
             order_disputed: seen.order_disputed,
             shipped_otherwise: seen.shipped_otherwise,
             otherwise_settled: seen.otherwise_settled,
+            paymos_order_shipped_with: seen.paymos_order_shipped_with,
             paid_late_at: int(Field::PaidLateAt),
             payment_at: seen.payment_at,
             awaits_order: seen.awaits_order,
@@ -98,6 +101,7 @@ impl StoredInvoice {
             order_disputed: self.order_disputed.clone(),
             shipped_otherwise: self.shipped_otherwise.clone(),
             otherwise_settled: self.otherwise_settled,
+            paymos_order_shipped_with: self.paymos_order_shipped_with.clone(),
             paid_late: self.paid_late_at.is_some(),
             duplicate_of: self.duplicate_of.clone(),
             released: self.released_by.is_some(),

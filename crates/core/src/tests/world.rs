@@ -813,6 +813,58 @@ fn a_late_payment_forged_under_another_project_gives_way_to_paymos_late_payment(
     });
 }
 
+/// Rule 22's world: invoice 0 is project 1's order 0, paid; a forged `paid_over` naming
+/// project 2 ships it there. Invoice 2 is project 1's order 0 too, paid.
+fn shipped_otherwise() -> Truth {
+    let mut t = contested(Status::PaidOver, false, &[]);
+    t.invoices[2] = TrueInvoice {
+        project: 1,
+        order: Some(0),
+        ..invoice(Status::Paid, false, Some(PAID_AT))
+    };
+    t
+}
+
+#[test] // rule 22, 6
+fn a_second_payment_of_the_order_a_person_ships_by_hand_waits_as_a_duplicate() {
+    // `reconcile --apply` finds invoice 0 shipped as project 2's order, Paymos' being project
+    // 1's: that order is taken for invoice 0's payment before invoice 2's, which the run applies
+    // (its webhook lost), waits as a duplicate; so does the same payment's late webhook.
+    let t = shipped_otherwise();
+    let acts = [
+        forged(Status::PaidOver, 1),
+        Act::Reconcile,
+        said_of(2, Status::Paid, true),
+    ];
+    check20("cn", &t, &acts, |ids| {
+        expect(
+            &[((ids.project(2), ids.order(0)), ids.invoice(0))],
+            &[(ids.invoice(2), o::Wait::Duplicate)],
+        )
+    });
+}
+
+#[test] // rule 22, 6
+fn an_order_shipped_before_its_conflict_was_found_is_not_taken() {
+    // Invoice 2 ships project 1's order 0 before the run finds invoice 0's conflict: nothing
+    // more is taken, and nothing waits (the conflict's line is the person's).
+    let t = shipped_otherwise();
+    let acts = [
+        forged(Status::PaidOver, 1),
+        said_of(2, Status::Paid, true),
+        Act::Reconcile,
+    ];
+    check20("co", &t, &acts, |ids| {
+        expect(
+            &[
+                ((ids.project(1), ids.order(0)), ids.invoice(2)),
+                ((ids.project(2), ids.order(0)), ids.invoice(0)),
+            ],
+            &[],
+        )
+    });
+}
+
 #[test] // rule 20 (f)
 fn a_persons_word_naming_the_project_ships_a_payment_held_for_the_contest() {
     // The genuine `confirming` names project 1; a forged `paid_over` names project 2 and is

@@ -785,8 +785,8 @@ fn item(ids: &Ids, t: &Truth, act: &Act) -> Option<WorkItem> {
                 data["order"] = order.into();
             }
             let id = format!(
-                "{}_{}_i{invoice}_{}_{naming}{}{}_{endpoint}",
-                ["evt", "evf", "eve"][usize::from(forged) + usize::from(elsewhere)],
+                "evt_{}_{}_i{invoice}_{}_{naming}{}{}_{endpoint}",
+                ["t", "f", "e"][usize::from(forged) + usize::from(elsewhere)],
                 ids.run,
                 name(status),
                 u8::from(priced),

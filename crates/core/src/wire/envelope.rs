@@ -25,8 +25,9 @@ pub enum EnvelopeError {
     /// `version` is 0 (versions start at 1).
     #[error("the envelope version must be 1 or more, got {0}")]
     UnsupportedVersion(u64),
-    /// `event_id` is empty, too long or has characters outside `[A-Za-z0-9_-]`.
-    #[error("event_id is not a valid event id")]
+    /// `event_id` does not start with `evt_` (every Paymos event id does), is too long or has
+    /// characters outside `[A-Za-z0-9_-]`.
+    #[error("event_id is not a Paymos event id (evt_ followed by [A-Za-z0-9_-])")]
     InvalidEventId,
     /// A known event type without the resource id its category requires.
     #[error("{event_type} needs data.{field}, which is missing or not a string")]
@@ -281,7 +282,7 @@ impl Envelope {
         if raw.version == 0 {
             return Err(EnvelopeError::UnsupportedVersion(0));
         }
-        if !is_valid_id(&raw.event_id) {
+        if !(raw.event_id.starts_with("evt_") && is_valid_id(&raw.event_id)) {
             return Err(EnvelopeError::InvalidEventId);
         }
         // An event type travels beside the body as an SQS attribute: bounded, as an id is.
@@ -524,6 +525,16 @@ mod tests {
             ),
             EnvelopeError::InvalidEventId
         );
+        // An attack's F4: an id without Paymos' `evt_` prefix is no Paymos event's.
+        for id in ["1234", "inv_1", "EVT_1", "evt"] {
+            assert_eq!(
+                parse(&format!(
+                    r#"{{"event_id":"{id}","event_type":"invoice.paid","version":1,"occurred_at":1,"data":{{"invoice_id":"inv_1"}}}}"#
+                )),
+                EnvelopeError::InvalidEventId,
+                "{id}"
+            );
+        }
         assert!(
             matches!(parse(r#"{"event_id":"evt_1","event_id":"evt_2","event_type":"x","version":1,"occurred_at":1,"data":{}}"#), EnvelopeError::InvalidJson(m) if m.contains("duplicate"))
         );

@@ -109,6 +109,9 @@ pub struct InvoiceSeen {
     /// The invoice that shipped Paymos' order of [`Self::shipped_otherwise`] before the road
     /// found it: nothing is to ship by hand, and this payment is a second payment of it.
     pub paymos_order_shipped_with: Option<String>,
+    /// Paymos has the invoice of [`Self::shipped_otherwise`] in a project this stack does not
+    /// apply: that project's own stack ships its order, so nothing ships by hand here.
+    pub paymos_project_elsewhere: bool,
     /// Paid after it closed.
     pub paid_late: bool,
     /// A second payment for an order another invoice fulfilled.
@@ -185,6 +188,7 @@ impl InvoiceSeen {
             shipped_otherwise: None,
             otherwise_settled: false,
             paymos_order_shipped_with: None,
+            paymos_project_elsewhere: false,
             paid_late: false,
             duplicate_of: None,
             released: false,

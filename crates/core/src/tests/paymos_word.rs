@@ -3793,3 +3793,105 @@ async fn an_order_conflict_whose_order_shipped_otherwise_says_refund_not_ship() 
         "{listed:?}"
     );
 }
+
+// Attack round 3, F1: inv_0 paid and shipped o-1; a forged open event planted o-1 on inv_1,
+// whose genuine payment then waited as o-1's duplicate. Paymos has inv_1 as o-2. `mark-paid`
+// with the API must not tell a person to ship o-2 by hand and recover o-1, which inv_0's
+// customer paid for: inv_1 shipped nothing. Before: `order_conflict` "ship order o-2 by hand
+// and recover order o-1", and o-2 taken for inv_1.
+#[tokio::test]
+async fn a_persons_word_of_an_unshipped_payment_of_another_order_recovers_nothing() {
+    let first = item(
+        "evt_p0",
+        "invoice.paid",
+        20,
+        r#"{"invoice_id":"inv_0","order":{"external_id":"o-1","amount":"10","currency":"USD"}}"#,
+    );
+    let planted = invoice("evt_open", "awaiting_payment", 25);
+    let unnamed = item("evt_p1", "invoice.paid", 30, r#"{"invoice_id":"inv_1"}"#);
+    let (outcomes, store) = webhooks(&[first, planted, unnamed]).await;
+    assert_eq!(outcomes, [Fulfilled, Updated, DuplicatePayment]);
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
+    let paymos = MemoryPaymos::new();
+    paymos.invoice(
+        "inv_1",
+        ConfirmedInvoice {
+            order_id: Some("o-2".into()),
+            ..at_paymos("paid", Some(30))
+        },
+    );
+    let asked = crate::roads::reconcile::as_paymos_has_it(
+        &paymos,
+        &fulfil,
+        ("inv_1", &OrderRef::none()),
+        ("alice", NOW_MS),
+    )
+    .await;
+    assert_eq!(asked, Ok(OrderConflict));
+    let listed: Vec<_> = list(&*store, &MemoryReviews::new(), 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.kind, e.resource_id.unwrap_or_default(), e.action))
+        .collect();
+    assert!(
+        listed
+            .iter()
+            .all(|(kind, _, action)| *kind != "order_conflict" && !action.contains("recover")),
+        "{listed:?}"
+    );
+    use crate::roads::reconcile::ReconcileStore;
+    assert_eq!(store.order_fulfilled_by(None, "o-2").await.unwrap(), None);
+    assert_eq!(store.fulfilments(), [("inv_0".into(), Some("o-1".into()))]);
+}
+
+// Attack round 3, F3: inv_1 shipped here as o-1 of prj_b (a forged open event named it);
+// Paymos has it in prj_c, which this stack does not apply: prj_c's own stack ships its order.
+// The line must not tell a person to ship it by hand too, and names the project of the order
+// to recover. Before: "ship order o-1 of prj_c by hand and recover order o-1".
+#[tokio::test]
+async fn an_order_conflict_of_a_project_not_applied_here_ships_nothing_by_hand() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil =
+        crate::tests::one_shop(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let unnamed = item("evt_paid", "invoice.paid", 30, r#"{"invoice_id":"inv_1"}"#);
+    for work in [open_of("prj_b"), unnamed] {
+        fulfil.apply(&work, NOW_MS).await.unwrap();
+    }
+    let paymos = MemoryPaymos::new();
+    paymos.invoice(
+        "inv_1",
+        ConfirmedInvoice {
+            project_id: Some("prj_c".into()),
+            ..at_paymos("paid", Some(30))
+        },
+    );
+    let window = (0, 2_000_000_000);
+    let report = crate::roads::reconcile::reconcile(&paymos, &fulfil, window, true, NOW_MS)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&report.shipped_otherwise[..], [o] if o.not_applied),
+        "{report:?}"
+    );
+    let listed: Vec<_> = list(&*store, &MemoryReviews::new(), 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.kind, e.resource_id.unwrap_or_default(), e.action))
+        .collect();
+    assert!(
+        matches!(&listed[..], [(kind, id, action)] if *kind == "order_conflict" && id == "inv_1"
+            && !action.contains("by hand") && action.contains("recover order o-1 of prj_b")
+            && action.contains("that project's own stack")),
+        "{listed:?}"
+    );
+    use crate::roads::reconcile::ReconcileStore;
+    assert_eq!(
+        store
+            .order_fulfilled_by(Some("prj_c"), "o-1")
+            .await
+            .unwrap(),
+        None
+    );
+}

@@ -953,14 +953,15 @@ pub fn invoice_transition(
 
 /// A road that asked Paymos (`reconcile --apply`, `mark-paid` with the API) found `invoice_id`
 /// shipped here under another order, or another project's, than Paymos' invoice names
-/// (`paymos`, in words): a person ships the paid order by hand and recovers the other, or,
-/// where another invoice shipped Paymos' order first (`shipped_with`), refunds this payment
-/// and recovers the other. Listed for them (`order_conflict`) until they settle it; noted
+/// (`paymos`, in words): a person recovers the order shipped here and, as `otherwise` says,
+/// ships Paymos' order by hand, refunds this payment (another invoice shipped Paymos' order
+/// first), or does neither (Paymos has the invoice in a project this stack does not apply,
+/// whose own stack ships it). Listed for them (`order_conflict`) until they settle it; noted
 /// once, so a later run neither lists it again nor, once settled, brings it back.
 #[must_use]
 pub fn shipped_otherwise(
     invoice_id: &str,
-    (paymos, shipped_with): (&str, Option<&str>),
+    (paymos, otherwise): (&str, Otherwise<'_>),
     now_ms: u64,
 ) -> Write {
     let mut set = vec![
@@ -968,8 +969,14 @@ pub fn shipped_otherwise(
         Set::Put(Field::ListedIn, Value::Text(review_list(invoice_id))),
         Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
     ];
-    if let Some(first) = shipped_with {
-        set.push(Set::Put(Field::PaymosOrderShippedWith, Value::text(first)));
+    match otherwise {
+        Otherwise::ShipByHand => {}
+        Otherwise::ShippedWith(first) => {
+            set.push(Set::Put(Field::PaymosOrderShippedWith, Value::text(first)));
+        }
+        Otherwise::Elsewhere => {
+            set.push(Set::Put(Field::PaymosProjectElsewhere, Value::Bool(true)));
+        }
     }
     Write {
         what: What::Transition,
@@ -980,6 +987,17 @@ pub fn shipped_otherwise(
         ]),
         set,
     }
+}
+
+/// What becomes of Paymos' order of an invoice found [`shipped_otherwise`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Otherwise<'a> {
+    /// Taken for this payment ([`paymos_order_taken`]): a person ships it by hand.
+    ShipByHand,
+    /// That invoice shipped it first: this payment is a second one, to refund.
+    ShippedWith(&'a str),
+    /// Of a project this stack does not apply: its own stack ships it.
+    Elsewhere,
 }
 
 /// Paymos' order (`order_id` within its project's `scope`) of an invoice found

@@ -138,6 +138,7 @@ pub enum Field {
     ShippedOtherwise,
     ShippedOtherwiseSettledBy,
     PaymosOrderShippedWith,
+    PaymosProjectElsewhere,
     Applied,
     LastEventId,
     UpdatedAt,

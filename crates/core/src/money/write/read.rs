@@ -44,6 +44,8 @@ pub fn invoice_seen(fields: &Fields) -> InvoiceSeen {
         shipped_otherwise: text(fields, &Field::ShippedOtherwise),
         otherwise_settled: fields.contains_key(&Field::ShippedOtherwiseSettledBy),
         paymos_order_shipped_with: text(fields, &Field::PaymosOrderShippedWith),
+        paymos_project_elsewhere: fields.get(&Field::PaymosProjectElsewhere)
+            == Some(&Value::Bool(true)),
         paid_late: fields.contains_key(&Field::PaidLateAt),
         duplicate_of: text(fields, &Field::DuplicateOf),
         released: fields.contains_key(&Field::ReleasedAt),

@@ -133,32 +133,44 @@ fn duplicate_line(
     )
 }
 
-/// An invoice shipped here under another order than Paymos' (`paymos`): ship Paymos' order
-/// by hand (the run took it for this payment), or, where another invoice shipped it first,
-/// refund this payment; recover the other either way.
+/// An invoice shipped here under another order than Paymos' (`paymos`): recover the order
+/// shipped here, and ship Paymos' order by hand (the run took it for this payment), or, where
+/// another invoice shipped it first, refund this payment; where Paymos has the invoice in a
+/// project this stack does not apply, that project's own stack ships its order.
 fn conflict_line(seen: &InvoiceSeen, id: &str, order: &str, paymos: &str) -> (String, String) {
-    let shipped = format!(
-        "shipped here as order {order}{}, but Paymos' invoice is of {paymos}",
+    let ours = format!(
+        "order {order}{}",
         seen.order
             .project
             .as_deref()
             .map_or(String::new(), |p| format!(" of {p}"))
     );
+    let shipped = format!("shipped here as {ours}, but Paymos' invoice is of {paymos}");
     let resolve = format!("`paymos-inbox exceptions --resolve {id} --actor <you> --reason \"…\"`");
+    if seen.paymos_project_elsewhere {
+        return (
+            format!(
+                "{shipped}, a project this stack does not apply: {ours} went out without a payment of its own"
+            ),
+            format!(
+                "recover {ours}; nothing to ship or refund here ({paymos}: that project's own stack ships it); then {resolve}"
+            ),
+        );
+    }
     match &seen.paymos_order_shipped_with {
         Some(first) => (
             format!(
                 "{shipped}, which {first} paid and shipped: this payment is a second payment of it"
             ),
             format!(
-                "refund {id} at Paymos in full (nothing is to ship by hand) and recover order {order}; then {resolve}"
+                "refund {id} at Paymos in full (nothing to ship) and recover {ours}; then {resolve}"
             ),
         ),
         None => (
             format!(
                 "{shipped}: that order was paid and never shipped; it is this payment's now (another payment of it waits as a duplicate)"
             ),
-            format!("ship {paymos} by hand and recover order {order}; then {resolve}"),
+            format!("ship {paymos} by hand and recover {ours}; then {resolve}"),
         ),
     }
 }

@@ -104,9 +104,13 @@ pub async fn as_paymos_has_it<P: PaymosLedger, S: ReconcileStore>(
     }
     match report.applied.remove(invoice_id) {
         // Shipped here under another order than Paymos': listed for a person until they
-        // settle it, as `reconcile --apply` lists it.
+        // settle it, as `reconcile --apply` lists it. Only where it shipped: a payment that
+        // waits under another order than Paymos' (a delivery planted it) shipped nothing to
+        // recover, and takes no order.
         Some(Ok(Applied::OrderConflict)) => {
-            super::note_shipped_otherwise(fulfil.store(), &paid_found, true, now_ms).await?;
+            if fulfil.store().invoice_seen(invoice_id).await?.1 {
+                super::note_shipped_otherwise(fulfil.store(), &paid_found, true, now_ms).await?;
+            }
             Ok(Applied::OrderConflict)
         }
         Some(Ok(applied)) => Ok(applied),

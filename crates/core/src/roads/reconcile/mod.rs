@@ -1052,9 +1052,14 @@ async fn note_shipped_otherwise<S: ReconcileStore>(
                 .filter(|first| *first != paid.invoice_id);
         }
     }
+    let otherwise = match (&shipped_with, take) {
+        (_, false) => crate::money::write::Otherwise::Elsewhere,
+        (Some(first), true) => crate::money::write::Otherwise::ShippedWith(first),
+        (None, true) => crate::money::write::Otherwise::ShipByHand,
+    };
     let noted = crate::money::write::shipped_otherwise(
         &paid.invoice_id,
-        (&paid.in_words(), shipped_with.as_deref()),
+        (&paid.in_words(), otherwise),
         now_ms,
     );
     // Refused: noted by a run before (or the record is gone, which nothing does).

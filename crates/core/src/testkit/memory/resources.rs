@@ -38,6 +38,8 @@ pub struct StoredInvoice {
     pub otherwise_settled: bool,
     /// The invoice that shipped Paymos' order of [`Self::shipped_otherwise`] first.
     pub paymos_order_shipped_with: Option<String>,
+    /// Paymos has that invoice in a project this stack does not apply.
+    pub paymos_project_elsewhere: bool,
     /// Paid after it closed (event time, s).
     pub paid_late_at: Option<u64>,
     /// When its payment was made by Paymos' clock, where a delivery said so.
@@ -75,6 +77,7 @@ impl StoredInvoice {
             shipped_otherwise: seen.shipped_otherwise,
             otherwise_settled: seen.otherwise_settled,
             paymos_order_shipped_with: seen.paymos_order_shipped_with,
+            paymos_project_elsewhere: seen.paymos_project_elsewhere,
             paid_late_at: int(Field::PaidLateAt),
             payment_at: seen.payment_at,
             awaits_order: seen.awaits_order,
@@ -102,6 +105,7 @@ impl StoredInvoice {
             shipped_otherwise: self.shipped_otherwise.clone(),
             otherwise_settled: self.otherwise_settled,
             paymos_order_shipped_with: self.paymos_order_shipped_with.clone(),
+            paymos_project_elsewhere: self.paymos_project_elsewhere,
             paid_late: self.paid_late_at.is_some(),
             duplicate_of: self.duplicate_of.clone(),
             released: self.released_by.is_some(),

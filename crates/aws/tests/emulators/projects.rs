@@ -591,3 +591,73 @@ async fn a_payment_of_an_order_a_person_is_told_to_ship_by_hand_ships_nothing_on
     );
     assert!(aws.item(state, "pk", "fulfilment#inv_t").await.is_none());
 }
+
+// Attack round 3, F1 (rule 24) on DynamoDB: inv_p's payment waits as a second payment of o-1,
+// which a forged open event planted (inv_o shipped o-1). Paymos has inv_p as o-2: a person's
+// `mark-paid` with the API takes the planted order and its wait off, under the record's
+// conditions, and Paymos' payment of o-2 ships, once. Before: `order_conflict`, "recover o-1".
+#[tokio::test]
+async fn a_payment_waiting_on_a_planted_order_ships_paymos_order_on_dynamodb() {
+    use paymos_inbox_core::roads::confirm::ConfirmedInvoice;
+    use paymos_inbox_core::testkit::memory::MemoryPaymos;
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let (state, deliveries) = (stack.table("StateTable"), stack.table("DeliveriesTable"));
+    let resources = DynamoResources::new(aws.dynamodb.clone(), state, deliveries);
+    let fulfil = Fulfil::new(resources.clone()).for_projects(Projects::parse("prj_a"));
+    let priced = json!({"external_id": "o-1", "amount": "10", "currency": "USD"});
+    let first = envelope(
+        "evt_o0",
+        "invoice.paid",
+        json!({"invoice_id": "inv_o", "order": priced}),
+    );
+    let planted = envelope(
+        "evt_forged",
+        "invoice.awaiting_payment",
+        json!({"invoice_id": "inv_p", "order": priced}),
+    );
+    let unnamed = envelope("evt_p1", "invoice.paid", json!({"invoice_id": "inv_p"}));
+    let mut outcomes = Vec::new();
+    for e in [&first, &planted, &unnamed] {
+        outcomes.push(fulfil.apply(&live(e), NOW_MS).await.unwrap().1);
+    }
+    assert_eq!(
+        outcomes,
+        [
+            Applied::Fulfilled,
+            Applied::Updated,
+            Applied::DuplicatePayment
+        ]
+    );
+    let paymos = MemoryPaymos::new();
+    paymos.invoice(
+        "inv_p",
+        ConfirmedInvoice {
+            status: "paid".into(),
+            is_test: false,
+            order_id: Some("o-2".into()),
+            order_amount: Amount::parse("10"),
+            order_currency: Some("USD".into()),
+            token_amount: None,
+            token_currency: None,
+            paid_late: false,
+            project_id: None,
+            paid_at: Some(NOW - 10),
+        },
+    );
+    let asked = paymos_inbox_core::roads::reconcile::as_paymos_has_it(
+        &paymos,
+        &fulfil,
+        ("inv_p", &OrderRef::none()),
+        ("alice", NOW_MS),
+    )
+    .await;
+    assert_eq!(asked, Ok(Applied::Fulfilled));
+    let shipped = aws.item(state, "pk", "fulfilment#inv_p").await.unwrap();
+    assert_eq!(
+        shipped.get("order_id"),
+        Some(&AttributeValue::S("o-2".into()))
+    );
+    let record = aws.item(state, "pk", "inv_p").await.unwrap();
+    assert!(!record.contains_key("duplicate_of"), "{record:?}");
+}

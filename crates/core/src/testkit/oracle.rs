@@ -91,6 +91,17 @@
 //!   release). The conflict itself is listed for a person (`order_conflict`, which the judge
 //!   does not compare) until they resolve it; the generator makes no resolve. (Written from a
 //!   rules writer's answers, who read only the contract.)
+//! - 24 a payment that waits unshipped, held or as a second payment, under an order a
+//!   delivery named (forged or mistaken) while Paymos' record, read by `reconcile --apply` or
+//!   `mark-paid` with the API, names another order of the same project: rule 3 binds what
+//!   shipped or was refunded, not that wait, which rested on a delivery's word; Paymos'
+//!   payment of Paymos' order is judged anew (it ships if that order has not, else waits as its
+//!   second payment). Not one released, refunded or paid late. (A rules writer's answer.)
+//! - 8b a second payment of an order shipped, waiting for its refund, that Paymos lists a
+//!   completed Full refund of, completed at or after it by Paymos' clock: `reconcile --apply`
+//!   (and `mark-paid` with the API) records Paymos' refunds, its way out, delivered or not,
+//!   and it waits no more. (A rules writer's answer; it names held, late and order-less
+//!   payments too, which the receiver records so only for a second payment: open.)
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The environment whose secret signed a delivery: `Live` (`whsec_live_…`) or `Sandbox`.
@@ -1412,6 +1423,22 @@ impl Machine<'_> {
                 && i.payment()
                 && (i.contested || i.project.as_ref().is_some_and(|p| *p != rec.project))
         });
+        // 24: a payment that waits, unshipped, held or as a second payment, under an order a
+        // delivery named, which Paymos' record contradicts, rested on a delivery's word: Paymos'
+        // payment of Paymos' order is judged anew (not one released, refunded or late)
+        let planted = self.inv.get(id).is_some_and(|i| {
+            !i.shipped
+                && i.paid
+                && !i.released
+                && !i.late
+                && i.refunds.is_empty()
+                && matches!(i.judged, Some(Some(Wait::Duplicate | Wait::Held)))
+                && i.project.as_ref().is_none_or(|p| *p == rec.project)
+                && i.order
+                    .as_ref()
+                    .is_some_and(|o| !rec.order.is_empty() && *o != rec.order)
+        });
+        let foreign = foreign || planted;
         self.settle_contest(id, None, Some(rec));
         if let Some(inv) = self.inv.get_mut(id).filter(|_| foreign) {
             inv.paid = false;
@@ -1440,6 +1467,16 @@ impl Machine<'_> {
         let settled = full
             .iter()
             .any(|(_, r)| r.zip(paid_at).is_some_and(|(r, p)| r >= p));
+        // 6/8: a second payment of an order shipped waits for its refund: where Paymos
+        // completed a Full refund at or after it (its webhook lost), the run records Paymos'
+        // refunds, its way out, and it waits no more
+        if settled && self.wait_of(id) == Some(Wait::Duplicate) {
+            for (wdr, at) in full {
+                self.apply_money(wdr, at);
+            }
+            self.settle();
+            return;
+        }
         if let Some(inv) = self.inv.get_mut(id).filter(|i| i.shipped || i.paid) {
             if inv.shipped || inv.paid_at.is_some() {
                 return;

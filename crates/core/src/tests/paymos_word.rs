@@ -3794,11 +3794,11 @@ async fn an_order_conflict_whose_order_shipped_otherwise_says_refund_not_ship() 
     );
 }
 
-// Attack round 3, F1: inv_0 paid and shipped o-1; a forged open event planted o-1 on inv_1,
-// whose genuine payment then waited as o-1's duplicate. Paymos has inv_1 as o-2. `mark-paid`
-// with the API must not tell a person to ship o-2 by hand and recover o-1, which inv_0's
-// customer paid for: inv_1 shipped nothing. Before: `order_conflict` "ship order o-2 by hand
-// and recover order o-1", and o-2 taken for inv_1.
+// Attack round 3, F1 (rule 24): inv_0 paid and shipped o-1; a forged open event planted o-1
+// on inv_1, whose genuine payment then waited as o-1's duplicate ("refund inv_1"). Paymos has
+// inv_1 as o-2, which never shipped: `mark-paid` with the API judges Paymos' payment of o-2
+// anew, and it ships, once; nothing is left to refund or recover. Before: `order_conflict`
+// "ship order o-2 by hand and recover order o-1" (the order inv_0's customer paid for).
 #[tokio::test]
 async fn a_persons_word_of_an_unshipped_payment_of_another_order_recovers_nothing() {
     let first = item(
@@ -3827,7 +3827,7 @@ async fn a_persons_word_of_an_unshipped_payment_of_another_order_recovers_nothin
         ("alice", NOW_MS),
     )
     .await;
-    assert_eq!(asked, Ok(OrderConflict));
+    assert_eq!(asked, Ok(Fulfilled));
     let listed: Vec<_> = list(&*store, &MemoryReviews::new(), 0)
         .await
         .unwrap()
@@ -3840,9 +3840,14 @@ async fn a_persons_word_of_an_unshipped_payment_of_another_order_recovers_nothin
             .all(|(kind, _, action)| *kind != "order_conflict" && !action.contains("recover")),
         "{listed:?}"
     );
-    use crate::roads::reconcile::ReconcileStore;
-    assert_eq!(store.order_fulfilled_by(None, "o-2").await.unwrap(), None);
-    assert_eq!(store.fulfilments(), [("inv_0".into(), Some("o-1".into()))]);
+    assert!(listed.is_empty(), "{listed:?}");
+    assert_eq!(
+        store.fulfilments(),
+        [
+            ("inv_0".into(), Some("o-1".into())),
+            ("inv_1".into(), Some("o-2".into()))
+        ]
+    );
 }
 
 // Attack round 3, F3: inv_1 shipped here as o-1 of prj_b (a forged open event named it);

@@ -865,6 +865,60 @@ fn an_order_shipped_before_its_conflict_was_found_is_not_taken() {
     });
 }
 
+#[test] // rule 24, 4, 6
+fn a_payment_waiting_on_a_planted_order_ships_paymos_order() {
+    // Invoice 0 pays and ships order 0. A forged open event plants order 0 on invoice 1 (of
+    // the same project), whose genuine payment names no order nor price: a second payment of
+    // order 0 (held here, for the registered order's price), it waits. Paymos has invoice 1 as order 1, which never shipped: `reconcile --apply`
+    // (or a person's `mark-paid` with the API) judges Paymos' payment of order 1 anew, and it
+    // ships, once; nothing waits.
+    let mut t = truth(invoice(Status::Paid, false, Some(PAID_AT)), &[], false);
+    t.invoices[1] = TrueInvoice {
+        order: Some(1),
+        silent: true,
+        ..invoice(Status::Paid, false, Some(PAID_AT))
+    };
+    let planted = Act::Invoice {
+        invoice: 1,
+        status: Status::AwaitingPayment,
+        naming: 2,
+        priced: false,
+        project: true,
+        endpoint: 0,
+        sandbox: false,
+        forged: true,
+        elsewhere: false,
+        lagging: false,
+    };
+    for (road, last) in [
+        ("cp", Act::Reconcile),
+        (
+            "cq",
+            Act::MarkPaid {
+                invoice: 1,
+                with_order: true,
+                api: true,
+            },
+        ),
+    ] {
+        let acts = [
+            said_of(0, Status::Paid, true),
+            planted.clone(),
+            said_of(1, Status::Paid, true),
+            last,
+        ];
+        check20(road, &t, &acts, |ids| {
+            expect(
+                &[
+                    ((ids.project(0), ids.order(0)), ids.invoice(0)),
+                    ((ids.project(0), ids.order(1)), ids.invoice(1)),
+                ],
+                &[],
+            )
+        });
+    }
+}
+
 #[test] // rule 20 (f)
 fn a_persons_word_naming_the_project_ships_a_payment_held_for_the_contest() {
     // The genuine `confirming` names project 1; a forged `paid_over` names project 2 and is

@@ -727,6 +727,55 @@ fn after_its_refund(paid_at: u64) -> Guard {
     ])
 }
 
+/// Paymos' order (`order`, of the record's project) of an invoice whose record holds a payment
+/// that never shipped, waiting (held, or as a second payment) under another order than Paymos'
+/// (a delivery, forged or mistaken, named that order): the wait rested on a delivery's word,
+/// which Paymos' record contradicts. The payment, its wait and the delivery's order go (not where it was
+/// released, refunded or waits as the invoice's own second payment), so that the road's
+/// change, tried next, judges Paymos' payment of Paymos' order anew: it ships it, or waits as
+/// a second payment of it. None where Paymos names no order.
+#[must_use]
+pub fn paymos_order_over_planted(invoice_id: &str, order: &OrderRef, now_ms: u64) -> Option<Write> {
+    let id = order.external_id.as_ref()?;
+    let mut guard = vec![
+        Guard::Any(vec![
+            Guard::All(vec![
+                Guard::Has(Field::DuplicateOf),
+                Guard::Not(Box::new(Guard::Is(
+                    Field::DuplicateOf,
+                    Value::text(invoice_id),
+                ))),
+            ]),
+            Guard::Is(Field::Held, Value::Bool(true)),
+        ]),
+        Guard::Lacks(Field::ProjectsDisagree),
+        Guard::Has(Field::OrderId),
+        Guard::Not(Box::new(Guard::Is(Field::OrderId, Value::text(id)))),
+        Guard::Lacks(Field::ReleasedAt),
+        Guard::Lacks(Field::RefundedInFullBy),
+        Guard::Lacks(Field::PaidLateAt),
+    ];
+    guard.extend(same_project(order));
+    Some(Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::All(guard),
+        set: vec![
+            Set::Remove(Field::Status),
+            Set::Remove(Field::StatusAt),
+            Set::Remove(Field::StatusRank),
+            Set::Remove(Field::Held),
+            Set::Remove(Field::DuplicateOf),
+            Set::Remove(Field::PaymentAt),
+            Set::Remove(Field::OrderId),
+            Set::Remove(Field::Amount),
+            Set::Remove(Field::AmountText),
+            Set::Remove(Field::Currency),
+            Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+        ],
+    })
+}
+
 /// A payment made at `paid_at`, after every full refund of the invoice, where one of them
 /// returned the payment the record holds, dated before it: the record is judged anew as this
 /// payment (its status and marks go, in one transaction with [`nothing_shipped`]), and the

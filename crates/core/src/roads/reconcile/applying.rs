@@ -331,6 +331,10 @@ async fn apply_paid<S: ReconcileStore>(
     let (id, order) = (&m.invoice_id, m.order());
     over_close(fulfil, m, now_ms).await?;
     let scoped = fulfil.projects().scoped(order.clone());
+    if let Some(planted) = write::paymos_order_over_planted(id, &scoped, now_ms) {
+        // Refused: no such wait (the usual case); the change below judges what is there.
+        let _ = fulfil.store().write(&[planted]).await?;
+    }
     if let Some(known) = crate::money::write::paymos_project_known(id, &scoped, now_ms) {
         // Refused, a payment is recorded: the change below corrects its project, if at all.
         let _ = fulfil.store().write(&[known]).await?;

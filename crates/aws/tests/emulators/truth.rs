@@ -281,18 +281,18 @@ async fn a_payment_after_a_full_refund_ships_once_or_waits_for_a_refund_on_dynam
     for (history, outcomes, waits) in [
         (
             vec![
-                at("e1", 100, None),
-                at("e2", 140, Some("wdr_1")),
-                at("e3", 150, None),
+                at("evt_e1", 100, None),
+                at("evt_e2", 140, Some("wdr_1")),
+                at("evt_e3", 150, None),
             ],
             vec![Fulfilled, Updated, DuplicatePayment],
             true,
         ),
         (
             vec![
-                at("e1", 140, Some("wdr_1")),
-                at("e2", 100, None),
-                at("e3", 150, None),
+                at("evt_e1", 140, Some("wdr_1")),
+                at("evt_e2", 100, None),
+                at("evt_e3", 150, None),
             ],
             vec![Updated, Refunded, Fulfilled],
             false,
@@ -311,7 +311,7 @@ async fn a_payment_after_a_full_refund_ships_once_or_waits_for_a_refund_on_dynam
         assert_eq!(waiting.len(), usize::from(waits), "{waiting:?}");
         if waits {
             // A full refund completed after the new payment settles it.
-            let refund = at("e4", 160, Some("wdr_2"));
+            let refund = at("evt_e4", 160, Some("wdr_2"));
             assert_eq!(fulfil.apply(&refund, NOW_MS).await.unwrap().1, Updated);
             assert!(rig.store.invoices_under_review().await.unwrap().is_empty());
         }
@@ -342,24 +342,24 @@ async fn a_payment_made_before_a_refund_of_unknown_mode_waits_held_on_dynamodb()
     for (history, outcomes, ships) in [
         (
             vec![
-                refund_of_unknown_mode("e1", 140, "wdr_1"),
-                at("e2", 100, None),
+                refund_of_unknown_mode("evt_e1", 140, "wdr_1"),
+                at("evt_e2", 100, None),
             ],
             vec![Updated, Held],
             false,
         ),
         (
             vec![
-                refund_of_unknown_mode("e1", 100, "wdr_1"),
-                at("e2", 100, None),
+                refund_of_unknown_mode("evt_e1", 100, "wdr_1"),
+                at("evt_e2", 100, None),
             ],
             vec![Updated, Held],
             false,
         ),
         (
             vec![
-                refund_of_unknown_mode("e1", 100, "wdr_1"),
-                at("e2", 150, None),
+                refund_of_unknown_mode("evt_e1", 100, "wdr_1"),
+                at("evt_e2", 150, None),
             ],
             vec![Updated, Fulfilled],
             true,
@@ -381,11 +381,15 @@ async fn a_payment_made_before_a_refund_of_unknown_mode_waits_held_on_dynamodb()
     let rig = Rig::new().await;
     let fulfil = Fulfil::new(rig.store.clone()).for_projects(crate::one_project());
     fulfil
-        .apply(&refund_of_unknown_mode("e1", 140, "wdr_1"), NOW_MS)
+        .apply(&refund_of_unknown_mode("evt_e1", 140, "wdr_1"), NOW_MS)
         .await
         .unwrap();
     assert_eq!(
-        fulfil.apply(&at("e2", 100, None), NOW_MS).await.unwrap().1,
+        fulfil
+            .apply(&at("evt_e2", 100, None), NOW_MS)
+            .await
+            .unwrap()
+            .1,
         Held
     );
     let by = ReleaseBy {
@@ -405,7 +409,7 @@ async fn a_payment_made_before_a_refund_of_unknown_mode_waits_held_on_dynamodb()
     let rig = Rig::new().await;
     let fulfil = Fulfil::new(rig.store.clone()).for_projects(crate::one_project());
     fulfil
-        .apply(&refund_of_unknown_mode("e1", 140, "wdr_1"), NOW_MS)
+        .apply(&refund_of_unknown_mode("evt_e1", 140, "wdr_1"), NOW_MS)
         .await
         .unwrap();
     let order = OrderRef {
@@ -422,7 +426,7 @@ async fn a_payment_made_before_a_refund_of_unknown_mode_waits_held_on_dynamodb()
     assert_eq!(rig.store.invoices_under_review().await.unwrap().len(), 1);
     assert_eq!(
         fulfil
-            .apply(&at("e3", 160, Some("wdr_2")), NOW_MS)
+            .apply(&at("evt_e3", 160, Some("wdr_2")), NOW_MS)
             .await
             .unwrap()
             .1,
@@ -455,9 +459,9 @@ async fn a_payment_naming_another_order_than_its_open_event_ships_the_order_a_pe
             .unwrap();
     }
     let fulfil = Fulfil::new(rig.store.clone()).for_projects(crate::one_project());
-    let open = event("e1", "invoice.awaiting_payment", "o-1");
+    let open = event("evt_e1", "invoice.awaiting_payment", "o-1");
     fulfil.apply(&open, NOW_MS).await.unwrap();
-    let paid = event("e2", "invoice.paid", "o-2");
+    let paid = event("evt_e2", "invoice.paid", "o-2");
     assert_eq!(fulfil.apply(&paid, NOW_MS).await.unwrap().1, Applied::Held);
     let ledger = paymos_inbox_core::testkit::memory::MemoryReviews::new();
     let by = |order| ReleaseBy {
@@ -515,7 +519,7 @@ async fn a_refund_paymos_does_not_list_gives_way_to_the_payment_paymos_has_on_dy
     let rig = Rig::new().await;
     let fulfil = Fulfil::new(rig.store.clone()).for_projects(crate::one_project());
     let mut got = Vec::new();
-    for work in [at("e1", 150, Some("wdr_9")), at("e2", 100, None)] {
+    for work in [at("evt_e1", 150, Some("wdr_9")), at("evt_e2", 100, None)] {
         got.push(fulfil.apply(&work, NOW_MS).await.expect("DynamoDB Local").1);
     }
     assert_eq!(got, [Applied::Updated, Applied::Refunded]);

@@ -730,10 +730,10 @@ fn after_its_refund(paid_at: u64) -> Guard {
 /// Paymos' order (`order`, of the record's project) of an invoice whose record holds a payment
 /// that never shipped, waiting (held, or as a second payment) under another order than Paymos'
 /// (a delivery, forged or mistaken, named that order): the wait rested on a delivery's word,
-/// which Paymos' record contradicts. The payment, its wait and the delivery's order go (not where it was
-/// released, refunded or waits as the invoice's own second payment), so that the road's
-/// change, tried next, judges Paymos' payment of Paymos' order anew: it ships it, or waits as
-/// a second payment of it. None where Paymos names no order.
+/// which Paymos' record contradicts. The payment, its wait and the delivery's order go (not
+/// where it was released, refunded or waits as the invoice's own second payment), so that the
+/// road's change, tried next, judges Paymos' payment of Paymos' order anew: it ships it, or
+/// waits as a second payment of it. None where Paymos names no order.
 #[must_use]
 pub fn paymos_order_over_planted(invoice_id: &str, order: &OrderRef, now_ms: u64) -> Option<Write> {
     let id = order.external_id.as_ref()?;
@@ -760,19 +760,18 @@ pub fn paymos_order_over_planted(invoice_id: &str, order: &OrderRef, now_ms: u64
         what: What::Transition,
         key: Key::state(invoice_id),
         guard: Guard::All(guard),
-        set: vec![
-            Set::Remove(Field::Status),
-            Set::Remove(Field::StatusAt),
-            Set::Remove(Field::StatusRank),
-            Set::Remove(Field::Held),
-            Set::Remove(Field::DuplicateOf),
-            Set::Remove(Field::PaymentAt),
-            Set::Remove(Field::OrderId),
-            Set::Remove(Field::Amount),
-            Set::Remove(Field::AmountText),
-            Set::Remove(Field::Currency),
-            Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
-        ],
+        set: held_payment_off()
+            .into_iter()
+            .chain([
+                Set::Remove(Field::DuplicateOf),
+                Set::Remove(Field::PaymentAt),
+                Set::Remove(Field::OrderId),
+                Set::Remove(Field::Amount),
+                Set::Remove(Field::AmountText),
+                Set::Remove(Field::Currency),
+                Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+            ])
+            .collect(),
     })
 }
 

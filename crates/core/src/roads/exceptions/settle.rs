@@ -154,8 +154,8 @@ pub async fn resolve<L: ReviewLedger>(
 /// Takes `invoice_id`'s order conflict that a road asking Paymos found
 /// ([`crate::money::write::shipped_otherwise`]: shipped here under another order than Paymos'
 /// invoice names) off the list, once a person shipped the paid order by hand (or refunded
-/// this payment, where another invoice shipped it first) and recovered the other, noting who (`actor`): its outcome until then. A later run finds it settled and
-/// lists it no more.
+/// this payment, where another invoice shipped it first) and recovered the other, noting who
+/// (`actor`): its outcome until then. A later run finds it settled and lists it no more.
 ///
 /// # Errors
 /// [`ResolveError::NotResolvable`] when the invoice does not wait so (or was settled

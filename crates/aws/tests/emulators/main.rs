@@ -29,3 +29,24 @@ mod upgrade;
 pub(crate) fn one_project() -> paymos_inbox_core::money::change::Projects {
     paymos_inbox_core::money::change::Projects::only(vec!["prj_1".into()])
 }
+
+/// Paymos' invoice as its API answers it: paid in full at `paid_at` (Unix s) for `order`,
+/// priced 10 USD, of `project` (None: Paymos names none).
+pub(crate) fn paid_at_paymos(
+    order: &str,
+    project: Option<&str>,
+    paid_at: u64,
+) -> paymos_inbox_core::roads::confirm::ConfirmedInvoice {
+    paymos_inbox_core::roads::confirm::ConfirmedInvoice {
+        status: "paid".into(),
+        is_test: false,
+        order_id: Some(order.into()),
+        order_amount: paymos_inbox_core::money::status::Amount::parse("10"),
+        order_currency: Some("USD".into()),
+        token_amount: None,
+        token_currency: None,
+        paid_late: false,
+        project_id: project.map(str::to_owned),
+        paid_at: Some(paid_at),
+    }
+}

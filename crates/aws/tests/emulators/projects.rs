@@ -442,6 +442,22 @@ async fn paymos_confirming_the_project_ships_a_payment_held_for_two_projects_on_
     assert_eq!(applied, Applied::AlreadyFinal);
 }
 
+/// inv_s shipped here as order o-1 of prj_b: a forged open event named that order and project,
+/// and the genuine payment named none.
+async fn shipped_as_planted(fulfil: &Fulfil<DynamoResources>) {
+    let open = envelope(
+        "evt_o",
+        "invoice.awaiting_payment",
+        json!({"invoice_id": "inv_s", "project_id": "prj_b", "order": {"external_id": "o-1", "amount": "10", "currency": "USD"}}),
+    );
+    let paid = envelope("evt_p", "invoice.paid", json!({"invoice_id": "inv_s"}));
+    let mut applied = Vec::new();
+    for e in [&open, &paid] {
+        applied.push(fulfil.apply(&live(e), NOW_MS).await.unwrap().1);
+    }
+    assert_eq!(applied, [Applied::Updated, Applied::Fulfilled]);
+}
+
 // The attack on `dev` (issue 49, attack F2): a forged open event named prj_b's order o-1, the
 // genuine payment named none and shipped it; Paymos has the invoice prj_a's, of order o-2.
 // `reconcile --apply` notes it on the invoice (under a condition: once), which the `listed`
@@ -450,7 +466,6 @@ async fn paymos_confirming_the_project_ships_a_payment_held_for_two_projects_on_
 #[tokio::test]
 async fn an_invoice_paymos_has_of_another_order_than_shipped_waits_until_resolved_on_dynamodb() {
     use paymos_inbox_aws::dynamodb::DynamoLedger;
-    use paymos_inbox_core::roads::confirm::ConfirmedInvoice;
     use paymos_inbox_core::roads::exceptions;
     use paymos_inbox_core::testkit::memory::MemoryPaymos;
     let aws = Aws::new();
@@ -459,31 +474,11 @@ async fn an_invoice_paymos_has_of_another_order_than_shipped_waits_until_resolve
     let resources = DynamoResources::new(aws.dynamodb.clone(), state, deliveries);
     let ledger = DynamoLedger::new(aws.dynamodb.clone(), deliveries, None);
     let fulfil = Fulfil::new(resources.clone()).for_projects(Projects::parse("prj_a,prj_b"));
-    let open = envelope(
-        "evt_o",
-        "invoice.awaiting_payment",
-        json!({"invoice_id": "inv_s", "project_id": "prj_b", "order": {"external_id": "o-1", "amount": "10", "currency": "USD"}}),
-    );
-    let paid = envelope("evt_p", "invoice.paid", json!({"invoice_id": "inv_s"}));
-    let (_, applied) = fulfil.apply(&live(&open), NOW_MS).await.unwrap();
-    assert_eq!(applied, Applied::Updated);
-    let (_, applied) = fulfil.apply(&live(&paid), NOW_MS).await.unwrap();
-    assert_eq!(applied, Applied::Fulfilled);
+    shipped_as_planted(&fulfil).await;
     let paymos = MemoryPaymos::new();
     paymos.invoice(
         "inv_s",
-        ConfirmedInvoice {
-            status: "paid".into(),
-            is_test: false,
-            order_id: Some("o-2".into()),
-            order_amount: Amount::parse("10"),
-            order_currency: Some("USD".into()),
-            token_amount: None,
-            token_currency: None,
-            paid_late: false,
-            project_id: Some("prj_a".into()),
-            paid_at: Some(NOW - 10),
-        },
+        crate::paid_at_paymos("o-2", Some("prj_a"), NOW - 10),
     );
     let window = ((NOW - 3600) as i64, (NOW + 3600) as i64);
     let listed = || async {
@@ -525,7 +520,6 @@ async fn an_invoice_paymos_has_of_another_order_than_shipped_waits_until_resolve
 #[tokio::test]
 async fn a_payment_of_an_order_a_person_is_told_to_ship_by_hand_ships_nothing_on_dynamodb() {
     use paymos_inbox_aws::dynamodb::DynamoLedger;
-    use paymos_inbox_core::roads::confirm::ConfirmedInvoice;
     use paymos_inbox_core::roads::exceptions;
     use paymos_inbox_core::testkit::memory::MemoryPaymos;
     let aws = Aws::new();
@@ -534,29 +528,12 @@ async fn a_payment_of_an_order_a_person_is_told_to_ship_by_hand_ships_nothing_on
     let resources = DynamoResources::new(aws.dynamodb.clone(), state, deliveries);
     let ledger = DynamoLedger::new(aws.dynamodb.clone(), deliveries, None);
     let fulfil = Fulfil::new(resources.clone()).for_projects(Projects::parse("prj_a,prj_b"));
-    let open = envelope(
-        "evt_o",
-        "invoice.awaiting_payment",
-        json!({"invoice_id": "inv_s", "project_id": "prj_b", "order": {"external_id": "o-1", "amount": "10", "currency": "USD"}}),
-    );
-    let paid = envelope("evt_p", "invoice.paid", json!({"invoice_id": "inv_s"}));
-    for e in [&open, &paid] {
-        fulfil.apply(&live(e), NOW_MS).await.unwrap();
-    }
+    shipped_as_planted(&fulfil).await;
     let paymos = MemoryPaymos::new();
-    let at_paymos = |at| ConfirmedInvoice {
-        status: "paid".into(),
-        is_test: false,
-        order_id: Some("o-2".into()),
-        order_amount: Amount::parse("10"),
-        order_currency: Some("USD".into()),
-        token_amount: None,
-        token_currency: None,
-        paid_late: false,
-        project_id: Some("prj_a".into()),
-        paid_at: Some(at),
-    };
-    paymos.invoice("inv_s", at_paymos(NOW - 10));
+    paymos.invoice(
+        "inv_s",
+        crate::paid_at_paymos("o-2", Some("prj_a"), NOW - 10),
+    );
     let window = ((NOW - 3600) as i64, (NOW + 3600) as i64);
     let report =
         paymos_inbox_core::roads::reconcile::reconcile(&paymos, &fulfil, window, true, NOW_MS)
@@ -598,7 +575,6 @@ async fn a_payment_of_an_order_a_person_is_told_to_ship_by_hand_ships_nothing_on
 // conditions, and Paymos' payment of o-2 ships, once. Before: `order_conflict`, "recover o-1".
 #[tokio::test]
 async fn a_payment_waiting_on_a_planted_order_ships_paymos_order_on_dynamodb() {
-    use paymos_inbox_core::roads::confirm::ConfirmedInvoice;
     use paymos_inbox_core::testkit::memory::MemoryPaymos;
     let aws = Aws::new();
     let stack = aws.stack().await;
@@ -630,21 +606,7 @@ async fn a_payment_waiting_on_a_planted_order_ships_paymos_order_on_dynamodb() {
         ]
     );
     let paymos = MemoryPaymos::new();
-    paymos.invoice(
-        "inv_p",
-        ConfirmedInvoice {
-            status: "paid".into(),
-            is_test: false,
-            order_id: Some("o-2".into()),
-            order_amount: Amount::parse("10"),
-            order_currency: Some("USD".into()),
-            token_amount: None,
-            token_currency: None,
-            paid_late: false,
-            project_id: None,
-            paid_at: Some(NOW - 10),
-        },
-    );
+    paymos.invoice("inv_p", crate::paid_at_paymos("o-2", None, NOW - 10));
     let asked = paymos_inbox_core::roads::reconcile::as_paymos_has_it(
         &paymos,
         &fulfil,

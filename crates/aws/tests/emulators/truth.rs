@@ -514,7 +514,6 @@ async fn a_payment_naming_another_order_than_its_open_event_ships_the_order_a_pe
 // of refunds it read) and ships the payment once; a second run applies nothing more.
 #[tokio::test]
 async fn a_refund_paymos_does_not_list_gives_way_to_the_payment_paymos_has_on_dynamodb() {
-    use paymos_inbox_core::roads::confirm::ConfirmedInvoice;
     use paymos_inbox_core::testkit::memory::MemoryPaymos;
     let rig = Rig::new().await;
     let fulfil = Fulfil::new(rig.store.clone()).for_projects(crate::one_project());
@@ -524,21 +523,7 @@ async fn a_refund_paymos_does_not_list_gives_way_to_the_payment_paymos_has_on_dy
     }
     assert_eq!(got, [Applied::Updated, Applied::Refunded]);
     let paymos = MemoryPaymos::new();
-    paymos.invoice(
-        "inv_1",
-        ConfirmedInvoice {
-            status: "paid".into(),
-            is_test: false,
-            order_id: Some("o-1".into()),
-            order_amount: Amount::parse("10"),
-            order_currency: Some("USD".into()),
-            token_amount: None,
-            token_currency: None,
-            paid_late: false,
-            project_id: None,
-            paid_at: Some(100),
-        },
-    );
+    paymos.invoice("inv_1", crate::paid_at_paymos("o-1", None, 100));
     let window = (0, 2_000_000_000);
     let report =
         paymos_inbox_core::roads::reconcile::reconcile(&paymos, &fulfil, window, true, NOW_MS)

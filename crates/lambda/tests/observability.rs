@@ -16,6 +16,7 @@ use paymos_inbox_aws::sqs::SqsQueue;
 use paymos_inbox_core::roads::fulfil::Fulfil;
 use paymos_inbox_core::roads::ingest::{Ingest, IngestSettings};
 use paymos_inbox_core::wire::signature::{SigningKey, Verifier, WebhookSecret};
+use paymos_inbox_lambda::fulfil::QueueVisibility;
 use paymos_inbox_lambda::ingest::respond;
 use paymos_inbox_lambda::telemetry::{self, metric};
 use paymos_inbox_local::poller::poll_once;
@@ -106,9 +107,11 @@ async fn logs_and_emf_metrics_tell_what_happened_to_every_delivery() {
         .unwrap();
     for i in 0..5 {
         let polled = async {
-            let polled = poll_once(&aws.sqs, &queue, &fulfil, 10, 0, || NOW_MS + 250)
-                .await
-                .unwrap();
+            let polled = poll_once((&aws.sqs, &queue, &QueueVisibility), &fulfil, 10, 0, || {
+                NOW_MS + 250
+            })
+            .await
+            .unwrap();
             telemetry::flush_metrics_to(out.clone());
             polled
         }

@@ -400,14 +400,19 @@ fn fulfil_poller(
     fulfil: Fulfil<paymos_inbox_aws::dynamodb::DynamoResources>,
     api: Option<&paymos::PaymosClient>,
 ) -> tokio::task::JoinHandle<()> {
+    // A failed message comes back on fulfil's own backoff, as the function sets it on AWS.
+    let on = || {
+        let retry = paymos_inbox_aws::sqs::SqsQueue::new(sqs.clone(), queue);
+        (sqs.clone(), queue.to_owned(), retry)
+    };
     match api {
         Some(client) => {
             let checked = fulfil.with_confirmation(
                 PaymosApi::new(client.clone()).with_deadline(Duration::from_secs(10)),
             );
-            run_poller(sqs.clone(), queue.to_owned(), Arc::new(checked), 10, None)
+            run_poller(on(), Arc::new(checked), 10, None)
         }
-        None => run_poller(sqs.clone(), queue.to_owned(), Arc::new(fulfil), 10, None),
+        None => run_poller(on(), Arc::new(fulfil), 10, None),
     }
 }
 
@@ -585,11 +590,11 @@ where
 }
 
 /// Feeds `fulfil` from `queue_url` like Lambda's SQS event source: batches of `batch_size`,
-/// partial failures; `timeout` ends a batch like a function timeout (nothing of it is deleted,
-/// so all of it is redelivered).
-pub fn run_poller<S, C>(
-    sqs: aws_sdk_sqs::Client,
-    queue_url: String,
+/// partial failures, each failed message back when `retry` sets it to (`dev`'s: fulfil's own
+/// backoff, as on AWS, so `14 s` in its log is 14 s); `timeout` ends a batch like a function
+/// timeout (nothing of it is deleted, so all of it is redelivered).
+pub fn run_poller<S, C, Q>(
+    (sqs, queue_url, retry): (aws_sdk_sqs::Client, String, Q),
     fulfil: Arc<Fulfil<S, C>>,
     batch_size: i32,
     timeout: Option<Duration>,
@@ -597,10 +602,11 @@ pub fn run_poller<S, C>(
 where
     S: paymos_inbox_core::roads::fulfil::ResourceStore + 'static,
     C: paymos_inbox_core::roads::confirm::PaymentConfirmation + 'static,
+    Q: paymos_inbox_core::roads::outbound::RetryQueue + Send + Sync + 'static,
 {
     tokio::spawn(async move {
         loop {
-            let poll = poll_once(&sqs, &queue_url, &fulfil, batch_size, 1, now_ms)
+            let poll = poll_once((&sqs, &queue_url, &retry), &fulfil, batch_size, 1, now_ms)
                 .instrument(invocation_span());
             let result = match timeout {
                 Some(limit) => tokio::time::timeout(limit, poll)

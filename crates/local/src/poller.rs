@@ -1,6 +1,8 @@
 //! What Lambda's SQS event source does, for local runs and tests: receive a batch, hand it to
 //! the fulfil handler as an `SqsEvent`, delete the messages it did not report failed. Failed
-//! ones reappear after the visibility timeout and reach the DLQ through the queue's redrive.
+//! ones reappear when `retry` says (dev's: fulfil's own backoff, set on the message as on AWS;
+//! [`QueueVisibility`]: the queue's visibility timeout) and reach the DLQ through the queue's
+//! redrive.
 
 use std::collections::HashMap;
 
@@ -9,7 +11,10 @@ use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeN
 
 use paymos_inbox_core::roads::confirm::PaymentConfirmation;
 use paymos_inbox_core::roads::fulfil::{Fulfil, ResourceStore};
-use paymos_inbox_lambda::fulfil::{QueueVisibility, handle_batch};
+use paymos_inbox_core::roads::outbound::RetryQueue;
+#[cfg(doc)]
+use paymos_inbox_lambda::fulfil::QueueVisibility;
+use paymos_inbox_lambda::fulfil::handle_batch;
 
 /// What one poll did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -20,13 +25,13 @@ pub struct Polled {
     pub failed: usize,
 }
 
-/// Receives up to `batch_size` messages (waiting up to `wait_secs`) and applies them.
+/// Receives up to `batch_size` messages (waiting up to `wait_secs`) and applies them; a failed
+/// one comes back when `retry` sets it to.
 ///
 /// # Errors
 /// The SQS error, as text.
-pub async fn poll_once<S: ResourceStore, C: PaymentConfirmation>(
-    sqs: &aws_sdk_sqs::Client,
-    queue_url: &str,
+pub async fn poll_once<S: ResourceStore, C: PaymentConfirmation, Q: RetryQueue>(
+    (sqs, queue_url, retry): (&aws_sdk_sqs::Client, &str, &Q),
     fulfil: &Fulfil<S, C>,
     batch_size: i32,
     wait_secs: i32,
@@ -87,8 +92,7 @@ pub async fn poll_once<S: ResourceStore, C: PaymentConfirmation>(
     let total = records.len();
     let mut event = SqsEvent::default();
     event.records = records;
-    // The queue's own (short) visibility timeout: dev brings a failed message back in seconds.
-    let response = handle_batch(fulfil, &QueueVisibility, event, now_ms()).await;
+    let response = handle_batch(fulfil, retry, event, now_ms()).await;
     for failure in &response.batch_item_failures {
         handles.remove(&failure.item_identifier);
     }

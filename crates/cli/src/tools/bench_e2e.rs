@@ -19,6 +19,7 @@ use paymos_inbox_aws::sqs::SqsQueue;
 use paymos_inbox_core::roads::fulfil::Fulfil;
 use paymos_inbox_core::roads::ingest::{Inbound, Ingest, IngestSettings};
 use paymos_inbox_core::wire::signature::{SigningKey, Verifier, WebhookSecret, signature_header};
+use paymos_inbox_lambda::fulfil::QueueVisibility;
 use paymos_inbox_local::dev::{clients, run_poller, serve_ingest};
 use paymos_inbox_local::pipeline::Pipeline;
 use paymos_inbox_local::template;
@@ -187,8 +188,11 @@ async fn through_the_pipeline(
     let mut latencies = sender.send_all(0..options.deliveries).await;
     let mut elapsed = started.elapsed();
     let poller = run_poller(
-        sqs.clone(),
-        created.queue("WorkQueue").to_owned(),
+        (
+            sqs.clone(),
+            created.queue("WorkQueue").to_owned(),
+            QueueVisibility,
+        ),
         Arc::new(pipeline.fulfil()),
         10,
         None,
@@ -323,7 +327,12 @@ async fn raw_loop(
     let started = Instant::now();
     let mut latencies = raw_phase(first).await;
     let mut elapsed = started.elapsed();
-    let poller = run_poller(sqs.clone(), queue.clone(), raw_fulfil, 10, None);
+    let poller = run_poller(
+        (sqs.clone(), queue.clone(), QueueVisibility),
+        raw_fulfil,
+        10,
+        None,
+    );
     ledger
         .wait_until_processed(Duration::from_secs(300), || async { Ok(()) })
         .await

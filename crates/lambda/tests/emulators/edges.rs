@@ -12,6 +12,7 @@ use paymos_inbox_core::roads::fulfil::Fulfil;
 use paymos_inbox_core::roads::ingest::{DeliveryLedger, Ingest, IngestSettings};
 use paymos_inbox_core::roads::sweep::resend_stranded;
 use paymos_inbox_core::wire::signature::{Environment, SigningKey, Verifier, WebhookSecret};
+use paymos_inbox_lambda::fulfil::QueueVisibility;
 use paymos_inbox_lambda::ingest::{respond, respond_with_keys};
 use paymos_inbox_local::poller::poll_once;
 use serde_json::json;
@@ -82,9 +83,13 @@ impl Pipeline {
     async fn drain(&self) -> usize {
         let mut failed = 0;
         for _ in 0..20 {
-            let polled = poll_once(&self.aws.sqs, &self.queue_url, &self.fulfil, 10, 0, || {
-                NOW_MS
-            })
+            let polled = poll_once(
+                (&self.aws.sqs, &self.queue_url, &QueueVisibility),
+                &self.fulfil,
+                10,
+                0,
+                || NOW_MS,
+            )
             .await
             .expect("poll");
             failed += polled.failed;

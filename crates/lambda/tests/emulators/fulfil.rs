@@ -13,6 +13,7 @@ use paymos_inbox_core::money::status::Amount;
 use paymos_inbox_core::roads::fulfil::Fulfil;
 use paymos_inbox_core::roads::ingest::{Ingest, IngestSettings};
 use paymos_inbox_core::wire::signature::{SigningKey, Verifier, WebhookSecret};
+use paymos_inbox_lambda::fulfil::QueueVisibility;
 use paymos_inbox_lambda::ingest::respond;
 use paymos_inbox_local::poller::poll_once;
 use serde_json::json;
@@ -654,9 +655,13 @@ async fn one_poison_message_in_a_batch_of_ten_fails_alone_and_reaches_the_dlq() 
     let mut first = None;
     let mut receives_of_poison = 0;
     for _ in 0..12 {
-        let polled = poll_once(&rig.aws.sqs, &queues.queue_url, &rig.fulfil, 10, 0, || {
-            NOW_MS
-        })
+        let polled = poll_once(
+            (&rig.aws.sqs, &queues.queue_url, &QueueVisibility),
+            &rig.fulfil,
+            10,
+            0,
+            || NOW_MS,
+        )
         .await
         .unwrap();
         if first.is_none() && polled.received > 0 {
@@ -717,9 +722,13 @@ async fn end_to_end_an_invoice_life_cycle_through_ingest_sqs_and_fulfil() {
         )
         .await;
         assert_eq!(r.status(), 200, "{id}");
-        poll_once(&rig.aws.sqs, &queues.queue_url, &rig.fulfil, 10, 0, || {
-            NOW_MS
-        })
+        poll_once(
+            (&rig.aws.sqs, &queues.queue_url, &QueueVisibility),
+            &rig.fulfil,
+            10,
+            0,
+            || NOW_MS,
+        )
         .await
         .unwrap();
     }
@@ -991,4 +1000,45 @@ async fn a_full_refund_settles_only_what_was_paid_before_it_on_dynamodb() {
         1,
         "inv_t ships, inv_u does not"
     );
+}
+
+// `dev`'s poller sets a failed message's visibility as fulfil asks, as the function does on
+// AWS: it comes back on fulfil's own backoff (here a poison message's 0 s), not after the
+// template's 181 s visibility timeout, which alone brings it back under `QueueVisibility`.
+#[tokio::test]
+async fn a_failed_message_comes_back_on_fulfils_backoff_not_the_queues_visibility() {
+    let rig = Rig::new().await;
+    let poll = |url: String, by_fulfil: bool| {
+        let rig = &rig;
+        async move {
+            let retry = SqsQueue::new(rig.aws.sqs.clone(), &url);
+            if by_fulfil {
+                poll_once((&rig.aws.sqs, &url, &retry), &rig.fulfil, 10, 0, || NOW_MS).await
+            } else {
+                poll_once(
+                    (&rig.aws.sqs, &url, &QueueVisibility),
+                    &rig.fulfil,
+                    10,
+                    0,
+                    || NOW_MS,
+                )
+                .await
+            }
+            .unwrap()
+        }
+    };
+    for by_fulfil in [true, false] {
+        let queues = rig.aws.queue_with(181, 5).await;
+        rig.aws
+            .send_raw(&queues.queue_url, "this is not a Paymos event")
+            .await;
+        let first = poll(queues.queue_url.clone(), by_fulfil).await;
+        assert_eq!((first.received, first.failed), (1, 1));
+        let again = poll(queues.queue_url.clone(), by_fulfil).await;
+        assert_eq!(
+            again.received,
+            usize::from(by_fulfil),
+            "by fulfil's backoff: {by_fulfil}"
+        );
+    }
 }

@@ -18,6 +18,7 @@ use crate::tools::send::{SENDER_TIMEOUT, post};
 use paymos_inbox_core::roads::fulfil::Fulfil;
 use paymos_inbox_core::roads::ingest::{Ingest, IngestSettings};
 use paymos_inbox_core::wire::signature::{SigningKey, Verifier, WebhookSecret};
+use paymos_inbox_lambda::fulfil::QueueVisibility;
 use paymos_inbox_local::dev::{clients, run_poller, serve_ingest};
 use paymos_inbox_local::pipeline::Pipeline;
 use paymos_inbox_local::redrive::redrive;
@@ -312,9 +313,9 @@ impl Rig {
             Some(Duration::from_millis(400)),
         )];
         for _ in 0..2 {
+            // The queue's 2 s visibility, not fulfil's backoff: every fault comes back in the run.
             let poller = run_poller(
-                sqs.clone(),
-                queue.clone(),
+                (sqs.clone(), queue.clone(), QueueVisibility),
                 fulfil.clone(),
                 10,
                 Some(Duration::from_secs(1)),

@@ -15,7 +15,7 @@ use paymos_inbox_core::money::status::Amount;
 use paymos_inbox_core::money::write::{Field, Fields, Guard, Key, Set, Table, Value, Write};
 
 /// Every field with an attribute name of its own (a merchant's named ones aside).
-const FIELDS: [(Field, &str); 69] = [
+const FIELDS: [(Field, &str); 70] = [
     (Field::Kind, "kind"),
     (Field::Status, "status"),
     (Field::StatusAt, "status_at"),
@@ -51,6 +51,7 @@ const FIELDS: [(Field, &str); 69] = [
     ),
     (Field::PaymosOrderShippedWith, "paymos_order_shipped_with"),
     (Field::PaymosProjectElsewhere, "paymos_project_elsewhere"),
+    (Field::PaymosOrderUnnamed, "paymos_order_unnamed"),
     (Field::Applied, "applied"),
     (Field::LastEventId, "last_event_id"),
     (Field::UpdatedAt, "updated_at"),

@@ -623,3 +623,59 @@ async fn a_payment_waiting_on_a_planted_order_ships_paymos_order_on_dynamodb() {
     let record = aws.item(state, "pk", "inv_p").await.unwrap();
     assert!(!record.contains_key("duplicate_of"), "{record:?}");
 }
+
+// Attack round 3, F4 (rule 25) on DynamoDB: inv_s shipped here as o-1 of prj_b; Paymos has it
+// in prj_a, with no order named yet. `reconcile --apply` notes it (`paymos_order_unnamed`), the
+// `listed` index lists it as `order_conflict`, and its line asks to recover o-1 of prj_b and
+// names no order to ship; no order is taken. Before: MATCHED, nothing listed.
+#[tokio::test]
+async fn a_payment_paymos_has_in_another_project_with_no_order_is_listed_on_dynamodb() {
+    use paymos_inbox_aws::dynamodb::DynamoLedger;
+    use paymos_inbox_core::roads::exceptions;
+    use paymos_inbox_core::roads::reconcile::ReconcileStore;
+    use paymos_inbox_core::testkit::memory::MemoryPaymos;
+    let aws = Aws::new();
+    let stack = aws.stack().await;
+    let (state, deliveries) = (stack.table("StateTable"), stack.table("DeliveriesTable"));
+    let resources = DynamoResources::new(aws.dynamodb.clone(), state, deliveries);
+    let ledger = DynamoLedger::new(aws.dynamodb.clone(), deliveries, None);
+    let fulfil = Fulfil::new(resources.clone()).for_projects(Projects::parse("prj_a,prj_b"));
+    shipped_as_planted(&fulfil).await;
+    let paymos = MemoryPaymos::new();
+    paymos.invoice(
+        "inv_s",
+        paymos_inbox_core::roads::confirm::ConfirmedInvoice {
+            order_id: None,
+            ..crate::paid_at_paymos("", Some("prj_a"), NOW - 10)
+        },
+    );
+    let window = ((NOW - 3600) as i64, (NOW + 3600) as i64);
+    let report =
+        paymos_inbox_core::roads::reconcile::reconcile(&paymos, &fulfil, window, true, NOW_MS)
+            .await
+            .unwrap();
+    assert_eq!(report.shipped_otherwise.len(), 1, "{report:?}");
+    let listed: Vec<_> = exceptions::list(&resources, &ledger, 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.kind, e.resource_id.unwrap_or_default(), e.action))
+        .collect();
+    assert!(
+        matches!(&listed[..], [(kind, id, action)] if *kind == "order_conflict" && id == "inv_s"
+            && action.contains("recover order o-1 of prj_b") && !action.contains("ship order")),
+        "{listed:?}"
+    );
+    let record = aws.item(state, "pk", "inv_s").await.unwrap();
+    assert_eq!(
+        record.get("paymos_order_unnamed"),
+        Some(&AttributeValue::Bool(true))
+    );
+    assert_eq!(
+        resources
+            .order_fulfilled_by(Some("prj_a"), "")
+            .await
+            .unwrap(),
+        None
+    );
+}

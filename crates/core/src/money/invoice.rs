@@ -112,6 +112,9 @@ pub struct InvoiceSeen {
     /// Paymos has the invoice of [`Self::shipped_otherwise`] in a project this stack does not
     /// apply: that project's own stack ships its order, so nothing ships by hand here.
     pub paymos_project_elsewhere: bool,
+    /// Paymos has the invoice of [`Self::shipped_otherwise`] in another project of this stack
+    /// and names no order of it yet: nothing is Paymos' order to ship by hand or to take.
+    pub paymos_order_unnamed: bool,
     /// Paid after it closed.
     pub paid_late: bool,
     /// A second payment for an order another invoice fulfilled.
@@ -189,6 +192,7 @@ impl InvoiceSeen {
             otherwise_settled: false,
             paymos_order_shipped_with: None,
             paymos_project_elsewhere: false,
+            paymos_order_unnamed: false,
             paid_late: false,
             duplicate_of: None,
             released: false,

@@ -3900,3 +3900,54 @@ async fn an_order_conflict_of_a_project_not_applied_here_ships_nothing_by_hand()
         None
     );
 }
+
+// Attack round 3, F4 (rule 25): inv_1 shipped here as o-1 of prj_b (a forged open event named
+// it); Paymos has it in prj_a, this stack's too, and names no order yet. Orders are unique only
+// within a project, so Paymos' project alone says inv_1 never paid o-1 of prj_b: listed at once,
+// to recover o-1 of prj_b, while its payment is prj_a's, of an order Paymos names later;
+// nothing more ships and no order is taken. Before: MATCHED, nothing listed.
+#[tokio::test]
+async fn a_payment_paymos_has_in_another_project_with_no_order_is_an_order_conflict() {
+    let store = Arc::new(MemoryResources::new());
+    let fulfil =
+        crate::tests::one_shop(Arc::clone(&store)).for_projects(Projects::parse("prj_a,prj_b"));
+    let unnamed = item("evt_paid", "invoice.paid", 30, r#"{"invoice_id":"inv_1"}"#);
+    for work in [open_of("prj_b"), unnamed] {
+        fulfil.apply(&work, NOW_MS).await.unwrap();
+    }
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+    let paymos = MemoryPaymos::new();
+    paymos.invoice(
+        "inv_1",
+        ConfirmedInvoice {
+            project_id: Some("prj_a".into()),
+            order_id: None,
+            ..at_paymos("paid", Some(30))
+        },
+    );
+    let window = (0, 2_000_000_000);
+    for apply in [false, true] {
+        let report = crate::roads::reconcile::reconcile(&paymos, &fulfil, window, apply, NOW_MS)
+            .await
+            .unwrap();
+        assert!(
+            matches!(&report.shipped_otherwise[..], [o] if !o.not_applied && o.paid.order_id.is_empty()),
+            "{report:?}"
+        );
+        assert_eq!(report.matched, 0);
+        assert!(!report.clean());
+    }
+    let listed: Vec<_> = list(&*store, &MemoryReviews::new(), 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.kind, e.resource_id.unwrap_or_default(), e.why, e.action))
+        .collect();
+    assert!(
+        matches!(&listed[..], [(kind, id, why, action)] if *kind == "order_conflict" && id == "inv_1"
+            && why.contains("prj_a") && why.contains("no order")
+            && action.contains("recover order o-1 of prj_b") && !action.contains("ship order")),
+        "{listed:?}"
+    );
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}

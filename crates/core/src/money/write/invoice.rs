@@ -1004,7 +1004,7 @@ pub fn invoice_transition(
 /// (`paymos`, in words): a person recovers the order shipped here and, as `otherwise` says,
 /// ships Paymos' order by hand, refunds this payment (another invoice shipped Paymos' order
 /// first), or does neither (Paymos has the invoice in a project this stack does not apply,
-/// whose own stack ships it). Listed for them (`order_conflict`) until they settle it; noted
+/// whose own stack ships it, or in another of its own and names no order yet). Listed for them (`order_conflict`) until they settle it; noted
 /// once, so a later run neither lists it again nor, once settled, brings it back.
 #[must_use]
 pub fn shipped_otherwise(
@@ -1024,6 +1024,9 @@ pub fn shipped_otherwise(
         }
         Otherwise::Elsewhere => {
             set.push(Set::Put(Field::PaymosProjectElsewhere, Value::Bool(true)));
+        }
+        Otherwise::OrderUnnamed => {
+            set.push(Set::Put(Field::PaymosOrderUnnamed, Value::Bool(true)));
         }
     }
     Write {
@@ -1046,6 +1049,9 @@ pub enum Otherwise<'a> {
     ShippedWith(&'a str),
     /// Of a project this stack does not apply: its own stack ships it.
     Elsewhere,
+    /// Of another project of this stack, whose order Paymos names no id of yet (an empty one
+    /// is unknown): nothing to ship by hand or take until it does.
+    OrderUnnamed,
 }
 
 /// Paymos' order (`order_id` within its project's `scope`) of an invoice found

@@ -139,6 +139,7 @@ pub enum Field {
     ShippedOtherwiseSettledBy,
     PaymosOrderShippedWith,
     PaymosProjectElsewhere,
+    PaymosOrderUnnamed,
     Applied,
     LastEventId,
     UpdatedAt,

@@ -46,6 +46,7 @@ pub fn invoice_seen(fields: &Fields) -> InvoiceSeen {
         paymos_order_shipped_with: text(fields, &Field::PaymosOrderShippedWith),
         paymos_project_elsewhere: fields.get(&Field::PaymosProjectElsewhere)
             == Some(&Value::Bool(true)),
+        paymos_order_unnamed: fields.get(&Field::PaymosOrderUnnamed) == Some(&Value::Bool(true)),
         paid_late: fields.contains_key(&Field::PaidLateAt),
         duplicate_of: text(fields, &Field::DuplicateOf),
         released: fields.contains_key(&Field::ReleasedAt),

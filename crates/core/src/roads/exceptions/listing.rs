@@ -157,6 +157,16 @@ fn conflict_line(seen: &InvoiceSeen, id: &str, order: &str, paymos: &str) -> (St
             ),
         );
     }
+    if seen.paymos_order_unnamed {
+        return (
+            format!(
+                "{shipped}: this payment is that project's, not {ours}'s, which went out without a payment of its own"
+            ),
+            format!(
+                "recover {ours}; find at Paymos the order this payment is for and ship it by hand, or refund {id} in full; then {resolve}"
+            ),
+        );
+    }
     match &seen.paymos_order_shipped_with {
         Some(first) => (
             format!(

@@ -407,12 +407,14 @@ impl Report {
 
 impl PaidAtPaymos {
     /// Paymos' order, in the words a person reads: `order 12002 of prj_a` (the project where
-    /// Paymos names one).
+    /// Paymos names one), or `prj_a, with no order named yet`.
     #[must_use]
     pub fn in_words(&self) -> String {
-        match &self.project {
-            Some(p) => format!("order {} of {p}", self.order_id),
-            None => format!("order {}", self.order_id),
+        match (self.order_id.trim().is_empty(), &self.project) {
+            (true, Some(p)) => format!("{p}, with no order named yet"),
+            (true, None) => "no order named yet".to_owned(),
+            (false, Some(p)) => format!("order {} of {p}", self.order_id),
+            (false, None) => format!("order {}", self.order_id),
         }
     }
 
@@ -701,10 +703,15 @@ fn compare(paid: &[PaidAtPaymos], here: &mut Fulfilled, report: &mut Report) {
             .by_order
             .get(&p.claim())
             .is_some_and(|invoices| invoices.iter().any(|i| *i != p.invoice_id));
-        let shipped = here
-            .shipped
-            .get(&p.invoice_id)
-            .filter(|(claim, ..)| !p.order_id.trim().is_empty() && *claim != p.claim());
+        // Another order than Paymos', or, where Paymos names none yet (unknown, never a
+        // match), another project: an order id is unique only within its project.
+        let shipped = here.shipped.get(&p.invoice_id).filter(|(claim, _, scope)| {
+            if p.order_id.trim().is_empty() {
+                *scope != p.scope
+            } else {
+                *claim != p.claim()
+            }
+        });
         match (here.invoices.get(&p.invoice_id), shipped) {
             (Some((1, _)), Some((_, order_id, project))) => {
                 report.shipped_otherwise.push(ShippedOtherwise {
@@ -1030,7 +1037,8 @@ async fn shipped_otherwise<S: ReconcileStore>(
 /// Notes `paid`'s invoice shipped here otherwise than Paymos has it (`paid`), once, and
 /// first takes Paymos' order for its payment (where this stack applies its project, `take`),
 /// so that no other payment of it ships while a person ships it by hand; where another
-/// invoice shipped it already, the note names that invoice (nothing to ship: refund).
+/// invoice shipped it already, the note names that invoice (nothing to ship: refund); where
+/// Paymos names no order yet, nothing is taken and the note says so.
 async fn note_shipped_otherwise<S: ReconcileStore>(
     store: &S,
     paid: &PaidAtPaymos,
@@ -1055,6 +1063,9 @@ async fn note_shipped_otherwise<S: ReconcileStore>(
     let otherwise = match (&shipped_with, take) {
         (_, false) => crate::money::write::Otherwise::Elsewhere,
         (Some(first), true) => crate::money::write::Otherwise::ShippedWith(first),
+        (None, true) if paid.order().external_id.is_none() => {
+            crate::money::write::Otherwise::OrderUnnamed
+        }
         (None, true) => crate::money::write::Otherwise::ShipByHand,
     };
     let noted = crate::money::write::shipped_otherwise(

@@ -40,6 +40,8 @@ pub struct StoredInvoice {
     pub paymos_order_shipped_with: Option<String>,
     /// Paymos has that invoice in a project this stack does not apply.
     pub paymos_project_elsewhere: bool,
+    /// Paymos has that invoice in another project here and names no order of it.
+    pub paymos_order_unnamed: bool,
     /// Paid after it closed (event time, s).
     pub paid_late_at: Option<u64>,
     /// When its payment was made by Paymos' clock, where a delivery said so.
@@ -78,6 +80,7 @@ impl StoredInvoice {
             otherwise_settled: seen.otherwise_settled,
             paymos_order_shipped_with: seen.paymos_order_shipped_with,
             paymos_project_elsewhere: seen.paymos_project_elsewhere,
+            paymos_order_unnamed: seen.paymos_order_unnamed,
             paid_late_at: int(Field::PaidLateAt),
             payment_at: seen.payment_at,
             awaits_order: seen.awaits_order,
@@ -106,6 +109,7 @@ impl StoredInvoice {
             otherwise_settled: self.otherwise_settled,
             paymos_order_shipped_with: self.paymos_order_shipped_with.clone(),
             paymos_project_elsewhere: self.paymos_project_elsewhere,
+            paymos_order_unnamed: self.paymos_order_unnamed,
             paid_late: self.paid_late_at.is_some(),
             duplicate_of: self.duplicate_of.clone(),
             released: self.released_by.is_some(),

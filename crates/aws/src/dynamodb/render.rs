@@ -15,7 +15,7 @@ use paymos_inbox_core::money::status::Amount;
 use paymos_inbox_core::money::write::{Field, Fields, Guard, Key, Set, Table, Value, Write};
 
 /// Every field with an attribute name of its own (a merchant's named ones aside).
-const FIELDS: [(Field, &str); 70] = [
+const FIELDS: [(Field, &str); 71] = [
     (Field::Kind, "kind"),
     (Field::Status, "status"),
     (Field::StatusAt, "status_at"),
@@ -52,6 +52,7 @@ const FIELDS: [(Field, &str); 70] = [
     (Field::PaymosOrderShippedWith, "paymos_order_shipped_with"),
     (Field::PaymosProjectElsewhere, "paymos_project_elsewhere"),
     (Field::PaymosOrderUnnamed, "paymos_order_unnamed"),
+    (Field::AfterRefundReturnedBy, "after_refund_returned_by"),
     (Field::Applied, "applied"),
     (Field::LastEventId, "last_event_id"),
     (Field::UpdatedAt, "updated_at"),

@@ -543,3 +543,68 @@ async fn a_refund_paymos_does_not_list_gives_way_to_the_payment_paymos_has_on_dy
     assert_eq!(shipped.len(), 1, "the order ships once: {shipped:?}");
     drop(rig.aws);
 }
+
+// Attack round 3, F5 on DynamoDB: Paymos has inv_1 paid, naming no time, and refunded in full
+// at 140: its payment waits `after_refund`. A person who finds at Paymos that the refund
+// returned it resolves it (under DynamoDB's condition: once, only while it waits so): nothing
+// ships and nothing waits; Paymos' time after the refund, once named, ships it once.
+#[tokio::test]
+async fn a_payment_the_full_refund_returned_is_resolved_shipping_nothing_on_dynamodb() {
+    use paymos_inbox_core::money::invoice::{Refund, RefundMode};
+    use paymos_inbox_core::roads::exceptions::resolve_invoice;
+    use paymos_inbox_core::testkit::memory::MemoryPaymos;
+    let rig = Rig::new().await;
+    let fulfil = Fulfil::new(rig.store.clone()).for_projects(crate::one_project());
+    let (_, applied) = fulfil
+        .apply(&at("evt_e1", 140, Some("wdr_1")), NOW_MS)
+        .await
+        .unwrap();
+    assert_eq!(applied, Applied::Updated);
+    let paymos_with = |paid_at: Option<u64>| {
+        let paymos = MemoryPaymos::new();
+        let mut invoice = crate::paid_at_paymos("o-1", None, 0);
+        invoice.paid_at = paid_at;
+        paymos.invoice("inv_1", invoice);
+        paymos.refund(
+            "inv_1",
+            Refund {
+                withdrawal_id: "wdr_1".into(),
+                amount: paymos_inbox_core::money::status::Amount::parse("10"),
+                currency: Some("USDT".into()),
+                mode: Some(RefundMode::Full),
+                completed_at: Some(140),
+            },
+        );
+        paymos
+    };
+    let window = (0, 2_000_000_000);
+    let run = async |paid_at: Option<u64>| {
+        paymos_inbox_core::roads::reconcile::reconcile(
+            &paymos_with(paid_at),
+            &fulfil,
+            window,
+            true,
+            NOW_MS,
+        )
+        .await
+        .unwrap()
+    };
+    run(None).await;
+    assert_eq!(rig.store.invoices_under_review().await.unwrap().len(), 1);
+    let resolved = resolve_invoice(&rig.store, "inv_1", "alice", NOW_MS).await;
+    assert_eq!(resolved, Ok(Applied::Held));
+    assert!(
+        resolve_invoice(&rig.store, "inv_1", "alice", NOW_MS)
+            .await
+            .is_err()
+    );
+    assert!(rig.store.invoices_under_review().await.unwrap().is_empty());
+    run(None).await;
+    assert!(rig.store.fulfilments().await.unwrap().is_empty());
+    for _ in 0..2 {
+        run(Some(150)).await;
+    }
+    let shipped = rig.store.fulfilments().await.unwrap();
+    assert_eq!(shipped.len(), 1, "the order ships once: {shipped:?}");
+    drop(rig.aws);
+}

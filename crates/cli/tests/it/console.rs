@@ -1827,7 +1827,7 @@ async fn a_payment_after_a_full_refund_is_released_from_the_console() {
     assert_eq!(item["resource_id"], invoice, "{item}");
     assert!(
         item["action"].as_str().unwrap().starts_with(
-            "if the customer paid again, ship it: press Release (a reason is required)"
+            "check at Paymos when this payment was made: after the full refund (the customer paid again), ship it: press Release (a reason is required)"
         ),
         "{item}"
     );

@@ -873,7 +873,7 @@ pub fn read(source: &Source, change: &Change, stored: Stored) -> Result<Written,
 /// Why a payment after the full refund of a shipped invoice waits ([`Writes::PaidAgain`]).
 pub const PAID_AGAIN: &str = "paid again after a full refund of this invoice, whose order shipped before: the order never ships twice, refund this payment";
 
-pub const AFTER_REFUND: &str = "paid after a full refund? No road knows when this payment was made, and a full refund is on record: release it if the customer paid again, else nothing ships";
+pub const AFTER_REFUND: &str = "paid after a full refund? No road knows when this payment was made, and a full refund is on record: release it if the customer paid again; if that refund returned it, resolve it (nothing ships)";
 
 /// Why a payment no road dates, of an order known nowhere, waits while a full refund is on
 /// record: its order first, then a person says whether it was paid again.

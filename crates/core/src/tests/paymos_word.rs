@@ -3951,3 +3951,76 @@ async fn a_payment_paymos_has_in_another_project_with_no_order_is_an_order_confl
     );
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
 }
+
+// Attack round 3, F5: Paymos has inv_1 paid, naming no time, and refunded in full at 20. No
+// road knows whether the refund returned the payment: it waits `after_refund` for a person.
+// Released, it ships; but where Paymos' dashboard shows it paid before the refund, that
+// refund returned it, and the person had no way to take it off the list but to ship it or to
+// leave it listed for ever. A resolve is that way out: nothing ships, the list is empty, and
+// Paymos' time, once it names one, still decides (after the refund: it ships, once).
+// Before: `resolve_invoice` refused it (not an order conflict).
+#[tokio::test]
+async fn a_payment_a_person_finds_the_full_refund_returned_is_resolved_shipping_nothing() {
+    let (_, store) = webhooks(&[
+        invoice("evt_open", "awaiting_payment", 10),
+        full_refund("evt_r", 20),
+    ])
+    .await;
+    let fulfil = crate::tests::one_shop(Arc::clone(&store));
+    let reconcile_with = |paid_at: Option<u64>| {
+        let paymos = MemoryPaymos::new();
+        paymos.invoice("inv_1", at_paymos("paid", paid_at));
+        paymos.refund("inv_1", paymos_refund(20));
+        paymos
+    };
+    let window = (0, 2_000_000_000);
+    crate::roads::reconcile::reconcile(&reconcile_with(None), &fulfil, window, true, NOW_MS)
+        .await
+        .unwrap();
+    let listed = async || {
+        list(&*store, &MemoryReviews::new(), 0)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.kind, e.action))
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        matches!(&listed().await[..], [(kind, action)] if *kind == "after_refund"
+            && action.contains("--resolve inv_1")),
+        "{:?}",
+        listed().await
+    );
+    let resolved =
+        crate::roads::exceptions::resolve_invoice(&*store, "inv_1", "alice", NOW_MS).await;
+    assert_eq!(resolved, Ok(Held));
+    assert!(listed().await.is_empty());
+    assert!(store.fulfilments().is_empty());
+    assert!(
+        crate::roads::exceptions::resolve_invoice(&*store, "inv_1", "alice", NOW_MS)
+            .await
+            .is_err(),
+        "once"
+    );
+    // Paymos, naming no time still, changes nothing; naming one before the refund neither.
+    for paid_at in [None, Some(15)] {
+        crate::roads::reconcile::reconcile(&reconcile_with(paid_at), &fulfil, window, true, NOW_MS)
+            .await
+            .unwrap();
+        assert!(store.fulfilments().is_empty(), "{paid_at:?}");
+        assert!(listed().await.is_empty(), "{paid_at:?}");
+    }
+    // Paid after the refund by Paymos' clock: a new payment, which ships, once.
+    for _ in 0..2 {
+        crate::roads::reconcile::reconcile(
+            &reconcile_with(Some(30)),
+            &fulfil,
+            window,
+            true,
+            NOW_MS,
+        )
+        .await
+        .unwrap();
+    }
+    assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
+}

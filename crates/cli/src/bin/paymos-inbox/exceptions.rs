@@ -59,8 +59,10 @@ pub struct ExceptionsArgs {
     /// applied by hand, or an unconfirmed payment Paymos shows was never paid (forged: rotate
     /// the secret); or the invoice inv_… of an order conflict Paymos' word found (shipped
     /// under another order than Paymos' invoice names: you shipped Paymos' order and
-    /// recovered the other) (with --actor and --reason; recorded in the audit trail). Exit 0
-    /// resolved, 2 when nothing of that id waits so.
+    /// recovered the other), or of a payment waiting after_refund that you found the full
+    /// refund returned (paid before it: settled as refunded, nothing ships) (with --actor and
+    /// --reason; recorded in the audit trail). Exit 0 resolved, 2 when nothing of that id
+    /// waits so.
     #[arg(long, value_name = "EVENT_ID", value_parser = crate::exit::named, conflicts_with_all = ["json", "reindex", "body"], requires_all = ["actor", "reason"])]
     resolve: Option<String>,
     /// With --resolve: who settled it (on dev; on AWS the caller's identity is recorded).

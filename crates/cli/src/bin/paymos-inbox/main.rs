@@ -147,7 +147,8 @@ enum Command {
     /// upgrade that adds the indexes: --reindex. --body prints what Paymos sent for one
     /// delivery (an unusable one is applied by hand from it); --resolve takes an
     /// order_conflict (a delivery, or an invoice Paymos' word found), unusable or forged
-    /// unconfirmed delivery you settled off the list (audited).
+    /// unconfirmed delivery you settled off the list, or an after_refund payment the full
+    /// refund returned (settled as refunded, nothing ships) (audited).
     ///
     /// Examples:
     ///   paymos-inbox exceptions --stack-name paymos-inbox-live --json

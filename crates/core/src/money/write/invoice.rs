@@ -1078,6 +1078,28 @@ pub fn paymos_order_taken(
     }
 }
 
+/// A person found at Paymos that the full refund on record returned a payment that waits
+/// [`Mark::AfterRefund`] (paid before it: `by`): settled as refunded, off the list, kept by its
+/// day, with who said so. Paymos' time of it, once a road reads one, still judges it (a payment
+/// after the refund is reopened and ships). Refused where it does not wait so.
+#[must_use]
+pub fn after_refund_returned(invoice_id: &str, by: &str, now_ms: u64) -> Write {
+    Write {
+        what: What::Transition,
+        key: Key::state(invoice_id),
+        guard: Guard::All(vec![
+            Guard::Is(Field::AfterRefund, Value::Bool(true)),
+            Guard::Lacks(Field::ReleasedAt),
+        ]),
+        set: vec![
+            Set::Remove(Field::AfterRefund),
+            Set::Put(Field::AfterRefundReturnedBy, Value::text(by)),
+            Set::Put(Field::ListedIn, Value::Text(day_list(invoice_id, now_ms))),
+            Set::Put(Field::UpdatedAt, Value::Int(now_ms)),
+        ],
+    }
+}
+
 /// A person settled what [`shipped_otherwise`] noted (`by`): off the list, kept by its day,
 /// with who settled it.
 #[must_use]

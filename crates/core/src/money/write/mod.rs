@@ -140,6 +140,7 @@ pub enum Field {
     PaymosOrderShippedWith,
     PaymosProjectElsewhere,
     PaymosOrderUnnamed,
+    AfterRefundReturnedBy,
     Applied,
     LastEventId,
     UpdatedAt,

@@ -272,7 +272,7 @@ fn invoice_exception(inv: &InvoiceRecord, refund: Option<&str>, sibling: &Siblin
                 "paid after a full refund? Paid {paid} for order {order} at a time no road knows, while a full refund is on record{refunded}"
             ),
             format!(
-                "if the customer paid again, ship it with `paymos-inbox release {id} --actor <you> --reason …`; if not, nothing ships: refund what was paid again"
+                "check at Paymos when this payment was made: after the full refund (the customer paid again), ship it with `paymos-inbox release {id} --actor <you> --reason …`; at or before it, that refund returned it and nothing ships: `paymos-inbox exceptions --resolve {id} --actor <you> --reason \"…\"`"
             ),
         ),
         Standing::Held => (

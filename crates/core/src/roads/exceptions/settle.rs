@@ -151,14 +151,18 @@ pub async fn resolve<L: ReviewLedger>(
     Ok(record.outcome)
 }
 
-/// Takes `invoice_id`'s order conflict that a road asking Paymos found
+/// Takes `invoice_id` off the list once a person settled it, noting who (`actor`): its
+/// outcome until then. An order conflict a road asking Paymos found
 /// ([`crate::money::write::shipped_otherwise`]: shipped here under another order than Paymos'
-/// invoice names) off the list, once a person shipped the paid order by hand (or refunded
-/// this payment, where another invoice shipped it first) and recovered the other, noting who
-/// (`actor`): its outcome until then. A later run finds it settled and lists it no more.
+/// invoice names), once they shipped the paid order by hand (or refunded this payment, where
+/// another invoice shipped it first) and recovered the other: a later run finds it settled and
+/// lists it no more. A payment that waits `after_refund`, once they found at Paymos that the
+/// full refund on record returned it (paid before it): settled as refunded, nothing ships
+/// ([`crate::money::write::after_refund_returned`]); Paymos' time of it, once a road reads
+/// one, still judges it.
 ///
 /// # Errors
-/// [`ResolveError::NotResolvable`] when the invoice does not wait so (or was settled
+/// [`ResolveError::NotResolvable`] when the invoice waits neither way (or was settled
 /// meanwhile); [`ResolveError::Port`] when the store fails.
 pub async fn resolve_invoice<S: ExceptionStore>(
     store: &S,
@@ -168,7 +172,7 @@ pub async fn resolve_invoice<S: ExceptionStore>(
 ) -> Result<Applied, ResolveError> {
     let not = || {
         ResolveError::NotResolvable(format!(
-            "{invoice_id}: it does not wait as an order conflict Paymos' word found (see `paymos-inbox exceptions`)"
+            "{invoice_id}: it waits neither as an order conflict Paymos' word found nor as a payment after a full refund (see `paymos-inbox exceptions`)"
         ))
     };
     // Its guard is the question: noted, and not settled yet.
@@ -177,8 +181,14 @@ pub async fn resolve_invoice<S: ExceptionStore>(
         &format!("manual:{actor}"),
         now_ms,
     );
-    match store.write(&[settled]).await? {
-        crate::money::write::Stored::Committed => Ok(Applied::OrderConflict),
+    if let crate::money::write::Stored::Committed = store.write(&[settled]).await? {
+        return Ok(Applied::OrderConflict);
+    }
+    let returned =
+        crate::money::write::after_refund_returned(invoice_id, &format!("manual:{actor}"), now_ms);
+    match store.write(&[returned]).await? {
+        // Its outcome until then: held, waiting `after_refund`.
+        crate::money::write::Stored::Committed => Ok(Applied::Held),
         crate::money::write::Stored::Refused(_) => Err(not()),
     }
 }

@@ -166,8 +166,8 @@ mod tests {
                 "after_refund",
                 Some("inv_1"),
                 None,
-                "if the customer paid again, ship it with `paymos-inbox release inv_1 --actor <you> --reason …`; if not, nothing ships: refund what was paid again",
-                "if the customer paid again, ship it: press Release (a reason is required); if not, nothing ships: refund what was paid again",
+                "check at Paymos when this payment was made: after the full refund (the customer paid again), ship it with `paymos-inbox release inv_1 --actor <you> --reason …`; at or before it, that refund returned it and nothing ships: `paymos-inbox exceptions --resolve inv_1 --actor <you> --reason \"…\"`",
+                "check at Paymos when this payment was made: after the full refund (the customer paid again), ship it: press Release (a reason is required); at or before it, that refund returned it and nothing ships: `paymos-inbox exceptions --resolve inv_1 --actor <you> --reason \"…\"`",
             ),
             (
                 "unconfirmed",

@@ -1198,3 +1198,40 @@ async fn an_answer_paymos_gives_that_cannot_be_read_is_said_so_at_the_door() {
     );
     assert!(out.contains("missing field `amount`"), "{out}");
 }
+
+// Attack round 3, F7: `status` in a folder where `dev` runs, naming nothing, went to AWS and
+// said only "no AWS region" (exit 2). It still does not guess (an operator command without a
+// name reads the deployed stack), but its next step names the `dev` that runs there.
+#[tokio::test]
+async fn a_command_naming_no_receiver_beside_a_running_dev_says_to_name_it() {
+    let scratch_dir = scratch("status");
+    let dir = scratch_dir.path().to_owned();
+    std::fs::write(dir.join("dev.json"), "{}\n").unwrap();
+    let (code, out) = tokio::task::spawn_blocking(move || {
+        let out = Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+            .arg("status")
+            .current_dir(&dir)
+            .env_remove("AWS_REGION")
+            .env_remove("AWS_DEFAULT_REGION")
+            .env_remove("AWS_PROFILE")
+            .env_remove("AWS_ENDPOINT_URL_DYNAMODB")
+            .env_remove("AWS_ENDPOINT_URL_SQS")
+            .env_remove("PAYMOS_INBOX_STACK_NAME")
+            .env_remove("PAYMOS_INBOX_CONFIG_ENV")
+            .env("HOME", &dir)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("no AWS region") && out.contains("--dev-info dev.json"),
+        "{out}"
+    );
+}

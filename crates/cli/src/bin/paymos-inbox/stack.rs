@@ -265,10 +265,18 @@ impl StackArgs {
         }
         let config = loader.load().await;
         if config.region().is_none() {
-            return Err(Failure::usage(
+            let failure = Failure::usage(
                 "no AWS region: neither --region, AWS_REGION nor the profile names one",
-            )
-            .next("pass --region eu-west-1 (the stack's region), or set AWS_REGION"));
+            );
+            // A `dev` runs here, and nothing named a receiver: the person meant it, likely.
+            if !self.given() && std::path::Path::new(DEV_INFO_FILE).is_file() {
+                return Err(failure.next(format!(
+                    "for the `dev` that runs here, pass --dev-info {DEV_INFO_FILE}; for a deployed stack, --region eu-west-1 (its region) or AWS_REGION"
+                )));
+            }
+            return Err(
+                failure.next("pass --region eu-west-1 (the stack's region), or set AWS_REGION")
+            );
         }
         Ok(config)
     }

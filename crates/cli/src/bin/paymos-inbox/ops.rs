@@ -837,7 +837,7 @@ fn checked_window(from: i64, to: i64, now: i64) -> Result<(i64, i64), String> {
 /// The reconciliation's findings, one line each, as an operator reads them.
 fn print_report(report: &paymos_inbox_core::roads::reconcile::Report) {
     say!(
-        "paid at Paymos: {}, fulfilled here once: {}",
+        "paid at Paymos: {}, fulfilled here once as Paymos has it: {}",
         report.paid_at_paymos,
         report.matched
     );

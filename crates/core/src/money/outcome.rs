@@ -932,7 +932,10 @@ fn standing_outcome(standing: &Standing) -> Applied {
         Standing::OrderUnknown => Applied::OrderUnknown,
         Standing::AfterRefund => Applied::Held,
         Standing::ShippedOtherwise(_) => Applied::OrderConflict,
-        Standing::Clear | Standing::Released | Standing::Refunded => Applied::AlreadyFinal,
+        // Paid back in full: the person hears it (nothing ships, nothing waits), as they do
+        // where their word finds the refund first.
+        Standing::Refunded => Applied::Refunded,
+        Standing::Clear | Standing::Released => Applied::AlreadyFinal,
     }
 }
 

@@ -3946,9 +3946,12 @@ async fn a_payment_paymos_has_in_another_project_with_no_order_is_an_order_confl
     assert!(
         matches!(&listed[..], [(kind, id, why, action)] if *kind == "order_conflict" && id == "inv_1"
             && why.contains("prj_a") && why.contains("no order")
-            && action.contains("recover order o-1 of prj_b") && !action.contains("ship order")),
+            && action.contains("recover order o-1 of prj_b")
+            && action.contains("find at Paymos the order this payment is for")),
         "{listed:?}"
     );
+    let (seen, _) = store.invoice_seen("inv_1").await.unwrap();
+    assert!(seen.unwrap().paymos_order_unnamed);
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
 }
 
@@ -4002,6 +4005,13 @@ async fn a_payment_a_person_finds_the_full_refund_returned_is_resolved_shipping_
             .is_err(),
         "once"
     );
+    // Attack round 4, F3: a person's word of it afterwards says it is refunded (nothing ships,
+    // nothing is listed: exit 1). Before: `already_final`, exit 0.
+    assert_eq!(
+        fulfil.mark_paid("inv_1", order(), "support", NOW_MS).await,
+        Ok(Refunded)
+    );
+    assert!(store.fulfilments().is_empty());
     // Paymos, naming no time still, changes nothing; naming one before the refund neither.
     for paid_at in [None, Some(15)] {
         crate::roads::reconcile::reconcile(&reconcile_with(paid_at), &fulfil, window, true, NOW_MS)

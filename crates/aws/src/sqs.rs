@@ -165,6 +165,27 @@ pub async fn approximate_messages(client: &Client, queue_url: &str) -> Result<u6
         .unwrap_or(0))
 }
 
+/// How many messages of the queue at `queue_url` are in flight (`ApproximateNumberOfMessagesNotVisible`):
+/// received and being applied, or failed and out of sight until their retry.
+///
+/// # Errors
+/// The SQS failure.
+pub async fn messages_in_flight(client: &Client, queue_url: &str) -> Result<u64, PortError> {
+    use aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible as InFlight;
+    let attributes = client
+        .get_queue_attributes()
+        .queue_url(queue_url)
+        .attribute_names(InFlight)
+        .send()
+        .await
+        .map_err(|e| port_error("SQS GetQueueAttributes", e))?;
+    Ok(attributes
+        .attributes()
+        .and_then(|a| a.get(&InFlight))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0))
+}
+
 /// The signed hand-off's queue: a message not delivered comes back after its delay.
 impl RetryQueue for SqsQueue {
     async fn retry_in(&self, receipt: &str, delay_s: u32) -> Result<(), PortError> {

@@ -1623,6 +1623,40 @@ async fn status_says_healthy_or_why_not_as_the_consoles_header_does() {
     );
 }
 
+// Attack round 4, F2: a delivery fulfil could not apply yet (here: its record is not there)
+// waits out of sight on the work queue until its retry, and its delayed check lists it
+// pending only minutes later; `status` said "work queue: 0" meanwhile. It counts the
+// messages in flight now, in words and in `--json`.
+#[tokio::test]
+async fn status_counts_the_work_queues_messages_in_flight() {
+    let (dev, info, _scratch) = dev_with_info("console-in-flight").await;
+    let body = invoice_paid("evt_in_flight", "inv_in_flight");
+    let test = paymos_inbox_core::wire::signature::Environment::Test;
+    dev.sqs
+        .send_message()
+        .queue_url(&dev.info.queues["WorkQueue"])
+        .message_body(work_item(&body, test).encode())
+        .send()
+        .await
+        .unwrap();
+    let mut in_flight = Value::Null;
+    for _ in 0..40 {
+        let (_, out, _) = run(args(&["status", "--json"], &info)).await;
+        let status: Value = serde_json::from_str(out.trim()).unwrap_or_else(|_| panic!("{out}"));
+        in_flight = status["header"]["work_queue_in_flight"].clone();
+        if in_flight == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(in_flight, 1);
+    let (_, out, err) = run(args(&["status"], &info)).await;
+    assert!(
+        out.contains("work queue:      0 (1 in flight: being applied, or not applied yet"),
+        "{out}{err}"
+    );
+}
+
 // Issue 49 (A3): with `dev` reconciling against a fake Paymos API, `status` said healthy (exit 0)
 // and `exceptions` listed nothing while the log said `missing=182` every minute. The scheduled
 // run keeps what its window found beside where it ended; `status` reads it (one item), needs a

@@ -115,8 +115,10 @@ enum Command {
     Check(ops::CheckArgs),
     /// List deliveries recorded but not processed, oldest first
     ///
-    /// Read from a sparse index, not a scan. --resend sends the stranded ones again, as the
-    /// scheduled sweep does.
+    /// Read from a sparse index, not a scan: a delivery enters it when its delayed check
+    /// (10 minutes after receipt, by default) finds it not processed; before that, one fulfil
+    /// has not applied yet is a message in flight on the work queue (`status` counts them).
+    /// --resend sends the stranded ones again, as the scheduled sweep does.
     ///
     /// Examples:
     ///   paymos-inbox pending --stack-name paymos-inbox-live

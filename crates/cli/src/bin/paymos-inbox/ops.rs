@@ -314,9 +314,12 @@ pub async fn pending(args: PendingArgs) -> ExitCode {
         Ok(list) => {
             let now = now_ms();
             if !args.json {
+                // Listed by their delayed check (issue 51): a younger delivery that fulfil has not
+                // applied yet is a message in flight on the work queue, which `status` counts.
                 say!(
-                    "{} recorded but not processed",
-                    paymos_inbox::counted(list.len(), "delivery")
+                    "{} recorded but not processed, as their delayed check found them ({} min after receipt, by default; younger ones are not listed yet: `paymos-inbox status` counts the work queue's messages in flight)",
+                    paymos_inbox::counted(list.len(), "delivery"),
+                    paymos_inbox_core::roads::ingest::DEFAULT_CHECK_AFTER_SECS / 60
                 );
             }
             for p in list {

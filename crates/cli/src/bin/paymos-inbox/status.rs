@@ -261,7 +261,16 @@ fn lines(header: &Value, waiting: &BTreeMap<String, usize>, health: &Health) -> 
     let mut out = vec![
         health.word().to_owned(),
         format!("alarms:          {alarms}"),
-        format!("work queue:      {}", shown(&header["work_queue"], "-")),
+        format!(
+            "work queue:      {}{}",
+            shown(&header["work_queue"], "-"),
+            match header["work_queue_in_flight"].as_u64() {
+                Some(n) if n > 0 => format!(
+                    " ({n} in flight: being applied, or not applied yet and out of sight until their retry)"
+                ),
+                _ => String::new(),
+            }
+        ),
         format!("dead letters:    {}", shown(&header["dead_letters"], "-")),
         format!("oldest pending:  {oldest}"),
         format!("waiting:         {listed}"),

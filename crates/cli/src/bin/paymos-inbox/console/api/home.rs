@@ -111,6 +111,14 @@ pub(crate) async fn header(stack: &Stack, state: &DynamoResources, ledger: &Dyna
             .map_or_else(|e| json!({"unavailable": e.to_string()}), |n| json!(n)),
         None => Value::Null,
     };
+    // Applied now, or failed and waiting their retry: a delivery fulfil cannot apply yet is
+    // there, hours before its check lists it pending.
+    let in_flight = match stack.queue.as_deref() {
+        Some(url) => paymos_inbox_aws::sqs::messages_in_flight(&stack.sqs, url)
+            .await
+            .map_or_else(|e| json!({"unavailable": e.to_string()}), |n| json!(n)),
+        None => Value::Null,
+    };
     let now = now_ms();
     let oldest = match ledger.pending(1).await {
         Ok(list) => list.first().map_or(Value::Null, |p| {
@@ -135,6 +143,7 @@ pub(crate) async fn header(stack: &Stack, state: &DynamoResources, ledger: &Dyna
     };
     json!({
         "work_queue": depth(&stack.queue).await,
+        "work_queue_in_flight": in_flight,
         "dead_letters": depth(&stack.dlq).await,
         "oldest_pending": oldest,
         "reconciliation": reconciled,

@@ -307,3 +307,21 @@ fn every_help_example_that_states_an_exit_code_exits_with_it() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(checked >= 1, "an example states its exit code");
 }
+
+// Attack round 4, F6: `pending --limit 0` listed nothing and exited 0, as if nothing were
+// pending. A limit of 0 is bad input (exit 2), said before any read.
+#[test]
+fn pending_with_a_limit_of_zero_is_bad_input() {
+    let scratch = scratch("pending-limit");
+    let out = Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+        .args(["pending", "--limit", "0", "--dev-info", "absent.json"])
+        .current_dir(scratch.path())
+        .output()
+        .expect("run paymos-inbox");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--limit") && stderr.contains("0 would list nothing"),
+        "refused for its limit, before reading anything: {stderr}"
+    );
+}

@@ -252,10 +252,19 @@ pub async fn check(args: CheckArgs) -> ExitCode {
     }
 }
 
+/// A count of at least one (`pending --limit`): bad input otherwise (exit 2).
+fn at_least_one(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("0 would list nothing: give 1 or more".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 #[derive(clap::Args)]
 pub struct PendingArgs {
-    /// At most this many, oldest first.
-    #[arg(long, default_value_t = 50)]
+    /// At most this many, oldest first (1 or more: 0 would list nothing and say all is well).
+    #[arg(long, default_value_t = 50, value_parser = at_least_one)]
     limit: usize,
     /// Send again every pending delivery received more than --older-than seconds ago whose
     /// lease is over (what the scheduled sweep does), through the same conditional take-over

@@ -4034,3 +4034,33 @@ async fn a_payment_a_person_finds_the_full_refund_returned_is_resolved_shipping_
     }
     assert_eq!(store.fulfilments(), [("inv_1".into(), Some("o-1".into()))]);
 }
+
+// Attack round 4, F4: inv_1 paid and shipped, refunded in full, then paid again. Its line said
+// "a second payment (10 USD) for order o-1, which inv_1 fulfilled; inv_1's payment was
+// refunded in full", as if another invoice had paid (and 10 USD is the order's price, not
+// what was paid again), and "its completed refund clears this" while that refund had
+// completed already. It now says the invoice was paid again after its own full refund, and
+// that only a full refund completed after this payment clears it.
+#[tokio::test]
+async fn a_payment_after_the_invoices_own_full_refund_is_said_as_such() {
+    let (outcomes, store) = webhooks(&[
+        invoice("evt_a", "paid", 10),
+        full_refund("evt_r", 20),
+        invoice("evt_b", "paid_over", 30),
+    ])
+    .await;
+    assert_eq!(outcomes, [Fulfilled, Updated, DuplicatePayment]);
+    let listed: Vec<_> = list(&*store, &MemoryReviews::new(), 0)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.kind, e.why, e.action))
+        .collect();
+    assert!(
+        matches!(&listed[..], [(kind, why, action)] if *kind == "duplicate_payment"
+            && why.starts_with("paid again after its own payment, which shipped order o-1, was refunded in full")
+            && !why.contains("10 USD")
+            && action.contains("a full refund completed after this payment clears it")),
+        "{listed:?}"
+    );
+}

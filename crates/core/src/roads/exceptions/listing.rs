@@ -117,6 +117,18 @@ fn duplicate_line(
     refunded: &str,
     sibling: &Sibling,
 ) -> (String, String) {
+    // Paid again on the same invoice after its own full refund: no other invoice, and the
+    // record keeps the order's price, not what was paid again.
+    if first == id {
+        return (
+            format!(
+                "paid again after its own payment, which shipped order {order}, was refunded in full: this payment may be what pays for the order now{refunded}"
+            ),
+            format!(
+                "if order {order} shipped and stays with the customer, this payment is what pays for it: keep it (nothing ships again; the line stays until a refund); if the customer is owed it, refund {id} in full again at Paymos: a full refund completed after this payment clears it"
+            ),
+        );
+    }
     if matches!(sibling, Sibling::FirstRefunded) {
         return (
             format!(

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use aws_sdk_sqs::Client;
-use aws_sdk_sqs::types::{MessageAttributeValue, SendMessageBatchRequestEntry};
+use aws_sdk_sqs::types::{MessageAttributeValue, QueueAttributeName, SendMessageBatchRequestEntry};
 
 use crate::aws::port_error;
 use paymos_inbox_core::port::PortError;
@@ -150,38 +150,35 @@ impl WorkQueue for SqsQueue {
 /// # Errors
 /// [`PortError`] of its kind when SQS fails.
 pub async fn approximate_messages(client: &Client, queue_url: &str) -> Result<u64, PortError> {
-    use aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessages;
-    let attributes = client
-        .get_queue_attributes()
-        .queue_url(queue_url)
-        .attribute_names(ApproximateNumberOfMessages)
-        .send()
-        .await
-        .map_err(|e| port_error("SQS GetQueueAttributes", e))?;
-    Ok(attributes
-        .attributes()
-        .and_then(|a| a.get(&ApproximateNumberOfMessages))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0))
+    count(
+        client,
+        queue_url,
+        QueueAttributeName::ApproximateNumberOfMessages,
+    )
+    .await
 }
 
-/// How many messages of the queue at `queue_url` are in flight (`ApproximateNumberOfMessagesNotVisible`):
-/// received and being applied, or failed and out of sight until their retry.
+/// One count attribute of the queue at `queue_url` (0 where SQS leaves it out): its messages
+/// (`ApproximateNumberOfMessages`), or those in flight, received and being applied or failed
+/// and out of sight until their retry (`ApproximateNumberOfMessagesNotVisible`).
 ///
 /// # Errors
-/// The SQS failure.
-pub async fn messages_in_flight(client: &Client, queue_url: &str) -> Result<u64, PortError> {
-    use aws_sdk_sqs::types::QueueAttributeName::ApproximateNumberOfMessagesNotVisible as InFlight;
+/// [`PortError`] of its kind when SQS fails.
+pub async fn count(
+    client: &Client,
+    queue_url: &str,
+    attribute: QueueAttributeName,
+) -> Result<u64, PortError> {
     let attributes = client
         .get_queue_attributes()
         .queue_url(queue_url)
-        .attribute_names(InFlight)
+        .attribute_names(attribute.clone())
         .send()
         .await
         .map_err(|e| port_error("SQS GetQueueAttributes", e))?;
     Ok(attributes
         .attributes()
-        .and_then(|a| a.get(&InFlight))
+        .and_then(|a| a.get(&attribute))
         .and_then(|n| n.parse().ok())
         .unwrap_or(0))
 }

@@ -104,17 +104,12 @@ fn home(found: &[Exception], now: u64, about: Value) -> Value {
 /// window read whole found: one item each) and the stack's alarms: the console's header and
 /// `status`. A read that fails is said in its place.
 pub(crate) async fn header(stack: &Stack, state: &DynamoResources, ledger: &DynamoLedger) -> Value {
-    use paymos_inbox_core::roads::reconcile::ReconcileCheckpoint as _;
-    let depth = async |queue: &Option<String>| match queue.as_deref() {
-        Some(url) => paymos_inbox_aws::sqs::approximate_messages(&stack.sqs, url)
-            .await
-            .map_or_else(|e| json!({"unavailable": e.to_string()}), |n| json!(n)),
-        None => Value::Null,
+    use aws_sdk_sqs::types::QueueAttributeName::{
+        ApproximateNumberOfMessages as Visible, ApproximateNumberOfMessagesNotVisible as InFlight,
     };
-    // Applied now, or failed and waiting their retry: a delivery fulfil cannot apply yet is
-    // there, hours before its check lists it pending.
-    let in_flight = match stack.queue.as_deref() {
-        Some(url) => paymos_inbox_aws::sqs::messages_in_flight(&stack.sqs, url)
+    use paymos_inbox_core::roads::reconcile::ReconcileCheckpoint as _;
+    let depth = async |queue: &Option<String>, counted| match queue.as_deref() {
+        Some(url) => paymos_inbox_aws::sqs::count(&stack.sqs, url, counted)
             .await
             .map_or_else(|e| json!({"unavailable": e.to_string()}), |n| json!(n)),
         None => Value::Null,
@@ -142,9 +137,11 @@ pub(crate) async fn header(stack: &Stack, state: &DynamoResources, ledger: &Dyna
         None => None,
     };
     json!({
-        "work_queue": depth(&stack.queue).await,
-        "work_queue_in_flight": in_flight,
-        "dead_letters": depth(&stack.dlq).await,
+        "work_queue": depth(&stack.queue, Visible).await,
+        // Being applied, or failed and waiting their retry: a delivery fulfil cannot apply yet
+        // is there, minutes before its check lists it pending.
+        "work_queue_in_flight": depth(&stack.queue, InFlight).await,
+        "dead_letters": depth(&stack.dlq, Visible).await,
         "oldest_pending": oldest,
         "reconciliation": reconciled,
         "alarms": alarms(&stack.named_by, read),

@@ -875,6 +875,35 @@ async fn send_finds_dev_on_whatever_port_it_chose() {
     }
 }
 
+/// `paymos-inbox args` run in `dir`, its home too, with nothing of this machine's AWS setting
+/// or stack names (no region, profile, endpoint, secret): its exit code and what it printed.
+async fn in_a_bare_folder(dir: std::path::PathBuf, args: &[&str]) -> (Option<i32>, String) {
+    let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        let out = Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
+            .args(&args)
+            .current_dir(&dir)
+            .env_remove("PAYMOS_WEBHOOK_SECRET")
+            .env_remove("PAYMOS_INBOX_STACK_NAME")
+            .env_remove("PAYMOS_INBOX_CONFIG_ENV")
+            .env_remove("AWS_REGION")
+            .env_remove("AWS_DEFAULT_REGION")
+            .env_remove("AWS_PROFILE")
+            .env_remove("AWS_ENDPOINT_URL_DYNAMODB")
+            .env_remove("AWS_ENDPOINT_URL_SQS")
+            .env("HOME", &dir)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    })
+    .await
+    .unwrap()
+}
+
 // Issue 42, item 6: `send --wait` after `dev` posted to dev (found by ./dev.json) and then read
 // the stack samconfig.toml names: "no AWS region" (exit 2), or 60 s on the deployed sandbox
 // stack's table for an event that went to dev. It now waits where it sent.
@@ -894,34 +923,18 @@ async fn send_wait_after_dev_waits_on_devs_tables() {
         dir.join("samconfig.toml"),
     )
     .unwrap();
-    let (code, out) = tokio::task::spawn_blocking(move || {
-        let out = Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
-            .args([
-                "send",
-                "--type",
-                "invoice.paid",
-                "--resource",
-                "inv_wait_dev",
-            ])
-            .args(["--secret", TEST_SECRET, "--wait", "--json"])
-            .current_dir(&dir)
-            .env_remove("PAYMOS_WEBHOOK_SECRET")
-            .env_remove("AWS_REGION")
-            .env_remove("AWS_DEFAULT_REGION")
-            .env_remove("AWS_PROFILE")
-            .env_remove("AWS_ENDPOINT_URL_DYNAMODB")
-            .env_remove("AWS_ENDPOINT_URL_SQS")
-            .env("HOME", &dir)
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned()
-                + &String::from_utf8_lossy(&out.stderr),
-        )
-    })
-    .await
-    .unwrap();
+    let args = [
+        "send",
+        "--type",
+        "invoice.paid",
+        "--resource",
+        "inv_wait_dev",
+        "--secret",
+        TEST_SECRET,
+        "--wait",
+        "--json",
+    ];
+    let (code, out) = in_a_bare_folder(dir, &args).await;
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("\"applied\":true"), "{out}");
 }
@@ -1207,28 +1220,7 @@ async fn a_command_naming_no_receiver_beside_a_running_dev_says_to_name_it() {
     let scratch_dir = scratch("status");
     let dir = scratch_dir.path().to_owned();
     std::fs::write(dir.join("dev.json"), "{}\n").unwrap();
-    let (code, out) = tokio::task::spawn_blocking(move || {
-        let out = Command::new(env!("CARGO_BIN_EXE_paymos-inbox"))
-            .arg("status")
-            .current_dir(&dir)
-            .env_remove("AWS_REGION")
-            .env_remove("AWS_DEFAULT_REGION")
-            .env_remove("AWS_PROFILE")
-            .env_remove("AWS_ENDPOINT_URL_DYNAMODB")
-            .env_remove("AWS_ENDPOINT_URL_SQS")
-            .env_remove("PAYMOS_INBOX_STACK_NAME")
-            .env_remove("PAYMOS_INBOX_CONFIG_ENV")
-            .env("HOME", &dir)
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned()
-                + &String::from_utf8_lossy(&out.stderr),
-        )
-    })
-    .await
-    .unwrap();
+    let (code, out) = in_a_bare_folder(dir, &["status"]).await;
     assert_eq!(code, Some(2), "{out}");
     assert!(
         out.contains("no AWS region") && out.contains("--dev-info dev.json"),

@@ -1004,8 +1004,9 @@ pub fn invoice_transition(
 /// (`paymos`, in words): a person recovers the order shipped here and, as `otherwise` says,
 /// ships Paymos' order by hand, refunds this payment (another invoice shipped Paymos' order
 /// first), or does neither (Paymos has the invoice in a project this stack does not apply,
-/// whose own stack ships it, or in another of its own and names no order yet). Listed for them (`order_conflict`) until they settle it; noted
-/// once, so a later run neither lists it again nor, once settled, brings it back.
+/// whose own stack ships it, or in another of its own and names no order yet). Listed for
+/// them (`order_conflict`) until they settle it; noted once, so a later run neither lists it
+/// again nor, once settled, brings it back.
 #[must_use]
 pub fn shipped_otherwise(
     invoice_id: &str,
